@@ -1,0 +1,60 @@
+# llm.c — build, test, benchmark.
+#   make               the CPU build: ./llm
+#   make test          build and run the test suite (SAN=1: under AddressSanitizer + UBSan)
+#   make bench         CPU speed against llama.cpp (see bench/README.md)
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+STD     := -std=c11 -Wall -Wextra -Werror
+LDLIBS  := -lm -lpthread
+BUILD   := build
+
+ifeq ($(SAN),1)
+CFLAGS  := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+BUILD   := build/san
+endif
+
+SRC     := llm.c llm.h
+TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+
+.PHONY: all test bench clean models demo
+
+all: llm
+
+llm: $(SRC)
+	$(CC) $(STD) $(CFLAGS) -DLLM_MAIN -o $@ llm.c $(LDLIBS)
+
+$(BUILD)/llm: $(SRC)
+	@mkdir -p $(BUILD)
+	$(CC) $(STD) $(CFLAGS) -DLLM_MAIN -o $@ llm.c $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/test.h $(SRC)
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(STD) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+# The generator is always optimised: it writes multi-GB files.
+build/gen_model: tests/gen_model.c $(SRC)
+	@mkdir -p build
+	$(CC) $(STD) -O2 -o $@ $< $(LDLIBS)
+
+# Random-weight test models (deterministic; see tests/models.txt).
+models: build/gen_model
+	@sh tests/make_models.sh build/gen_model build/models
+
+test: $(TESTS) $(BUILD)/llm models
+	@LLM_TEST_MODELS=build/models sh tests/run.sh $(BUILD)
+
+bench: llm build/gen_model
+	@sh bench/bench.sh
+
+clean:
+	rm -rf build llm
+
+# The README's first command: a random-weight model of TinyLlama-1.1B's shape (Q4_0, a made-up
+# 32000-token vocabulary, no download), then a generation from it on the CPU.
+DEMO := build/models/demo-tinyllama-1.1b-q4_0.gguf
+$(DEMO): build/gen_model
+	@mkdir -p build/models
+	build/gen_model --shape tinyllama-1.1b --type q4_0 --vocab synthetic:32000 --seed 1 -o $@
+
+demo: llm $(DEMO)
+	./llm run -m $(DEMO) -p "Once upon a time" -n 64

@@ -1,0 +1,105 @@
+// llm.h — the public interface of llm.c, a portable LLM inference engine in one C file.
+//
+//   #include "llm.h"      and compile llm.c with your program (C11, libc, libm, pthreads).
+//
+// Handles are opaque. Functions that can fail return an enum llm_status; the message that goes
+// with the last failure of an engine is llm_last_error(engine). Creating an engine reports its
+// error into a caller-supplied buffer, since there is no engine yet.
+#ifndef LLM_H
+#define LLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LLM_VERSION "0.1.0"
+
+enum llm_status {
+    LLM_OK = 0,
+    LLM_ERR_INVALID_ARG,   // a bad parameter from the caller
+    LLM_ERR_IO,            // a file could not be opened or read
+    LLM_ERR_FORMAT,        // a model file is corrupt, truncated or inconsistent
+    LLM_ERR_UNSUPPORTED,   // well-formed, but uses something this build cannot run
+    LLM_ERR_NOMEM,         // out of host or device memory
+    LLM_ERR_CONTEXT,       // too many tokens for the context or the KV cache
+    LLM_ERR_BACKEND,       // the compute backend failed
+};
+const char *llm_status_str(enum llm_status status);
+
+typedef struct llm_engine llm_engine;
+
+// Engine options. Zero means "default" for every field; llm_engine_params_default() fills the
+// defaults explicitly.
+struct llm_engine_params {
+    const char *model_path;    // a GGUF file
+    const char *backend;       // "cpu" (default)
+    int n_threads;             // CPU worker threads (default: the number of online cores)
+    int max_model_len;         // context length in tokens (default: the model's, at most 4096)
+    int block_size;            // KV cache block size in tokens: 8, 16 (default) or 32
+    size_t kv_cache_bytes;     // KV cache memory (default: enough for max_model_len tokens)
+    const char *kv_cache_dtype;// "f16" (default) or "f32"
+    int verbose;               // 0 quiet, 1 progress on a terminal, 2 debug
+};
+struct llm_engine_params llm_engine_params_default(void);
+
+// Loads the model and sets up the backend. Returns NULL on failure with a message in err.
+llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err, size_t err_size);
+void llm_engine_free(llm_engine *engine);
+const char *llm_last_error(const llm_engine *engine);
+
+// What was loaded.
+struct llm_model_info {
+    const char *arch;          // "llama", "qwen2"
+    const char *name;          // general.name or ""
+    int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
+    int64_t n_params;
+    size_t weight_bytes;       // bytes of the weights as stored in the file
+    int kv_tokens;             // tokens the KV cache can hold
+    int bos_id, eos_id;        // -1 when the vocabulary has none
+    int add_bos;               // the vocabulary asks for a BOS token in front of prompts
+};
+void llm_model_info(const llm_engine *engine, struct llm_model_info *info);
+
+// Tokenization. Writes up to max_tokens ids and returns how many the text needs (so a second
+// call with a larger buffer gets them all), or -1 with llm_last_error set.
+int llm_tokenize(llm_engine *engine, const char *text, size_t len, int add_bos,
+                 int32_t *tokens, int max_tokens);
+// The bytes a token stands for (control tokens: none). Returns the length (may exceed
+// size, then the piece is cut), or -1 for an id out of range.
+int llm_token_to_piece(const llm_engine *engine, int32_t token, char *buf, size_t size);
+int llm_token_is_eog(const llm_engine *engine, int32_t token);   // end of generation?
+
+// Sequences: each has its own token history and KV cache blocks.
+// llm_seq_eval appends tokens at the end of a sequence and runs the model over them. logits,
+// when not NULL, receives vocabulary-size rows: one row (the last token) when all_logits is 0,
+// n rows when it is 1.
+int llm_seq_new(llm_engine *engine);                  // a sequence id, or -1
+void llm_seq_free(llm_engine *engine, int seq);
+int llm_seq_len(const llm_engine *engine, int seq);
+enum llm_status llm_seq_eval(llm_engine *engine, int seq, const int32_t *tokens, int n,
+                             float *logits, int all_logits);
+
+// Sampling.
+struct llm_sampling_params {
+    float temperature;   // 0 = greedy
+    int top_k;           // 0 = off
+    float top_p;         // 1 = off
+    uint64_t seed;
+};
+struct llm_sampling_params llm_sampling_params_default(void);
+typedef struct llm_sampler llm_sampler;
+llm_sampler *llm_sampler_create(const struct llm_sampling_params *params, int n_vocab);
+void llm_sampler_free(llm_sampler *sampler);
+int32_t llm_sampler_sample(llm_sampler *sampler, const float *logits);
+
+// The log-probabilities (log-softmax of the logits) of the k most likely tokens, best first.
+struct llm_logprob { int32_t id; float logprob; };
+void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logprob *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif // LLM_H
