@@ -57,6 +57,8 @@ struct llm_model_info {
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
     int64_t n_params;
     size_t weight_bytes;       // bytes of the weights as stored in the file
+    size_t bytes_per_token;    // weight bytes a decode step reads (all matrices; the embedding
+                               // table only when it is also the output projection)
     int kv_tokens;             // tokens the KV cache can hold
     int bos_id, eos_id;        // -1 when the vocabulary has none
     int add_bos;               // the vocabulary asks for a BOS token in front of prompts

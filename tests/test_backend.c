@@ -1,0 +1,304 @@
+// The CPU backend's ops against simple references: matrix products (plain and repacked x4
+// layouts, every weight type, 1..33 tokens) against the scalar dot product of the same quantized
+// activations; paged attention (random block tables, ragged lengths, f16 and f32 caches, AVX-512
+// and scalar paths) against a float64 softmax; RoPE (both pair styles, frequency factors) and
+// RMSNorm against float64.
+#include "../llm.c"
+#include "test.h"
+
+static unsigned long long seed = 7;
+
+static struct llm_backend make_backend(int threads, int simd, bool repack) {
+    struct llm_backend be;
+    struct llm__err e;
+    enum llm_status st = llm__cpu_backend_new(&be, threads, simd, &e);
+    EXPECT(st == LLM_OK, "backend: %s", e.msg);
+    ((struct llm__cpu *)be.ctx)->repack = repack;
+    return be;
+}
+
+static void reserve(struct llm_backend *be, int max_tokens, int64_t cols, int nh, int nkv, int hd, int bs) {
+    struct llm__shape sh = {max_tokens, cols, nh, nkv, hd, bs};
+    struct llm__err e;
+    EXPECT(be->iface->reserve(be->ctx, &sh, &e) == LLM_OK, "reserve: %s", e.msg);
+}
+
+// --- matmul ---
+
+static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, bool with_bias) {
+    size_t rb = llm__row_bytes(type, K);
+    float *wf = malloc(sizeof(float) * (size_t)K);
+    uint8_t *w = malloc(rb * (size_t)N);
+    for (int64_t r = 0; r < N; r++) {
+        for (int64_t i = 0; i < K; i++) wf[i] = (float)test_rng_normal(&seed) * 0.05f;
+        llm__quantize_row(type, wf, w + (size_t)r * rb, K);
+    }
+    float *x = malloc(sizeof(float) * (size_t)K * ntok), *bias = malloc(sizeof(float) * (size_t)N);
+    for (int64_t i = 0; i < K * ntok; i++) x[i] = (float)test_rng_normal(&seed);
+    for (int64_t i = 0; i < N; i++) bias[i] = (float)test_rng_normal(&seed);
+    // reference: scalar kernel on the plain layout, activations quantized the same way
+    int vt = llm__type_info((uint32_t)type)->vec_dot_type;
+    llm__vec_dot_fn dot = llm__vec_dot_kernel(type, LLM__SIMD_SCALAR);
+    size_t ab = llm__row_bytes(vt, K);
+    uint8_t *xq = malloc(ab * (size_t)ntok);
+    double *want = malloc(sizeof(double) * (size_t)N * ntok);
+    for (int t = 0; t < ntok; t++) llm__quantize_row(vt, x + (size_t)t * K, xq + (size_t)t * ab, K);
+    for (int t = 0; t < ntok; t++)
+        for (int64_t r = 0; r < N; r++) {
+            float s;
+            dot(K, &s, w + (size_t)r * rb, xq + (size_t)t * ab);
+            want[(size_t)t * N + r] = (double)s + (with_bias ? bias[r] : 0.0);
+        }
+    for (int repack = 0; repack < 2; repack++) {
+        struct llm_backend be = make_backend(threads, -1, repack);
+        reserve(&be, ntok, K, 1, 1, 64, 16);
+        struct llm__err e;
+        struct llm__weight wt;
+        EXPECT(be.iface->weight_load(be.ctx, &wt, type, K, N, w, &e) == LLM_OK, "weight_load: %s", e.msg);
+        struct llm__buf xb, yb, bb;
+        be.iface->buf_alloc(be.ctx, &xb, sizeof(float) * (size_t)K * ntok, &e);
+        be.iface->buf_alloc(be.ctx, &yb, sizeof(float) * (size_t)N * ntok, &e);
+        be.iface->buf_alloc(be.ctx, &bb, sizeof(float) * (size_t)N, &e);
+        be.iface->upload(be.ctx, &xb, 0, x, sizeof(float) * (size_t)K * ntok);
+        be.iface->upload(be.ctx, &bb, 0, bias, sizeof(float) * (size_t)N);
+        struct llm__tensor xt = llm__vec_view(&xb, 0, K, ntok), yt = llm__vec_view(&yb, 0, N, ntok);
+        struct llm__tensor bt = llm__vec_view(&bb, 0, N, 1);
+        const struct llm__weight *ws[1] = {&wt};
+        be.iface->matmul(be.ctx, 1, &yt, ws, with_bias ? &bt : NULL, xt);
+        const float *y = yb.data;
+        double worst = 0, scale = 0;
+        for (size_t i = 0; i < (size_t)N * ntok; i++) scale = fmax(scale, fabs(want[i]));
+        for (size_t i = 0; i < (size_t)N * ntok; i++) worst = fmax(worst, fabs((double)y[i] - want[i]) / scale);
+        EXPECT(worst < 1e-5, "matmul %s K=%lld N=%lld tokens=%d threads=%d layout=%s: relative error %.3g",
+               llm__type_info((uint32_t)type)->name, (long long)K, (long long)N, ntok, threads,
+               wt.layout == LLM__LAYOUT_X4 ? "x4" : "plain", worst);
+        if (wt.layout == LLM__LAYOUT_X4) {
+            // the embedding lookup of a repacked table gives the plain rows back
+            float *got = malloc(sizeof(float) * (size_t)K), *ref = malloc(sizeof(float) * (size_t)K);
+            int bad = 0;
+            for (int64_t r = 0; r < N; r += N / 7 + 1) {
+                llm__x4_dequantize_row(type, wt.buf.data, r, got, K);
+                llm__dequantize_row(type, w + (size_t)r * rb, ref, K);
+                bad += memcmp(got, ref, sizeof(float) * (size_t)K) != 0;
+            }
+            EXPECT(bad == 0, "x4 row dequantization differs for %d rows", bad);
+            free(got);
+            free(ref);
+        }
+        be.iface->weight_free(be.ctx, &wt);
+        be.iface->buf_free(be.ctx, &xb);
+        be.iface->buf_free(be.ctx, &yb);
+        be.iface->buf_free(be.ctx, &bb);
+        be.iface->free(be.ctx);
+    }
+    free(wf); free(w); free(x); free(bias); free(xq); free(want);
+}
+
+// --- attention ---
+
+// n_seqs sequences with random lengths; the batch holds the last `new` tokens of each (so some
+// tokens attend to a long cached past, as in decode, and some to each other, as in prefill).
+static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int nkv, int threads) {
+    enum { S = 3 };
+    int lens[S], news[S], T = 0;
+    for (int i = 0; i < S; i++) {
+        lens[i] = 1 + (int)(test_rng_next(&seed) % 70);
+        news[i] = 1 + (int)(test_rng_next(&seed) % (unsigned)lens[i]);
+        T += news[i];
+    }
+    int max_blocks = (70 + bs - 1) / bs, n_blocks = S * max_blocks;
+    // a random permutation of block ids, handed out to the sequences
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)n_blocks), *bt = calloc((size_t)S * max_blocks, sizeof(int32_t));
+    for (int i = 0; i < n_blocks; i++) perm[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) {
+        int j = (int)(test_rng_next(&seed) % (unsigned)(i + 1));
+        int32_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+    }
+    for (int i = 0, k = 0; i < S; i++)
+        for (int b = 0; b < (lens[i] + bs - 1) / bs; b++) bt[i * max_blocks + b] = perm[k++];
+    const int KV = nkv * hd, Q = nh * hd, G = nh / nkv;
+    // K/V of every position of every sequence, rounded to the cache type
+    double *kk = malloc(sizeof(double) * S * 70 * KV), *vv = malloc(sizeof(double) * S * 70 * KV);
+    float *kf = malloc(sizeof(float) * S * 70 * KV), *vf = malloc(sizeof(float) * S * 70 * KV);
+    for (int i = 0; i < S * 70 * KV; i++) {
+        kf[i] = (float)test_rng_normal(&seed);
+        vf[i] = (float)test_rng_normal(&seed);
+        if (kv_type == LLM__TYPE_F16) {
+            kf[i] = llm__fp16_to_fp32(llm__fp32_to_fp16(kf[i]));
+            vf[i] = llm__fp16_to_fp32(llm__fp32_to_fp16(vf[i]));
+        }
+        kk[i] = kf[i];
+        vv[i] = vf[i];
+    }
+    struct llm_backend be = make_backend(threads, simd, true);
+    reserve(&be, LLM__MAX(T, 1), 64, nh, nkv, hd, bs);
+    struct llm__err e;
+    struct llm__buf kb, vb, qb, ob, nb;
+    size_t row = llm__row_bytes(kv_type, KV);
+    be.iface->buf_alloc(be.ctx, &kb, row * (size_t)n_blocks * bs, &e);
+    be.iface->buf_alloc(be.ctx, &vb, row * (size_t)n_blocks * bs, &e);
+    be.iface->buf_alloc(be.ctx, &qb, sizeof(float) * (size_t)T * Q, &e);
+    be.iface->buf_alloc(be.ctx, &ob, sizeof(float) * (size_t)T * Q, &e);
+    be.iface->buf_alloc(be.ctx, &nb, sizeof(float) * (size_t)KV * 2, &e);
+    memset(kb.data, 0xFF, kb.size);   // unwritten slots hold NaNs: they must never be read
+    memset(vb.data, 0xFF, vb.size);
+    struct llm__tensor kc = {&kb, 0, kv_type, KV, (int64_t)n_blocks * bs, row};
+    struct llm__tensor vc = {&vb, 0, kv_type, KV, (int64_t)n_blocks * bs, row};
+    // store every position's K/V through kv_store, one token per step
+    for (int i = 0; i < S; i++)
+        for (int p = 0; p < lens[i]; p++) {
+            int32_t tok = 0, pos = p, sq = 0, slot = bt[i * max_blocks + p / bs] * bs + p % bs;
+            struct llm__step st = {.n_tokens = 1, .tokens = &tok, .positions = &pos, .seq_idx = &sq,
+                                   .slot_mapping = &slot, .n_seqs = 1, .max_blocks = max_blocks,
+                                   .block_tables = bt + i * max_blocks, .block_size = bs};
+            float *kr = nb.data;
+            memcpy(kr, kf + ((size_t)i * 70 + p) * KV, sizeof(float) * KV);
+            memcpy(kr + KV, vf + ((size_t)i * 70 + p) * KV, sizeof(float) * KV);
+            be.iface->begin_step(be.ctx, &st);
+            be.iface->kv_store(be.ctx, kc, vc, llm__vec_view(&nb, 0, KV, 1), llm__vec_view(&nb, sizeof(float) * KV, KV, 1));
+            be.iface->end_step(be.ctx, &e);
+        }
+    // one step: the last news[i] tokens of each sequence
+    int32_t *pos = malloc(sizeof(int32_t) * T), *sq = malloc(sizeof(int32_t) * T), *tok = calloc((size_t)T, sizeof(int32_t));
+    float *q = qb.data;
+    for (int i = 0, t = 0; i < S; i++)
+        for (int p = lens[i] - news[i]; p < lens[i]; p++, t++) { pos[t] = p; sq[t] = i; }
+    for (int i = 0; i < T * Q; i++) q[i] = (float)test_rng_normal(&seed);
+    struct llm__step st = {.n_tokens = T, .tokens = tok, .positions = pos, .seq_idx = sq, .n_seqs = S,
+                           .max_blocks = max_blocks, .block_tables = bt, .block_size = bs};
+    struct llm__attn ap = {nh, nkv, hd, 1.0f / sqrtf((float)hd)};
+    be.iface->begin_step(be.ctx, &st);
+    be.iface->attention(be.ctx, llm__vec_view(&ob, 0, Q, T), llm__vec_view(&qb, 0, Q, T), kc, vc, &ap);
+    be.iface->end_step(be.ctx, &e);
+    // float64 reference (queries rounded as the backend rounds them for a half cache)
+    double worst = 0;
+    const float *o = ob.data;
+    double *sc = malloc(sizeof(double) * 70);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < nh; h++) {
+            int g = h / G, i = sq[t];
+            double mx = -1e300, sum = 0;
+            for (int p = 0; p <= pos[t]; p++) {
+                double d = 0;
+                for (int c = 0; c < hd; c++) {
+                    double qc = q[(size_t)t * Q + h * hd + c];
+                    if (kv_type == LLM__TYPE_F16) qc = llm__fp16_to_fp32(llm__fp32_to_fp16((float)qc));
+                    d += qc * kk[((size_t)i * 70 + p) * KV + g * hd + c];
+                }
+                sc[p] = d / sqrt((double)hd);
+                mx = fmax(mx, sc[p]);
+            }
+            for (int p = 0; p <= pos[t]; p++) { sc[p] = exp(sc[p] - mx); sum += sc[p]; }
+            for (int c = 0; c < hd; c++) {
+                double a = 0;
+                for (int p = 0; p <= pos[t]; p++) a += sc[p] * vv[((size_t)i * 70 + p) * KV + g * hd + c];
+                a /= sum;
+                worst = fmax(worst, fabs(a - o[(size_t)t * Q + h * hd + c]));
+            }
+        }
+    EXPECT(worst < 1e-5, "attention simd=%d kv=%s bs=%d hd=%d heads=%d/%d threads=%d: max error %.3g", simd,
+           kv_type == LLM__TYPE_F16 ? "f16" : "f32", bs, hd, nh, nkv, threads, worst);
+    be.iface->buf_free(be.ctx, &kb); be.iface->buf_free(be.ctx, &vb); be.iface->buf_free(be.ctx, &qb);
+    be.iface->buf_free(be.ctx, &ob); be.iface->buf_free(be.ctx, &nb);
+    be.iface->free(be.ctx);
+    free(perm); free(bt); free(kk); free(vv); free(kf); free(vf); free(pos); free(sq); free(tok); free(sc);
+}
+
+// --- rope and rmsnorm ---
+
+static void check_rope(bool neox, bool factors) {
+    enum { hd = 64, nh = 3, T = 5, n_rot = 48 };
+    float ff[32];
+    for (int i = 0; i < n_rot / 2; i++) ff[i] = 1.0f + (float)i / 4.0f;
+    struct llm__rope r = {n_rot, neox, 10000.0f, 0.5f, factors ? ff : NULL};
+    struct llm_backend be = make_backend(2, -1, true);
+    struct llm__err e;
+    struct llm__buf xb;
+    be.iface->buf_alloc(be.ctx, &xb, sizeof(float) * T * nh * hd, &e);
+    float *x = xb.data, x0[T * nh * hd];
+    for (int i = 0; i < T * nh * hd; i++) x0[i] = x[i] = (float)test_rng_normal(&seed);
+    int32_t pos[T] = {0, 1, 7, 100, 2047};
+    struct llm__step st = {.n_tokens = T, .positions = pos, .block_size = 16};
+    be.iface->begin_step(be.ctx, &st);
+    be.iface->rope(be.ctx, llm__vec_view(&xb, 0, nh * hd, T), nh, hd, &r);
+    be.iface->end_step(be.ctx, &e);
+    double worst = 0;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < nh; h++) {
+            const float *a = x0 + (t * nh + h) * hd, *b = x + (t * nh + h) * hd;
+            for (int i = 0; i < hd; i++) {
+                double want = a[i];
+                int pair = -1, first = 0;
+                if (neox && i < n_rot) { pair = i % (n_rot / 2); first = i < n_rot / 2; }
+                if (!neox && i < n_rot) { pair = i / 2; first = i % 2 == 0; }
+                if (pair >= 0) {
+                    double th = 0.5 * pos[t] * pow(10000.0, -2.0 * pair / n_rot) / (factors ? ff[pair] : 1.0);
+                    int j0 = neox ? pair : 2 * pair, j1 = neox ? pair + n_rot / 2 : 2 * pair + 1;
+                    want = first ? a[j0] * cos(th) - a[j1] * sin(th) : a[j0] * sin(th) + a[j1] * cos(th);
+                }
+                worst = fmax(worst, fabs(want - b[i]));
+            }
+        }
+    // positions up to 2047 in float: the angle is exact to ~1e-4 rad
+    EXPECT(worst < 1e-3, "rope neox=%d factors=%d: max error %.3g", neox, factors, worst);
+    be.iface->buf_free(be.ctx, &xb);
+    be.iface->free(be.ctx);
+}
+
+static void check_rmsnorm(void) {
+    const int n = 4096, T = 3;
+    struct llm_backend be = make_backend(2, -1, true);
+    struct llm__err e;
+    struct llm__buf b;
+    be.iface->buf_alloc(be.ctx, &b, sizeof(float) * (size_t)(2 * T + 1) * n, &e);
+    float *x = b.data, *w = x + T * n, *y = w + n;
+    for (int i = 0; i < T * n; i++) x[i] = (float)test_rng_normal(&seed) * 3;
+    for (int i = 0; i < n; i++) w[i] = (float)test_rng_uniform(&seed);
+    struct llm__step st = {.n_tokens = T, .block_size = 16};
+    be.iface->begin_step(be.ctx, &st);
+    be.iface->rmsnorm(be.ctx, llm__vec_view(&b, sizeof(float) * (size_t)(T + 1) * n, n, T), llm__vec_view(&b, 0, n, T),
+                      llm__vec_view(&b, sizeof(float) * (size_t)T * n, n, 1), 1e-5f);
+    be.iface->end_step(be.ctx, &e);
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        double ss = 0;
+        for (int i = 0; i < n; i++) ss += (double)x[t * n + i] * x[t * n + i];
+        double sc = 1.0 / sqrt(ss / n + 1e-5);
+        for (int i = 0; i < n; i++) worst = fmax(worst, fabs(x[t * n + i] * sc * w[i] - y[t * n + i]) / (fabs(x[t * n + i] * sc * w[i]) + 1e-3));
+    }
+    EXPECT(worst < 1e-5, "rmsnorm: relative error %.3g", worst);
+    be.iface->buf_free(be.ctx, &b);
+    be.iface->free(be.ctx);
+}
+
+int main(void) {
+    const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
+                         LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K};
+    const int toks[] = {1, 2, 3, 4, 5, 7, 13, 33};
+    for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++)
+        for (size_t j = 0; j < LLM__ARRAY_LEN(toks); j++)
+            check_matmul(types[i], 512, 36, toks[j], 1 + (int)(j % 2), j % 3 == 0);
+    // row lengths with an odd number of 128-column groups and a non-power-of-two row count
+    check_matmul(LLM__TYPE_Q8_0, 896, 44, 3, 2, true);
+    check_matmul(LLM__TYPE_Q4_0, 640, 20, 9, 2, false);
+    check_matmul(LLM__TYPE_Q4_0, 2048, 256, 1, 2, false);
+    check_matmul(LLM__TYPE_Q8_0, 2048, 256, 40, 2, false);
+    // N not a multiple of 4: the plain layout
+    check_matmul(LLM__TYPE_Q4_0, 256, 10, 3, 2, false);
+
+    const int simd_levels[] = {LLM__SIMD_SCALAR, -1};
+    for (size_t s = 0; s < 2; s++)
+        for (int kv = 0; kv < 2; kv++) {
+            int kvt = kv ? LLM__TYPE_F16 : LLM__TYPE_F32;
+            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2);
+            check_attention(simd_levels[s], kvt, 32, 32, 4, 4, 1);
+            check_attention(simd_levels[s], kvt, 8, 64, 4, 1, 2);
+            check_attention(simd_levels[s], kvt, 16, 128, 2, 2, 2);
+            check_attention(simd_levels[s], kvt, 16, 80, 2, 1, 2);
+        }
+    check_rope(false, false);
+    check_rope(true, false);
+    check_rope(false, true);
+    check_rmsnorm();
+    return test_summary("test_backend");
+}
