@@ -1,7 +1,7 @@
 # llm.c — build, test, benchmark.
 #   make               the CPU build: ./llm
 #   make test          build and run the test suite (SAN=1: under AddressSanitizer + UBSan)
-#   make bench         CPU speed against llama.cpp (see bench/README.md)
+#   make bench         CPU speed against llama.cpp on the same files (bench/bench.sh)
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 STD     := -std=c11 -Wall -Wextra -Werror

@@ -72,11 +72,18 @@ static inline double llm__now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// 64-byte aligned allocation (cache lines, AVX-512 loads).
+// 64-byte aligned allocation (cache lines, AVX-512 loads). Large buffers (weights, KV cache) are
+// 2 MB aligned and asked to be backed by huge pages where the kernel does that on request
+// (Linux THP "madvise" mode): streaming hundreds of MB per token through 4 KB pages costs a TLB
+// miss every 4 KB.
 static void *llm__alloc(size_t size) {
     void *p = NULL;
     if (size == 0) size = 64;
-    if (posix_memalign(&p, 64, (size + 63) & ~(size_t)63) != 0) return NULL;
+    size_t align = size >= ((size_t)4 << 20) ? ((size_t)2 << 20) : 64;
+    if (posix_memalign(&p, align, (size + align - 1) & ~(align - 1)) != 0) return NULL;
+#if defined(MADV_HUGEPAGE)
+    if (align > 64) madvise(p, (size + align - 1) & ~(align - 1), MADV_HUGEPAGE);
+#endif
     return p;
 }
 
@@ -2890,6 +2897,7 @@ struct llm_backend_i {
     enum llm_status (*reserve)(void *ctx, const struct llm__shape *shape, struct llm__err *e);
     void (*begin_step)(void *ctx, const struct llm__step *step);
     enum llm_status (*end_step)(void *ctx, struct llm__err *e);   // waits for the step
+    void (*sync)(void *ctx);   // waits for the ops issued so far (profiling); NULL: ops are synchronous
 
     // dst[i] = table row step->tokens[i]                                  (n_tokens rows)
     void (*embed)(void *ctx, struct llm__tensor dst, const struct llm__weight *table);
@@ -2969,14 +2977,15 @@ struct llm__cpu {
 //                nibble and column 64+i in its high nibble (values 0..15, as stored)
 //
 // Activations are quantized to Q8_0 exactly as for the plain kernels, then laid out per token as
-// K quant bytes, K/64 vectors of the two block scales of each 64 columns (lanes 0-7 and 8-15),
-// and K/64 vectors holding -c * (sum of the block's quants) in lanes 0 and 8, where c is the
-// offset of the weight encoding (128 for Q8_0, 8 for Q4_0). vpdpbusd starts from that vector,
-// so sum((w + c) * a) - c * sum(a) = sum(w * a) comes out of one instruction per block pair.
-// A kernel call computes a tile of 4 rows x 1..4 tokens.
+// K quant bytes followed, per 128 columns, by the 4 block scales (f32) and the 4 values
+// -c * (sum of the block's quants), where c is the offset of the weight encoding (128 for Q8_0,
+// 8 for Q4_0). vpdpbusd starts from the latter, so sum((w + c) * a) - c * sum(a) = sum(w * a)
+// comes out of one instruction per block pair, exactly. The whole is 1.25 bytes per column, so a
+// long row's activations stay in L1 while the weights stream past. A kernel call computes a
+// tile of 4 rows x 1..4 tokens.
 
 enum { LLM__LAYOUT_PLAIN = 0, LLM__LAYOUT_X4 = 1 };
-#define LLM__X4_ACT_STRIDE(K) ((size_t)(K) * 3)   // bytes per token of x4 activations
+#define LLM__X4_ACT_STRIDE(K) ((size_t)(K) + (size_t)(K) / 4)   // bytes per token of x4 activations
 
 static bool llm__x4_supported(int type, int64_t ne0, int64_t ne1) {
     return (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_Q4_0) && ne0 % 128 == 0 && ne1 % 4 == 0;
@@ -3055,8 +3064,7 @@ static void llm__x4_dequantize_row(int type, const void *w, int64_t r, float *y,
 static void llm__x4_quantize_act(int type, const float *x, uint8_t *out, int64_t n) {
     const int c = type == LLM__TYPE_Q8_0 ? 128 : 8;
     int8_t *q = (int8_t *)out;
-    float *sa = (float *)(out + n);
-    int32_t *nc = (int32_t *)(out + 2 * n);
+    uint8_t *meta = out + n;   // per 128 columns: float sa[4], int32 nc[4]
     for (int64_t b = 0; b < n / 32; b++) {
         struct llm__block_q8_0 blk;
         llm__quantize_row(LLM__TYPE_Q8_0, x + 32 * b, &blk, 32);
@@ -3064,11 +3072,9 @@ static void llm__x4_quantize_act(int type, const float *x, uint8_t *out, int64_t
         int32_t sum = 0;
         for (int j = 0; j < 32; j++) sum += blk.qs[j];
         float d = llm__fp16_to_fp32(blk.d);
-        int64_t h = b / 2, half = b % 2;
-        for (int l = 0; l < 8; l++) {
-            sa[16 * h + 8 * half + l] = d;
-            nc[16 * h + 8 * half + l] = l == 0 ? -c * sum : 0;
-        }
+        int32_t nc = -c * sum;
+        memcpy(meta + (b / 4) * 32 + (b % 4) * 4, &d, 4);
+        memcpy(meta + (b / 4) * 32 + 16 + (b % 4) * 4, &nc, 4);
     }
 }
 
@@ -3079,6 +3085,9 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x4_tile(
     const __m512i m4 = _mm512_set1_epi8(15);
     const size_t qbytes = type == LLM__TYPE_Q8_0 ? 512 : 256;
     const int64_t nk = K / 128;
+    // lanes 0 and 8 <- nc of block 2h and 2h+1 (of a 4-block group), other lanes 0
+    const __m512i nc_pick0 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i nc_pick1 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 2);
     __m512 acc[4][4];
     // The loops over rows, tokens and halves are unrolled so the accumulators live in registers.
 #pragma GCC unroll 4
@@ -3093,9 +3102,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x4_tile(
         __m512 s16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sp));   // [row][block]
         if (NT == 1) {
             // one token: fold its 4 block scales into the weight scales once
-            const float *sa = (const float *)(act + K) + 2 * k * 16;
-            const __m512i pick = _mm512_set_epi32(24, 16, 8, 0, 24, 16, 8, 0, 24, 16, 8, 0, 24, 16, 8, 0);
-            s16 = _mm512_mul_ps(s16, _mm512_permutex2var_ps(_mm512_loadu_ps(sa), pick, _mm512_loadu_ps(sa + 16)));
+            const float *sa4 = (const float *)(act + K + k * 32);
+            s16 = _mm512_mul_ps(s16, _mm512_broadcast_f32x4(_mm_loadu_ps(sa4)));
         }
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
@@ -3117,9 +3125,16 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x4_tile(
 #pragma GCC unroll 4
             for (int t = 0; t < NT; t++) {
                 const uint8_t *a = act + (size_t)t * stride;
+                const uint8_t *meta = a + K + k * 32;
                 const __m512i aq = _mm512_loadu_si512((const void *)(a + k * 128 + h * 64));
-                const __m512i nc = _mm512_loadu_si512((const void *)((const int32_t *)(a + 2 * K) + (2 * k + h) * 16));
-                const __m512 sa = NT == 1 ? _mm512_set1_ps(1.0f) : _mm512_loadu_ps((const float *)(a + K) + (2 * k + h) * 16);
+                const __m512i nc = _mm512_maskz_permutexvar_epi32(0x0101, h ? nc_pick1 : nc_pick0,
+                                       _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(meta + 16))));
+                __m512 sa = _mm512_set1_ps(1.0f);
+                if (NT > 1) {
+                    const __m512i sidx = h ? _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2)
+                                           : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+                    sa = _mm512_permutexvar_ps(sidx, _mm512_castps128_ps512(_mm_loadu_ps((const float *)meta)));
+                }
 #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++) {
                     const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, wq[r], aq));
@@ -3800,6 +3815,7 @@ static const struct llm_backend_i llm__cpu_iface = {
     /* .reserve     = */ llm__cpu_reserve_shape,
     /* .begin_step  = */ llm__cpu_begin_step,
     /* .end_step    = */ llm__cpu_end_step,
+    /* .sync        = */ NULL,
     /* .embed       = */ llm__cpu_embed,
     /* .rmsnorm     = */ llm__cpu_rmsnorm,
     /* .matmul      = */ llm__cpu_matmul,
@@ -4184,12 +4200,32 @@ static enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__mod
     return be->iface->buf_alloc(be->ctx, &a->buf, off, e);
 }
 
-// Runs the model over one step; logits (n_out rows of n_vocab) are copied to host memory.
+// Time spent per module of the model, when profiling (llm profile).
+enum llm__prof_op { LLM__PROF_EMBED, LLM__PROF_NORM, LLM__PROF_QKV, LLM__PROF_ROPE, LLM__PROF_KV_STORE,
+                    LLM__PROF_ATTN, LLM__PROF_O_PROJ, LLM__PROF_MLP_UP, LLM__PROF_SILU, LLM__PROF_MLP_DOWN,
+                    LLM__PROF_ADD, LLM__PROF_LOGITS, LLM__PROF_N };
+__attribute__((unused)) static const char *const llm__prof_names[LLM__PROF_N] = {
+    "embedding", "rmsnorm", "attention q/k/v", "rope", "kv store", "attention", "attention output",
+    "mlp gate/up", "mlp silu*up", "mlp down", "residual add", "logits"};
+struct llm__prof { double t[LLM__PROF_N]; };
+
+// Runs the model over one step; logits (n_out rows of n_vocab) are copied to host memory. With
+// prof, each op is timed (a backend whose ops run asynchronously is synchronized after each).
 static enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be, struct llm__acts *a,
                                     const struct llm__tensor *k_cache, const struct llm__tensor *v_cache,
-                                    const struct llm__step *s, float *logits, struct llm__err *e) {
+                                    const struct llm__step *s, float *logits, struct llm__prof *prof,
+                                    struct llm__err *e) {
     const struct llm_backend_i *B = be->iface;
     void *ctx = be->ctx;
+#define LLM__OP(cat, call)                                            \
+    do {                                                              \
+        double t0_ = prof ? llm__now() : 0.0;                         \
+        call;                                                         \
+        if (prof) {                                                   \
+            if (B->sync) B->sync(ctx);                                \
+            prof->t[cat] += llm__now() - t0_;                         \
+        }                                                             \
+    } while (0)
     const int T = s->n_tokens, E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
     assert(T >= 1 && T <= a->max_tokens && s->n_out <= a->max_out);
     struct llm__tensor x = llm__vec_view(&a->buf, a->off_x, E, T);
@@ -4206,35 +4242,36 @@ static enum llm_status llm__forward(const struct llm__model *m, struct llm_backe
     const struct llm__attn ap = {m->n_head, m->n_head_kv, m->head_dim, 1.0f / sqrtf((float)m->head_dim)};
 
     B->begin_step(ctx, s);
-    B->embed(ctx, x, &m->tok_embd);
+    LLM__OP(LLM__PROF_EMBED, B->embed(ctx, x, &m->tok_embd));
     for (int l = 0; l < m->n_layer; l++) {
         const struct llm__layer *L = &m->layers[l];
-        B->rmsnorm(ctx, xb, x, L->attn_norm, m->norm_eps);
+        LLM__OP(LLM__PROF_NORM, B->rmsnorm(ctx, xb, x, L->attn_norm, m->norm_eps));
         const struct llm__tensor qkv[3] = {q, k, v}, bqkv[3] = {L->bq, L->bk, L->bv};
         const struct llm__weight *wqkv[3] = {&L->wq, &L->wk, &L->wv};
-        B->matmul(ctx, 3, qkv, wqkv, bqkv, xb);
-        B->rope(ctx, q, m->n_head, m->head_dim, &m->rope);
-        B->rope(ctx, k, m->n_head_kv, m->head_dim, &m->rope);
-        B->kv_store(ctx, k_cache[l], v_cache[l], k, v);
-        B->attention(ctx, att, q, k_cache[l], v_cache[l], &ap);
+        LLM__OP(LLM__PROF_QKV, B->matmul(ctx, 3, qkv, wqkv, bqkv, xb));
+        LLM__OP(LLM__PROF_ROPE, B->rope(ctx, q, m->n_head, m->head_dim, &m->rope);
+                                B->rope(ctx, k, m->n_head_kv, m->head_dim, &m->rope));
+        LLM__OP(LLM__PROF_KV_STORE, B->kv_store(ctx, k_cache[l], v_cache[l], k, v));
+        LLM__OP(LLM__PROF_ATTN, B->attention(ctx, att, q, k_cache[l], v_cache[l], &ap));
         const struct llm__weight *wo[1] = {&L->wo};
-        B->matmul(ctx, 1, &xb2, wo, NULL, att);
-        B->add(ctx, x, x, xb2);
-        B->rmsnorm(ctx, xb, x, L->ffn_norm, m->norm_eps);
+        LLM__OP(LLM__PROF_O_PROJ, B->matmul(ctx, 1, &xb2, wo, NULL, att));
+        LLM__OP(LLM__PROF_ADD, B->add(ctx, x, x, xb2));
+        LLM__OP(LLM__PROF_NORM, B->rmsnorm(ctx, xb, x, L->ffn_norm, m->norm_eps));
         const struct llm__tensor gu[2] = {gate, up};
         const struct llm__weight *wgu[2] = {&L->w_gate, &L->w_up};
-        B->matmul(ctx, 2, gu, wgu, NULL, xb);
-        B->silu_mul(ctx, gate, gate, up);
+        LLM__OP(LLM__PROF_MLP_UP, B->matmul(ctx, 2, gu, wgu, NULL, xb));
+        LLM__OP(LLM__PROF_SILU, B->silu_mul(ctx, gate, gate, up));
         const struct llm__weight *wd[1] = {&L->w_down};
-        B->matmul(ctx, 1, &xb2, wd, NULL, gate);
-        B->add(ctx, x, x, xb2);
+        LLM__OP(LLM__PROF_MLP_DOWN, B->matmul(ctx, 1, &xb2, wd, NULL, gate));
+        LLM__OP(LLM__PROF_ADD, B->add(ctx, x, x, xb2));
     }
     if (s->n_out > 0) {
-        B->get_rows(ctx, xo, x);
-        B->rmsnorm(ctx, xo, xo, m->output_norm, m->norm_eps);
-        const struct llm__weight *wout[1] = {&m->output};
-        B->matmul(ctx, 1, &lg, wout, NULL, xo);
+        LLM__OP(LLM__PROF_LOGITS, B->get_rows(ctx, xo, x);
+                                  B->rmsnorm(ctx, xo, xo, m->output_norm, m->norm_eps);
+                                  const struct llm__weight *wout[1] = {&m->output};
+                                  B->matmul(ctx, 1, &lg, wout, NULL, xo));
     }
+#undef LLM__OP
     enum llm_status st = B->end_step(ctx, e);
     if (st == LLM_OK && s->n_out > 0)
         B->download(ctx, &a->buf, a->off_logits, logits, (size_t)s->n_out * (size_t)m->n_vocab * sizeof(float));
@@ -4861,6 +4898,7 @@ struct llm_engine {
     int n_seqs;
     // host arrays of one step, sized for acts.max_tokens
     int32_t *st_tokens, *st_pos, *st_seq, *st_slot, *st_out;
+    struct llm__prof *prof;   // per-module times when profiling, else NULL
 };
 
 const char *llm_status_str(enum llm_status status) {
@@ -5076,7 +5114,8 @@ enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int 
             .block_size = E->kv.block_size, .n_out = n_out, .out_rows = E->st_out,
         };
         float *out = logits ? logits + (all_logits ? (size_t)i0 * (size_t)m->n_vocab : 0) : NULL;
-        if ((st = llm__forward(m, &E->be, &E->acts, E->kv.k_layer, E->kv.v_layer, &step, out, &E->err))) return st;
+        if ((st = llm__forward(m, &E->be, &E->acts, E->kv.k_layer, E->kv.v_layer, &step, out, E->prof, &E->err)))
+            return st;
         s->len += T;
     }
     return LLM_OK;
