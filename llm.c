@@ -2952,220 +2952,340 @@ struct llm__cpu {
     struct llm__pool *pool;
     struct llm__cursor *cursors;   // [n_threads]
     enum llm__simd simd;
-    bool repack;                // rewrite Q8_0/Q4_0 weights into the x4 layout (AVX-512)
+    bool repack;                // rewrite Q8_0/Q4_0 weights into the x16 layout (AVX-512)
     llm__vec_dot_fn vec_dot[LLM__TYPE_COUNT];
     const struct llm__step *step;
     void *scratch;              // quantized activations
     size_t scratch_size;
 };
 
-// --- repacked weights: 4 rows interleaved, for AVX-512 VNNI ---
+// --- repacked weights: 16 rows interleaved, for AVX-512 VNNI ---
 //
 // A matrix-vector product reads each weight once per token, so decode speed is how fast the
-// weights stream from memory. The GGUF layout (34- or 18-byte blocks, one row after another) is
-// awkward for wide SIMD: unaligned loads, the scale in the middle of the data. At load time the
-// CPU backend rewrites Q8_0 and Q4_0 matrices whose rows come in fours and whose row length is a
-// multiple of 128 into the "x4" layout. Each group of 4 rows is one record, a sequence of
-// 64-byte aligned units of 256 columns (8 blocks): the quants of columns 0-127, those of columns
-// 128-255, then the 2 x 16 fp16 scales, [row][block] (the last unit of a row length that is an
-// odd multiple of 128 has one half and 32 bytes of padding). The record is read front to back
-// as one stream, which the hardware prefetcher follows; scales kept apart from the quants were
-// demand misses.
+// weights stream from memory; a prompt multiplies each weight with many tokens, so prefill speed
+// is how few instructions a multiply-add takes. The GGUF layout (34- or 18-byte blocks, one row
+// after another) serves neither: unaligned loads, and per-row dot products that end in
+// horizontal sums. At load time the CPU backend rewrites Q8_0 and Q4_0 matrices whose row count
+// is a multiple of 16 into the "x16" layout: for each group of 16 rows and each block of 32
+// columns, the rows' quants interleaved 4 bytes at a time, so one 64-byte vector holds the same
+// 4 columns of 16 rows. vpdpbusd against 4 broadcast activation bytes then adds 4 products into
+// each row's own lane; 8 of them finish a block of 16 rows, with no horizontal sum, and one
+// multiply-add applies the 16 rows' scales times the token's. Per group of 16 rows, in units of
+// two blocks (64-byte aligned; an odd last block gets 32 bytes of padding):
 //
-//   Q8_0 quants: 4 x 128 bytes per 128 columns, row by row, each +128 (unsigned, for vpdpbusd)
-//   Q4_0 quants: 4 x 64 bytes per 128 columns, row by row; byte i holds column i in its low
-//                nibble and column 64+i in its high nibble (values 0..15, as stored)
+//   Q8_0: per block 8 chunks of 64 bytes, chunk c = columns 4c..4c+3 of rows 0..15, +128 each
+//         (unsigned, for vpdpbusd)
+//   Q4_0: per block 4 chunks of 64 bytes, chunk c = quant bytes 4c..4c+3 of rows 0..15 as stored
+//         (low nibbles: columns 4c..4c+3; high nibbles: columns 16+4c..16+4c+3; values 0..15)
+//   then the 2 x 16 fp16 scales of the unit's blocks, row by row
 //
-// Activations are quantized to Q8_0 exactly as for the plain kernels, then laid out per token as
-// K quant bytes followed, per 128 columns, by the 4 block scales (f32) and the 4 values
-// -c * (sum of the block's quants), where c is the offset of the weight encoding (128 for Q8_0,
-// 8 for Q4_0). vpdpbusd starts from the latter, so sum((w + c) * a) - c * sum(a) = sum(w * a)
-// comes out of one instruction per block pair, exactly. The whole is 1.25 bytes per column, so a
-// long row's activations stay in L1 while the weights stream past. A kernel call computes a
-// tile of 4 rows x 1..4 tokens.
+// Activations are quantized to Q8_0 exactly as for the plain kernels and laid out per token as K
+// quant bytes, K/32 block scales (f32) and K/32 values -c * (sum of the block's quants), where c
+// is the offset of the weight encoding (128 for Q8_0, 8 for Q4_0): a row's block sum starts from
+// that value, so sum((w + c) * a) - c * sum(a) = sum(w * a), exactly. 1.25 bytes per column: a
+// long row's activations stay in L1 while the weights stream past.
 
-enum { LLM__LAYOUT_PLAIN = 0, LLM__LAYOUT_X4 = 1 };
-#define LLM__X4_ACT_STRIDE(K) ((size_t)(K) + (size_t)(K) / 4)   // bytes per token of x4 activations
+enum { LLM__LAYOUT_PLAIN = 0, LLM__LAYOUT_X16 = 1 };
+#define LLM__X16_ACT_STRIDE(K) ((size_t)(K) + (size_t)(K) / 4)   // bytes per token of x16 activations
 
-static bool llm__x4_supported(int type, int64_t ne0, int64_t ne1) {
-    return (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_Q4_0) && ne0 % 128 == 0 && ne1 % 4 == 0;
+static bool llm__x16_supported(int type, int64_t ne0, int64_t ne1) {
+    if (ne1 % 16 != 0) return false;
+    return ((type == LLM__TYPE_Q8_0 || type == LLM__TYPE_Q4_0) && ne0 % 32 == 0) || (type == LLM__TYPE_Q4_K && ne0 % 256 == 0);
 }
 
-// Bytes of quants per 128 columns of 4 rows; offsets of the quants and scales of the k-th 128
-// columns in a record; bytes of a record.
-static size_t llm__x4_qbytes(int type) { return type == LLM__TYPE_Q8_0 ? 512 : 256; }
-static size_t llm__x4_qoffs(int type, int64_t k) {
-    return (size_t)(k / 2) * (2 * llm__x4_qbytes(type) + 64) + (size_t)(k % 2) * llm__x4_qbytes(type);
+// Bytes of quants per block of 16 rows; offsets of block b's quants and scales in a record of
+// nb blocks; bytes of a record.
+static size_t llm__x16_qbytes(int type) { return type == LLM__TYPE_Q8_0 ? 512 : 256; }
+static size_t llm__x16_qoffs(int type, int64_t b) {
+    return (size_t)(b / 2) * (2 * llm__x16_qbytes(type) + 64) + (size_t)(b % 2) * llm__x16_qbytes(type);
 }
-static size_t llm__x4_soffs(int type, int64_t k, int64_t nk) {
-    size_t unit = (size_t)(k / 2) * (2 * llm__x4_qbytes(type) + 64);
-    size_t nq = k / 2 * 2 + 1 < nk ? 2 : 1;   // quant halves in this unit
-    return unit + nq * llm__x4_qbytes(type) + (size_t)(k % 2) * 32;
+static size_t llm__x16_soffs(int type, int64_t b, int64_t nb) {
+    size_t nq = b / 2 * 2 + 1 < nb ? 2 : 1;   // blocks in this unit
+    return (size_t)(b / 2) * (2 * llm__x16_qbytes(type) + 64) + nq * llm__x16_qbytes(type) + (size_t)(b % 2) * 32;
 }
-static size_t llm__x4_group_bytes(int type, int64_t ne0) {
-    int64_t nk = ne0 / 128;
-    return (size_t)(nk / 2) * (2 * llm__x4_qbytes(type) + 64) + (nk % 2 ? llm__x4_qbytes(type) + 64 : 0);
+static size_t llm__x16_group_bytes(int type, int64_t ne0) {
+    if (type == LLM__TYPE_Q4_K) return (size_t)(ne0 / 256) * 2368;   // LLM__X16K_SB
+    int64_t nb = ne0 / 32;
+    return (size_t)(nb / 2) * (2 * llm__x16_qbytes(type) + 64) + (nb % 2 ? llm__x16_qbytes(type) + 64 : 0);
 }
 
-// Rewrites ne1 rows of a plain Q8_0/Q4_0 matrix into the x4 layout (ne1 / 4 records).
-static void llm__x4_repack(int type, const void *src, void *dst, int64_t ne0, int64_t ne1) {
-    const int64_t nb = ne0 / 32;   // blocks per row
-    memset(dst, 0, llm__x4_group_bytes(type, ne0) * (size_t)(ne1 / 4));
-    for (int64_t g = 0; g < ne1; g += 4) {
-        uint8_t *rec = (uint8_t *)dst + llm__x4_group_bytes(type, ne0) * (size_t)(g / 4);
-        for (int64_t k = 0; k < nb; k += 4) {
-            uint8_t *out = rec + llm__x4_qoffs(type, k / 4);
-            uint16_t *sc = (uint16_t *)(rec + llm__x4_soffs(type, k / 4, nb / 4));
-            for (int r = 0; r < 4; r++) {
-                for (int b = 0; b < 4; b++) {
-                    if (type == LLM__TYPE_Q8_0) {
-                        const struct llm__block_q8_0 *x = (const struct llm__block_q8_0 *)src + (g + r) * nb + k + b;
-                        for (int j = 0; j < 32; j++) out[r * 128 + b * 32 + j] = (uint8_t)(x->qs[j] ^ 0x80);
-                    } else {
-                        const struct llm__block_q4_0 *x = (const struct llm__block_q4_0 *)src + (g + r) * nb + k + b;
-                        // column c of these 128 (c = 32b + j) goes to byte c % 64, nibble c / 64
-                        for (int j = 0; j < 32; j++) {
-                            uint8_t v = j < 16 ? x->qs[j] & 15 : x->qs[j - 16] >> 4;
-                            int c = 32 * b + j;
-                            uint8_t *o = &out[r * 64 + c % 64];
-                            if (c < 64) *o = (uint8_t)((*o & 0xF0) | v);
-                            else *o = (uint8_t)((*o & 0x0F) | (v << 4));
-                        }
-                    }
-                }
+// Rewrites ne1 rows of a plain Q8_0/Q4_0 matrix into the x16 layout (ne1 / 16 records).
+static void llm__x16_repack(int type, const void *src, void *dst, int64_t ne0, int64_t ne1) {
+    const int64_t nb = ne0 / 32;
+    const size_t rec_bytes = llm__x16_group_bytes(type, ne0);
+    const size_t blk = type == LLM__TYPE_Q8_0 ? sizeof(struct llm__block_q8_0) : sizeof(struct llm__block_q4_0);
+    memset(dst, 0, rec_bytes * (size_t)(ne1 / 16));
+    for (int64_t g = 0; g < ne1 / 16; g++) {
+        uint8_t *rec = (uint8_t *)dst + rec_bytes * (size_t)g;
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *q = rec + llm__x16_qoffs(type, b);
+            uint16_t *sc = (uint16_t *)(rec + llm__x16_soffs(type, b, nb));
+            for (int r = 0; r < 16; r++) {
+                const uint8_t *x = (const uint8_t *)src + ((size_t)(16 * g + r) * (size_t)nb + (size_t)b) * blk;
+                memcpy(&sc[r], x, 2);   // d comes first in both blocks
+                if (type == LLM__TYPE_Q8_0)
+                    for (int j = 0; j < 32; j++) q[(j / 4) * 64 + r * 4 + j % 4] = (uint8_t)(x[2 + j] ^ 0x80);
+                else
+                    for (int j = 0; j < 16; j++) q[(j / 4) * 64 + r * 4 + j % 4] = x[2 + j];
             }
-            for (int r = 0; r < 4; r++)
-                for (int b = 0; b < 4; b++) {
-                    const uint8_t *blk = (const uint8_t *)src + (size_t)((g + r) * nb + k + b) *
-                                         (type == LLM__TYPE_Q8_0 ? sizeof(struct llm__block_q8_0) : sizeof(struct llm__block_q4_0));
-                    memcpy(&sc[r * 4 + b], blk, 2);   // d comes first in both blocks
-                }
         }
     }
 }
 
-// Row r of an x4 matrix as floats (the embedding lookup of a tied, repacked table).
-static void llm__x4_dequantize_row(int type, const void *w, int64_t r, float *y, int64_t ne0) {
-    const uint8_t *rec = (const uint8_t *)w + (size_t)(r / 4) * llm__x4_group_bytes(type, ne0);
-    const int ri = (int)(r % 4);
-    for (int64_t k = 0; k < ne0 / 128; k++) {
-        const uint8_t *g = rec + llm__x4_qoffs(type, k);
-        const uint16_t *sc = (const uint16_t *)(rec + llm__x4_soffs(type, k, ne0 / 128));
-        for (int c = 0; c < 128; c++) {
-            float d = llm__fp16_to_fp32(sc[ri * 4 + c / 32]);
-            int v = type == LLM__TYPE_Q8_0 ? (int)(int8_t)(g[ri * 128 + c] ^ 0x80)
-                                           : (c < 64 ? g[ri * 64 + c] & 15 : g[ri * 64 + c - 64] >> 4) - 8;
-            y[k * 128 + c] = d * (float)v;
+// Row r of an x16 matrix as floats (the embedding lookup of a tied, repacked table).
+static void llm__x16_dequantize_row(int type, const void *w, int64_t r, float *y, int64_t ne0) {
+    const int64_t nb = ne0 / 32;
+    const uint8_t *rec = (const uint8_t *)w + (size_t)(r / 16) * llm__x16_group_bytes(type, ne0);
+    const int ri = (int)(r % 16);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *q = rec + llm__x16_qoffs(type, b);
+        const uint16_t *sc = (const uint16_t *)(rec + llm__x16_soffs(type, b, nb));
+        float d = llm__fp16_to_fp32(sc[ri]);
+        for (int j = 0; j < 32; j++) {
+            int v;
+            if (type == LLM__TYPE_Q8_0) v = (int8_t)(q[(j / 4) * 64 + ri * 4 + j % 4] ^ 0x80);
+            else {
+                int jj = j % 16;
+                uint8_t byte = q[(jj / 4) * 64 + ri * 4 + jj % 4];
+                v = (j < 16 ? byte & 15 : byte >> 4) - 8;
+            }
+            y[b * 32 + j] = d * (float)v;
         }
     }
 }
 
-// One token's activations (n floats) in the x4 format for weights of the given type.
-static void llm__x4_quantize_act(int type, const float *x, uint8_t *out, int64_t n) {
+// One token's activations (n floats) in the x16 format for weights of the given type.
+static void llm__x16_quantize_act(int type, const float *x, uint8_t *out, int64_t n) {
     const int c = type == LLM__TYPE_Q8_0 ? 128 : 8;
-    int8_t *q = (int8_t *)out;
-    uint8_t *meta = out + n;   // per 128 columns: float sa[4], int32 nc[4]
+    float *d = (float *)(out + n);
+    int32_t *nc = (int32_t *)(out + n + n / 8);
     for (int64_t b = 0; b < n / 32; b++) {
         struct llm__block_q8_0 blk;
         llm__quantize_row(LLM__TYPE_Q8_0, x + 32 * b, &blk, 32);
-        memcpy(q + 32 * b, blk.qs, 32);
+        memcpy(out + 32 * b, blk.qs, 32);
         int32_t sum = 0;
         for (int j = 0; j < 32; j++) sum += blk.qs[j];
-        float d = llm__fp16_to_fp32(blk.d);
-        int32_t nc = -c * sum;
-        memcpy(meta + (b / 4) * 32 + (b % 4) * 4, &d, 4);
-        memcpy(meta + (b / 4) * 32 + 16 + (b % 4) * 4, &nc, 4);
+        d[b] = llm__fp16_to_fp32(blk.d);
+        nc[b] = -c * sum;
     }
 }
 
 #if defined(LLM__X86_SIMD)
-// dst[t][r] for the 4 rows of one x4 row group and NT tokens (act + t * stride), K columns.
-LLM__AVX512 static inline __attribute__((always_inline)) void llm__x4_tile(
-        int type, int NT, const uint8_t *w, const uint8_t *act, size_t stride, int64_t K, float out[4][4]) {
+// out[t][0..16) = the 16 rows of one x16 record times NT tokens' activations (act + t * stride).
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
+        int type, int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
     const __m512i m4 = _mm512_set1_epi8(15);
-    const size_t qbytes = type == LLM__TYPE_Q8_0 ? 512 : 256;
-    const int64_t nk = K / 128;
-    // lanes 0 and 8 <- nc of block 2h and 2h+1 (of a 4-block group), other lanes 0
-    const __m512i nc_pick0 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i nc_pick1 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 2);
-    __m512 acc[4][4];
-    // The loops over rows, tokens and halves are unrolled so the accumulators live in registers.
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; r++)
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < nk; k++) {
-        // units of [quants k][quants k+1][scales k, k+1] (see llm__x4_qoffs)
-        const uint8_t *unit = w + (size_t)(k / 2) * (2 * qbytes + 64);
-        const uint8_t *wk = unit + (size_t)(k % 2) * qbytes;
-        const uint8_t *sp = unit + (k / 2 * 2 + 1 < nk ? 2 : 1) * qbytes + (size_t)(k % 2) * 32;
-        __m512 s16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sp));   // [row][block]
+    const int64_t nb = K / 32;
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *q = rec + llm__x16_qoffs(type, b);
         if (NT == 1) {
-            // one token: fold its 4 block scales into the weight scales once
-            const float *sa4 = (const float *)(act + K + k * 32);
-            s16 = _mm512_mul_ps(s16, _mm512_broadcast_f32x4(_mm_loadu_ps(sa4)));
+            // Decode streams the weights once: ask for them 4 KB ahead (measured: +10-20% on top
+            // of the hardware prefetcher, which alone leaves the core waiting on memory).
+            for (int pf = 0; pf < (type == LLM__TYPE_Q8_0 ? 576 : 320); pf += 64)
+                _mm_prefetch((const char *)q + 4096 + pf, _MM_HINT_T0);
         }
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m512 sw[4];
-            __m512i wq[4];
-#pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) {
-                // lanes 0-7: scale of block 2h of row r, lanes 8-15: block 2h+1
-                const int b0 = 4 * r + 2 * h, b1 = b0 + 1;
-                const __m512i idx = _mm512_set_epi32(b1, b1, b1, b1, b1, b1, b1, b1, b0, b0, b0, b0, b0, b0, b0, b0);
-                sw[r] = _mm512_permutexvar_ps(idx, s16);
-                if (type == LLM__TYPE_Q8_0) {
-                    wq[r] = _mm512_loadu_si512((const void *)(wk + r * 128 + h * 64));
-                } else {
-                    const __m512i raw = _mm512_loadu_si512((const void *)(wk + r * 64));
-                    wq[r] = h == 0 ? _mm512_and_si512(raw, m4) : _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-                }
+        const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + llm__x16_soffs(type, b, nb))));
+        __m512i wv[8];
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) {
+            // Q4_0 high nibbles stay in place (16 x their value): one instruction instead of two,
+            // and the sum is shifted back once per block
+            if (type == LLM__TYPE_Q8_0) wv[c] = _mm512_loadu_si512((const void *)(q + 64 * c));
+            else if (c < 4) wv[c] = _mm512_and_si512(_mm512_loadu_si512((const void *)(q + 64 * c)), m4);
+            else wv[c] = _mm512_andnot_si512(m4, _mm512_loadu_si512((const void *)(q + 64 * (c - 4))));
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *a = act + (size_t)t * stride;
+            const int8_t *aq = (const int8_t *)a + 32 * b;
+            int32_t nc;
+            float d;
+            memcpy(&nc, a + K + K / 8 + 4 * b, 4);
+            memcpy(&d, a + K + 4 * b, 4);
+            // two chains of 4 so consecutive vpdpbusd do not wait on each other (Q4_0: the low
+            // nibbles' chain and the high nibbles', which is 16 x too large)
+            __m512i s0 = _mm512_set1_epi32(nc), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                // Q8_0 chunk c: columns 4c..; Q4_0: low nibbles of chunk c (< 4), then high ones
+                const int col = type == LLM__TYPE_Q8_0 ? 4 * c : (c < 4 ? 4 * c : 16 + 4 * (c - 4));
+                int32_t a4;
+                memcpy(&a4, aq + col, 4);
+                const bool first = type == LLM__TYPE_Q8_0 ? c % 2 == 0 : c < 4;
+                if (first) s0 = _mm512_dpbusd_epi32(s0, wv[c], _mm512_set1_epi32(a4));
+                else s1 = _mm512_dpbusd_epi32(s1, wv[c], _mm512_set1_epi32(a4));
             }
-#pragma GCC unroll 4
-            for (int t = 0; t < NT; t++) {
-                const uint8_t *a = act + (size_t)t * stride;
-                const uint8_t *meta = a + K + k * 32;
-                const __m512i aq = _mm512_loadu_si512((const void *)(a + k * 128 + h * 64));
-                const __m512i nc = _mm512_maskz_permutexvar_epi32(0x0101, h ? nc_pick1 : nc_pick0,
-                                       _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(meta + 16))));
-                __m512 sa = _mm512_set1_ps(1.0f);
-                if (NT > 1) {
-                    const __m512i sidx = h ? _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2)
-                                           : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-                    sa = _mm512_permutexvar_ps(sidx, _mm512_castps128_ps512(_mm_loadu_ps((const float *)meta)));
+            if (type == LLM__TYPE_Q4_0) s1 = _mm512_srai_epi32(s1, 4);
+            const __m512 p = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+            acc[t] = _mm512_fmadd_ps(p, _mm512_mul_ps(ws, _mm512_set1_ps(d)), acc[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
+}
+
+LLM__AVX512 static void llm__x16_tile_avx512(int type, int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
+                                             int64_t K, float *out, size_t ostride) {
+    // Constant token counts let the compiler keep the accumulators in registers.
+#define LLM__X16_CASE(TYPE)                                                                                  \
+    switch (nt) {                                                                                            \
+    case 1: llm__x16_tile(TYPE, 1, rec, act, stride, K, out, ostride); break;                               \
+    case 2: llm__x16_tile(TYPE, 2, rec, act, stride, K, out, ostride); break;                               \
+    case 3: llm__x16_tile(TYPE, 3, rec, act, stride, K, out, ostride); break;                               \
+    case 4: llm__x16_tile(TYPE, 4, rec, act, stride, K, out, ostride); break;                               \
+    case 5: llm__x16_tile(TYPE, 5, rec, act, stride, K, out, ostride); break;                               \
+    case 6: llm__x16_tile(TYPE, 6, rec, act, stride, K, out, ostride); break;                               \
+    case 7: llm__x16_tile(TYPE, 7, rec, act, stride, K, out, ostride); break;                               \
+    default: llm__x16_tile(TYPE, 8, rec, act, stride, K, out, ostride); break;                              \
+    }
+    if (type == LLM__TYPE_Q8_0) { LLM__X16_CASE(LLM__TYPE_Q8_0) }
+    else { LLM__X16_CASE(LLM__TYPE_Q4_0) }
+#undef LLM__X16_CASE
+}
+#endif
+
+// Q4_K in x16: per group of 16 rows and per super-block of 256 columns (2368 bytes, 64-byte
+// aligned): the 128 quant bytes of the 16 rows interleaved 4 bytes at a time (32 chunks of 64
+// bytes; chunk c holds quant bytes 4c..4c+3 of each row: low nibbles are sub-block 2(c/8), high
+// nibbles sub-block 2(c/8)+1, columns 4(c%8)..), the 6-bit sub-block scales unpacked to bytes
+// [sub-block][row] (128 bytes), the mins as byte pairs [pair of sub-blocks][row][2] (128 bytes),
+// then d and dmin of the 16 rows (2 x 32 bytes of fp16). Activations are Q8_K, laid out per token
+// as K quant bytes, K/256 scales (f32) and K/256 x 4 pairs of sub-block sums (int16 x 2).
+#define LLM__X16K_SB 2368   // bytes of one super-block of 16 rows
+#define LLM__X16K_ACT_STRIDE(K) ((size_t)(K) + (size_t)(K) / 256 * 20)
+
+static void llm__x16k_repack(const void *src, void *dst, int64_t ne0, int64_t ne1) {
+    const int64_t nsb = ne0 / 256;
+    for (int64_t g = 0; g < ne1 / 16; g++) {
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            uint8_t *o = (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * LLM__X16K_SB;
+            for (int r = 0; r < 16; r++) {
+                const struct llm__block_q4_K *x = (const struct llm__block_q4_K *)src + (16 * g + r) * nsb + sb;
+                uint8_t sm[16];
+                llm__unpack_k4_scales(x->scales, sm);
+                for (int j = 0; j < 128; j++) o[(j / 4) * 64 + r * 4 + j % 4] = x->qs[j];
+                for (int j = 0; j < 8; j++) {
+                    o[2048 + j * 16 + r] = sm[j];
+                    o[2176 + (j / 2) * 32 + r * 2 + j % 2] = sm[8 + j];
                 }
-#pragma GCC unroll 4
-                for (int r = 0; r < 4; r++) {
-                    const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, wq[r], aq));
-                    acc[r][t] = _mm512_fmadd_ps(p, NT == 1 ? sw[r] : _mm512_mul_ps(sw[r], sa), acc[r][t]);
-                }
+                memcpy(o + 2304 + 2 * r, &x->d, 2);
+                memcpy(o + 2336 + 2 * r, &x->dmin, 2);
             }
         }
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; r++)
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) out[t][r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-LLM__AVX512 static void llm__x4_tile_avx512(int type, int nt, const uint8_t *w, const uint8_t *act, size_t stride,
-                                            int64_t K, float out[4][4]) {
-    // Constant token counts let the compiler keep the accumulators in registers.
-    if (type == LLM__TYPE_Q8_0) {
-        switch (nt) {
-        case 1: llm__x4_tile(LLM__TYPE_Q8_0, 1, w, act, stride, K, out); break;
-        case 2: llm__x4_tile(LLM__TYPE_Q8_0, 2, w, act, stride, K, out); break;
-        case 3: llm__x4_tile(LLM__TYPE_Q8_0, 3, w, act, stride, K, out); break;
-        default: llm__x4_tile(LLM__TYPE_Q8_0, 4, w, act, stride, K, out); break;
+static void llm__x16k_dequantize_row(const void *w, int64_t r, float *y, int64_t ne0) {
+    const int64_t nsb = ne0 / 256;
+    const int ri = (int)(r % 16);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *o = (const uint8_t *)w + ((size_t)(r / 16) * (size_t)nsb + (size_t)sb) * LLM__X16K_SB;
+        uint16_t dh, mh;
+        memcpy(&dh, o + 2304 + 2 * ri, 2);
+        memcpy(&mh, o + 2336 + 2 * ri, 2);
+        const float d = llm__fp16_to_fp32(dh), dmin = llm__fp16_to_fp32(mh);
+        for (int j = 0; j < 8; j++) {
+            const float sc = d * o[2048 + j * 16 + ri], m = dmin * o[2176 + (j / 2) * 32 + ri * 2 + j % 2];
+            for (int l = 0; l < 32; l++) {
+                // column l of sub-block j: pair j/2, chunk 8(j/2) + l/4, byte l%4, nibble j%2
+                uint8_t byte = o[(8 * (j / 2) + l / 4) * 64 + ri * 4 + l % 4];
+                y[sb * 256 + j * 32 + l] = sc * (float)(j % 2 ? byte >> 4 : byte & 15) - m;
+            }
         }
-    } else {
-        switch (nt) {
-        case 1: llm__x4_tile(LLM__TYPE_Q4_0, 1, w, act, stride, K, out); break;
-        case 2: llm__x4_tile(LLM__TYPE_Q4_0, 2, w, act, stride, K, out); break;
-        case 3: llm__x4_tile(LLM__TYPE_Q4_0, 3, w, act, stride, K, out); break;
-        default: llm__x4_tile(LLM__TYPE_Q4_0, 4, w, act, stride, K, out); break;
+    }
+}
+
+static void llm__x16k_quantize_act(const float *x, uint8_t *out, int64_t n) {
+    float *d = (float *)(out + n);
+    uint8_t *bsp = out + n + n / 256 * 4;
+    for (int64_t sb = 0; sb < n / 256; sb++) {
+        struct llm__block_q8_K blk;
+        llm__quantize_row(LLM__TYPE_Q8_K, x + 256 * sb, &blk, 256);
+        memcpy(out + 256 * sb, blk.qs, 256);
+        d[sb] = blk.d;
+        for (int j = 0; j < 8; j++) {
+            int16_t s16 = (int16_t)(blk.bsums[2 * j] + blk.bsums[2 * j + 1]);
+            memcpy(bsp + sb * 16 + j * 2, &s16, 2);
         }
+    }
+}
+
+#if defined(LLM__X86_SIMD)
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16k_tile(
+        int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const int64_t nsb = K / 256;
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *o = rec + (size_t)sb * LLM__X16K_SB;
+        if (NT == 1)
+            for (int pf = 0; pf < LLM__X16K_SB; pf += 64) _mm_prefetch((const char *)o + 4096 + pf, _MM_HINT_T0);
+        __m512i isum[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(o + 2048 + 16 * j)));
+            __m512i wv[8];
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                // high nibbles stay in place (16 x their value); the sum is shifted back once
+                const __m512i raw = _mm512_loadu_si512((const void *)(o + 64 * (8 * (j / 2) + c)));
+                wv[c] = j % 2 ? _mm512_andnot_si512(m4, raw) : _mm512_and_si512(raw, m4);
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                const int8_t *aq = (const int8_t *)(act + (size_t)t * stride) + 256 * sb + 32 * j;
+                __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++) {
+                    int32_t a4;
+                    memcpy(&a4, aq + 4 * c, 4);
+                    if (c % 2 == 0) s0 = _mm512_dpbusd_epi32(s0, wv[c], _mm512_set1_epi32(a4));
+                    else s1 = _mm512_dpbusd_epi32(s1, wv[c], _mm512_set1_epi32(a4));
+                }
+                __m512i dot = _mm512_add_epi32(s0, s1);
+                if (j % 2) dot = _mm512_srai_epi32(dot, 4);
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(dot, sc));
+            }
+        }
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 2304)));
+        const __m512 m16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 2336)));
+        __m512i mp[4];
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) mp[p] = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(o + 2176 + 32 * p)));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *a = act + (size_t)t * stride;
+            float da;
+            memcpy(&da, a + K + 4 * sb, 4);
+            __m512i msum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                int32_t pair;
+                memcpy(&pair, a + K + (K / 256) * 4 + 16 * sb + 4 * p, 4);
+                msum = _mm512_dpwssd_epi32(msum, mp[p], _mm512_set1_epi32(pair));
+            }
+            const __m512 dav = _mm512_set1_ps(da);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d16, dav), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(m16, dav), acc[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
+}
+
+LLM__AVX512 static void llm__x16k_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
+                                              float *out, size_t ostride) {
+    switch (nt) {
+    case 1: llm__x16k_tile(1, rec, act, stride, K, out, ostride); break;
+    case 2: llm__x16k_tile(2, rec, act, stride, K, out, ostride); break;
+    case 3: llm__x16k_tile(3, rec, act, stride, K, out, ostride); break;
+    default: llm__x16k_tile(4, rec, act, stride, K, out, ostride); break;
     }
 }
 #endif
@@ -3234,12 +3354,13 @@ static enum llm_status llm__cpu_weight_load(void *ctx, struct llm__weight *w, in
     w->ne0 = ne0;
     w->ne1 = ne1;
     w->buf.size = llm__row_bytes(type, ne0) * (size_t)ne1;
-    if (c->simd == LLM__SIMD_AVX512 && c->repack && llm__x4_supported(type, ne0, ne1)) {
-        w->buf.size = llm__x4_group_bytes(type, ne0) * (size_t)(ne1 / 4);
+    if (c->simd == LLM__SIMD_AVX512 && c->repack && llm__x16_supported(type, ne0, ne1)) {
+        w->buf.size = llm__x16_group_bytes(type, ne0) * (size_t)(ne1 / 16);
         if (!(w->buf.data = llm__alloc(w->buf.size)))
             return llm__fail(e, LLM_ERR_NOMEM, "out of memory (%zu bytes for a weight)", w->buf.size);
-        llm__x4_repack(type, data, w->buf.data, ne0, ne1);
-        w->layout = LLM__LAYOUT_X4;
+        if (type == LLM__TYPE_Q4_K) llm__x16k_repack(data, w->buf.data, ne0, ne1);
+        else llm__x16_repack(type, data, w->buf.data, ne0, ne1);
+        w->layout = LLM__LAYOUT_X16;
         return LLM_OK;
     }
     // Zero-copy: the rows are used where the mapped file has them.
@@ -3299,8 +3420,9 @@ static void llm__cpu_run_rows(struct llm__cpu_rows_job *job) {
 static void llm__cpu_embed_row(const struct llm__cpu_rows_job *job, int64_t i) {
     const struct llm__weight *t = job->table;
     int32_t tok = job->c->step->tokens[i];
-    if (t->layout == LLM__LAYOUT_X4) {
-        llm__x4_dequantize_row(t->type, t->buf.data, tok, (float *)llm__tensor_row(job->dst, i), t->ne0);
+    if (t->layout == LLM__LAYOUT_X16) {
+        if (t->type == LLM__TYPE_Q4_K) llm__x16k_dequantize_row(t->buf.data, tok, (float *)llm__tensor_row(job->dst, i), t->ne0);
+        else llm__x16_dequantize_row(t->type, t->buf.data, tok, (float *)llm__tensor_row(job->dst, i), t->ne0);
         return;
     }
     const char *src = (const char *)t->buf.data + (size_t)tok * llm__row_bytes(t->type, t->ne0);
@@ -3655,16 +3777,17 @@ struct llm__cpu_mm_job {
     const char *xq[LLM__CPU_MAX_MM];          // activations of weight j in its dot type
     size_t xq_stride[LLM__CPU_MAX_MM];
     int n_types;                              // distinct activation formats to quantize into
-    int types[LLM__CPU_MAX_MM];               // a dot type, or LLM__X4_ACT + weight type
+    int types[LLM__CPU_MAX_MM];               // a dot type, or LLM__X16_ACT + weight type
     char *xq_base[LLM__CPU_MAX_MM];
     int64_t rows_per_chunk;
     int64_t chunk_start[LLM__CPU_MAX_MM + 1]; // prefix sums of chunks per weight
 };
 
-#define LLM__X4_ACT 1000   // activation format ids above this are x4 formats of type id - 1000
+#define LLM__X16_ACT 1000   // activation format ids above this are x16 formats of type id - 1000
 
 static size_t llm__act_row_bytes(int fmt, int64_t K) {
-    return fmt >= LLM__X4_ACT ? LLM__X4_ACT_STRIDE(K) : llm__row_bytes(fmt, K);
+    if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) return LLM__X16K_ACT_STRIDE(K);
+    return fmt >= LLM__X16_ACT ? LLM__X16_ACT_STRIDE(K) : llm__row_bytes(fmt, K);
 }
 
 static void llm__cpu_mm_quantize(struct llm__cpu_mm_job *job, int64_t lo, int64_t hi) {
@@ -3675,7 +3798,8 @@ static void llm__cpu_mm_quantize(struct llm__cpu_mm_job *job, int64_t lo, int64_
         for (int64_t t = lo; t < hi; t++) {
             const float *x = (const float *)llm__tensor_row(job->x, t);
             uint8_t *out = (uint8_t *)job->xq_base[i] + (size_t)t * stride;
-            if (fmt >= LLM__X4_ACT) llm__x4_quantize_act(fmt - LLM__X4_ACT, x, out, K);
+            if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) llm__x16k_quantize_act(x, out, K);
+            else if (fmt >= LLM__X16_ACT) llm__x16_quantize_act(fmt - LLM__X16_ACT, x, out, K);
             else llm__quantize_row(fmt, x, out, K);
         }
     }
@@ -3693,26 +3817,28 @@ static void llm__cpu_mm_quantize_worker(void *arg, int ith, int nth) {
 #define LLM__MM_TOKEN_TILE 32
 
 #if defined(LLM__X86_SIMD)
-// Rows [r0, r1) of x4 weight j (r0, r1 multiples of 4) for every token: token blocks sized to
-// stay in L2, then tiles of 4 rows x 4 tokens.
-static void llm__cpu_mm_x4(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
+// Rows [r0, r1) of x16 weight j (r0, r1 multiples of 16) for every token: token blocks sized to
+// stay in L2, then tiles of 16 rows x 8 tokens.
+static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
     const struct llm__weight *w = job->w[j];
     const int64_t K = job->x.ne0;
-    const size_t stride = job->xq_stride[j], gbytes = llm__x4_group_bytes(w->type, K);
-    const int64_t tb = LLM__MAX(4, LLM__MIN(job->ntok, (int64_t)((512u << 10) / stride) & ~(int64_t)3));
+    const size_t stride = job->xq_stride[j], rec_bytes = llm__x16_group_bytes(w->type, K);
+    const int64_t tb = LLM__MAX(8, LLM__MIN(job->ntok, (int64_t)((512u << 10) / stride) & ~(int64_t)7));
+    const int tile = w->type == LLM__TYPE_Q4_K ? 4 : 8;   // tokens per kernel call
     const struct llm__tensor d = job->dst[j];
     for (int64_t t0 = 0; t0 < job->ntok; t0 += tb) {
         int64_t t1 = LLM__MIN(t0 + tb, job->ntok);
-        for (int64_t r = r0; r < r1; r += 4) {
-            const uint8_t *wg = (const uint8_t *)w->buf.data + (size_t)(r / 4) * gbytes;
-            for (int64_t t = t0; t < t1; t += 4) {
-                int nt = (int)LLM__MIN(4, t1 - t);
-                float out[4][4];
-                llm__x4_tile_avx512(w->type, nt, wg, (const uint8_t *)job->xq[j] + (size_t)t * stride, stride, K, out);
-                for (int i = 0; i < nt; i++) {
-                    float *dr = (float *)llm__tensor_row(d, t + i) + r;
-                    for (int k = 0; k < 4; k++) dr[k] = out[i][k] + (bias ? bias[r + k] : 0.0f);
-                }
+        for (int64_t r = r0; r < r1; r += 16) {
+            const uint8_t *rec = (const uint8_t *)w->buf.data + (size_t)(r / 16) * rec_bytes;
+            for (int64_t t = t0; t < t1; t += tile) {
+                int nt = (int)LLM__MIN(tile, t1 - t);
+                float *out = (float *)llm__tensor_row(d, t) + r;
+                const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)t * stride;
+                if (w->type == LLM__TYPE_Q4_K) llm__x16k_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
+                else llm__x16_tile_avx512(w->type, nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
+                if (bias)
+                    for (int i = 0; i < nt; i++)
+                        for (int k = 0; k < 16; k++) out[(size_t)i * (d.nb1 / sizeof(float)) + k] += bias[r + k];
             }
         }
     }
@@ -3733,8 +3859,8 @@ static void llm__cpu_mm_worker(void *arg, int ith, int nth) {
         const struct llm__tensor d = job->dst[j];
         const float *bias = job->bias && job->bias[j].buf ? (const float *)llm__tensor_row(job->bias[j], 0) : NULL;
 #if defined(LLM__X86_SIMD)
-        if (w->layout == LLM__LAYOUT_X4) {
-            llm__cpu_mm_x4(job, j, r0, r1, bias);
+        if (w->layout == LLM__LAYOUT_X16) {
+            llm__cpu_mm_x16(job, j, r0, r1, bias);
             continue;
         }
 #endif
@@ -3762,7 +3888,7 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
     char *scratch = c->scratch;
     for (int j = 0; j < n; j++) {
         int vt = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
-        if (w[j]->layout == LLM__LAYOUT_X4) vt = LLM__X4_ACT + w[j]->type;
+        if (w[j]->layout == LLM__LAYOUT_X16) vt = LLM__X16_ACT + w[j]->type;
         if (vt == LLM__TYPE_F32) {
             job.xq[j] = llm__tensor_row(x, 0);
             job.xq_stride[j] = x.nb1;

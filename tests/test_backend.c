@@ -1,4 +1,4 @@
-// The CPU backend's ops against simple references: matrix products (plain and repacked x4
+// The CPU backend's ops against simple references: matrix products (plain and repacked x16
 // layouts, every weight type, 1..33 tokens) against the scalar dot product of the same quantized
 // activations; paged attention (random block tables, ragged lengths, f16 and f32 caches, AVX-512
 // and scalar paths) against a float64 softmax; RoPE (both pair styles, frequency factors) and
@@ -71,17 +71,18 @@ static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, 
         for (size_t i = 0; i < (size_t)N * ntok; i++) worst = fmax(worst, fabs((double)y[i] - want[i]) / scale);
         EXPECT(worst < 1e-5, "matmul %s K=%lld N=%lld tokens=%d threads=%d layout=%s: relative error %.3g",
                llm__type_info((uint32_t)type)->name, (long long)K, (long long)N, ntok, threads,
-               wt.layout == LLM__LAYOUT_X4 ? "x4" : "plain", worst);
-        if (wt.layout == LLM__LAYOUT_X4) {
+               wt.layout == LLM__LAYOUT_X16 ? "x16" : "plain", worst);
+        if (wt.layout == LLM__LAYOUT_X16) {
             // the embedding lookup of a repacked table gives the plain rows back
             float *got = malloc(sizeof(float) * (size_t)K), *ref = malloc(sizeof(float) * (size_t)K);
             int bad = 0;
             for (int64_t r = 0; r < N; r += N / 7 + 1) {
-                llm__x4_dequantize_row(type, wt.buf.data, r, got, K);
+                if (type == LLM__TYPE_Q4_K) llm__x16k_dequantize_row(wt.buf.data, r, got, K);
+                else llm__x16_dequantize_row(type, wt.buf.data, r, got, K);
                 llm__dequantize_row(type, w + (size_t)r * rb, ref, K);
                 bad += memcmp(got, ref, sizeof(float) * (size_t)K) != 0;
             }
-            EXPECT(bad == 0, "x4 row dequantization differs for %d rows", bad);
+            EXPECT(bad == 0, "x16 row dequantization differs for %d rows", bad);
             free(got);
             free(ref);
         }
@@ -277,13 +278,13 @@ int main(void) {
     const int toks[] = {1, 2, 3, 4, 5, 7, 13, 33};
     for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++)
         for (size_t j = 0; j < LLM__ARRAY_LEN(toks); j++)
-            check_matmul(types[i], 512, 36, toks[j], 1 + (int)(j % 2), j % 3 == 0);
-    // row lengths with an odd number of 128-column groups and a non-power-of-two row count
-    check_matmul(LLM__TYPE_Q8_0, 896, 44, 3, 2, true);
-    check_matmul(LLM__TYPE_Q4_0, 640, 20, 9, 2, false);
+            check_matmul(types[i], 512, 48, toks[j], 1 + (int)(j % 2), j % 3 == 0);
+    // row lengths with an odd number of blocks, row counts that are not powers of two
+    check_matmul(LLM__TYPE_Q8_0, 864, 48, 3, 2, true);
+    check_matmul(LLM__TYPE_Q4_0, 608, 80, 9, 2, false);
     check_matmul(LLM__TYPE_Q4_0, 2048, 256, 1, 2, false);
     check_matmul(LLM__TYPE_Q8_0, 2048, 256, 40, 2, false);
-    // N not a multiple of 4: the plain layout
+    // N not a multiple of 16: the plain layout
     check_matmul(LLM__TYPE_Q4_0, 256, 10, 3, 2, false);
 
     const int simd_levels[] = {LLM__SIMD_SCALAR, -1};
