@@ -3054,74 +3054,145 @@ static void llm__x16_dequantize_row(int type, const void *w, int64_t r, float *y
     }
 }
 
+#if defined(LLM__X86_SIMD)
+// Q8_0 quantization of one block of 32, exactly as llm__quantize_q8_0: q = roundf(x / d) with
+// d = max|x| / 127 (roundf: a truncation, then one more step away from zero when the dropped
+// fraction is at least a half; both steps are exact in float). Returns the block's sum of quants.
+LLM__AVX512 static int32_t llm__quantize_q8_0_block_avx512(const float *x, int8_t *q, uint16_t *dh) {
+    const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    *dh = llm__fp32_to_fp16(d);
+    const __m512 idv = _mm512_set1_ps(id), half = _mm512_set1_ps(0.5f);
+    __m512i qi[2];
+    for (int h = 0; h < 2; h++) {
+        const __m512 v = _mm512_mul_ps(h ? x1 : x0, idv);
+        const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), half, _CMP_GE_OQ);
+        const __m512 sgn = _mm512_or_ps(_mm512_and_ps(v, _mm512_set1_ps(-0.0f)), _mm512_set1_ps(1.0f));
+        qi[h] = _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, sgn));
+    }
+    _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(qi[0]));
+    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(qi[1]));
+    return _mm512_reduce_add_epi32(_mm512_add_epi32(qi[0], qi[1]));
+}
+
+// Q8_K quantization of one super-block of 256, exactly as llm__quantize_q8_K: the element of
+// largest magnitude (the first of equals) maps to -127, rounding to nearest even.
+LLM__AVX512 static void llm__quantize_q8_K_block_avx512(const float *x, struct llm__block_q8_K *y) {
+    __m512 am = _mm512_setzero_ps();
+    for (int i = 0; i < 256; i += 16) am = _mm512_max_ps(am, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+    const float amax = _mm512_reduce_max_ps(am);
+    if (amax == 0.0f) {
+        memset(y, 0, sizeof(*y));
+        return;
+    }
+    float max = 0.0f;
+    for (int i = 0; i < 256; i += 16) {
+        __mmask16 k = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+        if (k) { max = x[i + __builtin_ctz(k)]; break; }
+    }
+    const float iscale = -127.0f / max;
+    for (int i = 0; i < 256; i += 16) {
+        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_set1_ps(iscale), _mm512_loadu_ps(x + i)));   // nearest even
+        v = _mm512_min_epi32(v, _mm512_set1_epi32(127));
+        _mm_storeu_si128((__m128i *)(y->qs + i), _mm512_cvtepi32_epi8(v));
+        y->bsums[i / 16] = (int16_t)_mm512_reduce_add_epi32(v);
+    }
+    y->d = 1.0f / iscale;
+}
+#endif
+
 // One token's activations (n floats) in the x16 format for weights of the given type.
 static void llm__x16_quantize_act(int type, const float *x, uint8_t *out, int64_t n) {
     const int c = type == LLM__TYPE_Q8_0 ? 128 : 8;
     float *d = (float *)(out + n);
     int32_t *nc = (int32_t *)(out + n + n / 8);
     for (int64_t b = 0; b < n / 32; b++) {
+#if defined(LLM__X86_SIMD)
+        // (x16 weights exist only where AVX-512 runs)
+        uint16_t dh;
+        int32_t sum = llm__quantize_q8_0_block_avx512(x + 32 * b, (int8_t *)out + 32 * b, &dh);
+        d[b] = llm__fp16_to_fp32(dh);
+#else
         struct llm__block_q8_0 blk;
         llm__quantize_row(LLM__TYPE_Q8_0, x + 32 * b, &blk, 32);
         memcpy(out + 32 * b, blk.qs, 32);
         int32_t sum = 0;
         for (int j = 0; j < 32; j++) sum += blk.qs[j];
         d[b] = llm__fp16_to_fp32(blk.d);
+#endif
         nc[b] = -c * sum;
     }
 }
 
 #if defined(LLM__X86_SIMD)
 // out[t][0..16) = the 16 rows of one x16 record times NT tokens' activations (act + t * stride).
+// One block of 16 rows (quants q, scales ws) times NT tokens' block b, added to acc.
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_block(
+        int type, int NT, const uint8_t *q, __m512 ws, int64_t b, const uint8_t *act, size_t stride, int64_t K,
+        __m512 *acc) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512i wv[8];
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        // Q4_0 high nibbles stay in place (16 x their value): one instruction instead of two,
+        // and the sum is shifted back once per block
+        if (type == LLM__TYPE_Q8_0) wv[c] = _mm512_loadu_si512((const void *)(q + 64 * c));
+        else if (c < 4) wv[c] = _mm512_and_si512(_mm512_loadu_si512((const void *)(q + 64 * c)), m4);
+        else wv[c] = _mm512_andnot_si512(m4, _mm512_loadu_si512((const void *)(q + 64 * (c - 4))));
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+        const uint8_t *a = act + (size_t)t * stride;
+        const int8_t *aq = (const int8_t *)a + 32 * b;
+        int32_t nc;
+        float d;
+        memcpy(&nc, a + K + K / 8 + 4 * b, 4);
+        memcpy(&d, a + K + 4 * b, 4);
+        // two chains of 4 so consecutive vpdpbusd do not wait on each other (Q4_0: the low
+        // nibbles' chain and the high nibbles', which is 16 x too large)
+        __m512i s0 = _mm512_set1_epi32(nc), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) {
+            // Q8_0 chunk c: columns 4c..; Q4_0: low nibbles of chunk c (< 4), then high ones
+            const int col = type == LLM__TYPE_Q8_0 ? 4 * c : (c < 4 ? 4 * c : 16 + 4 * (c - 4));
+            int32_t a4;
+            memcpy(&a4, aq + col, 4);
+            const bool first = type == LLM__TYPE_Q8_0 ? c % 2 == 0 : c < 4;
+            if (first) s0 = _mm512_dpbusd_epi32(s0, wv[c], _mm512_set1_epi32(a4));
+            else s1 = _mm512_dpbusd_epi32(s1, wv[c], _mm512_set1_epi32(a4));
+        }
+        if (type == LLM__TYPE_Q4_0) s1 = _mm512_srai_epi32(s1, 4);
+        const __m512 p = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+        acc[t] = _mm512_fmadd_ps(p, _mm512_mul_ps(ws, _mm512_set1_ps(d)), acc[t]);
+    }
+}
+
+// out[t][0..16) = the 16 rows of one x16 record times NT tokens' activations (act + t * stride).
 LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
         int type, int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
-    const __m512i m4 = _mm512_set1_epi8(15);
+    const size_t qb = type == LLM__TYPE_Q8_0 ? 512 : 256, unit = 2 * qb + 64;
     const int64_t nb = K / 32;
     __m512 acc[8];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *q = rec + llm__x16_qoffs(type, b);
+    // whole units of two blocks: [quants b][quants b+1][scales b, b+1]
+    for (int64_t b = 0; b + 1 < nb; b += 2, rec += unit) {
         if (NT == 1) {
             // Decode streams the weights once: ask for them 4 KB ahead (measured: +10-20% on top
             // of the hardware prefetcher, which alone leaves the core waiting on memory).
-            for (int pf = 0; pf < (type == LLM__TYPE_Q8_0 ? 576 : 320); pf += 64)
-                _mm_prefetch((const char *)q + 4096 + pf, _MM_HINT_T0);
+#pragma GCC unroll 17
+            for (size_t pf = 0; pf < unit; pf += 64) _mm_prefetch((const char *)rec + 4096 + pf, _MM_HINT_T0);
         }
-        const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + llm__x16_soffs(type, b, nb))));
-        __m512i wv[8];
-#pragma GCC unroll 8
-        for (int c = 0; c < 8; c++) {
-            // Q4_0 high nibbles stay in place (16 x their value): one instruction instead of two,
-            // and the sum is shifted back once per block
-            if (type == LLM__TYPE_Q8_0) wv[c] = _mm512_loadu_si512((const void *)(q + 64 * c));
-            else if (c < 4) wv[c] = _mm512_and_si512(_mm512_loadu_si512((const void *)(q + 64 * c)), m4);
-            else wv[c] = _mm512_andnot_si512(m4, _mm512_loadu_si512((const void *)(q + 64 * (c - 4))));
-        }
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; t++) {
-            const uint8_t *a = act + (size_t)t * stride;
-            const int8_t *aq = (const int8_t *)a + 32 * b;
-            int32_t nc;
-            float d;
-            memcpy(&nc, a + K + K / 8 + 4 * b, 4);
-            memcpy(&d, a + K + 4 * b, 4);
-            // two chains of 4 so consecutive vpdpbusd do not wait on each other (Q4_0: the low
-            // nibbles' chain and the high nibbles', which is 16 x too large)
-            __m512i s0 = _mm512_set1_epi32(nc), s1 = _mm512_setzero_si512();
-#pragma GCC unroll 8
-            for (int c = 0; c < 8; c++) {
-                // Q8_0 chunk c: columns 4c..; Q4_0: low nibbles of chunk c (< 4), then high ones
-                const int col = type == LLM__TYPE_Q8_0 ? 4 * c : (c < 4 ? 4 * c : 16 + 4 * (c - 4));
-                int32_t a4;
-                memcpy(&a4, aq + col, 4);
-                const bool first = type == LLM__TYPE_Q8_0 ? c % 2 == 0 : c < 4;
-                if (first) s0 = _mm512_dpbusd_epi32(s0, wv[c], _mm512_set1_epi32(a4));
-                else s1 = _mm512_dpbusd_epi32(s1, wv[c], _mm512_set1_epi32(a4));
-            }
-            if (type == LLM__TYPE_Q4_0) s1 = _mm512_srai_epi32(s1, 4);
-            const __m512 p = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
-            acc[t] = _mm512_fmadd_ps(p, _mm512_mul_ps(ws, _mm512_set1_ps(d)), acc[t]);
-        }
+        const __m512 ws0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 2 * qb)));
+        const __m512 ws1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 2 * qb + 32)));
+        llm__x16_block(type, NT, rec, ws0, b, act, stride, K, acc);
+        llm__x16_block(type, NT, rec + qb, ws1, b + 1, act, stride, K, acc);
+    }
+    if (nb % 2) {   // the last unit holds one block
+        const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + qb)));
+        llm__x16_block(type, NT, rec, ws, nb - 1, act, stride, K, acc);
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
@@ -3203,7 +3274,11 @@ static void llm__x16k_quantize_act(const float *x, uint8_t *out, int64_t n) {
     uint8_t *bsp = out + n + n / 256 * 4;
     for (int64_t sb = 0; sb < n / 256; sb++) {
         struct llm__block_q8_K blk;
+#if defined(LLM__X86_SIMD)
+        llm__quantize_q8_K_block_avx512(x + 256 * sb, &blk);   // (x16 weights exist only where AVX-512 runs)
+#else
         llm__quantize_row(LLM__TYPE_Q8_K, x + 256 * sb, &blk, 256);
+#endif
         memcpy(out + 256 * sb, blk.qs, 256);
         d[sb] = blk.d;
         for (int j = 0; j < 8; j++) {
@@ -3393,6 +3468,26 @@ static enum llm_status llm__cpu_end_step(void *ctx, struct llm__err *e) {
     return LLM_OK;
 }
 
+#if defined(LLM__X86_SIMD)
+// e^x for 16 floats, about 1 ulp: x = n ln2 + r, |r| <= ln2/2, e^r by its degree-6 Taylor
+// polynomial, times 2^n with vscalefps (which flushes to 0 far below the float range).
+LLM__AVX512 static inline __m512 llm__exp_avx512(__m512 x) {
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-104.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+#endif
+
 // --- row-wise ops: a job over the rows of a tensor ---
 
 struct llm__cpu_rows_job {
@@ -3454,10 +3549,28 @@ static void llm__cpu_rmsnorm(void *ctx, struct llm__tensor dst, struct llm__tens
     llm__cpu_run_rows(&job);
 }
 
+#if defined(LLM__X86_SIMD)
+LLM__AVX512 static void llm__silu_mul_avx512(const float *g, const float *u, float *y, int64_t n) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const __m512 gv = _mm512_loadu_ps(g + j);
+        const __m512 e = llm__exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+        _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), _mm512_loadu_ps(u + j)));
+    }
+    for (; j < n; j++) y[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+}
+#endif
+
 static void llm__cpu_silu_mul_row(const struct llm__cpu_rows_job *job, int64_t i) {
     const float *g = (const float *)llm__tensor_row(job->a, i);
     const float *u = (const float *)llm__tensor_row(job->b, i);
     float *y = (float *)llm__tensor_row(job->dst, i);
+#if defined(LLM__X86_SIMD)
+    if (job->c->simd == LLM__SIMD_AVX512) {
+        llm__silu_mul_avx512(g, u, y, job->dst.ne0);
+        return;
+    }
+#endif
     for (int64_t j = 0; j < job->dst.ne0; j++) y[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
 }
 
@@ -3600,23 +3713,6 @@ static inline void llm__kv_to_f32(int type, const void *src, float *dst, int64_t
 }
 
 #if defined(LLM__X86_SIMD)
-// e^x for 16 floats, about 1 ulp: x = n ln2 + r, |r| <= ln2/2, e^r by its degree-6 Taylor
-// polynomial, times 2^n with vscalefps (which flushes to 0 far below the float range).
-LLM__AVX512 static inline __m512 llm__exp_avx512(__m512 x) {
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-104.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
 
 // The block part of the attention worker for head_dim % 16 == 0, bs = 16 or 32 (8 uses the
 // scalar path): scores from the transposed keys, softmax update, values.

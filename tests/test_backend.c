@@ -205,6 +205,45 @@ static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int n
     free(perm); free(bt); free(kk); free(vv); free(kf); free(vf); free(pos); free(sq); free(tok); free(sc);
 }
 
+// --- activation quantizers: the AVX-512 ones give the reference's bytes ---
+
+static void check_act_quantizers(void) {
+#if defined(LLM__X86_SIMD)
+    if (llm__simd_best() != LLM__SIMD_AVX512) { SKIP("no AVX-512: vectorized activation quantizers not run"); return; }
+    int bad0 = 0, badk = 0;
+    float x[256];
+    for (int it = 0; it < 2000; it++) {
+        for (int i = 0; i < 256; i++) {
+            switch (it % 4) {
+            case 0: x[i] = (float)test_rng_normal(&seed); break;
+            case 1: x[i] = (float)((int)(test_rng_next(&seed) % 255) - 127) + 0.5f; break;   // ties
+            case 2: x[i] = i % 7 == 0 ? 0.0f : (float)test_rng_normal(&seed) * 1e-3f; break;
+            default: x[i] = (float)(int)(test_rng_next(&seed) % 255) - 127.0f; break;
+            }
+        }
+        if (it % 4 == 1) { x[0] = 127.0f; x[32] = -127.0f; x[64] = 127.0f; }   // d = 1: x * id lands on halves
+        if (it % 50 == 0) memset(x, 0, sizeof(x));
+        for (int b = 0; b < 8; b++) {
+            struct llm__block_q8_0 ref;
+            int8_t q[32];
+            uint16_t dh;
+            llm__quantize_row(LLM__TYPE_Q8_0, x + 32 * b, &ref, 32);
+            int32_t sum = llm__quantize_q8_0_block_avx512(x + 32 * b, q, &dh), want = 0;
+            for (int j = 0; j < 32; j++) want += ref.qs[j];
+            bad0 += dh != ref.d || memcmp(q, ref.qs, 32) != 0 || sum != want;
+        }
+        struct llm__block_q8_K rk, vk;
+        llm__quantize_row(LLM__TYPE_Q8_K, x, &rk, 256);
+        llm__quantize_q8_K_block_avx512(x, &vk);
+        badk += memcmp(&rk, &vk, sizeof(rk)) != 0;
+    }
+    EXPECT(bad0 == 0, "AVX-512 Q8_0 activation quantizer differs from the reference in %d blocks", bad0);
+    EXPECT(badk == 0, "AVX-512 Q8_K activation quantizer differs from the reference in %d blocks", badk);
+#else
+    SKIP("not x86: vectorized activation quantizers not built");
+#endif
+}
+
 // --- rope and rmsnorm ---
 
 static void check_rope(bool neox, bool factors) {
@@ -297,6 +336,7 @@ int main(void) {
             check_attention(simd_levels[s], kvt, 16, 128, 2, 2, 2);
             check_attention(simd_levels[s], kvt, 16, 80, 2, 1, 2);
         }
+    check_act_quantizers();
     check_rope(false, false);
     check_rope(true, false);
     check_rope(false, true);
