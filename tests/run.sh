@@ -1,10 +1,14 @@
 #!/bin/sh
-# Runs every test program in $1/tests and adds up their "name: N passed, N failed" lines.
+# Runs every test program in $1/tests and every tests/test_*.sh script (given the llm binary and
+# the models folder) and adds up their "name: N passed, N failed" lines.
 dir=$1
 passed=0; failed=0; broken=""
-for t in "$dir"/tests/test_*; do
-    [ -x "$t" ] || continue
-    out=$(LLM_TEST_BUILD="$dir" "$t" 2>&1); rc=$?
+for t in "$dir"/tests/test_* tests/test_*.sh; do
+    [ -f "$t" ] || continue
+    case "$t" in
+        *.sh) out=$(sh "$t" "$dir/llm" "${LLM_TEST_MODELS:-build/models}" 2>&1); rc=$? ;;
+        *) [ -x "$t" ] || continue; out=$(LLM_TEST_BUILD="$dir" "$t" 2>&1); rc=$? ;;
+    esac
     line=$(printf '%s\n' "$out" | grep -E '^[a-z_0-9]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     printf '%s\n' "$out" | grep -E '^(FAIL|SKIP)' | head -n 40
     if [ -z "$line" ]; then

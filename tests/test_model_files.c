@@ -1,0 +1,211 @@
+// Bad model files at the engine level: a small valid model truncated at many offsets and with
+// bytes flipped (the engine must refuse it with a message or, when the damage is in tensor
+// data, load it and run without a crash or an out-of-bounds access; run under ASan), and
+// hand-made files that are well-formed GGUF but wrong as models (unknown architecture, missing
+// or misshapen tensors, unsupported tensor types, inconsistent hyper-parameters, ...), each of
+// which must be refused with a message naming the problem.
+#include "../llm.c"
+#include "test.h"
+
+static char tmp_path[64];
+
+static const char *models_dir(void) {
+    const char *d = getenv("LLM_TEST_MODELS");
+    return d ? d : "build/models";
+}
+
+static bool write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    bool ok = fwrite(data, 1, n, f) == n;
+    return fclose(f) == 0 && ok;
+}
+
+// Creates an engine from path; if it loads, evaluates a few tokens. Returns true if it loaded.
+static bool try_load(const char *path, char *err, size_t err_size) {
+    struct llm_engine_params p = llm_engine_params_default();
+    p.model_path = path;
+    p.n_threads = 2;
+    p.max_model_len = 64;
+    llm_engine *E = llm_engine_create(&p, err, err_size);
+    if (!E) return false;
+    int32_t toks[3] = {1, 2, 3};
+    float *lg = malloc(sizeof(float) * (size_t)E->model.n_vocab);
+    int seq = llm_seq_new(E);
+    llm_seq_eval(E, seq, toks, 3, lg, 0);
+    free(lg);
+    llm_engine_free(E);
+    return true;
+}
+
+static void fuzz_file(const uint8_t *data, size_t size, const size_t header_end) {
+    unsigned long long seed = 99;
+    uint8_t *buf = malloc(size);
+    char err[512];
+    int refused = 0, loaded = 0, no_message = 0;
+    // truncations: every 97th byte of the metadata, then a few hundred through the data
+    for (size_t cut = 0; cut < size; cut += cut < header_end ? 97 : size / 300 + 1) {
+        if (!write_file(tmp_path, data, cut)) { EXPECT(0, "cannot write %s", tmp_path); break; }
+        err[0] = 0;
+        if (try_load(tmp_path, err, sizeof(err))) loaded++;
+        else { refused++; no_message += err[0] == 0; }
+    }
+    EXPECT(loaded == 0, "%d truncated files loaded", loaded);
+    EXPECT(no_message == 0, "%d truncated files refused without a message", no_message);
+    printf("  truncations: %d refused with a message\n", refused);
+    // byte flips: 3 random bytes per file, 4 in 5 files in the metadata
+    refused = loaded = no_message = 0;
+    for (int it = 0; it < 400; it++) {
+        memcpy(buf, data, size);
+        for (int k = 0; k < 3; k++) {
+            size_t at = test_rng_next(&seed) % 5 ? test_rng_next(&seed) % header_end : test_rng_next(&seed) % size;
+            buf[at] ^= (uint8_t)(1 + test_rng_next(&seed) % 255);
+        }
+        if (!write_file(tmp_path, buf, size)) { EXPECT(0, "cannot write %s", tmp_path); break; }
+        err[0] = 0;
+        if (try_load(tmp_path, err, sizeof(err))) loaded++;
+        else { refused++; no_message += err[0] == 0; }
+    }
+    EXPECT(no_message == 0, "%d damaged files refused without a message", no_message);
+    printf("  byte flips: %d refused with a message, %d loaded and ran\n", refused, loaded);
+    free(buf);
+}
+
+// --- hand-made variants of a valid model ---
+
+struct variant {
+    const char *name, *want;       // what is changed; a word the error message must contain
+    const char *drop_key, *drop_tensor;
+    const char *str_key, *str_val; // set a string key
+    const char *u32_key;           // set a u32 key
+    uint32_t u32_val;
+    const char *f32_key;
+    float f32_val;
+    const char *retype_tensor;     // give this tensor another type (and a fitting size)
+    uint32_t retype;
+    const char *reshape_tensor;    // swap this tensor's two dimensions
+    const char *poison_tensor;     // fill this f32 tensor with a value
+    float poison;
+};
+
+static bool write_variant(const struct llm__gguf *g, const struct variant *v, const char *path) {
+    struct llm__err e;
+    struct llm__gguf_writer w;
+    llm__gguf_writer_init(&w);
+    bool ok = true;
+    for (int64_t i = 0; ok && i < g->n_kv; i++) {
+        const char *k = g->kv[i].key;
+        if ((v->drop_key && !strcmp(k, v->drop_key)) || (v->str_key && !strcmp(k, v->str_key)) ||
+            (v->u32_key && !strcmp(k, v->u32_key)) || (v->f32_key && !strcmp(k, v->f32_key)))
+            continue;
+        ok = llm__gguf_writer_copy_kv(&w, g, i, &e) == LLM_OK;
+    }
+    if (ok && v->str_key) ok = llm__gguf_writer_set_str(&w, v->str_key, v->str_val, &e) == LLM_OK;
+    if (ok && v->u32_key) ok = llm__gguf_writer_set_u32(&w, v->u32_key, v->u32_val, &e) == LLM_OK;
+    if (ok && v->f32_key) ok = llm__gguf_writer_set_f32(&w, v->f32_key, v->f32_val, &e) == LLM_OK;
+    int64_t *keep = calloc((size_t)g->n_tensors, sizeof(int64_t));
+    int64_t nk = 0;
+    for (int64_t i = 0; ok && i < g->n_tensors; i++) {
+        const struct llm__gguf_tensor *t = &g->tensors[i];
+        if (v->drop_tensor && !strcmp(t->name, v->drop_tensor)) continue;
+        uint32_t type = v->retype_tensor && !strcmp(t->name, v->retype_tensor) ? v->retype : t->type;
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        if (v->reshape_tensor && !strcmp(t->name, v->reshape_tensor)) { ne[0] = t->ne[1]; ne[1] = t->ne[0]; }
+        ok = llm__gguf_writer_add_tensor(&w, t->name, type, t->n_dims, ne, &e) == LLM_OK;
+        keep[nk++] = i;
+    }
+    FILE *f = ok ? fopen(path, "wb") : NULL;
+    ok = f && llm__gguf_writer_begin(&w, f, &e) == LLM_OK;
+    for (int64_t k = 0; ok && k < nk; k++) {
+        const struct llm__gguf_tensor *t = &g->tensors[keep[k]];
+        uint32_t type = v->retype_tensor && !strcmp(t->name, v->retype_tensor) ? v->retype : t->type;
+        int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        size_t bytes = llm__row_bytes((int)type, t->ne[0]) * (size_t)(n / t->ne[0]);
+        uint8_t *data = calloc(1, bytes);
+        if (type == t->type) memcpy(data, t->data, bytes);
+        if (v->poison_tensor && !strcmp(t->name, v->poison_tensor))
+            for (int64_t i = 0; i < n; i++) memcpy(data + 4 * i, &v->poison, 4);
+        ok = llm__gguf_writer_write(&w, data, bytes, &e) == LLM_OK;
+        free(data);
+    }
+    if (ok) ok = llm__gguf_writer_finish(&w, &e) == LLM_OK;
+    if (f) fclose(f);
+    llm__gguf_writer_free(&w);
+    free(keep);
+    EXPECT(ok, "%s: could not write the variant", v->name);
+    return ok;
+}
+
+static void check_variants(const char *model) {
+    struct llm__gguf g;
+    struct llm__err e;
+    if (llm__gguf_open(&g, model, &e) != LLM_OK) { EXPECT(0, "%s", e.msg); return; }
+    const struct variant vs[] = {
+        {.name = "unknown architecture", .want = "architecture", .str_key = "general.architecture", .str_val = "gptj"},
+        {.name = "no architecture", .want = "general.architecture", .drop_key = "general.architecture"},
+        {.name = "missing tensor", .want = "blk.1.ffn_up.weight", .drop_tensor = "blk.1.ffn_up.weight"},
+        {.name = "missing embedding", .want = "token_embd.weight", .drop_tensor = "token_embd.weight"},
+        {.name = "more layers than tensors", .want = "blk.2", .u32_key = "llama.block_count", .u32_val = 3},
+        {.name = "heads do not divide the width", .want = "multiple", .u32_key = "llama.attention.head_count", .u32_val = 7},
+        {.name = "KV heads do not divide heads", .want = "multiple", .u32_key = "llama.attention.head_count_kv", .u32_val = 3},
+        {.name = "no layers", .want = "block_count", .u32_key = "llama.block_count", .u32_val = 0},
+        {.name = "no context", .want = "context_length", .u32_key = "llama.context_length", .u32_val = 0},
+        {.name = "rms epsilon 0", .want = "epsilon", .f32_key = "llama.attention.layer_norm_rms_epsilon", .f32_val = 0.0f},
+        {.name = "rope base 0", .want = "freq_base", .f32_key = "llama.rope.freq_base", .f32_val = 0.0f},
+        {.name = "unsupported rope scaling", .want = "scaling", .str_key = "llama.rope.scaling.type", .str_val = "yarn"},
+        {.name = "unsupported tensor type", .want = "q4_1", .retype_tensor = "blk.0.attn_q.weight", .retype = LLM__TYPE_Q4_1},
+        {.name = "tensor of the wrong shape", .want = "shape", .reshape_tensor = "blk.0.attn_k.weight"},
+        {.name = "NaN in a norm", .want = "finite", .poison_tensor = "blk.0.ffn_norm.weight", .poison = NAN},
+        {.name = "unknown tokenizer", .want = "tokenizer", .str_key = "tokenizer.ggml.model", .str_val = "bert"},
+        {.name = "no vocabulary", .want = "tokenizer.ggml.tokens", .drop_key = "tokenizer.ggml.tokens"},
+    };
+    for (size_t i = 0; i < LLM__ARRAY_LEN(vs); i++) {
+        if (!write_variant(&g, &vs[i], tmp_path)) continue;
+        char err[512] = "";
+        bool loaded = try_load(tmp_path, err, sizeof(err));
+        EXPECT(!loaded, "%s: the model loaded", vs[i].name);
+        EXPECT(strstr(err, vs[i].want) != NULL, "%s: message '%s' does not mention '%s'", vs[i].name, err, vs[i].want);
+        printf("  %-30s -> %s\n", vs[i].name, err);
+    }
+    // the unchanged copy loads (so the writer is not the cause of the refusals)
+    struct variant same = {.name = "unchanged"};
+    char err[512] = "";
+    if (write_variant(&g, &same, tmp_path)) EXPECT(try_load(tmp_path, err, sizeof(err)), "unchanged copy: %s", err);
+    llm__gguf_close(&g);
+}
+
+int main(void) {
+    snprintf(tmp_path, sizeof(tmp_path), "/tmp/llm-test-model-%d.gguf", (int)getpid());
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tiny-q4_0.gguf", models_dir());
+    FILE *f = fopen(path, "rb");
+    EXPECT(f != NULL, "%s is missing (make models)", path);
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        size_t size = (size_t)ftell(f);
+        fseek(f, 0, SEEK_SET);
+        uint8_t *data = malloc(size);
+        EXPECT(fread(data, 1, size, f) == size, "cannot read %s", path);
+        fclose(f);
+        struct llm__gguf g;
+        struct llm__err e;
+        EXPECT(llm__gguf_open(&g, path, &e) == LLM_OK, "%s", e.msg);
+        size_t header_end = g.data_offset;
+        llm__gguf_close(&g);
+        fuzz_file(data, size, header_end);
+        free(data);
+        check_variants(path);
+    }
+    // files that are no model at all
+    char err[512] = "";
+    EXPECT(!try_load("/nonexistent/model.gguf", err, sizeof(err)) && strstr(err, "model.gguf"), "missing file: %s", err);
+    EXPECT(!try_load("tests", err, sizeof(err)) && err[0], "a directory: %s", err);
+    if (access("../shared/vocab/ggml-vocab-llama-spm.gguf", R_OK) == 0) {
+        EXPECT(!try_load("../shared/vocab/ggml-vocab-llama-spm.gguf", err, sizeof(err)) && strstr(err, "token_embd"),
+               "vocabulary-only file: %s", err);
+    } else {
+        SKIP("../shared/vocab absent: vocabulary-only file not tried");
+    }
+    remove(tmp_path);
+    return test_summary("test_model_files");
+}
