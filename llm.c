@@ -2849,7 +2849,7 @@ struct llm__rope {
     bool neox;                 // rotate pairs (i, i + n_rot/2) instead of (2i, 2i+1)
     float freq_base;
     float freq_scale;          // linear scaling: positions are multiplied by this
-    const float *freq_factors; // n_rot/2 divisors of the frequencies (Llama 3.1), or NULL
+    struct llm__tensor freq_factors;   // n_rot/2 divisors of the frequencies (Llama 3.1); no buffer: none
 };
 
 // What one engine step computes: n_tokens tokens of up to n_seqs sequences. Token i belongs to
@@ -3009,13 +3009,13 @@ static size_t llm__x16_group_bytes(int type, int64_t ne0) {
     return (size_t)(nb / 2) * (2 * llm__x16_qbytes(type) + 64) + (nb % 2 ? llm__x16_qbytes(type) + 64 : 0);
 }
 
-// Rewrites ne1 rows of a plain Q8_0/Q4_0 matrix into the x16 layout (ne1 / 16 records).
-static void llm__x16_repack(int type, const void *src, void *dst, int64_t ne0, int64_t ne1) {
+// Rewrites row groups [g0, g1) (16 rows each) of a plain Q8_0/Q4_0 matrix into x16 records.
+static void llm__x16_repack(int type, const void *src, void *dst, int64_t ne0, int64_t g0, int64_t g1) {
     const int64_t nb = ne0 / 32;
     const size_t rec_bytes = llm__x16_group_bytes(type, ne0);
     const size_t blk = type == LLM__TYPE_Q8_0 ? sizeof(struct llm__block_q8_0) : sizeof(struct llm__block_q4_0);
-    memset(dst, 0, rec_bytes * (size_t)(ne1 / 16));
-    for (int64_t g = 0; g < ne1 / 16; g++) {
+    memset((uint8_t *)dst + rec_bytes * (size_t)g0, 0, rec_bytes * (size_t)(g1 - g0));
+    for (int64_t g = g0; g < g1; g++) {
         uint8_t *rec = (uint8_t *)dst + rec_bytes * (size_t)g;
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *q = rec + llm__x16_qoffs(type, b);
@@ -3228,9 +3228,9 @@ LLM__AVX512 static void llm__x16_tile_avx512(int type, int nt, const uint8_t *re
 #define LLM__X16K_SB 2368   // bytes of one super-block of 16 rows
 #define LLM__X16K_ACT_STRIDE(K) ((size_t)(K) + (size_t)(K) / 256 * 20)
 
-static void llm__x16k_repack(const void *src, void *dst, int64_t ne0, int64_t ne1) {
+static void llm__x16k_repack(const void *src, void *dst, int64_t ne0, int64_t g0, int64_t g1) {
     const int64_t nsb = ne0 / 256;
-    for (int64_t g = 0; g < ne1 / 16; g++) {
+    for (int64_t g = g0; g < g1; g++) {
         for (int64_t sb = 0; sb < nsb; sb++) {
             uint8_t *o = (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * LLM__X16K_SB;
             for (int r = 0; r < 16; r++) {
@@ -3421,6 +3421,17 @@ static void llm__cpu_buf_free(void *ctx, struct llm__buf *buf) {
     memset(buf, 0, sizeof(*buf));
 }
 
+struct llm__cpu_repack_job { struct llm__weight *w; const void *src; };
+
+static void llm__cpu_repack_worker(void *arg, int ith, int nth) {
+    const struct llm__cpu_repack_job *job = arg;
+    const struct llm__weight *w = job->w;
+    int64_t g0, g1;
+    llm__split(w->ne1 / 16, ith, nth, &g0, &g1);
+    if (w->type == LLM__TYPE_Q4_K) llm__x16k_repack(job->src, w->buf.data, w->ne0, g0, g1);
+    else llm__x16_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
+}
+
 static enum llm_status llm__cpu_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0,
                                             int64_t ne1, const void *data, struct llm__err *e) {
     struct llm__cpu *c = ctx;
@@ -3433,8 +3444,8 @@ static enum llm_status llm__cpu_weight_load(void *ctx, struct llm__weight *w, in
         w->buf.size = llm__x16_group_bytes(type, ne0) * (size_t)(ne1 / 16);
         if (!(w->buf.data = llm__alloc(w->buf.size)))
             return llm__fail(e, LLM_ERR_NOMEM, "out of memory (%zu bytes for a weight)", w->buf.size);
-        if (type == LLM__TYPE_Q4_K) llm__x16k_repack(data, w->buf.data, ne0, ne1);
-        else llm__x16_repack(type, data, w->buf.data, ne0, ne1);
+        struct llm__cpu_repack_job job = {w, data};
+        llm__pool_run(c->pool, llm__cpu_repack_worker, &job);
         w->layout = LLM__LAYOUT_X16;
         return LLM_OK;
     }
@@ -3618,7 +3629,7 @@ struct llm__cpu_rope_job {
 // theta_scale pair after pair, in float) so that results agree closely.
 static void llm__rope_cache(const struct llm__rope *r, int32_t pos, float *cs) {
     float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_rot);
-    const float *ff = r->freq_factors;
+    const float *ff = r->freq_factors.buf ? (const float *)llm__tensor_row(r->freq_factors, 0) : NULL;
     float theta = (float)pos;
     for (int i = 0; i < r->n_rot / 2; i++) {
         float t = r->freq_scale * (ff ? theta / ff[i] : theta);
@@ -4109,7 +4120,6 @@ struct llm__model {
     bool tied_output;
     struct llm__tensor output_norm;  // (n_embd)
     struct llm__tensor rope_freqs;   // (n_rot/2) or no buffer
-    float *rope_freqs_host;          // the same on the host, or NULL
     struct llm__layer *layers;       // [n_layer]
     struct llm__buf small;           // every 1-D parameter (norms, biases, rope factors), f32
 };
@@ -4236,7 +4246,9 @@ static enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err 
 }
 
 // Collects the 1-D parameters into one f32 backend buffer and the matrices into backend weights.
-static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend *be, struct llm__err *e) {
+// progress: print a percentage to stderr while the weights are taken in (a terminal only).
+static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend *be, bool progress,
+                                               struct llm__err *e) {
     enum llm_status st;
     const int E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
     const bool bias = m->arch == LLM__ARCH_QWEN2;
@@ -4302,6 +4314,11 @@ static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_
         int64_t n = vecs[i].src->ne[0];
         llm__dequantize_row((int)vecs[i].src->type, vecs[i].src->data, tmp, n);
         for (int64_t j = 0; j < n; j++) {
+            if (vecs[i].dst == &m->rope_freqs && !(tmp[j] > 0.0f)) {
+                free(tmp);
+                st = llm__fail(e, LLM_ERR_FORMAT, "model: rope_freqs.weight holds a factor that is not > 0");
+                goto done;
+            }
             if (!isfinite(tmp[j])) {
                 free(tmp);
                 st = llm__fail(e, LLM_ERR_FORMAT, "model: tensor '%s' holds a value that is not finite",
@@ -4313,36 +4330,33 @@ static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_
         *vecs[i].dst = llm__vec_view(&m->small, offs, n, 1);
         offs += ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
     }
-    m->rope.freq_factors = NULL;
-    if (m->rope_freqs.buf) {
-        // Ops get the rope settings by value from the host: keep an f32 copy of the factors.
-        size_t n = (size_t)m->rope_freqs.ne0;
-        const struct llm__gguf_tensor *rf = llm__gguf_find_tensor(&m->gguf, "rope_freqs.weight");
-        llm__dequantize_row((int)rf->type, rf->data, tmp, (int64_t)n);
-        if (!(m->rope_freqs_host = malloc(n * sizeof(float)))) {
-            free(tmp);
-            st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        memcpy(m->rope_freqs_host, tmp, n * sizeof(float));
-        for (size_t i = 0; i < n; i++) {
-            if (!(tmp[i] > 0.0f)) {
-                free(tmp);
-                st = llm__fail(e, LLM_ERR_FORMAT, "model: rope_freqs.weight holds a factor <= 0");
-                goto done;
-            }
-        }
-        m->rope.freq_factors = m->rope_freqs_host;
-    }
     free(tmp);
+    m->rope.freq_factors = m->rope_freqs;   // (no buffer when the model has none)
 
     // Pass 3: matrices.
+    size_t total_bytes = 0, done_bytes = 0;
+    int shown = -1;
+    for (size_t i = 0; i < n_mats; i++) total_bytes += mats[i].src->size;
     for (size_t i = 0; i < n_mats; i++) {
         const struct llm__gguf_tensor *src = mats[i].src;
         int64_t rows = src->n_dims > 1 ? src->ne[1] : 1;
         if ((st = be->iface->weight_load(be->ctx, mats[i].dst, (int)src->type, src->ne[0], rows, src->data, e)))
             goto done;
+        if (!mats[i].dst->buf.borrowed && m->gguf.owns_map) {
+            // The backend made its own copy: the file's pages of this tensor are not needed again
+            // (dropping them keeps the resident memory at one copy of the weights).
+            uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)src->data + pg - 1) & ~(pg - 1);
+            uintptr_t hi = ((uintptr_t)src->data + src->size) & ~(pg - 1);
+            if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        }
+        done_bytes += src->size;
+        int pct = (int)(100.0 * (double)done_bytes / (double)(total_bytes ? total_bytes : 1));
+        if (progress && pct != shown) {
+            fprintf(stderr, "\rllm: loading weights %3d%%", pct);
+            shown = pct;
+        }
     }
+    if (progress) fprintf(stderr, "\r%40s\r", "");
     if (m->tied_output) m->output = m->tok_embd;
     m->n_params = 0;
     m->weight_bytes = 0;
@@ -4388,7 +4402,6 @@ static void llm__model_free(struct llm__model *m, struct llm_backend *be) {
         if (m->small.data || m->small.handle) be->iface->buf_free(be->ctx, &m->small);
     }
     free(m->layers);
-    free(m->rope_freqs_host);
     llm__gguf_close(&m->gguf);
     memset(m, 0, sizeof(*m));
 }
@@ -5185,7 +5198,7 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
     if ((st = llm__model_hparams(&E->model, &e))) goto fail;
     if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, E->model.n_vocab, &e))) goto fail;
     if ((st = llm__cpu_backend_new(&E->be, p.n_threads, -1, &e))) goto fail;
-    if ((st = llm__model_load_tensors(&E->model, &E->be, &e))) goto fail;
+    if ((st = llm__model_load_tensors(&E->model, &E->be, p.verbose > 0 && isatty(2), &e))) goto fail;
 
     const struct llm__model *m = &E->model;
     E->max_model_len = p.max_model_len ? p.max_model_len : LLM__MIN(m->n_ctx_train, 4096);
@@ -5548,8 +5561,9 @@ static void llm__parse_args(int argc, char **argv, struct llm__cli *c) {
     if (!c->ep.model_path) llm__die("no model given: use -m FILE (see llm --help)");
 }
 
-static llm_engine *llm__cli_engine(const struct llm__cli *c) {
+static llm_engine *llm__cli_engine(struct llm__cli *c) {
     char err[512];
+    c->ep.verbose = 1;   // progress while loading, on a terminal only
     llm_engine *E = llm_engine_create(&c->ep, err, sizeof(err));
     if (!E) llm__die("%s: %s", c->ep.model_path, err);
     return E;

@@ -41,7 +41,7 @@ struct llm_engine_params {
     int block_size;            // KV cache block size in tokens: 8, 16 (default) or 32
     size_t kv_cache_bytes;     // KV cache memory (default: enough for max_model_len tokens)
     const char *kv_cache_dtype;// "f16" (default) or "f32"
-    int verbose;               // 0 quiet, 1 progress on a terminal, 2 debug
+    int verbose;               // 0 quiet (default), 1 loading progress on stderr when it is a terminal
 };
 struct llm_engine_params llm_engine_params_default(void);
 

@@ -248,12 +248,14 @@ static void check_act_quantizers(void) {
 
 static void check_rope(bool neox, bool factors) {
     enum { hd = 64, nh = 3, T = 5, n_rot = 48 };
-    float ff[32];
-    for (int i = 0; i < n_rot / 2; i++) ff[i] = 1.0f + (float)i / 4.0f;
-    struct llm__rope r = {n_rot, neox, 10000.0f, 0.5f, factors ? ff : NULL};
     struct llm_backend be = make_backend(2, -1, true);
     struct llm__err e;
-    struct llm__buf xb;
+    struct llm__buf xb, fb;
+    be.iface->buf_alloc(be.ctx, &fb, sizeof(float) * n_rot / 2, &e);
+    float *ff = fb.data;
+    for (int i = 0; i < n_rot / 2; i++) ff[i] = 1.0f + (float)i / 4.0f;
+    struct llm__rope r = {n_rot, neox, 10000.0f, 0.5f, {0}};
+    if (factors) r.freq_factors = llm__vec_view(&fb, 0, n_rot / 2, 1);
     be.iface->buf_alloc(be.ctx, &xb, sizeof(float) * T * nh * hd, &e);
     float *x = xb.data, x0[T * nh * hd];
     for (int i = 0; i < T * nh * hd; i++) x0[i] = x[i] = (float)test_rng_normal(&seed);
@@ -282,6 +284,7 @@ static void check_rope(bool neox, bool factors) {
     // positions up to 2047 in float: the angle is exact to ~1e-4 rad
     EXPECT(worst < 1e-3, "rope neox=%d factors=%d: max error %.3g", neox, factors, worst);
     be.iface->buf_free(be.ctx, &xb);
+    be.iface->buf_free(be.ctx, &fb);
     be.iface->free(be.ctx);
 }
 
