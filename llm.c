@@ -3542,12 +3542,32 @@ static void llm__cpu_embed(void *ctx, struct llm__tensor dst, const struct llm__
     llm__cpu_run_rows(&job);
 }
 
+#if defined(LLM__X86_SIMD)
+// Sum of the squares (each squared in float) in double, 8 at a time.
+LLM__AVX512 static double llm__sumsq_avx512(const float *x, int64_t n) {
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const __m512 v = _mm512_loadu_ps(x + j), sq = _mm512_mul_ps(v, v);
+        a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(sq)));
+        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sq), 1))));
+    }
+    double ss = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+    for (; j < n; j++) ss += (double)(x[j] * x[j]);
+    return ss;
+}
+#endif
+
 static void llm__cpu_rmsnorm_row(const struct llm__cpu_rows_job *job, int64_t i) {
     const float *x = (const float *)llm__tensor_row(job->a, i);
     const float *w = (const float *)llm__tensor_row(job->b, 0);
     float *y = (float *)llm__tensor_row(job->dst, i);
     int64_t n = job->dst.ne0;
     double ss = 0.0;   // as llama.cpp: the sum of squares in double
+#if defined(LLM__X86_SIMD)
+    if (job->c->simd == LLM__SIMD_AVX512) ss = llm__sumsq_avx512(x, n);
+    else
+#endif
     for (int64_t j = 0; j < n; j++) ss += (double)(x[j] * x[j]);
     float scale = 1.0f / sqrtf((float)(ss / (double)n) + job->eps);
     for (int64_t j = 0; j < n; j++) y[j] = (x[j] * scale) * w[j];
@@ -3688,10 +3708,15 @@ static void llm__cpu_kv_store(void *ctx, struct llm__tensor k_cache, struct llm_
         llm__quantize_row(v_cache.type, (const float *)llm__tensor_row(v, t), llm__tensor_row(v_cache, slot), v.ne0);
         char *blk = llm__tensor_row(k_cache, (int64_t)(slot / bs) * bs);
         const float *kr = (const float *)llm__tensor_row(k, t);
-        for (int64_t col = 0; col < k.ne0; col++) {
-            size_t at = ((size_t)col * (size_t)bs + (size_t)(slot % bs)) * esz;
-            if (esz == 4) memcpy(blk + at, &kr[col], 4);
-            else { uint16_t h = llm__fp32_to_fp16(kr[col]); memcpy(blk + at, &h, 2); }
+        uint16_t h[1024];   // a row is converted 1024 values at a time, then scattered
+        for (int64_t c0 = 0; c0 < k.ne0; c0 += 1024) {
+            int64_t nc = LLM__MIN(1024, k.ne0 - c0);
+            if (esz == 2) llm__fp32_to_fp16_row(kr + c0, h, nc);
+            for (int64_t col = c0; col < c0 + nc; col++) {
+                size_t at = ((size_t)col * (size_t)bs + (size_t)(slot % bs)) * esz;
+                if (esz == 4) memcpy(blk + at, &kr[col], 4);
+                else memcpy(blk + at, &h[col - c0], 2);
+            }
         }
     }
 }
@@ -3712,9 +3737,10 @@ struct llm__cpu_attn_job {
     size_t scratch_per_thread;   // floats
 };
 
-// Per-thread scratch, in floats: q, acc [G][hd]; kt [hd][bs]; vb [bs][hd]; sc [G][bs]; m, l [G].
+// Per-thread scratch, in floats: q, acc [G][hd]; kt [hd][bs]; vb [bs][hd]; sc [G][max(bs, hd)];
+// m, l [G]. (sc first holds q in half precision.)
 static size_t llm__attn_scratch(int G, int hd, int bs) {
-    return ((size_t)(2 * G * hd + 2 * hd * bs + G * bs + 2 * G) + 15) & ~(size_t)15;
+    return ((size_t)(2 * G * hd + 2 * hd * bs + G * LLM__MAX(bs, hd) + 2 * G) + 15) & ~(size_t)15;
 }
 
 // Converts n cache elements (f16 or f32) to f32.
@@ -3725,56 +3751,74 @@ static inline void llm__kv_to_f32(int type, const void *src, float *dst, int64_t
 
 #if defined(LLM__X86_SIMD)
 
-// The block part of the attention worker for head_dim % 16 == 0, bs = 16 or 32 (8 uses the
-// scalar path): scores from the transposed keys, softmax update, values.
+// 16 cache values (f16 or f32) as floats.
+LLM__AVX512 static inline __m512 llm__kv_load16(const char *p, bool f16) {
+    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)) : _mm512_loadu_ps((const float *)p);
+}
+
+// The block part of the attention worker for head_dim % 16 == 0 and block size 16 or 32 (8 takes
+// the scalar path), reading the cache directly: kt = this head's keys of the block, [dim][slot];
+// v0 = the value row of the block's first slot for this head, rows vstride bytes apart. Scores
+// of up to 8 heads at a time (each key vector converted once for all of them), the softmax
+// update, then the values, 16 columns at a time for 8 heads.
 LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int bs, int nk, float scale, const float *q,
-                                               const float *kt, const float *vb, float *sc, float *m,
-                                               float *l, float *acc) {
-    const int nv = bs / 16;
+                                               const char *kt, const char *v0, size_t vstride, bool f16,
+                                               float *sc, float *m, float *l, float *acc) {
+    const size_t esz = f16 ? 2 : 4;
+    const bool two = bs == 32;
     const __mmask16 tail = nk % 16 ? (__mmask16)((1u << (nk % 16)) - 1) : (__mmask16)0xFFFF;
-    for (int h = 0; h < G; h++) {
-        const float *qh = q + (size_t)h * hd;
-        __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    // keys past nk do not exist: -inf scores, zero weights
+    const __mmask16 k0 = nk >= 16 ? (__mmask16)0xFFFF : tail, k1 = nk >= 32 ? (__mmask16)0xFFFF : nk > 16 ? tail : 0;
+    for (int h0 = 0; h0 < G; h0 += 8) {
+        const int ng = LLM__MIN(8, G - h0);
+        __m512 s0[8], s1[8];
+#pragma GCC unroll 8
+        for (int h = 0; h < 8; h++) s0[h] = s1[h] = _mm512_setzero_ps();
         for (int i = 0; i < hd; i++) {
-            const __m512 qi = _mm512_set1_ps(qh[i]);
-            s0 = _mm512_fmadd_ps(qi, _mm512_loadu_ps(kt + (size_t)i * bs), s0);
-            if (nv == 2) s1 = _mm512_fmadd_ps(qi, _mm512_loadu_ps(kt + (size_t)i * bs + 16), s1);
-        }
-        s0 = _mm512_mul_ps(s0, _mm512_set1_ps(scale));
-        s1 = _mm512_mul_ps(s1, _mm512_set1_ps(scale));
-        // keys past nk do not exist: -inf scores, zero weights
-        const __mmask16 k0 = nk >= 16 ? (__mmask16)0xFFFF : tail, k1 = nk >= 32 ? (__mmask16)0xFFFF : nk > 16 ? tail : 0;
-        float bmax = _mm512_mask_reduce_max_ps(k0, s0);
-        if (nv == 2 && k1) bmax = fmaxf(bmax, _mm512_mask_reduce_max_ps(k1, s1));
-        const float mnew = fmaxf(m[h], bmax);
-        const float corr = m[h] == -INFINITY ? 0.0f : expf(m[h] - mnew);
-        const __m512 mv = _mm512_set1_ps(mnew);
-        const __m512 p0 = _mm512_maskz_mov_ps(k0, llm__exp_avx512(_mm512_sub_ps(s0, mv)));
-        const __m512 p1 = nv == 2 ? _mm512_maskz_mov_ps(k1, llm__exp_avx512(_mm512_sub_ps(s1, mv))) : _mm512_setzero_ps();
-        _mm512_storeu_ps(sc + (size_t)h * bs, p0);
-        if (nv == 2) _mm512_storeu_ps(sc + (size_t)h * bs + 16, p1);
-        l[h] = l[h] * corr + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
-        m[h] = mnew;
-        float *ah = acc + (size_t)h * hd;
-        const __m512 cv = _mm512_set1_ps(corr);
-        for (int i = 0; i < hd; i += 16) _mm512_storeu_ps(ah + i, _mm512_mul_ps(_mm512_loadu_ps(ah + i), cv));
-        // acc += sum_j p[j] v[j], four 16-wide column slices at a time
-        for (int i = 0; i < hd; i += 64) {
-            const int w = LLM__MIN(4, (hd - i) / 16);
-            __m512 a0 = _mm512_loadu_ps(ah + i), a1 = w > 1 ? _mm512_loadu_ps(ah + i + 16) : a0;
-            __m512 a2 = w > 2 ? _mm512_loadu_ps(ah + i + 32) : a0, a3 = w > 3 ? _mm512_loadu_ps(ah + i + 48) : a0;
-            for (int j = 0; j < nk; j++) {
-                const __m512 pj = _mm512_set1_ps(sc[(size_t)h * bs + j]);
-                const float *vj = vb + (size_t)j * hd + i;
-                a0 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj), a0);
-                if (w > 1) a1 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16), a1);
-                if (w > 2) a2 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 32), a2);
-                if (w > 3) a3 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 48), a3);
+            const __m512 ka = llm__kv_load16(kt + (size_t)i * bs * esz, f16);
+            const __m512 kb = two ? llm__kv_load16(kt + ((size_t)i * bs + 16) * esz, f16) : ka;
+#pragma GCC unroll 8
+            for (int h = 0; h < 8; h++) {
+                if (h >= ng) break;
+                const __m512 qi = _mm512_set1_ps(q[(size_t)(h0 + h) * hd + i]);
+                s0[h] = _mm512_fmadd_ps(qi, ka, s0[h]);
+                if (two) s1[h] = _mm512_fmadd_ps(qi, kb, s1[h]);
             }
-            _mm512_storeu_ps(ah + i, a0);
-            if (w > 1) _mm512_storeu_ps(ah + i + 16, a1);
-            if (w > 2) _mm512_storeu_ps(ah + i + 32, a2);
-            if (w > 3) _mm512_storeu_ps(ah + i + 48, a3);
+        }
+        for (int h = 0; h < ng; h++) {
+            const int hh = h0 + h;
+            const __m512 a = _mm512_mul_ps(s0[h], _mm512_set1_ps(scale)), b = _mm512_mul_ps(s1[h], _mm512_set1_ps(scale));
+            float bmax = _mm512_mask_reduce_max_ps(k0, a);
+            if (two && k1) bmax = fmaxf(bmax, _mm512_mask_reduce_max_ps(k1, b));
+            const float mnew = fmaxf(m[hh], bmax);
+            const float corr = m[hh] == -INFINITY ? 0.0f : expf(m[hh] - mnew);
+            const __m512 mv = _mm512_set1_ps(mnew);
+            const __m512 p0 = _mm512_maskz_mov_ps(k0, llm__exp_avx512(_mm512_sub_ps(a, mv)));
+            const __m512 p1 = two ? _mm512_maskz_mov_ps(k1, llm__exp_avx512(_mm512_sub_ps(b, mv))) : _mm512_setzero_ps();
+            _mm512_storeu_ps(sc + (size_t)hh * bs, p0);
+            if (two) _mm512_storeu_ps(sc + (size_t)hh * bs + 16, p1);
+            l[hh] = l[hh] * corr + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+            m[hh] = mnew;
+            float *ah = acc + (size_t)hh * hd;
+            const __m512 cv = _mm512_set1_ps(corr);
+            for (int c = 0; c < hd; c += 16) _mm512_storeu_ps(ah + c, _mm512_mul_ps(_mm512_loadu_ps(ah + c), cv));
+        }
+        // acc[h] += sum_j p[h][j] v[j], 16 columns at a time
+        for (int c = 0; c < hd; c += 16) {
+            __m512 a[8];
+#pragma GCC unroll 8
+            for (int h = 0; h < 8; h++) a[h] = h < ng ? _mm512_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm512_setzero_ps();
+            for (int j = 0; j < nk; j++) {
+                const __m512 v = llm__kv_load16(v0 + (size_t)j * vstride + (size_t)c * esz, f16);
+#pragma GCC unroll 8
+                for (int h = 0; h < 8; h++) {
+                    if (h >= ng) break;
+                    a[h] = _mm512_fmadd_ps(_mm512_set1_ps(sc[(size_t)(h0 + h) * bs + j]), v, a[h]);
+                }
+            }
+#pragma GCC unroll 8
+            for (int h = 0; h < 8; h++)
+                if (h < ng) _mm512_storeu_ps(acc + (size_t)(h0 + h) * hd + c, a[h]);
         }
     }
 }
@@ -3818,7 +3862,7 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
     const size_t esz = kvt == LLM__TYPE_F32 ? 4 : 2;
     float *q = (float *)job->c->scratch + (size_t)ith * job->scratch_per_thread;
     float *acc = q + (size_t)G * hd, *kt = acc + (size_t)G * hd, *vb = kt + (size_t)hd * bs;
-    float *sc = vb + (size_t)bs * hd, *m = sc + (size_t)G * bs, *l = m + G;
+    float *sc = vb + (size_t)bs * hd, *m = sc + (size_t)G * LLM__MAX(bs, hd), *l = m + G;
     bool simd = false;
 #if defined(LLM__X86_SIMD)
     simd = job->c->simd == LLM__SIMD_AVX512 && hd % 16 == 0 && bs % 16 == 0;
@@ -3829,25 +3873,30 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
         int n_ctx = s->positions[t] + 1;
         const int32_t *bt = s->block_tables + (size_t)s->seq_idx[t] * s->max_blocks;
         const float *qrow = (const float *)llm__tensor_row(job->q, t) + (size_t)g * G * hd;
-        if (kvt == LLM__TYPE_F16)
-            for (int i = 0; i < G * hd; i++) q[i] = llm__fp16_to_fp32(llm__fp32_to_fp16(qrow[i]));
-        else
+        if (kvt == LLM__TYPE_F16) {
+            // round q to half precision (sc is free until the first block)
+            llm__fp32_to_fp16_row(qrow, (uint16_t *)sc, (int64_t)G * hd);
+            llm__fp16_to_fp32_row((const uint16_t *)sc, q, (int64_t)G * hd);
+        } else {
             memcpy(q, qrow, sizeof(float) * (size_t)G * hd);
+        }
         memset(acc, 0, sizeof(float) * (size_t)G * hd);
         for (int h = 0; h < G; h++) { m[h] = -INFINITY; l[h] = 0.0f; }
         for (int j0 = 0; j0 < n_ctx; j0 += bs) {
             int nk = LLM__MIN(bs, n_ctx - j0);
             int64_t slot0 = (int64_t)bt[j0 / bs] * bs;
-            // this head's keys, [dim][slot], and its values, [slot][dim], as f32
-            llm__kv_to_f32(kvt, llm__tensor_row(job->k_cache, slot0) + (size_t)g * hd * bs * esz, kt, (int64_t)hd * bs);
-            for (int j = 0; j < nk; j++)
-                llm__kv_to_f32(kvt, llm__tensor_row(job->v_cache, slot0 + j) + (size_t)g * hd * esz, vb + (size_t)j * hd, hd);
+            const char *kblk = llm__tensor_row(job->k_cache, slot0) + (size_t)g * hd * bs * esz;
+            const char *v0 = llm__tensor_row(job->v_cache, slot0) + (size_t)g * hd * esz;
 #if defined(LLM__X86_SIMD)
             if (simd) {
-                llm__attn_block_avx512(G, hd, bs, nk, p->scale, q, kt, vb, sc, m, l, acc);
+                llm__attn_block_avx512(G, hd, bs, nk, p->scale, q, kblk, v0, job->v_cache.nb1, kvt == LLM__TYPE_F16,
+                                       sc, m, l, acc);
                 continue;
             }
 #endif
+            // this head's keys, [dim][slot], and its values, [slot][dim], as f32
+            llm__kv_to_f32(kvt, kblk, kt, (int64_t)hd * bs);
+            for (int j = 0; j < nk; j++) llm__kv_to_f32(kvt, v0 + (size_t)j * job->v_cache.nb1, vb + (size_t)j * hd, hd);
             llm__attn_block_scalar(G, hd, bs, nk, p->scale, q, kt, vb, sc, m, l, acc);
         }
         float *orow = (float *)llm__tensor_row(job->out, t) + (size_t)g * G * hd;
