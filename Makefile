@@ -13,6 +13,15 @@ CFLAGS  := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sani
 BUILD   := build/san
 endif
 
+# The command-line program uses libedit for line editing in `llm chat` when it is installed
+# (Debian: libedit-dev); without it the chat reads plain lines. The engine itself needs neither.
+EDITLINE ?= $(shell printf '#include <editline/readline.h>\nint main(void){return 0;}\n' | \
+              $(CC) -x c - -o /dev/null -ledit 2>/dev/null && echo 1)
+ifeq ($(EDITLINE),1)
+CLI_DEFS := -DLLM_HAVE_EDITLINE
+CLI_LIBS := -ledit
+endif
+
 SRC     := llm.c llm.h
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
@@ -21,11 +30,11 @@ TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 all: llm
 
 llm: $(SRC)
-	$(CC) $(STD) $(CFLAGS) -DLLM_MAIN -o $@ llm.c $(LDLIBS)
+	$(CC) $(STD) $(CFLAGS) -DLLM_MAIN $(CLI_DEFS) -o $@ llm.c $(LDLIBS) $(CLI_LIBS)
 
 $(BUILD)/llm: $(SRC)
 	@mkdir -p $(BUILD)
-	$(CC) $(STD) $(CFLAGS) -DLLM_MAIN -o $@ llm.c $(LDLIBS)
+	$(CC) $(STD) $(CFLAGS) -DLLM_MAIN $(CLI_DEFS) -o $@ llm.c $(LDLIBS) $(CLI_LIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/test.h $(SRC)
 	@mkdir -p $(BUILD)/tests

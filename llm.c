@@ -18,6 +18,7 @@
 #include "llm.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
@@ -4660,6 +4661,9 @@ struct llm_sampler {
     uint64_t rng[4];          // xoshiro256**
     float *probs;             // [n_vocab]
     int32_t *idx;             // [n_vocab]
+    float *work;              // [n_vocab] penalised logits
+    int32_t *hist;            // the last penalty_last_n tokens, a ring
+    int n_hist, hist_pos;
 };
 
 static uint64_t llm__splitmix64(uint64_t *x) {
@@ -4688,19 +4692,34 @@ struct llm_sampling_params llm_sampling_params_default(void) {
     p.temperature = 0.8f;
     p.top_k = 40;
     p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.repeat_penalty = 1.0f;
+    p.penalty_last_n = 64;
     p.seed = 0;
     return p;
 }
 
+static bool llm__penalties_on(const struct llm_sampling_params *p) {
+    return p->penalty_last_n > 0 && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
+}
+
 llm_sampler *llm_sampler_create(const struct llm_sampling_params *params, int n_vocab) {
-    if (!params || n_vocab < 1) return NULL;
+    if (!params || n_vocab < 1 || params->penalty_last_n < 0 || !(params->repeat_penalty > 0.0f) ||
+        !(params->top_p >= 0.0f && params->top_p <= 1.0f) || !(params->min_p >= 0.0f && params->min_p <= 1.0f) ||
+        !(params->temperature >= 0.0f))
+        return NULL;
     llm_sampler *s = calloc(1, sizeof(*s));
     if (!s) return NULL;
     s->p = *params;
     s->n_vocab = n_vocab;
     s->probs = malloc((size_t)n_vocab * sizeof(float));
     s->idx = malloc((size_t)n_vocab * sizeof(int32_t));
-    if (!s->probs || !s->idx) { llm_sampler_free(s); return NULL; }
+    s->work = llm__penalties_on(params) ? malloc((size_t)n_vocab * sizeof(float)) : NULL;
+    s->hist = params->penalty_last_n > 0 ? malloc((size_t)params->penalty_last_n * sizeof(int32_t)) : NULL;
+    if (!s->probs || !s->idx || (llm__penalties_on(params) && !s->work) || (params->penalty_last_n > 0 && !s->hist)) {
+        llm_sampler_free(s);
+        return NULL;
+    }
     uint64_t seed = params->seed;
     for (int i = 0; i < 4; i++) s->rng[i] = llm__splitmix64(&seed);
     return s;
@@ -4710,7 +4729,20 @@ void llm_sampler_free(llm_sampler *s) {
     if (!s) return;
     free(s->probs);
     free(s->idx);
+    free(s->work);
+    free(s->hist);
     free(s);
+}
+
+void llm_sampler_accept(llm_sampler *s, int32_t token) {
+    if (!s->hist || token < 0 || token >= s->n_vocab) return;
+    s->hist[s->hist_pos] = token;
+    s->hist_pos = (s->hist_pos + 1) % s->p.penalty_last_n;
+    if (s->n_hist < s->p.penalty_last_n) s->n_hist++;
+}
+
+void llm_sampler_reset(llm_sampler *s) {
+    s->n_hist = s->hist_pos = 0;
 }
 
 static int32_t llm__argmax(const float *x, int n) {
@@ -4762,40 +4794,74 @@ static int llm__top_k(int32_t *idx, int n, int k, const float *key) {
     return m;
 }
 
-int32_t llm_sampler_sample(llm_sampler *s, const float *logits) {
+static int llm__cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+// Repetition (divides positive logits, multiplies negative ones), frequency (per occurrence)
+// and presence (once) penalties for the tokens of the recent history, as llama.cpp applies them.
+static const float *llm__apply_penalties(llm_sampler *s, const float *logits) {
+    if (!llm__penalties_on(&s->p) || s->n_hist == 0) return logits;
+    memcpy(s->work, logits, (size_t)s->n_vocab * sizeof(float));
+    int32_t *h = s->idx;   // scratch: the history sorted, to count occurrences
+    memcpy(h, s->hist, (size_t)s->n_hist * sizeof(int32_t));
+    qsort(h, (size_t)s->n_hist, sizeof(int32_t), llm__cmp_i32);
+    for (int i = 0; i < s->n_hist;) {
+        int j = i;
+        while (j < s->n_hist && h[j] == h[i]) j++;
+        float *x = &s->work[h[i]];
+        if (*x <= 0.0f) *x *= s->p.repeat_penalty;
+        else *x /= s->p.repeat_penalty;
+        *x -= (float)(j - i) * s->p.frequency_penalty + s->p.presence_penalty;
+        i = j;
+    }
+    return s->work;
+}
+
+int32_t llm_sampler_sample(llm_sampler *s, const float *logits_in) {
     const int n = s->n_vocab;
-    if (!(s->p.temperature > 0.0f)) return llm__argmax(logits, n);
+    const float *logits = llm__apply_penalties(s, logits_in);
+    int32_t tok;
+    if (!(s->p.temperature > 0.0f)) {
+        tok = llm__argmax(logits, n);
+        llm_sampler_accept(s, tok);
+        return tok;
+    }
+    // candidates: top-k (sorted), or all (sorted when top-p or min-p needs it)
     for (int i = 0; i < n; i++) s->idx[i] = i;
     int m = n;
-    if (s->p.top_k > 0 && s->p.top_k < n) {
-        m = llm__top_k(s->idx, n, s->p.top_k, logits);
-    } else if (s->p.top_p < 1.0f) {
-        llm__sort_desc(s->idx, n, logits);
-    }
-    float mx = logits[s->idx[0]];
-    if (m == n && !(s->p.top_p < 1.0f)) mx = logits[llm__argmax(logits, n)];
-    double sum = 0.0;
-    for (int i = 0; i < m; i++) {
-        float p = expf((logits[s->idx[i]] - mx) / s->p.temperature);
-        s->probs[i] = p;
-        sum += p;
-    }
+    bool sorted = false;
+    if (s->p.top_k > 0 && s->p.top_k < n) { m = llm__top_k(s->idx, n, s->p.top_k, logits); sorted = true; }
+    else if (s->p.top_p < 1.0f || s->p.min_p > 0.0f) { llm__sort_desc(s->idx, n, logits); sorted = true; }
+    float mx = sorted ? logits[s->idx[0]] : logits[llm__argmax(logits, n)];
+    // top-p and min-p on the probabilities before temperature
     if (s->p.top_p < 1.0f) {
-        double cum = 0.0, lim = (double)s->p.top_p * sum;
+        double sum = 0.0, cum = 0.0;
+        for (int i = 0; i < m; i++) sum += (s->probs[i] = expf(logits[s->idx[i]] - mx));
         int keep = m;
         for (int i = 0; i < m; i++) {
             cum += s->probs[i];
-            if (cum >= lim) { keep = i + 1; break; }
+            if (cum >= (double)s->p.top_p * sum) { keep = i + 1; break; }
         }
         m = keep;
-        sum = cum;
     }
+    if (s->p.min_p > 0.0f) {   // keep p >= min_p * p_max: logit >= max + log(min_p)
+        float lim = mx + logf(s->p.min_p);
+        int keep = 1;
+        while (keep < m && logits[s->idx[keep]] >= lim) keep++;
+        m = keep;
+    }
+    double sum = 0.0;
+    for (int i = 0; i < m; i++) sum += (s->probs[i] = expf((logits[s->idx[i]] - mx) / s->p.temperature));
     double r = llm__rng_uniform(s->rng) * sum, acc = 0.0;
+    tok = s->idx[m - 1];
     for (int i = 0; i < m; i++) {
         acc += s->probs[i];
-        if (r < acc) return s->idx[i];
+        if (r < acc) { tok = s->idx[i]; break; }
     }
-    return s->idx[m - 1];
+    llm_sampler_accept(s, tok);
+    return tok;
 }
 
 void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logprob *out) {
@@ -4818,30 +4884,46 @@ void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logpro
 
 // === tokenizer ===
 //
-// The vocabulary of the GGUF file: token texts, scores and types, special ids. Texts are looked
-// up through an open-addressing hash table. SentencePiece ("llama") vocabularies encode as
-// llama.cpp does: spaces become U+2581, an optional leading space, then the highest-scoring
-// adjacent pair of symbols is merged while the merge is a token; what remains unknown falls back
-// to byte tokens <0xNN>. Byte-level BPE ("gpt2") vocabularies decode here; their encoder is
-// not written yet.
+// The vocabulary of the GGUF file (token texts, scores, types, special ids) and the two encoders
+// common files use, written to give llama.cpp's token ids exactly:
+//   - SentencePiece ("llama"): spaces become U+2581, a space in front of the text (and after each
+//     special token), then the highest-scoring adjacent pair of symbols is merged while the merge
+//     is a token; what remains unknown falls back to byte tokens <0xNN>.
+//   - byte-level BPE ("gpt2"): the text is split into words by the pre-tokenizer the file names
+//     (tokenizer.ggml.pre), each word's bytes are mapped to GPT-2's printable code points, and
+//     the adjacent pair with the lowest merge rank (tokenizer.ggml.merges) is merged while any is.
+// Before either, special tokens are cut out of the text: user-defined tokens always, control
+// tokens when the caller asks (chat templates do). Token texts are looked up through an
+// open-addressing hash table, merges through another.
 
 enum llm__vocab_type { LLM__VOCAB_SPM = 1, LLM__VOCAB_BPE = 2 };
+enum llm__pre_type { LLM__PRE_DEFAULT = 1, LLM__PRE_GPT2, LLM__PRE_LLAMA3, LLM__PRE_QWEN2, LLM__PRE_SMOLLM };
 enum llm__tok_attr { LLM__TOK_NORMAL = 1, LLM__TOK_UNKNOWN = 2, LLM__TOK_CONTROL = 3, LLM__TOK_USER = 4,
                      LLM__TOK_UNUSED = 5, LLM__TOK_BYTE = 6 };
 
 struct llm__vocab {
     enum llm__vocab_type type;
+    enum llm__pre_type pre;
     int n;
     const struct llm__gguf_str *text;   // [n] into the mapped file
     float *scores;                      // [n]
     uint8_t *attr;                      // [n] enum llm__tok_attr
     uint8_t *eog;                       // [n] ends a generation
     int32_t bos, eos, unk;
-    bool add_bos, add_eos, add_space_prefix;
-    uint32_t *ht;                       // id + 1, 0 = empty
+    bool add_bos, add_eos, add_space_prefix, ignore_merges;
+    uint32_t *ht;                       // token text -> id + 1, 0 = empty
     uint32_t ht_mask;
+    const struct llm__gguf_str *merges; // BPE: "left right", by rank
+    int n_merges;
+    uint32_t *mht;                      // merge text -> rank + 1
+    uint32_t mht_mask;
+    int32_t *special;                   // control, user-defined and unknown tokens, longest text first
+    int n_special;
     int32_t byte_tok[256];              // SPM: id of <0xNN>
-    uint8_t bpe_byte[324];              // BPE: code point -> byte (GPT-2's byte-to-unicode, inverted)
+    int16_t bpe_byte[324];              // BPE: code point -> byte (GPT-2's byte-to-unicode, inverted), -1: none
+    char bpe_enc[256][2];               // BPE: byte -> UTF-8 of its code point (1 or 2 bytes)
+    uint8_t bpe_enc_len[256];
+    char chat_template[16];             // recognised tokenizer.chat_template, "" when none
 };
 
 static uint64_t llm__hash(const char *s, size_t n) {
@@ -4850,13 +4932,39 @@ static uint64_t llm__hash(const char *s, size_t n) {
     return h;
 }
 
-static int32_t llm__vocab_find(const struct llm__vocab *v, const char *s, size_t n) {
-    for (uint32_t i = (uint32_t)llm__hash(s, n) & v->ht_mask;; i = (i + 1) & v->ht_mask) {
-        uint32_t id = v->ht[i];
+// Looks a string up in a table of ids + 1 into strs; -1 when absent.
+static int32_t llm__strtab_find(const uint32_t *ht, uint32_t mask, const struct llm__gguf_str *strs, const char *s,
+                                size_t n) {
+    for (uint32_t i = (uint32_t)llm__hash(s, n) & mask;; i = (i + 1) & mask) {
+        uint32_t id = ht[i];
         if (!id) return -1;
-        const struct llm__gguf_str *t = &v->text[id - 1];
+        const struct llm__gguf_str *t = &strs[id - 1];
         if (t->len == n && memcmp(t->ptr, s, n) == 0) return (int32_t)(id - 1);
     }
+}
+
+// Builds such a table; of duplicate strings the first wins (as in llama.cpp). NULL: no memory.
+static uint32_t *llm__strtab_build(const struct llm__gguf_str *strs, int n, uint32_t *mask) {
+    uint32_t cap = 2;
+    while (cap < 2 * (uint32_t)n) cap <<= 1;
+    uint32_t *ht = calloc(cap, sizeof(uint32_t));
+    if (!ht) return NULL;
+    *mask = cap - 1;
+    for (int i = 0; i < n; i++) {
+        const struct llm__gguf_str *t = &strs[i];
+        uint32_t h = (uint32_t)llm__hash(t->ptr, t->len) & *mask;
+        bool dup = false;
+        for (; ht[h]; h = (h + 1) & *mask) {
+            const struct llm__gguf_str *o = &strs[ht[h] - 1];
+            if (o->len == t->len && memcmp(o->ptr, t->ptr, t->len) == 0) { dup = true; break; }
+        }
+        if (!dup) ht[h] = (uint32_t)i + 1;
+    }
+    return ht;
+}
+
+static int32_t llm__vocab_find(const struct llm__vocab *v, const char *s, size_t n) {
+    return llm__strtab_find(v->ht, v->ht_mask, v->text, s, n);
 }
 
 static void llm__vocab_free(struct llm__vocab *v) {
@@ -4864,6 +4972,8 @@ static void llm__vocab_free(struct llm__vocab *v) {
     free(v->attr);
     free(v->eog);
     free(v->ht);
+    free(v->mht);
+    free(v->special);
     memset(v, 0, sizeof(*v));
 }
 
@@ -4879,6 +4989,53 @@ static bool llm__gguf_opt_id(const struct llm__gguf *g, const char *key, int32_t
     return true;
 }
 
+static bool llm__str_is(const struct llm__gguf_str *s, const char *z) {
+    return s->len == strlen(z) && memcmp(s->ptr, z, s->len) == 0;
+}
+
+static bool llm__str_has(const struct llm__gguf_str *s, const char *z) {
+    size_t n = strlen(z);
+    return n <= s->len && memmem(s->ptr, s->len, z, n) != NULL;
+}
+
+// tokenizer.ggml.pre values and the pre-tokenizer each stands for (the names llama.cpp gives
+// the same splitting rules).
+static const struct { const char *name; enum llm__pre_type pre; bool ignore_merges, add_bos; } llm__pre_names[] = {
+    {"default", LLM__PRE_DEFAULT, false, false},
+    {"llama3", LLM__PRE_LLAMA3, true, true},     {"llama-v3", LLM__PRE_LLAMA3, true, true},
+    {"llama-bpe", LLM__PRE_LLAMA3, true, true},  {"falcon3", LLM__PRE_LLAMA3, true, true},
+    {"gpt-2", LLM__PRE_GPT2, false, false},      {"phi-2", LLM__PRE_GPT2, false, false},
+    {"mpt", LLM__PRE_GPT2, false, false},        {"olmo", LLM__PRE_GPT2, false, false},
+    {"qwen2", LLM__PRE_QWEN2, false, false},     {"stablelm2", LLM__PRE_QWEN2, false, false},
+    {"deepseek-r1-qwen", LLM__PRE_QWEN2, false, false},
+    {"smollm", LLM__PRE_SMOLLM, false, false},   {"starcoder", LLM__PRE_SMOLLM, false, false},
+};
+
+// Token texts llama.cpp treats as control tokens whatever the file says: ends of turns and
+// text, fill-in-the-middle markers. The first group also ends a generation.
+static const char *const llm__eog_texts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
+    "<|end_of_text|>", "<end_of_utterance>", "</s>", "<|fim_pad|>", "<|fim_repo|>", "<|file_sep|>",
+};
+static const char *const llm__control_texts[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>",
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>",
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>",
+    "<fim-pad>", "<fim_pad>", "<PAD>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>",
+};
+
+static int llm__u64_cmp(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool llm__vocab_get_bool(const struct llm__gguf *g, const char *key, bool *out, struct llm__err *e) {
+    if (llm__gguf_find_key(g, key) < 0) return true;
+    return llm__gguf_get_bool(g, key, out, e);
+}
+
+static void llm__chat_template_recognise(struct llm__vocab *v, const struct llm__gguf *g);
+
 static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
                                        struct llm__err *e) {
     struct llm__gguf_str s;
@@ -4888,8 +5045,8 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
     memset(v, 0, sizeof(*v));
     v->bos = v->eos = v->unk = -1;
     if (!llm__gguf_get_str(g, "tokenizer.ggml.model", &s, e)) return LLM_ERR_FORMAT;
-    if (s.len == 5 && memcmp(s.ptr, "llama", 5) == 0) v->type = LLM__VOCAB_SPM;
-    else if (s.len == 4 && memcmp(s.ptr, "gpt2", 4) == 0) v->type = LLM__VOCAB_BPE;
+    if (llm__str_is(&s, "llama")) v->type = LLM__VOCAB_SPM;
+    else if (llm__str_is(&s, "gpt2")) v->type = LLM__VOCAB_BPE;
     else
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer: model '%.*s' is not supported (llama, gpt2)",
                          (int)LLM__MIN(s.len, 32), s.ptr);
@@ -4904,10 +5061,7 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
     v->scores = calloc(n, sizeof(float));
     v->attr = malloc(n);
     v->eog = calloc(n, 1);
-    uint32_t cap = 1;
-    while (cap < 2 * n) cap <<= 1;
-    v->ht = calloc(cap, sizeof(uint32_t));
-    v->ht_mask = cap - 1;
+    v->ht = llm__strtab_build(v->text, v->n, &v->ht_mask);
     if (!v->scores || !v->attr || !v->eog || !v->ht) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     memset(v->attr, LLM__TOK_NORMAL, n);
     if (llm__gguf_find_key(g, "tokenizer.ggml.scores") >= 0) {
@@ -4923,18 +5077,8 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
         for (int i = 0; i < v->n; i++) {
             int32_t t;
             memcpy(&t, (const char *)data + 4 * (size_t)i, 4);
-            v->attr[i] = (uint8_t)(t >= 1 && t <= 6 ? t : LLM__TOK_NORMAL);
+            v->attr[i] = (uint8_t)(t >= 1 && t <= 6 ? t : LLM__TOK_UNUSED);
         }
-    }
-    for (int i = 0; i < v->n; i++) {
-        const struct llm__gguf_str *t = &v->text[i];
-        uint32_t h = (uint32_t)llm__hash(t->ptr, t->len) & v->ht_mask;
-        bool dup = false;
-        for (; v->ht[h]; h = (h + 1) & v->ht_mask) {
-            const struct llm__gguf_str *o = &v->text[v->ht[h] - 1];
-            if (o->len == t->len && memcmp(o->ptr, t->ptr, t->len) == 0) { dup = true; break; }
-        }
-        if (!dup) v->ht[h] = (uint32_t)i + 1;   // the first of duplicates wins, as in llama.cpp
     }
     bool bad = false;
     llm__gguf_opt_id(g, "tokenizer.ggml.bos_token_id", &v->bos, v->n, e, &bad);
@@ -4944,32 +5088,76 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
     llm__gguf_opt_id(g, "tokenizer.ggml.eot_token_id", &eot, v->n, e, &bad);
     llm__gguf_opt_id(g, "tokenizer.ggml.eom_token_id", &eom, v->n, e, &bad);
     if (bad) return LLM_ERR_FORMAT;
-    v->add_bos = v->type == LLM__VOCAB_SPM;
-    v->add_space_prefix = v->type == LLM__VOCAB_SPM;
-    bool b;
-    if (llm__gguf_find_key(g, "tokenizer.ggml.add_bos_token") >= 0) {
-        if (!llm__gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b, e)) return LLM_ERR_FORMAT;
-        v->add_bos = b;
+
+    if (v->type == LLM__VOCAB_SPM) {
+        v->add_bos = true;
+        v->add_space_prefix = true;
+    } else {
+        v->pre = LLM__PRE_DEFAULT;   // what llama.cpp assumes for files without the key
+        if (llm__gguf_find_key(g, "tokenizer.ggml.pre") >= 0) {
+            if (!llm__gguf_get_str(g, "tokenizer.ggml.pre", &s, e)) return LLM_ERR_FORMAT;
+            size_t i = 0;
+            while (i < LLM__ARRAY_LEN(llm__pre_names) && !llm__str_is(&s, llm__pre_names[i].name)) i++;
+            if (i == LLM__ARRAY_LEN(llm__pre_names))
+                return llm__fail(e, LLM_ERR_UNSUPPORTED,
+                                 "tokenizer: pre-tokenizer '%.*s' is not supported (llama-bpe, qwen2, gpt-2, smollm, "
+                                 "default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
+            v->pre = llm__pre_names[i].pre;
+            v->ignore_merges = llm__pre_names[i].ignore_merges;
+            v->add_bos = llm__pre_names[i].add_bos;
+        }
+        if (!llm__gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n, &data, e))
+            return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: a gpt2 vocabulary needs tokenizer.ggml.merges");
+        if (et != 8 || n > (1u << 24))
+            return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: tokenizer.ggml.merges must be a string array");
+        v->merges = data;
+        v->n_merges = (int)n;
+        v->mht = llm__strtab_build(v->merges, v->n_merges, &v->mht_mask);
+        if (!v->mht) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     }
-    if (llm__gguf_find_key(g, "tokenizer.ggml.add_eos_token") >= 0) {
-        if (!llm__gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b, e)) return LLM_ERR_FORMAT;
-        v->add_eos = b;
-    }
-    if (llm__gguf_find_key(g, "tokenizer.ggml.add_space_prefix") >= 0) {
-        if (!llm__gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &b, e)) return LLM_ERR_FORMAT;
-        v->add_space_prefix = b;
-    }
+    bool b = v->add_bos;
+    if (!llm__vocab_get_bool(g, "tokenizer.ggml.add_bos_token", &b, e)) return LLM_ERR_FORMAT;
+    v->add_bos = b;
+    b = v->add_eos;
+    if (!llm__vocab_get_bool(g, "tokenizer.ggml.add_eos_token", &b, e)) return LLM_ERR_FORMAT;
+    v->add_eos = b;
+    b = v->add_space_prefix;
+    if (!llm__vocab_get_bool(g, "tokenizer.ggml.add_space_prefix", &b, e)) return LLM_ERR_FORMAT;
+    v->add_space_prefix = b;
     if (v->add_bos && v->bos < 0) v->add_bos = false;
-    // End of generation: EOS, EOT, EOM, and the end-of-turn control tokens of common chat formats.
-    static const char *const eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                            "<|endoftext|>", "<|eom_id|>", "<EOT>", "<|end_of_text|>"};
+    if (v->add_eos && v->eos < 0) v->add_eos = false;
+
+    // End of generation: EOS, EOT, EOM and the end-of-turn texts; those texts and the
+    // fill-in-the-middle markers are control tokens.
     if (v->eos >= 0) v->eog[v->eos] = 1;
     if (eot >= 0) v->eog[eot] = 1;
     if (eom >= 0) v->eog[eom] = 1;
-    for (size_t i = 0; i < LLM__ARRAY_LEN(eog_texts); i++) {
-        int32_t id = llm__vocab_find(v, eog_texts[i], strlen(eog_texts[i]));
-        if (id >= 0 && v->attr[id] == LLM__TOK_CONTROL) v->eog[id] = 1;
+    for (size_t i = 0; i < LLM__ARRAY_LEN(llm__eog_texts); i++) {
+        int32_t id = llm__vocab_find(v, llm__eog_texts[i], strlen(llm__eog_texts[i]));
+        if (id >= 0) { v->eog[id] = 1; v->attr[id] = LLM__TOK_CONTROL; }
     }
+    for (size_t i = 0; i < LLM__ARRAY_LEN(llm__control_texts); i++) {
+        int32_t id = llm__vocab_find(v, llm__control_texts[i], strlen(llm__control_texts[i]));
+        if (id >= 0) v->attr[id] = LLM__TOK_CONTROL;
+    }
+    for (int i = 0; i < v->n; i++) {
+        uint8_t a = v->attr[i];
+        if ((a == LLM__TOK_CONTROL || a == LLM__TOK_USER || a == LLM__TOK_UNKNOWN) && v->text[i].len > 0) v->n_special++;
+    }
+    // sorted by (longer text first, lower id first): keys of (~length, id)
+    uint64_t *keys = malloc((size_t)LLM__MAX(v->n_special, 1) * sizeof(uint64_t));
+    v->special = malloc((size_t)LLM__MAX(v->n_special, 1) * sizeof(int32_t));
+    if (!keys || !v->special) { free(keys); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
+    v->n_special = 0;
+    for (int i = 0; i < v->n; i++) {
+        uint8_t a = v->attr[i];
+        if ((a == LLM__TOK_CONTROL || a == LLM__TOK_USER || a == LLM__TOK_UNKNOWN) && v->text[i].len > 0)
+            keys[v->n_special++] = (uint64_t)(UINT32_MAX - (uint32_t)LLM__MIN(v->text[i].len, UINT32_MAX)) << 32 | (uint32_t)i;
+    }
+    qsort(keys, (size_t)v->n_special, sizeof(uint64_t), llm__u64_cmp);
+    for (int i = 0; i < v->n_special; i++) v->special[i] = (int32_t)(uint32_t)keys[i];
+    free(keys);
+
     if (v->type == LLM__VOCAB_SPM) {
         for (int i = 0; i < 256; i++) {
             char buf[8];
@@ -4978,14 +5166,193 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
         }
     } else {
         // GPT-2 maps the 188 printable bytes to themselves and the other 68 to U+0100 onwards.
-        memset(v->bpe_byte, 0, sizeof(v->bpe_byte));
+        for (size_t i = 0; i < LLM__ARRAY_LEN(v->bpe_byte); i++) v->bpe_byte[i] = -1;
         int next = 256;
         for (int c = 0; c < 256; c++) {
             bool printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174);
-            v->bpe_byte[printable ? c : next++] = (uint8_t)c;
+            int cp = printable ? c : next++;
+            v->bpe_byte[cp] = (int16_t)c;
+            if (cp < 0x80) { v->bpe_enc[c][0] = (char)cp; v->bpe_enc_len[c] = 1; }
+            else {
+                v->bpe_enc[c][0] = (char)(0xC0 | (cp >> 6));
+                v->bpe_enc[c][1] = (char)(0x80 | (cp & 0x3F));
+                v->bpe_enc_len[c] = 2;
+            }
         }
     }
+    llm__chat_template_recognise(v, g);
     return LLM_OK;
+}
+
+// --- Unicode: what the pre-tokenizers need to know of a code point ---
+
+// 1789 ranges: start << 2 | class (0 other, 1 letter, 2 number, 3 punctuation); generated by
+// tools/gen_unicode.py from the Unicode Character Database 15.0 + CJK Extension I (15.1).
+static const uint32_t llm__ucd_ranges[1789] = {
+  0x0, 0x87, 0x90, 0x97, 0xac, 0xb3, 0xc2, 0xeb, 0xf0, 0xff, 0x105, 0x16f, 0x178, 0x17f, 0x180, 0x185, 0x1ef,
+  0x1f0, 0x1f7, 0x1f8, 0x287, 0x288, 0x29f, 0x2a0, 0x2a9, 0x2af, 0x2b0, 0x2ca, 0x2d0, 0x2d5, 0x2db, 0x2e0,
+  0x2e6, 0x2e9, 0x2ef, 0x2f2, 0x2ff, 0x301, 0x35c, 0x361, 0x3dc, 0x3e1, 0xb08, 0xb19, 0xb48, 0xb81, 0xb94,
+  0xbb1, 0xbb4, 0xbb9, 0xbbc, 0xdc1, 0xdd4, 0xdd9, 0xde0, 0xde9, 0xdfb, 0xdfd, 0xe00, 0xe19, 0xe1f, 0xe21,
+  0xe2c, 0xe31, 0xe34, 0xe39, 0xe88, 0xe8d, 0xfd8, 0xfdd, 0x1208, 0x1229, 0x14c0, 0x14c5, 0x155c, 0x1565,
+  0x156b, 0x1581, 0x1627, 0x162c, 0x16fb, 0x16fc, 0x1703, 0x1704, 0x170f, 0x1710, 0x171b, 0x171c, 0x1741,
+  0x17ac, 0x17bd, 0x17cf, 0x17d4, 0x1827, 0x182c, 0x1833, 0x1838, 0x186f, 0x1870, 0x1877, 0x1881, 0x192c,
+  0x1982, 0x19ab, 0x19b9, 0x19c0, 0x19c5, 0x1b53, 0x1b55, 0x1b58, 0x1b95, 0x1b9c, 0x1bb9, 0x1bc2, 0x1be9,
+  0x1bf4, 0x1bfd, 0x1c03, 0x1c38, 0x1c41, 0x1c44, 0x1c49, 0x1cc0, 0x1d35, 0x1e98, 0x1ec5, 0x1ec8, 0x1f02,
+  0x1f29, 0x1fac, 0x1fd1, 0x1fd8, 0x1fdf, 0x1fe9, 0x1fec, 0x2001, 0x2058, 0x2069, 0x206c, 0x2091, 0x2094,
+  0x20a1, 0x20a4, 0x20c3, 0x20fc, 0x2101, 0x2164, 0x217b, 0x217c, 0x2181, 0x21ac, 0x21c1, 0x2220, 0x2225,
+  0x223c, 0x2281, 0x2328, 0x2411, 0x24e8, 0x24f5, 0x24f8, 0x2541, 0x2544, 0x2561, 0x2588, 0x2593, 0x259a,
+  0x25c3, 0x25c5, 0x2604, 0x2615, 0x2634, 0x263d, 0x2644, 0x264d, 0x26a4, 0x26a9, 0x26c4, 0x26c9, 0x26cc,
+  0x26d9, 0x26e8, 0x26f5, 0x26f8, 0x2739, 0x273c, 0x2771, 0x2778, 0x277d, 0x2788, 0x279a, 0x27c1, 0x27c8,
+  0x27d2, 0x27e8, 0x27f1, 0x27f7, 0x27f8, 0x2815, 0x282c, 0x283d, 0x2844, 0x284d, 0x28a4, 0x28a9, 0x28c4,
+  0x28c9, 0x28d0, 0x28d5, 0x28dc, 0x28e1, 0x28e8, 0x2965, 0x2974, 0x2979, 0x297c, 0x299a, 0x29c0, 0x29c9,
+  0x29d4, 0x29db, 0x29dc, 0x2a15, 0x2a38, 0x2a3d, 0x2a48, 0x2a4d, 0x2aa4, 0x2aa9, 0x2ac4, 0x2ac9, 0x2ad0,
+  0x2ad5, 0x2ae8, 0x2af5, 0x2af8, 0x2b41, 0x2b44, 0x2b81, 0x2b88, 0x2b9a, 0x2bc3, 0x2bc4, 0x2be5, 0x2be8,
+  0x2c15, 0x2c34, 0x2c3d, 0x2c44, 0x2c4d, 0x2ca4, 0x2ca9, 0x2cc4, 0x2cc9, 0x2cd0, 0x2cd5, 0x2ce8, 0x2cf5,
+  0x2cf8, 0x2d71, 0x2d78, 0x2d7d, 0x2d88, 0x2d9a, 0x2dc0, 0x2dc5, 0x2dca, 0x2de0, 0x2e0d, 0x2e10, 0x2e15,
+  0x2e2c, 0x2e39, 0x2e44, 0x2e49, 0x2e58, 0x2e65, 0x2e6c, 0x2e71, 0x2e74, 0x2e79, 0x2e80, 0x2e8d, 0x2e94,
+  0x2ea1, 0x2eac, 0x2eb9, 0x2ee8, 0x2f41, 0x2f44, 0x2f9a, 0x2fcc, 0x3015, 0x3034, 0x3039, 0x3044, 0x3049,
+  0x30a4, 0x30a9, 0x30e8, 0x30f5, 0x30f8, 0x3161, 0x316c, 0x3175, 0x3178, 0x3181, 0x3188, 0x319a, 0x31c0,
+  0x31df, 0x31e2, 0x31fc, 0x3201, 0x3204, 0x3213, 0x3215, 0x3234, 0x3239, 0x3244, 0x3249, 0x32a4, 0x32a9,
+  0x32d0, 0x32d5, 0x32e8, 0x32f5, 0x32f8, 0x3375, 0x337c, 0x3381, 0x3388, 0x339a, 0x33c0, 0x33c5, 0x33cc,
+  0x3411, 0x3434, 0x3439, 0x3444, 0x3449, 0x34ec, 0x34f5, 0x34f8, 0x3539, 0x353c, 0x3551, 0x355c, 0x3562,
+  0x357d, 0x3588, 0x359a, 0x35e4, 0x35e9, 0x3600, 0x3615, 0x365c, 0x3669, 0x36c8, 0x36cd, 0x36f0, 0x36f5,
+  0x36f8, 0x3701, 0x371c, 0x379a, 0x37c0, 0x37d3, 0x37d4, 0x3805, 0x38c4, 0x38c9, 0x38d0, 0x3901, 0x391c,
+  0x393f, 0x3942, 0x396b, 0x3970, 0x3a05, 0x3a0c, 0x3a11, 0x3a14, 0x3a19, 0x3a2c, 0x3a31, 0x3a90, 0x3a95,
+  0x3a98, 0x3a9d, 0x3ac4, 0x3ac9, 0x3ad0, 0x3af5, 0x3af8, 0x3b01, 0x3b14, 0x3b19, 0x3b1c, 0x3b42, 0x3b68,
+  0x3b71, 0x3b80, 0x3c01, 0x3c04, 0x3c13, 0x3c4c, 0x3c53, 0x3c54, 0x3c82, 0x3cd0, 0x3ceb, 0x3cf8, 0x3d01,
+  0x3d20, 0x3d25, 0x3db4, 0x3e17, 0x3e18, 0x3e21, 0x3e34, 0x3f43, 0x3f54, 0x3f67, 0x3f6c, 0x4001, 0x40ac,
+  0x40fd, 0x4102, 0x412b, 0x4141, 0x4158, 0x4169, 0x4178, 0x4185, 0x4188, 0x4195, 0x419c, 0x41b9, 0x41c4,
+  0x41d5, 0x4208, 0x4239, 0x423c, 0x4242, 0x4268, 0x4281, 0x4318, 0x431d, 0x4320, 0x4335, 0x4338, 0x4341,
+  0x43ef, 0x43f1, 0x4924, 0x4929, 0x4938, 0x4941, 0x495c, 0x4961, 0x4964, 0x4969, 0x4978, 0x4981, 0x4a24,
+  0x4a29, 0x4a38, 0x4a41, 0x4ac4, 0x4ac9, 0x4ad8, 0x4ae1, 0x4afc, 0x4b01, 0x4b04, 0x4b09, 0x4b18, 0x4b21,
+  0x4b5c, 0x4b61, 0x4c44, 0x4c49, 0x4c58, 0x4c61, 0x4d6c, 0x4d83, 0x4da6, 0x4df4, 0x4e01, 0x4e40, 0x4e81,
+  0x4fd8, 0x4fe1, 0x4ff8, 0x5003, 0x5005, 0x59b4, 0x59bb, 0x59bd, 0x5a00, 0x5a05, 0x5a6f, 0x5a74, 0x5a81,
+  0x5baf, 0x5bba, 0x5bc5, 0x5be4, 0x5c01, 0x5c48, 0x5c7d, 0x5cc8, 0x5cd7, 0x5cdc, 0x5d01, 0x5d48, 0x5d81,
+  0x5db4, 0x5db9, 0x5dc4, 0x5e01, 0x5ed0, 0x5f53, 0x5f5d, 0x5f63, 0x5f6c, 0x5f71, 0x5f74, 0x5f82, 0x5fa8,
+  0x5fc2, 0x5fe8, 0x6003, 0x602c, 0x6042, 0x6068, 0x6081, 0x61e4, 0x6201, 0x6214, 0x621d, 0x62a4, 0x62a9,
+  0x62ac, 0x62c1, 0x63d8, 0x6401, 0x647c, 0x6513, 0x651a, 0x6541, 0x65b8, 0x65c1, 0x65d4, 0x6601, 0x66b0,
+  0x66c1, 0x6728, 0x6742, 0x676c, 0x6801, 0x685c, 0x687b, 0x6881, 0x6954, 0x6a02, 0x6a28, 0x6a42, 0x6a68,
+  0x6a83, 0x6a9d, 0x6aa3, 0x6ab8, 0x6c15, 0x6cd0, 0x6d15, 0x6d34, 0x6d42, 0x6d6b, 0x6d84, 0x6df7, 0x6dfc,
+  0x6e0d, 0x6e84, 0x6eb9, 0x6ec2, 0x6ee9, 0x6f98, 0x6ff3, 0x7001, 0x7090, 0x70ef, 0x7102, 0x7128, 0x7135,
+  0x7142, 0x7169, 0x71fb, 0x7201, 0x7224, 0x7241, 0x72ec, 0x72f5, 0x7303, 0x7320, 0x734f, 0x7350, 0x73a5,
+  0x73b4, 0x73b9, 0x73d0, 0x73d5, 0x73dc, 0x73e9, 0x73ec, 0x7401, 0x7700, 0x7801, 0x7c58, 0x7c61, 0x7c78,
+  0x7c81, 0x7d18, 0x7d21, 0x7d38, 0x7d41, 0x7d60, 0x7d65, 0x7d68, 0x7d6d, 0x7d70, 0x7d75, 0x7d78, 0x7d7d,
+  0x7df8, 0x7e01, 0x7ed4, 0x7ed9, 0x7ef4, 0x7ef9, 0x7efc, 0x7f09, 0x7f14, 0x7f19, 0x7f34, 0x7f41, 0x7f50,
+  0x7f59, 0x7f70, 0x7f81, 0x7fb4, 0x7fc9, 0x7fd4, 0x7fd9, 0x7ff4, 0x8043, 0x80a0, 0x80c3, 0x8110, 0x8117,
+  0x8148, 0x814f, 0x817c, 0x81c2, 0x81c5, 0x81c8, 0x81d2, 0x81e8, 0x81f7, 0x81fd, 0x8202, 0x8228, 0x8237,
+  0x823c, 0x8241, 0x8274, 0x8409, 0x840c, 0x841d, 0x8420, 0x8429, 0x8450, 0x8455, 0x8458, 0x8465, 0x8478,
+  0x8491, 0x8494, 0x8499, 0x849c, 0x84a1, 0x84a4, 0x84a9, 0x84b8, 0x84bd, 0x84e8, 0x84f1, 0x8500, 0x8515,
+  0x8528, 0x8539, 0x853c, 0x8542, 0x860d, 0x8616, 0x8628, 0x8c23, 0x8c30, 0x8ca7, 0x8cac, 0x9182, 0x9270,
+  0x93aa, 0x9400, 0x9da3, 0x9dda, 0x9e50, 0x9f17, 0x9f1c, 0x9f9b, 0x9fc0, 0xa60f, 0xa664, 0xa763, 0xa770,
+  0xa7f3, 0xa7f8, 0xb001, 0xb394, 0xb3ad, 0xb3bc, 0xb3c9, 0xb3d0, 0xb3e7, 0xb3f6, 0xb3fb, 0xb401, 0xb498,
+  0xb49d, 0xb4a0, 0xb4b5, 0xb4b8, 0xb4c1, 0xb5a0, 0xb5bd, 0xb5c3, 0xb5c4, 0xb601, 0xb65c, 0xb681, 0xb69c,
+  0xb6a1, 0xb6bc, 0xb6c1, 0xb6dc, 0xb6e1, 0xb6fc, 0xb701, 0xb71c, 0xb721, 0xb73c, 0xb741, 0xb75c, 0xb761,
+  0xb77c, 0xb803, 0xb8bd, 0xb8c3, 0xb940, 0xb94b, 0xb978, 0xc007, 0xc010, 0xc015, 0xc01e, 0xc023, 0xc048,
+  0xc053, 0xc080, 0xc086, 0xc0a8, 0xc0c3, 0xc0c5, 0xc0d8, 0xc0e2, 0xc0ed, 0xc0f7, 0xc0f8, 0xc105, 0xc25c,
+  0xc275, 0xc283, 0xc285, 0xc3ef, 0xc3f1, 0xc400, 0xc415, 0xc4c0, 0xc4c5, 0xc63c, 0xc64a, 0xc658, 0xc681,
+  0xc700, 0xc7c1, 0xc800, 0xc882, 0xc8a8, 0xc922, 0xc940, 0xc946, 0xc980, 0xca02, 0xca28, 0xcac6, 0xcb00,
+  0xd001, 0x13700, 0x13801, 0x29234, 0x29341, 0x293fb, 0x29401, 0x29837, 0x29841, 0x29882, 0x298a9, 0x298b0,
+  0x29901, 0x299bc, 0x299cf, 0x299d0, 0x299fb, 0x299fd, 0x29a78, 0x29a81, 0x29b9a, 0x29bc0, 0x29bcb, 0x29be0,
+  0x29c5d, 0x29c80, 0x29c89, 0x29e24, 0x29e2d, 0x29f2c, 0x29f41, 0x29f48, 0x29f4d, 0x29f50, 0x29f55, 0x29f68,
+  0x29fc9, 0x2a008, 0x2a00d, 0x2a018, 0x2a01d, 0x2a02c, 0x2a031, 0x2a08c, 0x2a0c2, 0x2a0d8, 0x2a101, 0x2a1d3,
+  0x2a1e0, 0x2a209, 0x2a2d0, 0x2a33b, 0x2a342, 0x2a368, 0x2a3c9, 0x2a3e3, 0x2a3ed, 0x2a3f3, 0x2a3f5, 0x2a3fc,
+  0x2a402, 0x2a429, 0x2a498, 0x2a4bb, 0x2a4c1, 0x2a51c, 0x2a57f, 0x2a581, 0x2a5f4, 0x2a611, 0x2a6cc, 0x2a707,
+  0x2a738, 0x2a73d, 0x2a742, 0x2a768, 0x2a77b, 0x2a781, 0x2a794, 0x2a799, 0x2a7c2, 0x2a7e9, 0x2a7fc, 0x2a801,
+  0x2a8a4, 0x2a901, 0x2a90c, 0x2a911, 0x2a930, 0x2a942, 0x2a968, 0x2a973, 0x2a981, 0x2a9dc, 0x2a9e9, 0x2a9ec,
+  0x2a9f9, 0x2aac0, 0x2aac5, 0x2aac8, 0x2aad5, 0x2aadc, 0x2aae5, 0x2aaf8, 0x2ab01, 0x2ab04, 0x2ab09, 0x2ab0c,
+  0x2ab6d, 0x2ab7b, 0x2ab81, 0x2abac, 0x2abc3, 0x2abc9, 0x2abd4, 0x2ac05, 0x2ac1c, 0x2ac25, 0x2ac3c, 0x2ac45,
+  0x2ac5c, 0x2ac81, 0x2ac9c, 0x2aca1, 0x2acbc, 0x2acc1, 0x2ad6c, 0x2ad71, 0x2ada8, 0x2adc1, 0x2af8c, 0x2afaf,
+  0x2afb0, 0x2afc2, 0x2afe8, 0x2b001, 0x35e90, 0x35ec1, 0x35f1c, 0x35f2d, 0x35ff0, 0x3e401, 0x3e9b8, 0x3e9c1,
+  0x3eb68, 0x3ec01, 0x3ec1c, 0x3ec4d, 0x3ec60, 0x3ec75, 0x3ec78, 0x3ec7d, 0x3eca4, 0x3eca9, 0x3ecdc, 0x3ece1,
+  0x3ecf4, 0x3ecf9, 0x3ecfc, 0x3ed01, 0x3ed08, 0x3ed0d, 0x3ed14, 0x3ed19, 0x3eec8, 0x3ef4d, 0x3f4fb, 0x3f500,
+  0x3f541, 0x3f640, 0x3f649, 0x3f720, 0x3f7c1, 0x3f7f0, 0x3f843, 0x3f868, 0x3f8c3, 0x3f94c, 0x3f953, 0x3f988,
+  0x3f98f, 0x3f990, 0x3f9a3, 0x3f9a4, 0x3f9ab, 0x3f9b0, 0x3f9c1, 0x3f9d4, 0x3f9d9, 0x3fbf4, 0x3fc07, 0x3fc10,
+  0x3fc17, 0x3fc2c, 0x3fc33, 0x3fc42, 0x3fc6b, 0x3fc70, 0x3fc7f, 0x3fc85, 0x3fcef, 0x3fcf8, 0x3fcff, 0x3fd00,
+  0x3fd05, 0x3fd6f, 0x3fd70, 0x3fd77, 0x3fd78, 0x3fd7f, 0x3fd99, 0x3fefc, 0x3ff09, 0x3ff20, 0x3ff29, 0x3ff40,
+  0x3ff49, 0x3ff60, 0x3ff69, 0x3ff74, 0x40001, 0x40030, 0x40035, 0x4009c, 0x400a1, 0x400ec, 0x400f1, 0x400f8,
+  0x400fd, 0x40138, 0x40141, 0x40178, 0x40201, 0x403ec, 0x40403, 0x4040c, 0x4041e, 0x404d0, 0x40502, 0x405e4,
+  0x4062a, 0x40630, 0x40a01, 0x40a74, 0x40a81, 0x40b44, 0x40b86, 0x40bf0, 0x40c01, 0x40c82, 0x40c90, 0x40cb5,
+  0x40d06, 0x40d09, 0x40d2a, 0x40d2c, 0x40d41, 0x40dd8, 0x40e01, 0x40e78, 0x40e7f, 0x40e81, 0x40f10, 0x40f21,
+  0x40f43, 0x40f46, 0x40f58, 0x41001, 0x41278, 0x41282, 0x412a8, 0x412c1, 0x41350, 0x41361, 0x413f0, 0x41401,
+  0x414a0, 0x414c1, 0x41590, 0x415bf, 0x415c1, 0x415ec, 0x415f1, 0x4162c, 0x41631, 0x4164c, 0x41651, 0x41658,
+  0x4165d, 0x41688, 0x4168d, 0x416c8, 0x416cd, 0x416e8, 0x416ed, 0x416f4, 0x41801, 0x41cdc, 0x41d01, 0x41d58,
+  0x41d81, 0x41da0, 0x41e01, 0x41e18, 0x41e1d, 0x41ec4, 0x41ec9, 0x41eec, 0x42001, 0x42018, 0x42021, 0x42024,
+  0x42029, 0x420d8, 0x420dd, 0x420e4, 0x420f1, 0x420f4, 0x420fd, 0x42158, 0x4215f, 0x42162, 0x42181, 0x421dc,
+  0x421e6, 0x42201, 0x4227c, 0x4229e, 0x422c0, 0x42381, 0x423cc, 0x423d1, 0x423d8, 0x423ee, 0x42401, 0x4245a,
+  0x42470, 0x4247f, 0x42481, 0x424e8, 0x424ff, 0x42500, 0x42601, 0x426e0, 0x426f2, 0x426f9, 0x42702, 0x42740,
+  0x4274a, 0x42801, 0x42804, 0x42841, 0x42850, 0x42855, 0x42860, 0x42865, 0x428d8, 0x42902, 0x42924, 0x42943,
+  0x42964, 0x42981, 0x429f6, 0x429ff, 0x42a01, 0x42a76, 0x42a80, 0x42b01, 0x42b20, 0x42b25, 0x42b94, 0x42bae,
+  0x42bc3, 0x42bdc, 0x42c01, 0x42cd8, 0x42ce7, 0x42d01, 0x42d58, 0x42d62, 0x42d81, 0x42dcc, 0x42de2, 0x42e01,
+  0x42e48, 0x42e67, 0x42e74, 0x42ea6, 0x42ec0, 0x43001, 0x43124, 0x43201, 0x432cc, 0x43301, 0x433cc, 0x433ea,
+  0x43401, 0x43490, 0x434c2, 0x434e8, 0x43982, 0x439fc, 0x43a01, 0x43aa8, 0x43ab7, 0x43ab8, 0x43ac1, 0x43ac8,
+  0x43c01, 0x43c76, 0x43c9d, 0x43ca0, 0x43cc1, 0x43d18, 0x43d46, 0x43d57, 0x43d68, 0x43dc1, 0x43e08, 0x43e1b,
+  0x43e28, 0x43ec1, 0x43f16, 0x43f30, 0x43f81, 0x43fdc, 0x4400d, 0x440e0, 0x4411f, 0x44138, 0x4414a, 0x441c0,
+  0x441c5, 0x441cc, 0x441d5, 0x441d8, 0x4420d, 0x442c0, 0x442ef, 0x442f4, 0x442fb, 0x44308, 0x44341, 0x443a4,
+  0x443c2, 0x443e8, 0x4440d, 0x4449c, 0x444da, 0x44503, 0x44511, 0x44514, 0x4451d, 0x44520, 0x44541, 0x445cc,
+  0x445d3, 0x445d9, 0x445dc, 0x4460d, 0x446cc, 0x44705, 0x44717, 0x44724, 0x44737, 0x44738, 0x44742, 0x44769,
+  0x4476f, 0x44771, 0x44777, 0x44780, 0x44786, 0x447d4, 0x44801, 0x44848, 0x4484d, 0x448b0, 0x448e3, 0x448f8,
+  0x448fd, 0x44904, 0x44a01, 0x44a1c, 0x44a21, 0x44a24, 0x44a29, 0x44a38, 0x44a3d, 0x44a78, 0x44a7d, 0x44aa7,
+  0x44aa8, 0x44ac1, 0x44b7c, 0x44bc2, 0x44be8, 0x44c15, 0x44c34, 0x44c3d, 0x44c44, 0x44c4d, 0x44ca4, 0x44ca9,
+  0x44cc4, 0x44cc9, 0x44cd0, 0x44cd5, 0x44ce8, 0x44cf5, 0x44cf8, 0x44d41, 0x44d44, 0x44d75, 0x44d88, 0x45001,
+  0x450d4, 0x4511d, 0x4512f, 0x45142, 0x4516b, 0x45170, 0x45177, 0x45178, 0x4517d, 0x45188, 0x45201, 0x452c0,
+  0x45311, 0x4531b, 0x4531d, 0x45320, 0x45342, 0x45368, 0x45601, 0x456bc, 0x45707, 0x45761, 0x45770, 0x45801,
+  0x458c0, 0x45907, 0x45911, 0x45914, 0x45942, 0x45968, 0x45983, 0x459b4, 0x45a01, 0x45aac, 0x45ae1, 0x45ae7,
+  0x45ae8, 0x45b02, 0x45b28, 0x45c01, 0x45c6c, 0x45cc2, 0x45cf3, 0x45cfc, 0x45d01, 0x45d1c, 0x46001, 0x460b0,
+  0x460ef, 0x460f0, 0x46281, 0x46382, 0x463cc, 0x463fd, 0x4641c, 0x46425, 0x46428, 0x46431, 0x46450, 0x46455,
+  0x4645c, 0x46461, 0x464c0, 0x464fd, 0x46500, 0x46505, 0x46508, 0x46513, 0x4651c, 0x46542, 0x46568, 0x46681,
+  0x466a0, 0x466a9, 0x46744, 0x46785, 0x4678b, 0x4678d, 0x46790, 0x46801, 0x46804, 0x4682d, 0x468cc, 0x468e9,
+  0x468ec, 0x468ff, 0x4691c, 0x46941, 0x46944, 0x46971, 0x46a28, 0x46a6b, 0x46a75, 0x46a7b, 0x46a8c, 0x46ac1,
+  0x46be4, 0x46c03, 0x46c28, 0x47001, 0x47024, 0x47029, 0x470bc, 0x47101, 0x47107, 0x47118, 0x47142, 0x471b4,
+  0x471c3, 0x471c9, 0x47240, 0x47401, 0x4741c, 0x47421, 0x47428, 0x4742d, 0x474c4, 0x47519, 0x4751c, 0x47542,
+  0x47568, 0x47581, 0x47598, 0x4759d, 0x475a4, 0x475a9, 0x47628, 0x47661, 0x47664, 0x47682, 0x476a8, 0x47b81,
+  0x47bcc, 0x47bdf, 0x47be4, 0x47c09, 0x47c0c, 0x47c11, 0x47c44, 0x47c49, 0x47cd0, 0x47d0f, 0x47d42, 0x47d68,
+  0x47ec1, 0x47ec4, 0x47f02, 0x47f54, 0x47fff, 0x48001, 0x48e68, 0x49002, 0x491bc, 0x491c3, 0x491d4, 0x49201,
+  0x49510, 0x4be41, 0x4bfc7, 0x4bfcc, 0x4c001, 0x4d0c0, 0x4d105, 0x4d11c, 0x51001, 0x5191c, 0x5a001, 0x5a8e4,
+  0x5a901, 0x5a97c, 0x5a982, 0x5a9a8, 0x5a9bb, 0x5a9c1, 0x5aafc, 0x5ab02, 0x5ab28, 0x5ab41, 0x5abb8, 0x5abd7,
+  0x5abd8, 0x5ac01, 0x5acc0, 0x5acdf, 0x5acf0, 0x5ad01, 0x5ad13, 0x5ad14, 0x5ad42, 0x5ad68, 0x5ad6e, 0x5ad88,
+  0x5ad8d, 0x5ade0, 0x5adf5, 0x5ae40, 0x5b901, 0x5ba02, 0x5ba5f, 0x5ba6c, 0x5bc01, 0x5bd2c, 0x5bd41, 0x5bd44,
+  0x5be4d, 0x5be80, 0x5bf81, 0x5bf8b, 0x5bf8d, 0x5bf90, 0x5c001, 0x61fe0, 0x62001, 0x63358, 0x63401, 0x63424,
+  0x6bfc1, 0x6bfd0, 0x6bfd5, 0x6bff0, 0x6bff5, 0x6bffc, 0x6c001, 0x6c48c, 0x6c4c9, 0x6c4cc, 0x6c541, 0x6c54c,
+  0x6c555, 0x6c558, 0x6c591, 0x6c5a0, 0x6c5c1, 0x6cbf0, 0x6f001, 0x6f1ac, 0x6f1c1, 0x6f1f4, 0x6f201, 0x6f224,
+  0x6f241, 0x6f268, 0x6f27f, 0x6f280, 0x74b02, 0x74b50, 0x74b82, 0x74bd0, 0x74d82, 0x74de4, 0x75001, 0x75154,
+  0x75159, 0x75274, 0x75279, 0x75280, 0x75289, 0x7528c, 0x75295, 0x7529c, 0x752a5, 0x752b4, 0x752b9, 0x752e8,
+  0x752ed, 0x752f0, 0x752f5, 0x75310, 0x75315, 0x75418, 0x7541d, 0x7542c, 0x75435, 0x75454, 0x75459, 0x75474,
+  0x75479, 0x754e8, 0x754ed, 0x754fc, 0x75501, 0x75514, 0x75519, 0x7551c, 0x75529, 0x75544, 0x75549, 0x75a98,
+  0x75aa1, 0x75b04, 0x75b09, 0x75b6c, 0x75b71, 0x75bec, 0x75bf1, 0x75c54, 0x75c59, 0x75cd4, 0x75cd9, 0x75d3c,
+  0x75d41, 0x75dbc, 0x75dc1, 0x75e24, 0x75e29, 0x75ea4, 0x75ea9, 0x75f0c, 0x75f11, 0x75f30, 0x75f3a, 0x76000,
+  0x76a1f, 0x76a30, 0x77c01, 0x77c7c, 0x77c95, 0x77cac, 0x780c1, 0x781b8, 0x78401, 0x784b4, 0x784dd, 0x784f8,
+  0x78502, 0x78528, 0x78539, 0x7853c, 0x78a41, 0x78ab8, 0x78b01, 0x78bb0, 0x78bc2, 0x78be8, 0x79341, 0x793b0,
+  0x793c2, 0x793e8, 0x79f81, 0x79f9c, 0x79fa1, 0x79fb0, 0x79fb5, 0x79fbc, 0x79fc1, 0x79ffc, 0x7a001, 0x7a314,
+  0x7a31e, 0x7a340, 0x7a401, 0x7a510, 0x7a52d, 0x7a530, 0x7a542, 0x7a568, 0x7a57b, 0x7a580, 0x7b1c6, 0x7b2b0,
+  0x7b2b6, 0x7b2c0, 0x7b2c6, 0x7b2d4, 0x7b406, 0x7b4b8, 0x7b4be, 0x7b4f8, 0x7b801, 0x7b810, 0x7b815, 0x7b880,
+  0x7b885, 0x7b88c, 0x7b891, 0x7b894, 0x7b89d, 0x7b8a0, 0x7b8a5, 0x7b8cc, 0x7b8d1, 0x7b8e0, 0x7b8e5, 0x7b8e8,
+  0x7b8ed, 0x7b8f0, 0x7b909, 0x7b90c, 0x7b91d, 0x7b920, 0x7b925, 0x7b928, 0x7b92d, 0x7b930, 0x7b935, 0x7b940,
+  0x7b945, 0x7b94c, 0x7b951, 0x7b954, 0x7b95d, 0x7b960, 0x7b965, 0x7b968, 0x7b96d, 0x7b970, 0x7b975, 0x7b978,
+  0x7b97d, 0x7b980, 0x7b985, 0x7b98c, 0x7b991, 0x7b994, 0x7b99d, 0x7b9ac, 0x7b9b1, 0x7b9cc, 0x7b9d1, 0x7b9e0,
+  0x7b9e5, 0x7b9f4, 0x7b9f9, 0x7b9fc, 0x7ba01, 0x7ba28, 0x7ba2d, 0x7ba70, 0x7ba85, 0x7ba90, 0x7ba95, 0x7baa8,
+  0x7baad, 0x7baf0, 0x7c402, 0x7c434, 0x7efc2, 0x7efe8, 0x80001, 0xa9b80, 0xa9c01, 0xadce8, 0xadd01, 0xae078,
+  0xae081, 0xb3a88, 0xb3ac1, 0xbaf84, 0xbafc1, 0xbb978, 0xbe001, 0xbe878, 0xc0001, 0xc4d2c, 0xc4d41, 0xc8ec0,
+};
+
+enum { LLM__CP_LETTER = 1, LLM__CP_NUMBER = 2, LLM__CP_PUNCT = 4, LLM__CP_SPACE = 8, LLM__CP_ANY = 16 };
+
+static int llm__cp_flags(uint32_t cp) {
+    static const uint8_t cls_flag[4] = {0, LLM__CP_LETTER, LLM__CP_NUMBER, LLM__CP_PUNCT};
+    int f = LLM__CP_ANY;
+    if (cp < 0x110000) {
+        size_t lo = 0, hi = LLM__ARRAY_LEN(llm__ucd_ranges);
+        while (hi - lo > 1) {
+            size_t mid = (lo + hi) / 2;
+            if ((llm__ucd_ranges[mid] >> 2) <= cp) lo = mid;
+            else hi = mid;
+        }
+        f |= cls_flag[llm__ucd_ranges[lo] & 3];
+    }
+    // White_Space
+    if ((cp >= 9 && cp <= 13) || cp == 32 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
+        cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000)
+        f |= LLM__CP_SPACE;
+    return f;
 }
 
 // Length of the UTF-8 sequence a lead byte starts, as llama.cpp counts it (a stray continuation
@@ -4995,27 +5362,272 @@ static size_t llm__utf8_len(uint8_t c) {
     return len[c >> 4];
 }
 
-struct llm__spm_sym { int prev, next; const char *text; int n; };
-struct llm__spm_bigram { int left, right; float score; int size; };
+// Decodes one code point leniently, as llama.cpp does before pre-tokenizing: a byte that does
+// not start a complete sequence becomes U+FFFD (one byte consumed); overlong forms and
+// surrogates are taken as they come.
+static uint32_t llm__utf8_next(const uint8_t *s, size_t n, size_t *off) {
+    uint8_t c = s[*off];
+    size_t len = c < 0x80 ? 1 : (c & 0x40) == 0 ? 0 : (c & 0x20) == 0 ? 2 : (c & 0x10) == 0 ? 3 : (c & 0x08) == 0 ? 4 : 0;
+    if (len == 1) { (*off)++; return c; }
+    if (len == 0 || *off + len > n) { (*off)++; return 0xFFFD; }
+    uint32_t cp = c & (0x7Fu >> len);
+    for (size_t i = 1; i < len; i++) {
+        uint8_t x = s[*off + i];
+        if ((x & 0xC0) != 0x80) { (*off)++; return 0xFFFD; }
+        cp = cp << 6 | (x & 0x3Fu);
+    }
+    *off += len;
+    return cp;
+}
 
-static bool llm__bigram_before(const struct llm__spm_bigram *a, const struct llm__spm_bigram *b) {
+static int llm__utf8_put(uint32_t cp, char *out) {
+    if (cp < 0x80) { out[0] = (char)cp; return 1; }
+    if (cp < 0x800) { out[0] = (char)(0xC0 | cp >> 6); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp > 0x10FFFF) cp = 0xFFFD;
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | cp >> 12);
+        out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | cp >> 18);
+    out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+// Length of the valid UTF-8 character at s (n bytes available): >0 valid, 0 incomplete but
+// possibly valid if more bytes come, -1 invalid (one byte to replace). Strict: no overlong
+// forms, surrogates or code points above U+10FFFF.
+static int llm__utf8_char(const uint8_t *s, size_t n) {
+    uint8_t c = s[0];
+    int len;
+    if (c < 0x80) return 1;
+    else if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4;
+    else return -1;
+    for (int i = 1; i < len; i++) {
+        if ((size_t)i >= n) return 0;
+        if ((s[i] & 0xC0) != 0x80) return -1;
+        if (i == 1) {   // overlong, surrogate and too-large forms show in the second byte
+            if (c == 0xE0 && s[1] < 0xA0) return -1;
+            if (c == 0xED && s[1] >= 0xA0) return -1;
+            if (c == 0xF0 && s[1] < 0x90) return -1;
+            if (c == 0xF4 && s[1] >= 0x90) return -1;
+        }
+    }
+    return len;
+}
+
+// --- pre-tokenizers: split code points into words ---
+//
+// A split is a list of word lengths (in code points) over the text. Each stage refines every
+// word of the previous one, as llama.cpp applies its list of regular expressions; the regular
+// expressions of the supported pre-tokenizers are written out as scanners.
+
+struct llm__split { size_t *len; size_t n, cap; bool oom; };
+
+static void llm__split_push(struct llm__split *s, size_t len) {
+    if (len == 0) return;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        size_t *p = realloc(s->len, cap * sizeof(size_t));
+        if (!p) { s->oom = true; return; }
+        s->len = p;
+        s->cap = cap;
+    }
+    s->len[s->n++] = len;
+}
+
+struct llm__scan {
+    const uint32_t *cp;
+    size_t a, b, prev;   // the word [a, b) being split; end of the last piece
+    struct llm__split *out;
+};
+#define LLM__OUT_OF_RANGE 0xFFFFFFFFu
+static uint32_t llm__scan_cp(const struct llm__scan *s, size_t p) { return p >= s->a && p < s->b ? s->cp[p] : LLM__OUT_OF_RANGE; }
+static int llm__scan_f(const struct llm__scan *s, size_t p) { return p >= s->a && p < s->b ? llm__cp_flags(s->cp[p]) : 0; }
+static size_t llm__scan_piece(struct llm__scan *s, size_t end) {
+    size_t len = end - s->prev;
+    llm__split_push(s->out, len);
+    s->prev = end;
+    return len;
+}
+static uint32_t llm__ascii_lower(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+
+// 's|'t|'re|'ve|'m|'ll|'d (case-insensitive when fold): the length of a match at pos, or 0.
+static size_t llm__scan_contraction(const struct llm__scan *s, size_t pos, bool fold) {
+    if (s->cp[pos] != '\'' || pos + 1 >= s->b) return 0;
+    uint32_t c1 = s->cp[pos + 1];
+    if (fold) c1 = llm__ascii_lower(c1);
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
+    if (pos + 2 >= s->b) return 0;
+    uint32_t c2 = s->cp[pos + 2];
+    if (fold) c2 = llm__ascii_lower(c2);
+    if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
+    return 0;
+}
+
+// GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+static void llm__scan_gpt2(struct llm__scan *s) {
+    const int LNS = LLM__CP_LETTER | LLM__CP_NUMBER | LLM__CP_SPACE;
+    for (size_t pos = s->a; pos < s->b;) {
+        uint32_t c = s->cp[pos];
+        size_t m = llm__scan_contraction(s, pos, false);
+        if (m) { pos += llm__scan_piece(s, pos + m); continue; }
+        int f2 = c == ' ' ? llm__scan_f(s, pos + 1) : llm__scan_f(s, pos);
+        if (f2 & (LLM__CP_LETTER | LLM__CP_NUMBER)) {
+            int cls = f2 & LLM__CP_LETTER ? LLM__CP_LETTER : LLM__CP_NUMBER;
+            pos += c == ' ';
+            while (f2 & cls) f2 = llm__scan_f(s, ++pos);
+            llm__scan_piece(s, pos);
+            continue;
+        }
+        if (!(f2 & LNS) && f2) {
+            pos += c == ' ';
+            while (!(f2 & LNS) && f2) f2 = llm__scan_f(s, ++pos);
+            llm__scan_piece(s, pos);
+            continue;
+        }
+        size_t nws = 0;
+        while (llm__scan_f(s, pos + nws) & LLM__CP_SPACE) nws++;
+        if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) { pos += nws - 1; llm__scan_piece(s, pos); continue; }
+        if (nws > 0) { pos += nws; llm__scan_piece(s, pos); continue; }
+        llm__scan_piece(s, ++pos);
+    }
+}
+
+// Llama 3 (max_digits 3) and Qwen2 (max_digits 1):
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max_digits}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+static void llm__scan_llama3(struct llm__scan *s, size_t max_digits) {
+    const int LNS = LLM__CP_LETTER | LLM__CP_NUMBER | LLM__CP_SPACE;
+    for (size_t pos = s->a; pos < s->b;) {
+        uint32_t c = s->cp[pos];
+        int f = llm__scan_f(s, pos);
+        size_t m = llm__scan_contraction(s, pos, true);
+        if (m) { pos += llm__scan_piece(s, pos + m); continue; }
+        if (!(c == '\r' || c == '\n' || (f & LLM__CP_NUMBER)) &&
+            ((f & LLM__CP_LETTER) || (llm__scan_f(s, pos + 1) & LLM__CP_LETTER))) {
+            pos++;
+            while (llm__scan_f(s, pos) & LLM__CP_LETTER) pos++;
+            llm__scan_piece(s, pos);
+            continue;
+        }
+        if (f & LLM__CP_NUMBER) {
+            size_t ini = pos;
+            while (llm__scan_f(s, pos) & LLM__CP_NUMBER) {
+                if (++pos - ini >= max_digits) { llm__scan_piece(s, pos); ini = pos; }
+            }
+            llm__scan_piece(s, pos);
+            continue;
+        }
+        int f2 = c == ' ' ? llm__scan_f(s, pos + 1) : f;
+        if (!(f2 & LNS) && f) {
+            pos += c == ' ';
+            while (!(f2 & LNS) && f2) f2 = llm__scan_f(s, ++pos);
+            for (uint32_t c2 = llm__scan_cp(s, pos); c2 == '\r' || c2 == '\n'; c2 = llm__scan_cp(s, ++pos)) {}
+            llm__scan_piece(s, pos);
+            continue;
+        }
+        size_t nws = 0, last_rn = 0;
+        while (llm__scan_f(s, pos + nws) & LLM__CP_SPACE) {
+            uint32_t c2 = s->cp[pos + nws];
+            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
+            nws++;
+        }
+        if (last_rn > 0) { pos = last_rn; llm__scan_piece(s, pos); continue; }
+        if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) { pos += nws - 1; llm__scan_piece(s, pos); continue; }
+        if (nws > 0) { pos += nws; llm__scan_piece(s, pos); continue; }
+        llm__scan_piece(s, ++pos);
+    }
+}
+
+// Runs of code points of a class, as a regular expression "[class]+" (run 0), "[class]" (run 1)
+// or exactly run code points ("[0-9][0-9][0-9]") finds them: matches and the text between.
+enum { LLM__RUN_PUNCT, LLM__RUN_NUMBER, LLM__RUN_ASCII_DIGIT };
+static bool llm__run_class(uint32_t c, int cls) {
+    switch (cls) {
+    case LLM__RUN_PUNCT: return (llm__cp_flags(c) & LLM__CP_PUNCT) || (c < 0x80 && strchr("$+<=>^~|", (int)c) && c);
+    case LLM__RUN_NUMBER: return (llm__cp_flags(c) & LLM__CP_NUMBER) != 0;
+    default: return c >= '0' && c <= '9';
+    }
+}
+static void llm__scan_runs(struct llm__scan *s, int cls, size_t run) {
+    for (size_t pos = s->a; pos < s->b;) {
+        if (!llm__run_class(s->cp[pos], cls)) { pos++; continue; }
+        size_t end = pos;
+        while (end < s->b && llm__run_class(s->cp[end], cls)) end++;
+        size_t k = end - pos;
+        if (run == 0) { llm__scan_piece(s, pos); llm__scan_piece(s, end); }
+        else if (k >= run) {
+            llm__scan_piece(s, pos);
+            for (size_t i = 0; i + run <= k; i += run) llm__scan_piece(s, pos + i + run);
+        }
+        pos = end;
+    }
+    llm__scan_piece(s, s->b);
+}
+
+enum { LLM__STAGE_GPT2, LLM__STAGE_LLAMA3, LLM__STAGE_QWEN2, LLM__STAGE_PUNCT_RUNS, LLM__STAGE_NUMBER_RUNS,
+       LLM__STAGE_NUMBER_EACH, LLM__STAGE_DIGIT3 };
+
+// Applies one stage to every word of in.
+static bool llm__split_stage(const uint32_t *cp, const struct llm__split *in, int stage, struct llm__split *out) {
+    size_t start = 0;
+    out->n = 0;
+    for (size_t w = 0; w < in->n; w++) {
+        struct llm__scan s = {cp, start, start + in->len[w], start, out};
+        switch (stage) {
+        case LLM__STAGE_GPT2: llm__scan_gpt2(&s); break;
+        case LLM__STAGE_LLAMA3: llm__scan_llama3(&s, 3); break;
+        case LLM__STAGE_QWEN2: llm__scan_llama3(&s, 1); break;
+        case LLM__STAGE_PUNCT_RUNS: llm__scan_runs(&s, LLM__RUN_PUNCT, 0); break;
+        case LLM__STAGE_NUMBER_RUNS: llm__scan_runs(&s, LLM__RUN_NUMBER, 0); break;
+        case LLM__STAGE_NUMBER_EACH: llm__scan_runs(&s, LLM__RUN_NUMBER, 1); break;
+        default: llm__scan_runs(&s, LLM__RUN_ASCII_DIGIT, 3); break;
+        }
+        start += in->len[w];
+    }
+    return !out->oom;
+}
+
+// --- merging adjacent symbols (SentencePiece by score, BPE by rank) ---
+
+struct llm__sym { int prev, next; const char *text; int n; };
+struct llm__bigram { int left, right; double score; int size; };
+
+static bool llm__bigram_before(const struct llm__bigram *a, const struct llm__bigram *b) {
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-struct llm__spm {
+struct llm__merger {
     const struct llm__vocab *v;
-    struct llm__spm_sym *sym;
-    struct llm__spm_bigram *heap;
+    struct llm__sym *sym;
+    struct llm__bigram *heap;
     int n_heap;
+    char *key;   // BPE: "left right"
 };
 
-static void llm__spm_push(struct llm__spm *s, int left, int right) {
+static void llm__merger_push(struct llm__merger *s, int left, int right) {
     if (left < 0 || right < 0) return;
-    const char *text = s->sym[left].text;
-    int n = s->sym[left].n + s->sym[right].n;
-    int32_t id = llm__vocab_find(s->v, text, (size_t)n);
-    if (id < 0) return;
-    struct llm__spm_bigram b = {left, right, s->v->scores[id], n};
+    const struct llm__sym *l = &s->sym[left], *r = &s->sym[right];
+    int n = l->n + r->n;
+    double score;
+    if (s->v->type == LLM__VOCAB_SPM) {
+        int32_t id = llm__vocab_find(s->v, l->text, (size_t)n);
+        if (id < 0) return;
+        score = s->v->scores[id];
+    } else {
+        memcpy(s->key, l->text, (size_t)l->n);
+        s->key[l->n] = ' ';
+        memcpy(s->key + l->n + 1, r->text, (size_t)r->n);
+        int32_t rank = llm__strtab_find(s->v->mht, s->v->mht_mask, s->v->merges, s->key, (size_t)n + 1);
+        if (rank < 0) return;
+        score = -(double)rank;   // the lowest rank merges first
+    }
+    struct llm__bigram b = {left, right, score, n};
     int i = s->n_heap++;
     while (i > 0 && llm__bigram_before(&b, &s->heap[(i - 1) / 2])) {
         s->heap[i] = s->heap[(i - 1) / 2];
@@ -5024,8 +5636,8 @@ static void llm__spm_push(struct llm__spm *s, int left, int right) {
     s->heap[i] = b;
 }
 
-static struct llm__spm_bigram llm__spm_pop(struct llm__spm *s) {
-    struct llm__spm_bigram top = s->heap[0], last = s->heap[--s->n_heap];
+static struct llm__bigram llm__merger_pop(struct llm__merger *s) {
+    struct llm__bigram top = s->heap[0], last = s->heap[--s->n_heap];
     int i = 0;
     for (;;) {
         int c = 2 * i + 1;
@@ -5043,99 +5655,215 @@ static struct llm__spm_bigram llm__spm_pop(struct llm__spm *s) {
 struct llm__tokbuf { int32_t *ids; int cap, n; };
 static void llm__tokbuf_push(struct llm__tokbuf *b, int32_t id) {
     if (b->n < b->cap) b->ids[b->n] = id;
-    b->n++;
+    if (b->n < INT_MAX) b->n++;
 }
 
-// Encodes already escaped text (spaces as U+2581).
-static bool llm__spm_encode(const struct llm__vocab *v, const char *text, size_t len, struct llm__tokbuf *out) {
+// Encodes one piece of text: SentencePiece-escaped text, or one byte-encoded BPE word.
+static bool llm__merge_encode(const struct llm__vocab *v, const char *text, size_t len, struct llm__tokbuf *out) {
     if (len == 0) return true;
     if (len > (size_t)INT32_MAX / 4) return false;
-    struct llm__spm s = {v, malloc(len * sizeof(struct llm__spm_sym)), malloc(3 * len * sizeof(struct llm__spm_bigram)), 0};
-    if (!s.sym || !s.heap) { free(s.sym); free(s.heap); return false; }
+    if (v->type == LLM__VOCAB_BPE && v->ignore_merges) {
+        int32_t id = llm__vocab_find(v, text, len);
+        if (id >= 0) { llm__tokbuf_push(out, id); return true; }
+    }
+    struct llm__merger s = {v, malloc(len * sizeof(struct llm__sym)), malloc(3 * len * sizeof(struct llm__bigram)), 0,
+                            v->type == LLM__VOCAB_BPE ? malloc(len + 2) : NULL};
+    if (!s.sym || !s.heap || (v->type == LLM__VOCAB_BPE && !s.key)) { free(s.sym); free(s.heap); free(s.key); return false; }
     int n = 0;
     for (size_t off = 0; off < len; n++) {
         size_t l = LLM__MIN(llm__utf8_len((uint8_t)text[off]), len - off);
-        s.sym[n] = (struct llm__spm_sym){n - 1, off + l == len ? -1 : n + 1, text + off, (int)l};
+        s.sym[n] = (struct llm__sym){n - 1, off + l == len ? -1 : n + 1, text + off, (int)l};
         off += l;
     }
-    for (int i = 1; i < n; i++) llm__spm_push(&s, i - 1, i);
+    for (int i = 1; i < n; i++) llm__merger_push(&s, i - 1, i);
     while (s.n_heap > 0) {
-        struct llm__spm_bigram b = llm__spm_pop(&s);
-        struct llm__spm_sym *l = &s.sym[b.left], *r = &s.sym[b.right];
+        struct llm__bigram b = llm__merger_pop(&s);
+        struct llm__sym *l = &s.sym[b.left], *r = &s.sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;   // stale
         l->n += r->n;
         r->n = 0;
         l->next = r->next;
         if (r->next >= 0) s.sym[r->next].prev = b.left;
-        llm__spm_push(&s, l->prev, b.left);
-        llm__spm_push(&s, b.left, l->next);
+        llm__merger_push(&s, l->prev, b.left);
+        llm__merger_push(&s, b.left, l->next);
     }
     for (int i = 0; i != -1; i = s.sym[i].next) {
         int32_t id = llm__vocab_find(v, s.sym[i].text, (size_t)s.sym[i].n);
         if (id >= 0) { llm__tokbuf_push(out, id); continue; }
         for (int j = 0; j < s.sym[i].n; j++) {
-            int32_t bt = v->byte_tok[(uint8_t)s.sym[i].text[j]];
-            llm__tokbuf_push(out, bt >= 0 ? bt : v->unk);
+            if (v->type == LLM__VOCAB_SPM) {
+                int32_t bt = v->byte_tok[(uint8_t)s.sym[i].text[j]];
+                llm__tokbuf_push(out, bt >= 0 ? bt : v->unk);
+            } else {   // single bytes that are tokens; llama.cpp drops the others
+                int32_t bt = llm__vocab_find(v, s.sym[i].text + j, 1);
+                if (bt >= 0) llm__tokbuf_push(out, bt);
+            }
         }
     }
     free(s.sym);
     free(s.heap);
+    free(s.key);
     return true;
 }
 
-// Returns the number of tokens, or -1 (message in e).
-static int llm__tokenize(const struct llm__vocab *v, const char *text, size_t len, bool add_bos, int32_t *ids,
-                         int cap, struct llm__err *e) {
-    struct llm__tokbuf out = {ids, cap, 0};
-    if (add_bos && v->add_bos) llm__tokbuf_push(&out, v->bos);
-    if (v->type != LLM__VOCAB_SPM) {
-        llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer: byte-level BPE (gpt2) encoding is not implemented yet; "
-                                          "pass token ids instead");
-        return -1;
+// Byte-level BPE over one fragment of text (no special tokens in it).
+static bool llm__bpe_encode(const struct llm__vocab *v, const char *text, size_t len, struct llm__tokbuf *out) {
+    if (len == 0) return true;
+    uint32_t *cp = malloc(len * sizeof(uint32_t));
+    char *word = malloc(8 * len + 8);   // a code point re-encoded: <= 4 bytes, each byte -> <= 2
+    struct llm__split a = {0}, b = {0};
+    bool ok = cp && word;
+    size_t n = 0;
+    for (size_t off = 0; ok && off < len;) cp[n++] = llm__utf8_next((const uint8_t *)text, len, &off);
+    static const int stages[][4] = {
+        [LLM__PRE_DEFAULT] = {LLM__STAGE_PUNCT_RUNS, LLM__STAGE_GPT2, LLM__STAGE_NUMBER_RUNS, LLM__STAGE_DIGIT3},
+        [LLM__PRE_GPT2] = {LLM__STAGE_GPT2, -1, -1, -1},
+        [LLM__PRE_LLAMA3] = {LLM__STAGE_LLAMA3, -1, -1, -1},
+        [LLM__PRE_QWEN2] = {LLM__STAGE_QWEN2, -1, -1, -1},
+        [LLM__PRE_SMOLLM] = {LLM__STAGE_NUMBER_EACH, LLM__STAGE_GPT2, -1, -1},
+    };
+    if (ok) llm__split_push(&a, n);
+    ok = ok && !a.oom;
+    for (int i = 0; ok && i < 4 && stages[v->pre][i] >= 0; i++) {
+        ok = llm__split_stage(cp, &a, stages[v->pre][i], &b);
+        struct llm__split t = a;
+        a = b;
+        b = t;
     }
-    if (len > 0) {
-        // escape: optional leading space, every ' ' becomes U+2581 (3 bytes)
-        size_t cap_esc = 3 * len + 3, n = 0;
-        char *esc = malloc(cap_esc);
-        if (!esc) { llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return -1; }
-        if (v->add_space_prefix) { memcpy(esc, "\xe2\x96\x81", 3); n = 3; }
-        for (size_t i = 0; i < len; i++) {
-            if (text[i] == ' ') { memcpy(esc + n, "\xe2\x96\x81", 3); n += 3; }
-            else esc[n++] = text[i];
+    size_t start = 0;
+    for (size_t w = 0; ok && w < a.n; w++) {
+        size_t m = 0;
+        for (size_t i = start; i < start + a.len[w]; i++) {
+            char u[4];
+            int k = llm__utf8_put(cp[i], u);
+            for (int j = 0; j < k; j++) {
+                uint8_t byte = (uint8_t)u[j];
+                memcpy(word + m, v->bpe_enc[byte], v->bpe_enc_len[byte]);
+                m += v->bpe_enc_len[byte];
+            }
         }
-        bool ok = llm__spm_encode(v, esc, n, &out);
-        free(esc);
-        if (!ok) { llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return -1; }
+        ok = llm__merge_encode(v, word, m, out);
+        start += a.len[w];
     }
-    if (add_bos && v->add_eos && v->eos >= 0) llm__tokbuf_push(&out, v->eos);
+    free(cp);
+    free(word);
+    free(a.len);
+    free(b.len);
+    return ok;
+}
+
+// SentencePiece over one fragment: optional leading space, every ' ' becomes U+2581.
+static bool llm__spm_encode(const struct llm__vocab *v, const char *text, size_t len, bool space_prefix,
+                            struct llm__tokbuf *out) {
+    size_t n = 0;
+    char *esc = malloc(3 * len + 3);
+    if (!esc) return false;
+    if (space_prefix) { memcpy(esc, "\xe2\x96\x81", 3); n = 3; }
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') { memcpy(esc + n, "\xe2\x96\x81", 3); n += 3; }
+        else esc[n++] = text[i];
+    }
+    bool ok = llm__merge_encode(v, esc, n, out);
+    free(esc);
+    return ok;
+}
+
+// A piece of the text: raw bytes [off, off + len), or a special token when tok >= 0.
+struct llm__frag { int32_t tok; size_t off, len; };
+
+// Cuts special tokens out of the text (longest first; control and unknown tokens only when
+// parse_special). Returns the fragments (count in *n_frag), or NULL when out of memory.
+static struct llm__frag *llm__special_split(const struct llm__vocab *v, const char *text, size_t len, bool parse_special,
+                                            int *n_frag) {
+    int n = 1, cap = 16;
+    struct llm__frag *f = malloc((size_t)cap * sizeof(*f));
+    if (!f) return NULL;
+    f[0] = (struct llm__frag){-1, 0, len};
+    for (int k = 0; k < v->n_special; k++) {
+        int32_t id = v->special[k];
+        if (!parse_special && v->attr[id] != LLM__TOK_USER) continue;
+        const struct llm__gguf_str *t = &v->text[id];
+        if (!memmem(text, len, t->ptr, t->len)) continue;
+        for (int i = 0; i < n; i++) {
+            if (f[i].tok >= 0) continue;
+            const char *hit = memmem(text + f[i].off, f[i].len, t->ptr, t->len);
+            if (!hit) continue;
+            // split f[i] into [left] [token] [right]; the right part is searched next
+            if (n + 2 > cap) {
+                cap *= 2;
+                struct llm__frag *g = realloc(f, (size_t)cap * sizeof(*f));
+                if (!g) { free(f); return NULL; }
+                f = g;
+            }
+            size_t at = (size_t)(hit - text), end = f[i].off + f[i].len;
+            struct llm__frag left = {-1, f[i].off, at - f[i].off}, tok = {id, at, t->len},
+                             right = {-1, at + t->len, end - at - t->len};
+            int add = (left.len > 0) + 1 + (right.len > 0);
+            memmove(&f[i + add], &f[i + 1], (size_t)(n - i - 1) * sizeof(*f));
+            int j = i;
+            if (left.len > 0) f[j++] = left;
+            f[j++] = tok;
+            if (right.len > 0) f[j] = right;
+            n += add - 1;
+            i = j - 1;   // continue with the right part (if any) at index j
+        }
+    }
+    *n_frag = n;
+    return f;
+}
+
+// Returns the number of tokens, or -1 (message in e).
+static int llm__tokenize(const struct llm__vocab *v, const char *text, size_t len, int flags, int32_t *ids, int cap,
+                         struct llm__err *e) {
+    struct llm__tokbuf out = {ids, cap, 0};
+    bool add_special = flags & LLM_TOKENIZE_ADD_SPECIAL;
+    if (add_special && v->add_bos) llm__tokbuf_push(&out, v->bos);
+    int n_frag = 0;
+    struct llm__frag *frag = len ? llm__special_split(v, text, len, flags & LLM_TOKENIZE_PARSE_SPECIAL, &n_frag) : NULL;
+    if (len && !frag) { llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return -1; }
+    bool prev_special = true, ok = true;
+    for (int i = 0; ok && i < n_frag; i++) {
+        if (frag[i].tok >= 0) {
+            llm__tokbuf_push(&out, frag[i].tok);
+            prev_special = true;
+        } else if (v->type == LLM__VOCAB_SPM) {
+            ok = llm__spm_encode(v, text + frag[i].off, frag[i].len, v->add_space_prefix && prev_special, &out);
+            prev_special = false;
+        } else {
+            ok = llm__bpe_encode(v, text + frag[i].off, frag[i].len, &out);
+        }
+    }
+    free(frag);
+    if (!ok) { llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return -1; }
+    if (add_special && v->add_eos) llm__tokbuf_push(&out, v->eos);
+    if (out.n == INT_MAX) { llm__fail(e, LLM_ERR_INVALID_ARG, "tokenize: the text is too long"); return -1; }
     return out.n;
 }
 
-// Bytes of a token (without special tokens' text). Returns the full length; writes at most size.
-static int llm__token_piece(const struct llm__vocab *v, int32_t id, char *buf, size_t size) {
+// --- detokenization ---
+
+// Bytes of a token: special (control, unknown) tokens' text only when special. Returns the
+// full length; writes at most size.
+static int llm__token_piece(const struct llm__vocab *v, int32_t id, bool special, char *buf, size_t size) {
     if (id < 0 || id >= v->n) return -1;
     const struct llm__gguf_str *t = &v->text[id];
     size_t n = 0;
 #define LLM__PUT(c) do { if (n < size) buf[n] = (char)(c); n++; } while (0)
     switch (v->attr[id]) {
     case LLM__TOK_CONTROL:
-    case LLM__TOK_UNUSED:
+    case LLM__TOK_UNKNOWN:
+        if (special) for (size_t i = 0; i < t->len; i++) LLM__PUT(t->ptr[i]);
         break;
     case LLM__TOK_USER:
         for (size_t i = 0; i < t->len; i++) LLM__PUT(t->ptr[i]);
         break;
+    case LLM__TOK_UNUSED:
+        break;
     case LLM__TOK_BYTE:
-        if (v->type == LLM__VOCAB_SPM && t->len == 6) {
+        if (v->type == LLM__VOCAB_SPM) {
             unsigned b;
-            char hex[3] = {t->ptr[3], t->ptr[4], 0};
+            char hex[3] = {t->len == 6 ? t->ptr[3] : 0, t->len == 6 ? t->ptr[4] : 0, 0};
             if (sscanf(hex, "%2x", &b) == 1) LLM__PUT(b);
-            break;
-        }
-        /* fallthrough */
-    case LLM__TOK_UNKNOWN:
-        if (v->type == LLM__VOCAB_SPM && v->attr[id] == LLM__TOK_UNKNOWN) {
-            const char *u = "\xe2\x96\x85";
-            for (int i = 0; i < 3; i++) LLM__PUT(u[i]);
             break;
         }
         /* fallthrough */
@@ -5147,24 +5875,218 @@ static int llm__token_piece(const struct llm__vocab *v, int32_t id, char *buf, s
             }
         } else {
             // each code point of the text stands for one byte
-            for (size_t i = 0; i < t->len;) {
-                uint8_t c = (uint8_t)t->ptr[i];
-                uint32_t cp = c;
-                size_t l = 1;
-                if (c >= 0xC0 && c < 0xE0 && i + 1 < t->len) { cp = ((c & 0x1Fu) << 6) | (t->ptr[i + 1] & 0x3F); l = 2; }
-                else if (c >= 0xE0 && c < 0xF0 && i + 2 < t->len) {
-                    cp = ((c & 0x0Fu) << 12) | ((t->ptr[i + 1] & 0x3Fu) << 6) | (t->ptr[i + 2] & 0x3F);
-                    l = 3;
-                }
-                if (cp < LLM__ARRAY_LEN(v->bpe_byte)) LLM__PUT(v->bpe_byte[cp]);
-                else for (size_t k = 0; k < l; k++) LLM__PUT(t->ptr[i + k]);
-                i += l;
+            for (size_t off = 0; off < t->len;) {
+                size_t at = off;
+                uint32_t cp = llm__utf8_next((const uint8_t *)t->ptr, t->len, &off);
+                if (cp < LLM__ARRAY_LEN(v->bpe_byte) && v->bpe_byte[cp] >= 0)
+                    LLM__PUT(v->bpe_byte[cp]);
+                else
+                    for (size_t k = at; k < off; k++) LLM__PUT(t->ptr[k]);
             }
         }
         break;
     }
 #undef LLM__PUT
-    return (int)n;
+    return (int)LLM__MIN(n, (size_t)INT_MAX);
+}
+
+// Whether the first text of a detokenization loses its leading space: SentencePiece adds one.
+static bool llm__piece_drop_space(const struct llm__vocab *v, int32_t id) {
+    return v->type == LLM__VOCAB_SPM && v->add_space_prefix && v->attr[id] != LLM__TOK_CONTROL &&
+           v->attr[id] != LLM__TOK_UNKNOWN && v->attr[id] != LLM__TOK_USER;
+}
+
+// Streams pieces as whole characters: valid UTF-8 goes out once complete, anything else as U+FFFD.
+struct llm__outbuf { char *p; size_t n, cap; bool fail; };
+static void llm__outbuf_put(struct llm__outbuf *o, const void *s, size_t n) {
+    if (o->fail) return;
+    if (o->n + n > o->cap) {
+        size_t cap = LLM__MAX(2 * o->cap, o->n + n + 64);
+        char *p = realloc(o->p, cap);
+        if (!p) { o->fail = true; return; }
+        o->p = p;
+        o->cap = cap;
+    }
+    memcpy(o->p + o->n, s, n);
+    o->n += n;
+}
+
+static void llm__stream_feed(struct llm_text_stream *u, const char *s, size_t n, struct llm__outbuf *out, bool flush) {
+    for (size_t i = 0; i < n || u->n_pending > 0;) {
+        while (u->n_pending < 4 && i < n) u->pending[u->n_pending++] = (unsigned char)s[i++];
+        if (u->n_pending == 0) break;
+        int l = llm__utf8_char(u->pending, (size_t)u->n_pending);
+        if (l == 0 && i == n && !flush) break;   // wait for the rest of the character
+        if (l <= 0) { llm__outbuf_put(out, "\xEF\xBF\xBD", 3); l = 1; }
+        else llm__outbuf_put(out, u->pending, (size_t)l);
+        memmove(u->pending, u->pending + l, (size_t)(u->n_pending - l));
+        u->n_pending -= l;
+    }
+}
+
+static int llm__stream_out(struct llm__outbuf *o, char *out, size_t size) {
+    if (o->fail) { free(o->p); return INT_MIN; }
+    if (o->n + 1 > size || o->n >= INT_MAX) { free(o->p); return -(int)LLM__MIN(o->n + 1, (size_t)INT_MAX); }
+    if (o->n) memcpy(out, o->p, o->n);
+    out[o->n] = 0;
+    free(o->p);
+    return (int)o->n;
+}
+
+static int llm__detokenize(const struct llm__vocab *v, const int32_t *ids, int n, int flags, char *buf, size_t size) {
+    struct llm__outbuf o = {0};
+    bool first = true;
+    if ((flags & LLM_DETOKENIZE_SKIP_BOS) && n > 0 && v->bos >= 0 && ids[0] == v->bos) { ids++; n--; }
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= v->n) { free(o.p); return -1; }
+        char small[64];
+        int k = llm__token_piece(v, ids[i], flags & LLM_DETOKENIZE_SPECIAL, small, sizeof(small));
+        char *piece = small;
+        if (k > (int)sizeof(small)) {
+            if (!(piece = malloc((size_t)k))) { free(o.p); return -1; }
+            llm__token_piece(v, ids[i], flags & LLM_DETOKENIZE_SPECIAL, piece, (size_t)k);
+        }
+        int skip = 0;
+        if (k > 0 && first) {
+            first = false;
+            skip = llm__piece_drop_space(v, ids[i]) && piece[0] == ' ';
+        }
+        llm__outbuf_put(&o, piece + skip, (size_t)(k - skip));
+        if (piece != small) free(piece);
+    }
+    if (o.fail || o.n > INT_MAX) { free(o.p); return -1; }
+    if (buf && size) {
+        if (o.n) memcpy(buf, o.p, LLM__MIN(o.n, size));
+        if (o.n < size) buf[o.n] = 0;
+    }
+    free(o.p);
+    return (int)o.n;
+}
+
+// One token into a text stream; the first text of the stream loses SentencePiece's space.
+static int llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, int32_t id, int flags, char *out,
+                            size_t size) {
+    struct llm_text_stream u = *st;
+    struct llm__outbuf o = {0};
+    if (id >= 0 && id < v->n) {
+        char small[64];
+        int k = llm__token_piece(v, id, flags & LLM_DETOKENIZE_SPECIAL, small, sizeof(small));
+        char *piece = small;
+        if (k > (int)sizeof(small)) {
+            if (!(piece = malloc((size_t)k))) return INT_MIN;
+            llm__token_piece(v, id, flags & LLM_DETOKENIZE_SPECIAL, piece, (size_t)k);
+        }
+        int skip = 0;
+        if (k > 0 && u.n_tokens++ == 0) skip = llm__piece_drop_space(v, id) && piece[0] == ' ';
+        llm__stream_feed(&u, piece + skip, (size_t)(k - skip), &o, false);
+        if (piece != small) free(piece);
+    }
+    int r = llm__stream_out(&o, out, size);
+    if (r >= 0) *st = u;
+    return r;
+}
+
+// --- chat templates ---
+//
+// The prompt formats of common model families, chosen by recognising the file's Jinja
+// tokenizer.chat_template (not run: the formats are written out here).
+//   chatml   <|im_start|>ROLE\nCONTENT<|im_end|>\n ...            then <|im_start|>assistant\n
+//   llama3   <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|> ...
+//   llama2   [INST] <<SYS>>\nSYSTEM\n<</SYS>>\n\nUSER [/INST] ANSWER </s><s>[INST] USER [/INST]
+//   mistral  [INST] SYSTEM\n\nUSER [/INST]ANSWER</s>[INST] USER [/INST]
+//   zephyr   <|ROLE|>\nCONTENT</s>\n ...                            then <|assistant|>\n
+// BOS is left to the tokenizer (LLM_TOKENIZE_ADD_SPECIAL).
+
+static const char *const llm__chat_names[] = {"chatml", "llama3", "llama2", "mistral", "zephyr"};
+
+// The format a Jinja chat template stands for, by the markers it writes; NULL when unknown.
+static const char *llm__chat_template_name(const struct llm__gguf_str *t) {
+    if (llm__str_has(t, "<|im_start|>")) return "chatml";
+    if (llm__str_has(t, "<|start_header_id|>") && llm__str_has(t, "<|end_header_id|>")) return "llama3";
+    if (llm__str_has(t, "[INST]")) return llm__str_has(t, "<<SYS>>") ? "llama2" : "mistral";
+    if (llm__str_has(t, "<|user|>") && llm__str_has(t, "<|assistant|>") && !llm__str_has(t, "<|end|>")) return "zephyr";
+    return NULL;
+}
+
+static void llm__chat_template_recognise(struct llm__vocab *v, const struct llm__gguf *g) {
+    struct llm__gguf_str t;
+    struct llm__err e = {{0}};
+    v->chat_template[0] = 0;
+    if (llm__gguf_find_key(g, "tokenizer.chat_template") < 0 || !llm__gguf_get_str(g, "tokenizer.chat_template", &t, &e))
+        return;
+    const char *name = llm__chat_template_name(&t);
+    if (name) snprintf(v->chat_template, sizeof(v->chat_template), "%s", name);
+}
+
+static void llm__outbuf_str(struct llm__outbuf *o, const char *s) { llm__outbuf_put(o, s, strlen(s)); }
+
+// Content without leading and trailing white space (Llama 2 and 3 strip messages).
+static void llm__outbuf_trimmed(struct llm__outbuf *o, const char *s) {
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)*s)) { s++; n--; }
+    while (n && isspace((unsigned char)s[n - 1])) n--;
+    llm__outbuf_put(o, s, n);
+}
+
+static int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
+                           struct llm__outbuf *o) {
+    int t = -1;
+    for (int i = 0; i < (int)LLM__ARRAY_LEN(llm__chat_names); i++)
+        if (name && strcmp(name, llm__chat_names[i]) == 0) t = i;
+    if (t < 0) return -1;
+    bool in_turn = false;   // llama2/mistral: inside an open [INST] ... [/INST]
+    for (int i = 0; i < n; i++) {
+        const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
+        bool sys = strcmp(role, "system") == 0, user = strcmp(role, "user") == 0;
+        switch (t) {
+        case 0:
+            llm__outbuf_str(o, "<|im_start|>");
+            llm__outbuf_str(o, role);
+            llm__outbuf_str(o, "\n");
+            llm__outbuf_str(o, c);
+            llm__outbuf_str(o, "<|im_end|>\n");
+            break;
+        case 1:
+            llm__outbuf_str(o, "<|start_header_id|>");
+            llm__outbuf_str(o, role);
+            llm__outbuf_str(o, "<|end_header_id|>\n\n");
+            llm__outbuf_trimmed(o, c);
+            llm__outbuf_str(o, "<|eot_id|>");
+            break;
+        case 2:
+        case 3:
+            if (!in_turn && (sys || user)) {
+                llm__outbuf_str(o, i == 0 ? "[INST] " : t == 2 ? "<s>[INST] " : "[INST] ");
+                in_turn = true;
+            }
+            if (sys) {
+                if (t == 2) { llm__outbuf_str(o, "<<SYS>>\n"); llm__outbuf_trimmed(o, c); llm__outbuf_str(o, "\n<</SYS>>\n\n"); }
+                else { llm__outbuf_str(o, c); llm__outbuf_str(o, "\n\n"); }
+            } else if (user) {
+                if (t == 2) llm__outbuf_trimmed(o, c);
+                else llm__outbuf_str(o, c);
+                llm__outbuf_str(o, " [/INST]");
+                in_turn = false;
+            } else {
+                if (t == 2) { llm__outbuf_str(o, " "); llm__outbuf_trimmed(o, c); llm__outbuf_str(o, " </s>"); }
+                else { llm__outbuf_str(o, c); llm__outbuf_str(o, "</s>"); }
+            }
+            break;
+        default:
+            llm__outbuf_str(o, "<|");
+            llm__outbuf_str(o, role);
+            llm__outbuf_str(o, "|>\n");
+            llm__outbuf_str(o, c);
+            llm__outbuf_str(o, "</s>\n");
+            break;
+        }
+    }
+    if (add_assistant) {
+        if (t == 0) llm__outbuf_str(o, "<|im_start|>assistant\n");
+        else if (t == 1) llm__outbuf_str(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        else if (t == 4) llm__outbuf_str(o, "<|assistant|>\n");
+    }
+    return o->fail ? -2 : 0;
 }
 
 // === public API ===
@@ -5244,6 +6166,11 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
         goto fail;
     }
     if ((st = llm__gguf_open(&E->model.gguf, p.model_path, &e))) goto fail;
+    if (p.vocab_only) {
+        if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, 0, &e))) goto fail;
+        E->model.n_vocab = E->vocab.n;
+        return E;
+    }
     if ((st = llm__model_hparams(&E->model, &e))) goto fail;
     if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, E->model.n_vocab, &e))) goto fail;
     if ((st = llm__cpu_backend_new(&E->be, p.n_threads, -1, &e))) goto fail;
@@ -5320,25 +6247,72 @@ void llm_model_info(const llm_engine *E, struct llm_model_info *info) {
     info->add_bos = E->vocab.add_bos;
 }
 
-int llm_tokenize(llm_engine *E, const char *text, size_t len, int add_bos, int32_t *tokens, int max_tokens) {
+int llm_tokenize(llm_engine *E, const char *text, size_t len, int flags, int32_t *tokens, int max_tokens) {
     if (!text && len) { llm__fail(&E->err, LLM_ERR_INVALID_ARG, "tokenize: NULL text"); return -1; }
     if (max_tokens < 0 || (!tokens && max_tokens > 0)) {
         llm__fail(&E->err, LLM_ERR_INVALID_ARG, "tokenize: bad output buffer");
         return -1;
     }
-    return llm__tokenize(&E->vocab, text, len, add_bos != 0, tokens, max_tokens, &E->err);
+    return llm__tokenize(&E->vocab, text, len, flags, tokens, max_tokens, &E->err);
 }
 
 int llm_token_to_piece(const llm_engine *E, int32_t token, char *buf, size_t size) {
-    return llm__token_piece(&E->vocab, token, buf, size);
+    return llm__token_piece(&E->vocab, token, false, buf, size);
 }
 
 int llm_token_is_eog(const llm_engine *E, int32_t token) {
     return token >= 0 && token < E->vocab.n && E->vocab.eog[token];
 }
 
+int llm_token_is_control(const llm_engine *E, int32_t token) {
+    return token >= 0 && token < E->vocab.n && E->vocab.attr[token] == LLM__TOK_CONTROL;
+}
+
+int llm_detokenize(const llm_engine *E, const int32_t *tokens, int n, int flags, char *buf, size_t size) {
+    if (n < 0 || (n > 0 && !tokens)) return -1;
+    return llm__detokenize(&E->vocab, tokens, n, flags, buf, size);
+}
+
+void llm_text_stream_reset(struct llm_text_stream *stream) {
+    memset(stream, 0, sizeof(*stream));
+}
+
+int llm_text_stream_push(const llm_engine *E, struct llm_text_stream *stream, int32_t token, int flags, char *out,
+                         size_t size) {
+    int r = llm__stream_push(&E->vocab, stream, token, flags, out, size);
+    return r == INT_MIN ? -1 : r;
+}
+
+int llm_text_stream_flush(struct llm_text_stream *stream, char *out, size_t size) {
+    struct llm_text_stream u = *stream;
+    struct llm__outbuf o = {0};
+    llm__stream_feed(&u, "", 0, &o, true);
+    int r = llm__stream_out(&o, out, size);
+    if (r >= 0) llm_text_stream_reset(stream);
+    return r == INT_MIN ? -1 : r;
+}
+
+const char *llm_chat_template_detect(const llm_engine *E) {
+    return E->vocab.chat_template[0] ? E->vocab.chat_template : NULL;
+}
+
+int llm_chat_apply(const char *template_name, const struct llm_chat_message *messages, int n, int add_assistant,
+                   char *buf, size_t size) {
+    struct llm__outbuf o = {0};
+    if (n < 0 || (n > 0 && !messages)) return -1;
+    int r = llm__chat_apply(template_name, messages, n, add_assistant != 0, &o);
+    if (r < 0 || o.n > INT_MAX - 1) { free(o.p); return -1; }
+    if (buf && size) {
+        if (o.n) memcpy(buf, o.p, LLM__MIN(o.n, size));
+        buf[LLM__MIN(o.n, size - 1)] = 0;
+    }
+    free(o.p);
+    return (int)o.n;
+}
+
 int llm_seq_new(llm_engine *E) {
     int i = 0;
+    if (E->params.vocab_only) { llm__fail(&E->err, LLM_ERR_INVALID_ARG, "the engine has only a vocabulary (vocab_only)"); return -1; }
     while (i < E->n_seqs && E->seqs[i].used) i++;
     if (i == E->n_seqs) {
         struct llm__seq *s = realloc(E->seqs, (size_t)(E->n_seqs + 1) * sizeof(*s));
@@ -5407,40 +6381,13 @@ enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int 
 
 // === command-line program ===
 #ifdef LLM_MAIN
+#include <signal.h>
+#ifdef LLM_HAVE_EDITLINE
+#include <editline/readline.h>
+#endif
 
-// --- UTF-8 for terminals and JSON: complete characters only, U+FFFD for invalid bytes ---
+// --- growing strings and JSON ---
 
-// Length of the valid UTF-8 character at s (n bytes available): >0 valid, 0 incomplete but
-// possibly valid if more bytes come, -1 invalid (one byte to replace).
-static int llm__utf8_char(const uint8_t *s, size_t n) {
-    uint8_t c = s[0];
-    int len;
-    uint32_t min;
-    if (c < 0x80) return 1;
-    else if (c >= 0xC2 && c <= 0xDF) { len = 2; min = 0x80; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; min = 0x800; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; min = 0x10000; }
-    else return -1;
-    uint32_t cp = c & (0x7F >> len);
-    for (int i = 1; i < len; i++) {
-        if ((size_t)i >= n) return 0;
-        if ((s[i] & 0xC0) != 0x80) return -1;
-        cp = (cp << 6) | (s[i] & 0x3F);
-        // reject overlong, surrogate and too-large forms as soon as the second byte tells
-        if (i == 1) {
-            if (len == 3 && c == 0xE0 && s[1] < 0xA0) return -1;
-            if (len == 3 && c == 0xED && s[1] >= 0xA0) return -1;
-            if (len == 4 && c == 0xF0 && s[1] < 0x90) return -1;
-            if (len == 4 && c == 0xF4 && s[1] >= 0x90) return -1;
-        }
-    }
-    (void)min;
-    return len;
-}
-
-struct llm__utf8_stream { uint8_t pend[4]; int n; };
-
-// Appends the valid characters of pend + s to out (a growing buffer); keeps an incomplete tail.
 struct llm__strbuf { char *p; size_t n, cap; };
 static void llm__sb_put(struct llm__strbuf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
@@ -5450,22 +6397,9 @@ static void llm__sb_put(struct llm__strbuf *b, const char *s, size_t n) {
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->n, s, n);
+    if (n) memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
-}
-
-static void llm__utf8_feed(struct llm__utf8_stream *u, const char *s, size_t n, struct llm__strbuf *out, bool flush) {
-    for (size_t i = 0; i < n || u->n > 0;) {
-        while (u->n < 4 && i < n) u->pend[u->n++] = (uint8_t)s[i++];
-        if (u->n == 0) break;
-        int l = llm__utf8_char(u->pend, (size_t)u->n);
-        if (l == 0 && i == n && !flush) break;   // wait for the rest of the character
-        if (l <= 0) { llm__sb_put(out, "\xEF\xBF\xBD", 3); l = 1; }
-        else llm__sb_put(out, (const char *)u->pend, (size_t)l);
-        memmove(u->pend, u->pend + l, (size_t)(u->n - l));
-        u->n -= l;
-    }
 }
 
 static void llm__json_str(FILE *f, const char *s, size_t n) {
@@ -5533,19 +6467,25 @@ static char *llm__read_file(const char *path, size_t *len) {
 struct llm__cli {
     struct llm_engine_params ep;
     struct llm_sampling_params sp;
-    const char *prompt, *prompt_file, *tokens;
+    const char *prompt, *prompt_file, *tokens, *chat_template, *system;
+    const char *stops[16];
+    int n_stops;
+    int32_t stop_ids[16];
+    int n_stop_ids;
     int n_predict, logprobs, reps;
-    bool json, ignore_eos, no_bos, n_predict_set;
+    bool json, ignore_eos, no_bos, n_predict_set, special, raw;
 };
 
 static const char *llm__usage =
     "usage: llm COMMAND [options]\n"
     "\n"
     "commands:\n"
-    "  run     generate text from a prompt\n"
-    "  info    print a model's metadata and tensors\n"
-    "  bench   prefill and decode speed (as llama-bench: -p N prompt tokens, -n N generated,\n"
-    "          -r N repetitions; defaults 512, 128, 5)\n"
+    "  run       generate text from a prompt\n"
+    "  chat      talk with a model (a REPL; reads a conversation from a pipe too)\n"
+    "  tokenize  print the token ids of a text (works on vocabulary-only GGUF files)\n"
+    "  info      print a model's metadata and tensors\n"
+    "  bench     prefill and decode speed (as llama-bench: -p N prompt tokens, -n N generated,\n"
+    "            -r N repetitions; defaults 512, 128, 5)\n"
     "\n"
     "model and engine options:\n"
     "  -m, --model FILE          GGUF model file (required)\n"
@@ -5555,22 +6495,65 @@ static const char *llm__usage =
     "      --kv-cache-memory B   KV cache bytes (default: enough for the context)\n"
     "      --kv-cache-dtype T    KV cache precision: f16 or f32 (default f16)\n"
     "\n"
-    "run options:\n"
+    "prompt options (run, tokenize):\n"
     "  -p, --prompt TEXT         prompt text\n"
-    "  -f, --file FILE           read the prompt from a file\n"
-    "      --tokens IDS          prompt as token ids, comma-separated (e.g. 1,15043)\n"
-    "      --no-bos              do not add the BOS token to a text prompt\n"
-    "  -n, --n-predict N         tokens to generate (default 64)\n"
-    "      --ignore-eos          keep generating after an end-of-generation token\n"
+    "  -f, --file FILE           read the prompt from a file (its bytes exactly)\n"
+    "      --tokens IDS          run: the prompt as token ids, comma-separated (e.g. 1,15043)\n"
+    "      --no-bos              do not add the BOS token the vocabulary asks for\n"
+    "      --special             text of special tokens (e.g. <|im_start|>) becomes those tokens\n"
+    "                            (default off: such text is tokenized as plain text)\n"
+    "\n"
+    "generation options (run, chat):\n"
+    "  -n, --n-predict N         tokens to generate; chat: per answer (default run 64, chat\n"
+    "                            unlimited: until the end of the turn or the context)\n"
     "      --temp T              temperature, 0 = greedy (default 0.8)\n"
     "      --top-k K             keep the K most likely tokens, 0 = off (default 40)\n"
-    "      --top-p P             nucleus sampling, 1 = off (default 0.95)\n"
+    "      --top-p P             keep the most likely tokens up to mass P, 1 = off (default 0.95)\n"
+    "      --min-p P             drop tokens below P x the best one's probability, 0 = off\n"
+    "                            (default 0.05)\n"
+    "      --repeat-penalty X    penalise recent tokens' logits (/X if positive, xX if negative),\n"
+    "                            1 = off (default 1)\n"
+    "      --frequency-penalty X minus X per recent occurrence of a token (default 0)\n"
+    "      --presence-penalty X  minus X for a token that occurred recently (default 0)\n"
+    "      --repeat-last-n N     how many recent tokens the penalties look at (default 64)\n"
     "      --seed S              random seed (default 0)\n"
+    "      --stop TEXT           stop when TEXT is generated (not printed); repeatable, up to 16\n"
+    "      --stop-token-ids IDS  stop at these token ids, comma-separated (besides end-of-\n"
+    "                            generation tokens)\n"
+    "      --ignore-eos          keep generating after an end-of-generation token\n"
+    "\n"
+    "run output:\n"
     "      --json                print one JSON object instead of the text stream\n"
     "      --logprobs K          with --json: top-K log-probabilities of every generated position\n"
     "\n"
+    "chat options:\n"
+    "      --chat-template NAME  chatml, llama3, llama2, mistral or zephyr (default: recognised\n"
+    "                            from the model file, else chatml)\n"
+    "  -sys, --system TEXT       system prompt\n"
+    "  in the chat: /reset forgets the conversation, /system TEXT sets the system prompt and\n"
+    "  resets, /stats shows speed and context use, /quit (or Ctrl-D) leaves; Ctrl-C stops an\n"
+    "  answer (at the prompt it quits)\n"
+    "\n"
+    "tokenize output:\n"
+    "      --json                a JSON array instead of ids separated by spaces\n"
+    "\n"
     "  -h, --help                this help\n"
     "      --version             print the version\n";
+
+static int llm__parse_id_list(const char *flag, const char *s, int32_t *ids, int cap) {
+    int n = 0;
+    for (const char *p = s;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX || n == cap) llm__die("%s: bad token id list '%s'", flag, s);
+        ids[n++] = (int32_t)v;
+        if (*end == 0) break;
+        if (*end != ',') llm__die("%s: bad token id list '%s'", flag, s);
+        p = end + 1;
+    }
+    return n;
+}
 
 static void llm__parse_args(int argc, char **argv, struct llm__cli *c) {
     c->ep = llm_engine_params_default();
@@ -5590,8 +6573,9 @@ static void llm__parse_args(int argc, char **argv, struct llm__cli *c) {
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) c->prompt_file = LLM__ARG();
         else if (!strcmp(a, "--tokens")) c->tokens = LLM__ARG();
         else if (!strcmp(a, "--no-bos")) c->no_bos = true;
+        else if (!strcmp(a, "--special")) c->special = true;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict") || !strcmp(a, "--n-gen")) {
-            c->n_predict = (int)llm__parse_int(a, LLM__ARG(), 0, 1 << 24);
+            c->n_predict = (int)llm__parse_int(a, LLM__ARG(), -1, 1 << 24);
             c->n_predict_set = true;
         }
         else if (!strcmp(a, "--n-prompt")) c->prompt = LLM__ARG();
@@ -5600,7 +6584,22 @@ static void llm__parse_args(int argc, char **argv, struct llm__cli *c) {
         else if (!strcmp(a, "--temp")) c->sp.temperature = (float)llm__parse_float(a, LLM__ARG(), 0.0, 100.0);
         else if (!strcmp(a, "--top-k")) c->sp.top_k = (int)llm__parse_int(a, LLM__ARG(), 0, INT_MAX);
         else if (!strcmp(a, "--top-p")) c->sp.top_p = (float)llm__parse_float(a, LLM__ARG(), 0.0, 1.0);
+        else if (!strcmp(a, "--min-p")) c->sp.min_p = (float)llm__parse_float(a, LLM__ARG(), 0.0, 1.0);
+        else if (!strcmp(a, "--repeat-penalty")) c->sp.repeat_penalty = (float)llm__parse_float(a, LLM__ARG(), 1e-3, 100.0);
+        else if (!strcmp(a, "--frequency-penalty")) c->sp.frequency_penalty = (float)llm__parse_float(a, LLM__ARG(), -100.0, 100.0);
+        else if (!strcmp(a, "--presence-penalty")) c->sp.presence_penalty = (float)llm__parse_float(a, LLM__ARG(), -100.0, 100.0);
+        else if (!strcmp(a, "--repeat-last-n")) c->sp.penalty_last_n = (int)llm__parse_int(a, LLM__ARG(), 0, 1 << 20);
         else if (!strcmp(a, "--seed")) c->sp.seed = (uint64_t)llm__parse_int(a, LLM__ARG(), 0, LLONG_MAX);
+        else if (!strcmp(a, "--stop")) {
+            const char *s = LLM__ARG();
+            if (!*s) llm__die("--stop: empty text");
+            if (c->n_stops == (int)LLM__ARRAY_LEN(c->stops)) llm__die("--stop: at most %d", (int)LLM__ARRAY_LEN(c->stops));
+            c->stops[c->n_stops++] = s;
+        }
+        else if (!strcmp(a, "--stop-token-ids"))
+            c->n_stop_ids = llm__parse_id_list(a, LLM__ARG(), c->stop_ids, (int)LLM__ARRAY_LEN(c->stop_ids));
+        else if (!strcmp(a, "--chat-template")) c->chat_template = LLM__ARG();
+        else if (!strcmp(a, "-sys") || !strcmp(a, "--system") || !strcmp(a, "--system-prompt")) c->system = LLM__ARG();
         else if (!strcmp(a, "--json")) c->json = true;
         else if (!strcmp(a, "--logprobs")) c->logprobs = (int)llm__parse_int(a, LLM__ARG(), 0, 100);
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(llm__usage, stdout); exit(0); }
@@ -5608,6 +6607,11 @@ static void llm__parse_args(int argc, char **argv, struct llm__cli *c) {
 #undef LLM__ARG
     }
     if (!c->ep.model_path) llm__die("no model given: use -m FILE (see llm --help)");
+    if (c->chat_template) {
+        struct llm_chat_message m = {"user", "x"};
+        if (llm_chat_apply(c->chat_template, &m, 1, 1, NULL, 0) < 0)
+            llm__die("--chat-template: unknown template '%s' (chatml, llama3, llama2, mistral, zephyr)", c->chat_template);
+    }
 }
 
 static llm_engine *llm__cli_engine(struct llm__cli *c) {
@@ -5661,106 +6665,182 @@ static int llm__cmd_info(struct llm__cli *c) {
     return 0;
 }
 
-static int32_t *llm__parse_tokens(const char *s, int *n) {
-    int cap = 16;
-    int32_t *ids = malloc((size_t)cap * sizeof(int32_t));
-    *n = 0;
-    for (const char *p = s; ids;) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > INT32_MAX) llm__die("--tokens: bad token id list '%s'", s);
-        if (*n == cap) ids = realloc(ids, (size_t)(cap *= 2) * sizeof(int32_t));
-        if (ids) ids[(*n)++] = (int32_t)v;
-        if (*end == 0) break;
-        if (*end != ',') llm__die("--tokens: bad token id list '%s'", s);
-        p = end + 1;
+// --- generation: sample, stream the text, stop ---
+
+// A SIGINT that arrived while it was blocked (chat blocks it during answers; nothing else
+// needs a handler or a global flag): consumes it and says so.
+static bool llm__sigint_taken(void) {
+    sigset_t pending, one;
+    if (sigpending(&pending) != 0 || !sigismember(&pending, SIGINT)) return false;
+    sigemptyset(&one);
+    sigaddset(&one, SIGINT);
+    int sig;
+    sigwait(&one, &sig);
+    return true;
+}
+
+struct llm__gen {
+    int32_t *toks;
+    int n, cap;
+    struct llm__strbuf text;       // what was generated, a stop string cut off
+    const char *finish;            // "stop", "length", "context", "interrupted"
+    int n_decode;
+    double t_decode;
+    struct llm_logprob *lp;        // [cap x k] when k > 0
+    int k;
+};
+
+static void llm__gen_free(struct llm__gen *g) {
+    free(g->toks);
+    free(g->text.p);
+    free(g->lp);
+    memset(g, 0, sizeof(*g));
+}
+
+// The earliest stop string in text[from..) (returns its offset, or -1); *hold: the length of
+// the longest end of text that could still become a stop string (not to be shown yet).
+static long llm__find_stop(const struct llm__cli *c, const char *text, size_t n, size_t from, size_t *hold) {
+    long best = -1;
+    *hold = 0;
+    for (int i = 0; i < c->n_stops; i++) {
+        size_t m = strlen(c->stops[i]), start = from > m ? from - m : 0;
+        const char *hit = n >= start + m ? memmem(text + start, n - start, c->stops[i], m) : NULL;
+        if (hit && (best < 0 || hit - text < best)) best = hit - text;
+        for (size_t k = LLM__MIN(m - 1, n); k > *hold; k--)
+            if (memcmp(text + n - k, c->stops[i], k) == 0) { *hold = k; break; }
     }
-    if (!ids) llm__die("out of memory");
+    return best;
+}
+
+// Generates from logits (those of the sequence's last token) until an end-of-generation token
+// (when stop_eog), a stop token or string, n_max tokens (-1: no limit), a full context or
+// Ctrl-C (when interruptible). Streams the text to out unless NULL. With eval_last, a token
+// that ends the generation by length is evaluated too, so the sequence holds the whole answer.
+static void llm__generate(llm_engine *E, int seq, llm_sampler *smp, float *logits, const struct llm__cli *c, int n_max,
+                          bool stop_eog, bool interruptible, bool eval_last, FILE *out, struct llm__gen *g) {
+    struct llm_model_info mi;
+    llm_model_info(E, &mi);
+    struct llm_text_stream ts;
+    llm_text_stream_reset(&ts);
+    size_t shown = 0, cap_piece = 256;
+    char *piece = malloc(cap_piece);
+    if (!piece) llm__die("out of memory");
+    g->finish = "length";
+    bool done = false;
+    for (int i = 0; !done && (n_max < 0 || i < n_max); i++) {
+        if (interruptible && llm__sigint_taken()) { g->finish = "interrupted"; break; }
+        if (g->n == g->cap) {
+            g->cap = g->cap ? 2 * g->cap : 64;
+            g->toks = realloc(g->toks, (size_t)g->cap * sizeof(int32_t));
+            if (g->k) g->lp = realloc(g->lp, (size_t)g->cap * (size_t)g->k * sizeof(*g->lp));
+            if (!g->toks || (g->k && !g->lp)) llm__die("out of memory");
+        }
+        if (g->k) llm_top_logprobs(logits, mi.n_vocab, g->k, g->lp + (size_t)g->n * (size_t)g->k);
+        int32_t tok = llm_sampler_sample(smp, logits);
+        g->toks[g->n++] = tok;
+        bool stop_tok = stop_eog && llm_token_is_eog(E, tok);
+        for (int j = 0; j < c->n_stop_ids; j++) stop_tok |= tok == c->stop_ids[j];
+        if (stop_tok) { g->finish = "stop"; break; }
+        int r;
+        while ((r = llm_text_stream_push(E, &ts, tok, 0, piece, cap_piece)) < -1) {
+            cap_piece = (size_t)-r;
+            if (!(piece = realloc(piece, cap_piece))) llm__die("out of memory");
+        }
+        size_t before = g->text.n, hold = 0;
+        if (r > 0) llm__sb_put(&g->text, piece, (size_t)r);
+        long at = llm__find_stop(c, g->text.p ? g->text.p : "", g->text.n, before, &hold);
+        if (at >= 0) { g->text.n = (size_t)at; g->text.p[at] = 0; hold = 0; g->finish = "stop"; done = true; }
+        if (out && g->text.n - hold > shown) {
+            fwrite(g->text.p + shown, 1, g->text.n - hold - shown, out);
+            fflush(out);
+            shown = g->text.n - hold;
+        }
+        if (done || (n_max >= 0 && i + 1 == n_max && !eval_last)) break;
+        double t1 = llm__now();
+        enum llm_status st = llm_seq_eval(E, seq, &tok, 1, logits, 0);
+        g->t_decode += llm__now() - t1;
+        if (st) {
+            if (out) fflush(out);
+            fprintf(stderr, "\nllm: generation stopped: %s\n", llm_last_error(E));
+            g->finish = "context";
+            break;
+        }
+        g->n_decode++;
+    }
+    if (strcmp(g->finish, "stop") != 0 || g->text.n == shown) {   // the end of the stream
+        int r = llm_text_stream_flush(&ts, piece, cap_piece);
+        if (r > 0) llm__sb_put(&g->text, piece, (size_t)r);
+    }
+    if (out && g->text.n > shown) fwrite(g->text.p + shown, 1, g->text.n - shown, out);
+    if (out) fflush(out);
+    free(piece);
+}
+
+// The prompt of llm run / llm tokenize: text (-p, -f) or ids (--tokens).
+static int32_t *llm__cli_prompt(llm_engine *E, const struct llm__cli *c, int *n_prompt) {
+    int32_t *ids;
+    if (c->tokens) {
+        int cap = 1;
+        for (const char *p = c->tokens; *p; p++) cap += *p == ',';
+        if (!(ids = malloc((size_t)cap * sizeof(int32_t)))) llm__die("out of memory");
+        *n_prompt = llm__parse_id_list("--tokens", c->tokens, ids, cap);
+        return ids;
+    }
+    size_t len;
+    char *text = c->prompt_file ? llm__read_file(c->prompt_file, &len) : NULL;
+    if (!text) { text = strdup(c->prompt); len = strlen(c->prompt); }
+    if (!text) llm__die("out of memory");
+    int flags = (c->no_bos ? 0 : LLM_TOKENIZE_ADD_SPECIAL) | (c->special ? LLM_TOKENIZE_PARSE_SPECIAL : 0);
+    int n = llm_tokenize(E, text, len, flags, NULL, 0);
+    if (n < 0) llm__die("%s", llm_last_error(E));
+    if (!(ids = malloc((size_t)LLM__MAX(n, 1) * sizeof(int32_t)))) llm__die("out of memory");
+    if (llm_tokenize(E, text, len, flags, ids, n) != n) llm__die("tokenize failed: %s", llm_last_error(E));
+    free(text);
+    *n_prompt = n;
     return ids;
 }
 
 static int llm__cmd_run(struct llm__cli *c) {
     int n_prompt = 0;
-    int32_t *prompt = NULL;
     if (!!c->prompt + !!c->prompt_file + !!c->tokens != 1) llm__die("run: give exactly one of -p, -f or --tokens");
     if (c->logprobs && !c->json) llm__die("--logprobs needs --json");
+    if (c->n_predict < 0) c->n_predict = 1 << 24;
     llm_engine *E = llm__cli_engine(c);
     struct llm_model_info mi;
     llm_model_info(E, &mi);
-    if (c->tokens) {
-        prompt = llm__parse_tokens(c->tokens, &n_prompt);
-    } else {
-        size_t len;
-        char *text = c->prompt_file ? llm__read_file(c->prompt_file, &len) : NULL;
-        if (!text) { text = strdup(c->prompt); len = strlen(c->prompt); }
-        n_prompt = llm_tokenize(E, text, len, !c->no_bos, NULL, 0);
-        if (n_prompt < 0) llm__die("%s", llm_last_error(E));
-        prompt = malloc((size_t)LLM__MAX(n_prompt, 1) * sizeof(int32_t));
-        if (!prompt || llm_tokenize(E, text, len, !c->no_bos, prompt, n_prompt) != n_prompt) llm__die("tokenize failed");
-        free(text);
-    }
+    int32_t *prompt = llm__cli_prompt(E, c, &n_prompt);
     if (n_prompt == 0) llm__die("run: the prompt is empty (no tokens)");
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] >= mi.n_vocab) llm__die("--tokens: id %d is out of range (vocabulary of %d)", prompt[i], mi.n_vocab);
     float *logits = malloc((size_t)mi.n_vocab * sizeof(float));
     llm_sampler *smp = llm_sampler_create(&c->sp, mi.n_vocab);
-    int32_t *out = malloc((size_t)LLM__MAX(c->n_predict, 1) * sizeof(int32_t));
-    struct llm_logprob *lp = c->logprobs ? malloc((size_t)c->logprobs * (size_t)LLM__MAX(c->n_predict, 1) * sizeof(*lp)) : NULL;
-    if (!logits || !smp || !out || (c->logprobs && !lp)) llm__die("out of memory");
+    if (!logits || !smp) llm__die("out of memory");
+    for (int i = 0; i < n_prompt; i++) llm_sampler_accept(smp, prompt[i]);
     int seq = llm_seq_new(E);
     double t0 = llm__now();
-    enum llm_status st = llm_seq_eval(E, seq, prompt, n_prompt, logits, 0);
-    if (st) llm__die("%s", llm_last_error(E));
-    double t_prompt = llm__now() - t0, t_decode = 0.0;
-    int n_out = 0, n_decode = 0;
-    struct llm__utf8_stream u = {{0}, 0};
-    struct llm__strbuf text = {0}, chunk = {0};
-    const char *finish = "length";
-    while (n_out < c->n_predict) {
-        if (lp) llm_top_logprobs(logits, mi.n_vocab, c->logprobs, lp + (size_t)n_out * (size_t)c->logprobs);
-        int32_t tok = llm_sampler_sample(smp, logits);
-        out[n_out++] = tok;
-        if (llm_token_is_eog(E, tok) && !c->ignore_eos) { finish = "stop"; break; }
-        char piece[256];
-        int pn = llm_token_to_piece(E, tok, piece, sizeof(piece));
-        chunk.n = 0;
-        llm__utf8_feed(&u, piece, (size_t)LLM__MIN(LLM__MAX(pn, 0), (int)sizeof(piece)), &chunk, false);
-        if (chunk.n) {
-            llm__sb_put(&text, chunk.p, chunk.n);
-            if (!c->json) { fwrite(chunk.p, 1, chunk.n, stdout); fflush(stdout); }
-        }
-        if (n_out == c->n_predict) break;
-        double t1 = llm__now();
-        st = llm_seq_eval(E, seq, &tok, 1, logits, 0);
-        t_decode += llm__now() - t1;
-        if (st) {
-            fprintf(stderr, "\nllm: generation stopped: %s\n", llm_last_error(E));
-            finish = "context";
-            break;
-        }
-        n_decode++;
-    }
-    chunk.n = 0;
-    llm__utf8_feed(&u, "", 0, &chunk, true);
-    if (chunk.n) {
-        llm__sb_put(&text, chunk.p, chunk.n);
-        if (!c->json) fwrite(chunk.p, 1, chunk.n, stdout);
-    }
+    if (llm_seq_eval(E, seq, prompt, n_prompt, logits, 0)) llm__die("%s", llm_last_error(E));
+    double t_prompt = llm__now() - t0;
+    struct llm__gen g = {0};
+    g.k = c->logprobs;
+    if (c->n_predict > 0)
+        llm__generate(E, seq, smp, logits, c, c->n_predict, !c->ignore_eos, false, false, c->json ? NULL : stdout, &g);
     double prompt_tps = n_prompt / (t_prompt > 0 ? t_prompt : 1e-9);
-    double decode_tps = n_decode ? n_decode / (t_decode > 0 ? t_decode : 1e-9) : 0.0;
+    double decode_tps = g.n_decode ? g.n_decode / (g.t_decode > 0 ? g.t_decode : 1e-9) : 0.0;
     if (c->json) {
         printf("{\"prompt_tokens\":[");
         for (int i = 0; i < n_prompt; i++) printf("%s%d", i ? "," : "", prompt[i]);
         printf("],\"tokens\":[");
-        for (int i = 0; i < n_out; i++) printf("%s%d", i ? "," : "", out[i]);
+        for (int i = 0; i < g.n; i++) printf("%s%d", i ? "," : "", g.toks[i]);
         printf("],\"text\":");
-        llm__json_str(stdout, text.p ? text.p : "", text.n);
-        printf(",\"finish_reason\":\"%s\",\"prompt_tps\":%.3f,\"decode_tps\":%.3f", finish, prompt_tps, decode_tps);
-        if (lp) {
+        llm__json_str(stdout, g.text.p ? g.text.p : "", g.text.n);
+        printf(",\"finish_reason\":\"%s\",\"prompt_tps\":%.3f,\"decode_tps\":%.3f", g.finish ? g.finish : "length",
+               prompt_tps, decode_tps);
+        if (g.k) {
             printf(",\"logprobs\":[");
-            for (int i = 0; i < n_out; i++) {
+            for (int i = 0; i < g.n; i++) {
                 printf("%s[", i ? "," : "");
-                for (int k = 0; k < c->logprobs; k++) {
-                    const struct llm_logprob *x = &lp[(size_t)i * (size_t)c->logprobs + (size_t)k];
+                for (int k = 0; k < g.k; k++) {
+                    const struct llm_logprob *x = &g.lp[(size_t)i * (size_t)g.k + (size_t)k];
                     printf("%s{\"id\":%d,\"logprob\":%.6f}", k ? "," : "", x->id, (double)x->logprob);
                 }
                 printf("]");
@@ -5772,15 +6852,206 @@ static int llm__cmd_run(struct llm__cli *c) {
         printf("\n");
     }
     fprintf(stderr, "prompt: %d tokens, %.2f tokens/s | decode: %d tokens, %.2f tokens/s\n", n_prompt, prompt_tps,
-            n_decode, decode_tps);
-    free(text.p);
-    free(chunk.p);
-    free(lp);
-    free(out);
+            g.n_decode, decode_tps);
+    llm__gen_free(&g);
     free(logits);
     free(prompt);
     llm_sampler_free(smp);
     llm_engine_free(E);
+    return 0;
+}
+
+static int llm__cmd_tokenize(struct llm__cli *c) {
+    if (!!c->prompt + !!c->prompt_file != 1) llm__die("tokenize: give exactly one of -p or -f");
+    c->ep.vocab_only = 1;
+    llm_engine *E = llm__cli_engine(c);
+    int n = 0;
+    int32_t *ids = llm__cli_prompt(E, c, &n);
+    fputs(c->json ? "[" : "", stdout);
+    for (int i = 0; i < n; i++) printf("%s%d", i ? (c->json ? "," : " ") : "", ids[i]);
+    fputs(c->json ? "]\n" : "\n", stdout);
+    free(ids);
+    llm_engine_free(E);
+    return 0;
+}
+
+// --- llm chat ---
+
+struct llm__chat {
+    llm_engine *E;
+    const char *tmpl;
+    struct llm_chat_message *msg;   // the conversation (strings owned)
+    int n_msg, cap_msg;
+    char *system;
+    int seq;
+    int n_prompt_last, n_gen_last;
+    double prompt_tps_last, decode_tps_last;
+};
+
+static void llm__chat_add(struct llm__chat *ch, const char *role, const char *content) {
+    if (ch->n_msg == ch->cap_msg) {
+        ch->cap_msg = ch->cap_msg ? 2 * ch->cap_msg : 16;
+        if (!(ch->msg = realloc(ch->msg, (size_t)ch->cap_msg * sizeof(*ch->msg)))) llm__die("out of memory");
+    }
+    ch->msg[ch->n_msg].role = role;
+    if (!(ch->msg[ch->n_msg].content = strdup(content))) llm__die("out of memory");
+    ch->n_msg++;
+}
+
+static void llm__chat_reset(struct llm__chat *ch) {
+    for (int i = 0; i < ch->n_msg; i++) free((char *)ch->msg[i].content);
+    ch->n_msg = 0;
+    if (ch->seq >= 0) llm_seq_free(ch->E, ch->seq);
+    ch->seq = llm_seq_new(ch->E);
+    if (ch->seq < 0) llm__die("%s", llm_last_error(ch->E));
+    if (ch->system && *ch->system) llm__chat_add(ch, "system", ch->system);
+}
+
+static char *llm__chat_render(const struct llm__chat *ch, int add_assistant) {
+    int n = llm_chat_apply(ch->tmpl, ch->msg, ch->n_msg, add_assistant, NULL, 0);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!s || llm_chat_apply(ch->tmpl, ch->msg, ch->n_msg, add_assistant, s, (size_t)n + 1) != n) llm__die("chat template failed");
+    return s;
+}
+
+// The text that goes into the sequence for a new user message: the whole conversation the first
+// time; later only what follows the last answer (which the sequence already holds). That is
+// found by rendering the conversation with a marker in place of the last answer.
+static char *llm__chat_delta(struct llm__chat *ch, bool *first) {
+    static const char marker[] = "\x01\x02llm-answer\x02\x01";
+    int last = ch->n_msg - 2;   // the answer before the new user message
+    *first = llm_seq_len(ch->E, ch->seq) == 0 || last < 0 || strcmp(ch->msg[last].role, "assistant") != 0;
+    if (*first) return llm__chat_render(ch, 1);
+    const char *answer = ch->msg[last].content;
+    ch->msg[last].content = marker;
+    char *full = llm__chat_render(ch, 1);
+    ch->msg[last].content = answer;
+    char *at = strstr(full, marker);
+    if (!at) llm__die("chat template lost the answer");
+    char *delta = strdup(at + strlen(marker));
+    free(full);
+    if (!delta) llm__die("out of memory");
+    return delta;
+}
+
+// A line of input without its end; NULL at the end of input. SIGINT is let through while
+// waiting, so Ctrl-C there quits.
+static char *llm__read_line(bool tty, const char *prompt) {
+    sigset_t ss;
+    sigemptyset(&ss);
+    sigaddset(&ss, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &ss, NULL);
+    char *line = NULL;
+#ifdef LLM_HAVE_EDITLINE
+    if (tty) {
+        line = readline(prompt);
+        if (line && *line) add_history(line);
+    } else
+#endif
+    {
+        if (tty) { fputs(prompt, stdout); fflush(stdout); }
+        size_t cap = 0;
+        ssize_t n = getline(&line, &cap, stdin);
+        if (n < 0) { free(line); line = NULL; }
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+    }
+    pthread_sigmask(SIG_BLOCK, &ss, NULL);
+    return line;
+}
+
+static int llm__cmd_chat(struct llm__cli *c) {
+    if (c->prompt || c->prompt_file || c->tokens) llm__die("chat: the conversation comes from the terminal or stdin, not -p/-f/--tokens");
+    sigset_t ss;   // SIGINT stays blocked in every thread; answers poll for it
+    sigemptyset(&ss);
+    sigaddset(&ss, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &ss, NULL);
+    bool tty = isatty(0) && isatty(1);
+    struct llm__chat ch = {0};
+    ch.E = llm__cli_engine(c);
+    ch.seq = -1;
+    ch.tmpl = c->chat_template ? c->chat_template : llm_chat_template_detect(ch.E);
+    if (!ch.tmpl) {
+        ch.tmpl = "chatml";
+        fprintf(stderr, "llm: the model file has no chat template this program knows; using chatml "
+                        "(choose with --chat-template)\n");
+    }
+    if (c->system && !(ch.system = strdup(c->system))) llm__die("out of memory");
+    struct llm_model_info mi;
+    llm_model_info(ch.E, &mi);
+    float *logits = malloc((size_t)mi.n_vocab * sizeof(float));
+    llm_sampler *smp = llm_sampler_create(&c->sp, mi.n_vocab);
+    if (!logits || !smp) llm__die("out of memory");
+    llm__chat_reset(&ch);
+    if (tty)
+        fprintf(stderr, "chat with %s (%s format, context %d tokens). /help for commands, /quit or Ctrl-D to leave, "
+                        "Ctrl-C stops an answer.\n", mi.name[0] ? mi.name : c->ep.model_path, ch.tmpl, ch.E->max_model_len);
+    char *line;
+    while ((line = llm__read_line(tty, "> ")) != NULL) {
+        char *cmd = line;
+        if (!strcmp(cmd, "/quit") || !strcmp(cmd, "/exit")) { free(line); break; }
+        if (!*cmd) { free(line); continue; }
+        if (!strcmp(cmd, "/help")) {
+            printf("/reset         forget the conversation\n/system TEXT   set the system prompt (and reset)\n"
+                   "/stats         speed of the last answer, context used\n/quit          leave\n");
+        } else if (!strcmp(cmd, "/reset")) {
+            llm__chat_reset(&ch);
+            llm_sampler_reset(smp);
+            printf("(conversation reset)\n");
+        } else if (!strncmp(cmd, "/system", 7) && (cmd[7] == ' ' || cmd[7] == 0)) {
+            free(ch.system);
+            if (!(ch.system = strdup(cmd[7] ? cmd + 8 : ""))) llm__die("out of memory");
+            llm__chat_reset(&ch);
+            llm_sampler_reset(smp);
+            printf("(system prompt set; conversation reset)\n");
+        } else if (!strcmp(cmd, "/stats")) {
+            printf("last answer: prompt %d tokens at %.2f tokens/s, %d tokens generated at %.2f tokens/s\n"
+                   "context: %d of %d tokens used\n", ch.n_prompt_last, ch.prompt_tps_last, ch.n_gen_last,
+                   ch.decode_tps_last, llm_seq_len(ch.E, ch.seq), ch.E->max_model_len);
+        } else if (cmd[0] == '/' && strchr("abcdefghijklmnopqrstuvwxyz", cmd[1] ? cmd[1] : '!')) {
+            printf("unknown command %s (/help lists them)\n", cmd);
+        } else {
+            llm__chat_add(&ch, "user", cmd);
+            bool first;
+            char *delta = llm__chat_delta(&ch, &first);
+            int flags = LLM_TOKENIZE_PARSE_SPECIAL | (first ? LLM_TOKENIZE_ADD_SPECIAL : 0);
+            int n = llm_tokenize(ch.E, delta, strlen(delta), flags, NULL, 0);
+            int32_t *ids = n > 0 ? malloc((size_t)n * sizeof(int32_t)) : NULL;
+            if (n > 0 && ids) llm_tokenize(ch.E, delta, strlen(delta), flags, ids, n);
+            free(delta);
+            double t0 = llm__now();
+            if (n <= 0 || !ids || llm_seq_eval(ch.E, ch.seq, ids, n, logits, 0) != LLM_OK) {
+                printf("(%s: /reset to start a new conversation)\n", n <= 0 ? "nothing to say" : llm_last_error(ch.E));
+                free((char *)ch.msg[--ch.n_msg].content);
+                free(ids);
+                free(line);
+                continue;
+            }
+            double t_prompt = llm__now() - t0;
+            for (int i = 0; i < n; i++) llm_sampler_accept(smp, ids[i]);
+            free(ids);
+            struct llm__gen g = {0};
+            llm__generate(ch.E, ch.seq, smp, logits, c, c->n_predict_set ? c->n_predict : -1, !c->ignore_eos, true, true, stdout, &g);
+            if (!strcmp(g.finish, "interrupted")) printf(" [stopped]");
+            printf("\n");
+            fflush(stdout);
+            llm__chat_add(&ch, "assistant", g.text.p ? g.text.p : "");
+            ch.n_prompt_last = n;
+            ch.prompt_tps_last = n / (t_prompt > 0 ? t_prompt : 1e-9);
+            ch.n_gen_last = g.n;
+            ch.decode_tps_last = g.n_decode ? g.n_decode / (g.t_decode > 0 ? g.t_decode : 1e-9) : 0.0;
+            if (!strcmp(g.finish, "context")) printf("(the context is full: /reset to start a new conversation)\n");
+            llm__gen_free(&g);
+        }
+        fflush(stdout);
+        free(line);
+    }
+    if (tty) fputc('\n', stderr);
+    for (int i = 0; i < ch.n_msg; i++) free((char *)ch.msg[i].content);
+    free(ch.msg);
+    free(ch.system);
+    free(logits);
+    llm_sampler_free(smp);
+    llm_engine_free(ch.E);
     return 0;
 }
 
@@ -5861,6 +7132,8 @@ int main(int argc, char **argv) {
     struct llm__cli c;
     memset(&c, 0, sizeof(c));
     if (!strcmp(argv[1], "run")) { llm__parse_args(argc, argv, &c); return llm__cmd_run(&c); }
+    if (!strcmp(argv[1], "chat")) { llm__parse_args(argc, argv, &c); return llm__cmd_chat(&c); }
+    if (!strcmp(argv[1], "tokenize")) { llm__parse_args(argc, argv, &c); return llm__cmd_tokenize(&c); }
     if (!strcmp(argv[1], "info")) { llm__parse_args(argc, argv, &c); return llm__cmd_info(&c); }
     if (!strcmp(argv[1], "bench")) { llm__parse_args(argc, argv, &c); return llm__cmd_bench(&c); }
     llm__die("unknown command '%s' (see llm --help)", argv[1]);

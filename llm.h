@@ -42,6 +42,7 @@ struct llm_engine_params {
     size_t kv_cache_bytes;     // KV cache memory (default: enough for max_model_len tokens)
     const char *kv_cache_dtype;// "f16" (default) or "f32"
     int verbose;               // 0 quiet (default), 1 loading progress on stderr when it is a terminal
+    int vocab_only;            // 1: load only the tokenizer (vocab-only GGUF files work); no sequences
 };
 struct llm_engine_params llm_engine_params_default(void);
 
@@ -65,14 +66,53 @@ struct llm_model_info {
 };
 void llm_model_info(const llm_engine *engine, struct llm_model_info *info);
 
-// Tokenization. Writes up to max_tokens ids and returns how many the text needs (so a second
-// call with a larger buffer gets them all), or -1 with llm_last_error set.
-int llm_tokenize(llm_engine *engine, const char *text, size_t len, int add_bos,
+// Tokenization, as llama.cpp tokenizes. flags:
+//   LLM_TOKENIZE_ADD_SPECIAL    BOS (and EOS) where the vocabulary asks for them
+//   LLM_TOKENIZE_PARSE_SPECIAL  the text of control tokens (e.g. "<|im_start|>") becomes those
+//                               tokens; without it such text is tokenized as plain text.
+//                               User-defined tokens are always recognised.
+// Writes up to max_tokens ids and returns how many the text needs (so a second call with a
+// larger buffer gets them all), or -1 with llm_last_error set.
+enum { LLM_TOKENIZE_ADD_SPECIAL = 1, LLM_TOKENIZE_PARSE_SPECIAL = 2 };
+int llm_tokenize(llm_engine *engine, const char *text, size_t len, int flags,
                  int32_t *tokens, int max_tokens);
 // The bytes a token stands for (control tokens: none). Returns the length (may exceed
-// size, then the piece is cut), or -1 for an id out of range.
+// size, then the piece is cut), or -1 for an id out of range. A piece can be part of a UTF-8
+// character; llm_text_stream puts characters back together.
 int llm_token_to_piece(const llm_engine *engine, int32_t token, char *buf, size_t size);
 int llm_token_is_eog(const llm_engine *engine, int32_t token);   // end of generation?
+int llm_token_is_control(const llm_engine *engine, int32_t token);
+// The text of a token sequence: the pieces joined, without the space a SentencePiece
+// vocabulary puts in front of the first word. flags: LLM_DETOKENIZE_SPECIAL writes the text of
+// control tokens too; LLM_DETOKENIZE_SKIP_BOS drops a leading BOS. Returns the length (may
+// exceed size, then the text is cut) or -1 for an id out of range.
+enum { LLM_DETOKENIZE_SPECIAL = 1, LLM_DETOKENIZE_SKIP_BOS = 2 };
+int llm_detokenize(const llm_engine *engine, const int32_t *tokens, int n, int flags, char *buf, size_t size);
+
+// Streaming detokenization: feed tokens one at a time and get text that is always whole,
+// valid UTF-8. A character split across tokens comes out once its last byte has arrived;
+// bytes that cannot form a character come out as U+FFFD. Zero-initialise the struct (or call
+// llm_text_stream_reset) before the first token of a text.
+struct llm_text_stream { unsigned char pending[4]; int n_pending; int n_tokens; };
+void llm_text_stream_reset(struct llm_text_stream *stream);
+// Writes the text token adds (at most size bytes, NUL-terminated when size > 0; 4 bytes per
+// token piece byte + 4 is always enough) and returns its length, or -1 for a bad id.
+int llm_text_stream_push(const llm_engine *engine, struct llm_text_stream *stream, int32_t token,
+                         int flags, char *out, size_t size);
+// What is left at the end (an unfinished character becomes U+FFFD).
+int llm_text_stream_flush(struct llm_text_stream *stream, char *out, size_t size);
+
+// Chat templates. A conversation is rendered into the prompt text of a model family; tokenize
+// it with LLM_TOKENIZE_PARSE_SPECIAL (and LLM_TOKENIZE_ADD_SPECIAL: templates leave BOS to
+// the tokenizer). Names: "llama2", "llama3", "chatml", "mistral", "zephyr".
+struct llm_chat_message { const char *role; const char *content; };   // "system", "user", "assistant"
+// The template the model file's tokenizer.chat_template is recognised as, or NULL when it has
+// none or it is not one of the above.
+const char *llm_chat_template_detect(const llm_engine *engine);
+// Renders messages; add_assistant appends the start of the assistant's turn. Returns the
+// length (may exceed size, then the text is cut), or -1 for an unknown template name.
+int llm_chat_apply(const char *template_name, const struct llm_chat_message *messages, int n,
+                   int add_assistant, char *buf, size_t size);
 
 // Sequences: each has its own token history and KV cache blocks.
 // llm_seq_eval appends tokens at the end of a sequence and runs the model over them. logits,
@@ -85,17 +125,26 @@ enum llm_status llm_seq_eval(llm_engine *engine, int seq, const int32_t *tokens,
                              float *logits, int all_logits);
 
 // Sampling.
+// Order as llama.cpp's default chain: penalties, top-k, top-p, min-p, temperature, draw.
 struct llm_sampling_params {
-    float temperature;   // 0 = greedy
-    int top_k;           // 0 = off
-    float top_p;         // 1 = off
+    float temperature;         // 0 = greedy
+    int top_k;                 // 0 = off
+    float top_p;               // 1 = off
+    float min_p;               // 0 = off: drop tokens below min_p x the best one's probability
+    float repeat_penalty;      // 1 = off: logits of recent tokens divided (positive) or multiplied
+    float frequency_penalty;   // 0 = off: minus frequency_penalty x count of recent occurrences
+    float presence_penalty;    // 0 = off: minus presence_penalty once a token occurred recently
+    int penalty_last_n;        // how many recent tokens the penalties look at (default 64)
     uint64_t seed;
 };
 struct llm_sampling_params llm_sampling_params_default(void);
 typedef struct llm_sampler llm_sampler;
 llm_sampler *llm_sampler_create(const struct llm_sampling_params *params, int n_vocab);
 void llm_sampler_free(llm_sampler *sampler);
-int32_t llm_sampler_sample(llm_sampler *sampler, const float *logits);
+int32_t llm_sampler_sample(llm_sampler *sampler, const float *logits);   // also accepts the token
+// Tells the penalties about a token that was not drawn by the sampler (prompt tokens).
+void llm_sampler_accept(llm_sampler *sampler, int32_t token);
+void llm_sampler_reset(llm_sampler *sampler);   // forgets the history (not the RNG)
 
 // The log-probabilities (log-softmax of the logits) of the k most likely tokens, best first.
 struct llm_logprob { int32_t id; float logprob; };

@@ -1,6 +1,7 @@
-// The sampler: greedy is the argmax; the same seed gives the same draws; top-k and top-p never
-// draw an excluded token; draws follow the temperature-scaled, truncated distribution (chi-square
-// bound); log-probabilities are a log-softmax.
+// The sampler: greedy is the argmax; the same seed gives the same draws; top-k, top-p and min-p
+// never draw an excluded token; draws follow the truncated, temperature-scaled distribution
+// (chi-square bound), in llama.cpp's order: penalties, top-k, top-p, min-p, temperature;
+// log-probabilities are a log-softmax.
 #include "../llm.c"
 #include "test.h"
 
@@ -43,33 +44,60 @@ int main(void) {
     EXPECT(diff > 50, "seeds 42 and 43: only %d of 200 draws differ", diff);
     llm_sampler_free(a); llm_sampler_free(b); llm_sampler_free(c);
 
-    // distributions: plain, temperature 0.5, top-k 5, top-p 0.6
-    struct { float temp; int k; float top_p; } cases[] = {{1.0f, 0, 1.0f}, {0.5f, 0, 1.0f}, {1.0f, 5, 1.0f}, {1.0f, 0, 0.6f}, {0.7f, 10, 0.9f}};
+    // distributions: plain, temperature, top-k, top-p, min-p, penalties and mixes
+    struct { float temp; int k; float top_p, min_p, rep, freq, pres; } cases[] = {
+        {1.0f, 0, 1.0f, 0, 1, 0, 0},    {0.5f, 0, 1.0f, 0, 1, 0, 0},    {1.0f, 5, 1.0f, 0, 1, 0, 0},
+        {1.0f, 0, 0.6f, 0, 1, 0, 0},    {0.7f, 10, 0.9f, 0, 1, 0, 0},   {1.0f, 0, 1.0f, 0.1f, 1, 0, 0},
+        {1.5f, 0, 0.95f, 0.05f, 1, 0, 0}, {1.0f, 0, 1.0f, 0, 1.5f, 0, 0}, {1.0f, 0, 1.0f, 0, 1, 0.5f, 0.7f},
+        {0.8f, 20, 0.9f, 0.02f, 1.3f, 0.2f, 0.1f},
+    };
+    // the history the penalties see: token 7 three times, the best token twice, token 11 once
+    const int hist[] = {7, best, 7, 11, best, 7};
+    const int n_hist = (int)LLM__ARRAY_LEN(hist);
     for (size_t ci = 0; ci < LLM__ARRAY_LEN(cases); ci++) {
-        double q[V], sum = 0;
+        double l[V], q[V], sum = 0;
         int idx[V];
+        for (int i = 0; i < V; i++) l[i] = logits[i];
+        bool pen = cases[ci].rep != 1 || cases[ci].freq != 0 || cases[ci].pres != 0;
+        if (pen) {
+            for (int t = 0; t < V; t++) {
+                int cnt = 0;
+                for (int h = 0; h < n_hist; h++) cnt += hist[h] == t;
+                if (!cnt) continue;
+                l[t] = l[t] <= 0 ? l[t] * cases[ci].rep : l[t] / cases[ci].rep;
+                l[t] -= cnt * cases[ci].freq + cases[ci].pres;
+            }
+        }
         for (int i = 0; i < V; i++) idx[i] = i;
         for (int i = 0; i < V; i++)   // sort ids by logit, descending
             for (int j = i + 1; j < V; j++)
-                if (logits[idx[j]] > logits[idx[i]]) { int t = idx[i]; idx[i] = idx[j]; idx[j] = t; }
+                if (l[idx[j]] > l[idx[i]]) { int t = idx[i]; idx[i] = idx[j]; idx[j] = t; }
         int keep = cases[ci].k ? cases[ci].k : V;
-        for (int i = 0; i < V; i++) q[i] = 0;
-        for (int r = 0; r < keep; r++) { q[idx[r]] = exp((logits[idx[r]] - logits[idx[0]]) / cases[ci].temp); sum += q[idx[r]]; }
-        if (cases[ci].top_p < 1.0f) {   // the smallest prefix whose mass reaches top_p
-            double cum = 0;
+        if (cases[ci].top_p < 1.0f) {   // the smallest prefix whose mass (before temperature) reaches top_p
+            double z = 0, cum = 0;
+            for (int r = 0; r < keep; r++) z += exp(l[idx[r]] - l[idx[0]]);
             int r = 0;
-            for (; r < keep; r++) { cum += q[idx[r]] / sum; if (cum >= cases[ci].top_p) { r++; break; } }
-            for (int t = r; t < V; t++) q[idx[t]] = 0;
+            while (r < keep) { cum += exp(l[idx[r]] - l[idx[0]]) / z; r++; if (cum >= cases[ci].top_p) break; }
+            keep = r;
         }
-        sum = 0;
-        for (int i = 0; i < V; i++) sum += q[i];
+        if (cases[ci].min_p > 0) {   // p >= min_p * p_max
+            int r = 1;
+            while (r < keep && exp(l[idx[r]] - l[idx[0]]) >= cases[ci].min_p) r++;
+            keep = r;
+        }
+        for (int i = 0; i < V; i++) q[i] = 0;
+        for (int r = 0; r < keep; r++) { q[idx[r]] = exp((l[idx[r]] - l[idx[0]]) / cases[ci].temp); sum += q[idx[r]]; }
         for (int i = 0; i < V; i++) q[i] /= sum;
         p = llm_sampling_params_default();
-        p.temperature = cases[ci].temp; p.top_k = cases[ci].k; p.top_p = cases[ci].top_p; p.seed = 1000 + ci;
+        p.temperature = cases[ci].temp; p.top_k = cases[ci].k; p.top_p = cases[ci].top_p; p.min_p = cases[ci].min_p;
+        p.repeat_penalty = cases[ci].rep; p.frequency_penalty = cases[ci].freq; p.presence_penalty = cases[ci].pres;
+        p.penalty_last_n = n_hist; p.seed = 1000 + ci;
         s = llm_sampler_create(&p, V);
         int count[V] = {0}, excluded = 0, cells = 0;
         const int draws = 40000;
         for (int i = 0; i < draws; i++) {
+            llm_sampler_reset(s);   // the same history before every draw
+            for (int h = 0; h < n_hist; h++) llm_sampler_accept(s, hist[h]);
             int t = llm_sampler_sample(s, logits);
             count[t]++;
             excluded += q[t] == 0;
@@ -79,8 +107,22 @@ int main(void) {
         // 99.9% quantile of chi-square with up to 49 degrees of freedom is below 86
         EXPECT(excluded == 0, "case %zu: %d draws of excluded tokens", ci, excluded);
         EXPECT(x < 86.0, "case %zu: chi-square %.1f over %d cells", ci, x, cells);
+        EXPECT(cells > 1, "case %zu: degenerate distribution", ci);
         llm_sampler_free(s);
     }
+
+    // the penalty window: only the last penalty_last_n tokens count; greedy sees penalties too
+    p = llm_sampling_params_default();
+    p.temperature = 0; p.repeat_penalty = 1000.0f; p.penalty_last_n = 2;
+    s = llm_sampler_create(&p, V);
+    llm_sampler_accept(s, best);
+    EXPECT(llm_sampler_sample(s, logits) != best, "repeat penalty ignored by greedy");
+    llm_sampler_accept(s, (best + 1) % V); llm_sampler_accept(s, (best + 2) % V);   // best leaves the window of 2
+    EXPECT(llm_sampler_sample(s, logits) == best, "penalty outlived its window");
+    llm_sampler_free(s);
+    p = llm_sampling_params_default();
+    p.top_p = 1.5f;
+    EXPECT(llm_sampler_create(&p, V) == NULL, "top_p 1.5 accepted");
 
     // top log-probabilities: sorted, and a log-softmax
     struct llm_logprob lp[5];
