@@ -5899,7 +5899,7 @@ static bool llm__piece_drop_space(const struct llm__vocab *v, int32_t id) {
 // Streams pieces as whole characters: valid UTF-8 goes out once complete, anything else as U+FFFD.
 struct llm__outbuf { char *p; size_t n, cap; bool fail; };
 static void llm__outbuf_put(struct llm__outbuf *o, const void *s, size_t n) {
-    if (o->fail) return;
+    if (o->fail || n == 0) return;
     if (o->n + n > o->cap) {
         size_t cap = LLM__MAX(2 * o->cap, o->n + n + 64);
         char *p = realloc(o->p, cap);
@@ -6170,6 +6170,11 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
         if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, 0, &e))) goto fail;
         E->model.n_vocab = E->vocab.n;
         return E;
+    }
+    if (E->model.gguf.n_tensors == 0) {
+        st = llm__fail(&e, LLM_ERR_FORMAT, "the file has no tensors: a vocabulary-only file can tokenize "
+                                           "(llm tokenize, vocab_only) but not run");
+        goto fail;
     }
     if ((st = llm__model_hparams(&E->model, &e))) goto fail;
     if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, E->model.n_vocab, &e))) goto fail;

@@ -91,15 +91,18 @@ int llm_detokenize(const llm_engine *engine, const int32_t *tokens, int n, int f
 
 // Streaming detokenization: feed tokens one at a time and get text that is always whole,
 // valid UTF-8. A character split across tokens comes out once its last byte has arrived;
-// bytes that cannot form a character come out as U+FFFD. Zero-initialise the struct (or call
-// llm_text_stream_reset) before the first token of a text.
+// bytes that cannot form a character come out as U+FFFD. Like llm_detokenize, the first text
+// of a stream loses the space a SentencePiece vocabulary puts in front of the first word, so
+// for valid UTF-8 the stream is exactly llm_detokenize's text. Zero-initialise the struct (or
+// call llm_text_stream_reset) before the first token of a text.
 struct llm_text_stream { unsigned char pending[4]; int n_pending; int n_tokens; };
 void llm_text_stream_reset(struct llm_text_stream *stream);
-// Writes the text token adds (at most size bytes, NUL-terminated when size > 0; 4 bytes per
-// token piece byte + 4 is always enough) and returns its length, or -1 for a bad id.
+// Writes the text a token adds, NUL-terminated, and returns its length; when it does not fit
+// in size bytes, returns -(bytes needed) and consumes nothing (call again with a larger
+// buffer). An id out of range adds nothing.
 int llm_text_stream_push(const llm_engine *engine, struct llm_text_stream *stream, int32_t token,
                          int flags, char *out, size_t size);
-// What is left at the end (an unfinished character becomes U+FFFD).
+// What is left at the end (an unfinished character becomes U+FFFD); 13 bytes always suffice.
 int llm_text_stream_flush(struct llm_text_stream *stream, char *out, size_t size);
 
 // Chat templates. A conversation is rendered into the prompt text of a model family; tokenize

@@ -100,6 +100,7 @@ struct gm_model {
     int n_layer, n_ctx, n_vocab, head_dim;
     struct gm_tensor *t;
     int n_t;
+    const char *pre;   // tokenizer.ggml.pre to write instead of the vocabulary's, or NULL
 };
 
 // The type of a 2-D weight under the file type, as llama.cpp's quantizer picks it, then the
@@ -283,7 +284,9 @@ static enum llm_status gm_declare(struct llm__gguf_writer *w, const struct gm_mo
                                : llm__gguf_writer_set_u32(w, key, (uint32_t)hparams[i].value, e);
     }
     for (int64_t i = 0; st == LLM_OK && i < vocab->n_kv; i++)
-        if (strncmp(vocab->kv[i].key, "tokenizer.", 10) == 0) st = llm__gguf_writer_copy_kv(w, vocab, i, e);
+        if (strncmp(vocab->kv[i].key, "tokenizer.", 10) == 0 && !(m->pre && !strcmp(vocab->kv[i].key, "tokenizer.ggml.pre")))
+            st = llm__gguf_writer_copy_kv(w, vocab, i, e);
+    if (st == LLM_OK && m->pre) st = llm__gguf_writer_set_str(w, "tokenizer.ggml.pre", m->pre, e);
     for (int i = 0; st == LLM_OK && i < m->n_t; i++)
         st = llm__gguf_writer_add_tensor(w, m->t[i].name, (uint32_t)m->t[i].type, m->t[i].n_dims,
                                          m->t[i].ne, e);
@@ -430,7 +433,8 @@ static enum llm_status gm_synthetic_vocab(int n, struct llm__gguf *out, char **k
 static void gm_usage(void) {
     fprintf(stderr,
             "usage: gen_model --shape NAME --type TYPE --vocab VOCAB.gguf --seed N -o OUT.gguf\n"
-            "                 [--layers N] [--ctx N] [--threads N]\n"
+            "                 [--layers N] [--ctx N] [--threads N] [--pre NAME]\n"
+            "--pre NAME sets tokenizer.ggml.pre (the pre-tokenizer of a byte-level BPE vocabulary)\n"
             "shapes:");
     for (size_t i = 0; i < LLM__ARRAY_LEN(gm_shapes); i++) fprintf(stderr, " %s", gm_shapes[i].name);
     fprintf(stderr, "\ntypes:");
@@ -449,7 +453,7 @@ static bool gm_parse_int(const char *s, long long lo, long long hi, long long *o
 }
 
 int main(int argc, char **argv) {
-    const char *shape_name = NULL, *type_name = NULL, *vocab_path = NULL, *out_path = NULL;
+    const char *shape_name = NULL, *type_name = NULL, *vocab_path = NULL, *out_path = NULL, *pre = NULL;
     long long seed = -1, layers = 0, ctx = 0, threads = sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     if (threads > 64) threads = 64;
@@ -464,6 +468,7 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--layers") == 0) ok = ok && gm_parse_int(v, 1, 1000, &layers);
         else if (strcmp(a, "--ctx") == 0) ok = ok && gm_parse_int(v, 1, 1 << 24, &ctx);
         else if (strcmp(a, "--threads") == 0) ok = ok && gm_parse_int(v, 1, 64, &threads);
+        else if (strcmp(a, "--pre") == 0) pre = v;
         else ok = false;
         if (!ok) {
             fprintf(stderr, "gen_model: bad argument '%s%s%s'\n", a, v ? " " : "", v ? v : "");
@@ -485,6 +490,7 @@ int main(int argc, char **argv) {
         gm_usage();
         return 2;
     }
+    m.pre = pre;
     m.n_layer = layers ? (int)layers : m.s->n_layer;
     m.n_ctx = ctx ? (int)ctx : m.s->n_ctx;
     m.head_dim = m.s->n_embd / m.s->n_head;

@@ -51,6 +51,18 @@ rm -f /tmp/llm-cli-prompt.$$ /tmp/llm-cli-err.$$
 "$llm" info -m "$m" | grep -q "architecture:  llama" && ok || bad "info: no architecture line"
 "$llm" --help | grep -q -- "--logprobs" && ok || bad "--help does not list --logprobs"
 "$llm" run --help | grep -q -- "--top-p" && ok || bad "run --help does not list --top-p"
+for f in --min-p --repeat-penalty --frequency-penalty --presence-penalty --repeat-last-n --stop --stop-token-ids \
+         --chat-template --system --special; do
+    "$llm" --help | grep -q -- "$f" && ok || bad "--help does not list $f"
+done
+# tokenize: ids of a file's exact bytes; the same as run's prompt tokens
+printf 'hello world\n' > /tmp/llm-cli-tok.$$
+a=$("$llm" tokenize -m "$m" -f /tmp/llm-cli-tok.$$ --json)
+b=$("$llm" run -m "$m" -f /tmp/llm-cli-tok.$$ -n 0 --json 2>/dev/null | sed 's/.*"prompt_tokens":\(\[[^]]*\]\).*/\1/')
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "tokenize $a differs from run's prompt $b"
+c=$("$llm" tokenize -m "$m" -f /tmp/llm-cli-tok.$$ --no-bos)
+[ "$c" = "$(echo "$a" | tr -d '[]' | tr ',' ' ' | cut -d' ' -f2-)" ] && ok || bad "tokenize --no-bos: '$c' vs '$a'"
+rm -f /tmp/llm-cli-tok.$$
 
 # bad input
 expect_fail "no model" "-m" "$llm" run -p hi
@@ -67,6 +79,19 @@ expect_fail "two prompts" "exactly one" "$llm" run -m "$m" -p hi --tokens 1
 expect_fail "logprobs without json" "--json" "$llm" run -m "$m" -p hi --logprobs 2
 expect_fail "bad block size" "block size" "$llm" run -m "$m" -p hi --block-size 12
 expect_fail "KV cache too small" "KV cache" "$llm" run -m "$m" -p hi --kv-cache-memory 1000
+expect_fail "bad min-p" "--min-p" "$llm" run -m "$m" -p hi --min-p 1.5
+expect_fail "bad repeat penalty" "--repeat-penalty" "$llm" run -m "$m" -p hi --repeat-penalty 0
+expect_fail "empty stop string" "--stop" "$llm" run -m "$m" -p hi --stop ""
+expect_fail "bad stop ids" "--stop-token-ids" "$llm" run -m "$m" -p hi --stop-token-ids 1,x
+expect_fail "unknown chat template" "vicuna" "$llm" chat -m "$m" --chat-template vicuna
+expect_fail "chat with a prompt flag" "chat" "$llm" chat -m "$m" -p hi
+expect_fail "tokenize without text" "-p" "$llm" tokenize -m "$m"
+expect_fail "tokenize a missing file" "nonexistent" "$llm" tokenize -m "$m" -f /nonexistent.txt
+if [ -f ../shared/vocab/ggml-vocab-qwen2.gguf ]; then
+    expect_fail "vocab-only file run" "vocabulary-only" "$llm" run -m ../shared/vocab/ggml-vocab-qwen2.gguf -p hi
+else
+    echo "SKIP test_cli: ../shared/vocab is absent"
+fi
 # the context fills up during generation: the run ends cleanly with what it has
 out=$("$llm" run -m "$m" -c 12 --tokens 1,2,3,4 -n 50 --temp 0 --json 2>/dev/null); rc=$?
 [ "$rc" = 0 ] && ok || bad "generation that fills the context: exit status $rc"

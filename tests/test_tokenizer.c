@@ -1,0 +1,512 @@
+// Tokenization of real vocabularies (the vocab-only GGUF files of ../shared/vocab, or of
+// $LLM_VOCAB_DIR): llama-spm (Llama 2, SentencePiece), llama-bpe (Llama 3), qwen2, gpt-2.
+//   a. llama.cpp's own test vectors (the .inp/.out files beside each vocabulary), flags 0;
+//   b. the corpus of tests/tokenizer against llama.cpp's llama-tokenize (goldens made by
+//      tests/tokenizer/make_goldens.sh): ADD_SPECIAL, and ADD_SPECIAL | PARSE_SPECIAL;
+//   c. round trips text -> ids -> text -> ids of valid UTF-8 text;
+//   d. streaming detokenization: valid UTF-8 always, the text of llm_detokenize;
+//   e. control-token text with and without PARSE_SPECIAL, and detokenized with and without
+//      DETOKENIZE_SPECIAL;
+//   f. BOS with ADD_SPECIAL (SentencePiece).
+#include "../llm.c"
+#include "test.h"
+
+static const char *const vocab_names[] = {"llama-spm", "llama-bpe", "qwen2", "gpt-2"};
+
+// ---- files -------------------------------------------------------------------------------
+
+// The whole file, NUL-terminated (not counted in *len); NULL when it cannot be read.
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0, k;
+    char *buf = malloc(cap + 1);
+    while (buf && (k = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += k;
+        if (n == cap) {
+            char *bigger = realloc(buf, 2 * cap + 1);
+            if (!bigger) { free(buf); buf = NULL; break; }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) return NULL;
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+// The cases of an .inp file: each is followed by "\n__ggml_vocab_test__\n" (split as llama.cpp's
+// tests/test-tokenizer-0.cpp splits them). The texts point into the file's buffer.
+struct cases {
+    char *buf;
+    int n;
+    const char **text;
+    size_t *len;
+};
+
+static int cases_load(struct cases *c, const char *path) {
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    const size_t sep_len = sizeof sep - 1;
+    size_t size;
+    memset(c, 0, sizeof *c);
+    if (!(c->buf = read_file(path, &size))) return 0;
+    size_t cap = 16;
+    c->text = malloc(cap * sizeof *c->text);
+    c->len = malloc(cap * sizeof *c->len);
+    for (size_t pos = 0; pos < size;) {
+        const char *next = NULL;
+        for (size_t i = pos; i + sep_len <= size && !next; i++)
+            if (memcmp(c->buf + i, sep, sep_len) == 0) next = c->buf + i;
+        size_t end = next ? (size_t)(next - c->buf) : size;
+        if ((size_t)c->n == cap) {
+            cap *= 2;
+            c->text = realloc(c->text, cap * sizeof *c->text);
+            c->len = realloc(c->len, cap * sizeof *c->len);
+        }
+        c->text[c->n] = c->buf + pos;
+        c->len[c->n++] = end - pos;
+        pos = end + sep_len;
+    }
+    return 1;
+}
+
+static void cases_free(struct cases *c) {
+    free(c->buf);
+    free(c->text);
+    free(c->len);
+}
+
+// Token ids, one line per case, separated by spaces (llama.cpp's .out files have a leading one).
+struct golden {
+    int n;
+    int32_t **ids;
+    int *n_ids;
+};
+
+static int golden_load(struct golden *g, const char *path) {
+    size_t size;
+    char *buf = read_file(path, &size);
+    memset(g, 0, sizeof *g);
+    if (!buf) return 0;
+    int lines = 0;
+    for (size_t i = 0; i < size; i++) lines += buf[i] == '\n';
+    if (size && buf[size - 1] != '\n') lines++;
+    g->ids = calloc(lines ? lines : 1, sizeof *g->ids);
+    g->n_ids = calloc(lines ? lines : 1, sizeof *g->n_ids);
+    char *p = buf;
+    for (int l = 0; l < lines; l++) {
+        char *eol = strchr(p, '\n');
+        if (eol) *eol = 0;
+        g->ids[l] = malloc((strlen(p) / 2 + 1) * sizeof **g->ids);   // a digit and a space per id at least
+        char *q = p, *end;
+        for (long v; (v = strtol(q, &end, 10)), end != q; q = end) g->ids[l][g->n_ids[l]++] = (int32_t)v;
+        p = eol ? eol + 1 : p + strlen(p);
+    }
+    g->n = lines;
+    free(buf);
+    return 1;
+}
+
+static void golden_free(struct golden *g) {
+    for (int i = 0; i < g->n; i++) free(g->ids[i]);
+    free(g->ids);
+    free(g->n_ids);
+}
+
+// ---- the API, with buffers that grow -------------------------------------------------------
+
+// The ids of text (*n of them), or NULL with *n = -1 when llm_tokenize fails.
+static int32_t *tokenize(llm_engine *e, const char *text, size_t len, int flags, int *n) {
+    int cap = (int)len + 16;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    int k = llm_tokenize(e, text, len, flags, ids, cap);
+    if (k > cap) {
+        free(ids);
+        ids = malloc(k * sizeof *ids);
+        cap = k;
+        k = llm_tokenize(e, text, len, flags, ids, cap);
+    }
+    if (k < 0 || k > cap) {
+        free(ids);
+        *n = -1;
+        return NULL;
+    }
+    *n = k;
+    return ids;
+}
+
+// The text of ids (*len bytes, NUL-terminated), or NULL with *len = -1.
+static char *detokenize(const llm_engine *e, const int32_t *ids, int n, int flags, int *len) {
+    size_t cap = 64 + (size_t)n * 16;
+    char *buf = malloc(cap + 1);
+    int k = llm_detokenize(e, ids, n, flags, buf, cap);
+    if (k >= 0 && (size_t)k > cap) {
+        free(buf);
+        cap = (size_t)k;
+        buf = malloc(cap + 1);
+        k = llm_detokenize(e, ids, n, flags, buf, cap);
+    }
+    if (k < 0 || (size_t)k > cap) {
+        free(buf);
+        *len = -1;
+        return NULL;
+    }
+    buf[k] = 0;
+    *len = k;
+    return buf;
+}
+
+// The text of ids fed one at a time through llm_text_stream_push (flags 0), then flushed; NULL
+// with *len = -1 when a call fails or writes more than the header says it needs.
+static char *stream_text(const llm_engine *e, const int32_t *ids, int n, int *len) {
+    struct llm_text_stream st;
+    llm_text_stream_reset(&st);
+    size_t cap = 256, used = 0;
+    char *out = malloc(cap);
+    for (int i = 0; i <= n; i++) {
+        char piece[8];
+        int plen = i < n ? llm_token_to_piece(e, ids[i], piece, sizeof piece) : 0;
+        size_t room = 4 * (size_t)(plen > 0 ? plen : 0) + 16;
+        if (plen < 0) goto fail;
+        if (cap - used < room) {
+            cap = 2 * cap + room;
+            char *bigger = realloc(out, cap);
+            if (!bigger) goto fail;
+            out = bigger;
+        }
+        int k = i < n ? llm_text_stream_push(e, &st, ids[i], 0, out + used, cap - used)
+                      : llm_text_stream_flush(&st, out + used, cap - used);
+        if (k < 0 || (size_t)k >= room) goto fail;
+        used += (size_t)k;
+    }
+    out[used] = 0;
+    *len = (int)used;
+    return out;
+fail:
+    free(out);
+    *len = -1;
+    return NULL;
+}
+
+// ---- UTF-8 -------------------------------------------------------------------------------
+
+// The length of the UTF-8 character at s (n bytes left), or 0 when none starts there:
+// no overlong forms, no surrogates, nothing above U+10FFFF.
+static int utf8_char(const unsigned char *s, size_t n) {
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (s[0] < 0x80) return 1;
+    int len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC0 ? 2 : 0;
+    if (!len || s[0] > 0xF4 || (size_t)len > n) return 0;
+    uint32_t c = s[0] & (0x7F >> len);
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        c = c << 6 | (s[i] & 0x3F);
+    }
+    if (c < min[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+    return len;
+}
+
+static int utf8_valid(const char *s, size_t n) {
+    for (size_t i = 0, k; i < n; i += k)
+        if (!(k = (size_t)utf8_char((const unsigned char *)s + i, n - i))) return 0;
+    return 1;
+}
+
+static int contains(const char *s, size_t n, const char *part) {
+    size_t m = strlen(part);
+    for (size_t i = 0; i + m <= n; i++)
+        if (memcmp(s + i, part, m) == 0) return 1;
+    return 0;
+}
+
+// The characters of s other than U+FFFD, without the bytes that form none (written to out,
+// which has room for n bytes; returns the length).
+static size_t utf8_clean(const char *s, size_t n, char *out) {
+    size_t m = 0;
+    for (size_t i = 0, k; i < n; i += k ? k : 1) {
+        k = (size_t)utf8_char((const unsigned char *)s + i, n - i);
+        if (k && !(k == 3 && memcmp(s + i, "\xEF\xBF\xBD", 3) == 0)) memcpy(out + m, s + i, k), m += k;
+    }
+    return m;
+}
+
+// ---- messages ----------------------------------------------------------------------------
+
+enum { SHOW = 200 };
+
+static const char *show_text(const char *s, size_t n, char buf[SHOW + 8]) {
+    int raw = utf8_valid(s, n);   // UTF-8 text is shown as it is, other bytes as \xNN
+    size_t m = 0;
+    for (size_t i = 0; i < n && m < SHOW; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n') m += (size_t)snprintf(buf + m, 8, "\\n");
+        else if (c == '\t') m += (size_t)snprintf(buf + m, 8, "\\t");
+        else if (c == '\r') m += (size_t)snprintf(buf + m, 8, "\\r");
+        else if (c < 0x20 || c == 0x7F || (c >= 0x80 && !raw)) m += (size_t)snprintf(buf + m, 8, "\\x%02x", c);
+        else buf[m++] = (char)c;
+    }
+    if (m >= SHOW) memcpy(buf + m, "...", 3), m += 3;
+    buf[m] = 0;
+    return buf;
+}
+
+static const char *show_ids(const int32_t *ids, int n, char buf[SHOW + 8]) {
+    size_t m = 0;
+    buf[0] = 0;
+    if (n < 0) return "(error)";
+    for (int i = 0; i < n && m < SHOW; i++) m += (size_t)snprintf(buf + m, SHOW + 8 - m, "%s%d", i ? " " : "", ids[i]);
+    if (m >= SHOW) strcpy(buf + SHOW, "...");
+    return buf;
+}
+
+static int same_ids(const int32_t *a, int na, const int32_t *b, int nb) {
+    return na == nb && na >= 0 && (na == 0 || memcmp(a, b, (size_t)na * sizeof *a) == 0);
+}
+
+// ---- the checks --------------------------------------------------------------------------
+
+// a/b: the ids of every case with flags equal the golden lines.
+static void check_golden(llm_engine *e, const char *what, const struct cases *c, const struct golden *g, int flags) {
+    EXPECT(c->n == g->n, "%s: %d cases, %d golden lines", what, c->n, g->n);
+    for (int i = 0; i < c->n && i < g->n; i++) {
+        int n;
+        int32_t *ids = tokenize(e, c->text[i], c->len[i], flags, &n);
+        char t[SHOW + 8], a[SHOW + 8], b[SHOW + 8];
+        EXPECT(same_ids(ids, n, g->ids[i], g->n_ids[i]), "%s case %d '%s': got [%s], llama.cpp [%s]", what, i,
+               show_text(c->text[i], c->len[i], t), show_ids(ids, n, a), show_ids(g->ids[i], g->n_ids[i], b));
+        free(ids);
+    }
+}
+
+// c/d: round trips of valid UTF-8 text; the streamed text of every case.
+static void check_text(llm_engine *e, const char *name, int spm, const struct cases *c, int n_valid) {
+    for (int i = 0; i < c->n; i++) {
+        const char *text = c->text[i];
+        size_t len = c->len[i];
+        char t[SHOW + 8], a[SHOW + 8], b[SHOW + 8];
+        int n, n2, dlen = -1, slen = -1;
+        int32_t *ids = tokenize(e, text, len, 0, &n);
+        char *dt = ids ? detokenize(e, ids, n, 0, &dlen) : NULL;
+        char *st = ids ? stream_text(e, ids, n, &slen) : NULL;
+        EXPECT(ids && dt && st, "%s case %d '%s': tokenize %d, detokenize %s, stream %s", name, i,
+               show_text(text, len, t), n, dt ? "ok" : "failed", st ? "ok" : "failed");
+        if (!ids || !dt || !st) goto next;
+
+        // c. Byte-level BPE gives every valid UTF-8 text back exactly. SentencePiece (add_space_prefix)
+        // puts a space in front of the text and detokenization drops it again, so leading spaces
+        // come back too; but it turns spaces into U+2581 before it looks up pieces, so a U+2581
+        // of the text itself comes back as a space.
+        int roundtrip = i < n_valid && !(spm && contains(text, len, "\xE2\x96\x81"));
+        if (roundtrip) {
+            EXPECT((size_t)dlen == len && memcmp(dt, text, len) == 0, "%s case %d: '%s' detokenizes to '%s'",
+                   name, i, show_text(text, len, t), show_text(dt, (size_t)dlen, a));
+            int32_t *ids2 = tokenize(e, dt, (size_t)dlen, 0, &n2);
+            EXPECT(same_ids(ids, n, ids2, n2), "%s case %d '%s': [%s], then [%s] from the detokenized text", name, i,
+                   show_text(text, len, t), show_ids(ids, n, a), show_ids(ids2, n2, b));
+            free(ids2);
+        }
+
+        // d. The stream is whole, valid UTF-8 and is the text of llm_detokenize: its characters
+        // where that is valid UTF-8; where it is not, U+FFFD in place of the bytes that form no
+        // character (how many U+FFFD is the stream's choice). llama.cpp's byte-level BPE turns
+        // invalid input into U+FFFD before it tokenizes (and reads the overlong C0 AF as "/"), so
+        // its ids often detokenize to valid text; SentencePiece keeps the bytes as byte tokens.
+        EXPECT(utf8_valid(st, (size_t)slen), "%s case %d '%s': the stream is not valid UTF-8: '%s'", name, i,
+               show_text(text, len, t), show_text(st, (size_t)slen, a));
+        if (utf8_valid(dt, (size_t)dlen)) {
+            // The header promises the stream is llm_detokenize's text (both drop the space
+            // SentencePiece puts in front of the first word).
+            int same = slen == dlen && memcmp(st, dt, (size_t)dlen) == 0;
+            EXPECT(same, "%s case %d '%s': streamed '%s', detokenized '%s'", name, i, show_text(text, len, t),
+                   show_text(st, (size_t)slen, a), show_text(dt, (size_t)dlen, b));
+        } else {
+            EXPECT(contains(st, (size_t)slen, "\xEF\xBF\xBD"), "%s case %d '%s': no U+FFFD in the stream '%s'", name, i,
+                   show_text(text, len, t), show_text(st, (size_t)slen, a));
+            char *c1 = malloc((size_t)dlen + 1), *c2 = malloc((size_t)slen + 1);
+            size_t m1 = utf8_clean(dt, (size_t)dlen, c1), m2 = utf8_clean(st, (size_t)slen, c2);
+            EXPECT(m1 == m2 && memcmp(c1, c2, m1) == 0, "%s case %d: streamed '%s', detokenized '%s'", name, i,
+                   show_text(st, (size_t)slen, a), show_text(dt, (size_t)dlen, b));
+            free(c1);
+            free(c2);
+        }
+    next:
+        free(ids);
+        free(dt);
+        free(st);
+    }
+}
+
+// e. Control-token text: one control token with PARSE_SPECIAL where the vocabulary has it
+// (ids as llama.cpp gives them), otherwise several ids none of which is a control token.
+static void check_special(llm_engine *e, const char *name) {
+    static const struct { const char *vocab, *text; int32_t id; } cases[] = {
+        {"llama-bpe", "<|begin_of_text|>", 128000}, {"llama-bpe", "<|eot_id|>", 128009},
+        {"llama-bpe", "<|im_start|>", -1},          {"qwen2", "<|im_start|>", 151644},
+        {"qwen2", "<|im_end|>", 151645},            {"qwen2", "<|begin_of_text|>", -1},
+    };
+    char a[SHOW + 8];
+    for (size_t i = 0; i < LLM__ARRAY_LEN(cases); i++) {
+        if (strcmp(cases[i].vocab, name) != 0) continue;
+        for (int parse = 0; parse <= 1; parse++) {
+            int n, controls = 0;
+            int32_t *ids = tokenize(e, cases[i].text, strlen(cases[i].text), parse ? LLM_TOKENIZE_PARSE_SPECIAL : 0, &n);
+            for (int k = 0; k < n; k++) controls += llm_token_is_control(e, ids[k]) != 0;
+            if (parse && cases[i].id >= 0)
+                EXPECT(n == 1 && ids[0] == cases[i].id && controls == 1, "%s: '%s' with PARSE_SPECIAL: [%s], not the control token %d",
+                       name, cases[i].text, show_ids(ids, n, a), cases[i].id);
+            else
+                EXPECT(n > 1 && controls == 0, "%s: '%s' with flags %d: [%s], %d control tokens", name, cases[i].text,
+                       parse ? LLM_TOKENIZE_PARSE_SPECIAL : 0, show_ids(ids, n, a), controls);
+            free(ids);
+        }
+    }
+
+    // A chat turn: its control tokens are written back with DETOKENIZE_SPECIAL only.
+    const char *turn = strcmp(name, "qwen2") == 0       ? "<|im_start|>user\nhi<|im_end|>"
+                       : strcmp(name, "llama-bpe") == 0 ? "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+                                                        : NULL;
+    const char *plain = strcmp(name, "qwen2") == 0 ? "user\nhi" : "user\n\nhi";
+    if (turn) {
+        int n, len1, len2;
+        int32_t *ids = tokenize(e, turn, strlen(turn), LLM_TOKENIZE_PARSE_SPECIAL, &n);
+        char *with = ids ? detokenize(e, ids, n, LLM_DETOKENIZE_SPECIAL, &len1) : NULL;
+        char *without = ids ? detokenize(e, ids, n, 0, &len2) : NULL;
+        EXPECT(with && strcmp(with, turn) == 0, "%s: '%s' detokenized with DETOKENIZE_SPECIAL: '%s'", name, turn, with ? with : "(error)");
+        EXPECT(without && strcmp(without, plain) == 0, "%s: '%s' detokenized without: '%s'", name, turn, without ? without : "(error)");
+        free(ids);
+        free(with);
+        free(without);
+    }
+}
+
+// f. SentencePiece asks for BOS: ADD_SPECIAL puts it first, flags 0 do not; DETOKENIZE_SKIP_BOS
+// drops it again.
+static void check_bos(llm_engine *e, const char *name) {
+    struct llm_model_info info;
+    llm_model_info(e, &info);
+    EXPECT(info.bos_id >= 0 && info.add_bos, "%s: bos_id %d, add_bos %d", name, info.bos_id, info.add_bos);
+    const char *text = "Hello world";
+    int n0, n1, len;
+    int32_t *ids0 = tokenize(e, text, strlen(text), 0, &n0);
+    int32_t *ids1 = tokenize(e, text, strlen(text), LLM_TOKENIZE_ADD_SPECIAL, &n1);
+    char a[SHOW + 8];
+    EXPECT(n1 > 0 && ids1[0] == info.bos_id, "%s: '%s' with ADD_SPECIAL: [%s]", name, text, show_ids(ids1, n1, a));
+    EXPECT(n0 > 0 && ids0[0] != info.bos_id, "%s: '%s' with flags 0: [%s]", name, text, show_ids(ids0, n0, a));
+    EXPECT(n1 == n0 + 1 && same_ids(ids0, n0, ids1 + 1, n1 - 1), "%s: ADD_SPECIAL adds more than BOS", name);
+    char *dt = ids1 ? detokenize(e, ids1, n1, LLM_DETOKENIZE_SKIP_BOS, &len) : NULL;
+    EXPECT(dt && strcmp(dt, text) == 0, "%s: [%s] with SKIP_BOS: '%s'", name, show_ids(ids1, n1, a), dt ? dt : "(error)");
+    free(ids0);
+    free(ids1);
+    free(dt);
+}
+
+// Everything above for one vocabulary (a vocab-only file or a model); own_vectors: it has
+// llama.cpp's .inp/.out beside it.
+static void check_vocab(const char *name, const char *path, const struct cases *all, int n_valid, int own_vectors) {
+    char err[512] = "";
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        SKIP("%s: no such file", path);
+        return;
+    }
+    fclose(f);
+    struct llm_engine_params params = llm_engine_params_default();
+    params.model_path = path;
+    params.n_threads = 1;
+    params.vocab_only = 1;
+    llm_engine *e = llm_engine_create(&params, err, sizeof err);
+    EXPECT(e != NULL, "%s: %s", path, err);
+    if (!e) return;
+    int spm = strcmp(name, "llama-spm") == 0;
+
+    // a. llama.cpp's own vectors
+    char inp[1100], out[1100];
+    snprintf(inp, sizeof inp, "%s.inp", path);
+    snprintf(out, sizeof out, "%s.out", path);
+    struct cases own;
+    struct golden g;
+    if (own_vectors && cases_load(&own, inp)) {
+        if (golden_load(&g, out)) {
+            check_golden(e, inp, &own, &g, 0);
+            golden_free(&g);
+        } else {
+            SKIP("%s: no such file", out);
+        }
+        check_text(e, name, spm, &own, own.n);
+        cases_free(&own);
+    } else if (own_vectors) {
+        SKIP("%s: no such file", inp);
+    }
+
+    // b, c, d. The corpus
+    if (all->n) {
+        static const struct { const char *mode; int flags; } modes[] = {
+            {"plain", LLM_TOKENIZE_ADD_SPECIAL},
+            {"special", LLM_TOKENIZE_ADD_SPECIAL | LLM_TOKENIZE_PARSE_SPECIAL},
+        };
+        for (size_t m = 0; m < LLM__ARRAY_LEN(modes); m++) {
+            snprintf(out, sizeof out, "tests/tokenizer/%s.%s.out", name, modes[m].mode);
+            if (golden_load(&g, out)) {
+                check_golden(e, out, all, &g, modes[m].flags);
+                golden_free(&g);
+            } else {
+                SKIP("%s: no such file", out);
+            }
+        }
+        check_text(e, name, spm, all, n_valid);
+    }
+
+    // e, f
+    check_special(e, name);
+    if (spm) check_bos(e, name);
+    llm_engine_free(e);
+}
+
+int main(void) {
+    const char *dir = getenv("LLM_VOCAB_DIR");
+    if (!dir || !*dir) dir = "../shared/vocab";
+
+    // The corpus: valid UTF-8 cases, then invalid ones, in the order of the golden lines.
+    struct cases corpus, invalid;
+    int have_corpus = cases_load(&corpus, "tests/tokenizer/corpus.inp");
+    int have_invalid = cases_load(&invalid, "tests/tokenizer/corpus_invalid.inp");
+    EXPECT(have_corpus && have_invalid, "tests/tokenizer/corpus.inp or corpus_invalid.inp is missing");
+    struct cases all = {NULL, 0, NULL, NULL};
+    int n_valid = have_corpus ? corpus.n : 0;
+    if (have_corpus && have_invalid) {
+        all.n = corpus.n + invalid.n;
+        all.text = malloc((size_t)all.n * sizeof *all.text);
+        all.len = malloc((size_t)all.n * sizeof *all.len);
+        for (int i = 0; i < all.n; i++) {
+            all.text[i] = i < n_valid ? corpus.text[i] : invalid.text[i - n_valid];
+            all.len[i] = i < n_valid ? corpus.len[i] : invalid.len[i - n_valid];
+        }
+        for (int i = 0; i < n_valid; i++)
+            EXPECT(utf8_valid(corpus.text[i], corpus.len[i]), "corpus case %d is not valid UTF-8", i);
+        for (int i = 0; i < invalid.n; i++)
+            EXPECT(!utf8_valid(invalid.text[i], invalid.len[i]), "corpus_invalid case %d is valid UTF-8", i);
+    }
+
+    for (size_t v = 0; v < LLM__ARRAY_LEN(vocab_names); v++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir, vocab_names[v]);
+        check_vocab(vocab_names[v], path, &all, n_valid, 1);
+    }
+    // The two pre-tokenizers no vocabulary file here uses ("default", "smollm"): test models
+    // with GPT-2's vocabulary and that tokenizer.ggml.pre (tests/models.txt).
+    const char *models = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
+    static const char *const pre_names[] = {"pre-default", "pre-smollm"};
+    for (size_t v = 0; v < LLM__ARRAY_LEN(pre_names); v++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tiny-%s.gguf", models, pre_names[v]);
+        check_vocab(pre_names[v], path, &all, n_valid, 0);
+    }
+
+    if (have_corpus) cases_free(&corpus);
+    if (have_invalid) cases_free(&invalid);
+    free(all.text);
+    free(all.len);
+    return test_summary("test_tokenizer");
+}
