@@ -3,13 +3,13 @@
 # work, later turns do not prefill the history again (the sequence keeps it), the chat template
 # comes from the model file, Ctrl-C (SIGINT) stops an answer without leaving the chat, and
 # llm tokenize / llm run --stop behave.
-# Usage: tests/test_chat.sh LLM_BINARY MODELS_DIR
+# Usage: tests/test_chat_cli.sh LLM_BINARY MODELS_DIR
 llm=$1
 models=$2
 m=$models/tiny-q4_0.gguf
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL test_chat.sh: $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL test_chat_cli: $*"; }
 tmp=${TMPDIR:-/tmp}/llm-chat-test.$$
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
@@ -52,7 +52,7 @@ if [ -f "$q" ]; then
     [ "$b" = "[151644,872]" ] && ok || bad "tokenize --special: $b"
     case "$a" in '[27,91,'*) ok ;; *) bad "tokenize without --special: $a" ;; esac
 else
-    echo "SKIP test_chat.sh: $q is absent (needs ../shared/vocab)"
+    echo "SKIP test_chat_cli: $q is absent (needs ../shared/vocab)"
 fi
 
 # SIGINT stops an answer, the chat goes on
@@ -84,5 +84,5 @@ else
     bad "no third word in '$full'"
 fi
 
-echo "test_chat.sh: $pass passed, $fail failed"
+echo "test_chat_cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]
