@@ -4563,11 +4563,22 @@ static enum llm_status llm__forward(const struct llm__model *m, struct llm_backe
     return st;
 }
 
+static uint64_t llm__splitmix64(uint64_t *x);
+
 // === KV cache blocks ===
 //
 // The K and V caches are pools of fixed-size blocks: [n_layer][n_blocks * block_size][n_head_kv *
-// head_dim] values each, in half precision (or f32 on request). A sequence owns a list of blocks (its block table) and grows it one block
-// at a time; its token at position p lives in slot blocks[p / block_size] * block_size + p % block_size.
+// head_dim] values each, in half precision (or f32 on request). A sequence owns a list of blocks
+// (its block table) and grows it one block at a time; its token at position p lives in slot
+// blocks[p / block_size] * block_size + p % block_size.
+//
+// The block manager (vLLM's) keeps a reference count per block. With prefix caching, a block
+// that is full is identified by a chained hash of (its parent block's hash, its token ids) and
+// entered in a hash table; a new sequence whose prompt starts with the same tokens takes those
+// blocks (reference count + 1; every hash hit is confirmed by comparing the tokens and the
+// parent's hash). A block whose count drops to zero stays cached, in least-recently-used order,
+// until a block is needed and none is free: then the oldest is evicted. Blocks of a sequence
+// are only ever written while they are its partly filled last block, which is never shared.
 
 struct llm__kv {
     int type;                      // LLM__TYPE_F16 (default) or LLM__TYPE_F32
@@ -4576,12 +4587,24 @@ struct llm__kv {
     struct llm__buf k, v;
     struct llm__tensor *k_layer;   // [n_layer] views of k
     struct llm__tensor *v_layer;
-    int32_t *free_ids;             // stack of free block ids
+    int32_t *free_ids;             // stack of free blocks that hold nothing cached
     int n_free;
+    int32_t *ref;                  // [n_blocks] sequences using the block
+    // prefix cache
+    bool caching;
+    uint8_t *hashed;               // [n_blocks] the block is in the hash table
+    uint64_t *hash, *parent;       // [n_blocks]
+    int32_t *content;              // [n_blocks][block_size] token ids of hashed blocks
+    int32_t *bucket, *bnext;       // hash table: chains of block ids, -1 ends
+    uint32_t bucket_mask;
+    int32_t *lru_prev, *lru_next;  // cached blocks nobody uses, least recently used first
+    int32_t lru_head, lru_tail;
+    int n_lru;
+    uint64_t hit_tokens, query_tokens;   // prefix cache statistics (prompt tokens)
 };
 
 static enum llm_status llm__kv_init(struct llm__kv *kv, const struct llm__model *m, struct llm_backend *be,
-                                    int type, int block_size, size_t bytes, struct llm__err *e) {
+                                    int type, int block_size, size_t bytes, bool caching, struct llm__err *e) {
     enum llm_status st;
     kv->type = type;
     kv->block_size = block_size;
@@ -4591,7 +4614,7 @@ static enum llm_status llm__kv_init(struct llm__kv *kv, const struct llm__model 
     if (nb < 1)
         return llm__fail(e, LLM_ERR_NOMEM, "KV cache memory of %zu bytes holds no block of %d tokens (%zu bytes)",
                          bytes, block_size, per_block);
-    if (nb > (size_t)INT32_MAX / (size_t)block_size) nb = (size_t)INT32_MAX / (size_t)block_size;
+    if (nb > (size_t)INT32_MAX / (size_t)block_size / 2) nb = (size_t)INT32_MAX / (size_t)block_size / 2;
     kv->n_blocks = (int)nb;
     size_t layer = kv->row_bytes * (size_t)block_size * nb;
     if ((st = be->iface->buf_alloc(be->ctx, &kv->k, layer * (size_t)m->n_layer, e))) return st;
@@ -4599,7 +4622,8 @@ static enum llm_status llm__kv_init(struct llm__kv *kv, const struct llm__model 
     kv->k_layer = calloc((size_t)m->n_layer, sizeof(struct llm__tensor));
     kv->v_layer = calloc((size_t)m->n_layer, sizeof(struct llm__tensor));
     kv->free_ids = malloc(nb * sizeof(int32_t));
-    if (!kv->k_layer || !kv->v_layer || !kv->free_ids) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    kv->ref = calloc(nb, sizeof(int32_t));
+    if (!kv->k_layer || !kv->v_layer || !kv->free_ids || !kv->ref) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     for (int l = 0; l < m->n_layer; l++) {
         int64_t rows = (int64_t)nb * block_size, cols = (int64_t)m->n_head_kv * m->head_dim;
         kv->k_layer[l] = (struct llm__tensor){&kv->k, layer * (size_t)l, type, cols, rows, kv->row_bytes};
@@ -4608,6 +4632,25 @@ static enum llm_status llm__kv_init(struct llm__kv *kv, const struct llm__model 
     // Hand out low ids first.
     kv->n_free = (int)nb;
     for (int i = 0; i < (int)nb; i++) kv->free_ids[i] = (int32_t)(nb - 1 - (size_t)i);
+    kv->lru_head = kv->lru_tail = -1;
+    kv->caching = caching;
+    if (caching) {
+        uint32_t nbk = 1;
+        while (nbk < 2 * nb) nbk <<= 1;
+        kv->bucket_mask = nbk - 1;
+        kv->hashed = calloc(nb, 1);
+        kv->hash = calloc(nb, sizeof(uint64_t));
+        kv->parent = calloc(nb, sizeof(uint64_t));
+        kv->content = malloc(nb * (size_t)block_size * sizeof(int32_t));
+        kv->bucket = malloc((size_t)nbk * sizeof(int32_t));
+        kv->bnext = malloc(nb * sizeof(int32_t));
+        kv->lru_prev = malloc(nb * sizeof(int32_t));
+        kv->lru_next = malloc(nb * sizeof(int32_t));
+        if (!kv->hashed || !kv->hash || !kv->parent || !kv->content || !kv->bucket || !kv->bnext || !kv->lru_prev ||
+            !kv->lru_next)
+            return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        for (uint32_t i = 0; i < nbk; i++) kv->bucket[i] = -1;
+    }
     return LLM_OK;
 }
 
@@ -4619,7 +4662,95 @@ static void llm__kv_free(struct llm__kv *kv, struct llm_backend *be) {
     free(kv->k_layer);
     free(kv->v_layer);
     free(kv->free_ids);
+    free(kv->ref);
+    free(kv->hashed);
+    free(kv->hash);
+    free(kv->parent);
+    free(kv->content);
+    free(kv->bucket);
+    free(kv->bnext);
+    free(kv->lru_prev);
+    free(kv->lru_next);
     memset(kv, 0, sizeof(*kv));
+}
+
+// Blocks that can be handed out: free ones and cached ones nobody uses.
+static int llm__kv_available(const struct llm__kv *kv) { return kv->n_free + kv->n_lru; }
+
+static void llm__lru_remove(struct llm__kv *kv, int32_t b) {
+    int32_t p = kv->lru_prev[b], n = kv->lru_next[b];
+    if (p >= 0) kv->lru_next[p] = n; else kv->lru_head = n;
+    if (n >= 0) kv->lru_prev[n] = p; else kv->lru_tail = p;
+    kv->n_lru--;
+}
+
+static void llm__lru_push(struct llm__kv *kv, int32_t b) {   // most recently used at the tail
+    kv->lru_prev[b] = kv->lru_tail;
+    kv->lru_next[b] = -1;
+    if (kv->lru_tail >= 0) kv->lru_next[kv->lru_tail] = b; else kv->lru_head = b;
+    kv->lru_tail = b;
+    kv->n_lru++;
+}
+
+static void llm__hash_remove(struct llm__kv *kv, int32_t b) {
+    int32_t *p = &kv->bucket[kv->hash[b] & kv->bucket_mask];
+    while (*p != b) p = &kv->bnext[*p];
+    *p = kv->bnext[b];
+    kv->hashed[b] = 0;
+}
+
+// A block for a sequence (reference count 1), evicting the least recently used cached block when
+// no block is free; -1 when every block is in use.
+static int32_t llm__block_alloc(struct llm__kv *kv) {
+    int32_t b;
+    if (kv->n_free > 0) b = kv->free_ids[--kv->n_free];
+    else if (kv->lru_head >= 0) {
+        b = kv->lru_head;
+        llm__lru_remove(kv, b);
+        llm__hash_remove(kv, b);
+    } else return -1;
+    kv->ref[b] = 1;
+    return b;
+}
+
+static void llm__block_release(struct llm__kv *kv, int32_t b) {
+    if (--kv->ref[b] > 0) return;
+    if (kv->caching && kv->hashed[b]) llm__lru_push(kv, b);
+    else kv->free_ids[kv->n_free++] = b;
+}
+
+// The chained hash of a full block: its parent's hash and its tokens (parent 0 for the first).
+static uint64_t llm__block_hash(uint64_t parent, const int32_t *tokens, int n) {
+    uint64_t h = parent ^ 0x6a09e667f3bcc909ull;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint32_t)tokens[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return llm__splitmix64(&h);
+}
+
+// A cached block with this hash, parent and tokens (confirmed), or -1.
+static int32_t llm__block_find(const struct llm__kv *kv, uint64_t h, uint64_t parent, const int32_t *tokens) {
+    for (int32_t b = kv->bucket[h & kv->bucket_mask]; b >= 0; b = kv->bnext[b])
+        if (kv->hash[b] == h && kv->parent[b] == parent &&
+            memcmp(&kv->content[(size_t)b * (size_t)kv->block_size], tokens, (size_t)kv->block_size * sizeof(int32_t)) == 0)
+            return b;
+    return -1;
+}
+
+// Enters a sequence's block that just became full into the cache (unless the same content is
+// there already). Returns its hash, the parent of the next block.
+static uint64_t llm__block_commit(struct llm__kv *kv, int32_t b, uint64_t parent, const int32_t *tokens) {
+    uint64_t h = llm__block_hash(parent, tokens, kv->block_size);
+    if (!kv->caching || kv->hashed[b] || llm__block_find(kv, h, parent, tokens) >= 0) return h;
+    kv->hash[b] = h;
+    kv->parent[b] = parent;
+    memcpy(&kv->content[(size_t)b * (size_t)kv->block_size], tokens, (size_t)kv->block_size * sizeof(int32_t));
+    kv->bnext[b] = kv->bucket[h & kv->bucket_mask];
+    kv->bucket[h & kv->bucket_mask] = b;
+    kv->hashed[b] = 1;
+    return h;
 }
 
 struct llm__seq {
@@ -4627,28 +4758,65 @@ struct llm__seq {
     int len;                 // tokens in the cache
     int32_t *blocks;         // block table
     int n_blocks, cap_blocks;
+    int n_committed;         // leading full blocks entered in the prefix cache
+    uint64_t last_hash;      // hash of the last of them
 };
+
+static bool llm__seq_grow_table(struct llm__seq *sq, int n) {
+    if (n <= sq->cap_blocks) return true;
+    int cap = LLM__MAX(n, 2 * sq->cap_blocks);
+    int32_t *b = realloc(sq->blocks, (size_t)cap * sizeof(int32_t));
+    if (!b) return false;
+    sq->blocks = b;
+    sq->cap_blocks = cap;
+    return true;
+}
 
 // Makes room for n more tokens: capacity check first, then allocation, so a failure changes nothing.
 static enum llm_status llm__seq_reserve(struct llm__kv *kv, struct llm__seq *sq, int n, struct llm__err *e) {
     int need = (sq->len + n + kv->block_size - 1) / kv->block_size - sq->n_blocks;
     if (need <= 0) return LLM_OK;
-    if (need > kv->n_free)
+    if (need > llm__kv_available(kv))
         return llm__fail(e, LLM_ERR_CONTEXT, "KV cache is full: %d more blocks of %d tokens needed, %d free of %d",
-                         need, kv->block_size, kv->n_free, kv->n_blocks);
-    if (sq->n_blocks + need > sq->cap_blocks) {
-        int cap = LLM__MAX(sq->n_blocks + need, 2 * sq->cap_blocks);
-        int32_t *b = realloc(sq->blocks, (size_t)cap * sizeof(int32_t));
-        if (!b) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-        sq->blocks = b;
-        sq->cap_blocks = cap;
-    }
-    for (int i = 0; i < need; i++) sq->blocks[sq->n_blocks++] = kv->free_ids[--kv->n_free];
+                         need, kv->block_size, llm__kv_available(kv), kv->n_blocks);
+    if (!llm__seq_grow_table(sq, sq->n_blocks + need)) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < need; i++) sq->blocks[sq->n_blocks++] = llm__block_alloc(kv);
     return LLM_OK;
 }
 
+// Takes the cached blocks that hold the start of tokens[0..n): whole blocks only, and never all
+// n tokens (the last one is computed again, for its logits). Returns the tokens covered.
+static int llm__seq_take_prefix(struct llm__kv *kv, struct llm__seq *sq, const int32_t *tokens, int n) {
+    if (!kv->caching || sq->n_blocks > 0) return 0;
+    int bs = kv->block_size, max_blocks = (n - 1) / bs;
+    uint64_t parent = 0;
+    for (int i = 0; i < max_blocks; i++) {
+        const int32_t *t = tokens + (size_t)i * (size_t)bs;
+        uint64_t h = llm__block_hash(parent, t, bs);
+        int32_t b = llm__block_find(kv, h, parent, t);
+        if (b < 0 || !llm__seq_grow_table(sq, sq->n_blocks + 1)) break;
+        if (kv->ref[b]++ == 0) llm__lru_remove(kv, b);
+        sq->blocks[sq->n_blocks++] = b;
+        parent = h;
+    }
+    sq->len = sq->n_committed = sq->n_blocks;
+    sq->len *= bs;
+    sq->last_hash = parent;
+    return sq->len;
+}
+
+// Enters the sequence's blocks that are full (of tokens[0..len)) into the prefix cache.
+static void llm__seq_commit(struct llm__kv *kv, struct llm__seq *sq, const int32_t *tokens) {
+    if (!kv->caching) return;
+    while (sq->n_committed < sq->len / kv->block_size) {
+        int i = sq->n_committed;
+        sq->last_hash = llm__block_commit(kv, sq->blocks[i], sq->last_hash, tokens + (size_t)i * (size_t)kv->block_size);
+        sq->n_committed++;
+    }
+}
+
 static void llm__seq_release(struct llm__kv *kv, struct llm__seq *sq) {
-    for (int i = sq->n_blocks - 1; i >= 0; i--) kv->free_ids[kv->n_free++] = sq->blocks[i];
+    for (int i = sq->n_blocks - 1; i >= 0; i--) llm__block_release(kv, sq->blocks[i]);
     free(sq->blocks);
     memset(sq, 0, sizeof(*sq));
 }
@@ -6091,6 +6259,9 @@ static int llm__chat_apply(const char *name, const struct llm_chat_message *msg,
 
 // === public API ===
 
+struct llm__req;
+static void llm__req_free(struct llm__req *r, struct llm__kv *kv);
+
 struct llm_engine {
     struct llm_engine_params params;
     struct llm__err err;
@@ -6105,6 +6276,20 @@ struct llm_engine {
     // host arrays of one step, sized for acts.max_tokens
     int32_t *st_tokens, *st_pos, *st_seq, *st_slot, *st_out;
     struct llm__prof *prof;   // per-module times when profiling, else NULL
+    // serving
+    struct llm__req **reqs, **q_run, **q_wait, **sched;   // [cap_reqs]
+    int *sched_n;
+    int n_reqs, cap_reqs, next_id;
+    long long n_arrivals, n_preemptions, n_steps;
+    bool priority;
+    int32_t *st_tables;        // [max_num_seqs][cap_tables]
+    int cap_tables;
+    float *step_logits;        // [max_out][n_vocab]
+    struct llm_output *outs;
+    size_t *out_off;
+    int cap_outs;
+    struct llm__outbuf arena;  // the new text of a step's outputs
+    double prof_sched, prof_sample;   // seconds spent scheduling and sampling
 };
 
 const char *llm_status_str(enum llm_status status) {
@@ -6126,6 +6311,9 @@ struct llm_engine_params llm_engine_params_default(void) {
     p.backend = "cpu";
     p.block_size = 16;
     p.kv_cache_dtype = "f16";
+    p.max_num_seqs = 256;
+    p.max_num_batched_tokens = 512;
+    p.scheduling_policy = "fcfs";
     return p;
 }
 
@@ -6134,10 +6322,23 @@ static int llm__online_cpus(void) {
     return n < 1 ? 1 : n > 256 ? 256 : (int)n;
 }
 
-// Tokens per step: prompts longer than this are evaluated in several steps.
-#define LLM__MAX_STEP_TOKENS 512
-// Logit rows per step (each is n_vocab floats).
+// Logit rows of llm_seq_eval's steps with all_logits (each is n_vocab floats).
 #define LLM__MAX_STEP_OUT 64
+
+// Memory the system has free (MemAvailable), or 0 when unknown.
+static size_t llm__mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (!kb) {
+        long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && psz > 0) kb = (unsigned long long)pages * (unsigned long long)psz / 1024;
+    }
+    return (size_t)kb * 1024;
+}
 
 llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err, size_t err_size) {
     struct llm__err e = {{0}};
@@ -6149,6 +6350,9 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
     if (!p.block_size) p.block_size = 16;
     if (!p.kv_cache_dtype) p.kv_cache_dtype = "f16";
     if (p.n_threads <= 0) p.n_threads = llm__online_cpus();
+    if (!p.max_num_seqs) p.max_num_seqs = 256;
+    if (!p.max_num_batched_tokens) p.max_num_batched_tokens = 512;
+    if (!p.scheduling_policy) p.scheduling_policy = "fcfs";
     E->params = p;
     if (!p.model_path) { st = llm__fail(&e, LLM_ERR_INVALID_ARG, "no model file given"); goto fail; }
     if (p.block_size != 8 && p.block_size != 16 && p.block_size != 32) {
@@ -6161,6 +6365,20 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
     }
     if (p.n_threads > 512) { st = llm__fail(&e, LLM_ERR_INVALID_ARG, "too many threads (%d)", p.n_threads); goto fail; }
     if (p.max_model_len < 0) { st = llm__fail(&e, LLM_ERR_INVALID_ARG, "negative max_model_len"); goto fail; }
+    if (p.max_num_seqs < 1 || p.max_num_seqs > 65536) {
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "max_num_seqs must be in [1, 65536] (got %d)", p.max_num_seqs);
+        goto fail;
+    }
+    if (p.max_num_batched_tokens < 1 || p.max_num_batched_tokens > 65536) {
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "max_num_batched_tokens must be in [1, 65536] (got %d)",
+                       p.max_num_batched_tokens);
+        goto fail;
+    }
+    if (strcmp(p.scheduling_policy, "fcfs") != 0 && strcmp(p.scheduling_policy, "priority") != 0) {
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "scheduling policy must be fcfs or priority (got '%s')", p.scheduling_policy);
+        goto fail;
+    }
+    E->priority = strcmp(p.scheduling_policy, "priority") == 0;
     if (strcmp(p.backend, "cpu") != 0) {
         st = llm__fail(&e, LLM_ERR_UNSUPPORTED, "backend '%s' is not available in this build (available: cpu)", p.backend);
         goto fail;
@@ -6186,13 +6404,23 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
     size_t kv_bytes = p.kv_cache_bytes;
     int kv_type = strcmp(p.kv_cache_dtype, "f32") == 0 ? LLM__TYPE_F32 : LLM__TYPE_F16;
     size_t per_token = 2 * (size_t)m->n_layer * llm__row_bytes(kv_type, (int64_t)m->n_head_kv * m->head_dim);
-    if (!kv_bytes) kv_bytes = per_token * (size_t)((E->max_model_len + p.block_size - 1) / p.block_size * p.block_size);
-    if ((st = llm__kv_init(&E->kv, m, &E->be, kv_type, p.block_size, kv_bytes, &e))) goto fail;
-    if ((st = llm__acts_init(&E->acts, m, &E->be, LLM__MAX_STEP_TOKENS, LLM__MAX_STEP_OUT, &e))) goto fail;
-    struct llm__shape shape = {LLM__MAX_STEP_TOKENS, LLM__MAX(m->n_embd, LLM__MAX(m->n_ff, m->n_head * m->head_dim)),
+    size_t one_seq = per_token * (size_t)((E->max_model_len + p.block_size - 1) / p.block_size * p.block_size);
+    if (!kv_bytes) {
+        // A quarter of the free memory, at most what max_num_seqs full sequences use, at least one
+        // sequence. Pages are only touched as blocks are used.
+        size_t avail = llm__mem_available() / 4;
+        size_t most = one_seq * (size_t)p.max_num_seqs;
+        kv_bytes = LLM__MAX(LLM__MIN(avail ? avail : one_seq, most), one_seq);
+    }
+    if ((st = llm__kv_init(&E->kv, m, &E->be, kv_type, p.block_size, kv_bytes, p.enable_prefix_caching != 0, &e))) goto fail;
+    int max_tokens = p.max_num_batched_tokens, max_out = LLM__MAX(LLM__MAX_STEP_OUT, LLM__MIN(p.max_num_seqs, max_tokens));
+    if ((st = llm__acts_init(&E->acts, m, &E->be, max_tokens, max_out, &e))) goto fail;
+    struct llm__shape shape = {max_tokens, LLM__MAX(m->n_embd, LLM__MAX(m->n_ff, m->n_head * m->head_dim)),
                                m->n_head, m->n_head_kv, m->head_dim, p.block_size};
     if ((st = E->be.iface->reserve(E->be.ctx, &shape, &e))) goto fail;
-    size_t T = LLM__MAX_STEP_TOKENS;
+    E->step_logits = malloc((size_t)max_out * (size_t)m->n_vocab * sizeof(float));
+    if (!E->step_logits) { st = llm__fail(&e, LLM_ERR_NOMEM, "out of memory"); goto fail; }
+    size_t T = (size_t)max_tokens;
     E->st_tokens = malloc(T * sizeof(int32_t));
     E->st_pos = malloc(T * sizeof(int32_t));
     E->st_seq = malloc(T * sizeof(int32_t));
@@ -6211,6 +6439,17 @@ fail:
 
 void llm_engine_free(llm_engine *E) {
     if (!E) return;
+    for (int i = 0; i < E->n_reqs; i++) llm__req_free(E->reqs[i], &E->kv);
+    free(E->reqs);
+    free(E->q_run);
+    free(E->q_wait);
+    free(E->sched);
+    free(E->sched_n);
+    free(E->st_tables);
+    free(E->step_logits);
+    free(E->outs);
+    free(E->out_off);
+    free(E->arena.p);
     for (int i = 0; i < E->n_seqs; i++) if (E->seqs[i].used) llm__seq_release(&E->kv, &E->seqs[i]);
     free(E->seqs);
     if (E->be.iface && (E->acts.buf.data || E->acts.buf.handle)) E->be.iface->buf_free(E->be.ctx, &E->acts.buf);
@@ -6247,6 +6486,8 @@ void llm_model_info(const llm_engine *E, struct llm_model_info *info) {
     info->weight_bytes = m->weight_bytes;
     info->bytes_per_token = llm__model_bytes_per_token(m);
     info->kv_tokens = E->kv.n_blocks * E->kv.block_size;
+    info->kv_cache_bytes = E->kv.k.size + E->kv.v.size;
+    info->max_model_len = E->max_model_len;
     info->bos_id = E->vocab.bos;
     info->eos_id = E->vocab.eos;
     info->add_bos = E->vocab.add_bos;
@@ -6357,7 +6598,7 @@ enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int 
         return llm__fail(&E->err, LLM_ERR_CONTEXT, "%d tokens do not fit in the context: %d used of %d",
                          n, s->len, E->max_model_len);
     if ((st = llm__seq_reserve(&E->kv, s, n, &E->err))) return st;
-    const int chunk = all_logits ? LLM__MAX_STEP_OUT : LLM__MAX_STEP_TOKENS;
+    const int chunk = all_logits ? LLM__MAX_STEP_OUT : E->params.max_num_batched_tokens;
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int T = LLM__MIN(chunk, n - i0);
         bool last = i0 + T == n;
@@ -6382,6 +6623,547 @@ enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int 
         s->len += T;
     }
     return LLM_OK;
+}
+
+// === serving: requests, the scheduler, steps ===
+//
+// vLLM's scheduler, on the CPU first: each step spends a budget of max_num_batched_tokens on
+// the running requests first (a decode is one token; an unfinished prompt continues in chunks),
+// then admits waiting requests (FCFS, or by priority then arrival) while the budget and
+// max_num_seqs allow, reusing cached prefix blocks. When a running request needs a block and
+// none is left, the latest admitted (or lowest-priority) running request is preempted: its
+// blocks are freed and its tokens, prompt and output so far, are computed again when it is
+// readmitted, so its output does not change. One forward pass computes every scheduled token.
+
+enum llm__req_state { LLM__REQ_WAITING, LLM__REQ_RUNNING, LLM__REQ_DONE };
+
+struct llm__req {
+    int id;
+    enum llm__req_state state;
+    int32_t *tokens;            // prompt, then the output
+    int n_tokens, cap_tokens, n_prompt;
+    int n_computed;             // tokens whose K and V are in the cache
+    int n_cached;               // prompt tokens found in the prefix cache at first admission
+    bool admitted_once;
+    struct llm__seq seq;
+    llm_sampler *smp;
+    struct llm_request_params p;
+    char **stop;                // copies
+    int32_t *stop_ids;
+    long long arrival;          // order of arrival
+    double t_arrival, t_first, t_last;
+    float *itl;
+    int n_itl, cap_itl;
+    struct llm_text_stream ts;
+    struct llm__outbuf text;    // text so far (a stop string cut off)
+    size_t text_sent;           // bytes of it reported
+    size_t text_hold;           // bytes at its end that may start a stop string (not reported yet)
+    int out_sent;               // tokens reported
+    const char *finish;         // NULL while running
+    int n_preempt;
+    bool reported_done;
+};
+
+static void llm__req_free(struct llm__req *r, struct llm__kv *kv) {
+    if (!r) return;
+    llm__seq_release(kv, &r->seq);
+    llm_sampler_free(r->smp);
+    if (r->stop) for (int i = 0; i < r->p.n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    free(r->stop_ids);
+    free(r->tokens);
+    free(r->itl);
+    free(r->text.p);
+    free(r);
+}
+
+struct llm_request_params llm_request_params_default(void) {
+    struct llm_request_params p = {0};
+    p.sampling = llm_sampling_params_default();
+    p.max_tokens = 16;
+    p.add_special = 1;
+    return p;
+}
+
+static struct llm__req *llm__req_find(const llm_engine *E, int id) {
+    for (int i = 0; i < E->n_reqs; i++) if (E->reqs[i]->id == id) return E->reqs[i];
+    return NULL;
+}
+
+int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct llm_request_params *params) {
+    struct llm_request_params p = params ? *params : llm_request_params_default();
+    struct llm__err *e = &E->err;
+    if (E->params.vocab_only) { llm__fail(e, LLM_ERR_INVALID_ARG, "the engine has only a vocabulary (vocab_only)"); return -1; }
+    if (!prompt || (!prompt->text && (!prompt->tokens || prompt->n_tokens < 1))) {
+        llm__fail(e, LLM_ERR_INVALID_ARG, "request: no prompt");
+        return -1;
+    }
+    if (p.max_tokens < 0 || p.n_stop < 0 || p.n_stop_token_ids < 0 || (p.n_stop && !p.stop) ||
+        (p.n_stop_token_ids && !p.stop_token_ids)) {
+        llm__fail(e, LLM_ERR_INVALID_ARG, "request: bad parameters");
+        return -1;
+    }
+    struct llm__req *r = calloc(1, sizeof(*r));
+    if (!r) { llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return -1; }
+    r->p = p;
+    r->p.stop = NULL;
+    r->p.stop_token_ids = NULL;
+    int n;
+    if (prompt->text) {
+        int flags = p.add_special >= 0 ? LLM_TOKENIZE_ADD_SPECIAL : 0;
+        n = llm__tokenize(&E->vocab, prompt->text, strlen(prompt->text), flags, NULL, 0, e);
+        if (n < 0) { free(r); return -1; }
+        r->cap_tokens = n + LLM__MIN(p.max_tokens, 1 << 16) + 1;
+        if (!(r->tokens = malloc((size_t)r->cap_tokens * sizeof(int32_t)))) { free(r); llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return -1; }
+        llm__tokenize(&E->vocab, prompt->text, strlen(prompt->text), flags, r->tokens, n, e);
+    } else {
+        n = prompt->n_tokens;
+        r->cap_tokens = n + LLM__MIN(p.max_tokens, 1 << 16) + 1;
+        if (!(r->tokens = malloc((size_t)r->cap_tokens * sizeof(int32_t)))) { free(r); llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return -1; }
+        for (int i = 0; i < n; i++) {
+            if (prompt->tokens[i] < 0 || prompt->tokens[i] >= E->model.n_vocab) {
+                llm__fail(e, LLM_ERR_INVALID_ARG, "request: token id %d is out of range [0, %d)", prompt->tokens[i], E->model.n_vocab);
+                llm__req_free(r, &E->kv);
+                return -1;
+            }
+            r->tokens[i] = prompt->tokens[i];
+        }
+    }
+    r->n_tokens = r->n_prompt = n;
+    if (n < 1) { llm__fail(e, LLM_ERR_INVALID_ARG, "request: the prompt has no tokens"); llm__req_free(r, &E->kv); return -1; }
+    if (n > E->max_model_len) {
+        llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt has %d tokens, more than max_model_len (%d)", n, E->max_model_len);
+        llm__req_free(r, &E->kv);
+        return -1;
+    }
+    int blocks = (n + 1 + E->kv.block_size - 1) / E->kv.block_size;
+    if (blocks > E->kv.n_blocks) {
+        llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt needs %d KV blocks, the cache has %d", blocks, E->kv.n_blocks);
+        llm__req_free(r, &E->kv);
+        return -1;
+    }
+    r->smp = llm_sampler_create(&p.sampling, E->model.n_vocab);
+    if (p.n_stop) r->stop = calloc((size_t)p.n_stop, sizeof(char *));
+    if (p.n_stop_token_ids) r->stop_ids = malloc((size_t)p.n_stop_token_ids * sizeof(int32_t));
+    bool ok = r->smp && (!p.n_stop || r->stop) && (!p.n_stop_token_ids || r->stop_ids);
+    for (int i = 0; ok && i < p.n_stop; i++) ok = p.stop[i] && p.stop[i][0] && (r->stop[i] = strdup(p.stop[i]));
+    if (ok && p.n_stop_token_ids) memcpy(r->stop_ids, p.stop_token_ids, (size_t)p.n_stop_token_ids * sizeof(int32_t));
+    if (!ok) {
+        llm__fail(e, r->smp ? LLM_ERR_INVALID_ARG : LLM_ERR_INVALID_ARG, "request: bad sampling parameters or stop strings");
+        if (!r->stop) r->p.n_stop = 0;
+        llm__req_free(r, &E->kv);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) llm_sampler_accept(r->smp, r->tokens[i]);
+    if (E->n_reqs == E->cap_reqs) {
+        int cap = E->cap_reqs ? 2 * E->cap_reqs : 16;
+        struct llm__req **q[4] = {realloc(E->reqs, (size_t)cap * sizeof(*q[0])), NULL, NULL, NULL};
+        if (q[0]) E->reqs = q[0];
+        if ((q[1] = realloc(E->q_run, (size_t)cap * sizeof(*q[1])))) E->q_run = q[1];
+        if ((q[2] = realloc(E->q_wait, (size_t)cap * sizeof(*q[2])))) E->q_wait = q[2];
+        if ((q[3] = realloc(E->sched, (size_t)cap * sizeof(*q[3])))) E->sched = q[3];
+        int *sn = realloc(E->sched_n, (size_t)cap * sizeof(int));
+        if (sn) E->sched_n = sn;
+        if (!q[0] || !q[1] || !q[2] || !q[3] || !sn) { llm__fail(e, LLM_ERR_NOMEM, "out of memory"); llm__req_free(r, &E->kv); return -1; }
+        E->cap_reqs = cap;
+    }
+    r->id = E->next_id++;
+    r->arrival = E->n_arrivals++;
+    r->t_arrival = llm__now();
+    r->state = LLM__REQ_WAITING;
+    E->reqs[E->n_reqs++] = r;
+    return r->id;
+}
+
+static void llm__req_finish(llm_engine *E, struct llm__req *r, const char *why) {
+    r->finish = why;
+    r->state = LLM__REQ_DONE;
+    if (!r->t_last) r->t_last = llm__now();
+    llm__seq_commit(&E->kv, &r->seq, r->tokens);
+    llm__seq_release(&E->kv, &r->seq);
+}
+
+enum llm_status llm_abort_request(llm_engine *E, int id) {
+    struct llm__req *r = llm__req_find(E, id);
+    if (!r || r->state == LLM__REQ_DONE) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "no unfinished request %d", id);
+    llm__req_finish(E, r, "abort");
+    return LLM_OK;
+}
+
+int llm_has_unfinished_requests(const llm_engine *E) {
+    for (int i = 0; i < E->n_reqs; i++) if (E->reqs[i]->state != LLM__REQ_DONE) return 1;
+    return 0;
+}
+
+// Scheduling order: FCFS by arrival, or priority (lower first) then arrival.
+static bool llm__req_before(const llm_engine *E, const struct llm__req *a, const struct llm__req *b) {
+    if (E->priority && a->p.priority != b->p.priority) return a->p.priority < b->p.priority;
+    return a->arrival < b->arrival;
+}
+
+// Frees a running request's blocks; it waits to be computed again from its first token.
+static void llm__req_preempt(llm_engine *E, struct llm__req *r) {
+    llm__seq_release(&E->kv, &r->seq);
+    r->n_computed = 0;
+    r->state = LLM__REQ_WAITING;
+    r->n_preempt++;
+    E->n_preemptions++;
+}
+
+// The text a new token adds; the stop strings; what is safe to report.
+static void llm__req_text(struct llm__req *r, const struct llm__vocab *v, int32_t tok, bool push, bool last) {
+    char small[256];
+    if (!push) goto flush;
+    int k = llm__stream_push(v, &r->ts, tok, 0, small, sizeof(small));
+    if (k < -1) {   // a long piece
+        char *big = malloc((size_t)-k);
+        if (big && (k = llm__stream_push(v, &r->ts, tok, 0, big, (size_t)-k)) > 0) llm__outbuf_put(&r->text, big, (size_t)k);
+        free(big);
+    } else if (k > 0) {
+        llm__outbuf_put(&r->text, small, (size_t)k);
+    }
+flush:
+    if (last) {
+        struct llm__outbuf o = {0};
+        llm__stream_feed(&r->ts, "", 0, &o, true);
+        llm__outbuf_put(&r->text, o.p, o.n);
+        free(o.p);
+    }
+}
+
+// Checks the stop strings in the text added since `from`; cuts the text at the first one.
+static bool llm__req_stop_string(struct llm__req *r, size_t from, size_t *hold) {
+    *hold = 0;
+    long best = -1;
+    for (int i = 0; i < r->p.n_stop; i++) {
+        size_t m = strlen(r->stop[i]), start = from > m ? from - m : 0, n = r->text.n;
+        const char *hit = n >= start + m ? memmem(r->text.p + start, n - start, r->stop[i], m) : NULL;
+        if (hit && (best < 0 || hit - r->text.p < best)) best = hit - r->text.p;
+        for (size_t k = LLM__MIN(m - 1, n); k > *hold; k--)
+            if (memcmp(r->text.p + n - k, r->stop[i], k) == 0) { *hold = k; break; }
+    }
+    if (best < 0) return false;
+    r->text.n = (size_t)best;
+    *hold = 0;
+    return true;
+}
+
+// After a token was sampled: append it, record its time, decide whether the request ends.
+static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, double now) {
+    if (r->n_tokens == r->cap_tokens) {
+        int cap = 2 * r->cap_tokens;
+        int32_t *t = realloc(r->tokens, (size_t)cap * sizeof(int32_t));
+        if (!t) { llm__req_finish(E, r, "length"); return; }
+        r->tokens = t;
+        r->cap_tokens = cap;
+    }
+    r->tokens[r->n_tokens++] = tok;
+    int n_out = r->n_tokens - r->n_prompt;
+    if (n_out == 1) r->t_first = now;
+    else {
+        if (r->n_itl == r->cap_itl) {
+            int cap = r->cap_itl ? 2 * r->cap_itl : 64;
+            float *t = realloc(r->itl, (size_t)cap * sizeof(float));
+            if (t) { r->itl = t; r->cap_itl = cap; }
+        }
+        if (r->n_itl < r->cap_itl) r->itl[r->n_itl++] = (float)((now - r->t_last) * 1e3);
+    }
+    r->t_last = now;
+    bool stop_tok = !r->p.ignore_eos && llm_token_is_eog(E, tok);
+    for (int i = 0; i < r->p.n_stop_token_ids; i++) stop_tok |= tok == r->stop_ids[i];
+    bool at_len = n_out >= r->p.max_tokens || r->n_tokens >= E->max_model_len;
+    size_t before = r->text.n, hold = 0;
+    llm__req_text(r, &E->vocab, tok, !stop_tok, stop_tok || at_len);
+    bool stop_str = r->p.n_stop && llm__req_stop_string(r, before, &hold);
+    r->text_hold = stop_str || stop_tok || at_len ? 0 : hold;
+    if (stop_tok || stop_str) llm__req_finish(E, r, "stop");
+    else if (at_len) llm__req_finish(E, r, "length");
+}
+
+static int llm__req_cmp_sort(const void *a, const void *b, const llm_engine *E) {
+    const struct llm__req *x = *(struct llm__req *const *)a, *y = *(struct llm__req *const *)b;
+    return llm__req_before(E, x, y) ? -1 : llm__req_before(E, y, x) ? 1 : 0;
+}
+
+// Insertion sort of requests by scheduling order (the queues are short and mostly sorted).
+static void llm__req_sort(const llm_engine *E, struct llm__req **q, int n) {
+    for (int i = 1; i < n; i++) {
+        struct llm__req *x = q[i];
+        int j = i;
+        while (j > 0 && llm__req_cmp_sort(&x, &q[j - 1], E) < 0) { q[j] = q[j - 1]; j--; }
+        q[j] = x;
+    }
+}
+
+int llm_step(llm_engine *E, const struct llm_output **outputs) {
+    double t_sched0 = llm__now();
+    *outputs = E->outs;
+    // Requests reported as finished in the previous step leave now.
+    int w = 0;
+    for (int i = 0; i < E->n_reqs; i++) {
+        struct llm__req *r = E->reqs[i];
+        if (r->state == LLM__REQ_DONE && r->reported_done) llm__req_free(r, &E->kv);
+        else E->reqs[w++] = r;
+    }
+    E->n_reqs = w;
+    E->arena.n = 0;
+    // Queues in scheduling order.
+    int n_run = 0, n_wait = 0;
+    for (int i = 0; i < E->n_reqs; i++) {
+        struct llm__req *r = E->reqs[i];
+        if (r->state == LLM__REQ_RUNNING) E->q_run[n_run++] = r;
+        else if (r->state == LLM__REQ_WAITING) E->q_wait[n_wait++] = r;
+    }
+    llm__req_sort(E, E->q_run, n_run);
+    llm__req_sort(E, E->q_wait, n_wait);
+    int budget = E->params.max_num_batched_tokens, n_sched = 0;
+    bool preempted = false;
+    // 1. running requests, in order; preempt from the back when blocks run out
+    for (int i = 0; i < n_run && budget > 0; i++) {
+        struct llm__req *r = E->q_run[i];
+        if (r->state != LLM__REQ_RUNNING) continue;
+        int n = LLM__MIN(r->n_tokens - r->n_computed, budget);
+        while (llm__seq_reserve(&E->kv, &r->seq, n, &E->err) != LLM_OK) {
+            int v = n_run - 1;
+            while (v >= 0 && E->q_run[v]->state != LLM__REQ_RUNNING) v--;
+            struct llm__req *victim = E->q_run[v];
+            for (int k = 0; k < n_sched; k++)
+                if (E->sched[k] == victim) {   // give back what it was given this step
+                    budget += E->sched_n[k];
+                    E->sched[k] = E->sched[--n_sched];
+                    E->sched_n[k] = E->sched_n[n_sched];
+                    break;
+                }
+            if (victim == r) {
+                bool alone = true;
+                for (int k = 0; k < n_run; k++) alone &= E->q_run[k] == r || E->q_run[k]->state != LLM__REQ_RUNNING;
+                if (alone) { llm__req_finish(E, r, "length"); break; }   // the cache cannot hold more of it
+            }
+            llm__req_preempt(E, victim);
+            preempted = true;
+            if (victim == r) break;
+        }
+        if (r->state != LLM__REQ_RUNNING) continue;
+        E->sched[n_sched] = r;
+        E->sched_n[n_sched++] = n;
+        budget -= n;
+    }
+    int n_running = 0;
+    for (int i = 0; i < n_run; i++) n_running += E->q_run[i]->state == LLM__REQ_RUNNING;
+    // 2. waiting requests (preempted ones included), while there is room; none after a preemption
+    if (!preempted) {
+        n_wait = 0;
+        for (int i = 0; i < E->n_reqs; i++) if (E->reqs[i]->state == LLM__REQ_WAITING) E->q_wait[n_wait++] = E->reqs[i];
+        llm__req_sort(E, E->q_wait, n_wait);
+        for (int i = 0; i < n_wait && budget > 0 && n_running < E->params.max_num_seqs; i++) {
+            struct llm__req *r = E->q_wait[i];
+            int hit = llm__seq_take_prefix(&E->kv, &r->seq, r->tokens, r->n_tokens);
+            int n = LLM__MIN(r->n_tokens - hit, budget);
+            if (llm__seq_reserve(&E->kv, &r->seq, n, &E->err) != LLM_OK) {
+                llm__seq_release(&E->kv, &r->seq);
+                if (n_running == 0 && n_sched == 0) llm__req_finish(E, r, "length");   // can never fit
+                break;
+            }
+            if (E->kv.caching && !r->admitted_once) {
+                E->kv.query_tokens += (uint64_t)r->n_prompt;
+                E->kv.hit_tokens += (uint64_t)hit;
+                r->n_cached = hit;
+            }
+            r->admitted_once = true;
+            r->n_computed = hit;
+            r->state = LLM__REQ_RUNNING;
+            n_running++;
+            E->sched[n_sched] = r;
+            E->sched_n[n_sched++] = n;
+            budget -= n;
+        }
+    }
+    int n_outs = 0;
+    if (n_sched == 0) {
+        E->prof_sched += llm__now() - t_sched0;
+        goto report;
+    }
+    // 3. the batch
+    int T = 0, n_out = 0, max_blocks = 0;
+    for (int k = 0; k < n_sched; k++) max_blocks = LLM__MAX(max_blocks, E->sched[k]->seq.n_blocks);
+    if (max_blocks > E->cap_tables) {
+        int32_t *t = realloc(E->st_tables, (size_t)E->params.max_num_seqs * (size_t)max_blocks * sizeof(int32_t));
+        if (!t) { llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"); return -1; }
+        E->st_tables = t;
+        E->cap_tables = max_blocks;
+    }
+    const int bs = E->kv.block_size;
+    for (int k = 0; k < n_sched; k++) {
+        struct llm__req *r = E->sched[k];
+        for (int j = 0; j < E->sched_n[k]; j++, T++) {
+            int32_t pos = r->n_computed + j;
+            E->st_tokens[T] = r->tokens[pos];
+            E->st_pos[T] = pos;
+            E->st_seq[T] = k;
+            E->st_slot[T] = r->seq.blocks[pos / bs] * bs + pos % bs;
+        }
+        r->seq.len = r->n_computed + E->sched_n[k];
+        memcpy(E->st_tables + (size_t)k * (size_t)max_blocks, r->seq.blocks, (size_t)r->seq.n_blocks * sizeof(int32_t));
+        if (r->seq.len == r->n_tokens) E->st_out[n_out++] = T - 1;   // it samples its next token
+    }
+    struct llm__step step = {
+        .n_tokens = T, .tokens = E->st_tokens, .positions = E->st_pos, .seq_idx = E->st_seq,
+        .slot_mapping = E->st_slot, .n_seqs = n_sched, .max_blocks = max_blocks, .block_tables = E->st_tables,
+        .block_size = bs, .n_out = n_out, .out_rows = E->st_out,
+    };
+    E->prof_sched += llm__now() - t_sched0;
+    if (llm__forward(&E->model, &E->be, &E->acts, E->kv.k_layer, E->kv.v_layer, &step, E->step_logits, E->prof,
+                     &E->err) != LLM_OK) {
+        for (int k = 0; k < n_sched; k++) llm__req_preempt(E, E->sched[k]);   // computed again next time
+        return -1;
+    }
+    E->n_steps++;
+    // 4. sample, append, finish
+    double t_samp0 = llm__now();
+    int o = 0;
+    for (int k = 0; k < n_sched; k++) {
+        struct llm__req *r = E->sched[k];
+        r->n_computed = r->seq.len;
+        llm__seq_commit(&E->kv, &r->seq, r->tokens);
+        if (r->n_computed < r->n_tokens) continue;
+        int32_t tok = llm_sampler_sample(r->smp, E->step_logits + (size_t)o++ * (size_t)E->model.n_vocab);
+        llm__req_append(E, r, tok, llm__now());
+    }
+    E->prof_sample += llm__now() - t_samp0;
+report:
+    // 5. outputs: every request with new tokens or text, or that finished
+    for (int i = 0; i < E->n_reqs; i++) {
+        struct llm__req *r = E->reqs[i];
+        int n_gen = r->n_tokens - r->n_prompt;
+        size_t shown = r->text.n - r->text_hold;
+        bool news = n_gen > r->out_sent || shown > r->text_sent || (r->state == LLM__REQ_DONE && !r->reported_done);
+        if (!news) continue;
+        if (n_outs == E->cap_outs) {
+            int cap = E->cap_outs ? 2 * E->cap_outs : 64;
+            struct llm_output *q = realloc(E->outs, (size_t)cap * sizeof(*q));
+            if (q) E->outs = q;
+            size_t *f = realloc(E->out_off, (size_t)cap * sizeof(size_t));
+            if (f) E->out_off = f;
+            if (!q || !f) { llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"); return -1; }
+            E->cap_outs = cap;
+            *outputs = E->outs;
+        }
+        struct llm_output *out = &E->outs[n_outs++];
+        memset(out, 0, sizeof(*out));
+        out->request_id = r->id;
+        out->new_tokens = r->tokens + r->n_prompt + r->out_sent;
+        out->n_new_tokens = n_gen - r->out_sent;
+        r->out_sent = n_gen;
+        size_t off = E->arena.n;
+        if (shown > r->text_sent) llm__outbuf_put(&E->arena, r->text.p + r->text_sent, shown - r->text_sent);
+        llm__outbuf_put(&E->arena, "", 1);
+        out->n_new_text = (int)(shown > r->text_sent ? shown - r->text_sent : 0);
+        E->out_off[n_outs - 1] = off;   // a pointer below, once the arena stops moving
+        r->text_sent = LLM__MAX(r->text_sent, shown);
+        out->finished = r->state == LLM__REQ_DONE;
+        out->finish_reason = out->finished ? r->finish : NULL;
+        out->ttft_ms = r->t_first ? (r->t_first - r->t_arrival) * 1e3 : 0.0;
+        out->e2e_ms = out->finished ? (r->t_last - r->t_arrival) * 1e3 : 0.0;
+        out->n_prompt_tokens = r->n_prompt;
+        out->n_cached_tokens = r->n_cached;
+        out->n_output_tokens = n_gen;
+        out->n_preemptions = r->n_preempt;
+        out->itl_ms = out->finished ? r->itl : NULL;
+        if (out->finished) r->reported_done = true;
+    }
+    if (E->arena.fail) { llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"); return -1; }
+    for (int i = 0; i < n_outs; i++) E->outs[i].new_text = E->arena.p + E->out_off[i];
+    return n_outs;
+}
+
+void llm_engine_stats(const llm_engine *E, struct llm_engine_stats *s) {
+    memset(s, 0, sizeof(*s));
+    const struct llm__kv *kv = &E->kv;
+    s->kv_blocks_total = kv->n_blocks;
+    s->kv_blocks_cached = kv->n_lru;
+    s->kv_blocks_used = kv->n_blocks - kv->n_free - kv->n_lru;
+    long long blocks = 0;
+    for (int i = 0; i < E->n_reqs; i++) {
+        const struct llm__req *r = E->reqs[i];
+        if (r->state == LLM__REQ_RUNNING) { s->n_running++; s->kv_tokens_stored += r->seq.len; blocks += r->seq.n_blocks; }
+        else if (r->state == LLM__REQ_WAITING) s->n_waiting++;
+    }
+    s->kv_utilization = blocks ? (double)s->kv_tokens_stored / ((double)blocks * kv->block_size) : 0.0;
+    s->prefix_query_tokens = (long long)kv->query_tokens;
+    s->prefix_hit_tokens = (long long)kv->hit_tokens;
+    s->n_preemptions = E->n_preemptions;
+    s->n_steps = E->n_steps;
+}
+
+static char *llm__strndup(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) { if (n) memcpy(d, s, n); d[n] = 0; }
+    return d;
+}
+
+enum llm_status llm_generate(llm_engine *E, const struct llm_prompt *prompts, int n, const struct llm_request_params *params,
+                             struct llm_result *res) {
+    if (n < 0 || (n > 0 && (!prompts || !res))) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "generate: bad arguments");
+    memset(res, 0, (size_t)n * sizeof(*res));
+    int *ids = malloc((size_t)LLM__MAX(n, 1) * sizeof(int));
+    if (!ids) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        ids[i] = llm_add_request(E, &prompts[i], params ? &params[i] : NULL);
+        if (ids[i] < 0) {
+            res[i].finish_reason = "error";
+            res[i].error = llm__strndup(E->err.msg, strlen(E->err.msg));
+        }
+    }
+    enum llm_status st = LLM_OK;
+    while (llm_has_unfinished_requests(E)) {
+        const struct llm_output *out;
+        int k = llm_step(E, &out);
+        if (k < 0) { st = LLM_ERR_BACKEND; break; }
+        for (int j = 0; j < k; j++) {
+            if (!out[j].finished) continue;
+            int i = 0;
+            while (i < n && ids[i] != out[j].request_id) i++;
+            if (i == n) continue;   // a request added by someone else
+            struct llm__req *r = llm__req_find(E, out[j].request_id);
+            struct llm_result *x = &res[i];
+            x->n_prompt_tokens = r->n_prompt;
+            x->prompt_tokens = malloc((size_t)r->n_prompt * sizeof(int32_t));
+            x->n_tokens = r->n_tokens - r->n_prompt;
+            x->tokens = malloc((size_t)LLM__MAX(x->n_tokens, 1) * sizeof(int32_t));
+            x->text = llm__strndup(r->text.p ? r->text.p : "", r->text.n);
+            x->n_itl = r->n_itl;
+            x->itl_ms = malloc((size_t)LLM__MAX(r->n_itl, 1) * sizeof(float));
+            if (!x->prompt_tokens || !x->tokens || !x->text || !x->itl_ms) { st = llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"); continue; }
+            memcpy(x->prompt_tokens, r->tokens, (size_t)r->n_prompt * sizeof(int32_t));
+            if (x->n_tokens) memcpy(x->tokens, r->tokens + r->n_prompt, (size_t)x->n_tokens * sizeof(int32_t));
+            if (r->n_itl) memcpy(x->itl_ms, r->itl, (size_t)r->n_itl * sizeof(float));
+            x->finish_reason = r->finish;
+            x->ttft_ms = out[j].ttft_ms;
+            x->e2e_ms = out[j].e2e_ms;
+            x->n_cached_tokens = r->n_cached;
+            x->n_preemptions = r->n_preempt;
+        }
+    }
+    if (st != LLM_OK)   // a failed backend: what is left ends with the error
+        for (int i = 0; i < n; i++)
+            if (!res[i].finish_reason) {
+                if (ids[i] >= 0 && llm__req_find(E, ids[i])) llm_abort_request(E, ids[i]);
+                res[i].finish_reason = "error";
+                res[i].error = llm__strndup(E->err.msg, strlen(E->err.msg));
+            }
+    free(ids);
+    return st;
+}
+
+void llm_results_free(struct llm_result *res, int n) {
+    for (int i = 0; res && i < n; i++) {
+        free(res[i].prompt_tokens);
+        free(res[i].tokens);
+        free(res[i].text);
+        free(res[i].error);
+        free(res[i].itl_ms);
+        memset(&res[i], 0, sizeof(res[i]));
+    }
 }
 
 // === command-line program ===

@@ -43,6 +43,13 @@ struct llm_engine_params {
     const char *kv_cache_dtype;// "f16" (default) or "f32"
     int verbose;               // 0 quiet (default), 1 loading progress on stderr when it is a terminal
     int vocab_only;            // 1: load only the tokenizer (vocab-only GGUF files work); no sequences
+    // serving (llm_add_request / llm_step / llm_generate), with vLLM's names and defaults
+    int max_num_seqs;          // requests computed together in a step (default 256)
+    int max_num_batched_tokens;// tokens per step (default 512); longer prompts are prefilled in
+                               // chunks, mixed with the decodes of running requests
+    int enable_prefix_caching; // 1: full KV blocks are shared between requests with the same
+                               // prompt prefix and kept after they finish, until memory is needed
+    const char *scheduling_policy; // "fcfs" (default) or "priority" (lower value first)
 };
 struct llm_engine_params llm_engine_params_default(void);
 
@@ -61,6 +68,8 @@ struct llm_model_info {
     size_t bytes_per_token;    // weight bytes a decode step reads (all matrices; the embedding
                                // table only when it is also the output projection)
     int kv_tokens;             // tokens the KV cache can hold
+    size_t kv_cache_bytes;     // its memory
+    int max_model_len;         // context length in use
     int bos_id, eos_id;        // -1 when the vocabulary has none
     int add_bos;               // the vocabulary asks for a BOS token in front of prompts
 };
@@ -152,6 +161,88 @@ void llm_sampler_reset(llm_sampler *sampler);   // forgets the history (not the 
 // The log-probabilities (log-softmax of the logits) of the k most likely tokens, best first.
 struct llm_logprob { int32_t id; float logprob; };
 void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logprob *out);
+
+
+// --- Serving: many requests at once (continuous batching, paged KV cache, prefix caching) ---
+//
+// Requests are added at any time and computed together, step by step: each llm_step runs the
+// decodes of the running requests plus chunks of waiting prompts within max_num_seqs and
+// max_num_batched_tokens, and reports what each request produced. When KV memory runs out, the
+// latest (or lowest-priority) request is preempted: its blocks are freed and it is computed
+// again later; no request is dropped, and greedy outputs are the same as without preemption.
+// Call these from one thread; the engine computes with its own pool.
+
+struct llm_request_params {
+    struct llm_sampling_params sampling;
+    int max_tokens;            // tokens to generate (default 16, as vLLM); stops earlier at the
+                               // context length
+    int priority;              // scheduling_policy "priority": lower values first (default 0)
+    int ignore_eos;            // 1: end-of-generation tokens do not stop it
+    const char *const *stop;   // stop strings: the text ends before the first one (not included)
+    int n_stop;
+    const int32_t *stop_token_ids;  // ids that stop it (included in the tokens)
+    int n_stop_token_ids;
+    int add_special;           // text prompts: BOS as the vocabulary asks (default 1; -1: no)
+};
+struct llm_request_params llm_request_params_default(void);
+
+// A prompt: text (tokenized with the model's vocabulary) or token ids.
+struct llm_prompt { const char *text; const int32_t *tokens; int n_tokens; };
+
+// Queues a request (the strings and arrays are copied). Returns its id (>= 0), or -1 with
+// llm_last_error set: bad parameters, a prompt longer than max_model_len, or one that the KV
+// cache cannot hold even alone. Nothing else is affected by a rejected request.
+int llm_add_request(llm_engine *engine, const struct llm_prompt *prompt, const struct llm_request_params *params);
+// Stops a request; it is reported once more by the next llm_step, with finish_reason "abort".
+enum llm_status llm_abort_request(llm_engine *engine, int request_id);
+
+// What a request produced in a step. Pointers stay valid until the next llm_step.
+struct llm_output {
+    int request_id;
+    const int32_t *new_tokens; // tokens generated in this step
+    int n_new_tokens;
+    const char *new_text;      // their text: whole UTF-8 characters, a possible stop string held
+    int n_new_text;            // back until it is decided (NUL-terminated too)
+    int finished;
+    const char *finish_reason; // when finished: "stop", "length" or "abort"; else NULL
+    // metrics (milliseconds); the totals are final when finished
+    double ttft_ms;            // arrival to first token (0 until there is one)
+    double e2e_ms;             // arrival to the end (when finished)
+    int n_prompt_tokens, n_cached_tokens, n_output_tokens, n_preemptions;
+    const float *itl_ms;       // when finished: the n_output_tokens - 1 inter-token latencies
+};
+// Runs one step. Returns the number of outputs written to *outputs (0 when there was nothing
+// to do), or -1 with llm_last_error set when the backend failed.
+int llm_step(llm_engine *engine, const struct llm_output **outputs);
+int llm_has_unfinished_requests(const llm_engine *engine);
+
+// The engine's state: KV blocks, how full the used ones are, prefix cache hits, queues.
+struct llm_engine_stats {
+    int kv_blocks_total, kv_blocks_used, kv_blocks_cached;   // cached: kept for reuse, unused
+    int kv_tokens_stored;      // tokens in the blocks of running requests
+    double kv_utilization;     // kv_tokens_stored / (their blocks x block_size)
+    long long prefix_query_tokens, prefix_hit_tokens;   // prompt tokens looked up / found
+    int n_running, n_waiting;
+    long long n_preemptions, n_steps;
+};
+void llm_engine_stats(const llm_engine *engine, struct llm_engine_stats *stats);
+
+// Offline batch generation (vLLM's LLM.generate): all prompts at once, results in order.
+// params: one per prompt, or NULL for the defaults. A prompt that cannot run gets
+// finish_reason "error" and the message in error; the others are not affected.
+struct llm_result {
+    int32_t *prompt_tokens; int n_prompt_tokens;
+    int32_t *tokens; int n_tokens;
+    char *text;
+    const char *finish_reason; // "stop", "length", "abort" or "error"
+    char *error;               // the message when finish_reason is "error", else NULL
+    double ttft_ms, e2e_ms;
+    int n_cached_tokens, n_preemptions;
+    float *itl_ms; int n_itl;
+};
+enum llm_status llm_generate(llm_engine *engine, const struct llm_prompt *prompts, int n,
+                             const struct llm_request_params *params, struct llm_result *results);
+void llm_results_free(struct llm_result *results, int n);
 
 #ifdef __cplusplus
 }
