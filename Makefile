@@ -1,7 +1,8 @@
 # llm.c — build, test, benchmark.
 #   make               the CPU build: ./llm
 #   make test          build and run the test suite (SAN=1: under AddressSanitizer + UBSan)
-#   make bench         CPU speed against llama.cpp on the same files (bench/bench.sh)
+#   make bench         CPU speed against llama.cpp on the same files (bench/bench.sh: one sequence;
+#                      bench/serve.sh: continuous batching and prefix caching)
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 STD     := -std=c11 -Wall -Wextra -Werror
@@ -54,6 +55,7 @@ test: $(TESTS) $(BUILD)/llm models
 
 bench: llm build/gen_model
 	@sh bench/bench.sh
+	@sh bench/serve.sh
 
 clean:
 	rm -rf build llm

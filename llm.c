@@ -3698,20 +3698,24 @@ static void llm__cpu_rope(void *ctx, struct llm__tensor x, int n_head, int head_
 // within the block, [kv head][dim][slot], so that the scores of one query against a block's
 // keys are dim-by-dim multiply-adds of contiguous vectors (no horizontal sums).
 
-static void llm__cpu_kv_store(void *ctx, struct llm__tensor k_cache, struct llm__tensor v_cache,
-                              struct llm__tensor k, struct llm__tensor v) {
-    struct llm__cpu *c = ctx;
-    const struct llm__step *s = c->step;
+struct llm__cpu_kv_job { struct llm__cpu *c; struct llm__tensor k_cache, v_cache, k, v; };
+
+// Tokens [lo, hi): values as rows, keys scattered into their block's [dim][slot] layout.
+static void llm__cpu_kv_store_worker(void *arg, int ith, int nth) {
+    struct llm__cpu_kv_job *j = arg;
+    const struct llm__step *s = j->c->step;
     const int bs = s->block_size;
-    const size_t esz = k_cache.type == LLM__TYPE_F32 ? 4 : 2;
-    for (int t = 0; t < s->n_tokens; t++) {
+    const size_t esz = j->k_cache.type == LLM__TYPE_F32 ? 4 : 2;
+    int64_t lo, hi;
+    llm__split(s->n_tokens, ith, nth, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
         int32_t slot = s->slot_mapping[t];
-        llm__quantize_row(v_cache.type, (const float *)llm__tensor_row(v, t), llm__tensor_row(v_cache, slot), v.ne0);
-        char *blk = llm__tensor_row(k_cache, (int64_t)(slot / bs) * bs);
-        const float *kr = (const float *)llm__tensor_row(k, t);
+        llm__quantize_row(j->v_cache.type, (const float *)llm__tensor_row(j->v, t), llm__tensor_row(j->v_cache, slot), j->v.ne0);
+        char *blk = llm__tensor_row(j->k_cache, (int64_t)(slot / bs) * bs);
+        const float *kr = (const float *)llm__tensor_row(j->k, t);
         uint16_t h[1024];   // a row is converted 1024 values at a time, then scattered
-        for (int64_t c0 = 0; c0 < k.ne0; c0 += 1024) {
-            int64_t nc = LLM__MIN(1024, k.ne0 - c0);
+        for (int64_t c0 = 0; c0 < j->k.ne0; c0 += 1024) {
+            int64_t nc = LLM__MIN(1024, j->k.ne0 - c0);
             if (esz == 2) llm__fp32_to_fp16_row(kr + c0, h, nc);
             for (int64_t col = c0; col < c0 + nc; col++) {
                 size_t at = ((size_t)col * (size_t)bs + (size_t)(slot % bs)) * esz;
@@ -3720,6 +3724,14 @@ static void llm__cpu_kv_store(void *ctx, struct llm__tensor k_cache, struct llm_
             }
         }
     }
+}
+
+static void llm__cpu_kv_store(void *ctx, struct llm__tensor k_cache, struct llm__tensor v_cache,
+                              struct llm__tensor k, struct llm__tensor v) {
+    struct llm__cpu *c = ctx;
+    struct llm__cpu_kv_job job = {c, k_cache, v_cache, k, v};
+    if (c->step->n_tokens < 4) llm__cpu_kv_store_worker(&job, 0, 1);
+    else llm__pool_run(c->pool, llm__cpu_kv_store_worker, &job);
 }
 
 // --- paged attention ---
@@ -4913,10 +4925,19 @@ void llm_sampler_reset(llm_sampler *s) {
     s->n_hist = s->hist_pos = 0;
 }
 
+// The first index of the largest value (NaN never wins). The maximum is found over 16 lanes
+// (a loop compilers vectorise), then its first position.
 static int32_t llm__argmax(const float *x, int n) {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
-    return best;
+    float lane[16];
+    int i = 0;
+    for (int l = 0; l < 16; l++) lane[l] = -INFINITY;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
+    float mx = -INFINITY;
+    for (int l = 0; l < 16; l++) mx = lane[l] > mx ? lane[l] : mx;
+    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    for (i = 0; i < n; i++) if (x[i] == mx) return i;
+    return 0;   // all NaN or -inf
 }
 
 // Sorts idx[0..n) by descending key[idx[i]], ties by ascending id.
@@ -6405,6 +6426,13 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
     int kv_type = strcmp(p.kv_cache_dtype, "f32") == 0 ? LLM__TYPE_F32 : LLM__TYPE_F16;
     size_t per_token = 2 * (size_t)m->n_layer * llm__row_bytes(kv_type, (int64_t)m->n_head_kv * m->head_dim);
     size_t one_seq = per_token * (size_t)((E->max_model_len + p.block_size - 1) / p.block_size * p.block_size);
+    if (!kv_bytes && p.gpu_memory_utilization > 0) {
+        if (!(p.gpu_memory_utilization <= 1.0f)) {
+            st = llm__fail(&e, LLM_ERR_INVALID_ARG, "gpu_memory_utilization must be in (0, 1]");
+            goto fail;
+        }
+        kv_bytes = (size_t)((double)llm__mem_available() * p.gpu_memory_utilization);
+    }
     if (!kv_bytes) {
         // A quarter of the free memory, at most what max_num_seqs full sequences use, at least one
         // sequence. Pages are only touched as blocks are used.
@@ -7261,6 +7289,12 @@ struct llm__cli {
     int n_stop_ids;
     int n_predict, logprobs, reps;
     bool json, ignore_eos, no_bos, n_predict_set, special, raw;
+    // generate, bench (serving), profile
+    const char *requests;
+    int num_prompts, input_len, output_len, context_len, questions, question_len;
+    double request_rate;
+    uint64_t seed;
+    bool rag, serve;
 };
 
 static const char *llm__usage =
@@ -7271,8 +7305,12 @@ static const char *llm__usage =
     "  chat      talk with a model (a REPL; reads a conversation from a pipe too)\n"
     "  tokenize  print the token ids of a text (works on vocabulary-only GGUF files)\n"
     "  info      print a model's metadata and tensors\n"
-    "  bench     prefill and decode speed (as llama-bench: -p N prompt tokens, -n N generated,\n"
-    "            -r N repetitions; defaults 512, 128, 5)\n"
+    "  generate  run requests from a JSON Lines file together (continuous batching)\n"
+    "  bench     prefill and decode speed of one sequence (as llama-bench: -p N prompt tokens,\n"
+    "            -n N generated, -r N repetitions; defaults 512, 128, 5); with --num-prompts,\n"
+    "            --input-len, --output-len, --request-rate or --rag: the serving benchmark\n"
+    "  profile   time per module (attention, MLP, norms, logits, sampling, scheduling) over a\n"
+    "            serving run (the bench flags; default 16 requests of 128 + 64 tokens)\n"
     "\n"
     "model and engine options:\n"
     "  -m, --model FILE          GGUF model file (required)\n"
@@ -7281,6 +7319,15 @@ static const char *llm__usage =
     "      --block-size N        KV cache block size: 8, 16 or 32 (default 16)\n"
     "      --kv-cache-memory B   KV cache bytes (default: enough for the context)\n"
     "      --kv-cache-dtype T    KV cache precision: f16 or f32 (default f16)\n"
+    "      --gpu-memory-utilization F  share of the device's memory for the KV cache; on the CPU\n"
+    "                            of the available RAM (default: 1/4 of it, at most what\n"
+    "                            --max-num-seqs full contexts need; pages are used as needed)\n"
+    "      --max-num-seqs N      requests computed together in a step (default 256)\n"
+    "      --max-num-batched-tokens N  tokens per step (default 512); longer prompts are\n"
+    "                            prefilled in chunks alongside the running requests' decodes\n"
+    "      --enable-prefix-caching  share the KV blocks of common prompt prefixes between\n"
+    "                            requests and keep them after they finish (default off)\n"
+    "      --scheduling-policy P fcfs or priority (lower \"priority\" first; default fcfs)\n"
     "\n"
     "prompt options (run, tokenize):\n"
     "  -p, --prompt TEXT         prompt text\n"
@@ -7320,6 +7367,29 @@ static const char *llm__usage =
     "  in the chat: /reset forgets the conversation, /system TEXT sets the system prompt and\n"
     "  resets, /stats shows speed and context use, /quit (or Ctrl-D) leaves; Ctrl-C stops an\n"
     "  answer (at the prompt it quits)\n"
+    "\n"
+    "generate options:\n"
+    "      --requests FILE       one JSON request per line: {\"prompt\":\"...\"} or {\"tokens\":[...]},\n"
+    "                            optional \"max_tokens\" (default -n, else 16), \"temperature\",\n"
+    "                            \"top_p\", \"top_k\", \"min_p\", \"seed\", \"priority\", \"stop\":[...],\n"
+    "                            \"stop_token_ids\":[...], \"ignore_eos\"; other sampling defaults from\n"
+    "                            the flags above. Prints one JSON line per request, in input order:\n"
+    "                            index, prompt_tokens, tokens, text, finish_reason, ttft_ms (and\n"
+    "                            error for a request that could not run)\n"
+    "\n"
+    "serving benchmark options (bench, profile), with vLLM's names:\n"
+    "      --num-prompts N       requests (default 64; profile 16)\n"
+    "      --input-len L         prompt tokens each, random ids (default 128)\n"
+    "      --output-len O        tokens generated each, greedy, end-of-text ignored (default 128;\n"
+    "                            profile 64; --rag 32)\n"
+    "      --request-rate R      requests per second, Poisson arrivals (default: all at once)\n"
+    "      --seed S              random prompts and arrivals (default 0)\n"
+    "      --rag                 one shared context and several questions, to show prefix caching:\n"
+    "      --context-len C       shared context tokens (default 2000)\n"
+    "      --questions Q         questions, each the context + 32 tokens (default 8)\n"
+    "      --json                one JSON object: requests, elapsed_s, output_tps, total_tps,\n"
+    "                            ttft_ms and itl_ms {p50, p90, p99}, kv_utilization,\n"
+    "                            prefix_hit_rate, ...\n"
     "\n"
     "tokenize output:\n"
     "      --json                a JSON array instead of ids separated by spaces\n"
@@ -7376,7 +7446,7 @@ static void llm__parse_args(int argc, char **argv, struct llm__cli *c) {
         else if (!strcmp(a, "--frequency-penalty")) c->sp.frequency_penalty = (float)llm__parse_float(a, LLM__ARG(), -100.0, 100.0);
         else if (!strcmp(a, "--presence-penalty")) c->sp.presence_penalty = (float)llm__parse_float(a, LLM__ARG(), -100.0, 100.0);
         else if (!strcmp(a, "--repeat-last-n")) c->sp.penalty_last_n = (int)llm__parse_int(a, LLM__ARG(), 0, 1 << 20);
-        else if (!strcmp(a, "--seed")) c->sp.seed = (uint64_t)llm__parse_int(a, LLM__ARG(), 0, LLONG_MAX);
+        else if (!strcmp(a, "--seed")) c->seed = c->sp.seed = (uint64_t)llm__parse_int(a, LLM__ARG(), 0, LLONG_MAX);
         else if (!strcmp(a, "--stop")) {
             const char *s = LLM__ARG();
             if (!*s) llm__die("--stop: empty text");
@@ -7388,6 +7458,19 @@ static void llm__parse_args(int argc, char **argv, struct llm__cli *c) {
         else if (!strcmp(a, "--chat-template")) c->chat_template = LLM__ARG();
         else if (!strcmp(a, "-sys") || !strcmp(a, "--system") || !strcmp(a, "--system-prompt")) c->system = LLM__ARG();
         else if (!strcmp(a, "--json")) c->json = true;
+        else if (!strcmp(a, "--max-num-seqs")) c->ep.max_num_seqs = (int)llm__parse_int(a, LLM__ARG(), 1, 65536);
+        else if (!strcmp(a, "--max-num-batched-tokens")) c->ep.max_num_batched_tokens = (int)llm__parse_int(a, LLM__ARG(), 1, 65536);
+        else if (!strcmp(a, "--enable-prefix-caching")) c->ep.enable_prefix_caching = 1;
+        else if (!strcmp(a, "--scheduling-policy")) c->ep.scheduling_policy = LLM__ARG();
+        else if (!strcmp(a, "--gpu-memory-utilization")) c->ep.gpu_memory_utilization = (float)llm__parse_float(a, LLM__ARG(), 1e-4, 1.0);
+        else if (!strcmp(a, "--requests")) c->requests = LLM__ARG();
+        else if (!strcmp(a, "--num-prompts")) { c->num_prompts = (int)llm__parse_int(a, LLM__ARG(), 1, 1 << 20); c->serve = true; }
+        else if (!strcmp(a, "--input-len")) { c->input_len = (int)llm__parse_int(a, LLM__ARG(), 1, 1 << 20); c->serve = true; }
+        else if (!strcmp(a, "--output-len")) { c->output_len = (int)llm__parse_int(a, LLM__ARG(), 1, 1 << 20); c->serve = true; }
+        else if (!strcmp(a, "--request-rate")) { c->request_rate = llm__parse_float(a, LLM__ARG(), 0.0, 1e9); c->serve = true; }
+        else if (!strcmp(a, "--rag")) { c->rag = true; c->serve = true; }
+        else if (!strcmp(a, "--context-len")) { c->context_len = (int)llm__parse_int(a, LLM__ARG(), 1, 1 << 20); c->serve = true; }
+        else if (!strcmp(a, "--questions")) { c->questions = (int)llm__parse_int(a, LLM__ARG(), 1, 1 << 20); c->serve = true; }
         else if (!strcmp(a, "--logprobs")) c->logprobs = (int)llm__parse_int(a, LLM__ARG(), 0, 100);
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(llm__usage, stdout); exit(0); }
         else llm__die("unknown option '%s' (see llm --help)", a);
@@ -7842,6 +7925,490 @@ static int llm__cmd_chat(struct llm__cli *c) {
     return 0;
 }
 
+// --- llm generate: requests from a JSON Lines file ---
+
+// A tiny JSON reader for one request line: a flat object whose values are strings, numbers,
+// booleans, null or arrays of them (others are skipped).
+struct llm__jp { const char *s, *end; char err[128]; };
+
+static void llm__jp_ws(struct llm__jp *j) { while (j->s < j->end && isspace((unsigned char)*j->s)) j->s++; }
+static bool llm__jp_fail(struct llm__jp *j, const char *what) {
+    if (!j->err[0]) snprintf(j->err, sizeof(j->err), "%s", what);
+    return false;
+}
+
+static int llm__hexval(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+// A string value into out (a fresh buffer, NUL-terminated; *n its length).
+static bool llm__jp_str(struct llm__jp *j, struct llm__strbuf *out) {
+    if (j->s >= j->end || *j->s != '"') return llm__jp_fail(j, "expected a string");
+    j->s++;
+    llm__sb_put(out, "", 0);
+    while (j->s < j->end && *j->s != '"') {
+        char c = *j->s++;
+        if ((unsigned char)c < 0x20) return llm__jp_fail(j, "control character in a string");
+        if (c != '\\') { llm__sb_put(out, &c, 1); continue; }
+        if (j->s >= j->end) break;
+        c = *j->s++;
+        const char *simple = strchr("\"\\/bfnrt", c);
+        if (simple && c) { static const char map[] = "\"\\/\b\f\n\r\t"; llm__sb_put(out, &map[simple - "\"\\/bfnrt"], 1); continue; }
+        if (c != 'u') return llm__jp_fail(j, "bad escape in a string");
+        uint32_t cp = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            uint32_t u = 0;
+            for (int k = 0; k < 4; k++) {
+                int h = j->s < j->end ? llm__hexval(*j->s++) : -1;
+                if (h < 0) return llm__jp_fail(j, "bad \\u escape");
+                u = u << 4 | (uint32_t)h;
+            }
+            if (pass == 0 && u >= 0xD800 && u < 0xDC00 && j->end - j->s >= 6 && j->s[0] == '\\' && j->s[1] == 'u') {
+                cp = u;
+                j->s += 2;
+                continue;
+            }
+            if (pass == 1) cp = u >= 0xDC00 && u < 0xE000 ? 0x10000 + ((cp - 0xD800) << 10) + (u - 0xDC00) : 0xFFFD;
+            else cp = u >= 0xD800 && u < 0xE000 ? 0xFFFD : u;
+            break;
+        }
+        char u8[4];
+        llm__sb_put(out, u8, (size_t)llm__utf8_put(cp, u8));
+    }
+    if (j->s >= j->end) return llm__jp_fail(j, "unterminated string");
+    j->s++;
+    return true;
+}
+
+static bool llm__jp_skip(struct llm__jp *j, int depth) {
+    llm__jp_ws(j);
+    if (j->s >= j->end) return llm__jp_fail(j, "unexpected end");
+    if (depth > 32) return llm__jp_fail(j, "nested too deeply");
+    char c = *j->s;
+    if (c == '"') { struct llm__strbuf t = {0}; bool ok = llm__jp_str(j, &t); free(t.p); return ok; }
+    if (c == '[' || c == '{') {
+        char close = c == '[' ? ']' : '}';
+        j->s++;
+        llm__jp_ws(j);
+        if (j->s < j->end && *j->s == close) { j->s++; return true; }
+        for (;;) {
+            if (c == '{') {
+                struct llm__strbuf t = {0};
+                bool ok = llm__jp_str(j, &t);
+                free(t.p);
+                llm__jp_ws(j);
+                if (!ok || j->s >= j->end || *j->s++ != ':') return llm__jp_fail(j, "expected a key");
+            }
+            if (!llm__jp_skip(j, depth + 1)) return false;
+            llm__jp_ws(j);
+            if (j->s < j->end && *j->s == ',') { j->s++; llm__jp_ws(j); continue; }
+            if (j->s < j->end && *j->s == close) { j->s++; return true; }
+            return llm__jp_fail(j, "expected , or a closing bracket");
+        }
+    }
+    const char *start = j->s;
+    while (j->s < j->end && (isalnum((unsigned char)*j->s) || strchr("+-.", *j->s))) j->s++;
+    if (j->s == start) return llm__jp_fail(j, "unexpected character");
+    return true;
+}
+
+static bool llm__jp_num(struct llm__jp *j, double *v) {
+    llm__jp_ws(j);
+    char *endp;
+    errno = 0;
+    *v = strtod(j->s, &endp);
+    if (endp == j->s || endp > j->end || errno || !isfinite(*v)) return llm__jp_fail(j, "expected a number");
+    j->s = endp;
+    return true;
+}
+
+struct llm__jreq {
+    struct llm__strbuf prompt;
+    bool has_prompt, has_tokens;
+    int32_t *tokens;
+    int n_tokens;
+    char **stop;
+    int n_stop;
+    struct llm_request_params p;
+    char err[160];
+};
+
+static void llm__jreq_free(struct llm__jreq *q) {
+    free(q->prompt.p);
+    free(q->tokens);
+    for (int i = 0; i < q->n_stop; i++) free(q->stop[i]);
+    free(q->stop);
+}
+
+// Parses a request line over defaults; false with q->err on a bad line.
+static bool llm__jreq_parse(const char *line, size_t len, struct llm__jreq *q) {
+    struct llm__jp j = {line, line + len, ""};
+    llm__jp_ws(&j);
+    if (j.s >= j.end || *j.s++ != '{') { snprintf(q->err, sizeof(q->err), "not a JSON object"); return false; }
+    llm__jp_ws(&j);
+    bool ok = true, first = true;
+    while (ok && j.s < j.end && *j.s != '}') {
+        if (!first) { if (*j.s++ != ',') { ok = llm__jp_fail(&j, "expected ,"); break; } llm__jp_ws(&j); }
+        first = false;
+        struct llm__strbuf key = {0};
+        ok = llm__jp_str(&j, &key);
+        llm__jp_ws(&j);
+        if (ok && (j.s >= j.end || *j.s++ != ':')) ok = llm__jp_fail(&j, "expected :");
+        llm__jp_ws(&j);
+        const char *k = key.p ? key.p : "";
+        double v;
+        if (!ok) {
+        } else if (!strcmp(k, "prompt")) {
+            free(q->prompt.p);
+            memset(&q->prompt, 0, sizeof(q->prompt));
+            ok = llm__jp_str(&j, &q->prompt);
+            q->has_prompt = true;
+        } else if (!strcmp(k, "tokens") || !strcmp(k, "stop") || !strcmp(k, "stop_token_ids")) {
+            bool strs = !strcmp(k, "stop");
+            if (j.s >= j.end || *j.s++ != '[') { ok = llm__jp_fail(&j, "expected an array"); free(key.p); break; }
+            int cap = 0, n = 0;
+            int32_t *ids = NULL;
+            char **ss = NULL;
+            llm__jp_ws(&j);
+            while (ok && j.s < j.end && *j.s != ']') {
+                if (n == cap) {
+                    cap = cap ? 2 * cap : 16;
+                    if (strs) ss = realloc(ss, (size_t)cap * sizeof(char *));
+                    else ids = realloc(ids, (size_t)cap * sizeof(int32_t));
+                    if (strs ? !ss : !ids) llm__die("out of memory");
+                }
+                if (strs) { struct llm__strbuf t = {0}; ok = llm__jp_str(&j, &t); ss[n++] = t.p; }
+                else if ((ok = llm__jp_num(&j, &v))) {
+                    if (v != floor(v) || v < 0 || v > INT32_MAX) ok = llm__jp_fail(&j, "token ids are integers >= 0");
+                    else ids[n++] = (int32_t)v;
+                }
+                llm__jp_ws(&j);
+                if (ok && j.s < j.end && *j.s == ',') { j.s++; llm__jp_ws(&j); }
+            }
+            if (ok && (j.s >= j.end || *j.s++ != ']')) ok = llm__jp_fail(&j, "unterminated array");
+            if (strs) {
+                for (int i = 0; i < q->n_stop; i++) free(q->stop[i]);
+                free(q->stop);
+                q->stop = ss;
+                q->n_stop = n;
+                for (int i = 0; ok && i < n; i++) if (!ss[i] || !ss[i][0]) ok = llm__jp_fail(&j, "empty stop string");
+            } else if (!strcmp(k, "tokens")) {
+                free(q->tokens);
+                q->tokens = ids;
+                q->n_tokens = n;
+                q->has_tokens = true;
+            } else {
+                free((void *)q->p.stop_token_ids);
+                q->p.stop_token_ids = ids;
+                q->p.n_stop_token_ids = n;
+            }
+        } else if (!strcmp(k, "max_tokens") || !strcmp(k, "seed") || !strcmp(k, "priority") || !strcmp(k, "top_k")) {
+            if ((ok = llm__jp_num(&j, &v))) {
+                if (v != floor(v) || fabs(v) > 1e15) ok = llm__jp_fail(&j, "expected an integer");
+                else if (!strcmp(k, "max_tokens")) { if (v < 0 || v > (1 << 24)) ok = llm__jp_fail(&j, "max_tokens out of range"); q->p.max_tokens = (int)v; }
+                else if (!strcmp(k, "seed")) { if (v < 0) ok = llm__jp_fail(&j, "seed must be >= 0"); q->p.sampling.seed = (uint64_t)v; }
+                else if (!strcmp(k, "priority")) { if (fabs(v) > INT_MAX) ok = llm__jp_fail(&j, "priority out of range"); q->p.priority = (int)v; }
+                else { if (v < 0 || v > INT_MAX) ok = llm__jp_fail(&j, "top_k out of range"); q->p.sampling.top_k = (int)v; }
+            }
+        } else if (!strcmp(k, "temperature") || !strcmp(k, "top_p") || !strcmp(k, "min_p")) {
+            if ((ok = llm__jp_num(&j, &v))) {
+                if (!strcmp(k, "temperature")) { if (v < 0 || v > 100) ok = llm__jp_fail(&j, "temperature out of range"); q->p.sampling.temperature = (float)v; }
+                else if (v < 0 || v > 1) ok = llm__jp_fail(&j, "probability out of [0, 1]");
+                else if (!strcmp(k, "top_p")) q->p.sampling.top_p = (float)v;
+                else q->p.sampling.min_p = (float)v;
+            }
+        } else if (!strcmp(k, "ignore_eos")) {
+            if (j.end - j.s >= 4 && !strncmp(j.s, "true", 4)) { q->p.ignore_eos = 1; j.s += 4; }
+            else if (j.end - j.s >= 5 && !strncmp(j.s, "false", 5)) { q->p.ignore_eos = 0; j.s += 5; }
+            else ok = llm__jp_fail(&j, "ignore_eos must be true or false");
+        } else {
+            ok = llm__jp_skip(&j, 0);   // keys this program does not know are ignored
+        }
+        if (!ok && !j.err[0]) llm__jp_fail(&j, "bad value");
+        if (!ok) snprintf(q->err, sizeof(q->err), "\"%.40s\": %s", k, j.err);
+        free(key.p);
+        llm__jp_ws(&j);
+    }
+    if (ok && (j.s >= j.end || *j.s++ != '}')) { ok = false; snprintf(q->err, sizeof(q->err), "%s", j.err[0] ? j.err : "expected }"); }
+    llm__jp_ws(&j);
+    if (ok && j.s != j.end) { ok = false; snprintf(q->err, sizeof(q->err), "text after the object"); }
+    if (ok && q->has_prompt == q->has_tokens) { ok = false; snprintf(q->err, sizeof(q->err), "give one of \"prompt\" or \"tokens\""); }
+    q->p.stop = (const char *const *)q->stop;
+    q->p.n_stop = q->n_stop;
+    return ok;
+}
+
+static int llm__cmd_generate(struct llm__cli *c) {
+    if (!c->requests) llm__die("generate: give --requests FILE.jsonl (one JSON request per line)");
+    size_t len;
+    char *data = llm__read_file(c->requests, &len);
+    llm_engine *E = llm__cli_engine(c);
+    // one request per non-empty line
+    int n = 0, cap = 0;
+    struct llm__jreq *q = NULL;
+    for (size_t off = 0; off < len;) {
+        const char *nl = memchr(data + off, '\n', len - off);
+        size_t end = nl ? (size_t)(nl - data) : len, l = end - off;
+        const char *line = data + off;
+        off = end + 1;
+        size_t t = 0;
+        while (t < l && isspace((unsigned char)line[t])) t++;
+        if (t == l) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            if (!(q = realloc(q, (size_t)cap * sizeof(*q)))) llm__die("out of memory");
+        }
+        memset(&q[n], 0, sizeof(q[n]));
+        q[n].p = llm_request_params_default();
+        q[n].p.sampling = c->sp;
+        q[n].p.max_tokens = c->n_predict_set ? c->n_predict : 16;
+        q[n].p.ignore_eos = c->ignore_eos;
+        if (!llm__jreq_parse(line, l, &q[n])) q[n].has_prompt = q[n].has_tokens = false;
+        n++;
+    }
+    struct llm_prompt *pr = calloc((size_t)LLM__MAX(n, 1), sizeof(*pr));
+    struct llm_request_params *rp = calloc((size_t)LLM__MAX(n, 1), sizeof(*rp));
+    struct llm_result *res = calloc((size_t)LLM__MAX(n, 1), sizeof(*res));
+    int *map = calloc((size_t)LLM__MAX(n, 1), sizeof(int));
+    if (!pr || !rp || !res || !map) llm__die("out of memory");
+    int m = 0;   // the valid lines go to the engine
+    for (int i = 0; i < n; i++) {
+        if (q[i].err[0]) continue;
+        pr[m] = q[i].has_prompt ? (struct llm_prompt){q[i].prompt.p, NULL, 0} : (struct llm_prompt){NULL, q[i].tokens, q[i].n_tokens};
+        if (q[i].has_tokens && q[i].n_tokens == 0) pr[m].tokens = NULL;
+        rp[m] = q[i].p;
+        map[m++] = i;
+    }
+    struct llm_result *rm = calloc((size_t)LLM__MAX(m, 1), sizeof(*rm));
+    if (!rm) llm__die("out of memory");
+    if (llm_generate(E, pr, m, rp, rm) != LLM_OK) fprintf(stderr, "llm: generate: %s\n", llm_last_error(E));
+    for (int k = 0; k < m; k++) res[map[k]] = rm[k];
+    for (int i = 0; i < n; i++) {
+        printf("{\"index\":%d,\"prompt_tokens\":[", i);
+        for (int t = 0; t < res[i].n_prompt_tokens; t++) printf("%s%d", t ? "," : "", res[i].prompt_tokens[t]);
+        printf("],\"tokens\":[");
+        for (int t = 0; t < res[i].n_tokens; t++) printf("%s%d", t ? "," : "", res[i].tokens[t]);
+        printf("],\"text\":");
+        llm__json_str(stdout, res[i].text ? res[i].text : "", res[i].text ? strlen(res[i].text) : 0);
+        const char *err = q[i].err[0] ? q[i].err : res[i].error;
+        printf(",\"finish_reason\":\"%s\",\"ttft_ms\":%.3f", err ? "error" : res[i].finish_reason, res[i].ttft_ms);
+        if (err) {
+            printf(",\"error\":");
+            llm__json_str(stdout, err, strlen(err));
+        }
+        printf("}\n");
+    }
+    llm_results_free(res, n);
+    for (int i = 0; i < n; i++) llm__jreq_free(&q[i]);
+    for (int i = 0; i < n; i++) free((void *)q[i].p.stop_token_ids);
+    free(q);
+    free(pr);
+    free(rp);
+    free(res);
+    free(rm);
+    free(map);
+    free(data);
+    llm_engine_free(E);
+    return 0;
+}
+
+// --- llm bench (serving) and llm profile ---
+
+static int llm__cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+// The p-th percentile (0..100) of v[0..n), linear between ranks; v gets sorted.
+static double llm__percentile(float *v, int n, double p) {
+    if (n == 0) return 0.0;
+    qsort(v, (size_t)n, sizeof(float), llm__cmp_float);
+    double x = p / 100.0 * (n - 1);
+    int i = (int)x;
+    return i + 1 < n ? v[i] + (x - i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
+struct llm__serve_result {
+    int n_requests;
+    double elapsed, output_tps, total_tps, req_per_s;
+    double ttft[3], itl[3];           // p50, p90, p99 in ms
+    double kv_utilization, prefix_hit_rate;
+    long long n_output, n_prompt, n_preemptions;
+    int kv_tokens;
+    uint64_t outputs_hash;            // of every request's output tokens, in request order
+};
+
+// Runs the benchmark's requests: random prompts (or a shared context + questions), greedy,
+// exactly output_len tokens each, all at once or arriving at request_rate per second (Poisson).
+static void llm__serve_run(llm_engine *E, const struct llm__cli *c, struct llm__serve_result *R) {
+    struct llm_model_info mi;
+    llm_model_info(E, &mi);
+    int n = c->rag ? c->questions : c->num_prompts;
+    int in_len = c->rag ? c->context_len + c->question_len : c->input_len;
+    if (in_len + c->output_len > mi.max_model_len)
+        llm__die("bench: prompts of %d tokens + %d generated exceed the context length %d (-c)", in_len, c->output_len,
+                 mi.max_model_len);
+    uint64_t rng = c->seed ^ 0x5851f42d4c957f2dull;
+    int32_t *prompts = malloc((size_t)n * (size_t)in_len * sizeof(int32_t));
+    double *arrival = malloc((size_t)n * sizeof(double));
+    int *ids = malloc((size_t)n * sizeof(int));
+    float *ttft = malloc((size_t)n * sizeof(float));
+    uint64_t *hashes = calloc((size_t)n, sizeof(uint64_t));
+    if (!prompts || !arrival || !ids || !ttft || !hashes) llm__die("out of memory");
+    for (int i = 0; i < n; i++) {
+        int32_t *p = prompts + (size_t)i * (size_t)in_len;
+        for (int t = 0; t < in_len; t++) p[t] = 3 + (int32_t)(llm__splitmix64(&rng) % (uint64_t)(mi.n_vocab - 3));
+        if (c->rag && i > 0) memcpy(p, prompts, (size_t)c->context_len * sizeof(int32_t));   // the shared context
+        if (mi.bos_id >= 0) p[0] = mi.bos_id;
+    }
+    double t = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (c->request_rate > 0) t += -log(1.0 - (double)(llm__splitmix64(&rng) >> 11) / 9007199254740992.0) / c->request_rate;
+        arrival[i] = c->request_rate > 0 ? t : 0.0;
+    }
+    struct llm_request_params rp = llm_request_params_default();
+    rp.sampling.temperature = 0;
+    rp.max_tokens = c->output_len;
+    rp.ignore_eos = 1;
+    int cap_itl = 1024, n_itl = 0, added = 0, done = 0, util_n = 0;
+    float *itl = malloc((size_t)cap_itl * sizeof(float));
+    double util = 0.0;
+    bool bar = isatty(2);
+    double t0 = llm__now();
+    memset(R, 0, sizeof(*R));
+    while (done < n) {
+        double now = llm__now() - t0;
+        while (added < n && arrival[added] <= now) {
+            struct llm_prompt pr = {NULL, prompts + (size_t)added * (size_t)in_len, in_len};
+            if ((ids[added] = llm_add_request(E, &pr, &rp)) < 0) llm__die("bench: %s", llm_last_error(E));
+            added++;
+        }
+        if (!llm_has_unfinished_requests(E)) {
+            double wait = arrival[added] - (llm__now() - t0);
+            if (wait > 0) { struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)}; nanosleep(&ts, NULL); }
+            continue;
+        }
+        const struct llm_output *out;
+        int k = llm_step(E, &out);
+        if (k < 0) llm__die("bench: %s", llm_last_error(E));
+        struct llm_engine_stats st;
+        llm_engine_stats(E, &st);
+        if (st.n_running) { util += st.kv_utilization; util_n++; }
+        for (int j = 0; j < k; j++) {
+            if (!out[j].finished) continue;
+            int i = 0;
+            while (i < added && ids[i] != out[j].request_id) i++;
+            if (i == added) continue;
+            ttft[i] = (float)out[j].ttft_ms;
+            R->n_output += out[j].n_output_tokens;
+            R->n_prompt += out[j].n_prompt_tokens;
+            for (int x = 0; x + 1 < out[j].n_output_tokens; x++) {
+                if (n_itl == cap_itl && !(itl = realloc(itl, (size_t)(cap_itl *= 2) * sizeof(float)))) llm__die("out of memory");
+                itl[n_itl++] = out[j].itl_ms[x];
+            }
+            struct llm__req *r = llm__req_find(E, out[j].request_id);
+            hashes[i] = llm__block_hash(0, r->tokens + r->n_prompt, r->n_tokens - r->n_prompt);
+            done++;
+        }
+        if (bar) {
+            int w = 40, f = done * w / n;
+            fprintf(stderr, "\r[%.*s%*s] %d/%d requests", f, "========================================", w - f, "", done, n);
+        }
+    }
+    R->elapsed = llm__now() - t0;
+    if (bar) fprintf(stderr, "\r%*s\r", 70, "");
+    struct llm_engine_stats st;
+    llm_engine_stats(E, &st);
+    R->n_requests = n;
+    R->req_per_s = n / R->elapsed;
+    R->output_tps = (double)R->n_output / R->elapsed;
+    R->total_tps = (double)(R->n_output + R->n_prompt) / R->elapsed;
+    const double ps[3] = {50, 90, 99};
+    for (int i = 0; i < 3; i++) { R->ttft[i] = llm__percentile(ttft, n, ps[i]); R->itl[i] = llm__percentile(itl, n_itl, ps[i]); }
+    R->kv_utilization = util_n ? util / util_n : 0.0;
+    R->prefix_hit_rate = st.prefix_query_tokens ? (double)st.prefix_hit_tokens / (double)st.prefix_query_tokens : 0.0;
+    R->n_preemptions = st.n_preemptions;
+    R->kv_tokens = mi.kv_tokens;
+    uint64_t h = 0;
+    for (int i = 0; i < n; i++) h = llm__block_hash(h, (const int32_t *)&hashes[i], 2);
+    R->outputs_hash = h;
+    free(prompts);
+    free(arrival);
+    free(ids);
+    free(ttft);
+    free(hashes);
+    free(itl);
+}
+
+static int llm__cmd_bench_serve(struct llm__cli *c) {
+    llm_engine *E = llm__cli_engine(c);
+    struct llm__serve_result R;
+    llm__serve_run(E, c, &R);
+    if (c->json) {
+        printf("{\"requests\":%d,\"elapsed_s\":%.4f,\"request_throughput\":%.4f,\"output_tps\":%.3f,\"total_tps\":%.3f,"
+               "\"ttft_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},\"itl_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
+               "\"kv_utilization\":%.4f,\"prefix_hit_rate\":%.4f,\"output_tokens\":%lld,\"prompt_tokens\":%lld,"
+               "\"preemptions\":%lld,\"kv_tokens\":%d,\"threads\":%d,\"outputs_hash\":\"%016llx\"}\n",
+               R.n_requests, R.elapsed, R.req_per_s, R.output_tps, R.total_tps, R.ttft[0], R.ttft[1], R.ttft[2], R.itl[0],
+               R.itl[1], R.itl[2], R.kv_utilization, R.prefix_hit_rate, R.n_output, R.n_prompt, R.n_preemptions,
+               R.kv_tokens, E->params.n_threads, (unsigned long long)R.outputs_hash);
+    } else {
+        printf("%s: %d requests%s in %.2f s (%d threads; KV cache holds %d tokens)\n", c->ep.model_path, R.n_requests,
+               c->rag ? " (RAG: shared context)" : "", R.elapsed, E->params.n_threads, R.kv_tokens);
+        printf("  requests/s        %10.2f\n  output tokens/s   %10.2f\n  total tokens/s    %10.2f\n", R.req_per_s,
+               R.output_tps, R.total_tps);
+        printf("  TTFT ms           p50 %.1f  p90 %.1f  p99 %.1f\n", R.ttft[0], R.ttft[1], R.ttft[2]);
+        printf("  ITL ms            p50 %.2f  p90 %.2f  p99 %.2f\n", R.itl[0], R.itl[1], R.itl[2]);
+        printf("  KV utilisation    %10.1f%% of the tokens of used blocks\n", 100 * R.kv_utilization);
+        printf("  prefix hit rate   %10.1f%% of prompt tokens\n", 100 * R.prefix_hit_rate);
+        printf("  preemptions       %10lld\n", R.n_preemptions);
+    }
+    llm_engine_free(E);
+    return 0;
+}
+
+static int llm__cmd_profile(struct llm__cli *c) {
+    llm_engine *E = llm__cli_engine(c);
+    struct llm__prof prof = {{0}};
+    E->prof = &prof;
+    struct llm__serve_result R;
+    llm__serve_run(E, c, &R);
+    struct { const char *name; double t; } rows[] = {
+        {"embedding", prof.t[LLM__PROF_EMBED]},
+        {"attention: q/k/v projections", prof.t[LLM__PROF_QKV]},
+        {"attention: rope", prof.t[LLM__PROF_ROPE]},
+        {"attention: KV store", prof.t[LLM__PROF_KV_STORE]},
+        {"attention: paged attention", prof.t[LLM__PROF_ATTN]},
+        {"attention: output projection", prof.t[LLM__PROF_O_PROJ]},
+        {"MLP: gate/up", prof.t[LLM__PROF_MLP_UP]},
+        {"MLP: silu x up", prof.t[LLM__PROF_SILU]},
+        {"MLP: down", prof.t[LLM__PROF_MLP_DOWN]},
+        {"norms", prof.t[LLM__PROF_NORM]},
+        {"residual adds", prof.t[LLM__PROF_ADD]},
+        {"logits (final norm + output)", prof.t[LLM__PROF_LOGITS]},
+        {"sampling", E->prof_sample},
+        {"scheduling", E->prof_sched},
+    };
+    double sum = 0, attn = 0, mlp = 0;
+    for (size_t i = 0; i < LLM__ARRAY_LEN(rows); i++) sum += rows[i].t;
+    for (size_t i = 1; i <= 5; i++) attn += rows[i].t;
+    for (size_t i = 6; i <= 8; i++) mlp += rows[i].t;
+    double other = R.elapsed > sum ? R.elapsed - sum : 0.0;
+    printf("%s: %d requests (%d prompt + %d output tokens each%s), %lld steps, %.3f s, %d threads\n\n",
+           c->ep.model_path, R.n_requests, c->rag ? c->context_len + c->question_len : c->input_len, c->output_len,
+           c->rag ? ", shared context" : "", E->n_steps, R.elapsed, E->params.n_threads);
+    printf("| module | ms | share |\n|---|---:|---:|\n");
+    for (size_t i = 0; i < LLM__ARRAY_LEN(rows); i++)
+        printf("| %s | %.1f | %.1f%% |\n", rows[i].name, rows[i].t * 1e3, 100 * rows[i].t / R.elapsed);
+    printf("| other (engine API, bookkeeping) | %.1f | %.1f%% |\n", other * 1e3, 100 * other / R.elapsed);
+    printf("| **total** | %.1f | 100%% |\n\n", R.elapsed * 1e3);
+    printf("attention %.1f%%, MLP %.1f%%, sampling %.1f%%, scheduling %.1f%%\n", 100 * attn / R.elapsed,
+           100 * mlp / R.elapsed, 100 * E->prof_sample / R.elapsed, 100 * E->prof_sched / R.elapsed);
+    E->prof = NULL;
+    llm_engine_free(E);
+    return 0;
+}
+
 // llm bench: prefill and decode speed of one sequence, as llama.cpp's llama-bench measures them
 // (pp: a prompt of -p random tokens in one go; tg: -n tokens decoded one at a time after a
 // BOS), medians over -r repetitions after a warm-up.
@@ -7922,7 +8489,23 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "chat")) { llm__parse_args(argc, argv, &c); return llm__cmd_chat(&c); }
     if (!strcmp(argv[1], "tokenize")) { llm__parse_args(argc, argv, &c); return llm__cmd_tokenize(&c); }
     if (!strcmp(argv[1], "info")) { llm__parse_args(argc, argv, &c); return llm__cmd_info(&c); }
-    if (!strcmp(argv[1], "bench")) { llm__parse_args(argc, argv, &c); return llm__cmd_bench(&c); }
+    if (!strcmp(argv[1], "generate")) { llm__parse_args(argc, argv, &c); return llm__cmd_generate(&c); }
+    if (!strcmp(argv[1], "bench") || !strcmp(argv[1], "profile")) {
+        llm__parse_args(argc, argv, &c);
+        bool profile = !strcmp(argv[1], "profile");
+        if (!c.serve && !profile) return llm__cmd_bench(&c);
+        if (!c.num_prompts) c.num_prompts = profile ? 16 : 64;
+        if (!c.input_len) c.input_len = 128;
+        if (!c.output_len) c.output_len = c.rag ? 32 : profile ? 64 : 128;
+        if (!c.context_len) c.context_len = 2000;
+        if (!c.questions) c.questions = 8;
+        c.question_len = 32;
+        if (!c.ep.max_model_len) {   // room for the longest request
+            int need = (c.rag ? c.context_len + c.question_len : c.input_len) + c.output_len;
+            c.ep.max_model_len = LLM__MAX(need, 256);
+        }
+        return profile ? llm__cmd_profile(&c) : llm__cmd_bench_serve(&c);
+    }
     llm__die("unknown command '%s' (see llm --help)", argv[1]);
     return 1;
 }
