@@ -3750,10 +3750,10 @@ struct llm__cpu_attn_job {
     size_t scratch_per_thread;   // floats
 };
 
-// Per-thread scratch, in floats: q, acc [G][hd]; kt [hd][bs]; vb [bs][hd]; sc [G][max(bs, hd)];
+// Per-thread scratch, in floats: q, acc [G][hd]; kt [hd][bs]; vb [bs][hd]; sc [G][max(32, bs, hd)];
 // m, l [G]. (sc first holds q in half precision.)
 static size_t llm__attn_scratch(int G, int hd, int bs) {
-    return ((size_t)(2 * G * hd + 2 * hd * bs + G * LLM__MAX(bs, hd) + 2 * G) + 15) & ~(size_t)15;
+    return ((size_t)(2 * G * hd + 2 * hd * bs + G * LLM__MAX(32, LLM__MAX(bs, hd)) + 2 * G) + 15) & ~(size_t)15;
 }
 
 // Converts n cache elements (f16 or f32) to f32.
@@ -3770,15 +3770,16 @@ LLM__AVX512 static inline __m512 llm__kv_load16(const char *p, bool f16) {
 }
 
 // The block part of the attention worker for head_dim % 16 == 0 and block size 16 or 32 (8 takes
-// the scalar path), reading the cache directly: kt = this head's keys of the block, [dim][slot];
-// v0 = the value row of the block's first slot for this head, rows vstride bytes apart. Scores
-// of up to 8 heads at a time (each key vector converted once for all of them), the softmax
-// update, then the values, 16 columns at a time for 8 heads.
-LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int bs, int nk, float scale, const float *q,
-                                               const char *kt, const char *v0, size_t vstride, bool f16,
-                                               float *sc, float *m, float *l, float *acc) {
+// the scalar path), reading the cache directly, 32 keys at a time: one block of 32, or two
+// blocks of 16 (keys nk <= 32). kt0, kt1 = this head's keys of the first and second 16 slots,
+// [dim][slot] with kstride values between dims; v0, v1 = the value rows of their first slots
+// for this head, rows vstride bytes apart. Scores of up to 8 heads at a time (each key vector
+// converted once for all of them), the softmax update, then the values, 16 columns at a time.
+LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int nk, float scale, const float *q,
+                                               const char *kt0, const char *kt1, const char *v0, const char *v1,
+                                               size_t vstride, bool f16, float *sc, float *m, float *l, float *acc) {
     const size_t esz = f16 ? 2 : 4;
-    const bool two = bs == 32;
+    const bool two = nk > 16;
     const __mmask16 tail = nk % 16 ? (__mmask16)((1u << (nk % 16)) - 1) : (__mmask16)0xFFFF;
     // keys past nk do not exist: -inf scores, zero weights
     const __mmask16 k0 = nk >= 16 ? (__mmask16)0xFFFF : tail, k1 = nk >= 32 ? (__mmask16)0xFFFF : nk > 16 ? tail : 0;
@@ -3788,8 +3789,8 @@ LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int bs, int nk, fl
 #pragma GCC unroll 8
         for (int h = 0; h < 8; h++) s0[h] = s1[h] = _mm512_setzero_ps();
         for (int i = 0; i < hd; i++) {
-            const __m512 ka = llm__kv_load16(kt + (size_t)i * bs * esz, f16);
-            const __m512 kb = two ? llm__kv_load16(kt + ((size_t)i * bs + 16) * esz, f16) : ka;
+            const __m512 ka = llm__kv_load16(kt0 + (size_t)i * kstride * esz, f16);
+            const __m512 kb = two ? llm__kv_load16(kt1 + (size_t)i * kstride * esz, f16) : ka;
 #pragma GCC unroll 8
             for (int h = 0; h < 8; h++) {
                 if (h >= ng) break;
@@ -3808,8 +3809,8 @@ LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int bs, int nk, fl
             const __m512 mv = _mm512_set1_ps(mnew);
             const __m512 p0 = _mm512_maskz_mov_ps(k0, llm__exp_avx512(_mm512_sub_ps(a, mv)));
             const __m512 p1 = two ? _mm512_maskz_mov_ps(k1, llm__exp_avx512(_mm512_sub_ps(b, mv))) : _mm512_setzero_ps();
-            _mm512_storeu_ps(sc + (size_t)hh * bs, p0);
-            if (two) _mm512_storeu_ps(sc + (size_t)hh * bs + 16, p1);
+            _mm512_storeu_ps(sc + (size_t)hh * 32, p0);
+            _mm512_storeu_ps(sc + (size_t)hh * 32 + 16, p1);
             l[hh] = l[hh] * corr + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
             m[hh] = mnew;
             float *ah = acc + (size_t)hh * hd;
@@ -3822,11 +3823,12 @@ LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int bs, int nk, fl
 #pragma GCC unroll 8
             for (int h = 0; h < 8; h++) a[h] = h < ng ? _mm512_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm512_setzero_ps();
             for (int j = 0; j < nk; j++) {
-                const __m512 v = llm__kv_load16(v0 + (size_t)j * vstride + (size_t)c * esz, f16);
+                const char *vr = j < 16 ? v0 + (size_t)j * vstride : v1 + (size_t)(j - 16) * vstride;
+                const __m512 v = llm__kv_load16(vr + (size_t)c * esz, f16);
 #pragma GCC unroll 8
                 for (int h = 0; h < 8; h++) {
                     if (h >= ng) break;
-                    a[h] = _mm512_fmadd_ps(_mm512_set1_ps(sc[(size_t)(h0 + h) * bs + j]), v, a[h]);
+                    a[h] = _mm512_fmadd_ps(_mm512_set1_ps(sc[(size_t)(h0 + h) * 32 + j]), v, a[h]);
                 }
             }
 #pragma GCC unroll 8
@@ -3875,7 +3877,7 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
     const size_t esz = kvt == LLM__TYPE_F32 ? 4 : 2;
     float *q = (float *)job->c->scratch + (size_t)ith * job->scratch_per_thread;
     float *acc = q + (size_t)G * hd, *kt = acc + (size_t)G * hd, *vb = kt + (size_t)hd * bs;
-    float *sc = vb + (size_t)bs * hd, *m = sc + (size_t)G * LLM__MAX(bs, hd), *l = m + G;
+    float *sc = vb + (size_t)bs * hd, *m = sc + (size_t)G * LLM__MAX(32, LLM__MAX(bs, hd)), *l = m + G;
     bool simd = false;
 #if defined(LLM__X86_SIMD)
     simd = job->c->simd == LLM__SIMD_AVX512 && hd % 16 == 0 && bs % 16 == 0;
@@ -3895,15 +3897,21 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
         }
         memset(acc, 0, sizeof(float) * (size_t)G * hd);
         for (int h = 0; h < G; h++) { m[h] = -INFINITY; l[h] = 0.0f; }
-        for (int j0 = 0; j0 < n_ctx; j0 += bs) {
-            int nk = LLM__MIN(bs, n_ctx - j0);
+        for (int j0 = 0; j0 < n_ctx; j0 += simd ? 32 : bs) {
+            int nk = LLM__MIN(simd ? 32 : bs, n_ctx - j0);
             int64_t slot0 = (int64_t)bt[j0 / bs] * bs;
             const char *kblk = llm__tensor_row(job->k_cache, slot0) + (size_t)g * hd * bs * esz;
             const char *v0 = llm__tensor_row(job->v_cache, slot0) + (size_t)g * hd * esz;
 #if defined(LLM__X86_SIMD)
-            if (simd) {
-                llm__attn_block_avx512(G, hd, bs, nk, p->scale, q, kblk, v0, job->v_cache.nb1, kvt == LLM__TYPE_F16,
-                                       sc, m, l, acc);
+            if (simd) {   // 32 keys: a block of 32, or two blocks of 16
+                const char *kt1 = kblk + 16 * esz, *v1 = v0 + 16 * job->v_cache.nb1;
+                if (bs == 16 && nk > 16) {
+                    int64_t slot1 = (int64_t)bt[j0 / bs + 1] * bs;
+                    kt1 = llm__tensor_row(job->k_cache, slot1) + (size_t)g * hd * bs * esz;
+                    v1 = llm__tensor_row(job->v_cache, slot1) + (size_t)g * hd * esz;
+                }
+                llm__attn_block_avx512(G, hd, bs, nk, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1,
+                                       kvt == LLM__TYPE_F16, sc, m, l, acc);
                 continue;
             }
 #endif
