@@ -55,14 +55,17 @@ else
     echo "SKIP test_chat_cli: $q is absent (needs ../shared/vocab)"
 fi
 
-# SIGINT stops an answer, the chat goes on
+# SIGINT stops an answer, the chat goes on. The signal is sent once the answer is streaming
+# (before that it would reach the prompt, where Ctrl-C quits); the answer is bounded anyway.
 mkfifo "$tmp/in"
-"$llm" chat -m "$m" -n -1 --ignore-eos -c 100000 --temp 0 -t 2 --chat-template zephyr < "$tmp/in" > "$tmp/out" 2> "$tmp/err" &
+timeout 300 "$llm" chat -m "$m" -n 50000 --ignore-eos -c 60000 --temp 0 -t 2 --chat-template zephyr < "$tmp/in" > "$tmp/out" 2> "$tmp/err" &
 pid=$!
 exec 3> "$tmp/in"
 printf 'talk forever\n' >&3
-sleep 2
-kill -INT "$pid"
+i=0
+while [ ! -s "$tmp/out" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 0.5
+kill -INT "$pid" 2>/dev/null
 sleep 1
 printf '/stats\n/quit\n' >&3
 exec 3>&-
