@@ -1,6 +1,7 @@
 # llm.c — build, test, benchmark.
 #   make               the CPU build: ./llm
 #   make test          build and run the test suite (SAN=1: under AddressSanitizer + UBSan)
+#   make VULKAN=1 ...  the same with the Vulkan backend built in (outputs in build/vulkan)
 #   make bench         CPU speed against llama.cpp on the same files (bench/bench.sh: one sequence;
 #                      bench/serve.sh: continuous batching and prefix caching)
 CC      ?= cc
@@ -23,7 +24,17 @@ CLI_DEFS := -DLLM_HAVE_EDITLINE
 CLI_LIBS := -ledit
 endif
 
-SRC     := llm.c llm.h
+# make VULKAN=1: the Vulkan backend (backends/vulkan.c, shaders/*.comp compiled to SPIR-V with
+# glslangValidator and embedded); needs libvulkan-dev and glslang-tools.
+ifeq ($(VULKAN),1)
+override BUILD := $(BUILD)/vulkan
+GLSL     ?= glslangValidator
+VK_INC   := $(BUILD)/shaders/llm_shaders.inc
+VK_DEFS  := -DLLM_VULKAN -I$(BUILD)/shaders
+LDLIBS   += -lvulkan
+endif
+
+SRC     := llm.c llm.h $(wildcard backends/*.c) $(VK_INC)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
 .PHONY: all test bench clean models demo
@@ -31,15 +42,21 @@ TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 all: llm
 
 llm: $(SRC)
-	$(CC) $(STD) $(CFLAGS) -DLLM_MAIN $(CLI_DEFS) -o $@ llm.c $(LDLIBS) $(CLI_LIBS)
+	$(CC) $(STD) $(CFLAGS) -DLLM_MAIN $(CLI_DEFS) $(VK_DEFS) -o $@ llm.c $(LDLIBS) $(CLI_LIBS)
 
 $(BUILD)/llm: $(SRC)
 	@mkdir -p $(BUILD)
-	$(CC) $(STD) $(CFLAGS) -DLLM_MAIN $(CLI_DEFS) -o $@ llm.c $(LDLIBS) $(CLI_LIBS)
+	$(CC) $(STD) $(CFLAGS) -DLLM_MAIN $(CLI_DEFS) $(VK_DEFS) -o $@ llm.c $(LDLIBS) $(CLI_LIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/test.h $(SRC)
 	@mkdir -p $(BUILD)/tests
-	$(CC) $(STD) $(CFLAGS) -o $@ $< $(LDLIBS)
+	$(CC) $(STD) $(CFLAGS) $(VK_DEFS) -o $@ $< $(LDLIBS)
+
+$(BUILD)/shaders/llm_shaders.inc: $(wildcard shaders/*.comp) tools/spv2c.sh
+	@mkdir -p $(BUILD)/shaders
+	@for s in $(wildcard shaders/*.comp); do \
+	    $(GLSL) -V --target-env vulkan1.1 -o $(BUILD)/shaders/$$(basename $$s .comp).spv $$s >/dev/null || exit 1; done
+	sh tools/spv2c.sh $(BUILD)/shaders/*.spv > $@
 
 # The generator is always optimised: it writes multi-GB files.
 build/gen_model: tests/gen_model.c $(SRC)

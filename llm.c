@@ -4153,6 +4153,10 @@ static enum llm_status llm__cpu_backend_new(struct llm_backend *be, int n_thread
     return LLM_OK;
 }
 
+#ifdef LLM_VULKAN
+#include "backends/vulkan.c"
+#endif
+
 // === the transformer ===
 //
 // Llama-family decoder: token embedding, n_layer x (RMSNorm, attention with RoPE and GQA,
@@ -6369,6 +6373,29 @@ static size_t llm__mem_available(void) {
     return (size_t)kb * 1024;
 }
 
+// The backend the parameters ask for. "auto": the Vulkan backend on its preferred device when it
+// is built in, can run every op and opens; otherwise the CPU.
+static enum llm_status llm__backend_open(struct llm_backend *be, const struct llm_engine_params *p, struct llm__err *e) {
+#ifdef LLM_VULKAN
+    if (strcmp(p->backend, "cpu") != 0) {
+        enum llm_status st = llm__vk_backend_new(be, p->device - 1, e);
+        const char *missing = NULL;
+        if (st == LLM_OK) {
+            const struct llm_backend_i *b = be->iface;
+            missing = !b->embed ? "embed" : !b->matmul ? "matmul" : !b->rope ? "rope" : !b->kv_store ? "kv_store"
+                    : !b->attention ? "attention" : !b->get_rows ? "get_rows" : NULL;
+            if (missing) st = llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: the backend cannot run models yet (no %s op)", missing);
+        }
+        if (st == LLM_OK) return LLM_OK;
+        if (be->iface) be->iface->free(be->ctx);
+        memset(be, 0, sizeof(*be));
+        if (strcmp(p->backend, "vulkan") == 0) return st;
+        e->msg[0] = 0;   // auto: the CPU instead
+    }
+#endif
+    return llm__cpu_backend_new(be, p->n_threads, -1, e);
+}
+
 llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err, size_t err_size) {
     struct llm__err e = {{0}};
     enum llm_status st = LLM_OK;
@@ -6408,10 +6435,16 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
         goto fail;
     }
     E->priority = strcmp(p.scheduling_policy, "priority") == 0;
-    if (strcmp(p.backend, "cpu") != 0) {
-        st = llm__fail(&e, LLM_ERR_UNSUPPORTED, "backend '%s' is not available in this build (available: cpu)", p.backend);
+    if (strcmp(p.backend, "cpu") != 0 && strcmp(p.backend, "auto") != 0 && strcmp(p.backend, "vulkan") != 0) {
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "unknown backend '%s' (cpu, vulkan, auto)", p.backend);
         goto fail;
     }
+#ifndef LLM_VULKAN
+    if (strcmp(p.backend, "vulkan") == 0) {
+        st = llm__fail(&e, LLM_ERR_UNSUPPORTED, "backend 'vulkan' is not in this build (make VULKAN=1); available: cpu");
+        goto fail;
+    }
+#endif
     if ((st = llm__gguf_open(&E->model.gguf, p.model_path, &e))) goto fail;
     if (p.vocab_only) {
         if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, 0, &e))) goto fail;
@@ -6425,7 +6458,7 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
     }
     if ((st = llm__model_hparams(&E->model, &e))) goto fail;
     if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, E->model.n_vocab, &e))) goto fail;
-    if ((st = llm__cpu_backend_new(&E->be, p.n_threads, -1, &e))) goto fail;
+    if ((st = llm__backend_open(&E->be, &p, &e))) goto fail;
     if ((st = llm__model_load_tensors(&E->model, &E->be, p.verbose > 0 && isatty(2), &e))) goto fail;
 
     const struct llm__model *m = &E->model;
@@ -7312,7 +7345,7 @@ static const char *llm__usage =
     "  run       generate text from a prompt\n"
     "  chat      talk with a model (a REPL; reads a conversation from a pipe too)\n"
     "  tokenize  print the token ids of a text (works on vocabulary-only GGUF files)\n"
-    "  info      print a model's metadata and tensors\n"
+    "  info      print a model's metadata and tensors; info --devices lists Vulkan devices\n"
     "  generate  run requests from a JSON Lines file together (continuous batching)\n"
     "  bench     prefill and decode speed of one sequence (as llama-bench: -p N prompt tokens,\n"
     "            -n N generated, -r N repetitions; defaults 512, 128, 5); with --num-prompts,\n"
@@ -7322,6 +7355,10 @@ static const char *llm__usage =
     "\n"
     "model and engine options:\n"
     "  -m, --model FILE          GGUF model file (required)\n"
+    "      --backend B           cpu (default), vulkan (builds made with make VULKAN=1), or auto\n"
+    "                            (Vulkan when it is built in and can run the model, else cpu)\n"
+    "      --device N            Vulkan device (see llm info --devices; default: the first\n"
+    "                            discrete GPU, else an integrated one, else any)\n"
     "  -t, --threads N           CPU threads (default: number of cores)\n"
     "  -c, --max-model-len N     context length in tokens (default: the model's, at most 4096)\n"
     "      --block-size N        KV cache block size: 8, 16 or 32 (default 16)\n"
@@ -7466,6 +7503,8 @@ static void llm__parse_args(int argc, char **argv, struct llm__cli *c) {
         else if (!strcmp(a, "--chat-template")) c->chat_template = LLM__ARG();
         else if (!strcmp(a, "-sys") || !strcmp(a, "--system") || !strcmp(a, "--system-prompt")) c->system = LLM__ARG();
         else if (!strcmp(a, "--json")) c->json = true;
+        else if (!strcmp(a, "--backend")) c->ep.backend = LLM__ARG();
+        else if (!strcmp(a, "--device")) c->ep.device = 1 + (int)llm__parse_int(a, LLM__ARG(), 0, 63);
         else if (!strcmp(a, "--max-num-seqs")) c->ep.max_num_seqs = (int)llm__parse_int(a, LLM__ARG(), 1, 65536);
         else if (!strcmp(a, "--max-num-batched-tokens")) c->ep.max_num_batched_tokens = (int)llm__parse_int(a, LLM__ARG(), 1, 65536);
         else if (!strcmp(a, "--enable-prefix-caching")) c->ep.enable_prefix_caching = 1;
@@ -8496,6 +8535,19 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "run")) { llm__parse_args(argc, argv, &c); return llm__cmd_run(&c); }
     if (!strcmp(argv[1], "chat")) { llm__parse_args(argc, argv, &c); return llm__cmd_chat(&c); }
     if (!strcmp(argv[1], "tokenize")) { llm__parse_args(argc, argv, &c); return llm__cmd_tokenize(&c); }
+    if (!strcmp(argv[1], "info") && argc == 3 && !strcmp(argv[2], "--devices")) {
+#ifdef LLM_VULKAN
+        struct llm__err e = {{0}};
+        printf("Vulkan devices:\n");
+        int n = llm__vk_list_devices(stdout, &e);
+        if (n < 0) llm__die("%s", e.msg);
+        if (n == 0) printf("  (none)\n");
+        return 0;
+#else
+        printf("this build has no GPU backend (make VULKAN=1 adds Vulkan); the CPU backend is always there\n");
+        return 0;
+#endif
+    }
     if (!strcmp(argv[1], "info")) { llm__parse_args(argc, argv, &c); return llm__cmd_info(&c); }
     if (!strcmp(argv[1], "generate")) { llm__parse_args(argc, argv, &c); return llm__cmd_generate(&c); }
     if (!strcmp(argv[1], "bench") || !strcmp(argv[1], "profile")) {

@@ -35,7 +35,10 @@ typedef struct llm_engine llm_engine;
 // defaults explicitly.
 struct llm_engine_params {
     const char *model_path;    // a GGUF file
-    const char *backend;       // "cpu" (default)
+    const char *backend;       // "cpu" (default), "vulkan" (make VULKAN=1), or "auto": Vulkan when
+                               // it is built in and works, else the CPU
+    int device;                // Vulkan: device number + 1 (llm info --devices); 0: the first
+                               // discrete GPU, else an integrated one, else any
     int n_threads;             // CPU worker threads (default: the number of online cores)
     int max_model_len;         // context length in tokens (default: the model's, at most 4096)
     int block_size;            // KV cache block size in tokens: 8, 16 (default) or 32

@@ -1,0 +1,476 @@
+// === Vulkan backend ===
+//
+// Included by llm.c when built with -DLLM_VULKAN (make VULKAN=1); the compute shaders of
+// shaders/*.comp are compiled to SPIR-V at build time and embedded (llm_shaders.inc).
+//
+// One compute queue. Buffers are device-local; when that memory is also host-visible (integrated
+// GPUs, Mesa's lavapipe) it is mapped and copied directly, otherwise through a staging buffer.
+// A step is recorded into one command buffer (an op = one dispatch + a barrier), submitted once
+// in end_step and waited for. Shaders bind whole buffers and find tensors by offsets in push
+// constants, so no descriptor depends on alignment rules.
+//
+// Status: device set-up, buffers, uploads/downloads, pipelines and the ops add, silu_mul and
+// rmsnorm, tested against the CPU backend. The other ops are NULL ("not supported here"), so an
+// engine on this backend cannot run a model yet: llm_engine_create says so.
+
+#include <vulkan/vulkan.h>
+#include "llm_shaders.inc"
+
+enum { LLM__VK_ADD, LLM__VK_SILU_MUL, LLM__VK_RMSNORM, LLM__VK_N };
+
+static const struct { const uint32_t *code; size_t size; int n_bufs; uint32_t push; } llm__vk_shaders[LLM__VK_N] = {
+    [LLM__VK_ADD] = {llm_spv_add, sizeof(llm_spv_add), 3, 16},
+    [LLM__VK_SILU_MUL] = {llm_spv_silu_mul, sizeof(llm_spv_silu_mul), 3, 16},
+    [LLM__VK_RMSNORM] = {llm_spv_rmsnorm, sizeof(llm_spv_rmsnorm), 3, 28},
+};
+
+struct llm__vk_mem {
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    void *map;        // host pointer when the memory is host-visible
+};
+
+struct llm__vk {
+    VkInstance inst;
+    VkPhysicalDevice pdev;
+    VkDevice dev;
+    VkQueue queue;
+    uint32_t qfam;
+    VkPhysicalDeviceMemoryProperties memp;
+    VkCommandPool cpool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    VkDescriptorPool dpool;
+    VkDescriptorSetLayout dsl[LLM__VK_N];
+    VkPipelineLayout layout[LLM__VK_N];
+    VkPipeline pipe[LLM__VK_N];
+    bool recording;
+    const struct llm__step *step;
+    char name[256];
+};
+
+static const char *llm__vk_result(VkResult r) {
+    switch (r) {
+    case VK_SUCCESS: return "success";
+    case VK_ERROR_OUT_OF_HOST_MEMORY: return "out of host memory";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "out of device memory";
+    case VK_ERROR_INITIALIZATION_FAILED: return "initialization failed";
+    case VK_ERROR_DEVICE_LOST: return "device lost";
+    case VK_ERROR_INCOMPATIBLE_DRIVER: return "incompatible driver";
+    case VK_ERROR_LAYER_NOT_PRESENT: return "layer not present";
+    case VK_ERROR_EXTENSION_NOT_PRESENT: return "extension not present";
+    default: return "error";
+    }
+}
+
+// The Vulkan instance (1.1) for listing and opening devices.
+static enum llm_status llm__vk_instance(VkInstance *inst, struct llm__err *e) {
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "llm.c",
+                             .pEngineName = "llm.c", .apiVersion = VK_API_VERSION_1_1};
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
+    VkResult r = vkCreateInstance(&ci, NULL, inst);
+    if (r != VK_SUCCESS)
+        return llm__fail(e, LLM_ERR_BACKEND, "vulkan: no Vulkan driver could be loaded (%s); install one (e.g. Mesa's "
+                                             "mesa-vulkan-drivers) or use --backend cpu", llm__vk_result(r));
+    return LLM_OK;
+}
+
+static const char *llm__vk_type_name(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
+    default: return "other";
+    }
+}
+
+// Device memory: the largest device-local heap.
+static uint64_t llm__vk_device_memory(VkPhysicalDevice pd) {
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+    uint64_t best = 0;
+    for (uint32_t i = 0; i < mp.memoryHeapCount; i++)
+        if (mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) best = LLM__MAX(best, mp.memoryHeaps[i].size);
+    return best;
+}
+
+static uint32_t llm__vk_subgroup_size(VkPhysicalDevice pd) {
+    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    return sg.subgroupSize;
+}
+
+// Writes one line per Vulkan device to f (index, name, type, memory, subgroup size). Returns the
+// number of devices, or -1 with the reason in e.
+__attribute__((unused)) static int llm__vk_list_devices(FILE *f, struct llm__err *e) {
+    VkInstance inst;
+    if (llm__vk_instance(&inst, e) != LLM_OK) return -1;
+    uint32_t n = 0;
+    vkEnumeratePhysicalDevices(inst, &n, NULL);
+    VkPhysicalDevice pds[16];
+    n = LLM__MIN(n, 16u);
+    vkEnumeratePhysicalDevices(inst, &n, pds);
+    for (uint32_t i = 0; i < n; i++) {
+        VkPhysicalDeviceProperties p;
+        vkGetPhysicalDeviceProperties(pds[i], &p);
+        fprintf(f, "  %u: %s (%s), %.1f GiB, subgroup size %u, Vulkan %u.%u\n", i, p.deviceName,
+                llm__vk_type_name(p.deviceType), (double)llm__vk_device_memory(pds[i]) / (1 << 30),
+                llm__vk_subgroup_size(pds[i]), VK_VERSION_MAJOR(p.apiVersion), VK_VERSION_MINOR(p.apiVersion));
+    }
+    vkDestroyInstance(inst, NULL);
+    return (int)n;
+}
+
+static void llm__vk_free(void *ctx) {
+    struct llm__vk *vk = ctx;
+    if (!vk) return;
+    if (vk->dev) {
+        vkDeviceWaitIdle(vk->dev);
+        for (int i = 0; i < LLM__VK_N; i++) {
+            if (vk->pipe[i]) vkDestroyPipeline(vk->dev, vk->pipe[i], NULL);
+            if (vk->layout[i]) vkDestroyPipelineLayout(vk->dev, vk->layout[i], NULL);
+            if (vk->dsl[i]) vkDestroyDescriptorSetLayout(vk->dev, vk->dsl[i], NULL);
+        }
+        if (vk->dpool) vkDestroyDescriptorPool(vk->dev, vk->dpool, NULL);
+        if (vk->fence) vkDestroyFence(vk->dev, vk->fence, NULL);
+        if (vk->cpool) vkDestroyCommandPool(vk->dev, vk->cpool, NULL);
+        vkDestroyDevice(vk->dev, NULL);
+    }
+    if (vk->inst) vkDestroyInstance(vk->inst, NULL);
+    free(vk);
+}
+
+// Memory type index with the required flags (and the preferred ones when possible), or -1.
+static int llm__vk_mem_type(const struct llm__vk *vk, uint32_t bits, VkMemoryPropertyFlags need,
+                            VkMemoryPropertyFlags want) {
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < vk->memp.memoryTypeCount; i++) {
+            VkMemoryPropertyFlags f = vk->memp.memoryTypes[i].propertyFlags;
+            if ((bits & (1u << i)) && (f & need) == need && (pass == 1 || (f & want) == want)) return (int)i;
+        }
+    return -1;
+}
+
+static enum llm_status llm__vk_buf_alloc(void *ctx, struct llm__buf *b, size_t size, struct llm__err *e) {
+    struct llm__vk *vk = ctx;
+    memset(b, 0, sizeof(*b));
+    struct llm__vk_mem *m = calloc(1, sizeof(*m));
+    if (!m) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = LLM__MAX(size, 16),
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VkResult r = vkCreateBuffer(vk->dev, &bi, NULL, &m->buf);
+    VkMemoryRequirements req;
+    if (r == VK_SUCCESS) vkGetBufferMemoryRequirements(vk->dev, m->buf, &req);
+    int type = r == VK_SUCCESS ? llm__vk_mem_type(vk, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                                                  VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
+                               : -1;
+    if (r == VK_SUCCESS && type < 0) r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    if (r == VK_SUCCESS) {
+        VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
+                                   .memoryTypeIndex = (uint32_t)type};
+        r = vkAllocateMemory(vk->dev, &ai, NULL, &m->mem);
+    }
+    if (r == VK_SUCCESS) r = vkBindBufferMemory(vk->dev, m->buf, m->mem, 0);
+    VkMemoryPropertyFlags f = type >= 0 ? vk->memp.memoryTypes[type].propertyFlags : 0;
+    if (r == VK_SUCCESS && (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && (f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT))
+        r = vkMapMemory(vk->dev, m->mem, 0, VK_WHOLE_SIZE, 0, &m->map);
+    if (r != VK_SUCCESS) {
+        if (m->buf) vkDestroyBuffer(vk->dev, m->buf, NULL);
+        if (m->mem) vkFreeMemory(vk->dev, m->mem, NULL);
+        free(m);
+        return llm__fail(e, LLM_ERR_NOMEM, "vulkan: cannot allocate %zu bytes of device memory (%s)", size, llm__vk_result(r));
+    }
+    b->handle = m;
+    b->size = size;
+    return LLM_OK;
+}
+
+static void llm__vk_buf_free(void *ctx, struct llm__buf *b) {
+    struct llm__vk *vk = ctx;
+    struct llm__vk_mem *m = b->handle;
+    if (m) {
+        if (m->map) vkUnmapMemory(vk->dev, m->mem);
+        vkDestroyBuffer(vk->dev, m->buf, NULL);
+        vkFreeMemory(vk->dev, m->mem, NULL);
+        free(m);
+    }
+    memset(b, 0, sizeof(*b));
+}
+
+// Copies between host memory and a buffer without a mapping, through a host-visible buffer.
+static void llm__vk_staged(struct llm__vk *vk, const struct llm__buf *b, size_t offs, void *host, size_t n, bool up) {
+    struct llm__buf st;
+    struct llm__err e = {{0}};
+    if (llm__vk_buf_alloc(vk, &st, n, &e) != LLM_OK || !((struct llm__vk_mem *)st.handle)->map) {
+        if (st.handle) llm__vk_buf_free(vk, &st);
+        return;   // no host-visible memory at all: nothing this backend can do
+    }
+    struct llm__vk_mem *s = st.handle, *d = b->handle;
+    if (up) memcpy(s->map, host, n);
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = vk->cpool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    VkCommandBuffer cb;
+    vkAllocateCommandBuffers(vk->dev, &ai, &cb);
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    vkBeginCommandBuffer(cb, &bi);
+    VkBufferCopy c = {up ? 0 : offs, up ? offs : 0, n};
+    vkCmdCopyBuffer(cb, up ? s->buf : d->buf, up ? d->buf : s->buf, 1, &c);
+    vkEndCommandBuffer(cb);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
+    vkResetFences(vk->dev, 1, &vk->fence);
+    vkQueueSubmit(vk->queue, 1, &si, vk->fence);
+    vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+    vkFreeCommandBuffers(vk->dev, vk->cpool, 1, &cb);
+    if (!up) memcpy(host, s->map, n);
+    llm__vk_buf_free(vk, &st);
+}
+
+static void llm__vk_upload(void *ctx, struct llm__buf *b, size_t offs, const void *src, size_t n) {
+    struct llm__vk_mem *m = b->handle;
+    if (m->map) memcpy((char *)m->map + offs, src, n);
+    else llm__vk_staged(ctx, b, offs, (void *)src, n, true);
+}
+
+static void llm__vk_download(void *ctx, const struct llm__buf *b, size_t offs, void *dst, size_t n) {
+    struct llm__vk_mem *m = b->handle;
+    if (m->map) memcpy(dst, (const char *)m->map + offs, n);
+    else llm__vk_staged(ctx, b, offs, dst, n, false);
+}
+
+static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
+                                           const void *data, struct llm__err *e) {
+    size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;
+    enum llm_status st = llm__vk_buf_alloc(ctx, &w->buf, n, e);
+    if (st) return st;
+    llm__vk_upload(ctx, &w->buf, 0, data, n);
+    w->type = type;
+    w->ne0 = ne0;
+    w->ne1 = ne1;
+    w->layout = 0;
+    return LLM_OK;
+}
+
+static void llm__vk_weight_free(void *ctx, struct llm__weight *w) { llm__vk_buf_free(ctx, &w->buf); }
+
+static enum llm_status llm__vk_reserve(void *ctx, const struct llm__shape *shape, struct llm__err *e) {
+    (void)ctx, (void)shape, (void)e;
+    return LLM_OK;
+}
+
+static void llm__vk_begin(struct llm__vk *vk) {
+    if (vk->recording) return;
+    vkResetDescriptorPool(vk->dev, vk->dpool, 0);
+    vkResetCommandBuffer(vk->cmd, 0);
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    vkBeginCommandBuffer(vk->cmd, &bi);
+    vk->recording = true;
+}
+
+static enum llm_status llm__vk_submit(struct llm__vk *vk, struct llm__err *e) {
+    if (!vk->recording) return LLM_OK;
+    vk->recording = false;
+    VkResult r = vkEndCommandBuffer(vk->cmd);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &vk->cmd};
+    if (r == VK_SUCCESS) r = vkResetFences(vk->dev, 1, &vk->fence);
+    if (r == VK_SUCCESS) r = vkQueueSubmit(vk->queue, 1, &si, vk->fence);
+    if (r == VK_SUCCESS) r = vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+    if (r != VK_SUCCESS) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: the step failed (%s)", llm__vk_result(r));
+    return LLM_OK;
+}
+
+static void llm__vk_begin_step(void *ctx, const struct llm__step *step) {
+    struct llm__vk *vk = ctx;
+    vk->step = step;
+    llm__vk_begin(vk);
+}
+
+static enum llm_status llm__vk_end_step(void *ctx, struct llm__err *e) { return llm__vk_submit(ctx, e); }
+
+static void llm__vk_sync(void *ctx) {
+    struct llm__err e = {{0}};
+    llm__vk_submit(ctx, &e);
+    llm__vk_begin(ctx);
+}
+
+// Records one dispatch of shader k over groups (x, y) with the buffers and push constants given,
+// then a barrier so the next op sees its results.
+static void llm__vk_dispatch(struct llm__vk *vk, int k, const struct llm__buf *const *bufs, const void *push,
+                             uint32_t gx, uint32_t gy) {
+    llm__vk_begin(vk);
+    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = vk->dpool,
+                                      .descriptorSetCount = 1, .pSetLayouts = &vk->dsl[k]};
+    VkDescriptorSet set;
+    if (vkAllocateDescriptorSets(vk->dev, &ai, &set) != VK_SUCCESS) {   // pool exhausted: run what is recorded
+        llm__vk_sync(vk);
+        if (vkAllocateDescriptorSets(vk->dev, &ai, &set) != VK_SUCCESS) return;
+    }
+    VkDescriptorBufferInfo bi[8];
+    VkWriteDescriptorSet w[8];
+    int n = llm__vk_shaders[k].n_bufs;
+    for (int i = 0; i < n; i++) {
+        bi[i] = (VkDescriptorBufferInfo){((struct llm__vk_mem *)bufs[i]->handle)->buf, 0, VK_WHOLE_SIZE};
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set, .dstBinding = (uint32_t)i,
+                                      .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                      .pBufferInfo = &bi[i]};
+    }
+    vkUpdateDescriptorSets(vk->dev, (uint32_t)n, w, 0, NULL);
+    vkCmdBindPipeline(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->pipe[k]);
+    vkCmdBindDescriptorSets(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->layout[k], 0, 1, &set, 0, NULL);
+    vkCmdPushConstants(vk->cmd, vk->layout[k], VK_SHADER_STAGE_COMPUTE_BIT, 0, llm__vk_shaders[k].push, push);
+    vkCmdDispatch(vk->cmd, gx, gy, 1);
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+    vkCmdPipelineBarrier(vk->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
+                         0, NULL, 0, NULL);
+}
+
+// Work groups of 256 for n elements, as (x, y) within the 65535 limit per dimension.
+static void llm__vk_groups(uint64_t n, uint32_t *gx, uint32_t *gy) {
+    uint64_t g = (n + 255) / 256;
+    *gx = (uint32_t)LLM__MIN(g, 65535u);
+    *gy = (uint32_t)((g + *gx - 1) / *gx);
+}
+
+// Element-wise ops on whole f32 tensors of contiguous rows: offsets in 4-byte words.
+static void llm__vk_eltwise(struct llm__vk *vk, int k, struct llm__tensor d, struct llm__tensor a, struct llm__tensor b) {
+    uint64_t n = (uint64_t)d.ne0 * (uint64_t)d.ne1;
+    uint32_t push[4] = {(uint32_t)n, (uint32_t)(d.offs / 4), (uint32_t)(a.offs / 4), (uint32_t)(b.offs / 4)};
+    const struct llm__buf *bufs[3] = {d.buf, a.buf, b.buf};
+    uint32_t gx, gy;
+    llm__vk_groups(n, &gx, &gy);
+    llm__vk_dispatch(vk, k, bufs, push, gx, gy);
+}
+
+static void llm__vk_add(void *ctx, struct llm__tensor d, struct llm__tensor a, struct llm__tensor b) {
+    llm__vk_eltwise(ctx, LLM__VK_ADD, d, a, b);
+}
+
+static void llm__vk_silu_mul(void *ctx, struct llm__tensor d, struct llm__tensor g, struct llm__tensor u) {
+    llm__vk_eltwise(ctx, LLM__VK_SILU_MUL, d, g, u);
+}
+
+static void llm__vk_rmsnorm(void *ctx, struct llm__tensor d, struct llm__tensor x, struct llm__tensor w, float eps) {
+    struct { uint32_t ncols, od, ox, ow, sd, sx; float eps; } push = {
+        (uint32_t)d.ne0, (uint32_t)(d.offs / 4), (uint32_t)(x.offs / 4), (uint32_t)(w.offs / 4),
+        (uint32_t)(d.nb1 / 4), (uint32_t)(x.nb1 / 4), eps};
+    const struct llm__buf *bufs[3] = {d.buf, x.buf, w.buf};
+    llm__vk_dispatch(ctx, LLM__VK_RMSNORM, bufs, &push, (uint32_t)d.ne1, 1);
+}
+
+static const struct llm_backend_i llm__vk_iface = {
+    /* .name = */ "vulkan",
+    /* .free = */ llm__vk_free,
+    /* .buf_alloc = */ llm__vk_buf_alloc,
+    /* .buf_free = */ llm__vk_buf_free,
+    /* .weight_load = */ llm__vk_weight_load,
+    /* .weight_free = */ llm__vk_weight_free,
+    /* .upload = */ llm__vk_upload,
+    /* .download = */ llm__vk_download,
+    /* .reserve = */ llm__vk_reserve,
+    /* .begin_step = */ llm__vk_begin_step,
+    /* .end_step = */ llm__vk_end_step,
+    /* .sync = */ llm__vk_sync,
+    /* .embed = */ NULL,
+    /* .rmsnorm = */ llm__vk_rmsnorm,
+    /* .matmul = */ NULL,
+    /* .rope = */ NULL,
+    /* .kv_store = */ NULL,
+    /* .attention = */ NULL,
+    /* .silu_mul = */ llm__vk_silu_mul,
+    /* .add = */ llm__vk_add,
+    /* .get_rows = */ NULL,
+};
+
+// Opens device `index` (-1: the first discrete GPU, else integrated, else any) and builds the
+// pipelines.
+static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, struct llm__err *e) {
+    struct llm__vk *vk = calloc(1, sizeof(*vk));
+    if (!vk) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    be->iface = &llm__vk_iface;
+    be->ctx = vk;
+    enum llm_status st = llm__vk_instance(&vk->inst, e);
+    if (st) return st;
+    uint32_t n = 0;
+    vkEnumeratePhysicalDevices(vk->inst, &n, NULL);
+    VkPhysicalDevice pds[16];
+    n = LLM__MIN(n, 16u);
+    vkEnumeratePhysicalDevices(vk->inst, &n, pds);
+    if (n == 0) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: no Vulkan device found");
+    if (index >= (int)n) return llm__fail(e, LLM_ERR_INVALID_ARG, "vulkan: no device %d (there are %u)", index, n);
+    if (index < 0) {
+        static const VkPhysicalDeviceType order[] = {VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU,
+                                                     VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU, VK_PHYSICAL_DEVICE_TYPE_CPU,
+                                                     VK_PHYSICAL_DEVICE_TYPE_OTHER};
+        for (size_t o = 0; o < LLM__ARRAY_LEN(order) && index < 0; o++)
+            for (uint32_t i = 0; i < n && index < 0; i++) {
+                VkPhysicalDeviceProperties p;
+                vkGetPhysicalDeviceProperties(pds[i], &p);
+                if (p.deviceType == order[o]) index = (int)i;
+            }
+    }
+    vk->pdev = pds[index];
+    VkPhysicalDeviceProperties props;
+    vkGetPhysicalDeviceProperties(vk->pdev, &props);
+    snprintf(vk->name, sizeof(vk->name), "%s", props.deviceName);
+    vkGetPhysicalDeviceMemoryProperties(vk->pdev, &vk->memp);
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(vk->pdev, &nq, NULL);
+    VkQueueFamilyProperties qf[16];
+    nq = LLM__MIN(nq, 16u);
+    vkGetPhysicalDeviceQueueFamilyProperties(vk->pdev, &nq, qf);
+    vk->qfam = UINT32_MAX;
+    for (uint32_t i = 0; i < nq && vk->qfam == UINT32_MAX; i++)
+        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) vk->qfam = i;
+    if (vk->qfam == UINT32_MAX) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: %s has no compute queue", vk->name);
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = vk->qfam,
+                                  .queueCount = 1, .pQueuePriorities = &prio};
+    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
+    VkResult r = vkCreateDevice(vk->pdev, &di, NULL, &vk->dev);
+    if (r != VK_SUCCESS) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: cannot open %s (%s)", vk->name, llm__vk_result(r));
+    vkGetDeviceQueue(vk->dev, vk->qfam, 0, &vk->queue);
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, .queueFamilyIndex = vk->qfam};
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8 * 4096};
+    VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 4096,
+                                      .poolSizeCount = 1, .pPoolSizes = &ps};
+    r = vkCreateCommandPool(vk->dev, &pi, NULL, &vk->cpool);
+    if (r == VK_SUCCESS) r = vkCreateFence(vk->dev, &fi, NULL, &vk->fence);
+    if (r == VK_SUCCESS) r = vkCreateDescriptorPool(vk->dev, &dpi, NULL, &vk->dpool);
+    if (r == VK_SUCCESS) {
+        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = vk->cpool,
+                                          .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+        r = vkAllocateCommandBuffers(vk->dev, &ai, &vk->cmd);
+    }
+    for (int k = 0; r == VK_SUCCESS && k < LLM__VK_N; k++) {
+        VkDescriptorSetLayoutBinding b[8];
+        for (int i = 0; i < llm__vk_shaders[k].n_bufs; i++)
+            b[i] = (VkDescriptorSetLayoutBinding){(uint32_t)i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, NULL};
+        VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                              .bindingCount = (uint32_t)llm__vk_shaders[k].n_bufs, .pBindings = b};
+        r = vkCreateDescriptorSetLayout(vk->dev, &li, NULL, &vk->dsl[k]);
+        VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, llm__vk_shaders[k].push};
+        VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
+                                          .pSetLayouts = &vk->dsl[k], .pushConstantRangeCount = 1, .pPushConstantRanges = &pr};
+        if (r == VK_SUCCESS) r = vkCreatePipelineLayout(vk->dev, &pli, NULL, &vk->layout[k]);
+        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = llm__vk_shaders[k].size,
+                                       .pCode = llm__vk_shaders[k].code};
+        VkShaderModule mod = VK_NULL_HANDLE;
+        if (r == VK_SUCCESS) r = vkCreateShaderModule(vk->dev, &mi, NULL, &mod);
+        VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                          .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                                    .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main"},
+                                          .layout = vk->layout[k]};
+        if (r == VK_SUCCESS) r = vkCreateComputePipelines(vk->dev, VK_NULL_HANDLE, 1, &ci, NULL, &vk->pipe[k]);
+        if (mod) vkDestroyShaderModule(vk->dev, mod, NULL);
+    }
+    if (r != VK_SUCCESS) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: set-up of %s failed (%s)", vk->name, llm__vk_result(r));
+    return LLM_OK;
+}

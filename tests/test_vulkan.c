@@ -1,0 +1,94 @@
+// The Vulkan backend's ops against the CPU backend on random inputs (normalised mean squared
+// error, as ggml's test-backend-ops), for several shapes, on whatever Vulkan device there is
+// (Mesa's lavapipe in CI). Prints SKIP when the build has no Vulkan (make VULKAN=1) or there is
+// no device.
+#include "../llm.c"
+#include "test.h"
+
+#ifdef LLM_VULKAN
+static double nmse(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) { num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]); den += (double)ref[i] * ref[i]; }
+    return den > 0 ? num / den : num;
+}
+
+// A tensor of rows x cols f32 values in buffer b at byte offset offs (rows nb1 bytes apart).
+static struct llm__tensor ten(struct llm__buf *b, size_t offs, int64_t cols, int64_t rows, size_t nb1) {
+    return (struct llm__tensor){b, offs, LLM__TYPE_F32, cols, rows, nb1};
+}
+
+static void test_ops(struct llm_backend *vk, struct llm_backend *cpu) {
+    const int shapes[][2] = {{1, 1}, {7, 33}, {64, 256}, {3, 4096}, {300, 17}};
+    unsigned long long seed = 11;
+    for (size_t s = 0; s < LLM__ARRAY_LEN(shapes); s++) {
+        const int rows = shapes[s][0], cols = shapes[s][1];
+        const size_t n = (size_t)rows * cols, pad = 64;   // tensors at odd word offsets inside buffers
+        float *h = malloc(sizeof(float) * (3 * n + 2 * pad + cols)), *got = malloc(sizeof(float) * n),
+              *want = malloc(sizeof(float) * n);
+        for (size_t i = 0; i < 3 * n + 2 * pad + cols; i++) h[i] = (float)test_rng_normal(&seed);
+        struct llm__err e = {{0}};
+        struct llm__buf gb[2], cb[2];
+        size_t bytes = sizeof(float) * (3 * n + 2 * pad + cols);
+        EXPECT(vk->iface->buf_alloc(vk->ctx, &gb[0], bytes, &e) == LLM_OK, "buf_alloc: %s", e.msg);
+        EXPECT(vk->iface->buf_alloc(vk->ctx, &gb[1], sizeof(float) * (n + pad), &e) == LLM_OK, "buf_alloc: %s", e.msg);
+        cpu->iface->buf_alloc(cpu->ctx, &cb[0], bytes, &e);
+        cpu->iface->buf_alloc(cpu->ctx, &cb[1], sizeof(float) * (n + pad), &e);
+        vk->iface->upload(vk->ctx, &gb[0], 0, h, bytes);
+        cpu->iface->upload(cpu->ctx, &cb[0], 0, h, bytes);
+        // operands: a at word 5, b at word 5 + n + pad, w (one row) after them; dst at word 3 of buffer 1
+        const size_t oa = 5 * 4, ob = (5 + n + pad) * 4, ow = (5 + 2 * n + pad) * 4, od = 3 * 4;
+        const size_t nb1 = sizeof(float) * (size_t)cols;
+        struct llm__step step = {0};
+        for (int op = 0; op < 3; op++) {
+            struct llm_backend *be[2] = {vk, cpu};
+            struct llm__buf *src[2] = {&gb[0], &cb[0]}, *dst[2] = {&gb[1], &cb[1]};
+            for (int k = 0; k < 2; k++) {
+                struct llm__tensor d = ten(dst[k], od, cols, rows, nb1), a = ten(src[k], oa, cols, rows, nb1),
+                                   b = ten(src[k], ob, cols, rows, nb1), w = ten(src[k], ow, cols, 1, nb1);
+                be[k]->iface->begin_step(be[k]->ctx, &step);
+                if (op == 0) be[k]->iface->add(be[k]->ctx, d, a, b);
+                else if (op == 1) be[k]->iface->silu_mul(be[k]->ctx, d, a, b);
+                else be[k]->iface->rmsnorm(be[k]->ctx, d, a, w, 1e-5f);
+                EXPECT(be[k]->iface->end_step(be[k]->ctx, &e) == LLM_OK, "end_step: %s", e.msg);
+                be[k]->iface->download(be[k]->ctx, dst[k], od, k ? want : got, sizeof(float) * n);
+            }
+            static const char *names[] = {"add", "silu_mul", "rmsnorm"};
+            double err = nmse(got, want, n);
+            EXPECT(err < 1e-10, "%s %dx%d: NMSE %.3g", names[op], rows, cols, err);
+            printf("  %-9s %4d x %-5d NMSE %.2e\n", names[op], rows, cols, err);
+        }
+        for (int k = 0; k < 2; k++) { vk->iface->buf_free(vk->ctx, &gb[k]); cpu->iface->buf_free(cpu->ctx, &cb[k]); }
+        free(h);
+        free(got);
+        free(want);
+    }
+}
+#endif
+
+int main(void) {
+#ifndef LLM_VULKAN
+    SKIP("built without Vulkan (make VULKAN=1 test runs these tests)");
+#else
+    struct llm__err e = {{0}};
+    int n = llm__vk_list_devices(stdout, &e);
+    if (n <= 0) {
+        SKIP("no Vulkan device: %s", n < 0 ? e.msg : "none found");
+        return test_summary("test_vulkan");
+    }
+    struct llm_backend vk = {0}, cpu = {0};
+    EXPECT(llm__vk_backend_new(&vk, -1, &e) == LLM_OK, "vulkan backend: %s", e.msg);
+    EXPECT(llm__cpu_backend_new(&cpu, 2, -1, &e) == LLM_OK, "cpu backend: %s", e.msg);
+    if (vk.iface && cpu.iface && !e.msg[0]) {
+        struct llm__shape shape = {64, 4096, 8, 8, 64, 16};
+        cpu.iface->reserve(cpu.ctx, &shape, &e);
+        test_ops(&vk, &cpu);
+    }
+    if (vk.iface) vk.iface->free(vk.ctx);
+    if (cpu.iface) cpu.iface->free(cpu.ctx);
+    // a device number that does not exist is an error, not a crash
+    struct llm_backend bad = {0};
+    EXPECT(llm__vk_backend_new(&bad, 99, &e) != LLM_OK && strstr(e.msg, "no device"), "device 99: %s", e.msg);
+    if (bad.iface) bad.iface->free(bad.ctx);
+#endif
+    return test_summary("test_vulkan");
+}
