@@ -16,12 +16,14 @@
 #include <vulkan/vulkan.h>
 #include "llm_shaders.inc"
 
-enum { LLM__VK_ADD, LLM__VK_SILU_MUL, LLM__VK_RMSNORM, LLM__VK_N };
+enum { LLM__VK_ADD, LLM__VK_SILU_MUL, LLM__VK_RMSNORM, LLM__VK_GET_ROWS, LLM__VK_EMBED, LLM__VK_N };
 
 static const struct { const uint32_t *code; size_t size; int n_bufs; uint32_t push; } llm__vk_shaders[LLM__VK_N] = {
     [LLM__VK_ADD] = {llm_spv_add, sizeof(llm_spv_add), 3, 16},
     [LLM__VK_SILU_MUL] = {llm_spv_silu_mul, sizeof(llm_spv_silu_mul), 3, 16},
     [LLM__VK_RMSNORM] = {llm_spv_rmsnorm, sizeof(llm_spv_rmsnorm), 3, 28},
+    [LLM__VK_GET_ROWS] = {llm_spv_get_rows, sizeof(llm_spv_get_rows), 3, 24},
+    [LLM__VK_EMBED] = {llm_spv_embed, sizeof(llm_spv_embed), 3, 24},
 };
 
 struct llm__vk_mem {
@@ -46,6 +48,11 @@ struct llm__vk {
     VkPipeline pipe[LLM__VK_N];
     bool recording;
     const struct llm__step *step;
+    // the step's arrays on the device, int32 each: tokens, positions, seq_idx, slot_mapping,
+    // out_rows, block_tables (word offsets o_*)
+    struct llm__buf stepbuf;
+    size_t stepbuf_cap;
+    uint32_t o_tok, o_pos, o_seq, o_slot, o_out, o_bt;
     char name[256];
 };
 
@@ -123,11 +130,14 @@ __attribute__((unused)) static int llm__vk_list_devices(FILE *f, struct llm__err
     return (int)n;
 }
 
+static void llm__vk_buf_free(void *ctx, struct llm__buf *b);
+
 static void llm__vk_free(void *ctx) {
     struct llm__vk *vk = ctx;
     if (!vk) return;
     if (vk->dev) {
         vkDeviceWaitIdle(vk->dev);
+        if (vk->stepbuf.handle) llm__vk_buf_free(vk, &vk->stepbuf);
         for (int i = 0; i < LLM__VK_N; i++) {
             if (vk->pipe[i]) vkDestroyPipeline(vk->dev, vk->pipe[i], NULL);
             if (vk->layout[i]) vkDestroyPipelineLayout(vk->dev, vk->layout[i], NULL);
@@ -244,6 +254,9 @@ static void llm__vk_download(void *ctx, const struct llm__buf *b, size_t offs, v
 
 static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
                                            const void *data, struct llm__err *e) {
+    if (type != LLM__TYPE_F32 && type != LLM__TYPE_F16 && type != LLM__TYPE_Q8_0 && type != LLM__TYPE_Q4_0)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weights of type %s are not supported yet (f32, f16, q8_0, q4_0)",
+                         llm__type_info((uint32_t)type)->name);
     size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;
     enum llm_status st = llm__vk_buf_alloc(ctx, &w->buf, n, e);
     if (st) return st;
@@ -287,6 +300,31 @@ static enum llm_status llm__vk_submit(struct llm__vk *vk, struct llm__err *e) {
 static void llm__vk_begin_step(void *ctx, const struct llm__step *step) {
     struct llm__vk *vk = ctx;
     vk->step = step;
+    // the per-step arrays, in one buffer (the previous step has finished: end_step waited)
+    size_t n = (size_t)step->n_tokens, words = 4 * n + (size_t)step->n_out + (size_t)step->n_seqs * (size_t)step->max_blocks;
+    if (words * 4 > vk->stepbuf_cap) {
+        struct llm__err e = {{0}};
+        if (vk->stepbuf.handle) llm__vk_buf_free(vk, &vk->stepbuf);
+        vk->stepbuf_cap = 0;
+        if (llm__vk_buf_alloc(vk, &vk->stepbuf, LLM__MAX(words * 4 * 2, (size_t)4096), &e) == LLM_OK)
+            vk->stepbuf_cap = vk->stepbuf.size;
+    }
+    vk->o_tok = 0;
+    vk->o_pos = (uint32_t)n;
+    vk->o_seq = (uint32_t)(2 * n);
+    vk->o_slot = (uint32_t)(3 * n);
+    vk->o_out = (uint32_t)(4 * n);
+    vk->o_bt = (uint32_t)(4 * n + (size_t)step->n_out);
+    if (vk->stepbuf_cap && n) {
+        llm__vk_upload(vk, &vk->stepbuf, 0, step->tokens, n * 4);
+        if (step->positions) llm__vk_upload(vk, &vk->stepbuf, (size_t)vk->o_pos * 4, step->positions, n * 4);
+        if (step->seq_idx) llm__vk_upload(vk, &vk->stepbuf, (size_t)vk->o_seq * 4, step->seq_idx, n * 4);
+        if (step->slot_mapping) llm__vk_upload(vk, &vk->stepbuf, (size_t)vk->o_slot * 4, step->slot_mapping, n * 4);
+        if (step->n_out) llm__vk_upload(vk, &vk->stepbuf, (size_t)vk->o_out * 4, step->out_rows, (size_t)step->n_out * 4);
+        if (step->n_seqs && step->max_blocks)
+            llm__vk_upload(vk, &vk->stepbuf, (size_t)vk->o_bt * 4, step->block_tables,
+                           (size_t)step->n_seqs * (size_t)step->max_blocks * 4);
+    }
     llm__vk_begin(vk);
 }
 
@@ -363,6 +401,22 @@ static void llm__vk_rmsnorm(void *ctx, struct llm__tensor d, struct llm__tensor 
     llm__vk_dispatch(ctx, LLM__VK_RMSNORM, bufs, &push, (uint32_t)d.ne1, 1);
 }
 
+static void llm__vk_get_rows(void *ctx, struct llm__tensor d, struct llm__tensor src) {
+    struct llm__vk *vk = ctx;
+    uint32_t push[6] = {(uint32_t)d.ne0, (uint32_t)(d.offs / 4), (uint32_t)(src.offs / 4), (uint32_t)(d.nb1 / 4),
+                        (uint32_t)(src.nb1 / 4), vk->o_out};
+    const struct llm__buf *bufs[3] = {d.buf, src.buf, &vk->stepbuf};
+    if (vk->step->n_out) llm__vk_dispatch(vk, LLM__VK_GET_ROWS, bufs, push, (uint32_t)((d.ne0 + 255) / 256), (uint32_t)vk->step->n_out);
+}
+
+static void llm__vk_embed(void *ctx, struct llm__tensor d, const struct llm__weight *table) {
+    struct llm__vk *vk = ctx;
+    uint32_t push[6] = {(uint32_t)d.ne0, (uint32_t)(d.offs / 4), (uint32_t)(d.nb1 / 4),
+                        (uint32_t)llm__row_bytes(table->type, table->ne0), (uint32_t)table->type, vk->o_tok};
+    const struct llm__buf *bufs[3] = {d.buf, &table->buf, &vk->stepbuf};
+    llm__vk_dispatch(vk, LLM__VK_EMBED, bufs, push, (uint32_t)((d.ne0 + 255) / 256), (uint32_t)vk->step->n_tokens);
+}
+
 static const struct llm_backend_i llm__vk_iface = {
     /* .name = */ "vulkan",
     /* .free = */ llm__vk_free,
@@ -376,7 +430,7 @@ static const struct llm_backend_i llm__vk_iface = {
     /* .begin_step = */ llm__vk_begin_step,
     /* .end_step = */ llm__vk_end_step,
     /* .sync = */ llm__vk_sync,
-    /* .embed = */ NULL,
+    /* .embed = */ llm__vk_embed,
     /* .rmsnorm = */ llm__vk_rmsnorm,
     /* .matmul = */ NULL,
     /* .rope = */ NULL,
@@ -384,7 +438,7 @@ static const struct llm_backend_i llm__vk_iface = {
     /* .attention = */ NULL,
     /* .silu_mul = */ llm__vk_silu_mul,
     /* .add = */ llm__vk_add,
-    /* .get_rows = */ NULL,
+    /* .get_rows = */ llm__vk_get_rows,
 };
 
 // Opens device `index` (-1: the first discrete GPU, else integrated, else any) and builds the

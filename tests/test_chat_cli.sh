@@ -56,9 +56,10 @@ else
 fi
 
 # SIGINT stops an answer, the chat goes on. The signal is sent once the answer is streaming
-# (before that it would reach the prompt, where Ctrl-C quits); the answer is bounded anyway.
+# (before that it would reach the prompt, where Ctrl-C quits); the answer is bounded anyway (no
+# timeout(1) wrapper: it would take the signal itself).
 mkfifo "$tmp/in"
-timeout 300 "$llm" chat -m "$m" -n 50000 --ignore-eos -c 60000 --temp 0 -t 2 --chat-template zephyr < "$tmp/in" > "$tmp/out" 2> "$tmp/err" &
+"$llm" chat -m "$m" -n 20000 --ignore-eos -c 30000 --temp 0 -t 2 --chat-template zephyr < "$tmp/in" > "$tmp/out" 2> "$tmp/err" &
 pid=$!
 exec 3> "$tmp/in"
 printf 'talk forever\n' >&3

@@ -63,6 +63,57 @@ static void test_ops(struct llm_backend *vk, struct llm_backend *cpu) {
         free(want);
     }
 }
+
+// Embedding rows of every supported table type, and get_rows, against the CPU backend.
+static void test_rows(struct llm_backend *vk, struct llm_backend *cpu) {
+    static const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0};
+    const int64_t cols = 256, rows = 50;
+    unsigned long long seed = 5;
+    float *f = malloc(sizeof(float) * (size_t)(cols * rows));
+    for (int64_t i = 0; i < cols * rows; i++) f[i] = (float)test_rng_normal(&seed);
+    int32_t tokens[9] = {3, 0, 49, 3, 17, 25, 8, 8, 1}, out_rows[4] = {8, 0, 3, 5};
+    struct llm__step step = {.n_tokens = 9, .tokens = tokens, .n_out = 4, .out_rows = out_rows};
+    struct llm__err e = {{0}};
+    for (size_t ti = 0; ti < LLM__ARRAY_LEN(types); ti++) {
+        size_t rb = llm__row_bytes(types[ti], cols);
+        char *q = malloc(rb * (size_t)rows);
+        for (int64_t r = 0; r < rows; r++) llm__quantize_row(types[ti], f + r * cols, q + (size_t)r * rb, cols);
+        struct llm_backend *be[2] = {vk, cpu};
+        float *res[2];
+        for (int k = 0; k < 2; k++) {
+            struct llm__weight w = {0};
+            struct llm__buf out;
+            EXPECT(be[k]->iface->weight_load(be[k]->ctx, &w, types[ti], cols, rows, q, &e) == LLM_OK, "weight_load: %s", e.msg);
+            be[k]->iface->buf_alloc(be[k]->ctx, &out, sizeof(float) * (size_t)(cols * 13), &e);
+            struct llm__tensor d = {&out, 0, LLM__TYPE_F32, cols, 9, sizeof(float) * (size_t)cols};
+            struct llm__tensor g = {&out, sizeof(float) * (size_t)(cols * 9), LLM__TYPE_F32, cols, 4, sizeof(float) * (size_t)cols};
+            be[k]->iface->begin_step(be[k]->ctx, &step);
+            be[k]->iface->embed(be[k]->ctx, d, &w);
+            be[k]->iface->get_rows(be[k]->ctx, g, d);
+            EXPECT(be[k]->iface->end_step(be[k]->ctx, &e) == LLM_OK, "end_step: %s", e.msg);
+            res[k] = malloc(sizeof(float) * (size_t)(cols * 13));
+            be[k]->iface->download(be[k]->ctx, &out, 0, res[k], sizeof(float) * (size_t)(cols * 13));
+            be[k]->iface->buf_free(be[k]->ctx, &out);
+            be[k]->iface->weight_free(be[k]->ctx, &w);
+        }
+        double err = nmse(res[0], res[1], (size_t)(cols * 9)), err2 = nmse(res[0] + cols * 9, res[1] + cols * 9, (size_t)(cols * 4));
+        EXPECT(err < 1e-12, "embed %s: NMSE %.3g", llm__type_info((uint32_t)types[ti])->name, err);
+        EXPECT(err2 < 1e-12, "get_rows after embed %s: NMSE %.3g", llm__type_info((uint32_t)types[ti])->name, err2);
+        printf("  embed     %-5s 9 rows of %d  NMSE %.2e; get_rows NMSE %.2e\n", llm__type_info((uint32_t)types[ti])->name,
+               (int)cols, err, err2);
+        free(res[0]);
+        free(res[1]);
+        free(q);
+    }
+    // a type without a shader is refused when loaded, not later
+    struct llm__weight w = {0};
+    size_t rb = llm__row_bytes(LLM__TYPE_Q4_K, cols);
+    char *q = calloc(rb, 1);
+    EXPECT(vk->iface->weight_load(vk->ctx, &w, LLM__TYPE_Q4_K, cols, 1, q, &e) == LLM_ERR_UNSUPPORTED && strstr(e.msg, "q4_K"),
+           "q4_K weight: %s", e.msg);
+    free(q);
+    free(f);
+}
 #endif
 
 int main(void) {
@@ -82,6 +133,7 @@ int main(void) {
         struct llm__shape shape = {64, 4096, 8, 8, 64, 16};
         cpu.iface->reserve(cpu.ctx, &shape, &e);
         test_ops(&vk, &cpu);
+        test_rows(&vk, &cpu);
     }
     if (vk.iface) vk.iface->free(vk.ctx);
     if (cpu.iface) cpu.iface->free(cpu.ctx);

@@ -1,0 +1,11 @@
+#version 450
+// dst row i = src row out_rows[i] (f32 rows; offsets and strides in 4-byte words)
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) buffer D { float d[]; };
+layout(std430, binding = 1) readonly buffer S { float s[]; };
+layout(std430, binding = 2) readonly buffer I { int st[]; };
+layout(push_constant) uniform P { uint ncols, od, os, sd, ss, orows; } p;
+void main() {
+    uint c = gl_GlobalInvocationID.x, i = gl_WorkGroupID.y;
+    if (c < p.ncols) d[p.od + i * p.sd + c] = s[p.os + uint(st[p.orows + i]) * p.ss + c];
+}
