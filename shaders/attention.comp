@@ -1,0 +1,76 @@
+#version 450
+// Paged causal attention, one workgroup per (query head, token): the keys of the token's
+// sequence (positions 0..pos) are read through its block table 64 at a time with an online
+// softmax (running max and sum, rescaled per chunk); no score matrix is stored. Cache rows are
+// [slot][n_head_kv * head_dim], f16 (queries rounded to f16 first, as the CPU does) or f32.
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) buffer O { float o[]; };
+layout(std430, binding = 1) readonly buffer Q { float q[]; };
+layout(std430, binding = 2) readonly buffer KC { uint kc[]; };
+layout(std430, binding = 3) readonly buffer VC { uint vc[]; };
+layout(std430, binding = 4) readonly buffer S { int st[]; };
+layout(push_constant) uniform P {
+    uint hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt; float scale;
+} p;
+shared float qs[256];
+shared float sc[64];
+shared float red[64];
+float kv_at(bool isk, uint slot, uint d) {
+    uint w = (isk ? p.ock : p.ocv) + slot * p.row_words;
+    if (p.f16 != 0u) {
+        uint x = isk ? kc[w + (d >> 1)] : vc[w + (d >> 1)];
+        return unpackHalf2x16(x).x * float(1u - (d & 1u)) + unpackHalf2x16(x).y * float(d & 1u);
+    }
+    return uintBitsToFloat(isk ? kc[w + d] : vc[w + d]);
+}
+void main() {
+    uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+    uint g = h / (p.n_head / p.n_head_kv), n_ctx = uint(st[p.opos + t]) + 1u;
+    uint bt = p.obt + uint(st[p.oseq + t]) * p.max_blocks;
+    for (uint d = tid; d < p.hd; d += 64u) {
+        float v = q[p.oq + t * p.sq + h * p.hd + d];
+        qs[d] = p.f16 != 0u ? unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x : v;
+    }
+    barrier();
+    float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+    float m = -1.0 / 0.0, l = 0.0;
+    for (uint j0 = 0u; j0 < n_ctx; j0 += 64u) {
+        uint j = j0 + tid;
+        float s = -1.0 / 0.0;
+        if (j < n_ctx) {
+            uint slot = uint(st[bt + j / p.bs]) * p.bs + j % p.bs;
+            s = 0.0;
+            for (uint d = 0u; d < p.hd; d++) s += qs[d] * kv_at(true, slot, g * p.hd + d);
+            s *= p.scale;
+        }
+        red[tid] = s;
+        barrier();
+        for (uint k = 32u; k > 0u; k >>= 1) { if (tid < k) red[tid] = max(red[tid], red[tid + k]); barrier(); }
+        float mnew = max(m, red[0]);
+        barrier();
+        float e = j < n_ctx ? exp(s - mnew) : 0.0;
+        sc[tid] = e;
+        red[tid] = e;
+        barrier();
+        for (uint k = 32u; k > 0u; k >>= 1) { if (tid < k) red[tid] += red[tid + k]; barrier(); }
+        float corr = m == -1.0 / 0.0 ? 0.0 : exp(m - mnew);
+        l = l * corr + red[0];
+        m = mnew;
+        uint nk = min(64u, n_ctx - j0);
+        for (uint i = 0u; i < 4u; i++) {
+            uint d = tid + 64u * i;
+            if (d >= p.hd) break;
+            float a = acc[i] * corr;
+            for (uint jj = 0u; jj < nk; jj++) {
+                uint jp = j0 + jj, slot = uint(st[bt + jp / p.bs]) * p.bs + jp % p.bs;
+                a += sc[jj] * kv_at(false, slot, g * p.hd + d);
+            }
+            acc[i] = a;
+        }
+        barrier();
+    }
+    for (uint i = 0u; i < 4u; i++) {
+        uint d = tid + 64u * i;
+        if (d < p.hd) o[p.oo + t * p.so + h * p.hd + d] = l > 0.0 ? acc[i] / l : 0.0;
+    }
+}

@@ -1,0 +1,21 @@
+#version 450
+// Rotates pairs of each head of each token row in place by the token's position: pairs
+// (2i, 2i+1), or (i, i + n_rot/2) NeoX-style; theta = freq_scale * pos * base^(-2i/n_rot)
+// (divided by freq_factors[i] when given). One invocation per (pair, head, token).
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer S { int st[]; };
+layout(std430, binding = 2) readonly buffer F { float ff[]; };
+layout(push_constant) uniform P { uint n_head, head_dim, n_rot, neox, ox, sx, opos, has_ff, off; float base, scale; } p;
+void main() {
+    uint i = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y, t = gl_WorkGroupID.z, half_rot = p.n_rot / 2u;
+    if (i >= half_rot) return;
+    float theta = float(st[p.opos + t]) * pow(p.base, -2.0 * float(i) / float(p.n_rot));
+    if (p.has_ff != 0u) theta /= ff[p.off + i];
+    theta *= p.scale;
+    uint base = p.ox + t * p.sx + h * p.head_dim;
+    uint i0 = p.neox != 0u ? i : 2u * i, i1 = p.neox != 0u ? i + half_rot : 2u * i + 1u;
+    float c = cos(theta), s = sin(theta), x0 = x[base + i0], x1 = x[base + i1];
+    x[base + i0] = x0 * c - x1 * s;
+    x[base + i1] = x0 * s + x1 * c;
+}
