@@ -60,6 +60,18 @@ split_cases "$here/corpus_invalid.inp" "$tmp/invalid"
 n_invalid=$(ls "$tmp/invalid" | wc -l)
 echo "corpus: $n_valid valid cases, $n_invalid invalid"
 
+# goldens NAME FILE: $here/NAME.plain.out and NAME.special.out for every case
+goldens() {
+    : > "$tmp/plain"; : > "$tmp/special"
+    for f in "$tmp"/cases/* "$tmp"/invalid/*; do
+        ids "$2" "$f" --no-parse-special >> "$tmp/plain"
+        ids "$2" "$f" >> "$tmp/special"
+    done
+    mv "$tmp/plain" "$here/$1.plain.out"
+    mv "$tmp/special" "$here/$1.special.out"
+    echo "$here/$1.plain.out $here/$1.special.out: $(wc -l < "$here/$1.plain.out") lines"
+}
+
 for name in ${VOCABS-llama-spm llama-bpe qwen2 gpt-2}; do
     v=$vocab_dir/ggml-vocab-$name.gguf
     [ -f "$v" ] || { echo "missing $v" >&2; exit 1; }
@@ -74,14 +86,7 @@ for name in ${VOCABS-llama-spm llama-bpe qwen2 gpt-2}; do
         exit 1
     fi
 
-    : > "$tmp/plain"; : > "$tmp/special"
-    for f in "$tmp"/cases/* "$tmp"/invalid/*; do
-        ids "$v" "$f" --no-parse-special >> "$tmp/plain"
-        ids "$v" "$f" >> "$tmp/special"
-    done
-    mv "$tmp/plain" "$here/$name.plain.out"
-    mv "$tmp/special" "$here/$name.special.out"
-    echo "$here/$name.plain.out $here/$name.special.out: $(wc -l < "$here/$name.plain.out") lines"
+    goldens "$name" "$v"
 done
 
 # The pre-tokenizers no vocabulary file here uses: test models with GPT-2's vocabulary and
@@ -90,12 +95,5 @@ models=${LLM_TEST_MODELS:-build/models}
 for name in pre-default pre-smollm; do
     v=$models/tiny-$name.gguf
     [ -f "$v" ] || { echo "missing $v (run make models)" >&2; exit 1; }
-    : > "$tmp/plain"; : > "$tmp/special"
-    for f in "$tmp"/cases/* "$tmp"/invalid/*; do
-        ids "$v" "$f" --no-parse-special >> "$tmp/plain"
-        ids "$v" "$f" >> "$tmp/special"
-    done
-    mv "$tmp/plain" "$here/$name.plain.out"
-    mv "$tmp/special" "$here/$name.special.out"
-    echo "$here/$name.plain.out $here/$name.special.out: $(wc -l < "$here/$name.plain.out") lines"
+    goldens "$name" "$v"
 done
