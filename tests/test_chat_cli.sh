@@ -65,9 +65,14 @@ exec 3> "$tmp/in"
 printf 'talk forever\n' >&3
 i=0
 while [ ! -s "$tmp/out" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-sleep 0.5
-kill -INT "$pid" 2>/dev/null
-sleep 1
+# a signal that lands while the chat reads its input is lost when the shell started it with
+# SIGINT ignored (a background job of a script), so it is repeated until the answer stops
+n=0
+while ! grep -q '\[stopped\]' "$tmp/out" && [ $n -lt 40 ]; do
+    sleep 0.5
+    kill -INT "$pid" 2>/dev/null
+    n=$((n + 1))
+done
 printf '/stats\n/quit\n' >&3
 exec 3>&-
 wait "$pid"; rc=$?
