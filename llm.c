@@ -6900,17 +6900,25 @@ flush:
     }
 }
 
+// The earliest of n stop strings in text[from - longest + 1 ..n) (its offset, or -1); *hold: the
+// length of the longest end of the text that could still become a stop string (not to be shown
+// yet). Used by requests and by llm run / llm chat.
+static long llm__find_stop(const char *const *stops, int n_stops, const char *text, size_t n, size_t from, size_t *hold) {
+    long best = -1;
+    *hold = 0;
+    for (int i = 0; i < n_stops; i++) {
+        size_t m = strlen(stops[i]), start = from > m ? from - m : 0;
+        const char *hit = n >= start + m ? memmem(text + start, n - start, stops[i], m) : NULL;
+        if (hit && (best < 0 || hit - text < best)) best = hit - text;
+        for (size_t k = LLM__MIN(m - 1, n); k > *hold; k--)
+            if (memcmp(text + n - k, stops[i], k) == 0) { *hold = k; break; }
+    }
+    return best;
+}
+
 // Checks the stop strings in the text added since `from`; cuts the text at the first one.
 static bool llm__req_stop_string(struct llm__req *r, size_t from, size_t *hold) {
-    *hold = 0;
-    long best = -1;
-    for (int i = 0; i < r->p.n_stop; i++) {
-        size_t m = strlen(r->stop[i]), start = from > m ? from - m : 0, n = r->text.n;
-        const char *hit = n >= start + m ? memmem(r->text.p + start, n - start, r->stop[i], m) : NULL;
-        if (hit && (best < 0 || hit - r->text.p < best)) best = hit - r->text.p;
-        for (size_t k = LLM__MIN(m - 1, n); k > *hold; k--)
-            if (memcmp(r->text.p + n - k, r->stop[i], k) == 0) { *hold = k; break; }
-    }
+    long best = llm__find_stop((const char *const *)r->stop, r->p.n_stop, r->text.p, r->text.n, from, hold);
     if (best < 0) return false;
     r->text.n = (size_t)best;
     *hold = 0;
@@ -7614,21 +7622,6 @@ static void llm__gen_free(struct llm__gen *g) {
     memset(g, 0, sizeof(*g));
 }
 
-// The earliest stop string in text[from..) (returns its offset, or -1); *hold: the length of
-// the longest end of text that could still become a stop string (not to be shown yet).
-static long llm__find_stop(const struct llm__cli *c, const char *text, size_t n, size_t from, size_t *hold) {
-    long best = -1;
-    *hold = 0;
-    for (int i = 0; i < c->n_stops; i++) {
-        size_t m = strlen(c->stops[i]), start = from > m ? from - m : 0;
-        const char *hit = n >= start + m ? memmem(text + start, n - start, c->stops[i], m) : NULL;
-        if (hit && (best < 0 || hit - text < best)) best = hit - text;
-        for (size_t k = LLM__MIN(m - 1, n); k > *hold; k--)
-            if (memcmp(text + n - k, c->stops[i], k) == 0) { *hold = k; break; }
-    }
-    return best;
-}
-
 // Generates from logits (those of the sequence's last token) until an end-of-generation token
 // (when stop_eog), a stop token or string, n_max tokens (-1: no limit), a full context or
 // Ctrl-C (when interruptible). Streams the text to out unless NULL. With eval_last, a token
@@ -7665,7 +7658,7 @@ static void llm__generate(llm_engine *E, int seq, llm_sampler *smp, float *logit
         }
         size_t before = g->text.n, hold = 0;
         if (r > 0) llm__sb_put(&g->text, piece, (size_t)r);
-        long at = llm__find_stop(c, g->text.p ? g->text.p : "", g->text.n, before, &hold);
+        long at = llm__find_stop(c->stops, c->n_stops, g->text.p ? g->text.p : "", g->text.n, before, &hold);
         if (at >= 0) { g->text.n = (size_t)at; g->text.p[at] = 0; hold = 0; g->finish = "stop"; done = true; }
         if (out && g->text.n - hold > shown) {
             fwrite(g->text.p + shown, 1, g->text.n - hold - shown, out);
