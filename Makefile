@@ -52,10 +52,18 @@ $(BUILD)/tests/%: tests/%.c tests/test.h $(SRC)
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(STD) $(CFLAGS) $(VK_DEFS) -o $@ $< $(LDLIBS)
 
-$(BUILD)/shaders/llm_shaders.inc: $(wildcard shaders/*.comp) tools/spv2c.sh
+# Shaders that test USE_SUBGROUP / USE_16BIT are also compiled with them (NAME_sg, NAME_f16,
+# NAME_sg_f16); the backend picks the variant the device supports.
+$(BUILD)/shaders/llm_shaders.inc: $(wildcard shaders/*.comp shaders/*.glsl) tools/spv2c.sh
 	@mkdir -p $(BUILD)/shaders
-	@for s in $(wildcard shaders/*.comp); do \
-	    $(GLSL) -V --target-env vulkan1.1 -o $(BUILD)/shaders/$$(basename $$s .comp).spv $$s >/dev/null || exit 1; done
+	@for s in $(wildcard shaders/*.comp); do n=$$(basename $$s .comp); \
+	    for v in "" _sg _f16 _sg_f16; do \
+	        case $$v in *sg*) grep -q USE_SUBGROUP $$s || continue;; esac; \
+	        case $$v in *f16) grep -q USE_16BIT $$s || continue;; esac; \
+	        d=""; case $$v in *sg*) d="$$d -DUSE_SUBGROUP";; esac; case $$v in *f16) d="$$d -DUSE_16BIT";; esac; \
+	        $(GLSL) -V --target-env vulkan1.1 $$d -o $(BUILD)/shaders/$$n$$v.spv $$s >/dev/null || \
+	            { $(GLSL) -V --target-env vulkan1.1 $$d -o /dev/null $$s; exit 1; }; \
+	    done; done
 	sh tools/spv2c.sh $(BUILD)/shaders/*.spv > $@
 
 # The generator is always optimised: it writes multi-GB files.

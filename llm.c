@@ -2896,6 +2896,7 @@ struct llm_backend_i {
     void (*download)(void *ctx, const struct llm__buf *buf, size_t offs, void *dst, size_t n);
     // Sizes the backend's scratch memory once, so that ops never allocate.
     enum llm_status (*reserve)(void *ctx, const struct llm__shape *shape, struct llm__err *e);
+    size_t (*mem_free)(void *ctx);   // memory left for the KV cache, in bytes (0: unknown)
     void (*begin_step)(void *ctx, const struct llm__step *step);
     enum llm_status (*end_step)(void *ctx, struct llm__err *e);   // waits for the step
     void (*sync)(void *ctx);   // waits for the ops issued so far (profiling); NULL: ops are synchronous
@@ -4106,6 +4107,12 @@ static enum llm_status llm__cpu_reserve_shape(void *ctx, const struct llm__shape
     return llm__cpu_reserve(c, LLM__MAX(mm, attn), e);
 }
 
+static size_t llm__mem_available(void);
+static size_t llm__cpu_mem_free(void *ctx) {
+    (void)ctx;
+    return llm__mem_available();
+}
+
 static const struct llm_backend_i llm__cpu_iface = {
     /* .name        = */ "cpu",
     /* .free        = */ llm__cpu_free,
@@ -4116,6 +4123,7 @@ static const struct llm_backend_i llm__cpu_iface = {
     /* .upload      = */ llm__cpu_upload,
     /* .download    = */ llm__cpu_download,
     /* .reserve     = */ llm__cpu_reserve_shape,
+    /* .mem_free    = */ llm__cpu_mem_free,
     /* .begin_step  = */ llm__cpu_begin_step,
     /* .end_step    = */ llm__cpu_end_step,
     /* .sync        = */ NULL,
@@ -6378,7 +6386,7 @@ static size_t llm__mem_available(void) {
 static enum llm_status llm__backend_open(struct llm_backend *be, const struct llm_engine_params *p, struct llm__err *e) {
 #ifdef LLM_VULKAN
     if (strcmp(p->backend, "cpu") != 0) {
-        enum llm_status st = llm__vk_backend_new(be, p->device - 1, e);
+        enum llm_status st = llm__vk_backend_new(be, p->device - 1, 0, e);
         const char *missing = NULL;
         if (st == LLM_OK) {
             const struct llm_backend_i *b = be->iface;
@@ -6472,12 +6480,12 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
             st = llm__fail(&e, LLM_ERR_INVALID_ARG, "gpu_memory_utilization must be in (0, 1]");
             goto fail;
         }
-        kv_bytes = (size_t)((double)llm__mem_available() * p.gpu_memory_utilization);
+        kv_bytes = (size_t)((double)E->be.iface->mem_free(E->be.ctx) * p.gpu_memory_utilization);
     }
     if (!kv_bytes) {
         // A quarter of the free memory, at most what max_num_seqs full sequences use, at least one
         // sequence. Pages are only touched as blocks are used.
-        size_t avail = llm__mem_available() / 4;
+        size_t avail = E->be.iface->mem_free(E->be.ctx) / 4;
         size_t most = one_seq * (size_t)p.max_num_seqs;
         kv_bytes = LLM__MAX(LLM__MIN(avail ? avail : one_seq, most), one_seq);
     }

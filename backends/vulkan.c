@@ -9,31 +9,54 @@
 // in end_step and waited for. Shaders bind whole buffers and find tensors by offsets in push
 // constants, so no descriptor depends on alignment rules.
 //
-// Status: every op, written plainly (one workgroup per output row and token for products, per
-// head and token for attention): correct first, fast later. Weights F32, F16, Q8_0, Q4_0.
+// Products: the activations are first rounded as the CPU backend rounds them for the weight type
+// (round_act.comp), then a GEMV shader (matvec.comp, up to 8 tokens) or a tiled GEMM with shared
+// memory (matmul.comp) dequantizes the weights (quant.glsl: F32, F16, BF16, Q8_0, Q4_0, Q4_K,
+// Q5_K, Q6_K). Attention is one pass with an online softmax over the block table; long contexts
+// are split across workgroups and the parts combined (flash-decoding, attn_reduce.comp).
+// Shaders that can use subgroup arithmetic or 16-bit storage come in variants; the plain one is
+// used where the device lacks the feature (or the caller asks for the plain ones: the tests).
 
 #include <vulkan/vulkan.h>
 #include "llm_shaders.inc"
 
 enum { LLM__VK_ADD, LLM__VK_SILU_MUL, LLM__VK_RMSNORM, LLM__VK_GET_ROWS, LLM__VK_EMBED, LLM__VK_ROPE, LLM__VK_KV_STORE,
-       LLM__VK_ATTENTION, LLM__VK_MATMUL, LLM__VK_N };
+       LLM__VK_ATTENTION, LLM__VK_ATTN_REDUCE, LLM__VK_ROUND_ACT, LLM__VK_MATVEC, LLM__VK_MATMUL, LLM__VK_N };
 
-static const struct { const uint32_t *code; size_t size; int n_bufs; uint32_t push; } llm__vk_shaders[LLM__VK_N] = {
-    [LLM__VK_ADD] = {llm_spv_add, sizeof(llm_spv_add), 3, 16},
-    [LLM__VK_SILU_MUL] = {llm_spv_silu_mul, sizeof(llm_spv_silu_mul), 3, 16},
-    [LLM__VK_RMSNORM] = {llm_spv_rmsnorm, sizeof(llm_spv_rmsnorm), 3, 28},
-    [LLM__VK_GET_ROWS] = {llm_spv_get_rows, sizeof(llm_spv_get_rows), 3, 24},
-    [LLM__VK_EMBED] = {llm_spv_embed, sizeof(llm_spv_embed), 3, 24},
-    [LLM__VK_ROPE] = {llm_spv_rope, sizeof(llm_spv_rope), 3, 44},
-    [LLM__VK_KV_STORE] = {llm_spv_kv_store, sizeof(llm_spv_kv_store), 5, 40},
-    [LLM__VK_ATTENTION] = {llm_spv_attention, sizeof(llm_spv_attention), 5, 68},
-    [LLM__VK_MATMUL] = {llm_spv_matmul, sizeof(llm_spv_matmul), 4, 40},
+// Device features a shader variant may use (flags of llm__vk_backend_new: the ones to leave unused).
+enum { LLM__VK_SUBGROUP = 1, LLM__VK_16BIT = 2, LLM__VK_PLAIN = LLM__VK_SUBGROUP | LLM__VK_16BIT };
+
+#define LLM__VK_CODE(x) {x, sizeof(x)}
+static const struct {
+    struct { const uint32_t *code; size_t size; } v[4];   // [features used: LLM__VK_SUBGROUP | LLM__VK_16BIT]
+    int n_bufs;
+    uint32_t push;
+} llm__vk_shaders[LLM__VK_N] = {
+    [LLM__VK_ADD] = {{LLM__VK_CODE(llm_spv_add)}, 3, 16},
+    [LLM__VK_SILU_MUL] = {{LLM__VK_CODE(llm_spv_silu_mul)}, 3, 16},
+    [LLM__VK_RMSNORM] = {{LLM__VK_CODE(llm_spv_rmsnorm)}, 3, 28},
+    [LLM__VK_GET_ROWS] = {{LLM__VK_CODE(llm_spv_get_rows)}, 3, 24},
+    [LLM__VK_EMBED] = {{LLM__VK_CODE(llm_spv_embed)}, 3, 24},
+    [LLM__VK_ROPE] = {{LLM__VK_CODE(llm_spv_rope)}, 3, 44},
+    [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 40},
+    [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 6, 76},
+    [LLM__VK_ATTN_REDUCE] = {{LLM__VK_CODE(llm_spv_attn_reduce)}, 2, 24},
+    [LLM__VK_ROUND_ACT] = {{LLM__VK_CODE(llm_spv_round_act)}, 2, 20},
+    [LLM__VK_MATVEC] = {{LLM__VK_CODE(llm_spv_matvec), LLM__VK_CODE(llm_spv_matvec_sg), LLM__VK_CODE(llm_spv_matvec_f16),
+                         LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 44},
+    [LLM__VK_MATMUL] = {{LLM__VK_CODE(llm_spv_matmul), {0}, LLM__VK_CODE(llm_spv_matmul_f16)}, 4, 44},
 };
+
+#define LLM__VK_MATVEC_MAX 8        // tokens up to which products take the GEMV shader
+#define LLM__VK_SPLIT_KEYS 256      // flash-decoding: keys per split at least
+#define LLM__VK_SPLIT_MAX 32        // and at most this many splits
+#define LLM__VK_PART_BYTES (64u << 20)   // the splits' partial results: at most this much memory
 
 struct llm__vk_mem {
     VkBuffer buf;
     VkDeviceMemory mem;
     void *map;        // host pointer when the memory is host-visible
+    uint64_t bytes;   // allocated
 };
 
 struct llm__vk {
@@ -51,7 +74,14 @@ struct llm__vk {
     VkPipelineLayout layout[LLM__VK_N];
     VkPipeline pipe[LLM__VK_N];
     bool recording;
+    int features;                // LLM__VK_SUBGROUP | LLM__VK_16BIT: what the device has and we use
     const struct llm__step *step;
+    int max_pos;                 // the step's largest position
+    // scratch: activations rounded for a weight type (act), flash-decoding's partial results (part)
+    struct llm__buf act, part, staging;
+    struct llm__err err;         // the first failure of an op of this step (reported by end_step)
+    uint64_t allocated;          // bytes of device memory allocated
+    uint64_t heap;               // size of the device-local heap
     // the step's arrays on the device, int32 each: tokens, positions, seq_idx, slot_mapping,
     // out_rows, block_tables (word offsets o_*)
     struct llm__buf stepbuf;
@@ -106,10 +136,18 @@ static uint64_t llm__vk_device_memory(VkPhysicalDevice pd) {
     return best;
 }
 
-static uint32_t llm__vk_subgroup_size(VkPhysicalDevice pd) {
+// The subgroup size, and in *features what the shader variants may use: subgroup arithmetic in
+// compute shaders (LLM__VK_SUBGROUP), 16-bit storage buffers (LLM__VK_16BIT).
+static uint32_t llm__vk_subgroup_size(VkPhysicalDevice pd, int *features) {
     VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};
     vkGetPhysicalDeviceProperties2(pd, &p2);
+    VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s16};
+    vkGetPhysicalDeviceFeatures2(pd, &f2);
+    *features = ((sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
+                     ? LLM__VK_SUBGROUP : 0) |
+                (s16.storageBuffer16BitAccess ? LLM__VK_16BIT : 0);
     return sg.subgroupSize;
 }
 
@@ -126,9 +164,12 @@ __attribute__((unused)) static int llm__vk_list_devices(FILE *f, struct llm__err
     for (uint32_t i = 0; i < n; i++) {
         VkPhysicalDeviceProperties p;
         vkGetPhysicalDeviceProperties(pds[i], &p);
-        fprintf(f, "  %u: %s (%s), %.1f GiB, subgroup size %u, Vulkan %u.%u\n", i, p.deviceName,
-                llm__vk_type_name(p.deviceType), (double)llm__vk_device_memory(pds[i]) / (1 << 30),
-                llm__vk_subgroup_size(pds[i]), VK_VERSION_MAJOR(p.apiVersion), VK_VERSION_MINOR(p.apiVersion));
+        int feat;
+        uint32_t sg = llm__vk_subgroup_size(pds[i], &feat);
+        fprintf(f, "  %u: %s (%s), %.1f GiB, subgroup size %u%s, 16-bit storage %s, Vulkan %u.%u\n", i, p.deviceName,
+                llm__vk_type_name(p.deviceType), (double)llm__vk_device_memory(pds[i]) / (1 << 30), sg,
+                feat & LLM__VK_SUBGROUP ? " (arithmetic)" : "", feat & LLM__VK_16BIT ? "yes" : "no",
+                VK_VERSION_MAJOR(p.apiVersion), VK_VERSION_MINOR(p.apiVersion));
     }
     vkDestroyInstance(inst, NULL);
     return (int)n;
@@ -141,7 +182,9 @@ static void llm__vk_free(void *ctx) {
     if (!vk) return;
     if (vk->dev) {
         vkDeviceWaitIdle(vk->dev);
-        if (vk->stepbuf.handle) llm__vk_buf_free(vk, &vk->stepbuf);
+        struct llm__buf *scratch[] = {&vk->stepbuf, &vk->act, &vk->part, &vk->staging};
+        for (size_t i = 0; i < LLM__ARRAY_LEN(scratch); i++)
+            if (scratch[i]->handle) llm__vk_buf_free(vk, scratch[i]);
         for (int i = 0; i < LLM__VK_N; i++) {
             if (vk->pipe[i]) vkDestroyPipeline(vk->dev, vk->pipe[i], NULL);
             if (vk->layout[i]) vkDestroyPipelineLayout(vk->dev, vk->layout[i], NULL);
@@ -196,8 +239,13 @@ static enum llm_status llm__vk_buf_alloc(void *ctx, struct llm__buf *b, size_t s
         if (m->buf) vkDestroyBuffer(vk->dev, m->buf, NULL);
         if (m->mem) vkFreeMemory(vk->dev, m->mem, NULL);
         free(m);
-        return llm__fail(e, LLM_ERR_NOMEM, "vulkan: cannot allocate %zu bytes of device memory (%s)", size, llm__vk_result(r));
+        return llm__fail(e, LLM_ERR_NOMEM, "vulkan: not enough device memory for %.1f MiB more (%s; %.2f GiB in use of %.2f GiB "
+                         "on %s); use a smaller model, --kv-cache-memory or --max-num-batched-tokens, or --backend cpu",
+                         (double)size / (1 << 20), llm__vk_result(r), (double)vk->allocated / (1 << 30),
+                         (double)vk->heap / (1 << 30), vk->name);
     }
+    vk->allocated += req.size;
+    m->bytes = req.size;
     b->handle = m;
     b->size = size;
     return LLM_OK;
@@ -208,6 +256,7 @@ static void llm__vk_buf_free(void *ctx, struct llm__buf *b) {
     struct llm__vk_mem *m = b->handle;
     if (m) {
         if (m->map) vkUnmapMemory(vk->dev, m->mem);
+        vk->allocated -= m->bytes;
         vkDestroyBuffer(vk->dev, m->buf, NULL);
         vkFreeMemory(vk->dev, m->mem, NULL);
         free(m);
@@ -215,33 +264,40 @@ static void llm__vk_buf_free(void *ctx, struct llm__buf *b) {
     memset(b, 0, sizeof(*b));
 }
 
-// Copies between host memory and a buffer without a mapping, through a host-visible buffer.
+// Copies between host memory and a buffer without a mapping, through a host-visible staging
+// buffer (kept, at most 64 MiB; larger copies go in pieces), one submit and wait per piece.
 static void llm__vk_staged(struct llm__vk *vk, const struct llm__buf *b, size_t offs, void *host, size_t n, bool up) {
-    struct llm__buf st;
-    struct llm__err e = {{0}};
-    if (llm__vk_buf_alloc(vk, &st, n, &e) != LLM_OK || !((struct llm__vk_mem *)st.handle)->map) {
-        if (st.handle) llm__vk_buf_free(vk, &st);
-        return;   // no host-visible memory at all: nothing this backend can do
+    const size_t piece = (size_t)64 << 20;
+    if (vk->staging.size < LLM__MIN(n, piece)) {
+        struct llm__err e = {{0}};
+        if (vk->staging.handle) llm__vk_buf_free(vk, &vk->staging);
+        if (llm__vk_buf_alloc(vk, &vk->staging, LLM__MIN(LLM__MAX(n, (size_t)1 << 20), piece), &e) != LLM_OK) return;
+        if (!((struct llm__vk_mem *)vk->staging.handle)->map) {   // no host-visible memory at all
+            llm__vk_buf_free(vk, &vk->staging);
+            return;
+        }
     }
-    struct llm__vk_mem *s = st.handle, *d = b->handle;
-    if (up) memcpy(s->map, host, n);
+    struct llm__vk_mem *s = vk->staging.handle, *d = b->handle;
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = vk->cpool,
                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
     VkCommandBuffer cb;
-    vkAllocateCommandBuffers(vk->dev, &ai, &cb);
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    vkBeginCommandBuffer(cb, &bi);
-    VkBufferCopy c = {up ? 0 : offs, up ? offs : 0, n};
-    vkCmdCopyBuffer(cb, up ? s->buf : d->buf, up ? d->buf : s->buf, 1, &c);
-    vkEndCommandBuffer(cb);
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
-    vkResetFences(vk->dev, 1, &vk->fence);
-    vkQueueSubmit(vk->queue, 1, &si, vk->fence);
-    vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+    if (vkAllocateCommandBuffers(vk->dev, &ai, &cb) != VK_SUCCESS) return;
+    for (size_t done = 0; done < n; done += piece) {
+        size_t len = LLM__MIN(piece, n - done);
+        if (up) memcpy(s->map, (char *)host + done, len);
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+        vkBeginCommandBuffer(cb, &bi);
+        VkBufferCopy c = {up ? 0 : offs + done, up ? offs + done : 0, len};
+        vkCmdCopyBuffer(cb, up ? s->buf : d->buf, up ? d->buf : s->buf, 1, &c);
+        vkEndCommandBuffer(cb);
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
+        vkResetFences(vk->dev, 1, &vk->fence);
+        vkQueueSubmit(vk->queue, 1, &si, vk->fence);
+        vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+        if (!up) memcpy((char *)host + done, s->map, len);
+    }
     vkFreeCommandBuffers(vk->dev, vk->cpool, 1, &cb);
-    if (!up) memcpy(host, s->map, n);
-    llm__vk_buf_free(vk, &st);
 }
 
 static void llm__vk_upload(void *ctx, struct llm__buf *b, size_t offs, const void *src, size_t n) {
@@ -256,11 +312,26 @@ static void llm__vk_download(void *ctx, const struct llm__buf *b, size_t offs, v
     else llm__vk_staged(ctx, b, offs, dst, n, false);
 }
 
+// How round_act.comp rounds activations for a weight type (the CPU's vec_dot_type): 1 f16, 2 bf16,
+// 3 Q8_0, 4 Q8_K, 5 none (F32); 0: no shader for the type.
+static int llm__vk_round_mode(int type) {
+    switch (type) {
+    case LLM__TYPE_F32: return 5;
+    case LLM__TYPE_F16: return 1;
+    case LLM__TYPE_BF16: return 2;
+    case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: return 3;
+    case LLM__TYPE_Q4_K: case LLM__TYPE_Q5_K: case LLM__TYPE_Q6_K: return 4;
+    default: return 0;
+    }
+}
+
 static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
                                            const void *data, struct llm__err *e) {
-    if (type != LLM__TYPE_F32 && type != LLM__TYPE_F16 && type != LLM__TYPE_Q8_0 && type != LLM__TYPE_Q4_0)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weights of type %s are not supported yet (f32, f16, q8_0, q4_0)",
-                         llm__type_info((uint32_t)type)->name);
+    if (!llm__vk_round_mode(type))
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weights of type %s are not supported (f32, f16, bf16, q8_0, "
+                         "q4_0, q4_K, q5_K, q6_K)", llm__type_info((uint32_t)type)->name);
+    if (ne0 % 4)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weight rows of %lld columns (a multiple of 4 is needed)", (long long)ne0);
     size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;
     enum llm_status st = llm__vk_buf_alloc(ctx, &w->buf, n, e);
     if (st) return st;
@@ -274,9 +345,30 @@ static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int
 
 static void llm__vk_weight_free(void *ctx, struct llm__weight *w) { llm__vk_buf_free(ctx, &w->buf); }
 
+static void llm__vk_sync(void *ctx);
+
+// Makes scratch buffer b at least n bytes. Called while a step is recorded, it first runs what is
+// recorded (which may use the old buffer).
+static enum llm_status llm__vk_scratch(struct llm__vk *vk, struct llm__buf *b, size_t n, struct llm__err *e) {
+    if (b->handle && b->size >= n) return LLM_OK;
+    if (vk->recording) llm__vk_sync(vk);
+    if (b->handle) llm__vk_buf_free(vk, b);
+    return llm__vk_buf_alloc(vk, b, n, e);
+}
+
 static enum llm_status llm__vk_reserve(void *ctx, const struct llm__shape *shape, struct llm__err *e) {
-    (void)ctx, (void)shape, (void)e;
-    return LLM_OK;
+    struct llm__vk *vk = ctx;
+    if (shape->head_dim > 256)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: heads of %d dimensions (at most 256)", shape->head_dim);
+    enum llm_status st = llm__vk_scratch(vk, &vk->act, (size_t)shape->max_tokens * (size_t)shape->max_cols * 4, e);
+    if (!st) st = llm__vk_scratch(vk, &vk->part, LLM__VK_PART_BYTES, e);
+    return st;
+}
+
+// Device memory not yet allocated by this backend (of the largest device-local heap).
+static size_t llm__vk_mem_free(void *ctx) {
+    struct llm__vk *vk = ctx;
+    return vk->heap > vk->allocated ? (size_t)(vk->heap - vk->allocated) : 0;
 }
 
 static void llm__vk_begin(struct llm__vk *vk) {
@@ -319,6 +411,9 @@ static void llm__vk_begin_step(void *ctx, const struct llm__step *step) {
     vk->o_slot = (uint32_t)(3 * n);
     vk->o_out = (uint32_t)(4 * n);
     vk->o_bt = (uint32_t)(4 * n + (size_t)step->n_out);
+    vk->max_pos = 0;
+    for (size_t i = 0; step->positions && i < n; i++) vk->max_pos = LLM__MAX(vk->max_pos, step->positions[i]);
+    vk->err.msg[0] = 0;
     if (vk->stepbuf_cap && n) {
         llm__vk_upload(vk, &vk->stepbuf, 0, step->tokens, n * 4);
         if (step->positions) llm__vk_upload(vk, &vk->stepbuf, (size_t)vk->o_pos * 4, step->positions, n * 4);
@@ -332,7 +427,12 @@ static void llm__vk_begin_step(void *ctx, const struct llm__step *step) {
     llm__vk_begin(vk);
 }
 
-static enum llm_status llm__vk_end_step(void *ctx, struct llm__err *e) { return llm__vk_submit(ctx, e); }
+static enum llm_status llm__vk_end_step(void *ctx, struct llm__err *e) {
+    struct llm__vk *vk = ctx;
+    enum llm_status st = llm__vk_submit(vk, e);
+    if (!st && vk->err.msg[0]) st = llm__fail(e, LLM_ERR_NOMEM, "%s", vk->err.msg);
+    return st;
+}
 
 static void llm__vk_sync(void *ctx) {
     struct llm__err e = {{0}};
@@ -450,31 +550,62 @@ static void llm__vk_kv_store(void *ctx, struct llm__tensor kc, struct llm__tenso
     llm__vk_dispatch(vk, LLM__VK_KV_STORE, bufs, push, (row_words + 255) / 256, (uint32_t)k.ne1);
 }
 
+// Attention in one pass per (head, token); when the step has few such pairs and long contexts,
+// each is split across workgroups (LLM__VK_SPLIT_KEYS keys or more each) and the parts reduced.
 static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__tensor q, struct llm__tensor kc,
                               struct llm__tensor vc, const struct llm__attn *a) {
     struct llm__vk *vk = ctx;
     bool f16 = kc.type == LLM__TYPE_F16;
     int64_t n_kv = (int64_t)a->n_head_kv * a->head_dim;
-    struct { uint32_t hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt; float scale; } push = {
+    uint32_t ntok = (uint32_t)q.ne1, nsplit = 1;
+    size_t per_split = (size_t)(a->head_dim + 2) * 4 * (size_t)a->n_head * ntok;
+    if ((size_t)ntok * (size_t)a->n_head < 2048 && vk->part.handle) {
+        nsplit = (uint32_t)LLM__MIN((vk->max_pos + LLM__VK_SPLIT_KEYS) / LLM__VK_SPLIT_KEYS, LLM__VK_SPLIT_MAX);
+        nsplit = (uint32_t)LLM__MIN((size_t)nsplit, vk->part.size / per_split);
+        nsplit = LLM__MAX(nsplit, 1u);
+    }
+    struct { uint32_t hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt; float scale;
+             uint32_t nsplit, opart; } push = {
         (uint32_t)a->head_dim, (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)(q.offs / 4), (uint32_t)(q.nb1 / 4),
         (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4), (uint32_t)(kc.offs / 4), (uint32_t)(vc.offs / 4),
         (uint32_t)(f16 ? n_kv / 2 : n_kv), f16, (uint32_t)vk->step->block_size, (uint32_t)vk->step->max_blocks, vk->o_pos,
-        vk->o_seq, vk->o_bt, a->scale};
-    const struct llm__buf *bufs[5] = {out.buf, q.buf, kc.buf, vc.buf, &vk->stepbuf};
-    llm__vk_dispatch(vk, LLM__VK_ATTENTION, bufs, &push, (uint32_t)a->n_head, (uint32_t)q.ne1);
+        vk->o_seq, vk->o_bt, a->scale, nsplit, 0};
+    const struct llm__buf *bufs[6] = {out.buf, q.buf, kc.buf, vc.buf, &vk->stepbuf, nsplit > 1 ? &vk->part : out.buf};
+    llm__vk_dispatch_3d(vk, LLM__VK_ATTENTION, bufs, &push, (uint32_t)a->n_head, ntok, nsplit);
+    if (nsplit > 1) {
+        uint32_t rp[6] = {(uint32_t)a->head_dim, (uint32_t)a->n_head, nsplit, 0, (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4)};
+        const struct llm__buf *rb[2] = {out.buf, &vk->part};
+        llm__vk_dispatch(vk, LLM__VK_ATTN_REDUCE, rb, rp, (uint32_t)a->n_head, ntok);
+    }
 }
 
+// Products: per weight, the activations rounded for its type (once per type and call; F32 weights
+// take them as they are), then the GEMV shader for up to LLM__VK_MATVEC_MAX tokens, else the GEMM.
 static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
                            const struct llm__tensor *bias, struct llm__tensor x) {
     struct llm__vk *vk = ctx;
+    uint32_t ntok = (uint32_t)x.ne1, rounded = 0;
     for (int j = 0; j < n; j++) {
+        uint32_t K = (uint32_t)w[j]->ne0, N = (uint32_t)w[j]->ne1, mode = (uint32_t)llm__vk_round_mode(w[j]->type);
+        const struct llm__buf *xb = x.buf;
+        uint32_t ox = (uint32_t)(x.offs / 4), sx = (uint32_t)(x.nb1 / 4);
+        if (mode != 5) {
+            if (rounded != mode) {
+                if (!vk->err.msg[0] && llm__vk_scratch(vk, &vk->act, (size_t)ntok * K * 4, &vk->err)) return;
+                uint32_t push[5] = {K, mode, ox, sx, 0};
+                const struct llm__buf *bufs[2] = {&vk->act, x.buf};
+                llm__vk_dispatch(vk, LLM__VK_ROUND_ACT, bufs, push, (K + 255) / 256, ntok);
+                rounded = mode;
+            }
+            xb = &vk->act, ox = 0, sx = K;
+        }
         bool hb = bias && bias[j].buf;
-        uint32_t push[10] = {(uint32_t)w[j]->ne0, (uint32_t)w[j]->ne1, (uint32_t)w[j]->type,
-                             (uint32_t)llm__row_bytes(w[j]->type, w[j]->ne0), (uint32_t)(x.offs / 4), (uint32_t)(x.nb1 / 4),
-                             (uint32_t)(dst[j].offs / 4), (uint32_t)(dst[j].nb1 / 4), hb, hb ? (uint32_t)(bias[j].offs / 4) : 0};
-        const struct llm__buf *bufs[4] = {dst[j].buf, &w[j]->buf, x.buf, hb ? bias[j].buf : x.buf};
-        uint32_t rows = (uint32_t)w[j]->ne1;
-        llm__vk_dispatch_3d(vk, LLM__VK_MATMUL, bufs, push, LLM__MIN(rows, 65535u), (uint32_t)x.ne1, (rows + 65534) / 65535);
+        uint32_t push[11] = {K, N, (uint32_t)w[j]->type, (uint32_t)llm__row_bytes(w[j]->type, K), ox, sx,
+                             (uint32_t)(dst[j].offs / 4), (uint32_t)(dst[j].nb1 / 4), hb, hb ? (uint32_t)(bias[j].offs / 4) : 0,
+                             ntok};
+        const struct llm__buf *bufs[4] = {dst[j].buf, &w[j]->buf, xb, hb ? bias[j].buf : xb};
+        if (ntok <= LLM__VK_MATVEC_MAX) llm__vk_dispatch(vk, LLM__VK_MATVEC, bufs, push, LLM__MIN(N, 65535u), (N + 65534) / 65535);
+        else llm__vk_dispatch(vk, LLM__VK_MATMUL, bufs, push, (N + 63) / 64, (ntok + 63) / 64);
     }
 }
 
@@ -488,6 +619,7 @@ static const struct llm_backend_i llm__vk_iface = {
     /* .upload = */ llm__vk_upload,
     /* .download = */ llm__vk_download,
     /* .reserve = */ llm__vk_reserve,
+    /* .mem_free = */ llm__vk_mem_free,
     /* .begin_step = */ llm__vk_begin_step,
     /* .end_step = */ llm__vk_end_step,
     /* .sync = */ llm__vk_sync,
@@ -503,8 +635,8 @@ static const struct llm_backend_i llm__vk_iface = {
 };
 
 // Opens device `index` (-1: the first discrete GPU, else integrated, else any) and builds the
-// pipelines.
-static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, struct llm__err *e) {
+// pipelines; `unused`: device features (LLM__VK_SUBGROUP, LLM__VK_16BIT) the shaders must not use.
+static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, int unused, struct llm__err *e) {
     struct llm__vk *vk = calloc(1, sizeof(*vk));
     if (!vk) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     be->iface = &llm__vk_iface;
@@ -534,6 +666,9 @@ static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, st
     vkGetPhysicalDeviceProperties(vk->pdev, &props);
     snprintf(vk->name, sizeof(vk->name), "%s", props.deviceName);
     vkGetPhysicalDeviceMemoryProperties(vk->pdev, &vk->memp);
+    vk->heap = llm__vk_device_memory(vk->pdev);
+    llm__vk_subgroup_size(vk->pdev, &vk->features);
+    vk->features &= ~unused;
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(vk->pdev, &nq, NULL);
     VkQueueFamilyProperties qf[16];
@@ -546,7 +681,10 @@ static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, st
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = vk->qfam,
                                   .queueCount = 1, .pQueuePriorities = &prio};
-    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
+    VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+                                                .storageBuffer16BitAccess = (vk->features & LLM__VK_16BIT) != 0};
+    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &s16, .queueCreateInfoCount = 1,
+                             .pQueueCreateInfos = &qi};
     VkResult r = vkCreateDevice(vk->pdev, &di, NULL, &vk->dev);
     if (r != VK_SUCCESS) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: cannot open %s (%s)", vk->name, llm__vk_result(r));
     vkGetDeviceQueue(vk->dev, vk->qfam, 0, &vk->queue);
@@ -575,8 +713,11 @@ static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, st
         VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
                                           .pSetLayouts = &vk->dsl[k], .pushConstantRangeCount = 1, .pPushConstantRanges = &pr};
         if (r == VK_SUCCESS) r = vkCreatePipelineLayout(vk->dev, &pli, NULL, &vk->layout[k]);
-        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = llm__vk_shaders[k].size,
-                                       .pCode = llm__vk_shaders[k].code};
+        int v = vk->features;   // the variant using the most of what the device has
+        if (!llm__vk_shaders[k].v[v].code) v &= ~LLM__VK_SUBGROUP;
+        if (!llm__vk_shaders[k].v[v].code) v = 0;
+        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = llm__vk_shaders[k].v[v].size,
+                                       .pCode = llm__vk_shaders[k].v[v].code};
         VkShaderModule mod = VK_NULL_HANDLE;
         if (r == VK_SUCCESS) r = vkCreateShaderModule(vk->dev, &mi, NULL, &mod);
         VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,

@@ -1,16 +1,27 @@
 #version 450
-// Paged causal attention, one workgroup per (query head, token): the keys of the token's
+// Paged causal attention, one workgroup per (query head, token, split): the keys of the token's
 // sequence (positions 0..pos) are read through its block table 64 at a time with an online
 // softmax (running max and sum, rescaled per chunk); no score matrix is stored. Cache rows are
 // [slot][n_head_kv * head_dim], f16 (queries rounded to f16 first, as the CPU does) or f32.
+// With nsplit > 1 (flash-decoding) split s takes its share of the keys and writes its running
+// max, sum and unnormalised output to part[] for attn_reduce.comp; with 1 it writes the output.
+#ifdef USE_16BIT
+#extension GL_EXT_shader_16bit_storage : require
+#endif
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) buffer O { float o[]; };
 layout(std430, binding = 1) readonly buffer Q { float q[]; };
 layout(std430, binding = 2) readonly buffer KC { uint kc[]; };
 layout(std430, binding = 3) readonly buffer VC { uint vc[]; };
+#ifdef USE_16BIT
+layout(std430, binding = 2) readonly buffer KC16 { float16_t kc16[]; };
+layout(std430, binding = 3) readonly buffer VC16 { float16_t vc16[]; };
+#endif
 layout(std430, binding = 4) readonly buffer S { int st[]; };
+layout(std430, binding = 5) buffer PART { float part[]; };
 layout(push_constant) uniform P {
     uint hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt; float scale;
+    uint nsplit, opart;
 } p;
 shared float qs[256];
 shared float sc[64];
@@ -18,15 +29,21 @@ shared float red[64];
 float kv_at(bool isk, uint slot, uint d) {
     uint w = (isk ? p.ock : p.ocv) + slot * p.row_words;
     if (p.f16 != 0u) {
+#ifdef USE_16BIT
+        return float(isk ? kc16[2u * w + d] : vc16[2u * w + d]);
+#else
         uint x = isk ? kc[w + (d >> 1)] : vc[w + (d >> 1)];
-        return unpackHalf2x16(x).x * float(1u - (d & 1u)) + unpackHalf2x16(x).y * float(d & 1u);
+        return (d & 1u) != 0u ? unpackHalf2x16(x).y : unpackHalf2x16(x).x;
+#endif
     }
     return uintBitsToFloat(isk ? kc[w + d] : vc[w + d]);
 }
 void main() {
-    uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+    uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, split = gl_WorkGroupID.z, tid = gl_LocalInvocationID.x;
     uint g = h / (p.n_head / p.n_head_kv), n_ctx = uint(st[p.opos + t]) + 1u;
     uint bt = p.obt + uint(st[p.oseq + t]) * p.max_blocks;
+    uint chunk = ((n_ctx + p.nsplit - 1u) / p.nsplit + 63u) & ~63u;
+    uint j_begin = min(n_ctx, split * chunk), j_end = min(n_ctx, j_begin + chunk);
     for (uint d = tid; d < p.hd; d += 64u) {
         float v = q[p.oq + t * p.sq + h * p.hd + d];
         qs[d] = p.f16 != 0u ? unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x : v;
@@ -34,10 +51,10 @@ void main() {
     barrier();
     float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
     float m = -1.0 / 0.0, l = 0.0;
-    for (uint j0 = 0u; j0 < n_ctx; j0 += 64u) {
+    for (uint j0 = j_begin; j0 < j_end; j0 += 64u) {
         uint j = j0 + tid;
         float s = -1.0 / 0.0;
-        if (j < n_ctx) {
+        if (j < j_end) {
             uint slot = uint(st[bt + j / p.bs]) * p.bs + j % p.bs;
             s = 0.0;
             for (uint d = 0u; d < p.hd; d++) s += qs[d] * kv_at(true, slot, g * p.hd + d);
@@ -48,7 +65,7 @@ void main() {
         for (uint k = 32u; k > 0u; k >>= 1) { if (tid < k) red[tid] = max(red[tid], red[tid + k]); barrier(); }
         float mnew = max(m, red[0]);
         barrier();
-        float e = j < n_ctx ? exp(s - mnew) : 0.0;
+        float e = j < j_end ? exp(s - mnew) : 0.0;
         sc[tid] = e;
         red[tid] = e;
         barrier();
@@ -56,7 +73,7 @@ void main() {
         float corr = m == -1.0 / 0.0 ? 0.0 : exp(m - mnew);
         l = l * corr + red[0];
         m = mnew;
-        uint nk = min(64u, n_ctx - j0);
+        uint nk = min(64u, j_end - j0);
         for (uint i = 0u; i < 4u; i++) {
             uint d = tid + 64u * i;
             if (d >= p.hd) break;
@@ -69,8 +86,17 @@ void main() {
         }
         barrier();
     }
+    if (p.nsplit == 1u) {
+        for (uint i = 0u; i < 4u; i++) {
+            uint d = tid + 64u * i;
+            if (d < p.hd) o[p.oo + t * p.so + h * p.hd + d] = l > 0.0 ? acc[i] / l : 0.0;
+        }
+        return;
+    }
+    uint base = p.opart + ((t * p.n_head + h) * p.nsplit + split) * (p.hd + 2u);
+    if (tid == 0u) { part[base] = m; part[base + 1u] = l; }
     for (uint i = 0u; i < 4u; i++) {
         uint d = tid + 64u * i;
-        if (d < p.hd) o[p.oo + t * p.so + h * p.hd + d] = l > 0.0 ? acc[i] / l : 0.0;
+        if (d < p.hd) part[base + 2u + d] = acc[i];
     }
 }

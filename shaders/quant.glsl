@@ -1,0 +1,79 @@
+// Weight rows in ggml's layouts (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), read from the
+// 32-bit words w[] (and, with USE_16BIT, the same buffer as float16_t w16[]) at byte offsets.
+// The including shader declares w (and w16). Type numbers are ggml's.
+#define T_F32 0u
+#define T_F16 1u
+#define T_Q4_0 2u
+#define T_Q8_0 8u
+#define T_Q4_K 12u
+#define T_Q5_K 13u
+#define T_Q6_K 14u
+#define T_BF16 30u
+
+uint byte_at(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xFFu; }
+// the 4 bytes from byte o on (any alignment), as one little-endian word
+uint word_at(uint o) {
+    uint s = (o & 3u) * 8u, lo = w[o >> 2] >> s;
+    return s == 0u ? lo : lo | (w[(o >> 2) + 1u] << (32u - s));
+}
+#ifdef USE_16BIT
+float half_at(uint o) { return float(w16[o >> 1]); }
+#else
+float half_at(uint o) { return unpackHalf2x16((w[o >> 2] >> ((o & 2u) * 8u)) & 0xFFFFu).x; }
+#endif
+vec4 ubytes(uint q) { return vec4(q & 0xFFu, (q >> 8) & 0xFFu, (q >> 16) & 0xFFu, q >> 24); }
+vec4 sbytes(uint q) {
+    int s = int(q);
+    return vec4(bitfieldExtract(s, 0, 8), bitfieldExtract(s, 8, 8), bitfieldExtract(s, 16, 8), bitfieldExtract(s, 24, 8));
+}
+
+// Q4_K / Q5_K: the 6-bit scale and min of sub-block sb (0..7) from the 12 bytes at byte o.
+vec2 k4_scale_min(uint o, uint sb) {
+    if (sb < 4u) return vec2(byte_at(o + sb) & 63u, byte_at(o + sb + 4u) & 63u);
+    uint hi = byte_at(o + sb + 4u);
+    return vec2((hi & 15u) | ((byte_at(o + sb - 4u) >> 6) << 4), (hi >> 4) | ((byte_at(o + sb) >> 6) << 4));
+}
+
+// Elements k..k+3 (k a multiple of 4) of the row starting at byte `row`.
+vec4 dequant4(uint type, uint row, uint k) {
+    if (type == T_F32) {
+        uint o = (row >> 2) + k;
+        return uintBitsToFloat(uvec4(w[o], w[o + 1u], w[o + 2u], w[o + 3u]));
+    }
+    if (type == T_F16) {
+#ifdef USE_16BIT
+        uint o = (row >> 1) + k;
+        return vec4(float(w16[o]), float(w16[o + 1u]), float(w16[o + 2u]), float(w16[o + 3u]));
+#else
+        uint o = (row >> 2) + (k >> 1);
+        return vec4(unpackHalf2x16(w[o]), unpackHalf2x16(w[o + 1u]));
+#endif
+    }
+    if (type == T_BF16) {
+        uint o = (row >> 2) + (k >> 1), a = w[o], b = w[o + 1u];
+        return uintBitsToFloat(uvec4(a << 16, a & 0xFFFF0000u, b << 16, b & 0xFFFF0000u));
+    }
+    if (type == T_Q8_0) {   // f16 scale, 32 int8
+        uint blk = row + (k >> 5) * 34u;
+        return half_at(blk) * sbytes(word_at(blk + 2u + (k & 31u)));
+    }
+    if (type == T_Q4_0) {   // f16 scale, 16 bytes: element j in the low nibble of byte j, j+16 in the high
+        uint blk = row + (k >> 5) * 18u, j = k & 31u;
+        uint q = (word_at(blk + 2u + (j & 15u)) >> (j < 16u ? 0u : 4u)) & 0x0F0F0F0Fu;
+        return half_at(blk) * (ubytes(q) - 8.0);
+    }
+    if (type == T_Q4_K || type == T_Q5_K) {   // d, dmin, 12 bytes of scales, [qh 32], qs 128
+        bool five = type == T_Q5_K;
+        uint sup = row + (k >> 8) * (five ? 176u : 144u), i = k & 255u, sb = i >> 5, l = i & 31u;
+        uint q = (w[(sup + (five ? 48u : 16u) + 32u * (sb >> 1) + l) >> 2] >> (4u * (sb & 1u))) & 0x0F0F0F0Fu;
+        if (five) q |= ((w[(sup + 16u + l) >> 2] >> sb) & 0x01010101u) << 4;
+        vec2 sm = k4_scale_min(sup + 4u, sb);
+        return (half_at(sup) * sm.x) * ubytes(q) - half_at(sup + 2u) * sm.y;
+    }
+    // Q6_K: ql 128, qh 64, int8 scales 16, f16 d; 210-byte blocks (2-byte aligned)
+    uint sup = row + (k >> 8) * 210u, i = k & 255u, h = i >> 7, r = i & 127u, qd = r >> 5, l = r & 31u;
+    uint ql = (word_at(sup + 64u * h + l + 32u * (qd & 1u)) >> (4u * (qd >> 1))) & 0x0F0F0F0Fu;
+    uint qh = (word_at(sup + 128u + 32u * h + l) >> (2u * qd)) & 0x03030303u;
+    int sc = bitfieldExtract(int(byte_at(sup + 192u + (i >> 4))), 0, 8);
+    return (half_at(sup + 208u) * float(sc)) * (ubytes(ql | (qh << 4)) - 32.0);
+}
