@@ -8507,15 +8507,25 @@ static int llm__cmd_bench(struct llm__cli *c) {
     }
     size_t bpt = mi.bytes_per_token;
     double pp_med = n_prompt ? llm__median(pp, reps) : 0, tg_med = n_gen ? llm__median(tg, reps) : 0;
+    const char *bname = E->be.iface->name;
+    double gbps = 0;   // a GPU's copy bandwidth, for the roofline share of decode
+#ifdef LLM_VULKAN
+    if (!strcmp(bname, "vulkan")) gbps = llm__vk_copy_gbps(E->be.ctx, 10);
+#endif
     if (c->json) {
         printf("{\"model\":");
         llm__json_str(stdout, c->ep.model_path, strlen(c->ep.model_path));
-        printf(",\"threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"reps\":%d,\"pp_tps\":%.3f,\"tg_tps\":%.3f,"
-               "\"bytes_per_token\":%zu}\n", E->params.n_threads, n_prompt, n_gen, reps, pp_med, tg_med, bpt);
+        printf(",\"backend\":\"%s\",\"threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"reps\":%d,\"pp_tps\":%.3f,"
+               "\"tg_tps\":%.3f,\"bytes_per_token\":%zu,\"copy_gbps\":%.1f}\n", bname, E->params.n_threads, n_prompt,
+               n_gen, reps, pp_med, tg_med, bpt, gbps);
     } else {
-        printf("%s: %d threads, weights read per token %.1f MB\n", c->ep.model_path, E->params.n_threads, bpt / 1e6);
+        printf("%s: %s backend, %d threads, weights read per token %.1f MB\n", c->ep.model_path, bname,
+               E->params.n_threads, bpt / 1e6);
         if (n_prompt) printf("  pp%-5d %10.2f tokens/s (median of %d)\n", n_prompt, pp_med, reps);
         if (n_gen) printf("  tg%-5d %10.2f tokens/s (median of %d)\n", n_gen, tg_med, reps);
+        if (n_gen && gbps > 0)
+            printf("  device copy bandwidth %.1f GB/s: decode reads weights at %.0f%% of it\n", gbps,
+                   100.0 * (double)bpt * tg_med / 1e9 / gbps);
     }
     free(toks);
     free(logits);

@@ -21,7 +21,7 @@
 #include "llm_shaders.inc"
 
 enum { LLM__VK_ADD, LLM__VK_SILU_MUL, LLM__VK_RMSNORM, LLM__VK_GET_ROWS, LLM__VK_EMBED, LLM__VK_ROPE, LLM__VK_KV_STORE,
-       LLM__VK_ATTENTION, LLM__VK_ATTN_REDUCE, LLM__VK_ROUND_ACT, LLM__VK_MATVEC, LLM__VK_MATMUL, LLM__VK_N };
+       LLM__VK_ATTENTION, LLM__VK_ATTN_REDUCE, LLM__VK_ATTN_PREFILL, LLM__VK_ROUND_ACT, LLM__VK_MATVEC, LLM__VK_MATMUL, LLM__VK_N };
 
 // Device features a shader variant may use (flags of llm__vk_backend_new: the ones to leave unused).
 enum { LLM__VK_SUBGROUP = 1, LLM__VK_16BIT = 2, LLM__VK_PLAIN = LLM__VK_SUBGROUP | LLM__VK_16BIT };
@@ -41,9 +41,10 @@ static const struct {
     [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 40},
     [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 6, 76},
     [LLM__VK_ATTN_REDUCE] = {{LLM__VK_CODE(llm_spv_attn_reduce)}, 2, 24},
+    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 5, 72},
     [LLM__VK_ROUND_ACT] = {{LLM__VK_CODE(llm_spv_round_act)}, 2, 20},
     [LLM__VK_MATVEC] = {{LLM__VK_CODE(llm_spv_matvec), LLM__VK_CODE(llm_spv_matvec_sg), LLM__VK_CODE(llm_spv_matvec_f16),
-                         LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 44},
+                         LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 48},
     [LLM__VK_MATMUL] = {{LLM__VK_CODE(llm_spv_matmul), {0}, LLM__VK_CODE(llm_spv_matmul_f16)}, 4, 44},
 };
 
@@ -51,6 +52,8 @@ static const struct {
 #define LLM__VK_SPLIT_KEYS 256      // flash-decoding: keys per split at least
 #define LLM__VK_SPLIT_MAX 32        // and at most this many splits
 #define LLM__VK_PART_BYTES (64u << 20)   // the splits' partial results: at most this much memory
+#define LLM__VK_TILE_Q 8            // attn_prefill.comp: queries per tile (TQ)
+#define LLM__VK_TILE_SHARED 26000   // ... and the shared memory it needs (bytes)
 
 struct llm__vk_mem {
     VkBuffer buf;
@@ -75,8 +78,11 @@ struct llm__vk {
     VkPipeline pipe[LLM__VK_N];
     bool recording;
     int features;                // LLM__VK_SUBGROUP | LLM__VK_16BIT: what the device has and we use
+    uint32_t subgroup_size;
     const struct llm__step *step;
     int max_pos;                 // the step's largest position
+    uint32_t n_tiles, o_tiles;   // the step's tiles for attn_prefill.comp: (first token, count) pairs
+    bool tiled_attn;             // the device has the shared memory attn_prefill.comp needs
     // scratch: activations rounded for a weight type (act), flash-decoding's partial results (part)
     struct llm__buf act, part, staging;
     struct llm__err err;         // the first failure of an op of this step (reported by end_step)
@@ -85,7 +91,8 @@ struct llm__vk {
     // the step's arrays on the device, int32 each: tokens, positions, seq_idx, slot_mapping,
     // out_rows, block_tables (word offsets o_*)
     struct llm__buf stepbuf;
-    size_t stepbuf_cap;
+    int32_t *host;               // ... gathered here first
+    size_t host_cap;
     uint32_t o_tok, o_pos, o_seq, o_slot, o_out, o_bt;
     char name[256];
 };
@@ -196,6 +203,7 @@ static void llm__vk_free(void *ctx) {
         vkDestroyDevice(vk->dev, NULL);
     }
     if (vk->inst) vkDestroyInstance(vk->inst, NULL);
+    free(vk->host);
     free(vk);
 }
 
@@ -396,34 +404,52 @@ static enum llm_status llm__vk_submit(struct llm__vk *vk, struct llm__err *e) {
 static void llm__vk_begin_step(void *ctx, const struct llm__step *step) {
     struct llm__vk *vk = ctx;
     vk->step = step;
-    // the per-step arrays, in one buffer (the previous step has finished: end_step waited)
-    size_t n = (size_t)step->n_tokens, words = 4 * n + (size_t)step->n_out + (size_t)step->n_seqs * (size_t)step->max_blocks;
-    if (words * 4 > vk->stepbuf_cap) {
-        struct llm__err e = {{0}};
-        if (vk->stepbuf.handle) llm__vk_buf_free(vk, &vk->stepbuf);
-        vk->stepbuf_cap = 0;
-        if (llm__vk_buf_alloc(vk, &vk->stepbuf, LLM__MAX(words * 4 * 2, (size_t)4096), &e) == LLM_OK)
-            vk->stepbuf_cap = vk->stepbuf.size;
+    vk->err.msg[0] = 0;
+    // The per-step arrays, int32 each, gathered on the host and uploaded at once: tokens,
+    // positions, seq_idx, slot_mapping, out_rows, block_tables, tiles (the previous step has
+    // finished: end_step waited).
+    size_t n = (size_t)step->n_tokens, nbt = (size_t)step->n_seqs * (size_t)step->max_blocks;
+    size_t words = 6 * n + (size_t)step->n_out + nbt;
+    if (!vk->host || words > vk->host_cap) {
+        free(vk->host);
+        vk->host_cap = LLM__MAX(2 * words, (size_t)1024);
+        if (!(vk->host = malloc(vk->host_cap * 4))) vk->host_cap = 0;
     }
+    if (!vk->stepbuf.handle || words * 4 > vk->stepbuf.size) {
+        if (vk->stepbuf.handle) llm__vk_buf_free(vk, &vk->stepbuf);
+        llm__vk_buf_alloc(vk, &vk->stepbuf, LLM__MAX(words * 4 * 2, (size_t)4096), &vk->err);
+    }
+    if (!vk->host_cap || !vk->stepbuf.handle) {
+        if (!vk->err.msg[0]) snprintf(vk->err.msg, sizeof(vk->err.msg), "out of memory");
+        llm__vk_begin(vk);
+        return;
+    }
+    int32_t *h = vk->host;
     vk->o_tok = 0;
     vk->o_pos = (uint32_t)n;
     vk->o_seq = (uint32_t)(2 * n);
     vk->o_slot = (uint32_t)(3 * n);
     vk->o_out = (uint32_t)(4 * n);
     vk->o_bt = (uint32_t)(4 * n + (size_t)step->n_out);
+    vk->o_tiles = vk->o_bt + (uint32_t)nbt;
+    const int32_t *src[6] = {step->tokens, step->positions, step->seq_idx, step->slot_mapping, step->out_rows,
+                             step->block_tables};
+    const size_t len[6] = {n, n, n, n, (size_t)step->n_out, nbt}, at[6] = {0, n, 2 * n, 3 * n, 4 * n, vk->o_bt};
+    for (int i = 0; i < 6; i++) {
+        if (src[i] && len[i]) memcpy(h + at[i], src[i], len[i] * 4);
+        else memset(h + at[i], 0, len[i] * 4);
+    }
     vk->max_pos = 0;
     for (size_t i = 0; step->positions && i < n; i++) vk->max_pos = LLM__MAX(vk->max_pos, step->positions[i]);
-    vk->err.msg[0] = 0;
-    if (vk->stepbuf_cap && n) {
-        llm__vk_upload(vk, &vk->stepbuf, 0, step->tokens, n * 4);
-        if (step->positions) llm__vk_upload(vk, &vk->stepbuf, (size_t)vk->o_pos * 4, step->positions, n * 4);
-        if (step->seq_idx) llm__vk_upload(vk, &vk->stepbuf, (size_t)vk->o_seq * 4, step->seq_idx, n * 4);
-        if (step->slot_mapping) llm__vk_upload(vk, &vk->stepbuf, (size_t)vk->o_slot * 4, step->slot_mapping, n * 4);
-        if (step->n_out) llm__vk_upload(vk, &vk->stepbuf, (size_t)vk->o_out * 4, step->out_rows, (size_t)step->n_out * 4);
-        if (step->n_seqs && step->max_blocks)
-            llm__vk_upload(vk, &vk->stepbuf, (size_t)vk->o_bt * 4, step->block_tables,
-                           (size_t)step->n_seqs * (size_t)step->max_blocks * 4);
+    // tiles: runs of tokens of one sequence, cut every LLM__VK_TILE_Q tokens
+    vk->n_tiles = 0;
+    for (size_t i = 0; step->seq_idx && i < n; vk->n_tiles++) {
+        size_t i0 = i;
+        while (i < n && step->seq_idx[i] == step->seq_idx[i0] && i - i0 < LLM__VK_TILE_Q) i++;
+        h[vk->o_tiles + 2 * vk->n_tiles] = (int32_t)i0;
+        h[vk->o_tiles + 2 * vk->n_tiles + 1] = (int32_t)(i - i0);
     }
+    llm__vk_upload(vk, &vk->stepbuf, 0, h, ((size_t)vk->o_tiles + 2 * vk->n_tiles) * 4);
     llm__vk_begin(vk);
 }
 
@@ -550,8 +576,10 @@ static void llm__vk_kv_store(void *ctx, struct llm__tensor kc, struct llm__tenso
     llm__vk_dispatch(vk, LLM__VK_KV_STORE, bufs, push, (row_words + 255) / 256, (uint32_t)k.ne1);
 }
 
-// Attention in one pass per (head, token); when the step has few such pairs and long contexts,
-// each is split across workgroups (LLM__VK_SPLIT_KEYS keys or more each) and the parts reduced.
+// Attention. Steps that are mostly prefill (two tokens or more per tile on average) take
+// attn_prefill.comp: a workgroup per (head, tile of a sequence's tokens). Otherwise one pass per
+// (head, token); when the step has few such pairs and long contexts, each is split across
+// workgroups (LLM__VK_SPLIT_KEYS keys or more each) and the parts reduced (flash-decoding).
 static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__tensor q, struct llm__tensor kc,
                               struct llm__tensor vc, const struct llm__attn *a) {
     struct llm__vk *vk = ctx;
@@ -571,6 +599,11 @@ static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__ten
         (uint32_t)(f16 ? n_kv / 2 : n_kv), f16, (uint32_t)vk->step->block_size, (uint32_t)vk->step->max_blocks, vk->o_pos,
         vk->o_seq, vk->o_bt, a->scale, nsplit, 0};
     const struct llm__buf *bufs[6] = {out.buf, q.buf, kc.buf, vc.buf, &vk->stepbuf, nsplit > 1 ? &vk->part : out.buf};
+    if (vk->tiled_attn && vk->n_tiles * 2 <= ntok) {
+        push.nsplit = vk->o_tiles;   // (the prefill shader's last push constant: where the tiles are)
+        llm__vk_dispatch(vk, LLM__VK_ATTN_PREFILL, bufs, &push, (uint32_t)a->n_head, vk->n_tiles);
+        return;
+    }
     llm__vk_dispatch_3d(vk, LLM__VK_ATTENTION, bufs, &push, (uint32_t)a->n_head, ntok, nsplit);
     if (nsplit > 1) {
         uint32_t rp[6] = {(uint32_t)a->head_dim, (uint32_t)a->n_head, nsplit, 0, (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4)};
@@ -600,13 +633,48 @@ static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
             xb = &vk->act, ox = 0, sx = K;
         }
         bool hb = bias && bias[j].buf;
-        uint32_t push[11] = {K, N, (uint32_t)w[j]->type, (uint32_t)llm__row_bytes(w[j]->type, K), ox, sx,
+        uint32_t rows = vk->features & LLM__VK_SUBGROUP ? LLM__MAX(64 / vk->subgroup_size, 1u) : 4;   // per workgroup
+        uint32_t push[12] = {K, N, (uint32_t)w[j]->type, (uint32_t)llm__row_bytes(w[j]->type, K), ox, sx,
                              (uint32_t)(dst[j].offs / 4), (uint32_t)(dst[j].nb1 / 4), hb, hb ? (uint32_t)(bias[j].offs / 4) : 0,
-                             ntok};
+                             ntok, rows};
         const struct llm__buf *bufs[4] = {dst[j].buf, &w[j]->buf, xb, hb ? bias[j].buf : xb};
-        if (ntok <= LLM__VK_MATVEC_MAX) llm__vk_dispatch(vk, LLM__VK_MATVEC, bufs, push, LLM__MIN(N, 65535u), (N + 65534) / 65535);
+        uint32_t groups = (N + rows - 1) / rows;
+        if (ntok <= LLM__VK_MATVEC_MAX)
+            llm__vk_dispatch(vk, LLM__VK_MATVEC, bufs, push, LLM__MIN(groups, 65535u), (groups + 65534) / 65535);
         else llm__vk_dispatch(vk, LLM__VK_MATMUL, bufs, push, (N + 63) / 64, (ntok + 63) / 64);
     }
+}
+
+// Device memory bandwidth as a copy between two device buffers measures it: (bytes read + bytes
+// written) / seconds over `reps` copies of up to 256 MiB in one submit, after one warm-up copy.
+// 0 when the buffers cannot be had. (For llm bench's roofline share.)
+__attribute__((unused)) static double llm__vk_copy_gbps(void *ctx, int reps) {
+    struct llm__vk *vk = ctx;
+    struct llm__err e = {{0}};
+    struct llm__buf a = {0}, b = {0};
+    size_t n = (size_t)LLM__MIN((uint64_t)256 << 20, vk->heap / 8) & ~(size_t)255;
+    if (llm__vk_buf_alloc(vk, &a, n, &e) || llm__vk_buf_alloc(vk, &b, n, &e)) {
+        if (a.handle) llm__vk_buf_free(vk, &a);
+        return 0;
+    }
+    double best = 0;
+    for (int round = 0; round < 2; round++) {   // round 0: warm-up
+        int k = round ? reps : 1;
+        llm__vk_begin(vk);
+        VkBufferCopy c = {0, 0, n};
+        for (int i = 0; i < k; i++) {
+            vkCmdCopyBuffer(vk->cmd, ((struct llm__vk_mem *)a.handle)->buf, ((struct llm__vk_mem *)b.handle)->buf, 1, &c);
+            VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                                  .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT};
+            vkCmdPipelineBarrier(vk->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+        }
+        double t0 = llm__now();
+        if (llm__vk_submit(vk, &e)) break;
+        best = 2.0 * (double)n * k / (llm__now() - t0) / 1e9;
+    }
+    llm__vk_buf_free(vk, &a);
+    llm__vk_buf_free(vk, &b);
+    return best;
 }
 
 static const struct llm_backend_i llm__vk_iface = {
@@ -667,7 +735,8 @@ static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, in
     snprintf(vk->name, sizeof(vk->name), "%s", props.deviceName);
     vkGetPhysicalDeviceMemoryProperties(vk->pdev, &vk->memp);
     vk->heap = llm__vk_device_memory(vk->pdev);
-    llm__vk_subgroup_size(vk->pdev, &vk->features);
+    vk->tiled_attn = props.limits.maxComputeSharedMemorySize >= LLM__VK_TILE_SHARED;
+    vk->subgroup_size = LLM__MAX(llm__vk_subgroup_size(vk->pdev, &vk->features), 1u);
     vk->features &= ~unused;
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(vk->pdev, &nq, NULL);
