@@ -223,7 +223,9 @@ static enum llm_status llm__vk_buf_alloc(void *ctx, struct llm__buf *b, size_t s
     memset(b, 0, sizeof(*b));
     struct llm__vk_mem *m = calloc(1, sizeof(*m));
     if (!m) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = LLM__MAX(size, 16),
+    // sizes rounded up to 16 bytes: shaders read 32-bit words, and a row of Q6_K (210-byte blocks)
+    // may end in the middle of the buffer's last word
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = LLM__MAX((size + 15) & ~(size_t)15, 16),
                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};

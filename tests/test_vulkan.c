@@ -585,6 +585,66 @@ static void test_model(const char *name, double tol) {
     llm_engine_free(C);
     llm_engine_free(G);
 }
+
+// The scheduler's features on Vulkan (f32 model: tokens comparable exactly): 6 requests with a
+// shared 40-token prefix, prefix caching on, a KV cache of 96 tokens (so requests are preempted
+// and recomputed), twice (the second round finds the prefix in the cache): the same greedy
+// tokens as the CPU alone, request by request.
+static void test_serving(const char *name) {
+    char path[512];
+    const char *dir = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
+    snprintf(path, sizeof(path), "%s/%s.gguf", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) { SKIP("%s is absent (make models)", path); return; }
+    fclose(f);
+    llm_engine *C = open_engine(path, "cpu");
+    if (!C) return;
+    struct llm_engine_params p = llm_engine_params_default();
+    char err[512];
+    p.model_path = path;
+    p.backend = "vulkan";
+    p.max_model_len = 64;
+    p.block_size = 16;
+    p.enable_prefix_caching = 1;
+    p.kv_cache_bytes = 96 * 2 * (size_t)C->model.n_layer * llm__row_bytes(LLM__TYPE_F16, (int64_t)C->model.n_head_kv * C->model.head_dim);
+    llm_engine *G = llm_engine_create(&p, err, sizeof(err));
+    EXPECT(G != NULL, "%s on vulkan with a small KV cache: %s", name, err);
+    if (!G) { llm_engine_free(C); return; }
+    const int nv = C->model.n_vocab, n = 6;
+    struct llm_prompt pr[6];
+    int32_t pt[6][48];
+    for (int r = 0; r < n; r++) {
+        for (int i = 0; i < 40 + r; i++) pt[r][i] = i == 0 ? 1 : 50 + (i < 40 ? i * 31 : i * 7 + r * 97) % (nv - 50);
+        pr[r] = (struct llm_prompt){NULL, pt[r], 40 + r};
+    }
+    struct llm_request_params rp = llm_request_params_default();
+    rp.sampling.temperature = 0;
+    rp.max_tokens = 16;
+    rp.ignore_eos = 1;
+    struct llm_request_params rps[6] = {rp, rp, rp, rp, rp, rp};
+    struct llm_result alone[6], rg[6];
+    for (int r = 0; r < n; r++) EXPECT(llm_generate(C, &pr[r], 1, &rps[r], &alone[r]) == LLM_OK, "cpu generate");
+    int same = 0;
+    for (int round = 0; round < 2; round++) {
+        EXPECT(llm_generate(G, pr, n, rps, rg) == LLM_OK, "vulkan generate: %s", llm_last_error(G));
+        for (int r = 0; r < n; r++) {
+            bool eq = rg[r].n_tokens == alone[r].n_tokens &&
+                      !memcmp(rg[r].tokens, alone[r].tokens, sizeof(int32_t) * (size_t)alone[r].n_tokens);
+            EXPECT(eq, "%s: round %d request %d differs from the CPU's", name, round, r);
+            same += eq;
+        }
+        llm_results_free(rg, n);
+    }
+    struct llm_engine_stats st;
+    llm_engine_stats(G, &st);
+    EXPECT(st.n_preemptions > 0, "%s: no request was preempted", name);
+    EXPECT(st.prefix_hit_tokens > 0, "%s: no prefix cache hit", name);
+    printf("  %-16s serving: %d/%d requests as the CPU's alone, %lld preemptions, %lld of %lld prompt tokens from the "
+           "prefix cache\n", name, same, 2 * n, st.n_preemptions, st.prefix_hit_tokens, st.prefix_query_tokens);
+    llm_results_free(alone, n);
+    llm_engine_free(C);
+    llm_engine_free(G);
+}
 #endif
 
 int main(void) {
@@ -610,6 +670,18 @@ int main(void) {
         test_matmul(&vk, &cpu);
         test_rope(&vk, &cpu);
         test_attention(&vk, &cpu);
+        // the plain shader variants (no subgroup operations, no 16-bit storage), where the device
+        // made the others be used
+        struct llm__vk *vc = vk.ctx;
+        struct llm_backend plain = {0};
+        if (vc->features && llm__vk_backend_new(&plain, -1, LLM__VK_PLAIN, &e) == LLM_OK &&
+            plain.iface->reserve(plain.ctx, &shape, &e) == LLM_OK) {
+            printf("plain shader variants:\n");
+            test_rows(&plain, &cpu);
+            test_matmul(&plain, &cpu);
+            test_attention(&plain, &cpu);
+        }
+        if (plain.iface) plain.iface->free(plain.ctx);
     }
     // Whole models. Sums in another order move f32 results by ~1e-4 through the random-weight
     // layers, f16/bf16 a little more; with 8-bit activations such differences flip roundings
@@ -627,6 +699,7 @@ int main(void) {
     test_model("tiny-qwen2-f32", 1e-3);
     test_model("tiny-qwen2-q4_k", 0.15);
     test_model("tiny-llama3-f32", 1e-3);
+    test_serving("tiny-llama3-f32");
     test_model("tiny-llama3-f16", 1e-2);
     test_model("tiny-llama3-q6_k", 0.15);
     if (vk.iface) vk.iface->free(vk.ctx);
