@@ -53,9 +53,10 @@ struct llm_engine_params {
     int enable_prefix_caching; // 1: full KV blocks are shared between requests with the same
                                // prompt prefix and kept after they finish, until memory is needed
     const char *scheduling_policy; // "fcfs" (default) or "priority" (lower value first)
-    float gpu_memory_utilization;  // share of the device's memory for the KV cache when
-                               // kv_cache_bytes is 0; the CPU: of the available RAM. 0: default
-                               // (CPU: 1/4 of it, at most what max_num_seqs full contexts need)
+    float gpu_memory_utilization;  // share of the free memory for the KV cache when kv_cache_bytes
+                               // is 0: the GPU's after the weights (Vulkan), the available RAM
+                               // (CPU). 0: default (1/4 of it, at most what max_num_seqs full
+                               // contexts need)
 };
 struct llm_engine_params llm_engine_params_default(void);
 

@@ -31,12 +31,13 @@ static const struct {
     struct { const uint32_t *code; size_t size; } v[4];   // [features used: LLM__VK_SUBGROUP | LLM__VK_16BIT]
     int n_bufs;
     uint32_t push;
+    bool typed;   // a pipeline per weight type: specialization constant 0 is the type (ggml's number)
 } llm__vk_shaders[LLM__VK_N] = {
     [LLM__VK_ADD] = {{LLM__VK_CODE(llm_spv_add)}, 3, 16},
     [LLM__VK_SILU_MUL] = {{LLM__VK_CODE(llm_spv_silu_mul)}, 3, 16},
     [LLM__VK_RMSNORM] = {{LLM__VK_CODE(llm_spv_rmsnorm)}, 3, 28},
     [LLM__VK_GET_ROWS] = {{LLM__VK_CODE(llm_spv_get_rows)}, 3, 24},
-    [LLM__VK_EMBED] = {{LLM__VK_CODE(llm_spv_embed)}, 3, 24},
+    [LLM__VK_EMBED] = {{LLM__VK_CODE(llm_spv_embed)}, 3, 20, true},
     [LLM__VK_ROPE] = {{LLM__VK_CODE(llm_spv_rope)}, 3, 44},
     [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 40},
     [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 6, 76},
@@ -44,10 +45,11 @@ static const struct {
     [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 5, 72},
     [LLM__VK_ROUND_ACT] = {{LLM__VK_CODE(llm_spv_round_act)}, 2, 20},
     [LLM__VK_MATVEC] = {{LLM__VK_CODE(llm_spv_matvec), LLM__VK_CODE(llm_spv_matvec_sg), LLM__VK_CODE(llm_spv_matvec_f16),
-                         LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 48},
-    [LLM__VK_MATMUL] = {{LLM__VK_CODE(llm_spv_matmul), {0}, LLM__VK_CODE(llm_spv_matmul_f16)}, 4, 44},
+                         LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 44, true},
+    [LLM__VK_MATMUL] = {{LLM__VK_CODE(llm_spv_matmul), {0}, LLM__VK_CODE(llm_spv_matmul_f16)}, 4, 40, true},
 };
 
+#define LLM__VK_NTYPES 8           // weight types with shaders (llm__vk_type_slot)
 #define LLM__VK_MATVEC_MAX 8        // tokens up to which products take the GEMV shader
 #define LLM__VK_SPLIT_KEYS 256      // flash-decoding: keys per split at least
 #define LLM__VK_SPLIT_MAX 32        // and at most this many splits
@@ -76,6 +78,8 @@ struct llm__vk {
     VkDescriptorSetLayout dsl[LLM__VK_N];
     VkPipelineLayout layout[LLM__VK_N];
     VkPipeline pipe[LLM__VK_N];
+    VkShaderModule module[LLM__VK_N];      // of the typed shaders, whose pipelines are made when first used
+    VkPipeline tpipe[LLM__VK_N][LLM__VK_NTYPES];
     bool recording;
     int features;                // LLM__VK_SUBGROUP | LLM__VK_16BIT: what the device has and we use
     uint32_t subgroup_size;
@@ -194,6 +198,9 @@ static void llm__vk_free(void *ctx) {
             if (scratch[i]->handle) llm__vk_buf_free(vk, scratch[i]);
         for (int i = 0; i < LLM__VK_N; i++) {
             if (vk->pipe[i]) vkDestroyPipeline(vk->dev, vk->pipe[i], NULL);
+            for (int t = 0; t < LLM__VK_NTYPES; t++)
+                if (vk->tpipe[i][t]) vkDestroyPipeline(vk->dev, vk->tpipe[i][t], NULL);
+            if (vk->module[i]) vkDestroyShaderModule(vk->dev, vk->module[i], NULL);
             if (vk->layout[i]) vkDestroyPipelineLayout(vk->dev, vk->layout[i], NULL);
             if (vk->dsl[i]) vkDestroyDescriptorSetLayout(vk->dev, vk->dsl[i], NULL);
         }
@@ -323,7 +330,16 @@ static void llm__vk_download(void *ctx, const struct llm__buf *b, size_t offs, v
 }
 
 // How round_act.comp rounds activations for a weight type (the CPU's vec_dot_type): 1 f16, 2 bf16,
-// 3 Q8_0, 4 Q8_K, 5 none (F32); 0: no shader for the type.
+// 3 Q8_0, 4 Q8_K, 5 none (F32: a copy, when x is not aligned for the shaders); 0: no shader for the type.
+// The weight types with shaders, numbered 0..LLM__VK_NTYPES-1 (their typed pipelines); -1: none.
+static int llm__vk_type_slot(int type) {
+    static const int types[LLM__VK_NTYPES] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0,
+                                              LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K};
+    for (int i = 0; i < LLM__VK_NTYPES; i++)
+        if (types[i] == type) return i;
+    return -1;
+}
+
 static int llm__vk_round_mode(int type) {
     switch (type) {
     case LLM__TYPE_F32: return 5;
@@ -468,10 +484,37 @@ static void llm__vk_sync(void *ctx) {
     llm__vk_begin(ctx);
 }
 
-// Records one dispatch of shader k over groups (x, y) with the buffers and push constants given,
-// then a barrier so the next op sees its results.
-static void llm__vk_dispatch_3d(struct llm__vk *vk, int k, const struct llm__buf *const *bufs, const void *push,
-                                uint32_t gx, uint32_t gy, uint32_t gz) {
+// The pipeline of typed shader k for weight type `type` (made when first asked for), or NULL with
+// the reason in vk->err.
+static VkPipeline llm__vk_typed_pipeline(struct llm__vk *vk, int k, int type) {
+    int slot = llm__vk_type_slot(type);
+    if (slot < 0) return VK_NULL_HANDLE;
+    if (!vk->tpipe[k][slot]) {
+        uint32_t t = (uint32_t)type;
+        VkSpecializationMapEntry me = {0, 0, sizeof(t)};
+        VkSpecializationInfo si = {1, &me, sizeof(t), &t};
+        VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                          .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                                    .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = vk->module[k],
+                                                    .pName = "main", .pSpecializationInfo = &si},
+                                          .layout = vk->layout[k]};
+        VkResult r = vkCreateComputePipelines(vk->dev, VK_NULL_HANDLE, 1, &ci, NULL, &vk->tpipe[k][slot]);
+        if (r != VK_SUCCESS) {
+            vk->tpipe[k][slot] = VK_NULL_HANDLE;
+            if (!vk->err.msg[0]) llm__fail(&vk->err, LLM_ERR_BACKEND, "vulkan: a shader for %s failed to build (%s)",
+                                           llm__type_info((uint32_t)type)->name, llm__vk_result(r));
+        }
+    }
+    return vk->tpipe[k][slot];
+}
+
+// Records one dispatch of shader k (for weight type `type` when the shader is typed) over groups
+// (x, y, z) with the buffers and push constants given, then a barrier so the next op sees its
+// results.
+static void llm__vk_dispatch_t(struct llm__vk *vk, int k, int type, const struct llm__buf *const *bufs, const void *push,
+                               uint32_t gx, uint32_t gy, uint32_t gz) {
+    VkPipeline pipe = llm__vk_shaders[k].typed ? llm__vk_typed_pipeline(vk, k, type) : vk->pipe[k];
+    if (!pipe) return;
     llm__vk_begin(vk);
     VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = vk->dpool,
                                       .descriptorSetCount = 1, .pSetLayouts = &vk->dsl[k]};
@@ -490,7 +533,7 @@ static void llm__vk_dispatch_3d(struct llm__vk *vk, int k, const struct llm__buf
                                       .pBufferInfo = &bi[i]};
     }
     vkUpdateDescriptorSets(vk->dev, (uint32_t)n, w, 0, NULL);
-    vkCmdBindPipeline(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->pipe[k]);
+    vkCmdBindPipeline(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
     vkCmdBindDescriptorSets(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk->layout[k], 0, 1, &set, 0, NULL);
     vkCmdPushConstants(vk->cmd, vk->layout[k], VK_SHADER_STAGE_COMPUTE_BIT, 0, llm__vk_shaders[k].push, push);
     vkCmdDispatch(vk->cmd, gx, gy, gz);
@@ -500,9 +543,14 @@ static void llm__vk_dispatch_3d(struct llm__vk *vk, int k, const struct llm__buf
                          0, NULL, 0, NULL);
 }
 
+static void llm__vk_dispatch_3d(struct llm__vk *vk, int k, const struct llm__buf *const *bufs, const void *push,
+                                uint32_t gx, uint32_t gy, uint32_t gz) {
+    llm__vk_dispatch_t(vk, k, -1, bufs, push, gx, gy, gz);
+}
+
 static void llm__vk_dispatch(struct llm__vk *vk, int k, const struct llm__buf *const *bufs, const void *push, uint32_t gx,
                              uint32_t gy) {
-    llm__vk_dispatch_3d(vk, k, bufs, push, gx, gy, 1);
+    llm__vk_dispatch_t(vk, k, -1, bufs, push, gx, gy, 1);
 }
 
 // Work groups of 256 for n elements, as (x, y) within the 65535 limit per dimension.
@@ -548,10 +596,11 @@ static void llm__vk_get_rows(void *ctx, struct llm__tensor d, struct llm__tensor
 
 static void llm__vk_embed(void *ctx, struct llm__tensor d, const struct llm__weight *table) {
     struct llm__vk *vk = ctx;
-    uint32_t push[6] = {(uint32_t)d.ne0, (uint32_t)(d.offs / 4), (uint32_t)(d.nb1 / 4),
-                        (uint32_t)llm__row_bytes(table->type, table->ne0), (uint32_t)table->type, vk->o_tok};
+    uint32_t push[5] = {(uint32_t)d.ne0, (uint32_t)(d.offs / 4), (uint32_t)(d.nb1 / 4),
+                        (uint32_t)llm__row_bytes(table->type, table->ne0), vk->o_tok};
     const struct llm__buf *bufs[3] = {d.buf, &table->buf, &vk->stepbuf};
-    llm__vk_dispatch(vk, LLM__VK_EMBED, bufs, push, (uint32_t)((d.ne0 + 255) / 256), (uint32_t)vk->step->n_tokens);
+    llm__vk_dispatch_t(vk, LLM__VK_EMBED, table->type, bufs, push, (uint32_t)((d.ne0 + 255) / 256),
+                       (uint32_t)vk->step->n_tokens, 1);
 }
 
 static void llm__vk_rope(void *ctx, struct llm__tensor x, int n_head, int head_dim, const struct llm__rope *r) {
@@ -624,7 +673,7 @@ static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
         uint32_t K = (uint32_t)w[j]->ne0, N = (uint32_t)w[j]->ne1, mode = (uint32_t)llm__vk_round_mode(w[j]->type);
         const struct llm__buf *xb = x.buf;
         uint32_t ox = (uint32_t)(x.offs / 4), sx = (uint32_t)(x.nb1 / 4);
-        if (mode != 5) {
+        if (mode != 5 || ox % 4 || sx % 4) {   // (the shaders read x 16 bytes at a time)
             if (rounded != mode) {
                 if (!vk->err.msg[0] && llm__vk_scratch(vk, &vk->act, (size_t)ntok * K * 4, &vk->err)) return;
                 uint32_t push[5] = {K, mode, ox, sx, 0};
@@ -636,14 +685,14 @@ static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
         }
         bool hb = bias && bias[j].buf;
         uint32_t rows = vk->features & LLM__VK_SUBGROUP ? LLM__MAX(64 / vk->subgroup_size, 1u) : 4;   // per workgroup
-        uint32_t push[12] = {K, N, (uint32_t)w[j]->type, (uint32_t)llm__row_bytes(w[j]->type, K), ox, sx,
+        uint32_t push[11] = {K, N, (uint32_t)llm__row_bytes(w[j]->type, K), ox, sx,
                              (uint32_t)(dst[j].offs / 4), (uint32_t)(dst[j].nb1 / 4), hb, hb ? (uint32_t)(bias[j].offs / 4) : 0,
                              ntok, rows};
         const struct llm__buf *bufs[4] = {dst[j].buf, &w[j]->buf, xb, hb ? bias[j].buf : xb};
         uint32_t groups = (N + rows - 1) / rows;
         if (ntok <= LLM__VK_MATVEC_MAX)
-            llm__vk_dispatch(vk, LLM__VK_MATVEC, bufs, push, LLM__MIN(groups, 65535u), (groups + 65534) / 65535);
-        else llm__vk_dispatch(vk, LLM__VK_MATMUL, bufs, push, (N + 63) / 64, (ntok + 63) / 64);
+            llm__vk_dispatch_t(vk, LLM__VK_MATVEC, w[j]->type, bufs, push, LLM__MIN(groups, 65535u), (groups + 65534) / 65535, 1);
+        else llm__vk_dispatch_t(vk, LLM__VK_MATMUL, w[j]->type, bufs, push, (N + 63) / 64, (ntok + 63) / 64, 1);
     }
 }
 
@@ -791,6 +840,10 @@ static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, in
                                        .pCode = llm__vk_shaders[k].v[v].code};
         VkShaderModule mod = VK_NULL_HANDLE;
         if (r == VK_SUCCESS) r = vkCreateShaderModule(vk->dev, &mi, NULL, &mod);
+        if (llm__vk_shaders[k].typed) {   // pipelines per weight type, when first used
+            vk->module[k] = mod;
+            continue;
+        }
         VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
                                           .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                                                     .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main"},

@@ -18,9 +18,10 @@ layout(std430, binding = 1) readonly buffer W { uint w[]; };
 #ifdef USE_16BIT
 layout(std430, binding = 1) readonly buffer W16 { float16_t w16[]; };
 #endif
-layout(std430, binding = 2) readonly buffer X { float x[]; };
+layout(std430, binding = 2) readonly buffer X { vec4 x4[]; };   // rows 16-byte aligned
 layout(std430, binding = 3) readonly buffer B { float b[]; };
-layout(push_constant) uniform P { uint K, N, type, row_bytes, ox, sx, od, sd, has_bias, ob, ntok, rows; } p;
+layout(push_constant) uniform P { uint K, N, row_bytes, ox, sx, od, sd, has_bias, ob, ntok, rows; } p;
+layout(constant_id = 0) const uint TYPE = 0u;   // the weight type (ggml's number): a pipeline per type
 #include "quant.glsl"
 #define MAXT 8u
 // the partial sums of `lanes` invocations (lane, stride lanes) for row r over all tokens
@@ -28,10 +29,9 @@ void row_sums(uint r, uint lane, uint lanes, out float acc[MAXT]) {
     for (uint t = 0u; t < MAXT; t++) acc[t] = 0.0;
     uint row = r * p.row_bytes;
     for (uint k = 4u * lane; k < p.K; k += 4u * lanes) {
-        vec4 wv = dequant4(p.type, row, k);
+        vec4 wv = dequant4(TYPE, row, k);
         for (uint t = 0u; t < p.ntok; t++) {
-            uint o = p.ox + t * p.sx + k;
-            acc[t] += dot(wv, vec4(x[o], x[o + 1u], x[o + 2u], x[o + 3u]));
+            acc[t] += dot(wv, x4[(p.ox + t * p.sx + k) >> 2]);
         }
     }
 }

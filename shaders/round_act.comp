@@ -4,7 +4,8 @@
 // 2 bf16, 3 Q8_0 blocks of 32 (d = amax / 127, q = round half away from zero), 4 Q8_K blocks of
 // 256 (iscale = -127 / the element of largest magnitude, q = round half to even, at most 127).
 // A product of a dequantized weight with these values is then the CPU's integer dot product up
-// to float rounding. One invocation per element, one workgroup per 256 elements of a row.
+// to float rounding. Mode 5 copies (for F32 weights, when x's rows are not 16-byte aligned).
+// One invocation per element, one workgroup per 256 elements of a row.
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer D { float d[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
@@ -19,7 +20,7 @@ void main() {
     else if (p.mode == 2u) {
         uint u = floatBitsToUint(v);
         r = isnan(v) ? uintBitsToFloat((u | 0x400000u) & 0xFFFF0000u) : uintBitsToFloat((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
-    } else if (p.mode >= 3u) {
+    } else if (p.mode == 3u || p.mode == 4u) {
         // the element of largest magnitude of the block (the first one on ties)
         uint bs = p.mode == 3u ? 32u : 256u;
         mag[tid] = abs(v);
