@@ -6509,6 +6509,13 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
     }
     return E;
 fail:
+    if (strcmp(p.backend, "auto") == 0 && E->be.iface && strcmp(E->be.iface->name, "cpu") != 0) {
+        // auto: the GPU could not take the model (memory, a type): the CPU instead
+        if (p.verbose > 0) fprintf(stderr, "llm: %s; running on the CPU\n", e.msg[0] ? e.msg : llm_status_str(st));
+        llm_engine_free(E);
+        p.backend = "cpu";
+        return llm_engine_create(&p, err, err_size);
+    }
     if (err && err_size) snprintf(err, err_size, "%s", e.msg[0] ? e.msg : llm_status_str(st));
     llm_engine_free(E);
     return NULL;

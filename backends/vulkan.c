@@ -12,8 +12,11 @@
 // Products: the activations are first rounded as the CPU backend rounds them for the weight type
 // (round_act.comp), then a GEMV shader (matvec.comp, up to 8 tokens) or a tiled GEMM with shared
 // memory (matmul.comp) dequantizes the weights (quant.glsl: F32, F16, BF16, Q8_0, Q4_0, Q4_K,
-// Q5_K, Q6_K). Attention is one pass with an online softmax over the block table; long contexts
-// are split across workgroups and the parts combined (flash-decoding, attn_reduce.comp).
+// Q5_K, Q6_K; a pipeline per type through a specialization constant). Attention is one pass
+// with an online softmax over the block table: prefill steps by tiles of a sequence's queries
+// that share K/V chunks in shared memory (attn_prefill.comp); decode steps per (head, token),
+// long contexts split across workgroups and the parts combined (flash-decoding,
+// attn_reduce.comp). Allocations stay within the device-local heap.
 // Shaders that can use subgroup arithmetic or 16-bit storage come in variants; the plain one is
 // used where the device lacks the feature (or the caller asks for the plain ones: the tests).
 
@@ -243,6 +246,8 @@ static enum llm_status llm__vk_buf_alloc(void *ctx, struct llm__buf *b, size_t s
                                                   VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
                                : -1;
     if (r == VK_SUCCESS && type < 0) r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    // not beyond the heap, even where the driver would allow it (and then page, or fail later)
+    if (r == VK_SUCCESS && vk->heap && vk->allocated + req.size > vk->heap) r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
     if (r == VK_SUCCESS) {
         VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
                                    .memoryTypeIndex = (uint32_t)type};

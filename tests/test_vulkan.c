@@ -645,6 +645,30 @@ static void test_serving(const char *name) {
     llm_engine_free(C);
     llm_engine_free(G);
 }
+
+// A KV cache larger than the device: --backend vulkan fails with a message that says so, auto
+// runs on the CPU instead.
+static void test_memory(const char *name, uint64_t heap) {
+    char path[512], err[512] = "";
+    const char *dir = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
+    snprintf(path, sizeof(path), "%s/%s.gguf", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) { SKIP("%s is absent (make models)", path); return; }
+    fclose(f);
+    struct llm_engine_params p = llm_engine_params_default();
+    p.model_path = path;
+    p.backend = "vulkan";
+    p.n_threads = 2;
+    p.kv_cache_bytes = (size_t)heap + ((size_t)1 << 30);
+    llm_engine *E = llm_engine_create(&p, err, sizeof(err));
+    EXPECT(!E && strstr(err, "not enough device memory"), "a KV cache larger than the device: %s", E ? "created" : err);
+    printf("  vulkan, KV cache of %.1f GiB: %s\n", (double)p.kv_cache_bytes / (1 << 30), err);
+    llm_engine_free(E);
+    p.backend = "auto";
+    E = llm_engine_create(&p, err, sizeof(err));
+    EXPECT(E && !strcmp(E->be.iface->name, "cpu"), "auto with a KV cache larger than the device: %s", E ? E->be.iface->name : err);
+    llm_engine_free(E);
+}
 #endif
 
 int main(void) {
@@ -702,7 +726,10 @@ int main(void) {
     test_serving("tiny-llama3-f32");
     test_model("tiny-llama3-f16", 1e-2);
     test_model("tiny-llama3-q6_k", 0.15);
-    if (vk.iface) vk.iface->free(vk.ctx);
+    if (vk.iface) {
+        test_memory("tiny-f32", ((struct llm__vk *)vk.ctx)->heap);
+        vk.iface->free(vk.ctx);
+    }
     if (cpu.iface) cpu.iface->free(cpu.ctx);
     // a device number that does not exist is an error, not a crash
     struct llm_backend bad = {0};
