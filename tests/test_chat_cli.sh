@@ -55,6 +55,19 @@ else
     echo "SKIP test_chat_cli: $q is absent (needs ../shared/vocab)"
 fi
 
+# On the Vulkan backend (a build with it and a device): the same conversation gives the same
+# answers as on the CPU (an f32 model, whose results the two backends share to ~1e-4).
+f=$models/tiny-f32.gguf
+if "$llm" info --devices 2>/dev/null | grep -q '^  0:'; then
+    printf 'hello there\nand then?\n' | "$llm" chat -m "$f" -n 8 --temp 0 -t 2 --chat-template zephyr > "$tmp/cpu" 2>/dev/null
+    printf 'hello there\nand then?\n' | "$llm" chat -m "$f" -n 8 --temp 0 -t 2 --chat-template zephyr --backend vulkan \
+        > "$tmp/vk" 2> "$tmp/err"
+    [ "$(wc -l < "$tmp/vk")" = 2 ] && cmp -s "$tmp/cpu" "$tmp/vk" && ok ||
+        bad "chat on vulkan: '$(cat "$tmp/vk")' vs the CPU's '$(cat "$tmp/cpu")' $(cat "$tmp/err")"
+else
+    echo "SKIP test_chat_cli: no Vulkan device or a build without it (the chat on --backend vulkan)"
+fi
+
 # SIGINT stops an answer, the chat goes on. The signal is sent once the answer is streaming
 # (before that it would reach the prompt, where Ctrl-C quits); the answer is bounded anyway (no
 # timeout(1) wrapper: it would take the signal itself).

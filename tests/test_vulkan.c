@@ -587,8 +587,8 @@ static void test_model(const char *name, double tol) {
 }
 
 // The scheduler's features on Vulkan (f32 model: tokens comparable exactly): 6 requests with a
-// shared 40-token prefix, prefix caching on, a KV cache of 96 tokens (so requests are preempted
-// and recomputed), twice (the second round finds the prefix in the cache): the same greedy
+// shared 40-token prefix, prefix caching on, chunked prefill (16 tokens a step), a KV cache of
+// 96 tokens (so requests are preempted and recomputed), twice (the second round finds the prefix in the cache): the same greedy
 // tokens as the CPU alone, request by request.
 static void test_serving(const char *name) {
     char path[512];
@@ -606,6 +606,7 @@ static void test_serving(const char *name) {
     p.max_model_len = 64;
     p.block_size = 16;
     p.enable_prefix_caching = 1;
+    p.max_num_batched_tokens = 16;   // prompts prefilled in chunks, mixed with decodes
     p.kv_cache_bytes = 96 * 2 * (size_t)C->model.n_layer * llm__row_bytes(LLM__TYPE_F16, (int64_t)C->model.n_head_kv * C->model.head_dim);
     llm_engine *G = llm_engine_create(&p, err, sizeof(err));
     EXPECT(G != NULL, "%s on vulkan with a small KV cache: %s", name, err);
