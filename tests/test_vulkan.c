@@ -176,6 +176,33 @@ static int changed_outside(const float *now, const float *before, const char *ma
 
 static double final_nmse(double num, double den) { return den > 0 ? num / den : num; }
 
+// A comparison of the Vulkan output buffer (got) with the CPU's (want) over one or more tensors
+// in it: cmp_begin, cmp_tensor for each tensor, cmp_end for the NMSE of all, the worst row's,
+// and the count of words outside the tensors that differ from the buffer's initial contents.
+struct outcmp { double num, den, worst; char *mask; size_t words; };
+static void cmp_begin(struct outcmp *c, size_t words) {
+    *c = (struct outcmp){0, 0, 0, malloc(words), words};
+    memset(c->mask, 1, words);
+}
+static void cmp_tensor(struct outcmp *c, const float *got, const float *want, size_t offs, int64_t rows, int64_t cols,
+                       size_t stride) {
+    rows_err(got, want, offs, rows, cols, stride, &c->num, &c->den, &c->worst);
+    unmask(c->mask, offs, rows, cols, stride);
+}
+static double cmp_end(struct outcmp *c, const float *got, const float *before, double *worst, int *moved) {
+    *moved = changed_outside(got, before, c->mask, c->words);
+    *worst = c->worst;
+    free(c->mask);
+    return final_nmse(c->num, c->den);
+}
+static double cmp_one(const float *got, const float *want, const float *before, size_t words, size_t offs, int64_t rows,
+                      int64_t cols, size_t stride, double *worst, int *moved) {
+    struct outcmp c;
+    cmp_begin(&c, words);
+    cmp_tensor(&c, got, want, offs, rows, cols, stride);
+    return cmp_end(&c, got, before, worst, moved);
+}
+
 static bool exact_type(int t) { return t == LLM__TYPE_F32 || t == LLM__TYPE_F16 || t == LLM__TYPE_BF16; }
 
 // dst[j] = x @ w[j]^T for two weights of types t0, t1 (N and 3N/4 rows of K columns) on T
@@ -240,14 +267,12 @@ static bool matmul_case(struct llm_backend *vk, struct llm_backend *cpu, int t0,
             out[k] = malloc(sizeof(float) * dw);
             be[k]->iface->download(be[k]->ctx, &db[k], 0, out[k], sizeof(float) * dw);
         }
-        double num = 0, den = 0, worst = 0;
-        char *mask = malloc(dw);
-        memset(mask, 1, dw);
-        for (int j = 0; j < 2; j++) {
-            rows_err(out[0], out[1], od[j], T, rows[j], sd[j], &num, &den, &worst);
-            unmask(mask, od[j], T, rows[j], sd[j]);
-        }
-        const double err = final_nmse(num, den);
+        struct outcmp cmp;
+        cmp_begin(&cmp, dw);
+        for (int j = 0; j < 2; j++) cmp_tensor(&cmp, out[0], out[1], od[j], T, rows[j], sd[j]);
+        double worst;
+        int moved;
+        const double err = cmp_end(&cmp, out[0], dh, &worst, &moved);
         // f32/f16/bf16: the same products when activations are rounded to f16/bf16 as the CPU
         // does (not rounding them is off by ~1e-8 for f16, ~1e-6 for bf16); only the order of
         // additions differs (seen: 2.5e-14). Quantized: the CPU rounds activations to Q8_0/Q8_K
@@ -255,13 +280,11 @@ static bool matmul_case(struct llm_backend *vk, struct llm_backend *cpu, int t0,
         // the same agrees as closely (seen for Q8_0/Q4_0: 2.4e-14), one that does not is off by
         // ~1e-5.
         const double bound = exact_type(t0) && exact_type(t1) ? 1e-9 : 5e-4;
-        const int moved = changed_outside(out[0], dh, mask, dw);
         EXPECT(err < bound && worst < bound, "matmul %s K %d N %d T %d: NMSE %.3g, worst row %.3g (bound %.0e)", name,
                (int)K, (int)N, (int)T, err, worst, bound);
         EXPECT(moved == 0, "matmul %s K %d N %d T %d: %d words outside dst changed", name, (int)K, (int)N, (int)T, moved);
         printf("  matmul    %-10s K %4d N %3d+%-3d T %-3d NMSE %.2e  worst row %.2e  bound %.0e\n", name, (int)K,
                (int)rows[0], (int)rows[1], (int)T, err, worst, bound);
-        free(mask);
         for (int k = 0; k < 2; k++) free(out[k]);
         buf2_free(be, xb);
         buf2_free(be, db);
@@ -327,13 +350,9 @@ static void test_rope(struct llm_backend *vk, struct llm_backend *cpu) {
             out[k] = malloc(sizeof(float) * words);
             be[k]->iface->download(be[k]->ctx, &xb[k], 0, out[k], sizeof(float) * words);
         }
-        double num = 0, den = 0, worst = 0;
-        rows_err(out[0], out[1], ox, T, cols, sx, &num, &den, &worst);
-        char *mask = malloc(words);
-        memset(mask, 1, words);
-        unmask(mask, ox, T, cols, sx);
-        const int moved = changed_outside(out[0], xh, mask, words);
-        const double err = final_nmse(num, den);
+        double worst;
+        int moved;
+        const double err = cmp_one(out[0], out[1], xh, words, ox, T, cols, sx, &worst, &moved);
         // Angles up to 5000 rad: the CPU computes theta pair after pair in float (theta *=
         // theta_scale, as llama.cpp), the GPU may use pow() and its own sin/cos, so angles differ
         // by ~1e-4 rad. Worst row seen on lavapipe: 1.1e-8; bound 10x that.
@@ -345,7 +364,6 @@ static void test_rope(struct llm_backend *vk, struct llm_backend *cpu) {
         EXPECT(moved == 0, "rope %s: %d words outside x changed", what, moved);
         printf("  rope      %-28s %d heads, %d rows  NMSE %.2e  worst row %.2e  bound %.0e\n", what, cases[c].n_head,
                (int)T, err, worst, bound);
-        free(mask);
         for (int k = 0; k < 2; k++) free(out[k]);
         buf2_free(be, xb);
         buf2_free(be, fb);
@@ -443,13 +461,9 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
         out[k] = malloc(sizeof(float) * ow);
         be[k]->iface->download(be[k]->ctx, &obuf[k], 0, out[k], sizeof(float) * ow);
     }
-    double num = 0, den = 0, worst = 0;
-    rows_err(out[0], out[1], oo, n_new, n_q, so, &num, &den, &worst);
-    char *mask = malloc(ow);
-    memset(mask, 1, ow);
-    unmask(mask, oo, n_new, n_q, so);
-    const int moved = changed_outside(out[0], oh, mask, ow);
-    const double err = final_nmse(num, den);
+    double worst;
+    int moved;
+    const double err = cmp_one(out[0], out[1], oh, ow, oo, n_new, n_q, so, &worst, &moved);
     // The same rounded inputs (queries to f16 for an f16 cache, as the CPU does); the f32 sums and
     // exponentials differ in order and implementation only. Worst row seen on lavapipe: 3e-13 in
     // one pass, 1e-12 with a flash-decoding split of 2000 keys; bound 10x that.
@@ -462,7 +476,6 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
     EXPECT(err < bound && worst < bound, "attention %s: NMSE %.3g, worst row %.3g (bound %.0e)", what, err, worst, bound);
     EXPECT(moved == 0, "attention %s: %d words outside out changed", what, moved);
     printf("  attention %-46s NMSE %.2e  worst row %.2e  bound %.0e\n", what, err, worst, bound);
-    free(mask);
     for (int k = 0; k < 2; k++) free(out[k]);
     buf2_free(be, ab);
     buf2_free(be, kb);
