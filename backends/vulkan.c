@@ -90,6 +90,7 @@ struct llm__vk {
     int max_pos;                 // the step's largest position
     uint32_t n_tiles, o_tiles;   // the step's tiles for attn_prefill.comp: (first token, count) pairs
     bool tiled_attn;             // the device has the shared memory attn_prefill.comp needs
+    uint32_t xmax;               // matvec.comp: activations it keeps in shared memory (16 KB less)
     // scratch: activations rounded for a weight type (act), flash-decoding's partial results (part)
     struct llm__buf act, part, staging;
     struct llm__err err;         // the first failure of an op of this step (reported by end_step)
@@ -495,9 +496,9 @@ static VkPipeline llm__vk_typed_pipeline(struct llm__vk *vk, int k, int type) {
     int slot = llm__vk_type_slot(type);
     if (slot < 0) return VK_NULL_HANDLE;
     if (!vk->tpipe[k][slot]) {
-        uint32_t t = (uint32_t)type;
-        VkSpecializationMapEntry me = {0, 0, sizeof(t)};
-        VkSpecializationInfo si = {1, &me, sizeof(t), &t};
+        uint32_t sc[2] = {(uint32_t)type, vk->xmax};   // constant 0: the type; 1: matvec.comp's XMAX
+        VkSpecializationMapEntry me[2] = {{0, 0, 4}, {1, 4, 4}};
+        VkSpecializationInfo si = {2, me, sizeof(sc), sc};
         VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
                                           .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                                                     .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = vk->module[k],
@@ -792,6 +793,7 @@ static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, in
     vkGetPhysicalDeviceMemoryProperties(vk->pdev, &vk->memp);
     vk->heap = llm__vk_device_memory(vk->pdev);
     vk->tiled_attn = props.limits.maxComputeSharedMemorySize >= LLM__VK_TILE_SHARED;
+    vk->xmax = (uint32_t)LLM__MIN(16384, (LLM__MAX(props.limits.maxComputeSharedMemorySize, 8192u) - 4096) / 4) & ~3u;
     vk->subgroup_size = LLM__MAX(llm__vk_subgroup_size(vk->pdev, &vk->features), 1u);
     vk->features &= ~unused;
     uint32_t nq = 0;

@@ -4,7 +4,8 @@
 // tokens. A workgroup of 64 takes `rows` weight rows (groups beyond 65535 go to the y
 // dimension). With USE_SUBGROUP each subgroup takes a row at a time and reduces with
 // subgroupAdd, no barrier; otherwise 64 / rows invocations share a row and reduce through
-// shared memory. Each invocation dequantizes 4 weights at a time and uses them for every token.
+// shared memory. Each invocation dequantizes 4 weights at a time and uses them for every token;
+// a single token's activations (as many as shared memory takes) are read once per workgroup.
 // x holds the activations already rounded for the weight type (round_act.comp), or f32 for F32.
 #ifdef USE_16BIT
 #extension GL_EXT_shader_16bit_storage : require
@@ -24,10 +25,25 @@ layout(push_constant) uniform P { uint K, N, row_bytes, ox, sx, od, sd, has_bias
 layout(constant_id = 0) const uint TYPE = 0u;   // the weight type (ggml's number): a pipeline per type
 #include "quant.glsl"
 #define MAXT 8u
+// One token of at most XMAX values: x is read once for the workgroup's rows, into shared memory.
+layout(constant_id = 1) const uint XMAX = 4096u;   // set from the device's shared memory size
+shared vec4 xs[XMAX / 4u];
+bool x_shared() { return p.ntok == 1u && p.K <= XMAX; }
+void load_x() {
+    if (!x_shared()) return;
+    for (uint k = gl_LocalInvocationID.x; k < p.K / 4u; k += 64u) xs[k] = x4[(p.ox >> 2) + k];
+    barrier();
+}
 // the partial sums of `lanes` invocations (lane, stride lanes) for row r over all tokens
 void row_sums(uint r, uint lane, uint lanes, out float acc[MAXT]) {
     for (uint t = 0u; t < MAXT; t++) acc[t] = 0.0;
     uint row = r * p.row_bytes;
+    if (x_shared()) {
+        float a = 0.0;
+        for (uint k = 4u * lane; k < p.K; k += 4u * lanes) a += dot(dequant4(TYPE, row, k), xs[k >> 2]);
+        acc[0] = a;
+        return;
+    }
     for (uint k = 4u * lane; k < p.K; k += 4u * lanes) {
         vec4 wv = dequant4(TYPE, row, k);
         for (uint t = 0u; t < p.ntok; t++) {
@@ -38,6 +54,7 @@ void row_sums(uint r, uint lane, uint lanes, out float acc[MAXT]) {
 void store(uint r, uint t, float s) { d[p.od + t * p.sd + r] = s + (p.has_bias != 0u ? b[p.ob + r] : 0.0); }
 #ifdef USE_SUBGROUP
 void main() {
+    load_x();
     uint r0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u) * p.rows;
     for (uint i = gl_SubgroupID; i < p.rows; i += gl_NumSubgroups) {
         uint r = r0 + i;
@@ -53,6 +70,7 @@ void main() {
 #else
 shared float red[64][MAXT];
 void main() {
+    load_x();
     uint tid = gl_LocalInvocationID.x, lanes = 64u / p.rows, i = tid / lanes, lane = tid % lanes;
     uint r = (gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u) * p.rows + i;
     float acc[MAXT];

@@ -300,12 +300,13 @@ static bool matmul_case(struct llm_backend *vk, struct llm_backend *cpu, int t0,
     return !refused;
 }
 
-// Every weight type on shapes (K, N, T) for decode (T = 1), small batches, N not a multiple of
-// 64 (tile edges) and T > 64; then weights of different types in one call.
+// Every weight type on shapes (K, N, T) for decode (T = 1; K = 16640 is more than the GEMV keeps
+// in shared memory on any device), small batches, N not a multiple of 64 (tile edges) and
+// T > 64; then weights of different types in one call.
 static void test_matmul(struct llm_backend *vk, struct llm_backend *cpu) {
     static const int types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,
                                 LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K};
-    static const int shapes[][3] = {{256, 64, 1}, {512, 96, 3}, {256, 130, 17}, {768, 67, 70}, {1024, 256, 8}};
+    static const int shapes[][3] = {{256, 64, 1}, {512, 96, 3}, {256, 130, 17}, {768, 67, 70}, {1024, 256, 8}, {16640, 16, 1}};
     static const int mixed[][2] = {{LLM__TYPE_Q4_K, LLM__TYPE_Q6_K}, {LLM__TYPE_Q8_0, LLM__TYPE_F16},
                                    {LLM__TYPE_Q4_0, LLM__TYPE_F32}};
     unsigned long long seed = 21;
@@ -699,8 +700,8 @@ int main(void) {
     EXPECT(llm__vk_backend_new(&vk, -1, 0, &e) == LLM_OK, "vulkan backend: %s", e.msg);
     EXPECT(llm__cpu_backend_new(&cpu, 2, -1, &e) == LLM_OK, "cpu backend: %s", e.msg);
     if (vk.iface && cpu.iface && !e.msg[0]) {
-        // covers every test: 512 tokens a step, rows of up to 4096, 4 query heads per KV head of 128
-        struct llm__shape shape = {512, 4096, 8, 2, 128, 16};
+        // covers every test: 512 tokens a step, rows of up to 16640, 4 query heads per KV head of 128
+        struct llm__shape shape = {512, 16640, 8, 2, 128, 16};
         EXPECT(vk.iface->reserve(vk.ctx, &shape, &e) == LLM_OK, "vulkan reserve: %s", e.msg);
         EXPECT(cpu.iface->reserve(cpu.ctx, &shape, &e) == LLM_OK, "cpu reserve: %s", e.msg);
         test_ops(&vk, &cpu);
