@@ -336,7 +336,7 @@ static void llm__vk_download(void *ctx, const struct llm__buf *b, size_t offs, v
 }
 
 // How round_act.comp rounds activations for a weight type (the CPU's vec_dot_type): 1 f16, 2 bf16,
-// 3 Q8_0, 4 Q8_K, 5 none (F32: a copy, when x is not aligned for the shaders); 0: no shader for the type.
+// 3 Q8_0, 4 Q8_K, 5 none (F32: a copy, when x is not aligned for the shaders). Types with a slot only.
 // The weight types with shaders, numbered 0..LLM__VK_NTYPES-1 (their typed pipelines); -1: none.
 static int llm__vk_type_slot(int type) {
     static const int types[LLM__VK_NTYPES] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0,
@@ -359,7 +359,7 @@ static int llm__vk_round_mode(int type) {
 
 static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
                                            const void *data, struct llm__err *e) {
-    if (!llm__vk_round_mode(type))
+    if (llm__vk_type_slot(type) < 0)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weights of type %s are not supported (f32, f16, bf16, q8_0, "
                          "q4_0, q4_K, q5_K, q6_K)", llm__type_info((uint32_t)type)->name);
     if (ne0 % 4)

@@ -510,6 +510,16 @@ static void test_attention(struct llm_backend *vk, struct llm_backend *cpu) {
                 attn_case(vk, cpu, &cases[c], heads[h][0], heads[h][1], heads[h][2], types[t], seed++);
 }
 
+// The test model's path in path; false (and a SKIP) when it has not been made.
+static bool model_path(const char *name, char *path, size_t size) {
+    const char *dir = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
+    snprintf(path, size, "%s/%s.gguf", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) { SKIP("%s is absent (make models)", path); return false; }
+    fclose(f);
+    return true;
+}
+
 static llm_engine *open_engine(const char *path, const char *backend) {
     struct llm_engine_params p = llm_engine_params_default();
     char err[512];
@@ -529,11 +539,7 @@ static llm_engine *open_engine(const char *path, const char *backend) {
 // through the scheduler (random block tables, ragged lengths): f32 models give the same tokens.
 static void test_model(const char *name, double tol) {
     char path[512];
-    const char *dir = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
-    snprintf(path, sizeof(path), "%s/%s.gguf", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) { SKIP("%s is absent (make models)", path); return; }
-    fclose(f);
+    if (!model_path(name, path, sizeof(path))) return;
     llm_engine *C = open_engine(path, "cpu"), *G = open_engine(path, "vulkan");
     if (!C || !G) { llm_engine_free(C); llm_engine_free(G); return; }
     const int nv = C->model.n_vocab, np = 8, ng = 32;
@@ -606,11 +612,7 @@ static void test_model(const char *name, double tol) {
 // tokens as the CPU alone, request by request.
 static void test_serving(const char *name) {
     char path[512];
-    const char *dir = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
-    snprintf(path, sizeof(path), "%s/%s.gguf", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) { SKIP("%s is absent (make models)", path); return; }
-    fclose(f);
+    if (!model_path(name, path, sizeof(path))) return;
     llm_engine *C = open_engine(path, "cpu");
     if (!C) return;
     struct llm_engine_params p = llm_engine_params_default();
@@ -665,11 +667,7 @@ static void test_serving(const char *name) {
 // runs on the CPU instead.
 static void test_memory(const char *name, uint64_t heap) {
     char path[512], err[512] = "";
-    const char *dir = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
-    snprintf(path, sizeof(path), "%s/%s.gguf", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) { SKIP("%s is absent (make models)", path); return; }
-    fclose(f);
+    if (!model_path(name, path, sizeof(path))) return;
     struct llm_engine_params p = llm_engine_params_default();
     p.model_path = path;
     p.backend = "vulkan";
