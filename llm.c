@@ -52,7 +52,7 @@
 #define LLM__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 // An error message buffer. Every fallible internal function takes one and returns a status.
-struct llm__err { char msg[512]; };
+struct llm__err { char msg[512]; enum llm_status status; };
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -63,6 +63,7 @@ static enum llm_status llm__fail(struct llm__err *e, enum llm_status st, const c
         va_start(ap, fmt);
         vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
         va_end(ap);
+        e->status = st;
     }
     return st;
 }
@@ -2921,6 +2922,9 @@ struct llm_backend_i {
     void (*add)(void *ctx, struct llm__tensor dst, struct llm__tensor a, struct llm__tensor b);
     // dst[i] = src[step->out_rows[i]]                                       (n_out rows)
     void (*get_rows)(void *ctx, struct llm__tensor dst, struct llm__tensor src);
+    const char *(*device_name)(void *ctx);   // for llm_get_engine_info
+    // the device's memory bandwidth, measured by copying (NULL: no probe)
+    enum llm_status (*bandwidth)(void *ctx, double *gbps, struct llm__err *e);
 };
 
 struct llm_backend {
@@ -4107,6 +4111,12 @@ static enum llm_status llm__cpu_reserve_shape(void *ctx, const struct llm__shape
     return llm__cpu_reserve(c, LLM__MAX(mm, attn), e);
 }
 
+static const char *llm__cpu_device_name(void *ctx) {
+    static const char *const names[] = {"scalar", "x86-64 AVX2", "x86-64 AVX-512 VNNI", "ARM NEON"};
+    struct llm__cpu *c = ctx;
+    return (size_t)c->simd < LLM__ARRAY_LEN(names) ? names[c->simd] : "cpu";
+}
+
 static size_t llm__mem_available(void);
 static size_t llm__cpu_mem_free(void *ctx) {
     (void)ctx;
@@ -4136,6 +4146,8 @@ static const struct llm_backend_i llm__cpu_iface = {
     /* .silu_mul    = */ llm__cpu_silu_mul,
     /* .add         = */ llm__cpu_add,
     /* .get_rows    = */ llm__cpu_get_rows,
+    /* .device_name = */ llm__cpu_device_name,
+    /* .bandwidth   = */ NULL,
 };
 
 // simd: the level to use, or -1 for the best this CPU runs.
@@ -4324,6 +4336,17 @@ static enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err 
     if (te->n_dims != 2 || te->ne[1] < 1 || te->ne[1] > (1 << 24))
         return llm__fail(e, LLM_ERR_FORMAT, "model: tensor 'token_embd.weight' has a bad shape");
     m->n_vocab = (int)te->ne[1];
+    return LLM_OK;
+}
+
+// The first tensor of a type this build cannot compute with, as the error a full load would give.
+static enum llm_status llm__model_check_tensors(const struct llm__model *m, struct llm__err *e) {
+    for (int64_t i = 0; i < m->gguf.n_tensors; i++) {
+        const struct llm__gguf_tensor *t = &m->gguf.tensors[i];
+        const struct llm__gguf_tensor *found;
+        enum llm_status st = llm__model_tensor(m, t->name, t->ne[0], t->n_dims > 1 ? t->ne[1] : 0, true, &found, e);
+        if (st == LLM_ERR_UNSUPPORTED) return st;
+    }
     return LLM_OK;
 }
 
@@ -4517,14 +4540,8 @@ static enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__mod
     return be->iface->buf_alloc(be->ctx, &a->buf, off, e);
 }
 
-// Time spent per module of the model, when profiling (llm profile).
-enum llm__prof_op { LLM__PROF_EMBED, LLM__PROF_NORM, LLM__PROF_QKV, LLM__PROF_ROPE, LLM__PROF_KV_STORE,
-                    LLM__PROF_ATTN, LLM__PROF_O_PROJ, LLM__PROF_MLP_UP, LLM__PROF_SILU, LLM__PROF_MLP_DOWN,
-                    LLM__PROF_ADD, LLM__PROF_LOGITS, LLM__PROF_N };
-__attribute__((unused)) static const char *const llm__prof_names[LLM__PROF_N] = {
-    "embedding", "rmsnorm", "attention q/k/v", "rope", "kv store", "attention", "attention output",
-    "mlp gate/up", "mlp silu*up", "mlp down", "residual add", "logits"};
-struct llm__prof { double t[LLM__PROF_N]; };
+// Time spent per module of the model (enum llm_prof_op), when profiling (llm_set_profiling).
+struct llm__prof { double t[LLM_PROF_COUNT]; };
 
 // Runs the model over one step; logits (n_out rows of n_vocab) are copied to host memory. With
 // prof, each op is timed (a backend whose ops run asynchronously is synchronized after each).
@@ -4559,31 +4576,31 @@ static enum llm_status llm__forward(const struct llm__model *m, struct llm_backe
     const struct llm__attn ap = {m->n_head, m->n_head_kv, m->head_dim, 1.0f / sqrtf((float)m->head_dim)};
 
     B->begin_step(ctx, s);
-    LLM__OP(LLM__PROF_EMBED, B->embed(ctx, x, &m->tok_embd));
+    LLM__OP(LLM_PROF_EMBED, B->embed(ctx, x, &m->tok_embd));
     for (int l = 0; l < m->n_layer; l++) {
         const struct llm__layer *L = &m->layers[l];
-        LLM__OP(LLM__PROF_NORM, B->rmsnorm(ctx, xb, x, L->attn_norm, m->norm_eps));
+        LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb, x, L->attn_norm, m->norm_eps));
         const struct llm__tensor qkv[3] = {q, k, v}, bqkv[3] = {L->bq, L->bk, L->bv};
         const struct llm__weight *wqkv[3] = {&L->wq, &L->wk, &L->wv};
-        LLM__OP(LLM__PROF_QKV, B->matmul(ctx, 3, qkv, wqkv, bqkv, xb));
-        LLM__OP(LLM__PROF_ROPE, B->rope(ctx, q, m->n_head, m->head_dim, &m->rope);
+        LLM__OP(LLM_PROF_QKV, B->matmul(ctx, 3, qkv, wqkv, bqkv, xb));
+        LLM__OP(LLM_PROF_ROPE, B->rope(ctx, q, m->n_head, m->head_dim, &m->rope);
                                 B->rope(ctx, k, m->n_head_kv, m->head_dim, &m->rope));
-        LLM__OP(LLM__PROF_KV_STORE, B->kv_store(ctx, k_cache[l], v_cache[l], k, v));
-        LLM__OP(LLM__PROF_ATTN, B->attention(ctx, att, q, k_cache[l], v_cache[l], &ap));
+        LLM__OP(LLM_PROF_KV_STORE, B->kv_store(ctx, k_cache[l], v_cache[l], k, v));
+        LLM__OP(LLM_PROF_ATTN, B->attention(ctx, att, q, k_cache[l], v_cache[l], &ap));
         const struct llm__weight *wo[1] = {&L->wo};
-        LLM__OP(LLM__PROF_O_PROJ, B->matmul(ctx, 1, &xb2, wo, NULL, att));
-        LLM__OP(LLM__PROF_ADD, B->add(ctx, x, x, xb2));
-        LLM__OP(LLM__PROF_NORM, B->rmsnorm(ctx, xb, x, L->ffn_norm, m->norm_eps));
+        LLM__OP(LLM_PROF_O_PROJ, B->matmul(ctx, 1, &xb2, wo, NULL, att));
+        LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
+        LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb, x, L->ffn_norm, m->norm_eps));
         const struct llm__tensor gu[2] = {gate, up};
         const struct llm__weight *wgu[2] = {&L->w_gate, &L->w_up};
-        LLM__OP(LLM__PROF_MLP_UP, B->matmul(ctx, 2, gu, wgu, NULL, xb));
-        LLM__OP(LLM__PROF_SILU, B->silu_mul(ctx, gate, gate, up));
+        LLM__OP(LLM_PROF_MLP_UP, B->matmul(ctx, 2, gu, wgu, NULL, xb));
+        LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, gate, gate, up));
         const struct llm__weight *wd[1] = {&L->w_down};
-        LLM__OP(LLM__PROF_MLP_DOWN, B->matmul(ctx, 1, &xb2, wd, NULL, gate));
-        LLM__OP(LLM__PROF_ADD, B->add(ctx, x, x, xb2));
+        LLM__OP(LLM_PROF_MLP_DOWN, B->matmul(ctx, 1, &xb2, wd, NULL, gate));
+        LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
     }
     if (s->n_out > 0) {
-        LLM__OP(LLM__PROF_LOGITS, B->get_rows(ctx, xo, x);
+        LLM__OP(LLM_PROF_LOGITS, B->get_rows(ctx, xo, x);
                                   B->rmsnorm(ctx, xo, xo, m->output_norm, m->norm_eps);
                                   const struct llm__weight *wout[1] = {&m->output};
                                   B->matmul(ctx, 1, &lg, wout, NULL, xo));
@@ -6219,7 +6236,7 @@ static const char *llm__chat_template_name(const struct llm__gguf_str *t) {
 
 static void llm__chat_template_recognise(struct llm__vocab *v, const struct llm__gguf *g) {
     struct llm__gguf_str t;
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     v->chat_template[0] = 0;
     if (llm__gguf_find_key(g, "tokenizer.chat_template") < 0 || !llm__gguf_get_str(g, "tokenizer.chat_template", &t, &e))
         return;
@@ -6300,6 +6317,21 @@ static int llm__chat_apply(const char *name, const struct llm_chat_message *msg,
 
 // === public API ===
 
+// The GPU devices of the backends built in.
+static int llm__list_devices(struct llm_device *out, int max, struct llm__err *e) {
+    int n = 0;
+    if (max < 0 || (max > 0 && !out)) return llm__fail(e, LLM_ERR_INVALID_ARG, "list devices: bad output array"), -1;
+#ifdef LLM_VULKAN
+    int k = llm__vk_list_devices(out, max, e);
+    if (k < 0) return -1;
+    n += k;
+#else
+    (void)out;
+    (void)e;
+#endif
+    return n;
+}
+
 struct llm__req;
 static void llm__req_free(struct llm__req *r, struct llm__kv *kv);
 
@@ -6316,7 +6348,10 @@ struct llm_engine {
     int n_seqs;
     // host arrays of one step, sized for acts.max_tokens
     int32_t *st_tokens, *st_pos, *st_seq, *st_slot, *st_out;
-    struct llm__prof *prof;   // per-module times when profiling, else NULL
+    struct llm__prof *prof;   // per-module times when profiling (&prof_data), else NULL
+    struct llm__prof prof_data;
+    long long prof_steps0;    // n_steps when profiling started
+    char unsupported[512];    // LLM_LOAD_METADATA: why a full load would fail
     // serving
     struct llm__req **reqs, **q_run, **q_wait, **sched;   // [cap_reqs]
     int *sched_n;
@@ -6330,7 +6365,6 @@ struct llm_engine {
     size_t *out_off;
     int cap_outs;
     struct llm__outbuf arena;  // the new text of a step's outputs
-    double prof_sched, prof_sample;   // seconds spent scheduling and sampling
 };
 
 const char *llm_status_str(enum llm_status status) {
@@ -6347,14 +6381,18 @@ const char *llm_status_str(enum llm_status status) {
     return "unknown status";
 }
 
+int llm_version(void) { return LLM_VERSION_NUMBER; }
+const char *llm_version_string(void) { return LLM_VERSION; }
+
 struct llm_engine_params llm_engine_params_default(void) {
     struct llm_engine_params p = {0};
-    p.backend = "cpu";
+    p.backend = LLM_BACKEND_CPU;
+    p.device = LLM_DEVICE_AUTO;
     p.block_size = 16;
-    p.kv_cache_dtype = "f16";
+    p.kv_cache_dtype = LLM_KV_F16;
     p.max_num_seqs = 256;
     p.max_num_batched_tokens = 512;
-    p.scheduling_policy = "fcfs";
+    p.scheduling_policy = LLM_SCHED_FCFS;
     return p;
 }
 
@@ -6385,8 +6423,8 @@ static size_t llm__mem_available(void) {
 // is built in, can run every op and opens; otherwise the CPU.
 static enum llm_status llm__backend_open(struct llm_backend *be, const struct llm_engine_params *p, struct llm__err *e) {
 #ifdef LLM_VULKAN
-    if (strcmp(p->backend, "cpu") != 0) {
-        enum llm_status st = llm__vk_backend_new(be, p->device - 1, 0, e);
+    if (p->backend != LLM_BACKEND_CPU) {
+        enum llm_status st = llm__vk_backend_new(be, p->device, 0, e);
         const char *missing = NULL;
         if (st == LLM_OK) {
             const struct llm_backend_i *b = be->iface;
@@ -6397,7 +6435,7 @@ static enum llm_status llm__backend_open(struct llm_backend *be, const struct ll
         if (st == LLM_OK) return LLM_OK;
         if (be->iface) be->iface->free(be->ctx);
         memset(be, 0, sizeof(*be));
-        if (strcmp(p->backend, "vulkan") == 0) return st;
+        if (p->backend == LLM_BACKEND_VULKAN) return st;
         e->msg[0] = 0;   // auto: the CPU instead
     }
 #endif
@@ -6405,26 +6443,23 @@ static enum llm_status llm__backend_open(struct llm_backend *be, const struct ll
 }
 
 llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err, size_t err_size) {
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     enum llm_status st = LLM_OK;
     llm_engine *E = calloc(1, sizeof(*E));
     if (!E) { if (err && err_size) snprintf(err, err_size, "out of memory"); return NULL; }
     struct llm_engine_params p = params ? *params : llm_engine_params_default();
-    if (!p.backend) p.backend = "cpu";
     if (!p.block_size) p.block_size = 16;
-    if (!p.kv_cache_dtype) p.kv_cache_dtype = "f16";
     if (p.n_threads <= 0) p.n_threads = llm__online_cpus();
     if (!p.max_num_seqs) p.max_num_seqs = 256;
     if (!p.max_num_batched_tokens) p.max_num_batched_tokens = 512;
-    if (!p.scheduling_policy) p.scheduling_policy = "fcfs";
     E->params = p;
     if (!p.model_path) { st = llm__fail(&e, LLM_ERR_INVALID_ARG, "no model file given"); goto fail; }
     if (p.block_size != 8 && p.block_size != 16 && p.block_size != 32) {
         st = llm__fail(&e, LLM_ERR_INVALID_ARG, "block size must be 8, 16 or 32 (got %d)", p.block_size);
         goto fail;
     }
-    if (strcmp(p.kv_cache_dtype, "f16") != 0 && strcmp(p.kv_cache_dtype, "f32") != 0) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "KV cache type must be f16 or f32 (got '%s')", p.kv_cache_dtype);
+    if (p.kv_cache_dtype != LLM_KV_F16 && p.kv_cache_dtype != LLM_KV_F32) {
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "KV cache type must be LLM_KV_F16 or LLM_KV_F32 (got %d)", (int)p.kv_cache_dtype);
         goto fail;
     }
     if (p.n_threads > 512) { st = llm__fail(&e, LLM_ERR_INVALID_ARG, "too many threads (%d)", p.n_threads); goto fail; }
@@ -6438,30 +6473,46 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
                        p.max_num_batched_tokens);
         goto fail;
     }
-    if (strcmp(p.scheduling_policy, "fcfs") != 0 && strcmp(p.scheduling_policy, "priority") != 0) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "scheduling policy must be fcfs or priority (got '%s')", p.scheduling_policy);
+    if (p.scheduling_policy != LLM_SCHED_FCFS && p.scheduling_policy != LLM_SCHED_PRIORITY) {
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "unknown scheduling policy %d", (int)p.scheduling_policy);
         goto fail;
     }
-    E->priority = strcmp(p.scheduling_policy, "priority") == 0;
-    if (strcmp(p.backend, "cpu") != 0 && strcmp(p.backend, "auto") != 0 && strcmp(p.backend, "vulkan") != 0) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "unknown backend '%s' (cpu, vulkan, auto)", p.backend);
+    E->priority = p.scheduling_policy == LLM_SCHED_PRIORITY;
+    if (p.backend != LLM_BACKEND_CPU && p.backend != LLM_BACKEND_AUTO && p.backend != LLM_BACKEND_VULKAN) {
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "unknown backend %d", (int)p.backend);
+        goto fail;
+    }
+    if (p.device < LLM_DEVICE_AUTO) {
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "device must be LLM_DEVICE_AUTO or an index >= 0 (got %d)", p.device);
+        goto fail;
+    }
+    if (p.load != LLM_LOAD_ALL && p.load != LLM_LOAD_VOCAB && p.load != LLM_LOAD_METADATA) {
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "unknown load mode %d", (int)p.load);
         goto fail;
     }
 #ifndef LLM_VULKAN
-    if (strcmp(p.backend, "vulkan") == 0) {
+    if (p.backend == LLM_BACKEND_VULKAN) {
         st = llm__fail(&e, LLM_ERR_UNSUPPORTED, "backend 'vulkan' is not in this build (make VULKAN=1); available: cpu");
         goto fail;
     }
 #endif
     if ((st = llm__gguf_open(&E->model.gguf, p.model_path, &e))) goto fail;
-    if (p.vocab_only) {
+    if (p.load == LLM_LOAD_METADATA) {
+        // What a full load would say: the hyper-parameters and the tensors' types, no weights.
+        struct llm__err why = {{0}, LLM_OK};
+        if (E->model.gguf.n_tensors == 0) llm__fail(&why, LLM_ERR_FORMAT, "the file has no tensors (a vocabulary-only file)");
+        else if (llm__model_hparams(&E->model, &why) == LLM_OK) llm__model_check_tensors(&E->model, &why);
+        if (why.msg[0]) snprintf(E->unsupported, sizeof(E->unsupported), "%s", why.msg);
+        return E;
+    }
+    if (p.load == LLM_LOAD_VOCAB) {
         if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, 0, &e))) goto fail;
         E->model.n_vocab = E->vocab.n;
         return E;
     }
     if (E->model.gguf.n_tensors == 0) {
         st = llm__fail(&e, LLM_ERR_FORMAT, "the file has no tensors: a vocabulary-only file can tokenize "
-                                           "(llm tokenize, vocab_only) but not run");
+                                           "(llm tokenize, LLM_LOAD_VOCAB) but not run");
         goto fail;
     }
     if ((st = llm__model_hparams(&E->model, &e))) goto fail;
@@ -6472,7 +6523,7 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
     const struct llm__model *m = &E->model;
     E->max_model_len = p.max_model_len ? p.max_model_len : LLM__MIN(m->n_ctx_train, 4096);
     size_t kv_bytes = p.kv_cache_bytes;
-    int kv_type = strcmp(p.kv_cache_dtype, "f32") == 0 ? LLM__TYPE_F32 : LLM__TYPE_F16;
+    int kv_type = p.kv_cache_dtype == LLM_KV_F32 ? LLM__TYPE_F32 : LLM__TYPE_F16;
     size_t per_token = 2 * (size_t)m->n_layer * llm__row_bytes(kv_type, (int64_t)m->n_head_kv * m->head_dim);
     size_t one_seq = per_token * (size_t)((E->max_model_len + p.block_size - 1) / p.block_size * p.block_size);
     if (!kv_bytes && p.gpu_memory_utilization > 0) {
@@ -6509,11 +6560,11 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
     }
     return E;
 fail:
-    if (strcmp(p.backend, "auto") == 0 && E->be.iface && strcmp(E->be.iface->name, "cpu") != 0) {
+    if (p.backend == LLM_BACKEND_AUTO && E->be.iface && strcmp(E->be.iface->name, "cpu") != 0) {
         // auto: the GPU could not take the model (memory, a type): the CPU instead
         if (p.verbose > 0) fprintf(stderr, "llm: %s; running on the CPU\n", e.msg[0] ? e.msg : llm_status_str(st));
         llm_engine_free(E);
-        p.backend = "cpu";
+        p.backend = LLM_BACKEND_CPU;
         return llm_engine_create(&p, err, err_size);
     }
     if (err && err_size) snprintf(err, err_size, "%s", e.msg[0] ? e.msg : llm_status_str(st));
@@ -6553,11 +6604,24 @@ const char *llm_last_error(const llm_engine *E) {
     return E ? E->err.msg : "no engine";
 }
 
-void llm_model_info(const llm_engine *E, struct llm_model_info *info) {
+enum llm_status llm_last_status(const llm_engine *E) {
+    return E ? E->err.status : LLM_ERR_INVALID_ARG;
+}
+
+void llm_get_model_info(const llm_engine *E, struct llm_model_info *info) {
     const struct llm__model *m = &E->model;
     memset(info, 0, sizeof(*info));
     info->arch = m->arch_name;
     info->name = m->name;
+    if (!m->arch_name[0] || !m->name[0]) {   // LLM_LOAD_VOCAB / METADATA: from the file's keys
+        struct llm__gguf_str s;
+        if (!m->arch_name[0] && llm__gguf_find_key(&m->gguf, "general.architecture") >= 0 &&
+            llm__gguf_get_str(&m->gguf, "general.architecture", &s, NULL))
+            snprintf(((llm_engine *)E)->model.arch_name, sizeof(m->arch_name), "%.*s", (int)LLM__MIN(s.len, 31), s.ptr);
+        if (!m->name[0] && llm__gguf_find_key(&m->gguf, "general.name") >= 0 &&
+            llm__gguf_get_str(&m->gguf, "general.name", &s, NULL))
+            snprintf(((llm_engine *)E)->model.name, sizeof(m->name), "%.*s", (int)LLM__MIN(s.len, 127), s.ptr);
+    }
     info->n_vocab = m->n_vocab;
     info->n_embd = m->n_embd;
     info->n_layer = m->n_layer;
@@ -6566,18 +6630,142 @@ void llm_model_info(const llm_engine *E, struct llm_model_info *info) {
     info->head_dim = m->head_dim;
     info->n_ff = m->n_ff;
     info->n_ctx_train = m->n_ctx_train;
-    info->n_params = m->n_params;
-    info->weight_bytes = m->weight_bytes;
-    info->bytes_per_token = llm__model_bytes_per_token(m);
+    info->n_params = 0;
+    info->weight_bytes = 0;
+    for (int64_t i = 0; i < m->gguf.n_tensors; i++) {
+        int64_t n = 1;
+        for (int d = 0; d < m->gguf.tensors[i].n_dims; d++) n *= m->gguf.tensors[i].ne[d];
+        info->n_params += n;
+        info->weight_bytes += m->gguf.tensors[i].size;
+    }
+    info->bytes_per_token = E->params.load == LLM_LOAD_ALL ? llm__model_bytes_per_token(m) : 0;
+    info->bos_id = E->params.load == LLM_LOAD_METADATA ? -1 : E->vocab.bos;
+    info->eos_id = E->params.load == LLM_LOAD_METADATA ? -1 : E->vocab.eos;
+    info->add_bos = E->vocab.add_bos;
+    info->gguf_version = m->gguf.version;
+    info->n_tensors = m->gguf.n_tensors;
+    info->n_metadata = m->gguf.n_kv;
+    info->unsupported = E->unsupported[0] ? E->unsupported : NULL;
+}
+
+void llm_get_engine_info(const llm_engine *E, struct llm_engine_info *info) {
+    memset(info, 0, sizeof(*info));
+    const char *bn = E->be.iface ? E->be.iface->name : "none";
+    info->backend = !strcmp(bn, "vulkan") ? LLM_BACKEND_VULKAN : LLM_BACKEND_CPU;
+    info->backend_name = bn;
+    info->device_name = E->be.iface && E->be.iface->device_name ? E->be.iface->device_name(E->be.ctx) : "";
+    info->n_threads = E->params.n_threads;
+    info->max_model_len = E->max_model_len;
+    info->block_size = E->params.block_size;
     info->kv_tokens = E->kv.n_blocks * E->kv.block_size;
     info->kv_cache_bytes = E->kv.k.size + E->kv.v.size;
-    info->max_model_len = E->max_model_len;
-    info->bos_id = E->vocab.bos;
-    info->eos_id = E->vocab.eos;
-    info->add_bos = E->vocab.add_bos;
+    info->kv_cache_dtype = E->params.kv_cache_dtype;
+    info->max_num_seqs = E->params.max_num_seqs;
+    info->max_num_batched_tokens = E->params.max_num_batched_tokens;
+    info->enable_prefix_caching = E->params.enable_prefix_caching != 0;
+    info->scheduling_policy = E->params.scheduling_policy;
+}
+
+static enum llm_meta_type llm__meta_type(uint32_t t) {
+    switch (t) {
+    case LLM__GGUF_I8: case LLM__GGUF_I16: case LLM__GGUF_I32: case LLM__GGUF_I64: return LLM_META_INT;
+    case LLM__GGUF_F32: case LLM__GGUF_F64: return LLM_META_FLOAT;
+    case LLM__GGUF_BOOL: return LLM_META_BOOL;
+    case LLM__GGUF_STR: return LLM_META_STRING;
+    case LLM__GGUF_ARR: return LLM_META_ARRAY;
+    default: return LLM_META_UINT;
+    }
+}
+
+enum llm_status llm_model_meta(const llm_engine *E, int64_t index, struct llm_meta *meta) {
+    const struct llm__gguf *g = &E->model.gguf;
+    if (index < 0 || index >= g->n_kv || !meta)
+        return llm__fail(&((llm_engine *)E)->err, LLM_ERR_INVALID_ARG, "metadata index %lld out of range [0, %lld)",
+                         (long long)index, (long long)g->n_kv);
+    const struct llm__gguf_kv *kv = &g->kv[index];
+    memset(meta, 0, sizeof(*meta));
+    meta->key = kv->key;
+    meta->type = llm__meta_type(kv->type);
+    switch (meta->type) {
+    case LLM_META_INT: meta->i = kv->v.i64; meta->f = (double)kv->v.i64; break;
+    case LLM_META_UINT: meta->u = kv->v.u64; meta->i = (int64_t)kv->v.u64; meta->f = (double)kv->v.u64; break;
+    case LLM_META_FLOAT: meta->f = kv->v.f64; break;
+    case LLM_META_BOOL: meta->b = kv->v.u64 != 0; break;
+    case LLM_META_STRING: meta->str = kv->v.str.ptr; meta->str_len = (size_t)kv->v.str.len; break;
+    case LLM_META_ARRAY: meta->elem_type = llm__meta_type(kv->arr_type); meta->n_elems = kv->arr_n; break;
+    }
+    return LLM_OK;
+}
+
+enum llm_status llm_model_tensor(const llm_engine *E, int64_t index, struct llm_tensor_info *info) {
+    const struct llm__gguf *g = &E->model.gguf;
+    if (index < 0 || index >= g->n_tensors || !info)
+        return llm__fail(&((llm_engine *)E)->err, LLM_ERR_INVALID_ARG, "tensor index %lld out of range [0, %lld)",
+                         (long long)index, (long long)g->n_tensors);
+    const struct llm__gguf_tensor *t = &g->tensors[index];
+    const struct llm__type_info *ti = llm__type_info(t->type);
+    memset(info, 0, sizeof(*info));
+    info->name = t->name;
+    info->type = (int)t->type;
+    info->type_name = ti ? ti->name : "unknown";
+    info->supported = ti && ti->supported;
+    info->n_dims = t->n_dims;
+    for (int d = 0; d < 4; d++) info->ne[d] = t->ne[d];
+    info->bytes = t->size;
+    return LLM_OK;
+}
+
+int llm_list_devices(struct llm_device *devices, int max, char *err, size_t err_size) {
+    struct llm__err e = {{0}, LLM_OK};
+    int n = llm__list_devices(devices, max, &e);
+    if (n < 0 && err && err_size) snprintf(err, err_size, "%s", e.msg);
+    return n;
+}
+
+enum llm_status llm_measure_bandwidth(llm_engine *E, double *gb_per_s) {
+    *gb_per_s = 0.0;
+    if (!E->be.iface || !E->be.iface->bandwidth)
+        return llm__fail(&E->err, LLM_ERR_UNSUPPORTED, "the %s backend has no bandwidth probe",
+                         E->be.iface ? E->be.iface->name : "(no)");
+    return E->be.iface->bandwidth(E->be.ctx, gb_per_s, &E->err);
+}
+
+void llm_set_profiling(llm_engine *E, int on) {
+    memset(&E->prof_data, 0, sizeof(E->prof_data));
+    E->prof = on ? &E->prof_data : NULL;
+    E->prof_steps0 = E->n_steps;
+}
+
+void llm_get_profile(const llm_engine *E, struct llm_profile *p) {
+    memset(p, 0, sizeof(*p));
+    for (int i = 0; i < LLM_PROF_COUNT; i++) p->seconds[i] = E->prof_data.t[i];
+    p->n_steps = E->n_steps - E->prof_steps0;
+}
+
+const char *llm_prof_op_name(enum llm_prof_op op) {
+    static const char *const names[LLM_PROF_COUNT] = {
+        "embedding", "norms", "attention: q/k/v projections", "attention: rope", "attention: KV store",
+        "attention: paged attention", "attention: output projection", "MLP: gate/up", "MLP: silu x up", "MLP: down",
+        "residual adds", "logits (final norm + output)", "sampling", "scheduling"};
+    return op >= 0 && op < LLM_PROF_COUNT ? names[op] : NULL;
+}
+
+const char *llm_finish_reason_str(enum llm_finish_reason r) {
+    switch (r) {
+    case LLM_FINISH_NONE: return "";
+    case LLM_FINISH_STOP: return "stop";
+    case LLM_FINISH_LENGTH: return "length";
+    case LLM_FINISH_ABORT: return "abort";
+    case LLM_FINISH_ERROR: return "error";
+    }
+    return "";
 }
 
 int llm_tokenize(llm_engine *E, const char *text, size_t len, int flags, int32_t *tokens, int max_tokens) {
+    if (E->params.load == LLM_LOAD_METADATA) {
+        llm__fail(&E->err, LLM_ERR_INVALID_ARG, "tokenize: the engine has no vocabulary (LLM_LOAD_METADATA)");
+        return -1;
+    }
     if (!text && len) { llm__fail(&E->err, LLM_ERR_INVALID_ARG, "tokenize: NULL text"); return -1; }
     if (max_tokens < 0 || (!tokens && max_tokens > 0)) {
         llm__fail(&E->err, LLM_ERR_INVALID_ARG, "tokenize: bad output buffer");
@@ -6586,8 +6774,12 @@ int llm_tokenize(llm_engine *E, const char *text, size_t len, int flags, int32_t
     return llm__tokenize(&E->vocab, text, len, flags, tokens, max_tokens, &E->err);
 }
 
-int llm_token_to_piece(const llm_engine *E, int32_t token, char *buf, size_t size) {
-    return llm__token_piece(&E->vocab, token, false, buf, size);
+int llm_token_to_piece(llm_engine *E, int32_t token, char *buf, size_t size) {
+    if (!buf && size) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "token_to_piece: NULL buffer"), -1;
+    int n = llm__token_piece(&E->vocab, token, false, buf, size);
+    if (n < 0) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "token id %d is out of range [0, %d)", token, E->vocab.n), -1;
+    if (size) buf[LLM__MIN((size_t)n, size - 1)] = 0;
+    return n;
 }
 
 int llm_token_is_eog(const llm_engine *E, int32_t token) {
@@ -6598,19 +6790,23 @@ int llm_token_is_control(const llm_engine *E, int32_t token) {
     return token >= 0 && token < E->vocab.n && E->vocab.attr[token] == LLM__TOK_CONTROL;
 }
 
-int llm_detokenize(const llm_engine *E, const int32_t *tokens, int n, int flags, char *buf, size_t size) {
-    if (n < 0 || (n > 0 && !tokens)) return -1;
-    return llm__detokenize(&E->vocab, tokens, n, flags, buf, size);
+int llm_detokenize(llm_engine *E, const int32_t *tokens, int n, int flags, char *buf, size_t size) {
+    if (n < 0 || (n > 0 && !tokens) || (!buf && size))
+        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "detokenize: bad arguments"), -1;
+    int r = llm__detokenize(&E->vocab, tokens, n, flags, buf, size);
+    if (r < 0) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "detokenize: a token id is out of range [0, %d)", E->vocab.n), -1;
+    return r;
 }
 
 void llm_text_stream_reset(struct llm_text_stream *stream) {
     memset(stream, 0, sizeof(*stream));
 }
 
-int llm_text_stream_push(const llm_engine *E, struct llm_text_stream *stream, int32_t token, int flags, char *out,
+int llm_text_stream_push(llm_engine *E, struct llm_text_stream *stream, int32_t token, int flags, char *out,
                          size_t size) {
     int r = llm__stream_push(&E->vocab, stream, token, flags, out, size);
-    return r == INT_MIN ? -1 : r;
+    if (r == INT_MIN) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
+    return r < 0 ? -r - 1 : r;   // did not fit: the length it needs
 }
 
 int llm_text_stream_flush(struct llm_text_stream *stream, char *out, size_t size) {
@@ -6619,7 +6815,7 @@ int llm_text_stream_flush(struct llm_text_stream *stream, char *out, size_t size
     llm__stream_feed(&u, "", 0, &o, true);
     int r = llm__stream_out(&o, out, size);
     if (r >= 0) llm_text_stream_reset(stream);
-    return r == INT_MIN ? -1 : r;
+    return r == INT_MIN ? -1 : r < 0 ? -r - 1 : r;
 }
 
 const char *llm_chat_template_detect(const llm_engine *E) {
@@ -6629,7 +6825,7 @@ const char *llm_chat_template_detect(const llm_engine *E) {
 int llm_chat_apply(const char *template_name, const struct llm_chat_message *messages, int n, int add_assistant,
                    char *buf, size_t size) {
     struct llm__outbuf o = {0};
-    if (n < 0 || (n > 0 && !messages)) return -1;
+    if (n < 0 || (n > 0 && !messages) || (!buf && size)) return -1;
     int r = llm__chat_apply(template_name, messages, n, add_assistant != 0, &o);
     if (r < 0 || o.n > INT_MAX - 1) { free(o.p); return -1; }
     if (buf && size) {
@@ -6642,7 +6838,7 @@ int llm_chat_apply(const char *template_name, const struct llm_chat_message *mes
 
 int llm_seq_new(llm_engine *E) {
     int i = 0;
-    if (E->params.vocab_only) { llm__fail(&E->err, LLM_ERR_INVALID_ARG, "the engine has only a vocabulary (vocab_only)"); return -1; }
+    if (E->params.load != LLM_LOAD_ALL) { llm__fail(&E->err, LLM_ERR_INVALID_ARG, "the engine has no weights loaded (LLM_LOAD_VOCAB or LLM_LOAD_METADATA)"); return -1; }
     while (i < E->n_seqs && E->seqs[i].used) i++;
     if (i == E->n_seqs) {
         struct llm__seq *s = realloc(E->seqs, (size_t)(E->n_seqs + 1) * sizeof(*s));
@@ -6743,7 +6939,7 @@ struct llm__req {
     size_t text_sent;           // bytes of it reported
     size_t text_hold;           // bytes at its end that may start a stop string (not reported yet)
     int out_sent;               // tokens reported
-    const char *finish;         // NULL while running
+    enum llm_finish_reason finish;   // LLM_FINISH_NONE while running
     int n_preempt;
     bool reported_done;
 };
@@ -6777,7 +6973,7 @@ static struct llm__req *llm__req_find(const llm_engine *E, int id) {
 int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct llm_request_params *params) {
     struct llm_request_params p = params ? *params : llm_request_params_default();
     struct llm__err *e = &E->err;
-    if (E->params.vocab_only) { llm__fail(e, LLM_ERR_INVALID_ARG, "the engine has only a vocabulary (vocab_only)"); return -1; }
+    if (E->params.load != LLM_LOAD_ALL) { llm__fail(e, LLM_ERR_INVALID_ARG, "the engine has no weights loaded (LLM_LOAD_VOCAB or LLM_LOAD_METADATA)"); return -1; }
     if (!prompt || (!prompt->text && (!prompt->tokens || prompt->n_tokens < 1))) {
         llm__fail(e, LLM_ERR_INVALID_ARG, "request: no prompt");
         return -1;
@@ -6859,7 +7055,7 @@ int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct
     return r->id;
 }
 
-static void llm__req_finish(llm_engine *E, struct llm__req *r, const char *why) {
+static void llm__req_finish(llm_engine *E, struct llm__req *r, enum llm_finish_reason why) {
     r->finish = why;
     r->state = LLM__REQ_DONE;
     if (!r->t_last) r->t_last = llm__now();
@@ -6870,7 +7066,7 @@ static void llm__req_finish(llm_engine *E, struct llm__req *r, const char *why) 
 enum llm_status llm_abort_request(llm_engine *E, int id) {
     struct llm__req *r = llm__req_find(E, id);
     if (!r || r->state == LLM__REQ_DONE) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "no unfinished request %d", id);
-    llm__req_finish(E, r, "abort");
+    llm__req_finish(E, r, LLM_FINISH_ABORT);
     return LLM_OK;
 }
 
@@ -6945,7 +7141,7 @@ static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, doub
     if (r->n_tokens == r->cap_tokens) {
         int cap = 2 * r->cap_tokens;
         int32_t *t = realloc(r->tokens, (size_t)cap * sizeof(int32_t));
-        if (!t) { llm__req_finish(E, r, "length"); return; }
+        if (!t) { llm__req_finish(E, r, LLM_FINISH_LENGTH); return; }
         r->tokens = t;
         r->cap_tokens = cap;
     }
@@ -6968,8 +7164,8 @@ static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, doub
     llm__req_text(r, &E->vocab, tok, !stop_tok, stop_tok || at_len);
     bool stop_str = r->p.n_stop && llm__req_stop_string(r, before, &hold);
     r->text_hold = stop_str || stop_tok || at_len ? 0 : hold;
-    if (stop_tok || stop_str) llm__req_finish(E, r, "stop");
-    else if (at_len) llm__req_finish(E, r, "length");
+    if (stop_tok || stop_str) llm__req_finish(E, r, LLM_FINISH_STOP);
+    else if (at_len) llm__req_finish(E, r, LLM_FINISH_LENGTH);
 }
 
 static int llm__req_cmp_sort(const void *a, const void *b, const llm_engine *E) {
@@ -7029,7 +7225,7 @@ int llm_step(llm_engine *E, const struct llm_output **outputs) {
             if (victim == r) {
                 bool alone = true;
                 for (int k = 0; k < n_run; k++) alone &= E->q_run[k] == r || E->q_run[k]->state != LLM__REQ_RUNNING;
-                if (alone) { llm__req_finish(E, r, "length"); break; }   // the cache cannot hold more of it
+                if (alone) { llm__req_finish(E, r, LLM_FINISH_LENGTH); break; }   // the cache cannot hold more of it
             }
             llm__req_preempt(E, victim);
             preempted = true;
@@ -7053,7 +7249,7 @@ int llm_step(llm_engine *E, const struct llm_output **outputs) {
             int n = LLM__MIN(r->n_tokens - hit, budget);
             if (llm__seq_reserve(&E->kv, &r->seq, n, &E->err) != LLM_OK) {
                 llm__seq_release(&E->kv, &r->seq);
-                if (n_running == 0 && n_sched == 0) llm__req_finish(E, r, "length");   // can never fit
+                if (n_running == 0 && n_sched == 0) llm__req_finish(E, r, LLM_FINISH_LENGTH);   // can never fit
                 break;
             }
             if (E->kv.caching && !r->admitted_once) {
@@ -7072,7 +7268,7 @@ int llm_step(llm_engine *E, const struct llm_output **outputs) {
     }
     int n_outs = 0;
     if (n_sched == 0) {
-        E->prof_sched += llm__now() - t_sched0;
+        if (E->prof) E->prof->t[LLM_PROF_SCHEDULING] += llm__now() - t_sched0;
         goto report;
     }
     // 3. the batch
@@ -7103,7 +7299,7 @@ int llm_step(llm_engine *E, const struct llm_output **outputs) {
         .slot_mapping = E->st_slot, .n_seqs = n_sched, .max_blocks = max_blocks, .block_tables = E->st_tables,
         .block_size = bs, .n_out = n_out, .out_rows = E->st_out,
     };
-    E->prof_sched += llm__now() - t_sched0;
+    if (E->prof) E->prof->t[LLM_PROF_SCHEDULING] += llm__now() - t_sched0;
     if (llm__forward(&E->model, &E->be, &E->acts, E->kv.k_layer, E->kv.v_layer, &step, E->step_logits, E->prof,
                      &E->err) != LLM_OK) {
         for (int k = 0; k < n_sched; k++) llm__req_preempt(E, E->sched[k]);   // computed again next time
@@ -7121,7 +7317,7 @@ int llm_step(llm_engine *E, const struct llm_output **outputs) {
         int32_t tok = llm_sampler_sample(r->smp, E->step_logits + (size_t)o++ * (size_t)E->model.n_vocab);
         llm__req_append(E, r, tok, llm__now());
     }
-    E->prof_sample += llm__now() - t_samp0;
+    if (E->prof) E->prof->t[LLM_PROF_SAMPLING] += llm__now() - t_samp0;
 report:
     // 5. outputs: every request with new tokens or text, or that finished
     for (int i = 0; i < E->n_reqs; i++) {
@@ -7153,7 +7349,7 @@ report:
         E->out_off[n_outs - 1] = off;   // a pointer below, once the arena stops moving
         r->text_sent = LLM__MAX(r->text_sent, shown);
         out->finished = r->state == LLM__REQ_DONE;
-        out->finish_reason = out->finished ? r->finish : NULL;
+        out->finish_reason = out->finished ? r->finish : LLM_FINISH_NONE;
         out->ttft_ms = r->t_first ? (r->t_first - r->t_arrival) * 1e3 : 0.0;
         out->e2e_ms = out->finished ? (r->t_last - r->t_arrival) * 1e3 : 0.0;
         out->n_prompt_tokens = r->n_prompt;
@@ -7168,7 +7364,7 @@ report:
     return n_outs;
 }
 
-void llm_engine_stats(const llm_engine *E, struct llm_engine_stats *s) {
+void llm_get_stats(const llm_engine *E, struct llm_engine_stats *s) {
     memset(s, 0, sizeof(*s));
     const struct llm__kv *kv = &E->kv;
     s->kv_blocks_total = kv->n_blocks;
@@ -7202,7 +7398,7 @@ enum llm_status llm_generate(llm_engine *E, const struct llm_prompt *prompts, in
     for (int i = 0; i < n; i++) {
         ids[i] = llm_add_request(E, &prompts[i], params ? &params[i] : NULL);
         if (ids[i] < 0) {
-            res[i].finish_reason = "error";
+            res[i].finish_reason = LLM_FINISH_ERROR;
             res[i].error = llm__strndup(E->err.msg, strlen(E->err.msg));
         }
     }
@@ -7240,7 +7436,7 @@ enum llm_status llm_generate(llm_engine *E, const struct llm_prompt *prompts, in
         for (int i = 0; i < n; i++)
             if (!res[i].finish_reason) {
                 if (ids[i] >= 0 && llm__req_find(E, ids[i])) llm_abort_request(E, ids[i]);
-                res[i].finish_reason = "error";
+                res[i].finish_reason = LLM_FINISH_ERROR;
                 res[i].error = llm__strndup(E->err.msg, strlen(E->err.msg));
             }
     free(ids);
@@ -7493,7 +7689,12 @@ static void llm__parse_args(int argc, char **argv, struct llm__cli *c) {
         else if (!strcmp(a, "-c") || !strcmp(a, "--max-model-len") || !strcmp(a, "--ctx-size"))
             c->ep.max_model_len = (int)llm__parse_int(a, LLM__ARG(), 1, 1 << 24);
         else if (!strcmp(a, "--block-size")) c->ep.block_size = (int)llm__parse_int(a, LLM__ARG(), 8, 32);
-        else if (!strcmp(a, "--kv-cache-dtype")) c->ep.kv_cache_dtype = LLM__ARG();
+        else if (!strcmp(a, "--kv-cache-dtype")) {
+            const char *v = LLM__ARG();
+            if (!strcmp(v, "f16")) c->ep.kv_cache_dtype = LLM_KV_F16;
+            else if (!strcmp(v, "f32")) c->ep.kv_cache_dtype = LLM_KV_F32;
+            else llm__die("--kv-cache-dtype: f16 or f32, not '%s'", v);
+        }
         else if (!strcmp(a, "--kv-cache-memory")) c->ep.kv_cache_bytes = (size_t)llm__parse_int(a, LLM__ARG(), 1, LLONG_MAX);
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) c->prompt = LLM__ARG();
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) c->prompt_file = LLM__ARG();
@@ -7527,12 +7728,23 @@ static void llm__parse_args(int argc, char **argv, struct llm__cli *c) {
         else if (!strcmp(a, "--chat-template")) c->chat_template = LLM__ARG();
         else if (!strcmp(a, "-sys") || !strcmp(a, "--system") || !strcmp(a, "--system-prompt")) c->system = LLM__ARG();
         else if (!strcmp(a, "--json")) c->json = true;
-        else if (!strcmp(a, "--backend")) c->ep.backend = LLM__ARG();
-        else if (!strcmp(a, "--device")) c->ep.device = 1 + (int)llm__parse_int(a, LLM__ARG(), 0, 63);
+        else if (!strcmp(a, "--backend")) {
+            const char *v = LLM__ARG();
+            if (!strcmp(v, "cpu")) c->ep.backend = LLM_BACKEND_CPU;
+            else if (!strcmp(v, "vulkan")) c->ep.backend = LLM_BACKEND_VULKAN;
+            else if (!strcmp(v, "auto")) c->ep.backend = LLM_BACKEND_AUTO;
+            else llm__die("--backend: cpu, vulkan or auto, not '%s'", v);
+        }
+        else if (!strcmp(a, "--device")) c->ep.device = (int)llm__parse_int(a, LLM__ARG(), 0, 63);
         else if (!strcmp(a, "--max-num-seqs")) c->ep.max_num_seqs = (int)llm__parse_int(a, LLM__ARG(), 1, 65536);
         else if (!strcmp(a, "--max-num-batched-tokens")) c->ep.max_num_batched_tokens = (int)llm__parse_int(a, LLM__ARG(), 1, 65536);
         else if (!strcmp(a, "--enable-prefix-caching")) c->ep.enable_prefix_caching = 1;
-        else if (!strcmp(a, "--scheduling-policy")) c->ep.scheduling_policy = LLM__ARG();
+        else if (!strcmp(a, "--scheduling-policy")) {
+            const char *v = LLM__ARG();
+            if (!strcmp(v, "fcfs")) c->ep.scheduling_policy = LLM_SCHED_FCFS;
+            else if (!strcmp(v, "priority")) c->ep.scheduling_policy = LLM_SCHED_PRIORITY;
+            else llm__die("--scheduling-policy: fcfs or priority, not '%s'", v);
+        }
         else if (!strcmp(a, "--gpu-memory-utilization")) c->ep.gpu_memory_utilization = (float)llm__parse_float(a, LLM__ARG(), 1e-4, 1.0);
         else if (!strcmp(a, "--requests")) c->requests = LLM__ARG();
         else if (!strcmp(a, "--num-prompts")) { c->num_prompts = (int)llm__parse_int(a, LLM__ARG(), 1, 1 << 20); c->serve = true; }
@@ -7567,7 +7779,7 @@ static int llm__cmd_info(struct llm__cli *c) {
     llm_engine *E = llm__cli_engine(c);
     const struct llm__gguf *g = &E->model.gguf;
     struct llm_model_info mi;
-    llm_model_info(E, &mi);
+    llm_get_model_info(E, &mi);
     printf("file:          %s (GGUF v%u, %lld tensors, %lld keys)\n", c->ep.model_path, g->version,
            (long long)g->n_tensors, (long long)g->n_kv);
     printf("architecture:  %s%s%s\n", mi.arch, mi.name[0] ? ", " : "", mi.name);
@@ -7575,7 +7787,7 @@ static int llm__cmd_info(struct llm__cli *c) {
     printf("shape:         %d layers, embedding %d, %d heads (%d KV) of %d, FFN %d, vocabulary %d\n",
            mi.n_layer, mi.n_embd, mi.n_head, mi.n_head_kv, mi.head_dim, mi.n_ff, mi.n_vocab);
     printf("context:       %d trained, %d in use; KV cache holds %d tokens\n", mi.n_ctx_train, E->max_model_len,
-           mi.kv_tokens);
+           E->kv.n_blocks * E->kv.block_size);
     printf("\nmetadata:\n");
     for (int64_t i = 0; i < g->n_kv; i++) {
         const struct llm__gguf_kv *kv = &g->kv[i];
@@ -7645,7 +7857,7 @@ static void llm__gen_free(struct llm__gen *g) {
 static void llm__generate(llm_engine *E, int seq, llm_sampler *smp, float *logits, const struct llm__cli *c, int n_max,
                           bool stop_eog, bool interruptible, bool eval_last, FILE *out, struct llm__gen *g) {
     struct llm_model_info mi;
-    llm_model_info(E, &mi);
+    llm_get_model_info(E, &mi);
     struct llm_text_stream ts;
     llm_text_stream_reset(&ts);
     size_t shown = 0, cap_piece = 256;
@@ -7733,7 +7945,7 @@ static int llm__cmd_run(struct llm__cli *c) {
     if (c->n_predict < 0) c->n_predict = 1 << 24;
     llm_engine *E = llm__cli_engine(c);
     struct llm_model_info mi;
-    llm_model_info(E, &mi);
+    llm_get_model_info(E, &mi);
     int32_t *prompt = llm__cli_prompt(E, c, &n_prompt);
     if (n_prompt == 0) llm__die("run: the prompt is empty (no tokens)");
     for (int i = 0; i < n_prompt; i++)
@@ -7789,7 +8001,7 @@ static int llm__cmd_run(struct llm__cli *c) {
 
 static int llm__cmd_tokenize(struct llm__cli *c) {
     if (!!c->prompt + !!c->prompt_file != 1) llm__die("tokenize: give exactly one of -p or -f");
-    c->ep.vocab_only = 1;
+    c->ep.load = LLM_LOAD_VOCAB;
     llm_engine *E = llm__cli_engine(c);
     int n = 0;
     int32_t *ids = llm__cli_prompt(E, c, &n);
@@ -7903,7 +8115,7 @@ static int llm__cmd_chat(struct llm__cli *c) {
     }
     if (c->system && !(ch.system = strdup(c->system))) llm__die("out of memory");
     struct llm_model_info mi;
-    llm_model_info(ch.E, &mi);
+    llm_get_model_info(ch.E, &mi);
     float *logits = malloc((size_t)mi.n_vocab * sizeof(float));
     llm_sampler *smp = llm_sampler_create(&c->sp, mi.n_vocab);
     if (!logits || !smp) llm__die("out of memory");
@@ -8247,7 +8459,7 @@ static int llm__cmd_generate(struct llm__cli *c) {
         printf("],\"text\":");
         llm__json_str(stdout, res[i].text ? res[i].text : "", res[i].text ? strlen(res[i].text) : 0);
         const char *err = q[i].err[0] ? q[i].err : res[i].error;
-        printf(",\"finish_reason\":\"%s\",\"ttft_ms\":%.3f", err ? "error" : res[i].finish_reason, res[i].ttft_ms);
+        printf(",\"finish_reason\":\"%s\",\"ttft_ms\":%.3f", err ? "error" : llm_finish_reason_str(res[i].finish_reason), res[i].ttft_ms);
         if (err) {
             printf(",\"error\":");
             llm__json_str(stdout, err, strlen(err));
@@ -8298,12 +8510,12 @@ struct llm__serve_result {
 // exactly output_len tokens each, all at once or arriving at request_rate per second (Poisson).
 static void llm__serve_run(llm_engine *E, const struct llm__cli *c, struct llm__serve_result *R) {
     struct llm_model_info mi;
-    llm_model_info(E, &mi);
+    llm_get_model_info(E, &mi);
     int n = c->rag ? c->questions : c->num_prompts;
     int in_len = c->rag ? c->context_len + c->question_len : c->input_len;
-    if (in_len + c->output_len > mi.max_model_len)
+    if (in_len + c->output_len > E->max_model_len)
         llm__die("bench: prompts of %d tokens + %d generated exceed the context length %d (-c)", in_len, c->output_len,
-                 mi.max_model_len);
+                 E->max_model_len);
     uint64_t rng = c->seed ^ 0x5851f42d4c957f2dull;
     int32_t *prompts = malloc((size_t)n * (size_t)in_len * sizeof(int32_t));
     double *arrival = malloc((size_t)n * sizeof(double));
@@ -8348,7 +8560,7 @@ static void llm__serve_run(llm_engine *E, const struct llm__cli *c, struct llm__
         int k = llm_step(E, &out);
         if (k < 0) llm__die("bench: %s", llm_last_error(E));
         struct llm_engine_stats st;
-        llm_engine_stats(E, &st);
+        llm_get_stats(E, &st);
         if (st.n_running) { util += st.kv_utilization; util_n++; }
         for (int j = 0; j < k; j++) {
             if (!out[j].finished) continue;
@@ -8374,7 +8586,7 @@ static void llm__serve_run(llm_engine *E, const struct llm__cli *c, struct llm__
     R->elapsed = llm__now() - t0;
     if (bar) fprintf(stderr, "\r%*s\r", 70, "");
     struct llm_engine_stats st;
-    llm_engine_stats(E, &st);
+    llm_get_stats(E, &st);
     R->n_requests = n;
     R->req_per_s = n / R->elapsed;
     R->output_tps = (double)R->n_output / R->elapsed;
@@ -8384,7 +8596,7 @@ static void llm__serve_run(llm_engine *E, const struct llm__cli *c, struct llm__
     R->kv_utilization = util_n ? util / util_n : 0.0;
     R->prefix_hit_rate = st.prefix_query_tokens ? (double)st.prefix_hit_tokens / (double)st.prefix_query_tokens : 0.0;
     R->n_preemptions = st.n_preemptions;
-    R->kv_tokens = mi.kv_tokens;
+    R->kv_tokens = E->kv.n_blocks * E->kv.block_size;
     uint64_t h = 0;
     for (int i = 0; i < n; i++) h = llm__block_hash(h, (const int32_t *)&hashes[i], 2);
     R->outputs_hash = h;
@@ -8425,25 +8637,26 @@ static int llm__cmd_bench_serve(struct llm__cli *c) {
 
 static int llm__cmd_profile(struct llm__cli *c) {
     llm_engine *E = llm__cli_engine(c);
-    struct llm__prof prof = {{0}};
-    E->prof = &prof;
+    llm_set_profiling(E, 1);
+    struct llm__prof prof = E->prof_data;
     struct llm__serve_result R;
     llm__serve_run(E, c, &R);
+    prof = E->prof_data;
     struct { const char *name; double t; } rows[] = {
-        {"embedding", prof.t[LLM__PROF_EMBED]},
-        {"attention: q/k/v projections", prof.t[LLM__PROF_QKV]},
-        {"attention: rope", prof.t[LLM__PROF_ROPE]},
-        {"attention: KV store", prof.t[LLM__PROF_KV_STORE]},
-        {"attention: paged attention", prof.t[LLM__PROF_ATTN]},
-        {"attention: output projection", prof.t[LLM__PROF_O_PROJ]},
-        {"MLP: gate/up", prof.t[LLM__PROF_MLP_UP]},
-        {"MLP: silu x up", prof.t[LLM__PROF_SILU]},
-        {"MLP: down", prof.t[LLM__PROF_MLP_DOWN]},
-        {"norms", prof.t[LLM__PROF_NORM]},
-        {"residual adds", prof.t[LLM__PROF_ADD]},
-        {"logits (final norm + output)", prof.t[LLM__PROF_LOGITS]},
-        {"sampling", E->prof_sample},
-        {"scheduling", E->prof_sched},
+        {"embedding", prof.t[LLM_PROF_EMBED]},
+        {"attention: q/k/v projections", prof.t[LLM_PROF_QKV]},
+        {"attention: rope", prof.t[LLM_PROF_ROPE]},
+        {"attention: KV store", prof.t[LLM_PROF_KV_STORE]},
+        {"attention: paged attention", prof.t[LLM_PROF_ATTN]},
+        {"attention: output projection", prof.t[LLM_PROF_O_PROJ]},
+        {"MLP: gate/up", prof.t[LLM_PROF_MLP_UP]},
+        {"MLP: silu x up", prof.t[LLM_PROF_SILU]},
+        {"MLP: down", prof.t[LLM_PROF_MLP_DOWN]},
+        {"norms", prof.t[LLM_PROF_NORM]},
+        {"residual adds", prof.t[LLM_PROF_ADD]},
+        {"logits (final norm + output)", prof.t[LLM_PROF_LOGITS]},
+        {"sampling", prof.t[LLM_PROF_SAMPLING]},
+        {"scheduling", prof.t[LLM_PROF_SCHEDULING]},
     };
     double sum = 0, attn = 0, mlp = 0;
     for (size_t i = 0; i < LLM__ARRAY_LEN(rows); i++) sum += rows[i].t;
@@ -8459,8 +8672,8 @@ static int llm__cmd_profile(struct llm__cli *c) {
     printf("| other (engine API, bookkeeping) | %.1f | %.1f%% |\n", other * 1e3, 100 * other / R.elapsed);
     printf("| **total** | %.1f | 100%% |\n\n", R.elapsed * 1e3);
     printf("attention %.1f%%, MLP %.1f%%, sampling %.1f%%, scheduling %.1f%%\n", 100 * attn / R.elapsed,
-           100 * mlp / R.elapsed, 100 * E->prof_sample / R.elapsed, 100 * E->prof_sched / R.elapsed);
-    E->prof = NULL;
+           100 * mlp / R.elapsed, 100 * prof.t[LLM_PROF_SAMPLING] / R.elapsed, 100 * prof.t[LLM_PROF_SCHEDULING] / R.elapsed);
+    llm_set_profiling(E, 0);
     llm_engine_free(E);
     return 0;
 }
@@ -8484,7 +8697,7 @@ static int llm__cmd_bench(struct llm__cli *c) {
     if (c->ep.max_model_len < n_prompt + n_gen + 1) c->ep.max_model_len = n_prompt + n_gen + 1;
     llm_engine *E = llm__cli_engine(c);
     struct llm_model_info mi;
-    llm_model_info(E, &mi);
+    llm_get_model_info(E, &mi);
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)LLM__MAX(n_prompt, 1));
     float *logits = malloc(sizeof(float) * (size_t)mi.n_vocab);
     double *pp = calloc((size_t)reps, sizeof(double)), *tg = calloc((size_t)reps, sizeof(double));
@@ -8517,9 +8730,7 @@ static int llm__cmd_bench(struct llm__cli *c) {
     double pp_med = n_prompt ? llm__median(pp, reps) : 0, tg_med = n_gen ? llm__median(tg, reps) : 0;
     const char *bname = E->be.iface->name;
     double gbps = 0;   // a GPU's copy bandwidth, for the roofline share of decode
-#ifdef LLM_VULKAN
-    if (!strcmp(bname, "vulkan")) gbps = llm__vk_copy_gbps(E->be.ctx, 10);
-#endif
+    if (llm_measure_bandwidth(E, &gbps) != LLM_OK) gbps = 0;
     if (c->json) {
         printf("{\"model\":");
         llm__json_str(stdout, c->ep.model_path, strlen(c->ep.model_path));
@@ -8555,17 +8766,22 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "chat")) { llm__parse_args(argc, argv, &c); return llm__cmd_chat(&c); }
     if (!strcmp(argv[1], "tokenize")) { llm__parse_args(argc, argv, &c); return llm__cmd_tokenize(&c); }
     if (!strcmp(argv[1], "info") && argc == 3 && !strcmp(argv[2], "--devices")) {
+        struct llm_device devs[16];
+        char err[512];
+        int n = llm_list_devices(devs, 16, err, sizeof(err));
+        if (n < 0) llm__die("%s", err);
 #ifdef LLM_VULKAN
-        struct llm__err e = {{0}};
         printf("Vulkan devices:\n");
-        int n = llm__vk_list_devices(stdout, &e);
-        if (n < 0) llm__die("%s", e.msg);
+        for (int i = 0; i < n && i < 16; i++)
+            printf("  %d: %s (%s), %.1f GiB, subgroup size %d%s, 16-bit storage %s, Vulkan %s\n", devs[i].index,
+                   devs[i].name, devs[i].type, (double)devs[i].memory_bytes / (1 << 30), devs[i].subgroup_size,
+                   devs[i].subgroup_arithmetic ? " (arithmetic)" : "", devs[i].storage_16bit ? "yes" : "no",
+                   devs[i].api_version);
         if (n == 0) printf("  (none)\n");
-        return 0;
 #else
         printf("this build has no GPU backend (make VULKAN=1 adds Vulkan); the CPU backend is always there\n");
-        return 0;
 #endif
+        return 0;
     }
     if (!strcmp(argv[1], "info")) { llm__parse_args(argc, argv, &c); return llm__cmd_info(&c); }
     if (!strcmp(argv[1], "generate")) { llm__parse_args(argc, argv, &c); return llm__cmd_generate(&c); }

@@ -1,21 +1,62 @@
-// llm.h — the public interface of llm.c, a portable LLM inference engine in one C file.
+// llm.h — the public interface of llm.c, a portable LLM inference engine. MIT licence (LICENSE).
 //
-//   #include "llm.h"      and compile llm.c with your program (C11, libc, libm, pthreads).
+// Use: #include "llm.h" and compile llm.c with your program (C11; libc, libm, pthreads):
+//     cc -O2 -c llm.c && cc -O2 app.c llm.o -lm -lpthread
+// or link the installed library: cc app.c $(pkg-config --cflags --libs llm)
 //
-// Handles are opaque. Functions that can fail return an enum llm_status; the message that goes
-// with the last failure of an engine is llm_last_error(engine). Creating an engine reports its
-// error into a caller-supplied buffer, since there is no engine yet.
+// The rules every function here follows:
+//
+// Errors. A function that can fail says so by its return value, one of three ways:
+//   - enum llm_status: LLM_OK (0) or the kind of failure;
+//   - int: a value >= 0 on success (an id, a count, a length), -1 on failure;
+//   - pointer: NULL on failure.
+//   Functions that take an engine then record the failure in it: llm_last_status(engine) gives
+//   its kind and llm_last_error(engine) a message for people, until the next failure. Functions
+//   without an engine (llm_engine_create, llm_list_devices) write the message into a buffer the
+//   caller passes; the few others (llm_sampler_create, llm_chat_apply) fail only for the reasons
+//   their comments give. Functions returning void cannot fail.
+// Truncation. A function that writes text or ids into the caller's buffer returns the size of
+//   the whole result: the text's length (without the terminating NUL) or the number of ids. When
+//   the text does not fit (length >= size) or the ids do not (count > max), the buffer holds as
+//   much as fits (text NUL-terminated when size > 0) and the caller may call again with a larger
+//   buffer. llm_text_stream_push writes and consumes nothing when the text does not fit.
+// Memory. Strings and arrays passed in are copied when the function needs them after it returns.
+//   Pointers handed out stay valid as their comments say, at most until llm_engine_free.
+// Threads. There is no global state: different engines may be used from different threads at
+//   the same time. One engine is used by one thread at a time (calls on it must not overlap);
+//   it computes with its own pool of worker threads. Samplers and text streams likewise. The
+//   functions without an engine argument may be called from any thread at any time.
+// Parameters. Option structs are filled by their *_default() function, then changed field by
+//   field; zero in a field means its default unless the comment says otherwise.
 #ifndef LLM_H
 #define LLM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+// LLM_API marks the exported functions (the shared library exports nothing else).
+#ifndef LLM_API
+#if defined(_WIN32) && defined(LLM_BUILD_SHARED)
+#define LLM_API __declspec(dllexport)
+#elif defined(__GNUC__) || defined(__clang__)
+#define LLM_API __attribute__((visibility("default")))
+#else
+#define LLM_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define LLM_VERSION "0.1.0"
+#define LLM_VERSION_MAJOR 0
+#define LLM_VERSION_MINOR 2
+#define LLM_VERSION_PATCH 0
+#define LLM_VERSION "0.2.0"
+#define LLM_VERSION_NUMBER (LLM_VERSION_MAJOR * 10000 + LLM_VERSION_MINOR * 100 + LLM_VERSION_PATCH)
+// The version of the library linked in (LLM_VERSION_NUMBER of the llm.c compiled), and its text.
+LLM_API int llm_version(void);
+LLM_API const char *llm_version_string(void);
 
 enum llm_status {
     LLM_OK = 0,
@@ -27,83 +68,161 @@ enum llm_status {
     LLM_ERR_CONTEXT,       // too many tokens for the context or the KV cache
     LLM_ERR_BACKEND,       // the compute backend failed
 };
-const char *llm_status_str(enum llm_status status);
+LLM_API const char *llm_status_str(enum llm_status status);
 
 typedef struct llm_engine llm_engine;
 
-// Engine options. Zero means "default" for every field; llm_engine_params_default() fills the
-// defaults explicitly.
+// --- Engines ---
+
+enum llm_backend_kind {
+    LLM_BACKEND_CPU = 0,   // always there
+    LLM_BACKEND_VULKAN,    // builds made with make VULKAN=1 (any GPU with a Vulkan driver)
+    LLM_BACKEND_AUTO,      // a GPU backend when one is built in and can take the model, else the CPU
+};
+enum llm_kv_dtype { LLM_KV_F16 = 0, LLM_KV_F32 };
+enum llm_sched_policy {
+    LLM_SCHED_FCFS = 0,    // first come, first served
+    LLM_SCHED_PRIORITY,    // lower llm_request_params.priority first, then arrival
+};
+enum llm_load_mode {
+    LLM_LOAD_ALL = 0,      // everything: the engine can generate
+    LLM_LOAD_VOCAB,        // the metadata and the tokenizer (vocabulary-only GGUF files work)
+    LLM_LOAD_METADATA,     // only the file's metadata and tensor list (any well-formed GGUF file,
+                           // even of an architecture or type this build cannot run)
+};
+#define LLM_DEVICE_AUTO (-1)
+
 struct llm_engine_params {
     const char *model_path;    // a GGUF file
-    const char *backend;       // "cpu" (default), "vulkan" (make VULKAN=1), or "auto": Vulkan when
-                               // it is built in and works, else the CPU
-    int device;                // Vulkan: device number + 1 (llm info --devices); 0: the first
-                               // discrete GPU, else an integrated one, else any
-    int n_threads;             // CPU worker threads (default: the number of online cores)
-    int max_model_len;         // context length in tokens (default: the model's, at most 4096)
+    enum llm_backend_kind backend;   // default LLM_BACKEND_CPU
+    int device;                // GPU backends: an index of llm_list_devices, or LLM_DEVICE_AUTO
+                               // (the default: the first discrete GPU, else an integrated one)
+    int n_threads;             // CPU worker threads (0: the number of online cores)
+    int max_model_len;         // context length in tokens (0: the model's, at most 4096)
     int block_size;            // KV cache block size in tokens: 8, 16 (default) or 32
-    size_t kv_cache_bytes;     // KV cache memory (default: enough for max_model_len tokens)
-    const char *kv_cache_dtype;// "f16" (default) or "f32"
+    size_t kv_cache_bytes;     // KV cache memory (0: see gpu_memory_utilization)
+    enum llm_kv_dtype kv_cache_dtype;   // default LLM_KV_F16
     int verbose;               // 0 quiet (default), 1 loading progress on stderr when it is a terminal
-    int vocab_only;            // 1: load only the tokenizer (vocab-only GGUF files work); no sequences
+    enum llm_load_mode load;   // default LLM_LOAD_ALL
     // serving (llm_add_request / llm_step / llm_generate), with vLLM's names and defaults
     int max_num_seqs;          // requests computed together in a step (default 256)
     int max_num_batched_tokens;// tokens per step (default 512); longer prompts are prefilled in
                                // chunks, mixed with the decodes of running requests
     int enable_prefix_caching; // 1: full KV blocks are shared between requests with the same
                                // prompt prefix and kept after they finish, until memory is needed
-    const char *scheduling_policy; // "fcfs" (default) or "priority" (lower value first)
-    float gpu_memory_utilization;  // share of the free memory for the KV cache when kv_cache_bytes
-                               // is 0: the GPU's after the weights (Vulkan), the available RAM
-                               // (CPU). 0: default (1/4 of it, at most what max_num_seqs full
-                               // contexts need)
+    enum llm_sched_policy scheduling_policy;   // default LLM_SCHED_FCFS
+    float gpu_memory_utilization;  // when kv_cache_bytes is 0: the share of the free memory the
+                               // KV cache takes: the GPU's after the weights, the available RAM
+                               // on the CPU. 0: a quarter of it. In both cases at most what
+                               // max_num_seqs full contexts need and at least one full context.
+                               // On the CPU, pages are only used as blocks fill.
 };
-struct llm_engine_params llm_engine_params_default(void);
+LLM_API struct llm_engine_params llm_engine_params_default(void);
 
 // Loads the model and sets up the backend. Returns NULL on failure with a message in err.
-llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err, size_t err_size);
-void llm_engine_free(llm_engine *engine);
-const char *llm_last_error(const llm_engine *engine);
+LLM_API llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err, size_t err_size);
+LLM_API void llm_engine_free(llm_engine *engine);
+// The last failure of a function called on this engine (LLM_OK and "" when there was none).
+LLM_API enum llm_status llm_last_status(const llm_engine *engine);
+LLM_API const char *llm_last_error(const llm_engine *engine);
 
 // What was loaded.
 struct llm_model_info {
-    const char *arch;          // "llama", "qwen2"
+    const char *arch;          // "llama", "qwen2", ... ("" when the file has none)
     const char *name;          // general.name or ""
-    int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
+    int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;   // 0 when not loaded
     int64_t n_params;
     size_t weight_bytes;       // bytes of the weights as stored in the file
     size_t bytes_per_token;    // weight bytes a decode step reads (all matrices; the embedding
                                // table only when it is also the output projection)
-    int kv_tokens;             // tokens the KV cache can hold
-    size_t kv_cache_bytes;     // its memory
-    int max_model_len;         // context length in use
     int bos_id, eos_id;        // -1 when the vocabulary has none
     int add_bos;               // the vocabulary asks for a BOS token in front of prompts
+    unsigned gguf_version;
+    int64_t n_tensors, n_metadata;
+    const char *unsupported;   // LLM_LOAD_METADATA: why this build could not run the model
+                               // (the message llm_engine_create would give), or NULL
 };
-void llm_model_info(const llm_engine *engine, struct llm_model_info *info);
+LLM_API void llm_get_model_info(const llm_engine *engine, struct llm_model_info *info);
+
+// How the engine runs it.
+struct llm_engine_info {
+    enum llm_backend_kind backend;   // the backend in use (never LLM_BACKEND_AUTO)
+    const char *backend_name;  // "cpu", "vulkan"
+    const char *device_name;   // the GPU's name, or the CPU's features (e.g. "x86-64 AVX-512")
+    int n_threads;             // CPU worker threads
+    int max_model_len;         // context length in use
+    int block_size;
+    int kv_tokens;             // tokens the KV cache can hold
+    size_t kv_cache_bytes;     // its memory
+    enum llm_kv_dtype kv_cache_dtype;
+    int max_num_seqs, max_num_batched_tokens, enable_prefix_caching;
+    enum llm_sched_policy scheduling_policy;
+};
+LLM_API void llm_get_engine_info(const llm_engine *engine, struct llm_engine_info *info);
+
+// The file's metadata, key by key (index 0 .. llm_model_info.n_metadata - 1), in file order.
+enum llm_meta_type { LLM_META_INT, LLM_META_UINT, LLM_META_FLOAT, LLM_META_BOOL, LLM_META_STRING, LLM_META_ARRAY };
+struct llm_meta {
+    const char *key;
+    enum llm_meta_type type;
+    int64_t i; uint64_t u; double f; int b;   // the value, by type (BOOL: b is 0 or 1)
+    const char *str; size_t str_len;   // STRING: the bytes (not NUL-terminated; may hold any byte)
+    enum llm_meta_type elem_type;      // ARRAY: the elements' type and count
+    uint64_t n_elems;
+};
+LLM_API enum llm_status llm_model_meta(const llm_engine *engine, int64_t index, struct llm_meta *meta);
+// The file's tensors (index 0 .. n_tensors - 1).
+struct llm_tensor_info {
+    const char *name;
+    const char *type_name;     // "f32", "q4_K", ...
+    int type;                  // ggml's type number
+    int supported;             // this build can compute with this type
+    int n_dims;
+    int64_t ne[4];             // ne[0] is the row length
+    size_t bytes;
+};
+LLM_API enum llm_status llm_model_tensor(const llm_engine *engine, int64_t index, struct llm_tensor_info *info);
+
+// GPU devices the built-in GPU backends can use (none without one). Writes up to max entries;
+// returns how many there are (may exceed max), or -1 with the message in err.
+struct llm_device {
+    enum llm_backend_kind backend;
+    int index;                 // for llm_engine_params.device
+    char name[128];
+    char type[24];             // "discrete", "integrated", "virtual", "cpu", "other"
+    size_t memory_bytes;       // device-local memory
+    int subgroup_size, subgroup_arithmetic, storage_16bit;
+    char api_version[24];
+};
+LLM_API int llm_list_devices(struct llm_device *devices, int max, char *err, size_t err_size);
+
+// The memory bandwidth the engine's device reaches copying a large buffer, in GB/s (the roofline
+// of decode: llm_model_info.bytes_per_token x tokens/s against it). LLM_ERR_UNSUPPORTED on
+// backends without a probe (the CPU: use a STREAM-like tool).
+LLM_API enum llm_status llm_measure_bandwidth(llm_engine *engine, double *gb_per_s);
+
+// --- Tokens and text ---
 
 // Tokenization, as llama.cpp tokenizes. flags:
 //   LLM_TOKENIZE_ADD_SPECIAL    BOS (and EOS) where the vocabulary asks for them
 //   LLM_TOKENIZE_PARSE_SPECIAL  the text of control tokens (e.g. "<|im_start|>") becomes those
 //                               tokens; without it such text is tokenized as plain text.
 //                               User-defined tokens are always recognised.
-// Writes up to max_tokens ids and returns how many the text needs (so a second call with a
-// larger buffer gets them all), or -1 with llm_last_error set.
+// Returns the number of ids the text needs (writing at most max_tokens), or -1.
 enum { LLM_TOKENIZE_ADD_SPECIAL = 1, LLM_TOKENIZE_PARSE_SPECIAL = 2 };
-int llm_tokenize(llm_engine *engine, const char *text, size_t len, int flags,
-                 int32_t *tokens, int max_tokens);
-// The bytes a token stands for (control tokens: none). Returns the length (may exceed
-// size, then the piece is cut), or -1 for an id out of range. A piece can be part of a UTF-8
-// character; llm_text_stream puts characters back together.
-int llm_token_to_piece(const llm_engine *engine, int32_t token, char *buf, size_t size);
-int llm_token_is_eog(const llm_engine *engine, int32_t token);   // end of generation?
-int llm_token_is_control(const llm_engine *engine, int32_t token);
+LLM_API int llm_tokenize(llm_engine *engine, const char *text, size_t len, int flags,
+                         int32_t *tokens, int max_tokens);
+// The bytes a token stands for (control tokens: none). Returns their length, or -1 for an id out
+// of range. A piece can be part of a UTF-8 character; llm_text_stream puts characters together.
+LLM_API int llm_token_to_piece(llm_engine *engine, int32_t token, char *buf, size_t size);
+LLM_API int llm_token_is_eog(const llm_engine *engine, int32_t token);   // end of generation?
+LLM_API int llm_token_is_control(const llm_engine *engine, int32_t token);
 // The text of a token sequence: the pieces joined, without the space a SentencePiece
 // vocabulary puts in front of the first word. flags: LLM_DETOKENIZE_SPECIAL writes the text of
-// control tokens too; LLM_DETOKENIZE_SKIP_BOS drops a leading BOS. Returns the length (may
-// exceed size, then the text is cut) or -1 for an id out of range.
+// control tokens too; LLM_DETOKENIZE_SKIP_BOS drops a leading BOS. Returns the text's length,
+// or -1 (an id out of range).
 enum { LLM_DETOKENIZE_SPECIAL = 1, LLM_DETOKENIZE_SKIP_BOS = 2 };
-int llm_detokenize(const llm_engine *engine, const int32_t *tokens, int n, int flags, char *buf, size_t size);
+LLM_API int llm_detokenize(llm_engine *engine, const int32_t *tokens, int n, int flags, char *buf, size_t size);
 
 // Streaming detokenization: feed tokens one at a time and get text that is always whole,
 // valid UTF-8. A character split across tokens comes out once its last byte has arrived;
@@ -112,14 +231,13 @@ int llm_detokenize(const llm_engine *engine, const int32_t *tokens, int n, int f
 // for valid UTF-8 the stream is exactly llm_detokenize's text. Zero-initialise the struct (or
 // call llm_text_stream_reset) before the first token of a text.
 struct llm_text_stream { unsigned char pending[4]; int n_pending; int n_tokens; };
-void llm_text_stream_reset(struct llm_text_stream *stream);
-// Writes the text a token adds, NUL-terminated, and returns its length; when it does not fit
-// in size bytes, returns -(bytes needed) and consumes nothing (call again with a larger
-// buffer). An id out of range adds nothing.
-int llm_text_stream_push(const llm_engine *engine, struct llm_text_stream *stream, int32_t token,
-                         int flags, char *out, size_t size);
+LLM_API void llm_text_stream_reset(struct llm_text_stream *stream);
+// Writes the text a token adds and returns its length (an id out of range adds nothing); when it
+// does not fit (length >= size), nothing is written or consumed. -1: out of memory.
+LLM_API int llm_text_stream_push(llm_engine *engine, struct llm_text_stream *stream, int32_t token,
+                                 int flags, char *out, size_t size);
 // What is left at the end (an unfinished character becomes U+FFFD); 13 bytes always suffice.
-int llm_text_stream_flush(struct llm_text_stream *stream, char *out, size_t size);
+LLM_API int llm_text_stream_flush(struct llm_text_stream *stream, char *out, size_t size);
 
 // Chat templates. A conversation is rendered into the prompt text of a model family; tokenize
 // it with LLM_TOKENIZE_PARSE_SPECIAL (and LLM_TOKENIZE_ADD_SPECIAL: templates leave BOS to
@@ -127,23 +245,25 @@ int llm_text_stream_flush(struct llm_text_stream *stream, char *out, size_t size
 struct llm_chat_message { const char *role; const char *content; };   // "system", "user", "assistant"
 // The template the model file's tokenizer.chat_template is recognised as, or NULL when it has
 // none or it is not one of the above.
-const char *llm_chat_template_detect(const llm_engine *engine);
-// Renders messages; add_assistant appends the start of the assistant's turn. Returns the
-// length (may exceed size, then the text is cut), or -1 for an unknown template name.
-int llm_chat_apply(const char *template_name, const struct llm_chat_message *messages, int n,
-                   int add_assistant, char *buf, size_t size);
+LLM_API const char *llm_chat_template_detect(const llm_engine *engine);
+// Renders messages; add_assistant appends the start of the assistant's turn. Returns the text's
+// length, or -1 for an unknown template name or a message without role or content.
+LLM_API int llm_chat_apply(const char *template_name, const struct llm_chat_message *messages, int n,
+                           int add_assistant, char *buf, size_t size);
 
-// Sequences: each has its own token history and KV cache blocks.
+// --- Sequences: one token history and its KV cache blocks, evaluated directly ---
+//
 // llm_seq_eval appends tokens at the end of a sequence and runs the model over them. logits,
 // when not NULL, receives vocabulary-size rows: one row (the last token) when all_logits is 0,
-// n rows when it is 1.
-int llm_seq_new(llm_engine *engine);                  // a sequence id, or -1
-void llm_seq_free(llm_engine *engine, int seq);
-int llm_seq_len(const llm_engine *engine, int seq);
-enum llm_status llm_seq_eval(llm_engine *engine, int seq, const int32_t *tokens, int n,
-                             float *logits, int all_logits);
+// n rows when it is 1. (Generation with sampling, stop strings and batching goes through
+// requests, below.)
+LLM_API int llm_seq_new(llm_engine *engine);          // a sequence id, or -1
+LLM_API void llm_seq_free(llm_engine *engine, int seq);
+LLM_API int llm_seq_len(const llm_engine *engine, int seq);   // tokens in it, or -1: no such sequence
+LLM_API enum llm_status llm_seq_eval(llm_engine *engine, int seq, const int32_t *tokens, int n,
+                                     float *logits, int all_logits);
 
-// Sampling.
+// --- Sampling ---
 // Order as llama.cpp's default chain: penalties, top-k, top-p, min-p, temperature, draw.
 struct llm_sampling_params {
     float temperature;         // 0 = greedy
@@ -154,20 +274,21 @@ struct llm_sampling_params {
     float frequency_penalty;   // 0 = off: minus frequency_penalty x count of recent occurrences
     float presence_penalty;    // 0 = off: minus presence_penalty once a token occurred recently
     int penalty_last_n;        // how many recent tokens the penalties look at (default 64)
-    uint64_t seed;
+    uint64_t seed;             // the same seed gives the same draws
 };
-struct llm_sampling_params llm_sampling_params_default(void);
+LLM_API struct llm_sampling_params llm_sampling_params_default(void);
 typedef struct llm_sampler llm_sampler;
-llm_sampler *llm_sampler_create(const struct llm_sampling_params *params, int n_vocab);
-void llm_sampler_free(llm_sampler *sampler);
-int32_t llm_sampler_sample(llm_sampler *sampler, const float *logits);   // also accepts the token
+// NULL: invalid parameters (negative or non-finite values, top_p outside [0, 1]) or no memory.
+LLM_API llm_sampler *llm_sampler_create(const struct llm_sampling_params *params, int n_vocab);
+LLM_API void llm_sampler_free(llm_sampler *sampler);
+LLM_API int32_t llm_sampler_sample(llm_sampler *sampler, const float *logits);   // also accepts the token
 // Tells the penalties about a token that was not drawn by the sampler (prompt tokens).
-void llm_sampler_accept(llm_sampler *sampler, int32_t token);
-void llm_sampler_reset(llm_sampler *sampler);   // forgets the history (not the RNG)
+LLM_API void llm_sampler_accept(llm_sampler *sampler, int32_t token);
+LLM_API void llm_sampler_reset(llm_sampler *sampler);   // forgets the history (not the RNG)
 
 // The log-probabilities (log-softmax of the logits) of the k most likely tokens, best first.
 struct llm_logprob { int32_t id; float logprob; };
-void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logprob *out);
+LLM_API void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logprob *out);
 
 
 // --- Serving: many requests at once (continuous batching, paged KV cache, prefix caching) ---
@@ -177,31 +298,46 @@ void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logpro
 // max_num_batched_tokens, and reports what each request produced. When KV memory runs out, the
 // latest (or lowest-priority) request is preempted: its blocks are freed and it is computed
 // again later; no request is dropped, and greedy outputs are the same as without preemption.
-// Call these from one thread; the engine computes with its own pool.
+
+// Why a request ended.
+enum llm_finish_reason {
+    LLM_FINISH_NONE = 0,       // it has not
+    LLM_FINISH_STOP,           // an end-of-generation token, a stop token or a stop string
+    LLM_FINISH_LENGTH,         // max_tokens, the context length (max_model_len), or a KV cache
+                               // too small to hold it even alone
+    LLM_FINISH_ABORT,          // llm_abort_request
+    LLM_FINISH_ERROR,          // it could not run (llm_generate: the message in error)
+};
+// "stop", "length", "abort", "error" (OpenAI's and vLLM's words); "" for LLM_FINISH_NONE.
+LLM_API const char *llm_finish_reason_str(enum llm_finish_reason reason);
 
 struct llm_request_params {
     struct llm_sampling_params sampling;
     int max_tokens;            // tokens to generate (default 16, as vLLM); stops earlier at the
                                // context length
-    int priority;              // scheduling_policy "priority": lower values first (default 0)
+    int priority;              // LLM_SCHED_PRIORITY: lower values first (default 0)
     int ignore_eos;            // 1: end-of-generation tokens do not stop it
     const char *const *stop;   // stop strings: the text ends before the first one (not included)
     int n_stop;
     const int32_t *stop_token_ids;  // ids that stop it (included in the tokens)
     int n_stop_token_ids;
     int add_special;           // text prompts: BOS as the vocabulary asks (default 1; -1: no)
+    int parse_special;         // text prompts: 1: control-token text becomes those tokens
+    int logprobs;              // report the top-k log-probabilities of each generated position
+                               // (0: none, at most 20)
 };
-struct llm_request_params llm_request_params_default(void);
+LLM_API struct llm_request_params llm_request_params_default(void);
 
 // A prompt: text (tokenized with the model's vocabulary) or token ids.
 struct llm_prompt { const char *text; const int32_t *tokens; int n_tokens; };
 
-// Queues a request (the strings and arrays are copied). Returns its id (>= 0), or -1 with
-// llm_last_error set: bad parameters, a prompt longer than max_model_len, or one that the KV
-// cache cannot hold even alone. Nothing else is affected by a rejected request.
-int llm_add_request(llm_engine *engine, const struct llm_prompt *prompt, const struct llm_request_params *params);
-// Stops a request; it is reported once more by the next llm_step, with finish_reason "abort".
-enum llm_status llm_abort_request(llm_engine *engine, int request_id);
+// Queues a request (the strings and arrays are copied). Returns its id (>= 0), or -1: bad
+// parameters, a prompt longer than max_model_len, or one that the KV cache cannot hold even
+// alone. Nothing else is affected by a rejected request.
+LLM_API int llm_add_request(llm_engine *engine, const struct llm_prompt *prompt,
+                            const struct llm_request_params *params);
+// Stops a request; it is reported once more by the next llm_step, with LLM_FINISH_ABORT.
+LLM_API enum llm_status llm_abort_request(llm_engine *engine, int request_id);
 
 // What a request produced in a step. Pointers stay valid until the next llm_step.
 struct llm_output {
@@ -210,8 +346,9 @@ struct llm_output {
     int n_new_tokens;
     const char *new_text;      // their text: whole UTF-8 characters, a possible stop string held
     int n_new_text;            // back until it is decided (NUL-terminated too)
+    const struct llm_logprob *new_logprobs;   // logprobs > 0: n_new_tokens x logprobs entries
     int finished;
-    const char *finish_reason; // when finished: "stop", "length" or "abort"; else NULL
+    enum llm_finish_reason finish_reason;   // when finished
     // metrics (milliseconds); the totals are final when finished
     double ttft_ms;            // arrival to first token (0 until there is one)
     double e2e_ms;             // arrival to the end (when finished)
@@ -219,9 +356,9 @@ struct llm_output {
     const float *itl_ms;       // when finished: the n_output_tokens - 1 inter-token latencies
 };
 // Runs one step. Returns the number of outputs written to *outputs (0 when there was nothing
-// to do), or -1 with llm_last_error set when the backend failed.
-int llm_step(llm_engine *engine, const struct llm_output **outputs);
-int llm_has_unfinished_requests(const llm_engine *engine);
+// to do), or -1 when the backend failed.
+LLM_API int llm_step(llm_engine *engine, const struct llm_output **outputs);
+LLM_API int llm_has_unfinished_requests(const llm_engine *engine);
 
 // The engine's state: KV blocks, how full the used ones are, prefix cache hits, queues.
 struct llm_engine_stats {
@@ -232,24 +369,39 @@ struct llm_engine_stats {
     int n_running, n_waiting;
     long long n_preemptions, n_steps;
 };
-void llm_engine_stats(const llm_engine *engine, struct llm_engine_stats *stats);
+LLM_API void llm_get_stats(const llm_engine *engine, struct llm_engine_stats *stats);
+
+// Profiling: time per module of the model (each op waits for the device when it runs
+// asynchronously, so profiling slows a GPU down), sampling and scheduling.
+enum llm_prof_op {
+    LLM_PROF_EMBED, LLM_PROF_NORM, LLM_PROF_QKV, LLM_PROF_ROPE, LLM_PROF_KV_STORE, LLM_PROF_ATTN,
+    LLM_PROF_O_PROJ, LLM_PROF_MLP_UP, LLM_PROF_SILU, LLM_PROF_MLP_DOWN, LLM_PROF_ADD, LLM_PROF_LOGITS,
+    LLM_PROF_SAMPLING, LLM_PROF_SCHEDULING, LLM_PROF_COUNT
+};
+struct llm_profile { double seconds[LLM_PROF_COUNT]; long long n_steps; };
+// on = 1 starts (from zero), 0 stops.
+LLM_API void llm_set_profiling(llm_engine *engine, int on);
+LLM_API void llm_get_profile(const llm_engine *engine, struct llm_profile *profile);
+LLM_API const char *llm_prof_op_name(enum llm_prof_op op);   // "attention: rope", ...
 
 // Offline batch generation (vLLM's LLM.generate): all prompts at once, results in order.
 // params: one per prompt, or NULL for the defaults. A prompt that cannot run gets
-// finish_reason "error" and the message in error; the others are not affected.
+// LLM_FINISH_ERROR and the message in error; the others are not affected. Returns LLM_OK unless
+// the backend failed (then what had not finished ends with LLM_FINISH_ERROR).
 struct llm_result {
     int32_t *prompt_tokens; int n_prompt_tokens;
     int32_t *tokens; int n_tokens;
     char *text;
-    const char *finish_reason; // "stop", "length", "abort" or "error"
-    char *error;               // the message when finish_reason is "error", else NULL
+    struct llm_logprob *logprobs;   // n_tokens x logprobs entries when asked for, else NULL
+    enum llm_finish_reason finish_reason;
+    char *error;               // the message when finish_reason is LLM_FINISH_ERROR, else NULL
     double ttft_ms, e2e_ms;
     int n_cached_tokens, n_preemptions;
     float *itl_ms; int n_itl;
 };
-enum llm_status llm_generate(llm_engine *engine, const struct llm_prompt *prompts, int n,
-                             const struct llm_request_params *params, struct llm_result *results);
-void llm_results_free(struct llm_result *results, int n);
+LLM_API enum llm_status llm_generate(llm_engine *engine, const struct llm_prompt *prompts, int n,
+                                     const struct llm_request_params *params, struct llm_result *results);
+LLM_API void llm_results_free(struct llm_result *results, int n);
 
 #ifdef __cplusplus
 }

@@ -166,9 +166,8 @@ static uint32_t llm__vk_subgroup_size(VkPhysicalDevice pd, int *features) {
     return sg.subgroupSize;
 }
 
-// Writes one line per Vulkan device to f (index, name, type, memory, subgroup size). Returns the
-// number of devices, or -1 with the reason in e.
-__attribute__((unused)) static int llm__vk_list_devices(FILE *f, struct llm__err *e) {
+// Describes up to max Vulkan devices. Returns the number of devices, or -1 with the reason in e.
+static int llm__vk_list_devices(struct llm_device *out, int max, struct llm__err *e) {
     VkInstance inst;
     if (llm__vk_instance(&inst, e) != LLM_OK) return -1;
     uint32_t n = 0;
@@ -176,15 +175,22 @@ __attribute__((unused)) static int llm__vk_list_devices(FILE *f, struct llm__err
     VkPhysicalDevice pds[16];
     n = LLM__MIN(n, 16u);
     vkEnumeratePhysicalDevices(inst, &n, pds);
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < n && (int)i < max; i++) {
         VkPhysicalDeviceProperties p;
         vkGetPhysicalDeviceProperties(pds[i], &p);
         int feat;
-        uint32_t sg = llm__vk_subgroup_size(pds[i], &feat);
-        fprintf(f, "  %u: %s (%s), %.1f GiB, subgroup size %u%s, 16-bit storage %s, Vulkan %u.%u\n", i, p.deviceName,
-                llm__vk_type_name(p.deviceType), (double)llm__vk_device_memory(pds[i]) / (1 << 30), sg,
-                feat & LLM__VK_SUBGROUP ? " (arithmetic)" : "", feat & LLM__VK_16BIT ? "yes" : "no",
-                VK_VERSION_MAJOR(p.apiVersion), VK_VERSION_MINOR(p.apiVersion));
+        struct llm_device *d = &out[i];
+        memset(d, 0, sizeof(*d));
+        d->backend = LLM_BACKEND_VULKAN;
+        d->index = (int)i;
+        snprintf(d->name, sizeof(d->name), "%s", p.deviceName);
+        snprintf(d->type, sizeof(d->type), "%s", llm__vk_type_name(p.deviceType));
+        d->memory_bytes = (size_t)llm__vk_device_memory(pds[i]);
+        d->subgroup_size = (int)llm__vk_subgroup_size(pds[i], &feat);
+        d->subgroup_arithmetic = (feat & LLM__VK_SUBGROUP) != 0;
+        d->storage_16bit = (feat & LLM__VK_16BIT) != 0;
+        snprintf(d->api_version, sizeof(d->api_version), "%u.%u.%u", VK_VERSION_MAJOR(p.apiVersion),
+                 VK_VERSION_MINOR(p.apiVersion), VK_VERSION_PATCH(p.apiVersion));
     }
     vkDestroyInstance(inst, NULL);
     return (int)n;
@@ -292,7 +298,7 @@ static void llm__vk_buf_free(void *ctx, struct llm__buf *b) {
 static void llm__vk_staged(struct llm__vk *vk, const struct llm__buf *b, size_t offs, void *host, size_t n, bool up) {
     const size_t piece = (size_t)64 << 20;
     if (vk->staging.size < LLM__MIN(n, piece)) {
-        struct llm__err e = {{0}};
+        struct llm__err e = {{0}, LLM_OK};
         if (vk->staging.handle) llm__vk_buf_free(vk, &vk->staging);
         if (llm__vk_buf_alloc(vk, &vk->staging, LLM__MIN(LLM__MAX(n, (size_t)1 << 20), piece), &e) != LLM_OK) return;
         if (!((struct llm__vk_mem *)vk->staging.handle)->map) {   // no host-visible memory at all
@@ -485,7 +491,7 @@ static enum llm_status llm__vk_end_step(void *ctx, struct llm__err *e) {
 }
 
 static void llm__vk_sync(void *ctx) {
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     llm__vk_submit(ctx, &e);
     llm__vk_begin(ctx);
 }
@@ -703,16 +709,18 @@ static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
 }
 
 // Device memory bandwidth as a copy between two device buffers measures it: (bytes read + bytes
-// written) / seconds over `reps` copies of up to 256 MiB in one submit, after one warm-up copy.
-// 0 when the buffers cannot be had. (For llm bench's roofline share.)
-__attribute__((unused)) static double llm__vk_copy_gbps(void *ctx, int reps) {
+// written) / seconds over 10 copies of up to 256 MiB in one submit, after one warm-up copy.
+// (For llm bench's roofline share.)
+static enum llm_status llm__vk_bandwidth(void *ctx, double *gbps, struct llm__err *err) {
     struct llm__vk *vk = ctx;
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     struct llm__buf a = {0}, b = {0};
+    const int reps = 10;
     size_t n = (size_t)LLM__MIN((uint64_t)256 << 20, vk->heap / 8) & ~(size_t)255;
+    *gbps = 0;
     if (llm__vk_buf_alloc(vk, &a, n, &e) || llm__vk_buf_alloc(vk, &b, n, &e)) {
         if (a.handle) llm__vk_buf_free(vk, &a);
-        return 0;
+        return llm__fail(err, e.status, "vulkan: bandwidth probe: %s", e.msg);
     }
     double best = 0;
     for (int round = 0; round < 2; round++) {   // round 0: warm-up
@@ -731,8 +739,12 @@ __attribute__((unused)) static double llm__vk_copy_gbps(void *ctx, int reps) {
     }
     llm__vk_buf_free(vk, &a);
     llm__vk_buf_free(vk, &b);
-    return best;
+    if (e.msg[0]) return llm__fail(err, e.status ? e.status : LLM_ERR_BACKEND, "vulkan: bandwidth probe: %s", e.msg);
+    *gbps = best;
+    return LLM_OK;
 }
+
+static const char *llm__vk_device_name(void *ctx) { return ((struct llm__vk *)ctx)->name; }
 
 static const struct llm_backend_i llm__vk_iface = {
     /* .name = */ "vulkan",
@@ -757,6 +769,8 @@ static const struct llm_backend_i llm__vk_iface = {
     /* .silu_mul = */ llm__vk_silu_mul,
     /* .add = */ llm__vk_add,
     /* .get_rows = */ llm__vk_get_rows,
+    /* .device_name = */ llm__vk_device_name,
+    /* .bandwidth = */ llm__vk_bandwidth,
 };
 
 // Opens device `index` (-1: the first discrete GPU, else integrated, else any) and builds the

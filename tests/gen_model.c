@@ -496,7 +496,7 @@ int main(int argc, char **argv) {
     m.head_dim = m.s->n_embd / m.s->n_head;
 
     double t0 = llm__now();
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     struct llm__gguf vocab;
     long long n_synth = 0;
     char *synth_data = NULL;

@@ -169,7 +169,7 @@ static void check_model(const char *file, const char *kv_dtype, int threads, int
     struct llm_engine_params p = llm_engine_params_default();
     p.model_path = path;
     p.n_threads = threads;
-    p.kv_cache_dtype = kv_dtype;
+    p.kv_cache_dtype = strcmp(kv_dtype, "f32") == 0 ? LLM_KV_F32 : LLM_KV_F16;
     p.block_size = 8;   // several blocks even for a short prompt
     char err[512];
     llm_engine *E = llm_engine_create(&p, err, sizeof(err));

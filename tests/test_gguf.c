@@ -59,7 +59,7 @@ static uint8_t *exact_copy(const void *p, size_t n) {
 static void expect_bad(const char *what, const struct buf *b, const char *word, enum llm_status want) {
     uint8_t *copy = exact_copy(b->p, b->n);
     struct llm__gguf g;
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     enum llm_status st = llm__gguf_open_memory(&g, copy, b->n, &e);
     EXPECT(st != LLM_OK, "%s: opened", what);
     EXPECT(st == want, "%s: status %d (%s), expected %d", what, (int)st, e.msg, (int)want);
@@ -100,7 +100,7 @@ static uint8_t *finish_to_memory(struct llm__gguf_writer *w, size_t *size,
     char *mem = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&mem, &len);
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     EXPECT(f != NULL, "open_memstream");
     enum llm_status st = llm__gguf_writer_begin(w, f, &e);
     EXPECT(st == LLM_OK, "begin: %s", e.msg);
@@ -179,7 +179,7 @@ static const double rt_f64s[] = {3.141592653589793, -1e300};
 static const char *const rt_strs[] = {"hello", "", "h\xc3\xa9llo w\xc3\xb6rld", "\xe4\xb8\xad\xe6\x96\x87"};
 
 static void rt_fill(struct llm__gguf_writer *w, uint32_t alignment) {
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     int bad = 0;
     llm__gguf_writer_init(w);
     if (alignment) bad += llm__gguf_writer_set_u32(w, "general.alignment", alignment, &e) != LLM_OK;
@@ -220,7 +220,7 @@ static void rt_fill(struct llm__gguf_writer *w, uint32_t alignment) {
 
 static void rt_check(const uint8_t *file, size_t size, uint32_t alignment) {
     struct llm__gguf g;
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     enum llm_status st = llm__gguf_open_memory(&g, file, size, &e);
     EXPECT(st == LLM_OK, "round trip open: %s", e.msg);
     if (st != LLM_OK) return;
@@ -338,7 +338,7 @@ static void test_round_trip(void) {
 
         // copy every key/value into a new file: the key/value bytes come out identical
         struct llm__gguf g;
-        struct llm__err e = {{0}};
+        struct llm__err e = {{0}, LLM_OK};
         if (llm__gguf_open_memory(&g, file, size, &e) == LLM_OK) {
             llm__gguf_writer_init(&w);
             for (int64_t i = 0; i < g.n_kv; i++)
@@ -364,7 +364,7 @@ static void noop_data(struct llm__gguf_writer *w, struct llm__err *e) { (void)w;
 
 static void test_writer_errors(void) {
     struct llm__gguf_writer w;
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     int64_t ne[2] = {33, 2};
     llm__gguf_writer_init(&w);
     EXPECT(llm__gguf_writer_set_u32(&w, "k", 1, &e) == LLM_OK, "set");
@@ -420,7 +420,7 @@ static void pattern_data(struct llm__gguf_writer *w, struct llm__err *e) {
 // A small valid file: a few key/values (one a string array) and three tensors.
 static uint8_t *small_file(size_t *size, size_t *data_start, size_t *data_end) {
     struct llm__gguf_writer w;
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     static const char *const toks[] = {"<s>", "</s>", "a", "bc", "def"};
     static const float scores[] = {0, 0, -1, -2, -3};
     int64_t ne_a[2] = {16, 4}, ne_b[2] = {64, 3}, ne_c[2] = {32, 8};
@@ -451,7 +451,7 @@ static void test_truncation(void) {
     for (size_t len = 0; len <= size; len++) {
         uint8_t *copy = exact_copy(file, len);
         struct llm__gguf g;
-        struct llm__err e = {{0}};
+        struct llm__err e = {{0}, LLM_OK};
         enum llm_status st = llm__gguf_open_memory(&g, copy, len, &e);
         if (len < data_end) {
             // every cut before the end of the last tensor's data must be caught, with a message
@@ -488,7 +488,7 @@ static void test_bit_flips(void) {
             else copy[at] ^= (uint8_t)(1u << ((r >> 8) % 8));
         }
         struct llm__gguf g;
-        struct llm__err e = {{0}};
+        struct llm__err e = {{0}, LLM_OK};
         enum llm_status st = llm__gguf_open_memory(&g, copy, size, &e);
         if (st == LLM_OK) {
             opened++;
@@ -528,7 +528,7 @@ static void test_crafted(void) {
     {
         uint8_t *copy = exact_copy(b.p, b.n);
         struct llm__gguf g;
-        struct llm__err e = {{0}};
+        struct llm__err e = {{0}, LLM_OK};
         EXPECT(llm__gguf_open_memory(&g, copy, b.n, &e) == LLM_OK && g.n_tensors == 1 &&
                ((const float *)g.tensors[0].data)[63] == 1.0f, "crafted base: %s", e.msg);
         llm__gguf_close(&g);
@@ -700,7 +700,7 @@ static void test_crafted(void) {
 
 static void test_open_errors(void) {
     struct llm__gguf g;
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     EXPECT(llm__gguf_open(&g, "/nonexistent/model.gguf", &e) == LLM_ERR_IO && strstr(e.msg, "cannot open") &&
            strstr(e.msg, "/nonexistent/model.gguf"), "missing file: %s", e.msg);
     EXPECT(llm__gguf_open(&g, "/tmp", &e) == LLM_ERR_IO && strstr(e.msg, "directory"), "directory: %s", e.msg);
@@ -742,7 +742,7 @@ static void test_real_files(void) {
         if (glob(pattern, 0, NULL, &gl) != 0) continue;
         for (size_t i = 0; i < gl.gl_pathc; i++) {
             struct llm__gguf g;
-            struct llm__err e = {{0}};
+            struct llm__err e = {{0}, LLM_OK};
             enum llm_status st = llm__gguf_open(&g, gl.gl_pathv[i], &e);
             EXPECT(st == LLM_OK, "%s: %s", gl.gl_pathv[i], e.msg);
             if (st != LLM_OK) continue;

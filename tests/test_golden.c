@@ -59,7 +59,7 @@ static void check_golden(const char *model, const char *golden, int threads, con
     struct llm_engine_params p = llm_engine_params_default();
     p.model_path = model;
     p.n_threads = threads;
-    p.kv_cache_dtype = kv_dtype;
+    p.kv_cache_dtype = strcmp(kv_dtype, "f32") == 0 ? LLM_KV_F32 : LLM_KV_F16;
     char err[512];
     llm_engine *E = llm_engine_create(&p, err, sizeof(err));
     EXPECT(E != NULL, "%s: %s", model, err);

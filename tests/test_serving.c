@@ -23,7 +23,7 @@ static llm_engine *engine(int max_seqs, int max_tokens, size_t kv_bytes, int cac
     p.max_num_batched_tokens = max_tokens;
     p.kv_cache_bytes = kv_bytes;
     p.enable_prefix_caching = caching;
-    p.scheduling_policy = policy;
+    p.scheduling_policy = strcmp(policy, "priority") == 0 ? LLM_SCHED_PRIORITY : LLM_SCHED_FCFS;
     p.max_model_len = 256;
     llm_engine *E = llm_engine_create(&p, err, sizeof(err));
     if (!E) fprintf(stderr, "engine: %s\n", err);
@@ -60,8 +60,8 @@ static void run_all(llm_engine *E, int n, const int *which, int max_tokens, int3
     enum llm_status st = llm_generate(E, pr, n, rp, res);
     EXPECT(st == LLM_OK, "generate: %s", llm_last_error(E));
     for (int i = 0; i < n; i++) {
-        EXPECT(res[i].n_tokens == max_tokens && !strcmp(res[i].finish_reason, "length"), "request %d: %d tokens, %s", i,
-               res[i].n_tokens, res[i].finish_reason);
+        EXPECT(res[i].n_tokens == max_tokens && res[i].finish_reason == LLM_FINISH_LENGTH, "request %d: %d tokens, %s", i,
+               res[i].n_tokens, llm_finish_reason_str(res[i].finish_reason));
         memcpy(out[which[i]], res[i].tokens, sizeof(int32_t) * (size_t)LLM__MIN(res[i].n_tokens, 40));
         if (keep) keep[i] = res[i];
     }
@@ -168,7 +168,7 @@ int main(void) {
     llm_engine *E = engine(64, 512, 0, 0, "fcfs");
     if (!E) return test_summary("test_serving");
     struct llm_model_info mi;
-    llm_model_info(E, &mi);
+    llm_get_model_info(E, &mi);
     make_prompts(mi.n_vocab, 48);
     int all[NP];
     for (int i = 0; i < NP; i++) all[i] = i;
@@ -186,7 +186,7 @@ int main(void) {
     run_all(E, NP, all, 24, cached, NULL);
     run_all(E, NP, all, 24, cached, NULL);   // the second time, everything is cached
     struct llm_engine_stats st;
-    llm_engine_stats(E, &st);
+    llm_get_stats(E, &st);
     for (int i = 0; i < NP; i++)
         EXPECT(memcmp(alone[i], cached[i], sizeof(int32_t) * 24) == 0, "request %d: output with prefix caching differs", i);
     EXPECT(st.prefix_hit_tokens > 0 && st.prefix_hit_tokens < st.prefix_query_tokens, "prefix hits %lld of %lld",
@@ -207,7 +207,7 @@ int main(void) {
         int n = llm_step(E, &out);
         EXPECT(n >= 0, "step: %s", llm_last_error(E));
         if (n < 0) break;
-        llm_engine_stats(E, &st);
+        llm_get_stats(E, &st);
         max_running = LLM__MAX(max_running, st.n_running);
         for (int j = 0; j < n; j++)
             for (int t = 0; t < out[j].n_new_tokens; t++) {
@@ -228,7 +228,7 @@ int main(void) {
     size_t per_token = 2 * (size_t)mi.n_layer * (size_t)mi.n_head_kv * (size_t)mi.head_dim * 2;
     E = engine(64, 512, per_token * 16 * 24, 0, "fcfs");
     run_all(E, NP, all, 24, small, NULL);
-    llm_engine_stats(E, &st);
+    llm_get_stats(E, &st);
     EXPECT(st.n_preemptions > 0, "no preemption with %d blocks", st.kv_blocks_total);
     for (int i = 0; i < NP; i++)
         EXPECT(memcmp(alone[i], small[i], sizeof(int32_t) * 24) == 0, "request %d: output after preemption differs", i);
@@ -266,10 +266,10 @@ int main(void) {
     rp.priority = 0;
     rp.max_tokens = 24;
     EXPECT(llm_generate(E, two, 2, (struct llm_request_params[]){rp, rp}, res) == LLM_OK, "generate");
-    EXPECT(!strcmp(res[0].finish_reason, "error") && res[0].error && strstr(res[0].error, "max_model_len"),
-           "long prompt: %s (%s)", res[0].finish_reason, res[0].error ? res[0].error : "");
-    EXPECT(!strcmp(res[1].finish_reason, "length") && res[1].n_tokens == 24 && !memcmp(res[1].tokens, alone[0], 24 * 4),
-           "the other request was affected: %s, %d tokens", res[1].finish_reason, res[1].n_tokens);
+    EXPECT(res[0].finish_reason == LLM_FINISH_ERROR && res[0].error && strstr(res[0].error, "max_model_len"),
+           "long prompt: %s (%s)", llm_finish_reason_str(res[0].finish_reason), res[0].error ? res[0].error : "");
+    EXPECT(res[1].finish_reason == LLM_FINISH_LENGTH && res[1].n_tokens == 24 && !memcmp(res[1].tokens, alone[0], 24 * 4),
+           "the other request was affected: %s, %d tokens", llm_finish_reason_str(res[1].finish_reason), res[1].n_tokens);
     // stop string: the third word of the text
     char stop[64] = "";
     const char *sp = strchr(res[1].text + 1, ' ');
@@ -282,8 +282,8 @@ int main(void) {
         struct llm_result r2;
         llm_generate(E, &two[1], 1, &rs, &r2);
         size_t want_len = (size_t)(strstr(res[1].text, stop) - res[1].text);
-        EXPECT(!strcmp(r2.finish_reason, "stop") && strlen(r2.text) == want_len && !strncmp(r2.text, res[1].text, want_len),
-               "stop '%s': '%s' (%s), full '%s'", stop, r2.text, r2.finish_reason, res[1].text);
+        EXPECT(r2.finish_reason == LLM_FINISH_STOP && strlen(r2.text) == want_len && !strncmp(r2.text, res[1].text, want_len),
+               "stop '%s': '%s' (%s), full '%s'", stop, r2.text, llm_finish_reason_str(r2.finish_reason), res[1].text);
         llm_results_free(&r2, 1);
     }
     llm_results_free(res, 2);
@@ -292,7 +292,7 @@ int main(void) {
     llm_step(E, &out);
     EXPECT(llm_abort_request(E, id) == LLM_OK, "abort");
     int n = llm_step(E, &out);
-    EXPECT(n == 1 && out[0].finished && !strcmp(out[0].finish_reason, "abort"), "abort not reported");
+    EXPECT(n == 1 && out[0].finished && out[0].finish_reason == LLM_FINISH_ABORT, "abort not reported");
     EXPECT(!llm_has_unfinished_requests(E), "an aborted request is still unfinished");
     llm_engine_free(E);
     return test_summary("test_serving");

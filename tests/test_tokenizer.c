@@ -138,7 +138,7 @@ static int32_t *tokenize(llm_engine *e, const char *text, size_t len, int flags,
 }
 
 // The text of ids (*len bytes, NUL-terminated), or NULL with *len = -1.
-static char *detokenize(const llm_engine *e, const int32_t *ids, int n, int flags, int *len) {
+static char *detokenize(llm_engine *e, const int32_t *ids, int n, int flags, int *len) {
     size_t cap = 64 + (size_t)n * 16;
     char *buf = malloc(cap + 1);
     int k = llm_detokenize(e, ids, n, flags, buf, cap);
@@ -160,7 +160,7 @@ static char *detokenize(const llm_engine *e, const int32_t *ids, int n, int flag
 
 // The text of ids fed one at a time through llm_text_stream_push (flags 0), then flushed; NULL
 // with *len = -1 when a call fails or writes more than the header says it needs.
-static char *stream_text(const llm_engine *e, const int32_t *ids, int n, int *len) {
+static char *stream_text(llm_engine *e, const int32_t *ids, int n, int *len) {
     struct llm_text_stream st;
     llm_text_stream_reset(&st);
     size_t cap = 256, used = 0;
@@ -385,7 +385,7 @@ static void check_special(llm_engine *e, const char *name) {
 // drops it again.
 static void check_bos(llm_engine *e, const char *name) {
     struct llm_model_info info;
-    llm_model_info(e, &info);
+    llm_get_model_info(e, &info);
     EXPECT(info.bos_id >= 0 && info.add_bos, "%s: bos_id %d, add_bos %d", name, info.bos_id, info.add_bos);
     const char *text = "Hello world";
     int n0, n1, len;
@@ -415,7 +415,7 @@ static void check_vocab(const char *name, const char *path, const struct cases *
     struct llm_engine_params params = llm_engine_params_default();
     params.model_path = path;
     params.n_threads = 1;
-    params.vocab_only = 1;
+    params.load = LLM_LOAD_VOCAB;
     llm_engine *e = llm_engine_create(&params, err, sizeof err);
     EXPECT(e != NULL, "%s: %s", path, err);
     if (!e) return;

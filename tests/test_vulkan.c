@@ -26,7 +26,7 @@ static void test_ops(struct llm_backend *vk, struct llm_backend *cpu) {
         float *h = malloc(sizeof(float) * (3 * n + 2 * pad + cols)), *got = malloc(sizeof(float) * n),
               *want = malloc(sizeof(float) * n);
         for (size_t i = 0; i < 3 * n + 2 * pad + cols; i++) h[i] = (float)test_rng_normal(&seed);
-        struct llm__err e = {{0}};
+        struct llm__err e = {{0}, LLM_OK};
         struct llm__buf gb[2], cb[2];
         size_t bytes = sizeof(float) * (3 * n + 2 * pad + cols);
         EXPECT(vk->iface->buf_alloc(vk->ctx, &gb[0], bytes, &e) == LLM_OK, "buf_alloc: %s", e.msg);
@@ -74,7 +74,7 @@ static void test_rows(struct llm_backend *vk, struct llm_backend *cpu) {
     for (int64_t i = 0; i < cols * rows; i++) f[i] = (float)test_rng_normal(&seed);
     int32_t tokens[9] = {3, 0, 49, 3, 17, 25, 8, 8, 1}, out_rows[4] = {8, 0, 3, 5};
     struct llm__step step = {.n_tokens = 9, .tokens = tokens, .n_out = 4, .out_rows = out_rows};
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     for (size_t ti = 0; ti < LLM__ARRAY_LEN(types); ti++) {
         size_t rb = llm__row_bytes(types[ti], cols);
         char *q = malloc(rb * (size_t)rows);
@@ -127,7 +127,7 @@ static void test_rows(struct llm_backend *vk, struct llm_backend *cpu) {
 
 // The same bytes in a new buffer of each backend (be[0] Vulkan, be[1] CPU).
 static void buf2_alloc(struct llm_backend *const *be, struct llm__buf *b, const void *data, size_t bytes) {
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     for (int k = 0; k < 2; k++) {
         EXPECT(be[k]->iface->buf_alloc(be[k]->ctx, &b[k], bytes, &e) == LLM_OK, "buf_alloc %zu: %s", bytes, e.msg);
         if (data) be[k]->iface->upload(be[k]->ctx, &b[k], 0, data, bytes);
@@ -216,7 +216,7 @@ static bool matmul_case(struct llm_backend *vk, struct llm_backend *cpu, int t0,
     char name[32];
     if (t0 == t1) snprintf(name, sizeof(name), "%s", llm__type_info((uint32_t)t0)->name);
     else snprintf(name, sizeof(name), "%s+%s", llm__type_info((uint32_t)t0)->name, llm__type_info((uint32_t)t1)->name);
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     // weights (the CPU backend reads the host copy in place: it lives until weight_free)
     struct llm__weight w[2][2];   // [backend][weight]
     char *q[2];
@@ -331,7 +331,7 @@ static void test_rope(struct llm_backend *vk, struct llm_backend *cpu) {
     int32_t pos[37], tok[37] = {0};
     for (int t = 0; t < T; t++) pos[t] = t == 0 ? 0 : t == 1 ? 5000 : (int32_t)(test_rng_next(&seed) % 5001);
     struct llm__step step = {.n_tokens = (int)T, .tokens = tok, .positions = pos};
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     for (size_t c = 0; c < LLM__ARRAY_LEN(cases); c++) {
         const int64_t cols = (int64_t)cases[c].n_head * cases[c].head_dim;
         const size_t ox = 5, sx = (size_t)cols + 3, words = ox + (size_t)T * sx + 4, of = 3;
@@ -440,7 +440,7 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
     buf2_alloc(be, vb, ch, 2 * layer);
     buf2_alloc(be, obuf, oh, sizeof(float) * ow);
     const struct llm__attn ap = {n_head, n_head_kv, hd, 1.0f / sqrtf((float)hd)};
-    struct llm__err e = {{0}};
+    struct llm__err e = {{0}, LLM_OK};
     for (int k = 0; k < 2; k++) {
         const int64_t slots = (int64_t)pool * bs;
         struct llm__tensor kc = {&kb[k], layer, type, n_kv, slots, row_bytes}, vc = {&vb[k], layer, type, n_kv, slots, row_bytes};
@@ -524,7 +524,7 @@ static llm_engine *open_engine(const char *path, const char *backend) {
     struct llm_engine_params p = llm_engine_params_default();
     char err[512];
     p.model_path = path;
-    p.backend = backend;
+    p.backend = strcmp(backend, "vulkan") == 0 ? LLM_BACKEND_VULKAN : LLM_BACKEND_CPU;
     p.n_threads = 2;
     p.max_model_len = 128;
     llm_engine *E = llm_engine_create(&p, err, sizeof(err));
@@ -618,7 +618,7 @@ static void test_serving(const char *name) {
     struct llm_engine_params p = llm_engine_params_default();
     char err[512];
     p.model_path = path;
-    p.backend = "vulkan";
+    p.backend = LLM_BACKEND_VULKAN;
     p.max_model_len = 64;
     p.block_size = 16;
     p.enable_prefix_caching = 1;
@@ -670,14 +670,14 @@ static void test_memory(const char *name, uint64_t heap) {
     if (!model_path(name, path, sizeof(path))) return;
     struct llm_engine_params p = llm_engine_params_default();
     p.model_path = path;
-    p.backend = "vulkan";
+    p.backend = LLM_BACKEND_VULKAN;
     p.n_threads = 2;
     p.kv_cache_bytes = (size_t)heap + ((size_t)1 << 30);
     llm_engine *E = llm_engine_create(&p, err, sizeof(err));
     EXPECT(!E && strstr(err, "not enough device memory"), "a KV cache larger than the device: %s", E ? "created" : err);
     printf("  vulkan, KV cache of %.1f GiB: %s\n", (double)p.kv_cache_bytes / (1 << 30), err);
     llm_engine_free(E);
-    p.backend = "auto";
+    p.backend = LLM_BACKEND_AUTO;
     E = llm_engine_create(&p, err, sizeof(err));
     EXPECT(E && !strcmp(E->be.iface->name, "cpu"), "auto with a KV cache larger than the device: %s", E ? E->be.iface->name : err);
     llm_engine_free(E);
@@ -688,8 +688,10 @@ int main(void) {
 #ifndef LLM_VULKAN
     SKIP("built without Vulkan (make VULKAN=1 test runs these tests)");
 #else
-    struct llm__err e = {{0}};
-    int n = llm__vk_list_devices(stdout, &e);
+    struct llm__err e = {{0}, LLM_OK};
+    struct llm_device devs[16];
+    int n = llm__vk_list_devices(devs, 16, &e);
+    for (int i = 0; i < n && i < 16; i++) printf("  device %d: %s (%s)\n", devs[i].index, devs[i].name, devs[i].type);
     if (n <= 0) {
         SKIP("no Vulkan device: %s", n < 0 ? e.msg : "none found");
         return test_summary("test_vulkan");
