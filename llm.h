@@ -188,7 +188,7 @@ LLM_API enum llm_status llm_model_tensor(const llm_engine *engine, int64_t index
 struct llm_device {
     enum llm_backend_kind backend;
     int index;                 // for llm_engine_params.device
-    char name[128];
+    char name[256];
     char type[24];             // "discrete", "integrated", "virtual", "cpu", "other"
     size_t memory_bytes;       // device-local memory
     int subgroup_size, subgroup_arithmetic, storage_16bit;

@@ -653,7 +653,7 @@ static void test_serving(const char *name) {
         llm_results_free(rg, n);
     }
     struct llm_engine_stats st;
-    llm_engine_stats(G, &st);
+    llm_get_stats(G, &st);
     EXPECT(st.n_preemptions > 0, "%s: no request was preempted", name);
     EXPECT(st.prefix_hit_tokens > 0, "%s: no prefix cache hit", name);
     printf("  %-16s serving: %d/%d requests as the CPU's alone, %lld preemptions, %lld of %lld prompt tokens from the "
