@@ -447,21 +447,61 @@ static bool level_runs(enum llm__simd l) {
     return l != LLM__SIMD_NEON && l <= best;
 }
 
-// llm__simd_best agrees with what the CPU reports.
+// True when the space-separated list `line` holds the word `w`.
+static bool has_word(const char *line, const char *w) {
+    const size_t n = strlen(w);
+    for (const char *p = strstr(line, w); p; p = strstr(p + 1, w))
+        if ((p == line || p[-1] == ' ' || p[-1] == '\t') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0')) return true;
+    return false;
+}
+
+// The first line of /proc/cpuinfo that starts with `key` (Linux), into buf; false without one.
+static bool cpuinfo_line(const char *key, char *buf, size_t size) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return false;
+    bool found = false;
+    while (!found && fgets(buf, (int)size, f)) found = strncmp(buf, key, strlen(key)) == 0;
+    fclose(f);
+    return found;
+}
+
+// llm__simd_best against a source that does not share its code: the kernel's list of CPU
+// features (/proc/cpuinfo, which leaves out what the OS does not enable, as AVX-512 state that
+// XSAVE does not cover), else what the compiler was told the CPU has (-march: __AVX2__, ...).
+// AVX2 level: avx2, fma, f16c; AVX-512 level: avx512f, bw, vl, dq and vnni on top.
 static void test_simd_best(void) {
+    const enum llm__simd best = llm__simd_best();
+    static char line[1 << 14];
 #if defined(LLM__X86_SIMD)
-    __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                        __builtin_cpu_supports("avx512vnni");
-    const enum llm__simd want = !avx2 ? LLM__SIMD_SCALAR : avx512 ? LLM__SIMD_AVX512 : LLM__SIMD_AVX2;
-#elif defined(LLM__NEON) && defined(__aarch64__)
-    const enum llm__simd want = LLM__SIMD_NEON;
+    if (cpuinfo_line("flags", line, sizeof line)) {
+        const bool avx2 = has_word(line, "avx2") && has_word(line, "fma") && has_word(line, "f16c");
+        const bool avx512 = avx2 && has_word(line, "avx512f") && has_word(line, "avx512bw") &&
+                            has_word(line, "avx512vl") && has_word(line, "avx512dq") &&
+                            (has_word(line, "avx512_vnni") || has_word(line, "avx512vnni"));
+        const enum llm__simd want = avx512 ? LLM__SIMD_AVX512 : avx2 ? LLM__SIMD_AVX2 : LLM__SIMD_SCALAR;
+        printf("  /proc/cpuinfo: %s; llm__simd_best: %s\n", level_name(want), level_name(best));
+        EXPECT(best == want, "llm__simd_best() is %s, /proc/cpuinfo's flags give %s", level_name(best), level_name(want));
+        return;
+    }
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && defined(__AVX512VNNI__)
+    EXPECT(best == LLM__SIMD_AVX512, "built for AVX-512 (-march), llm__simd_best() is %s", level_name(best));
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    EXPECT(best == LLM__SIMD_AVX2 || best == LLM__SIMD_AVX512, "built for AVX2 (-march), llm__simd_best() is %s",
+           level_name(best));
 #else
-    const enum llm__simd want = LLM__SIMD_SCALAR;
+    SKIP("no /proc/cpuinfo and a build without -march: nothing independent to compare llm__simd_best (%s) with",
+         level_name(best));
 #endif
-    EXPECT(llm__simd_best() == want, "llm__simd_best() = %d, want %d", (int)llm__simd_best(), (int)want);
+#elif defined(__aarch64__)
+    // AArch64 has Advanced SIMD in every CPU (the compiler defines __ARM_NEON for it).
+    if (cpuinfo_line("Features", line, sizeof line))
+        EXPECT(has_word(line, "asimd"), "/proc/cpuinfo's Features have no asimd: %s", line);
+    EXPECT(best == LLM__SIMD_NEON, "aarch64: llm__simd_best() is %s, not neon", level_name(best));
+#else
+    // Neither x86 with GCC/clang nor aarch64: no SIMD kernels are built.
+    (void)line;
+    EXPECT(best == LLM__SIMD_SCALAR, "llm__simd_best() is %s on a target without SIMD kernels", level_name(best));
+#endif
 }
 
 static void test_vec_dot(void) {
