@@ -60,10 +60,14 @@ ha=$(echo "$a" | sed 's/.*"outputs_hash":"\([0-9a-f]*\)".*/\1/'); hb=$(echo "$b"
 [ -n "$ha" ] && [ "$ha" = "$hb" ] && ok || bad "RAG answers differ with prefix caching ($ha, $hb)"
 case "$a" in *'"prefix_hit_rate":0.0000'*) ok ;; *) bad "hits without prefix caching: $a" ;; esac
 case "$b" in *'"prefix_hit_rate":0.0000'*) bad "no hits with prefix caching: $b" ;; *) ok ;; esac
-# preemption in the benchmark: little KV memory, the same outputs
-c=$("$llm" bench -m "$m" -t 2 --rag --context-len 200 --questions 4 --kv-cache-memory 300000 --json 2>/dev/null)
+# preemption in the benchmark: a KV cache of 30 blocks of 16 (480 tokens) takes the prompts of
+# two of the 4 requests (~232 tokens each) and then has no block for their next tokens, so
+# requests are preempted; the outputs stay the same
+c=$("$llm" bench -m "$m" -t 2 --rag --context-len 200 --questions 4 --kv-cache-memory 250000 --json 2>/dev/null)
 hc=$(echo "$c" | sed 's/.*"outputs_hash":"\([0-9a-f]*\)".*/\1/')
-[ "$hc" = "$ha" ] && ok || bad "answers differ with a small KV cache: $c"
+[ -n "$hc" ] && [ "$hc" = "$ha" ] && ok || bad "answers differ with a small KV cache: $c"
+np=$(echo "$c" | sed -n 's/.*"preemptions":\([0-9]*\),.*/\1/p')
+[ -n "$np" ] && [ "$np" -gt 0 ] && ok || bad "no preemption with a KV cache of 480 tokens: $c"
 
 # llm profile: a table of modules with shares
 "$llm" profile -m "$m" -t 2 --num-prompts 4 --input-len 30 --output-len 5 > "$tmp/prof" 2>&1 || bad "profile failed"
