@@ -36,6 +36,9 @@ endif
 
 SRC     := llm.c llm.h $(wildcard backends/*.c) $(VK_INC)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+ifneq ($(VULKAN),1)
+TESTS   := $(filter-out $(BUILD)/tests/test_vulkan,$(TESTS))
+endif
 
 .PHONY: all test bench clean models demo
 
@@ -76,7 +79,7 @@ models: build/gen_model
 	@sh tests/make_models.sh build/gen_model build/models
 
 test: $(TESTS) $(BUILD)/llm models
-	@LLM_TEST_MODELS=build/models sh tests/run.sh $(BUILD)
+	@LLM_TEST_MODELS=build/models sh tests/run.sh $(BUILD) $(TESTS)
 
 bench: llm build/gen_model
 	@sh bench/bench.sh
