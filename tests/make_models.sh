@@ -1,15 +1,18 @@
 #!/bin/sh
 # Writes the test models of tests/models.txt into $2 with the generator $1, skipping those that
-# exist (delete build/models to regenerate) and those whose vocabulary file is absent.
+# exist (delete build/models to regenerate). A vocabulary that is not synthetic is a file of
+# $LLM_VOCAB_DIR (fetched by tests/fixtures.sh; make models sets it); a missing one is an error.
 gen=$1; out=$2
+vocab_dir=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/vocab}
 mkdir -p "$out"
 grep -v '^#' tests/models.txt | while read -r name shape type vocab pre; do
     [ -n "$name" ] || continue
     [ -f "$out/$name.gguf" ] && continue
     case "$vocab" in
         synthetic:*) ;;
-        *) [ -f "$vocab" ] || { echo "SKIP model $name: $vocab is absent"; continue; } ;;
+        *) vocab=$vocab_dir/$vocab
+           [ -f "$vocab" ] || { echo "model $name: $vocab is missing (sh tests/fixtures.sh fetches it)" >&2; exit 1; } ;;
     esac
     "$gen" --shape "$shape" --type "$type" --vocab "$vocab" --seed 1 ${pre:+--pre "$pre"} -o "$out/$name.gguf.tmp" 2>/dev/null &&
-        mv "$out/$name.gguf.tmp" "$out/$name.gguf" || { echo "gen_model failed for $name"; exit 1; }
+        mv "$out/$name.gguf.tmp" "$out/$name.gguf" || { echo "gen_model failed for $name" >&2; exit 1; }
 done

@@ -41,7 +41,8 @@ hi</s>
 " --special -n 8 --temp 0 -t 2 2>/dev/null)
 [ -n "$a1" ] && [ "$a1" = "$r1" ] && ok || bad "chat answer '$a1' differs from run '$r1'"
 
-# a model with a real vocabulary and a chat template in the file (Qwen2: ChatML)
+# a model with a real vocabulary and a chat template in the file (Qwen2: ChatML; made by make
+# models from the vocabulary tests/fixtures.sh fetches)
 q=$models/tiny-qwen2-chat.gguf
 if [ -f "$q" ]; then
     printf 'hi\n' | "$llm" chat -m "$q" -n 4 --temp 0 -t 2 > "$tmp/out" 2> "$tmp/err" && ok || bad "qwen2 chat failed: $(cat "$tmp/err")"
@@ -52,7 +53,7 @@ if [ -f "$q" ]; then
     [ "$b" = "[151644,872]" ] && ok || bad "tokenize --special: $b"
     case "$a" in '[27,91,'*) ok ;; *) bad "tokenize without --special: $a" ;; esac
 else
-    echo "SKIP test_chat_cli: $q is absent (needs ../shared/vocab)"
+    bad "$q is missing (make models)"
 fi
 
 # On the Vulkan backend (a build with it and a device): the same conversation gives the same

@@ -87,10 +87,12 @@ expect_fail "unknown chat template" "vicuna" "$llm" chat -m "$m" --chat-template
 expect_fail "chat with a prompt flag" "chat" "$llm" chat -m "$m" -p hi
 expect_fail "tokenize without text" "-p" "$llm" tokenize -m "$m"
 expect_fail "tokenize a missing file" "nonexistent" "$llm" tokenize -m "$m" -f /nonexistent.txt
-if [ -f ../shared/vocab/ggml-vocab-qwen2.gguf ]; then
-    expect_fail "vocab-only file run" "vocabulary-only" "$llm" run -m ../shared/vocab/ggml-vocab-qwen2.gguf -p hi
+# a vocabulary-only file (fetched by tests/fixtures.sh; make test sets LLM_VOCAB_DIR)
+v=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/vocab}/ggml-vocab-qwen2.gguf
+if [ -f "$v" ]; then
+    expect_fail "vocab-only file run" "vocabulary-only" "$llm" run -m "$v" -p hi
 else
-    echo "SKIP test_cli: ../shared/vocab is absent"
+    bad "$v is missing (sh tests/fixtures.sh fetches it)"
 fi
 # the context fills up during generation: the run ends cleanly with what it has
 out=$("$llm" run -m "$m" -c 12 --tokens 1,2,3,4 -n 50 --temp 0 --json 2>/dev/null); rc=$?

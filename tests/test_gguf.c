@@ -1,6 +1,7 @@
 // Tests of the GGUF reader and writer: a round trip of every key/value type and several tensor
 // types, hostile files (every truncation, thousands of random bit flips, hand-crafted bad
-// headers), and the real model and vocabulary files of ../shared when present.
+// headers), and files of another writer: llama.cpp's vocabularies (tests/fixtures.sh) and, when
+// $LLM_GOLDEN_MODELS names a folder, its models.
 #include "../llm.c"
 #include "test.h"
 
@@ -723,47 +724,52 @@ static void test_open_errors(void) {
     free(file);
 }
 
+// One file written by another GGUF writer (llama.cpp's): it opens, its token list is there
+// (more than 1000 strings), every key/value and tensor lies inside the file; models: it has
+// tensors. False when it does not open.
+static bool check_real_file(const char *path, bool model) {
+    struct llm__gguf g;
+    struct llm__err e = {{0}, LLM_OK};
+    enum llm_status st = llm__gguf_open(&g, path, &e);
+    EXPECT(st == LLM_OK, "%s: %s", path, e.msg);
+    if (st != LLM_OK) return false;
+    uint32_t et;
+    uint64_t n_tokens = 0;
+    const void *data;
+    EXPECT(llm__gguf_get_arr(&g, "tokenizer.ggml.tokens", &et, &n_tokens, &data, &e) && et == LLM__GGUF_STR &&
+           n_tokens > 1000, "%s: tokens: %s", path, e.msg);
+    EXPECT(all_inside(&g), "%s: data inside", path);
+    if (model) EXPECT(g.n_tensors > 0, "%s: has tensors", path);
+    size_t bytes = 0;
+    for (int64_t t = 0; t < g.n_tensors; t++) bytes += g.tensors[t].size;
+    printf("real file %s: v%u, %lld key/values, %lld tensors (%zu bytes), %llu tokens\n", path, g.version,
+           (long long)g.n_kv, (long long)g.n_tensors, bytes, (unsigned long long)n_tokens);
+    llm__gguf_close(&g);
+    return true;
+}
+
+// llama.cpp's vocabulary files (fetched by tests/fixtures.sh; missing ones fail), and the
+// models of $LLM_GOLDEN_MODELS when it is set (see test_golden.c).
 static void test_real_files(void) {
-    static const char *const roots[] = {"../shared", "../../shared"};
-    const char *root = NULL;
-    for (size_t i = 0; i < LLM__ARRAY_LEN(roots) && !root; i++) {
-        struct stat st;
-        if (stat(roots[i], &st) == 0 && S_ISDIR(st.st_mode)) root = roots[i];
-    }
-    if (!root) {
-        SKIP("../shared is absent: real model files not checked");
-        return;
-    }
-    char pattern[64];
+    static const char *const vocabs[] = {"llama-spm", "llama-bpe", "qwen2", "gpt-2"};
     int n_files = 0;
-    for (int k = 0; k < 2; k++) {
-        snprintf(pattern, sizeof(pattern), "%s/%s/*.gguf", root, k ? "vocab" : "models");
-        glob_t gl;
-        if (glob(pattern, 0, NULL, &gl) != 0) continue;
-        for (size_t i = 0; i < gl.gl_pathc; i++) {
-            struct llm__gguf g;
-            struct llm__err e = {{0}, LLM_OK};
-            enum llm_status st = llm__gguf_open(&g, gl.gl_pathv[i], &e);
-            EXPECT(st == LLM_OK, "%s: %s", gl.gl_pathv[i], e.msg);
-            if (st != LLM_OK) continue;
-            n_files++;
-            uint32_t et;
-            uint64_t n_tokens = 0;
-            const void *data;
-            EXPECT(llm__gguf_get_arr(&g, "tokenizer.ggml.tokens", &et, &n_tokens, &data, &e) &&
-                   et == LLM__GGUF_STR && n_tokens > 1000, "%s: tokens: %s", gl.gl_pathv[i], e.msg);
-            EXPECT(all_inside(&g), "%s: data inside", gl.gl_pathv[i]);
-            if (k == 0) EXPECT(g.n_tensors > 0, "%s: has tensors", gl.gl_pathv[i]);
-            size_t bytes = 0;
-            for (int64_t t = 0; t < g.n_tensors; t++) bytes += g.tensors[t].size;
-            printf("real file %s: v%u, %lld key/values, %lld tensors (%zu bytes), %llu tokens\n",
-                   gl.gl_pathv[i], g.version, (long long)g.n_kv, (long long)g.n_tensors, bytes,
-                   (unsigned long long)n_tokens);
-            llm__gguf_close(&g);
-        }
-        globfree(&gl);
+    for (size_t i = 0; i < LLM__ARRAY_LEN(vocabs); i++) {
+        char path[1100];
+        snprintf(path, sizeof(path), "%s/ggml-vocab-%s.gguf", test_vocab_dir(), vocabs[i]);
+        n_files += check_real_file(path, false);
     }
-    EXPECT(n_files >= 3, "found %d real files under %s", n_files, root);
+    EXPECT(n_files == (int)LLM__ARRAY_LEN(vocabs), "opened %d of the %d vocabulary files in %s (sh tests/fixtures.sh)",
+           n_files, (int)LLM__ARRAY_LEN(vocabs), test_vocab_dir());
+    const char *models = getenv("LLM_GOLDEN_MODELS");
+    if (models && *models) {
+        char pattern[1100];
+        snprintf(pattern, sizeof(pattern), "%s/*.gguf", models);
+        glob_t gl;
+        const int found = glob(pattern, 0, NULL, &gl) == 0 ? (int)gl.gl_pathc : 0;
+        EXPECT(found > 0, "LLM_GOLDEN_MODELS=%s: no .gguf files", models);
+        for (int i = 0; i < found; i++) check_real_file(gl.gl_pathv[i], true);
+        if (found) globfree(&gl);
+    }
 }
 
 int main(void) {

@@ -200,12 +200,13 @@ int main(void) {
     char err[512] = "";
     EXPECT(!try_load("/nonexistent/model.gguf", err, sizeof(err)) && strstr(err, "model.gguf"), "missing file: %s", err);
     EXPECT(!try_load("tests", err, sizeof(err)) && err[0], "a directory: %s", err);
-    if (access("../shared/vocab/ggml-vocab-llama-spm.gguf", R_OK) == 0) {
-        EXPECT(!try_load("../shared/vocab/ggml-vocab-llama-spm.gguf", err, sizeof(err)) && strstr(err, "vocabulary-only"),
-               "vocabulary-only file: %s", err);
-    } else {
-        SKIP("../shared/vocab absent: vocabulary-only file not tried");
-    }
+    // a vocabulary-only file (fetched by tests/fixtures.sh)
+    char vocab[1100];
+    snprintf(vocab, sizeof(vocab), "%s/ggml-vocab-llama-spm.gguf", test_vocab_dir());
+    const bool have_vocab = access(vocab, R_OK) == 0;
+    EXPECT(have_vocab, "%s is missing (sh tests/fixtures.sh fetches it)", vocab);
+    if (have_vocab)
+        EXPECT(!try_load(vocab, err, sizeof(err)) && strstr(err, "vocabulary-only"), "vocabulary-only file: %s", err);
     remove(tmp_path);
     return test_summary("test_model_files");
 }

@@ -1,5 +1,6 @@
-// Tokenization of real vocabularies (the vocab-only GGUF files of ../shared/vocab, or of
-// $LLM_VOCAB_DIR): llama-spm (Llama 2, SentencePiece), llama-bpe (Llama 3), qwen2, gpt-2.
+// Tokenization of real vocabularies (llama.cpp's vocab-only GGUF files, fetched by
+// tests/fixtures.sh into $LLM_VOCAB_DIR): llama-spm (Llama 2, SentencePiece), llama-bpe
+// (Llama 3), qwen2, gpt-2. A missing file is a failure.
 //   a. llama.cpp's own test vectors (the .inp/.out files beside each vocabulary), flags 0;
 //   b. the corpus of tests/tokenizer against llama.cpp's llama-tokenize (goldens made by
 //      tests/tokenizer/make_goldens.sh): ADD_SPECIAL, and ADD_SPECIAL | PARSE_SPECIAL;
@@ -407,10 +408,8 @@ static void check_bos(llm_engine *e, const char *name) {
 static void check_vocab(const char *name, const char *path, const struct cases *all, int n_valid, int own_vectors) {
     char err[512] = "";
     FILE *f = fopen(path, "rb");
-    if (!f) {
-        SKIP("%s: no such file", path);
-        return;
-    }
+    EXPECT(f != NULL, "%s: no such file (%s)", path, own_vectors ? "sh tests/fixtures.sh fetches it" : "make models");
+    if (!f) return;
     fclose(f);
     struct llm_engine_params params = llm_engine_params_default();
     params.model_path = path;
@@ -432,12 +431,12 @@ static void check_vocab(const char *name, const char *path, const struct cases *
             check_golden(e, inp, &own, &g, 0);
             golden_free(&g);
         } else {
-            SKIP("%s: no such file", out);
+            EXPECT(0, "%s: no such file", out);
         }
         check_text(e, name, spm, &own, own.n);
         cases_free(&own);
     } else if (own_vectors) {
-        SKIP("%s: no such file", inp);
+        EXPECT(0, "%s: no such file", inp);
     }
 
     // b, c, d. The corpus
@@ -452,7 +451,7 @@ static void check_vocab(const char *name, const char *path, const struct cases *
                 check_golden(e, out, all, &g, modes[m].flags);
                 golden_free(&g);
             } else {
-                SKIP("%s: no such file", out);
+                EXPECT(0, "%s: no such file", out);
             }
         }
         check_text(e, name, spm, all, n_valid);
@@ -465,8 +464,7 @@ static void check_vocab(const char *name, const char *path, const struct cases *
 }
 
 int main(void) {
-    const char *dir = getenv("LLM_VOCAB_DIR");
-    if (!dir || !*dir) dir = "../shared/vocab";
+    const char *dir = test_vocab_dir();
 
     // The corpus: valid UTF-8 cases, then invalid ones, in the order of the golden lines.
     struct cases corpus, invalid;
@@ -490,7 +488,7 @@ int main(void) {
     }
 
     for (size_t v = 0; v < LLM__ARRAY_LEN(vocab_names); v++) {
-        char path[1024];
+        char path[1100];
         snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir, vocab_names[v]);
         check_vocab(vocab_names[v], path, &all, n_valid, 1);
     }
@@ -499,7 +497,7 @@ int main(void) {
     const char *models = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
     static const char *const pre_names[] = {"pre-default", "pre-smollm"};
     for (size_t v = 0; v < LLM__ARRAY_LEN(pre_names); v++) {
-        char path[1024];
+        char path[1100];
         snprintf(path, sizeof path, "%s/tiny-%s.gguf", models, pre_names[v]);
         check_vocab(pre_names[v], path, &all, n_valid, 0);
     }

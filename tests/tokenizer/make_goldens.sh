@@ -13,13 +13,14 @@
 # Run from the repository root:  sh tests/tokenizer/make_goldens.sh
 #   LLM_PEER_DIR   where llama.cpp is built (default $HOME/.cache/llm-peer; the tool is
 #                  $LLM_PEER_DIR/llama.cpp/build/bin/llama-tokenize)
-#   LLM_VOCAB_DIR  the ggml-vocab-*.gguf files (default ../shared/vocab)
+#   LLM_VOCAB_DIR  the ggml-vocab-*.gguf files (default: vocab/ in the cache of tests/fixtures.sh,
+#                  ${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}, where it puts them)
 #   VOCABS         which of them (default "llama-spm llama-bpe qwen2 gpt-2"; VOCABS= does only
 #                  the test models of the pre-tokenizers below)
 set -e
 peer=${LLM_PEER_DIR:-$HOME/.cache/llm-peer}
 tok=$peer/llama.cpp/build/bin/llama-tokenize
-vocab_dir=${LLM_VOCAB_DIR:-../shared/vocab}
+vocab_dir=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/vocab}
 here=tests/tokenizer
 [ -x "$tok" ] || { echo "no llama-tokenize at $tok" >&2; exit 1; }
 [ -f "$here/corpus.inp" ] || { echo "run from the repository root" >&2; exit 1; }
