@@ -1,7 +1,9 @@
-// Tests of the GGUF reader and writer: a round trip of every key/value type and several tensor
-// types, hostile files (every truncation, thousands of random bit flips, hand-crafted bad
-// headers), and the real model and vocabulary files of ../shared when present.
+// Tests of the GGUF reader and writer (tests/gguf_writer.h): a round trip of every key/value
+// type and several tensor types, hostile files (every truncation, thousands of random bit
+// flips, hand-crafted bad headers), and the real model and vocabulary files of ../shared when
+// present.
 #include "../llm.c"
+#include "gguf_writer.h"
 #include "test.h"
 
 #include <glob.h>
