@@ -1,17 +1,31 @@
-# llm.c — build, test, benchmark.
-#   make               the CPU build: ./llm
+# llm.c — build, test, install, benchmark.
+#   make               the CPU build: ./llm, the program (cli/*.c, built against llm.h alone)
+#                      linked with the engine (llm.c)
+#   make lib           build/libllm.a and build/libllm.so.0 (+ libllm.so): the engine as a
+#                      library that exports only the llm_* functions of llm.h
+#   make install       PREFIX=/usr/local (and DESTDIR): bin/llm, include/llm.h, lib/libllm.a,
+#                      lib/libllm.so*, lib/pkgconfig/llm.pc; make uninstall removes them
 #   make test          build and run the test suite (SAN=1: under AddressSanitizer + UBSan)
 #   make VULKAN=1 ...  the same with the Vulkan backend built in (outputs in build/vulkan)
 #   make bench         CPU speed against llama.cpp on the same files (bench/bench.sh: one sequence;
 #                      bench/serve.sh: continuous batching and prefix caching)
+# Objects live in the build folder, which records the configuration they were built with
+# ($(BUILD)/config): a change of compiler, flags, libedit or backend rebuilds them, and ./llm
+# is always a copy of the build of the last `make` that made it (CPU unless VULKAN=1).
 CC      ?= cc
 CFLAGS  ?= -O2 -g
+CXXFLAGS ?= -O2 -g
 STD     := -std=c11 -Wall -Wextra -Werror
+CXXSTD  := -std=c++11 -Wall -Wextra -Werror -pedantic
+LIB_CFLAGS := -fPIC -fvisibility=hidden
 LDLIBS  := -lm -lpthread
 BUILD   := build
+PREFIX  ?= /usr/local
+INSTALL ?= install
 
 ifeq ($(SAN),1)
 CFLAGS  := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+CXXFLAGS := $(CFLAGS)
 BUILD   := build/san
 endif
 
@@ -34,30 +48,123 @@ VK_DEFS  := -DLLM_VULKAN -I$(BUILD)/shaders
 LDLIBS   += -lvulkan
 endif
 
-SRC     := llm.c llm.h $(wildcard backends/*.c) $(VK_INC)
-TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+# The library's version, from llm.h: libllm.so.$(MAJOR) is its soname.
+MAJOR   := $(shell awk '$$2 == "LLM_VERSION_MAJOR" { print $$3 }' llm.h)
+VERSION := $(shell awk '$$2 == "LLM_VERSION" { gsub(/"/, "", $$3); print $$3 }' llm.h)
+
+# A C++ compiler builds tests/test_cpp.cpp (llm.h from C++); without one that test is left out
+# with a message.
+HAVE_CXX := $(shell command -v $(firstword $(CXX)) >/dev/null 2>&1 && echo 1)
+
+ENGINE  := llm.c llm.h $(wildcard backends/*.c) $(VK_INC)
+CLI_OBJ := $(patsubst cli/%.c,$(BUILD)/cli/%.o,$(wildcard cli/*.c))
+TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c)) $(BUILD)/examples/hello
 ifneq ($(VULKAN),1)
 TESTS   := $(filter-out $(BUILD)/tests/test_vulkan,$(TESTS))
 endif
+ifeq ($(HAVE_CXX),1)
+TESTS   += $(BUILD)/tests/test_cpp
+endif
 
-.PHONY: all test bench clean models demo fixtures
+# Everything compiled depends on the configuration stamp, rewritten only when it changes.
+CONFIG  := $(CC) | $(CFLAGS) | $(STD) $(CLI_DEFS) $(VK_DEFS) $(LIB_CFLAGS) | $(LDLIBS) $(CLI_LIBS) | $(CXX) $(CXXFLAGS)
+STAMP   := $(BUILD)/config
+# ./llm's stamp: which build folder (and configuration) it was copied from.
+TOP_STAMP := build/llm.config
+
+.PHONY: all lib install uninstall test bench clean models demo fixtures FORCE
 
 all: llm
 
-llm: $(SRC)
-	$(CC) $(STD) $(CFLAGS) -DLLM_MAIN $(CLI_DEFS) $(VK_DEFS) -o $@ llm.c $(LDLIBS) $(CLI_LIBS)
+$(STAMP): FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' '$(CONFIG)' | cmp -s - $@ || printf '%s\n' '$(CONFIG)' > $@
 
-$(BUILD)/llm: $(SRC)
-	@mkdir -p $(BUILD)
-	$(CC) $(STD) $(CFLAGS) -DLLM_MAIN $(CLI_DEFS) $(VK_DEFS) -o $@ llm.c $(LDLIBS) $(CLI_LIBS)
+$(TOP_STAMP): FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' '$(BUILD) $(CONFIG)' | cmp -s - $@ || printf '%s\n' '$(BUILD) $(CONFIG)' > $@
 
-$(BUILD)/tests/%: tests/%.c tests/test.h $(SRC)
-	@mkdir -p $(BUILD)/tests
+llm: $(BUILD)/llm $(TOP_STAMP)
+	cp $(BUILD)/llm $@
+
+# --- the program: cli/*.c against llm.h, linked with the engine's object ---
+
+$(BUILD)/llm.o: $(ENGINE) $(STAMP)
+	$(CC) $(STD) $(CFLAGS) $(VK_DEFS) -c -o $@ llm.c
+
+$(BUILD)/cli/%.o: cli/%.c cli/cli.h llm.h $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -c -o $@ $<
+
+$(BUILD)/llm: $(BUILD)/llm.o $(CLI_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LIBS)
+
+# --- the library: position-independent, only LLM_API (llm_*) symbols visible ---
+
+$(BUILD)/pic/llm.o: $(ENGINE) $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(STD) $(CFLAGS) $(VK_DEFS) $(LIB_CFLAGS) -c -o $@ llm.c
+
+$(BUILD)/libllm.a: $(BUILD)/pic/llm.o
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/libllm.so.$(MAJOR): $(BUILD)/pic/llm.o
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libllm.so.$(MAJOR) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/libllm.so: $(BUILD)/libllm.so.$(MAJOR)
+	ln -sf libllm.so.$(MAJOR) $@
+
+lib: $(BUILD)/libllm.a $(BUILD)/libllm.so
+
+# --- install ---
+
+LIBDIR := $(DESTDIR)$(PREFIX)/lib
+
+install: $(BUILD)/llm lib
+	$(INSTALL) -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(LIBDIR)/pkgconfig
+	$(INSTALL) -m 755 $(BUILD)/llm $(DESTDIR)$(PREFIX)/bin/llm
+	$(INSTALL) -m 644 llm.h $(DESTDIR)$(PREFIX)/include/llm.h
+	$(INSTALL) -m 644 $(BUILD)/libllm.a $(LIBDIR)/libllm.a
+	$(INSTALL) -m 755 $(BUILD)/libllm.so.$(MAJOR) $(LIBDIR)/libllm.so.$(MAJOR)
+	ln -sf libllm.so.$(MAJOR) $(LIBDIR)/libllm.so
+	printf '%s\n' 'prefix=$(PREFIX)' 'exec_prefix=$${prefix}' 'libdir=$${exec_prefix}/lib' \
+	    'includedir=$${prefix}/include' '' 'Name: llm' \
+	    'Description: a portable LLM inference engine in C' 'Version: $(VERSION)' \
+	    'Libs: -L$${libdir} -lllm' 'Libs.private: $(LDLIBS)' 'Cflags: -I$${includedir}' \
+	    > $(LIBDIR)/pkgconfig/llm.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/llm $(DESTDIR)$(PREFIX)/include/llm.h $(LIBDIR)/libllm.a \
+	    $(LIBDIR)/libllm.so $(LIBDIR)/libllm.so.$(MAJOR) $(LIBDIR)/pkgconfig/llm.pc
+
+# --- tests ---
+
+# Unit tests include llm.c (they reach its static internals); tests/gguf_writer.h follows it
+# where a test writes GGUF files.
+$(BUILD)/tests/%: tests/%.c tests/test.h tests/gguf_writer.h $(ENGINE) $(STAMP)
+	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) $(VK_DEFS) -o $@ $< $(LDLIBS)
+
+# llm.h from C++, linked with the library.
+$(BUILD)/tests/test_cpp: tests/test_cpp.cpp tests/test.h llm.h $(BUILD)/libllm.a $(STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXSTD) $(CXXFLAGS) -I. -o $@ $< $(BUILD)/libllm.a $(LDLIBS)
+
+# The README's embedding example, against llm.h and the library (tests/test_package.sh runs it).
+$(BUILD)/examples/hello: examples/hello.c llm.h $(BUILD)/libllm.a $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(STD) $(CFLAGS) -I. -o $@ $< $(BUILD)/libllm.a $(LDLIBS)
 
 # Shaders that test USE_SUBGROUP / USE_16BIT are also compiled with them (NAME_sg, NAME_f16,
 # NAME_sg_f16); the backend picks the variant the device supports.
 $(BUILD)/shaders/llm_shaders.inc: $(wildcard shaders/*.comp shaders/*.glsl) tools/spv2c.sh
+	@command -v $(GLSL) >/dev/null 2>&1 || { echo "make VULKAN=1: $(GLSL) was not found: install the" \
+	    "Debian package glslang-tools (and libvulkan-dev for the Vulkan library, mesa-vulkan-drivers" \
+	    "for a driver)" >&2; exit 1; }
+	@printf '#include <vulkan/vulkan.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 || { echo "make VULKAN=1:" \
+	    "<vulkan/vulkan.h> was not found: install the Debian package libvulkan-dev (and" \
+	    "mesa-vulkan-drivers for a driver)" >&2; exit 1; }
 	@mkdir -p $(BUILD)/shaders
 	@for s in $(wildcard shaders/*.comp); do n=$$(basename $$s .comp); \
 	    for v in "" _sg _f16 _sg_f16; do \
@@ -70,7 +177,7 @@ $(BUILD)/shaders/llm_shaders.inc: $(wildcard shaders/*.comp shaders/*.glsl) tool
 	sh tools/spv2c.sh $(BUILD)/shaders/*.spv > $@
 
 # The generator is always optimised: it writes multi-GB files.
-build/gen_model: tests/gen_model.c $(SRC)
+build/gen_model: tests/gen_model.c tests/gguf_writer.h $(ENGINE)
 	@mkdir -p build
 	$(CC) $(STD) -O2 -o $@ $< $(LDLIBS)
 
@@ -84,8 +191,11 @@ fixtures:
 models: build/gen_model fixtures
 	@LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" sh tests/make_models.sh build/gen_model build/models
 
-test: fixtures $(TESTS) $(BUILD)/llm models
-	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" sh tests/run.sh $(BUILD) $(TESTS)
+test: fixtures $(TESTS) $(BUILD)/llm lib models
+ifneq ($(HAVE_CXX),1)
+	@echo "test_cpp: not built: no C++ compiler ('$(CXX)'); install one (Debian: g++) to test llm.h from C++"
+endif
+	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
 
 bench: llm build/gen_model
 	@sh bench/bench.sh

@@ -195,6 +195,9 @@ struct llm_device {
     char api_version[24];
 };
 LLM_API int llm_list_devices(struct llm_device *devices, int max, char *err, size_t err_size);
+// 1 when this build of the library has the backend built in (LLM_BACKEND_CPU and LLM_BACKEND_AUTO:
+// always; LLM_BACKEND_VULKAN: builds made with make VULKAN=1), else 0.
+LLM_API int llm_has_backend(enum llm_backend_kind backend);
 
 // The memory bandwidth the engine's device reaches copying a large buffer, in GB/s (the roofline
 // of decode: llm_model_info.bytes_per_token x tokens/s against it). LLM_ERR_UNSUPPORTED on

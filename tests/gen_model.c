@@ -12,6 +12,7 @@
 // need little memory (about 20 MB). The output depends only on the arguments, not on the
 // thread count (each row has its own random stream, seeded by seed, tensor name and row).
 #include "../llm.c"
+#include "gguf_writer.h"
 
 // --- model shapes, with ggml/GGUF's names ---
 

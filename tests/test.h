@@ -1,8 +1,10 @@
-// Shared test helpers. Each test program includes this after "../llm.c", calls EXPECT for
-// every check and ends main() with `return test_summary("name");`, which prints
-// "name: N passed, N failed" (tests/run.sh adds the lines up).
+// Shared test helpers. Each test program includes this after "../llm.c" (or, testing the
+// interface only, after "llm.h"), calls EXPECT for every check and ends main() with
+// `return test_summary("name");`, which prints "name: N passed, N failed" (tests/run.sh adds
+// the lines up). C11 and C++11 alike (tests/test_cpp.cpp).
 #ifndef LLM_TEST_H
 #define LLM_TEST_H
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

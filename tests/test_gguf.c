@@ -1,8 +1,9 @@
-// Tests of the GGUF reader and writer: a round trip of every key/value type and several tensor
-// types, hostile files (every truncation, thousands of random bit flips, hand-crafted bad
-// headers), and files of another writer: llama.cpp's vocabularies (tests/fixtures.sh) and, when
-// $LLM_GOLDEN_MODELS names a folder, its models.
+// Tests of the GGUF reader and writer (tests/gguf_writer.h): a round trip of every key/value
+// type and several tensor types, hostile files (every truncation, thousands of random bit
+// flips, hand-crafted bad headers), and files of another writer: llama.cpp's vocabularies
+// (tests/fixtures.sh) and, when $LLM_GOLDEN_MODELS names a folder, its models.
 #include "../llm.c"
+#include "gguf_writer.h"
 #include "test.h"
 
 #include <glob.h>

@@ -5,6 +5,7 @@
 // or misshapen tensors, unsupported tensor types, inconsistent hyper-parameters, ...), each of
 // which must be refused with a message naming the problem.
 #include "../llm.c"
+#include "gguf_writer.h"
 #include "test.h"
 
 static char tmp_path[64];

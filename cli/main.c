@@ -1,0 +1,143 @@
+// main.c — the llm program: the usage text and the commands. See cli.h for the files.
+#include "cli.h"
+
+#include <string.h>
+
+const char cli_usage[] =
+    "usage: llm COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  run       generate text from a prompt\n"
+    "  chat      talk with a model (a REPL; reads a conversation from a pipe too)\n"
+    "  tokenize  print the token ids of a text (works on vocabulary-only GGUF files)\n"
+    "  info      print a model's metadata and tensors; info --devices lists Vulkan devices\n"
+    "  generate  run requests from a JSON Lines file together (continuous batching)\n"
+    "  bench     prefill and decode speed of one sequence (as llama-bench: -p N prompt tokens,\n"
+    "            -n N generated, -r N repetitions; defaults 512, 128, 5); with --num-prompts,\n"
+    "            --input-len, --output-len, --request-rate or --rag: the serving benchmark\n"
+    "  profile   time per module (attention, MLP, norms, logits, sampling, scheduling) over a\n"
+    "            serving run (the bench flags; default 16 requests of 128 + 64 tokens)\n"
+    "\n"
+    "model and engine options:\n"
+    "  -m, --model FILE          GGUF model file (required)\n"
+    "      --backend B           cpu (default), vulkan (builds made with make VULKAN=1), or auto\n"
+    "                            (Vulkan when it is built in and can run the model, else cpu)\n"
+    "      --device N            Vulkan device (see llm info --devices; default: the first\n"
+    "                            discrete GPU, else an integrated one, else any)\n"
+    "  -t, --threads N           CPU threads (default: number of cores)\n"
+    "  -c, --max-model-len N     context length in tokens (default: the model's, at most 4096)\n"
+    "      --block-size N        KV cache block size: 8, 16 or 32 (default 16)\n"
+    "      --kv-cache-memory B   KV cache bytes (default: a quarter of the free memory: the\n"
+    "                            available RAM on the CPU, the GPU's left after the weights on\n"
+    "                            Vulkan; at most what --max-num-seqs full contexts need, at least\n"
+    "                            one context; on the CPU pages are touched only as blocks fill)\n"
+    "      --kv-cache-dtype T    KV cache precision: f16 or f32 (default f16)\n"
+    "      --gpu-memory-utilization F  the KV cache's share of that free memory, in place of\n"
+    "                            --kv-cache-memory's default quarter\n"
+    "      --max-num-seqs N      requests computed together in a step (default 256)\n"
+    "      --max-num-batched-tokens N  tokens per step (default 512); longer prompts are\n"
+    "                            prefilled in chunks alongside the running requests' decodes\n"
+    "      --enable-prefix-caching  share the KV blocks of common prompt prefixes between\n"
+    "                            requests and keep them after they finish (default off)\n"
+    "      --scheduling-policy P fcfs or priority (lower \"priority\" first; default fcfs)\n"
+    "\n"
+    "prompt options (run, tokenize):\n"
+    "  -p, --prompt TEXT         prompt text\n"
+    "  -f, --file FILE           read the prompt from a file (its bytes exactly)\n"
+    "      --tokens IDS          run: the prompt as token ids, comma-separated (e.g. 1,15043)\n"
+    "      --no-bos              do not add the BOS token the vocabulary asks for\n"
+    "      --special             text of special tokens (e.g. <|im_start|>) becomes those tokens\n"
+    "                            (default off: such text is tokenized as plain text)\n"
+    "\n"
+    "generation options (run, chat):\n"
+    "  -n, --n-predict N         tokens to generate; chat: per answer (default run 64, chat\n"
+    "                            unlimited: until the end of the turn or the context)\n"
+    "      --temp T              temperature, 0 = greedy (default 0.8)\n"
+    "      --top-k K             keep the K most likely tokens, 0 = off (default 40)\n"
+    "      --top-p P             keep the most likely tokens up to mass P, 1 = off (default 0.95)\n"
+    "      --min-p P             drop tokens below P x the best one's probability, 0 = off\n"
+    "                            (default 0.05)\n"
+    "      --repeat-penalty X    penalise recent tokens' logits (/X if positive, xX if negative),\n"
+    "                            1 = off (default 1)\n"
+    "      --frequency-penalty X minus X per recent occurrence of a token (default 0)\n"
+    "      --presence-penalty X  minus X for a token that occurred recently (default 0)\n"
+    "      --repeat-last-n N     how many recent tokens the penalties look at (default 64)\n"
+    "      --seed S              random seed (default 0)\n"
+    "      --stop TEXT           stop when TEXT is generated (not printed); repeatable, up to 16\n"
+    "      --stop-token-ids IDS  stop at these token ids, comma-separated (besides end-of-\n"
+    "                            generation tokens)\n"
+    "      --ignore-eos          keep generating after an end-of-generation token\n"
+    "\n"
+    "run output:\n"
+    "      --json                print one JSON object instead of the text stream\n"
+    "      --logprobs K          with --json: top-K log-probabilities of every generated position\n"
+    "\n"
+    "chat options:\n"
+    "      --chat-template NAME  chatml, llama3, llama2, mistral or zephyr (default: recognised\n"
+    "                            from the model file, else chatml)\n"
+    "  -sys, --system TEXT       system prompt\n"
+    "  in the chat: /reset forgets the conversation, /system TEXT sets the system prompt and\n"
+    "  resets, /stats shows speed and context use, /quit (or Ctrl-D) leaves; Ctrl-C stops an\n"
+    "  answer (at the prompt it quits)\n"
+    "\n"
+    "generate options:\n"
+    "      --requests FILE       one JSON request per line: {\"prompt\":\"...\"} or {\"tokens\":[...]},\n"
+    "                            optional \"max_tokens\" (default -n, else 16), \"temperature\",\n"
+    "                            \"top_p\", \"top_k\", \"min_p\", \"seed\", \"priority\", \"stop\":[...],\n"
+    "                            \"stop_token_ids\":[...], \"ignore_eos\"; other sampling defaults from\n"
+    "                            the flags above. Prints one JSON line per request, in input order:\n"
+    "                            index, prompt_tokens, tokens, text, finish_reason, ttft_ms (and\n"
+    "                            error for a request that could not run)\n"
+    "\n"
+    "serving benchmark options (bench, profile), with vLLM's names:\n"
+    "      --num-prompts N       requests (default 64; profile 16)\n"
+    "      --input-len L         prompt tokens each, random ids (default 128)\n"
+    "      --output-len O        tokens generated each, greedy, end-of-text ignored (default 128;\n"
+    "                            profile 64; --rag 32)\n"
+    "      --request-rate R      requests per second, Poisson arrivals (default: all at once)\n"
+    "      --seed S              random prompts and arrivals (default 0)\n"
+    "      --rag                 one shared context and several questions, to show prefix caching:\n"
+    "      --context-len C       shared context tokens (default 2000)\n"
+    "      --questions Q         questions, each the context + 32 tokens (default 8)\n"
+    "      --json                one JSON object: requests, elapsed_s, output_tps, total_tps,\n"
+    "                            ttft_ms and itl_ms {p50, p90, p99}, kv_utilization,\n"
+    "                            prefix_hit_rate, ...\n"
+    "\n"
+    "tokenize output:\n"
+    "      --json                a JSON array instead of ids separated by spaces\n"
+    "\n"
+    "  -h, --help                this help\n"
+    "      --version             print the version\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        fputs(cli_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 1 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) { printf("llm %s\n", LLM_VERSION); return 0; }
+    struct cli c;
+    memset(&c, 0, sizeof(c));
+    if (!strcmp(argv[1], "run")) { cli_parse_args(argc, argv, &c); return cli_cmd_run(&c); }
+    if (!strcmp(argv[1], "chat")) { cli_parse_args(argc, argv, &c); return cli_cmd_chat(&c); }
+    if (!strcmp(argv[1], "tokenize")) { cli_parse_args(argc, argv, &c); return cli_cmd_tokenize(&c); }
+    if (!strcmp(argv[1], "info") && argc == 3 && !strcmp(argv[2], "--devices")) return cli_cmd_devices();
+    if (!strcmp(argv[1], "info")) { cli_parse_args(argc, argv, &c); return cli_cmd_info(&c); }
+    if (!strcmp(argv[1], "generate")) { cli_parse_args(argc, argv, &c); return cli_cmd_generate(&c); }
+    if (!strcmp(argv[1], "bench") || !strcmp(argv[1], "profile")) {
+        cli_parse_args(argc, argv, &c);
+        bool profile = !strcmp(argv[1], "profile");
+        if (!c.serve && !profile) return cli_cmd_bench(&c);
+        if (!c.num_prompts) c.num_prompts = profile ? 16 : 64;
+        if (!c.input_len) c.input_len = 128;
+        if (!c.output_len) c.output_len = c.rag ? 32 : profile ? 64 : 128;
+        if (!c.context_len) c.context_len = 2000;
+        if (!c.questions) c.questions = 8;
+        c.question_len = 32;
+        if (!c.ep.max_model_len) {   // room for the longest request
+            int need = (c.rag ? c.context_len + c.question_len : c.input_len) + c.output_len;
+            c.ep.max_model_len = CLI_MAX(need, 256);
+        }
+        return profile ? cli_cmd_profile(&c) : cli_cmd_bench_serve(&c);
+    }
+    cli_die("unknown command '%s' (see llm --help)", argv[1]);
+}
