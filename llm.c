@@ -7438,12 +7438,14 @@ static enum llm_status llm__schedule_running(llm_engine *E, struct llm__plan *pl
 static int llm__sched_admit(llm_engine *E, struct llm__plan *plan, struct llm__req *r, int n_running) {
     int hit = llm__blocks_take_prefix(&E->blocks, &r->seq, r->tokens, r->n_tokens);
     int n = LLM__MIN(r->n_tokens - hit, E->params.max_num_batched_tokens - plan->n_tokens);
-    if (!llm__blocks_can_allocate(&E->blocks, &r->seq, n) || !llm__blocks_allocate(&E->blocks, &r->seq, n)) {
-        bool fits = llm__blocks_can_allocate(&E->blocks, &r->seq, n);
-        llm__blocks_release(&E->blocks, &r->seq);
-        if (fits) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
+    if (!llm__blocks_can_allocate(&E->blocks, &r->seq, n)) {
+        llm__blocks_release(&E->blocks, &r->seq);   // the prefix blocks it took
         if (n_running == 0 && plan->n == 0) llm__req_finish(E, r, LLM_FINISH_LENGTH);   // can never fit
         return 0;
+    }
+    if (!llm__blocks_allocate(&E->blocks, &r->seq, n)) {
+        llm__blocks_release(&E->blocks, &r->seq);
+        return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
     }
     if (E->blocks.caching && !r->admitted_once) {
         E->prefix_query_tokens += r->n_prompt;
