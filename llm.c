@@ -4201,27 +4201,45 @@ static uint64_t llm__splitmix64(uint64_t *x);
 
 // === KV cache blocks ===
 //
-// The K and V caches are pools of fixed-size blocks: [n_layer][n_blocks * block_size][n_head_kv *
-// head_dim] values each, in half precision (or f32 on request). A sequence owns a list of blocks
-// (its block table) and grows it one block at a time; its token at position p lives in slot
-// blocks[p / block_size] * block_size + p % block_size.
+// Two structures with two jobs, as in vLLM:
+//   struct llm__blocks    the block manager: which block holds which tokens. Host bookkeeping
+//                         only (block ids, reference counts, prefix hashes, an LRU list, a free
+//                         list; each sequence's block table is its struct llm__seq), with no
+//                         model and no backend, so it is created and tested alone.
+//   struct llm__kv_cache  the backend's KV memory: K and V buffers of n_blocks * block_size token
+//                         rows per layer, and the per-layer views the layer loop hands to
+//                         kv_store and attention.
+// A sequence's token at position p lives in row (slot) blocks[p / block_size] * block_size +
+// p % block_size of every layer's K and V; a sequence's blocks are allocated a whole block at a
+// time as it grows.
 //
-// The block manager (vLLM's) keeps a reference count per block. With prefix caching, a block
-// that is full is identified by a chained hash of (its parent block's hash, its token ids) and
-// entered in a hash table; a new sequence whose prompt starts with the same tokens takes those
-// blocks (reference count + 1; every hash hit is confirmed by comparing the tokens and the
+// Reference counts: a block is used by every sequence whose table holds it. With prefix caching,
+// a block that is full is identified by a chained hash of (its parent block's hash, its token
+// ids) and entered in a hash table; a new sequence whose prompt starts with the same tokens takes
+// those blocks (reference count + 1; every hash hit is confirmed by comparing the tokens and the
 // parent's hash). A block whose count drops to zero stays cached, in least-recently-used order,
-// until a block is needed and none is free: then the oldest is evicted. Blocks of a sequence
-// are only ever written while they are its partly filled last block, which is never shared.
+// until a block is needed and none is free: then the oldest is evicted. Blocks of a sequence are
+// only ever written while they are its partly filled last block, which is never shared.
+//
+// The calls come in pairs, as nano-vllm's BlockManager: llm__blocks_can_allocate says whether a
+// sequence can grow by n tokens, llm__blocks_allocate then grows its table (it cannot run out of
+// blocks after a yes). llm__blocks_take_prefix (the cached start of a prompt),
+// llm__blocks_commit (blocks that became full enter the cache), llm__blocks_truncate (a sequence
+// gives back its last tokens) and llm__blocks_release (all of them) complete the set.
 
-struct llm__kv {
-    int type;                      // LLM__TYPE_F16 (default) or LLM__TYPE_F32
+// One sequence's tokens in the cache: its block table.
+struct llm__seq {
+    bool used;               // llm_seq_new's sequences: the id is taken
+    int len;                 // tokens whose K and V are in the cache
+    int32_t *blocks;         // [cap_blocks] block table: blocks[i] holds positions [i * bs, (i + 1) * bs)
+    int n_blocks, cap_blocks;
+    int n_committed;         // leading full blocks entered in the prefix cache
+    uint64_t last_hash;      // the hash of the last of them (0: none)
+};
+
+struct llm__blocks {
     int block_size, n_blocks;
-    size_t row_bytes;              // one token of one layer: n_head_kv * head_dim values
-    struct llm__buf k, v;
-    struct llm__tensor *k_layer;   // [n_layer] views of k
-    struct llm__tensor *v_layer;
-    int32_t *free_ids;             // stack of free blocks that hold nothing cached
+    int32_t *free_ids;             // [n_blocks] stack of free blocks that hold nothing cached
     int n_free;
     int32_t *ref;                  // [n_blocks] sequences using the block
     // prefix cache
@@ -4231,14 +4249,245 @@ struct llm__kv {
     int32_t *content;              // [n_blocks][block_size] token ids of hashed blocks
     int32_t *bucket, *bnext;       // hash table: chains of block ids, -1 ends
     uint32_t bucket_mask;
-    int32_t *lru_prev, *lru_next;  // cached blocks nobody uses, least recently used first
+    int32_t *lru_prev, *lru_next;  // [n_blocks] cached blocks nobody uses, least recently used first
     int32_t lru_head, lru_tail;
     int n_lru;
-    uint64_t hit_tokens, query_tokens;   // prefix cache statistics (prompt tokens)
 };
 
-static enum llm_status llm__kv_init(struct llm__kv *kv, const struct llm__model *m, struct llm_backend *be,
-                                    int type, int block_size, size_t bytes, bool caching, struct llm__err *e) {
+static void llm__blocks_free(struct llm__blocks *bm) {
+    free(bm->free_ids);
+    free(bm->ref);
+    free(bm->hashed);
+    free(bm->hash);
+    free(bm->parent);
+    free(bm->content);
+    free(bm->bucket);
+    free(bm->bnext);
+    free(bm->lru_prev);
+    free(bm->lru_next);
+    memset(bm, 0, sizeof(*bm));
+}
+
+static enum llm_status llm__blocks_init(struct llm__blocks *bm, int n_blocks, int block_size, bool caching,
+                                        struct llm__err *e) {
+    memset(bm, 0, sizeof(*bm));
+    // slots (block * block_size + offset) are int32, and the hash table has 2 buckets per block
+    if (block_size < 1 || n_blocks < 1 || n_blocks > INT32_MAX / block_size / 2)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "KV blocks: %d blocks of %d tokens", n_blocks, block_size);
+    size_t nb = (size_t)n_blocks;
+    bm->block_size = block_size;
+    bm->n_blocks = n_blocks;
+    bm->free_ids = malloc(nb * sizeof(int32_t));
+    bm->ref = calloc(nb, sizeof(int32_t));
+    if (!bm->free_ids || !bm->ref) { llm__blocks_free(bm); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
+    // Hand out low ids first.
+    bm->n_free = n_blocks;
+    for (int i = 0; i < n_blocks; i++) bm->free_ids[i] = n_blocks - 1 - i;
+    bm->lru_head = bm->lru_tail = -1;
+    bm->caching = caching;
+    if (!caching) return LLM_OK;
+    uint32_t nbk = 1;
+    while (nbk < 2 * nb) nbk <<= 1;
+    bm->bucket_mask = nbk - 1;
+    bm->hashed = calloc(nb, 1);
+    bm->hash = calloc(nb, sizeof(uint64_t));
+    bm->parent = calloc(nb, sizeof(uint64_t));
+    bm->content = malloc(nb * (size_t)block_size * sizeof(int32_t));
+    bm->bucket = malloc((size_t)nbk * sizeof(int32_t));
+    bm->bnext = malloc(nb * sizeof(int32_t));
+    bm->lru_prev = malloc(nb * sizeof(int32_t));
+    bm->lru_next = malloc(nb * sizeof(int32_t));
+    if (!bm->hashed || !bm->hash || !bm->parent || !bm->content || !bm->bucket || !bm->bnext || !bm->lru_prev ||
+        !bm->lru_next) {
+        llm__blocks_free(bm);
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < nbk; i++) bm->bucket[i] = -1;
+    return LLM_OK;
+}
+
+// Blocks that can be handed out: free ones and cached ones nobody uses.
+static int llm__blocks_available(const struct llm__blocks *bm) { return bm->n_free + bm->n_lru; }
+
+static void llm__lru_remove(struct llm__blocks *bm, int32_t b) {
+    int32_t p = bm->lru_prev[b], n = bm->lru_next[b];
+    if (p >= 0) bm->lru_next[p] = n; else bm->lru_head = n;
+    if (n >= 0) bm->lru_prev[n] = p; else bm->lru_tail = p;
+    bm->n_lru--;
+}
+
+static void llm__lru_push(struct llm__blocks *bm, int32_t b) {   // most recently used at the tail
+    bm->lru_prev[b] = bm->lru_tail;
+    bm->lru_next[b] = -1;
+    if (bm->lru_tail >= 0) bm->lru_next[bm->lru_tail] = b; else bm->lru_head = b;
+    bm->lru_tail = b;
+    bm->n_lru++;
+}
+
+static void llm__hash_remove(struct llm__blocks *bm, int32_t b) {
+    int32_t *p = &bm->bucket[bm->hash[b] & bm->bucket_mask];
+    while (*p != b) p = &bm->bnext[*p];
+    *p = bm->bnext[b];
+    bm->hashed[b] = 0;
+}
+
+// A block for a sequence (reference count 1), evicting the least recently used cached block when
+// no block is free; -1 when every block is in use.
+static int32_t llm__block_alloc(struct llm__blocks *bm) {
+    int32_t b;
+    if (bm->n_free > 0) b = bm->free_ids[--bm->n_free];
+    else if (bm->lru_head >= 0) {
+        b = bm->lru_head;
+        llm__lru_remove(bm, b);
+        llm__hash_remove(bm, b);
+    } else return -1;
+    bm->ref[b] = 1;
+    return b;
+}
+
+// One sequence stops using a block: at zero references it is free, or cached when it is hashed.
+static void llm__block_release(struct llm__blocks *bm, int32_t b) {
+    if (--bm->ref[b] > 0) return;
+    if (bm->caching && bm->hashed[b]) llm__lru_push(bm, b);
+    else bm->free_ids[bm->n_free++] = b;
+}
+
+// The chained hash of a full block: its parent's hash and its tokens (parent 0 for the first).
+static uint64_t llm__block_hash(uint64_t parent, const int32_t *tokens, int n) {
+    uint64_t h = parent ^ 0x6a09e667f3bcc909ull;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint32_t)tokens[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return llm__splitmix64(&h);
+}
+
+// A cached block with this hash, parent and tokens (confirmed: a hash collision does not match), or -1.
+static int32_t llm__block_find(const struct llm__blocks *bm, uint64_t h, uint64_t parent, const int32_t *tokens) {
+    for (int32_t b = bm->bucket[h & bm->bucket_mask]; b >= 0; b = bm->bnext[b])
+        if (bm->hash[b] == h && bm->parent[b] == parent &&
+            memcmp(&bm->content[(size_t)b * (size_t)bm->block_size], tokens, (size_t)bm->block_size * sizeof(int32_t)) == 0)
+            return b;
+    return -1;
+}
+
+// Enters a sequence's block that just became full into the cache (unless the same content is
+// there already). Returns its hash, the parent of the next block.
+static uint64_t llm__block_commit(struct llm__blocks *bm, int32_t b, uint64_t parent, const int32_t *tokens) {
+    uint64_t h = llm__block_hash(parent, tokens, bm->block_size);
+    if (!bm->caching || bm->hashed[b] || llm__block_find(bm, h, parent, tokens) >= 0) return h;
+    bm->hash[b] = h;
+    bm->parent[b] = parent;
+    memcpy(&bm->content[(size_t)b * (size_t)bm->block_size], tokens, (size_t)bm->block_size * sizeof(int32_t));
+    bm->bnext[b] = bm->bucket[h & bm->bucket_mask];
+    bm->bucket[h & bm->bucket_mask] = b;
+    bm->hashed[b] = 1;
+    return h;
+}
+
+// The KV slot of a sequence's position (its blocks cover it).
+static inline int32_t llm__seq_slot(const struct llm__seq *sq, int block_size, int pos) {
+    return sq->blocks[pos / block_size] * block_size + pos % block_size;
+}
+
+static bool llm__seq_grow_table(struct llm__seq *sq, int n) {
+    if (n <= sq->cap_blocks) return true;
+    int cap = LLM__MAX(n, 2 * sq->cap_blocks);
+    int32_t *b = realloc(sq->blocks, (size_t)cap * sizeof(int32_t));
+    if (!b) return false;
+    sq->blocks = b;
+    sq->cap_blocks = cap;
+    return true;
+}
+
+// Blocks a sequence lacks to hold n more tokens (0 when its last block has room).
+static int64_t llm__blocks_needed(const struct llm__blocks *bm, const struct llm__seq *sq, int n) {
+    int64_t need = ((int64_t)sq->len + n + bm->block_size - 1) / bm->block_size - sq->n_blocks;
+    return need > 0 ? need : 0;
+}
+
+static bool llm__blocks_can_allocate(const struct llm__blocks *bm, const struct llm__seq *sq, int n) {
+    return llm__blocks_needed(bm, sq, n) <= llm__blocks_available(bm);
+}
+
+// Grows a sequence's block table to hold n more tokens; llm__blocks_can_allocate said yes. Its
+// length does not change (it grows as the tokens are computed). false: no memory for the table,
+// and nothing changed.
+static bool llm__blocks_allocate(struct llm__blocks *bm, struct llm__seq *sq, int n) {
+    int need = (int)llm__blocks_needed(bm, sq, n);
+    assert(need <= llm__blocks_available(bm));
+    if (need == 0) return true;
+    if (!llm__seq_grow_table(sq, sq->n_blocks + need)) return false;
+    for (int i = 0; i < need; i++) sq->blocks[sq->n_blocks++] = llm__block_alloc(bm);
+    return true;
+}
+
+// An empty sequence takes the cached blocks that hold the start of tokens[0..n): whole blocks
+// only, and never all n tokens (the last one is computed again, for its logits). Returns the
+// tokens covered, now its length.
+static int llm__blocks_take_prefix(struct llm__blocks *bm, struct llm__seq *sq, const int32_t *tokens, int n) {
+    if (!bm->caching || sq->n_blocks > 0) return 0;
+    int bs = bm->block_size, max_blocks = (n - 1) / bs;
+    uint64_t parent = 0;
+    for (int i = 0; i < max_blocks; i++) {
+        const int32_t *t = tokens + (size_t)i * (size_t)bs;
+        uint64_t h = llm__block_hash(parent, t, bs);
+        int32_t b = llm__block_find(bm, h, parent, t);
+        if (b < 0 || !llm__seq_grow_table(sq, sq->n_blocks + 1)) break;
+        if (bm->ref[b]++ == 0) llm__lru_remove(bm, b);
+        sq->blocks[sq->n_blocks++] = b;
+        parent = h;
+    }
+    sq->len = sq->n_committed = sq->n_blocks;
+    sq->len *= bs;
+    sq->last_hash = parent;
+    return sq->len;
+}
+
+// Enters the sequence's blocks that are full (of tokens[0..len)) into the prefix cache.
+static void llm__blocks_commit(struct llm__blocks *bm, struct llm__seq *sq, const int32_t *tokens) {
+    if (!bm->caching) return;
+    while (sq->n_committed < sq->len / bm->block_size) {
+        int i = sq->n_committed;
+        sq->last_hash = llm__block_commit(bm, sq->blocks[i], sq->last_hash, tokens + (size_t)i * (size_t)bm->block_size);
+        sq->n_committed++;
+    }
+}
+
+// Shrinks a sequence to its first len tokens and gives back the blocks past them: speculative
+// decoding's rollback of rejected draft tokens, or blocks allocated for tokens that were not
+// computed. Blocks entered in the prefix cache are never cut into (len >= n_committed *
+// block_size): other sequences may share them, so they must not be written again.
+static void llm__blocks_truncate(struct llm__blocks *bm, struct llm__seq *sq, int len) {
+    assert(len >= 0 && len <= sq->len && len >= sq->n_committed * bm->block_size);
+    int keep = (len + bm->block_size - 1) / bm->block_size;
+    while (sq->n_blocks > keep) llm__block_release(bm, sq->blocks[--sq->n_blocks]);
+    sq->len = len;
+}
+
+// Gives back all of a sequence's blocks (the last first, so a prefix's blocks leave the cache
+// after their children) and empties it.
+static void llm__blocks_release(struct llm__blocks *bm, struct llm__seq *sq) {
+    for (int i = sq->n_blocks - 1; i >= 0; i--) llm__block_release(bm, sq->blocks[i]);
+    free(sq->blocks);
+    memset(sq, 0, sizeof(*sq));
+}
+
+// The backend's KV memory: block b's rows of layer l are rows [b * block_size, (b + 1) *
+// block_size) of k_layer[l] and v_layer[l].
+struct llm__kv_cache {
+    int type;                      // LLM__TYPE_F16 (default) or LLM__TYPE_F32
+    int block_size, n_blocks;
+    size_t row_bytes;              // one token of one layer: n_head_kv * head_dim values
+    struct llm__buf k, v;          // [n_layer][n_blocks * block_size][n_head_kv * head_dim] each
+    struct llm__tensor *k_layer;   // [n_layer] views of k
+    struct llm__tensor *v_layer;
+};
+
+// As many blocks as `bytes` hold (at least one).
+static enum llm_status llm__kv_cache_init(struct llm__kv_cache *kv, const struct llm__model *m, struct llm_backend *be,
+                                          int type, int block_size, size_t bytes, struct llm__err *e) {
     enum llm_status st;
     kv->type = type;
     kv->block_size = block_size;
@@ -4255,204 +4504,23 @@ static enum llm_status llm__kv_init(struct llm__kv *kv, const struct llm__model 
     if ((st = be->iface->buf_alloc(be->ctx, &kv->v, layer * (size_t)m->n_layer, e))) return st;
     kv->k_layer = calloc((size_t)m->n_layer, sizeof(struct llm__tensor));
     kv->v_layer = calloc((size_t)m->n_layer, sizeof(struct llm__tensor));
-    kv->free_ids = malloc(nb * sizeof(int32_t));
-    kv->ref = calloc(nb, sizeof(int32_t));
-    if (!kv->k_layer || !kv->v_layer || !kv->free_ids || !kv->ref) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    if (!kv->k_layer || !kv->v_layer) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     for (int l = 0; l < m->n_layer; l++) {
         int64_t rows = (int64_t)nb * block_size, cols = (int64_t)m->n_head_kv * m->head_dim;
         kv->k_layer[l] = (struct llm__tensor){&kv->k, layer * (size_t)l, type, cols, rows, kv->row_bytes};
         kv->v_layer[l] = (struct llm__tensor){&kv->v, layer * (size_t)l, type, cols, rows, kv->row_bytes};
     }
-    // Hand out low ids first.
-    kv->n_free = (int)nb;
-    for (int i = 0; i < (int)nb; i++) kv->free_ids[i] = (int32_t)(nb - 1 - (size_t)i);
-    kv->lru_head = kv->lru_tail = -1;
-    kv->caching = caching;
-    if (caching) {
-        uint32_t nbk = 1;
-        while (nbk < 2 * nb) nbk <<= 1;
-        kv->bucket_mask = nbk - 1;
-        kv->hashed = calloc(nb, 1);
-        kv->hash = calloc(nb, sizeof(uint64_t));
-        kv->parent = calloc(nb, sizeof(uint64_t));
-        kv->content = malloc(nb * (size_t)block_size * sizeof(int32_t));
-        kv->bucket = malloc((size_t)nbk * sizeof(int32_t));
-        kv->bnext = malloc(nb * sizeof(int32_t));
-        kv->lru_prev = malloc(nb * sizeof(int32_t));
-        kv->lru_next = malloc(nb * sizeof(int32_t));
-        if (!kv->hashed || !kv->hash || !kv->parent || !kv->content || !kv->bucket || !kv->bnext || !kv->lru_prev ||
-            !kv->lru_next)
-            return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-        for (uint32_t i = 0; i < nbk; i++) kv->bucket[i] = -1;
-    }
     return LLM_OK;
 }
 
-static void llm__kv_free(struct llm__kv *kv, struct llm_backend *be) {
+static void llm__kv_cache_free(struct llm__kv_cache *kv, struct llm_backend *be) {
     if (be->iface) {
         if (kv->k.data || kv->k.handle) be->iface->buf_free(be->ctx, &kv->k);
         if (kv->v.data || kv->v.handle) be->iface->buf_free(be->ctx, &kv->v);
     }
     free(kv->k_layer);
     free(kv->v_layer);
-    free(kv->free_ids);
-    free(kv->ref);
-    free(kv->hashed);
-    free(kv->hash);
-    free(kv->parent);
-    free(kv->content);
-    free(kv->bucket);
-    free(kv->bnext);
-    free(kv->lru_prev);
-    free(kv->lru_next);
     memset(kv, 0, sizeof(*kv));
-}
-
-// Blocks that can be handed out: free ones and cached ones nobody uses.
-static int llm__kv_available(const struct llm__kv *kv) { return kv->n_free + kv->n_lru; }
-
-static void llm__lru_remove(struct llm__kv *kv, int32_t b) {
-    int32_t p = kv->lru_prev[b], n = kv->lru_next[b];
-    if (p >= 0) kv->lru_next[p] = n; else kv->lru_head = n;
-    if (n >= 0) kv->lru_prev[n] = p; else kv->lru_tail = p;
-    kv->n_lru--;
-}
-
-static void llm__lru_push(struct llm__kv *kv, int32_t b) {   // most recently used at the tail
-    kv->lru_prev[b] = kv->lru_tail;
-    kv->lru_next[b] = -1;
-    if (kv->lru_tail >= 0) kv->lru_next[kv->lru_tail] = b; else kv->lru_head = b;
-    kv->lru_tail = b;
-    kv->n_lru++;
-}
-
-static void llm__hash_remove(struct llm__kv *kv, int32_t b) {
-    int32_t *p = &kv->bucket[kv->hash[b] & kv->bucket_mask];
-    while (*p != b) p = &kv->bnext[*p];
-    *p = kv->bnext[b];
-    kv->hashed[b] = 0;
-}
-
-// A block for a sequence (reference count 1), evicting the least recently used cached block when
-// no block is free; -1 when every block is in use.
-static int32_t llm__block_alloc(struct llm__kv *kv) {
-    int32_t b;
-    if (kv->n_free > 0) b = kv->free_ids[--kv->n_free];
-    else if (kv->lru_head >= 0) {
-        b = kv->lru_head;
-        llm__lru_remove(kv, b);
-        llm__hash_remove(kv, b);
-    } else return -1;
-    kv->ref[b] = 1;
-    return b;
-}
-
-static void llm__block_release(struct llm__kv *kv, int32_t b) {
-    if (--kv->ref[b] > 0) return;
-    if (kv->caching && kv->hashed[b]) llm__lru_push(kv, b);
-    else kv->free_ids[kv->n_free++] = b;
-}
-
-// The chained hash of a full block: its parent's hash and its tokens (parent 0 for the first).
-static uint64_t llm__block_hash(uint64_t parent, const int32_t *tokens, int n) {
-    uint64_t h = parent ^ 0x6a09e667f3bcc909ull;
-    for (int i = 0; i < n; i++) {
-        h ^= (uint32_t)tokens[i];
-        h *= 0x100000001b3ull;
-        h ^= h >> 29;
-    }
-    return llm__splitmix64(&h);
-}
-
-// A cached block with this hash, parent and tokens (confirmed), or -1.
-static int32_t llm__block_find(const struct llm__kv *kv, uint64_t h, uint64_t parent, const int32_t *tokens) {
-    for (int32_t b = kv->bucket[h & kv->bucket_mask]; b >= 0; b = kv->bnext[b])
-        if (kv->hash[b] == h && kv->parent[b] == parent &&
-            memcmp(&kv->content[(size_t)b * (size_t)kv->block_size], tokens, (size_t)kv->block_size * sizeof(int32_t)) == 0)
-            return b;
-    return -1;
-}
-
-// Enters a sequence's block that just became full into the cache (unless the same content is
-// there already). Returns its hash, the parent of the next block.
-static uint64_t llm__block_commit(struct llm__kv *kv, int32_t b, uint64_t parent, const int32_t *tokens) {
-    uint64_t h = llm__block_hash(parent, tokens, kv->block_size);
-    if (!kv->caching || kv->hashed[b] || llm__block_find(kv, h, parent, tokens) >= 0) return h;
-    kv->hash[b] = h;
-    kv->parent[b] = parent;
-    memcpy(&kv->content[(size_t)b * (size_t)kv->block_size], tokens, (size_t)kv->block_size * sizeof(int32_t));
-    kv->bnext[b] = kv->bucket[h & kv->bucket_mask];
-    kv->bucket[h & kv->bucket_mask] = b;
-    kv->hashed[b] = 1;
-    return h;
-}
-
-struct llm__seq {
-    bool used;
-    int len;                 // tokens in the cache
-    int32_t *blocks;         // block table
-    int n_blocks, cap_blocks;
-    int n_committed;         // leading full blocks entered in the prefix cache
-    uint64_t last_hash;      // hash of the last of them
-};
-
-static bool llm__seq_grow_table(struct llm__seq *sq, int n) {
-    if (n <= sq->cap_blocks) return true;
-    int cap = LLM__MAX(n, 2 * sq->cap_blocks);
-    int32_t *b = realloc(sq->blocks, (size_t)cap * sizeof(int32_t));
-    if (!b) return false;
-    sq->blocks = b;
-    sq->cap_blocks = cap;
-    return true;
-}
-
-// Makes room for n more tokens: capacity check first, then allocation, so a failure changes nothing.
-static enum llm_status llm__seq_reserve(struct llm__kv *kv, struct llm__seq *sq, int n, struct llm__err *e) {
-    int need = (sq->len + n + kv->block_size - 1) / kv->block_size - sq->n_blocks;
-    if (need <= 0) return LLM_OK;
-    if (need > llm__kv_available(kv))
-        return llm__fail(e, LLM_ERR_CONTEXT, "KV cache is full: %d more blocks of %d tokens needed, %d free of %d",
-                         need, kv->block_size, llm__kv_available(kv), kv->n_blocks);
-    if (!llm__seq_grow_table(sq, sq->n_blocks + need)) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < need; i++) sq->blocks[sq->n_blocks++] = llm__block_alloc(kv);
-    return LLM_OK;
-}
-
-// Takes the cached blocks that hold the start of tokens[0..n): whole blocks only, and never all
-// n tokens (the last one is computed again, for its logits). Returns the tokens covered.
-static int llm__seq_take_prefix(struct llm__kv *kv, struct llm__seq *sq, const int32_t *tokens, int n) {
-    if (!kv->caching || sq->n_blocks > 0) return 0;
-    int bs = kv->block_size, max_blocks = (n - 1) / bs;
-    uint64_t parent = 0;
-    for (int i = 0; i < max_blocks; i++) {
-        const int32_t *t = tokens + (size_t)i * (size_t)bs;
-        uint64_t h = llm__block_hash(parent, t, bs);
-        int32_t b = llm__block_find(kv, h, parent, t);
-        if (b < 0 || !llm__seq_grow_table(sq, sq->n_blocks + 1)) break;
-        if (kv->ref[b]++ == 0) llm__lru_remove(kv, b);
-        sq->blocks[sq->n_blocks++] = b;
-        parent = h;
-    }
-    sq->len = sq->n_committed = sq->n_blocks;
-    sq->len *= bs;
-    sq->last_hash = parent;
-    return sq->len;
-}
-
-// Enters the sequence's blocks that are full (of tokens[0..len)) into the prefix cache.
-static void llm__seq_commit(struct llm__kv *kv, struct llm__seq *sq, const int32_t *tokens) {
-    if (!kv->caching) return;
-    while (sq->n_committed < sq->len / kv->block_size) {
-        int i = sq->n_committed;
-        sq->last_hash = llm__block_commit(kv, sq->blocks[i], sq->last_hash, tokens + (size_t)i * (size_t)kv->block_size);
-        sq->n_committed++;
-    }
-}
-
-static void llm__seq_release(struct llm__kv *kv, struct llm__seq *sq) {
-    for (int i = sq->n_blocks - 1; i >= 0; i--) llm__block_release(kv, sq->blocks[i]);
-    free(sq->blocks);
-    memset(sq, 0, sizeof(*sq));
 }
 
 // === sampler ===
@@ -4505,11 +4573,14 @@ static bool llm__penalties_on(const struct llm_sampling_params *p) {
     return p->penalty_last_n > 0 && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
 }
 
+// Parameters llm_sampler_create accepts (NaN fails every comparison).
+static bool llm__sampling_params_ok(const struct llm_sampling_params *p) {
+    return p->penalty_last_n >= 0 && p->repeat_penalty > 0.0f && p->top_p >= 0.0f && p->top_p <= 1.0f &&
+           p->min_p >= 0.0f && p->min_p <= 1.0f && p->temperature >= 0.0f;
+}
+
 llm_sampler *llm_sampler_create(const struct llm_sampling_params *params, int n_vocab) {
-    if (!params || n_vocab < 1 || params->penalty_last_n < 0 || !(params->repeat_penalty > 0.0f) ||
-        !(params->top_p >= 0.0f && params->top_p <= 1.0f) || !(params->min_p >= 0.0f && params->min_p <= 1.0f) ||
-        !(params->temperature >= 0.0f))
-        return NULL;
+    if (!params || n_vocab < 1 || !llm__sampling_params_ok(params)) return NULL;
     llm_sampler *s = calloc(1, sizeof(*s));
     if (!s) return NULL;
     s->p = *params;
@@ -5917,8 +5988,13 @@ static int llm__list_devices(struct llm_device *out, int max, struct llm__err *e
     return n;
 }
 
+// The serving section's (below): requests, the step's plan, their memory.
 struct llm__req;
-static void llm__req_free(struct llm__req *r, struct llm__kv *kv);
+struct llm__plan_entry;
+static enum llm_status llm__serving_init(llm_engine *E, struct llm__err *e);
+static void llm__serving_free(llm_engine *E);
+static enum llm_status llm__seq_eval_chunk(llm_engine *E, struct llm__seq *s, const int32_t *tokens, int n,
+                                           int n_logits, float *logits);
 
 struct llm_engine {
     struct llm_engine_params params;
@@ -5926,26 +6002,28 @@ struct llm_engine {
     struct llm__model model;
     struct llm__vocab vocab;
     struct llm_backend be;
-    struct llm__kv kv;
+    struct llm__kv_cache kv;   // the KV memory (backend buffers)
+    struct llm__blocks blocks; // which tokens its blocks hold (host bookkeeping)
     struct llm__acts acts;
     int max_model_len;
-    struct llm__seq *seqs;
+    struct llm__seq *seqs;     // llm_seq_new's sequences
     int n_seqs;
-    // host arrays of one step, sized for acts.max_tokens
-    int32_t *st_tokens, *st_pos, *st_seq, *st_slot, *st_out;
+    // host arrays of one step (llm__prepare): [acts.max_tokens] each; block tables
+    // [max_num_seqs][cap_tables]
+    int32_t *st_tokens, *st_pos, *st_seq, *st_slot, *st_out, *st_tables;
+    int cap_tables;
+    float *step_logits;        // [acts.max_out][n_vocab] llm_step's logit rows
     struct llm__prof *prof;   // per-module times when profiling (&prof_data), else NULL
     struct llm__prof prof_data;
     long long prof_steps0;    // n_steps when profiling started
     char unsupported[512];    // LLM_LOAD_METADATA: why a full load would fail
     // serving
-    struct llm__req **reqs, **q_run, **q_wait, **sched;   // [cap_reqs]
-    int *sched_n;
+    struct llm__req **reqs, **q_run, **q_wait;   // [cap_reqs]
+    struct llm__plan_entry *plan;                // [cap_reqs] a step's plan
     int n_reqs, cap_reqs, next_id;
     long long n_arrivals, n_preemptions, n_steps;
+    long long prefix_query_tokens, prefix_hit_tokens;   // prompt tokens looked up in the prefix cache, found
     bool priority;
-    int32_t *st_tables;        // [max_num_seqs][cap_tables]
-    int cap_tables;
-    float *step_logits;        // [max_out][n_vocab]
     struct llm_output *outs;
     size_t *out_off;
     int cap_outs;
@@ -6125,24 +6203,13 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
         size_t most = one_seq * (size_t)p.max_num_seqs;
         kv_bytes = LLM__MAX(LLM__MIN(avail ? avail : one_seq, most), one_seq);
     }
-    if ((st = llm__kv_init(&E->kv, m, &E->be, kv_type, p.block_size, kv_bytes, p.enable_prefix_caching != 0, &e))) goto fail;
+    if ((st = llm__kv_cache_init(&E->kv, m, &E->be, kv_type, p.block_size, kv_bytes, &e))) goto fail;
     int max_tokens = p.max_num_batched_tokens, max_out = LLM__MAX(LLM__MAX_STEP_OUT, LLM__MIN(p.max_num_seqs, max_tokens));
     if ((st = llm__acts_init(&E->acts, m, &E->be, max_tokens, max_out, &e))) goto fail;
     struct llm__shape shape = {max_tokens, LLM__MAX(m->n_embd, LLM__MAX(m->n_ff, m->n_head * m->head_dim)),
                                m->n_head, m->n_head_kv, m->head_dim, p.block_size};
     if ((st = E->be.iface->reserve(E->be.ctx, &shape, &e))) goto fail;
-    E->step_logits = malloc((size_t)max_out * (size_t)m->n_vocab * sizeof(float));
-    if (!E->step_logits) { st = llm__fail(&e, LLM_ERR_NOMEM, "out of memory"); goto fail; }
-    size_t T = (size_t)max_tokens;
-    E->st_tokens = malloc(T * sizeof(int32_t));
-    E->st_pos = malloc(T * sizeof(int32_t));
-    E->st_seq = malloc(T * sizeof(int32_t));
-    E->st_slot = malloc(T * sizeof(int32_t));
-    E->st_out = malloc(T * sizeof(int32_t));
-    if (!E->st_tokens || !E->st_pos || !E->st_seq || !E->st_slot || !E->st_out) {
-        st = llm__fail(&e, LLM_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
+    if ((st = llm__serving_init(E, &e))) goto fail;
     return E;
 fail:
     if (p.backend == LLM_BACKEND_AUTO && E->be.iface && strcmp(E->be.iface->name, "cpu") != 0) {
@@ -6159,29 +6226,12 @@ fail:
 
 void llm_engine_free(llm_engine *E) {
     if (!E) return;
-    for (int i = 0; i < E->n_reqs; i++) llm__req_free(E->reqs[i], &E->kv);
-    free(E->reqs);
-    free(E->q_run);
-    free(E->q_wait);
-    free(E->sched);
-    free(E->sched_n);
-    free(E->st_tables);
-    free(E->step_logits);
-    free(E->outs);
-    free(E->out_off);
-    free(E->arena.p);
-    for (int i = 0; i < E->n_seqs; i++) if (E->seqs[i].used) llm__seq_release(&E->kv, &E->seqs[i]);
-    free(E->seqs);
+    llm__serving_free(E);
     if (E->be.iface && (E->acts.buf.data || E->acts.buf.handle)) E->be.iface->buf_free(E->be.ctx, &E->acts.buf);
-    llm__kv_free(&E->kv, &E->be);
+    llm__kv_cache_free(&E->kv, &E->be);
     llm__model_free(&E->model, &E->be);
     llm__vocab_free(&E->vocab);
     if (E->be.iface) E->be.iface->free(E->be.ctx);
-    free(E->st_tokens);
-    free(E->st_pos);
-    free(E->st_seq);
-    free(E->st_slot);
-    free(E->st_out);
     free(E);
 }
 
@@ -6449,7 +6499,7 @@ static struct llm__seq *llm__seq_get(const llm_engine *E, int seq) {
 
 void llm_seq_free(llm_engine *E, int seq) {
     struct llm__seq *s = llm__seq_get(E, seq);
-    if (s) llm__seq_release(&E->kv, s);
+    if (s) llm__blocks_release(&E->blocks, s);
 }
 
 int llm_seq_len(const llm_engine *E, int seq) {
@@ -6457,10 +6507,13 @@ int llm_seq_len(const llm_engine *E, int seq) {
     return s ? s->len : -1;
 }
 
+// The tokens go through the step pipeline without the scheduler: blocks for all of them first,
+// then chunks of at most max_num_batched_tokens (LLM__MAX_STEP_OUT with all_logits: one logit
+// row per token), each prepared and executed as a step of one sequence.
 enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int n, float *logits, int all_logits) {
     struct llm__seq *s = llm__seq_get(E, seq);
     const struct llm__model *m = &E->model;
-    enum llm_status st;
+    enum llm_status st = LLM_OK;
     if (!s) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "no sequence %d", seq);
     if (n < 1 || !tokens) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "no tokens to evaluate");
     for (int i = 0; i < n; i++)
@@ -6469,57 +6522,68 @@ enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int 
     if ((int64_t)s->len + n > E->max_model_len)
         return llm__fail(&E->err, LLM_ERR_CONTEXT, "%d tokens do not fit in the context: %d used of %d",
                          n, s->len, E->max_model_len);
-    if ((st = llm__seq_reserve(&E->kv, s, n, &E->err))) return st;
+    if (!llm__blocks_can_allocate(&E->blocks, s, n))
+        return llm__fail(&E->err, LLM_ERR_CONTEXT, "KV cache is full: %lld more blocks of %d tokens needed, %d free of %d",
+                         (long long)llm__blocks_needed(&E->blocks, s, n), E->blocks.block_size,
+                         llm__blocks_available(&E->blocks), E->blocks.n_blocks);
+    if (!llm__blocks_allocate(&E->blocks, s, n)) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
     const int chunk = all_logits ? LLM__MAX_STEP_OUT : E->params.max_num_batched_tokens;
-    for (int i0 = 0; i0 < n; i0 += chunk) {
+    for (int i0 = 0; i0 < n && st == LLM_OK; i0 += chunk) {
         int T = LLM__MIN(chunk, n - i0);
-        bool last = i0 + T == n;
-        for (int i = 0; i < T; i++) {
-            int32_t pos = s->len + i;
-            E->st_tokens[i] = tokens[i0 + i];
-            E->st_pos[i] = pos;
-            E->st_seq[i] = 0;
-            E->st_slot[i] = s->blocks[pos / E->kv.block_size] * E->kv.block_size + pos % E->kv.block_size;
-        }
-        int n_out = 0;
-        if (logits && all_logits) for (int i = 0; i < T; i++) E->st_out[n_out++] = i;
-        else if (logits && last) E->st_out[n_out++] = T - 1;
-        struct llm__step step = {
-            .n_tokens = T, .tokens = E->st_tokens, .positions = E->st_pos, .seq_idx = E->st_seq,
-            .slot_mapping = E->st_slot, .n_seqs = 1, .max_blocks = s->n_blocks, .block_tables = s->blocks,
-            .block_size = E->kv.block_size, .n_out = n_out, .out_rows = E->st_out,
-        };
-        float *out = logits ? logits + (all_logits ? (size_t)i0 * (size_t)m->n_vocab : 0) : NULL;
-        if ((st = llm__forward(m, &E->be, &E->acts, E->kv.k_layer, E->kv.v_layer, &step, out, E->prof, &E->err)))
-            return st;
-        s->len += T;
+        int n_logits = !logits ? 0 : all_logits ? T : i0 + T == n;
+        float *out = logits && all_logits ? logits + (size_t)i0 * (size_t)m->n_vocab : logits;
+        st = llm__seq_eval_chunk(E, s, tokens + i0, T, n_logits, out);
     }
-    return LLM_OK;
+    if (st != LLM_OK) llm__blocks_truncate(&E->blocks, s, s->len);   // the blocks of what was not computed
+    return st;
 }
 
 // === serving: requests, the scheduler, steps ===
 //
-// vLLM's scheduler, on the CPU first: each step spends a budget of max_num_batched_tokens on
-// the running requests first (a decode is one token; an unfinished prompt continues in chunks),
-// then admits waiting requests (FCFS, or by priority then arrival) while the budget and
-// max_num_seqs allow, reusing cached prefix blocks. When a running request needs a block and
-// none is left, the latest admitted (or lowest-priority) running request is preempted: its
-// blocks are freed and its tokens, prompt and output so far, are computed again when it is
-// readmitted, so its output does not change. One forward pass computes every scheduled token.
+// A step is five calls with one job each (nano-vllm's Scheduler, BlockManager and ModelRunner):
+//   llm__schedule     which requests run and how many tokens each, within max_num_seqs and
+//                     max_num_batched_tokens; KV blocks for them (llm__blocks); preemptions.
+//                     Its decisions are plain data: a struct llm__plan.
+//   llm__prepare      the step's arrays from the plan (tokens, positions, sequence indices, KV
+//                     slots, block tables, logit rows): the struct llm__step the backend reads.
+//   llm__execute      the forward pass (llm__forward).
+//   llm__postprocess  sampling, appending, stop checks; blocks that became full enter the prefix
+//                     cache; finished requests free their blocks.
+//   llm__collect      the step's outputs.
+// llm_seq_eval runs prepare and execute on plans of one sequence, without the scheduler.
+//
+// The policy is vLLM's: each step spends a budget of max_num_batched_tokens on the running
+// requests first (a decode is one token; an unfinished prompt continues in chunks), then admits
+// waiting requests (FCFS, or by priority then arrival) while the budget and max_num_seqs allow,
+// reusing cached prefix blocks. When a running request needs a block and none is left, the
+// latest admitted (or lowest-priority) running request is preempted: its blocks are freed and its
+// tokens, prompt and output so far, are computed again when it is readmitted, so its output does
+// not change. A step that preempted admits nobody. One forward pass computes every planned token.
+//
+// Why requests end (llm_output.finish_reason):
+//   LLM_FINISH_STOP    an end-of-generation token (unless ignore_eos), a stop token, a stop string
+//   LLM_FINISH_LENGTH  max_tokens; max_model_len; a request the KV cache cannot hold even when it
+//                      runs alone (also when no host memory is left for its tokens)
+//   LLM_FINISH_ABORT   llm_abort_request
+//   LLM_FINISH_ERROR   only in llm_generate's results: a prompt that could not be added, or what
+//                      had not finished when the backend failed
+
+#define LLM__MAX_LOGPROBS 20   // llm_request_params.logprobs at most
 
 enum llm__req_state { LLM__REQ_WAITING, LLM__REQ_RUNNING, LLM__REQ_DONE };
 
 struct llm__req {
     int id;
     enum llm__req_state state;
-    int32_t *tokens;            // prompt, then the output
+    int32_t *tokens;            // [cap_tokens] the prompt, then the output
     int n_tokens, cap_tokens, n_prompt;
+    struct llm_logprob *logprobs;   // [cap_tokens - n_prompt][p.logprobs] per output token (p.logprobs > 0)
     int n_computed;             // tokens whose K and V are in the cache
     int n_cached;               // prompt tokens found in the prefix cache at first admission
     bool admitted_once;
     struct llm__seq seq;
     llm_sampler *smp;
-    struct llm_request_params p;
+    struct llm_request_params p;   // n_stop / n_stop_token_ids: of the copies below
     char **stop;                // copies
     int32_t *stop_ids;
     long long arrival;          // order of arrival
@@ -6536,14 +6600,15 @@ struct llm__req {
     bool reported_done;
 };
 
-static void llm__req_free(struct llm__req *r, struct llm__kv *kv) {
+static void llm__req_free(struct llm__req *r, struct llm__blocks *bm) {
     if (!r) return;
-    llm__seq_release(kv, &r->seq);
+    llm__blocks_release(bm, &r->seq);
     llm_sampler_free(r->smp);
     if (r->stop) for (int i = 0; i < r->p.n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->stop_ids);
     free(r->tokens);
+    free(r->logprobs);
     free(r->itl);
     free(r->text.p);
     free(r);
@@ -6562,83 +6627,186 @@ static struct llm__req *llm__req_find(const llm_engine *E, int id) {
     return NULL;
 }
 
+// What one step computes: the scheduler's decisions as plain data, in the order of the step's
+// sequences (their logit rows come in the same order).
+//
+// Each entry computes n_compute tokens of a sequence from position `start` and wants the logits
+// of its last n_logits tokens. Today n_logits is 0 (a prompt chunk that does not reach the end)
+// or 1 (the next token is sampled from the last row). Speculative decoding fits in as it is:
+// the request's tokens end with k draft tokens, the entry computes them with the last accepted
+// token (n_compute = 1 + k) and wants all their rows (n_logits = 1 + k); postprocess verifies the
+// drafts row by row and gives back the KV of the rejected ones with llm__blocks_truncate before
+// the full blocks are committed.
+struct llm__plan_entry {
+    struct llm__req *r;         // NULL in llm_seq_eval's plans
+    struct llm__seq *seq;       // its blocks already hold start + n_compute tokens
+    const int32_t *tokens;      // [n_compute] the tokens to compute, at positions start, start + 1, ...
+    int start;                  // tokens whose K and V are in the cache before the step
+    int n_compute;              // a prompt chunk, 1 for a decode, 1 + k to verify k drafts
+    int n_logits;               // rows wanted: those of the last n_logits computed tokens
+};
+
+struct llm__plan {
+    struct llm__plan_entry *e;  // [n] (at most max_num_seqs)
+    int n;
+    int n_tokens;               // sum of n_compute (at most max_num_batched_tokens)
+    int n_logits;               // sum of n_logits (at most acts.max_out)
+    int n_preempted;            // requests preempted to make room (freed, waiting again)
+};
+
+// The memory of serving: the block manager over the KV cache's blocks, the arrays of one step.
+static enum llm_status llm__serving_init(llm_engine *E, struct llm__err *e) {
+    enum llm_status st = llm__blocks_init(&E->blocks, E->kv.n_blocks, E->kv.block_size,
+                                          E->params.enable_prefix_caching != 0, e);
+    if (st) return st;
+    size_t T = (size_t)E->acts.max_tokens;
+    E->step_logits = malloc((size_t)E->acts.max_out * (size_t)E->model.n_vocab * sizeof(float));
+    E->st_tokens = malloc(T * sizeof(int32_t));
+    E->st_pos = malloc(T * sizeof(int32_t));
+    E->st_seq = malloc(T * sizeof(int32_t));
+    E->st_slot = malloc(T * sizeof(int32_t));
+    E->st_out = malloc(T * sizeof(int32_t));
+    if (!E->step_logits || !E->st_tokens || !E->st_pos || !E->st_seq || !E->st_slot || !E->st_out)
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    return LLM_OK;
+}
+
+// Everything that holds blocks (requests, llm_seq_new's sequences), then the rest.
+static void llm__serving_free(llm_engine *E) {
+    for (int i = 0; i < E->n_reqs; i++) llm__req_free(E->reqs[i], &E->blocks);
+    for (int i = 0; i < E->n_seqs; i++) if (E->seqs[i].used) llm__blocks_release(&E->blocks, &E->seqs[i]);
+    free(E->reqs);
+    free(E->q_run);
+    free(E->q_wait);
+    free(E->plan);
+    free(E->seqs);
+    free(E->outs);
+    free(E->out_off);
+    free(E->arena.p);
+    free(E->step_logits);
+    free(E->st_tokens);
+    free(E->st_pos);
+    free(E->st_seq);
+    free(E->st_slot);
+    free(E->st_out);
+    free(E->st_tables);
+    llm__blocks_free(&E->blocks);
+}
+
+// --- adding requests ---
+
+// Checks a request before anything is allocated (LLM_ERR_INVALID_ARG, the message in E).
+static bool llm__req_params_ok(llm_engine *E, const struct llm_prompt *prompt, const struct llm_request_params *p) {
+    struct llm__err *e = &E->err;
+    if (E->params.load != LLM_LOAD_ALL)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "the engine has no weights loaded (LLM_LOAD_VOCAB or LLM_LOAD_METADATA)"), false;
+    if (!prompt || (!prompt->text && (!prompt->tokens || prompt->n_tokens < 1)))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: no prompt"), false;
+    if (p->max_tokens < 0 || p->n_stop < 0 || p->n_stop_token_ids < 0 || (p->n_stop && !p->stop) ||
+        (p->n_stop_token_ids && !p->stop_token_ids))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: bad parameters"), false;
+    if (p->logprobs < 0 || p->logprobs > LLM__MIN(LLM__MAX_LOGPROBS, E->model.n_vocab))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: logprobs must be in [0, %d] (got %d)",
+                         LLM__MIN(LLM__MAX_LOGPROBS, E->model.n_vocab), p->logprobs), false;
+    for (int i = 0; i < p->n_stop; i++)
+        if (!p->stop[i] || !p->stop[i][0]) return llm__fail(e, LLM_ERR_INVALID_ARG, "request: stop string %d is empty", i), false;
+    if (!llm__sampling_params_ok(&p->sampling))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: bad sampling parameters (negative or not a number, "
+                                                 "top_p or min_p outside [0, 1])"), false;
+    return true;
+}
+
+// Room for cap tokens, and the log-probabilities of the output ones when they are asked for.
+static bool llm__req_reserve_tokens(struct llm__req *r, int cap) {
+    int32_t *t = realloc(r->tokens, (size_t)cap * sizeof(int32_t));
+    if (!t) return false;
+    r->tokens = t;
+    if (r->p.logprobs > 0) {
+        size_t n = (size_t)(cap - r->n_prompt) * (size_t)r->p.logprobs;
+        struct llm_logprob *lp = realloc(r->logprobs, n * sizeof(*lp));
+        if (!lp) return false;
+        r->logprobs = lp;
+    }
+    r->cap_tokens = cap;
+    return true;
+}
+
+// The prompt's tokens (text tokenized as the parameters say), with room for the output; rejects a
+// prompt that is empty, has an id out of range, or does not fit the context or the KV cache.
+static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, const struct llm_prompt *prompt) {
+    struct llm__err *e = &E->err;
+    int n = prompt->n_tokens, flags = 0;
+    size_t len = prompt->text ? strlen(prompt->text) : 0;
+    if (prompt->text) {
+        flags = (r->p.add_special >= 0 ? LLM_TOKENIZE_ADD_SPECIAL : 0) | (r->p.parse_special > 0 ? LLM_TOKENIZE_PARSE_SPECIAL : 0);
+        if ((n = llm__tokenize(&E->vocab, prompt->text, len, flags, NULL, 0, e)) < 0) return e->status;
+    } else {
+        for (int i = 0; i < n; i++)
+            if (prompt->tokens[i] < 0 || prompt->tokens[i] >= E->model.n_vocab)
+                return llm__fail(e, LLM_ERR_INVALID_ARG, "request: token id %d is out of range [0, %d)", prompt->tokens[i],
+                                 E->model.n_vocab);
+    }
+    if (n < 1) return llm__fail(e, LLM_ERR_INVALID_ARG, "request: the prompt has no tokens");
+    if (n > E->max_model_len)
+        return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt has %d tokens, more than max_model_len (%d)", n, E->max_model_len);
+    int blocks = (n + 1 + E->blocks.block_size - 1) / E->blocks.block_size;   // with its first output token
+    if (blocks > E->blocks.n_blocks)
+        return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt needs %d KV blocks, the cache has %d", blocks, E->blocks.n_blocks);
+    r->n_tokens = r->n_prompt = n;
+    if (!llm__req_reserve_tokens(r, n + LLM__MIN(r->p.max_tokens, 1 << 16) + 1)) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    if (prompt->text) llm__tokenize(&E->vocab, prompt->text, len, flags, r->tokens, n, e);
+    else memcpy(r->tokens, prompt->tokens, (size_t)n * sizeof(int32_t));
+    return LLM_OK;
+}
+
+// Copies of the stop strings and ids (the caller's may go away); false: out of memory.
+static bool llm__req_copy_stops(struct llm__req *r, const struct llm_request_params *p) {
+    if (p->n_stop) {
+        if (!(r->stop = calloc((size_t)p->n_stop, sizeof(char *)))) return false;
+        r->p.n_stop = p->n_stop;   // llm__req_free frees the copies made so far
+        for (int i = 0; i < p->n_stop; i++) if (!(r->stop[i] = strdup(p->stop[i]))) return false;
+    }
+    if (p->n_stop_token_ids) {
+        if (!(r->stop_ids = malloc((size_t)p->n_stop_token_ids * sizeof(int32_t)))) return false;
+        memcpy(r->stop_ids, p->stop_token_ids, (size_t)p->n_stop_token_ids * sizeof(int32_t));
+        r->p.n_stop_token_ids = p->n_stop_token_ids;
+    }
+    return true;
+}
+
+// Room for one more request in the engine's list, queues and plan; false: out of memory.
+static bool llm__reqs_reserve(llm_engine *E) {
+    if (E->n_reqs < E->cap_reqs) return true;
+    int cap = E->cap_reqs ? 2 * E->cap_reqs : 16;
+    struct llm__req **q[3] = {realloc(E->reqs, (size_t)cap * sizeof(*q[0])), NULL, NULL};
+    if (q[0]) E->reqs = q[0];
+    if ((q[1] = realloc(E->q_run, (size_t)cap * sizeof(*q[1])))) E->q_run = q[1];
+    if ((q[2] = realloc(E->q_wait, (size_t)cap * sizeof(*q[2])))) E->q_wait = q[2];
+    struct llm__plan_entry *pl = realloc(E->plan, (size_t)cap * sizeof(*pl));
+    if (pl) E->plan = pl;
+    if (!q[0] || !q[1] || !q[2] || !pl) return false;
+    E->cap_reqs = cap;
+    return true;
+}
+
 int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct llm_request_params *params) {
     struct llm_request_params p = params ? *params : llm_request_params_default();
-    struct llm__err *e = &E->err;
-    if (E->params.load != LLM_LOAD_ALL) { llm__fail(e, LLM_ERR_INVALID_ARG, "the engine has no weights loaded (LLM_LOAD_VOCAB or LLM_LOAD_METADATA)"); return -1; }
-    if (!prompt || (!prompt->text && (!prompt->tokens || prompt->n_tokens < 1))) {
-        llm__fail(e, LLM_ERR_INVALID_ARG, "request: no prompt");
-        return -1;
-    }
-    if (p.max_tokens < 0 || p.n_stop < 0 || p.n_stop_token_ids < 0 || (p.n_stop && !p.stop) ||
-        (p.n_stop_token_ids && !p.stop_token_ids)) {
-        llm__fail(e, LLM_ERR_INVALID_ARG, "request: bad parameters");
-        return -1;
-    }
+    if (!llm__req_params_ok(E, prompt, &p)) return -1;
     struct llm__req *r = calloc(1, sizeof(*r));
-    if (!r) { llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return -1; }
+    if (!r) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
     r->p = p;
     r->p.stop = NULL;
     r->p.stop_token_ids = NULL;
-    int n;
-    if (prompt->text) {
-        int flags = p.add_special >= 0 ? LLM_TOKENIZE_ADD_SPECIAL : 0;
-        n = llm__tokenize(&E->vocab, prompt->text, strlen(prompt->text), flags, NULL, 0, e);
-        if (n < 0) { free(r); return -1; }
-        r->cap_tokens = n + LLM__MIN(p.max_tokens, 1 << 16) + 1;
-        if (!(r->tokens = malloc((size_t)r->cap_tokens * sizeof(int32_t)))) { free(r); llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return -1; }
-        llm__tokenize(&E->vocab, prompt->text, strlen(prompt->text), flags, r->tokens, n, e);
-    } else {
-        n = prompt->n_tokens;
-        r->cap_tokens = n + LLM__MIN(p.max_tokens, 1 << 16) + 1;
-        if (!(r->tokens = malloc((size_t)r->cap_tokens * sizeof(int32_t)))) { free(r); llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return -1; }
-        for (int i = 0; i < n; i++) {
-            if (prompt->tokens[i] < 0 || prompt->tokens[i] >= E->model.n_vocab) {
-                llm__fail(e, LLM_ERR_INVALID_ARG, "request: token id %d is out of range [0, %d)", prompt->tokens[i], E->model.n_vocab);
-                llm__req_free(r, &E->kv);
-                return -1;
-            }
-            r->tokens[i] = prompt->tokens[i];
-        }
-    }
-    r->n_tokens = r->n_prompt = n;
-    if (n < 1) { llm__fail(e, LLM_ERR_INVALID_ARG, "request: the prompt has no tokens"); llm__req_free(r, &E->kv); return -1; }
-    if (n > E->max_model_len) {
-        llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt has %d tokens, more than max_model_len (%d)", n, E->max_model_len);
-        llm__req_free(r, &E->kv);
+    r->p.n_stop = r->p.n_stop_token_ids = 0;   // until the copies exist
+    enum llm_status st = llm__req_set_prompt(E, r, prompt);
+    if (st == LLM_OK && (!(r->smp = llm_sampler_create(&p.sampling, E->model.n_vocab)) || !llm__req_copy_stops(r, &p) ||
+                         !llm__reqs_reserve(E)))
+        st = llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");   // the parameters were checked above
+    if (st != LLM_OK) {
+        llm__req_free(r, &E->blocks);
         return -1;
     }
-    int blocks = (n + 1 + E->kv.block_size - 1) / E->kv.block_size;
-    if (blocks > E->kv.n_blocks) {
-        llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt needs %d KV blocks, the cache has %d", blocks, E->kv.n_blocks);
-        llm__req_free(r, &E->kv);
-        return -1;
-    }
-    r->smp = llm_sampler_create(&p.sampling, E->model.n_vocab);
-    if (p.n_stop) r->stop = calloc((size_t)p.n_stop, sizeof(char *));
-    if (p.n_stop_token_ids) r->stop_ids = malloc((size_t)p.n_stop_token_ids * sizeof(int32_t));
-    bool ok = r->smp && (!p.n_stop || r->stop) && (!p.n_stop_token_ids || r->stop_ids);
-    for (int i = 0; ok && i < p.n_stop; i++) ok = p.stop[i] && p.stop[i][0] && (r->stop[i] = strdup(p.stop[i]));
-    if (ok && p.n_stop_token_ids) memcpy(r->stop_ids, p.stop_token_ids, (size_t)p.n_stop_token_ids * sizeof(int32_t));
-    if (!ok) {
-        llm__fail(e, r->smp ? LLM_ERR_INVALID_ARG : LLM_ERR_INVALID_ARG, "request: bad sampling parameters or stop strings");
-        if (!r->stop) r->p.n_stop = 0;
-        llm__req_free(r, &E->kv);
-        return -1;
-    }
-    for (int i = 0; i < n; i++) llm_sampler_accept(r->smp, r->tokens[i]);
-    if (E->n_reqs == E->cap_reqs) {
-        int cap = E->cap_reqs ? 2 * E->cap_reqs : 16;
-        struct llm__req **q[4] = {realloc(E->reqs, (size_t)cap * sizeof(*q[0])), NULL, NULL, NULL};
-        if (q[0]) E->reqs = q[0];
-        if ((q[1] = realloc(E->q_run, (size_t)cap * sizeof(*q[1])))) E->q_run = q[1];
-        if ((q[2] = realloc(E->q_wait, (size_t)cap * sizeof(*q[2])))) E->q_wait = q[2];
-        if ((q[3] = realloc(E->sched, (size_t)cap * sizeof(*q[3])))) E->sched = q[3];
-        int *sn = realloc(E->sched_n, (size_t)cap * sizeof(int));
-        if (sn) E->sched_n = sn;
-        if (!q[0] || !q[1] || !q[2] || !q[3] || !sn) { llm__fail(e, LLM_ERR_NOMEM, "out of memory"); llm__req_free(r, &E->kv); return -1; }
-        E->cap_reqs = cap;
-    }
+    for (int i = 0; i < r->n_prompt; i++) llm_sampler_accept(r->smp, r->tokens[i]);
     r->id = E->next_id++;
     r->arrival = E->n_arrivals++;
     r->t_arrival = llm__now();
@@ -6647,12 +6815,15 @@ int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct
     return r->id;
 }
 
+// --- the life of a request ---
+
+// It ends: blocks that are full enter the prefix cache, then all of its blocks are freed.
 static void llm__req_finish(llm_engine *E, struct llm__req *r, enum llm_finish_reason why) {
     r->finish = why;
     r->state = LLM__REQ_DONE;
     if (!r->t_last) r->t_last = llm__now();
-    llm__seq_commit(&E->kv, &r->seq, r->tokens);
-    llm__seq_release(&E->kv, &r->seq);
+    llm__blocks_commit(&E->blocks, &r->seq, r->tokens);
+    llm__blocks_release(&E->blocks, &r->seq);
 }
 
 enum llm_status llm_abort_request(llm_engine *E, int id) {
@@ -6667,15 +6838,9 @@ int llm_has_unfinished_requests(const llm_engine *E) {
     return 0;
 }
 
-// Scheduling order: FCFS by arrival, or priority (lower first) then arrival.
-static bool llm__req_before(const llm_engine *E, const struct llm__req *a, const struct llm__req *b) {
-    if (E->priority && a->p.priority != b->p.priority) return a->p.priority < b->p.priority;
-    return a->arrival < b->arrival;
-}
-
 // Frees a running request's blocks; it waits to be computed again from its first token.
 static void llm__req_preempt(llm_engine *E, struct llm__req *r) {
-    llm__seq_release(&E->kv, &r->seq);
+    llm__blocks_release(&E->blocks, &r->seq);
     r->n_computed = 0;
     r->state = LLM__REQ_WAITING;
     r->n_preempt++;
@@ -6728,18 +6893,9 @@ static bool llm__req_stop_string(struct llm__req *r, size_t from, size_t *hold) 
     return true;
 }
 
-// After a token was sampled: append it, record its time, decide whether the request ends.
-static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, double now) {
-    if (r->n_tokens == r->cap_tokens) {
-        int cap = 2 * r->cap_tokens;
-        int32_t *t = realloc(r->tokens, (size_t)cap * sizeof(int32_t));
-        if (!t) { llm__req_finish(E, r, LLM_FINISH_LENGTH); return; }
-        r->tokens = t;
-        r->cap_tokens = cap;
-    }
-    r->tokens[r->n_tokens++] = tok;
-    int n_out = r->n_tokens - r->n_prompt;
-    if (n_out == 1) r->t_first = now;
+// The time of a new output token: the first one's, or the gap since the previous one.
+static void llm__req_time(struct llm__req *r, double now) {
+    if (r->n_tokens - r->n_prompt == 1) r->t_first = now;
     else {
         if (r->n_itl == r->cap_itl) {
             int cap = r->cap_itl ? 2 * r->cap_itl : 64;
@@ -6749,9 +6905,13 @@ static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, doub
         if (r->n_itl < r->cap_itl) r->itl[r->n_itl++] = (float)((now - r->t_last) * 1e3);
     }
     r->t_last = now;
+}
+
+// Whether the token just appended ends the request (and its text up to now).
+static void llm__req_check_end(llm_engine *E, struct llm__req *r, int32_t tok) {
     bool stop_tok = !r->p.ignore_eos && llm_token_is_eog(E, tok);
     for (int i = 0; i < r->p.n_stop_token_ids; i++) stop_tok |= tok == r->stop_ids[i];
-    bool at_len = n_out >= r->p.max_tokens || r->n_tokens >= E->max_model_len;
+    bool at_len = r->n_tokens - r->n_prompt >= r->p.max_tokens || r->n_tokens >= E->max_model_len;
     size_t before = r->text.n, hold = 0;
     llm__req_text(r, &E->vocab, tok, !stop_tok, stop_tok || at_len);
     bool stop_str = r->p.n_stop && llm__req_stop_string(r, before, &hold);
@@ -6760,217 +6920,336 @@ static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, doub
     else if (at_len) llm__req_finish(E, r, LLM_FINISH_LENGTH);
 }
 
-static int llm__req_cmp_sort(const void *a, const void *b, const llm_engine *E) {
-    const struct llm__req *x = *(struct llm__req *const *)a, *y = *(struct llm__req *const *)b;
-    return llm__req_before(E, x, y) ? -1 : llm__req_before(E, y, x) ? 1 : 0;
+// After a token was sampled from a logit row: append it (and the row's top log-probabilities when
+// asked), record its time, decide whether the request ends.
+static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, const float *row, double now) {
+    if (r->n_tokens == r->cap_tokens && !llm__req_reserve_tokens(r, 2 * r->cap_tokens)) {
+        llm__req_finish(E, r, LLM_FINISH_LENGTH);   // no memory for more tokens: it ends with those it has
+        return;
+    }
+    int k = r->p.logprobs;
+    if (k > 0) llm_top_logprobs(row, E->model.n_vocab, k, r->logprobs + (size_t)(r->n_tokens - r->n_prompt) * (size_t)k);
+    r->tokens[r->n_tokens++] = tok;
+    llm__req_time(r, now);
+    llm__req_check_end(E, r, tok);
 }
 
-// Insertion sort of requests by scheduling order (the queues are short and mostly sorted).
-static void llm__req_sort(const llm_engine *E, struct llm__req **q, int n) {
-    for (int i = 1; i < n; i++) {
-        struct llm__req *x = q[i];
-        int j = i;
-        while (j > 0 && llm__req_cmp_sort(&x, &q[j - 1], E) < 0) { q[j] = q[j - 1]; j--; }
+// --- schedule: which requests run, how many tokens each ---
+
+// Scheduling order: FCFS by arrival, or priority (lower first) then arrival.
+static bool llm__req_before(const llm_engine *E, const struct llm__req *a, const struct llm__req *b) {
+    if (E->priority && a->p.priority != b->p.priority) return a->p.priority < b->p.priority;
+    return a->arrival < b->arrival;
+}
+
+// The requests in a state, in scheduling order (insertion sort: the queues are short and mostly
+// sorted). Returns how many.
+static int llm__queue(const llm_engine *E, struct llm__req **q, enum llm__req_state state) {
+    int n = 0;
+    for (int i = 0; i < E->n_reqs; i++) {
+        struct llm__req *x = E->reqs[i];
+        if (x->state != state) continue;
+        int j = n++;
+        while (j > 0 && llm__req_before(E, x, q[j - 1])) { q[j] = q[j - 1]; j--; }
         q[j] = x;
     }
+    return n;
 }
 
-int llm_step(llm_engine *E, const struct llm_output **outputs) {
-    double t_sched0 = llm__now();
-    *outputs = E->outs;
-    // Requests reported as finished in the previous step leave now.
+// Requests reported as finished in the previous step leave (their outputs pointed into them).
+static void llm__reqs_reap(llm_engine *E) {
     int w = 0;
     for (int i = 0; i < E->n_reqs; i++) {
         struct llm__req *r = E->reqs[i];
-        if (r->state == LLM__REQ_DONE && r->reported_done) llm__req_free(r, &E->kv);
+        if (r->state == LLM__REQ_DONE && r->reported_done) llm__req_free(r, &E->blocks);
         else E->reqs[w++] = r;
     }
     E->n_reqs = w;
-    E->arena.n = 0;
-    // Queues in scheduling order.
-    int n_run = 0, n_wait = 0;
-    for (int i = 0; i < E->n_reqs; i++) {
-        struct llm__req *r = E->reqs[i];
-        if (r->state == LLM__REQ_RUNNING) E->q_run[n_run++] = r;
-        else if (r->state == LLM__REQ_WAITING) E->q_wait[n_wait++] = r;
+}
+
+// r computes its next n tokens in this step (its blocks hold them).
+static void llm__plan_add(struct llm__plan *plan, struct llm__req *r, int n) {
+    struct llm__plan_entry *pe = &plan->e[plan->n++];
+    *pe = (struct llm__plan_entry){r, &r->seq, r->tokens + r->n_computed, r->n_computed, n, 0};
+    pe->n_logits = r->n_computed + n == r->n_tokens;   // its last token is computed: the next one is sampled
+    plan->n_tokens += n;
+    plan->n_logits += pe->n_logits;
+}
+
+// r leaves the plan (it is being preempted): its tokens go back to the budget.
+static void llm__plan_drop(struct llm__plan *plan, const struct llm__req *r) {
+    for (int k = 0; k < plan->n; k++)
+        if (plan->e[k].r == r) {
+            plan->n_tokens -= plan->e[k].n_compute;
+            plan->n_logits -= plan->e[k].n_logits;
+            plan->e[k] = plan->e[--plan->n];
+            return;
+        }
+}
+
+// Blocks for running request r to grow by n tokens: running requests are preempted from the back
+// of the queue q (the latest, or lowest priority), r itself last. Returns whether r still runs;
+// one that the cache cannot hold even alone ends with LLM_FINISH_LENGTH.
+static bool llm__sched_make_room(llm_engine *E, struct llm__plan *plan, struct llm__req *r, int n, struct llm__req **q,
+                                 int n_q) {
+    while (!llm__blocks_can_allocate(&E->blocks, &r->seq, n)) {
+        int v = n_q - 1;
+        while (v >= 0 && q[v]->state != LLM__REQ_RUNNING) v--;
+        struct llm__req *victim = q[v];
+        if (victim == r) {
+            bool alone = true;
+            for (int k = 0; k < n_q; k++) alone &= q[k] == r || q[k]->state != LLM__REQ_RUNNING;
+            if (alone) { llm__req_finish(E, r, LLM_FINISH_LENGTH); return false; }
+        }
+        llm__plan_drop(plan, victim);
+        llm__req_preempt(E, victim);
+        plan->n_preempted++;
+        if (victim == r) return false;
     }
-    llm__req_sort(E, E->q_run, n_run);
-    llm__req_sort(E, E->q_wait, n_wait);
-    int budget = E->params.max_num_batched_tokens, n_sched = 0;
-    bool preempted = false;
-    // 1. running requests, in order; preempt from the back when blocks run out
-    for (int i = 0; i < n_run && budget > 0; i++) {
+    return true;
+}
+
+// 1. The running requests, in order: the next token of each (or the next chunk of its prompt).
+static enum llm_status llm__schedule_running(llm_engine *E, struct llm__plan *plan) {
+    int n_run = llm__queue(E, E->q_run, LLM__REQ_RUNNING);
+    const int max = E->params.max_num_batched_tokens;
+    for (int i = 0; i < n_run && plan->n_tokens < max; i++) {
         struct llm__req *r = E->q_run[i];
-        if (r->state != LLM__REQ_RUNNING) continue;
-        int n = LLM__MIN(r->n_tokens - r->n_computed, budget);
-        while (llm__seq_reserve(&E->kv, &r->seq, n, &E->err) != LLM_OK) {
-            int v = n_run - 1;
-            while (v >= 0 && E->q_run[v]->state != LLM__REQ_RUNNING) v--;
-            struct llm__req *victim = E->q_run[v];
-            for (int k = 0; k < n_sched; k++)
-                if (E->sched[k] == victim) {   // give back what it was given this step
-                    budget += E->sched_n[k];
-                    E->sched[k] = E->sched[--n_sched];
-                    E->sched_n[k] = E->sched_n[n_sched];
-                    break;
-                }
-            if (victim == r) {
-                bool alone = true;
-                for (int k = 0; k < n_run; k++) alone &= E->q_run[k] == r || E->q_run[k]->state != LLM__REQ_RUNNING;
-                if (alone) { llm__req_finish(E, r, LLM_FINISH_LENGTH); break; }   // the cache cannot hold more of it
-            }
-            llm__req_preempt(E, victim);
-            preempted = true;
-            if (victim == r) break;
-        }
-        if (r->state != LLM__REQ_RUNNING) continue;
-        E->sched[n_sched] = r;
-        E->sched_n[n_sched++] = n;
-        budget -= n;
+        if (r->state != LLM__REQ_RUNNING) continue;   // preempted for an earlier one
+        int n = LLM__MIN(r->n_tokens - r->n_computed, max - plan->n_tokens);
+        if (!llm__sched_make_room(E, plan, r, n, E->q_run, n_run)) continue;
+        if (!llm__blocks_allocate(&E->blocks, &r->seq, n)) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
+        llm__plan_add(plan, r, n);
     }
+    return LLM_OK;
+}
+
+// Admits waiting request r with the tokens left in the budget, from its cached prefix on.
+// Returns 1 when admitted, 0 when its blocks do not fit (it stays waiting; it ends with
+// LLM_FINISH_LENGTH when nothing else holds blocks), -1 when out of memory.
+static int llm__sched_admit(llm_engine *E, struct llm__plan *plan, struct llm__req *r, int n_running) {
+    int hit = llm__blocks_take_prefix(&E->blocks, &r->seq, r->tokens, r->n_tokens);
+    int n = LLM__MIN(r->n_tokens - hit, E->params.max_num_batched_tokens - plan->n_tokens);
+    if (!llm__blocks_can_allocate(&E->blocks, &r->seq, n)) {
+        llm__blocks_release(&E->blocks, &r->seq);   // the prefix blocks it took
+        if (n_running == 0 && plan->n == 0) llm__req_finish(E, r, LLM_FINISH_LENGTH);   // can never fit
+        return 0;
+    }
+    if (!llm__blocks_allocate(&E->blocks, &r->seq, n)) {
+        llm__blocks_release(&E->blocks, &r->seq);
+        return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
+    }
+    if (E->blocks.caching && !r->admitted_once) {
+        E->prefix_query_tokens += r->n_prompt;
+        E->prefix_hit_tokens += hit;
+        r->n_cached = hit;
+    }
+    r->admitted_once = true;
+    r->n_computed = hit;
+    r->state = LLM__REQ_RUNNING;
+    llm__plan_add(plan, r, n);
+    return 1;
+}
+
+// 2. Waiting requests (preempted ones included), in order, while the budget and max_num_seqs
+// allow; the first that does not fit stops admission (no request overtakes it).
+static enum llm_status llm__schedule_waiting(llm_engine *E, struct llm__plan *plan) {
     int n_running = 0;
-    for (int i = 0; i < n_run; i++) n_running += E->q_run[i]->state == LLM__REQ_RUNNING;
-    // 2. waiting requests (preempted ones included), while there is room; none after a preemption
-    if (!preempted) {
-        n_wait = 0;
-        for (int i = 0; i < E->n_reqs; i++) if (E->reqs[i]->state == LLM__REQ_WAITING) E->q_wait[n_wait++] = E->reqs[i];
-        llm__req_sort(E, E->q_wait, n_wait);
-        for (int i = 0; i < n_wait && budget > 0 && n_running < E->params.max_num_seqs; i++) {
-            struct llm__req *r = E->q_wait[i];
-            int hit = llm__seq_take_prefix(&E->kv, &r->seq, r->tokens, r->n_tokens);
-            int n = LLM__MIN(r->n_tokens - hit, budget);
-            if (llm__seq_reserve(&E->kv, &r->seq, n, &E->err) != LLM_OK) {
-                llm__seq_release(&E->kv, &r->seq);
-                if (n_running == 0 && n_sched == 0) llm__req_finish(E, r, LLM_FINISH_LENGTH);   // can never fit
-                break;
-            }
-            if (E->kv.caching && !r->admitted_once) {
-                E->kv.query_tokens += (uint64_t)r->n_prompt;
-                E->kv.hit_tokens += (uint64_t)hit;
-                r->n_cached = hit;
-            }
-            r->admitted_once = true;
-            r->n_computed = hit;
-            r->state = LLM__REQ_RUNNING;
-            n_running++;
-            E->sched[n_sched] = r;
-            E->sched_n[n_sched++] = n;
-            budget -= n;
-        }
+    for (int i = 0; i < E->n_reqs; i++) n_running += E->reqs[i]->state == LLM__REQ_RUNNING;
+    int n_wait = llm__queue(E, E->q_wait, LLM__REQ_WAITING);
+    for (int i = 0; i < n_wait && plan->n_tokens < E->params.max_num_batched_tokens && n_running < E->params.max_num_seqs;
+         i++) {
+        int a = llm__sched_admit(E, plan, E->q_wait[i], n_running);
+        if (a < 0) return E->err.status;
+        if (a == 0) break;
+        n_running++;
     }
-    int n_outs = 0;
-    if (n_sched == 0) {
-        if (E->prof) E->prof->t[LLM_PROF_SCHEDULING] += llm__now() - t_sched0;
-        goto report;
-    }
-    // 3. the batch
-    int T = 0, n_out = 0, max_blocks = 0;
-    for (int k = 0; k < n_sched; k++) max_blocks = LLM__MAX(max_blocks, E->sched[k]->seq.n_blocks);
+    return LLM_OK;
+}
+
+// The plan of a step: running requests first, then admissions unless someone was preempted.
+static enum llm_status llm__schedule(llm_engine *E, struct llm__plan *plan) {
+    enum llm_status st;
+    llm__reqs_reap(E);
+    *plan = (struct llm__plan){.e = E->plan};
+    if ((st = llm__schedule_running(E, plan))) return st;
+    if (!plan->n_preempted && (st = llm__schedule_waiting(E, plan))) return st;
+    return LLM_OK;
+}
+
+// --- prepare and execute ---
+
+// The step's arrays from the plan: for every computed token its id, position, sequence index and
+// KV slot; every sequence's block table (one row of max_blocks columns each); the rows whose
+// logits are wanted. The step's pointers point into E's arrays until the next step.
+static enum llm_status llm__prepare(llm_engine *E, const struct llm__plan *plan, struct llm__step *step) {
+    assert(plan->n >= 1 && plan->n <= E->params.max_num_seqs && plan->n_tokens <= E->acts.max_tokens &&
+           plan->n_logits <= E->acts.max_out);
+    int max_blocks = 0;
+    for (int k = 0; k < plan->n; k++) max_blocks = LLM__MAX(max_blocks, plan->e[k].seq->n_blocks);
     if (max_blocks > E->cap_tables) {
         int32_t *t = realloc(E->st_tables, (size_t)E->params.max_num_seqs * (size_t)max_blocks * sizeof(int32_t));
-        if (!t) { llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"); return -1; }
+        if (!t) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
         E->st_tables = t;
         E->cap_tables = max_blocks;
     }
-    const int bs = E->kv.block_size;
-    for (int k = 0; k < n_sched; k++) {
-        struct llm__req *r = E->sched[k];
-        for (int j = 0; j < E->sched_n[k]; j++, T++) {
-            int32_t pos = r->n_computed + j;
-            E->st_tokens[T] = r->tokens[pos];
-            E->st_pos[T] = pos;
+    const int bs = E->blocks.block_size;
+    int T = 0, n_out = 0;
+    for (int k = 0; k < plan->n; k++) {
+        const struct llm__plan_entry *pe = &plan->e[k];
+        assert(pe->seq->n_blocks * bs >= pe->start + pe->n_compute && pe->n_logits <= pe->n_compute);
+        for (int j = 0; j < pe->n_compute; j++, T++) {
+            E->st_tokens[T] = pe->tokens[j];
+            E->st_pos[T] = pe->start + j;
             E->st_seq[T] = k;
-            E->st_slot[T] = r->seq.blocks[pos / bs] * bs + pos % bs;
+            E->st_slot[T] = llm__seq_slot(pe->seq, bs, pe->start + j);
         }
-        r->seq.len = r->n_computed + E->sched_n[k];
-        memcpy(E->st_tables + (size_t)k * (size_t)max_blocks, r->seq.blocks, (size_t)r->seq.n_blocks * sizeof(int32_t));
-        if (r->seq.len == r->n_tokens) E->st_out[n_out++] = T - 1;   // it samples its next token
+        for (int j = pe->n_logits; j > 0; j--) E->st_out[n_out++] = T - j;
+        memcpy(E->st_tables + (size_t)k * (size_t)max_blocks, pe->seq->blocks, (size_t)pe->seq->n_blocks * sizeof(int32_t));
     }
-    struct llm__step step = {
+    *step = (struct llm__step){
         .n_tokens = T, .tokens = E->st_tokens, .positions = E->st_pos, .seq_idx = E->st_seq,
-        .slot_mapping = E->st_slot, .n_seqs = n_sched, .max_blocks = max_blocks, .block_tables = E->st_tables,
+        .slot_mapping = E->st_slot, .n_seqs = plan->n, .max_blocks = max_blocks, .block_tables = E->st_tables,
         .block_size = bs, .n_out = n_out, .out_rows = E->st_out,
     };
-    if (E->prof) E->prof->t[LLM_PROF_SCHEDULING] += llm__now() - t_sched0;
-    if (llm__forward(&E->model, &E->be, &E->acts, E->kv.k_layer, E->kv.v_layer, &step, E->step_logits, E->prof,
-                     &E->err) != LLM_OK) {
-        for (int k = 0; k < n_sched; k++) llm__req_preempt(E, E->sched[k]);   // computed again next time
-        return -1;
-    }
+    return LLM_OK;
+}
+
+// The forward pass; logits receives step->n_out rows of n_vocab.
+static enum llm_status llm__execute(llm_engine *E, const struct llm__step *step, float *logits) {
+    return llm__forward(&E->model, &E->be, &E->acts, E->kv.k_layer, E->kv.v_layer, step, logits, E->prof, &E->err);
+}
+
+// One chunk of llm_seq_eval: n tokens of a sequence whose blocks hold them, as a step of one
+// sequence; the rows of its last n_logits tokens go to logits.
+static enum llm_status llm__seq_eval_chunk(llm_engine *E, struct llm__seq *s, const int32_t *tokens, int n,
+                                           int n_logits, float *logits) {
+    struct llm__plan_entry pe = {NULL, s, tokens, s->len, n, n_logits};
+    struct llm__plan plan = {&pe, 1, n, n_logits, 0};
+    struct llm__step step;
+    enum llm_status st = llm__prepare(E, &plan, &step);
+    if (st == LLM_OK) st = llm__execute(E, &step, logits);
+    if (st == LLM_OK) s->len += n;
+    return st;
+}
+
+// --- postprocess and collect ---
+
+// After the forward pass: the planned tokens are in the cache; a request whose last token was
+// computed samples the next one from its row. Full blocks enter the prefix cache after the
+// tokens are settled (with speculative decoding: after the rejected drafts were rolled back).
+static void llm__postprocess(llm_engine *E, const struct llm__plan *plan, const float *logits) {
+    double t0 = llm__now();
+    const size_t nv = (size_t)E->model.n_vocab;
+    size_t row = 0;
     E->n_steps++;
-    // 4. sample, append, finish
-    double t_samp0 = llm__now();
-    int o = 0;
-    for (int k = 0; k < n_sched; k++) {
-        struct llm__req *r = E->sched[k];
-        r->n_computed = r->seq.len;
-        llm__seq_commit(&E->kv, &r->seq, r->tokens);
-        if (r->n_computed < r->n_tokens) continue;
-        int32_t tok = llm_sampler_sample(r->smp, E->step_logits + (size_t)o++ * (size_t)E->model.n_vocab);
-        llm__req_append(E, r, tok, llm__now());
+    for (int k = 0; k < plan->n; k++) {
+        const struct llm__plan_entry *pe = &plan->e[k];
+        struct llm__req *r = pe->r;
+        r->n_computed = r->seq.len = pe->start + pe->n_compute;
+        if (pe->n_logits > 0) {   // one row today: the last token's
+            const float *lg = logits + (row + (size_t)pe->n_logits - 1) * nv;
+            row += (size_t)pe->n_logits;
+            llm__req_append(E, r, llm_sampler_sample(r->smp, lg), lg, llm__now());
+        }
+        if (r->state == LLM__REQ_RUNNING) llm__blocks_commit(&E->blocks, &r->seq, r->tokens);
     }
-    if (E->prof) E->prof->t[LLM_PROF_SAMPLING] += llm__now() - t_samp0;
-report:
-    // 5. outputs: every request with new tokens or text, or that finished
+    if (E->prof) E->prof->t[LLM_PROF_SAMPLING] += llm__now() - t0;
+}
+
+// The forward pass failed: the planned requests are computed again from their first token.
+static void llm__plan_undo(llm_engine *E, const struct llm__plan *plan) {
+    for (int k = 0; k < plan->n; k++) llm__req_preempt(E, plan->e[k].r);
+}
+
+// What r has to report: new tokens, new text, or its end (once).
+static bool llm__req_has_news(const struct llm__req *r) {
+    return r->n_tokens - r->n_prompt > r->out_sent || r->text.n - r->text_hold > r->text_sent ||
+           (r->state == LLM__REQ_DONE && !r->reported_done);
+}
+
+// r's output of this step; its new text goes to the arena, at *text_off.
+static void llm__output_fill(llm_engine *E, struct llm__req *r, struct llm_output *out, size_t *text_off) {
+    int n_gen = r->n_tokens - r->n_prompt, k = r->p.logprobs;
+    size_t shown = r->text.n - r->text_hold;
+    memset(out, 0, sizeof(*out));
+    out->request_id = r->id;
+    out->new_tokens = r->tokens + r->n_prompt + r->out_sent;
+    out->n_new_tokens = n_gen - r->out_sent;
+    out->new_logprobs = k > 0 && out->n_new_tokens > 0 ? r->logprobs + (size_t)r->out_sent * (size_t)k : NULL;
+    r->out_sent = n_gen;
+    *text_off = E->arena.n;
+    if (shown > r->text_sent) llm__outbuf_put(&E->arena, r->text.p + r->text_sent, shown - r->text_sent);
+    llm__outbuf_put(&E->arena, "", 1);
+    out->n_new_text = (int)(shown > r->text_sent ? shown - r->text_sent : 0);
+    r->text_sent = LLM__MAX(r->text_sent, shown);
+    out->finished = r->state == LLM__REQ_DONE;
+    out->finish_reason = out->finished ? r->finish : LLM_FINISH_NONE;
+    out->ttft_ms = r->t_first ? (r->t_first - r->t_arrival) * 1e3 : 0.0;
+    out->e2e_ms = out->finished ? (r->t_last - r->t_arrival) * 1e3 : 0.0;
+    out->n_prompt_tokens = r->n_prompt;
+    out->n_cached_tokens = r->n_cached;
+    out->n_output_tokens = n_gen;
+    out->n_preemptions = r->n_preempt;
+    out->itl_ms = out->finished ? r->itl : NULL;
+    if (out->finished) r->reported_done = true;
+}
+
+// The step's outputs: one per request with new tokens or text, or that finished.
+static int llm__collect(llm_engine *E, const struct llm_output **outputs) {
+    int n_outs = 0;
+    E->arena.n = 0;
+    E->arena.fail = false;
     for (int i = 0; i < E->n_reqs; i++) {
         struct llm__req *r = E->reqs[i];
-        int n_gen = r->n_tokens - r->n_prompt;
-        size_t shown = r->text.n - r->text_hold;
-        bool news = n_gen > r->out_sent || shown > r->text_sent || (r->state == LLM__REQ_DONE && !r->reported_done);
-        if (!news) continue;
+        if (!llm__req_has_news(r)) continue;
         if (n_outs == E->cap_outs) {
             int cap = E->cap_outs ? 2 * E->cap_outs : 64;
             struct llm_output *q = realloc(E->outs, (size_t)cap * sizeof(*q));
             if (q) E->outs = q;
             size_t *f = realloc(E->out_off, (size_t)cap * sizeof(size_t));
             if (f) E->out_off = f;
-            if (!q || !f) { llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"); return -1; }
+            if (!q || !f) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
             E->cap_outs = cap;
-            *outputs = E->outs;
         }
-        struct llm_output *out = &E->outs[n_outs++];
-        memset(out, 0, sizeof(*out));
-        out->request_id = r->id;
-        out->new_tokens = r->tokens + r->n_prompt + r->out_sent;
-        out->n_new_tokens = n_gen - r->out_sent;
-        r->out_sent = n_gen;
-        size_t off = E->arena.n;
-        if (shown > r->text_sent) llm__outbuf_put(&E->arena, r->text.p + r->text_sent, shown - r->text_sent);
-        llm__outbuf_put(&E->arena, "", 1);
-        out->n_new_text = (int)(shown > r->text_sent ? shown - r->text_sent : 0);
-        E->out_off[n_outs - 1] = off;   // a pointer below, once the arena stops moving
-        r->text_sent = LLM__MAX(r->text_sent, shown);
-        out->finished = r->state == LLM__REQ_DONE;
-        out->finish_reason = out->finished ? r->finish : LLM_FINISH_NONE;
-        out->ttft_ms = r->t_first ? (r->t_first - r->t_arrival) * 1e3 : 0.0;
-        out->e2e_ms = out->finished ? (r->t_last - r->t_arrival) * 1e3 : 0.0;
-        out->n_prompt_tokens = r->n_prompt;
-        out->n_cached_tokens = r->n_cached;
-        out->n_output_tokens = n_gen;
-        out->n_preemptions = r->n_preempt;
-        out->itl_ms = out->finished ? r->itl : NULL;
-        if (out->finished) r->reported_done = true;
+        llm__output_fill(E, r, &E->outs[n_outs], &E->out_off[n_outs]);
+        n_outs++;
     }
-    if (E->arena.fail) { llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"); return -1; }
-    for (int i = 0; i < n_outs; i++) E->outs[i].new_text = E->arena.p + E->out_off[i];
+    *outputs = E->outs;
+    if (E->arena.fail) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
+    for (int i = 0; i < n_outs; i++) E->outs[i].new_text = E->arena.p + E->out_off[i];   // the arena has stopped moving
     return n_outs;
+}
+
+int llm_step(llm_engine *E, const struct llm_output **outputs) {
+    struct llm__plan plan;
+    struct llm__step step;
+    double t0 = llm__now();
+    *outputs = E->outs;
+    if (llm__schedule(E, &plan) != LLM_OK || (plan.n > 0 && llm__prepare(E, &plan, &step) != LLM_OK)) return -1;
+    if (E->prof) E->prof->t[LLM_PROF_SCHEDULING] += llm__now() - t0;
+    if (plan.n > 0) {
+        if (llm__execute(E, &step, E->step_logits) != LLM_OK) { llm__plan_undo(E, &plan); return -1; }
+        llm__postprocess(E, &plan, E->step_logits);
+    }
+    return llm__collect(E, outputs);
 }
 
 void llm_get_stats(const llm_engine *E, struct llm_engine_stats *s) {
     memset(s, 0, sizeof(*s));
-    const struct llm__kv *kv = &E->kv;
-    s->kv_blocks_total = kv->n_blocks;
-    s->kv_blocks_cached = kv->n_lru;
-    s->kv_blocks_used = kv->n_blocks - kv->n_free - kv->n_lru;
+    const struct llm__blocks *bm = &E->blocks;
+    s->kv_blocks_total = bm->n_blocks;
+    s->kv_blocks_cached = bm->n_lru;
+    s->kv_blocks_used = bm->n_blocks - bm->n_free - bm->n_lru;
     long long blocks = 0;
     for (int i = 0; i < E->n_reqs; i++) {
         const struct llm__req *r = E->reqs[i];
         if (r->state == LLM__REQ_RUNNING) { s->n_running++; s->kv_tokens_stored += r->seq.len; blocks += r->seq.n_blocks; }
         else if (r->state == LLM__REQ_WAITING) s->n_waiting++;
     }
-    s->kv_utilization = blocks ? (double)s->kv_tokens_stored / ((double)blocks * kv->block_size) : 0.0;
-    s->prefix_query_tokens = (long long)kv->query_tokens;
-    s->prefix_hit_tokens = (long long)kv->hit_tokens;
+    s->kv_utilization = blocks ? (double)s->kv_tokens_stored / ((double)blocks * bm->block_size) : 0.0;
+    s->prefix_query_tokens = E->prefix_query_tokens;
+    s->prefix_hit_tokens = E->prefix_hit_tokens;
     s->n_preemptions = E->n_preemptions;
     s->n_steps = E->n_steps;
 }
@@ -6979,6 +7258,32 @@ static char *llm__strndup(const char *s, size_t n) {
     char *d = malloc(n + 1);
     if (d) { if (n) memcpy(d, s, n); d[n] = 0; }
     return d;
+}
+
+// A finished request's result (copies: the request leaves at the next step).
+static enum llm_status llm__result_fill(llm_engine *E, const struct llm__req *r, const struct llm_output *out,
+                                        struct llm_result *x) {
+    size_t k = (size_t)r->p.logprobs;
+    x->n_prompt_tokens = r->n_prompt;
+    x->prompt_tokens = malloc((size_t)r->n_prompt * sizeof(int32_t));
+    x->n_tokens = r->n_tokens - r->n_prompt;
+    x->tokens = malloc((size_t)LLM__MAX(x->n_tokens, 1) * sizeof(int32_t));
+    x->logprobs = k && x->n_tokens ? malloc((size_t)x->n_tokens * k * sizeof(struct llm_logprob)) : NULL;
+    x->text = llm__strndup(r->text.p ? r->text.p : "", r->text.n);
+    x->n_itl = r->n_itl;
+    x->itl_ms = malloc((size_t)LLM__MAX(r->n_itl, 1) * sizeof(float));
+    if (!x->prompt_tokens || !x->tokens || (k && x->n_tokens && !x->logprobs) || !x->text || !x->itl_ms)
+        return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
+    memcpy(x->prompt_tokens, r->tokens, (size_t)r->n_prompt * sizeof(int32_t));
+    if (x->n_tokens) memcpy(x->tokens, r->tokens + r->n_prompt, (size_t)x->n_tokens * sizeof(int32_t));
+    if (x->logprobs) memcpy(x->logprobs, r->logprobs, (size_t)x->n_tokens * k * sizeof(struct llm_logprob));
+    if (r->n_itl) memcpy(x->itl_ms, r->itl, (size_t)r->n_itl * sizeof(float));
+    x->finish_reason = r->finish;
+    x->ttft_ms = out->ttft_ms;
+    x->e2e_ms = out->e2e_ms;
+    x->n_cached_tokens = r->n_cached;
+    x->n_preemptions = r->n_preempt;
+    return LLM_OK;
 }
 
 enum llm_status llm_generate(llm_engine *E, const struct llm_prompt *prompts, int n, const struct llm_request_params *params,
@@ -6995,36 +7300,20 @@ enum llm_status llm_generate(llm_engine *E, const struct llm_prompt *prompts, in
         }
     }
     enum llm_status st = LLM_OK;
-    while (llm_has_unfinished_requests(E)) {
+    while (st == LLM_OK && llm_has_unfinished_requests(E)) {
         const struct llm_output *out;
         int k = llm_step(E, &out);
-        if (k < 0) { st = LLM_ERR_BACKEND; break; }
+        if (k < 0) st = E->err.status ? E->err.status : LLM_ERR_BACKEND;
         for (int j = 0; j < k; j++) {
             if (!out[j].finished) continue;
             int i = 0;
             while (i < n && ids[i] != out[j].request_id) i++;
             if (i == n) continue;   // a request added by someone else
-            struct llm__req *r = llm__req_find(E, out[j].request_id);
-            struct llm_result *x = &res[i];
-            x->n_prompt_tokens = r->n_prompt;
-            x->prompt_tokens = malloc((size_t)r->n_prompt * sizeof(int32_t));
-            x->n_tokens = r->n_tokens - r->n_prompt;
-            x->tokens = malloc((size_t)LLM__MAX(x->n_tokens, 1) * sizeof(int32_t));
-            x->text = llm__strndup(r->text.p ? r->text.p : "", r->text.n);
-            x->n_itl = r->n_itl;
-            x->itl_ms = malloc((size_t)LLM__MAX(r->n_itl, 1) * sizeof(float));
-            if (!x->prompt_tokens || !x->tokens || !x->text || !x->itl_ms) { st = llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"); continue; }
-            memcpy(x->prompt_tokens, r->tokens, (size_t)r->n_prompt * sizeof(int32_t));
-            if (x->n_tokens) memcpy(x->tokens, r->tokens + r->n_prompt, (size_t)x->n_tokens * sizeof(int32_t));
-            if (r->n_itl) memcpy(x->itl_ms, r->itl, (size_t)r->n_itl * sizeof(float));
-            x->finish_reason = r->finish;
-            x->ttft_ms = out[j].ttft_ms;
-            x->e2e_ms = out[j].e2e_ms;
-            x->n_cached_tokens = r->n_cached;
-            x->n_preemptions = r->n_preempt;
+            enum llm_status s2 = llm__result_fill(E, llm__req_find(E, out[j].request_id), &out[j], &res[i]);
+            if (s2 != LLM_OK) st = s2;
         }
     }
-    if (st != LLM_OK)   // a failed backend: what is left ends with the error
+    if (st != LLM_OK)   // what is left ends with the error
         for (int i = 0; i < n; i++)
             if (!res[i].finish_reason) {
                 if (ids[i] >= 0 && llm__req_find(E, ids[i])) llm_abort_request(E, ids[i]);
@@ -7039,6 +7328,7 @@ void llm_results_free(struct llm_result *res, int n) {
     for (int i = 0; res && i < n; i++) {
         free(res[i].prompt_tokens);
         free(res[i].tokens);
+        free(res[i].logprobs);
         free(res[i].text);
         free(res[i].error);
         free(res[i].itl_ms);

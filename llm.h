@@ -305,11 +305,13 @@ LLM_API void llm_top_logprobs(const float *logits, int n_vocab, int k, struct ll
 // Why a request ended.
 enum llm_finish_reason {
     LLM_FINISH_NONE = 0,       // it has not
-    LLM_FINISH_STOP,           // an end-of-generation token, a stop token or a stop string
+    LLM_FINISH_STOP,           // an end-of-generation token (unless ignore_eos), a stop token or
+                               // a stop string
     LLM_FINISH_LENGTH,         // max_tokens, the context length (max_model_len), or a KV cache
                                // too small to hold it even alone
     LLM_FINISH_ABORT,          // llm_abort_request
-    LLM_FINISH_ERROR,          // it could not run (llm_generate: the message in error)
+    LLM_FINISH_ERROR,          // only in llm_generate's results: a prompt that could not be added
+                               // (the message in error), or unfinished when the backend failed
 };
 // "stop", "length", "abort", "error" (OpenAI's and vLLM's words); "" for LLM_FINISH_NONE.
 LLM_API const char *llm_finish_reason_str(enum llm_finish_reason reason);
@@ -327,7 +329,8 @@ struct llm_request_params {
     int add_special;           // text prompts: BOS as the vocabulary asks (default 1; -1: no)
     int parse_special;         // text prompts: 1: control-token text becomes those tokens
     int logprobs;              // report the top-k log-probabilities of each generated position
-                               // (0: none, at most 20)
+                               // (0: none, at most 20), those of the model's logits the token was
+                               // sampled from (before penalties and temperature)
 };
 LLM_API struct llm_request_params llm_request_params_default(void);
 
@@ -359,7 +362,7 @@ struct llm_output {
     const float *itl_ms;       // when finished: the n_output_tokens - 1 inter-token latencies
 };
 // Runs one step. Returns the number of outputs written to *outputs (0 when there was nothing
-// to do), or -1 when the backend failed.
+// to do), or -1 when the backend failed or memory ran out.
 LLM_API int llm_step(llm_engine *engine, const struct llm_output **outputs);
 LLM_API int llm_has_unfinished_requests(const llm_engine *engine);
 

@@ -1,11 +1,304 @@
-// The serving core: the block manager (allocation, reference counts, prefix hashes confirmed by
-// tokens, LRU eviction, no leak after thousands of random requests), the scheduler (admission
-// limits, chunked prefill, priority order, preemption under memory pressure with the same
-// outputs as an unconstrained run, a too-long prompt rejected alone), prefix caching (the same
-// outputs with and without it; hits counted) and batching (every request's greedy output is the
-// one it gets alone).
+// The serving core. The block manager alone, with no model and no backend: allocation until
+// exhaustion, reference counts of shared prefixes, hash hits confirmed by tokens (a forged
+// collision does not match), LRU eviction order, truncation, release of everything, and 5,000
+// random operations checked against a simple model of the state. Then the engine: the step's
+// arrays (several logit rows per sequence, as draft verification needs), the scheduler
+// (admission limits, chunked prefill, priority order, preemption under memory pressure with the
+// same outputs as an unconstrained run, a too-long prompt rejected alone), prefix caching (the
+// same outputs with and without it; hits counted), batching (every request's greedy output is
+// the one it gets alone), finish reasons, stop strings, log-probabilities, parse_special.
 #include "../llm.c"
 #include "test.h"
+
+// --- the block manager alone ---
+
+static void test_blocks_alloc(void) {
+    struct llm__blocks bm;
+    struct llm__err e = {{0}, LLM_OK};
+    EXPECT(llm__blocks_init(&bm, 0, 4, false, &e) == LLM_ERR_INVALID_ARG, "no blocks accepted");
+    EXPECT(llm__blocks_init(&bm, 12, 4, false, &e) == LLM_OK, "init: %s", e.msg);
+    // every block can be handed out once; then none
+    int32_t got[12];
+    for (int i = 0; i < 12; i++) got[i] = llm__block_alloc(&bm);
+    EXPECT(llm__block_alloc(&bm) == -1, "a block beyond the pool");
+    int ok = 1;
+    for (int i = 0; i < 12; i++) {
+        ok &= got[i] >= 0 && got[i] < 12 && bm.ref[got[i]] == 1;
+        for (int j = 0; j < i; j++) ok &= got[i] != got[j];
+    }
+    EXPECT(ok, "blocks handed out twice or out of range");
+    for (int i = 0; i < 12; i++) llm__block_release(&bm, got[i]);
+    EXPECT(bm.n_free == 12 && bm.n_lru == 0, "after release: %d free, %d cached", bm.n_free, bm.n_lru);
+    // sequences: can_allocate answers for whole blocks; allocate grows the table, not the length
+    struct llm__seq a = {0}, b = {0}, c = {0};
+    EXPECT(llm__blocks_can_allocate(&bm, &a, 48) && !llm__blocks_can_allocate(&bm, &a, 49), "48 tokens fit, 49 do not");
+    EXPECT(llm__blocks_allocate(&bm, &a, 5) && a.n_blocks == 2 && a.len == 0, "a: %d blocks, len %d", a.n_blocks, a.len);
+    a.len = 5;
+    EXPECT(llm__blocks_allocate(&bm, &b, 40) && b.n_blocks == 10, "b: %d blocks", b.n_blocks);
+    b.len = 40;
+    EXPECT(llm__blocks_available(&bm) == 0, "%d blocks left of 12", llm__blocks_available(&bm));
+    EXPECT(llm__blocks_can_allocate(&bm, &a, 3) && !llm__blocks_can_allocate(&bm, &a, 4) && !llm__blocks_can_allocate(&bm, &c, 1),
+           "a full pool: only room left in a's last block");
+    EXPECT(llm__blocks_allocate(&bm, &a, 3) && a.n_blocks == 2, "growing within the last block took a block");
+    // truncation gives back the blocks past the new length
+    llm__blocks_truncate(&bm, &b, 9);
+    EXPECT(b.len == 9 && b.n_blocks == 3 && llm__blocks_available(&bm) == 7, "truncated to 9: %d blocks, %d free", b.n_blocks,
+           llm__blocks_available(&bm));
+    EXPECT(llm__blocks_can_allocate(&bm, &c, 28) && !llm__blocks_can_allocate(&bm, &c, 29), "after truncation: 7 blocks free");
+    llm__blocks_release(&bm, &a);
+    llm__blocks_release(&bm, &b);
+    llm__blocks_release(&bm, &c);
+    int refs = 0;
+    for (int i = 0; i < 12; i++) refs += bm.ref[i];
+    EXPECT(refs == 0 && bm.n_free == 12 && a.n_blocks == 0 && !a.blocks, "release: %d references, %d free", refs, bm.n_free);
+    llm__blocks_free(&bm);
+}
+
+// A sequence of len tokens (toks) with its blocks, the full ones committed.
+static void seq_fill(struct llm__blocks *bm, struct llm__seq *s, const int32_t *toks, int len) {
+    int hit = llm__blocks_take_prefix(bm, s, toks, len);
+    EXPECT(llm__blocks_can_allocate(bm, s, len - hit) && llm__blocks_allocate(bm, s, len - hit), "allocate %d", len - hit);
+    s->len = len;
+    llm__blocks_commit(bm, s, toks);
+}
+
+static void test_blocks_prefix(void) {
+    struct llm__blocks bm;
+    struct llm__err e = {{0}, LLM_OK};
+    const int bs = 4, nb = 16;
+    EXPECT(llm__blocks_init(&bm, nb, bs, true, &e) == LLM_OK, "init: %s", e.msg);
+    int32_t toks[13];
+    for (int i = 0; i < 13; i++) toks[i] = 100 + i;
+    struct llm__seq a = {0}, b = {0}, c = {0}, d = {0};
+    seq_fill(&bm, &a, toks, 12);
+    EXPECT(a.n_committed == 3 && bm.hashed[a.blocks[0]] && bm.hashed[a.blocks[2]], "%d blocks committed", a.n_committed);
+    uint64_t h0 = llm__block_hash(0, toks, bs);
+    EXPECT(llm__block_find(&bm, h0, 0, toks) == a.blocks[0], "first block not found");
+    int32_t other[4] = {100, 101, 102, 104};
+    EXPECT(llm__block_find(&bm, h0, 0, other) == -1, "a hash hit was not confirmed by the tokens");
+    EXPECT(llm__block_find(&bm, h0, 1, toks) == -1, "a hash hit was not confirmed by the parent");
+    // shared prefixes: whole blocks, never the block of the last token
+    EXPECT(llm__blocks_take_prefix(&bm, &b, toks, 12) == 8 && b.len == 8 && b.n_committed == 2, "b: prefix of %d tokens", b.len);
+    EXPECT(bm.ref[a.blocks[0]] == 2 && bm.ref[a.blocks[1]] == 2 && bm.ref[a.blocks[2]] == 1, "reference counts %d %d %d",
+           bm.ref[a.blocks[0]], bm.ref[a.blocks[1]], bm.ref[a.blocks[2]]);
+    EXPECT(llm__blocks_take_prefix(&bm, &c, toks, 13) == 12, "c: prefix of %d tokens", c.len);
+    EXPECT(bm.ref[a.blocks[0]] == 3 && bm.ref[a.blocks[2]] == 2, "reference counts %d %d", bm.ref[a.blocks[0]], bm.ref[a.blocks[2]]);
+    // b writes its third block itself: a new one, not a's
+    EXPECT(llm__blocks_allocate(&bm, &b, 4) && b.n_blocks == 3 && b.blocks[2] != a.blocks[2] && bm.ref[b.blocks[2]] == 1,
+           "b's own last block");
+    b.len = 12;
+    llm__blocks_commit(&bm, &b, toks);   // the same content is cached already: b's block stays out of the cache
+    EXPECT(!bm.hashed[b.blocks[2]], "a duplicate block entered the cache");
+    // released blocks stay cached (LRU) and are found again; the duplicate goes to the free list
+    llm__blocks_release(&bm, &a);
+    llm__blocks_release(&bm, &b);
+    llm__blocks_release(&bm, &c);
+    EXPECT(bm.n_lru == 3 && bm.n_free == nb - 3, "cached %d, free %d", bm.n_lru, bm.n_free);
+    EXPECT(llm__blocks_take_prefix(&bm, &d, toks, 13) == 12 && bm.n_lru == 0, "cached blocks not reused (%d in the LRU list)", bm.n_lru);
+    // a hash collision: d's second block is filed under the hash the other tokens have; a lookup
+    // of those tokens reaches it by hash and parent and must still not take it
+    int32_t forged[8] = {100, 101, 102, 103, 7, 7, 7, 7};
+    uint64_t hf = llm__block_hash(h0, forged + 4, bs);
+    int32_t b1 = d.blocks[1];
+    llm__hash_remove(&bm, b1);
+    bm.hash[b1] = hf;
+    bm.bnext[b1] = bm.bucket[hf & bm.bucket_mask];
+    bm.bucket[hf & bm.bucket_mask] = b1;
+    bm.hashed[b1] = 1;
+    struct llm__seq f = {0};
+    EXPECT(llm__blocks_take_prefix(&bm, &f, forged, 8) == 4 && f.blocks[0] == d.blocks[0],
+           "a colliding hash with other tokens matched: prefix of %d tokens", f.len);
+    llm__blocks_release(&bm, &f);
+    llm__blocks_release(&bm, &d);
+    int refs = 0;
+    for (int i = 0; i < nb; i++) refs += bm.ref[i];
+    EXPECT(refs == 0 && bm.n_free + bm.n_lru == nb, "leak: %d references, %d free + %d cached", refs, bm.n_free, bm.n_lru);
+    llm__blocks_free(&bm);
+}
+
+static void test_blocks_lru(void) {
+    struct llm__blocks bm;
+    struct llm__err e = {{0}, LLM_OK};
+    const int bs = 4, nb = 8;
+    EXPECT(llm__blocks_init(&bm, nb, bs, true, &e) == LLM_OK, "init: %s", e.msg);
+    // four one-block prompts (5 tokens: the first block is full), released in the order 2, 0, 3, 1
+    int32_t toks[4][5];
+    struct llm__seq s[4] = {{0}};
+    int32_t blk[4];
+    for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < 5; j++) toks[i][j] = 10 * i + j;
+        seq_fill(&bm, &s[i], toks[i], 5);
+        blk[i] = s[i].blocks[0];
+    }
+    const int order[4] = {2, 0, 3, 1};
+    for (int i = 0; i < 4; i++) llm__blocks_release(&bm, &s[order[i]]);
+    EXPECT(bm.n_lru == 4 && bm.n_free == 4, "cached %d, free %d", bm.n_lru, bm.n_free);
+    // using prompt 0 again makes its block the most recent: 2, 3, 1, 0
+    struct llm__seq t = {0};
+    EXPECT(llm__blocks_take_prefix(&bm, &t, toks[0], 5) == 4, "prompt 0 not cached");
+    llm__blocks_release(&bm, &t);
+    // free blocks go first: the cached ones survive
+    int32_t got[8];
+    for (int i = 0; i < 4; i++) got[i] = llm__block_alloc(&bm);
+    int found = 0;
+    for (int i = 0; i < 4; i++) found += llm__block_find(&bm, llm__block_hash(0, toks[i], bs), 0, toks[i]) == blk[i];
+    EXPECT(found == 4, "a cached block was evicted while free ones were left (%d of 4 found)", found);
+    // then the least recently used, each no longer found by its own tokens; the others still are
+    const int evict[4] = {2, 3, 1, 0};
+    for (int i = 0; i < 4; i++) {
+        int v = evict[i];
+        got[4 + i] = llm__block_alloc(&bm);
+        EXPECT(got[4 + i] == blk[v], "eviction %d: block %d, want %d (prompt %d's)", i, got[4 + i], blk[v], v);
+        EXPECT(!bm.hashed[blk[v]] && llm__block_find(&bm, llm__block_hash(0, toks[v], bs), 0, toks[v]) == -1,
+               "the evicted block of prompt %d is still found by its tokens", v);
+        for (int j = i + 1; j < 4; j++)
+            EXPECT(llm__block_find(&bm, llm__block_hash(0, toks[evict[j]], bs), 0, toks[evict[j]]) == blk[evict[j]],
+                   "prompt %d's block lost before its turn", evict[j]);
+    }
+    EXPECT(llm__block_alloc(&bm) == -1 && bm.n_lru == 0 && bm.n_free == 0, "a block beyond the pool");
+    for (int i = 0; i < 8; i++) llm__block_release(&bm, got[i]);
+    EXPECT(bm.n_free == nb && bm.n_lru == 0, "after release: %d free, %d cached", bm.n_free, bm.n_lru);
+    llm__blocks_free(&bm);
+}
+
+// The random stress: a model of the state (per block: references, cached or not, the whole token
+// prefix it stands for, when it became unused) checked against the block manager after every
+// operation: grow, new sequences with shared prefixes, truncation, release.
+enum { SB = 4, SN = 32, SSEQ = 10, SMAX = 8 * SB };
+struct smodel {
+    int ref[SN];
+    bool hashed[SN];
+    int plen[SN];
+    int32_t prefix[SN][SMAX];
+    long long unused_at[SN];   // the time its count dropped to zero (cached blocks: LRU order)
+    long long clock;
+};
+
+static int smodel_find(const struct smodel *m, const int32_t *toks, int len) {
+    for (int b = 0; b < SN; b++)
+        if (m->hashed[b] && m->plen[b] == len && !memcmp(m->prefix[b], toks, (size_t)len * sizeof(int32_t))) return b;
+    return -1;
+}
+
+static void smodel_release(struct smodel *m, int32_t b) {
+    if (--m->ref[b] == 0) m->unused_at[b] = ++m->clock;
+}
+
+// Checks the manager's choice of a new block against the model, then takes it in the model.
+static bool smodel_alloc(struct smodel *m, int32_t b) {
+    bool any_free = false;
+    int32_t oldest = -1;
+    for (int i = 0; i < SN; i++) {
+        if (m->ref[i]) continue;
+        if (!m->hashed[i]) any_free = true;
+        else if (oldest < 0 || m->unused_at[i] < m->unused_at[oldest]) oldest = i;
+    }
+    bool ok = b >= 0 && b < SN && m->ref[b] == 0 && (any_free ? !m->hashed[b] : b == oldest);
+    if (b >= 0 && b < SN) { m->hashed[b] = false; m->ref[b] = 1; }
+    return ok;
+}
+
+static bool smodel_check(const struct smodel *m, const struct llm__blocks *bm, const struct llm__seq *live) {
+    int n_free = 0, n_lru = 0, uses[SN] = {0};
+    bool ok = true;
+    for (int k = 0; k < SSEQ; k++) for (int i = 0; i < live[k].n_blocks; i++) uses[live[k].blocks[i]]++;
+    for (int b = 0; b < SN; b++) {
+        ok &= bm->ref[b] == m->ref[b] && uses[b] == m->ref[b];
+        ok &= !bm->caching || (bm->hashed[b] != 0) == m->hashed[b];
+        if (!m->ref[b]) { if (m->hashed[b]) n_lru++; else n_free++; }
+    }
+    ok &= bm->n_free == n_free && bm->n_lru == n_lru;
+    long long last = 0;
+    int n = 0;
+    for (int32_t b = bm->lru_head; b >= 0 && n <= SN; b = bm->lru_next[b], n++) {   // oldest first
+        ok &= m->ref[b] == 0 && m->hashed[b] && m->unused_at[b] > last;
+        last = m->unused_at[b];
+    }
+    return ok && (!bm->caching || n == n_lru);
+}
+
+static void test_blocks_stress(bool caching) {
+    struct llm__blocks bm;
+    struct llm__err e = {{0}, LLM_OK};
+    EXPECT(llm__blocks_init(&bm, SN, SB, caching, &e) == LLM_OK, "init: %s", e.msg);
+    static struct smodel m;
+    memset(&m, 0, sizeof(m));
+    struct llm__seq live[SSEQ] = {{0}};
+    int32_t toks[SSEQ][SMAX];
+    unsigned long long s = caching ? 7 : 8;
+    int bad = 0, n_hits = 0, n_full = 0, n_evict = 0;
+    for (int it = 0; it < 5000 && bad < 5; it++) {
+        int k = (int)(test_rng_next(&s) % SSEQ), op = (int)(test_rng_next(&s) % 8);
+        struct llm__seq *q = &live[k];
+        int n = 0;
+        bool fresh = false;
+        if (q->n_blocks && op < 2) {   // release
+            for (int i = q->n_blocks - 1; i >= 0; i--) smodel_release(&m, q->blocks[i]);
+            llm__blocks_release(&bm, q);
+        } else if (q->n_blocks && op == 2) {   // truncate, never into committed blocks
+            int lo = q->n_committed * SB, len = lo + (int)(test_rng_next(&s) % (unsigned)(q->len - lo + 1));
+            for (int i = q->n_blocks - 1; i >= (len + SB - 1) / SB; i--) smodel_release(&m, q->blocks[i]);
+            llm__blocks_truncate(&bm, q, len);
+        } else if (!q->n_blocks) {   // a new sequence: one of 4 prompt families sharing 3 blocks
+            int fam = (int)(test_rng_next(&s) % 4);
+            for (int j = 0; j < SMAX; j++) toks[k][j] = fam * 1000 + (j < 3 * SB ? j : (int)(test_rng_next(&s) % 3));
+            int len = 1 + (int)(test_rng_next(&s) % SMAX), want = 0;
+            while (caching && (want + 1) * SB <= len - 1 && smodel_find(&m, toks[k], (want + 1) * SB) >= 0) want++;
+            int hit = llm__blocks_take_prefix(&bm, q, toks[k], len);
+            bad += hit != want * SB || q->len != hit;
+            n_hits += hit > 0;
+            for (int i = 0; i < q->n_blocks; i++) {
+                bad += q->blocks[i] != smodel_find(&m, toks[k], (i + 1) * SB);
+                m.ref[q->blocks[i]]++;
+            }
+            n = len - hit;
+            fresh = true;
+        } else {   // grow
+            n = LLM__MIN(1 + (int)(test_rng_next(&s) % 6), SMAX - q->len);
+        }
+        if (n > 0) {
+            int avail = 0;
+            for (int b = 0; b < SN; b++) avail += m.ref[b] == 0;
+            int need = LLM__MAX((q->len + n + SB - 1) / SB - q->n_blocks, 0);
+            bool can = llm__blocks_can_allocate(&bm, q, n);
+            bad += can != (need <= avail);
+            n_full += !can;
+            if (can) {
+                int had = q->n_blocks;
+                EXPECT(llm__blocks_allocate(&bm, q, n), "allocate");
+                bad += q->n_blocks != had + need;
+                for (int i = had; i < q->n_blocks; i++) {
+                    n_evict += m.hashed[q->blocks[i]];
+                    bad += !smodel_alloc(&m, q->blocks[i]);
+                }
+                q->len += n;
+                int c0 = q->n_committed;
+                llm__blocks_commit(&bm, q, toks[k]);
+                for (int i = c0; caching && i < q->len / SB; i++)
+                    if (smodel_find(&m, toks[k], (i + 1) * SB) < 0) {
+                        int32_t b = q->blocks[i];
+                        m.hashed[b] = true;
+                        m.plen[b] = (i + 1) * SB;
+                        memcpy(m.prefix[b], toks[k], (size_t)m.plen[b] * sizeof(int32_t));
+                    }
+            } else if (fresh) {   // it does not fit: its prefix blocks go back
+                for (int i = q->n_blocks - 1; i >= 0; i--) smodel_release(&m, q->blocks[i]);
+                llm__blocks_release(&bm, q);
+            }
+        }
+        if (!smodel_check(&m, &bm, live)) { bad++; fprintf(stderr, "stress: state differs after operation %d\n", it); }
+    }
+    EXPECT(bad == 0, "caching %d: %d differences from the model of the state", caching, bad);
+    EXPECT(n_full > 50 && (!caching || (n_hits > 100 && n_evict > 20)), "the stress missed cases: %d full, %d hits, %d evictions",
+           n_full, n_hits, n_evict);
+    for (int k = 0; k < SSEQ; k++) llm__blocks_release(&bm, &live[k]);
+    int refs = 0;
+    for (int i = 0; i < SN; i++) refs += bm.ref[i];
+    EXPECT(refs == 0 && bm.n_free + bm.n_lru == SN, "leak: %d references, %d free + %d cached", refs, bm.n_free, bm.n_lru);
+    llm__blocks_free(&bm);
+}
+
+// --- the engine ---
 
 static const char *model_path(void) {
     static char path[512];
@@ -26,7 +319,7 @@ static llm_engine *engine(int max_seqs, int max_tokens, size_t kv_bytes, int cac
     p.scheduling_policy = strcmp(policy, "priority") == 0 ? LLM_SCHED_PRIORITY : LLM_SCHED_FCFS;
     p.max_model_len = 256;
     llm_engine *E = llm_engine_create(&p, err, sizeof(err));
-    if (!E) fprintf(stderr, "engine: %s\n", err);
+    EXPECT(E != NULL, "engine: %s", err);
     return E;
 }
 
@@ -45,17 +338,22 @@ static void make_prompts(int n_vocab, int shared) {
     }
 }
 
+static struct llm_request_params greedy(int max_tokens) {
+    struct llm_request_params rp = llm_request_params_default();
+    rp.sampling.temperature = 0;
+    rp.max_tokens = max_tokens;
+    rp.ignore_eos = 1;
+    return rp;
+}
+
 // Runs every prompt through llm_generate (greedy, ignore_eos, max_tokens each) and keeps the tokens.
-static void run_all(llm_engine *E, int n, const int *which, int max_tokens, int32_t out[][40], struct llm_result *keep) {
+static void run_all(llm_engine *E, int n, const int *which, int max_tokens, int32_t out[][40]) {
     struct llm_prompt pr[NP];
     struct llm_request_params rp[NP];
     struct llm_result res[NP];
     for (int i = 0; i < n; i++) {
         pr[i] = (struct llm_prompt){NULL, prompts[which[i]], prompt_len[which[i]]};
-        rp[i] = llm_request_params_default();
-        rp[i].sampling.temperature = 0;
-        rp[i].max_tokens = max_tokens;
-        rp[i].ignore_eos = 1;
+        rp[i] = greedy(max_tokens);
     }
     enum llm_status st = llm_generate(E, pr, n, rp, res);
     EXPECT(st == LLM_OK, "generate: %s", llm_last_error(E));
@@ -63,108 +361,228 @@ static void run_all(llm_engine *E, int n, const int *which, int max_tokens, int3
         EXPECT(res[i].n_tokens == max_tokens && res[i].finish_reason == LLM_FINISH_LENGTH, "request %d: %d tokens, %s", i,
                res[i].n_tokens, llm_finish_reason_str(res[i].finish_reason));
         memcpy(out[which[i]], res[i].tokens, sizeof(int32_t) * (size_t)LLM__MIN(res[i].n_tokens, 40));
-        if (keep) keep[i] = res[i];
     }
-    if (!keep) llm_results_free(res, n);
+    llm_results_free(res, n);
 }
 
-static void test_block_manager(void) {
-    llm_engine *E = engine(8, 64, 64 * 1024, 1, "fcfs");
-    if (!E) { EXPECT(0, "no engine"); return; }
-    struct llm__kv *kv = &E->kv;
-    const int bs = kv->block_size, nb = kv->n_blocks;
-    EXPECT(nb >= 8, "only %d blocks", nb);
-    // every block can be handed out once; then none
-    int32_t *got = malloc(sizeof(int32_t) * (size_t)nb);
-    for (int i = 0; i < nb; i++) got[i] = llm__block_alloc(kv);
-    EXPECT(llm__block_alloc(kv) == -1, "a block beyond the pool");
-    int distinct = 1;
-    for (int i = 0; i < nb; i++) for (int j = 0; j < i; j++) distinct &= got[i] != got[j];
-    EXPECT(distinct, "a block handed out twice");
-    for (int i = 0; i < nb; i++) llm__block_release(kv, got[i]);
-    EXPECT(kv->n_free == nb && kv->n_lru == 0, "after release: %d free, %d cached", kv->n_free, kv->n_lru);
-    free(got);
+static float max_abs_diff(const float *a, const float *b, int n) {
+    float d = 0.0f;
+    for (int i = 0; i < n; i++) d = fmaxf(d, fabsf(a[i] - b[i]));
+    return d;
+}
 
-    // a committed block is found by hash + tokens + parent, and only so
-    int32_t toks[3 * 32];
-    for (int i = 0; i < 3 * bs; i++) toks[i] = 100 + i;
-    struct llm__seq a = {0};
-    EXPECT(llm__seq_reserve(kv, &a, 3 * bs, &E->err) == LLM_OK, "reserve");
-    a.len = 3 * bs;
-    llm__seq_commit(kv, &a, toks);
-    EXPECT(a.n_committed == 3, "%d blocks committed", a.n_committed);
-    uint64_t h0 = llm__block_hash(0, toks, bs);
-    EXPECT(llm__block_find(kv, h0, 0, toks) == a.blocks[0], "first block not found");
-    int32_t other[32];
-    memcpy(other, toks, sizeof(int32_t) * (size_t)bs);
-    other[bs - 1]++;
-    EXPECT(llm__block_find(kv, h0, 0, other) == -1, "a hash hit was not confirmed by the tokens");
-    EXPECT(llm__block_find(kv, h0, 1, toks) == -1, "a hash hit was not confirmed by the parent");
-    // a new sequence with the same start shares the blocks (never the last token's block)
-    struct llm__seq b = {0};
-    int hit = llm__seq_take_prefix(kv, &b, toks, 3 * bs);
-    EXPECT(hit == 2 * bs, "prefix of %d tokens, want %d (all but the block of the last token)", hit, 2 * bs);
-    EXPECT(kv->ref[a.blocks[0]] == 2 && kv->ref[a.blocks[1]] == 2 && kv->ref[a.blocks[2]] == 1, "reference counts");
-    struct llm__seq c = {0};
-    hit = llm__seq_take_prefix(kv, &c, toks, 3 * bs + 1);
-    EXPECT(hit == 3 * bs, "prefix of %d tokens, want %d", hit, 3 * bs);
-    // released blocks stay cached (LRU) and are found again
-    llm__seq_release(kv, &a);
-    llm__seq_release(kv, &b);
-    llm__seq_release(kv, &c);
-    EXPECT(kv->n_lru == 3 && kv->n_free == nb - 3, "cached %d, free %d", kv->n_lru, kv->n_free);
-    struct llm__seq d = {0};
-    EXPECT(llm__seq_take_prefix(kv, &d, toks, 3 * bs + 1) == 3 * bs, "cached blocks not reused");
-    EXPECT(kv->n_lru == 0, "reused blocks still in the LRU list");
-    llm__seq_release(kv, &d);
-    // eviction: taking every block evicts the cached ones, least recently used first
-    int32_t first_evicted = kv->lru_head;
-    got = malloc(sizeof(int32_t) * (size_t)nb);
-    for (int i = 0; i < kv->n_blocks - 3; i++) got[i] = llm__block_alloc(kv);
-    int32_t e1 = llm__block_alloc(kv);
-    EXPECT(e1 == first_evicted, "evicted %d, want the least recently used %d", e1, first_evicted);
-    EXPECT(!kv->hashed[e1] && llm__block_find(kv, llm__block_hash(kv->parent[e1], toks, bs), kv->parent[e1], toks) != e1,
-           "an evicted block is still in the hash table");
-    llm__block_release(kv, e1);
-    for (int i = 0; i < kv->n_blocks - 3; i++) llm__block_release(kv, got[i]);
-    free(got);
-
-    // thousands of random sequences: grow, share prefixes, release; nothing leaks
-    unsigned long long s = 7;
-    struct llm__seq live[16] = {{0}};
-    int32_t lt[16][8 * 32];
-    int lens[16] = {0};
-    for (int it = 0; it < 5000; it++) {
-        int k = (int)(test_rng_next(&s) % 16);
-        if (live[k].n_blocks && test_rng_next(&s) % 3 == 0) { llm__seq_release(kv, &live[k]); continue; }
-        if (!live[k].n_blocks) {   // a new sequence: one of 4 prompt families
-            int fam = (int)(test_rng_next(&s) % 4);
-            lens[k] = 1 + (int)(test_rng_next(&s) % (unsigned)(6 * bs));
-            for (int j = 0; j < 8 * bs; j++) lt[k][j] = fam * 1000 + (j < 3 * bs ? j : (int)(test_rng_next(&s) % 50));
-            int h = llm__seq_take_prefix(kv, &live[k], lt[k], lens[k]);
-            EXPECT(h % bs == 0 && h < lens[k], "prefix %d of %d", h, lens[k]);
-            if (llm__seq_reserve(kv, &live[k], lens[k] - h, &E->err) != LLM_OK) { llm__seq_release(kv, &live[k]); continue; }
-            live[k].len = lens[k];
-        } else if (live[k].len < 8 * bs) {   // grow by a token
-            if (llm__seq_reserve(kv, &live[k], 1, &E->err) != LLM_OK) continue;
-            live[k].len++;
-        }
-        llm__seq_commit(kv, &live[k], lt[k]);
+// The step's arrays from a plan of two sequences, one wanting several logit rows (as verifying
+// draft tokens will), and the logits of executing it: those llm_seq_eval gives token by token.
+static void test_prepare(llm_engine *E, int nv) {
+    const int32_t *A = prompts[0], *B = prompts[1];
+    int ref = llm_seq_new(E), ia = llm_seq_new(E), ib = llm_seq_new(E);
+    // rows 0..21: A's 22 tokens; rows 22..30: B's 9
+    float *want = malloc(sizeof(float) * (size_t)nv * 31), *got = malloc(sizeof(float) * (size_t)nv * 4);
+    EXPECT(llm_seq_eval(E, ref, A, 22, want, 1) == LLM_OK, "eval: %s", llm_last_error(E));
+    llm_seq_free(E, ref);
+    ref = llm_seq_new(E);
+    EXPECT(llm_seq_eval(E, ref, B, 9, want + (size_t)22 * (size_t)nv, 1) == LLM_OK, "eval: %s", llm_last_error(E));
+    struct llm__seq *sa = llm__seq_get(E, ia), *sb = llm__seq_get(E, ib);
+    EXPECT(llm__blocks_allocate(&E->blocks, sa, 20) && llm__blocks_allocate(&E->blocks, sb, 9), "allocate");
+    struct llm__plan_entry pe[2] = {{NULL, sa, A, 0, 20, 3}, {NULL, sb, B, 0, 9, 1}};
+    struct llm__plan plan = {pe, 2, 29, 4, 0};
+    struct llm__step st;
+    EXPECT(llm__prepare(E, &plan, &st) == LLM_OK, "prepare: %s", llm_last_error(E));
+    const int bs = E->blocks.block_size;
+    int ok = st.n_tokens == 29 && st.n_seqs == 2 && st.n_out == 4 && st.max_blocks == 2 && st.block_size == bs;
+    for (int t = 0; ok && t < 29; t++) {
+        int k = t >= 20, p = k ? t - 20 : t;
+        const struct llm__seq *q = k ? sb : sa;
+        ok &= st.tokens[t] == (k ? B : A)[p] && st.positions[t] == p && st.seq_idx[t] == k &&
+              st.slot_mapping[t] == q->blocks[p / bs] * bs + p % bs;
     }
-    for (int k = 0; k < 16; k++) llm__seq_release(kv, &live[k]);
-    int refs = 0;
-    for (int i = 0; i < nb; i++) refs += kv->ref[i];
-    EXPECT(refs == 0 && kv->n_free + kv->n_lru == nb, "leak: %d references, %d free + %d cached of %d", refs, kv->n_free,
-           kv->n_lru, nb);
-    llm_engine_free(E);
+    ok &= st.out_rows[0] == 17 && st.out_rows[1] == 18 && st.out_rows[2] == 19 && st.out_rows[3] == 28;
+    ok &= st.block_tables[0] == sa->blocks[0] && st.block_tables[1] == sa->blocks[1] && st.block_tables[2] == sb->blocks[0];
+    EXPECT(ok, "the step's arrays do not follow the plan");
+    EXPECT(llm__execute(E, &st, got) == LLM_OK, "execute: %s", llm_last_error(E));
+    float d = max_abs_diff(got, want + (size_t)17 * (size_t)nv, 3 * nv);
+    float d2 = max_abs_diff(got + (size_t)3 * (size_t)nv, want + (size_t)(22 + 8) * (size_t)nv, nv);
+    EXPECT(d < 1e-4f && d2 < 1e-4f, "logit rows differ from llm_seq_eval's by %g, %g", d, d2);
+    // the next step: two tokens of A at once, both rows wanted (a token and a draft to verify)
+    sa->len = 20;
+    sb->len = 9;
+    int32_t next[2] = {A[20], A[21]};
+    EXPECT(llm__blocks_allocate(&E->blocks, sa, 2), "allocate");
+    struct llm__plan_entry pe2 = {NULL, sa, next, 20, 2, 2};
+    struct llm__plan plan2 = {&pe2, 1, 2, 2, 0};
+    EXPECT(llm__prepare(E, &plan2, &st) == LLM_OK && st.positions[0] == 20 && st.positions[1] == 21 && st.n_out == 2 &&
+           st.out_rows[0] == 0 && st.out_rows[1] == 1, "the second step's arrays");
+    EXPECT(llm__execute(E, &st, got) == LLM_OK, "execute: %s", llm_last_error(E));
+    d = max_abs_diff(got, want + (size_t)20 * (size_t)nv, 2 * nv);
+    EXPECT(d < 1e-4f, "rows of a two-token step differ from llm_seq_eval's by %g", d);
+    llm_seq_free(E, ref);
+    llm_seq_free(E, ia);
+    llm_seq_free(E, ib);
+    free(want);
+    free(got);
+}
+
+// Log-probabilities: the count and layout of outputs and results, the best entry is the greedy
+// token, and the values are llm_top_logprobs of the logits llm_seq_eval gives for the same tokens.
+static void test_logprobs(llm_engine *E, int nv) {
+    enum { K = 5, N = 12 };
+    struct llm_prompt pr = {NULL, prompts[2], prompt_len[2]};
+    struct llm_request_params rp = greedy(N);
+    rp.logprobs = K;
+    struct llm_logprob streamed[N * K];
+    int n_streamed = 0, layout = 1;
+    int id = llm_add_request(E, &pr, &rp);
+    EXPECT(id >= 0, "add: %s", llm_last_error(E));
+    while (llm_has_unfinished_requests(E)) {
+        const struct llm_output *out;
+        int n = llm_step(E, &out);
+        if (n < 0) { EXPECT(0, "step: %s", llm_last_error(E)); break; }
+        for (int j = 0; j < n; j++) {
+            layout &= (out[j].n_new_tokens > 0) == (out[j].new_logprobs != NULL);
+            for (int t = 0; t < out[j].n_new_tokens && n_streamed < N; t++, n_streamed++)
+                memcpy(&streamed[n_streamed * K], &out[j].new_logprobs[t * K], sizeof(struct llm_logprob) * K);
+        }
+    }
+    EXPECT(layout && n_streamed == N, "outputs: %d tokens with log-probabilities, layout %d", n_streamed, layout);
+    struct llm_result res;
+    EXPECT(llm_generate(E, &pr, 1, &rp, &res) == LLM_OK && res.n_tokens == N && res.logprobs, "generate: %s", llm_last_error(E));
+    if (res.n_tokens != N || !res.logprobs) return;
+    EXPECT(!memcmp(streamed, res.logprobs, sizeof(streamed)), "streamed log-probabilities differ from the result's");
+    float *lg = malloc(sizeof(float) * (size_t)nv);
+    struct llm_logprob want[K];
+    int s = llm_seq_new(E), best = 1, sorted = 1;
+    float d = 0.0f;
+    for (int i = 0; i < N; i++) {
+        enum llm_status st = i == 0 ? llm_seq_eval(E, s, pr.tokens, pr.n_tokens, lg, 0) : llm_seq_eval(E, s, &res.tokens[i - 1], 1, lg, 0);
+        EXPECT(st == LLM_OK, "eval: %s", llm_last_error(E));
+        llm_top_logprobs(lg, nv, K, want);
+        const struct llm_logprob *got = &res.logprobs[i * K];
+        for (int j = 0; j < K; j++) {
+            EXPECT(got[j].id == want[j].id, "position %d, entry %d: token %d, want %d", i, j, got[j].id, want[j].id);
+            d = fmaxf(d, fabsf(got[j].logprob - want[j].logprob));
+            sorted &= got[j].logprob <= 0.0f && (j == 0 || got[j].logprob <= got[j - 1].logprob);
+        }
+        best &= got[0].id == res.tokens[i];
+    }
+    EXPECT(d <= 1e-5f, "log-probabilities differ from llm_top_logprobs of llm_seq_eval's logits by %g", d);
+    EXPECT(best, "a greedy token is not the most likely one");
+    EXPECT(sorted, "log-probabilities not sorted or positive");
+    llm_seq_free(E, s);
+    free(lg);
+    llm_results_free(&res, 1);
+    // not asked: none; out of range: rejected
+    rp.logprobs = 0;
+    rp.max_tokens = 2;
+    EXPECT(llm_generate(E, &pr, 1, &rp, &res) == LLM_OK && res.n_tokens == 2 && !res.logprobs, "logprobs without asking");
+    llm_results_free(&res, 1);
+    rp.logprobs = 21;
+    EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "logprobs 21 accepted");
+    rp.logprobs = -1;
+    EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "logprobs -1 accepted");
+}
+
+// parse_special: a control token's text in a text prompt becomes that token only when set.
+static void test_parse_special(llm_engine *E, int nv) {
+    struct llm_model_info mi;
+    llm_get_model_info(E, &mi);
+    int ctl = -1;
+    char name[64] = "";
+    for (int t = 0; t < nv && ctl < 0; t++)
+        if (t != mi.bos_id && llm_token_is_control(E, t) && llm_detokenize(E, &t, 1, LLM_DETOKENIZE_SPECIAL, name, sizeof(name)) > 1)
+            ctl = t;
+    if (ctl < 0) { SKIP("the test model's vocabulary has no control token besides BOS: parse_special untested"); return; }
+    char text[128];
+    snprintf(text, sizeof(text), "once%supon", name);
+    struct llm_prompt pr = {text, NULL, 0};
+    struct llm_request_params rp[2] = {greedy(1), greedy(1)};
+    rp[1].parse_special = 1;
+    struct llm_result res[2];
+    EXPECT(llm_generate(E, (struct llm_prompt[]){pr, pr}, 2, rp, res) == LLM_OK, "generate: %s", llm_last_error(E));
+    int32_t want[2][64];
+    int nw[2] = {llm_tokenize(E, text, strlen(text), LLM_TOKENIZE_ADD_SPECIAL, want[0], 64),
+                 llm_tokenize(E, text, strlen(text), LLM_TOKENIZE_ADD_SPECIAL | LLM_TOKENIZE_PARSE_SPECIAL, want[1], 64)};
+    for (int i = 0; i < 2; i++) {
+        int has = 0;
+        for (int j = 1; j < res[i].n_prompt_tokens; j++) has += res[i].prompt_tokens[j] == ctl;
+        EXPECT(has == i, "parse_special %d: '%s' (token %d) found %d times in the prompt", i, name, ctl, has);
+        EXPECT(res[i].n_prompt_tokens == nw[i] && !memcmp(res[i].prompt_tokens, want[i], sizeof(int32_t) * (size_t)nw[i]),
+               "parse_special %d: the prompt is not llm_tokenize's", i);
+    }
+    llm_results_free(res, 2);
+}
+
+// The stop string test: a piece of the middle of the greedy text (whole characters); the text
+// then ends before its first occurrence.
+static void test_stop_string(llm_engine *E, const struct llm_prompt *pr, struct llm_request_params rp, const char *full) {
+    size_t n = strlen(full), p = n / 2, q;
+    while (p < n && ((unsigned char)full[p] & 0xC0) == 0x80) p++;
+    for (q = LLM__MIN(p + 3, n); q < n && ((unsigned char)full[q] & 0xC0) == 0x80;) q++;
+    char stop[32] = "";
+    if (q > p && q - p < sizeof(stop)) memcpy(stop, full + p, q - p);
+    EXPECT(stop[0], "no stop string can be taken from the text '%s'", full);
+    if (!stop[0]) return;
+    const char *stops[1] = {stop};
+    rp.stop = stops;
+    rp.n_stop = 1;
+    struct llm_result r2;
+    EXPECT(llm_generate(E, pr, 1, &rp, &r2) == LLM_OK, "generate: %s", llm_last_error(E));
+    size_t want_len = (size_t)(strstr(full, stop) - full);
+    EXPECT(r2.finish_reason == LLM_FINISH_STOP && strlen(r2.text) == want_len && !strncmp(r2.text, full, want_len),
+           "stop '%s': '%s' (%s), full '%s'", stop, r2.text, llm_finish_reason_str(r2.finish_reason), full);
+    llm_results_free(&r2, 1);
+    const char *empty[1] = {""};
+    rp.stop = empty;
+    EXPECT(llm_add_request(E, pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "an empty stop string accepted");
+}
+
+// Finish reasons: a stop token (included), the context, a KV cache too small for the request
+// alone, bad sampling parameters rejected.
+static void test_finish_reasons(llm_engine *E, const int32_t *alone0, size_t per_token) {
+    struct llm_prompt pr = {NULL, prompts[0], prompt_len[0]};
+    struct llm_request_params rp = greedy(24);
+    int j = 0;
+    while (alone0[j] != alone0[4]) j++;
+    int32_t stop_id = alone0[4];
+    rp.stop_token_ids = &stop_id;
+    rp.n_stop_token_ids = 1;
+    struct llm_result res;
+    EXPECT(llm_generate(E, &pr, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_STOP && res.n_tokens == j + 1 &&
+           res.tokens[j] == stop_id, "stop token: %s after %d tokens, want stop after %d", llm_finish_reason_str(res.finish_reason),
+           res.n_tokens, j + 1);
+    llm_results_free(&res, 1);
+    static int32_t longp[250];
+    for (int i = 0; i < 250; i++) longp[i] = 5 + i;
+    struct llm_prompt lp = {NULL, longp, 250};
+    rp = greedy(24);
+    EXPECT(llm_generate(E, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_LENGTH && res.n_tokens == 256 - 250,
+           "context: %s after %d tokens", llm_finish_reason_str(res.finish_reason), res.n_tokens);
+    llm_results_free(&res, 1);
+    rp.sampling.temperature = -1;
+    EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "a negative temperature accepted");
+    // a cache of 3 blocks (48 tokens): a 30-token prompt gets its 19th token, then the cache is full
+    llm_engine *S = engine(4, 512, per_token * 16 * 3, 0, "fcfs");
+    if (!S) return;
+    struct llm_engine_info ei;
+    llm_get_engine_info(S, &ei);
+    lp.n_tokens = 30;
+    rp = greedy(40);
+    EXPECT(ei.kv_tokens == 48, "%d tokens in the cache", ei.kv_tokens);
+    EXPECT(llm_generate(S, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_LENGTH && res.n_tokens == 48 - 30 + 1,
+           "a full KV cache: %s after %d tokens", llm_finish_reason_str(res.finish_reason), res.n_tokens);
+    llm_results_free(&res, 1);
+    llm_engine_free(S);
 }
 
 int main(void) {
-    FILE *f = fopen(model_path(), "rb");
-    if (!f) { SKIP("%s is absent (make models)", model_path()); return test_summary("test_serving"); }
-    fclose(f);
-    test_block_manager();
+    test_blocks_alloc();
+    test_blocks_prefix();
+    test_blocks_lru();
+    test_blocks_stress(true);
+    test_blocks_stress(false);
 
+    FILE *f = fopen(model_path(), "rb");
+    if (!f) { SKIP("%s is absent (make models): the engine's tests did not run", model_path()); return test_summary("test_serving"); }
+    fclose(f);
     llm_engine *E = engine(64, 512, 0, 0, "fcfs");
     if (!E) return test_summary("test_serving");
     struct llm_model_info mi;
@@ -173,18 +591,19 @@ int main(void) {
     int all[NP];
     for (int i = 0; i < NP; i++) all[i] = i;
     static int32_t alone[NP][40], batched[NP][40], cached[NP][40], small[NP][40], chunked[NP][40];
+    test_prepare(E, mi.n_vocab);
 
     // every request alone, then all together
-    for (int i = 0; i < NP; i++) run_all(E, 1, &all[i], 24, alone, NULL);
-    run_all(E, NP, all, 24, batched, NULL);
+    for (int i = 0; i < NP; i++) run_all(E, 1, &all[i], 24, alone);
+    run_all(E, NP, all, 24, batched);
     for (int i = 0; i < NP; i++)
         EXPECT(memcmp(alone[i], batched[i], sizeof(int32_t) * 24) == 0, "request %d: batched output differs from alone", i);
     llm_engine_free(E);
 
     // prefix caching: the same outputs, and the shared 48-token prefix is found
     E = engine(64, 512, 0, 1, "fcfs");
-    run_all(E, NP, all, 24, cached, NULL);
-    run_all(E, NP, all, 24, cached, NULL);   // the second time, everything is cached
+    run_all(E, NP, all, 24, cached);
+    run_all(E, NP, all, 24, cached);   // the second time, everything is cached
     struct llm_engine_stats st;
     llm_get_stats(E, &st);
     for (int i = 0; i < NP; i++)
@@ -196,12 +615,9 @@ int main(void) {
     // chunked prefill and admission limits: 16 tokens and 3 sequences a step
     E = engine(3, 16, 0, 0, "fcfs");
     struct llm_prompt pr[NP];
-    struct llm_request_params rp = llm_request_params_default();
-    rp.sampling.temperature = 0;
-    rp.max_tokens = 24;
-    rp.ignore_eos = 1;
+    struct llm_request_params rp = greedy(24);
     for (int i = 0; i < NP; i++) { pr[i] = (struct llm_prompt){NULL, prompts[i], prompt_len[i]}; llm_add_request(E, &pr[i], &rp); }
-    int steps = 0, max_running = 0;
+    int steps = 0, max_running = 0, reasons = 1;
     while (llm_has_unfinished_requests(E)) {
         const struct llm_output *out;
         int n = llm_step(E, &out);
@@ -209,17 +625,20 @@ int main(void) {
         if (n < 0) break;
         llm_get_stats(E, &st);
         max_running = LLM__MAX(max_running, st.n_running);
-        for (int j = 0; j < n; j++)
+        for (int j = 0; j < n; j++) {
+            reasons &= out[j].finished ? out[j].finish_reason == LLM_FINISH_LENGTH : out[j].finish_reason == LLM_FINISH_NONE;
             for (int t = 0; t < out[j].n_new_tokens; t++) {
                 int id = out[j].request_id, k = out[j].n_output_tokens - out[j].n_new_tokens + t;
                 if (k < 40) chunked[id][k] = out[j].new_tokens[t];
             }
+        }
         steps++;
     }
     int total_prompt = 0;
     for (int i = 0; i < NP; i++) total_prompt += prompt_len[i];
     EXPECT(max_running <= 3 && max_running >= 2, "max running %d with max_num_seqs 3", max_running);
     EXPECT(steps >= total_prompt / 16, "%d steps for %d prompt tokens at 16 a step", steps, total_prompt);
+    EXPECT(reasons, "a finish reason other than NONE while running, LENGTH at the end");
     for (int i = 0; i < NP; i++)
         EXPECT(memcmp(alone[i], chunked[i], sizeof(int32_t) * 24) == 0, "request %d: output with chunked prefill differs", i);
     llm_engine_free(E);
@@ -227,7 +646,7 @@ int main(void) {
     // preemption: KV memory for ~4 sequences, 12 requests of up to 113 tokens each
     size_t per_token = 2 * (size_t)mi.n_layer * (size_t)mi.n_head_kv * (size_t)mi.head_dim * 2;
     E = engine(64, 512, per_token * 16 * 24, 0, "fcfs");
-    run_all(E, NP, all, 24, small, NULL);
+    run_all(E, NP, all, 24, small);
     llm_get_stats(E, &st);
     EXPECT(st.n_preemptions > 0, "no preemption with %d blocks", st.kv_blocks_total);
     for (int i = 0; i < NP; i++)
@@ -257,35 +676,19 @@ int main(void) {
            order[3], order[4]);
     llm_engine_free(E);
 
-    // a prompt longer than max_model_len is rejected alone; abort; stop strings
+    // a prompt longer than max_model_len is rejected alone; stop strings; abort
     E = engine(64, 512, 0, 0, "fcfs");
     static int32_t longp[300];
     for (int i = 0; i < 300; i++) longp[i] = 5 + i;
     struct llm_prompt two[2] = {{NULL, longp, 300}, {NULL, prompts[0], prompt_len[0]}};
     struct llm_result res[2];
-    rp.priority = 0;
-    rp.max_tokens = 24;
+    rp = greedy(24);
     EXPECT(llm_generate(E, two, 2, (struct llm_request_params[]){rp, rp}, res) == LLM_OK, "generate");
     EXPECT(res[0].finish_reason == LLM_FINISH_ERROR && res[0].error && strstr(res[0].error, "max_model_len"),
            "long prompt: %s (%s)", llm_finish_reason_str(res[0].finish_reason), res[0].error ? res[0].error : "");
     EXPECT(res[1].finish_reason == LLM_FINISH_LENGTH && res[1].n_tokens == 24 && !memcmp(res[1].tokens, alone[0], 24 * 4),
            "the other request was affected: %s, %d tokens", llm_finish_reason_str(res[1].finish_reason), res[1].n_tokens);
-    // stop string: the third word of the text
-    char stop[64] = "";
-    const char *sp = strchr(res[1].text + 1, ' ');
-    if (sp && strchr(sp + 1, ' ')) snprintf(stop, sizeof(stop), "%.*s", (int)(strchr(sp + 1, ' ') - sp), sp);
-    if (stop[0]) {
-        struct llm_request_params rs = rp;
-        const char *stops[1] = {stop};
-        rs.stop = stops;
-        rs.n_stop = 1;
-        struct llm_result r2;
-        llm_generate(E, &two[1], 1, &rs, &r2);
-        size_t want_len = (size_t)(strstr(res[1].text, stop) - res[1].text);
-        EXPECT(r2.finish_reason == LLM_FINISH_STOP && strlen(r2.text) == want_len && !strncmp(r2.text, res[1].text, want_len),
-               "stop '%s': '%s' (%s), full '%s'", stop, r2.text, llm_finish_reason_str(r2.finish_reason), res[1].text);
-        llm_results_free(&r2, 1);
-    }
+    test_stop_string(E, &two[1], rp, res[1].text);
     llm_results_free(res, 2);
     int id = llm_add_request(E, &two[1], &rp);
     const struct llm_output *out;
@@ -294,6 +697,9 @@ int main(void) {
     int n = llm_step(E, &out);
     EXPECT(n == 1 && out[0].finished && out[0].finish_reason == LLM_FINISH_ABORT, "abort not reported");
     EXPECT(!llm_has_unfinished_requests(E), "an aborted request is still unfinished");
+    test_finish_reasons(E, alone[0], per_token);
+    test_logprobs(E, mi.n_vocab);
+    test_parse_special(E, mi.n_vocab);
     llm_engine_free(E);
     return test_summary("test_serving");
 }
