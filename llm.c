@@ -2813,10 +2813,39 @@ static inline void llm__split(int64_t n, int ith, int nth, int64_t *lo, int64_t 
 
 // === backend vtable ===
 //
-// The transformer (section "transformer") calls only these ops; a backend fills the table.
-// Ops take backend buffers (struct llm__buf), never host pointers, so the same layer loop runs
-// on the CPU and on a GPU. Per-step arrays (positions, slot mapping, block tables, ...) are
-// handed over once per step in begin_step. A NULL entry means "not supported here".
+// The transformer (section "transformer") calls only these ops; a backend fills one table,
+// struct llm_backend_i, with designated initializers (`.matmul = llm__cpu_matmul,`). Ops take
+// backend buffers (struct llm__buf), never host pointers, so the same layer loop runs on the CPU
+// and on a GPU. The contract every backend keeps (the CPU backend below is the reference):
+//
+// Entries. Every entry is required unless its comment says "optional" and what NULL means there.
+//   llm__backend_check refuses a table with a required entry NULL when a backend is opened
+//   (LLM_ERR_BACKEND naming the op), so the engine calls required entries without testing them.
+// Allocation. Only buf_alloc, weight_load and reserve allocate (device or host memory, pipelines
+//   for a weight type, scratch), plus the optional bandwidth probe, which frees what it takes.
+//   begin_step, the ops and end_step never do: reserve sizes every scratch buffer for the largest
+//   step (struct llm__shape) before the first one, so a decode step allocates nothing. A step
+//   beyond the reserved shape is a programmer error (an assert, or end_step's error).
+// Steps. begin_step hands over the step's arrays (struct llm__step), which stay valid and
+//   unchanged until end_step; ops in between may read them. Ops return nothing: a backend keeps
+//   the first failure of a step's ops and end_step returns it (with its message in e).
+// Threads. The engine calls the table from one thread at a time (the engine's caller; llm.h:
+//   one engine, one thread at a time). Ops may run asynchronously: what they write is ready for
+//   download once end_step (or sync) has returned. The CPU backend runs each op on its own pool
+//   of worker threads and returns when the op is done.
+// KV cache. The engine allocates each of the K and V caches with one buf_alloc of n_layer x
+//   n_blocks x block_size rows of row_bytes(kv type, n_head_kv * head_dim) and hands kv_store and
+//   attention per-layer views (struct llm__tensor) of it; it never reads them. It addresses the
+//   cache only by slot (= block * block_size + offset in the block: struct llm__step). How the
+//   values of a block are laid out inside it is private to the backend's kv_store and attention.
+// Matmul. One call multiplies up to LLM__MAX_MATMUL_WEIGHTS weights that share one input (the
+//   q/k/v projections: 3), so a backend quantizes or rounds the input once for all of them.
+// Devices. A GPU backend also lists its devices for llm_list_devices (llm__list_devices, in the
+//   public API section: index i there is the device `index` i of its constructor) and may probe
+//   bandwidth for llm_measure_bandwidth; CPU-only builds list none.
+
+// Weights sharing one input in a matmul call, at most (the transformer's q/k/v projections).
+#define LLM__MAX_MATMUL_WEIGHTS 3
 
 // Memory owned by a backend. The CPU backend's `data` is host memory; a GPU backend keeps its
 // handles in `handle`.
@@ -2872,9 +2901,13 @@ struct llm__step {
     const int32_t *out_rows;      // [n_out]
 };
 
-// The largest step the engine will run, for llm_backend_i.reserve.
+// The largest step the engine will run, for llm_backend_i.reserve: every step has n_tokens <=
+// max_tokens, n_out <= max_out, n_seqs <= max_seqs, max_blocks <= this max_blocks.
 struct llm__shape {
     int max_tokens;      // tokens per step
+    int max_out;         // logit rows per step
+    int max_seqs;        // sequences per step
+    int max_blocks;      // block table columns: the blocks of the longest sequence
     int64_t max_cols;    // longest matmul input row
     int n_head, n_head_kv, head_dim, block_size;
 };
@@ -2885,34 +2918,46 @@ struct llm__attn {
 };
 
 struct llm_backend_i {
-    const char *name;
-    void (*free)(void *ctx);
+    const char *name;   // "cpu", "vulkan": llm_get_engine_info's backend_name
+    void (*free)(void *ctx);   // frees the backend; every buffer and weight was freed before
+
+    // --- memory (may allocate; never between begin_step and end_step) ---
     enum llm_status (*buf_alloc)(void *ctx, struct llm__buf *buf, size_t size, struct llm__err *e);
     void (*buf_free)(void *ctx, struct llm__buf *buf);
-    // Takes a weight from host memory (the mapped file; it stays mapped while the engine lives).
+    // Takes a weight from host memory (the mapped file; it stays mapped while the engine lives):
+    // copies or repacks it, or borrows it in place. A type the backend cannot multiply is refused
+    // here (LLM_ERR_UNSUPPORTED), not at the first step.
     enum llm_status (*weight_load)(void *ctx, struct llm__weight *w, int type, int64_t ne0,
                                    int64_t ne1, const void *data, struct llm__err *e);
     void (*weight_free)(void *ctx, struct llm__weight *w);
+    // Copies n bytes between host memory and a buffer, outside steps (synchronous).
     void (*upload)(void *ctx, struct llm__buf *buf, size_t offs, const void *src, size_t n);
     void (*download)(void *ctx, const struct llm__buf *buf, size_t offs, void *dst, size_t n);
-    // Sizes the backend's scratch memory once, so that ops never allocate.
+    // Sizes the backend's scratch memory for the largest step, once, so that steps never allocate.
     enum llm_status (*reserve)(void *ctx, const struct llm__shape *shape, struct llm__err *e);
     size_t (*mem_free)(void *ctx);   // memory left for the KV cache, in bytes (0: unknown)
-    void (*begin_step)(void *ctx, const struct llm__step *step);
-    enum llm_status (*end_step)(void *ctx, struct llm__err *e);   // waits for the step
-    void (*sync)(void *ctx);   // waits for the ops issued so far (profiling); NULL: ops are synchronous
 
+    // --- steps ---
+    void (*begin_step)(void *ctx, const struct llm__step *step);
+    // Waits for every op of the step; the first failure of any of them, or LLM_OK.
+    enum llm_status (*end_step)(void *ctx, struct llm__err *e);
+    // Optional: waits for the ops issued so far (profiling times each op) and reports their first
+    // failure; the step goes on. NULL: every op has finished when it returns.
+    enum llm_status (*sync)(void *ctx, struct llm__err *e);
+
+    // --- ops (between begin_step and end_step; tensors f32 unless a cache) ---
     // dst[i] = table row step->tokens[i]                                  (n_tokens rows)
     void (*embed)(void *ctx, struct llm__tensor dst, const struct llm__weight *table);
     // dst = x / rms(x) * w, row by row
     void (*rmsnorm)(void *ctx, struct llm__tensor dst, struct llm__tensor x, struct llm__tensor w,
                     float eps);
-    // dst[j] = x @ w[j]^T (+ bias[j]) for j < n: several weights sharing one input
+    // dst[j] = x @ w[j]^T (+ bias[j] when bias and bias[j].buf) for j < n, 1 <= n <=
+    // LLM__MAX_MATMUL_WEIGHTS: several weights sharing one input
     void (*matmul)(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
                    const struct llm__tensor *bias, struct llm__tensor x);
     // rotates each head of each row of x in place by its token's position
     void (*rope)(void *ctx, struct llm__tensor x, int n_head, int head_dim, const struct llm__rope *rope);
-    // writes each token's k and v rows into the caches at its slot
+    // writes each token's k and v rows into the caches at its slot (the backend's layout)
     void (*kv_store)(void *ctx, struct llm__tensor k_cache, struct llm__tensor v_cache,
                      struct llm__tensor k, struct llm__tensor v);
     // paged causal attention of each token's q over its sequence's cached K/V
@@ -2922,8 +2967,12 @@ struct llm_backend_i {
     void (*add)(void *ctx, struct llm__tensor dst, struct llm__tensor a, struct llm__tensor b);
     // dst[i] = src[step->out_rows[i]]                                       (n_out rows)
     void (*get_rows)(void *ctx, struct llm__tensor dst, struct llm__tensor src);
-    const char *(*device_name)(void *ctx);   // for llm_get_engine_info
-    // the device's memory bandwidth, measured by copying (NULL: no probe)
+
+    // --- device (optional) ---
+    // The device's name, for llm_get_engine_info. NULL: "".
+    const char *(*device_name)(void *ctx);
+    // The device's memory bandwidth in GB/s, measured by copying (may allocate and free a
+    // buffer; outside steps). NULL: llm_measure_bandwidth says LLM_ERR_UNSUPPORTED.
     enum llm_status (*bandwidth)(void *ctx, double *gbps, struct llm__err *e);
 };
 
@@ -2931,6 +2980,26 @@ struct llm_backend {
     const struct llm_backend_i *iface;
     void *ctx;
 };
+
+// LLM_OK when every required entry of the table is there; else LLM_ERR_BACKEND naming the first
+// one missing. Called on every backend as it is opened (llm__backend_open).
+static enum llm_status llm__backend_check(const struct llm_backend_i *b, struct llm__err *e) {
+    const struct { const char *op; bool set; } req[] = {
+        {"name", b->name != NULL}, {"free", b->free != NULL}, {"buf_alloc", b->buf_alloc != NULL},
+        {"buf_free", b->buf_free != NULL}, {"weight_load", b->weight_load != NULL},
+        {"weight_free", b->weight_free != NULL}, {"upload", b->upload != NULL}, {"download", b->download != NULL},
+        {"reserve", b->reserve != NULL}, {"mem_free", b->mem_free != NULL}, {"begin_step", b->begin_step != NULL},
+        {"end_step", b->end_step != NULL}, {"embed", b->embed != NULL}, {"rmsnorm", b->rmsnorm != NULL},
+        {"matmul", b->matmul != NULL}, {"rope", b->rope != NULL}, {"kv_store", b->kv_store != NULL},
+        {"attention", b->attention != NULL}, {"silu_mul", b->silu_mul != NULL}, {"add", b->add != NULL},
+        {"get_rows", b->get_rows != NULL},
+    };
+    for (size_t i = 0; i < LLM__ARRAY_LEN(req); i++)
+        if (!req[i].set)
+            return llm__fail(e, LLM_ERR_BACKEND, "backend '%s': the required op '%s' is missing",
+                             b->name ? b->name : "(unnamed)", req[i].op);
+    return LLM_OK;
+}
 
 static inline char *llm__tensor_row(struct llm__tensor t, int64_t i) {
     return (char *)t.buf->data + t.offs + (size_t)i * t.nb1;
@@ -2942,8 +3011,6 @@ static inline char *llm__tensor_row(struct llm__tensor t, int64_t i) {
 // weight's dot-product type (Q8_0 for Q8_0/Q4_0 weights, Q8_K for K-quants, F16 for F16, as
 // llama.cpp does), then each thread takes chunks of weight rows. A step with many tokens (prefill)
 // walks tiles of rows x tokens so a tile of weights stays in cache while it meets many tokens.
-
-#define LLM__CPU_MAX_MM 3       // weights sharing one input in a matmul call
 
 // A thread's share of the chunks of a job: it takes them front to back from its own cursor,
 // then helps the others from theirs. Contiguous shares keep each core on one stream through
@@ -3950,19 +4017,19 @@ static void llm__cpu_attention(void *ctx, struct llm__tensor out, struct llm__te
 
 struct llm__cpu_mm_job {
     struct llm__cpu *c;
-    int n;                                    // weights
+    int n;                                     // weights
     const struct llm__tensor *dst;
     const struct llm__weight *const *w;
     const struct llm__tensor *bias;
-    struct llm__tensor x;                     // [ntok][ne0] f32
+    struct llm__tensor x;                      // [ntok][ne0] f32
     int64_t ntok;
-    const char *xq[LLM__CPU_MAX_MM];          // activations of weight j in its dot type
-    size_t xq_stride[LLM__CPU_MAX_MM];
-    int n_types;                              // distinct activation formats to quantize into
-    int types[LLM__CPU_MAX_MM];               // a dot type, or LLM__X16_ACT + weight type
-    char *xq_base[LLM__CPU_MAX_MM];
+    const char *xq[LLM__MAX_MATMUL_WEIGHTS];   // activations of weight j in its dot type
+    size_t xq_stride[LLM__MAX_MATMUL_WEIGHTS];
+    int n_types;                               // distinct activation formats to quantize into
+    int types[LLM__MAX_MATMUL_WEIGHTS];        // a dot type, or LLM__X16_ACT + weight type
+    char *xq_base[LLM__MAX_MATMUL_WEIGHTS];
     int64_t rows_per_chunk;
-    int64_t chunk_start[LLM__CPU_MAX_MM + 1]; // prefix sums of chunks per weight
+    int64_t chunk_start[LLM__MAX_MATMUL_WEIGHTS + 1];   // prefix sums of chunks per weight
 };
 
 #define LLM__X16_ACT 1000   // activation format ids above this are x16 formats of type id - 1000
@@ -4064,7 +4131,7 @@ static void llm__cpu_mm_worker(void *arg, int ith, int nth) {
 static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
                             const struct llm__tensor *bias, struct llm__tensor x) {
     struct llm__cpu *c = ctx;
-    assert(n >= 1 && n <= LLM__CPU_MAX_MM);
+    assert(n >= 1 && n <= LLM__MAX_MATMUL_WEIGHTS);
     struct llm__cpu_mm_job job = {.c = c, .n = n, .dst = dst, .w = w, .bias = bias, .x = x, .ntok = x.ne1};
     // Activations: one copy per distinct dot type, F32 read in place.
     char *scratch = c->scratch;
@@ -4104,8 +4171,8 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
 
 static enum llm_status llm__cpu_reserve_shape(void *ctx, const struct llm__shape *sh, struct llm__err *e) {
     struct llm__cpu *c = ctx;
-    // matmul: up to LLM__CPU_MAX_MM quantized copies of the input (at most 3 bytes an element)
-    size_t mm = (size_t)LLM__CPU_MAX_MM * (((size_t)sh->max_tokens * (size_t)sh->max_cols * 3 + 64 * 4) + 64);
+    // matmul: up to LLM__MAX_MATMUL_WEIGHTS quantized copies of the input (at most 3 bytes an element)
+    size_t mm = (size_t)LLM__MAX_MATMUL_WEIGHTS * (((size_t)sh->max_tokens * (size_t)sh->max_cols * 3 + 64 * 4) + 64);
     size_t attn = llm__attn_scratch(sh->n_head / sh->n_head_kv, sh->head_dim, sh->block_size) * sizeof(float) *
                   (size_t)c->pool->n_threads;
     return llm__cpu_reserve(c, LLM__MAX(mm, attn), e);
@@ -4124,30 +4191,30 @@ static size_t llm__cpu_mem_free(void *ctx) {
 }
 
 static const struct llm_backend_i llm__cpu_iface = {
-    /* .name        = */ "cpu",
-    /* .free        = */ llm__cpu_free,
-    /* .buf_alloc   = */ llm__cpu_buf_alloc,
-    /* .buf_free    = */ llm__cpu_buf_free,
-    /* .weight_load = */ llm__cpu_weight_load,
-    /* .weight_free = */ llm__cpu_weight_free,
-    /* .upload      = */ llm__cpu_upload,
-    /* .download    = */ llm__cpu_download,
-    /* .reserve     = */ llm__cpu_reserve_shape,
-    /* .mem_free    = */ llm__cpu_mem_free,
-    /* .begin_step  = */ llm__cpu_begin_step,
-    /* .end_step    = */ llm__cpu_end_step,
-    /* .sync        = */ NULL,
-    /* .embed       = */ llm__cpu_embed,
-    /* .rmsnorm     = */ llm__cpu_rmsnorm,
-    /* .matmul      = */ llm__cpu_matmul,
-    /* .rope        = */ llm__cpu_rope,
-    /* .kv_store    = */ llm__cpu_kv_store,
-    /* .attention   = */ llm__cpu_attention,
-    /* .silu_mul    = */ llm__cpu_silu_mul,
-    /* .add         = */ llm__cpu_add,
-    /* .get_rows    = */ llm__cpu_get_rows,
-    /* .device_name = */ llm__cpu_device_name,
-    /* .bandwidth   = */ NULL,
+    .name = "cpu",
+    .free = llm__cpu_free,
+    .buf_alloc = llm__cpu_buf_alloc,
+    .buf_free = llm__cpu_buf_free,
+    .weight_load = llm__cpu_weight_load,
+    .weight_free = llm__cpu_weight_free,
+    .upload = llm__cpu_upload,
+    .download = llm__cpu_download,
+    .reserve = llm__cpu_reserve_shape,
+    .mem_free = llm__cpu_mem_free,
+    .begin_step = llm__cpu_begin_step,
+    .end_step = llm__cpu_end_step,
+    .sync = NULL,   // each op returns when its pool job is done
+    .embed = llm__cpu_embed,
+    .rmsnorm = llm__cpu_rmsnorm,
+    .matmul = llm__cpu_matmul,
+    .rope = llm__cpu_rope,
+    .kv_store = llm__cpu_kv_store,
+    .attention = llm__cpu_attention,
+    .silu_mul = llm__cpu_silu_mul,
+    .add = llm__cpu_add,
+    .get_rows = llm__cpu_get_rows,
+    .device_name = llm__cpu_device_name,
+    .bandwidth = NULL,   // no probe: a STREAM-like tool measures host memory better
 };
 
 // simd: the level to use, or -1 for the best this CPU runs.
@@ -4544,22 +4611,25 @@ static enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__mod
 struct llm__prof { double t[LLM_PROF_COUNT]; };
 
 // Runs the model over one step; logits (n_out rows of n_vocab) are copied to host memory. With
-// prof, each op is timed (a backend whose ops run asynchronously is synchronized after each).
+// prof, each op is timed (a backend whose ops run asynchronously is synchronized after each; a
+// failure there ends the step early and is returned).
 static enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be, struct llm__acts *a,
                                     const struct llm__tensor *k_cache, const struct llm__tensor *v_cache,
                                     const struct llm__step *s, float *logits, struct llm__prof *prof,
                                     struct llm__err *e) {
     const struct llm_backend_i *B = be->iface;
     void *ctx = be->ctx;
-#define LLM__OP(cat, call)                                            \
-    do {                                                              \
-        double t0_ = prof ? llm__now() : 0.0;                         \
-        call;                                                         \
-        if (prof) {                                                   \
-            if (B->sync) B->sync(ctx);                                \
-            prof->t[cat] += llm__now() - t0_;                         \
-        }                                                             \
+    enum llm_status st = LLM_OK;
+#define LLM__OP(cat, call)                                                          \
+    do {                                                                            \
+        double t0_ = prof ? llm__now() : 0.0;                                       \
+        call;                                                                       \
+        if (prof) {                                                                 \
+            if (B->sync && (st = B->sync(ctx, e)) != LLM_OK) goto finish;           \
+            prof->t[cat] += llm__now() - t0_;                                       \
+        }                                                                           \
     } while (0)
+    _Static_assert(LLM__MAX_MATMUL_WEIGHTS >= 3, "the q/k/v projections share one matmul call");
     const int T = s->n_tokens, E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
     assert(T >= 1 && T <= a->max_tokens && s->n_out <= a->max_out);
     struct llm__tensor x = llm__vec_view(&a->buf, a->off_x, E, T);
@@ -4600,13 +4670,19 @@ static enum llm_status llm__forward(const struct llm__model *m, struct llm_backe
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
     }
     if (s->n_out > 0) {
+        const struct llm__weight *wout[1] = {&m->output};
         LLM__OP(LLM_PROF_LOGITS, B->get_rows(ctx, xo, x);
                                   B->rmsnorm(ctx, xo, xo, m->output_norm, m->norm_eps);
-                                  const struct llm__weight *wout[1] = {&m->output};
                                   B->matmul(ctx, 1, &lg, wout, NULL, xo));
     }
 #undef LLM__OP
-    enum llm_status st = B->end_step(ctx, e);
+finish:
+    if (st != LLM_OK) {   // a failed sync: the step is still ended; its error is the one returned
+        struct llm__err ignored;
+        B->end_step(ctx, &ignored);
+        return st;
+    }
+    st = B->end_step(ctx, e);
     if (st == LLM_OK && s->n_out > 0)
         B->download(ctx, &a->buf, a->off_logits, logits, (size_t)s->n_out * (size_t)m->n_vocab * sizeof(float));
     return st;
@@ -6419,147 +6495,164 @@ static size_t llm__mem_available(void) {
     return (size_t)kb * 1024;
 }
 
-// The backend the parameters ask for. "auto": the Vulkan backend on its preferred device when it
-// is built in, can run every op and opens; otherwise the CPU.
-static enum llm_status llm__backend_open(struct llm_backend *be, const struct llm_engine_params *p, struct llm__err *e) {
-#ifdef LLM_VULKAN
-    if (p->backend != LLM_BACKEND_CPU) {
-        enum llm_status st = llm__vk_backend_new(be, p->device, 0, e);
-        const char *missing = NULL;
-        if (st == LLM_OK) {
-            const struct llm_backend_i *b = be->iface;
-            missing = !b->embed ? "embed" : !b->matmul ? "matmul" : !b->rope ? "rope" : !b->kv_store ? "kv_store"
-                    : !b->attention ? "attention" : !b->get_rows ? "get_rows" : NULL;
-            if (missing) st = llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: the backend cannot run models yet (no %s op)", missing);
-        }
-        if (st == LLM_OK) return LLM_OK;
-        if (be->iface) be->iface->free(be->ctx);
-        memset(be, 0, sizeof(*be));
-        if (p->backend == LLM_BACKEND_VULKAN) return st;
-        e->msg[0] = 0;   // auto: the CPU instead
-    }
+// Fills in the defaults of the parameters' zero fields and checks them; the first one wrong is
+// the error (LLM_ERR_INVALID_ARG, or LLM_ERR_UNSUPPORTED for a backend not built in).
+static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm__err *e) {
+    if (!p->block_size) p->block_size = 16;
+    if (p->n_threads <= 0) p->n_threads = llm__online_cpus();
+    if (!p->max_num_seqs) p->max_num_seqs = 256;
+    if (!p->max_num_batched_tokens) p->max_num_batched_tokens = 512;
+    if (!p->model_path) return llm__fail(e, LLM_ERR_INVALID_ARG, "no model file given");
+    if (p->block_size != 8 && p->block_size != 16 && p->block_size != 32)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "block size must be 8, 16 or 32 (got %d)", p->block_size);
+    if (p->kv_cache_dtype != LLM_KV_F16 && p->kv_cache_dtype != LLM_KV_F32)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "KV cache type must be LLM_KV_F16 or LLM_KV_F32 (got %d)",
+                         (int)p->kv_cache_dtype);
+    if (p->n_threads > 512) return llm__fail(e, LLM_ERR_INVALID_ARG, "too many threads (%d)", p->n_threads);
+    if (p->max_model_len < 0) return llm__fail(e, LLM_ERR_INVALID_ARG, "negative max_model_len");
+    if (p->max_num_seqs < 1 || p->max_num_seqs > 65536)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "max_num_seqs must be in [1, 65536] (got %d)", p->max_num_seqs);
+    if (p->max_num_batched_tokens < 1 || p->max_num_batched_tokens > 65536)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "max_num_batched_tokens must be in [1, 65536] (got %d)",
+                         p->max_num_batched_tokens);
+    if (p->scheduling_policy != LLM_SCHED_FCFS && p->scheduling_policy != LLM_SCHED_PRIORITY)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "unknown scheduling policy %d", (int)p->scheduling_policy);
+    if (p->backend != LLM_BACKEND_CPU && p->backend != LLM_BACKEND_AUTO && p->backend != LLM_BACKEND_VULKAN)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "unknown backend %d", (int)p->backend);
+    if (p->device < LLM_DEVICE_AUTO)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "device must be LLM_DEVICE_AUTO or an index >= 0 (got %d)", p->device);
+    if (p->load != LLM_LOAD_ALL && p->load != LLM_LOAD_VOCAB && p->load != LLM_LOAD_METADATA)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "unknown load mode %d", (int)p->load);
+#ifndef LLM_VULKAN
+    if (p->backend == LLM_BACKEND_VULKAN)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "backend 'vulkan' is not in this build (make VULKAN=1); available: cpu");
 #endif
-    return llm__cpu_backend_new(be, p->n_threads, -1, e);
+    return LLM_OK;
 }
 
-llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err, size_t err_size) {
-    struct llm__err e = {{0}, LLM_OK};
-    enum llm_status st = LLM_OK;
-    llm_engine *E = calloc(1, sizeof(*E));
-    if (!E) { if (err && err_size) snprintf(err, err_size, "out of memory"); return NULL; }
-    struct llm_engine_params p = params ? *params : llm_engine_params_default();
-    if (!p.block_size) p.block_size = 16;
-    if (p.n_threads <= 0) p.n_threads = llm__online_cpus();
-    if (!p.max_num_seqs) p.max_num_seqs = 256;
-    if (!p.max_num_batched_tokens) p.max_num_batched_tokens = 512;
-    E->params = p;
-    if (!p.model_path) { st = llm__fail(&e, LLM_ERR_INVALID_ARG, "no model file given"); goto fail; }
-    if (p.block_size != 8 && p.block_size != 16 && p.block_size != 32) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "block size must be 8, 16 or 32 (got %d)", p.block_size);
-        goto fail;
-    }
-    if (p.kv_cache_dtype != LLM_KV_F16 && p.kv_cache_dtype != LLM_KV_F32) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "KV cache type must be LLM_KV_F16 or LLM_KV_F32 (got %d)", (int)p.kv_cache_dtype);
-        goto fail;
-    }
-    if (p.n_threads > 512) { st = llm__fail(&e, LLM_ERR_INVALID_ARG, "too many threads (%d)", p.n_threads); goto fail; }
-    if (p.max_model_len < 0) { st = llm__fail(&e, LLM_ERR_INVALID_ARG, "negative max_model_len"); goto fail; }
-    if (p.max_num_seqs < 1 || p.max_num_seqs > 65536) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "max_num_seqs must be in [1, 65536] (got %d)", p.max_num_seqs);
-        goto fail;
-    }
-    if (p.max_num_batched_tokens < 1 || p.max_num_batched_tokens > 65536) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "max_num_batched_tokens must be in [1, 65536] (got %d)",
-                       p.max_num_batched_tokens);
-        goto fail;
-    }
-    if (p.scheduling_policy != LLM_SCHED_FCFS && p.scheduling_policy != LLM_SCHED_PRIORITY) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "unknown scheduling policy %d", (int)p.scheduling_policy);
-        goto fail;
-    }
-    E->priority = p.scheduling_policy == LLM_SCHED_PRIORITY;
-    if (p.backend != LLM_BACKEND_CPU && p.backend != LLM_BACKEND_AUTO && p.backend != LLM_BACKEND_VULKAN) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "unknown backend %d", (int)p.backend);
-        goto fail;
-    }
-    if (p.device < LLM_DEVICE_AUTO) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "device must be LLM_DEVICE_AUTO or an index >= 0 (got %d)", p.device);
-        goto fail;
-    }
-    if (p.load != LLM_LOAD_ALL && p.load != LLM_LOAD_VOCAB && p.load != LLM_LOAD_METADATA) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "unknown load mode %d", (int)p.load);
-        goto fail;
-    }
-#ifndef LLM_VULKAN
-    if (p.backend == LLM_BACKEND_VULKAN) {
-        st = llm__fail(&e, LLM_ERR_UNSUPPORTED, "backend 'vulkan' is not in this build (make VULKAN=1); available: cpu");
-        goto fail;
+// Frees a backend that was opened, or whatever part of it its constructor made.
+static void llm__backend_close(struct llm_backend *be) {
+    if (be->iface && be->iface->free) be->iface->free(be->ctx);
+    memset(be, 0, sizeof(*be));
+}
+
+// The backend the parameters ask for, its table checked (llm__backend_check). "auto": the Vulkan
+// backend on its preferred device when it is built in and opens; otherwise the CPU.
+static enum llm_status llm__backend_open(struct llm_backend *be, const struct llm_engine_params *p, struct llm__err *e) {
+    enum llm_status st;
+#ifdef LLM_VULKAN
+    if (p->backend != LLM_BACKEND_CPU) {
+        st = llm__vk_backend_new(be, p->device, 0, e);
+        if (st == LLM_OK) st = llm__backend_check(be->iface, e);
+        if (st == LLM_OK) return LLM_OK;
+        llm__backend_close(be);
+        if (p->backend == LLM_BACKEND_VULKAN) return st;
+        *e = (struct llm__err){{0}, LLM_OK};   // auto: the CPU instead
     }
 #endif
-    if ((st = llm__gguf_open(&E->model.gguf, p.model_path, &e))) goto fail;
-    if (p.load == LLM_LOAD_METADATA) {
-        // What a full load would say: the hyper-parameters and the tensors' types, no weights.
-        struct llm__err why = {{0}, LLM_OK};
-        if (E->model.gguf.n_tensors == 0) llm__fail(&why, LLM_ERR_FORMAT, "the file has no tensors (a vocabulary-only file)");
-        else if (llm__model_hparams(&E->model, &why) == LLM_OK) llm__model_check_tensors(&E->model, &why);
-        if (why.msg[0]) snprintf(E->unsupported, sizeof(E->unsupported), "%s", why.msg);
-        return E;
-    }
-    if (p.load == LLM_LOAD_VOCAB) {
-        if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, 0, &e))) goto fail;
-        E->model.n_vocab = E->vocab.n;
-        return E;
-    }
-    if (E->model.gguf.n_tensors == 0) {
-        st = llm__fail(&e, LLM_ERR_FORMAT, "the file has no tensors: a vocabulary-only file can tokenize "
-                                           "(llm tokenize, LLM_LOAD_VOCAB) but not run");
-        goto fail;
-    }
-    if ((st = llm__model_hparams(&E->model, &e))) goto fail;
-    if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, E->model.n_vocab, &e))) goto fail;
-    if ((st = llm__backend_open(&E->be, &p, &e))) goto fail;
-    if ((st = llm__model_load_tensors(&E->model, &E->be, p.verbose > 0 && isatty(2), &e))) goto fail;
+    st = llm__cpu_backend_new(be, p->n_threads, -1, e);
+    if (st == LLM_OK) st = llm__backend_check(be->iface, e);
+    if (st != LLM_OK) llm__backend_close(be);
+    return st;
+}
 
+// LLM_LOAD_METADATA: what a full load would say of the file (the hyper-parameters and the
+// tensors' types, no weights), kept for llm_model_info.unsupported.
+static void llm__engine_check_loadable(llm_engine *E) {
+    struct llm__err why = {{0}, LLM_OK};
+    if (E->model.gguf.n_tensors == 0) llm__fail(&why, LLM_ERR_FORMAT, "the file has no tensors (a vocabulary-only file)");
+    else if (llm__model_hparams(&E->model, &why) == LLM_OK) llm__model_check_tensors(&E->model, &why);
+    if (why.msg[0]) snprintf(E->unsupported, sizeof(E->unsupported), "%s", why.msg);
+}
+
+// Sizes and allocates the KV cache: kv_cache_bytes; else gpu_memory_utilization of the backend's
+// free memory; else a quarter of it, at most what max_num_seqs sequences of max_model_len use and
+// at least one such sequence (pages are only touched as blocks are used).
+static enum llm_status llm__engine_kv_init(llm_engine *E, struct llm__err *e) {
+    const struct llm_engine_params *p = &E->params;
     const struct llm__model *m = &E->model;
-    E->max_model_len = p.max_model_len ? p.max_model_len : LLM__MIN(m->n_ctx_train, 4096);
-    size_t kv_bytes = p.kv_cache_bytes;
-    int kv_type = p.kv_cache_dtype == LLM_KV_F32 ? LLM__TYPE_F32 : LLM__TYPE_F16;
+    size_t kv_bytes = p->kv_cache_bytes;
+    int kv_type = p->kv_cache_dtype == LLM_KV_F32 ? LLM__TYPE_F32 : LLM__TYPE_F16;
     size_t per_token = 2 * (size_t)m->n_layer * llm__row_bytes(kv_type, (int64_t)m->n_head_kv * m->head_dim);
-    size_t one_seq = per_token * (size_t)((E->max_model_len + p.block_size - 1) / p.block_size * p.block_size);
-    if (!kv_bytes && p.gpu_memory_utilization > 0) {
-        if (!(p.gpu_memory_utilization <= 1.0f)) {
-            st = llm__fail(&e, LLM_ERR_INVALID_ARG, "gpu_memory_utilization must be in (0, 1]");
-            goto fail;
-        }
-        kv_bytes = (size_t)((double)E->be.iface->mem_free(E->be.ctx) * p.gpu_memory_utilization);
+    size_t one_seq = per_token * (size_t)((E->max_model_len + p->block_size - 1) / p->block_size * p->block_size);
+    if (!kv_bytes && p->gpu_memory_utilization > 0) {
+        if (!(p->gpu_memory_utilization <= 1.0f))
+            return llm__fail(e, LLM_ERR_INVALID_ARG, "gpu_memory_utilization must be in (0, 1]");
+        kv_bytes = (size_t)((double)E->be.iface->mem_free(E->be.ctx) * p->gpu_memory_utilization);
     }
     if (!kv_bytes) {
-        // A quarter of the free memory, at most what max_num_seqs full sequences use, at least one
-        // sequence. Pages are only touched as blocks are used.
         size_t avail = E->be.iface->mem_free(E->be.ctx) / 4;
-        size_t most = one_seq * (size_t)p.max_num_seqs;
+        size_t most = one_seq * (size_t)p->max_num_seqs;
         kv_bytes = LLM__MAX(LLM__MIN(avail ? avail : one_seq, most), one_seq);
     }
-    if ((st = llm__kv_init(&E->kv, m, &E->be, kv_type, p.block_size, kv_bytes, p.enable_prefix_caching != 0, &e))) goto fail;
-    int max_tokens = p.max_num_batched_tokens, max_out = LLM__MAX(LLM__MAX_STEP_OUT, LLM__MIN(p.max_num_seqs, max_tokens));
-    if ((st = llm__acts_init(&E->acts, m, &E->be, max_tokens, max_out, &e))) goto fail;
-    struct llm__shape shape = {max_tokens, LLM__MAX(m->n_embd, LLM__MAX(m->n_ff, m->n_head * m->head_dim)),
-                               m->n_head, m->n_head_kv, m->head_dim, p.block_size};
-    if ((st = E->be.iface->reserve(E->be.ctx, &shape, &e))) goto fail;
+    return llm__kv_init(&E->kv, m, &E->be, kv_type, p->block_size, kv_bytes, p->enable_prefix_caching != 0, e);
+}
+
+// Memory of the largest step: the activations, the backend's scratch (reserve), the logits and
+// the host arrays of a step. A step has at most max_num_batched_tokens tokens of max_num_seqs
+// sequences, each of at most max_model_len tokens (its block table: that many blocks).
+static enum llm_status llm__engine_step_buffers(llm_engine *E, struct llm__err *e) {
+    const struct llm_engine_params *p = &E->params;
+    const struct llm__model *m = &E->model;
+    enum llm_status st;
+    int max_tokens = p->max_num_batched_tokens, max_out = LLM__MAX(LLM__MAX_STEP_OUT, LLM__MIN(p->max_num_seqs, max_tokens));
+    if ((st = llm__acts_init(&E->acts, m, &E->be, max_tokens, max_out, e))) return st;
+    struct llm__shape shape = {
+        .max_tokens = max_tokens, .max_out = max_out, .max_seqs = p->max_num_seqs,
+        .max_blocks = LLM__MIN((E->max_model_len + p->block_size - 1) / p->block_size, E->kv.n_blocks),
+        .max_cols = LLM__MAX(m->n_embd, LLM__MAX(m->n_ff, m->n_head * m->head_dim)),
+        .n_head = m->n_head, .n_head_kv = m->n_head_kv, .head_dim = m->head_dim, .block_size = p->block_size,
+    };
+    if ((st = E->be.iface->reserve(E->be.ctx, &shape, e))) return st;
     E->step_logits = malloc((size_t)max_out * (size_t)m->n_vocab * sizeof(float));
-    if (!E->step_logits) { st = llm__fail(&e, LLM_ERR_NOMEM, "out of memory"); goto fail; }
     size_t T = (size_t)max_tokens;
     E->st_tokens = malloc(T * sizeof(int32_t));
     E->st_pos = malloc(T * sizeof(int32_t));
     E->st_seq = malloc(T * sizeof(int32_t));
     E->st_slot = malloc(T * sizeof(int32_t));
     E->st_out = malloc(T * sizeof(int32_t));
-    if (!E->st_tokens || !E->st_pos || !E->st_seq || !E->st_slot || !E->st_out) {
-        st = llm__fail(&e, LLM_ERR_NOMEM, "out of memory");
-        goto fail;
+    if (!E->step_logits || !E->st_tokens || !E->st_pos || !E->st_seq || !E->st_slot || !E->st_out)
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    return LLM_OK;
+}
+
+// Opens the model file and loads what the load mode asks for: metadata only, the vocabulary, or
+// everything a forward pass needs (the backend, the weights, the KV cache, the step's memory).
+static enum llm_status llm__engine_load(llm_engine *E, struct llm__err *e) {
+    const struct llm_engine_params *p = &E->params;
+    enum llm_status st;
+    if ((st = llm__gguf_open(&E->model.gguf, p->model_path, e))) return st;
+    if (p->load == LLM_LOAD_METADATA) {
+        llm__engine_check_loadable(E);
+        return LLM_OK;
     }
-    return E;
-fail:
+    if (p->load == LLM_LOAD_VOCAB) {
+        if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, 0, e))) return st;
+        E->model.n_vocab = E->vocab.n;
+        return LLM_OK;
+    }
+    if (E->model.gguf.n_tensors == 0)
+        return llm__fail(e, LLM_ERR_FORMAT, "the file has no tensors: a vocabulary-only file can tokenize "
+                                            "(llm tokenize, LLM_LOAD_VOCAB) but not run");
+    if ((st = llm__model_hparams(&E->model, e))) return st;
+    if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, E->model.n_vocab, e))) return st;
+    if ((st = llm__backend_open(&E->be, p, e))) return st;
+    if ((st = llm__model_load_tensors(&E->model, &E->be, p->verbose > 0 && isatty(2), e))) return st;
+    E->max_model_len = p->max_model_len ? p->max_model_len : LLM__MIN(E->model.n_ctx_train, 4096);
+    if ((st = llm__engine_kv_init(E, e))) return st;
+    return llm__engine_step_buffers(E, e);
+}
+
+llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err, size_t err_size) {
+    struct llm__err e = {{0}, LLM_OK};
+    llm_engine *E = calloc(1, sizeof(*E));
+    if (!E) { if (err && err_size) snprintf(err, err_size, "out of memory"); return NULL; }
+    struct llm_engine_params p = params ? *params : llm_engine_params_default();
+    enum llm_status st = llm__params_check(&p, &e);
+    E->params = p;
+    E->priority = p.scheduling_policy == LLM_SCHED_PRIORITY;
+    if (st == LLM_OK) st = llm__engine_load(E, &e);
+    if (st == LLM_OK) return E;
     if (p.backend == LLM_BACKEND_AUTO && E->be.iface && strcmp(E->be.iface->name, "cpu") != 0) {
         // auto: the GPU could not take the model (memory, a type): the CPU instead
         if (p.verbose > 0) fprintf(stderr, "llm: %s; running on the CPU\n", e.msg[0] ? e.msg : llm_status_str(st));

@@ -18,7 +18,8 @@ static struct llm_backend make_backend(int threads, int simd, bool repack) {
 }
 
 static void reserve(struct llm_backend *be, int max_tokens, int64_t cols, int nh, int nkv, int hd, int bs) {
-    struct llm__shape sh = {max_tokens, cols, nh, nkv, hd, bs};
+    struct llm__shape sh = {.max_tokens = max_tokens, .max_out = max_tokens, .max_seqs = 4, .max_blocks = 64,
+                            .max_cols = cols, .n_head = nh, .n_head_kv = nkv, .head_dim = hd, .block_size = bs};
     struct llm__err e;
     EXPECT(be->iface->reserve(be->ctx, &sh, &e) == LLM_OK, "reserve: %s", e.msg);
 }

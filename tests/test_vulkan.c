@@ -701,7 +701,8 @@ int main(void) {
     EXPECT(llm__cpu_backend_new(&cpu, 2, -1, &e) == LLM_OK, "cpu backend: %s", e.msg);
     if (vk.iface && cpu.iface && !e.msg[0]) {
         // covers every test: 512 tokens a step, rows of up to 16640, 4 query heads per KV head of 128
-        struct llm__shape shape = {512, 16640, 8, 2, 128, 16};
+        struct llm__shape shape = {.max_tokens = 512, .max_out = 512, .max_seqs = 4, .max_blocks = 128, .max_cols = 16640,
+                                   .n_head = 8, .n_head_kv = 2, .head_dim = 128, .block_size = 16};
         EXPECT(vk.iface->reserve(vk.ctx, &shape, &e) == LLM_OK, "vulkan reserve: %s", e.msg);
         EXPECT(cpu.iface->reserve(cpu.ctx, &shape, &e) == LLM_OK, "cpu reserve: %s", e.msg);
         test_ops(&vk, &cpu);
