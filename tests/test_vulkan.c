@@ -716,12 +716,17 @@ static void test_profiling(const char *name) {
     const int nv = G->model.n_vocab, n = 9;
     int32_t toks[9] = {1, 300, 17, 3000, 42, 8, 99, 1234, 7};
     float *a = malloc(sizeof(float) * (size_t)nv * n), *b = malloc(sizeof(float) * (size_t)nv * n);
-    int s0 = llm_seq_new(G), s1 = llm_seq_new(G);
-    EXPECT(llm_seq_eval(G, s0, toks, n, a, 1) == LLM_OK, "eval: %s", llm_last_error(G));
+    int32_t other[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    int s0 = llm_seq_new(G), s1 = llm_seq_new(G), s2 = llm_seq_new(G);
+    // other tokens first, so that a profiled step that computed nothing would not find this
+    // step's results left in the buffers
+    EXPECT(llm_seq_eval(G, s2, other, n, a, 1) == LLM_OK, "eval: %s", llm_last_error(G));
     llm_set_profiling(G, 1);
     EXPECT(llm_seq_eval(G, s1, toks, n, b, 1) == LLM_OK, "eval with profiling: %s", llm_last_error(G));
     struct llm_profile prof;
     llm_get_profile(G, &prof);
+    llm_set_profiling(G, 0);
+    EXPECT(llm_seq_eval(G, s0, toks, n, a, 1) == LLM_OK, "eval: %s", llm_last_error(G));
     double err = nmse(b, a, (size_t)nv * n);
     EXPECT(err < 1e-12, "logits with profiling: NMSE %.3g against without", err);
     int timed = 0;
