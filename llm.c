@@ -1847,6 +1847,63 @@ static bool llm__gguf_rd_name(struct llm__gguf_cur *c, char **out, uint64_t max_
     return true;
 }
 
+// An array value: element type, count, then the elements (strings are indexed; other elements
+// are left in place, at arr_data).
+static bool llm__gguf_rd_arr(struct llm__gguf_cur *c, struct llm__gguf_kv *kv, const char *key, const char *what) {
+    char item[128];
+    size_t elem_at = c->pos;
+    if (!llm__gguf_rd(c, &kv->arr_type, 4, what) || !llm__gguf_rd(c, &kv->arr_n, 8, what)) return false;
+    if (kv->arr_type == LLM__GGUF_ARR)
+        return llm__gguf_bad(c, LLM_ERR_UNSUPPORTED, "gguf: key '%s' is an array of arrays "
+                             "(byte offset %zu); nested arrays are not supported", key, elem_at);
+    if (kv->arr_type >= LLM__GGUF_TYPE_COUNT)
+        return llm__gguf_bad(c, LLM_ERR_FORMAT, "gguf: key '%s' has unknown array element "
+                             "type id %u at byte offset %zu", key, kv->arr_type, elem_at);
+    // Each element takes at least 1 byte (8 for a string's length), so this bounds the
+    // count, and the allocation below, by the file size.
+    size_t esize = kv->arr_type == LLM__GGUF_STR ? 8 : llm__gguf_type_size(kv->arr_type);
+    if (kv->arr_n > (c->size - c->pos) / esize)
+        return llm__gguf_bad(c, LLM_ERR_FORMAT, "gguf: truncated file: key '%s' is an array of "
+                             "%llu %s at byte offset %zu, more than the %zu bytes left can "
+                             "hold", key, (unsigned long long)kv->arr_n,
+                             llm__gguf_type_name(kv->arr_type), elem_at, c->size - c->pos);
+    kv->arr_data = c->base + c->pos;
+    if (kv->arr_type != LLM__GGUF_STR) {
+        c->pos += (size_t)kv->arr_n * esize;
+        return true;
+    }
+    kv->arr_str = malloc((size_t)(kv->arr_n ? kv->arr_n : 1) * sizeof(*kv->arr_str));
+    if (!kv->arr_str)
+        return llm__gguf_bad(c, LLM_ERR_NOMEM, "gguf: out of memory for the %llu strings "
+                             "of key '%s'", (unsigned long long)kv->arr_n, key);
+    for (uint64_t j = 0; j < kv->arr_n; j++) {
+        snprintf(item, sizeof(item), "string %llu of key '%s'", (unsigned long long)j, key);
+        if (!llm__gguf_rd_str(c, &kv->arr_str[j], UINT64_MAX, item)) return false;
+    }
+    return true;
+}
+
+// A number or bool value, widened into kv->v (u64, i64 or f64 by its type).
+static bool llm__gguf_rd_scalar(struct llm__gguf_cur *c, struct llm__gguf_kv *kv, const char *what) {
+    uint8_t b[8] = {0};
+    if (!llm__gguf_rd(c, b, llm__gguf_type_size(kv->type), what)) return false;
+    switch (kv->type) {
+    case LLM__GGUF_U8: kv->v.u64 = b[0]; break;
+    case LLM__GGUF_BOOL: kv->v.u64 = b[0] != 0; break;
+    case LLM__GGUF_I8: { int8_t x; memcpy(&x, b, 1); kv->v.i64 = x; } break;
+    case LLM__GGUF_U16: { uint16_t x; memcpy(&x, b, 2); kv->v.u64 = x; } break;
+    case LLM__GGUF_I16: { int16_t x; memcpy(&x, b, 2); kv->v.i64 = x; } break;
+    case LLM__GGUF_U32: { uint32_t x; memcpy(&x, b, 4); kv->v.u64 = x; } break;
+    case LLM__GGUF_I32: { int32_t x; memcpy(&x, b, 4); kv->v.i64 = x; } break;
+    case LLM__GGUF_F32: { float x; memcpy(&x, b, 4); kv->v.f64 = x; } break;
+    case LLM__GGUF_U64: memcpy(&kv->v.u64, b, 8); break;
+    case LLM__GGUF_I64: memcpy(&kv->v.i64, b, 8); break;
+    case LLM__GGUF_F64: memcpy(&kv->v.f64, b, 8); break;
+    default: break;
+    }
+    return true;
+}
+
 // One key/value pair, from its key to the end of its value.
 static bool llm__gguf_rd_kv(struct llm__gguf_cur *c, struct llm__gguf *g, int64_t i) {
     struct llm__gguf_kv *kv = &g->kv[i];
@@ -1871,57 +1928,10 @@ static bool llm__gguf_rd_kv(struct llm__gguf_cur *c, struct llm__gguf *g, int64_
                              "byte offset %zu", key, kv->type, type_at);
 
     snprintf(what, sizeof(what), "the value of key '%s'", key);
-    if (kv->type == LLM__GGUF_ARR) {
-        size_t elem_at = c->pos;
-        if (!llm__gguf_rd(c, &kv->arr_type, 4, what) || !llm__gguf_rd(c, &kv->arr_n, 8, what))
-            return false;
-        if (kv->arr_type == LLM__GGUF_ARR)
-            return llm__gguf_bad(c, LLM_ERR_UNSUPPORTED, "gguf: key '%s' is an array of arrays "
-                                 "(byte offset %zu); nested arrays are not supported", key, elem_at);
-        if (kv->arr_type >= LLM__GGUF_TYPE_COUNT)
-            return llm__gguf_bad(c, LLM_ERR_FORMAT, "gguf: key '%s' has unknown array element "
-                                 "type id %u at byte offset %zu", key, kv->arr_type, elem_at);
-        // Each element takes at least 1 byte (8 for a string's length), so this bounds the
-        // count, and the allocation below, by the file size.
-        size_t esize = kv->arr_type == LLM__GGUF_STR ? 8 : llm__gguf_type_size(kv->arr_type);
-        if (kv->arr_n > (c->size - c->pos) / esize)
-            return llm__gguf_bad(c, LLM_ERR_FORMAT, "gguf: truncated file: key '%s' is an array of "
-                                 "%llu %s at byte offset %zu, more than the %zu bytes left can "
-                                 "hold", key, (unsigned long long)kv->arr_n,
-                                 llm__gguf_type_name(kv->arr_type), elem_at, c->size - c->pos);
-        kv->arr_data = c->base + c->pos;
-        if (kv->arr_type == LLM__GGUF_STR) {
-            kv->arr_str = malloc((size_t)(kv->arr_n ? kv->arr_n : 1) * sizeof(*kv->arr_str));
-            if (!kv->arr_str)
-                return llm__gguf_bad(c, LLM_ERR_NOMEM, "gguf: out of memory for the %llu strings "
-                                     "of key '%s'", (unsigned long long)kv->arr_n, key);
-            for (uint64_t j = 0; j < kv->arr_n; j++) {
-                snprintf(what, sizeof(what), "string %llu of key '%s'", (unsigned long long)j, key);
-                if (!llm__gguf_rd_str(c, &kv->arr_str[j], UINT64_MAX, what)) return false;
-            }
-        } else {
-            c->pos += (size_t)kv->arr_n * esize;
-        }
-    } else if (kv->type == LLM__GGUF_STR) {
-        if (!llm__gguf_rd_str(c, &kv->v.str, UINT64_MAX, what)) return false;
-    } else {
-        uint8_t b[8] = {0};
-        if (!llm__gguf_rd(c, b, llm__gguf_type_size(kv->type), what)) return false;
-        switch (kv->type) {
-        case LLM__GGUF_U8: kv->v.u64 = b[0]; break;
-        case LLM__GGUF_BOOL: kv->v.u64 = b[0] != 0; break;
-        case LLM__GGUF_I8: { int8_t x; memcpy(&x, b, 1); kv->v.i64 = x; } break;
-        case LLM__GGUF_U16: { uint16_t x; memcpy(&x, b, 2); kv->v.u64 = x; } break;
-        case LLM__GGUF_I16: { int16_t x; memcpy(&x, b, 2); kv->v.i64 = x; } break;
-        case LLM__GGUF_U32: { uint32_t x; memcpy(&x, b, 4); kv->v.u64 = x; } break;
-        case LLM__GGUF_I32: { int32_t x; memcpy(&x, b, 4); kv->v.i64 = x; } break;
-        case LLM__GGUF_F32: { float x; memcpy(&x, b, 4); kv->v.f64 = x; } break;
-        case LLM__GGUF_U64: memcpy(&kv->v.u64, b, 8); break;
-        case LLM__GGUF_I64: memcpy(&kv->v.i64, b, 8); break;
-        case LLM__GGUF_F64: memcpy(&kv->v.f64, b, 8); break;
-        default: break;
-        }
-    }
+    bool ok = kv->type == LLM__GGUF_ARR ? llm__gguf_rd_arr(c, kv, key, what)
+            : kv->type == LLM__GGUF_STR ? llm__gguf_rd_str(c, &kv->v.str, UINT64_MAX, what)
+                                        : llm__gguf_rd_scalar(c, kv, what);
+    if (!ok) return false;
     kv->raw_len = (size_t)(c->base + c->pos - kv->raw);
     return true;
 }
@@ -1991,22 +2001,22 @@ static bool llm__gguf_rd_tensor(struct llm__gguf_cur *c, struct llm__gguf *g, in
     return true;
 }
 
-// Parses g->map[0 .. g->size). On failure the caller closes g (which frees what was built).
-static enum llm_status llm__gguf_parse(struct llm__gguf *g, struct llm__err *e) {
-    struct llm__gguf_cur c = {g->map, g->size, 0, LLM_OK, e};
+// The header: magic, version (v2 and v3, little-endian), the tensor and key/value counts, which
+// must fit in the bytes after it.
+static enum llm_status llm__gguf_rd_header(struct llm__gguf_cur *c, struct llm__gguf *g, uint64_t *n_tensors,
+                                           uint64_t *n_kv, struct llm__err *e) {
     const uint16_t one = 1;
     if (*(const uint8_t *)&one != 1)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "gguf: big-endian hosts are not supported");
-
     char magic[4];
-    if (!llm__gguf_rd(&c, magic, 4, "magic")) return c.st;
+    if (!llm__gguf_rd(c, magic, 4, "magic")) return c->st;
     if (memcmp(magic, "GGUF", 4) != 0) {
         char pr[88];
         return llm__fail(e, LLM_ERR_FORMAT, "gguf: bad magic '%s' (bytes %02x %02x %02x %02x), "
                          "expected 'GGUF': not a GGUF file", llm__gguf_printable(pr, magic, 4),
                          (uint8_t)magic[0], (uint8_t)magic[1], (uint8_t)magic[2], (uint8_t)magic[3]);
     }
-    if (!llm__gguf_rd(&c, &g->version, 4, "version")) return c.st;
+    if (!llm__gguf_rd(c, &g->version, 4, "version")) return c->st;
     // A big-endian file's small version number reads as n << 24 here.
     if (g->version != 0 && (g->version & 0xffffu) == 0)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "gguf: big-endian GGUF is not supported (version "
@@ -2020,56 +2030,45 @@ static enum llm_status llm__gguf_parse(struct llm__gguf *g, struct llm__err *e) 
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "gguf: unsupported GGUF version %u (this reader "
                          "knows v2 and v3)", g->version);
 
-    uint64_t n_tensors, n_kv;
-    if (!llm__gguf_rd(&c, &n_tensors, 8, "tensor count")) return c.st;
-    if (!llm__gguf_rd(&c, &n_kv, 8, "key/value count")) return c.st;
+    if (!llm__gguf_rd(c, n_tensors, 8, "tensor count")) return c->st;
+    if (!llm__gguf_rd(c, n_kv, 8, "key/value count")) return c->st;
     // Smallest serialized key/value: key length 8 + 1 byte of key + type 4 + a u8 value.
     // Smallest tensor info: name length 8 + 1 + n_dims 4 + one dimension 8 + type 4 + offset 8.
-    // Counts that cannot fit are refused before the arrays below are allocated.
-    size_t left = c.size - c.pos;
-    if (n_kv > left / 14)
+    // Counts that cannot fit are refused before the caller allocates arrays for them.
+    size_t left = c->size - c->pos;
+    if (*n_kv > left / 14)
         return llm__fail(e, LLM_ERR_FORMAT, "gguf: key/value count %llu cannot fit in the %zu "
-                         "bytes after the header", (unsigned long long)n_kv, left);
-    if (n_tensors > left / 33 || n_kv * 14 + n_tensors * 33 > left)
+                         "bytes after the header", (unsigned long long)*n_kv, left);
+    if (*n_tensors > left / 33 || *n_kv * 14 + *n_tensors * 33 > left)
         return llm__fail(e, LLM_ERR_FORMAT, "gguf: tensor count %llu cannot fit in the %zu bytes "
-                         "after the header (with %llu key/values)", (unsigned long long)n_tensors,
-                         left, (unsigned long long)n_kv);
+                         "after the header (with %llu key/values)", (unsigned long long)*n_tensors,
+                         left, (unsigned long long)*n_kv);
+    return LLM_OK;
+}
 
-    g->kv = calloc(n_kv ? (size_t)n_kv : 1, sizeof(*g->kv));
-    g->tensors = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof(*g->tensors));
-    if (!g->kv || !g->tensors || !llm__gguf_index_init(&g->kv_index, (int64_t)n_kv) ||
-        !llm__gguf_index_init(&g->tensor_index, (int64_t)n_tensors))
-        return llm__fail(e, LLM_ERR_NOMEM, "gguf: out of memory for %llu key/values and %llu "
-                         "tensors", (unsigned long long)n_kv, (unsigned long long)n_tensors);
-
-    for (int64_t i = 0; i < (int64_t)n_kv; i++) {
-        g->n_kv = i + 1;   // so that close frees what this entry allocated, even on failure
-        if (!llm__gguf_rd_kv(&c, g, i)) return c.st;
-    }
-
+// The tensor data alignment: general.alignment (a u32 power of two) or the default.
+static enum llm_status llm__gguf_alignment(struct llm__gguf *g, struct llm__err *e) {
     g->alignment = LLM__GGUF_DEFAULT_ALIGNMENT;
     int64_t ai = llm__gguf_index_find(&g->kv_index, g->kv, sizeof(*g->kv), "general.alignment", NULL);
-    if (ai >= 0) {
-        const struct llm__gguf_kv *kv = &g->kv[ai];
-        if (kv->type != LLM__GGUF_U32)
-            return llm__fail(e, LLM_ERR_FORMAT, "gguf: key 'general.alignment' has type %s, must be "
-                             "u32", llm__gguf_type_name(kv->type));
-        if (!llm__gguf_is_pow2(kv->v.u64))
-            return llm__fail(e, LLM_ERR_FORMAT, "gguf: key 'general.alignment' is %llu, must be a "
-                             "power of two", (unsigned long long)kv->v.u64);
-        g->alignment = (size_t)kv->v.u64;
-    }
+    if (ai < 0) return LLM_OK;
+    const struct llm__gguf_kv *kv = &g->kv[ai];
+    if (kv->type != LLM__GGUF_U32)
+        return llm__fail(e, LLM_ERR_FORMAT, "gguf: key 'general.alignment' has type %s, must be "
+                         "u32", llm__gguf_type_name(kv->type));
+    if (!llm__gguf_is_pow2(kv->v.u64))
+        return llm__fail(e, LLM_ERR_FORMAT, "gguf: key 'general.alignment' is %llu, must be a "
+                         "power of two", (unsigned long long)kv->v.u64);
+    g->alignment = (size_t)kv->v.u64;
+    return LLM_OK;
+}
 
-    for (int64_t i = 0; i < (int64_t)n_tensors; i++) {
-        g->n_tensors = i + 1;
-        if (!llm__gguf_rd_tensor(&c, g, i)) return c.st;
-    }
-
-    // The data section starts at the next multiple of the alignment. A vocabulary-only file
-    // may end before it; then there is no data section.
-    uint64_t data_offset = ((uint64_t)c.pos + g->alignment - 1) / g->alignment * g->alignment;
+// Places the data section at the first multiple of the alignment after the tensor infos (which
+// end at byte `end`) and every tensor's data in it, each checked to lie inside the file.
+static enum llm_status llm__gguf_place_tensors(struct llm__gguf *g, size_t end, struct llm__err *e) {
+    // A vocabulary-only file may end before the data section; then there is none.
+    uint64_t data_offset = ((uint64_t)end + g->alignment - 1) / g->alignment * g->alignment;
     if (data_offset > g->size) {
-        if (n_tensors > 0)
+        if (g->n_tensors > 0)
             return llm__fail(e, LLM_ERR_FORMAT, "gguf: truncated file: the data section would start "
                              "at byte offset %llu, past the end of the file (%zu bytes)",
                              (unsigned long long)data_offset, g->size);
@@ -2089,6 +2088,31 @@ static enum llm_status llm__gguf_parse(struct llm__gguf *g, struct llm__err *e) 
         t->data = (const uint8_t *)g->map + g->data_offset + t->offset;
     }
     return LLM_OK;
+}
+
+// Parses g->map[0 .. g->size): header, key/values, alignment, tensor infos, data placement. On
+// failure the caller closes g (which frees what was built).
+static enum llm_status llm__gguf_parse(struct llm__gguf *g, struct llm__err *e) {
+    struct llm__gguf_cur c = {g->map, g->size, 0, LLM_OK, e};
+    uint64_t n_tensors, n_kv;
+    enum llm_status st = llm__gguf_rd_header(&c, g, &n_tensors, &n_kv, e);
+    if (st) return st;
+    g->kv = calloc(n_kv ? (size_t)n_kv : 1, sizeof(*g->kv));
+    g->tensors = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof(*g->tensors));
+    if (!g->kv || !g->tensors || !llm__gguf_index_init(&g->kv_index, (int64_t)n_kv) ||
+        !llm__gguf_index_init(&g->tensor_index, (int64_t)n_tensors))
+        return llm__fail(e, LLM_ERR_NOMEM, "gguf: out of memory for %llu key/values and %llu "
+                         "tensors", (unsigned long long)n_kv, (unsigned long long)n_tensors);
+    for (int64_t i = 0; i < (int64_t)n_kv; i++) {
+        g->n_kv = i + 1;   // so that close frees what this entry allocated, even on failure
+        if (!llm__gguf_rd_kv(&c, g, i)) return c.st;
+    }
+    if ((st = llm__gguf_alignment(g, e))) return st;
+    for (int64_t i = 0; i < (int64_t)n_tensors; i++) {
+        g->n_tensors = i + 1;
+        if (!llm__gguf_rd_tensor(&c, g, i)) return c.st;
+    }
+    return llm__gguf_place_tensors(g, c.pos, e);
 }
 
 static void llm__gguf_close(struct llm__gguf *g) {
@@ -4274,8 +4298,6 @@ struct llm__model {
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
     float norm_eps;
     struct llm__rope rope;
-    int64_t n_params;
-    size_t weight_bytes;
     struct llm__weight tok_embd;     // (n_vocab, n_embd)
     struct llm__weight output;       // (n_vocab, n_embd); the same as tok_embd when tied
     bool tied_output;
@@ -4417,36 +4439,34 @@ static enum llm_status llm__model_check_tensors(const struct llm__model *m, stru
     return LLM_OK;
 }
 
-// Collects the 1-D parameters into one f32 backend buffer and the matrices into backend weights.
-// progress: print a percentage to stderr while the weights are taken in (a terminal only).
-static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend *be, bool progress,
-                                               struct llm__err *e) {
-    enum llm_status st;
+// The model's tensors, found and checked, before any is loaded: the 1-D parameters (norms,
+// biases, rope factors) and the matrices, each with the field it goes to.
+struct llm__model_plan {
+    struct { struct llm__tensor *dst; const struct llm__gguf_tensor *src; } *vecs;
+    struct { struct llm__weight *dst; const struct llm__gguf_tensor *src; } *mats;
+    size_t n_vecs, n_mats;
+};
+
+// Finds every tensor the architecture uses and checks its shape and type (llm__model_tensor);
+// the optional output matrix decides tied_output.
+static enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl, struct llm__err *e) {
     const int E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
     const bool bias = m->arch == LLM__ARCH_QWEN2;
+    enum llm_status st;
     char name[96];
-    m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers));
-    if (!m->layers) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-
-    // Pass 1: find and check every tensor, size the buffer of small parameters.
-    struct vec { struct llm__tensor *dst; const struct llm__gguf_tensor *src; };
-    size_t n_vecs = 0, cap_vecs = (size_t)m->n_layer * 5 + 2;
-    struct vec *vecs = calloc(cap_vecs, sizeof(*vecs));
-    if (!vecs) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-    struct mat { struct llm__weight *dst; const struct llm__gguf_tensor *src; };
-    size_t n_mats = 0;
-    struct mat *mats = calloc((size_t)m->n_layer * 7 + 2, sizeof(*mats));
-    if (!mats) { free(vecs); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
+    pl->vecs = calloc((size_t)m->n_layer * 5 + 2, sizeof(*pl->vecs));
+    pl->mats = calloc((size_t)m->n_layer * 7 + 2, sizeof(*pl->mats));
+    if (!pl->vecs || !pl->mats) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     const struct llm__gguf_tensor *t;
 #define LLM__VEC(field, nm, n, opt)                                                     \
     do {                                                                                \
-        if ((st = llm__model_tensor(m, nm, n, 0, opt, &t, e))) goto done;               \
-        if (t) vecs[n_vecs++] = (struct vec){field, t};                                 \
+        if ((st = llm__model_tensor(m, nm, n, 0, opt, &t, e))) return st;               \
+        if (t) pl->vecs[pl->n_vecs].dst = field, pl->vecs[pl->n_vecs++].src = t;        \
     } while (0)
 #define LLM__MAT(field, nm, cols, rows, opt)                                            \
     do {                                                                                \
-        if ((st = llm__model_tensor(m, nm, cols, rows, opt, &t, e))) goto done;         \
-        if (t) mats[n_mats++] = (struct mat){field, t};                                 \
+        if ((st = llm__model_tensor(m, nm, cols, rows, opt, &t, e))) return st;         \
+        if (t) pl->mats[pl->n_mats].dst = field, pl->mats[pl->n_mats++].src = t;        \
     } while (0)
     LLM__MAT(&m->tok_embd, "token_embd.weight", E, m->n_vocab, false);
     LLM__VEC(&m->output_norm, "output_norm.weight", E, false);
@@ -4474,53 +4494,70 @@ static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_
     }
 #undef LLM__VEC
 #undef LLM__MAT
+    return LLM_OK;
+}
 
-    // Pass 2: the small parameters, converted to f32, in one buffer.
-    size_t total = 0;
-    for (size_t i = 0; i < n_vecs; i++) total += ((size_t)vecs[i].src->ne[0] * sizeof(float) + 63) & ~(size_t)63;
-    if ((st = be->iface->buf_alloc(be->ctx, &m->small, total, e))) goto done;
-    float *tmp = malloc((size_t)LLM__MAX(E, LLM__MAX(Q, m->n_ff)) * sizeof(float));
-    if (!tmp) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
+// The 1-D parameters, converted to f32 and checked (finite; rope factors > 0), into one backend
+// buffer (m->small), each 64-byte aligned; the model's fields become views of it.
+static enum llm_status llm__model_load_vectors(struct llm__model *m, struct llm_backend *be,
+                                               const struct llm__model_plan *pl, struct llm__err *e) {
+    size_t total = 0, longest = 1;
+    for (size_t i = 0; i < pl->n_vecs; i++) {
+        total += ((size_t)pl->vecs[i].src->ne[0] * sizeof(float) + 63) & ~(size_t)63;
+        longest = LLM__MAX(longest, (size_t)pl->vecs[i].src->ne[0]);
+    }
+    enum llm_status st = be->iface->buf_alloc(be->ctx, &m->small, total, e);
+    if (st) return st;
+    float *tmp = malloc(longest * sizeof(float));
+    if (!tmp) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     size_t offs = 0;
-    for (size_t i = 0; i < n_vecs; i++) {
-        int64_t n = vecs[i].src->ne[0];
-        llm__dequantize_row((int)vecs[i].src->type, vecs[i].src->data, tmp, n);
-        for (int64_t j = 0; j < n; j++) {
-            if (vecs[i].dst == &m->rope_freqs && !(tmp[j] > 0.0f)) {
-                free(tmp);
+    for (size_t i = 0; i < pl->n_vecs && !st; i++) {
+        const struct llm__gguf_tensor *src = pl->vecs[i].src;
+        int64_t n = src->ne[0];
+        llm__dequantize_row((int)src->type, src->data, tmp, n);
+        for (int64_t j = 0; j < n && !st; j++) {
+            if (pl->vecs[i].dst == &m->rope_freqs && !(tmp[j] > 0.0f))
                 st = llm__fail(e, LLM_ERR_FORMAT, "model: rope_freqs.weight holds a factor that is not > 0");
-                goto done;
-            }
-            if (!isfinite(tmp[j])) {
-                free(tmp);
-                st = llm__fail(e, LLM_ERR_FORMAT, "model: tensor '%s' holds a value that is not finite",
-                               vecs[i].src->name);
-                goto done;
-            }
+            else if (!isfinite(tmp[j]))
+                st = llm__fail(e, LLM_ERR_FORMAT, "model: tensor '%s' holds a value that is not finite", src->name);
         }
+        if (st) break;
         be->iface->upload(be->ctx, &m->small, offs, tmp, (size_t)n * sizeof(float));
-        *vecs[i].dst = llm__vec_view(&m->small, offs, n, 1);
+        *pl->vecs[i].dst = llm__vec_view(&m->small, offs, n, 1);
         offs += ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
     }
     free(tmp);
     m->rope.freq_factors = m->rope_freqs;   // (no buffer when the model has none)
+    return st;
+}
 
-    // Pass 3: matrices.
+// Tells the kernel the mapped file's pages of [p, p + n) are not needed again (the backend made
+// its own copy of a tensor there), so the resident memory stays at one copy of the weights.
+// Where madvise cannot drop pages, they stay until memory pressure evicts them (clean pages).
+static void llm__map_release(const void *p, size_t n) {
+#if defined(MADV_DONTNEED)
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)p + pg - 1) & ~(pg - 1);
+    uintptr_t hi = ((uintptr_t)p + n) & ~(pg - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
+// The matrices, into backend weights (weight_load: copied, repacked or borrowed from the map).
+// progress: a percentage on stderr while they are taken in.
+static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm_backend *be,
+                                                const struct llm__model_plan *pl, bool progress, struct llm__err *e) {
     size_t total_bytes = 0, done_bytes = 0;
     int shown = -1;
-    for (size_t i = 0; i < n_mats; i++) total_bytes += mats[i].src->size;
-    for (size_t i = 0; i < n_mats; i++) {
-        const struct llm__gguf_tensor *src = mats[i].src;
+    for (size_t i = 0; i < pl->n_mats; i++) total_bytes += pl->mats[i].src->size;
+    for (size_t i = 0; i < pl->n_mats; i++) {
+        const struct llm__gguf_tensor *src = pl->mats[i].src;
         int64_t rows = src->n_dims > 1 ? src->ne[1] : 1;
-        if ((st = be->iface->weight_load(be->ctx, mats[i].dst, (int)src->type, src->ne[0], rows, src->data, e)))
-            goto done;
-        if (!mats[i].dst->buf.borrowed && m->gguf.owns_map) {
-            // The backend made its own copy: the file's pages of this tensor are not needed again
-            // (dropping them keeps the resident memory at one copy of the weights).
-            uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)src->data + pg - 1) & ~(pg - 1);
-            uintptr_t hi = ((uintptr_t)src->data + src->size) & ~(pg - 1);
-            if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-        }
+        enum llm_status st = be->iface->weight_load(be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0], rows, src->data, e);
+        if (st) return st;
+        if (!pl->mats[i].dst->buf.borrowed && m->gguf.owns_map) llm__map_release(src->data, src->size);
         done_bytes += src->size;
         int pct = (int)(100.0 * (double)done_bytes / (double)(total_bytes ? total_bytes : 1));
         if (progress && pct != shown) {
@@ -4530,18 +4567,21 @@ static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_
     }
     if (progress) fprintf(stderr, "\r%40s\r", "");
     if (m->tied_output) m->output = m->tok_embd;
-    m->n_params = 0;
-    m->weight_bytes = 0;
-    for (int64_t i = 0; i < m->gguf.n_tensors; i++) {
-        int64_t n = 1;
-        for (int d = 0; d < m->gguf.tensors[i].n_dims; d++) n *= m->gguf.tensors[i].ne[d];
-        m->n_params += n;
-        m->weight_bytes += m->gguf.tensors[i].size;
-    }
-    st = LLM_OK;
-done:
-    free(vecs);
-    free(mats);
+    return LLM_OK;
+}
+
+// Collects the 1-D parameters into one f32 backend buffer and the matrices into backend weights.
+// progress: print a percentage to stderr while the weights are taken in (a terminal only).
+static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend *be, bool progress,
+                                               struct llm__err *e) {
+    m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers));
+    if (!m->layers) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    struct llm__model_plan pl = {0};
+    enum llm_status st = llm__model_plan(m, &pl, e);
+    if (!st) st = llm__model_load_vectors(m, be, &pl, e);
+    if (!st) st = llm__model_load_matrices(m, be, &pl, progress, e);
+    free(pl.vecs);
+    free(pl.mats);
     return st;
 }
 
@@ -5338,14 +5378,14 @@ static bool llm__vocab_get_bool(const struct llm__gguf *g, const char *key, bool
 
 static void llm__chat_template_recognise(struct llm__vocab *v, const struct llm__gguf *g);
 
-static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
-                                       struct llm__err *e) {
+// The tokenizer's kind and its tokens: texts (in place in the file), scores, attributes (from
+// tokenizer.ggml.token_type; normal when absent), and the hash table of texts.
+static enum llm_status llm__vocab_load_tokens(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
+                                              struct llm__err *e) {
     struct llm__gguf_str s;
     uint32_t et;
     uint64_t n;
     const void *data;
-    memset(v, 0, sizeof(*v));
-    v->bos = v->eos = v->unk = -1;
     if (!llm__gguf_get_str(g, "tokenizer.ggml.model", &s, e)) return LLM_ERR_FORMAT;
     if (llm__str_is(&s, "llama")) v->type = LLM__VOCAB_SPM;
     else if (llm__str_is(&s, "gpt2")) v->type = LLM__VOCAB_BPE;
@@ -5382,41 +5422,42 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
             v->attr[i] = (uint8_t)(t >= 1 && t <= 6 ? t : LLM__TOK_UNUSED);
         }
     }
-    bool bad = false;
-    llm__gguf_opt_id(g, "tokenizer.ggml.bos_token_id", &v->bos, v->n, e, &bad);
-    llm__gguf_opt_id(g, "tokenizer.ggml.eos_token_id", &v->eos, v->n, e, &bad);
-    llm__gguf_opt_id(g, "tokenizer.ggml.unknown_token_id", &v->unk, v->n, e, &bad);
-    int32_t eot = -1, eom = -1;
-    llm__gguf_opt_id(g, "tokenizer.ggml.eot_token_id", &eot, v->n, e, &bad);
-    llm__gguf_opt_id(g, "tokenizer.ggml.eom_token_id", &eom, v->n, e, &bad);
-    if (bad) return LLM_ERR_FORMAT;
+    return LLM_OK;
+}
 
-    if (v->type == LLM__VOCAB_SPM) {
-        v->add_bos = true;
-        v->add_space_prefix = true;
-    } else {
-        v->pre = LLM__PRE_DEFAULT;   // what llama.cpp assumes for files without the key
-        if (llm__gguf_find_key(g, "tokenizer.ggml.pre") >= 0) {
-            if (!llm__gguf_get_str(g, "tokenizer.ggml.pre", &s, e)) return LLM_ERR_FORMAT;
-            size_t i = 0;
-            while (i < LLM__ARRAY_LEN(llm__pre_names) && !llm__str_is(&s, llm__pre_names[i].name)) i++;
-            if (i == LLM__ARRAY_LEN(llm__pre_names))
-                return llm__fail(e, LLM_ERR_UNSUPPORTED,
-                                 "tokenizer: pre-tokenizer '%.*s' is not supported (llama-bpe, qwen2, gpt-2, smollm, "
-                                 "default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
-            v->pre = llm__pre_names[i].pre;
-            v->ignore_merges = llm__pre_names[i].ignore_merges;
-            v->add_bos = llm__pre_names[i].add_bos;
-        }
-        if (!llm__gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n, &data, e))
-            return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: a gpt2 vocabulary needs tokenizer.ggml.merges");
-        if (et != 8 || n > (1u << 24))
-            return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: tokenizer.ggml.merges must be a string array");
-        v->merges = data;
-        v->n_merges = (int)n;
-        v->mht = llm__strtab_build(v->merges, v->n_merges, &v->mht_mask);
-        if (!v->mht) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+// BPE only: the pre-tokenizer (tokenizer.ggml.pre, with the defaults it implies) and the merges.
+static enum llm_status llm__vocab_load_bpe(struct llm__vocab *v, const struct llm__gguf *g, struct llm__err *e) {
+    struct llm__gguf_str s;
+    uint32_t et;
+    uint64_t n;
+    const void *data;
+    v->pre = LLM__PRE_DEFAULT;   // what llama.cpp assumes for files without the key
+    if (llm__gguf_find_key(g, "tokenizer.ggml.pre") >= 0) {
+        if (!llm__gguf_get_str(g, "tokenizer.ggml.pre", &s, e)) return LLM_ERR_FORMAT;
+        size_t i = 0;
+        while (i < LLM__ARRAY_LEN(llm__pre_names) && !llm__str_is(&s, llm__pre_names[i].name)) i++;
+        if (i == LLM__ARRAY_LEN(llm__pre_names))
+            return llm__fail(e, LLM_ERR_UNSUPPORTED,
+                             "tokenizer: pre-tokenizer '%.*s' is not supported (llama-bpe, qwen2, gpt-2, smollm, "
+                             "default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
+        v->pre = llm__pre_names[i].pre;
+        v->ignore_merges = llm__pre_names[i].ignore_merges;
+        v->add_bos = llm__pre_names[i].add_bos;
     }
+    if (!llm__gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n, &data, e))
+        return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: a gpt2 vocabulary needs tokenizer.ggml.merges");
+    if (et != 8 || n > (1u << 24))
+        return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: tokenizer.ggml.merges must be a string array");
+    v->merges = data;
+    v->n_merges = (int)n;
+    v->mht = llm__strtab_build(v->merges, v->n_merges, &v->mht_mask);
+    if (!v->mht) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    return LLM_OK;
+}
+
+// The file's add_bos / add_eos / add_space_prefix over the defaults of the tokenizer's kind; no
+// BOS or EOS to add when the vocabulary has none.
+static enum llm_status llm__vocab_load_flags(struct llm__vocab *v, const struct llm__gguf *g, struct llm__err *e) {
     bool b = v->add_bos;
     if (!llm__vocab_get_bool(g, "tokenizer.ggml.add_bos_token", &b, e)) return LLM_ERR_FORMAT;
     v->add_bos = b;
@@ -5428,9 +5469,18 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
     v->add_space_prefix = b;
     if (v->add_bos && v->bos < 0) v->add_bos = false;
     if (v->add_eos && v->eos < 0) v->add_eos = false;
+    return LLM_OK;
+}
 
-    // End of generation: EOS, EOT, EOM and the end-of-turn texts; those texts and the
-    // fill-in-the-middle markers are control tokens.
+static bool llm__vocab_is_special(const struct llm__vocab *v, int i) {
+    uint8_t a = v->attr[i];
+    return (a == LLM__TOK_CONTROL || a == LLM__TOK_USER || a == LLM__TOK_UNKNOWN) && v->text[i].len > 0;
+}
+
+// End of generation: EOS, EOT, EOM and the end-of-turn texts; those texts and the fill-in-the-
+// middle markers are control tokens. Then the list of special tokens (control, user-defined,
+// unknown), longest text first (ties: lower id first), which tokenization matches in that order.
+static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot, int32_t eom, struct llm__err *e) {
     if (v->eos >= 0) v->eog[v->eos] = 1;
     if (eot >= 0) v->eog[eot] = 1;
     if (eom >= 0) v->eog[eom] = 1;
@@ -5442,46 +5492,72 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
         int32_t id = llm__vocab_find(v, llm__control_texts[i], strlen(llm__control_texts[i]));
         if (id >= 0) v->attr[id] = LLM__TOK_CONTROL;
     }
-    for (int i = 0; i < v->n; i++) {
-        uint8_t a = v->attr[i];
-        if ((a == LLM__TOK_CONTROL || a == LLM__TOK_USER || a == LLM__TOK_UNKNOWN) && v->text[i].len > 0) v->n_special++;
-    }
+    for (int i = 0; i < v->n; i++) v->n_special += llm__vocab_is_special(v, i);
     // sorted by (longer text first, lower id first): keys of (~length, id)
     uint64_t *keys = malloc((size_t)LLM__MAX(v->n_special, 1) * sizeof(uint64_t));
     v->special = malloc((size_t)LLM__MAX(v->n_special, 1) * sizeof(int32_t));
     if (!keys || !v->special) { free(keys); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
     v->n_special = 0;
-    for (int i = 0; i < v->n; i++) {
-        uint8_t a = v->attr[i];
-        if ((a == LLM__TOK_CONTROL || a == LLM__TOK_USER || a == LLM__TOK_UNKNOWN) && v->text[i].len > 0)
+    for (int i = 0; i < v->n; i++)
+        if (llm__vocab_is_special(v, i))
             keys[v->n_special++] = (uint64_t)(UINT32_MAX - (uint32_t)LLM__MIN(v->text[i].len, UINT32_MAX)) << 32 | (uint32_t)i;
-    }
     qsort(keys, (size_t)v->n_special, sizeof(uint64_t), llm__u64_cmp);
     for (int i = 0; i < v->n_special; i++) v->special[i] = (int32_t)(uint32_t)keys[i];
     free(keys);
+    return LLM_OK;
+}
 
+// How bytes become tokens: SentencePiece's <0xXX> byte tokens; GPT-2's byte-to-code-point map
+// (the 188 printable bytes to themselves, the other 68 to U+0100 onwards) and its inverse.
+static void llm__vocab_byte_tokens(struct llm__vocab *v) {
     if (v->type == LLM__VOCAB_SPM) {
         for (int i = 0; i < 256; i++) {
             char buf[8];
             snprintf(buf, sizeof(buf), "<0x%02X>", i);
             v->byte_tok[i] = llm__vocab_find(v, buf, 6);
         }
-    } else {
-        // GPT-2 maps the 188 printable bytes to themselves and the other 68 to U+0100 onwards.
-        for (size_t i = 0; i < LLM__ARRAY_LEN(v->bpe_byte); i++) v->bpe_byte[i] = -1;
-        int next = 256;
-        for (int c = 0; c < 256; c++) {
-            bool printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174);
-            int cp = printable ? c : next++;
-            v->bpe_byte[cp] = (int16_t)c;
-            if (cp < 0x80) { v->bpe_enc[c][0] = (char)cp; v->bpe_enc_len[c] = 1; }
-            else {
-                v->bpe_enc[c][0] = (char)(0xC0 | (cp >> 6));
-                v->bpe_enc[c][1] = (char)(0x80 | (cp & 0x3F));
-                v->bpe_enc_len[c] = 2;
-            }
+        return;
+    }
+    for (size_t i = 0; i < LLM__ARRAY_LEN(v->bpe_byte); i++) v->bpe_byte[i] = -1;
+    int next = 256;
+    for (int c = 0; c < 256; c++) {
+        bool printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174);
+        int cp = printable ? c : next++;
+        v->bpe_byte[cp] = (int16_t)c;
+        if (cp < 0x80) { v->bpe_enc[c][0] = (char)cp; v->bpe_enc_len[c] = 1; }
+        else {
+            v->bpe_enc[c][0] = (char)(0xC0 | (cp >> 6));
+            v->bpe_enc[c][1] = (char)(0x80 | (cp & 0x3F));
+            v->bpe_enc_len[c] = 2;
         }
     }
+}
+
+// The vocabulary of a GGUF file (n_vocab_model > 0: it must have that many tokens): tokens,
+// special ids, the tokenizer's settings, special tokens, byte tokens, the chat template.
+static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
+                                       struct llm__err *e) {
+    enum llm_status st;
+    memset(v, 0, sizeof(*v));
+    v->bos = v->eos = v->unk = -1;
+    if ((st = llm__vocab_load_tokens(v, g, n_vocab_model, e))) return st;
+    bool bad = false;
+    llm__gguf_opt_id(g, "tokenizer.ggml.bos_token_id", &v->bos, v->n, e, &bad);
+    llm__gguf_opt_id(g, "tokenizer.ggml.eos_token_id", &v->eos, v->n, e, &bad);
+    llm__gguf_opt_id(g, "tokenizer.ggml.unknown_token_id", &v->unk, v->n, e, &bad);
+    int32_t eot = -1, eom = -1;
+    llm__gguf_opt_id(g, "tokenizer.ggml.eot_token_id", &eot, v->n, e, &bad);
+    llm__gguf_opt_id(g, "tokenizer.ggml.eom_token_id", &eom, v->n, e, &bad);
+    if (bad) return LLM_ERR_FORMAT;
+    if (v->type == LLM__VOCAB_SPM) {
+        v->add_bos = true;
+        v->add_space_prefix = true;
+    } else if ((st = llm__vocab_load_bpe(v, g, e))) {
+        return st;
+    }
+    if ((st = llm__vocab_load_flags(v, g, e))) return st;
+    if ((st = llm__vocab_mark_special(v, eot, eom, e))) return st;
+    llm__vocab_byte_tokens(v);
     llm__chat_template_recognise(v, g);
     return LLM_OK;
 }
