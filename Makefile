@@ -37,7 +37,7 @@ endif
 SRC     := llm.c llm.h $(wildcard backends/*.c) $(VK_INC)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
-.PHONY: all test bench clean models demo
+.PHONY: all test bench clean models demo portability
 
 all: llm
 
@@ -75,8 +75,18 @@ build/gen_model: tests/gen_model.c $(SRC)
 models: build/gen_model
 	@sh tests/make_models.sh build/gen_model build/models
 
-test: $(TESTS) $(BUILD)/llm models
+test: $(TESTS) $(BUILD)/llm models $(BUILD)/portability.ok
 	@LLM_TEST_MODELS=build/models sh tests/run.sh $(BUILD)
+
+# The engine compiled as POSIX.1-2008 C11 alone: no GNU extensions, and then with __linux__
+# undefined too, so that only the paths macOS and the BSDs take remain (their own headers are
+# not here: those paths are compile-checked against glibc's POSIX declarations).
+portability: $(BUILD)/portability.ok
+$(BUILD)/portability.ok: llm.c llm.h
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O2 -c llm.c -o $(BUILD)/portability.o
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -U__linux__ -Wall -Wextra -Werror -O2 -c llm.c -o $(BUILD)/portability.o
+	@rm -f $(BUILD)/portability.o && touch $@
 
 bench: llm build/gen_model
 	@sh bench/bench.sh

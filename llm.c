@@ -12,7 +12,17 @@
 //   9. tokenizer
 //  10. public API
 //  11. command-line program (only with -DLLM_MAIN)
-#if !defined(_GNU_SOURCE)
+//
+// Portability: C11 and POSIX.1-2008 (threads, mmap, clock_gettime, sysconf). Linux-only calls
+// are guarded, each with a fallback: madvise's MADV_HUGEPAGE and MADV_DONTNEED (skipped where
+// the headers lack them), /proc/meminfo (llm__mem_available). `make portability` compiles llm.c
+// as POSIX alone, with Linux's own headers hidden.
+
+// Feature-test macros, before any header. glibc and musl declare madvise's MADV_* flags and
+// _SC_AVPHYS_PAGES only with _GNU_SOURCE (which a -std=c11 build does not imply). macOS and the
+// BSDs expose POSIX and their own calls by default, which a _POSIX_C_SOURCE would narrow: there
+// nothing is defined.
+#if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE
 #endif
 #include "llm.h"
@@ -66,6 +76,20 @@ static enum llm_status llm__fail(struct llm__err *e, enum llm_status st, const c
         e->status = st;
     }
     return st;
+}
+
+// memmem is a GNU and BSD extension, not POSIX: the first n-byte needle in h[0..hn), or NULL.
+static const void *llm__memmem(const void *h, size_t hn, const void *needle, size_t n) {
+    const char *p = h;
+    if (n == 0) return p;
+    while (hn >= n) {
+        const char *q = memchr(p, *(const char *)needle, hn - n + 1);
+        if (!q) return NULL;
+        if (memcmp(q, needle, n) == 0) return q;
+        hn -= (size_t)(q + 1 - p);
+        p = q + 1;
+    }
+    return NULL;
 }
 
 static inline double llm__now(void) {
@@ -5337,7 +5361,7 @@ static bool llm__str_is(const struct llm__gguf_str *s, const char *z) {
 
 static bool llm__str_has(const struct llm__gguf_str *s, const char *z) {
     size_t n = strlen(z);
-    return n <= s->len && memmem(s->ptr, s->len, z, n) != NULL;
+    return n <= s->len && llm__memmem(s->ptr, s->len, z, n) != NULL;
 }
 
 // tokenizer.ggml.pre values and the pre-tokenizer each stands for (the names llama.cpp gives
@@ -6161,10 +6185,10 @@ static struct llm__frag *llm__special_split(const struct llm__vocab *v, const ch
         int32_t id = v->special[k];
         if (!parse_special && v->attr[id] != LLM__TOK_USER) continue;
         const struct llm__gguf_str *t = &v->text[id];
-        if (!memmem(text, len, t->ptr, t->len)) continue;
+        if (!llm__memmem(text, len, t->ptr, t->len)) continue;
         for (int i = 0; i < n; i++) {
             if (f[i].tok >= 0) continue;
-            const char *hit = memmem(text + f[i].off, f[i].len, t->ptr, t->len);
+            const char *hit = llm__memmem(text + f[i].off, f[i].len, t->ptr, t->len);
             if (!hit) continue;
             // split f[i] into [left] [token] [right]; the right part is searched next
             if (n + 2 > cap) {
@@ -6548,24 +6572,42 @@ struct llm_engine_params llm_engine_params_default(void) {
     return p;
 }
 
+// Cores online (1..256); 1 where the system cannot tell (_SC_NPROCESSORS_ONLN is not POSIX, but
+// Linux, macOS and the BSDs have it).
 static int llm__online_cpus(void) {
+#if defined(_SC_NPROCESSORS_ONLN)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
+#else
+    long n = 1;
+#endif
     return n < 1 ? 1 : n > 256 ? 256 : (int)n;
 }
-
 // Logit rows of llm_seq_eval's steps with all_logits (each is n_vocab floats).
 #define LLM__MAX_STEP_OUT 64
 
-// Memory the system has free (MemAvailable), or 0 when unknown.
+// Memory the system has free for the KV cache, in bytes, or 0 when unknown. Linux: MemAvailable
+// of /proc/meminfo (free memory and the page cache it can reclaim). Otherwise the free pages
+// where sysconf counts them (_SC_AVPHYS_PAGES: Linux without /proc, OpenBSD, Solaris), else the
+// physical memory (_SC_PHYS_PAGES: macOS, FreeBSD, NetBSD; what is free there needs system calls
+// outside libc), else 0, and the engine sizes the KV cache for one sequence of max_model_len.
 static size_t llm__mem_available(void) {
+    unsigned long long kb = 0;
+#if defined(__linux__)
     FILE *f = fopen("/proc/meminfo", "r");
     char line[256];
-    unsigned long long kb = 0;
     while (f && fgets(line, sizeof(line), f))
         if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
     if (f) fclose(f);
-    if (!kb) {
-        long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+#endif
+#if defined(_SC_AVPHYS_PAGES)
+    const int which = _SC_AVPHYS_PAGES;
+#elif defined(_SC_PHYS_PAGES)
+    const int which = _SC_PHYS_PAGES;
+#else
+    const int which = -1;
+#endif
+    if (!kb && which != -1) {
+        long pages = sysconf(which), psz = sysconf(_SC_PAGESIZE);
         if (pages > 0 && psz > 0) kb = (unsigned long long)pages * (unsigned long long)psz / 1024;
     }
     return (size_t)kb * 1024;
@@ -7288,7 +7330,7 @@ static long llm__find_stop(const char *const *stops, int n_stops, const char *te
     *hold = 0;
     for (int i = 0; i < n_stops; i++) {
         size_t m = strlen(stops[i]), start = from > m ? from - m : 0;
-        const char *hit = n >= start + m ? memmem(text + start, n - start, stops[i], m) : NULL;
+        const char *hit = n >= start + m ? llm__memmem(text + start, n - start, stops[i], m) : NULL;
         if (hit && (best < 0 || hit - text < best)) best = hit - text;
         for (size_t k = LLM__MIN(m - 1, n); k > *hold; k--)
             if (memcmp(text + n - k, stops[i], k) == 0) { *hold = k; break; }

@@ -448,6 +448,16 @@ static void check_devices_and_bandwidth(void) {
     llm_engine_free(E);
 }
 
+// The CPU backend's memory for the KV cache: what the system has free, known on Linux
+// (MemAvailable) and never more than the physical memory.
+static void check_mem_free(void) {
+    struct llm_backend be = make_backend(1, -1, false);
+    size_t avail = be.iface->mem_free(be.ctx);
+    unsigned long long phys = (unsigned long long)sysconf(_SC_PHYS_PAGES) * (unsigned long long)sysconf(_SC_PAGESIZE);
+    EXPECT(avail > 0 && (unsigned long long)avail <= phys, "mem_free %zu bytes, physical memory %llu", avail, phys);
+    be.iface->free(be.ctx);
+}
+
 int main(void) {
     const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
                          LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K};
@@ -484,5 +494,6 @@ int main(void) {
 #endif
     check_sync_errors();
     check_devices_and_bandwidth();
+    check_mem_free();
     return test_summary("test_backend");
 }
