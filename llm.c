@@ -6802,7 +6802,7 @@ void llm_engine_free(llm_engine *E) {
     llm__kv_free(&E->kv, &E->be);
     llm__model_free(&E->model, &E->be);
     llm__vocab_free(&E->vocab);
-    if (E->be.iface) E->be.iface->free(E->be.ctx);
+    llm__backend_close(&E->be);
     free(E->st_tokens);
     free(E->st_pos);
     free(E->st_seq);
