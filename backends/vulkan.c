@@ -88,7 +88,7 @@ struct llm__vk {
     VkDescriptorSetLayout dsl[LLM__VK_N];
     VkPipelineLayout layout[LLM__VK_N];
     VkPipeline pipe[LLM__VK_N];
-    VkShaderModule module[LLM__VK_N];      // of the typed shaders, whose pipelines are made when first used
+    VkShaderModule module[LLM__VK_N];      // of the typed shaders, whose pipelines weight_load makes per type
     VkPipeline tpipe[LLM__VK_N][LLM__VK_NTYPES];
     bool recording;
     int features;                // LLM__VK_SUBGROUP | LLM__VK_16BIT: what the device has and we use
