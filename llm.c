@@ -6707,13 +6707,15 @@ static enum llm_status llm__engine_kv_init(llm_engine *E, struct llm__err *e) {
 }
 
 // Memory of the largest step: the activations, the backend's scratch (reserve), the logits and
-// the host arrays of a step. A step has at most max_num_batched_tokens tokens of max_num_seqs
-// sequences, each of at most max_model_len tokens (its block table: that many blocks).
+// the host arrays of a step. A step has at most max_num_batched_tokens tokens (or
+// LLM__MAX_STEP_OUT: llm_seq_eval's steps with all logits) of max_num_seqs sequences, each of at
+// most max_model_len tokens (its block table: that many blocks).
 static enum llm_status llm__engine_step_buffers(llm_engine *E, struct llm__err *e) {
     const struct llm_engine_params *p = &E->params;
     const struct llm__model *m = &E->model;
     enum llm_status st;
-    int max_tokens = p->max_num_batched_tokens, max_out = LLM__MAX(LLM__MAX_STEP_OUT, LLM__MIN(p->max_num_seqs, max_tokens));
+    int max_tokens = LLM__MAX(p->max_num_batched_tokens, LLM__MAX_STEP_OUT);
+    int max_out = LLM__MAX(LLM__MAX_STEP_OUT, LLM__MIN(p->max_num_seqs, max_tokens));
     if ((st = llm__acts_init(&E->acts, m, &E->be, max_tokens, max_out, e))) return st;
     struct llm__shape shape = {
         .max_tokens = max_tokens, .max_out = max_out, .max_seqs = p->max_num_seqs,

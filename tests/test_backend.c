@@ -448,6 +448,42 @@ static void check_devices_and_bandwidth(void) {
     llm_engine_free(E);
 }
 
+// The step buffers cover llm_seq_eval's steps with all logits (up to LLM__MAX_STEP_OUT tokens)
+// when max_num_batched_tokens is smaller: the logits of 20 tokens are those of a default engine.
+static void check_small_batch_steps(void) {
+    char path[512], err[512] = "";
+    snprintf(path, sizeof(path), "%s/tiny-f32.gguf", models_dir());
+    llm_engine *E[2];
+    for (int k = 0; k < 2; k++) {
+        struct llm_engine_params p = llm_engine_params_default();
+        p.model_path = path;
+        p.n_threads = 1;
+        p.max_model_len = 64;
+        p.max_num_batched_tokens = k ? 8 : 0;
+        E[k] = llm_engine_create(&p, err, sizeof(err));
+        EXPECT(E[k] != NULL, "%s: %s (make models)", path, err);
+    }
+    if (E[0] && E[1]) {
+        const int n = 20, nv = E[0]->model.n_vocab;
+        int32_t toks[20];
+        for (int i = 0; i < n; i++) toks[i] = (int32_t)((i * 37 + 1) % nv);
+        float *lg[2];
+        for (int k = 0; k < 2; k++) {
+            lg[k] = calloc((size_t)n * (size_t)nv, sizeof(float));
+            enum llm_status st = llm_seq_eval(E[k], llm_seq_new(E[k]), toks, n, lg[k], 1);
+            EXPECT(st == LLM_OK, "eval of %d tokens with all logits, max_num_batched_tokens %d: %s", n,
+                   E[k]->params.max_num_batched_tokens, llm_last_error(E[k]));
+        }
+        double worst = 0;
+        for (size_t i = 0; i < (size_t)n * (size_t)nv; i++) worst = fmax(worst, fabs((double)lg[0][i] - lg[1][i]));
+        EXPECT(worst == 0, "logits with max_num_batched_tokens 8 against the default: max difference %g", worst);
+        free(lg[0]);
+        free(lg[1]);
+    }
+    llm_engine_free(E[0]);
+    llm_engine_free(E[1]);
+}
+
 // The CPU backend's memory for the KV cache: what the system has free, known on Linux
 // (MemAvailable) and never more than the physical memory.
 static void check_mem_free(void) {
@@ -495,5 +531,6 @@ int main(void) {
     check_sync_errors();
     check_devices_and_bandwidth();
     check_mem_free();
+    check_small_batch_steps();
     return test_summary("test_backend");
 }
