@@ -72,7 +72,7 @@ STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: all lib install uninstall test bench clean models demo fixtures FORCE
+.PHONY: all lib install uninstall test bench clean models demo fixtures portability FORCE
 
 all: llm
 
@@ -191,11 +191,21 @@ fixtures:
 models: build/gen_model fixtures
 	@LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" sh tests/make_models.sh build/gen_model build/models
 
-test: fixtures $(TESTS) $(BUILD)/llm lib models
+test: fixtures $(TESTS) $(BUILD)/llm lib models $(BUILD)/portability.ok
 ifneq ($(HAVE_CXX),1)
 	@echo "test_cpp: not built: no C++ compiler ('$(CXX)'); install one (Debian: g++) to test llm.h from C++"
 endif
 	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
+
+# The engine compiled as POSIX.1-2008 C11 alone: no GNU extensions, and then with __linux__
+# undefined too, so that only the paths macOS and the BSDs take remain (their own headers are
+# not here: those paths are compile-checked against glibc's POSIX declarations).
+portability: $(BUILD)/portability.ok
+$(BUILD)/portability.ok: llm.c llm.h
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O2 -c llm.c -o $(BUILD)/portability.o
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -U__linux__ -Wall -Wextra -Werror -O2 -c llm.c -o $(BUILD)/portability.o
+	@rm -f $(BUILD)/portability.o && touch $@
 
 bench: llm build/gen_model
 	@sh bench/bench.sh

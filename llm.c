@@ -14,7 +14,17 @@
 //  10. public API, then serving: requests, the scheduler, steps
 // The llm program (cli/) is built against llm.h alone; the GGUF writer of the tests and the
 // model generator is tests/gguf_writer.h.
-#if !defined(_GNU_SOURCE)
+//
+// Portability: C11 and POSIX.1-2008 (threads, mmap, clock_gettime, sysconf). Linux-only calls
+// are guarded, each with a fallback: madvise's MADV_HUGEPAGE and MADV_DONTNEED (skipped where
+// the headers lack them), /proc/meminfo (llm__mem_available). `make portability` compiles llm.c
+// as POSIX alone, with Linux's own headers hidden.
+
+// Feature-test macros, before any header. glibc and musl declare madvise's MADV_* flags and
+// _SC_AVPHYS_PAGES only with _GNU_SOURCE (which a -std=c11 build does not imply). macOS and the
+// BSDs expose POSIX and their own calls by default, which a _POSIX_C_SOURCE would narrow: there
+// nothing is defined.
+#if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE
 #endif
 #include "llm.h"
@@ -68,6 +78,20 @@ static enum llm_status llm__fail(struct llm__err *e, enum llm_status st, const c
         e->status = st;
     }
     return st;
+}
+
+// memmem is a GNU and BSD extension, not POSIX: the first n-byte needle in h[0..hn), or NULL.
+static const void *llm__memmem(const void *h, size_t hn, const void *needle, size_t n) {
+    const char *p = h;
+    if (n == 0) return p;
+    while (hn >= n) {
+        const char *q = memchr(p, *(const char *)needle, hn - n + 1);
+        if (!q) return NULL;
+        if (memcmp(q, needle, n) == 0) return q;
+        hn -= (size_t)(q + 1 - p);
+        p = q + 1;
+    }
+    return NULL;
 }
 
 static inline double llm__now(void) {
@@ -1833,6 +1857,63 @@ static bool llm__gguf_rd_name(struct llm__gguf_cur *c, char **out, uint64_t max_
     return true;
 }
 
+// An array value: element type, count, then the elements (strings are indexed; other elements
+// are left in place, at arr_data).
+static bool llm__gguf_rd_arr(struct llm__gguf_cur *c, struct llm__gguf_kv *kv, const char *key, const char *what) {
+    char item[128];
+    size_t elem_at = c->pos;
+    if (!llm__gguf_rd(c, &kv->arr_type, 4, what) || !llm__gguf_rd(c, &kv->arr_n, 8, what)) return false;
+    if (kv->arr_type == LLM__GGUF_ARR)
+        return llm__gguf_bad(c, LLM_ERR_UNSUPPORTED, "gguf: key '%s' is an array of arrays "
+                             "(byte offset %zu); nested arrays are not supported", key, elem_at);
+    if (kv->arr_type >= LLM__GGUF_TYPE_COUNT)
+        return llm__gguf_bad(c, LLM_ERR_FORMAT, "gguf: key '%s' has unknown array element "
+                             "type id %u at byte offset %zu", key, kv->arr_type, elem_at);
+    // Each element takes at least 1 byte (8 for a string's length), so this bounds the
+    // count, and the allocation below, by the file size.
+    size_t esize = kv->arr_type == LLM__GGUF_STR ? 8 : llm__gguf_type_size(kv->arr_type);
+    if (kv->arr_n > (c->size - c->pos) / esize)
+        return llm__gguf_bad(c, LLM_ERR_FORMAT, "gguf: truncated file: key '%s' is an array of "
+                             "%llu %s at byte offset %zu, more than the %zu bytes left can "
+                             "hold", key, (unsigned long long)kv->arr_n,
+                             llm__gguf_type_name(kv->arr_type), elem_at, c->size - c->pos);
+    kv->arr_data = c->base + c->pos;
+    if (kv->arr_type != LLM__GGUF_STR) {
+        c->pos += (size_t)kv->arr_n * esize;
+        return true;
+    }
+    kv->arr_str = malloc((size_t)(kv->arr_n ? kv->arr_n : 1) * sizeof(*kv->arr_str));
+    if (!kv->arr_str)
+        return llm__gguf_bad(c, LLM_ERR_NOMEM, "gguf: out of memory for the %llu strings "
+                             "of key '%s'", (unsigned long long)kv->arr_n, key);
+    for (uint64_t j = 0; j < kv->arr_n; j++) {
+        snprintf(item, sizeof(item), "string %llu of key '%s'", (unsigned long long)j, key);
+        if (!llm__gguf_rd_str(c, &kv->arr_str[j], UINT64_MAX, item)) return false;
+    }
+    return true;
+}
+
+// A number or bool value, widened into kv->v (u64, i64 or f64 by its type).
+static bool llm__gguf_rd_scalar(struct llm__gguf_cur *c, struct llm__gguf_kv *kv, const char *what) {
+    uint8_t b[8] = {0};
+    if (!llm__gguf_rd(c, b, llm__gguf_type_size(kv->type), what)) return false;
+    switch (kv->type) {
+    case LLM__GGUF_U8: kv->v.u64 = b[0]; break;
+    case LLM__GGUF_BOOL: kv->v.u64 = b[0] != 0; break;
+    case LLM__GGUF_I8: { int8_t x; memcpy(&x, b, 1); kv->v.i64 = x; } break;
+    case LLM__GGUF_U16: { uint16_t x; memcpy(&x, b, 2); kv->v.u64 = x; } break;
+    case LLM__GGUF_I16: { int16_t x; memcpy(&x, b, 2); kv->v.i64 = x; } break;
+    case LLM__GGUF_U32: { uint32_t x; memcpy(&x, b, 4); kv->v.u64 = x; } break;
+    case LLM__GGUF_I32: { int32_t x; memcpy(&x, b, 4); kv->v.i64 = x; } break;
+    case LLM__GGUF_F32: { float x; memcpy(&x, b, 4); kv->v.f64 = x; } break;
+    case LLM__GGUF_U64: memcpy(&kv->v.u64, b, 8); break;
+    case LLM__GGUF_I64: memcpy(&kv->v.i64, b, 8); break;
+    case LLM__GGUF_F64: memcpy(&kv->v.f64, b, 8); break;
+    default: break;
+    }
+    return true;
+}
+
 // One key/value pair, from its key to the end of its value.
 static bool llm__gguf_rd_kv(struct llm__gguf_cur *c, struct llm__gguf *g, int64_t i) {
     struct llm__gguf_kv *kv = &g->kv[i];
@@ -1857,57 +1938,10 @@ static bool llm__gguf_rd_kv(struct llm__gguf_cur *c, struct llm__gguf *g, int64_
                              "byte offset %zu", key, kv->type, type_at);
 
     snprintf(what, sizeof(what), "the value of key '%s'", key);
-    if (kv->type == LLM__GGUF_ARR) {
-        size_t elem_at = c->pos;
-        if (!llm__gguf_rd(c, &kv->arr_type, 4, what) || !llm__gguf_rd(c, &kv->arr_n, 8, what))
-            return false;
-        if (kv->arr_type == LLM__GGUF_ARR)
-            return llm__gguf_bad(c, LLM_ERR_UNSUPPORTED, "gguf: key '%s' is an array of arrays "
-                                 "(byte offset %zu); nested arrays are not supported", key, elem_at);
-        if (kv->arr_type >= LLM__GGUF_TYPE_COUNT)
-            return llm__gguf_bad(c, LLM_ERR_FORMAT, "gguf: key '%s' has unknown array element "
-                                 "type id %u at byte offset %zu", key, kv->arr_type, elem_at);
-        // Each element takes at least 1 byte (8 for a string's length), so this bounds the
-        // count, and the allocation below, by the file size.
-        size_t esize = kv->arr_type == LLM__GGUF_STR ? 8 : llm__gguf_type_size(kv->arr_type);
-        if (kv->arr_n > (c->size - c->pos) / esize)
-            return llm__gguf_bad(c, LLM_ERR_FORMAT, "gguf: truncated file: key '%s' is an array of "
-                                 "%llu %s at byte offset %zu, more than the %zu bytes left can "
-                                 "hold", key, (unsigned long long)kv->arr_n,
-                                 llm__gguf_type_name(kv->arr_type), elem_at, c->size - c->pos);
-        kv->arr_data = c->base + c->pos;
-        if (kv->arr_type == LLM__GGUF_STR) {
-            kv->arr_str = malloc((size_t)(kv->arr_n ? kv->arr_n : 1) * sizeof(*kv->arr_str));
-            if (!kv->arr_str)
-                return llm__gguf_bad(c, LLM_ERR_NOMEM, "gguf: out of memory for the %llu strings "
-                                     "of key '%s'", (unsigned long long)kv->arr_n, key);
-            for (uint64_t j = 0; j < kv->arr_n; j++) {
-                snprintf(what, sizeof(what), "string %llu of key '%s'", (unsigned long long)j, key);
-                if (!llm__gguf_rd_str(c, &kv->arr_str[j], UINT64_MAX, what)) return false;
-            }
-        } else {
-            c->pos += (size_t)kv->arr_n * esize;
-        }
-    } else if (kv->type == LLM__GGUF_STR) {
-        if (!llm__gguf_rd_str(c, &kv->v.str, UINT64_MAX, what)) return false;
-    } else {
-        uint8_t b[8] = {0};
-        if (!llm__gguf_rd(c, b, llm__gguf_type_size(kv->type), what)) return false;
-        switch (kv->type) {
-        case LLM__GGUF_U8: kv->v.u64 = b[0]; break;
-        case LLM__GGUF_BOOL: kv->v.u64 = b[0] != 0; break;
-        case LLM__GGUF_I8: { int8_t x; memcpy(&x, b, 1); kv->v.i64 = x; } break;
-        case LLM__GGUF_U16: { uint16_t x; memcpy(&x, b, 2); kv->v.u64 = x; } break;
-        case LLM__GGUF_I16: { int16_t x; memcpy(&x, b, 2); kv->v.i64 = x; } break;
-        case LLM__GGUF_U32: { uint32_t x; memcpy(&x, b, 4); kv->v.u64 = x; } break;
-        case LLM__GGUF_I32: { int32_t x; memcpy(&x, b, 4); kv->v.i64 = x; } break;
-        case LLM__GGUF_F32: { float x; memcpy(&x, b, 4); kv->v.f64 = x; } break;
-        case LLM__GGUF_U64: memcpy(&kv->v.u64, b, 8); break;
-        case LLM__GGUF_I64: memcpy(&kv->v.i64, b, 8); break;
-        case LLM__GGUF_F64: memcpy(&kv->v.f64, b, 8); break;
-        default: break;
-        }
-    }
+    bool ok = kv->type == LLM__GGUF_ARR ? llm__gguf_rd_arr(c, kv, key, what)
+            : kv->type == LLM__GGUF_STR ? llm__gguf_rd_str(c, &kv->v.str, UINT64_MAX, what)
+                                        : llm__gguf_rd_scalar(c, kv, what);
+    if (!ok) return false;
     kv->raw_len = (size_t)(c->base + c->pos - kv->raw);
     return true;
 }
@@ -1977,22 +2011,22 @@ static bool llm__gguf_rd_tensor(struct llm__gguf_cur *c, struct llm__gguf *g, in
     return true;
 }
 
-// Parses g->map[0 .. g->size). On failure the caller closes g (which frees what was built).
-static enum llm_status llm__gguf_parse(struct llm__gguf *g, struct llm__err *e) {
-    struct llm__gguf_cur c = {g->map, g->size, 0, LLM_OK, e};
+// The header: magic, version (v2 and v3, little-endian), the tensor and key/value counts, which
+// must fit in the bytes after it.
+static enum llm_status llm__gguf_rd_header(struct llm__gguf_cur *c, struct llm__gguf *g, uint64_t *n_tensors,
+                                           uint64_t *n_kv, struct llm__err *e) {
     const uint16_t one = 1;
     if (*(const uint8_t *)&one != 1)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "gguf: big-endian hosts are not supported");
-
     char magic[4];
-    if (!llm__gguf_rd(&c, magic, 4, "magic")) return c.st;
+    if (!llm__gguf_rd(c, magic, 4, "magic")) return c->st;
     if (memcmp(magic, "GGUF", 4) != 0) {
         char pr[88];
         return llm__fail(e, LLM_ERR_FORMAT, "gguf: bad magic '%s' (bytes %02x %02x %02x %02x), "
                          "expected 'GGUF': not a GGUF file", llm__gguf_printable(pr, magic, 4),
                          (uint8_t)magic[0], (uint8_t)magic[1], (uint8_t)magic[2], (uint8_t)magic[3]);
     }
-    if (!llm__gguf_rd(&c, &g->version, 4, "version")) return c.st;
+    if (!llm__gguf_rd(c, &g->version, 4, "version")) return c->st;
     // A big-endian file's small version number reads as n << 24 here.
     if (g->version != 0 && (g->version & 0xffffu) == 0)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "gguf: big-endian GGUF is not supported (version "
@@ -2006,56 +2040,45 @@ static enum llm_status llm__gguf_parse(struct llm__gguf *g, struct llm__err *e) 
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "gguf: unsupported GGUF version %u (this reader "
                          "knows v2 and v3)", g->version);
 
-    uint64_t n_tensors, n_kv;
-    if (!llm__gguf_rd(&c, &n_tensors, 8, "tensor count")) return c.st;
-    if (!llm__gguf_rd(&c, &n_kv, 8, "key/value count")) return c.st;
+    if (!llm__gguf_rd(c, n_tensors, 8, "tensor count")) return c->st;
+    if (!llm__gguf_rd(c, n_kv, 8, "key/value count")) return c->st;
     // Smallest serialized key/value: key length 8 + 1 byte of key + type 4 + a u8 value.
     // Smallest tensor info: name length 8 + 1 + n_dims 4 + one dimension 8 + type 4 + offset 8.
-    // Counts that cannot fit are refused before the arrays below are allocated.
-    size_t left = c.size - c.pos;
-    if (n_kv > left / 14)
+    // Counts that cannot fit are refused before the caller allocates arrays for them.
+    size_t left = c->size - c->pos;
+    if (*n_kv > left / 14)
         return llm__fail(e, LLM_ERR_FORMAT, "gguf: key/value count %llu cannot fit in the %zu "
-                         "bytes after the header", (unsigned long long)n_kv, left);
-    if (n_tensors > left / 33 || n_kv * 14 + n_tensors * 33 > left)
+                         "bytes after the header", (unsigned long long)*n_kv, left);
+    if (*n_tensors > left / 33 || *n_kv * 14 + *n_tensors * 33 > left)
         return llm__fail(e, LLM_ERR_FORMAT, "gguf: tensor count %llu cannot fit in the %zu bytes "
-                         "after the header (with %llu key/values)", (unsigned long long)n_tensors,
-                         left, (unsigned long long)n_kv);
+                         "after the header (with %llu key/values)", (unsigned long long)*n_tensors,
+                         left, (unsigned long long)*n_kv);
+    return LLM_OK;
+}
 
-    g->kv = calloc(n_kv ? (size_t)n_kv : 1, sizeof(*g->kv));
-    g->tensors = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof(*g->tensors));
-    if (!g->kv || !g->tensors || !llm__gguf_index_init(&g->kv_index, (int64_t)n_kv) ||
-        !llm__gguf_index_init(&g->tensor_index, (int64_t)n_tensors))
-        return llm__fail(e, LLM_ERR_NOMEM, "gguf: out of memory for %llu key/values and %llu "
-                         "tensors", (unsigned long long)n_kv, (unsigned long long)n_tensors);
-
-    for (int64_t i = 0; i < (int64_t)n_kv; i++) {
-        g->n_kv = i + 1;   // so that close frees what this entry allocated, even on failure
-        if (!llm__gguf_rd_kv(&c, g, i)) return c.st;
-    }
-
+// The tensor data alignment: general.alignment (a u32 power of two) or the default.
+static enum llm_status llm__gguf_alignment(struct llm__gguf *g, struct llm__err *e) {
     g->alignment = LLM__GGUF_DEFAULT_ALIGNMENT;
     int64_t ai = llm__gguf_index_find(&g->kv_index, g->kv, sizeof(*g->kv), "general.alignment", NULL);
-    if (ai >= 0) {
-        const struct llm__gguf_kv *kv = &g->kv[ai];
-        if (kv->type != LLM__GGUF_U32)
-            return llm__fail(e, LLM_ERR_FORMAT, "gguf: key 'general.alignment' has type %s, must be "
-                             "u32", llm__gguf_type_name(kv->type));
-        if (!llm__gguf_is_pow2(kv->v.u64))
-            return llm__fail(e, LLM_ERR_FORMAT, "gguf: key 'general.alignment' is %llu, must be a "
-                             "power of two", (unsigned long long)kv->v.u64);
-        g->alignment = (size_t)kv->v.u64;
-    }
+    if (ai < 0) return LLM_OK;
+    const struct llm__gguf_kv *kv = &g->kv[ai];
+    if (kv->type != LLM__GGUF_U32)
+        return llm__fail(e, LLM_ERR_FORMAT, "gguf: key 'general.alignment' has type %s, must be "
+                         "u32", llm__gguf_type_name(kv->type));
+    if (!llm__gguf_is_pow2(kv->v.u64))
+        return llm__fail(e, LLM_ERR_FORMAT, "gguf: key 'general.alignment' is %llu, must be a "
+                         "power of two", (unsigned long long)kv->v.u64);
+    g->alignment = (size_t)kv->v.u64;
+    return LLM_OK;
+}
 
-    for (int64_t i = 0; i < (int64_t)n_tensors; i++) {
-        g->n_tensors = i + 1;
-        if (!llm__gguf_rd_tensor(&c, g, i)) return c.st;
-    }
-
-    // The data section starts at the next multiple of the alignment. A vocabulary-only file
-    // may end before it; then there is no data section.
-    uint64_t data_offset = ((uint64_t)c.pos + g->alignment - 1) / g->alignment * g->alignment;
+// Places the data section at the first multiple of the alignment after the tensor infos (which
+// end at byte `end`) and every tensor's data in it, each checked to lie inside the file.
+static enum llm_status llm__gguf_place_tensors(struct llm__gguf *g, size_t end, struct llm__err *e) {
+    // A vocabulary-only file may end before the data section; then there is none.
+    uint64_t data_offset = ((uint64_t)end + g->alignment - 1) / g->alignment * g->alignment;
     if (data_offset > g->size) {
-        if (n_tensors > 0)
+        if (g->n_tensors > 0)
             return llm__fail(e, LLM_ERR_FORMAT, "gguf: truncated file: the data section would start "
                              "at byte offset %llu, past the end of the file (%zu bytes)",
                              (unsigned long long)data_offset, g->size);
@@ -2075,6 +2098,31 @@ static enum llm_status llm__gguf_parse(struct llm__gguf *g, struct llm__err *e) 
         t->data = (const uint8_t *)g->map + g->data_offset + t->offset;
     }
     return LLM_OK;
+}
+
+// Parses g->map[0 .. g->size): header, key/values, alignment, tensor infos, data placement. On
+// failure the caller closes g (which frees what was built).
+static enum llm_status llm__gguf_parse(struct llm__gguf *g, struct llm__err *e) {
+    struct llm__gguf_cur c = {g->map, g->size, 0, LLM_OK, e};
+    uint64_t n_tensors, n_kv;
+    enum llm_status st = llm__gguf_rd_header(&c, g, &n_tensors, &n_kv, e);
+    if (st) return st;
+    g->kv = calloc(n_kv ? (size_t)n_kv : 1, sizeof(*g->kv));
+    g->tensors = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof(*g->tensors));
+    if (!g->kv || !g->tensors || !llm__gguf_index_init(&g->kv_index, (int64_t)n_kv) ||
+        !llm__gguf_index_init(&g->tensor_index, (int64_t)n_tensors))
+        return llm__fail(e, LLM_ERR_NOMEM, "gguf: out of memory for %llu key/values and %llu "
+                         "tensors", (unsigned long long)n_kv, (unsigned long long)n_tensors);
+    for (int64_t i = 0; i < (int64_t)n_kv; i++) {
+        g->n_kv = i + 1;   // so that close frees what this entry allocated, even on failure
+        if (!llm__gguf_rd_kv(&c, g, i)) return c.st;
+    }
+    if ((st = llm__gguf_alignment(g, e))) return st;
+    for (int64_t i = 0; i < (int64_t)n_tensors; i++) {
+        g->n_tensors = i + 1;
+        if (!llm__gguf_rd_tensor(&c, g, i)) return c.st;
+    }
+    return llm__gguf_place_tensors(g, c.pos, e);
 }
 
 static void llm__gguf_close(struct llm__gguf *g) {
@@ -2398,10 +2446,39 @@ static inline void llm__split(int64_t n, int ith, int nth, int64_t *lo, int64_t 
 
 // === backend vtable ===
 //
-// The transformer (section "transformer") calls only these ops; a backend fills the table.
-// Ops take backend buffers (struct llm__buf), never host pointers, so the same layer loop runs
-// on the CPU and on a GPU. Per-step arrays (positions, slot mapping, block tables, ...) are
-// handed over once per step in begin_step. A NULL entry means "not supported here".
+// The transformer (section "transformer") calls only these ops; a backend fills one table,
+// struct llm_backend_i, with designated initializers (`.matmul = llm__cpu_matmul,`). Ops take
+// backend buffers (struct llm__buf), never host pointers, so the same layer loop runs on the CPU
+// and on a GPU. The contract every backend keeps (the CPU backend below is the reference):
+//
+// Entries. Every entry is required unless its comment says "optional" and what NULL means there.
+//   llm__backend_check refuses a table with a required entry NULL when a backend is opened
+//   (LLM_ERR_BACKEND naming the op), so the engine calls required entries without testing them.
+// Allocation. Only buf_alloc, weight_load and reserve allocate (device or host memory, pipelines
+//   for a weight type, scratch), plus the optional bandwidth probe, which frees what it takes.
+//   begin_step, the ops and end_step never do: reserve sizes every scratch buffer for the largest
+//   step (struct llm__shape) before the first one, so a decode step allocates nothing. A step
+//   beyond the reserved shape is a programmer error (an assert, or end_step's error).
+// Steps. begin_step hands over the step's arrays (struct llm__step), which stay valid and
+//   unchanged until end_step; ops in between may read them. Ops return nothing: a backend keeps
+//   the first failure of a step's ops and end_step returns it (with its message in e).
+// Threads. The engine calls the table from one thread at a time (the engine's caller; llm.h:
+//   one engine, one thread at a time). Ops may run asynchronously: what they write is ready for
+//   download once end_step (or sync) has returned. The CPU backend runs each op on its own pool
+//   of worker threads and returns when the op is done.
+// KV cache. The engine allocates each of the K and V caches with one buf_alloc of n_layer x
+//   n_blocks x block_size rows of row_bytes(kv type, n_head_kv * head_dim) and hands kv_store and
+//   attention per-layer views (struct llm__tensor) of it; it never reads them. It addresses the
+//   cache only by slot (= block * block_size + offset in the block: struct llm__step). How the
+//   values of a block are laid out inside it is private to the backend's kv_store and attention.
+// Matmul. One call multiplies up to LLM__MAX_MATMUL_WEIGHTS weights that share one input (the
+//   q/k/v projections: 3), so a backend quantizes or rounds the input once for all of them.
+// Devices. A GPU backend also lists its devices for llm_list_devices (llm__list_devices, in the
+//   public API section: index i there is the device `index` i of its constructor) and may probe
+//   bandwidth for llm_measure_bandwidth; CPU-only builds list none.
+
+// Weights sharing one input in a matmul call, at most (the transformer's q/k/v projections).
+#define LLM__MAX_MATMUL_WEIGHTS 3
 
 // Memory owned by a backend. The CPU backend's `data` is host memory; a GPU backend keeps its
 // handles in `handle`.
@@ -2457,9 +2534,13 @@ struct llm__step {
     const int32_t *out_rows;      // [n_out]
 };
 
-// The largest step the engine will run, for llm_backend_i.reserve.
+// The largest step the engine will run, for llm_backend_i.reserve: every step has n_tokens <=
+// max_tokens, n_out <= max_out, n_seqs <= max_seqs, max_blocks <= this max_blocks.
 struct llm__shape {
     int max_tokens;      // tokens per step
+    int max_out;         // logit rows per step
+    int max_seqs;        // sequences per step
+    int max_blocks;      // block table columns: the blocks of the longest sequence
     int64_t max_cols;    // longest matmul input row
     int n_head, n_head_kv, head_dim, block_size;
 };
@@ -2470,34 +2551,46 @@ struct llm__attn {
 };
 
 struct llm_backend_i {
-    const char *name;
-    void (*free)(void *ctx);
+    const char *name;   // "cpu", "vulkan": llm_get_engine_info's backend_name
+    void (*free)(void *ctx);   // frees the backend; every buffer and weight was freed before
+
+    // --- memory (may allocate; never between begin_step and end_step) ---
     enum llm_status (*buf_alloc)(void *ctx, struct llm__buf *buf, size_t size, struct llm__err *e);
     void (*buf_free)(void *ctx, struct llm__buf *buf);
-    // Takes a weight from host memory (the mapped file; it stays mapped while the engine lives).
+    // Takes a weight from host memory (the mapped file; it stays mapped while the engine lives):
+    // copies or repacks it, or borrows it in place. A type the backend cannot multiply is refused
+    // here (LLM_ERR_UNSUPPORTED), not at the first step.
     enum llm_status (*weight_load)(void *ctx, struct llm__weight *w, int type, int64_t ne0,
                                    int64_t ne1, const void *data, struct llm__err *e);
     void (*weight_free)(void *ctx, struct llm__weight *w);
+    // Copies n bytes between host memory and a buffer, outside steps (synchronous).
     void (*upload)(void *ctx, struct llm__buf *buf, size_t offs, const void *src, size_t n);
     void (*download)(void *ctx, const struct llm__buf *buf, size_t offs, void *dst, size_t n);
-    // Sizes the backend's scratch memory once, so that ops never allocate.
+    // Sizes the backend's scratch memory for the largest step, once, so that steps never allocate.
     enum llm_status (*reserve)(void *ctx, const struct llm__shape *shape, struct llm__err *e);
     size_t (*mem_free)(void *ctx);   // memory left for the KV cache, in bytes (0: unknown)
-    void (*begin_step)(void *ctx, const struct llm__step *step);
-    enum llm_status (*end_step)(void *ctx, struct llm__err *e);   // waits for the step
-    void (*sync)(void *ctx);   // waits for the ops issued so far (profiling); NULL: ops are synchronous
 
+    // --- steps ---
+    void (*begin_step)(void *ctx, const struct llm__step *step);
+    // Waits for every op of the step; the first failure of any of them, or LLM_OK.
+    enum llm_status (*end_step)(void *ctx, struct llm__err *e);
+    // Optional: waits for the ops issued so far (profiling times each op) and reports their first
+    // failure; the step goes on. NULL: every op has finished when it returns.
+    enum llm_status (*sync)(void *ctx, struct llm__err *e);
+
+    // --- ops (between begin_step and end_step; tensors f32 unless a cache) ---
     // dst[i] = table row step->tokens[i]                                  (n_tokens rows)
     void (*embed)(void *ctx, struct llm__tensor dst, const struct llm__weight *table);
     // dst = x / rms(x) * w, row by row
     void (*rmsnorm)(void *ctx, struct llm__tensor dst, struct llm__tensor x, struct llm__tensor w,
                     float eps);
-    // dst[j] = x @ w[j]^T (+ bias[j]) for j < n: several weights sharing one input
+    // dst[j] = x @ w[j]^T (+ bias[j] when bias and bias[j].buf) for j < n, 1 <= n <=
+    // LLM__MAX_MATMUL_WEIGHTS: several weights sharing one input
     void (*matmul)(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
                    const struct llm__tensor *bias, struct llm__tensor x);
     // rotates each head of each row of x in place by its token's position
     void (*rope)(void *ctx, struct llm__tensor x, int n_head, int head_dim, const struct llm__rope *rope);
-    // writes each token's k and v rows into the caches at its slot
+    // writes each token's k and v rows into the caches at its slot (the backend's layout)
     void (*kv_store)(void *ctx, struct llm__tensor k_cache, struct llm__tensor v_cache,
                      struct llm__tensor k, struct llm__tensor v);
     // paged causal attention of each token's q over its sequence's cached K/V
@@ -2507,8 +2600,12 @@ struct llm_backend_i {
     void (*add)(void *ctx, struct llm__tensor dst, struct llm__tensor a, struct llm__tensor b);
     // dst[i] = src[step->out_rows[i]]                                       (n_out rows)
     void (*get_rows)(void *ctx, struct llm__tensor dst, struct llm__tensor src);
-    const char *(*device_name)(void *ctx);   // for llm_get_engine_info
-    // the device's memory bandwidth, measured by copying (NULL: no probe)
+
+    // --- device (optional) ---
+    // The device's name, for llm_get_engine_info. NULL: "".
+    const char *(*device_name)(void *ctx);
+    // The device's memory bandwidth in GB/s, measured by copying (may allocate and free a
+    // buffer; outside steps). NULL: llm_measure_bandwidth says LLM_ERR_UNSUPPORTED.
     enum llm_status (*bandwidth)(void *ctx, double *gbps, struct llm__err *e);
 };
 
@@ -2516,6 +2613,26 @@ struct llm_backend {
     const struct llm_backend_i *iface;
     void *ctx;
 };
+
+// LLM_OK when every required entry of the table is there; else LLM_ERR_BACKEND naming the first
+// one missing. Called on every backend as it is opened (llm__backend_open).
+static enum llm_status llm__backend_check(const struct llm_backend_i *b, struct llm__err *e) {
+    const struct { const char *op; bool set; } req[] = {
+        {"name", b->name != NULL}, {"free", b->free != NULL}, {"buf_alloc", b->buf_alloc != NULL},
+        {"buf_free", b->buf_free != NULL}, {"weight_load", b->weight_load != NULL},
+        {"weight_free", b->weight_free != NULL}, {"upload", b->upload != NULL}, {"download", b->download != NULL},
+        {"reserve", b->reserve != NULL}, {"mem_free", b->mem_free != NULL}, {"begin_step", b->begin_step != NULL},
+        {"end_step", b->end_step != NULL}, {"embed", b->embed != NULL}, {"rmsnorm", b->rmsnorm != NULL},
+        {"matmul", b->matmul != NULL}, {"rope", b->rope != NULL}, {"kv_store", b->kv_store != NULL},
+        {"attention", b->attention != NULL}, {"silu_mul", b->silu_mul != NULL}, {"add", b->add != NULL},
+        {"get_rows", b->get_rows != NULL},
+    };
+    for (size_t i = 0; i < LLM__ARRAY_LEN(req); i++)
+        if (!req[i].set)
+            return llm__fail(e, LLM_ERR_BACKEND, "backend '%s': the required op '%s' is missing",
+                             b->name ? b->name : "(unnamed)", req[i].op);
+    return LLM_OK;
+}
 
 static inline char *llm__tensor_row(struct llm__tensor t, int64_t i) {
     return (char *)t.buf->data + t.offs + (size_t)i * t.nb1;
@@ -2527,8 +2644,6 @@ static inline char *llm__tensor_row(struct llm__tensor t, int64_t i) {
 // weight's dot-product type (Q8_0 for Q8_0/Q4_0 weights, Q8_K for K-quants, F16 for F16, as
 // llama.cpp does), then each thread takes chunks of weight rows. A step with many tokens (prefill)
 // walks tiles of rows x tokens so a tile of weights stays in cache while it meets many tokens.
-
-#define LLM__CPU_MAX_MM 3       // weights sharing one input in a matmul call
 
 // A thread's share of the chunks of a job: it takes them front to back from its own cursor,
 // then helps the others from theirs. Contiguous shares keep each core on one stream through
@@ -3535,19 +3650,19 @@ static void llm__cpu_attention(void *ctx, struct llm__tensor out, struct llm__te
 
 struct llm__cpu_mm_job {
     struct llm__cpu *c;
-    int n;                                    // weights
+    int n;                                     // weights
     const struct llm__tensor *dst;
     const struct llm__weight *const *w;
     const struct llm__tensor *bias;
-    struct llm__tensor x;                     // [ntok][ne0] f32
+    struct llm__tensor x;                      // [ntok][ne0] f32
     int64_t ntok;
-    const char *xq[LLM__CPU_MAX_MM];          // activations of weight j in its dot type
-    size_t xq_stride[LLM__CPU_MAX_MM];
-    int n_types;                              // distinct activation formats to quantize into
-    int types[LLM__CPU_MAX_MM];               // a dot type, or LLM__X16_ACT + weight type
-    char *xq_base[LLM__CPU_MAX_MM];
+    const char *xq[LLM__MAX_MATMUL_WEIGHTS];   // activations of weight j in its dot type
+    size_t xq_stride[LLM__MAX_MATMUL_WEIGHTS];
+    int n_types;                               // distinct activation formats to quantize into
+    int types[LLM__MAX_MATMUL_WEIGHTS];        // a dot type, or LLM__X16_ACT + weight type
+    char *xq_base[LLM__MAX_MATMUL_WEIGHTS];
     int64_t rows_per_chunk;
-    int64_t chunk_start[LLM__CPU_MAX_MM + 1]; // prefix sums of chunks per weight
+    int64_t chunk_start[LLM__MAX_MATMUL_WEIGHTS + 1];   // prefix sums of chunks per weight
 };
 
 #define LLM__X16_ACT 1000   // activation format ids above this are x16 formats of type id - 1000
@@ -3649,7 +3764,7 @@ static void llm__cpu_mm_worker(void *arg, int ith, int nth) {
 static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
                             const struct llm__tensor *bias, struct llm__tensor x) {
     struct llm__cpu *c = ctx;
-    assert(n >= 1 && n <= LLM__CPU_MAX_MM);
+    assert(n >= 1 && n <= LLM__MAX_MATMUL_WEIGHTS);
     struct llm__cpu_mm_job job = {.c = c, .n = n, .dst = dst, .w = w, .bias = bias, .x = x, .ntok = x.ne1};
     // Activations: one copy per distinct dot type, F32 read in place.
     char *scratch = c->scratch;
@@ -3689,8 +3804,8 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
 
 static enum llm_status llm__cpu_reserve_shape(void *ctx, const struct llm__shape *sh, struct llm__err *e) {
     struct llm__cpu *c = ctx;
-    // matmul: up to LLM__CPU_MAX_MM quantized copies of the input (at most 3 bytes an element)
-    size_t mm = (size_t)LLM__CPU_MAX_MM * (((size_t)sh->max_tokens * (size_t)sh->max_cols * 3 + 64 * 4) + 64);
+    // matmul: up to LLM__MAX_MATMUL_WEIGHTS quantized copies of the input (at most 3 bytes an element)
+    size_t mm = (size_t)LLM__MAX_MATMUL_WEIGHTS * (((size_t)sh->max_tokens * (size_t)sh->max_cols * 3 + 64 * 4) + 64);
     size_t attn = llm__attn_scratch(sh->n_head / sh->n_head_kv, sh->head_dim, sh->block_size) * sizeof(float) *
                   (size_t)c->pool->n_threads;
     return llm__cpu_reserve(c, LLM__MAX(mm, attn), e);
@@ -3709,30 +3824,30 @@ static size_t llm__cpu_mem_free(void *ctx) {
 }
 
 static const struct llm_backend_i llm__cpu_iface = {
-    /* .name        = */ "cpu",
-    /* .free        = */ llm__cpu_free,
-    /* .buf_alloc   = */ llm__cpu_buf_alloc,
-    /* .buf_free    = */ llm__cpu_buf_free,
-    /* .weight_load = */ llm__cpu_weight_load,
-    /* .weight_free = */ llm__cpu_weight_free,
-    /* .upload      = */ llm__cpu_upload,
-    /* .download    = */ llm__cpu_download,
-    /* .reserve     = */ llm__cpu_reserve_shape,
-    /* .mem_free    = */ llm__cpu_mem_free,
-    /* .begin_step  = */ llm__cpu_begin_step,
-    /* .end_step    = */ llm__cpu_end_step,
-    /* .sync        = */ NULL,
-    /* .embed       = */ llm__cpu_embed,
-    /* .rmsnorm     = */ llm__cpu_rmsnorm,
-    /* .matmul      = */ llm__cpu_matmul,
-    /* .rope        = */ llm__cpu_rope,
-    /* .kv_store    = */ llm__cpu_kv_store,
-    /* .attention   = */ llm__cpu_attention,
-    /* .silu_mul    = */ llm__cpu_silu_mul,
-    /* .add         = */ llm__cpu_add,
-    /* .get_rows    = */ llm__cpu_get_rows,
-    /* .device_name = */ llm__cpu_device_name,
-    /* .bandwidth   = */ NULL,
+    .name = "cpu",
+    .free = llm__cpu_free,
+    .buf_alloc = llm__cpu_buf_alloc,
+    .buf_free = llm__cpu_buf_free,
+    .weight_load = llm__cpu_weight_load,
+    .weight_free = llm__cpu_weight_free,
+    .upload = llm__cpu_upload,
+    .download = llm__cpu_download,
+    .reserve = llm__cpu_reserve_shape,
+    .mem_free = llm__cpu_mem_free,
+    .begin_step = llm__cpu_begin_step,
+    .end_step = llm__cpu_end_step,
+    .sync = NULL,   // each op returns when its pool job is done
+    .embed = llm__cpu_embed,
+    .rmsnorm = llm__cpu_rmsnorm,
+    .matmul = llm__cpu_matmul,
+    .rope = llm__cpu_rope,
+    .kv_store = llm__cpu_kv_store,
+    .attention = llm__cpu_attention,
+    .silu_mul = llm__cpu_silu_mul,
+    .add = llm__cpu_add,
+    .get_rows = llm__cpu_get_rows,
+    .device_name = llm__cpu_device_name,
+    .bandwidth = NULL,   // no probe: a STREAM-like tool measures host memory better
 };
 
 // simd: the level to use, or -1 for the best this CPU runs.
@@ -3792,8 +3907,6 @@ struct llm__model {
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
     float norm_eps;
     struct llm__rope rope;
-    int64_t n_params;
-    size_t weight_bytes;
     struct llm__weight tok_embd;     // (n_vocab, n_embd)
     struct llm__weight output;       // (n_vocab, n_embd); the same as tok_embd when tied
     bool tied_output;
@@ -3935,36 +4048,34 @@ static enum llm_status llm__model_check_tensors(const struct llm__model *m, stru
     return LLM_OK;
 }
 
-// Collects the 1-D parameters into one f32 backend buffer and the matrices into backend weights.
-// progress: print a percentage to stderr while the weights are taken in (a terminal only).
-static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend *be, bool progress,
-                                               struct llm__err *e) {
-    enum llm_status st;
+// The model's tensors, found and checked, before any is loaded: the 1-D parameters (norms,
+// biases, rope factors) and the matrices, each with the field it goes to.
+struct llm__model_plan {
+    struct { struct llm__tensor *dst; const struct llm__gguf_tensor *src; } *vecs;
+    struct { struct llm__weight *dst; const struct llm__gguf_tensor *src; } *mats;
+    size_t n_vecs, n_mats;
+};
+
+// Finds every tensor the architecture uses and checks its shape and type (llm__model_tensor);
+// the optional output matrix decides tied_output.
+static enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl, struct llm__err *e) {
     const int E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
     const bool bias = m->arch == LLM__ARCH_QWEN2;
+    enum llm_status st;
     char name[96];
-    m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers));
-    if (!m->layers) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-
-    // Pass 1: find and check every tensor, size the buffer of small parameters.
-    struct vec { struct llm__tensor *dst; const struct llm__gguf_tensor *src; };
-    size_t n_vecs = 0, cap_vecs = (size_t)m->n_layer * 5 + 2;
-    struct vec *vecs = calloc(cap_vecs, sizeof(*vecs));
-    if (!vecs) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-    struct mat { struct llm__weight *dst; const struct llm__gguf_tensor *src; };
-    size_t n_mats = 0;
-    struct mat *mats = calloc((size_t)m->n_layer * 7 + 2, sizeof(*mats));
-    if (!mats) { free(vecs); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
+    pl->vecs = calloc((size_t)m->n_layer * 5 + 2, sizeof(*pl->vecs));
+    pl->mats = calloc((size_t)m->n_layer * 7 + 2, sizeof(*pl->mats));
+    if (!pl->vecs || !pl->mats) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     const struct llm__gguf_tensor *t;
 #define LLM__VEC(field, nm, n, opt)                                                     \
     do {                                                                                \
-        if ((st = llm__model_tensor(m, nm, n, 0, opt, &t, e))) goto done;               \
-        if (t) vecs[n_vecs++] = (struct vec){field, t};                                 \
+        if ((st = llm__model_tensor(m, nm, n, 0, opt, &t, e))) return st;               \
+        if (t) pl->vecs[pl->n_vecs].dst = field, pl->vecs[pl->n_vecs++].src = t;        \
     } while (0)
 #define LLM__MAT(field, nm, cols, rows, opt)                                            \
     do {                                                                                \
-        if ((st = llm__model_tensor(m, nm, cols, rows, opt, &t, e))) goto done;         \
-        if (t) mats[n_mats++] = (struct mat){field, t};                                 \
+        if ((st = llm__model_tensor(m, nm, cols, rows, opt, &t, e))) return st;         \
+        if (t) pl->mats[pl->n_mats].dst = field, pl->mats[pl->n_mats++].src = t;        \
     } while (0)
     LLM__MAT(&m->tok_embd, "token_embd.weight", E, m->n_vocab, false);
     LLM__VEC(&m->output_norm, "output_norm.weight", E, false);
@@ -3992,53 +4103,70 @@ static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_
     }
 #undef LLM__VEC
 #undef LLM__MAT
+    return LLM_OK;
+}
 
-    // Pass 2: the small parameters, converted to f32, in one buffer.
-    size_t total = 0;
-    for (size_t i = 0; i < n_vecs; i++) total += ((size_t)vecs[i].src->ne[0] * sizeof(float) + 63) & ~(size_t)63;
-    if ((st = be->iface->buf_alloc(be->ctx, &m->small, total, e))) goto done;
-    float *tmp = malloc((size_t)LLM__MAX(E, LLM__MAX(Q, m->n_ff)) * sizeof(float));
-    if (!tmp) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
+// The 1-D parameters, converted to f32 and checked (finite; rope factors > 0), into one backend
+// buffer (m->small), each 64-byte aligned; the model's fields become views of it.
+static enum llm_status llm__model_load_vectors(struct llm__model *m, struct llm_backend *be,
+                                               const struct llm__model_plan *pl, struct llm__err *e) {
+    size_t total = 0, longest = 1;
+    for (size_t i = 0; i < pl->n_vecs; i++) {
+        total += ((size_t)pl->vecs[i].src->ne[0] * sizeof(float) + 63) & ~(size_t)63;
+        longest = LLM__MAX(longest, (size_t)pl->vecs[i].src->ne[0]);
+    }
+    enum llm_status st = be->iface->buf_alloc(be->ctx, &m->small, total, e);
+    if (st) return st;
+    float *tmp = malloc(longest * sizeof(float));
+    if (!tmp) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     size_t offs = 0;
-    for (size_t i = 0; i < n_vecs; i++) {
-        int64_t n = vecs[i].src->ne[0];
-        llm__dequantize_row((int)vecs[i].src->type, vecs[i].src->data, tmp, n);
-        for (int64_t j = 0; j < n; j++) {
-            if (vecs[i].dst == &m->rope_freqs && !(tmp[j] > 0.0f)) {
-                free(tmp);
+    for (size_t i = 0; i < pl->n_vecs && !st; i++) {
+        const struct llm__gguf_tensor *src = pl->vecs[i].src;
+        int64_t n = src->ne[0];
+        llm__dequantize_row((int)src->type, src->data, tmp, n);
+        for (int64_t j = 0; j < n && !st; j++) {
+            if (pl->vecs[i].dst == &m->rope_freqs && !(tmp[j] > 0.0f))
                 st = llm__fail(e, LLM_ERR_FORMAT, "model: rope_freqs.weight holds a factor that is not > 0");
-                goto done;
-            }
-            if (!isfinite(tmp[j])) {
-                free(tmp);
-                st = llm__fail(e, LLM_ERR_FORMAT, "model: tensor '%s' holds a value that is not finite",
-                               vecs[i].src->name);
-                goto done;
-            }
+            else if (!isfinite(tmp[j]))
+                st = llm__fail(e, LLM_ERR_FORMAT, "model: tensor '%s' holds a value that is not finite", src->name);
         }
+        if (st) break;
         be->iface->upload(be->ctx, &m->small, offs, tmp, (size_t)n * sizeof(float));
-        *vecs[i].dst = llm__vec_view(&m->small, offs, n, 1);
+        *pl->vecs[i].dst = llm__vec_view(&m->small, offs, n, 1);
         offs += ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
     }
     free(tmp);
     m->rope.freq_factors = m->rope_freqs;   // (no buffer when the model has none)
+    return st;
+}
 
-    // Pass 3: matrices.
+// Tells the kernel the mapped file's pages of [p, p + n) are not needed again (the backend made
+// its own copy of a tensor there), so the resident memory stays at one copy of the weights.
+// Where madvise cannot drop pages, they stay until memory pressure evicts them (clean pages).
+static void llm__map_release(const void *p, size_t n) {
+#if defined(MADV_DONTNEED)
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)p + pg - 1) & ~(pg - 1);
+    uintptr_t hi = ((uintptr_t)p + n) & ~(pg - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
+// The matrices, into backend weights (weight_load: copied, repacked or borrowed from the map).
+// progress: a percentage on stderr while they are taken in.
+static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm_backend *be,
+                                                const struct llm__model_plan *pl, bool progress, struct llm__err *e) {
     size_t total_bytes = 0, done_bytes = 0;
     int shown = -1;
-    for (size_t i = 0; i < n_mats; i++) total_bytes += mats[i].src->size;
-    for (size_t i = 0; i < n_mats; i++) {
-        const struct llm__gguf_tensor *src = mats[i].src;
+    for (size_t i = 0; i < pl->n_mats; i++) total_bytes += pl->mats[i].src->size;
+    for (size_t i = 0; i < pl->n_mats; i++) {
+        const struct llm__gguf_tensor *src = pl->mats[i].src;
         int64_t rows = src->n_dims > 1 ? src->ne[1] : 1;
-        if ((st = be->iface->weight_load(be->ctx, mats[i].dst, (int)src->type, src->ne[0], rows, src->data, e)))
-            goto done;
-        if (!mats[i].dst->buf.borrowed && m->gguf.owns_map) {
-            // The backend made its own copy: the file's pages of this tensor are not needed again
-            // (dropping them keeps the resident memory at one copy of the weights).
-            uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)src->data + pg - 1) & ~(pg - 1);
-            uintptr_t hi = ((uintptr_t)src->data + src->size) & ~(pg - 1);
-            if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-        }
+        enum llm_status st = be->iface->weight_load(be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0], rows, src->data, e);
+        if (st) return st;
+        if (!pl->mats[i].dst->buf.borrowed && m->gguf.owns_map) llm__map_release(src->data, src->size);
         done_bytes += src->size;
         int pct = (int)(100.0 * (double)done_bytes / (double)(total_bytes ? total_bytes : 1));
         if (progress && pct != shown) {
@@ -4048,18 +4176,21 @@ static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_
     }
     if (progress) fprintf(stderr, "\r%40s\r", "");
     if (m->tied_output) m->output = m->tok_embd;
-    m->n_params = 0;
-    m->weight_bytes = 0;
-    for (int64_t i = 0; i < m->gguf.n_tensors; i++) {
-        int64_t n = 1;
-        for (int d = 0; d < m->gguf.tensors[i].n_dims; d++) n *= m->gguf.tensors[i].ne[d];
-        m->n_params += n;
-        m->weight_bytes += m->gguf.tensors[i].size;
-    }
-    st = LLM_OK;
-done:
-    free(vecs);
-    free(mats);
+    return LLM_OK;
+}
+
+// Collects the 1-D parameters into one f32 backend buffer and the matrices into backend weights.
+// progress: print a percentage to stderr while the weights are taken in (a terminal only).
+static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend *be, bool progress,
+                                               struct llm__err *e) {
+    m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers));
+    if (!m->layers) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    struct llm__model_plan pl = {0};
+    enum llm_status st = llm__model_plan(m, &pl, e);
+    if (!st) st = llm__model_load_vectors(m, be, &pl, e);
+    if (!st) st = llm__model_load_matrices(m, be, &pl, progress, e);
+    free(pl.vecs);
+    free(pl.mats);
     return st;
 }
 
@@ -4129,22 +4260,25 @@ static enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__mod
 struct llm__prof { double t[LLM_PROF_COUNT]; };
 
 // Runs the model over one step; logits (n_out rows of n_vocab) are copied to host memory. With
-// prof, each op is timed (a backend whose ops run asynchronously is synchronized after each).
+// prof, each op is timed (a backend whose ops run asynchronously is synchronized after each; a
+// failure there ends the step early and is returned).
 static enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be, struct llm__acts *a,
                                     const struct llm__tensor *k_cache, const struct llm__tensor *v_cache,
                                     const struct llm__step *s, float *logits, struct llm__prof *prof,
                                     struct llm__err *e) {
     const struct llm_backend_i *B = be->iface;
     void *ctx = be->ctx;
-#define LLM__OP(cat, call)                                            \
-    do {                                                              \
-        double t0_ = prof ? llm__now() : 0.0;                         \
-        call;                                                         \
-        if (prof) {                                                   \
-            if (B->sync) B->sync(ctx);                                \
-            prof->t[cat] += llm__now() - t0_;                         \
-        }                                                             \
+    enum llm_status st = LLM_OK;
+#define LLM__OP(cat, call)                                                          \
+    do {                                                                            \
+        double t0_ = prof ? llm__now() : 0.0;                                       \
+        call;                                                                       \
+        if (prof) {                                                                 \
+            if (B->sync && (st = B->sync(ctx, e)) != LLM_OK) goto finish;           \
+            prof->t[cat] += llm__now() - t0_;                                       \
+        }                                                                           \
     } while (0)
+    _Static_assert(LLM__MAX_MATMUL_WEIGHTS >= 3, "the q/k/v projections share one matmul call");
     const int T = s->n_tokens, E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
     assert(T >= 1 && T <= a->max_tokens && s->n_out <= a->max_out);
     struct llm__tensor x = llm__vec_view(&a->buf, a->off_x, E, T);
@@ -4185,13 +4319,19 @@ static enum llm_status llm__forward(const struct llm__model *m, struct llm_backe
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
     }
     if (s->n_out > 0) {
+        const struct llm__weight *wout[1] = {&m->output};
         LLM__OP(LLM_PROF_LOGITS, B->get_rows(ctx, xo, x);
                                   B->rmsnorm(ctx, xo, xo, m->output_norm, m->norm_eps);
-                                  const struct llm__weight *wout[1] = {&m->output};
                                   B->matmul(ctx, 1, &lg, wout, NULL, xo));
     }
 #undef LLM__OP
-    enum llm_status st = B->end_step(ctx, e);
+finish:
+    if (st != LLM_OK) {   // a failed sync: the step is still ended; its error is the one returned
+        struct llm__err ignored;
+        B->end_step(ctx, &ignored);
+        return st;
+    }
+    st = B->end_step(ctx, e);
     if (st == LLM_OK && s->n_out > 0)
         B->download(ctx, &a->buf, a->off_logits, logits, (size_t)s->n_out * (size_t)m->n_vocab * sizeof(float));
     return st;
@@ -4877,7 +5017,7 @@ static bool llm__str_is(const struct llm__gguf_str *s, const char *z) {
 
 static bool llm__str_has(const struct llm__gguf_str *s, const char *z) {
     size_t n = strlen(z);
-    return n <= s->len && memmem(s->ptr, s->len, z, n) != NULL;
+    return n <= s->len && llm__memmem(s->ptr, s->len, z, n) != NULL;
 }
 
 // tokenizer.ggml.pre values and the pre-tokenizer each stands for (the names llama.cpp gives
@@ -4918,14 +5058,14 @@ static bool llm__vocab_get_bool(const struct llm__gguf *g, const char *key, bool
 
 static void llm__chat_template_recognise(struct llm__vocab *v, const struct llm__gguf *g);
 
-static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
-                                       struct llm__err *e) {
+// The tokenizer's kind and its tokens: texts (in place in the file), scores, attributes (from
+// tokenizer.ggml.token_type; normal when absent), and the hash table of texts.
+static enum llm_status llm__vocab_load_tokens(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
+                                              struct llm__err *e) {
     struct llm__gguf_str s;
     uint32_t et;
     uint64_t n;
     const void *data;
-    memset(v, 0, sizeof(*v));
-    v->bos = v->eos = v->unk = -1;
     if (!llm__gguf_get_str(g, "tokenizer.ggml.model", &s, e)) return LLM_ERR_FORMAT;
     if (llm__str_is(&s, "llama")) v->type = LLM__VOCAB_SPM;
     else if (llm__str_is(&s, "gpt2")) v->type = LLM__VOCAB_BPE;
@@ -4962,41 +5102,42 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
             v->attr[i] = (uint8_t)(t >= 1 && t <= 6 ? t : LLM__TOK_UNUSED);
         }
     }
-    bool bad = false;
-    llm__gguf_opt_id(g, "tokenizer.ggml.bos_token_id", &v->bos, v->n, e, &bad);
-    llm__gguf_opt_id(g, "tokenizer.ggml.eos_token_id", &v->eos, v->n, e, &bad);
-    llm__gguf_opt_id(g, "tokenizer.ggml.unknown_token_id", &v->unk, v->n, e, &bad);
-    int32_t eot = -1, eom = -1;
-    llm__gguf_opt_id(g, "tokenizer.ggml.eot_token_id", &eot, v->n, e, &bad);
-    llm__gguf_opt_id(g, "tokenizer.ggml.eom_token_id", &eom, v->n, e, &bad);
-    if (bad) return LLM_ERR_FORMAT;
+    return LLM_OK;
+}
 
-    if (v->type == LLM__VOCAB_SPM) {
-        v->add_bos = true;
-        v->add_space_prefix = true;
-    } else {
-        v->pre = LLM__PRE_DEFAULT;   // what llama.cpp assumes for files without the key
-        if (llm__gguf_find_key(g, "tokenizer.ggml.pre") >= 0) {
-            if (!llm__gguf_get_str(g, "tokenizer.ggml.pre", &s, e)) return LLM_ERR_FORMAT;
-            size_t i = 0;
-            while (i < LLM__ARRAY_LEN(llm__pre_names) && !llm__str_is(&s, llm__pre_names[i].name)) i++;
-            if (i == LLM__ARRAY_LEN(llm__pre_names))
-                return llm__fail(e, LLM_ERR_UNSUPPORTED,
-                                 "tokenizer: pre-tokenizer '%.*s' is not supported (llama-bpe, qwen2, gpt-2, smollm, "
-                                 "default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
-            v->pre = llm__pre_names[i].pre;
-            v->ignore_merges = llm__pre_names[i].ignore_merges;
-            v->add_bos = llm__pre_names[i].add_bos;
-        }
-        if (!llm__gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n, &data, e))
-            return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: a gpt2 vocabulary needs tokenizer.ggml.merges");
-        if (et != 8 || n > (1u << 24))
-            return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: tokenizer.ggml.merges must be a string array");
-        v->merges = data;
-        v->n_merges = (int)n;
-        v->mht = llm__strtab_build(v->merges, v->n_merges, &v->mht_mask);
-        if (!v->mht) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+// BPE only: the pre-tokenizer (tokenizer.ggml.pre, with the defaults it implies) and the merges.
+static enum llm_status llm__vocab_load_bpe(struct llm__vocab *v, const struct llm__gguf *g, struct llm__err *e) {
+    struct llm__gguf_str s;
+    uint32_t et;
+    uint64_t n;
+    const void *data;
+    v->pre = LLM__PRE_DEFAULT;   // what llama.cpp assumes for files without the key
+    if (llm__gguf_find_key(g, "tokenizer.ggml.pre") >= 0) {
+        if (!llm__gguf_get_str(g, "tokenizer.ggml.pre", &s, e)) return LLM_ERR_FORMAT;
+        size_t i = 0;
+        while (i < LLM__ARRAY_LEN(llm__pre_names) && !llm__str_is(&s, llm__pre_names[i].name)) i++;
+        if (i == LLM__ARRAY_LEN(llm__pre_names))
+            return llm__fail(e, LLM_ERR_UNSUPPORTED,
+                             "tokenizer: pre-tokenizer '%.*s' is not supported (llama-bpe, qwen2, gpt-2, smollm, "
+                             "default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
+        v->pre = llm__pre_names[i].pre;
+        v->ignore_merges = llm__pre_names[i].ignore_merges;
+        v->add_bos = llm__pre_names[i].add_bos;
     }
+    if (!llm__gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n, &data, e))
+        return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: a gpt2 vocabulary needs tokenizer.ggml.merges");
+    if (et != 8 || n > (1u << 24))
+        return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: tokenizer.ggml.merges must be a string array");
+    v->merges = data;
+    v->n_merges = (int)n;
+    v->mht = llm__strtab_build(v->merges, v->n_merges, &v->mht_mask);
+    if (!v->mht) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    return LLM_OK;
+}
+
+// The file's add_bos / add_eos / add_space_prefix over the defaults of the tokenizer's kind; no
+// BOS or EOS to add when the vocabulary has none.
+static enum llm_status llm__vocab_load_flags(struct llm__vocab *v, const struct llm__gguf *g, struct llm__err *e) {
     bool b = v->add_bos;
     if (!llm__vocab_get_bool(g, "tokenizer.ggml.add_bos_token", &b, e)) return LLM_ERR_FORMAT;
     v->add_bos = b;
@@ -5008,9 +5149,18 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
     v->add_space_prefix = b;
     if (v->add_bos && v->bos < 0) v->add_bos = false;
     if (v->add_eos && v->eos < 0) v->add_eos = false;
+    return LLM_OK;
+}
 
-    // End of generation: EOS, EOT, EOM and the end-of-turn texts; those texts and the
-    // fill-in-the-middle markers are control tokens.
+static bool llm__vocab_is_special(const struct llm__vocab *v, int i) {
+    uint8_t a = v->attr[i];
+    return (a == LLM__TOK_CONTROL || a == LLM__TOK_USER || a == LLM__TOK_UNKNOWN) && v->text[i].len > 0;
+}
+
+// End of generation: EOS, EOT, EOM and the end-of-turn texts; those texts and the fill-in-the-
+// middle markers are control tokens. Then the list of special tokens (control, user-defined,
+// unknown), longest text first (ties: lower id first), which tokenization matches in that order.
+static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot, int32_t eom, struct llm__err *e) {
     if (v->eos >= 0) v->eog[v->eos] = 1;
     if (eot >= 0) v->eog[eot] = 1;
     if (eom >= 0) v->eog[eom] = 1;
@@ -5022,46 +5172,72 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
         int32_t id = llm__vocab_find(v, llm__control_texts[i], strlen(llm__control_texts[i]));
         if (id >= 0) v->attr[id] = LLM__TOK_CONTROL;
     }
-    for (int i = 0; i < v->n; i++) {
-        uint8_t a = v->attr[i];
-        if ((a == LLM__TOK_CONTROL || a == LLM__TOK_USER || a == LLM__TOK_UNKNOWN) && v->text[i].len > 0) v->n_special++;
-    }
+    for (int i = 0; i < v->n; i++) v->n_special += llm__vocab_is_special(v, i);
     // sorted by (longer text first, lower id first): keys of (~length, id)
     uint64_t *keys = malloc((size_t)LLM__MAX(v->n_special, 1) * sizeof(uint64_t));
     v->special = malloc((size_t)LLM__MAX(v->n_special, 1) * sizeof(int32_t));
     if (!keys || !v->special) { free(keys); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
     v->n_special = 0;
-    for (int i = 0; i < v->n; i++) {
-        uint8_t a = v->attr[i];
-        if ((a == LLM__TOK_CONTROL || a == LLM__TOK_USER || a == LLM__TOK_UNKNOWN) && v->text[i].len > 0)
+    for (int i = 0; i < v->n; i++)
+        if (llm__vocab_is_special(v, i))
             keys[v->n_special++] = (uint64_t)(UINT32_MAX - (uint32_t)LLM__MIN(v->text[i].len, UINT32_MAX)) << 32 | (uint32_t)i;
-    }
     qsort(keys, (size_t)v->n_special, sizeof(uint64_t), llm__u64_cmp);
     for (int i = 0; i < v->n_special; i++) v->special[i] = (int32_t)(uint32_t)keys[i];
     free(keys);
+    return LLM_OK;
+}
 
+// How bytes become tokens: SentencePiece's <0xXX> byte tokens; GPT-2's byte-to-code-point map
+// (the 188 printable bytes to themselves, the other 68 to U+0100 onwards) and its inverse.
+static void llm__vocab_byte_tokens(struct llm__vocab *v) {
     if (v->type == LLM__VOCAB_SPM) {
         for (int i = 0; i < 256; i++) {
             char buf[8];
             snprintf(buf, sizeof(buf), "<0x%02X>", i);
             v->byte_tok[i] = llm__vocab_find(v, buf, 6);
         }
-    } else {
-        // GPT-2 maps the 188 printable bytes to themselves and the other 68 to U+0100 onwards.
-        for (size_t i = 0; i < LLM__ARRAY_LEN(v->bpe_byte); i++) v->bpe_byte[i] = -1;
-        int next = 256;
-        for (int c = 0; c < 256; c++) {
-            bool printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174);
-            int cp = printable ? c : next++;
-            v->bpe_byte[cp] = (int16_t)c;
-            if (cp < 0x80) { v->bpe_enc[c][0] = (char)cp; v->bpe_enc_len[c] = 1; }
-            else {
-                v->bpe_enc[c][0] = (char)(0xC0 | (cp >> 6));
-                v->bpe_enc[c][1] = (char)(0x80 | (cp & 0x3F));
-                v->bpe_enc_len[c] = 2;
-            }
+        return;
+    }
+    for (size_t i = 0; i < LLM__ARRAY_LEN(v->bpe_byte); i++) v->bpe_byte[i] = -1;
+    int next = 256;
+    for (int c = 0; c < 256; c++) {
+        bool printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174);
+        int cp = printable ? c : next++;
+        v->bpe_byte[cp] = (int16_t)c;
+        if (cp < 0x80) { v->bpe_enc[c][0] = (char)cp; v->bpe_enc_len[c] = 1; }
+        else {
+            v->bpe_enc[c][0] = (char)(0xC0 | (cp >> 6));
+            v->bpe_enc[c][1] = (char)(0x80 | (cp & 0x3F));
+            v->bpe_enc_len[c] = 2;
         }
     }
+}
+
+// The vocabulary of a GGUF file (n_vocab_model > 0: it must have that many tokens): tokens,
+// special ids, the tokenizer's settings, special tokens, byte tokens, the chat template.
+static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
+                                       struct llm__err *e) {
+    enum llm_status st;
+    memset(v, 0, sizeof(*v));
+    v->bos = v->eos = v->unk = -1;
+    if ((st = llm__vocab_load_tokens(v, g, n_vocab_model, e))) return st;
+    bool bad = false;
+    llm__gguf_opt_id(g, "tokenizer.ggml.bos_token_id", &v->bos, v->n, e, &bad);
+    llm__gguf_opt_id(g, "tokenizer.ggml.eos_token_id", &v->eos, v->n, e, &bad);
+    llm__gguf_opt_id(g, "tokenizer.ggml.unknown_token_id", &v->unk, v->n, e, &bad);
+    int32_t eot = -1, eom = -1;
+    llm__gguf_opt_id(g, "tokenizer.ggml.eot_token_id", &eot, v->n, e, &bad);
+    llm__gguf_opt_id(g, "tokenizer.ggml.eom_token_id", &eom, v->n, e, &bad);
+    if (bad) return LLM_ERR_FORMAT;
+    if (v->type == LLM__VOCAB_SPM) {
+        v->add_bos = true;
+        v->add_space_prefix = true;
+    } else if ((st = llm__vocab_load_bpe(v, g, e))) {
+        return st;
+    }
+    if ((st = llm__vocab_load_flags(v, g, e))) return st;
+    if ((st = llm__vocab_mark_special(v, eot, eom, e))) return st;
+    llm__vocab_byte_tokens(v);
     llm__chat_template_recognise(v, g);
     return LLM_OK;
 }
@@ -5665,10 +5841,10 @@ static struct llm__frag *llm__special_split(const struct llm__vocab *v, const ch
         int32_t id = v->special[k];
         if (!parse_special && v->attr[id] != LLM__TOK_USER) continue;
         const struct llm__gguf_str *t = &v->text[id];
-        if (!memmem(text, len, t->ptr, t->len)) continue;
+        if (!llm__memmem(text, len, t->ptr, t->len)) continue;
         for (int i = 0; i < n; i++) {
             if (f[i].tok >= 0) continue;
-            const char *hit = memmem(text + f[i].off, f[i].len, t->ptr, t->len);
+            const char *hit = llm__memmem(text + f[i].off, f[i].len, t->ptr, t->len);
             if (!hit) continue;
             // split f[i] into [left] [token] [right]; the right part is searched next
             if (n + 2 > cap) {
@@ -6059,159 +6235,198 @@ struct llm_engine_params llm_engine_params_default(void) {
     return p;
 }
 
+// Cores online (1..256); 1 where the system cannot tell (_SC_NPROCESSORS_ONLN is not POSIX, but
+// Linux, macOS and the BSDs have it).
 static int llm__online_cpus(void) {
+#if defined(_SC_NPROCESSORS_ONLN)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
+#else
+    long n = 1;
+#endif
     return n < 1 ? 1 : n > 256 ? 256 : (int)n;
 }
-
 // Logit rows of llm_seq_eval's steps with all_logits (each is n_vocab floats).
 #define LLM__MAX_STEP_OUT 64
 
-// Memory the system has free (MemAvailable), or 0 when unknown.
+// Memory the system has free for the KV cache, in bytes, or 0 when unknown. Linux: MemAvailable
+// of /proc/meminfo (free memory and the page cache it can reclaim). Otherwise the free pages
+// where sysconf counts them (_SC_AVPHYS_PAGES: Linux without /proc, OpenBSD, Solaris), else the
+// physical memory (_SC_PHYS_PAGES: macOS, FreeBSD, NetBSD; what is free there needs system calls
+// outside libc), else 0, and the engine sizes the KV cache for one sequence of max_model_len.
 static size_t llm__mem_available(void) {
+    unsigned long long kb = 0;
+#if defined(__linux__)
     FILE *f = fopen("/proc/meminfo", "r");
     char line[256];
-    unsigned long long kb = 0;
     while (f && fgets(line, sizeof(line), f))
         if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
     if (f) fclose(f);
-    if (!kb) {
-        long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+#endif
+#if defined(_SC_AVPHYS_PAGES)
+    const int which = _SC_AVPHYS_PAGES;
+#elif defined(_SC_PHYS_PAGES)
+    const int which = _SC_PHYS_PAGES;
+#else
+    const int which = -1;
+#endif
+    if (!kb && which != -1) {
+        long pages = sysconf(which), psz = sysconf(_SC_PAGESIZE);
         if (pages > 0 && psz > 0) kb = (unsigned long long)pages * (unsigned long long)psz / 1024;
     }
     return (size_t)kb * 1024;
 }
 
-// The backend the parameters ask for. "auto": the Vulkan backend on its preferred device when it
-// is built in, can run every op and opens; otherwise the CPU.
+// Fills in the defaults of the parameters' zero fields and checks them; the first one wrong is
+// the error (LLM_ERR_INVALID_ARG, or LLM_ERR_UNSUPPORTED for a backend not built in).
+static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm__err *e) {
+    if (!p->block_size) p->block_size = 16;
+    if (p->n_threads <= 0) p->n_threads = llm__online_cpus();
+    if (!p->max_num_seqs) p->max_num_seqs = 256;
+    if (!p->max_num_batched_tokens) p->max_num_batched_tokens = 512;
+    if (!p->model_path) return llm__fail(e, LLM_ERR_INVALID_ARG, "no model file given");
+    if (p->block_size != 8 && p->block_size != 16 && p->block_size != 32)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "block size must be 8, 16 or 32 (got %d)", p->block_size);
+    if (p->kv_cache_dtype != LLM_KV_F16 && p->kv_cache_dtype != LLM_KV_F32)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "KV cache type must be LLM_KV_F16 or LLM_KV_F32 (got %d)",
+                         (int)p->kv_cache_dtype);
+    if (p->n_threads > 512) return llm__fail(e, LLM_ERR_INVALID_ARG, "too many threads (%d)", p->n_threads);
+    if (p->max_model_len < 0) return llm__fail(e, LLM_ERR_INVALID_ARG, "negative max_model_len");
+    if (p->max_num_seqs < 1 || p->max_num_seqs > 65536)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "max_num_seqs must be in [1, 65536] (got %d)", p->max_num_seqs);
+    if (p->max_num_batched_tokens < 1 || p->max_num_batched_tokens > 65536)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "max_num_batched_tokens must be in [1, 65536] (got %d)",
+                         p->max_num_batched_tokens);
+    if (p->scheduling_policy != LLM_SCHED_FCFS && p->scheduling_policy != LLM_SCHED_PRIORITY)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "unknown scheduling policy %d", (int)p->scheduling_policy);
+    if (p->backend != LLM_BACKEND_CPU && p->backend != LLM_BACKEND_AUTO && p->backend != LLM_BACKEND_VULKAN)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "unknown backend %d", (int)p->backend);
+    if (p->device < LLM_DEVICE_AUTO)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "device must be LLM_DEVICE_AUTO or an index >= 0 (got %d)", p->device);
+    if (p->load != LLM_LOAD_ALL && p->load != LLM_LOAD_VOCAB && p->load != LLM_LOAD_METADATA)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "unknown load mode %d", (int)p->load);
+#ifndef LLM_VULKAN
+    if (p->backend == LLM_BACKEND_VULKAN)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "backend 'vulkan' is not in this build (make VULKAN=1); available: cpu");
+#endif
+    return LLM_OK;
+}
+
+// Frees a backend that was opened, or whatever part of it its constructor made.
+static void llm__backend_close(struct llm_backend *be) {
+    if (be->iface && be->iface->free) be->iface->free(be->ctx);
+    memset(be, 0, sizeof(*be));
+}
+
+// The backend the parameters ask for, its table checked (llm__backend_check). "auto": the Vulkan
+// backend on its preferred device when it is built in and opens; otherwise the CPU.
 static enum llm_status llm__backend_open(struct llm_backend *be, const struct llm_engine_params *p, struct llm__err *e) {
+    enum llm_status st;
 #ifdef LLM_VULKAN
     if (p->backend != LLM_BACKEND_CPU) {
-        enum llm_status st = llm__vk_backend_new(be, p->device, 0, e);
-        const char *missing = NULL;
-        if (st == LLM_OK) {
-            const struct llm_backend_i *b = be->iface;
-            missing = !b->embed ? "embed" : !b->matmul ? "matmul" : !b->rope ? "rope" : !b->kv_store ? "kv_store"
-                    : !b->attention ? "attention" : !b->get_rows ? "get_rows" : NULL;
-            if (missing) st = llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: the backend cannot run models yet (no %s op)", missing);
-        }
+        st = llm__vk_backend_new(be, p->device, 0, e);
+        if (st == LLM_OK) st = llm__backend_check(be->iface, e);
         if (st == LLM_OK) return LLM_OK;
-        if (be->iface) be->iface->free(be->ctx);
-        memset(be, 0, sizeof(*be));
+        llm__backend_close(be);
         if (p->backend == LLM_BACKEND_VULKAN) return st;
-        e->msg[0] = 0;   // auto: the CPU instead
+        *e = (struct llm__err){{0}, LLM_OK};   // auto: the CPU instead
     }
 #endif
-    return llm__cpu_backend_new(be, p->n_threads, -1, e);
+    st = llm__cpu_backend_new(be, p->n_threads, -1, e);
+    if (st == LLM_OK) st = llm__backend_check(be->iface, e);
+    if (st != LLM_OK) llm__backend_close(be);
+    return st;
+}
+
+// LLM_LOAD_METADATA: what a full load would say of the file (the hyper-parameters and the
+// tensors' types, no weights), kept for llm_model_info.unsupported.
+static void llm__engine_check_loadable(llm_engine *E) {
+    struct llm__err why = {{0}, LLM_OK};
+    if (E->model.gguf.n_tensors == 0) llm__fail(&why, LLM_ERR_FORMAT, "the file has no tensors (a vocabulary-only file)");
+    else if (llm__model_hparams(&E->model, &why) == LLM_OK) llm__model_check_tensors(&E->model, &why);
+    if (why.msg[0]) snprintf(E->unsupported, sizeof(E->unsupported), "%s", why.msg);
+}
+
+// Sizes and allocates the KV cache: kv_cache_bytes; else gpu_memory_utilization of the backend's
+// free memory; else a quarter of it, at most what max_num_seqs sequences of max_model_len use and
+// at least one such sequence (pages are only touched as blocks are used).
+static enum llm_status llm__engine_kv_init(llm_engine *E, struct llm__err *e) {
+    const struct llm_engine_params *p = &E->params;
+    const struct llm__model *m = &E->model;
+    size_t kv_bytes = p->kv_cache_bytes;
+    int kv_type = p->kv_cache_dtype == LLM_KV_F32 ? LLM__TYPE_F32 : LLM__TYPE_F16;
+    size_t per_token = 2 * (size_t)m->n_layer * llm__row_bytes(kv_type, (int64_t)m->n_head_kv * m->head_dim);
+    size_t one_seq = per_token * (size_t)((E->max_model_len + p->block_size - 1) / p->block_size * p->block_size);
+    if (!kv_bytes && p->gpu_memory_utilization > 0) {
+        if (!(p->gpu_memory_utilization <= 1.0f))
+            return llm__fail(e, LLM_ERR_INVALID_ARG, "gpu_memory_utilization must be in (0, 1]");
+        kv_bytes = (size_t)((double)E->be.iface->mem_free(E->be.ctx) * p->gpu_memory_utilization);
+    }
+    if (!kv_bytes) {
+        size_t avail = E->be.iface->mem_free(E->be.ctx) / 4;
+        size_t most = one_seq * (size_t)p->max_num_seqs;
+        kv_bytes = LLM__MAX(LLM__MIN(avail ? avail : one_seq, most), one_seq);
+    }
+    return llm__kv_cache_init(&E->kv, m, &E->be, kv_type, p->block_size, kv_bytes, e);
+}
+
+// Memory of the largest step: the activations, the backend's scratch (reserve), then serving's
+// (the block manager, the logits and the host arrays of a step). A step has at most max_num_batched_tokens tokens (or
+// LLM__MAX_STEP_OUT: llm_seq_eval's steps with all logits) of max_num_seqs sequences, each of at
+// most max_model_len tokens (its block table: that many blocks).
+static enum llm_status llm__engine_step_buffers(llm_engine *E, struct llm__err *e) {
+    const struct llm_engine_params *p = &E->params;
+    const struct llm__model *m = &E->model;
+    enum llm_status st;
+    int max_tokens = LLM__MAX(p->max_num_batched_tokens, LLM__MAX_STEP_OUT);
+    int max_out = LLM__MAX(LLM__MAX_STEP_OUT, LLM__MIN(p->max_num_seqs, max_tokens));
+    if ((st = llm__acts_init(&E->acts, m, &E->be, max_tokens, max_out, e))) return st;
+    struct llm__shape shape = {
+        .max_tokens = max_tokens, .max_out = max_out, .max_seqs = p->max_num_seqs,
+        .max_blocks = LLM__MIN((E->max_model_len + p->block_size - 1) / p->block_size, E->kv.n_blocks),
+        .max_cols = LLM__MAX(m->n_embd, LLM__MAX(m->n_ff, m->n_head * m->head_dim)),
+        .n_head = m->n_head, .n_head_kv = m->n_head_kv, .head_dim = m->head_dim, .block_size = p->block_size,
+    };
+    if ((st = E->be.iface->reserve(E->be.ctx, &shape, e))) return st;
+    return llm__serving_init(E, e);   // the block manager and the host arrays of a step
+}
+
+// Opens the model file and loads what the load mode asks for: metadata only, the vocabulary, or
+// everything a forward pass needs (the backend, the weights, the KV cache, the step's memory).
+static enum llm_status llm__engine_load(llm_engine *E, struct llm__err *e) {
+    const struct llm_engine_params *p = &E->params;
+    enum llm_status st;
+    if ((st = llm__gguf_open(&E->model.gguf, p->model_path, e))) return st;
+    if (p->load == LLM_LOAD_METADATA) {
+        llm__engine_check_loadable(E);
+        return LLM_OK;
+    }
+    if (p->load == LLM_LOAD_VOCAB) {
+        if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, 0, e))) return st;
+        E->model.n_vocab = E->vocab.n;
+        return LLM_OK;
+    }
+    if (E->model.gguf.n_tensors == 0)
+        return llm__fail(e, LLM_ERR_FORMAT, "the file has no tensors: a vocabulary-only file can tokenize "
+                                            "(llm tokenize, LLM_LOAD_VOCAB) but not run");
+    if ((st = llm__model_hparams(&E->model, e))) return st;
+    if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, E->model.n_vocab, e))) return st;
+    if ((st = llm__backend_open(&E->be, p, e))) return st;
+    if ((st = llm__model_load_tensors(&E->model, &E->be, p->verbose > 0 && isatty(2), e))) return st;
+    E->max_model_len = p->max_model_len ? p->max_model_len : LLM__MIN(E->model.n_ctx_train, 4096);
+    if ((st = llm__engine_kv_init(E, e))) return st;
+    return llm__engine_step_buffers(E, e);
 }
 
 llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err, size_t err_size) {
     struct llm__err e = {{0}, LLM_OK};
-    enum llm_status st = LLM_OK;
     llm_engine *E = calloc(1, sizeof(*E));
     if (!E) { if (err && err_size) snprintf(err, err_size, "out of memory"); return NULL; }
     struct llm_engine_params p = params ? *params : llm_engine_params_default();
-    if (!p.block_size) p.block_size = 16;
-    if (p.n_threads <= 0) p.n_threads = llm__online_cpus();
-    if (!p.max_num_seqs) p.max_num_seqs = 256;
-    if (!p.max_num_batched_tokens) p.max_num_batched_tokens = 512;
+    enum llm_status st = llm__params_check(&p, &e);
     E->params = p;
-    if (!p.model_path) { st = llm__fail(&e, LLM_ERR_INVALID_ARG, "no model file given"); goto fail; }
-    if (p.block_size != 8 && p.block_size != 16 && p.block_size != 32) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "block size must be 8, 16 or 32 (got %d)", p.block_size);
-        goto fail;
-    }
-    if (p.kv_cache_dtype != LLM_KV_F16 && p.kv_cache_dtype != LLM_KV_F32) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "KV cache type must be LLM_KV_F16 or LLM_KV_F32 (got %d)", (int)p.kv_cache_dtype);
-        goto fail;
-    }
-    if (p.n_threads > 512) { st = llm__fail(&e, LLM_ERR_INVALID_ARG, "too many threads (%d)", p.n_threads); goto fail; }
-    if (p.max_model_len < 0) { st = llm__fail(&e, LLM_ERR_INVALID_ARG, "negative max_model_len"); goto fail; }
-    if (p.max_num_seqs < 1 || p.max_num_seqs > 65536) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "max_num_seqs must be in [1, 65536] (got %d)", p.max_num_seqs);
-        goto fail;
-    }
-    if (p.max_num_batched_tokens < 1 || p.max_num_batched_tokens > 65536) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "max_num_batched_tokens must be in [1, 65536] (got %d)",
-                       p.max_num_batched_tokens);
-        goto fail;
-    }
-    if (p.scheduling_policy != LLM_SCHED_FCFS && p.scheduling_policy != LLM_SCHED_PRIORITY) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "unknown scheduling policy %d", (int)p.scheduling_policy);
-        goto fail;
-    }
     E->priority = p.scheduling_policy == LLM_SCHED_PRIORITY;
-    if (p.backend != LLM_BACKEND_CPU && p.backend != LLM_BACKEND_AUTO && p.backend != LLM_BACKEND_VULKAN) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "unknown backend %d", (int)p.backend);
-        goto fail;
-    }
-    if (p.device < LLM_DEVICE_AUTO) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "device must be LLM_DEVICE_AUTO or an index >= 0 (got %d)", p.device);
-        goto fail;
-    }
-    if (p.load != LLM_LOAD_ALL && p.load != LLM_LOAD_VOCAB && p.load != LLM_LOAD_METADATA) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "unknown load mode %d", (int)p.load);
-        goto fail;
-    }
-#ifndef LLM_VULKAN
-    if (p.backend == LLM_BACKEND_VULKAN) {
-        st = llm__fail(&e, LLM_ERR_UNSUPPORTED, "backend 'vulkan' is not in this build (make VULKAN=1); available: cpu");
-        goto fail;
-    }
-#endif
-    if ((st = llm__gguf_open(&E->model.gguf, p.model_path, &e))) goto fail;
-    if (p.load == LLM_LOAD_METADATA) {
-        // What a full load would say: the hyper-parameters and the tensors' types, no weights.
-        struct llm__err why = {{0}, LLM_OK};
-        if (E->model.gguf.n_tensors == 0) llm__fail(&why, LLM_ERR_FORMAT, "the file has no tensors (a vocabulary-only file)");
-        else if (llm__model_hparams(&E->model, &why) == LLM_OK) llm__model_check_tensors(&E->model, &why);
-        if (why.msg[0]) snprintf(E->unsupported, sizeof(E->unsupported), "%s", why.msg);
-        return E;
-    }
-    if (p.load == LLM_LOAD_VOCAB) {
-        if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, 0, &e))) goto fail;
-        E->model.n_vocab = E->vocab.n;
-        return E;
-    }
-    if (E->model.gguf.n_tensors == 0) {
-        st = llm__fail(&e, LLM_ERR_FORMAT, "the file has no tensors: a vocabulary-only file can tokenize "
-                                           "(llm tokenize, LLM_LOAD_VOCAB) but not run");
-        goto fail;
-    }
-    if ((st = llm__model_hparams(&E->model, &e))) goto fail;
-    if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, E->model.n_vocab, &e))) goto fail;
-    if ((st = llm__backend_open(&E->be, &p, &e))) goto fail;
-    if ((st = llm__model_load_tensors(&E->model, &E->be, p.verbose > 0 && isatty(2), &e))) goto fail;
-
-    const struct llm__model *m = &E->model;
-    E->max_model_len = p.max_model_len ? p.max_model_len : LLM__MIN(m->n_ctx_train, 4096);
-    size_t kv_bytes = p.kv_cache_bytes;
-    int kv_type = p.kv_cache_dtype == LLM_KV_F32 ? LLM__TYPE_F32 : LLM__TYPE_F16;
-    size_t per_token = 2 * (size_t)m->n_layer * llm__row_bytes(kv_type, (int64_t)m->n_head_kv * m->head_dim);
-    size_t one_seq = per_token * (size_t)((E->max_model_len + p.block_size - 1) / p.block_size * p.block_size);
-    if (!kv_bytes && p.gpu_memory_utilization > 0) {
-        if (!(p.gpu_memory_utilization <= 1.0f)) {
-            st = llm__fail(&e, LLM_ERR_INVALID_ARG, "gpu_memory_utilization must be in (0, 1]");
-            goto fail;
-        }
-        kv_bytes = (size_t)((double)E->be.iface->mem_free(E->be.ctx) * p.gpu_memory_utilization);
-    }
-    if (!kv_bytes) {
-        // A quarter of the free memory, at most what max_num_seqs full sequences use, at least one
-        // sequence. Pages are only touched as blocks are used.
-        size_t avail = E->be.iface->mem_free(E->be.ctx) / 4;
-        size_t most = one_seq * (size_t)p.max_num_seqs;
-        kv_bytes = LLM__MAX(LLM__MIN(avail ? avail : one_seq, most), one_seq);
-    }
-    if ((st = llm__kv_cache_init(&E->kv, m, &E->be, kv_type, p.block_size, kv_bytes, &e))) goto fail;
-    int max_tokens = p.max_num_batched_tokens, max_out = LLM__MAX(LLM__MAX_STEP_OUT, LLM__MIN(p.max_num_seqs, max_tokens));
-    if ((st = llm__acts_init(&E->acts, m, &E->be, max_tokens, max_out, &e))) goto fail;
-    struct llm__shape shape = {max_tokens, LLM__MAX(m->n_embd, LLM__MAX(m->n_ff, m->n_head * m->head_dim)),
-                               m->n_head, m->n_head_kv, m->head_dim, p.block_size};
-    if ((st = E->be.iface->reserve(E->be.ctx, &shape, &e))) goto fail;
-    if ((st = llm__serving_init(E, &e))) goto fail;
-    return E;
-fail:
+    if (st == LLM_OK) st = llm__engine_load(E, &e);
+    if (st == LLM_OK) return E;
     if (p.backend == LLM_BACKEND_AUTO && E->be.iface && strcmp(E->be.iface->name, "cpu") != 0) {
         // auto: the GPU could not take the model (memory, a type): the CPU instead
         if (p.verbose > 0) fprintf(stderr, "llm: %s; running on the CPU\n", e.msg[0] ? e.msg : llm_status_str(st));
@@ -6231,7 +6446,7 @@ void llm_engine_free(llm_engine *E) {
     llm__kv_cache_free(&E->kv, &E->be);
     llm__model_free(&E->model, &E->be);
     llm__vocab_free(&E->vocab);
-    if (E->be.iface) E->be.iface->free(E->be.ctx);
+    llm__backend_close(&E->be);
     free(E);
 }
 
@@ -6876,7 +7091,7 @@ static long llm__find_stop(const char *const *stops, int n_stops, const char *te
     *hold = 0;
     for (int i = 0; i < n_stops; i++) {
         size_t m = strlen(stops[i]), start = from > m ? from - m : 0;
-        const char *hit = n >= start + m ? memmem(text + start, n - start, stops[i], m) : NULL;
+        const char *hit = n >= start + m ? llm__memmem(text + start, n - start, stops[i], m) : NULL;
         if (hit && (best < 0 || hit - text < best)) best = hit - text;
         for (size_t k = LLM__MIN(m - 1, n); k > *hold; k--)
             if (memcmp(text + n - k, stops[i], k) == 0) { *hold = k; break; }

@@ -7,7 +7,10 @@
 // GPUs, Mesa's lavapipe) it is mapped and copied directly, otherwise through a staging buffer.
 // A step is recorded into one command buffer (an op = one dispatch + a barrier), submitted once
 // in end_step and waited for. Shaders bind whole buffers and find tensors by offsets in push
-// constants, so no descriptor depends on alignment rules.
+// constants, so no descriptor depends on alignment rules. As the backend contract asks (llm.c,
+// "backend vtable"), memory is allocated only by buf_alloc (and the staging buffer with the first
+// buffer that needs it), weight_load (with the shader pipelines of the weight's type) and reserve
+// (scratch and the step's arrays, for the largest step); a step records and submits, no more.
 //
 // Products: the activations are first rounded as the CPU backend rounds them for the weight type
 // (round_act.comp), then a GEMV shader (matvec.comp, up to 8 tokens) or a tiled GEMM with shared
@@ -26,8 +29,10 @@
 enum { LLM__VK_ADD, LLM__VK_SILU_MUL, LLM__VK_RMSNORM, LLM__VK_GET_ROWS, LLM__VK_EMBED, LLM__VK_ROPE, LLM__VK_KV_STORE,
        LLM__VK_ATTENTION, LLM__VK_ATTN_REDUCE, LLM__VK_ATTN_PREFILL, LLM__VK_ROUND_ACT, LLM__VK_MATVEC, LLM__VK_MATMUL, LLM__VK_N };
 
-// Device features a shader variant may use (flags of llm__vk_backend_new: the ones to leave unused).
-enum { LLM__VK_SUBGROUP = 1, LLM__VK_16BIT = 2, LLM__VK_PLAIN = LLM__VK_SUBGROUP | LLM__VK_16BIT };
+// Device features a shader variant may use (flags of llm__vk_backend_new: the ones to leave
+// unused), and LLM__VK_NOMAP: no mapping of device memory even where it is host-visible (every
+// copy through the staging buffer, as on a discrete GPU).
+enum { LLM__VK_SUBGROUP = 1, LLM__VK_16BIT = 2, LLM__VK_PLAIN = LLM__VK_SUBGROUP | LLM__VK_16BIT, LLM__VK_NOMAP = 4 };
 
 #define LLM__VK_CODE(x) {x, sizeof(x)}
 static const struct {
@@ -36,17 +41,17 @@ static const struct {
     uint32_t push;
     bool typed;   // a pipeline per weight type: specialization constant 0 is the type (ggml's number)
 } llm__vk_shaders[LLM__VK_N] = {
-    [LLM__VK_ADD] = {{LLM__VK_CODE(llm_spv_add)}, 3, 16},
-    [LLM__VK_SILU_MUL] = {{LLM__VK_CODE(llm_spv_silu_mul)}, 3, 16},
-    [LLM__VK_RMSNORM] = {{LLM__VK_CODE(llm_spv_rmsnorm)}, 3, 28},
-    [LLM__VK_GET_ROWS] = {{LLM__VK_CODE(llm_spv_get_rows)}, 3, 24},
+    [LLM__VK_ADD] = {{LLM__VK_CODE(llm_spv_add)}, 3, 16, false},
+    [LLM__VK_SILU_MUL] = {{LLM__VK_CODE(llm_spv_silu_mul)}, 3, 16, false},
+    [LLM__VK_RMSNORM] = {{LLM__VK_CODE(llm_spv_rmsnorm)}, 3, 28, false},
+    [LLM__VK_GET_ROWS] = {{LLM__VK_CODE(llm_spv_get_rows)}, 3, 24, false},
     [LLM__VK_EMBED] = {{LLM__VK_CODE(llm_spv_embed)}, 3, 20, true},
-    [LLM__VK_ROPE] = {{LLM__VK_CODE(llm_spv_rope)}, 3, 44},
-    [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 40},
-    [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 6, 76},
-    [LLM__VK_ATTN_REDUCE] = {{LLM__VK_CODE(llm_spv_attn_reduce)}, 2, 24},
-    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 5, 72},
-    [LLM__VK_ROUND_ACT] = {{LLM__VK_CODE(llm_spv_round_act)}, 2, 20},
+    [LLM__VK_ROPE] = {{LLM__VK_CODE(llm_spv_rope)}, 3, 44, false},
+    [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 40, false},
+    [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 6, 76, false},
+    [LLM__VK_ATTN_REDUCE] = {{LLM__VK_CODE(llm_spv_attn_reduce)}, 2, 24, false},
+    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 5, 72, false},
+    [LLM__VK_ROUND_ACT] = {{LLM__VK_CODE(llm_spv_round_act)}, 2, 20, false},
     [LLM__VK_MATVEC] = {{LLM__VK_CODE(llm_spv_matvec), LLM__VK_CODE(llm_spv_matvec_sg), LLM__VK_CODE(llm_spv_matvec_f16),
                          LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 44, true},
     [LLM__VK_MATMUL] = {{LLM__VK_CODE(llm_spv_matmul), {0}, LLM__VK_CODE(llm_spv_matmul_f16)}, 4, 40, true},
@@ -59,12 +64,13 @@ static const struct {
 #define LLM__VK_PART_BYTES (64u << 20)   // the splits' partial results: at most this much memory
 #define LLM__VK_TILE_Q 8            // attn_prefill.comp: queries per tile (TQ)
 #define LLM__VK_TILE_SHARED 26000   // ... and the shared memory it needs (bytes)
+#define LLM__VK_STAGING_BYTES ((size_t)32 << 20)   // copies without a mapping go in pieces of this
 
 struct llm__vk_mem {
     VkBuffer buf;
     VkDeviceMemory mem;
     void *map;        // host pointer when the memory is host-visible
-    uint64_t bytes;   // allocated
+    uint64_t bytes;   // counted in llm__vk.allocated (device-local memory)
 };
 
 struct llm__vk {
@@ -75,16 +81,18 @@ struct llm__vk {
     uint32_t qfam;
     VkPhysicalDeviceMemoryProperties memp;
     VkCommandPool cpool;
-    VkCommandBuffer cmd;
+    VkCommandBuffer cmd;         // a step's ops
+    VkCommandBuffer xfer;        // a copy through the staging buffer
     VkFence fence;
     VkDescriptorPool dpool;
     VkDescriptorSetLayout dsl[LLM__VK_N];
     VkPipelineLayout layout[LLM__VK_N];
     VkPipeline pipe[LLM__VK_N];
-    VkShaderModule module[LLM__VK_N];      // of the typed shaders, whose pipelines are made when first used
+    VkShaderModule module[LLM__VK_N];      // of the typed shaders, whose pipelines weight_load makes per type
     VkPipeline tpipe[LLM__VK_N][LLM__VK_NTYPES];
     bool recording;
     int features;                // LLM__VK_SUBGROUP | LLM__VK_16BIT: what the device has and we use
+    bool nomap;                  // LLM__VK_NOMAP
     uint32_t subgroup_size;
     const struct llm__step *step;
     int max_pos;                 // the step's largest position
@@ -131,12 +139,13 @@ static enum llm_status llm__vk_instance(VkInstance *inst, struct llm__err *e) {
     return LLM_OK;
 }
 
+// The device type as llm_device.type names it.
 static const char *llm__vk_type_name(VkPhysicalDeviceType t) {
     switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
     default: return "other";
     }
 }
@@ -166,15 +175,22 @@ static uint32_t llm__vk_subgroup_size(VkPhysicalDevice pd, int *features) {
     return sg.subgroupSize;
 }
 
-// Describes up to max Vulkan devices. Returns the number of devices, or -1 with the reason in e.
+// The physical devices in the order llm_list_devices numbers them (at most 16).
+static uint32_t llm__vk_physical_devices(VkInstance inst, VkPhysicalDevice pds[16]) {
+    uint32_t n = 0;
+    vkEnumeratePhysicalDevices(inst, &n, NULL);
+    n = LLM__MIN(n, 16u);
+    vkEnumeratePhysicalDevices(inst, &n, pds);
+    return n;
+}
+
+// Describes up to max Vulkan devices (entry i: device index i of llm__vk_backend_new). Returns
+// the number of devices, or -1 with the reason in e.
 static int llm__vk_list_devices(struct llm_device *out, int max, struct llm__err *e) {
     VkInstance inst;
     if (llm__vk_instance(&inst, e) != LLM_OK) return -1;
-    uint32_t n = 0;
-    vkEnumeratePhysicalDevices(inst, &n, NULL);
     VkPhysicalDevice pds[16];
-    n = LLM__MIN(n, 16u);
-    vkEnumeratePhysicalDevices(inst, &n, pds);
+    uint32_t n = llm__vk_physical_devices(inst, pds);
     for (uint32_t i = 0; i < n && (int)i < max; i++) {
         VkPhysicalDeviceProperties p;
         vkGetPhysicalDeviceProperties(pds[i], &p);
@@ -235,8 +251,13 @@ static int llm__vk_mem_type(const struct llm__vk *vk, uint32_t bits, VkMemoryPro
     return -1;
 }
 
-static enum llm_status llm__vk_buf_alloc(void *ctx, struct llm__buf *b, size_t size, struct llm__err *e) {
-    struct llm__vk *vk = ctx;
+// A buffer of `size` bytes. Device-local, and mapped when that memory is also host-visible
+// (unless the backend was opened with LLM__VK_NOMAP); a staging buffer instead is host-visible and
+// always mapped. The first buffer without a mapping also makes the staging buffer its copies go
+// through (here, where the contract lets the backend allocate: upload and download never do).
+static enum llm_status llm__vk_alloc(struct llm__vk *vk, struct llm__buf *b, size_t size, bool staging,
+                                     struct llm__err *e) {
+    const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     memset(b, 0, sizeof(*b));
     struct llm__vk_mem *m = calloc(1, sizeof(*m));
     if (!m) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
@@ -249,20 +270,21 @@ static enum llm_status llm__vk_buf_alloc(void *ctx, struct llm__buf *b, size_t s
     VkResult r = vkCreateBuffer(vk->dev, &bi, NULL, &m->buf);
     VkMemoryRequirements req;
     if (r == VK_SUCCESS) vkGetBufferMemoryRequirements(vk->dev, m->buf, &req);
-    int type = r == VK_SUCCESS ? llm__vk_mem_type(vk, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
-                                                  VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
-                               : -1;
+    int type = r != VK_SUCCESS ? -1
+               : staging       ? llm__vk_mem_type(vk, req.memoryTypeBits, hv, 0)
+                               : llm__vk_mem_type(vk, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, hv);
     if (r == VK_SUCCESS && type < 0) r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    VkMemoryPropertyFlags f = type >= 0 ? vk->memp.memoryTypes[type].propertyFlags : 0;
     // not beyond the heap, even where the driver would allow it (and then page, or fail later)
-    if (r == VK_SUCCESS && vk->heap && vk->allocated + req.size > vk->heap) r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    bool counted = (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) != 0;
+    if (r == VK_SUCCESS && counted && vk->heap && vk->allocated + req.size > vk->heap) r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
     if (r == VK_SUCCESS) {
         VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
                                    .memoryTypeIndex = (uint32_t)type};
         r = vkAllocateMemory(vk->dev, &ai, NULL, &m->mem);
     }
     if (r == VK_SUCCESS) r = vkBindBufferMemory(vk->dev, m->buf, m->mem, 0);
-    VkMemoryPropertyFlags f = type >= 0 ? vk->memp.memoryTypes[type].propertyFlags : 0;
-    if (r == VK_SUCCESS && (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && (f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT))
+    if (r == VK_SUCCESS && (f & hv) == hv && (staging || !vk->nomap))
         r = vkMapMemory(vk->dev, m->mem, 0, VK_WHOLE_SIZE, 0, &m->map);
     if (r != VK_SUCCESS) {
         if (m->buf) vkDestroyBuffer(vk->dev, m->buf, NULL);
@@ -273,11 +295,18 @@ static enum llm_status llm__vk_buf_alloc(void *ctx, struct llm__buf *b, size_t s
                          (double)size / (1 << 20), llm__vk_result(r), (double)vk->allocated / (1 << 30),
                          (double)vk->heap / (1 << 30), vk->name);
     }
-    vk->allocated += req.size;
-    m->bytes = req.size;
+    m->bytes = counted ? req.size : 0;
+    vk->allocated += m->bytes;
     b->handle = m;
     b->size = size;
-    return LLM_OK;
+    enum llm_status st = LLM_OK;
+    if (!m->map && !vk->staging.handle && (st = llm__vk_alloc(vk, &vk->staging, LLM__VK_STAGING_BYTES, true, e)))
+        llm__vk_buf_free(vk, b);
+    return st;
+}
+
+static enum llm_status llm__vk_buf_alloc(void *ctx, struct llm__buf *b, size_t size, struct llm__err *e) {
+    return llm__vk_alloc(ctx, b, size, false, e);
 }
 
 static void llm__vk_buf_free(void *ctx, struct llm__buf *b) {
@@ -293,40 +322,27 @@ static void llm__vk_buf_free(void *ctx, struct llm__buf *b) {
     memset(b, 0, sizeof(*b));
 }
 
-// Copies between host memory and a buffer without a mapping, through a host-visible staging
-// buffer (kept, at most 64 MiB; larger copies go in pieces), one submit and wait per piece.
+// Copies between host memory and a buffer without a mapping, through the staging buffer (pieces
+// of its size), one submit of the transfer command buffer and a wait per piece.
 static void llm__vk_staged(struct llm__vk *vk, const struct llm__buf *b, size_t offs, void *host, size_t n, bool up) {
-    const size_t piece = (size_t)64 << 20;
-    if (vk->staging.size < LLM__MIN(n, piece)) {
-        struct llm__err e = {{0}, LLM_OK};
-        if (vk->staging.handle) llm__vk_buf_free(vk, &vk->staging);
-        if (llm__vk_buf_alloc(vk, &vk->staging, LLM__MIN(LLM__MAX(n, (size_t)1 << 20), piece), &e) != LLM_OK) return;
-        if (!((struct llm__vk_mem *)vk->staging.handle)->map) {   // no host-visible memory at all
-            llm__vk_buf_free(vk, &vk->staging);
-            return;
-        }
-    }
     struct llm__vk_mem *s = vk->staging.handle, *d = b->handle;
-    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = vk->cpool,
-                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
-    VkCommandBuffer cb;
-    if (vkAllocateCommandBuffers(vk->dev, &ai, &cb) != VK_SUCCESS) return;
+    assert(s && s->map);   // made by llm__vk_alloc with the first buffer without a mapping
+    const size_t piece = vk->staging.size;
     for (size_t done = 0; done < n; done += piece) {
         size_t len = LLM__MIN(piece, n - done);
         if (up) memcpy(s->map, (char *)host + done, len);
         VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-        vkBeginCommandBuffer(cb, &bi);
+        vkBeginCommandBuffer(vk->xfer, &bi);
         VkBufferCopy c = {up ? 0 : offs + done, up ? offs + done : 0, len};
-        vkCmdCopyBuffer(cb, up ? s->buf : d->buf, up ? d->buf : s->buf, 1, &c);
-        vkEndCommandBuffer(cb);
-        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
+        vkCmdCopyBuffer(vk->xfer, up ? s->buf : d->buf, up ? d->buf : s->buf, 1, &c);
+        vkEndCommandBuffer(vk->xfer);
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &vk->xfer};
         vkResetFences(vk->dev, 1, &vk->fence);
         vkQueueSubmit(vk->queue, 1, &si, vk->fence);
         vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX);
         if (!up) memcpy((char *)host + done, s->map, len);
     }
-    vkFreeCommandBuffers(vk->dev, vk->cpool, 1, &cb);
 }
 
 static void llm__vk_upload(void *ctx, struct llm__buf *b, size_t offs, const void *src, size_t n) {
@@ -341,8 +357,6 @@ static void llm__vk_download(void *ctx, const struct llm__buf *b, size_t offs, v
     else llm__vk_staged(ctx, b, offs, dst, n, false);
 }
 
-// How round_act.comp rounds activations for a weight type (the CPU's vec_dot_type): 1 f16, 2 bf16,
-// 3 Q8_0, 4 Q8_K, 5 none (F32: a copy, when x is not aligned for the shaders). Types with a slot only.
 // The weight types with shaders, numbered 0..LLM__VK_NTYPES-1 (their typed pipelines); -1: none.
 static int llm__vk_type_slot(int type) {
     static const int types[LLM__VK_NTYPES] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0,
@@ -352,6 +366,8 @@ static int llm__vk_type_slot(int type) {
     return -1;
 }
 
+// How round_act.comp rounds activations for a weight type (the CPU's vec_dot_type): 1 f16, 2 bf16,
+// 3 Q8_0, 4 Q8_K, 5 none (F32: a copy, when x is not aligned for the shaders). Types with a slot only.
 static int llm__vk_round_mode(int type) {
     switch (type) {
     case LLM__TYPE_F32: return 5;
@@ -363,6 +379,10 @@ static int llm__vk_round_mode(int type) {
     }
 }
 
+static enum llm_status llm__vk_typed_pipelines(struct llm__vk *vk, int type, struct llm__err *e);
+
+// Copies a weight to the device as it is in the file, and builds the shaders for its type (the
+// first weight of a type), so that a type the device cannot take fails here and steps build none.
 static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
                                            const void *data, struct llm__err *e) {
     if (llm__vk_type_slot(type) < 0)
@@ -371,7 +391,8 @@ static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int
     if (ne0 % 4)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weight rows of %lld columns (a multiple of 4 is needed)", (long long)ne0);
     size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;
-    enum llm_status st = llm__vk_buf_alloc(ctx, &w->buf, n, e);
+    enum llm_status st = llm__vk_typed_pipelines(ctx, type, e);
+    if (!st) st = llm__vk_buf_alloc(ctx, &w->buf, n, e);
     if (st) return st;
     llm__vk_upload(ctx, &w->buf, 0, data, n);
     w->type = type;
@@ -383,23 +404,35 @@ static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int
 
 static void llm__vk_weight_free(void *ctx, struct llm__weight *w) { llm__vk_buf_free(ctx, &w->buf); }
 
-static void llm__vk_sync(void *ctx);
-
-// Makes scratch buffer b at least n bytes. Called while a step is recorded, it first runs what is
-// recorded (which may use the old buffer).
+// Makes scratch buffer b at least n bytes (outside steps: reserve).
 static enum llm_status llm__vk_scratch(struct llm__vk *vk, struct llm__buf *b, size_t n, struct llm__err *e) {
     if (b->handle && b->size >= n) return LLM_OK;
-    if (vk->recording) llm__vk_sync(vk);
     if (b->handle) llm__vk_buf_free(vk, b);
     return llm__vk_buf_alloc(vk, b, n, e);
 }
 
+// Words of the per-step arrays (int32 each) of a step of n tokens, n_out logit rows and a block
+// table of nbt entries: tokens, positions, seq_idx, slot_mapping (n each), out_rows, the block
+// table, and the (first token, count) pairs of attn_prefill.comp's tiles (at most n).
+static size_t llm__vk_step_words(size_t n, size_t n_out, size_t nbt) { return 6 * n + n_out + nbt; }
+
+// Everything a step uses, for the largest step: the rounded activations of a product, flash-
+// decoding's partial results, the step's arrays on the device and gathered on the host.
 static enum llm_status llm__vk_reserve(void *ctx, const struct llm__shape *shape, struct llm__err *e) {
     struct llm__vk *vk = ctx;
     if (shape->head_dim > 256)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: heads of %d dimensions (at most 256)", shape->head_dim);
+    size_t words = llm__vk_step_words((size_t)shape->max_tokens, (size_t)shape->max_out,
+                                      (size_t)shape->max_seqs * (size_t)shape->max_blocks);
     enum llm_status st = llm__vk_scratch(vk, &vk->act, (size_t)shape->max_tokens * (size_t)shape->max_cols * 4, e);
     if (!st) st = llm__vk_scratch(vk, &vk->part, LLM__VK_PART_BYTES, e);
+    if (!st) st = llm__vk_scratch(vk, &vk->stepbuf, words * 4, e);
+    if (!st && words > vk->host_cap) {
+        free(vk->host);
+        vk->host_cap = 0;
+        if (!(vk->host = malloc(words * 4))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        vk->host_cap = words;
+    }
     return st;
 }
 
@@ -431,26 +464,33 @@ static enum llm_status llm__vk_submit(struct llm__vk *vk, struct llm__err *e) {
     return LLM_OK;
 }
 
+// Keeps the first failure of a step's ops, for end_step (or sync) to report; the step's later ops
+// record nothing.
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void llm__vk_error(struct llm__vk *vk, enum llm_status st, const char *fmt, ...) {
+    if (vk->err.msg[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(vk->err.msg, sizeof(vk->err.msg), fmt, ap);
+    va_end(ap);
+    vk->err.status = st;
+}
+
+// Uploads the step's arrays (sized by reserve) and starts recording its command buffer.
 static void llm__vk_begin_step(void *ctx, const struct llm__step *step) {
     struct llm__vk *vk = ctx;
     vk->step = step;
     vk->err.msg[0] = 0;
-    // The per-step arrays, int32 each, gathered on the host and uploaded at once: tokens,
-    // positions, seq_idx, slot_mapping, out_rows, block_tables, tiles (the previous step has
-    // finished: end_step waited).
+    vk->err.status = LLM_OK;
+    // The per-step arrays, int32 each, gathered on the host and uploaded at once (the previous
+    // step has finished: end_step waited).
     size_t n = (size_t)step->n_tokens, nbt = (size_t)step->n_seqs * (size_t)step->max_blocks;
-    size_t words = 6 * n + (size_t)step->n_out + nbt;
-    if (!vk->host || words > vk->host_cap) {
-        free(vk->host);
-        vk->host_cap = LLM__MAX(2 * words, (size_t)1024);
-        if (!(vk->host = malloc(vk->host_cap * 4))) vk->host_cap = 0;
-    }
-    if (!vk->stepbuf.handle || words * 4 > vk->stepbuf.size) {
-        if (vk->stepbuf.handle) llm__vk_buf_free(vk, &vk->stepbuf);
-        llm__vk_buf_alloc(vk, &vk->stepbuf, LLM__MAX(words * 4 * 2, (size_t)4096), &vk->err);
-    }
-    if (!vk->host_cap || !vk->stepbuf.handle) {
-        if (!vk->err.msg[0]) snprintf(vk->err.msg, sizeof(vk->err.msg), "out of memory");
+    size_t words = llm__vk_step_words(n, (size_t)step->n_out, nbt);
+    if (words > vk->host_cap || words * 4 > vk->stepbuf.size) {
+        llm__vk_error(vk, LLM_ERR_BACKEND, "vulkan: a step of %d tokens, %d sequences x %d blocks is larger than the "
+                      "shape reserved", step->n_tokens, step->n_seqs, step->max_blocks);
         llm__vk_begin(vk);
         return;
     }
@@ -483,25 +523,33 @@ static void llm__vk_begin_step(void *ctx, const struct llm__step *step) {
     llm__vk_begin(vk);
 }
 
+// Runs the step's command buffer and waits; the first failure of its ops, or of the run.
 static enum llm_status llm__vk_end_step(void *ctx, struct llm__err *e) {
     struct llm__vk *vk = ctx;
     enum llm_status st = llm__vk_submit(vk, e);
-    if (!st && vk->err.msg[0]) st = llm__fail(e, LLM_ERR_NOMEM, "%s", vk->err.msg);
+    if (!st && vk->err.msg[0]) st = llm__fail(e, vk->err.status ? vk->err.status : LLM_ERR_BACKEND, "%s", vk->err.msg);
     return st;
 }
 
-static void llm__vk_sync(void *ctx) {
+// Runs what is recorded of the step and goes on recording; a failure is kept as the step's.
+static void llm__vk_flush(struct llm__vk *vk) {
     struct llm__err e = {{0}, LLM_OK};
-    llm__vk_submit(ctx, &e);
-    llm__vk_begin(ctx);
+    if (llm__vk_submit(vk, &e) != LLM_OK) llm__vk_error(vk, e.status, "%s", e.msg);
+    llm__vk_begin(vk);
 }
 
-// The pipeline of typed shader k for weight type `type` (made when first asked for), or NULL with
-// the reason in vk->err.
-static VkPipeline llm__vk_typed_pipeline(struct llm__vk *vk, int k, int type) {
+static enum llm_status llm__vk_sync(void *ctx, struct llm__err *e) {
+    struct llm__vk *vk = ctx;
+    llm__vk_flush(vk);
+    if (vk->err.msg[0]) return llm__fail(e, vk->err.status ? vk->err.status : LLM_ERR_BACKEND, "%s", vk->err.msg);
+    return LLM_OK;
+}
+
+// Builds the pipelines of every typed shader for weight type `type`, once per type (weight_load).
+static enum llm_status llm__vk_typed_pipelines(struct llm__vk *vk, int type, struct llm__err *e) {
     int slot = llm__vk_type_slot(type);
-    if (slot < 0) return VK_NULL_HANDLE;
-    if (!vk->tpipe[k][slot]) {
+    for (int k = 0; k < LLM__VK_N; k++) {
+        if (!llm__vk_shaders[k].typed || vk->tpipe[k][slot]) continue;
         uint32_t sc[2] = {(uint32_t)type, vk->xmax};   // constant 0: the type; 1: matvec.comp's XMAX
         VkSpecializationMapEntry me[2] = {{0, 0, 4}, {1, 4, 4}};
         VkSpecializationInfo si = {2, me, sizeof(sc), sc};
@@ -513,11 +561,11 @@ static VkPipeline llm__vk_typed_pipeline(struct llm__vk *vk, int k, int type) {
         VkResult r = vkCreateComputePipelines(vk->dev, VK_NULL_HANDLE, 1, &ci, NULL, &vk->tpipe[k][slot]);
         if (r != VK_SUCCESS) {
             vk->tpipe[k][slot] = VK_NULL_HANDLE;
-            if (!vk->err.msg[0]) llm__fail(&vk->err, LLM_ERR_BACKEND, "vulkan: a shader for %s failed to build (%s)",
-                                           llm__type_info((uint32_t)type)->name, llm__vk_result(r));
+            return llm__fail(e, LLM_ERR_BACKEND, "vulkan: a shader for %s failed to build (%s)",
+                             llm__type_info((uint32_t)type)->name, llm__vk_result(r));
         }
     }
-    return vk->tpipe[k][slot];
+    return LLM_OK;
 }
 
 // Records one dispatch of shader k (for weight type `type` when the shader is typed) over groups
@@ -525,15 +573,24 @@ static VkPipeline llm__vk_typed_pipeline(struct llm__vk *vk, int k, int type) {
 // results.
 static void llm__vk_dispatch_t(struct llm__vk *vk, int k, int type, const struct llm__buf *const *bufs, const void *push,
                                uint32_t gx, uint32_t gy, uint32_t gz) {
-    VkPipeline pipe = llm__vk_shaders[k].typed ? llm__vk_typed_pipeline(vk, k, type) : vk->pipe[k];
-    if (!pipe) return;
+    if (vk->err.msg[0]) return;   // the step failed: nothing more is recorded
+    int slot = llm__vk_shaders[k].typed ? llm__vk_type_slot(type) : -1;
+    VkPipeline pipe = !llm__vk_shaders[k].typed ? vk->pipe[k] : slot >= 0 ? vk->tpipe[k][slot] : VK_NULL_HANDLE;
+    if (!pipe) {   // weights come through weight_load, which builds their type's pipelines
+        llm__vk_error(vk, LLM_ERR_BACKEND, "vulkan: no pipeline for a weight of type %d", type);
+        return;
+    }
     llm__vk_begin(vk);
     VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = vk->dpool,
                                       .descriptorSetCount = 1, .pSetLayouts = &vk->dsl[k]};
     VkDescriptorSet set;
     if (vkAllocateDescriptorSets(vk->dev, &ai, &set) != VK_SUCCESS) {   // pool exhausted: run what is recorded
-        llm__vk_sync(vk);
-        if (vkAllocateDescriptorSets(vk->dev, &ai, &set) != VK_SUCCESS) return;
+        llm__vk_flush(vk);
+        if (vk->err.msg[0]) return;
+        if (vkAllocateDescriptorSets(vk->dev, &ai, &set) != VK_SUCCESS) {
+            llm__vk_error(vk, LLM_ERR_BACKEND, "vulkan: no descriptor set for an op");
+            return;
+        }
     }
     VkDescriptorBufferInfo bi[8];
     VkWriteDescriptorSet w[8];
@@ -680,6 +737,7 @@ static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__ten
 static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
                            const struct llm__tensor *bias, struct llm__tensor x) {
     struct llm__vk *vk = ctx;
+    assert(n >= 1 && n <= LLM__MAX_MATMUL_WEIGHTS);
     uint32_t ntok = (uint32_t)x.ne1, rounded = 0;
     for (int j = 0; j < n; j++) {
         uint32_t K = (uint32_t)w[j]->ne0, N = (uint32_t)w[j]->ne1, mode = (uint32_t)llm__vk_round_mode(w[j]->type);
@@ -687,7 +745,11 @@ static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
         uint32_t ox = (uint32_t)(x.offs / 4), sx = (uint32_t)(x.nb1 / 4);
         if (mode != 5 || ox % 4 || sx % 4) {   // (the shaders read x 16 bytes at a time)
             if (rounded != mode) {
-                if (!vk->err.msg[0] && llm__vk_scratch(vk, &vk->act, (size_t)ntok * K * 4, &vk->err)) return;
+                if ((size_t)ntok * K * 4 > vk->act.size) {
+                    llm__vk_error(vk, LLM_ERR_BACKEND, "vulkan: a product of %u tokens x %u columns is larger than "
+                                  "the shape reserved", ntok, K);
+                    return;
+                }
                 uint32_t push[5] = {K, mode, ox, sx, 0};
                 const struct llm__buf *bufs[2] = {&vk->act, x.buf};
                 llm__vk_dispatch(vk, LLM__VK_ROUND_ACT, bufs, push, (K + 255) / 256, ntok);
@@ -747,46 +809,37 @@ static enum llm_status llm__vk_bandwidth(void *ctx, double *gbps, struct llm__er
 static const char *llm__vk_device_name(void *ctx) { return ((struct llm__vk *)ctx)->name; }
 
 static const struct llm_backend_i llm__vk_iface = {
-    /* .name = */ "vulkan",
-    /* .free = */ llm__vk_free,
-    /* .buf_alloc = */ llm__vk_buf_alloc,
-    /* .buf_free = */ llm__vk_buf_free,
-    /* .weight_load = */ llm__vk_weight_load,
-    /* .weight_free = */ llm__vk_weight_free,
-    /* .upload = */ llm__vk_upload,
-    /* .download = */ llm__vk_download,
-    /* .reserve = */ llm__vk_reserve,
-    /* .mem_free = */ llm__vk_mem_free,
-    /* .begin_step = */ llm__vk_begin_step,
-    /* .end_step = */ llm__vk_end_step,
-    /* .sync = */ llm__vk_sync,
-    /* .embed = */ llm__vk_embed,
-    /* .rmsnorm = */ llm__vk_rmsnorm,
-    /* .matmul = */ llm__vk_matmul,
-    /* .rope = */ llm__vk_rope,
-    /* .kv_store = */ llm__vk_kv_store,
-    /* .attention = */ llm__vk_attention,
-    /* .silu_mul = */ llm__vk_silu_mul,
-    /* .add = */ llm__vk_add,
-    /* .get_rows = */ llm__vk_get_rows,
-    /* .device_name = */ llm__vk_device_name,
-    /* .bandwidth = */ llm__vk_bandwidth,
+    .name = "vulkan",
+    .free = llm__vk_free,
+    .buf_alloc = llm__vk_buf_alloc,
+    .buf_free = llm__vk_buf_free,
+    .weight_load = llm__vk_weight_load,
+    .weight_free = llm__vk_weight_free,
+    .upload = llm__vk_upload,
+    .download = llm__vk_download,
+    .reserve = llm__vk_reserve,
+    .mem_free = llm__vk_mem_free,
+    .begin_step = llm__vk_begin_step,
+    .end_step = llm__vk_end_step,
+    .sync = llm__vk_sync,
+    .embed = llm__vk_embed,
+    .rmsnorm = llm__vk_rmsnorm,
+    .matmul = llm__vk_matmul,
+    .rope = llm__vk_rope,
+    .kv_store = llm__vk_kv_store,
+    .attention = llm__vk_attention,
+    .silu_mul = llm__vk_silu_mul,
+    .add = llm__vk_add,
+    .get_rows = llm__vk_get_rows,
+    .device_name = llm__vk_device_name,
+    .bandwidth = llm__vk_bandwidth,
 };
 
-// Opens device `index` (-1: the first discrete GPU, else integrated, else any) and builds the
-// pipelines; `unused`: device features (LLM__VK_SUBGROUP, LLM__VK_16BIT) the shaders must not use.
-static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, int unused, struct llm__err *e) {
-    struct llm__vk *vk = calloc(1, sizeof(*vk));
-    if (!vk) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-    be->iface = &llm__vk_iface;
-    be->ctx = vk;
-    enum llm_status st = llm__vk_instance(&vk->inst, e);
-    if (st) return st;
-    uint32_t n = 0;
-    vkEnumeratePhysicalDevices(vk->inst, &n, NULL);
+// Chooses device `index` (-1: by type, discrete first) and reads what the backend needs of it:
+// name, memory types and heap, shared memory limits, subgroup size and features.
+static enum llm_status llm__vk_pick_device(struct llm__vk *vk, int index, int unused, struct llm__err *e) {
     VkPhysicalDevice pds[16];
-    n = LLM__MIN(n, 16u);
-    vkEnumeratePhysicalDevices(vk->inst, &n, pds);
+    uint32_t n = llm__vk_physical_devices(vk->inst, pds);
     if (n == 0) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: no Vulkan device found");
     if (index >= (int)n) return llm__fail(e, LLM_ERR_INVALID_ARG, "vulkan: no device %d (there are %u)", index, n);
     if (index < 0) {
@@ -799,6 +852,7 @@ static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, in
                 vkGetPhysicalDeviceProperties(pds[i], &p);
                 if (p.deviceType == order[o]) index = (int)i;
             }
+        if (index < 0) index = 0;
     }
     vk->pdev = pds[index];
     VkPhysicalDeviceProperties props;
@@ -810,6 +864,12 @@ static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, in
     vk->xmax = (uint32_t)LLM__MIN(16384, (LLM__MAX(props.limits.maxComputeSharedMemorySize, 8192u) - 4096) / 4) & ~3u;
     vk->subgroup_size = LLM__MAX(llm__vk_subgroup_size(vk->pdev, &vk->features), 1u);
     vk->features &= ~unused;
+    return LLM_OK;
+}
+
+// The logical device with one compute queue (16-bit storage enabled when used), the command pool
+// with the step's and the copies' command buffers, the fence, the descriptor pool.
+static enum llm_status llm__vk_open_device(struct llm__vk *vk, struct llm__err *e) {
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(vk->pdev, &nq, NULL);
     VkQueueFamilyProperties qf[16];
@@ -838,11 +898,19 @@ static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, in
     r = vkCreateCommandPool(vk->dev, &pi, NULL, &vk->cpool);
     if (r == VK_SUCCESS) r = vkCreateFence(vk->dev, &fi, NULL, &vk->fence);
     if (r == VK_SUCCESS) r = vkCreateDescriptorPool(vk->dev, &dpi, NULL, &vk->dpool);
-    if (r == VK_SUCCESS) {
-        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = vk->cpool,
-                                          .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
-        r = vkAllocateCommandBuffers(vk->dev, &ai, &vk->cmd);
-    }
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = vk->cpool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    if (r == VK_SUCCESS) r = vkAllocateCommandBuffers(vk->dev, &ai, &vk->cmd);
+    if (r == VK_SUCCESS) r = vkAllocateCommandBuffers(vk->dev, &ai, &vk->xfer);
+    if (r != VK_SUCCESS) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: set-up of %s failed (%s)", vk->name, llm__vk_result(r));
+    return LLM_OK;
+}
+
+// Per shader: its descriptor set layout (one storage buffer per binding), pipeline layout (its
+// push constants) and module, in the variant using the most of the device's features; the
+// pipeline itself, except for typed shaders (weight_load builds those per weight type).
+static enum llm_status llm__vk_build_pipelines(struct llm__vk *vk, struct llm__err *e) {
+    VkResult r = VK_SUCCESS;
     for (int k = 0; r == VK_SUCCESS && k < LLM__VK_N; k++) {
         VkDescriptorSetLayoutBinding b[8];
         for (int i = 0; i < llm__vk_shaders[k].n_bufs; i++)
@@ -861,7 +929,7 @@ static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, in
                                        .pCode = llm__vk_shaders[k].v[v].code};
         VkShaderModule mod = VK_NULL_HANDLE;
         if (r == VK_SUCCESS) r = vkCreateShaderModule(vk->dev, &mi, NULL, &mod);
-        if (llm__vk_shaders[k].typed) {   // pipelines per weight type, when first used
+        if (llm__vk_shaders[k].typed) {   // pipelines per weight type, when a weight of the type is loaded
             vk->module[k] = mod;
             continue;
         }
@@ -874,4 +942,20 @@ static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, in
     }
     if (r != VK_SUCCESS) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: set-up of %s failed (%s)", vk->name, llm__vk_result(r));
     return LLM_OK;
+}
+
+// Opens device `index` (-1: the first discrete GPU, else integrated, else any) and builds the
+// pipelines; `unused`: device features (LLM__VK_SUBGROUP, LLM__VK_16BIT) the shaders must not use,
+// and LLM__VK_NOMAP. On failure be holds what was made, for its free.
+static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, int unused, struct llm__err *e) {
+    struct llm__vk *vk = calloc(1, sizeof(*vk));
+    if (!vk) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    be->iface = &llm__vk_iface;
+    be->ctx = vk;
+    vk->nomap = (unused & LLM__VK_NOMAP) != 0;
+    enum llm_status st = llm__vk_instance(&vk->inst, e);
+    if (!st) st = llm__vk_pick_device(vk, index, unused, e);
+    if (!st) st = llm__vk_open_device(vk, e);
+    if (!st) st = llm__vk_build_pipelines(vk, e);
+    return st;
 }

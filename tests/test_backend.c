@@ -2,7 +2,8 @@
 // layouts, every weight type, 1..33 tokens) against the scalar dot product of the same quantized
 // activations; paged attention (random block tables, ragged lengths, f16 and f32 caches, AVX-512
 // and scalar paths) against a float64 softmax; RoPE (both pair styles, frequency factors) and
-// RMSNorm against float64.
+// RMSNorm against float64. The backend contract: the check of required table entries, sync's
+// failures reaching the caller, the device list and bandwidth probe of a CPU-only build.
 #include "../llm.c"
 #include "test.h"
 
@@ -18,7 +19,8 @@ static struct llm_backend make_backend(int threads, int simd, bool repack) {
 }
 
 static void reserve(struct llm_backend *be, int max_tokens, int64_t cols, int nh, int nkv, int hd, int bs) {
-    struct llm__shape sh = {max_tokens, cols, nh, nkv, hd, bs};
+    struct llm__shape sh = {.max_tokens = max_tokens, .max_out = max_tokens, .max_seqs = 4, .max_blocks = 64,
+                            .max_cols = cols, .n_head = nh, .n_head_kv = nkv, .head_dim = hd, .block_size = bs};
     struct llm__err e;
     EXPECT(be->iface->reserve(be->ctx, &sh, &e) == LLM_OK, "reserve: %s", e.msg);
 }
@@ -314,6 +316,184 @@ static void check_rmsnorm(void) {
     be.iface->free(be.ctx);
 }
 
+// --- the backend contract ---
+
+// Every entry of a table made NULL in turn: the required ones are refused by name when the table
+// is checked, the optional ones (sync, device_name, bandwidth) are not. The scan over every
+// pointer of the table also catches an entry added to the struct but not to llm__backend_check.
+static void check_contract_entries(const struct llm_backend_i *base) {
+    struct llm__err e = {{0}, LLM_OK};
+    EXPECT(llm__backend_check(base, &e) == LLM_OK, "%s: the full table: %s", base->name, e.msg);
+#define REQUIRED(op)                                                                                 \
+    do {                                                                                             \
+        struct llm_backend_i b = *base;                                                              \
+        b.op = NULL;                                                                                 \
+        e = (struct llm__err){{0}, LLM_OK};                                                          \
+        EXPECT(llm__backend_check(&b, &e) == LLM_ERR_BACKEND && strstr(e.msg, "required op '" #op "'"), \
+               "%s without %s: %s", base->name, #op, e.msg);                                         \
+    } while (0)
+    REQUIRED(name);
+    REQUIRED(free);
+    REQUIRED(buf_alloc);
+    REQUIRED(buf_free);
+    REQUIRED(weight_load);
+    REQUIRED(weight_free);
+    REQUIRED(upload);
+    REQUIRED(download);
+    REQUIRED(reserve);
+    REQUIRED(mem_free);
+    REQUIRED(begin_step);
+    REQUIRED(end_step);
+    REQUIRED(embed);
+    REQUIRED(rmsnorm);
+    REQUIRED(matmul);
+    REQUIRED(rope);
+    REQUIRED(kv_store);
+    REQUIRED(attention);
+    REQUIRED(silu_mul);
+    REQUIRED(add);
+    REQUIRED(get_rows);
+#undef REQUIRED
+    _Static_assert(sizeof(struct llm_backend_i) % sizeof(void *) == 0, "the table holds pointers only");
+    const size_t optional[] = {offsetof(struct llm_backend_i, sync), offsetof(struct llm_backend_i, device_name),
+                               offsetof(struct llm_backend_i, bandwidth)};
+    int refused = 0, accepted = 0;
+    for (size_t off = 0; off < sizeof(struct llm_backend_i); off += sizeof(void *)) {
+        struct llm_backend_i b = *base;
+        memset((char *)&b + off, 0, sizeof(void *));
+        bool opt = false;
+        for (size_t i = 0; i < LLM__ARRAY_LEN(optional); i++) opt |= off == optional[i];
+        e = (struct llm__err){{0}, LLM_OK};
+        enum llm_status st = llm__backend_check(&b, &e);
+        EXPECT(opt ? st == LLM_OK : st == LLM_ERR_BACKEND, "%s: entry at byte %zu made NULL: %s (%s)", base->name, off,
+               llm_status_str(st), e.msg);
+        refused += st != LLM_OK;
+        accepted += st == LLM_OK;
+    }
+    EXPECT(refused == 21 && accepted == 3, "%s: %d entries required, %d optional", base->name, refused, accepted);
+}
+
+static const char *models_dir(void) {
+    return getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
+}
+
+// A sync that succeeds, fails at call number sync_fail_at (0: never), and counts its calls.
+static int sync_calls, sync_fail_at;
+static enum llm_status counting_sync(void *ctx, struct llm__err *e) {
+    (void)ctx;
+    if (++sync_calls == sync_fail_at) return llm__fail(e, LLM_ERR_BACKEND, "sync: the device was lost");
+    return LLM_OK;
+}
+
+// The CPU backend with a sync entry: profiling calls it after each op of a step (embed, 12 per
+// layer, the logits), a forward pass without profiling never does, and a failure it reports
+// ends the step and reaches the caller with its message.
+static void check_sync_errors(void) {
+    char path[512], err[512] = "";
+    snprintf(path, sizeof(path), "%s/tiny-f32.gguf", models_dir());
+    struct llm_engine_params p = llm_engine_params_default();
+    p.model_path = path;
+    p.n_threads = 2;
+    p.max_model_len = 64;
+    llm_engine *E = llm_engine_create(&p, err, sizeof(err));
+    EXPECT(E != NULL, "%s: %s (make models)", path, err);
+    if (!E) return;
+    static struct llm_backend_i with_sync;
+    with_sync = *E->be.iface;
+    with_sync.sync = counting_sync;
+    E->be.iface = &with_sync;
+    const int32_t toks[4] = {1, 20, 30, 40};
+    float *logits = malloc(sizeof(float) * (size_t)E->model.n_vocab);
+    int seq = llm_seq_new(E);
+    sync_calls = 0;
+    sync_fail_at = 0;
+    EXPECT(llm_seq_eval(E, seq, toks, 2, logits, 0) == LLM_OK && sync_calls == 0, "no profiling: %d syncs (%s)",
+           sync_calls, llm_last_error(E));
+    llm_set_profiling(E, 1);
+    const int per_step = 1 + 12 * E->model.n_layer + 1;
+    EXPECT(llm_seq_eval(E, seq, toks + 2, 1, logits, 0) == LLM_OK && sync_calls == per_step,
+           "profiling: %d syncs, %d ops (%s)", sync_calls, per_step, llm_last_error(E));
+    sync_calls = 0;
+    sync_fail_at = 5;
+    enum llm_status st = llm_seq_eval(E, seq, toks + 3, 1, logits, 0);
+    EXPECT(st == LLM_ERR_BACKEND && llm_last_status(E) == LLM_ERR_BACKEND &&
+           strstr(llm_last_error(E), "device was lost"), "a failing sync: %s: %s", llm_status_str(st), llm_last_error(E));
+    EXPECT(sync_calls == 5, "the step ended at the failing sync: %d syncs", sync_calls);
+    free(logits);
+    llm_engine_free(E);
+}
+
+// A CPU-only build lists no device (the Vulkan build's list is checked against Vulkan's own in
+// test_vulkan); the CPU backend has no bandwidth probe.
+static void check_devices_and_bandwidth(void) {
+#ifndef LLM_VULKAN
+    struct llm_device devs[4];
+    char err[256] = "";
+    EXPECT(llm_list_devices(devs, 4, err, sizeof(err)) == 0, "devices of a CPU-only build: %s", err);
+    EXPECT(llm_list_devices(NULL, 0, err, sizeof(err)) == 0, "device count of a CPU-only build: %s", err);
+#endif
+    char path[512], err2[512] = "";
+    snprintf(path, sizeof(path), "%s/tiny-f32.gguf", models_dir());
+    struct llm_engine_params p = llm_engine_params_default();
+    p.model_path = path;
+    p.n_threads = 1;
+    p.max_model_len = 32;
+    llm_engine *E = llm_engine_create(&p, err2, sizeof(err2));
+    EXPECT(E != NULL, "%s: %s (make models)", path, err2);
+    if (!E) return;
+    double gbps = -1;
+    EXPECT(llm_measure_bandwidth(E, &gbps) == LLM_ERR_UNSUPPORTED && gbps == 0.0 &&
+           llm_last_status(E) == LLM_ERR_UNSUPPORTED && strstr(llm_last_error(E), "cpu"),
+           "bandwidth on the CPU: %g GB/s, %s", gbps, llm_last_error(E));
+    llm_engine_free(E);
+}
+
+// The step buffers cover llm_seq_eval's steps with all logits (up to LLM__MAX_STEP_OUT tokens)
+// when max_num_batched_tokens is smaller: the logits of 20 tokens are those of a default engine.
+static void check_small_batch_steps(void) {
+    char path[512], err[512] = "";
+    snprintf(path, sizeof(path), "%s/tiny-f32.gguf", models_dir());
+    llm_engine *E[2];
+    for (int k = 0; k < 2; k++) {
+        struct llm_engine_params p = llm_engine_params_default();
+        p.model_path = path;
+        p.n_threads = 1;
+        p.max_model_len = 64;
+        p.max_num_batched_tokens = k ? 8 : 0;
+        E[k] = llm_engine_create(&p, err, sizeof(err));
+        EXPECT(E[k] != NULL, "%s: %s (make models)", path, err);
+    }
+    if (E[0] && E[1]) {
+        const int n = 20, nv = E[0]->model.n_vocab;
+        int32_t toks[20];
+        for (int i = 0; i < n; i++) toks[i] = (int32_t)((i * 37 + 1) % nv);
+        float *lg[2];
+        for (int k = 0; k < 2; k++) {
+            lg[k] = calloc((size_t)n * (size_t)nv, sizeof(float));
+            enum llm_status st = llm_seq_eval(E[k], llm_seq_new(E[k]), toks, n, lg[k], 1);
+            EXPECT(st == LLM_OK, "eval of %d tokens with all logits, max_num_batched_tokens %d: %s", n,
+                   E[k]->params.max_num_batched_tokens, llm_last_error(E[k]));
+        }
+        double worst = 0;
+        for (size_t i = 0; i < (size_t)n * (size_t)nv; i++) worst = fmax(worst, fabs((double)lg[0][i] - lg[1][i]));
+        EXPECT(worst == 0, "logits with max_num_batched_tokens 8 against the default: max difference %g", worst);
+        free(lg[0]);
+        free(lg[1]);
+    }
+    llm_engine_free(E[0]);
+    llm_engine_free(E[1]);
+}
+
+// The CPU backend's memory for the KV cache: what the system has free, known on Linux
+// (MemAvailable) and never more than the physical memory.
+static void check_mem_free(void) {
+    struct llm_backend be = make_backend(1, -1, false);
+    size_t avail = be.iface->mem_free(be.ctx);
+    unsigned long long phys = (unsigned long long)sysconf(_SC_PHYS_PAGES) * (unsigned long long)sysconf(_SC_PAGESIZE);
+    EXPECT(avail > 0 && (unsigned long long)avail <= phys, "mem_free %zu bytes, physical memory %llu", avail, phys);
+    be.iface->free(be.ctx);
+}
+
 int main(void) {
     const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
                          LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K};
@@ -344,5 +524,13 @@ int main(void) {
     check_rope(true, false);
     check_rope(false, true);
     check_rmsnorm();
+    check_contract_entries(&llm__cpu_iface);
+#ifdef LLM_VULKAN
+    check_contract_entries(&llm__vk_iface);
+#endif
+    check_sync_errors();
+    check_devices_and_bandwidth();
+    check_mem_free();
+    check_small_batch_steps();
     return test_summary("test_backend");
 }

@@ -663,6 +663,141 @@ static void test_serving(const char *name) {
     llm_engine_free(G);
 }
 
+// The backend contract's device list: llm_list_devices gives the devices Vulkan itself
+// enumerates (counted here with Vulkan's own calls), in its order, index i being device i.
+static void test_device_list(void) {
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_1};
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
+    VkInstance inst;
+    EXPECT(vkCreateInstance(&ci, NULL, &inst) == VK_SUCCESS, "a Vulkan instance");
+    uint32_t n = 0;
+    vkEnumeratePhysicalDevices(inst, &n, NULL);
+    VkPhysicalDevice pds[16];
+    uint32_t m = n < 16 ? n : 16;
+    vkEnumeratePhysicalDevices(inst, &m, pds);
+    struct llm_device devs[16];
+    char err[256] = "";
+    int got = llm_list_devices(devs, 16, err, sizeof(err));
+    EXPECT(got == (int)m, "llm_list_devices: %d devices, Vulkan has %u (%s)", got, m, err);
+    for (uint32_t i = 0; i < m && (int)i < got; i++) {
+        VkPhysicalDeviceProperties pr;
+        vkGetPhysicalDeviceProperties(pds[i], &pr);
+        const char *t = devs[i].type;
+        EXPECT(devs[i].index == (int)i && devs[i].backend == LLM_BACKEND_VULKAN && !strcmp(devs[i].name, pr.deviceName) &&
+               devs[i].memory_bytes > 0, "device %u: index %d, '%s' (Vulkan: '%s')", i, devs[i].index, devs[i].name,
+               pr.deviceName);
+        EXPECT(!strcmp(t, "discrete") || !strcmp(t, "integrated") || !strcmp(t, "virtual") || !strcmp(t, "cpu") ||
+               !strcmp(t, "other"), "device %u: type '%s' is not one llm.h names", i, t);
+    }
+    EXPECT(llm_list_devices(NULL, 0, err, sizeof(err)) == (int)m, "the count alone: %s", err);
+    vkDestroyInstance(inst, NULL);
+}
+
+// A Vulkan engine has a bandwidth probe; it measures a copy rate above zero.
+static void test_bandwidth(const char *name) {
+    char path[512];
+    if (!model_path(name, path, sizeof(path))) return;
+    llm_engine *G = open_engine(path, "vulkan");
+    if (!G) return;
+    double gbps = 0;
+    enum llm_status st = llm_measure_bandwidth(G, &gbps);
+    EXPECT(st == LLM_OK && gbps > 0, "vulkan bandwidth: %s, %g GB/s (%s)", llm_status_str(st), gbps, llm_last_error(G));
+    printf("  bandwidth probe: %.1f GB/s\n", gbps);
+    llm_engine_free(G);
+}
+
+// Profiling syncs after every op (the step's command buffer run, then recording goes on): the
+// logits are the same as without, and every module's time is counted.
+static void test_profiling(const char *name) {
+    char path[512];
+    if (!model_path(name, path, sizeof(path))) return;
+    llm_engine *G = open_engine(path, "vulkan");
+    if (!G) return;
+    const int nv = G->model.n_vocab, n = 9;
+    int32_t toks[9] = {1, 300, 17, 3000, 42, 8, 99, 1234, 7};
+    float *a = malloc(sizeof(float) * (size_t)nv * n), *b = malloc(sizeof(float) * (size_t)nv * n);
+    int32_t other[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    int s0 = llm_seq_new(G), s1 = llm_seq_new(G), s2 = llm_seq_new(G);
+    // other tokens first, so that a profiled step that computed nothing would not find this
+    // step's results left in the buffers
+    EXPECT(llm_seq_eval(G, s2, other, n, a, 1) == LLM_OK, "eval: %s", llm_last_error(G));
+    llm_set_profiling(G, 1);
+    EXPECT(llm_seq_eval(G, s1, toks, n, b, 1) == LLM_OK, "eval with profiling: %s", llm_last_error(G));
+    struct llm_profile prof;
+    llm_get_profile(G, &prof);
+    llm_set_profiling(G, 0);
+    EXPECT(llm_seq_eval(G, s0, toks, n, a, 1) == LLM_OK, "eval: %s", llm_last_error(G));
+    double err = nmse(b, a, (size_t)nv * n);
+    EXPECT(err < 1e-12, "logits with profiling: NMSE %.3g against without", err);
+    int timed = 0;
+    for (int i = 0; i <= LLM_PROF_LOGITS; i++) timed += prof.seconds[i] > 0;
+    EXPECT(timed == LLM_PROF_LOGITS + 1, "profiling timed %d of %d modules", timed, LLM_PROF_LOGITS + 1);
+    printf("  profiling: logits NMSE %.2e against a step without\n", err);
+    free(a);
+    free(b);
+    llm_engine_free(G);
+}
+
+// A step beyond the shape given to reserve is refused by end_step (the step's arrays are sized
+// there; begin_step allocates nothing), and the next step is fine.
+static void test_step_limits(struct llm_backend *vk) {
+    struct llm__err e = {{0}, LLM_OK};
+    int32_t *bt = calloc(5 * 1000, sizeof(int32_t)), zero[1] = {0};
+    struct llm__buf b;
+    EXPECT(vk->iface->buf_alloc(vk->ctx, &b, 64 * sizeof(float), &e) == LLM_OK, "buf_alloc: %s", e.msg);
+    struct llm__tensor t = ten(&b, 0, 16, 1, 64);
+    struct llm__step big = {.n_tokens = 1, .tokens = zero, .positions = zero, .seq_idx = zero, .slot_mapping = zero,
+                            .n_seqs = 5, .max_blocks = 1000, .block_tables = bt, .block_size = 16};
+    vk->iface->begin_step(vk->ctx, &big);
+    vk->iface->add(vk->ctx, t, t, t);
+    enum llm_status st = vk->iface->end_step(vk->ctx, &e);
+    EXPECT(st == LLM_ERR_BACKEND && strstr(e.msg, "larger than the shape reserved"), "a step of 5 x 1000 blocks: %s: %s",
+           llm_status_str(st), e.msg);
+    struct llm__step small = big;
+    small.n_seqs = 1;
+    e = (struct llm__err){{0}, LLM_OK};
+    vk->iface->begin_step(vk->ctx, &small);
+    vk->iface->add(vk->ctx, t, t, t);
+    EXPECT(vk->iface->end_step(vk->ctx, &e) == LLM_OK, "the next step: %s", e.msg);
+    vk->iface->buf_free(vk->ctx, &b);
+    free(bt);
+}
+
+// Buffers without a mapping (LLM__VK_NOMAP, as device memory a host cannot see): uploads and
+// downloads go through the staging buffer, in pieces of its size.
+static void test_unmapped(struct llm_backend *cpu, const struct llm__shape *shape) {
+    struct llm__err e = {{0}, LLM_OK};
+    struct llm_backend nm = {0};
+    EXPECT(llm__vk_backend_new(&nm, -1, LLM__VK_NOMAP, &e) == LLM_OK && nm.iface->reserve(nm.ctx, shape, &e) == LLM_OK,
+           "an unmapped vulkan backend: %s", e.msg);
+    struct llm__vk *v = nm.ctx;
+    if (!e.msg[0]) {
+        const struct llm__vk_mem *act = v->act.handle, *stg = v->staging.handle;
+        EXPECT(act && !act->map && stg && stg->map && v->staging.size == LLM__VK_STAGING_BYTES,
+               "unmapped buffers with a mapped staging buffer");
+        // a copy of 2.5 staging buffers each way
+        size_t n = LLM__VK_STAGING_BYTES / 4 * 5 / 2;
+        uint32_t *h = malloc(n * 4), *back = malloc(n * 4);
+        for (size_t i = 0; i < n; i++) h[i] = (uint32_t)(i * 2654435761u);
+        struct llm__buf b;
+        EXPECT(nm.iface->buf_alloc(nm.ctx, &b, n * 4, &e) == LLM_OK, "buf_alloc: %s", e.msg);
+        nm.iface->upload(nm.ctx, &b, 0, h, n * 4);
+        memset(back, 0, n * 4);
+        nm.iface->download(nm.ctx, &b, 0, back, n * 4);
+        EXPECT(!memcmp(h, back, n * 4), "%zu bytes up and down through the staging buffer", n * 4);
+        memset(back, 0, 12);
+        nm.iface->download(nm.ctx, &b, 4 * (n - 3), back, 12);   // at an offset past two pieces
+        EXPECT(!memcmp(h + n - 3, back, 12), "the last 12 bytes alone");
+        nm.iface->buf_free(nm.ctx, &b);
+        free(h);
+        free(back);
+        printf("unmapped buffers (copies through the staging buffer):\n");
+        test_ops(&nm, cpu);
+        test_rows(&nm, cpu);
+    }
+    if (nm.iface) nm.iface->free(nm.ctx);
+}
+
 // A KV cache larger than the device: --backend vulkan fails with a message that says so, auto
 // runs on the CPU instead.
 static void test_memory(const char *name, uint64_t heap) {
@@ -701,7 +836,8 @@ int main(void) {
     EXPECT(llm__cpu_backend_new(&cpu, 2, -1, &e) == LLM_OK, "cpu backend: %s", e.msg);
     if (vk.iface && cpu.iface && !e.msg[0]) {
         // covers every test: 512 tokens a step, rows of up to 16640, 4 query heads per KV head of 128
-        struct llm__shape shape = {512, 16640, 8, 2, 128, 16};
+        struct llm__shape shape = {.max_tokens = 512, .max_out = 512, .max_seqs = 4, .max_blocks = 128, .max_cols = 16640,
+                                   .n_head = 8, .n_head_kv = 2, .head_dim = 128, .block_size = 16};
         EXPECT(vk.iface->reserve(vk.ctx, &shape, &e) == LLM_OK, "vulkan reserve: %s", e.msg);
         EXPECT(cpu.iface->reserve(cpu.ctx, &shape, &e) == LLM_OK, "cpu reserve: %s", e.msg);
         test_ops(&vk, &cpu);
@@ -721,7 +857,12 @@ int main(void) {
             test_attention(&plain, &cpu);
         }
         if (plain.iface) plain.iface->free(plain.ctx);
+        test_step_limits(&vk);
+        test_unmapped(&cpu, &shape);
     }
+    test_device_list();
+    test_bandwidth("tiny-f32");
+    test_profiling("tiny-q4_k");
     // Whole models. Sums in another order move f32 results by ~1e-4 through the random-weight
     // layers, f16/bf16 a little more; with 8-bit activations such differences flip roundings
     // of the next layer's activations, so quantized models differ by up to ~0.1 (as llama.cpp's
