@@ -112,10 +112,10 @@ struct llm_engine_params {
                                // prompt prefix and kept after they finish, until memory is needed
     enum llm_sched_policy scheduling_policy;   // default LLM_SCHED_FCFS
     float gpu_memory_utilization;  // when kv_cache_bytes is 0: the share of the free memory the
-                               // KV cache takes: the GPU's after the weights, the available RAM
-                               // on the CPU. 0: a quarter of it. In both cases at most what
-                               // max_num_seqs full contexts need and at least one full context.
-                               // On the CPU, pages are only used as blocks fill.
+                               // KV cache takes (the GPU's after the weights, the available RAM
+                               // on the CPU), used as given. 0 (default): a quarter of it, at
+                               // most what max_num_seqs full contexts need and at least one full
+                               // context. On the CPU, pages are only used as blocks fill.
 };
 LLM_API struct llm_engine_params llm_engine_params_default(void);
 
