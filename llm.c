@@ -7436,17 +7436,20 @@ static int llm__collect(llm_engine *E, const struct llm_output **outputs) {
     return n_outs;
 }
 
+// schedule -> prepare -> execute -> postprocess -> collect (a step with an empty plan only collects).
 int llm_step(llm_engine *E, const struct llm_output **outputs) {
     struct llm__plan plan;
     struct llm__step step;
     double t0 = llm__now();
     *outputs = E->outs;
-    if (llm__schedule(E, &plan) != LLM_OK || (plan.n > 0 && llm__prepare(E, &plan, &step) != LLM_OK)) return -1;
+    if (llm__schedule(E, &plan) != LLM_OK) return -1;
+    if (plan.n > 0 && llm__prepare(E, &plan, &step) != LLM_OK) return -1;
     if (E->prof) E->prof->t[LLM_PROF_SCHEDULING] += llm__now() - t0;
-    if (plan.n > 0) {
-        if (llm__execute(E, &step, E->step_logits) != LLM_OK) { llm__plan_undo(E, &plan); return -1; }
-        llm__postprocess(E, &plan, E->step_logits);
+    if (plan.n > 0 && llm__execute(E, &step, E->step_logits) != LLM_OK) {
+        llm__plan_undo(E, &plan);
+        return -1;
     }
+    if (plan.n > 0) llm__postprocess(E, &plan, E->step_logits);
     return llm__collect(E, outputs);
 }
 
