@@ -3976,18 +3976,24 @@ static enum llm_status llm__model_tensor(const struct llm__model *m, const char 
 }
 
 // Reads hyper-parameters and checks them; no tensors yet.
+// The file's architecture and name (general.architecture, general.name), whatever the load mode.
+static void llm__model_names(struct llm__model *m) {
+    struct llm__gguf_str s;
+    if (llm__gguf_find_key(&m->gguf, "general.architecture") >= 0 && llm__gguf_get_str(&m->gguf, "general.architecture", &s, NULL))
+        snprintf(m->arch_name, sizeof(m->arch_name), "%.*s", (int)LLM__MIN(s.len, 31), s.ptr);
+    if (llm__gguf_find_key(&m->gguf, "general.name") >= 0 && llm__gguf_get_str(&m->gguf, "general.name", &s, NULL))
+        snprintf(m->name, sizeof(m->name), "%.*s", (int)LLM__MIN(s.len, 127), s.ptr);
+}
+
 static enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     struct llm__gguf_str s;
     enum llm_status st;
     if (!llm__gguf_get_str(&m->gguf, "general.architecture", &s, e)) return LLM_ERR_FORMAT;
-    snprintf(m->arch_name, sizeof(m->arch_name), "%.*s", (int)LLM__MIN(s.len, 31), s.ptr);
     if (strcmp(m->arch_name, "llama") == 0) m->arch = LLM__ARCH_LLAMA;
     else if (strcmp(m->arch_name, "qwen2") == 0) m->arch = LLM__ARCH_QWEN2;
     else
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: architecture '%s' is not supported (supported: llama, qwen2)",
                          m->arch_name);
-    if (llm__gguf_find_key(&m->gguf, "general.name") >= 0 && llm__gguf_get_str(&m->gguf, "general.name", &s, NULL))
-        snprintf(m->name, sizeof(m->name), "%.*s", (int)LLM__MIN(s.len, 127), s.ptr);
     if ((st = llm__hparam_u32(m, "embedding_length", &m->n_embd, -1, 1, 65536, e))) return st;
     if ((st = llm__hparam_u32(m, "block_count", &m->n_layer, -1, 1, 1024, e))) return st;
     if ((st = llm__hparam_u32(m, "feed_forward_length", &m->n_ff, -1, 1, 1 << 20, e))) return st;
@@ -4034,17 +4040,6 @@ static enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err 
     if (te->n_dims != 2 || te->ne[1] < 1 || te->ne[1] > (1 << 24))
         return llm__fail(e, LLM_ERR_FORMAT, "model: tensor 'token_embd.weight' has a bad shape");
     m->n_vocab = (int)te->ne[1];
-    return LLM_OK;
-}
-
-// The first tensor of a type this build cannot compute with, as the error a full load would give.
-static enum llm_status llm__model_check_tensors(const struct llm__model *m, struct llm__err *e) {
-    for (int64_t i = 0; i < m->gguf.n_tensors; i++) {
-        const struct llm__gguf_tensor *t = &m->gguf.tensors[i];
-        const struct llm__gguf_tensor *found;
-        enum llm_status st = llm__model_tensor(m, t->name, t->ne[0], t->n_dims > 1 ? t->ne[1] : 0, true, &found, e);
-        if (st == LLM_ERR_UNSUPPORTED) return st;
-    }
     return LLM_OK;
 }
 
@@ -4257,7 +4252,7 @@ static enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__mod
 }
 
 // Time spent per module of the model (enum llm_prof_op), when profiling (llm_set_profiling).
-struct llm__prof { double t[LLM_PROF_COUNT]; };
+struct llm__prof { double t[LLM_PROF_COUNT]; long long steps; };
 
 // Runs the model over one step; logits (n_out rows of n_vocab) are copied to host memory. With
 // prof, each op is timed (a backend whose ops run asynchronously is synchronized after each; a
@@ -4715,8 +4710,10 @@ static bool llm__penalties_on(const struct llm_sampling_params *p) {
 
 // Parameters llm_sampler_create accepts (NaN fails every comparison).
 static bool llm__sampling_params_ok(const struct llm_sampling_params *p) {
-    return p->penalty_last_n >= 0 && p->repeat_penalty > 0.0f && p->top_p >= 0.0f && p->top_p <= 1.0f &&
-           p->min_p >= 0.0f && p->min_p <= 1.0f && p->temperature >= 0.0f;
+    return p->penalty_last_n >= 0 && p->top_k >= 0 && isfinite(p->temperature) && p->temperature >= 0.0f &&
+           p->top_p >= 0.0f && p->top_p <= 1.0f && p->min_p >= 0.0f && p->min_p <= 1.0f &&
+           isfinite(p->repeat_penalty) && p->repeat_penalty > 0.0f && isfinite(p->frequency_penalty) &&
+           isfinite(p->presence_penalty);
 }
 
 llm_sampler *llm_sampler_create(const struct llm_sampling_params *params, int n_vocab) {
@@ -5982,66 +5979,59 @@ static void llm__stream_feed(struct llm_text_stream *u, const char *s, size_t n,
     }
 }
 
-static int llm__stream_out(struct llm__outbuf *o, char *out, size_t size) {
-    if (o->fail) { free(o->p); return INT_MIN; }
-    if (o->n + 1 > size || o->n >= INT_MAX) { free(o->p); return -(int)LLM__MIN(o->n + 1, (size_t)INT_MAX); }
-    if (o->n) memcpy(out, o->p, o->n);
-    out[o->n] = 0;
+// llm.h's truncation rule, for every function that hands out text: what fits of o into buf
+// (NUL-terminated when size > 0), and the whole length; -1 when memory ran out. Frees o.
+static int llm__outbuf_emit(struct llm__outbuf *o, char *buf, size_t size) {
+    bool ok = !o->fail && o->n < INT_MAX;
+    if (ok && size) {
+        size_t k = LLM__MIN(o->n, size - 1);
+        if (k) memcpy(buf, o->p, k);
+        buf[k] = 0;
+    }
     free(o->p);
-    return (int)o->n;
+    return ok ? (int)o->n : -1;
 }
 
-static int llm__detokenize(const struct llm__vocab *v, const int32_t *ids, int n, int flags, char *buf, size_t size) {
-    struct llm__outbuf o = {0};
+// A token's bytes appended to o (special tokens' text only when special); false: out of memory.
+static bool llm__piece_put(const struct llm__vocab *v, int32_t id, bool special, bool *first, struct llm__outbuf *o,
+                           struct llm_text_stream *stream) {
+    char small[64];
+    int k = llm__token_piece(v, id, special, small, sizeof(small));
+    char *piece = small;
+    if (k > (int)sizeof(small)) {
+        if (!(piece = malloc((size_t)k))) return false;
+        llm__token_piece(v, id, special, piece, (size_t)k);
+    }
+    int skip = 0;   // the first text loses SentencePiece's space
+    if (k > 0 && *first) {
+        *first = false;
+        skip = llm__piece_drop_space(v, id) && piece[0] == ' ';
+    }
+    if (stream) llm__stream_feed(stream, piece + skip, (size_t)(k - skip), o, false);
+    else llm__outbuf_put(o, piece + skip, (size_t)(k - skip));
+    if (piece != small) free(piece);
+    return true;
+}
+
+// The text of ids appended to o; false when an id is out of range (o->fail: out of memory).
+static bool llm__detokenize(const struct llm__vocab *v, const int32_t *ids, int n, int flags, struct llm__outbuf *o) {
     bool first = true;
     if ((flags & LLM_DETOKENIZE_SKIP_BOS) && n > 0 && v->bos >= 0 && ids[0] == v->bos) { ids++; n--; }
     for (int i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= v->n) { free(o.p); return -1; }
-        char small[64];
-        int k = llm__token_piece(v, ids[i], flags & LLM_DETOKENIZE_SPECIAL, small, sizeof(small));
-        char *piece = small;
-        if (k > (int)sizeof(small)) {
-            if (!(piece = malloc((size_t)k))) { free(o.p); return -1; }
-            llm__token_piece(v, ids[i], flags & LLM_DETOKENIZE_SPECIAL, piece, (size_t)k);
-        }
-        int skip = 0;
-        if (k > 0 && first) {
-            first = false;
-            skip = llm__piece_drop_space(v, ids[i]) && piece[0] == ' ';
-        }
-        llm__outbuf_put(&o, piece + skip, (size_t)(k - skip));
-        if (piece != small) free(piece);
+        if (ids[i] < 0 || ids[i] >= v->n) return false;
+        if (!llm__piece_put(v, ids[i], flags & LLM_DETOKENIZE_SPECIAL, &first, o, NULL)) o->fail = true;
     }
-    if (o.fail || o.n > INT_MAX) { free(o.p); return -1; }
-    if (buf && size) {
-        if (o.n) memcpy(buf, o.p, LLM__MIN(o.n, size));
-        if (o.n < size) buf[o.n] = 0;
-    }
-    free(o.p);
-    return (int)o.n;
+    return true;
 }
 
-// One token into a text stream; the first text of the stream loses SentencePiece's space.
-static int llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, int32_t id, int flags, char *out,
-                            size_t size) {
-    struct llm_text_stream u = *st;
-    struct llm__outbuf o = {0};
-    if (id >= 0 && id < v->n) {
-        char small[64];
-        int k = llm__token_piece(v, id, flags & LLM_DETOKENIZE_SPECIAL, small, sizeof(small));
-        char *piece = small;
-        if (k > (int)sizeof(small)) {
-            if (!(piece = malloc((size_t)k))) return INT_MIN;
-            llm__token_piece(v, id, flags & LLM_DETOKENIZE_SPECIAL, piece, (size_t)k);
-        }
-        int skip = 0;
-        if (k > 0 && u.n_tokens++ == 0) skip = llm__piece_drop_space(v, id) && piece[0] == ' ';
-        llm__stream_feed(&u, piece + skip, (size_t)(k - skip), &o, false);
-        if (piece != small) free(piece);
-    }
-    int r = llm__stream_out(&o, out, size);
-    if (r >= 0) *st = u;
-    return r;
+// One token into a text stream: the whole characters it completes are appended to o. An id out
+// of range adds nothing.
+static void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, int32_t id, int flags,
+                             struct llm__outbuf *o) {
+    if (id < 0 || id >= v->n) return;
+    bool first = st->n_tokens == 0;
+    if (!llm__piece_put(v, id, flags & LLM_DETOKENIZE_SPECIAL, &first, o, st)) o->fail = true;
+    st->n_tokens++;
 }
 
 // --- chat templates ---
@@ -6191,7 +6181,6 @@ struct llm_engine {
     float *step_logits;        // [acts.max_out][n_vocab] llm_step's logit rows
     struct llm__prof *prof;   // per-module times when profiling (&prof_data), else NULL
     struct llm__prof prof_data;
-    long long prof_steps0;    // n_steps when profiling started
     char unsupported[512];    // LLM_LOAD_METADATA: why a full load would fail
     // serving
     struct llm__req **reqs, **q_run, **q_wait;   // [cap_reqs]
@@ -6199,7 +6188,6 @@ struct llm_engine {
     int n_reqs, cap_reqs, next_id;
     long long n_arrivals, n_preemptions, n_steps;
     long long prefix_query_tokens, prefix_hit_tokens;   // prompt tokens looked up in the prefix cache, found
-    bool priority;
     struct llm_output *outs;
     size_t *out_off;
     int cap_outs;
@@ -6284,6 +6272,8 @@ static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm
     if (!p->max_num_seqs) p->max_num_seqs = 256;
     if (!p->max_num_batched_tokens) p->max_num_batched_tokens = 512;
     if (!p->model_path) return llm__fail(e, LLM_ERR_INVALID_ARG, "no model file given");
+    if (!(p->gpu_memory_utilization >= 0.0f && p->gpu_memory_utilization <= 1.0f))   // NaN too
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "gpu_memory_utilization must be in (0, 1] (0: the default)");
     if (p->block_size != 8 && p->block_size != 16 && p->block_size != 32)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "block size must be 8, 16 or 32 (got %d)", p->block_size);
     if (p->kv_cache_dtype != LLM_KV_F16 && p->kv_cache_dtype != LLM_KV_F32)
@@ -6341,8 +6331,18 @@ static enum llm_status llm__backend_open(struct llm_backend *be, const struct ll
 // tensors' types, no weights), kept for llm_model_info.unsupported.
 static void llm__engine_check_loadable(llm_engine *E) {
     struct llm__err why = {{0}, LLM_OK};
-    if (E->model.gguf.n_tensors == 0) llm__fail(&why, LLM_ERR_FORMAT, "the file has no tensors (a vocabulary-only file)");
-    else if (llm__model_hparams(&E->model, &why) == LLM_OK) llm__model_check_tensors(&E->model, &why);
+    struct llm__model *m = &E->model;
+    llm__chat_template_recognise(&E->vocab, &m->gguf);   // plain metadata, whatever else fails
+    if (m->gguf.n_tensors == 0) {
+        llm__fail(&why, LLM_ERR_FORMAT, "the file has no tensors (a vocabulary-only file)");
+    } else if (llm__model_hparams(m, &why) == LLM_OK && llm__vocab_load(&E->vocab, &m->gguf, m->n_vocab, &why) == LLM_OK) {
+        // every tensor the architecture uses, with its shape and type, as the load would find them
+        struct llm__model_plan pl = {0};
+        if (!(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers)))) llm__fail(&why, LLM_ERR_NOMEM, "out of memory");
+        else llm__model_plan(m, &pl, &why);
+        free(pl.vecs);
+        free(pl.mats);
+    }
     if (why.msg[0]) snprintf(E->unsupported, sizeof(E->unsupported), "%s", why.msg);
 }
 
@@ -6357,8 +6357,6 @@ static enum llm_status llm__engine_kv_init(llm_engine *E, struct llm__err *e) {
     size_t per_token = 2 * (size_t)m->n_layer * llm__row_bytes(kv_type, (int64_t)m->n_head_kv * m->head_dim);
     size_t one_seq = per_token * (size_t)((E->max_model_len + p->block_size - 1) / p->block_size * p->block_size);
     if (!kv_bytes && p->gpu_memory_utilization > 0) {
-        if (!(p->gpu_memory_utilization <= 1.0f))
-            return llm__fail(e, LLM_ERR_INVALID_ARG, "gpu_memory_utilization must be in (0, 1]");
         kv_bytes = (size_t)((double)E->be.iface->mem_free(E->be.ctx) * p->gpu_memory_utilization);
     }
     if (!kv_bytes) {
@@ -6396,6 +6394,7 @@ static enum llm_status llm__engine_load(llm_engine *E, struct llm__err *e) {
     const struct llm_engine_params *p = &E->params;
     enum llm_status st;
     if ((st = llm__gguf_open(&E->model.gguf, p->model_path, e))) return st;
+    llm__model_names(&E->model);
     if (p->load == LLM_LOAD_METADATA) {
         llm__engine_check_loadable(E);
         return LLM_OK;
@@ -6424,7 +6423,6 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
     struct llm_engine_params p = params ? *params : llm_engine_params_default();
     enum llm_status st = llm__params_check(&p, &e);
     E->params = p;
-    E->priority = p.scheduling_policy == LLM_SCHED_PRIORITY;
     if (st == LLM_OK) st = llm__engine_load(E, &e);
     if (st == LLM_OK) return E;
     if (p.backend == LLM_BACKEND_AUTO && E->be.iface && strcmp(E->be.iface->name, "cpu") != 0) {
@@ -6463,15 +6461,6 @@ void llm_get_model_info(const llm_engine *E, struct llm_model_info *info) {
     memset(info, 0, sizeof(*info));
     info->arch = m->arch_name;
     info->name = m->name;
-    if (!m->arch_name[0] || !m->name[0]) {   // LLM_LOAD_VOCAB / METADATA: from the file's keys
-        struct llm__gguf_str s;
-        if (!m->arch_name[0] && llm__gguf_find_key(&m->gguf, "general.architecture") >= 0 &&
-            llm__gguf_get_str(&m->gguf, "general.architecture", &s, NULL))
-            snprintf(((llm_engine *)E)->model.arch_name, sizeof(m->arch_name), "%.*s", (int)LLM__MIN(s.len, 31), s.ptr);
-        if (!m->name[0] && llm__gguf_find_key(&m->gguf, "general.name") >= 0 &&
-            llm__gguf_get_str(&m->gguf, "general.name", &s, NULL))
-            snprintf(((llm_engine *)E)->model.name, sizeof(m->name), "%.*s", (int)LLM__MIN(s.len, 127), s.ptr);
-    }
     info->n_vocab = m->n_vocab;
     info->n_embd = m->n_embd;
     info->n_layer = m->n_layer;
@@ -6527,10 +6516,10 @@ static enum llm_meta_type llm__meta_type(uint32_t t) {
     }
 }
 
-enum llm_status llm_model_meta(const llm_engine *E, int64_t index, struct llm_meta *meta) {
+enum llm_status llm_model_meta(llm_engine *E, int64_t index, struct llm_meta *meta) {
     const struct llm__gguf *g = &E->model.gguf;
     if (index < 0 || index >= g->n_kv || !meta)
-        return llm__fail(&((llm_engine *)E)->err, LLM_ERR_INVALID_ARG, "metadata index %lld out of range [0, %lld)",
+        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "metadata index %lld out of range [0, %lld)",
                          (long long)index, (long long)g->n_kv);
     const struct llm__gguf_kv *kv = &g->kv[index];
     memset(meta, 0, sizeof(*meta));
@@ -6547,10 +6536,10 @@ enum llm_status llm_model_meta(const llm_engine *E, int64_t index, struct llm_me
     return LLM_OK;
 }
 
-enum llm_status llm_model_tensor(const llm_engine *E, int64_t index, struct llm_tensor_info *info) {
+enum llm_status llm_model_tensor(llm_engine *E, int64_t index, struct llm_tensor_info *info) {
     const struct llm__gguf *g = &E->model.gguf;
     if (index < 0 || index >= g->n_tensors || !info)
-        return llm__fail(&((llm_engine *)E)->err, LLM_ERR_INVALID_ARG, "tensor index %lld out of range [0, %lld)",
+        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "tensor index %lld out of range [0, %lld)",
                          (long long)index, (long long)g->n_tensors);
     const struct llm__gguf_tensor *t = &g->tensors[index];
     const struct llm__type_info *ti = llm__type_info(t->type);
@@ -6588,15 +6577,14 @@ enum llm_status llm_measure_bandwidth(llm_engine *E, double *gb_per_s) {
 }
 
 void llm_set_profiling(llm_engine *E, int on) {
-    memset(&E->prof_data, 0, sizeof(E->prof_data));
+    if (on && !E->prof) memset(&E->prof_data, 0, sizeof(E->prof_data));   // a stopped profile stays readable
     E->prof = on ? &E->prof_data : NULL;
-    E->prof_steps0 = E->n_steps;
 }
 
 void llm_get_profile(const llm_engine *E, struct llm_profile *p) {
     memset(p, 0, sizeof(*p));
     for (int i = 0; i < LLM_PROF_COUNT; i++) p->seconds[i] = E->prof_data.t[i];
-    p->n_steps = E->n_steps - E->prof_steps0;
+    p->n_steps = E->prof_data.steps;
 }
 
 const char *llm_prof_op_name(enum llm_prof_op op) {
@@ -6650,8 +6638,13 @@ int llm_token_is_control(const llm_engine *E, int32_t token) {
 int llm_detokenize(llm_engine *E, const int32_t *tokens, int n, int flags, char *buf, size_t size) {
     if (n < 0 || (n > 0 && !tokens) || (!buf && size))
         return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "detokenize: bad arguments"), -1;
-    int r = llm__detokenize(&E->vocab, tokens, n, flags, buf, size);
-    if (r < 0) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "detokenize: a token id is out of range [0, %d)", E->vocab.n), -1;
+    struct llm__outbuf o = {0};
+    if (!llm__detokenize(&E->vocab, tokens, n, flags, &o)) {
+        free(o.p);
+        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "detokenize: a token id is out of range [0, %d)", E->vocab.n), -1;
+    }
+    int r = llm__outbuf_emit(&o, buf, size);
+    if (r < 0) llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
     return r;
 }
 
@@ -6661,18 +6654,23 @@ void llm_text_stream_reset(struct llm_text_stream *stream) {
 
 int llm_text_stream_push(llm_engine *E, struct llm_text_stream *stream, int32_t token, int flags, char *out,
                          size_t size) {
-    int r = llm__stream_push(&E->vocab, stream, token, flags, out, size);
-    if (r == INT_MIN) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
-    return r < 0 ? -r - 1 : r;   // did not fit: the length it needs
+    if (!out && size) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "text_stream_push: NULL buffer"), -1;
+    struct llm_text_stream u = *stream;
+    struct llm__outbuf o = {0};
+    llm__stream_push(&E->vocab, &u, token, flags, &o);
+    if (o.fail || o.n >= INT_MAX) { free(o.p); return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1; }
+    if (o.n >= size) { free(o.p); return (int)o.n; }   // does not fit: nothing written or consumed
+    *stream = u;
+    return llm__outbuf_emit(&o, out, size);
 }
 
 int llm_text_stream_flush(struct llm_text_stream *stream, char *out, size_t size) {
     struct llm_text_stream u = *stream;
     struct llm__outbuf o = {0};
     llm__stream_feed(&u, "", 0, &o, true);
-    int r = llm__stream_out(&o, out, size);
-    if (r >= 0) llm_text_stream_reset(stream);
-    return r == INT_MIN ? -1 : r < 0 ? -r - 1 : r;
+    int r = llm__outbuf_emit(&o, out, size);
+    if (r >= 0 && (size_t)r < size) llm_text_stream_reset(stream);   // all of it was written
+    return r;
 }
 
 const char *llm_chat_template_detect(const llm_engine *E) {
@@ -6683,14 +6681,8 @@ int llm_chat_apply(const char *template_name, const struct llm_chat_message *mes
                    char *buf, size_t size) {
     struct llm__outbuf o = {0};
     if (n < 0 || (n > 0 && !messages) || (!buf && size)) return -1;
-    int r = llm__chat_apply(template_name, messages, n, add_assistant != 0, &o);
-    if (r < 0 || o.n > INT_MAX - 1) { free(o.p); return -1; }
-    if (buf && size) {
-        if (o.n) memcpy(buf, o.p, LLM__MIN(o.n, size));
-        buf[LLM__MIN(o.n, size - 1)] = 0;
-    }
-    free(o.p);
-    return (int)o.n;
+    if (llm__chat_apply(template_name, messages, n, add_assistant != 0, &o) < 0) { free(o.p); return -1; }
+    return llm__outbuf_emit(&o, buf, size);
 }
 
 int llm_seq_new(llm_engine *E) {
@@ -6717,9 +6709,10 @@ void llm_seq_free(llm_engine *E, int seq) {
     if (s) llm__blocks_release(&E->blocks, s);
 }
 
-int llm_seq_len(const llm_engine *E, int seq) {
+int llm_seq_len(llm_engine *E, int seq) {
     struct llm__seq *s = llm__seq_get(E, seq);
-    return s ? s->len : -1;
+    if (!s) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "no sequence %d", seq), -1;
+    return s->len;
 }
 
 // The tokens go through the step pipeline without the scheduler: blocks for all of them first,
@@ -6968,7 +6961,9 @@ static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, co
     if (blocks > E->blocks.n_blocks)
         return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt needs %d KV blocks, the cache has %d", blocks, E->blocks.n_blocks);
     r->n_tokens = r->n_prompt = n;
-    if (!llm__req_reserve_tokens(r, n + LLM__MIN(r->p.max_tokens, 1 << 16) + 1)) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    // room for the output too, as far as the context lets it grow (llm__req_append grows it on)
+    int out = LLM__MIN(LLM__MIN(r->p.max_tokens, E->max_model_len - n), 1 << 16);
+    if (!llm__req_reserve_tokens(r, n + out + 1)) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     if (prompt->text) llm__tokenize(&E->vocab, prompt->text, len, flags, r->tokens, n, e);
     else memcpy(r->tokens, prompt->tokens, (size_t)n * sizeof(int32_t));
     return LLM_OK;
@@ -7054,33 +7049,23 @@ int llm_has_unfinished_requests(const llm_engine *E) {
 }
 
 // Frees a running request's blocks; it waits to be computed again from its first token.
-static void llm__req_preempt(llm_engine *E, struct llm__req *r) {
+// A running request back to waiting, its blocks freed: computed again from its first token.
+static void llm__req_requeue(llm_engine *E, struct llm__req *r) {
     llm__blocks_release(&E->blocks, &r->seq);
     r->n_computed = 0;
     r->state = LLM__REQ_WAITING;
+}
+
+static void llm__req_preempt(llm_engine *E, struct llm__req *r) {
+    llm__req_requeue(E, r);
     r->n_preempt++;
     E->n_preemptions++;
 }
 
 // The text a new token adds; the stop strings; what is safe to report.
 static void llm__req_text(struct llm__req *r, const struct llm__vocab *v, int32_t tok, bool push, bool last) {
-    char small[256];
-    if (!push) goto flush;
-    int k = llm__stream_push(v, &r->ts, tok, 0, small, sizeof(small));
-    if (k < -1) {   // a long piece
-        char *big = malloc((size_t)-k);
-        if (big && (k = llm__stream_push(v, &r->ts, tok, 0, big, (size_t)-k)) > 0) llm__outbuf_put(&r->text, big, (size_t)k);
-        free(big);
-    } else if (k > 0) {
-        llm__outbuf_put(&r->text, small, (size_t)k);
-    }
-flush:
-    if (last) {
-        struct llm__outbuf o = {0};
-        llm__stream_feed(&r->ts, "", 0, &o, true);
-        llm__outbuf_put(&r->text, o.p, o.n);
-        free(o.p);
-    }
+    if (push) llm__stream_push(v, &r->ts, tok, 0, &r->text);
+    if (last) llm__stream_feed(&r->ts, "", 0, &r->text, true);
 }
 
 // The earliest of n stop strings in text[from - longest + 1 ..n) (its offset, or -1); *hold: the
@@ -7153,7 +7138,7 @@ static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, cons
 
 // Scheduling order: FCFS by arrival, or priority (lower first) then arrival.
 static bool llm__req_before(const llm_engine *E, const struct llm__req *a, const struct llm__req *b) {
-    if (E->priority && a->p.priority != b->p.priority) return a->p.priority < b->p.priority;
+    if (E->params.scheduling_policy == LLM_SCHED_PRIORITY && a->p.priority != b->p.priority) return a->p.priority < b->p.priority;
     return a->arrival < b->arrival;
 }
 
@@ -7192,15 +7177,6 @@ static void llm__plan_add(struct llm__plan *plan, struct llm__req *r, int n) {
 }
 
 // r leaves the plan (it is being preempted): its tokens go back to the budget.
-static void llm__plan_drop(struct llm__plan *plan, const struct llm__req *r) {
-    for (int k = 0; k < plan->n; k++)
-        if (plan->e[k].r == r) {
-            plan->n_tokens -= plan->e[k].n_compute;
-            plan->n_logits -= plan->e[k].n_logits;
-            plan->e[k] = plan->e[--plan->n];
-            return;
-        }
-}
 
 // Blocks for running request r to grow by n tokens: running requests are preempted from the back
 // of the queue q (the latest, or lowest priority), r itself last. Returns whether r still runs;
@@ -7216,7 +7192,8 @@ static bool llm__sched_make_room(llm_engine *E, struct llm__plan *plan, struct l
             for (int k = 0; k < n_q; k++) alone &= q[k] == r || q[k]->state != LLM__REQ_RUNNING;
             if (alone) { llm__req_finish(E, r, LLM_FINISH_LENGTH); return false; }
         }
-        llm__plan_drop(plan, victim);
+        // The victim is the last running request of the queue, r or one after it: requests are
+        // planned in queue order, so it is not in the plan yet.
         llm__req_preempt(E, victim);
         plan->n_preempted++;
         if (victim == r) return false;
@@ -7331,7 +7308,9 @@ static enum llm_status llm__prepare(llm_engine *E, const struct llm__plan *plan,
 }
 
 // The forward pass; logits receives step->n_out rows of n_vocab.
+// Every forward pass, of llm_step and of llm_seq_eval (counted as a step when profiling).
 static enum llm_status llm__execute(llm_engine *E, const struct llm__step *step, float *logits) {
+    if (E->prof) E->prof->steps++;
     return llm__forward(&E->model, &E->be, &E->acts, E->kv.k_layer, E->kv.v_layer, step, logits, E->prof, &E->err);
 }
 
@@ -7374,7 +7353,7 @@ static void llm__postprocess(llm_engine *E, const struct llm__plan *plan, const 
 
 // The forward pass failed: the planned requests are computed again from their first token.
 static void llm__plan_undo(llm_engine *E, const struct llm__plan *plan) {
-    for (int k = 0; k < plan->n; k++) llm__req_preempt(E, plan->e[k].r);
+    for (int k = 0; k < plan->n; k++) llm__req_requeue(E, plan->e[k].r);
 }
 
 // What r has to report: new tokens, new text, or its end (once).
@@ -7407,31 +7386,53 @@ static void llm__output_fill(llm_engine *E, struct llm__req *r, struct llm_outpu
     out->n_output_tokens = n_gen;
     out->n_preemptions = r->n_preempt;
     out->itl_ms = out->finished ? r->itl : NULL;
+    out->n_itl = out->finished ? r->n_itl : 0;
     if (out->finished) r->reported_done = true;
 }
 
 // The step's outputs: one per request with new tokens or text, or that finished.
-static int llm__collect(llm_engine *E, const struct llm_output **outputs) {
-    int n_outs = 0;
+// Memory for the step's outputs is found first, so that filling them (which marks what was
+// reported) cannot fail halfway.
+static bool llm__collect_reserve(llm_engine *E, int n_outs, size_t text) {
+    if (n_outs > E->cap_outs) {
+        int cap = LLM__MAX(n_outs, 2 * E->cap_outs);
+        struct llm_output *q = realloc(E->outs, (size_t)cap * sizeof(*q));
+        if (q) E->outs = q;
+        size_t *f = realloc(E->out_off, (size_t)cap * sizeof(size_t));
+        if (f) E->out_off = f;
+        if (!q || !f) return false;
+        E->cap_outs = cap;
+    }
     E->arena.n = 0;
     E->arena.fail = false;
-    for (int i = 0; i < E->n_reqs; i++) {
-        struct llm__req *r = E->reqs[i];
-        if (!llm__req_has_news(r)) continue;
-        if (n_outs == E->cap_outs) {
-            int cap = E->cap_outs ? 2 * E->cap_outs : 64;
-            struct llm_output *q = realloc(E->outs, (size_t)cap * sizeof(*q));
-            if (q) E->outs = q;
-            size_t *f = realloc(E->out_off, (size_t)cap * sizeof(size_t));
-            if (f) E->out_off = f;
-            if (!q || !f) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
-            E->cap_outs = cap;
-        }
-        llm__output_fill(E, r, &E->outs[n_outs], &E->out_off[n_outs]);
-        n_outs++;
+    if (text > E->arena.cap) {
+        char *p = realloc(E->arena.p, text);
+        if (!p) return false;
+        E->arena.p = p;
+        E->arena.cap = text;
     }
+    return true;
+}
+
+static int llm__collect(llm_engine *E, const struct llm_output **outputs) {
+    int n_outs = 0;
+    size_t text = 0;
     *outputs = E->outs;
-    if (E->arena.fail) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
+    for (int i = 0; i < E->n_reqs; i++) {
+        const struct llm__req *r = E->reqs[i];
+        if (!llm__req_has_news(r)) continue;
+        n_outs++;
+        size_t shown = r->text.n - r->text_hold;
+        text += (shown > r->text_sent ? shown - r->text_sent : 0) + 1;
+    }
+    if (!llm__collect_reserve(E, n_outs, text)) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
+    *outputs = E->outs;
+    n_outs = 0;
+    for (int i = 0; i < E->n_reqs; i++)
+        if (llm__req_has_news(E->reqs[i])) {
+            llm__output_fill(E, E->reqs[i], &E->outs[n_outs], &E->out_off[n_outs]);
+            n_outs++;
+        }
     for (int i = 0; i < n_outs; i++) E->outs[i].new_text = E->arena.p + E->out_off[i];   // the arena has stopped moving
     return n_outs;
 }
@@ -7507,6 +7508,10 @@ static enum llm_status llm__result_fill(llm_engine *E, const struct llm__req *r,
 enum llm_status llm_generate(llm_engine *E, const struct llm_prompt *prompts, int n, const struct llm_request_params *params,
                              struct llm_result *res) {
     if (n < 0 || (n > 0 && (!prompts || !res))) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "generate: bad arguments");
+    if (llm_has_unfinished_requests(E))   // their outputs would be lost here
+        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "generate: the engine has unfinished requests (llm_generate "
+                                                       "needs an idle engine; use llm_step for them)");
+    if (n == 0) return LLM_OK;
     memset(res, 0, (size_t)n * sizeof(*res));
     int *ids = malloc((size_t)LLM__MAX(n, 1) * sizeof(int));
     if (!ids) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
@@ -7531,10 +7536,12 @@ enum llm_status llm_generate(llm_engine *E, const struct llm_prompt *prompts, in
             if (s2 != LLM_OK) st = s2;
         }
     }
-    if (st != LLM_OK)   // what is left ends with the error
+    if (st != LLM_OK)   // what is left ends with the error (and is not reported by a later llm_step)
         for (int i = 0; i < n; i++)
             if (!res[i].finish_reason) {
-                if (ids[i] >= 0 && llm__req_find(E, ids[i])) llm_abort_request(E, ids[i]);
+                struct llm__req *r = ids[i] >= 0 ? llm__req_find(E, ids[i]) : NULL;
+                if (r && r->state != LLM__REQ_DONE) llm__req_finish(E, r, LLM_FINISH_ABORT);
+                if (r) r->reported_done = true;
                 res[i].finish_reason = LLM_FINISH_ERROR;
                 res[i].error = llm__strndup(E->err.msg, strlen(E->err.msg));
             }

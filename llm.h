@@ -27,7 +27,9 @@
 //   it computes with its own pool of worker threads. Samplers and text streams likewise. The
 //   functions without an engine argument may be called from any thread at any time.
 // Parameters. Option structs are filled by their *_default() function, then changed field by
-//   field; zero in a field means its default unless the comment says otherwise.
+//   field. In llm_engine_params, zero in a field means its default unless the comment says
+//   otherwise; in the sampling and request parameters each field's comment says what its values
+//   mean (0 is not always the default there: temperature 0 is greedy, top_p 0 keeps one token).
 #ifndef LLM_H
 #define LLM_H
 
@@ -147,7 +149,7 @@ LLM_API void llm_get_model_info(const llm_engine *engine, struct llm_model_info 
 // How the engine runs it.
 struct llm_engine_info {
     enum llm_backend_kind backend;   // the backend in use (never LLM_BACKEND_AUTO)
-    const char *backend_name;  // "cpu", "vulkan"
+    const char *backend_name;  // "cpu", "vulkan"; "none" for LLM_LOAD_VOCAB / METADATA engines
     const char *device_name;   // the GPU's name, or the CPU's features (e.g. "x86-64 AVX-512")
     int n_threads;             // CPU worker threads
     int max_model_len;         // context length in use
@@ -170,7 +172,7 @@ struct llm_meta {
     enum llm_meta_type elem_type;      // ARRAY: the elements' type and count
     uint64_t n_elems;
 };
-LLM_API enum llm_status llm_model_meta(const llm_engine *engine, int64_t index, struct llm_meta *meta);
+LLM_API enum llm_status llm_model_meta(llm_engine *engine, int64_t index, struct llm_meta *meta);
 // The file's tensors (index 0 .. n_tensors - 1).
 struct llm_tensor_info {
     const char *name;
@@ -181,7 +183,7 @@ struct llm_tensor_info {
     int64_t ne[4];             // ne[0] is the row length
     size_t bytes;
 };
-LLM_API enum llm_status llm_model_tensor(const llm_engine *engine, int64_t index, struct llm_tensor_info *info);
+LLM_API enum llm_status llm_model_tensor(llm_engine *engine, int64_t index, struct llm_tensor_info *info);
 
 // GPU devices the built-in GPU backends can use (none without one). Writes up to max entries;
 // returns how many there are (may exceed max), or -1 with the message in err.
@@ -249,8 +251,8 @@ struct llm_chat_message { const char *role; const char *content; };   // "system
 // The template the model file's tokenizer.chat_template is recognised as, or NULL when it has
 // none or it is not one of the above.
 LLM_API const char *llm_chat_template_detect(const llm_engine *engine);
-// Renders messages; add_assistant appends the start of the assistant's turn. Returns the text's
-// length, or -1 for an unknown template name or a message without role or content.
+// Renders messages (a NULL role is "user", a NULL content empty); add_assistant appends the start
+// of the assistant's turn. Returns the text's length, or -1: an unknown template name, no memory.
 LLM_API int llm_chat_apply(const char *template_name, const struct llm_chat_message *messages, int n,
                            int add_assistant, char *buf, size_t size);
 
@@ -262,7 +264,7 @@ LLM_API int llm_chat_apply(const char *template_name, const struct llm_chat_mess
 // requests, below.)
 LLM_API int llm_seq_new(llm_engine *engine);          // a sequence id, or -1
 LLM_API void llm_seq_free(llm_engine *engine, int seq);
-LLM_API int llm_seq_len(const llm_engine *engine, int seq);   // tokens in it, or -1: no such sequence
+LLM_API int llm_seq_len(llm_engine *engine, int seq);   // tokens in it, or -1: no such sequence
 LLM_API enum llm_status llm_seq_eval(llm_engine *engine, int seq, const int32_t *tokens, int n,
                                      float *logits, int all_logits);
 
@@ -281,7 +283,8 @@ struct llm_sampling_params {
 };
 LLM_API struct llm_sampling_params llm_sampling_params_default(void);
 typedef struct llm_sampler llm_sampler;
-// NULL: invalid parameters (negative or non-finite values, top_p outside [0, 1]) or no memory.
+// NULL: invalid parameters (a non-finite value, a negative temperature, top_k or penalty_last_n,
+// top_p or min_p outside [0, 1], repeat_penalty <= 0), n_vocab < 1, or no memory.
 LLM_API llm_sampler *llm_sampler_create(const struct llm_sampling_params *params, int n_vocab);
 LLM_API void llm_sampler_free(llm_sampler *sampler);
 LLM_API int32_t llm_sampler_sample(llm_sampler *sampler, const float *logits);   // also accepts the token
@@ -307,8 +310,8 @@ enum llm_finish_reason {
     LLM_FINISH_NONE = 0,       // it has not
     LLM_FINISH_STOP,           // an end-of-generation token (unless ignore_eos), a stop token or
                                // a stop string
-    LLM_FINISH_LENGTH,         // max_tokens, the context length (max_model_len), or a KV cache
-                               // too small to hold it even alone
+    LLM_FINISH_LENGTH,         // max_tokens, the context length (max_model_len), a KV cache too
+                               // small to hold it even alone, or no host memory for its tokens
     LLM_FINISH_ABORT,          // llm_abort_request
     LLM_FINISH_ERROR,          // only in llm_generate's results: a prompt that could not be added
                                // (the message in error), or unfinished when the backend failed
@@ -359,7 +362,8 @@ struct llm_output {
     double ttft_ms;            // arrival to first token (0 until there is one)
     double e2e_ms;             // arrival to the end (when finished)
     int n_prompt_tokens, n_cached_tokens, n_output_tokens, n_preemptions;
-    const float *itl_ms;       // when finished: the n_output_tokens - 1 inter-token latencies
+    const float *itl_ms;       // when finished: the inter-token latencies, n_itl of them
+    int n_itl;                 // n_output_tokens - 1 (fewer only when memory ran out)
 };
 // Runs one step. Returns the number of outputs written to *outputs (0 when there was nothing
 // to do), or -1 when the backend failed or memory ran out.

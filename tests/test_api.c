@@ -1,0 +1,196 @@
+// The rules llm.h states for every function, checked through the public API: truncation (the
+// whole length returned; what fits written, NUL-terminated; a text stream consumes nothing that
+// does not fit), errors recorded in the engine, parameters refused before anything loads,
+// profiling counters, engines opened for their metadata only, and llm_generate on a busy engine.
+#include "../llm.c"
+#include "test.h"
+
+static const char *model(const char *name) {
+    static char path[512];
+    const char *dir = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
+    snprintf(path, sizeof(path), "%s/%s.gguf", dir, name);
+    return path;
+}
+
+static llm_engine *open_model(const char *name, enum llm_load_mode load) {
+    struct llm_engine_params p = llm_engine_params_default();
+    char err[512];
+    p.model_path = model(name);
+    p.n_threads = 2;
+    p.max_model_len = 128;
+    p.load = load;
+    llm_engine *E = llm_engine_create(&p, err, sizeof(err));
+    EXPECT(E != NULL, "%s: %s", name, err);
+    return E;
+}
+
+static void test_truncation(llm_engine *E) {
+    int32_t ids[64];
+    const char *text = "Hello there, general truncation";
+    int n = llm_tokenize(E, text, strlen(text), 0, ids, 64);
+    EXPECT(n > 3 && n <= 64, "tokenize: %d", n);
+    char full[256], small[5];
+    int len = llm_detokenize(E, ids, n, 0, full, sizeof(full));
+    memset(small, 'x', sizeof(small));
+    int cut = llm_detokenize(E, ids, n, 0, small, sizeof(small));
+    EXPECT(len > 5 && cut == len && small[4] == 0 && !strncmp(small, full, 4),
+           "detokenize into 5 bytes: returned %d of %d, '%.5s'", cut, len, small);
+    EXPECT(llm_detokenize(E, ids, n, 0, NULL, 0) == len, "detokenize's length alone");
+
+    struct llm_chat_message m = {"user", "a message longer than the buffer"};
+    char chat[256], chat5[5];
+    int cl = llm_chat_apply("chatml", &m, 1, 1, chat, sizeof(chat));
+    memset(chat5, 'x', sizeof(chat5));
+    EXPECT(cl > 5 && llm_chat_apply("chatml", &m, 1, 1, chat5, sizeof(chat5)) == cl && chat5[4] == 0 &&
+           !strncmp(chat5, chat, 4), "chat_apply into 5 bytes: '%.5s'", chat5);
+
+    char piece[2];
+    int pl = llm_token_to_piece(E, ids[1], piece, sizeof(piece));
+    EXPECT(pl >= 0 && piece[pl < 1 ? pl : 1] == 0, "token_to_piece: %d, no NUL", pl);
+
+    // a stream: a token whose text does not fit is neither written nor consumed
+    struct llm_text_stream st = {0}, before;
+    char out[64], tiny[1] = {'x'};
+    int k = 0;
+    for (int i = 0; i < n && k <= 0; i++) {
+        before = st;
+        k = llm_text_stream_push(E, &st, ids[i], 0, tiny, sizeof(tiny));
+        if (k > 0) {
+            EXPECT(!memcmp(&st, &before, sizeof(st)) && tiny[0] == 'x', "a push that did not fit changed the stream");
+            EXPECT(llm_text_stream_push(E, &st, ids[i], 0, out, sizeof(out)) == k, "the same push with room");
+        }
+    }
+    EXPECT(k > 0, "no token of the text produced text");
+    // flush: what fits, NUL-terminated; the stream keeps what was not written
+    struct llm_text_stream pend = {{0xE2, 0x82}, 2, 1};
+    char two[2] = {'x', 'x'};
+    int fl = llm_text_stream_flush(&pend, two, sizeof(two));
+    EXPECT(fl == 6 && two[1] == 0 && (unsigned char)two[0] == 0xEF && pend.n_pending == 2,
+           "flush into 2 bytes: %d, pending %d", fl, pend.n_pending);
+    EXPECT(llm_text_stream_flush(&pend, out, sizeof(out)) == 6 && !strcmp(out, "\xEF\xBF\xBD\xEF\xBF\xBD") &&
+           pend.n_pending == 0, "flush with room");
+}
+
+static void test_errors(llm_engine *E) {
+    EXPECT(llm_seq_len(E, 4242) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG && strstr(llm_last_error(E), "4242"),
+           "seq_len of no sequence: %d, %s", (int)llm_last_status(E), llm_last_error(E));
+    int32_t bad = 1 << 30;
+    EXPECT(llm_detokenize(E, &bad, 1, 0, NULL, 0) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG,
+           "detokenize of an id out of range: %s", llm_last_error(E));
+    struct llm_meta meta;
+    EXPECT(llm_model_meta(E, -1, &meta) == LLM_ERR_INVALID_ARG && llm_last_status(E) == LLM_ERR_INVALID_ARG,
+           "metadata index -1");
+
+    struct llm_sampling_params sp = llm_sampling_params_default();
+    llm_sampler *ok = llm_sampler_create(&sp, 16);
+    EXPECT(ok != NULL, "default sampler");
+    llm_sampler_free(ok);
+    struct { const char *what; struct llm_sampling_params p; } bad_p[6];
+    for (int i = 0; i < 6; i++) bad_p[i].p = sp;
+    bad_p[0].what = "top_k -5", bad_p[0].p.top_k = -5;
+    bad_p[1].what = "temperature inf", bad_p[1].p.temperature = INFINITY;
+    bad_p[2].what = "frequency_penalty NaN", bad_p[2].p.frequency_penalty = NAN;
+    bad_p[3].what = "repeat_penalty 0", bad_p[3].p.repeat_penalty = 0;
+    bad_p[4].what = "top_p 1.5", bad_p[4].p.top_p = 1.5f;
+    bad_p[5].what = "presence_penalty inf", bad_p[5].p.presence_penalty = -INFINITY;
+    for (int i = 0; i < 6; i++) {
+        llm_sampler *s = llm_sampler_create(&bad_p[i].p, 16);
+        EXPECT(!s, "sampler accepted %s", bad_p[i].what);
+        llm_sampler_free(s);
+    }
+
+    // parameters are checked before the file is even opened
+    const float utils[] = {-0.5f, 1.5f, NAN};
+    for (int i = 0; i < 3; i++) {
+        struct llm_engine_params p = llm_engine_params_default();
+        char err[256] = "";
+        p.model_path = "/nonexistent/model.gguf";
+        p.gpu_memory_utilization = utils[i];
+        llm_engine *X = llm_engine_create(&p, err, sizeof(err));
+        EXPECT(!X && strstr(err, "gpu_memory_utilization"), "gpu_memory_utilization %g: %s", (double)utils[i], err);
+        llm_engine_free(X);
+    }
+}
+
+static void test_profile_and_generate(llm_engine *E) {
+    struct llm_prompt pr[2] = {{.text = "one two"}, {.text = "three"}};
+    struct llm_request_params rp = llm_request_params_default();
+    rp.sampling.temperature = 0;
+    rp.max_tokens = 6;
+    struct llm_result res[2];
+    struct llm_profile prof;
+
+    EXPECT(llm_generate(E, pr, 2, NULL, res) == LLM_OK, "generate: %s", llm_last_error(E));   // not profiled
+    llm_results_free(res, 2);
+    llm_set_profiling(E, 1);
+    llm_get_profile(E, &prof);
+    EXPECT(prof.n_steps == 0 && prof.seconds[LLM_PROF_QKV] == 0, "profiling starts from zero: %lld steps", prof.n_steps);
+    struct llm_request_params two[2] = {rp, rp};
+    EXPECT(llm_generate(E, pr, 2, two, res) == LLM_OK, "profiled generate: %s", llm_last_error(E));
+    for (int i = 0; i < 2; i++)
+        EXPECT(res[i].finish_reason == LLM_FINISH_LENGTH && res[i].n_tokens == 6 && res[i].n_itl == 5,
+               "result %d: %s, %d tokens, %d latencies", i, llm_finish_reason_str(res[i].finish_reason), res[i].n_tokens,
+               res[i].n_itl);
+    llm_results_free(res, 2);
+    int seq = llm_seq_new(E);
+    int32_t toks[3] = {1, 2, 3};
+    EXPECT(llm_seq_eval(E, seq, toks, 3, NULL, 0) == LLM_OK, "seq_eval");
+    llm_seq_free(E, seq);
+    llm_set_profiling(E, 0);
+    struct llm_engine_stats stats;
+    llm_get_stats(E, &stats);
+    llm_get_profile(E, &prof);
+    // 6 tokens each, the prompts prefilled in the first step: 6 steps, and the seq_eval's one
+    EXPECT(prof.n_steps == 7, "profiled steps: %lld (llm_step's 6 + llm_seq_eval's 1)", prof.n_steps);
+    EXPECT(prof.seconds[LLM_PROF_QKV] > 0 && prof.seconds[LLM_PROF_ATTN] > 0 && prof.seconds[LLM_PROF_SAMPLING] > 0,
+           "a stopped profile keeps its times");
+    EXPECT(llm_generate(E, pr, 1, NULL, res) == LLM_OK, "generate after profiling");
+    llm_results_free(res, 1);
+    struct llm_profile after;
+    llm_get_profile(E, &after);
+    EXPECT(after.n_steps == prof.n_steps, "steps counted while profiling was off: %lld", after.n_steps);
+
+    // llm_generate refuses a busy engine (it would lose the other requests' outputs)
+    int id = llm_add_request(E, &pr[0], &rp);
+    EXPECT(id >= 0, "add_request: %s", llm_last_error(E));
+    EXPECT(llm_generate(E, pr, 1, NULL, res) == LLM_ERR_INVALID_ARG && strstr(llm_last_error(E), "unfinished"),
+           "generate on a busy engine: %s", llm_last_error(E));
+    const struct llm_output *out;
+    int done = 0;
+    while (llm_has_unfinished_requests(E) && !done) {
+        int k = llm_step(E, &out);
+        for (int i = 0; i < k; i++) if (out[i].request_id == id && out[i].finished) {
+            done = 1;
+            EXPECT(out[i].n_itl == out[i].n_output_tokens - 1, "n_itl %d of %d tokens", out[i].n_itl, out[i].n_output_tokens);
+        }
+    }
+    EXPECT(done, "the request added before finished");
+}
+
+static void test_metadata_engine(void) {
+    llm_engine *M = open_model("tiny-qwen2-chat", LLM_LOAD_METADATA);
+    if (!M) return;
+    const char *t = llm_chat_template_detect(M);
+    EXPECT(t && !strcmp(t, "chatml"), "LLM_LOAD_METADATA: chat template %s", t ? t : "(none)");
+    struct llm_model_info mi;
+    struct llm_engine_info ei;
+    llm_get_model_info(M, &mi);
+    llm_get_engine_info(M, &ei);
+    EXPECT(!mi.unsupported && !strcmp(mi.arch, "qwen2") && !strcmp(ei.backend_name, "none"),
+           "metadata engine: unsupported %s, arch %s, backend %s", mi.unsupported ? mi.unsupported : "-", mi.arch,
+           ei.backend_name);
+    EXPECT(llm_seq_new(M) == -1 && llm_last_status(M) == LLM_ERR_INVALID_ARG, "seq_new on a metadata engine");
+    llm_engine_free(M);
+}
+
+int main(void) {
+    llm_engine *E = open_model("tiny-qwen2-chat", LLM_LOAD_ALL);
+    if (E) {
+        test_truncation(E);
+        test_errors(E);
+        test_profile_and_generate(E);
+        llm_engine_free(E);
+    }
+    test_metadata_engine();
+    return test_summary("test_api");
+}
