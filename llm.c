@@ -6161,10 +6161,13 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
 #endif
     if ((st = llm__gguf_open(&E->model.gguf, p.model_path, &e))) goto fail;
     if (p.load == LLM_LOAD_METADATA) {
-        // What a full load would say: the hyper-parameters and the tensors' types, no weights.
+        // What a full load would say: the hyper-parameters, the tensors' types and the tokenizer
+        // (built to be checked, then freed: this mode tokenizes nothing), no weights.
         struct llm__err why = {{0}, LLM_OK};
         if (E->model.gguf.n_tensors == 0) llm__fail(&why, LLM_ERR_FORMAT, "the file has no tensors (a vocabulary-only file)");
-        else if (llm__model_hparams(&E->model, &why) == LLM_OK) llm__model_check_tensors(&E->model, &why);
+        else if (llm__model_hparams(&E->model, &why) == LLM_OK && llm__model_check_tensors(&E->model, &why) == LLM_OK)
+            llm__vocab_load(&E->vocab, &E->model.gguf, E->model.n_vocab, &why);
+        llm__vocab_free(&E->vocab);
         if (why.msg[0]) snprintf(E->unsupported, sizeof(E->unsupported), "%s", why.msg);
         return E;
     }

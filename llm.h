@@ -140,7 +140,9 @@ struct llm_model_info {
     unsigned gguf_version;
     int64_t n_tensors, n_metadata;
     const char *unsupported;   // LLM_LOAD_METADATA: why this build could not run the model
-                               // (the message llm_engine_create would give), or NULL
+                               // (the message llm_engine_create would give), or NULL. Checked:
+                               // the hyper-parameters, the tensors' types, the tokenizer; a
+                               // missing, misshapen or non-finite tensor shows only in a full load
 };
 LLM_API void llm_get_model_info(const llm_engine *engine, struct llm_model_info *info);
 

@@ -76,6 +76,8 @@ static void fuzz_file(const uint8_t *data, size_t size, const size_t header_end)
 
 struct variant {
     const char *name, *want;       // what is changed; a word the error message must contain
+    bool meta;                     // LLM_LOAD_METADATA's llm_model_info.unsupported says it too
+                                   // (the others show when the weights are loaded)
     const char *drop_key, *drop_tensor;
     const char *str_key, *str_val; // set a string key
     const char *u32_key;           // set a u32 key
@@ -142,23 +144,23 @@ static void check_variants(const char *model) {
     struct llm__err e;
     if (llm__gguf_open(&g, model, &e) != LLM_OK) { EXPECT(0, "%s", e.msg); return; }
     const struct variant vs[] = {
-        {.name = "unknown architecture", .want = "architecture", .str_key = "general.architecture", .str_val = "gptj"},
-        {.name = "no architecture", .want = "general.architecture", .drop_key = "general.architecture"},
+        {.name = "unknown architecture", .meta = true, .want = "architecture", .str_key = "general.architecture", .str_val = "gptj"},
+        {.name = "no architecture", .meta = true, .want = "general.architecture", .drop_key = "general.architecture"},
         {.name = "missing tensor", .want = "blk.1.ffn_up.weight", .drop_tensor = "blk.1.ffn_up.weight"},
-        {.name = "missing embedding", .want = "token_embd.weight", .drop_tensor = "token_embd.weight"},
+        {.name = "missing embedding", .meta = true, .want = "token_embd.weight", .drop_tensor = "token_embd.weight"},
         {.name = "more layers than tensors", .want = "blk.2", .u32_key = "llama.block_count", .u32_val = 3},
-        {.name = "heads do not divide the width", .want = "multiple", .u32_key = "llama.attention.head_count", .u32_val = 7},
-        {.name = "KV heads do not divide heads", .want = "multiple", .u32_key = "llama.attention.head_count_kv", .u32_val = 3},
-        {.name = "no layers", .want = "block_count", .u32_key = "llama.block_count", .u32_val = 0},
-        {.name = "no context", .want = "context_length", .u32_key = "llama.context_length", .u32_val = 0},
-        {.name = "rms epsilon 0", .want = "epsilon", .f32_key = "llama.attention.layer_norm_rms_epsilon", .f32_val = 0.0f},
-        {.name = "rope base 0", .want = "freq_base", .f32_key = "llama.rope.freq_base", .f32_val = 0.0f},
-        {.name = "unsupported rope scaling", .want = "scaling", .str_key = "llama.rope.scaling.type", .str_val = "yarn"},
-        {.name = "unsupported tensor type", .want = "q4_1", .retype_tensor = "blk.0.attn_q.weight", .retype = LLM__TYPE_Q4_1},
+        {.name = "heads do not divide the width", .meta = true, .want = "multiple", .u32_key = "llama.attention.head_count", .u32_val = 7},
+        {.name = "KV heads do not divide heads", .meta = true, .want = "multiple", .u32_key = "llama.attention.head_count_kv", .u32_val = 3},
+        {.name = "no layers", .meta = true, .want = "block_count", .u32_key = "llama.block_count", .u32_val = 0},
+        {.name = "no context", .meta = true, .want = "context_length", .u32_key = "llama.context_length", .u32_val = 0},
+        {.name = "rms epsilon 0", .meta = true, .want = "epsilon", .f32_key = "llama.attention.layer_norm_rms_epsilon", .f32_val = 0.0f},
+        {.name = "rope base 0", .meta = true, .want = "freq_base", .f32_key = "llama.rope.freq_base", .f32_val = 0.0f},
+        {.name = "unsupported rope scaling", .meta = true, .want = "scaling", .str_key = "llama.rope.scaling.type", .str_val = "yarn"},
+        {.name = "unsupported tensor type", .meta = true, .want = "q4_1", .retype_tensor = "blk.0.attn_q.weight", .retype = LLM__TYPE_Q4_1},
         {.name = "tensor of the wrong shape", .want = "shape", .reshape_tensor = "blk.0.attn_k.weight"},
         {.name = "NaN in a norm", .want = "finite", .poison_tensor = "blk.0.ffn_norm.weight", .poison = NAN},
-        {.name = "unknown tokenizer", .want = "tokenizer", .str_key = "tokenizer.ggml.model", .str_val = "bert"},
-        {.name = "no vocabulary", .want = "tokenizer.ggml.tokens", .drop_key = "tokenizer.ggml.tokens"},
+        {.name = "unknown tokenizer", .meta = true, .want = "tokenizer", .str_key = "tokenizer.ggml.model", .str_val = "bert"},
+        {.name = "no vocabulary", .meta = true, .want = "tokenizer.ggml.tokens", .drop_key = "tokenizer.ggml.tokens"},
     };
     for (size_t i = 0; i < LLM__ARRAY_LEN(vs); i++) {
         if (!write_variant(&g, &vs[i], tmp_path)) continue;
@@ -167,11 +169,34 @@ static void check_variants(const char *model) {
         EXPECT(!loaded, "%s: the model loaded", vs[i].name);
         EXPECT(strstr(err, vs[i].want) != NULL, "%s: message '%s' does not mention '%s'", vs[i].name, err, vs[i].want);
         printf("  %-30s -> %s\n", vs[i].name, err);
+        // the file's metadata opens all the same, and says why the model cannot run
+        struct llm_engine_params mp = llm_engine_params_default();
+        mp.model_path = tmp_path;
+        mp.load = LLM_LOAD_METADATA;
+        llm_engine *M = llm_engine_create(&mp, err, sizeof(err));
+        EXPECT(M != NULL, "%s: LLM_LOAD_METADATA failed: %s", vs[i].name, err);
+        if (!M) continue;
+        struct llm_model_info mi;
+        llm_get_model_info(M, &mi);
+        if (vs[i].meta)
+            EXPECT(mi.unsupported && strstr(mi.unsupported, vs[i].want), "%s: LLM_LOAD_METADATA's unsupported is '%s'",
+                   vs[i].name, mi.unsupported ? mi.unsupported : "(null)");
+        llm_engine_free(M);
     }
     // the unchanged copy loads (so the writer is not the cause of the refusals)
     struct variant same = {.name = "unchanged"};
     char err[512] = "";
-    if (write_variant(&g, &same, tmp_path)) EXPECT(try_load(tmp_path, err, sizeof(err)), "unchanged copy: %s", err);
+    if (write_variant(&g, &same, tmp_path)) {
+        EXPECT(try_load(tmp_path, err, sizeof(err)), "unchanged copy: %s", err);
+        struct llm_engine_params mp = llm_engine_params_default();
+        mp.model_path = tmp_path;
+        mp.load = LLM_LOAD_METADATA;
+        llm_engine *M = llm_engine_create(&mp, err, sizeof(err));
+        struct llm_model_info mi = {0};
+        if (M) llm_get_model_info(M, &mi);
+        EXPECT(M && !mi.unsupported, "unchanged copy, LLM_LOAD_METADATA: %s", M ? mi.unsupported : err);
+        llm_engine_free(M);
+    }
     llm__gguf_close(&g);
 }
 
