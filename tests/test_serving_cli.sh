@@ -84,14 +84,17 @@ cat > "$tmp/fields.jsonl" <<JSON
 {$p,"frequency_penalty":1}
 {$p,"repetition_penalty":3}
 {"tokens":[1,300],"max_tokens":5,"temperature":0,"ignore_eos":true,"logprobs":3,"n":1,"stream":false,"seed":null}
+{"stop":"zzzz","stop_token_ids":[],"prompt":"hello world","max_tokens":2,"temperature":0,"ignore_eos":true}
 JSON
 "$llm" generate -m "$m" --requests - -c 64 -t 2 < "$tmp/fields.jsonl" > "$tmp/out" 2> "$tmp/err" && ok || bad "generate --requests -: $(cat "$tmp/err")"
 json_lines "$tmp/out" && ok || bad "generate: output lines are not all JSON objects"
-[ "$(wc -l < "$tmp/out")" = 10 ] && ok || bad "generate --requests -: $(wc -l < "$tmp/out") lines for 10 requests"
+[ "$(wc -l < "$tmp/out")" = 11 ] && ok || bad "generate --requests -: $(wc -l < "$tmp/out") lines for 11 requests"
 errs=$(grep -c '"error"' "$tmp/out")
 [ "$errs" = 0 ] && ok || bad "generate: supported fields gave errors: $(grep '"error"' "$tmp/out")"
 r=$(sed -n 2p "$tmp/out" | jpy '[d["text"], d["finish_reason"]]')
 [ -n "$stop" ] && [ "$r" = "$want_stop" ] && ok || bad "\"stop\":$stop (a string): $r, want $want_stop"
+r=$(sed -n 11p "$tmp/out" | jpy '[len(d["prompt_tokens"]) > 2, len(d["tokens"]), d["finish_reason"]]')
+[ "$r" = '[true,2,"length"]' ] && ok || bad "stop fields before the prompt: $r"
 r=$(sed -n 3p "$tmp/out" | jpy '[d["tokens"][-1], len(d["tokens"]), d["finish_reason"]]')
 [ "$r" = "[$stopid,6,\"stop\"]" ] && ok || bad "\"stop_token_ids\":[$stopid] on $toks: $r"
 a=$(sed -n 4p "$tmp/out" | jpy 'd["tokens"]'); b=$(sed -n 5p "$tmp/out" | jpy 'd["tokens"]')
