@@ -37,6 +37,9 @@ ifeq ($(EDITLINE),1)
 CLI_DEFS := -DLLM_HAVE_EDITLINE
 CLI_LIBS := -ledit
 endif
+# The program reads and writes JSON with Jansson (Debian: libjansson-dev): request lines of
+# `llm generate`, every --json output. The engine and the library do not use it.
+CLI_LIBS += -ljansson
 
 # make VULKAN=1: the Vulkan backend (backends/vulkan.c, shaders/*.comp compiled to SPIR-V with
 # glslangValidator and embedded); needs libvulkan-dev and glslang-tools.
@@ -72,7 +75,7 @@ STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: all lib install uninstall test bench clean models demo fixtures portability FORCE
+.PHONY: all lib install uninstall test bench clean models demo fixtures portability jansson-check FORCE
 
 all: llm
 
@@ -92,7 +95,14 @@ llm: $(BUILD)/llm $(TOP_STAMP)
 $(BUILD)/llm.o: $(ENGINE) $(STAMP)
 	$(CC) $(STD) $(CFLAGS) $(VK_DEFS) -c -o $@ llm.c
 
-$(BUILD)/cli/%.o: cli/%.c cli/cli.h llm.h $(STAMP)
+# Checked once per make run, before the program's first object, for a clear message.
+jansson-check:
+	@printf '#include <jansson.h>\nint main(void){return json_object() == 0;}\n' | \
+	    $(CC) -x c - -o /dev/null -ljansson 2>/dev/null || { echo "the llm program needs" \
+	    "Jansson, a JSON library: <jansson.h> or -ljansson was not found; install the Debian package" \
+	    "libjansson-dev (the engine alone, make lib, does not need it)" >&2; exit 1; }
+
+$(BUILD)/cli/%.o: cli/%.c cli/cli.h llm.h $(STAMP) | jansson-check
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -c -o $@ $<
 

@@ -142,7 +142,10 @@ struct llm_model_info {
     unsigned gguf_version;
     int64_t n_tensors, n_metadata;
     const char *unsupported;   // LLM_LOAD_METADATA: why this build could not run the model
-                               // (the message llm_engine_create would give), or NULL
+                               // (the message llm_engine_create would give), or NULL. Checked:
+                               // the hyper-parameters, the tokenizer, every tensor the model
+                               // uses (present, shape, type); non-finite values show only in a
+                               // full load, which reads them
 };
 LLM_API void llm_get_model_info(const llm_engine *engine, struct llm_model_info *info);
 

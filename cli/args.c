@@ -1,45 +1,161 @@
 // args.c — flags and what every command needs: dying with a message, numbers, files, the
-// prompt, JSON strings, a clock.
+// prompt, JSON output (Jansson), UTF-8 checks and escaped text, token texts, a clock.
 #include "cli.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-// --- growing strings and JSON ---
+// --- growing strings ---
 
-void cli_sb_put(struct cli_strbuf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = CLI_MAX(b->cap * 2, b->n + n + 64);
+// Room for `need` bytes in all.
+static void cli_sb_reserve(struct cli_strbuf *b, size_t need) {
+    if (need > b->cap) {
+        size_t cap = CLI_MAX(b->cap * 2, need + 63);
         char *p = realloc(b->p, cap);
         if (!p) { fprintf(stderr, "llm: out of memory\n"); exit(1); }
         b->p = p;
         b->cap = cap;
     }
+}
+
+void cli_sb_put(struct cli_strbuf *b, const char *s, size_t n) {
+    cli_sb_reserve(b, b->n + n + 1);
     if (n) memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
 }
 
-void cli_json_str(FILE *f, const char *s, size_t n) {
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
+// --- UTF-8 and escaped text ---
+
+int cli_utf8_char(const char *s, size_t n) {
+    const uint8_t *u = (const uint8_t *)s;
+    if (n == 0) return 0;
+    if (u[0] < 0x80) return 1;
+    int len = u[0] >= 0xC2 && u[0] <= 0xDF ? 2 : u[0] >= 0xE0 && u[0] <= 0xEF ? 3 : u[0] >= 0xF0 && u[0] <= 0xF4 ? 4 : 0;
+    if (len == 0 || n < (size_t)len) return 0;
+    for (int i = 1; i < len; i++)
+        if ((u[i] & 0xC0) != 0x80) return 0;
+    // the second byte's range rules out overlong forms, surrogates and code points past U+10FFFF
+    if ((u[0] == 0xE0 && u[1] < 0xA0) || (u[0] == 0xED && u[1] > 0x9F) || (u[0] == 0xF0 && u[1] < 0x90) ||
+        (u[0] == 0xF4 && u[1] > 0x8F))
+        return 0;
+    return len;
+}
+
+size_t cli_utf8_check(const char *s, size_t n) {
+    size_t i = 0;
+    for (int l; i < n && (l = cli_utf8_char(s + i, n - i)) > 0;) i += (size_t)l;
+    return i;
+}
+
+size_t cli_utf8_prefix(const char *s, size_t n, size_t max_chars) {
+    size_t i = 0;
+    for (size_t k = 0; i < n && k < max_chars; k++) {
+        int l = cli_utf8_char(s + i, n - i);
+        i += l > 0 ? (size_t)l : 1;
+    }
+    return i;
+}
+
+int cli_print_escaped(FILE *f, const char *s, size_t n, size_t max_chars) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; k++) {
+        if (max_chars && k == max_chars) return 1;
         uint8_t c = (uint8_t)s[i];
+        int l = cli_utf8_char(s + i, n - i);
+        if (l == 0) { fprintf(f, "\\x%02X", c); i++; continue; }
+        if (l == 2 && c == 0xC2 && (uint8_t)s[i + 1] < 0xA0) {   // U+0080..U+009F: C1 controls
+            fprintf(f, "\\u%04X", (unsigned)(uint8_t)s[i + 1]);
+            i += 2;
+            continue;
+        }
+        if (l > 1) { fwrite(s + i, 1, (size_t)l, f); i += (size_t)l; continue; }
         switch (c) {
-        case '"': fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;
         case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
         case '\t': fputs("\\t", f); break;
+        case '\r': fputs("\\r", f); break;
         default:
-            if (c < 0x20 || c == 0x7F) fprintf(f, "\\u%04x", c);
+            if (c < 0x20 || c == 0x7F) fprintf(f, "\\x%02X", c);
             else fputc(c, f);
         }
+        i++;
     }
-    fputc('"', f);
+    return 0;
+}
+
+// --- JSON (Jansson) ---
+
+json_t *cli_jcheck(json_t *v) {
+    if (!v) cli_die("out of memory");
+    return v;
+}
+
+json_t *cli_json_bytes(const char *s, size_t n) {
+    if (cli_utf8_check(s, n) == n) return cli_jcheck(json_stringn(s, n));
+    struct cli_strbuf b = {0};
+    cli_sb_put(&b, "", 0);
+    for (size_t i = 0; i < n;) {
+        int l = cli_utf8_char(s + i, n - i);
+        if (l > 0) cli_sb_put(&b, s + i, (size_t)l);
+        else cli_sb_put(&b, "\xEF\xBF\xBD", 3);   // U+FFFD
+        i += l > 0 ? (size_t)l : 1;
+    }
+    json_t *v = cli_jcheck(json_stringn(b.p, b.n));
+    free(b.p);
+    return v;
+}
+
+json_t *cli_json_cstr(const char *s) {
+    return s ? cli_json_bytes(s, strlen(s)) : cli_jcheck(json_null());
+}
+
+json_t *cli_json_num(double x, int decimals) {
+    if (!isfinite(x)) return cli_jcheck(json_null());
+    double scale = pow(10.0, decimals), r = round(x * scale) / scale;
+    return cli_jcheck(json_real(isfinite(r) ? r : x));
+}
+
+json_t *cli_json_int(long long v) { return cli_jcheck(json_integer((json_int_t)v)); }
+
+void cli_jset(json_t *obj, const char *key, json_t *v) {
+    if (json_object_set_new(obj, key, v) != 0) cli_die("out of memory");
+}
+
+void cli_jpush(json_t *arr, json_t *v) {
+    if (json_array_append_new(arr, v) != 0) cli_die("out of memory");
+}
+
+void cli_json_print(FILE *f, json_t *v) {
+    // 15 significant digits: every number made by cli_json_num reads back as itself (17 would
+    // print 0.1 rounded to 3 places as 0.10000000000000001)
+    if (json_dumpf(v, f, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15)) != 0) cli_die("cannot write JSON");
+    fputc('\n', f);
+    json_decref(v);
+}
+
+void cli_json_str(FILE *f, const char *s, size_t n) {
+    json_t *v = cli_json_bytes(s, n);
+    if (json_dumpf(v, f, JSON_COMPACT | JSON_ENCODE_ANY) != 0) cli_die("cannot write JSON");
+    json_decref(v);
+}
+
+int cli_token_text(llm_engine *E, int32_t token, struct cli_strbuf *b) {
+    b->n = 0;
+    cli_sb_put(b, "", 0);
+    bool control = llm_token_is_control(E, token);
+    for (;;) {
+        int n = control ? llm_detokenize(E, &token, 1, LLM_DETOKENIZE_SPECIAL, b->p, b->cap)
+                        : llm_token_to_piece(E, token, b->p, b->cap);
+        if (n < 0) { b->n = 0; b->p[0] = 0; return -1; }
+        if ((size_t)n < b->cap) { b->n = (size_t)n; b->p[n] = 0; return n; }
+        cli_sb_reserve(b, (size_t)n + 1);   // room for the whole text, then ask again
+    }
 }
 
 // --- flags ---
@@ -72,18 +188,23 @@ double cli_parse_float(const char *flag, const char *s, double lo, double hi) {
     return v;
 }
 
-char *cli_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) cli_die("cannot open '%s': %s", path, strerror(errno));
+char *cli_read_stream(FILE *f, const char *name, size_t *len) {
     struct cli_strbuf b = {0};
     char tmp[65536];
     size_t n;
     while ((n = fread(tmp, 1, sizeof(tmp), f)) > 0) cli_sb_put(&b, tmp, n);
-    if (ferror(f)) cli_die("cannot read '%s'", path);
-    fclose(f);
+    if (ferror(f)) cli_die("cannot read '%s'", name);
     if (!b.p) cli_sb_put(&b, "", 0);
     *len = b.n;
     return b.p;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) cli_die("cannot open '%s': %s", path, strerror(errno));
+    char *p = cli_read_stream(f, path, len);
+    fclose(f);
+    return p;
 }
 
 int cli_parse_id_list(const char *flag, const char *s, int32_t *ids, int cap) {
@@ -152,6 +273,8 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         else if (!strcmp(a, "--chat-template")) c->chat_template = CLI_ARG();
         else if (!strcmp(a, "-sys") || !strcmp(a, "--system") || !strcmp(a, "--system-prompt")) c->system = CLI_ARG();
         else if (!strcmp(a, "--json")) c->json = true;
+        else if (!strcmp(a, "--ids")) c->ids = true;
+        else if (!strcmp(a, "--tensors")) c->tensors = true;
         else if (!strcmp(a, "--backend")) {
             const char *v = CLI_ARG();
             if (!strcmp(v, "cpu")) c->ep.backend = LLM_BACKEND_CPU;

@@ -3,9 +3,10 @@
 // interface, and is an example of it.
 //
 //   main.c   the command table and the usage text
-//   args.c   flags, number parsing, reading files, the prompt of run / tokenize, JSON strings
+//   args.c   flags, number parsing, reading files, the prompt of run / tokenize, JSON output
+//            (Jansson), UTF-8 checks, escaped text, token pieces
 //   run.c    llm run, llm chat
-//   info.c   llm info (and --devices), llm tokenize
+//   info.c   llm info (and --devices), llm tokenize, llm detokenize
 //   serve.c  llm generate, llm bench (one sequence; serving), llm profile
 #ifndef CLI_H
 #define CLI_H
@@ -18,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include <jansson.h>
 
 #include "llm.h"
 
@@ -36,6 +39,7 @@ struct cli {
     int n_stop_ids;
     int n_predict, logprobs, reps;
     bool json, ignore_eos, no_bos, n_predict_set, special;
+    bool ids, tensors;   // tokenize: ids only; info: every tensor
     // generate, bench (serving), profile
     const char *requests;
     int num_prompts, input_len, output_len, context_len, questions, question_len;
@@ -51,8 +55,42 @@ extern const char cli_usage[];
 // A growing NUL-terminated byte string (p is NULL until the first put).
 struct cli_strbuf { char *p; size_t n, cap; };
 void cli_sb_put(struct cli_strbuf *b, const char *s, size_t n);
-// s[0..n) as a JSON string, quoted and escaped.
+
+// UTF-8: the length of the well-formed character at s[0..n) (1..4; no overlong forms, no
+// surrogates, nothing past U+10FFFF), or 0 when the bytes there are not one.
+int cli_utf8_char(const char *s, size_t n);
+// The offset of the first byte of s[0..n) that is not part of a well-formed character (n: none).
+size_t cli_utf8_check(const char *s, size_t n);
+// How many bytes of s[0..n) hold at most max_chars whole characters (invalid bytes count as one).
+size_t cli_utf8_prefix(const char *s, size_t n, size_t max_chars);
+// Writes s[0..n) for people, on a terminal or not: printable characters as they are; newline,
+// tab, CR as \n \t \r; backslash as \\; other control characters (C0, DEL, C1: terminal
+// escape sequences start with them) and bytes that are not UTF-8 as \xHH, C1 ones as \u00HH.
+// At most max_chars characters (0: all); returns 1 when it stopped short.
+int cli_print_escaped(FILE *f, const char *s, size_t n, size_t max_chars);
+
+// JSON through Jansson. Every constructor exits with "out of memory" rather than return NULL.
+json_t *cli_jcheck(json_t *v);
+// A JSON string of the bytes s[0..n): those bytes when they are UTF-8, else each byte that is not
+// part of a character replaced by U+FFFD (JSON text is UTF-8). NUL bytes become \u0000.
+json_t *cli_json_bytes(const char *s, size_t n);
+json_t *cli_json_cstr(const char *s);   // the same for a NUL-terminated string (NULL: null)
+// A number rounded to `decimals` places (printed as the shortest decimal that reads back to it);
+// null for NaN and infinities, which JSON cannot hold.
+json_t *cli_json_num(double x, int decimals);
+json_t *cli_json_int(long long v);
+// obj[key] = v (v's reference is taken), exiting on failure; the same for appending to arrays.
+void cli_jset(json_t *obj, const char *key, json_t *v);
+void cli_jpush(json_t *arr, json_t *v);
+// Writes v on one line (compact, keys in insertion order) and a newline, then frees v.
+void cli_json_print(FILE *f, json_t *v);
+// s[0..n) as a JSON string (quoted, escaped; see cli_json_bytes).
 void cli_json_str(FILE *f, const char *s, size_t n);
+
+// The text of a token for people: its piece (the bytes it stands for), or for a control token,
+// which has none, its text (e.g. "<|im_end|>"). Replaces b's contents; returns its length, or -1
+// for an id out of range.
+int cli_token_text(llm_engine *E, int32_t token, struct cli_strbuf *b);
 
 // "llm: message" on stderr, exit status 1.
 #if defined(__GNUC__)
@@ -64,8 +102,10 @@ long long cli_parse_int(const char *flag, const char *s, long long lo, long long
 double cli_parse_float(const char *flag, const char *s, double lo, double hi);
 // Comma-separated token ids into ids (at most cap); returns their number.
 int cli_parse_id_list(const char *flag, const char *s, int32_t *ids, int cap);
-// A whole file (NUL-terminated, *len bytes), or cli_die.
+// A whole file (NUL-terminated, *len bytes), or cli_die. cli_read_stream: the rest of an open
+// stream (standard input), name for messages.
 char *cli_read_file(const char *path, size_t *len);
+char *cli_read_stream(FILE *f, const char *name, size_t *len);
 
 // Parses argv[2..] (argv[1] is the command) over the defaults.
 void cli_parse_args(int argc, char **argv, struct cli *c);
@@ -82,6 +122,7 @@ int cli_cmd_chat(struct cli *c);
 int cli_cmd_info(struct cli *c);
 int cli_cmd_devices(void);
 int cli_cmd_tokenize(struct cli *c);
+int cli_cmd_detokenize(struct cli *c);
 int cli_cmd_generate(struct cli *c);
 int cli_cmd_bench(struct cli *c);
 int cli_cmd_bench_serve(struct cli *c);

@@ -3,10 +3,10 @@
 // the serving flags a serving benchmark), llm profile (time per module over a serving run).
 #include "cli.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,243 +36,256 @@ static int32_t cli_argmax(const float *x, int n) {
     return best < 0 ? 0 : best;
 }
 
-// A code point as UTF-8 (U+FFFD for one beyond U+10FFFF); returns the bytes written (1..4).
-static int cli_utf8_put(uint32_t cp, char *out) {
-    if (cp < 0x80) { out[0] = (char)cp; return 1; }
-    if (cp < 0x800) { out[0] = (char)(0xC0 | cp >> 6); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp > 0x10FFFF) cp = 0xFFFD;
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | cp >> 12);
-        out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | cp >> 18);
-    out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-    out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 // --- llm generate: requests from a JSON Lines file ---
-
-// A tiny JSON reader for one request line: a flat object whose values are strings, numbers,
-// booleans, null or arrays of them (others are skipped).
-struct cli_jp { const char *s, *end; char err[128]; };
-
-static void cli_jp_ws(struct cli_jp *j) { while (j->s < j->end && isspace((unsigned char)*j->s)) j->s++; }
-static bool cli_jp_fail(struct cli_jp *j, const char *what) {
-    if (!j->err[0]) snprintf(j->err, sizeof(j->err), "%s", what);
-    return false;
-}
-
-static int cli_hexval(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-// A string value into out (a fresh buffer, NUL-terminated; *n its length).
-static bool cli_jp_str(struct cli_jp *j, struct cli_strbuf *out) {
-    if (j->s >= j->end || *j->s != '"') return cli_jp_fail(j, "expected a string");
-    j->s++;
-    cli_sb_put(out, "", 0);
-    while (j->s < j->end && *j->s != '"') {
-        char c = *j->s++;
-        if ((unsigned char)c < 0x20) return cli_jp_fail(j, "control character in a string");
-        if (c != '\\') { cli_sb_put(out, &c, 1); continue; }
-        if (j->s >= j->end) break;
-        c = *j->s++;
-        const char *simple = strchr("\"\\/bfnrt", c);
-        if (simple && c) { static const char map[] = "\"\\/\b\f\n\r\t"; cli_sb_put(out, &map[simple - "\"\\/bfnrt"], 1); continue; }
-        if (c != 'u') return cli_jp_fail(j, "bad escape in a string");
-        uint32_t cp = 0;
-        for (int pass = 0; pass < 2; pass++) {
-            uint32_t u = 0;
-            for (int k = 0; k < 4; k++) {
-                int h = j->s < j->end ? cli_hexval(*j->s++) : -1;
-                if (h < 0) return cli_jp_fail(j, "bad \\u escape");
-                u = u << 4 | (uint32_t)h;
-            }
-            if (pass == 0 && u >= 0xD800 && u < 0xDC00 && j->end - j->s >= 6 && j->s[0] == '\\' && j->s[1] == 'u') {
-                cp = u;
-                j->s += 2;
-                continue;
-            }
-            if (pass == 1) cp = u >= 0xDC00 && u < 0xE000 ? 0x10000 + ((cp - 0xD800) << 10) + (u - 0xDC00) : 0xFFFD;
-            else cp = u >= 0xD800 && u < 0xE000 ? 0xFFFD : u;
-            break;
-        }
-        char u8[4];
-        cli_sb_put(out, u8, (size_t)cli_utf8_put(cp, u8));
-    }
-    if (j->s >= j->end) return cli_jp_fail(j, "unterminated string");
-    j->s++;
-    return true;
-}
-
-static bool cli_jp_skip(struct cli_jp *j, int depth) {
-    cli_jp_ws(j);
-    if (j->s >= j->end) return cli_jp_fail(j, "unexpected end");
-    if (depth > 32) return cli_jp_fail(j, "nested too deeply");
-    char c = *j->s;
-    if (c == '"') { struct cli_strbuf t = {0}; bool ok = cli_jp_str(j, &t); free(t.p); return ok; }
-    if (c == '[' || c == '{') {
-        char close = c == '[' ? ']' : '}';
-        j->s++;
-        cli_jp_ws(j);
-        if (j->s < j->end && *j->s == close) { j->s++; return true; }
-        for (;;) {
-            if (c == '{') {
-                struct cli_strbuf t = {0};
-                bool ok = cli_jp_str(j, &t);
-                free(t.p);
-                cli_jp_ws(j);
-                if (!ok || j->s >= j->end || *j->s++ != ':') return cli_jp_fail(j, "expected a key");
-            }
-            if (!cli_jp_skip(j, depth + 1)) return false;
-            cli_jp_ws(j);
-            if (j->s < j->end && *j->s == ',') { j->s++; cli_jp_ws(j); continue; }
-            if (j->s < j->end && *j->s == close) { j->s++; return true; }
-            return cli_jp_fail(j, "expected , or a closing bracket");
-        }
-    }
-    const char *start = j->s;
-    while (j->s < j->end && (isalnum((unsigned char)*j->s) || strchr("+-.", *j->s))) j->s++;
-    if (j->s == start) return cli_jp_fail(j, "unexpected character");
-    return true;
-}
-
-static bool cli_jp_num(struct cli_jp *j, double *v) {
-    cli_jp_ws(j);
-    char *endp;
-    errno = 0;
-    *v = strtod(j->s, &endp);
-    if (endp == j->s || endp > j->end || errno || !isfinite(*v)) return cli_jp_fail(j, "expected a number");
-    j->s = endp;
-    return true;
-}
+//
+// A request line is a JSON object (RFC 8259, parsed by Jansson: strict numbers, integers apart
+// from reals, UTF-8 checked, duplicate keys refused) with the fields of OpenAI's and vLLM's
+// completion requests that the engine has. Anything else in a line (a field it does not know or
+// cannot do, a value of the wrong type or out of range) makes that line an error line; the
+// other lines run.
 
 struct cli_jreq {
-    struct cli_strbuf prompt;
+    json_t *root;              // the parsed line; prompt and stop point into it
+    const char *prompt;
     bool has_prompt, has_tokens;
     int32_t *tokens;
     int n_tokens;
-    char **stop;
+    const char **stop;
     int n_stop;
+    int32_t *stop_ids;
     struct llm_request_params p;
-    char err[160];
+    char *err;                 // why the line cannot run (UTF-8), or NULL
 };
 
 static void cli_jreq_free(struct cli_jreq *q) {
-    free(q->prompt.p);
+    json_decref(q->root);
     free(q->tokens);
-    for (int i = 0; i < q->n_stop; i++) free(q->stop[i]);
     free(q->stop);
+    free(q->stop_ids);
+    free(q->err);
 }
 
-// Parses a request line over defaults; false with q->err on a bad line.
-static bool cli_jreq_parse(const char *line, size_t len, struct cli_jreq *q) {
-    struct cli_jp j = {line, line + len, ""};
-    cli_jp_ws(&j);
-    if (j.s >= j.end || *j.s++ != '{') { snprintf(q->err, sizeof(q->err), "not a JSON object"); return false; }
-    cli_jp_ws(&j);
-    bool ok = true, first = true;
-    while (ok && j.s < j.end && *j.s != '}') {
-        if (!first) { if (*j.s++ != ',') { ok = cli_jp_fail(&j, "expected ,"); break; } cli_jp_ws(&j); }
-        first = false;
-        struct cli_strbuf key = {0};
-        ok = cli_jp_str(&j, &key);
-        cli_jp_ws(&j);
-        if (ok && (j.s >= j.end || *j.s++ != ':')) ok = cli_jp_fail(&j, "expected :");
-        cli_jp_ws(&j);
-        const char *k = key.p ? key.p : "";
-        double v;
-        if (!ok) {
-        } else if (!strcmp(k, "prompt")) {
-            free(q->prompt.p);
-            memset(&q->prompt, 0, sizeof(q->prompt));
-            ok = cli_jp_str(&j, &q->prompt);
-            q->has_prompt = true;
-        } else if (!strcmp(k, "tokens") || !strcmp(k, "stop") || !strcmp(k, "stop_token_ids")) {
-            bool strs = !strcmp(k, "stop");
-            if (j.s >= j.end || *j.s++ != '[') { ok = cli_jp_fail(&j, "expected an array"); free(key.p); break; }
-            int cap = 0, n = 0;
-            int32_t *ids = NULL;
-            char **ss = NULL;
-            cli_jp_ws(&j);
-            while (ok && j.s < j.end && *j.s != ']') {
-                if (n == cap) {
-                    cap = cap ? 2 * cap : 16;
-                    if (strs) ss = realloc(ss, (size_t)cap * sizeof(char *));
-                    else ids = realloc(ids, (size_t)cap * sizeof(int32_t));
-                    if (strs ? !ss : !ids) cli_die("out of memory");
-                }
-                if (strs) { struct cli_strbuf t = {0}; ok = cli_jp_str(&j, &t); ss[n++] = t.p; }
-                else if ((ok = cli_jp_num(&j, &v))) {
-                    if (v != floor(v) || v < 0 || v > INT32_MAX) ok = cli_jp_fail(&j, "token ids are integers >= 0");
-                    else ids[n++] = (int32_t)v;
-                }
-                cli_jp_ws(&j);
-                if (ok && j.s < j.end && *j.s == ',') { j.s++; cli_jp_ws(&j); }
-            }
-            if (ok && (j.s >= j.end || *j.s++ != ']')) ok = cli_jp_fail(&j, "unterminated array");
-            if (strs) {
-                for (int i = 0; i < q->n_stop; i++) free(q->stop[i]);
-                free(q->stop);
-                q->stop = ss;
-                q->n_stop = n;
-                for (int i = 0; ok && i < n; i++) if (!ss[i] || !ss[i][0]) ok = cli_jp_fail(&j, "empty stop string");
-            } else if (!strcmp(k, "tokens")) {
-                free(q->tokens);
-                q->tokens = ids;
-                q->n_tokens = n;
-                q->has_tokens = true;
-            } else {
-                free((void *)q->p.stop_token_ids);
-                q->p.stop_token_ids = ids;
-                q->p.n_stop_token_ids = n;
-            }
-        } else if (!strcmp(k, "max_tokens") || !strcmp(k, "seed") || !strcmp(k, "priority") || !strcmp(k, "top_k")) {
-            if ((ok = cli_jp_num(&j, &v))) {
-                if (v != floor(v) || fabs(v) > 1e15) ok = cli_jp_fail(&j, "expected an integer");
-                else if (!strcmp(k, "max_tokens")) { if (v < 0 || v > (1 << 24)) ok = cli_jp_fail(&j, "max_tokens out of range"); q->p.max_tokens = (int)v; }
-                else if (!strcmp(k, "seed")) { if (v < 0) ok = cli_jp_fail(&j, "seed must be >= 0"); q->p.sampling.seed = (uint64_t)v; }
-                else if (!strcmp(k, "priority")) { if (fabs(v) > INT_MAX) ok = cli_jp_fail(&j, "priority out of range"); q->p.priority = (int)v; }
-                else { if (v < 0 || v > INT_MAX) ok = cli_jp_fail(&j, "top_k out of range"); q->p.sampling.top_k = (int)v; }
-            }
-        } else if (!strcmp(k, "temperature") || !strcmp(k, "top_p") || !strcmp(k, "min_p")) {
-            if ((ok = cli_jp_num(&j, &v))) {
-                if (!strcmp(k, "temperature")) { if (v < 0 || v > 100) ok = cli_jp_fail(&j, "temperature out of range"); q->p.sampling.temperature = (float)v; }
-                else if (v < 0 || v > 1) ok = cli_jp_fail(&j, "probability out of [0, 1]");
-                else if (!strcmp(k, "top_p")) q->p.sampling.top_p = (float)v;
-                else q->p.sampling.min_p = (float)v;
-            }
-        } else if (!strcmp(k, "ignore_eos")) {
-            if (j.end - j.s >= 4 && !strncmp(j.s, "true", 4)) { q->p.ignore_eos = 1; j.s += 4; }
-            else if (j.end - j.s >= 5 && !strncmp(j.s, "false", 5)) { q->p.ignore_eos = 0; j.s += 5; }
-            else ok = cli_jp_fail(&j, "ignore_eos must be true or false");
-        } else {
-            ok = cli_jp_skip(&j, 0);   // keys this program does not know are ignored
-        }
-        if (!ok && !j.err[0]) cli_jp_fail(&j, "bad value");
-        if (!ok) snprintf(q->err, sizeof(q->err), "\"%.40s\": %s", k, j.err);
-        free(key.p);
-        cli_jp_ws(&j);
+// Records why the line cannot run; returns false. The message is never cut.
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static bool cli_jreq_fail(struct cli_jreq *q, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    free(q->err);
+    if (n < 0 || !(q->err = malloc((size_t)n + 1))) cli_die("out of memory");
+    va_start(ap, fmt);
+    vsnprintf(q->err, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+// An integer field in [lo, hi] (reals, even 5.0, are not integers here).
+static bool cli_jreq_int(struct cli_jreq *q, const char *key, json_t *v, long long lo, long long hi, long long *out) {
+    if (json_is_integer(v) && json_integer_value(v) >= lo && json_integer_value(v) <= hi) {
+        *out = json_integer_value(v);
+        return true;
     }
-    if (ok && (j.s >= j.end || *j.s++ != '}')) { ok = false; snprintf(q->err, sizeof(q->err), "%s", j.err[0] ? j.err : "expected }"); }
-    cli_jp_ws(&j);
-    if (ok && j.s != j.end) { ok = false; snprintf(q->err, sizeof(q->err), "text after the object"); }
-    if (ok && q->has_prompt == q->has_tokens) { ok = false; snprintf(q->err, sizeof(q->err), "give one of \"prompt\" or \"tokens\""); }
-    q->p.stop = (const char *const *)q->stop;
+    if (json_is_integer(v))
+        return cli_jreq_fail(q, "%s: %lld is out of range [%lld, %lld]", key, (long long)json_integer_value(v), lo, hi);
+    if (json_is_real(v)) return cli_jreq_fail(q, "%s: expected an integer in [%lld, %lld], got %g", key, lo, hi, json_real_value(v));
+    return cli_jreq_fail(q, "%s: expected an integer in [%lld, %lld]", key, lo, hi);
+}
+
+// A number field in [lo, hi]; open_lo: lo itself excluded.
+static bool cli_jreq_num(struct cli_jreq *q, const char *key, json_t *v, double lo, double hi, bool open_lo, float *out) {
+    if (!json_is_number(v)) return cli_jreq_fail(q, "%s: expected a number", key);
+    double x = json_number_value(v);
+    if (!(open_lo ? x > lo : x >= lo) || !(x <= hi))
+        return cli_jreq_fail(q, "%s: %g is out of range %c%g, %g]", key, x, open_lo ? '(' : '[', lo, hi);
+    *out = (float)x;
+    return true;
+}
+
+// An array of token ids (integers in [0, INT32_MAX]) into a fresh array.
+static bool cli_jreq_ids(struct cli_jreq *q, const char *key, json_t *v, int32_t **ids, int *n) {
+    if (!json_is_array(v)) return cli_jreq_fail(q, "%s: expected an array of token ids", key);
+    size_t len = json_array_size(v);
+    if (len > INT_MAX / 2) return cli_jreq_fail(q, "%s: too many token ids", key);
+    free(*ids);
+    if (!(*ids = malloc(CLI_MAX(len, 1) * sizeof(int32_t)))) cli_die("out of memory");
+    *n = (int)len;
+    for (size_t i = 0; i < len; i++) {
+        json_t *x = json_array_get(v, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX)
+            return cli_jreq_fail(q, "%s[%zu]: expected a token id (an integer in [0, %d])", key, i, INT32_MAX);
+        (*ids)[i] = (int32_t)json_integer_value(x);
+    }
+    return true;
+}
+
+// A string that can be a C string: no NUL inside.
+static bool cli_jreq_cstr(struct cli_jreq *q, const char *key, json_t *v, const char **out) {
+    if (!json_is_string(v)) return cli_jreq_fail(q, "%s: expected a string", key);
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return cli_jreq_fail(q, "%s: contains \\u0000 (NUL), which it cannot hold", key);
+    *out = json_string_value(v);
+    return true;
+}
+
+// Fields of OpenAI's or vLLM's requests that llm generate cannot do; naming them in the error
+// tells the user that the field was understood, and not applied.
+static const char *const cli_jreq_unsupported[] = {
+    "model", "suffix", "echo", "logit_bias", "user", "stream_options", "top_logprobs", "messages",
+    "response_format", "tools", "tool_choice", "min_tokens", "use_beam_search", "length_penalty",
+    "include_stop_str_in_output", "skip_special_tokens", "spaces_between_special_tokens",
+    "truncate_prompt_tokens", "allowed_token_ids", "bad_words", "prompt_logprobs", "guided_json",
+    "guided_regex", "guided_choice", "guided_grammar", "max_completion_tokens",
+};
+
+// One field of a request; null means the default, as in OpenAI's API.
+static bool cli_jreq_field(struct cli_jreq *q, const char *key, json_t *v) {
+    long long i;
+    struct llm_sampling_params *sp = &q->p.sampling;
+    bool known = !strcmp(key, "prompt") || !strcmp(key, "tokens") || !strcmp(key, "max_tokens") ||
+                 !strcmp(key, "temperature") || !strcmp(key, "top_p") || !strcmp(key, "top_k") ||
+                 !strcmp(key, "min_p") || !strcmp(key, "seed") || !strcmp(key, "priority") || !strcmp(key, "stop") ||
+                 !strcmp(key, "stop_token_ids") || !strcmp(key, "ignore_eos") || !strcmp(key, "repetition_penalty") ||
+                 !strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty") || !strcmp(key, "logprobs") ||
+                 !strcmp(key, "n") || !strcmp(key, "best_of") || !strcmp(key, "stream");
+    if (known && json_is_null(v)) return true;
+    if (!strcmp(key, "prompt")) {
+        if (!cli_jreq_cstr(q, key, v, &q->prompt)) return false;
+        q->has_prompt = true;
+    } else if (!strcmp(key, "tokens")) {
+        if (!cli_jreq_ids(q, key, v, &q->tokens, &q->n_tokens)) return false;
+        if (q->n_tokens == 0) return cli_jreq_fail(q, "tokens: the array is empty");
+        q->has_tokens = true;
+    } else if (!strcmp(key, "max_tokens")) {
+        if (!cli_jreq_int(q, key, v, 0, 1 << 24, &i)) return false;
+        q->p.max_tokens = (int)i;
+    } else if (!strcmp(key, "temperature")) {
+        return cli_jreq_num(q, key, v, 0.0, 100.0, false, &sp->temperature);
+    } else if (!strcmp(key, "top_p")) {
+        return cli_jreq_num(q, key, v, 0.0, 1.0, false, &sp->top_p);
+    } else if (!strcmp(key, "min_p")) {
+        return cli_jreq_num(q, key, v, 0.0, 1.0, false, &sp->min_p);
+    } else if (!strcmp(key, "top_k")) {   // -1: off, as in vLLM (the engine's off is 0)
+        if (!cli_jreq_int(q, key, v, -1, INT_MAX, &i)) return false;
+        sp->top_k = i < 0 ? 0 : (int)i;
+    } else if (!strcmp(key, "seed")) {
+        if (!cli_jreq_int(q, key, v, 0, LLONG_MAX, &i)) return false;
+        sp->seed = (uint64_t)i;
+    } else if (!strcmp(key, "priority")) {
+        if (!cli_jreq_int(q, key, v, INT_MIN, INT_MAX, &i)) return false;
+        q->p.priority = (int)i;
+    } else if (!strcmp(key, "repetition_penalty")) {
+        return cli_jreq_num(q, key, v, 0.0, 100.0, true, &sp->repeat_penalty);
+    } else if (!strcmp(key, "presence_penalty")) {
+        return cli_jreq_num(q, key, v, -2.0, 2.0, false, &sp->presence_penalty);
+    } else if (!strcmp(key, "frequency_penalty")) {
+        return cli_jreq_num(q, key, v, -2.0, 2.0, false, &sp->frequency_penalty);
+    } else if (!strcmp(key, "logprobs")) {
+        if (!cli_jreq_int(q, key, v, 0, 20, &i)) return false;
+        q->p.logprobs = (int)i;
+    } else if (!strcmp(key, "ignore_eos")) {
+        if (!json_is_boolean(v)) return cli_jreq_fail(q, "ignore_eos: expected true or false");
+        q->p.ignore_eos = json_is_true(v);
+    } else if (!strcmp(key, "stop")) {   // a string or an array of strings, as in OpenAI's API
+        size_t n = json_is_array(v) ? json_array_size(v) : 1;
+        if (!json_is_array(v) && !json_is_string(v)) return cli_jreq_fail(q, "stop: expected a string or an array of strings");
+        free(q->stop);
+        if (n > INT_MAX / 2 || !(q->stop = malloc(CLI_MAX(n, 1) * sizeof(char *)))) cli_die("out of memory");
+        q->n_stop = (int)n;
+        for (size_t k = 0; k < n; k++) {
+            json_t *s = json_is_array(v) ? json_array_get(v, k) : v;
+            if (!cli_jreq_cstr(q, "stop", s, &q->stop[k])) return false;
+            if (!q->stop[k][0]) return cli_jreq_fail(q, "stop: an empty stop string");
+        }
+    } else if (!strcmp(key, "stop_token_ids")) {
+        int n = 0;
+        if (!cli_jreq_ids(q, key, v, &q->stop_ids, &n)) return false;
+        q->p.n_stop_token_ids = n;
+    } else if (!strcmp(key, "n") || !strcmp(key, "best_of")) {   // one sequence per request
+        if (!json_is_integer(v) || json_integer_value(v) != 1) return cli_jreq_fail(q, "%s: only 1 is supported", key);
+    } else if (!strcmp(key, "stream")) {
+        if (!json_is_false(v))
+            return cli_jreq_fail(q, "stream: only false is supported (llm generate prints whole results)");
+    } else {
+        // the key in the message: at most 40 characters (it is valid UTF-8: Jansson checked it)
+        int len = (int)cli_utf8_prefix(key, strlen(key), 40);
+        const char *more = key[len] ? "..." : "";
+        for (size_t k = 0; k < CLI_ARRAY_LEN(cli_jreq_unsupported); k++)
+            if (!strcmp(key, cli_jreq_unsupported[k])) return cli_jreq_fail(q, "%s: not supported by llm generate", key);
+        return cli_jreq_fail(q, "%.*s%s: unknown field (see llm --help: generate options)", len, key, more);
+    }
+    return true;
+}
+
+// Parses a request line over the defaults in q->p; false with q->err on a line that cannot run.
+static bool cli_jreq_parse(const char *line, size_t len, struct cli_jreq *q) {
+    size_t bad = cli_utf8_check(line, len);
+    if (bad < len) return cli_jreq_fail(q, "the line is not valid UTF-8 (byte %zu)", bad + 1);
+    size_t t = 0;
+    while (t < len && strchr(" \t\r", line[t])) t++;
+    if (t == len || line[t] != '{')
+        return cli_jreq_fail(q, "not a JSON object: a request is {\"prompt\":\"...\"} or {\"tokens\":[...]}");
+    json_error_t je;
+    q->root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (!q->root) {
+        // Jansson's message, without the " near '...'" that quotes bytes of the line (they may be
+        // a cut character): the message itself is ASCII
+        size_t n = strcspn(je.text, "\n");
+        const char *near = strstr(je.text, " near ");
+        if (near && (size_t)(near - je.text) < n) n = (size_t)(near - je.text);
+        return cli_jreq_fail(q, "invalid JSON at byte %d: %.*s", je.position, (int)n, je.text);
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(q->root, key, v) if (!cli_jreq_field(q, key, v)) return false;
+    if (q->has_prompt == q->has_tokens) return cli_jreq_fail(q, "give one of \"prompt\" or \"tokens\"");
+    q->p.stop = q->stop;
     q->p.n_stop = q->n_stop;
-    return ok;
+    q->p.stop_token_ids = q->stop_ids;
+    return true;
+}
+
+// A result line: index, prompt_tokens, tokens, text, finish_reason, ttft_ms, and logprobs (per
+// generated position the top K as {id, token, logprob}) when asked for, error when it failed.
+static json_t *cli_result_json(llm_engine *E, int index, const struct llm_result *r, int logprobs, const char *err,
+                               struct cli_strbuf *piece) {
+    json_t *o = cli_jcheck(json_object()), *a;
+    cli_jset(o, "index", cli_json_int(index));
+    cli_jset(o, "prompt_tokens", a = cli_jcheck(json_array()));
+    for (int t = 0; t < r->n_prompt_tokens; t++) cli_jpush(a, cli_json_int(r->prompt_tokens[t]));
+    cli_jset(o, "tokens", a = cli_jcheck(json_array()));
+    for (int t = 0; t < r->n_tokens; t++) cli_jpush(a, cli_json_int(r->tokens[t]));
+    cli_jset(o, "text", cli_json_cstr(r->text ? r->text : ""));
+    cli_jset(o, "finish_reason", cli_json_cstr(err ? "error" : llm_finish_reason_str(r->finish_reason)));
+    cli_jset(o, "ttft_ms", cli_json_num(r->ttft_ms, 3));
+    if (logprobs > 0 && r->logprobs) {
+        cli_jset(o, "logprobs", a = cli_jcheck(json_array()));
+        for (int t = 0; t < r->n_tokens; t++) {
+            json_t *pos = cli_jcheck(json_array());
+            for (int k = 0; k < logprobs; k++) {
+                const struct llm_logprob *x = &r->logprobs[(size_t)t * (size_t)logprobs + (size_t)k];
+                json_t *e = cli_jcheck(json_object());
+                cli_jset(e, "id", cli_json_int(x->id));
+                int n = cli_token_text(E, x->id, piece);
+                cli_jset(e, "token", cli_json_bytes(piece->p, n > 0 ? (size_t)n : 0));
+                cli_jset(e, "logprob", cli_json_num(x->logprob, 6));
+                cli_jpush(pos, e);
+            }
+            cli_jpush(a, pos);
+        }
+    }
+    if (err) cli_jset(o, "error", cli_json_cstr(err));
+    return o;
 }
 
 int cli_cmd_generate(struct cli *c) {
-    if (!c->requests) cli_die("generate: give --requests FILE.jsonl (one JSON request per line)");
+    if (!c->requests) cli_die("generate: give --requests FILE.jsonl (one JSON request per line; - reads standard input)");
     size_t len;
-    char *data = cli_read_file(c->requests, &len);
+    char *data = !strcmp(c->requests, "-") ? cli_read_stream(stdin, "standard input", &len) : cli_read_file(c->requests, &len);
     llm_engine *E = cli_engine(c);
-    // one request per non-empty line
+    // one request per line that is not blank
     int n = 0, cap = 0;
     struct cli_jreq *q = NULL;
     for (size_t off = 0; off < len;) {
@@ -281,7 +294,7 @@ int cli_cmd_generate(struct cli *c) {
         const char *line = data + off;
         off = end + 1;
         size_t t = 0;
-        while (t < l && isspace((unsigned char)line[t])) t++;
+        while (t < l && strchr(" \t\r", line[t])) t++;
         if (t == l) continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
@@ -292,7 +305,7 @@ int cli_cmd_generate(struct cli *c) {
         q[n].p.sampling = c->sp;
         q[n].p.max_tokens = c->n_predict_set ? c->n_predict : 16;
         q[n].p.ignore_eos = c->ignore_eos;
-        if (!cli_jreq_parse(line, l, &q[n])) q[n].has_prompt = q[n].has_tokens = false;
+        cli_jreq_parse(line, l, &q[n]);
         n++;
     }
     struct llm_prompt *pr = calloc((size_t)CLI_MAX(n, 1), sizeof(*pr));
@@ -302,9 +315,8 @@ int cli_cmd_generate(struct cli *c) {
     if (!pr || !rp || !res || !map) cli_die("out of memory");
     int m = 0;   // the valid lines go to the engine
     for (int i = 0; i < n; i++) {
-        if (q[i].err[0]) continue;
-        pr[m] = q[i].has_prompt ? (struct llm_prompt){q[i].prompt.p, NULL, 0} : (struct llm_prompt){NULL, q[i].tokens, q[i].n_tokens};
-        if (q[i].has_tokens && q[i].n_tokens == 0) pr[m].tokens = NULL;
+        if (q[i].err) continue;
+        pr[m] = q[i].has_prompt ? (struct llm_prompt){q[i].prompt, NULL, 0} : (struct llm_prompt){NULL, q[i].tokens, q[i].n_tokens};
         rp[m] = q[i].p;
         map[m++] = i;
     }
@@ -312,24 +324,12 @@ int cli_cmd_generate(struct cli *c) {
     if (!rm) cli_die("out of memory");
     if (llm_generate(E, pr, m, rp, rm) != LLM_OK) fprintf(stderr, "llm: generate: %s\n", llm_last_error(E));
     for (int k = 0; k < m; k++) res[map[k]] = rm[k];
-    for (int i = 0; i < n; i++) {
-        printf("{\"index\":%d,\"prompt_tokens\":[", i);
-        for (int t = 0; t < res[i].n_prompt_tokens; t++) printf("%s%d", t ? "," : "", res[i].prompt_tokens[t]);
-        printf("],\"tokens\":[");
-        for (int t = 0; t < res[i].n_tokens; t++) printf("%s%d", t ? "," : "", res[i].tokens[t]);
-        printf("],\"text\":");
-        cli_json_str(stdout, res[i].text ? res[i].text : "", res[i].text ? strlen(res[i].text) : 0);
-        const char *err = q[i].err[0] ? q[i].err : res[i].error;
-        printf(",\"finish_reason\":\"%s\",\"ttft_ms\":%.3f", err ? "error" : llm_finish_reason_str(res[i].finish_reason), res[i].ttft_ms);
-        if (err) {
-            printf(",\"error\":");
-            cli_json_str(stdout, err, strlen(err));
-        }
-        printf("}\n");
-    }
+    struct cli_strbuf piece = {0};
+    for (int i = 0; i < n; i++)
+        cli_json_print(stdout, cli_result_json(E, i, &res[i], q[i].p.logprobs, q[i].err ? q[i].err : res[i].error, &piece));
+    free(piece.p);
     llm_results_free(res, n);
     for (int i = 0; i < n; i++) cli_jreq_free(&q[i]);
-    for (int i = 0; i < n; i++) free((void *)q[i].p.stop_token_ids);
     free(q);
     free(pr);
     free(rp);
@@ -477,13 +477,30 @@ int cli_cmd_bench_serve(struct cli *c) {
     struct cli_serve_result R;
     cli_serve_run(E, c, &R);
     if (c->json) {
-        printf("{\"requests\":%d,\"elapsed_s\":%.4f,\"request_throughput\":%.4f,\"output_tps\":%.3f,\"total_tps\":%.3f,"
-               "\"ttft_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},\"itl_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
-               "\"kv_utilization\":%.4f,\"prefix_hit_rate\":%.4f,\"output_tokens\":%lld,\"prompt_tokens\":%lld,"
-               "\"preemptions\":%lld,\"kv_tokens\":%d,\"threads\":%d,\"outputs_hash\":\"%016llx\"}\n",
-               R.n_requests, R.elapsed, R.req_per_s, R.output_tps, R.total_tps, R.ttft[0], R.ttft[1], R.ttft[2], R.itl[0],
-               R.itl[1], R.itl[2], R.kv_utilization, R.prefix_hit_rate, R.n_output, R.n_prompt, R.n_preemptions,
-               R.kv_tokens, R.n_threads, (unsigned long long)R.outputs_hash);
+        json_t *o = cli_jcheck(json_object()), *t = cli_jcheck(json_object()), *l = cli_jcheck(json_object());
+        cli_jset(o, "requests", cli_json_int(R.n_requests));
+        cli_jset(o, "elapsed_s", cli_json_num(R.elapsed, 4));
+        cli_jset(o, "request_throughput", cli_json_num(R.req_per_s, 4));
+        cli_jset(o, "output_tps", cli_json_num(R.output_tps, 3));
+        cli_jset(o, "total_tps", cli_json_num(R.total_tps, 3));
+        static const char *const pct[3] = {"p50", "p90", "p99"};
+        for (int i = 0; i < 3; i++) {
+            cli_jset(t, pct[i], cli_json_num(R.ttft[i], 3));
+            cli_jset(l, pct[i], cli_json_num(R.itl[i], 3));
+        }
+        cli_jset(o, "ttft_ms", t);
+        cli_jset(o, "itl_ms", l);
+        cli_jset(o, "kv_utilization", cli_json_num(R.kv_utilization, 4));
+        cli_jset(o, "prefix_hit_rate", cli_json_num(R.prefix_hit_rate, 4));
+        cli_jset(o, "output_tokens", cli_json_int(R.n_output));
+        cli_jset(o, "prompt_tokens", cli_json_int(R.n_prompt));
+        cli_jset(o, "preemptions", cli_json_int(R.n_preemptions));
+        cli_jset(o, "kv_tokens", cli_json_int(R.kv_tokens));
+        cli_jset(o, "threads", cli_json_int(R.n_threads));
+        char hash[17];
+        snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)R.outputs_hash);
+        cli_jset(o, "outputs_hash", cli_json_cstr(hash));
+        cli_json_print(stdout, o);
     } else {
         printf("%s: %d requests%s in %.2f s (%d threads; KV cache holds %d tokens)\n", c->ep.model_path, R.n_requests,
                c->rag ? " (RAG: shared context)" : "", R.elapsed, R.n_threads, R.kv_tokens);
@@ -517,8 +534,43 @@ int cli_cmd_profile(struct cli *c) {
     for (size_t i = 1; i <= 5; i++) attn += prof.seconds[rows[i]];
     for (size_t i = 6; i <= 8; i++) mlp += prof.seconds[rows[i]];
     double other = R.elapsed > sum ? R.elapsed - sum : 0.0;
+    int in_len = c->rag ? c->context_len + c->question_len : c->input_len;
+    if (c->json) {
+        // one object: the run, then per module its time and its share of the elapsed time
+        json_t *o = cli_jcheck(json_object()), *mods = cli_jcheck(json_array()), *tot = cli_jcheck(json_object());
+        cli_jset(o, "model", cli_json_cstr(c->ep.model_path));
+        cli_jset(o, "requests", cli_json_int(R.n_requests));
+        cli_jset(o, "prompt_tokens_each", cli_json_int(in_len));
+        cli_jset(o, "output_tokens_each", cli_json_int(c->output_len));
+        cli_jset(o, "shared_context", cli_jcheck(json_boolean(c->rag)));
+        cli_jset(o, "steps", cli_json_int(prof.n_steps));
+        cli_jset(o, "threads", cli_json_int(R.n_threads));
+        for (size_t i = 0; i <= CLI_ARRAY_LEN(rows); i++) {
+            double sec = i < CLI_ARRAY_LEN(rows) ? prof.seconds[rows[i]] : other;
+            json_t *m = cli_jcheck(json_object());
+            cli_jset(m, "module", cli_json_cstr(i < CLI_ARRAY_LEN(rows) ? llm_prof_op_name(rows[i]) : "other"));
+            cli_jset(m, "ms", cli_json_num(sec * 1e3, 3));
+            cli_jset(m, "share", cli_json_num(sec / R.elapsed, 4));
+            cli_jpush(mods, m);
+        }
+        cli_jset(o, "modules", mods);
+        // the groups of the text's last line, and the whole run
+        const char *const gname[5] = {"attention", "mlp", "sampling", "scheduling", "total"};
+        const double gsec[5] = {attn, mlp, prof.seconds[LLM_PROF_SAMPLING], prof.seconds[LLM_PROF_SCHEDULING], R.elapsed};
+        for (int g = 0; g < 5; g++) {
+            json_t *x = cli_jcheck(json_object());
+            cli_jset(x, "ms", cli_json_num(gsec[g] * 1e3, 3));
+            cli_jset(x, "share", cli_json_num(gsec[g] / R.elapsed, 4));
+            cli_jset(tot, gname[g], x);
+        }
+        cli_jset(o, "totals", tot);
+        cli_json_print(stdout, o);
+        llm_set_profiling(E, 0);
+        llm_engine_free(E);
+        return 0;
+    }
     printf("%s: %d requests (%d prompt + %d output tokens each%s), %lld steps, %.3f s, %d threads\n\n",
-           c->ep.model_path, R.n_requests, c->rag ? c->context_len + c->question_len : c->input_len, c->output_len,
+           c->ep.model_path, R.n_requests, in_len, c->output_len,
            c->rag ? ", shared context" : "", prof.n_steps, R.elapsed, R.n_threads);
     printf("| module | ms | share |\n|---|---:|---:|\n");
     for (size_t i = 0; i < CLI_ARRAY_LEN(rows); i++)
@@ -590,11 +642,18 @@ int cli_cmd_bench(struct cli *c) {
     double gbps = 0;   // a GPU's copy bandwidth, for the roofline share of decode
     if (llm_measure_bandwidth(E, &gbps) != LLM_OK) gbps = 0;
     if (c->json) {
-        printf("{\"model\":");
-        cli_json_str(stdout, c->ep.model_path, strlen(c->ep.model_path));
-        printf(",\"backend\":\"%s\",\"threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"reps\":%d,\"pp_tps\":%.3f,"
-               "\"tg_tps\":%.3f,\"bytes_per_token\":%zu,\"copy_gbps\":%.1f}\n", bname, ei.n_threads, n_prompt,
-               n_gen, reps, pp_med, tg_med, bpt, gbps);
+        json_t *o = cli_jcheck(json_object());
+        cli_jset(o, "model", cli_json_cstr(c->ep.model_path));
+        cli_jset(o, "backend", cli_json_cstr(bname));
+        cli_jset(o, "threads", cli_json_int(ei.n_threads));
+        cli_jset(o, "n_prompt", cli_json_int(n_prompt));
+        cli_jset(o, "n_gen", cli_json_int(n_gen));
+        cli_jset(o, "reps", cli_json_int(reps));
+        cli_jset(o, "pp_tps", cli_json_num(pp_med, 3));
+        cli_jset(o, "tg_tps", cli_json_num(tg_med, 3));
+        cli_jset(o, "bytes_per_token", cli_json_int((long long)bpt));
+        cli_jset(o, "copy_gbps", cli_json_num(gbps, 1));
+        cli_json_print(stdout, o);
     } else {
         printf("%s: %s backend, %d threads, weights read per token %.1f MB\n", c->ep.model_path, bname,
                ei.n_threads, bpt / 1e6);

@@ -48,8 +48,8 @@ if [ -f "$q" ]; then
     printf 'hi\n' | "$llm" chat -m "$q" -n 4 --temp 0 -t 2 > "$tmp/out" 2> "$tmp/err" && ok || bad "qwen2 chat failed: $(cat "$tmp/err")"
     grep -q 'using chatml' "$tmp/err" && bad "qwen2's template not recognised" || ok
     # tokenize: special text is plain by default, one token with --special
-    a=$("$llm" tokenize -m "$q" -p '<|im_start|>user' --json)
-    b=$("$llm" tokenize -m "$q" -p '<|im_start|>user' --json --special)
+    a=$("$llm" tokenize -m "$q" -p '<|im_start|>user' --json --ids)
+    b=$("$llm" tokenize -m "$q" -p '<|im_start|>user' --json --ids --special)
     [ "$b" = "[151644,872]" ] && ok || bad "tokenize --special: $b"
     case "$a" in '[27,91,'*) ok ;; *) bad "tokenize without --special: $a" ;; esac
 else

@@ -57,10 +57,10 @@ for f in --min-p --repeat-penalty --frequency-penalty --presence-penalty --repea
 done
 # tokenize: ids of a file's exact bytes; the same as run's prompt tokens
 printf 'hello world\n' > /tmp/llm-cli-tok.$$
-a=$("$llm" tokenize -m "$m" -f /tmp/llm-cli-tok.$$ --json)
+a=$("$llm" tokenize -m "$m" -f /tmp/llm-cli-tok.$$ --json --ids)
 b=$("$llm" run -m "$m" -f /tmp/llm-cli-tok.$$ -n 0 --json 2>/dev/null | sed 's/.*"prompt_tokens":\(\[[^]]*\]\).*/\1/')
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "tokenize $a differs from run's prompt $b"
-c=$("$llm" tokenize -m "$m" -f /tmp/llm-cli-tok.$$ --no-bos)
+c=$("$llm" tokenize -m "$m" -f /tmp/llm-cli-tok.$$ --no-bos --ids)
 [ "$c" = "$(echo "$a" | tr -d '[]' | tr ',' ' ' | cut -d' ' -f2-)" ] && ok || bad "tokenize --no-bos: '$c' vs '$a'"
 rm -f /tmp/llm-cli-tok.$$
 
@@ -98,6 +98,108 @@ fi
 out=$("$llm" run -m "$m" -c 12 --tokens 1,2,3,4 -n 50 --temp 0 --json 2>/dev/null); rc=$?
 [ "$rc" = 0 ] && ok || bad "generation that fills the context: exit status $rc"
 case "$out" in *'"finish_reason":"context"'*) ok ;; *) bad "generation that fills the context: $out" ;; esac
+
+# --- llm info, llm tokenize, llm detokenize ---
+tmp=${TMPDIR:-/tmp}/llm-cli-info.$$
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+# jpy EXPR: EXPR of the JSON value d on standard input, which must be strict UTF-8 JSON (python3,
+# as in CI); strings print as they are, other values as JSON
+jpy() {
+    python3 -c 'import json, sys
+d = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+r = eval(sys.argv[1])
+print(r if isinstance(r, str) else json.dumps(r, separators=(",", ":")))' "$1" 2>/dev/null
+}
+# copies of the q4_0 model with bytes edited: an architecture this build does not know (mamba),
+# a tensor of a type it cannot compute (iq4_nl: the same block size and bytes as q4_0), a name
+# full of terminal escape sequences
+python3 - "$m" "$tmp" <<'PY' && ok || bad "could not make the edited model files"
+import struct, sys
+src, out = open(sys.argv[1], "rb").read(), sys.argv[2]
+def kv(key, val):
+    return struct.pack("<Q", len(key)) + key + struct.pack("<IQ", 8, len(val)) + val
+a = kv(b"general.architecture", b"llama")
+assert src.count(a) == 1
+open(out + "/arch.gguf", "wb").write(src.replace(a, kv(b"general.architecture", b"mamba")))
+d = bytearray(src)
+name = b"blk.0.attn_q.weight"
+i = d.find(struct.pack("<Q", len(name)) + name) + 8 + len(name)
+t = i + 4 + 8 * struct.unpack_from("<I", d, i)[0]
+assert struct.unpack_from("<I", d, t)[0] == 2
+struct.pack_into("<I", d, t, 20)
+open(out + "/type.gguf", "wb").write(d)
+name = b"random tiny q4_0"
+a = kv(b"general.name", name)
+assert src.count(a) == 1
+evil = b"\x1b]0;x\x07\x1b[2J\n\xc2\x9b\xff\x7f"
+open(out + "/esc.gguf", "wb").write(src.replace(a, kv(b"general.name", evil + b"z" * (len(name) - len(evil)))))
+PY
+# info on files it cannot run: it succeeds and names the problem; run still fails with it
+out=$("$llm" info -m "$tmp/arch.gguf" 2>&1) && ok || bad "info on an unknown architecture failed: $out"
+printf '%s\n' "$out" | grep -q "^cannot run: .*architecture 'mamba' is not supported" && ok || bad "info, unknown architecture: $out"
+r=$("$llm" info -m "$tmp/arch.gguf" --json | jpy '[d["architecture"], "mamba" in d["unsupported"], d["shape"], sum(t["count"] for t in d["tensors"].values())]')
+[ "$r" = '["mamba",true,null,21]' ] && ok || bad "info --json, unknown architecture: $r"
+expect_fail "run, unknown architecture" "architecture 'mamba' is not supported" "$llm" run -m "$tmp/arch.gguf" -p hi
+out=$("$llm" info -m "$tmp/type.gguf" --tensors 2>&1) && ok || bad "info on an unsupported type failed: $out"
+printf '%s\n' "$out" | grep -q "^cannot run: .*'blk.0.attn_q.weight' has type iq4_nl" && ok || bad "info, unsupported type: $out"
+printf '%s\n' "$out" | grep -q "^  iq4_nl  *1 tensors .*(type not supported)" && ok || bad "info: no iq4_nl line in the summary: $out"
+printf '%s\n' "$out" | grep -q "^  blk.0.attn_q.weight  *iq4_nl  *\[256, 256\]" && ok || bad "info --tensors: no iq4_nl tensor: $out"
+r=$("$llm" info -m "$tmp/type.gguf" --json --tensors | jpy '[d["tensors"]["iq4_nl"], [t for t in d["tensor_list"] if t["type"] == "iq4_nl"], "iq4_nl" in d["unsupported"]]')
+[ "$r" = '[{"count":1,"bytes":36864,"supported":false},[{"name":"blk.0.attn_q.weight","type":"iq4_nl","shape":[256,256],"bytes":36864,"supported":false}],true]' ] && ok ||
+    bad "info --json, unsupported type: $r"
+expect_fail "run, unsupported type" "iq4_nl" "$llm" run -m "$tmp/type.gguf" -p hi
+# a model it runs: --json's fields, every tensor with --tensors
+j=$("$llm" info -m "$m" --json --tensors -c 256)
+r=$(printf '%s\n' "$j" | jpy '[d["unsupported"], d["architecture"], d["gguf_version"], d["shape"]["n_layer"], d["context"]["in_use"], d["metadata"]["general.architecture"], d["metadata"]["tokenizer.ggml.tokens"], d["metadata"]["llama.attention.layer_norm_rms_epsilon"], len(d["tensor_list"]), sum(t["count"] for t in d["tensors"].values()), sorted(d["tensors"])]')
+[ "$r" = '[null,"llama",3,2,256,"llama",{"type":"string","length":4096},1e-05,21,21,["f32","q4_0"]]' ] && ok || bad "info --json: $r"
+n=$("$llm" info -m "$m" --tensors | grep -c '^  [a-z_.0-9]*  *\(f32\|q4_0\)  *\[[0-9, ]*\]$')
+[ "$n" = 21 ] && ok || bad "info --tensors: $n tensor lines for 21 tensors"
+# strings from the file are escaped, on a terminal or not; --json keeps them exactly
+out=$("$llm" info -m "$tmp/esc.gguf") && ok || bad "info on a name with escapes failed"
+printf '%s' "$out" | LC_ALL=C grep -q "$(printf '[\033\007\233]')" && bad "info prints raw control bytes" || ok
+printf '%s\n' "$out" | grep -qF 'architecture:  llama, \x1B]0;x\x07\x1B[2J\n\u009B\xFF\x7Fz' && ok || bad "info: the name escaped: $out"
+r=$("$llm" info -m "$tmp/esc.gguf" --json | jpy 'd["name"] == "\x1b]0;x\x07\x1b[2J\n\x9b\ufffd\x7fz"')
+[ "$r" = true ] && ok || bad "info --json: the name: $r"
+vd=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/vocab}
+if [ -f "$vd/ggml-vocab-qwen2.gguf" ] && [ -f "$vd/ggml-vocab-llama-spm.gguf" ]; then
+    # a chat template (many lines) on one line, escaped; in full in --json
+    out=$("$llm" info -m "$vd/ggml-vocab-qwen2.gguf") && ok || bad "info on a vocabulary-only file failed"
+    printf '%s\n' "$out" | grep -q '^cannot run: .*vocabulary-only' && ok || bad "info, vocabulary-only: $out"
+    t=$(printf '%s\n' "$out" | grep '^  tokenizer.chat_template ')
+    case "$t" in *'<|im_start|>system\nYou are'*) ok ;; *) bad "info: chat template line '$t'" ;; esac
+    printf '%s\n' "$out" | grep -q '^You are' && bad "info prints the chat template's lines raw" || ok
+    len=$(printf '%s\n' "$t" | sed -n 's/.*(\([0-9]*\) bytes.*/\1/p')
+    r=$("$llm" info -m "$vd/ggml-vocab-qwen2.gguf" --json | jpy 'len(d["metadata"]["tokenizer.chat_template"].encode())')
+    [ -n "$len" ] && [ "$r" = "$len" ] && ok || bad "info --json: chat template of $r bytes, $len in the text"
+    # tokenize: "id -> 'piece'" lines, the ids of --ids; --json with "bytes" for a piece that is
+    # part of a character (the llama vocabulary's byte tokens for the llama emoji)
+    printf 'Hello w\303\266rld\n\346\227\245\346\234\254 \360\237\246\231\ttab' > "$tmp/text"
+    for v in "$vd/ggml-vocab-llama-spm.gguf" "$vd/ggml-vocab-qwen2.gguf"; do
+        ids=$("$llm" tokenize -m "$v" -f "$tmp/text" --ids)
+        "$llm" tokenize -m "$v" -f "$tmp/text" > "$tmp/lines"
+        [ "$(sed "s/^ *\([0-9]*\) -> '.*'$/\1/" "$tmp/lines" | tr '\n' ' ')" = "$ids " ] && ok || bad "tokenize lines $(cat "$tmp/lines") vs ids $ids"
+        r=$("$llm" tokenize -m "$v" -f "$tmp/text" --json | jpy '[" ".join(str(e["id"]) for e in d), b"".join(bytes(e["bytes"]) if "bytes" in e else e["piece"].encode() for e in d if e["piece"] != "<s>").lstrip(b" ").decode()]')
+        [ "$r" = "$(python3 -c 'import json, sys; print(json.dumps([sys.argv[1], open(sys.argv[2], "rb").read().decode()], separators=(",", ":")))' "$ids" "$tmp/text")" ] &&
+            ok || bad "tokenize --json: $r"
+        # detokenize: ids -> text gives the text back, byte for byte, from --tokens or stdin
+        "$llm" detokenize -m "$v" --tokens "$(echo "$ids" | tr ' ' ,)" > "$tmp/back" && cmp -s "$tmp/back" "$tmp/text" && ok ||
+            bad "detokenize --tokens: '$(cat "$tmp/back")'"
+        echo "$ids" | "$llm" detokenize -m "$v" > "$tmp/back" && cmp -s "$tmp/back" "$tmp/text" && ok || bad "detokenize (stdin): '$(cat "$tmp/back")'"
+        "$llm" tokenize -m "$v" -f "$tmp/text" --json --ids | "$llm" detokenize -m "$v" > "$tmp/back" && cmp -s "$tmp/back" "$tmp/text" &&
+            ok || bad "tokenize --json --ids | detokenize: '$(cat "$tmp/back")'"
+    done
+    "$llm" tokenize -m "$vd/ggml-vocab-llama-spm.gguf" -f "$tmp/text" | grep -q "^   243 -> '\\\\xF0'$" && ok || bad "tokenize: the byte token <0xF0> not as \\xF0"
+    "$llm" tokenize -m "$vd/ggml-vocab-llama-spm.gguf" -f "$tmp/text" | grep -q "^    13 -> '\\\\n'$" && ok || bad "tokenize: the newline not escaped"
+    a=$("$llm" detokenize -m "$vd/ggml-vocab-llama-spm.gguf" --tokens 1,15043 --special)
+    b=$("$llm" detokenize -m "$vd/ggml-vocab-llama-spm.gguf" --tokens 1,15043)
+    [ "$a" = "<s> Hello" ] && [ "$b" = "Hello" ] && ok || bad "detokenize --special: '$a', without: '$b'"
+    expect_fail "detokenize: id out of range" "out of range" "$llm" detokenize -m "$vd/ggml-vocab-llama-spm.gguf" --tokens 1,32000
+    err=$(echo "1 x2" | "$llm" detokenize -m "$vd/ggml-vocab-llama-spm.gguf" 2>&1 >/dev/null); rc=$?
+    [ "$rc" = 1 ] && case "$err" in *"'x2' is not a token id"*) true ;; *) false ;; esac && ok || bad "detokenize of 'x2': $rc $err"
+else
+    bad "$vd/ggml-vocab-{qwen2,llama-spm}.gguf are missing (sh tests/fixtures.sh fetches them)"
+fi
 
 echo "test_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -93,6 +93,7 @@ static void fuzz_file(const uint8_t *data, size_t size, const size_t header_end)
 
 struct variant {
     const char *name, *want;       // what is changed; a word the error message must contain
+                                   // (the others show when the weights are loaded)
     const char *drop_key, *drop_tensor;
     const char *str_key, *str_val; // set a string key
     const char *u32_key;           // set a u32 key

@@ -1,7 +1,9 @@
 #!/bin/sh
 # llm generate, llm bench (serving) and llm profile driven from the command line: one JSON line
 # per request in input order, a bad line or a too-long prompt fails alone, batched greedy
-# outputs equal llm run's, the benchmark's JSON fields, prefix caching's identical answers.
+# outputs equal llm run's, request fields (stop strings, penalties, logprobs, top_k -1) and the
+# error of every kind of bad line, valid JSON from every --json, the benchmark's JSON fields,
+# prefix caching's identical answers. JSON is read with python3 (CI has it).
 # Usage: tests/test_serving_cli.sh LLM_BINARY MODELS_DIR
 llm=$1
 models=$2
@@ -12,6 +14,19 @@ bad() { fail=$((fail + 1)); echo "FAIL test_serving_cli: $*"; }
 tmp=${TMPDIR:-/tmp}/llm-serving-test.$$
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
+# jpy EXPR: EXPR of the JSON value d on standard input (strings as they are, else as JSON); the
+# input must be strict UTF-8 JSON, or it prints nothing and fails
+jpy() {
+    python3 -c 'import json, sys
+d = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+r = eval(sys.argv[1])
+print(r if isinstance(r, str) else json.dumps(r, separators=(",", ":")))' "$1" 2>/dev/null
+}
+# json_lines FILE: every line of FILE is a JSON object, in strict UTF-8
+json_lines() {
+    python3 -c 'import json, sys
+for l in open(sys.argv[1], "rb").read().decode("utf-8").splitlines(): assert isinstance(json.loads(l), dict)' "$1" 2>/dev/null
+}
 
 long=$(seq 1 80 | tr '\n' ',' | sed 's/,$//')
 cat > "$tmp/req.jsonl" <<JSON
@@ -29,7 +44,9 @@ rc=$?
 [ "$(wc -l < "$tmp/out")" = 6 ] && ok || bad "generate: $(wc -l < "$tmp/out") lines for 6 requests"
 idx=$(sed 's/^{"index":\([0-9]*\),.*/\1/' "$tmp/out" | tr '\n' ' ')
 [ "$idx" = "0 1 2 3 4 5 " ] && ok || bad "generate: indices '$idx'"
-sed -n 3p "$tmp/out" | grep -q '"finish_reason":"error","ttft_ms":0.000,"error":"not a JSON object"' && ok || bad "bad line: $(sed -n 3p "$tmp/out")"
+json_lines "$tmp/out" && ok || bad "generate: output lines are not all JSON objects"
+e=$(sed -n 3p "$tmp/out" | jpy '[d["finish_reason"], d["ttft_ms"], d["error"]]')
+case "$e" in '["error",0.0,"not a JSON object'*) ok ;; *) bad "bad line: $e" ;; esac
 sed -n 4p "$tmp/out" | grep -q '"finish_reason":"error".*max_model_len' && ok || bad "long prompt: $(sed -n 4p "$tmp/out")"
 sed -n 6p "$tmp/out" | grep -q '"finish_reason":"error".*one of' && ok || bad "prompt and tokens: $(sed -n 6p "$tmp/out")"
 for i in 1 5; do
@@ -45,6 +62,104 @@ want=$("$llm" run -m "$m" --tokens 1,400,401 -n 7 --temp 0 --ignore-eos --json -
 [ -n "$got" ] && [ "$got" = "$want" ] && ok || bad "generate tokens '$got', run '$want'"
 "$llm" generate -m "$m" 2>/dev/null && bad "generate without --requests succeeded" || ok
 
+# request fields. The lines that run: a stop string given as a string, only stop_token_ids,
+# top_k -1 (off, as 0), the three penalties under vLLM's names, logprobs, n 1, null (defaults);
+# read from standard input (--requests -).
+s='"max_tokens":24,"temperature":1.5,"top_p":1,"min_p":0,"seed":7,"ignore_eos":true'
+p='"tokens":[1,300,300,300,300,301],"max_tokens":12,"temperature":1.5,"top_k":0,"top_p":1,"min_p":0,"seed":7,"ignore_eos":true'
+g='"tokens":[1,300,301],"max_tokens":12,"temperature":0,"ignore_eos":true'
+echo "{$g}" > "$tmp/greedy.jsonl"
+"$llm" generate -m "$m" --requests "$tmp/greedy.jsonl" -c 64 -t 2 > "$tmp/base" 2>/dev/null
+stop=$(jpy 'json.dumps(d["text"][4:8])' < "$tmp/base")      # 4 characters from the middle of the text
+stopid=$(jpy 'd["tokens"][5]' < "$tmp/base")                # its sixth token
+want_stop=$(jpy '[d["text"][:d["text"].index(d["text"][4:8])], "stop"]' < "$tmp/base")
+cat > "$tmp/fields.jsonl" <<JSON
+{$g}
+{$g,"stop":$stop}
+{$g,"stop_token_ids":[$stopid]}
+{"tokens":[1,300,301],$s,"top_k":-1}
+{"tokens":[1,300,301],$s,"top_k":0}
+{$p}
+{$p,"presence_penalty":1}
+{$p,"frequency_penalty":1}
+{$p,"repetition_penalty":3}
+{"tokens":[1,300],"max_tokens":5,"temperature":0,"ignore_eos":true,"logprobs":3,"n":1,"stream":false,"seed":null}
+{"stop":"zzzz","stop_token_ids":[],"prompt":"hello world","max_tokens":2,"temperature":0,"ignore_eos":true}
+JSON
+"$llm" generate -m "$m" --requests - -c 64 -t 2 < "$tmp/fields.jsonl" > "$tmp/out" 2> "$tmp/err" && ok || bad "generate --requests -: $(cat "$tmp/err")"
+json_lines "$tmp/out" && ok || bad "generate: output lines are not all JSON objects"
+[ "$(wc -l < "$tmp/out")" = 11 ] && ok || bad "generate --requests -: $(wc -l < "$tmp/out") lines for 11 requests"
+errs=$(grep -c '"error"' "$tmp/out")
+[ "$errs" = 0 ] && ok || bad "generate: supported fields gave errors: $(grep '"error"' "$tmp/out")"
+r=$(sed -n 2p "$tmp/out" | jpy '[d["text"], d["finish_reason"]]')
+[ -n "$stop" ] && [ "$r" = "$want_stop" ] && ok || bad "\"stop\":$stop (a string): $r, want $want_stop"
+r=$(sed -n 11p "$tmp/out" | jpy '[len(d["prompt_tokens"]) > 2, len(d["tokens"]), d["finish_reason"]]')
+[ "$r" = '[true,2,"length"]' ] && ok || bad "stop fields before the prompt: $r"
+r=$(sed -n 3p "$tmp/out" | jpy '[d["tokens"][-1], len(d["tokens"]), d["finish_reason"]]')
+[ "$r" = "[$stopid,6,\"stop\"]" ] && ok || bad "\"stop_token_ids\":[$stopid] on $toks: $r"
+a=$(sed -n 4p "$tmp/out" | jpy 'd["tokens"]'); b=$(sed -n 5p "$tmp/out" | jpy 'd["tokens"]')
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "top_k -1 gave $a, top_k 0 $b"
+# each penalty changes the sample and gives what llm run gives with the flag of that name
+base=$(sed -n 6p "$tmp/out" | jpy 'd["tokens"]')
+i=7
+for f in --presence-penalty=1 --frequency-penalty=1 --repeat-penalty=3; do
+    got=$(sed -n ${i}p "$tmp/out" | jpy 'd["tokens"]')
+    want=$("$llm" run -m "$m" --tokens 1,300,300,300,300,301 -n 12 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 7 \
+           --ignore-eos --json -t 2 "${f%=*}" "${f#*=}" 2>/dev/null | jpy 'd["tokens"]')
+    [ -n "$got" ] && [ "$got" != "$base" ] && [ "$got" = "$want" ] && ok || bad "line $i (${f%=*}): $got, run $want, without $base"
+    i=$((i + 1))
+done
+# logprobs 3: per generated token 3 entries {id, token, logprob}, best first, the greedy token
+# first, its text the token's piece; the ids of llm run --logprobs 3
+r=$(sed -n 10p "$tmp/out" | jpy '[len(d["logprobs"]) == len(d["tokens"]) == 5, all(len(p) == 3 and all(sorted(e) == ["id", "logprob", "token"] for e in p) and p[0]["logprob"] >= p[1]["logprob"] >= p[2]["logprob"] for p in d["logprobs"]), [p[0]["id"] for p in d["logprobs"]] == d["tokens"], "".join(p[0]["token"] for p in d["logprobs"]).strip() == d["text"].strip()]')
+[ "$r" = "[true,true,true,true]" ] && ok || bad "logprobs: $r: $(sed -n 10p "$tmp/out")"
+got=$(sed -n 10p "$tmp/out" | jpy '[[e["id"] for e in p] for p in d["logprobs"]]')
+want=$("$llm" run -m "$m" --tokens 1,300 -n 5 --temp 0 --ignore-eos --json --logprobs 3 -t 2 2>/dev/null | jpy '[[e["id"] for e in p] for p in d["logprobs"]]')
+[ -n "$got" ] && [ "$got" = "$want" ] && ok || bad "logprobs ids $got, run's $want"
+
+# bad lines: each an error line with a clear message; the good line among them runs
+printf '%s\n' \
+    '{"tokens":[1,2],"max_tokens":0x2}' \
+    '{"tokens":[1,2],"ignore_eos":tru}' \
+    '{"tokens":[1 2 3]}' \
+    '{"tokens":[1,2] "max_tokens":2}' \
+    '{"tokens":[1,2]} trailing' \
+    '{"tokens":5}' \
+    '{"tokens":[1],"max_tokens":1e12}' \
+    '{"tokens":[1],"seed":-1}' \
+    '{"tokens":[1],"priority":99999999999}' \
+    '{"tokens":[1],"n":2}' \
+    '{"tokens":[1],"best_of":3}' \
+    '{"tokens":[1],"logit_bias":{"5":1}}' \
+    '{"tokens":[1],"stream":true}' \
+    '{"tokens":[1],"frobnicate":1}' \
+    '{"prompt":"a\u0000b"}' \
+    '{"tokens":[1],"stop":["x",""]}' \
+    '{"tokens":[1],"logprobs":21}' \
+    '{"tokens":[1],"max_tokens":3,"temperature":0}' \
+    '{"tokens":[1],"max_tokens":éé}' \
+    > "$tmp/bad.jsonl"
+printf '{"prompt":"caf\351"}\n' >> "$tmp/bad.jsonl"                               # Latin-1, not UTF-8
+printf '{"%s":1}\n' "$(printf 'é%.0s' $(seq 1 50))" >> "$tmp/bad.jsonl"           # a long unknown key
+"$llm" generate -m "$m" --requests "$tmp/bad.jsonl" -c 64 -t 2 > "$tmp/out" 2> "$tmp/err" && ok || bad "generate bad lines: $(cat "$tmp/err")"
+json_lines "$tmp/out" && ok || bad "generate: error lines are not all JSON objects (in UTF-8)"
+i=1
+for want in "invalid JSON" "invalid JSON" "invalid JSON" "invalid JSON" "invalid JSON" "tokens: expected an array" \
+            "max_tokens: expected an integer" "seed: -1 is out of range" "priority: 99999999999 is out of range" \
+            "n: only 1 is supported" "best_of:" "logit_bias: not supported" "stream:" "frobnicate: unknown field" \
+            "prompt: contains \\u0000" "stop: an empty stop string" "logprobs: 21 is out of range" "" "invalid JSON" \
+            "not valid UTF-8" "unknown field"; do
+    e=$(sed -n ${i}p "$tmp/out" | jpy 'd.get("error", "") + "|" + d["finish_reason"]')
+    case "$want|$e" in
+        "|"*) [ "$e" = "|length" ] && ok || bad "bad lines: line $i should run: $e" ;;
+        *) case "$e" in *"$want"*"|error") ok ;; *) bad "bad line $i: '$e' lacks '$want'" ;; esac ;;
+    esac
+    i=$((i + 1))
+done
+sed -n 19p "$tmp/out" | grep -q 'é' && bad "an error message copies bytes of the line: $(sed -n 19p "$tmp/out")" || ok
+k=$(sed -n 21p "$tmp/out" | jpy 'd["error"].split(":")[0]')
+[ "$k" = "$(printf 'é%.0s' $(seq 1 40))..." ] && ok || bad "a long key in a message: '$k'"
+
 # the serving benchmark
 j=$("$llm" bench -m "$m" -t 2 --num-prompts 12 --input-len 40 --output-len 10 --json 2>/dev/null)
 case "$j" in '{"requests":12,"elapsed_s":'*'"output_tps":'*'"total_tps":'*'"ttft_ms":{"p50":'*'"p90":'*'"p99":'*'},"itl_ms":{"p50":'*'"kv_utilization":'*'"prefix_hit_rate":'*) ok ;;
@@ -58,8 +173,8 @@ a=$("$llm" bench -m "$m" -t 2 --rag --context-len 200 --questions 4 --json 2>/de
 b=$("$llm" bench -m "$m" -t 2 --rag --context-len 200 --questions 4 --enable-prefix-caching --json 2>/dev/null)
 ha=$(echo "$a" | sed 's/.*"outputs_hash":"\([0-9a-f]*\)".*/\1/'); hb=$(echo "$b" | sed 's/.*"outputs_hash":"\([0-9a-f]*\)".*/\1/')
 [ -n "$ha" ] && [ "$ha" = "$hb" ] && ok || bad "RAG answers differ with prefix caching ($ha, $hb)"
-case "$a" in *'"prefix_hit_rate":0.0000'*) ok ;; *) bad "hits without prefix caching: $a" ;; esac
-case "$b" in *'"prefix_hit_rate":0.0000'*) bad "no hits with prefix caching: $b" ;; *) ok ;; esac
+[ "$(echo "$a" | jpy 'd["prefix_hit_rate"]')" = 0.0 ] && ok || bad "hits without prefix caching: $a"
+[ "$(echo "$b" | jpy 'd["prefix_hit_rate"] > 0')" = true ] && ok || bad "no hits with prefix caching: $b"
 # preemption in the benchmark: a KV cache of 30 blocks of 16 (480 tokens) takes the prompts of
 # two of the 4 requests (~232 tokens each) and then has no block for their next tokens, so
 # requests are preempted; the outputs stay the same
@@ -74,6 +189,18 @@ np=$(echo "$c" | sed -n 's/.*"preemptions":\([0-9]*\),.*/\1/p')
 for row in "embedding" "attention: paged attention" "MLP: down" "norms" "logits" "sampling" "scheduling" "**total**"; do
     grep -qF "| $row" "$tmp/prof" && ok || bad "profile: no row '$row'"
 done
+
+# --json of bench (both modes) and profile: one valid JSON object each
+j=$("$llm" bench -m "$m" -t 2 -p 16 -n 4 -r 1 --json 2>/dev/null)
+r=$(echo "$j" | jpy '[d["n_prompt"], d["n_gen"], d["reps"], d["threads"], d["pp_tps"] > 0, d["tg_tps"] > 0, d["backend"]]')
+[ "$r" = '[16,4,1,2,true,true,"cpu"]' ] && ok || bad "bench -p -n --json: $j"
+j=$("$llm" bench -m "$m" -t 2 --num-prompts 3 --input-len 10 --output-len 3 --json 2>/dev/null)
+r=$(echo "$j" | jpy '[d["requests"], d["output_tokens"], sorted(d["ttft_ms"]), d["threads"]]')
+[ "$r" = '[3,9,["p50","p90","p99"],2]' ] && ok || bad "bench --json: $j"
+j=$("$llm" profile -m "$m" -t 2 --num-prompts 4 --input-len 30 --output-len 5 --json 2>/dev/null)
+r=$(echo "$j" | jpy '[d["requests"], d["threads"], d["steps"] > 0, len(d["modules"]), d["modules"][0]["module"], d["modules"][-1]["module"], abs(sum(x["share"] for x in d["modules"]) - 1) < 0.01, abs(sum(x["ms"] for x in d["modules"]) - d["totals"]["total"]["ms"]) < 1, d["totals"]["total"]["share"], sorted(d["totals"])]')
+[ "$r" = '[4,2,true,15,"embedding","other",true,true,1.0,["attention","mlp","sampling","scheduling","total"]]' ] && ok ||
+    bad "profile --json: $r: $j"
 
 # engine flags
 "$llm" bench -m "$m" --num-prompts 2 --scheduling-policy lifo 2>/dev/null && bad "bad policy accepted" || ok
