@@ -36,6 +36,9 @@ struct cli {
     int n_stop_ids;
     int n_predict, logprobs, reps;
     bool json, ignore_eos, no_bos, n_predict_set, special;
+    bool seed_set, ctx_set, verbose;   // --seed, -c given; -v
+    int n_gpu_layers;                  // -ngl (accepted for llama.cpp's users; -1: not given)
+    bool flash_attn;                   // -fa (likewise)
     // generate, bench (serving), profile
     const char *requests;
     int num_prompts, input_len, output_len, context_len, questions, question_len;
@@ -67,9 +70,12 @@ int cli_parse_id_list(const char *flag, const char *s, int32_t *ids, int cap);
 // A whole file (NUL-terminated, *len bytes), or cli_die.
 char *cli_read_file(const char *path, size_t *len);
 
-// Parses argv[2..] (argv[1] is the command) over the defaults.
+// Parses argv[2..] (argv[1] is the command) over the defaults. Flags that take a value take it
+// as the next argument or after '=' (--temp=0.5).
 void cli_parse_args(int argc, char **argv, struct cli *c);
-// The engine of the flags, or cli_die with the model file's name and the message.
+// The engine of the flags, or cli_die with the model file's name and the message. Notes on
+// stderr for llama.cpp's flags that change nothing here (-ngl, -fa), and a warning when -c is
+// beyond the context the model was trained with.
 llm_engine *cli_engine(struct cli *c);
 // The prompt of llm run / llm tokenize: text (-p, -f) tokenized, or ids (--tokens).
 int32_t *cli_prompt(llm_engine *E, const struct cli *c, int *n_prompt);
