@@ -124,8 +124,15 @@ static int cli_answer_run(llm_engine *E, const struct llm_prompt *prompt, const 
     int id = llm_add_request(E, prompt, rp);
     if (id < 0) return -1;
     bool aborted = false;
+    double next_poll = 0;
     for (;;) {
-        if (!aborted && cli_sigint_taken()) aborted = llm_abort_request(E, id) == LLM_OK;
+        // sigpending is a system call (a microsecond or two, as long as a small model's step):
+        // asked at most every 10 ms; the clock is read without one
+        double now = cli_now();
+        if (!aborted && now >= next_poll) {
+            next_poll = now + 0.01;
+            if (cli_sigint_taken()) aborted = llm_abort_request(E, id) == LLM_OK;
+        }
         const struct llm_output *outs;
         int n = llm_step(E, &outs);
         if (n < 0) {
