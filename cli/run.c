@@ -367,6 +367,7 @@ static void cli_chat_add(struct cli_chat *ch, const char *role, const char *cont
 
 // Removes messages [at, at + n).
 static void cli_chat_remove(struct cli_chat *ch, int at, int n) {
+    if (n == 0) return;   // msg may still be NULL
     for (int i = at; i < at + n; i++) free((char *)ch->msg[i].content);
     memmove(ch->msg + at, ch->msg + at + n, (size_t)(ch->n_msg - at - n) * sizeof(*ch->msg));
     ch->n_msg -= n;
