@@ -158,7 +158,40 @@ int cli_token_text(llm_engine *E, int32_t token, struct cli_strbuf *b) {
     }
 }
 
+json_t *cli_json_logprobs(llm_engine *E, const struct llm_logprob *lp, int n_tok, int k) {
+    struct cli_strbuf piece = {0};
+    json_t *all = cli_jcheck(json_array());
+    for (int t = 0; t < n_tok; t++) {
+        json_t *pos = cli_jcheck(json_array());
+        for (int j = 0; j < k; j++) {
+            const struct llm_logprob *x = &lp[(size_t)t * (size_t)k + (size_t)j];
+            json_t *e = cli_jcheck(json_object());
+            size_t n = (size_t)CLI_MAX(cli_token_text(E, x->id, &piece), 0);
+            cli_jset(e, "id", cli_json_int(x->id));
+            cli_jset(e, "token", cli_json_bytes(piece.p, n));
+            if (cli_utf8_check(piece.p, n) < n) {
+                json_t *bytes = cli_jcheck(json_array());
+                for (size_t i = 0; i < n; i++) cli_jpush(bytes, cli_json_int((unsigned char)piece.p[i]));
+                cli_jset(e, "bytes", bytes);
+            }
+            cli_jset(e, "logprob", cli_json_num(x->logprob, 6));
+            cli_jpush(pos, e);
+        }
+        cli_jpush(all, pos);
+    }
+    free(piece.p);
+    return all;
+}
+
 // --- flags ---
+
+// The value given after '=' (once: *v becomes NULL, so a flag without a value that got one is
+// told apart).
+static const char *cli_take(const char **v) {
+    const char *s = *v;
+    *v = NULL;
+    return s;
+}
 
 void cli_die(const char *fmt, ...) {
     va_list ap;
@@ -222,17 +255,62 @@ int cli_parse_id_list(const char *flag, const char *s, int32_t *ids, int cap) {
     return n;
 }
 
+// Flags of llama.cpp and vLLM that mean something else here, or are spelt otherwise: what to use.
+static const struct { const char *flag, *hint; } cli_foreign_flags[] = {
+    {"-b", "llama.cpp's batch size is --max-num-batched-tokens here"},
+    {"--batch-size", "llama.cpp's batch size is --max-num-batched-tokens here"},
+    {"-ub", "llama.cpp's micro-batch size is --max-num-batched-tokens here"},
+    {"--ubatch-size", "llama.cpp's micro-batch size is --max-num-batched-tokens here"},
+    {"-np", "llama.cpp's parallel sequences are --max-num-seqs here"},
+    {"--parallel", "llama.cpp's parallel sequences are --max-num-seqs here"},
+    {"-ctk", "the KV cache type is --kv-cache-dtype f16|f32 here (K and V together)"},
+    {"--cache-type-k", "the KV cache type is --kv-cache-dtype f16|f32 here (K and V together)"},
+    {"-ctv", "the KV cache type is --kv-cache-dtype f16|f32 here (K and V together)"},
+    {"--cache-type-v", "the KV cache type is --kv-cache-dtype f16|f32 here (K and V together)"},
+    {"-i", "a conversation is the llm chat command here"},
+    {"--interactive", "a conversation is the llm chat command here"},
+    {"-cnv", "a conversation is the llm chat command here"},
+    {"--conversation", "a conversation is the llm chat command here"},
+    {"--reverse-prompt", "text that stops generation is --stop TEXT here"},
+    {"-mg", "the GPU is chosen with --backend vulkan --device N here"},
+    {"--main-gpu", "the GPU is chosen with --backend vulkan --device N here"},
+    {"--max-tokens", "the number of tokens to generate is -n N here"},
+    {"--max-new-tokens", "the number of tokens to generate is -n N here"},
+    {"--temperature", "the temperature is --temp T here"},
+    {"-tp", "one device runs the model here (--device N chooses it)"},
+    {"--tensor-parallel-size", "one device runs the model here (--device N chooses it)"},
+    {"--dtype", "the weights compute in the GGUF file's types; --kv-cache-dtype sets the KV cache's"},
+    {"--quantization", "the weights compute in the GGUF file's types (use a quantized GGUF file)"},
+    {"--tokenizer", "the vocabulary comes from the GGUF file"},
+    {"--enable-chunked-prefill", "chunked prefill is always on here (--max-num-batched-tokens sets the chunk)"},
+    {"-hf", "models are not downloaded here: download the GGUF file and give it with -m"},
+    {"--hf-repo", "models are not downloaded here: download the GGUF file and give it with -m"},
+};
+
 void cli_parse_args(int argc, char **argv, struct cli *c) {
     c->ep = llm_engine_params_default();
     c->sp = llm_sampling_params_default();
     c->n_predict = 64;
+    c->n_gpu_layers = -1;
+    char name[64];
     for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-#define CLI_ARG() (i + 1 < argc ? argv[++i] : (cli_die("%s needs a value", a), (char *)NULL))
+        const char *a = argv[i], *inline_val = NULL;
+        // --flag=value: the value after '=' (long flags only, as getopt_long)
+        const char *eq = !strncmp(a, "--", 2) ? strchr(a, '=') : NULL;
+        if (eq) {
+            if ((size_t)(eq - a) >= sizeof(name)) cli_die("unknown option '%s' (see llm --help)", a);
+            memcpy(name, a, (size_t)(eq - a));
+            name[eq - a] = 0;
+            a = name;
+            inline_val = eq + 1;
+        }
+#define CLI_ARG() (inline_val ? cli_take(&inline_val) : i + 1 < argc ? argv[++i] : (cli_die("%s needs a value", a), (char *)NULL))
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) c->ep.model_path = CLI_ARG();
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) c->ep.n_threads = (int)cli_parse_int(a, CLI_ARG(), 1, 512);
-        else if (!strcmp(a, "-c") || !strcmp(a, "--max-model-len") || !strcmp(a, "--ctx-size"))
+        else if (!strcmp(a, "-c") || !strcmp(a, "--max-model-len") || !strcmp(a, "--ctx-size")) {
             c->ep.max_model_len = (int)cli_parse_int(a, CLI_ARG(), 1, 1 << 24);
+            c->ctx_set = true;
+        }
         else if (!strcmp(a, "--block-size")) c->ep.block_size = (int)cli_parse_int(a, CLI_ARG(), 8, 32);
         else if (!strcmp(a, "--kv-cache-dtype")) {
             const char *v = CLI_ARG();
@@ -261,7 +339,11 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         else if (!strcmp(a, "--frequency-penalty")) c->sp.frequency_penalty = (float)cli_parse_float(a, CLI_ARG(), -100.0, 100.0);
         else if (!strcmp(a, "--presence-penalty")) c->sp.presence_penalty = (float)cli_parse_float(a, CLI_ARG(), -100.0, 100.0);
         else if (!strcmp(a, "--repeat-last-n")) c->sp.penalty_last_n = (int)cli_parse_int(a, CLI_ARG(), 0, 1 << 20);
-        else if (!strcmp(a, "--seed")) c->seed = c->sp.seed = (uint64_t)cli_parse_int(a, CLI_ARG(), 0, LLONG_MAX);
+        else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) {
+            long long v = cli_parse_int(a, CLI_ARG(), -1, LLONG_MAX);   // -1: random, as llama.cpp's
+            c->seed_set = v >= 0;
+            c->seed = c->sp.seed = v >= 0 ? (uint64_t)v : 0;
+        }
         else if (!strcmp(a, "--stop")) {
             const char *s = CLI_ARG();
             if (!*s) cli_die("--stop: empty text");
@@ -301,9 +383,25 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         else if (!strcmp(a, "--rag")) { c->rag = true; c->serve = true; }
         else if (!strcmp(a, "--context-len")) { c->context_len = (int)cli_parse_int(a, CLI_ARG(), 1, 1 << 20); c->serve = true; }
         else if (!strcmp(a, "--questions")) { c->questions = (int)cli_parse_int(a, CLI_ARG(), 1, 1 << 20); c->serve = true; }
-        else if (!strcmp(a, "--logprobs")) c->logprobs = (int)cli_parse_int(a, CLI_ARG(), 0, 100);
+        else if (!strcmp(a, "--logprobs")) c->logprobs = (int)cli_parse_int(a, CLI_ARG(), 0, 20);
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) c->verbose = true;
+        else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers") || !strcmp(a, "--gpu-layers"))
+            c->n_gpu_layers = (int)cli_parse_int(a, CLI_ARG(), 0, INT_MAX);
+        else if (!strcmp(a, "-fa") || !strcmp(a, "--flash-attn")) {
+            c->flash_attn = true;   // llama.cpp's -fa takes an optional on, off or auto
+            const char *v = inline_val ? cli_take(&inline_val) : NULL;
+            if (!v && i + 1 < argc && (!strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off") || !strcmp(argv[i + 1], "auto")))
+                v = argv[++i];
+            if (v && strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto")) cli_die("%s: on, off or auto, not '%s'", a, v);
+        }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(cli_usage, stdout); exit(0); }
-        else cli_die("unknown option '%s' (see llm --help)", a);
+        else {
+            for (size_t k = 0; k < CLI_ARRAY_LEN(cli_foreign_flags); k++)
+                if (!strcmp(a, cli_foreign_flags[k].flag))
+                    cli_die("unknown option '%s': %s (see llm --help)", a, cli_foreign_flags[k].hint);
+            cli_die("unknown option '%s' (see llm --help)", a);
+        }
+        if (inline_val) cli_die("%s takes no value (got '%s')", a, inline_val);
 #undef CLI_ARG
     }
     if (!c->ep.model_path) cli_die("no model given: use -m FILE (see llm --help)");
@@ -321,6 +419,21 @@ llm_engine *cli_engine(struct cli *c) {
     c->ep.verbose = 1;   // progress while loading, on a terminal only
     llm_engine *E = llm_engine_create(&c->ep, err, sizeof(err));
     if (!E) cli_die("%s: %s", c->ep.model_path, err);
+    struct llm_engine_info ei;
+    struct llm_model_info mi;
+    llm_get_engine_info(E, &ei);
+    llm_get_model_info(E, &mi);
+    if (c->ctx_set && mi.n_ctx_train > 0 && ei.max_model_len > mi.n_ctx_train)
+        fprintf(stderr, "llm: warning: the context of %d tokens (-c) is longer than the %d the model was trained "
+                        "with: text past %d tokens may be poor\n", ei.max_model_len, mi.n_ctx_train, mi.n_ctx_train);
+    if (c->n_gpu_layers > 0 && ei.backend == LLM_BACKEND_CPU)
+        fprintf(stderr, "llm: note: -ngl changes nothing here: the CPU backend runs every layer (--backend vulkan "
+                        "runs the whole model on a GPU)\n");
+    else if (c->n_gpu_layers == 0 && ei.backend != LLM_BACKEND_CPU)
+        fprintf(stderr, "llm: note: -ngl 0 changes nothing here: the %s backend runs every layer (--backend cpu runs "
+                        "the model on the CPU)\n", ei.backend_name);
+    if (c->flash_attn)
+        fprintf(stderr, "llm: note: -fa changes nothing here: attention is always computed by a flash-style kernel\n");
     return E;
 }
 

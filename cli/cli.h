@@ -40,6 +40,9 @@ struct cli {
     int n_predict, logprobs, reps;
     bool json, ignore_eos, no_bos, n_predict_set, special;
     bool ids, tensors;   // tokenize: ids only; info: every tensor
+    bool seed_set, ctx_set, verbose;   // --seed, -c given; -v
+    int n_gpu_layers;                  // -ngl (accepted for llama.cpp's users; -1: not given)
+    bool flash_attn;                   // -fa (likewise)
     // generate, bench (serving), profile
     const char *requests;
     int num_prompts, input_len, output_len, context_len, questions, question_len;
@@ -91,6 +94,12 @@ void cli_json_str(FILE *f, const char *s, size_t n);
 // which has none, its text (e.g. "<|im_end|>"). Replaces b's contents; returns its length, or -1
 // for an id out of range.
 int cli_token_text(llm_engine *E, int32_t token, struct cli_strbuf *b);
+// The log-probabilities of n_tok generated positions, k each ([n_tok][k] in lp), as JSON: per
+// position an array of {"id":N,"token":"TEXT","logprob":X}. TEXT is the token's text
+// (cli_token_text); a piece that is not valid UTF-8 on its own (part of a character) has U+FFFD
+// for each byte that is not, and its exact bytes in "bytes":[...] (OpenAI's field). A logprob of
+// -infinity is null.
+json_t *cli_json_logprobs(llm_engine *E, const struct llm_logprob *lp, int n_tok, int k);
 
 // "llm: message" on stderr, exit status 1.
 #if defined(__GNUC__)
@@ -107,9 +116,12 @@ int cli_parse_id_list(const char *flag, const char *s, int32_t *ids, int cap);
 char *cli_read_file(const char *path, size_t *len);
 char *cli_read_stream(FILE *f, const char *name, size_t *len);
 
-// Parses argv[2..] (argv[1] is the command) over the defaults.
+// Parses argv[2..] (argv[1] is the command) over the defaults. Flags that take a value take it
+// as the next argument or after '=' (--temp=0.5).
 void cli_parse_args(int argc, char **argv, struct cli *c);
-// The engine of the flags, or cli_die with the model file's name and the message.
+// The engine of the flags, or cli_die with the model file's name and the message. Notes on
+// stderr for llama.cpp's flags that change nothing here (-ngl, -fa), and a warning when -c is
+// beyond the context the model was trained with.
 llm_engine *cli_engine(struct cli *c);
 // The prompt of llm run / llm tokenize: text (-p, -f) tokenized, or ids (--tokens).
 int32_t *cli_prompt(llm_engine *E, const struct cli *c, int *n_prompt);

@@ -1,10 +1,14 @@
 // main.c — the llm program: the usage text and the commands. See cli.h for the files.
 #include "cli.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const char cli_usage[] =
     "usage: llm COMMAND [options]\n"
+    "       llm -m FILE -p TEXT [options]   a flag in the command's place: run (as llama-cli)\n"
+    "\n"
+    "Flags with a value take it as the next argument or after '=' (--temp=0.5).\n"
     "\n"
     "commands:\n"
     "  run       generate text from a prompt\n"
@@ -27,7 +31,8 @@ const char cli_usage[] =
     "      --device N            Vulkan device (see llm info --devices; default: the first\n"
     "                            discrete GPU, else an integrated one, else any)\n"
     "  -t, --threads N           CPU threads (default: number of cores)\n"
-    "  -c, --max-model-len N     context length in tokens (default: the model's, at most 4096)\n"
+    "  -c, --ctx-size, --max-model-len N  context length in tokens (default: the model's, at most\n"
+    "                            4096; a warning when it is longer than the model was trained with)\n"
     "      --block-size N        KV cache block size: 8, 16 or 32 (default 16)\n"
     "      --kv-cache-memory B   KV cache bytes (default: a quarter of the free memory: the\n"
     "                            available RAM on the CPU, the GPU's left after the weights on\n"
@@ -36,12 +41,16 @@ const char cli_usage[] =
     "      --kv-cache-dtype T    KV cache precision: f16 or f32 (default f16)\n"
     "      --gpu-memory-utilization F  the KV cache's share of that free memory, in place of\n"
     "                            --kv-cache-memory's default quarter\n"
-    "      --max-num-seqs N      requests computed together in a step (default 256)\n"
+    "      --max-num-seqs N      requests computed together in a step (default 256; run, chat: 1)\n"
     "      --max-num-batched-tokens N  tokens per step (default 512); longer prompts are\n"
     "                            prefilled in chunks alongside the running requests' decodes\n"
     "      --enable-prefix-caching  share the KV blocks of common prompt prefixes between\n"
     "                            requests and keep them after they finish (default off)\n"
     "      --scheduling-policy P fcfs or priority (lower \"priority\" first; default fcfs)\n"
+    "  -ngl, --n-gpu-layers N, -fa, --flash-attn [on|off|auto]  llama.cpp's flags, accepted: they\n"
+    "                            change nothing here (--backend chooses the device, which runs every\n"
+    "                            layer; attention is always a flash-style kernel); a note says so\n"
+    "  -v, --verbose             run, chat: the seed and the engine's set-up on stderr\n"
     "\n"
     "prompt options (run, tokenize; detokenize: --tokens, --special):\n"
     "  -p, --prompt TEXT         prompt text\n"
@@ -53,9 +62,9 @@ const char cli_usage[] =
     "                            (default off: such text is tokenized as plain text);\n"
     "                            detokenize: write the text of control tokens (e.g. <s>) too\n"
     "\n"
-    "generation options (run, chat):\n"
+    "generation options (run, chat; both go through the engine's requests, as serving):\n"
     "  -n, --n-predict N         tokens to generate; chat: per answer (default run 64, chat\n"
-    "                            unlimited: until the end of the turn or the context)\n"
+    "                            unlimited: until the end of the turn or the context; -1: no limit)\n"
     "      --temp T              temperature, 0 = greedy (default 0.8)\n"
     "      --top-k K             keep the K most likely tokens, 0 = off (default 40)\n"
     "      --top-p P             keep the most likely tokens up to mass P, 1 = off (default 0.95)\n"
@@ -66,23 +75,34 @@ const char cli_usage[] =
     "      --frequency-penalty X minus X per recent occurrence of a token (default 0)\n"
     "      --presence-penalty X  minus X for a token that occurred recently (default 0)\n"
     "      --repeat-last-n N     how many recent tokens the penalties look at (default 64)\n"
-    "      --seed S              random seed (default 0)\n"
+    "  -s, --seed S              random seed: the same seed gives the same text (default: a random\n"
+    "                            one, shown by --json and -v; -1: random)\n"
     "      --stop TEXT           stop when TEXT is generated (not printed); repeatable, up to 16\n"
     "      --stop-token-ids IDS  stop at these token ids, comma-separated (besides end-of-\n"
     "                            generation tokens)\n"
     "      --ignore-eos          keep generating after an end-of-generation token\n"
     "\n"
-    "run output:\n"
-    "      --json                print one JSON object instead of the text stream\n"
-    "      --logprobs K          with --json: top-K log-probabilities of every generated position\n"
+    "run output: the text as it comes, then prompt and decode speed on stderr; Ctrl-C stops it\n"
+    "  (the text so far and the speed are printed; exit status 130)\n"
+    "      --json                print one JSON object instead of the text stream: prompt_tokens,\n"
+    "                            tokens, text, finish_reason (stop, length, abort), prompt_tps,\n"
+    "                            decode_tps, seed\n"
+    "      --logprobs K          with --json: the top K (at most 20) log-probabilities of every\n"
+    "                            generated position, {\"id\",\"token\",\"logprob\"} (a token that is\n"
+    "                            not UTF-8 on its own: U+FFFD in \"token\" and its \"bytes\":[...])\n"
     "\n"
     "chat options:\n"
     "      --chat-template NAME  chatml, llama3, llama2, mistral or zephyr (default: recognised\n"
     "                            from the model file, else chatml)\n"
     "  -sys, --system TEXT       system prompt\n"
     "  in the chat: /reset forgets the conversation, /system TEXT sets the system prompt and\n"
-    "  resets, /stats shows speed and context use, /quit (or Ctrl-D) leaves; Ctrl-C stops an\n"
-    "  answer (at the prompt it quits)\n"
+    "  resets, /stats shows speed, cached prompt tokens and context use, /quit (or Ctrl-D) leaves;\n"
+    "  Ctrl-C stops an answer (at the prompt it quits); a line ending in \\ goes on on the next.\n"
+    "  Each turn sends the whole conversation; the prefix cache (always on in chat) finds the\n"
+    "  earlier turns, so only the new text is computed. When a message would leave less than a\n"
+    "  quarter of the context (or -n tokens) for the answer, the oldest turns are dropped (the\n"
+    "  system prompt stays). With libedit (Debian: libedit-dev): line editing, and a history in\n"
+    "  ${XDG_STATE_HOME:-~/.local/state}/llm.c/chat_history\n"
     "\n"
     "generate options:\n"
     "      --requests FILE       one JSON request per line (- reads standard input):\n"
@@ -140,6 +160,17 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "--version")) { printf("llm %s\n", LLM_VERSION); return 0; }
     struct cli c;
     memset(&c, 0, sizeof(c));
+    if (argv[1][0] == '-' && argv[1][1]) {   // a flag where the command goes (llama-cli's habit): run
+        char **args = malloc(((size_t)argc + 2) * sizeof(char *));
+        if (!args) cli_die("out of memory");
+        args[0] = argv[0];
+        args[1] = "run";
+        memcpy(args + 2, argv + 1, (size_t)argc * sizeof(char *));   // argv[argc] is NULL too
+        cli_parse_args(argc + 1, args, &c);
+        int rc = cli_cmd_run(&c);
+        free(args);
+        return rc;
+    }
     if (!strcmp(argv[1], "run")) { cli_parse_args(argc, argv, &c); return cli_cmd_run(&c); }
     if (!strcmp(argv[1], "chat")) { cli_parse_args(argc, argv, &c); return cli_cmd_chat(&c); }
     if (!strcmp(argv[1], "tokenize")) { cli_parse_args(argc, argv, &c); return cli_cmd_tokenize(&c); }

@@ -249,8 +249,7 @@ static bool cli_jreq_parse(const char *line, size_t len, struct cli_jreq *q) {
 
 // A result line: index, prompt_tokens, tokens, text, finish_reason, ttft_ms, and logprobs (per
 // generated position the top K as {id, token, logprob}) when asked for, error when it failed.
-static json_t *cli_result_json(llm_engine *E, int index, const struct llm_result *r, int logprobs, const char *err,
-                               struct cli_strbuf *piece) {
+static json_t *cli_result_json(llm_engine *E, int index, const struct llm_result *r, int logprobs, const char *err) {
     json_t *o = cli_jcheck(json_object()), *a;
     cli_jset(o, "index", cli_json_int(index));
     cli_jset(o, "prompt_tokens", a = cli_jcheck(json_array()));
@@ -260,22 +259,7 @@ static json_t *cli_result_json(llm_engine *E, int index, const struct llm_result
     cli_jset(o, "text", cli_json_cstr(r->text ? r->text : ""));
     cli_jset(o, "finish_reason", cli_json_cstr(err ? "error" : llm_finish_reason_str(r->finish_reason)));
     cli_jset(o, "ttft_ms", cli_json_num(r->ttft_ms, 3));
-    if (logprobs > 0 && r->logprobs) {
-        cli_jset(o, "logprobs", a = cli_jcheck(json_array()));
-        for (int t = 0; t < r->n_tokens; t++) {
-            json_t *pos = cli_jcheck(json_array());
-            for (int k = 0; k < logprobs; k++) {
-                const struct llm_logprob *x = &r->logprobs[(size_t)t * (size_t)logprobs + (size_t)k];
-                json_t *e = cli_jcheck(json_object());
-                cli_jset(e, "id", cli_json_int(x->id));
-                int n = cli_token_text(E, x->id, piece);
-                cli_jset(e, "token", cli_json_bytes(piece->p, n > 0 ? (size_t)n : 0));
-                cli_jset(e, "logprob", cli_json_num(x->logprob, 6));
-                cli_jpush(pos, e);
-            }
-            cli_jpush(a, pos);
-        }
-    }
+    if (logprobs > 0 && r->logprobs) cli_jset(o, "logprobs", cli_json_logprobs(E, r->logprobs, r->n_tokens, logprobs));
     if (err) cli_jset(o, "error", cli_json_cstr(err));
     return o;
 }
@@ -324,10 +308,8 @@ int cli_cmd_generate(struct cli *c) {
     if (!rm) cli_die("out of memory");
     if (llm_generate(E, pr, m, rp, rm) != LLM_OK) fprintf(stderr, "llm: generate: %s\n", llm_last_error(E));
     for (int k = 0; k < m; k++) res[map[k]] = rm[k];
-    struct cli_strbuf piece = {0};
     for (int i = 0; i < n; i++)
-        cli_json_print(stdout, cli_result_json(E, i, &res[i], q[i].p.logprobs, q[i].err ? q[i].err : res[i].error, &piece));
-    free(piece.p);
+        cli_json_print(stdout, cli_result_json(E, i, &res[i], q[i].p.logprobs, q[i].err ? q[i].err : res[i].error));
     llm_results_free(res, n);
     for (int i = 0; i < n; i++) cli_jreq_free(&q[i]);
     free(q);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # llm chat driven from a script: a conversation piped in gives one answer per message, commands
-# work, later turns do not prefill the history again (the sequence keeps it), the chat template
+# work, later turns find the earlier ones in the prefix cache, old turns are dropped when the
+# context would overflow, user text is plain text, lines ending in \ continue, the chat template
 # comes from the model file, Ctrl-C (SIGINT) stops an answer without leaving the chat, and
 # llm tokenize / llm run --stop behave.
 # Usage: tests/test_chat_cli.sh LLM_BINARY MODELS_DIR
@@ -25,13 +26,53 @@ grep -q 'system prompt set' "$tmp/out" && ok || bad "/system not acknowledged"
 # answers: every line that is not command output
 answers=$(grep -v -e '^last answer:' -e '^context:' -e '^unknown command' -e '^(' "$tmp/out" | wc -l)
 [ "$answers" = 3 ] && ok || bad "$answers answer lines for 3 messages: $(cat "$tmp/out")"
-# the second turn evaluates only its own text: fewer prompt tokens than the context held before it
-c1=$(grep '^context:' "$tmp/out" | sed -n 1p | sed 's/context: \([0-9]*\) of.*/\1/')
-p2=$(grep '^last answer:' "$tmp/out" | sed -n 2p | sed 's/last answer: prompt \([0-9]*\) tokens.*/\1/')
+# /stats: the context in use is the last request's prompt and answer
 c2=$(grep '^context:' "$tmp/out" | sed -n 2p | sed 's/context: \([0-9]*\) of.*/\1/')
-[ -n "$c1" ] && [ -n "$p2" ] && [ "$p2" -lt "$c1" ] && ok || bad "turn 2 prefilled $p2 tokens with $c1 already in context"
-[ -n "$c2" ] && [ "$c2" -gt "$c1" ] && [ "$c2" -le $((c1 + p2 + 6 + 1)) ] && ok || bad "context after turn 2: $c2 (turn 1 $c1, prompt $p2)"
+p2=$(grep '^last answer:' "$tmp/out" | sed -n 2p | sed 's/last answer: prompt \([0-9]*\) tokens.*/\1/')
+[ -n "$c2" ] && [ -n "$p2" ] && [ "$c2" = $((p2 + 6)) ] && ok || bad "context after turn 2: $c2 (prompt $p2 + 6 answer tokens)"
 grep -q 'using chatml' "$tmp/err" && bad "fallback template reported with --chat-template" || ok
+
+# Each turn sends the whole conversation as one request; the prefix cache finds the earlier
+# turns' KV blocks: on the second turn, the first turn's prompt (its full blocks) comes from the
+# cache, and with a long system prompt that is most of the new prompt.
+sys=$(seq 1 70 | tr '\n' ' ')
+printf 'hello there\n/stats\nand then?\n/stats\n' |
+    "$llm" chat -m "$m" -n 6 --temp 0 -t 2 --chat-template zephyr -sys "$sys" > "$tmp/out" 2> "$tmp/err"
+stat() { grep '^last answer:' "$tmp/out" | sed -n "$1p" | sed -n "s/last answer: prompt \([0-9]*\) tokens (\([0-9]*\) cached).*/\\$2/p"; }
+p1=$(stat 1 1); c1=$(stat 1 2); p2=$(stat 2 1); c2=$(stat 2 2)
+[ "$c1" = 0 ] && ok || bad "turn 1: '$c1' prompt tokens cached of '$p1': $(cat "$tmp/out" "$tmp/err")"
+[ -n "$c2" ] && [ "$c2" -ge $((p1 - 16)) ] && [ $((2 * c2)) -gt "$p2" ] && ok ||
+    bad "turn 2: $c2 of $p2 prompt tokens cached (the first prompt had $p1)"
+
+# A line that ends in \ goes on on the next: one message of two lines (the same answer as llm run
+# on the rendered conversation)
+a=$(printf 'hello\\\nthere\n' | "$llm" chat -m "$m" -n 8 --temp 0 -t 2 --chat-template zephyr 2>/dev/null)
+r=$("$llm" run -m "$m" -p "<|user|>
+hello
+there</s>
+<|assistant|>
+" --special -n 8 --temp 0 -t 2 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$r" ] && ok || bad "a message continued with \\: '$a', llm run: '$r'"
+
+# Llama 3's template trims messages: the prompt is still the rendered conversation's
+a=$(printf '  hi  \n' | "$llm" chat -m "$m" -n 8 --temp 0 -t 2 --chat-template llama3 2>"$tmp/err")
+r=$("$llm" run -m "$m" -p "<|start_header_id|>user<|end_header_id|>
+
+hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>
+
+" --special -n 8 --temp 0 -t 2 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$r" ] && ok || bad "llama3, '  hi  ': '$a', llm run: '$r' $(cat "$tmp/err")"
+
+# When the context would overflow, the oldest turns are dropped (the system prompt stays): every
+# message is answered and /stats counts the dropped turns
+printf 'one\ntwo\nthree\nfour\nfive\nsix\n/stats\n' |
+    "$llm" chat -m "$m" -n 8 -c 128 --temp 0 -t 2 --chat-template zephyr -sys "be brief" > "$tmp/out" 2> "$tmp/err"
+rc=$?
+answers=$(grep -v -e '^last answer:' -e '^context:' -e '^(' "$tmp/out" | wc -l)
+dropped=$(sed -n 's/^context: \([0-9]*\) of 128 tokens used, \([0-9]*\) earlier turns dropped.*/\2/p' "$tmp/out")
+used=$(sed -n 's/^context: \([0-9]*\) of 128 tokens used.*/\1/p' "$tmp/out")
+[ "$rc" = 0 ] && [ "$answers" = 6 ] && ok || bad "a conversation longer than the context: exit $rc, $answers answers: $(cat "$tmp/out" "$tmp/err")"
+[ -n "$dropped" ] && [ "$dropped" -gt 0 ] && [ "$used" -le 128 ] && ok || bad "dropped turns: '$dropped', context used '$used': $(cat "$tmp/out")"
 
 # greedy chat answers are the same text as llm run on the rendered conversation
 a1=$(printf 'hi\n' | "$llm" chat -m "$m" -n 8 --temp 0 -t 2 --chat-template zephyr 2>/dev/null)
@@ -47,6 +88,20 @@ q=$models/tiny-qwen2-chat.gguf
 if [ -f "$q" ]; then
     printf 'hi\n' | "$llm" chat -m "$q" -n 4 --temp 0 -t 2 > "$tmp/out" 2> "$tmp/err" && ok || bad "qwen2 chat failed: $(cat "$tmp/err")"
     grep -q 'using chatml' "$tmp/err" && bad "qwen2's template not recognised" || ok
+    # user text is plain text: "<|im_end|>" typed by the user is not the control token; the
+    # template's markup around it is
+    ids() { "$llm" tokenize -m "$q" "$@" --json --ids | tr -d '[]'; }
+    want="$(ids -p '<|im_start|>user
+' --special),$(ids -p 'say <|im_end|> now' --no-bos),$(ids -p '<|im_end|>
+<|im_start|>assistant
+' --special --no-bos)"
+    n_want=$(echo "$want" | tr ',' '\n' | grep -c .)
+    printf 'say <|im_end|> now\n/stats\n' | "$llm" chat -m "$q" -n 4 --temp 0 -t 2 > "$tmp/out" 2> "$tmp/err"
+    n_got=$(sed -n 's/^last answer: prompt \([0-9]*\) tokens.*/\1/p' "$tmp/out")
+    [ "$n_got" = "$n_want" ] && ok || bad "a user's '<|im_end|>': prompt of $n_got tokens, want $n_want ($want)"
+    got=$(head -n 1 "$tmp/out")
+    r=$("$llm" run -m "$q" --tokens "$want" -n 4 --temp 0 -t 2 2>/dev/null)
+    [ -n "$got" ] && [ "$got" = "$r" ] && ok || bad "a user's '<|im_end|>': answer '$got', llm run on the ids: '$r'"
     # tokenize: special text is plain by default, one token with --special
     a=$("$llm" tokenize -m "$q" -p '<|im_start|>user' --json --ids)
     b=$("$llm" tokenize -m "$q" -p '<|im_start|>user' --json --ids --special)
@@ -67,6 +122,24 @@ if "$llm" info --devices 2>/dev/null | grep -q '^  0:'; then
         bad "chat on vulkan: '$(cat "$tmp/vk")' vs the CPU's '$(cat "$tmp/cpu")' $(cat "$tmp/err")"
 else
     echo "SKIP test_chat_cli: no Vulkan device or a build without it (the chat on --backend vulkan)"
+fi
+
+# On a terminal (script(1) gives one): with libedit, the lines typed are kept in
+# $XDG_STATE_HOME/llm.c/chat_history; without it, the banner says that line editing is off
+if command -v script >/dev/null 2>&1; then
+    printf 'hello\\\nthere\n/quit\n' > "$tmp/typed"
+    XDG_STATE_HOME="$tmp/state" script -qec "'$llm' chat -m '$m' -n 2 --temp 0 -t 2 --chat-template zephyr" /dev/null \
+        < "$tmp/typed" > "$tmp/tty" 2>&1
+    if grep -q 'line editing is off: build with libedit (Debian: libedit-dev)' "$tmp/tty"; then
+        ok
+        [ ! -e "$tmp/state/llm.c/chat_history" ] && ok || bad "a history without libedit"
+    else
+        grep -q '^hello' "$tmp/state/llm.c/chat_history" 2>/dev/null && grep -q '^there' "$tmp/state/llm.c/chat_history" &&
+            ok || bad "no chat history in $tmp/state/llm.c/chat_history: $(tr '\r' '\n' < "$tmp/tty" | grep -v loading)"
+        grep -q 'line editing is off' "$tmp/tty" && bad "libedit build: the banner says line editing is off" || ok
+    fi
+else
+    echo "SKIP test_chat_cli: no script(1) to give the chat a terminal (the history and the banner)"
 fi
 
 # SIGINT stops an answer, the chat goes on. The signal is sent once the answer is streaming

@@ -6,6 +6,9 @@ llm=$1
 models=$2
 m=$models/tiny-q4_0.gguf
 pass=0; fail=0
+tmp=${TMPDIR:-/tmp}/llm-cli-test.$$
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL test_cli: $*"; }
 # expect_fail NAME WORD CMD...: exit status 1 (not a crash) and WORD on stderr
@@ -25,11 +28,37 @@ n=$(echo "$out" | sed 's/.*"tokens":\[\([^]]*\)\].*/\1/' | tr ',' '\n' | grep -c
 
 # --logprobs 3: one list of 3 per generated token, best first, the sampled (greedy) token first
 out=$("$llm" run -m "$m" --tokens 1,300 -n 5 --temp 0 --json --logprobs 3 -t 2 2>/dev/null) || bad "run --logprobs failed"
-lists=$(echo "$out" | sed 's/.*"logprobs":\[\(.*\)\]}/\1/' | grep -o '\[[^]]*\]' | wc -l)
+lists=$(echo "$out" | sed 's/.*"logprobs":\[\(.*\)\]}/\1/' | grep -o '\[{[^]]*\]' | wc -l)
 [ "$lists" = 5 ] && ok || bad "--logprobs: $lists lists for 5 tokens"
 first=$(echo "$out" | sed 's/.*"tokens":\[\([0-9]*\).*/\1/')
 top=$(echo "$out" | sed 's/.*"logprobs":\[\[{"id":\([0-9]*\).*/\1/')
 [ "$first" = "$top" ] && ok || bad "--logprobs: greedy token $first is not the top entry $top"
+# each entry has the token's text: the greedy entries' texts put together are the generated text
+# (less the space a SentencePiece vocabulary puts in front of the first word); a piece that is
+# not UTF-8 on its own has U+FFFD in "token" and its bytes in "bytes"
+out=$("$llm" run -m "$m" --tokens 1,300 -n 16 --temp 0 --ignore-eos --json --logprobs 20 -t 2 2>/dev/null)
+text=$(echo "$out" | sed 's/.*"text":"\([^"]*\)".*/\1/')
+joined=$(echo "$out" | sed 's/.*"logprobs":\[//' | grep -o '\[{"id":[0-9]*,"token":"[^"]*"' | sed 's/.*"token":"\(.*\)"/\1/' | tr -d '\n')
+[ -n "$text" ] && [ "${joined# }" = "$text" ] && ok || bad "--logprobs: tokens' texts '$joined' vs the text '$text'"
+n_all=$(echo "$out" | grep -o '{"id":[0-9]*,"token":"[^"]*",\("bytes":\[[0-9,]*\],\)\{0,1\}"logprob":-\{0,1\}[0-9.]*}' | wc -l)
+[ "$n_all" = 320 ] && ok || bad "--logprobs 20 over 16 tokens: $n_all well-formed entries"
+fffd=$(printf '\357\277\275')
+n_bytes=$(echo "$out" | grep -o "\"token\":\"$fffd\",\"bytes\":\\[[0-9]*\\]" | wc -l)
+[ "$n_bytes" -gt 0 ] && ok || bad "--logprobs: no byte token among 320 entries: $out"
+expect_fail "logprobs beyond 20" "--logprobs" "$llm" run -m "$m" -p hi --json --logprobs 21
+
+# the seed: random by default (two runs differ: 32 draws from a random model's flat distribution
+# coincide only by chance), printed by --json and -v; giving it back repeats the run
+a=$("$llm" run -m "$m" -p "hello" -n 32 --ignore-eos --temp 0.8 --json 2>/dev/null)
+b=$("$llm" run -m "$m" -p "hello" -n 32 --ignore-eos --temp 0.8 --json 2>/dev/null)
+[ -n "$a" ] && [ "$(echo "$a" | sed 's/,"prompt_tps.*//')" != "$(echo "$b" | sed 's/,"prompt_tps.*//')" ] && ok ||
+    bad "two runs without --seed gave the same tokens: $a"
+seed=$(echo "$a" | sed -n 's/.*"seed":\([0-9]*\).*/\1/p')
+[ -n "$seed" ] && ok || bad "--json shows no seed: $a"
+c=$("$llm" run -m "$m" -p "hello" -n 32 --ignore-eos --temp 0.8 --json --seed "$seed" 2>/dev/null)
+[ "$(echo "$a" | sed 's/,"prompt_tps.*//')" = "$(echo "$c" | sed 's/,"prompt_tps.*//')" ] && ok ||
+    bad "--seed $seed (the seed --json showed) does not repeat the run: '$a' vs '$c'"
+"$llm" run -m "$m" -p "hello" -n 2 --seed 12345 -v 2>&1 >/dev/null | grep -q 'seed 12345' && ok || bad "-v does not show the seed"
 
 # greedy is deterministic; the same seed gives the same sample, another seed (usually) another
 a=$("$llm" run -m "$m" -p "hello world" -n 16 --temp 0 --json -t 2 2>/dev/null | sed 's/,"prompt_tps.*//')
@@ -42,10 +71,74 @@ c=$("$llm" run -m "$m" -p "hello" -n 16 --temp 1 --seed 8 --json 2>/dev/null | s
 [ "$a" != "$c" ] && ok || bad "seeds 7 and 8 gave the same 16 samples"
 
 # text streaming, speed on stderr, prompt from a file
-printf 'hello world' > /tmp/llm-cli-prompt.$$
-out=$("$llm" run -m "$m" -f /tmp/llm-cli-prompt.$$ -n 4 --temp 0 2>/tmp/llm-cli-err.$$) || bad "run -f failed"
-grep -q "tokens/s" /tmp/llm-cli-err.$$ && ok || bad "no speed line on stderr"
-rm -f /tmp/llm-cli-prompt.$$ /tmp/llm-cli-err.$$
+printf 'hello world' > "$tmp/prompt"
+out=$("$llm" run -m "$m" -f "$tmp/prompt" -n 4 --temp 0 2>"$tmp/err") || bad "run -f failed"
+grep -q "tokens/s" "$tmp/err" && ok || bad "no speed line on stderr"
+# stdout and stderr into one file: the text's last line ends before the statistics line starts
+"$llm" run -m "$m" -p hello -n 8 --temp 0 --ignore-eos > "$tmp/both" 2>&1
+tail -n 1 "$tmp/both" | grep -q '^prompt: [0-9]* tokens' && ok ||
+    bad "2>&1: the statistics line does not start a line: $(cat "$tmp/both")"
+
+# a flag where the command goes runs 'run' (llama-cli's habit)
+a=$("$llm" -m "$m" -p hello -n 6 --temp 0 2>/dev/null)
+b=$("$llm" run -m "$m" -p hello -n 6 --temp 0 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "llm -m M -p hello: '$a', llm run: '$b'"
+"$llm" --help | grep -q 'llm -m FILE' && ok || bad "--help does not say that a flag first means run"
+
+# finish reasons are the engine's: a stop token ends it (included), -n and the context by length
+all=$("$llm" run -m "$m" --tokens 1,300 -n 6 --temp 0 --ignore-eos --json 2>/dev/null | sed 's/.*"tokens":\[\([^]]*\)\].*/\1/')
+third=$(echo "$all" | cut -d, -f3)
+out=$("$llm" run -m "$m" --tokens 1,300 -n 6 --temp 0 --ignore-eos --json --stop-token-ids "$third" 2>/dev/null)
+case "$out" in *"\"tokens\":[$(echo "$all" | cut -d, -f1-3)],"*'"finish_reason":"stop"'*) ok ;;
+    *) bad "--stop-token-ids $third (of $all): $out" ;; esac
+
+# Ctrl-C (SIGINT) stops the run: the text so far, its newline and the statistics (valid JSON
+# with --json, finish_reason "abort"), exit status 130. The signal is repeated until the run
+# ends (one that lands before SIGINT is blocked would be lost: a script's background job starts
+# with SIGINT ignored).
+for mode in text json; do
+    flag=; [ $mode = json ] && flag=--json
+    "$llm" run -m "$m" -p hi -n 90000 -c 100000 --ignore-eos --temp 0 -t 1 $flag > "$tmp/int.out" 2> "$tmp/int.err" &
+    pid=$!
+    i=0
+    while [ $mode = text ] && [ ! -s "$tmp/int.out" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+    [ $mode = json ] && sleep 1
+    n=0
+    while kill -INT "$pid" 2>/dev/null && [ $n -lt 40 ]; do sleep 0.5; n=$((n + 1)); done
+    wait "$pid"; rc=$?
+    [ "$rc" = 130 ] && ok || bad "run ($mode) after SIGINT: exit status $rc ($(cat "$tmp/int.err"))"
+    [ "$(tail -c 1 "$tmp/int.out" | od -An -c | tr -d ' ')" = '\n' ] && ok || bad "run ($mode) after SIGINT: no final newline"
+    grep -q '^prompt: .* | decode: [0-9]* tokens' "$tmp/int.err" && ok || bad "run ($mode) after SIGINT: no statistics line"
+    if [ $mode = json ]; then
+        case "$(cat "$tmp/int.out")" in '{"prompt_tokens":['*'"finish_reason":"abort","prompt_tps":'*'}') ok ;;
+            *) bad "run --json after SIGINT: $(head -c 300 "$tmp/int.out")" ;; esac
+    fi
+done
+
+# -c beyond the trained context: a warning with both numbers
+"$llm" run -m "$m" -p hi -n 1 -c 1000 2>&1 >/dev/null | grep -q 'warning.*1000.*512' && ok || bad "no warning for -c 1000 > 512"
+"$llm" run -m "$m" -p hi -n 1 -c 400 2>&1 >/dev/null | grep -q 'warning' && bad "a warning for -c 400 <= 512" || ok
+
+# flags: --flag=value for every flag with a value, llama.cpp's names, and notes for its flags that
+# change nothing here
+a=$("$llm" run -m "$m" -p hello -n 6 --temp 1 --seed 7 --json 2>/dev/null | sed 's/,"prompt_tps.*//')
+b=$("$llm" run -m "$m" -p hello --n-predict=6 --temp=1 --seed=7 --json 2>/dev/null | sed 's/,"prompt_tps.*//')
+c=$("$llm" run -m "$m" -p hello -n 6 --temp 1 -s 7 --json 2>/dev/null | sed 's/,"prompt_tps.*//')
+[ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ] && ok || bad "--seed 7 / --seed=7 / -s 7 differ: '$a' '$b' '$c'"
+out=$("$llm" run --model="$m" --prompt=hello --max-model-len=64 --top-k=5 --top-p=0.9 --min-p=0.1 --repeat-penalty=1.1 \
+    --repeat-last-n=8 --frequency-penalty=0.1 --presence-penalty=0.1 --stop=zzz --stop-token-ids=5 --threads=1 \
+    --block-size=16 --kv-cache-dtype=f32 --kv-cache-memory=1000000 --backend=cpu --logprobs=2 -n 2 --json 2>&1) && ok ||
+    bad "--flag=value: $out"
+expect_fail "--ctx-size=8" "context" "$llm" run -m "$m" --ctx-size=8 --tokens 1,2,3,4,5,6,7,8,9,10
+expect_fail "--json=1" "takes no value" "$llm" run -m "$m" -p hi --json=1
+"$llm" run -m "$m" -p hi -n 1 -ngl 99 2>&1 >/dev/null | grep -q 'note: -ngl.*--backend vulkan' && ok || bad "-ngl 99: no note"
+"$llm" run -m "$m" -p hi -n 1 --n-gpu-layers=99 2>&1 >/dev/null | grep -q 'note: -ngl' && ok || bad "--n-gpu-layers=99: no note"
+"$llm" run -m "$m" -p hi -n 1 -fa 2>&1 >/dev/null | grep -q 'note: -fa.*flash' && ok || bad "-fa: no note"
+"$llm" run -m "$m" -p hi -n 1 --flash-attn on 2>&1 >/dev/null | grep -q 'note: -fa' && ok || bad "--flash-attn on: no note"
+expect_fail "llama.cpp's -b" "--max-num-batched-tokens" "$llm" run -m "$m" -p hi -b 512
+expect_fail "llama.cpp's -b" "unknown option" "$llm" run -m "$m" -p hi -b 512
+expect_fail "vLLM's --tensor-parallel-size" "one device" "$llm" run -m "$m" -p hi --tensor-parallel-size 2
+expect_fail "llama.cpp's -cnv" "llm chat" "$llm" run -m "$m" -p hi -cnv
 
 # info and help
 "$llm" info -m "$m" | grep -q "architecture:  llama" && ok || bad "info: no architecture line"
@@ -56,20 +149,19 @@ for f in --min-p --repeat-penalty --frequency-penalty --presence-penalty --repea
     "$llm" --help | grep -q -- "$f" && ok || bad "--help does not list $f"
 done
 # tokenize: ids of a file's exact bytes; the same as run's prompt tokens
-printf 'hello world\n' > /tmp/llm-cli-tok.$$
-a=$("$llm" tokenize -m "$m" -f /tmp/llm-cli-tok.$$ --json --ids)
-b=$("$llm" run -m "$m" -f /tmp/llm-cli-tok.$$ -n 0 --json 2>/dev/null | sed 's/.*"prompt_tokens":\(\[[^]]*\]\).*/\1/')
+printf 'hello world\n' > "$tmp/tok"
+a=$("$llm" tokenize -m "$m" -f "$tmp/tok" --json --ids)
+b=$("$llm" run -m "$m" -f "$tmp/tok" -n 0 --json 2>/dev/null | sed 's/.*"prompt_tokens":\(\[[^]]*\]\).*/\1/')
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "tokenize $a differs from run's prompt $b"
-c=$("$llm" tokenize -m "$m" -f /tmp/llm-cli-tok.$$ --no-bos --ids)
+c=$("$llm" tokenize -m "$m" -f "$tmp/tok" --no-bos --ids)
 [ "$c" = "$(echo "$a" | tr -d '[]' | tr ',' ' ' | cut -d' ' -f2-)" ] && ok || bad "tokenize --no-bos: '$c' vs '$a'"
-rm -f /tmp/llm-cli-tok.$$
 
 # bad input
 expect_fail "no model" "-m" "$llm" run -p hi
 expect_fail "missing model file" "nonexistent.gguf" "$llm" run -m /nonexistent.gguf -p hi
 expect_fail "not a GGUF file" "GGUF" "$llm" run -m tests/test.h -p hi
 expect_fail "unknown flag" "--frobnicate" "$llm" run -m "$m" -p hi --frobnicate
-expect_fail "unknown command" "frob" "$llm" frob
+expect_fail "unknown command" "unknown command 'frob' (see llm --help)" "$llm" frob
 expect_fail "bad number" "-n" "$llm" run -m "$m" -p hi -n many
 expect_fail "bad temperature" "--temp" "$llm" run -m "$m" -p hi --temp -1
 expect_fail "token id out of range" "out of range" "$llm" run -m "$m" --tokens 1,999999
@@ -94,15 +186,16 @@ if [ -f "$v" ]; then
 else
     bad "$v is missing (sh tests/fixtures.sh fetches it)"
 fi
-# the context fills up during generation: the run ends cleanly with what it has
-out=$("$llm" run -m "$m" -c 12 --tokens 1,2,3,4 -n 50 --temp 0 --json 2>/dev/null); rc=$?
+# the context fills up during generation: the run ends cleanly with what it has, by length, and
+# says why on stderr
+out=$("$llm" run -m "$m" -c 12 --tokens 1,2,3,4 -n 50 --temp 0 --ignore-eos --json 2>"$tmp/err"); rc=$?
 [ "$rc" = 0 ] && ok || bad "generation that fills the context: exit status $rc"
-case "$out" in *'"finish_reason":"context"'*) ok ;; *) bad "generation that fills the context: $out" ;; esac
+n=$(echo "$out" | sed 's/.*"tokens":\[\([^]]*\)\].*/\1/' | tr ',' '\n' | grep -c .)
+case "$out" in *'"finish_reason":"length"'*) [ "$n" = 8 ] && ok || bad "context of 12, prompt of 4: $n tokens" ;;
+    *) bad "generation that fills the context: $out" ;; esac
+grep -q 'end of the context (12 tokens' "$tmp/err" && ok || bad "the full context is not reported: $(cat "$tmp/err")"
 
 # --- llm info, llm tokenize, llm detokenize ---
-tmp=${TMPDIR:-/tmp}/llm-cli-info.$$
-mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
 # jpy EXPR: EXPR of the JSON value d on standard input, which must be strict UTF-8 JSON (python3,
 # as in CI); strings print as they are, other values as JSON
 jpy() {
