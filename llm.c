@@ -7039,6 +7039,9 @@ static void llm__req_finish(llm_engine *E, struct llm__req *r, enum llm_finish_r
 enum llm_status llm_abort_request(llm_engine *E, int id) {
     struct llm__req *r = llm__req_find(E, id);
     if (!r || r->state == LLM__REQ_DONE) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "no unfinished request %d", id);
+    // what was held back is final now: the start of a possible stop string, a partial character
+    llm__stream_feed(&r->ts, "", 0, &r->text, true);
+    r->text_hold = 0;
     llm__req_finish(E, r, LLM_FINISH_ABORT);
     return LLM_OK;
 }

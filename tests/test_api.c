@@ -167,6 +167,47 @@ static void test_profile_and_generate(llm_engine *E) {
     EXPECT(done, "the request added before finished");
 }
 
+// Text held back while it may start a stop string is reported when the request is aborted.
+static void test_abort_releases_held_text(llm_engine *E) {
+    struct llm_prompt pr = {.text = "four words of prompt"};
+    struct llm_request_params rp = llm_request_params_default();
+    rp.sampling.temperature = 0;
+    rp.max_tokens = 4;
+    rp.ignore_eos = 1;
+    struct llm_result r4;
+    if (llm_generate(E, &pr, 1, &rp, &r4) != LLM_OK || !r4.text || !r4.text[0]) {
+        EXPECT(0, "a text of 4 tokens to start from: %s", llm_last_error(E));
+        llm_results_free(&r4, 1);
+        return;
+    }
+    char stop[8] = {r4.text[strlen(r4.text) - 1], 1, 2, 0};   // its last byte may start it: held
+    const char *stops[1] = {stop};
+    rp.max_tokens = 12;
+    rp.stop = stops;
+    rp.n_stop = 1;
+    int id = llm_add_request(E, &pr, &rp);
+    char got[1024] = "";
+    const struct llm_output *out;
+    bool aborted = false, finished = false;
+    for (int steps = 0; !finished && steps < 64; steps++) {   // the aborted request reports once more
+        int k = llm_step(E, &out);
+        EXPECT(k >= 0, "step: %s", llm_last_error(E));
+        if (k < 0) break;
+        for (int i = 0; i < k; i++) {
+            if (out[i].request_id != id) continue;
+            strncat(got, out[i].new_text, sizeof(got) - strlen(got) - 1);
+            finished = out[i].finished;
+            if (!aborted && out[i].n_output_tokens == 4) {
+                EXPECT(strlen(got) < strlen(r4.text), "nothing held back after 4 tokens: '%s'", got);
+                EXPECT(llm_abort_request(E, id) == LLM_OK, "abort: %s", llm_last_error(E));
+                aborted = true;
+            }
+        }
+    }
+    EXPECT(aborted && finished && !strcmp(got, r4.text), "aborted after 4 tokens: '%s', want '%s'", got, r4.text);
+    llm_results_free(&r4, 1);
+}
+
 static void test_metadata_engine(void) {
     llm_engine *M = open_model("tiny-qwen2-chat", LLM_LOAD_METADATA);
     if (!M) return;
@@ -189,6 +230,7 @@ int main(void) {
         test_truncation(E);
         test_errors(E);
         test_profile_and_generate(E);
+        test_abort_releases_held_text(E);
         llm_engine_free(E);
     }
     test_metadata_engine();
