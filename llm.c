@@ -6280,7 +6280,9 @@ static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm
         return llm__fail(e, LLM_ERR_INVALID_ARG, "KV cache type must be LLM_KV_F16 or LLM_KV_F32 (got %d)",
                          (int)p->kv_cache_dtype);
     if (p->n_threads > 512) return llm__fail(e, LLM_ERR_INVALID_ARG, "too many threads (%d)", p->n_threads);
-    if (p->max_model_len < 0) return llm__fail(e, LLM_ERR_INVALID_ARG, "negative max_model_len");
+    // (at most 2^24 tokens: block counts and slot numbers stay far from int's limit)
+    if (p->max_model_len < 0 || p->max_model_len > (1 << 24))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "max_model_len must be in [0, %d] (got %d)", 1 << 24, p->max_model_len);
     if (p->max_num_seqs < 1 || p->max_num_seqs > 65536)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "max_num_seqs must be in [1, 65536] (got %d)", p->max_num_seqs);
     if (p->max_num_batched_tokens < 1 || p->max_num_batched_tokens > 65536)

@@ -100,7 +100,7 @@ struct llm_engine_params {
     int device;                // GPU backends: an index of llm_list_devices, or LLM_DEVICE_AUTO
                                // (the default: the first discrete GPU, else an integrated one)
     int n_threads;             // CPU worker threads (0: the number of online cores)
-    int max_model_len;         // context length in tokens (0: the model's, at most 4096)
+    int max_model_len;         // context length in tokens (0: the model's, at most 4096; at most 2^24)
     int block_size;            // KV cache block size in tokens: 8, 16 (default) or 32
     size_t kv_cache_bytes;     // KV cache memory (0: see gpu_memory_utilization)
     enum llm_kv_dtype kv_cache_dtype;   // default LLM_KV_F16

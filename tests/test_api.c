@@ -100,6 +100,16 @@ static void test_errors(llm_engine *E) {
     }
 
     // parameters are checked before the file is even opened
+    const int lens[] = {-1, INT_MAX, (1 << 24) + 1};
+    for (int i = 0; i < 3; i++) {
+        struct llm_engine_params p = llm_engine_params_default();
+        char err[256] = "";
+        p.model_path = "/nonexistent/model.gguf";
+        p.max_model_len = lens[i];
+        llm_engine *X = llm_engine_create(&p, err, sizeof(err));
+        EXPECT(!X && strstr(err, "max_model_len"), "max_model_len %d: %s", lens[i], err);
+        llm_engine_free(X);
+    }
     const float utils[] = {-0.5f, 1.5f, NAN};
     for (int i = 0; i < 3; i++) {
         struct llm_engine_params p = llm_engine_params_default();
