@@ -4938,6 +4938,9 @@ struct llm__vocab {
     uint32_t mht_mask;
     int32_t *special;                   // control, user-defined and unknown tokens, longest text first
     int n_special;
+    size_t max_token_bytes;             // the most bytes of text a token stands for, when every byte
+                                        // becomes part of a token (0: some can be dropped); see
+                                        // llm__vocab_token_bound
     int32_t byte_tok[256];              // SPM: id of <0xNN>
     int16_t bpe_byte[324];              // BPE: code point -> byte (GPT-2's byte-to-unicode, inverted), -1: none
     char bpe_enc[256][2];               // BPE: byte -> UTF-8 of its code point (1 or 2 bytes)
@@ -5210,6 +5213,43 @@ static void llm__vocab_byte_tokens(struct llm__vocab *v) {
     }
 }
 
+// Whether a text of n bytes can be known to need more than some number of tokens without
+// tokenizing it: when every byte of any text ends up in a token, a token stands for at most as many
+// bytes as its text has (SentencePiece writes a space as the 3 bytes of U+2581, byte-level BPE a byte
+// as 1 or 2 bytes), so the text needs at least n / max_token_bytes tokens. Every byte ends up in a
+// token when SentencePiece has a byte token for each byte or an unknown token (what no piece
+// covers falls back to those), and when byte-level BPE has the token of each byte's code point and
+// every merge makes a token (else a symbol that is no token falls back to single bytes, and those
+// without a token are dropped, as llama.cpp drops them). Sets v->max_token_bytes, 0 otherwise.
+static void llm__vocab_token_bound(struct llm__vocab *v) {
+    v->max_token_bytes = 0;
+    bool covered = true;
+    if (v->type == LLM__VOCAB_SPM) {
+        for (int b = 0; b < 256 && v->unk < 0; b++) covered &= v->byte_tok[b] >= 0;
+    } else {
+        for (int b = 0; b < 256 && covered; b++) covered = llm__vocab_find(v, v->bpe_enc[b], v->bpe_enc_len[b]) >= 0;
+        size_t longest = 0;
+        for (int i = 0; i < v->n_merges; i++) longest = LLM__MAX(longest, (size_t)v->merges[i].len);
+        char *buf = covered ? malloc(longest + 1) : NULL;
+        covered = buf != NULL;
+        for (int i = 0; i < v->n_merges && covered; i++) {
+            // "left right" with one space (the merger could cut one with more at any of them), and
+            // left + right a token
+            const struct llm__gguf_str *m = &v->merges[i];
+            const char *sp = memchr(m->ptr, ' ', (size_t)m->len);
+            size_t at = sp ? (size_t)(sp - m->ptr) : 0;
+            covered = sp && !memchr(sp + 1, ' ', (size_t)m->len - at - 1);
+            if (!covered) break;
+            memcpy(buf, m->ptr, at);
+            memcpy(buf + at, sp + 1, (size_t)m->len - at - 1);
+            covered = llm__vocab_find(v, buf, (size_t)m->len - 1) >= 0;
+        }
+        free(buf);
+    }
+    if (!covered) return;
+    for (int i = 0; i < v->n; i++) v->max_token_bytes = LLM__MAX(v->max_token_bytes, (size_t)v->text[i].len);
+}
+
 // The vocabulary of a GGUF file (n_vocab_model > 0: it must have that many tokens): tokens,
 // special ids, the tokenizer's settings, special tokens, byte tokens, the chat template.
 static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
@@ -5235,6 +5275,7 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
     if ((st = llm__vocab_load_flags(v, g, e))) return st;
     if ((st = llm__vocab_mark_special(v, eot, eom, e))) return st;
     llm__vocab_byte_tokens(v);
+    llm__vocab_token_bound(v);
     llm__chat_template_recognise(v, g);
     return LLM_OK;
 }
@@ -5826,45 +5867,70 @@ static bool llm__spm_encode(const struct llm__vocab *v, const char *text, size_t
 // A piece of the text: raw bytes [off, off + len), or a special token when tok >= 0.
 struct llm__frag { int32_t tok; size_t off, len; };
 
-// Cuts special tokens out of the text (longest first; control and unknown tokens only when
-// parse_special). Returns the fragments (count in *n_frag), or NULL when out of memory.
+static int llm__frag_cmp(const void *a, const void *b) {
+    size_t x = ((const struct llm__frag *)a)->off, y = ((const struct llm__frag *)b)->off;
+    return (x > y) - (x < y);
+}
+
+// Cuts special tokens out of the text as llama.cpp does: token by token, longest text first
+// (control and unknown tokens only when parse_special), each taking its leftmost non-overlapping
+// occurrences in what the earlier ones left. The bytes taken are marked in taken[len] instead of
+// splitting a list of fragments, which moved the whole list on every cut (quadratic in the
+// occurrences): the work is one scan of the text per special token that occurs in it. An
+// occurrence [p, p + L) is free when neither taken[p] nor taken[p + L - 1] is set: the earlier
+// tokens are at least L bytes long, so one overlapping it without covering an end would lie
+// strictly inside it. Returns the fragments in text order (count in *n_frag), or NULL when out of
+// memory.
 static struct llm__frag *llm__special_split(const struct llm__vocab *v, const char *text, size_t len, bool parse_special,
-                                            int *n_frag) {
-    int n = 1, cap = 16;
-    struct llm__frag *f = malloc((size_t)cap * sizeof(*f));
-    if (!f) return NULL;
-    f[0] = (struct llm__frag){-1, 0, len};
+                                            size_t *n_frag) {
+    uint8_t *taken = NULL;
+    struct llm__frag *hit = NULL, *f = NULL;   // the tokens found; then the fragments
+    size_t n_hit = 0, cap_hit = 0;
     for (int k = 0; k < v->n_special; k++) {
         int32_t id = v->special[k];
         if (!parse_special && v->attr[id] != LLM__TOK_USER) continue;
-        const struct llm__gguf_str *t = &v->text[id];
-        if (!llm__memmem(text, len, t->ptr, t->len)) continue;
-        for (int i = 0; i < n; i++) {
-            if (f[i].tok >= 0) continue;
-            const char *hit = llm__memmem(text + f[i].off, f[i].len, t->ptr, t->len);
-            if (!hit) continue;
-            // split f[i] into [left] [token] [right]; the right part is searched next
-            if (n + 2 > cap) {
-                cap *= 2;
-                struct llm__frag *g = realloc(f, (size_t)cap * sizeof(*f));
-                if (!g) { free(f); return NULL; }
-                f = g;
+        const char *s = v->text[id].ptr;
+        size_t L = (size_t)v->text[id].len;   // >= 1 (llm__vocab_is_special)
+        const char *at = llm__memmem(text, len, s, L);
+        if (!at) continue;
+        if (!taken && !(taken = calloc(len, 1))) goto oom;
+        for (size_t p = (size_t)(at - text), next;; p = (size_t)(at - text)) {
+            if (taken[p] || taken[p + L - 1]) {
+                // no occurrence starting before the end of this taken run is free
+                next = taken[p + L - 1] ? p + L - 1 : p;
+                while (next < len && taken[next]) next++;
+            } else {
+                if (n_hit == cap_hit) {
+                    cap_hit = cap_hit ? 2 * cap_hit : 16;
+                    struct llm__frag *g = realloc(hit, cap_hit * sizeof(*g));
+                    if (!g) goto oom;
+                    hit = g;
+                }
+                hit[n_hit++] = (struct llm__frag){id, p, L};
+                memset(taken + p, 1, L);
+                next = p + L;
             }
-            size_t at = (size_t)(hit - text), end = f[i].off + f[i].len;
-            struct llm__frag left = {-1, f[i].off, at - f[i].off}, tok = {id, at, t->len},
-                             right = {-1, at + t->len, end - at - t->len};
-            int add = (left.len > 0) + 1 + (right.len > 0);
-            memmove(&f[i + add], &f[i + 1], (size_t)(n - i - 1) * sizeof(*f));
-            int j = i;
-            if (left.len > 0) f[j++] = left;
-            f[j++] = tok;
-            if (right.len > 0) f[j] = right;
-            n += add - 1;
-            i = j - 1;   // continue with the right part (if any) at index j
+            if (next >= len || !(at = llm__memmem(text + next, len - next, s, L))) break;
         }
     }
+    if (n_hit) qsort(hit, n_hit, sizeof(*hit), llm__frag_cmp);
+    // the tokens with the raw bytes between them: at most 2 n_hit + 1 fragments
+    if (!(f = malloc((2 * n_hit + 1) * sizeof(*f)))) goto oom;
+    size_t n = 0, pos = 0;
+    for (size_t i = 0; i < n_hit; i++) {
+        if (hit[i].off > pos) f[n++] = (struct llm__frag){-1, pos, hit[i].off - pos};
+        f[n++] = hit[i];
+        pos = hit[i].off + hit[i].len;
+    }
+    if (pos < len || n == 0) f[n++] = (struct llm__frag){-1, pos, len - pos};
+    free(taken);
+    free(hit);
     *n_frag = n;
     return f;
+oom:
+    free(taken);
+    free(hit);
+    return NULL;
 }
 
 // Returns the number of tokens, or -1 (message in e).
@@ -5873,11 +5939,11 @@ static int llm__tokenize(const struct llm__vocab *v, const char *text, size_t le
     struct llm__tokbuf out = {ids, cap, 0};
     bool add_special = flags & LLM_TOKENIZE_ADD_SPECIAL;
     if (add_special && v->add_bos) llm__tokbuf_push(&out, v->bos);
-    int n_frag = 0;
+    size_t n_frag = 0;
     struct llm__frag *frag = len ? llm__special_split(v, text, len, flags & LLM_TOKENIZE_PARSE_SPECIAL, &n_frag) : NULL;
     if (len && !frag) { llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return -1; }
     bool prev_special = true, ok = true;
-    for (int i = 0; ok && i < n_frag; i++) {
+    for (size_t i = 0; ok && i < n_frag; i++) {
         if (frag[i].tok >= 0) {
             llm__tokbuf_push(&out, frag[i].tok);
             prev_special = true;
@@ -6948,6 +7014,11 @@ static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, co
     int n = prompt->n_tokens, flags = 0;
     size_t len = prompt->text ? strlen(prompt->text) : 0;
     if (prompt->text) {
+        // a text too long for the context in any tokenization is refused before it is tokenized
+        size_t k = E->vocab.max_token_bytes;
+        if (k && len && (len - 1) / k + 1 > (size_t)E->max_model_len)
+            return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt's %zu bytes are more than max_model_len (%d) tokens "
+                             "can hold (a token of this vocabulary stands for at most %zu bytes)", len, E->max_model_len, k);
         flags = (r->p.add_special >= 0 ? LLM_TOKENIZE_ADD_SPECIAL : 0) | (r->p.parse_special > 0 ? LLM_TOKENIZE_PARSE_SPECIAL : 0);
         if ((n = llm__tokenize(&E->vocab, prompt->text, len, flags, NULL, 0, e)) < 0) return e->status;
     } else {

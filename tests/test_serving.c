@@ -573,6 +573,25 @@ static void test_finish_reasons(llm_engine *E, const int32_t *alone0, size_t per
     llm_engine_free(S);
 }
 
+// A text prompt whose bytes cannot fit max_model_len tokens (256 here) in any tokenization is
+// refused before it is tokenized, saying so; with one byte less it is tokenized, and refused for
+// its number of tokens.
+static void test_long_text(llm_engine *E) {
+    size_t k = E->vocab.max_token_bytes, len = 256 * k + 1;
+    EXPECT(k > 0, "the test vocabulary has no bound on the bytes of a token");
+    char *text = malloc(len + 1);
+    for (size_t i = 0; i < len; i++) text[i] = "ab "[i % 3];
+    text[len] = 0;
+    struct llm_prompt pr = {text, NULL, 0};
+    struct llm_request_params rp = greedy(4);
+    EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_CONTEXT && strstr(llm_last_error(E), "bytes"),
+           "%zu bytes (at most %zu a token) for 256 tokens: %s", len, k, llm_last_error(E));
+    text[len - 1] = 0;
+    EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_CONTEXT &&
+           strstr(llm_last_error(E), "tokens, more than max_model_len"), "%zu bytes: %s", len - 1, llm_last_error(E));
+    free(text);
+}
+
 int main(void) {
     test_blocks_alloc();
     test_blocks_prefix();
@@ -698,6 +717,7 @@ int main(void) {
     EXPECT(n == 1 && out[0].finished && out[0].finish_reason == LLM_FINISH_ABORT, "abort not reported");
     EXPECT(!llm_has_unfinished_requests(E), "an aborted request is still unfinished");
     test_finish_reasons(E, alone[0], per_token);
+    test_long_text(E);
     test_logprobs(E, mi.n_vocab);
     test_parse_special(E, mi.n_vocab);
     llm_engine_free(E);
