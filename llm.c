@@ -2144,7 +2144,9 @@ static void llm__gguf_close(struct llm__gguf *g) {
 // Maps a GGUF file read-only and parses it. Error messages end with the path.
 static enum llm_status llm__gguf_open(struct llm__gguf *g, const char *path, struct llm__err *e) {
     memset(g, 0, sizeof(*g));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO waits for a writer without it (forever); the file is checked
+    // to be a regular one right after, and regular files ignore the flag
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return llm__fail(e, LLM_ERR_IO, "gguf: cannot open '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -6549,6 +6551,7 @@ void llm_get_model_info(const llm_engine *E, struct llm_model_info *info) {
     info->bos_id = E->params.load == LLM_LOAD_METADATA ? -1 : E->vocab.bos;
     info->eos_id = E->params.load == LLM_LOAD_METADATA ? -1 : E->vocab.eos;
     info->add_bos = E->vocab.add_bos;
+    info->max_token_bytes = E->params.load == LLM_LOAD_METADATA ? 0 : E->vocab.max_token_bytes;
     info->gguf_version = m->gguf.version;
     info->n_tensors = m->gguf.n_tensors;
     info->n_metadata = m->gguf.n_kv;

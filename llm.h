@@ -139,6 +139,10 @@ struct llm_model_info {
                                // table only when it is also the output projection)
     int bos_id, eos_id;        // -1 when the vocabulary has none
     int add_bos;               // the vocabulary asks for a BOS token in front of prompts
+    size_t max_token_bytes;    // the most bytes of text one token stands for, when the vocabulary
+                               // turns every byte of any text into tokens: a text of more than
+                               // n x max_token_bytes bytes has more than n tokens. 0 when it may
+                               // drop bytes (no byte token and no unknown token for some byte)
     unsigned gguf_version;
     int64_t n_tensors, n_metadata;
     const char *unsupported;   // LLM_LOAD_METADATA: why this build could not run the model

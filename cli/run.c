@@ -181,7 +181,7 @@ int cli_cmd_run(struct cli *c) {
         fprintf(stderr, "llm: seed %llu; %s backend (%s), %d threads, context %d tokens (trained %d)\n",
                 (unsigned long long)c->sp.seed, ei.backend_name, ei.device_name, ei.n_threads, ei.max_model_len,
                 mi.n_ctx_train);
-    int32_t *prompt = cli_prompt(E, c, &n_prompt);
+    int32_t *prompt = cli_prompt(E, c, ei.max_model_len, &n_prompt);
     if (n_prompt == 0) cli_die("run: the prompt is empty (no tokens)");
     for (int i = 0; i < n_prompt; i++)
         if (prompt[i] >= mi.n_vocab) cli_die("--tokens: id %d is out of range (vocabulary of %d)", prompt[i], mi.n_vocab);
@@ -416,10 +416,12 @@ static char *cli_read_line(bool edit, const char *prompt, const char *history) {
 #endif
     {
         if (edit) { fputs(prompt, stdout); fflush(stdout); }
-        size_t cap = 0;
-        ssize_t n = getline(&line, &cap, stdin);
-        if (n < 0) { free(line); line = NULL; }
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        struct cli_strbuf b = {0};
+        long long n = cli_getline(stdin, &b, CLI_MAX_LINE);
+        if (n == -2) cli_die("chat: a line of standard input is longer than %zu MiB, the most llm reads", CLI_MAX_LINE >> 20);
+        if (n < 0) { free(b.p); b.p = NULL; }
+        line = b.p;
+        while (n > 0 && line[n - 1] == '\r') line[--n] = 0;
     }
     pthread_sigmask(SIG_BLOCK, &ss, NULL);
     return line;
@@ -435,6 +437,7 @@ static char *cli_read_message(bool edit, const char *history) {
         bool more = n > 0 && line[n - 1] == '\\';
         cli_sb_put(&b, line, n - more);
         free(line);
+        if (b.n > CLI_MAX_LINE) cli_die("chat: a message is longer than %zu MiB, the most llm reads", CLI_MAX_LINE >> 20);
         if (!more) break;
         cli_sb_put(&b, "\n", 1);
     }

@@ -266,20 +266,26 @@ static json_t *cli_result_json(llm_engine *E, int index, const struct llm_result
 
 int cli_cmd_generate(struct cli *c) {
     if (!c->requests) cli_die("generate: give --requests FILE.jsonl (one JSON request per line; - reads standard input)");
-    size_t len;
-    char *data = !strcmp(c->requests, "-") ? cli_read_stream(stdin, "standard input", &len) : cli_read_file(c->requests, &len);
+    bool is_stdin = !strcmp(c->requests, "-");
+    const char *name = is_stdin ? "standard input" : c->requests;
+    FILE *f = is_stdin ? stdin : fopen(c->requests, "rb");
+    if (!f) cli_die("cannot open '%s': %s", c->requests, strerror(errno));
     llm_engine *E = cli_engine(c);
-    // one request per line that is not blank
+    // one request per line that is not blank, within the limits of cli.h
     int n = 0, cap = 0;
     struct cli_jreq *q = NULL;
-    for (size_t off = 0; off < len;) {
-        const char *nl = memchr(data + off, '\n', len - off);
-        size_t end = nl ? (size_t)(nl - data) : len, l = end - off;
-        const char *line = data + off;
-        off = end + 1;
-        size_t t = 0;
+    struct cli_strbuf lb = {0};
+    size_t total = 0;
+    for (long long got, n_line = 1; (got = cli_getline(f, &lb, CLI_MAX_LINE)) != -1; n_line++) {
+        if (got == -2) cli_die("'%s': line %lld is longer than %zu MiB, the most a request line may have", name, n_line,
+                               CLI_MAX_LINE >> 20);
+        if ((total += (size_t)got + 1) > CLI_MAX_INPUT)
+            cli_die("'%s' holds more than %zu GiB, the most llm reads from it", name, CLI_MAX_INPUT >> 30);
+        const char *line = lb.p;
+        size_t t = 0, l = (size_t)got;
         while (t < l && strchr(" \t\r", line[t])) t++;
         if (t == l) continue;
+        if (n == CLI_MAX_REQUESTS) cli_die("'%s' holds more than %d requests, the most llm generate runs at once", name, n);
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             if (!(q = realloc(q, (size_t)cap * sizeof(*q)))) cli_die("out of memory");
@@ -292,6 +298,9 @@ int cli_cmd_generate(struct cli *c) {
         cli_jreq_parse(line, l, &q[n]);
         n++;
     }
+    if (ferror(f)) cli_die("cannot read '%s': %s", name, strerror(errno));
+    if (!is_stdin) fclose(f);
+    free(lb.p);
     struct llm_prompt *pr = calloc((size_t)CLI_MAX(n, 1), sizeof(*pr));
     struct llm_request_params *rp = calloc((size_t)CLI_MAX(n, 1), sizeof(*rp));
     struct llm_result *res = calloc((size_t)CLI_MAX(n, 1), sizeof(*res));
@@ -318,7 +327,6 @@ int cli_cmd_generate(struct cli *c) {
     free(res);
     free(rm);
     free(map);
-    free(data);
     llm_engine_free(E);
     return 0;
 }

@@ -179,6 +179,15 @@ expect_fail "unknown chat template" "vicuna" "$llm" chat -m "$m" --chat-template
 expect_fail "chat with a prompt flag" "chat" "$llm" chat -m "$m" -p hi
 expect_fail "tokenize without text" "-p" "$llm" tokenize -m "$m"
 expect_fail "tokenize a missing file" "nonexistent" "$llm" tokenize -m "$m" -f /nonexistent.txt
+# endless input and a model file that never ends opening: a message, not filled memory or a
+# wait. timeout(1), where there is one, ends a regression (exit status 124, not 1).
+limit() { if command -v timeout >/dev/null 2>&1; then timeout 60 "$@"; else "$@"; fi; }
+mkfifo "$tmp/fifo"
+expect_fail "model file is a FIFO" "not a regular file" limit "$llm" run -m "$tmp/fifo" -p hi
+expect_fail "info on a FIFO" "not a regular file" limit "$llm" info -m "$tmp/fifo"
+expect_fail "run -f /dev/zero" "more than the context of 64 tokens" limit "$llm" run -m "$m" -c 64 -f /dev/zero
+expect_fail "generate --requests /dev/zero" "line 1 is longer than 16 MiB" limit "$llm" generate -m "$m" --requests /dev/zero
+expect_fail "chat < /dev/zero" "longer than 16 MiB" limit sh -c '"$0" chat -m "$1" < /dev/zero' "$llm" "$m"
 # a vocabulary-only file (fetched by tests/fixtures.sh; make test sets LLM_VOCAB_DIR)
 v=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/vocab}/ggml-vocab-qwen2.gguf
 if [ -f "$v" ]; then
