@@ -235,7 +235,9 @@ static bool cli_jreq_parse(const char *line, size_t len, struct cli_jreq *q) {
         size_t n = strcspn(je.text, "\n");
         const char *near = strstr(je.text, " near ");
         if (near && (size_t)(near - je.text) < n) n = (size_t)(near - je.text);
-        return cli_jreq_fail(q, "invalid JSON at byte %d: %.*s", je.position, (int)n, je.text);
+        bool big = !strncmp(je.text, "too big", 7);   // Jansson's integers are 64-bit
+        return cli_jreq_fail(q, "invalid JSON at byte %d: %.*s%s", je.position, (int)n, je.text,
+                             big ? " (an integer here is in [-2^63, 2^63 - 1]; seed: [0, 2^63 - 1])" : "");
     }
     const char *key;
     json_t *v;
