@@ -7019,6 +7019,16 @@ static void llm__serving_free(llm_engine *E) {
 
 // --- adding requests ---
 
+// It ends: blocks that are full enter the prefix cache, then all of its blocks are freed.
+static void llm__req_finish(llm_engine *E, struct llm__req *r, enum llm_finish_reason why) {
+    llm__wait_remove(E, r);
+    r->finish = why;
+    r->state = LLM__REQ_DONE;
+    if (!r->t_last) r->t_last = llm__now();
+    llm__blocks_commit(&E->blocks, &r->seq, r->tokens);
+    llm__blocks_release(&E->blocks, &r->seq);
+}
+
 // Checks a request before anything is allocated (LLM_ERR_INVALID_ARG, the message in E).
 static bool llm__req_params_ok(llm_engine *E, const struct llm_prompt *prompt, const struct llm_request_params *p) {
     struct llm__err *e = &E->err;
@@ -7145,20 +7155,12 @@ int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct
     r->state = LLM__REQ_WAITING;
     E->reqs[E->n_reqs++] = r;
     llm__wait_push(E, r);
+    // max_tokens 0: an empty completion, reported by the next step; the prompt is not computed
+    if (p.max_tokens == 0) llm__req_finish(E, r, LLM_FINISH_LENGTH);
     return r->id;
 }
 
 // --- the life of a request ---
-
-// It ends: blocks that are full enter the prefix cache, then all of its blocks are freed.
-static void llm__req_finish(llm_engine *E, struct llm__req *r, enum llm_finish_reason why) {
-    llm__wait_remove(E, r);
-    r->finish = why;
-    r->state = LLM__REQ_DONE;
-    if (!r->t_last) r->t_last = llm__now();
-    llm__blocks_commit(&E->blocks, &r->seq, r->tokens);
-    llm__blocks_release(&E->blocks, &r->seq);
-}
 
 enum llm_status llm_abort_request(llm_engine *E, int id) {
     struct llm__req *r = llm__req_find(E, id);

@@ -329,7 +329,9 @@ LLM_API const char *llm_finish_reason_str(enum llm_finish_reason reason);
 struct llm_request_params {
     struct llm_sampling_params sampling;
     int max_tokens;            // tokens to generate (default 16, as vLLM); stops earlier at the
-                               // context length
+                               // context length. 0: none, an empty completion (OpenAI's): the
+                               // request ends at the next llm_step with LLM_FINISH_LENGTH and no
+                               // tokens, its prompt checked and tokenized but not computed
     int priority;              // LLM_SCHED_PRIORITY: lower values first (default 0)
     int ignore_eos;            // 1: end-of-generation tokens do not stop it
     const char *const *stop;   // stop strings: the text ends before the first one (not included)

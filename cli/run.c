@@ -195,7 +195,7 @@ int cli_cmd_run(struct cli *c) {
     struct cli_answer a = {0};
     a.finish = LLM_FINISH_LENGTH;
     a.n_prompt = n_prompt;
-    if (c->n_predict != 0 && cli_answer_run(E, &pr, &rp, c->json ? NULL : stdout, &a) < 0) {
+    if (cli_answer_run(E, &pr, &rp, c->json ? NULL : stdout, &a) < 0) {
         if (!c->json) { putchar('\n'); fflush(stdout); }
         cli_die("%s", llm_last_error(E));
     }

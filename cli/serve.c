@@ -295,7 +295,7 @@ int cli_cmd_generate(struct cli *c) {
         memset(&q[n], 0, sizeof(q[n]));
         q[n].p = llm_request_params_default();
         q[n].p.sampling = c->sp;
-        q[n].p.max_tokens = c->n_predict_set ? c->n_predict : 16;
+        q[n].p.max_tokens = !c->n_predict_set ? 16 : c->n_predict < 0 ? INT_MAX : c->n_predict;   // -1: to the context's end
         q[n].p.ignore_eos = c->ignore_eos;
         cli_jreq_parse(line, l, &q[n]);
         n++;

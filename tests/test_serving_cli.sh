@@ -187,6 +187,19 @@ python3 -c "import sys; sys.exit(not (0 < $t7 < $t6))" 2>/dev/null && ok || bad 
 e=$(sed -n 8p "$tmp/out" | jpy 'd["error"]'); f=$(sed -n 9p "$tmp/out" | jpy 'd["error"]')
 case "$e|$f" in "priority: -2147483649 is out of range"*"|priority: 2147483648 is out of range"*) ok ;; *) bad "priority beyond int: $e, $f" ;; esac
 
+# max_tokens 0: an empty completion, as llm run -n 0 gives it (the prompt's tokens, no others,
+# "length"); -n -1 for generate: to the end of the context
+printf '%s\n' '{"prompt":"hello world","max_tokens":0}' '{"prompt":"hello world","max_tokens":1}' > "$tmp/zero.jsonl"
+"$llm" generate -m "$m" --requests "$tmp/zero.jsonl" -c 64 -t 2 > "$tmp/out" 2> "$tmp/err" || bad "generate max_tokens 0: $(cat "$tmp/err")"
+r0=$(sed -n 1p "$tmp/out" | jpy '[d["prompt_tokens"], d["tokens"], d["text"], d["finish_reason"]]')
+r1=$(sed -n 2p "$tmp/out" | jpy '[d["prompt_tokens"], len(d["tokens"])]')
+run0=$("$llm" run -m "$m" -p "hello world" -n 0 --json -t 2 2>/dev/null | jpy '[d["prompt_tokens"], d["tokens"], d["text"], d["finish_reason"]]')
+case "$r0|$r1" in '[['*'],[],"","length"]|[['*'],1]') ok ;; *) bad "max_tokens 0: $r0; max_tokens 1: $r1" ;; esac
+[ -n "$run0" ] && [ "$run0" = "$r0" ] && ok || bad "run -n 0: $run0, generate max_tokens 0: $r0"
+echo '{"tokens":[1,300],"temperature":0,"ignore_eos":true}' | "$llm" generate -m "$m" --requests - -c 32 -n -1 -t 2 > "$tmp/out" 2>&1
+r=$(jpy '[d["finish_reason"], len(d["tokens"])]' < "$tmp/out")
+[ "$r" = '["length",30]' ] && ok || bad "generate -n -1: $r: $(cat "$tmp/out")"
+
 # the serving benchmark
 j=$("$llm" bench -m "$m" -t 2 --num-prompts 12 --input-len 40 --output-len 10 --json 2>/dev/null)
 case "$j" in '{"requests":12,"elapsed_s":'*'"output_tps":'*'"total_tps":'*'"ttft_ms":{"p50":'*'"p90":'*'"p99":'*'},"itl_ms":{"p50":'*'"kv_utilization":'*'"prefix_hit_rate":'*) ok ;;
