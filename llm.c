@@ -6673,6 +6673,7 @@ const char *llm_finish_reason_str(enum llm_finish_reason r) {
     case LLM_FINISH_LENGTH: return "length";
     case LLM_FINISH_ABORT: return "abort";
     case LLM_FINISH_ERROR: return "error";
+    case LLM_FINISH_CONTEXT: return "context";
     }
     return "";
 }
@@ -6841,11 +6842,12 @@ enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int 
 //
 // Why requests end (llm_output.finish_reason):
 //   LLM_FINISH_STOP    an end-of-generation token (unless ignore_eos), a stop token, a stop string
-//   LLM_FINISH_LENGTH  max_tokens; max_model_len; a request the KV cache cannot hold even when it
-//                      runs alone (also when no host memory is left for its tokens)
+//   LLM_FINISH_LENGTH  max_tokens
 //   LLM_FINISH_ABORT   llm_abort_request
 //   LLM_FINISH_ERROR   only in llm_generate's results: a prompt that could not be added, or what
 //                      had not finished when the backend failed
+//   LLM_FINISH_CONTEXT before max_tokens: max_model_len; a request the KV cache cannot hold even
+//                      when it runs alone (also when no host memory is left for its tokens)
 
 #define LLM__MAX_LOGPROBS 20   // llm_request_params.logprobs at most
 
@@ -7241,20 +7243,20 @@ static void llm__req_time(struct llm__req *r, double now) {
 static void llm__req_check_end(llm_engine *E, struct llm__req *r, int32_t tok) {
     bool stop_tok = !r->p.ignore_eos && llm_token_is_eog(E, tok);
     for (int i = 0; i < r->p.n_stop_token_ids; i++) stop_tok |= tok == r->stop_ids[i];
-    bool at_len = r->n_tokens - r->n_prompt >= r->p.max_tokens || r->n_tokens >= E->max_model_len;
+    bool at_max = r->n_tokens - r->n_prompt >= r->p.max_tokens, at_len = at_max || r->n_tokens >= E->max_model_len;
     size_t before = r->text.n, hold = 0;
     llm__req_text(r, &E->vocab, tok, !stop_tok, stop_tok || at_len);
     bool stop_str = r->p.n_stop && llm__req_stop_string(r, before, &hold);
     r->text_hold = stop_str || stop_tok || at_len ? 0 : hold;
     if (stop_tok || stop_str) llm__req_finish(E, r, LLM_FINISH_STOP);
-    else if (at_len) llm__req_finish(E, r, LLM_FINISH_LENGTH);
+    else if (at_len) llm__req_finish(E, r, at_max ? LLM_FINISH_LENGTH : LLM_FINISH_CONTEXT);
 }
 
 // After a token was sampled from a logit row: append it (and the row's top log-probabilities when
 // asked), record its time, decide whether the request ends.
 static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, const float *row, double now) {
     if (r->n_tokens == r->cap_tokens && !llm__req_reserve_tokens(r, 2 * r->cap_tokens)) {
-        llm__req_finish(E, r, LLM_FINISH_LENGTH);   // no memory for more tokens: it ends with those it has
+        llm__req_finish(E, r, LLM_FINISH_CONTEXT);   // no memory for more tokens: it ends with those it has
         return;
     }
     int k = r->p.logprobs;
@@ -7306,7 +7308,7 @@ static void llm__plan_add(struct llm__plan *plan, struct llm__req *r, int n) {
 
 // Blocks for running request r to grow by n tokens: running requests are preempted from the back
 // of the queue q (the latest, or lowest priority), r itself last. Returns whether r still runs;
-// one that the cache cannot hold even alone ends with LLM_FINISH_LENGTH.
+// one that the cache cannot hold even alone ends with LLM_FINISH_CONTEXT.
 static bool llm__sched_make_room(llm_engine *E, struct llm__plan *plan, struct llm__req *r, int n, struct llm__req **q,
                                  int n_q) {
     while (!llm__blocks_can_allocate(&E->blocks, &r->seq, n)) {
@@ -7316,7 +7318,7 @@ static bool llm__sched_make_room(llm_engine *E, struct llm__plan *plan, struct l
         if (victim == r) {
             bool alone = true;
             for (int k = 0; k < n_q; k++) alone &= q[k] == r || q[k]->state != LLM__REQ_RUNNING;
-            if (alone) { llm__req_finish(E, r, LLM_FINISH_LENGTH); return false; }
+            if (alone) { llm__req_finish(E, r, LLM_FINISH_CONTEXT); return false; }
         }
         // The victim is the last running request of the queue, r or one after it: requests are
         // planned in queue order, so it is not in the plan yet.
@@ -7344,13 +7346,13 @@ static enum llm_status llm__schedule_running(llm_engine *E, struct llm__plan *pl
 
 // Admits waiting request r with the tokens left in the budget, from its cached prefix on.
 // Returns 1 when admitted, 0 when its blocks do not fit (it stays waiting; it ends with
-// LLM_FINISH_LENGTH when nothing else holds blocks), -1 when out of memory.
+// LLM_FINISH_CONTEXT when nothing else holds blocks), -1 when out of memory.
 static int llm__sched_admit(llm_engine *E, struct llm__plan *plan, struct llm__req *r, int n_running) {
     int hit = llm__blocks_take_prefix(&E->blocks, &r->seq, r->tokens, r->n_tokens);
     int n = LLM__MIN(r->n_tokens - hit, E->params.max_num_batched_tokens - plan->n_tokens);
     if (!llm__blocks_can_allocate(&E->blocks, &r->seq, n)) {
         llm__blocks_release(&E->blocks, &r->seq);   // the prefix blocks it took
-        if (n_running == 0 && plan->n == 0) llm__req_finish(E, r, LLM_FINISH_LENGTH);   // can never fit
+        if (n_running == 0 && plan->n == 0) llm__req_finish(E, r, LLM_FINISH_CONTEXT);   // can never fit
         return 0;
     }
     if (!llm__blocks_allocate(&E->blocks, &r->seq, n)) {

@@ -317,13 +317,19 @@ enum llm_finish_reason {
     LLM_FINISH_NONE = 0,       // it has not
     LLM_FINISH_STOP,           // an end-of-generation token (unless ignore_eos), a stop token or
                                // a stop string
-    LLM_FINISH_LENGTH,         // max_tokens, the context length (max_model_len), a KV cache too
-                               // small to hold it even alone, or no host memory for its tokens
+    LLM_FINISH_LENGTH,         // max_tokens generated
     LLM_FINISH_ABORT,          // llm_abort_request
     LLM_FINISH_ERROR,          // only in llm_generate's results: a prompt that could not be added
                                // (the message in error), or unfinished when the backend failed
+    LLM_FINISH_CONTEXT,        // cut short before max_tokens, with no room to go on: the context
+                               // length (max_model_len) reached, a KV cache too small to hold the
+                               // request even when it runs alone, or no host memory for its
+                               // tokens. OpenAI's and vLLM's APIs say "length" here too: llm
+                               // generate and llm run --json write "finish_reason":"length" with
+                               // "length_limit":"context" (and "max_tokens" for LLM_FINISH_LENGTH)
 };
-// "stop", "length", "abort", "error" (OpenAI's and vLLM's words); "" for LLM_FINISH_NONE.
+// "stop", "length", "abort", "error" (OpenAI's and vLLM's words), "context"; "" for
+// LLM_FINISH_NONE.
 LLM_API const char *llm_finish_reason_str(enum llm_finish_reason reason);
 
 struct llm_request_params {

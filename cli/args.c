@@ -131,6 +131,12 @@ void cli_jpush(json_t *arr, json_t *v) {
     if (json_array_append_new(arr, v) != 0) cli_die("out of memory");
 }
 
+void cli_json_finish(json_t *obj, enum llm_finish_reason reason) {
+    bool context = reason == LLM_FINISH_CONTEXT;
+    cli_jset(obj, "finish_reason", cli_json_cstr(context ? "length" : llm_finish_reason_str(reason)));
+    if (context || reason == LLM_FINISH_LENGTH) cli_jset(obj, "length_limit", cli_json_cstr(context ? "context" : "max_tokens"));
+}
+
 void cli_json_print(FILE *f, json_t *v) {
     // 15 significant digits: every number made by cli_json_num reads back as itself (17 would
     // print 0.1 rounded to 3 places as 0.10000000000000001)

@@ -87,6 +87,10 @@ void cli_jset(json_t *obj, const char *key, json_t *v);
 void cli_jpush(json_t *arr, json_t *v);
 // Writes v on one line (compact, keys in insertion order) and a newline, then frees v.
 void cli_json_print(FILE *f, json_t *v);
+// obj's "finish_reason": OpenAI's and vLLM's word ("length" for LLM_FINISH_CONTEXT too), and
+// after "length" a "length_limit": "max_tokens", or "context" when the context or the KV cache
+// cut the request short.
+void cli_json_finish(json_t *obj, enum llm_finish_reason reason);
 // s[0..n) as a JSON string (quoted, escaped; see cli_json_bytes).
 void cli_json_str(FILE *f, const char *s, size_t n);
 

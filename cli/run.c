@@ -206,7 +206,7 @@ int cli_cmd_run(struct cli *c) {
         cli_jset(o, "tokens", arr = cli_jcheck(json_array()));
         for (int i = 0; i < a.n_toks; i++) cli_jpush(arr, cli_json_int(a.toks[i]));
         cli_jset(o, "text", cli_json_bytes(a.text.p ? a.text.p : "", a.text.n));
-        cli_jset(o, "finish_reason", cli_json_cstr(llm_finish_reason_str(a.finish)));
+        cli_json_finish(o, a.finish);
         cli_jset(o, "prompt_tps", cli_json_num(cli_prompt_tps(&a), 3));
         cli_jset(o, "decode_tps", cli_json_num(cli_decode_tps(&a), 3));
         cli_jset(o, "seed", cli_json_int((long long)c->sp.seed));
@@ -217,8 +217,10 @@ int cli_cmd_run(struct cli *c) {
     }
     // the text's last line is out before the statistics, which may go to the same file (2>&1)
     fflush(stdout);
-    if (a.finish == LLM_FINISH_LENGTH && a.n_toks < rp.max_tokens && n_prompt + a.n_toks >= ei.max_model_len)
+    if (a.finish == LLM_FINISH_CONTEXT && n_prompt + a.n_toks >= ei.max_model_len)
         fprintf(stderr, "llm: the generation reached the end of the context (%d tokens; -c sets it)\n", ei.max_model_len);
+    else if (a.finish == LLM_FINISH_CONTEXT)
+        fprintf(stderr, "llm: the generation filled the KV cache (%d tokens; --kv-cache-memory sets it)\n", ei.kv_tokens);
     fprintf(stderr, "prompt: %d tokens, %.2f tokens/s | decode: %d tokens, %.2f tokens/s\n", n_prompt, cli_prompt_tps(&a),
             cli_n_decode(&a), cli_decode_tps(&a));
     bool aborted = a.finish == LLM_FINISH_ABORT;
@@ -499,7 +501,7 @@ static void cli_chat_turn(struct cli_chat *ch, const char *text, struct cli_ids 
     ch->n_turns++;
     if (ch->last.finish == LLM_FINISH_ABORT) printf(" [stopped]");
     printf("\n");
-    if (ch->last.finish == LLM_FINISH_LENGTH && ch->last.n_prompt + ch->last.n_toks >= ch->max_model_len)
+    if (ch->last.finish == LLM_FINISH_CONTEXT && ch->last.n_prompt + ch->last.n_toks >= ch->max_model_len)
         printf("(the answer reached the end of the context: the next message drops the oldest turns)\n");
     cli_chat_add(ch, "assistant", ch->last.text.p ? ch->last.text.p : "");
 }

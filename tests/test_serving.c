@@ -542,8 +542,9 @@ static void test_stop_string(llm_engine *E, const struct llm_prompt *pr, struct 
     EXPECT(llm_add_request(E, pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "an empty stop string accepted");
 }
 
-// Finish reasons: a stop token (included), the context, a KV cache too small for the request
-// alone, bad sampling parameters rejected.
+// Finish reasons: a stop token (included), the context (LLM_FINISH_CONTEXT, unless max_tokens is
+// reached with its last token), a KV cache too small for the request alone or holding no room
+// to admit it (LLM_FINISH_CONTEXT), bad sampling parameters rejected.
 static void test_finish_reasons(llm_engine *E, const int32_t *alone0, size_t per_token) {
     struct llm_prompt pr = {NULL, prompts[0], prompt_len[0]};
     struct llm_request_params rp = greedy(24);
@@ -561,8 +562,12 @@ static void test_finish_reasons(llm_engine *E, const int32_t *alone0, size_t per
     for (int i = 0; i < 250; i++) longp[i] = 5 + i;
     struct llm_prompt lp = {NULL, longp, 250};
     rp = greedy(24);
-    EXPECT(llm_generate(E, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_LENGTH && res.n_tokens == 256 - 250,
+    EXPECT(llm_generate(E, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_CONTEXT && res.n_tokens == 256 - 250,
            "context: %s after %d tokens", llm_finish_reason_str(res.finish_reason), res.n_tokens);
+    llm_results_free(&res, 1);
+    rp.max_tokens = 256 - 250;   // max_tokens reached with the context's last token: max_tokens's limit
+    EXPECT(llm_generate(E, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_LENGTH && res.n_tokens == 256 - 250,
+           "max_tokens at the end of the context: %s after %d tokens", llm_finish_reason_str(res.finish_reason), res.n_tokens);
     llm_results_free(&res, 1);
     rp.sampling.temperature = -1;
     EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "a negative temperature accepted");
@@ -574,9 +579,20 @@ static void test_finish_reasons(llm_engine *E, const int32_t *alone0, size_t per
     lp.n_tokens = 30;
     rp = greedy(40);
     EXPECT(ei.kv_tokens == 48, "%d tokens in the cache", ei.kv_tokens);
-    EXPECT(llm_generate(S, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_LENGTH && res.n_tokens == 48 - 30 + 1,
+    EXPECT(llm_generate(S, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_CONTEXT && res.n_tokens == 48 - 30 + 1,
            "a full KV cache: %s after %d tokens", llm_finish_reason_str(res.finish_reason), res.n_tokens);
     llm_results_free(&res, 1);
+    // a request that cannot be admitted while nothing runs (a sequence holds the blocks): it ends
+    // at once, for the same reason
+    int seq = llm_seq_new(S);
+    EXPECT(seq >= 0 && llm_seq_eval(S, seq, longp, 40, NULL, 0) == LLM_OK, "a sequence of 40 tokens: %s", llm_last_error(S));
+    lp.n_tokens = 20;
+    EXPECT(llm_generate(S, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_CONTEXT && res.n_tokens == 0,
+           "no blocks to admit it: %s after %d tokens", llm_finish_reason_str(res.finish_reason), res.n_tokens);
+    llm_results_free(&res, 1);
+    llm_seq_free(S, seq);
+    EXPECT(!strcmp(llm_finish_reason_str(LLM_FINISH_CONTEXT), "context") && !strcmp(llm_finish_reason_str(LLM_FINISH_LENGTH), "length"),
+           "finish reason words: %s, %s", llm_finish_reason_str(LLM_FINISH_CONTEXT), llm_finish_reason_str(LLM_FINISH_LENGTH));
     llm_engine_free(S);
 }
 

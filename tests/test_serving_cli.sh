@@ -51,8 +51,15 @@ sed -n 4p "$tmp/out" | grep -q '"finish_reason":"error".*max_model_len' && ok ||
 sed -n 6p "$tmp/out" | grep -q '"finish_reason":"error".*one of' && ok || bad "prompt and tokens: $(sed -n 6p "$tmp/out")"
 for i in 1 5; do
     line=$(sed -n ${i}p "$tmp/out")
-    case "$line" in *'"finish_reason":"length"'*) ok ;; *) bad "request line $i: $line" ;; esac
+    case "$line" in *'"finish_reason":"length","length_limit":"max_tokens"'*) ok ;; *) bad "request line $i: $line" ;; esac
 done
+# cut short by the context (-c 64: a prompt of 60 and max_tokens 10): "length", as OpenAI and
+# vLLM say, and "length_limit":"context"
+long60=$(seq -s, 1 60)
+echo "{\"tokens\":[$long60],\"max_tokens\":10,\"temperature\":0,\"ignore_eos\":true}" |
+    "$llm" generate -m "$m" --requests - -c 64 -t 2 > "$tmp/ctx" 2>&1
+r=$(jpy '[d["finish_reason"], d["length_limit"], len(d["tokens"])]' < "$tmp/ctx")
+[ "$r" = '["length","context",4]' ] && ok || bad "a request cut short by the context: $r: $(cat "$tmp/ctx")"
 # batched greedy outputs are llm run's
 got=$(sed -n 1p "$tmp/out" | sed 's/.*"tokens":\[\([^]]*\)\].*/\1/')
 want=$("$llm" run -m "$m" --tokens 1,300,301,302 -n 6 --temp 0 --ignore-eos --json -t 2 2>/dev/null | sed 's/.*"tokens":\[\([^]]*\)\].*/\1/')
