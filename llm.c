@@ -2144,7 +2144,9 @@ static void llm__gguf_close(struct llm__gguf *g) {
 // Maps a GGUF file read-only and parses it. Error messages end with the path.
 static enum llm_status llm__gguf_open(struct llm__gguf *g, const char *path, struct llm__err *e) {
     memset(g, 0, sizeof(*g));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO waits for a writer without it (forever); the file is checked
+    // to be a regular one right after, and regular files ignore the flag
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return llm__fail(e, LLM_ERR_IO, "gguf: cannot open '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -4938,6 +4940,9 @@ struct llm__vocab {
     uint32_t mht_mask;
     int32_t *special;                   // control, user-defined and unknown tokens, longest text first
     int n_special;
+    size_t max_token_bytes;             // the most bytes of text a token stands for, when every byte
+                                        // becomes part of a token (0: some can be dropped); see
+                                        // llm__vocab_token_bound
     int32_t byte_tok[256];              // SPM: id of <0xNN>
     int16_t bpe_byte[324];              // BPE: code point -> byte (GPT-2's byte-to-unicode, inverted), -1: none
     char bpe_enc[256][2];               // BPE: byte -> UTF-8 of its code point (1 or 2 bytes)
@@ -5210,6 +5215,43 @@ static void llm__vocab_byte_tokens(struct llm__vocab *v) {
     }
 }
 
+// Whether a text of n bytes can be known to need more than some number of tokens without
+// tokenizing it: when every byte of any text ends up in a token, a token stands for at most as many
+// bytes as its text has (SentencePiece writes a space as the 3 bytes of U+2581, byte-level BPE a byte
+// as 1 or 2 bytes), so the text needs at least n / max_token_bytes tokens. Every byte ends up in a
+// token when SentencePiece has a byte token for each byte or an unknown token (what no piece
+// covers falls back to those), and when byte-level BPE has the token of each byte's code point and
+// every merge makes a token (else a symbol that is no token falls back to single bytes, and those
+// without a token are dropped, as llama.cpp drops them). Sets v->max_token_bytes, 0 otherwise.
+static void llm__vocab_token_bound(struct llm__vocab *v) {
+    v->max_token_bytes = 0;
+    bool covered = true;
+    if (v->type == LLM__VOCAB_SPM) {
+        for (int b = 0; b < 256 && v->unk < 0; b++) covered &= v->byte_tok[b] >= 0;
+    } else {
+        for (int b = 0; b < 256 && covered; b++) covered = llm__vocab_find(v, v->bpe_enc[b], v->bpe_enc_len[b]) >= 0;
+        size_t longest = 0;
+        for (int i = 0; i < v->n_merges; i++) longest = LLM__MAX(longest, (size_t)v->merges[i].len);
+        char *buf = covered ? malloc(longest + 1) : NULL;
+        covered = buf != NULL;
+        for (int i = 0; i < v->n_merges && covered; i++) {
+            // "left right" with one space (the merger could cut one with more at any of them), and
+            // left + right a token
+            const struct llm__gguf_str *m = &v->merges[i];
+            const char *sp = memchr(m->ptr, ' ', (size_t)m->len);
+            size_t at = sp ? (size_t)(sp - m->ptr) : 0;
+            covered = sp && !memchr(sp + 1, ' ', (size_t)m->len - at - 1);
+            if (!covered) break;
+            memcpy(buf, m->ptr, at);
+            memcpy(buf + at, sp + 1, (size_t)m->len - at - 1);
+            covered = llm__vocab_find(v, buf, (size_t)m->len - 1) >= 0;
+        }
+        free(buf);
+    }
+    if (!covered) return;
+    for (int i = 0; i < v->n; i++) v->max_token_bytes = LLM__MAX(v->max_token_bytes, (size_t)v->text[i].len);
+}
+
 // The vocabulary of a GGUF file (n_vocab_model > 0: it must have that many tokens): tokens,
 // special ids, the tokenizer's settings, special tokens, byte tokens, the chat template.
 static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
@@ -5235,6 +5277,7 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
     if ((st = llm__vocab_load_flags(v, g, e))) return st;
     if ((st = llm__vocab_mark_special(v, eot, eom, e))) return st;
     llm__vocab_byte_tokens(v);
+    llm__vocab_token_bound(v);
     llm__chat_template_recognise(v, g);
     return LLM_OK;
 }
@@ -5826,45 +5869,70 @@ static bool llm__spm_encode(const struct llm__vocab *v, const char *text, size_t
 // A piece of the text: raw bytes [off, off + len), or a special token when tok >= 0.
 struct llm__frag { int32_t tok; size_t off, len; };
 
-// Cuts special tokens out of the text (longest first; control and unknown tokens only when
-// parse_special). Returns the fragments (count in *n_frag), or NULL when out of memory.
+static int llm__frag_cmp(const void *a, const void *b) {
+    size_t x = ((const struct llm__frag *)a)->off, y = ((const struct llm__frag *)b)->off;
+    return (x > y) - (x < y);
+}
+
+// Cuts special tokens out of the text as llama.cpp does: token by token, longest text first
+// (control and unknown tokens only when parse_special), each taking its leftmost non-overlapping
+// occurrences in what the earlier ones left. The bytes taken are marked in taken[len] instead of
+// splitting a list of fragments, which moved the whole list on every cut (quadratic in the
+// occurrences): the work is one scan of the text per special token that occurs in it. An
+// occurrence [p, p + L) is free when neither taken[p] nor taken[p + L - 1] is set: the earlier
+// tokens are at least L bytes long, so one overlapping it without covering an end would lie
+// strictly inside it. Returns the fragments in text order (count in *n_frag), or NULL when out of
+// memory.
 static struct llm__frag *llm__special_split(const struct llm__vocab *v, const char *text, size_t len, bool parse_special,
-                                            int *n_frag) {
-    int n = 1, cap = 16;
-    struct llm__frag *f = malloc((size_t)cap * sizeof(*f));
-    if (!f) return NULL;
-    f[0] = (struct llm__frag){-1, 0, len};
+                                            size_t *n_frag) {
+    uint8_t *taken = NULL;
+    struct llm__frag *hit = NULL, *f = NULL;   // the tokens found; then the fragments
+    size_t n_hit = 0, cap_hit = 0;
     for (int k = 0; k < v->n_special; k++) {
         int32_t id = v->special[k];
         if (!parse_special && v->attr[id] != LLM__TOK_USER) continue;
-        const struct llm__gguf_str *t = &v->text[id];
-        if (!llm__memmem(text, len, t->ptr, t->len)) continue;
-        for (int i = 0; i < n; i++) {
-            if (f[i].tok >= 0) continue;
-            const char *hit = llm__memmem(text + f[i].off, f[i].len, t->ptr, t->len);
-            if (!hit) continue;
-            // split f[i] into [left] [token] [right]; the right part is searched next
-            if (n + 2 > cap) {
-                cap *= 2;
-                struct llm__frag *g = realloc(f, (size_t)cap * sizeof(*f));
-                if (!g) { free(f); return NULL; }
-                f = g;
+        const char *s = v->text[id].ptr;
+        size_t L = (size_t)v->text[id].len;   // >= 1 (llm__vocab_is_special)
+        const char *at = llm__memmem(text, len, s, L);
+        if (!at) continue;
+        if (!taken && !(taken = calloc(len, 1))) goto oom;
+        for (size_t p = (size_t)(at - text), next;; p = (size_t)(at - text)) {
+            if (taken[p] || taken[p + L - 1]) {
+                // no occurrence starting before the end of this taken run is free
+                next = taken[p + L - 1] ? p + L - 1 : p;
+                while (next < len && taken[next]) next++;
+            } else {
+                if (n_hit == cap_hit) {
+                    cap_hit = cap_hit ? 2 * cap_hit : 16;
+                    struct llm__frag *g = realloc(hit, cap_hit * sizeof(*g));
+                    if (!g) goto oom;
+                    hit = g;
+                }
+                hit[n_hit++] = (struct llm__frag){id, p, L};
+                memset(taken + p, 1, L);
+                next = p + L;
             }
-            size_t at = (size_t)(hit - text), end = f[i].off + f[i].len;
-            struct llm__frag left = {-1, f[i].off, at - f[i].off}, tok = {id, at, t->len},
-                             right = {-1, at + t->len, end - at - t->len};
-            int add = (left.len > 0) + 1 + (right.len > 0);
-            memmove(&f[i + add], &f[i + 1], (size_t)(n - i - 1) * sizeof(*f));
-            int j = i;
-            if (left.len > 0) f[j++] = left;
-            f[j++] = tok;
-            if (right.len > 0) f[j] = right;
-            n += add - 1;
-            i = j - 1;   // continue with the right part (if any) at index j
+            if (next >= len || !(at = llm__memmem(text + next, len - next, s, L))) break;
         }
     }
+    if (n_hit) qsort(hit, n_hit, sizeof(*hit), llm__frag_cmp);
+    // the tokens with the raw bytes between them: at most 2 n_hit + 1 fragments
+    if (!(f = malloc((2 * n_hit + 1) * sizeof(*f)))) goto oom;
+    size_t n = 0, pos = 0;
+    for (size_t i = 0; i < n_hit; i++) {
+        if (hit[i].off > pos) f[n++] = (struct llm__frag){-1, pos, hit[i].off - pos};
+        f[n++] = hit[i];
+        pos = hit[i].off + hit[i].len;
+    }
+    if (pos < len || n == 0) f[n++] = (struct llm__frag){-1, pos, len - pos};
+    free(taken);
+    free(hit);
     *n_frag = n;
     return f;
+oom:
+    free(taken);
+    free(hit);
+    return NULL;
 }
 
 // Returns the number of tokens, or -1 (message in e).
@@ -5873,11 +5941,11 @@ static int llm__tokenize(const struct llm__vocab *v, const char *text, size_t le
     struct llm__tokbuf out = {ids, cap, 0};
     bool add_special = flags & LLM_TOKENIZE_ADD_SPECIAL;
     if (add_special && v->add_bos) llm__tokbuf_push(&out, v->bos);
-    int n_frag = 0;
+    size_t n_frag = 0;
     struct llm__frag *frag = len ? llm__special_split(v, text, len, flags & LLM_TOKENIZE_PARSE_SPECIAL, &n_frag) : NULL;
     if (len && !frag) { llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return -1; }
     bool prev_special = true, ok = true;
-    for (int i = 0; ok && i < n_frag; i++) {
+    for (size_t i = 0; ok && i < n_frag; i++) {
         if (frag[i].tok >= 0) {
             llm__tokbuf_push(&out, frag[i].tok);
             prev_special = true;
@@ -6183,9 +6251,9 @@ struct llm_engine {
     struct llm__prof prof_data;
     char unsupported[512];    // LLM_LOAD_METADATA: why a full load would fail
     // serving
-    struct llm__req **reqs, **q_run, **q_wait;   // [cap_reqs]
+    struct llm__req **reqs, **q_run, **q_wait;   // [cap_reqs]; q_wait: a heap (see llm__wait_push)
     struct llm__plan_entry *plan;                // [cap_reqs] a step's plan
-    int n_reqs, cap_reqs, next_id;
+    int n_reqs, cap_reqs, next_id, n_wait;
     long long n_arrivals, n_preemptions, n_steps;
     long long prefix_query_tokens, prefix_hit_tokens;   // prompt tokens looked up in the prefix cache, found
     struct llm_output *outs;
@@ -6483,6 +6551,7 @@ void llm_get_model_info(const llm_engine *E, struct llm_model_info *info) {
     info->bos_id = E->params.load == LLM_LOAD_METADATA ? -1 : E->vocab.bos;
     info->eos_id = E->params.load == LLM_LOAD_METADATA ? -1 : E->vocab.eos;
     info->add_bos = E->vocab.add_bos;
+    info->max_token_bytes = E->params.load == LLM_LOAD_METADATA ? 0 : E->vocab.max_token_bytes;
     info->gguf_version = m->gguf.version;
     info->n_tensors = m->gguf.n_tensors;
     info->n_metadata = m->gguf.n_kv;
@@ -6604,6 +6673,7 @@ const char *llm_finish_reason_str(enum llm_finish_reason r) {
     case LLM_FINISH_LENGTH: return "length";
     case LLM_FINISH_ABORT: return "abort";
     case LLM_FINISH_ERROR: return "error";
+    case LLM_FINISH_CONTEXT: return "context";
     }
     return "";
 }
@@ -6772,11 +6842,12 @@ enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int 
 //
 // Why requests end (llm_output.finish_reason):
 //   LLM_FINISH_STOP    an end-of-generation token (unless ignore_eos), a stop token, a stop string
-//   LLM_FINISH_LENGTH  max_tokens; max_model_len; a request the KV cache cannot hold even when it
-//                      runs alone (also when no host memory is left for its tokens)
+//   LLM_FINISH_LENGTH  max_tokens
 //   LLM_FINISH_ABORT   llm_abort_request
 //   LLM_FINISH_ERROR   only in llm_generate's results: a prompt that could not be added, or what
 //                      had not finished when the backend failed
+//   LLM_FINISH_CONTEXT before max_tokens: max_model_len; a request the KV cache cannot hold even
+//                      when it runs alone (also when no host memory is left for its tokens)
 
 #define LLM__MAX_LOGPROBS 20   // llm_request_params.logprobs at most
 
@@ -6808,6 +6879,7 @@ struct llm__req {
     enum llm_finish_reason finish;   // LLM_FINISH_NONE while running
     int n_preempt;
     bool reported_done;
+    int wait_pos;               // its index in the waiting heap E->q_wait, -1 when not waiting
 };
 
 static void llm__req_free(struct llm__req *r, struct llm__blocks *bm) {
@@ -6835,6 +6907,50 @@ struct llm_request_params llm_request_params_default(void) {
 static struct llm__req *llm__req_find(const llm_engine *E, int id) {
     for (int i = 0; i < E->n_reqs; i++) if (E->reqs[i]->id == id) return E->reqs[i];
     return NULL;
+}
+
+// Scheduling order: FCFS by arrival, or priority (lower first) then arrival.
+static bool llm__req_before(const llm_engine *E, const struct llm__req *a, const struct llm__req *b) {
+    if (E->params.scheduling_policy == LLM_SCHED_PRIORITY && a->p.priority != b->p.priority) return a->p.priority < b->p.priority;
+    return a->arrival < b->arrival;
+}
+
+// The waiting requests: a binary min-heap in scheduling order, E->q_wait[0] the first of them
+// (r->wait_pos is r's index, -1 when not waiting). A request enters when it is added or
+// preempted and leaves when admitted or finished, each in O(log n), so that admitting costs
+// the same with any number of waiting requests under either policy (sorting them all on every
+// step was quadratic under the priority policy: 20,000 requests took 200 s instead of 4).
+static void llm__wait_put(llm_engine *E, int i, struct llm__req *r) {
+    E->q_wait[i] = r;
+    r->wait_pos = i;
+}
+
+// Moves r (at index i) up or down to its place.
+static void llm__wait_sift(llm_engine *E, int i, struct llm__req *r) {
+    while (i > 0 && llm__req_before(E, r, E->q_wait[(i - 1) / 2])) {
+        llm__wait_put(E, i, E->q_wait[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    for (int c; (c = 2 * i + 1) < E->n_wait; i = c) {
+        if (c + 1 < E->n_wait && llm__req_before(E, E->q_wait[c + 1], E->q_wait[c])) c++;
+        if (!llm__req_before(E, E->q_wait[c], r)) break;
+        llm__wait_put(E, i, E->q_wait[c]);
+    }
+    llm__wait_put(E, i, r);
+}
+
+// Room for it: q_wait has cap_reqs entries, and every waiting request is in E->reqs.
+static void llm__wait_push(llm_engine *E, struct llm__req *r) {
+    assert(E->n_wait < E->cap_reqs);
+    llm__wait_sift(E, E->n_wait++, r);
+}
+
+static void llm__wait_remove(llm_engine *E, struct llm__req *r) {
+    int i = r->wait_pos;
+    if (i < 0) return;
+    r->wait_pos = -1;
+    struct llm__req *last = E->q_wait[--E->n_wait];
+    if (i < E->n_wait) llm__wait_sift(E, i, last);
 }
 
 // What one step computes: the scheduler's decisions as plain data, in the order of the step's
@@ -6905,6 +7021,16 @@ static void llm__serving_free(llm_engine *E) {
 
 // --- adding requests ---
 
+// It ends: blocks that are full enter the prefix cache, then all of its blocks are freed.
+static void llm__req_finish(llm_engine *E, struct llm__req *r, enum llm_finish_reason why) {
+    llm__wait_remove(E, r);
+    r->finish = why;
+    r->state = LLM__REQ_DONE;
+    if (!r->t_last) r->t_last = llm__now();
+    llm__blocks_commit(&E->blocks, &r->seq, r->tokens);
+    llm__blocks_release(&E->blocks, &r->seq);
+}
+
 // Checks a request before anything is allocated (LLM_ERR_INVALID_ARG, the message in E).
 static bool llm__req_params_ok(llm_engine *E, const struct llm_prompt *prompt, const struct llm_request_params *p) {
     struct llm__err *e = &E->err;
@@ -6948,6 +7074,11 @@ static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, co
     int n = prompt->n_tokens, flags = 0;
     size_t len = prompt->text ? strlen(prompt->text) : 0;
     if (prompt->text) {
+        // a text too long for the context in any tokenization is refused before it is tokenized
+        size_t k = E->vocab.max_token_bytes;
+        if (k && len && (len - 1) / k + 1 > (size_t)E->max_model_len)
+            return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt's %zu bytes are more than max_model_len (%d) tokens "
+                             "can hold (a token of this vocabulary stands for at most %zu bytes)", len, E->max_model_len, k);
         flags = (r->p.add_special >= 0 ? LLM_TOKENIZE_ADD_SPECIAL : 0) | (r->p.parse_special > 0 ? LLM_TOKENIZE_PARSE_SPECIAL : 0);
         if ((n = llm__tokenize(&E->vocab, prompt->text, len, flags, NULL, 0, e)) < 0) return e->status;
     } else {
@@ -7006,6 +7137,7 @@ int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct
     if (!llm__req_params_ok(E, prompt, &p)) return -1;
     struct llm__req *r = calloc(1, sizeof(*r));
     if (!r) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
+    r->wait_pos = -1;
     r->p = p;
     r->p.stop = NULL;
     r->p.stop_token_ids = NULL;
@@ -7024,19 +7156,13 @@ int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct
     r->t_arrival = llm__now();
     r->state = LLM__REQ_WAITING;
     E->reqs[E->n_reqs++] = r;
+    llm__wait_push(E, r);
+    // max_tokens 0: an empty completion, reported by the next step; the prompt is not computed
+    if (p.max_tokens == 0) llm__req_finish(E, r, LLM_FINISH_LENGTH);
     return r->id;
 }
 
 // --- the life of a request ---
-
-// It ends: blocks that are full enter the prefix cache, then all of its blocks are freed.
-static void llm__req_finish(llm_engine *E, struct llm__req *r, enum llm_finish_reason why) {
-    r->finish = why;
-    r->state = LLM__REQ_DONE;
-    if (!r->t_last) r->t_last = llm__now();
-    llm__blocks_commit(&E->blocks, &r->seq, r->tokens);
-    llm__blocks_release(&E->blocks, &r->seq);
-}
 
 enum llm_status llm_abort_request(llm_engine *E, int id) {
     struct llm__req *r = llm__req_find(E, id);
@@ -7059,6 +7185,7 @@ static void llm__req_requeue(llm_engine *E, struct llm__req *r) {
     llm__blocks_release(&E->blocks, &r->seq);
     r->n_computed = 0;
     r->state = LLM__REQ_WAITING;
+    llm__wait_push(E, r);
 }
 
 static void llm__req_preempt(llm_engine *E, struct llm__req *r) {
@@ -7116,20 +7243,20 @@ static void llm__req_time(struct llm__req *r, double now) {
 static void llm__req_check_end(llm_engine *E, struct llm__req *r, int32_t tok) {
     bool stop_tok = !r->p.ignore_eos && llm_token_is_eog(E, tok);
     for (int i = 0; i < r->p.n_stop_token_ids; i++) stop_tok |= tok == r->stop_ids[i];
-    bool at_len = r->n_tokens - r->n_prompt >= r->p.max_tokens || r->n_tokens >= E->max_model_len;
+    bool at_max = r->n_tokens - r->n_prompt >= r->p.max_tokens, at_len = at_max || r->n_tokens >= E->max_model_len;
     size_t before = r->text.n, hold = 0;
     llm__req_text(r, &E->vocab, tok, !stop_tok, stop_tok || at_len);
     bool stop_str = r->p.n_stop && llm__req_stop_string(r, before, &hold);
     r->text_hold = stop_str || stop_tok || at_len ? 0 : hold;
     if (stop_tok || stop_str) llm__req_finish(E, r, LLM_FINISH_STOP);
-    else if (at_len) llm__req_finish(E, r, LLM_FINISH_LENGTH);
+    else if (at_len) llm__req_finish(E, r, at_max ? LLM_FINISH_LENGTH : LLM_FINISH_CONTEXT);
 }
 
 // After a token was sampled from a logit row: append it (and the row's top log-probabilities when
 // asked), record its time, decide whether the request ends.
 static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, const float *row, double now) {
     if (r->n_tokens == r->cap_tokens && !llm__req_reserve_tokens(r, 2 * r->cap_tokens)) {
-        llm__req_finish(E, r, LLM_FINISH_LENGTH);   // no memory for more tokens: it ends with those it has
+        llm__req_finish(E, r, LLM_FINISH_CONTEXT);   // no memory for more tokens: it ends with those it has
         return;
     }
     int k = r->p.logprobs;
@@ -7141,23 +7268,19 @@ static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, cons
 
 // --- schedule: which requests run, how many tokens each ---
 
-// Scheduling order: FCFS by arrival, or priority (lower first) then arrival.
-static bool llm__req_before(const llm_engine *E, const struct llm__req *a, const struct llm__req *b) {
-    if (E->params.scheduling_policy == LLM_SCHED_PRIORITY && a->p.priority != b->p.priority) return a->p.priority < b->p.priority;
-    return a->arrival < b->arrival;
+static int llm__req_cmp_priority(const void *x, const void *y) {
+    const struct llm__req *a = *(struct llm__req *const *)x, *b = *(struct llm__req *const *)y;
+    if (a->p.priority != b->p.priority) return a->p.priority < b->p.priority ? -1 : 1;
+    return (a->arrival > b->arrival) - (a->arrival < b->arrival);
 }
 
-// The requests in a state, in scheduling order (insertion sort: the queues are short and mostly
-// sorted). Returns how many.
-static int llm__queue(const llm_engine *E, struct llm__req **q, enum llm__req_state state) {
+// The running requests in scheduling order. E->reqs is in order of arrival (requests are appended
+// as they come, and leave without reordering), so FCFS needs no sorting; under the priority policy
+// they are sorted (at most max_num_seqs of them). Returns how many.
+static int llm__queue_running(const llm_engine *E, struct llm__req **q) {
     int n = 0;
-    for (int i = 0; i < E->n_reqs; i++) {
-        struct llm__req *x = E->reqs[i];
-        if (x->state != state) continue;
-        int j = n++;
-        while (j > 0 && llm__req_before(E, x, q[j - 1])) { q[j] = q[j - 1]; j--; }
-        q[j] = x;
-    }
+    for (int i = 0; i < E->n_reqs; i++) if (E->reqs[i]->state == LLM__REQ_RUNNING) q[n++] = E->reqs[i];
+    if (E->params.scheduling_policy == LLM_SCHED_PRIORITY) qsort(q, (size_t)n, sizeof(*q), llm__req_cmp_priority);
     return n;
 }
 
@@ -7185,7 +7308,7 @@ static void llm__plan_add(struct llm__plan *plan, struct llm__req *r, int n) {
 
 // Blocks for running request r to grow by n tokens: running requests are preempted from the back
 // of the queue q (the latest, or lowest priority), r itself last. Returns whether r still runs;
-// one that the cache cannot hold even alone ends with LLM_FINISH_LENGTH.
+// one that the cache cannot hold even alone ends with LLM_FINISH_CONTEXT.
 static bool llm__sched_make_room(llm_engine *E, struct llm__plan *plan, struct llm__req *r, int n, struct llm__req **q,
                                  int n_q) {
     while (!llm__blocks_can_allocate(&E->blocks, &r->seq, n)) {
@@ -7195,7 +7318,7 @@ static bool llm__sched_make_room(llm_engine *E, struct llm__plan *plan, struct l
         if (victim == r) {
             bool alone = true;
             for (int k = 0; k < n_q; k++) alone &= q[k] == r || q[k]->state != LLM__REQ_RUNNING;
-            if (alone) { llm__req_finish(E, r, LLM_FINISH_LENGTH); return false; }
+            if (alone) { llm__req_finish(E, r, LLM_FINISH_CONTEXT); return false; }
         }
         // The victim is the last running request of the queue, r or one after it: requests are
         // planned in queue order, so it is not in the plan yet.
@@ -7208,7 +7331,7 @@ static bool llm__sched_make_room(llm_engine *E, struct llm__plan *plan, struct l
 
 // 1. The running requests, in order: the next token of each (or the next chunk of its prompt).
 static enum llm_status llm__schedule_running(llm_engine *E, struct llm__plan *plan) {
-    int n_run = llm__queue(E, E->q_run, LLM__REQ_RUNNING);
+    int n_run = llm__queue_running(E, E->q_run);
     const int max = E->params.max_num_batched_tokens;
     for (int i = 0; i < n_run && plan->n_tokens < max; i++) {
         struct llm__req *r = E->q_run[i];
@@ -7223,13 +7346,13 @@ static enum llm_status llm__schedule_running(llm_engine *E, struct llm__plan *pl
 
 // Admits waiting request r with the tokens left in the budget, from its cached prefix on.
 // Returns 1 when admitted, 0 when its blocks do not fit (it stays waiting; it ends with
-// LLM_FINISH_LENGTH when nothing else holds blocks), -1 when out of memory.
+// LLM_FINISH_CONTEXT when nothing else holds blocks), -1 when out of memory.
 static int llm__sched_admit(llm_engine *E, struct llm__plan *plan, struct llm__req *r, int n_running) {
     int hit = llm__blocks_take_prefix(&E->blocks, &r->seq, r->tokens, r->n_tokens);
     int n = LLM__MIN(r->n_tokens - hit, E->params.max_num_batched_tokens - plan->n_tokens);
     if (!llm__blocks_can_allocate(&E->blocks, &r->seq, n)) {
         llm__blocks_release(&E->blocks, &r->seq);   // the prefix blocks it took
-        if (n_running == 0 && plan->n == 0) llm__req_finish(E, r, LLM_FINISH_LENGTH);   // can never fit
+        if (n_running == 0 && plan->n == 0) llm__req_finish(E, r, LLM_FINISH_CONTEXT);   // can never fit
         return 0;
     }
     if (!llm__blocks_allocate(&E->blocks, &r->seq, n)) {
@@ -7243,20 +7366,20 @@ static int llm__sched_admit(llm_engine *E, struct llm__plan *plan, struct llm__r
     }
     r->admitted_once = true;
     r->n_computed = hit;
+    llm__wait_remove(E, r);
     r->state = LLM__REQ_RUNNING;
     llm__plan_add(plan, r, n);
     return 1;
 }
 
 // 2. Waiting requests (preempted ones included), in order, while the budget and max_num_seqs
-// allow; the first that does not fit stops admission (no request overtakes it).
+// allow; the first that does not fit stops admission (no request overtakes it). An admitted
+// request leaves the heap, so the next one is at its top.
 static enum llm_status llm__schedule_waiting(llm_engine *E, struct llm__plan *plan) {
     int n_running = 0;
     for (int i = 0; i < E->n_reqs; i++) n_running += E->reqs[i]->state == LLM__REQ_RUNNING;
-    int n_wait = llm__queue(E, E->q_wait, LLM__REQ_WAITING);
-    for (int i = 0; i < n_wait && plan->n_tokens < E->params.max_num_batched_tokens && n_running < E->params.max_num_seqs;
-         i++) {
-        int a = llm__sched_admit(E, plan, E->q_wait[i], n_running);
+    while (E->n_wait > 0 && plan->n_tokens < E->params.max_num_batched_tokens && n_running < E->params.max_num_seqs) {
+        int a = llm__sched_admit(E, plan, E->q_wait[0], n_running);
         if (a < 0) return E->err.status;
         if (a == 0) break;
         n_running++;

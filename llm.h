@@ -139,6 +139,10 @@ struct llm_model_info {
                                // table only when it is also the output projection)
     int bos_id, eos_id;        // -1 when the vocabulary has none
     int add_bos;               // the vocabulary asks for a BOS token in front of prompts
+    size_t max_token_bytes;    // the most bytes of text one token stands for, when the vocabulary
+                               // turns every byte of any text into tokens: a text of more than
+                               // n x max_token_bytes bytes has more than n tokens. 0 when it may
+                               // drop bytes (no byte token and no unknown token for some byte)
     unsigned gguf_version;
     int64_t n_tensors, n_metadata;
     const char *unsupported;   // LLM_LOAD_METADATA: why this build could not run the model
@@ -313,19 +317,27 @@ enum llm_finish_reason {
     LLM_FINISH_NONE = 0,       // it has not
     LLM_FINISH_STOP,           // an end-of-generation token (unless ignore_eos), a stop token or
                                // a stop string
-    LLM_FINISH_LENGTH,         // max_tokens, the context length (max_model_len), a KV cache too
-                               // small to hold it even alone, or no host memory for its tokens
+    LLM_FINISH_LENGTH,         // max_tokens generated
     LLM_FINISH_ABORT,          // llm_abort_request
     LLM_FINISH_ERROR,          // only in llm_generate's results: a prompt that could not be added
                                // (the message in error), or unfinished when the backend failed
+    LLM_FINISH_CONTEXT,        // cut short before max_tokens, with no room to go on: the context
+                               // length (max_model_len) reached, a KV cache too small to hold the
+                               // request even when it runs alone, or no host memory for its
+                               // tokens. OpenAI's and vLLM's APIs say "length" here too: llm
+                               // generate and llm run --json write "finish_reason":"length" with
+                               // "length_limit":"context" (and "max_tokens" for LLM_FINISH_LENGTH)
 };
-// "stop", "length", "abort", "error" (OpenAI's and vLLM's words); "" for LLM_FINISH_NONE.
+// "stop", "length", "abort", "error" (OpenAI's and vLLM's words), "context"; "" for
+// LLM_FINISH_NONE.
 LLM_API const char *llm_finish_reason_str(enum llm_finish_reason reason);
 
 struct llm_request_params {
     struct llm_sampling_params sampling;
     int max_tokens;            // tokens to generate (default 16, as vLLM); stops earlier at the
-                               // context length
+                               // context length. 0: none, an empty completion (OpenAI's): the
+                               // request ends at the next llm_step with LLM_FINISH_LENGTH and no
+                               // tokens, its prompt checked and tokenized but not computed
     int priority;              // LLM_SCHED_PRIORITY: lower values first (default 0)
     int ignore_eos;            // 1: end-of-generation tokens do not stop it
     const char *const *stop;   // stop strings: the text ends before the first one (not included)
@@ -345,7 +357,8 @@ struct llm_prompt { const char *text; const int32_t *tokens; int n_tokens; };
 
 // Queues a request (the strings and arrays are copied). Returns its id (>= 0), or -1: bad
 // parameters, a prompt longer than max_model_len, or one that the KV cache cannot hold even
-// alone. Nothing else is affected by a rejected request.
+// alone. Nothing else is affected by a rejected request. A text with more bytes than
+// max_model_len tokens can stand for is refused before it is tokenized (LLM_ERR_CONTEXT).
 LLM_API int llm_add_request(llm_engine *engine, const struct llm_prompt *prompt,
                             const struct llm_request_params *params);
 // Stops a request; it is reported once more by the next llm_step, with LLM_FINISH_ABORT.

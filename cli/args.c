@@ -131,6 +131,12 @@ void cli_jpush(json_t *arr, json_t *v) {
     if (json_array_append_new(arr, v) != 0) cli_die("out of memory");
 }
 
+void cli_json_finish(json_t *obj, enum llm_finish_reason reason) {
+    bool context = reason == LLM_FINISH_CONTEXT;
+    cli_jset(obj, "finish_reason", cli_json_cstr(context ? "length" : llm_finish_reason_str(reason)));
+    if (context || reason == LLM_FINISH_LENGTH) cli_jset(obj, "length_limit", cli_json_cstr(context ? "context" : "max_tokens"));
+}
+
 void cli_json_print(FILE *f, json_t *v) {
     // 15 significant digits: every number made by cli_json_num reads back as itself (17 would
     // print 0.1 rounded to 3 places as 0.10000000000000001)
@@ -221,23 +227,60 @@ double cli_parse_float(const char *flag, const char *s, double lo, double hi) {
     return v;
 }
 
-char *cli_read_stream(FILE *f, const char *name, size_t *len) {
+// "1 GiB", "16 MiB", else bytes: a limit in a message.
+static const char *cli_size_text(size_t n, char buf[32]) {
+    if (n >= (1u << 30) && n % (1u << 30) == 0) snprintf(buf, 32, "%zu GiB", n >> 30);
+    else if (n >= (1u << 20) && n % (1u << 20) == 0) snprintf(buf, 32, "%zu MiB", n >> 20);
+    else snprintf(buf, 32, "%zu bytes", n);
+    return buf;
+}
+
+// At most max bytes of the rest of f (NUL-terminated, *len of them); *more: the stream goes on.
+static char *cli_read_upto(FILE *f, const char *name, size_t max, size_t *len, bool *more) {
     struct cli_strbuf b = {0};
     char tmp[65536];
     size_t n;
-    while ((n = fread(tmp, 1, sizeof(tmp), f)) > 0) cli_sb_put(&b, tmp, n);
-    if (ferror(f)) cli_die("cannot read '%s'", name);
+    while (b.n < max && (n = fread(tmp, 1, CLI_MIN(sizeof(tmp), max - b.n), f)) > 0) cli_sb_put(&b, tmp, n);
+    if (ferror(f)) cli_die("cannot read '%s': %s", name, strerror(errno));
+    *more = b.n == max && getc(f) != EOF;
     if (!b.p) cli_sb_put(&b, "", 0);
     *len = b.n;
     return b.p;
 }
 
-char *cli_read_file(const char *path, size_t *len) {
+char *cli_read_stream(FILE *f, const char *name, size_t max, size_t *len) {
+    bool more;
+    char *p = cli_read_upto(f, name, max, len, &more), lim[32];
+    if (more) cli_die("'%s' holds more than %s, the most llm reads from it", name, cli_size_text(max, lim));
+    return p;
+}
+
+char *cli_read_file(const char *path, size_t max, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) cli_die("cannot open '%s': %s", path, strerror(errno));
-    char *p = cli_read_stream(f, path, len);
+    char *p = cli_read_stream(f, path, max, len);
     fclose(f);
     return p;
+}
+
+long long cli_getline(FILE *f, struct cli_strbuf *b, size_t max) {
+    b->n = 0;
+    cli_sb_put(b, "", 0);
+    char tmp[4096];
+    size_t k = 0;
+    int ch;
+    bool any = false, over = false;
+    flockfile(f);
+    while ((ch = getc_unlocked(f)) != EOF && ch != '\n') {
+        any = true;
+        if (b->n + k == max) { over = true; break; }
+        tmp[k++] = (char)ch;
+        if (k == sizeof(tmp)) { cli_sb_put(b, tmp, k); k = 0; }
+    }
+    funlockfile(f);
+    cli_sb_put(b, tmp, k);
+    if (over) return -2;
+    return ch == EOF && !any ? -1 : (long long)b->n;
 }
 
 int cli_parse_id_list(const char *flag, const char *s, int32_t *ids, int cap) {
@@ -437,7 +480,7 @@ llm_engine *cli_engine(struct cli *c) {
     return E;
 }
 
-int32_t *cli_prompt(llm_engine *E, const struct cli *c, int *n_prompt) {
+int32_t *cli_prompt(llm_engine *E, const struct cli *c, int max_tokens, int *n_prompt) {
     int32_t *ids;
     if (c->tokens) {
         int cap = 1;
@@ -446,10 +489,30 @@ int32_t *cli_prompt(llm_engine *E, const struct cli *c, int *n_prompt) {
         *n_prompt = cli_parse_id_list("--tokens", c->tokens, ids, cap);
         return ids;
     }
-    size_t len;
-    char *text = c->prompt_file ? cli_read_file(c->prompt_file, &len) : NULL;
-    if (!text) { text = strdup(c->prompt); len = strlen(c->prompt); }
+    // the most bytes max_tokens tokens can stand for (a text needs at least len / max_token_bytes)
+    struct llm_model_info mi;
+    llm_get_model_info(E, &mi);
+    size_t max = CLI_MAX_INPUT, len;
+    if (max_tokens > 0 && mi.max_token_bytes > 0) max = CLI_MIN(max, (size_t)max_tokens * mi.max_token_bytes);
+    char *text = NULL, lim[32];
+    bool more = false;
+    if (c->prompt_file) {
+        FILE *f = fopen(c->prompt_file, "rb");
+        if (!f) cli_die("cannot open '%s': %s", c->prompt_file, strerror(errno));
+        text = cli_read_upto(f, c->prompt_file, max, &len, &more);
+        fclose(f);
+    } else {
+        text = strdup(c->prompt);
+        len = strlen(c->prompt);
+        more = len > max;
+    }
     if (!text) cli_die("out of memory");
+    if (more && max < CLI_MAX_INPUT)
+        cli_die("the prompt %s more than %zu bytes: more than the context of %d tokens (-c) can hold (a token of this "
+                "vocabulary stands for at most %zu bytes)", c->prompt_file ? "file holds" : "has", max, max_tokens,
+                mi.max_token_bytes);
+    if (more) cli_die("'%s' holds more than %s, the most llm reads from it", c->prompt_file ? c->prompt_file : "-p",
+                      cli_size_text(max, lim));
     int flags = (c->no_bos ? 0 : LLM_TOKENIZE_ADD_SPECIAL) | (c->special ? LLM_TOKENIZE_PARSE_SPECIAL : 0);
     int n = llm_tokenize(E, text, len, flags, NULL, 0);
     if (n < 0) cli_die("%s", llm_last_error(E));

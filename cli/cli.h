@@ -87,6 +87,10 @@ void cli_jset(json_t *obj, const char *key, json_t *v);
 void cli_jpush(json_t *arr, json_t *v);
 // Writes v on one line (compact, keys in insertion order) and a newline, then frees v.
 void cli_json_print(FILE *f, json_t *v);
+// obj's "finish_reason": OpenAI's and vLLM's word ("length" for LLM_FINISH_CONTEXT too), and
+// after "length" a "length_limit": "max_tokens", or "context" when the context or the KV cache
+// cut the request short.
+void cli_json_finish(json_t *obj, enum llm_finish_reason reason);
 // s[0..n) as a JSON string (quoted, escaped; see cli_json_bytes).
 void cli_json_str(FILE *f, const char *s, size_t n);
 
@@ -111,10 +115,22 @@ long long cli_parse_int(const char *flag, const char *s, long long lo, long long
 double cli_parse_float(const char *flag, const char *s, double lo, double hi);
 // Comma-separated token ids into ids (at most cap); returns their number.
 int cli_parse_id_list(const char *flag, const char *s, int32_t *ids, int cap);
-// A whole file (NUL-terminated, *len bytes), or cli_die. cli_read_stream: the rest of an open
-// stream (standard input), name for messages.
-char *cli_read_file(const char *path, size_t *len);
-char *cli_read_stream(FILE *f, const char *name, size_t *len);
+// What the program reads is bounded (as --help and the README say), so that an endless input
+// (/dev/zero, a pipe that never ends) stops it with a message instead of filling the memory: a
+// file or standard input (a prompt, token ids, requests) at most CLI_MAX_INPUT bytes, a request
+// line or a chat line at most CLI_MAX_LINE bytes, at most CLI_MAX_REQUESTS request lines.
+#define CLI_MAX_INPUT ((size_t)1 << 30)
+#define CLI_MAX_LINE ((size_t)16 << 20)
+#define CLI_MAX_REQUESTS (1 << 20)
+// A whole file (NUL-terminated, *len bytes) of at most max bytes, or cli_die. cli_read_stream:
+// the rest of an open stream (standard input), name for messages.
+char *cli_read_file(const char *path, size_t max, size_t *len);
+char *cli_read_stream(FILE *f, const char *name, size_t max, size_t *len);
+// The next line of f into b (replacing what b held; the '\n' dropped, NUL-terminated). Returns
+// its length, -1 at the end of the input, -2 when it goes on past max bytes (b holds max of them).
+// A line is returned as soon as it has arrived: llm chat's standard input may be another
+// program waiting for the answer.
+long long cli_getline(FILE *f, struct cli_strbuf *b, size_t max);
 
 // Parses argv[2..] (argv[1] is the command) over the defaults. Flags that take a value take it
 // as the next argument or after '=' (--temp=0.5).
@@ -123,8 +139,10 @@ void cli_parse_args(int argc, char **argv, struct cli *c);
 // stderr for llama.cpp's flags that change nothing here (-ngl, -fa), and a warning when -c is
 // beyond the context the model was trained with.
 llm_engine *cli_engine(struct cli *c);
-// The prompt of llm run / llm tokenize: text (-p, -f) tokenized, or ids (--tokens).
-int32_t *cli_prompt(llm_engine *E, const struct cli *c, int *n_prompt);
+// The prompt of llm run / llm tokenize: text (-p, -f) tokenized, or ids (--tokens). max_tokens > 0:
+// a text with more bytes than that many tokens can stand for (llm_model_info.max_token_bytes) is
+// refused before it is tokenized, and no more of the file is read.
+int32_t *cli_prompt(llm_engine *E, const struct cli *c, int max_tokens, int *n_prompt);
 // Seconds on a monotonic clock.
 double cli_now(void);
 

@@ -275,7 +275,7 @@ int cli_cmd_tokenize(struct cli *c) {
     c->ep.load = LLM_LOAD_VOCAB;
     llm_engine *E = cli_engine(c);
     int n = 0;
-    int32_t *ids = cli_prompt(E, c, &n);
+    int32_t *ids = cli_prompt(E, c, 0, &n);
     struct cli_strbuf piece = {0};
     if (c->ids && !c->json) {
         for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
@@ -351,7 +351,7 @@ int cli_cmd_detokenize(struct cli *c) {
         ids = cli_read_ids(c->tokens, "--tokens", &n);
     } else {
         size_t len;
-        char *in = cli_read_stream(stdin, "standard input", &len);
+        char *in = cli_read_stream(stdin, "standard input", CLI_MAX_INPUT, &len);
         if (strlen(in) != len) cli_die("detokenize: standard input holds a NUL byte, not token ids");
         ids = cli_read_ids(in, "standard input", &n);
         free(in);

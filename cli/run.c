@@ -181,7 +181,7 @@ int cli_cmd_run(struct cli *c) {
         fprintf(stderr, "llm: seed %llu; %s backend (%s), %d threads, context %d tokens (trained %d)\n",
                 (unsigned long long)c->sp.seed, ei.backend_name, ei.device_name, ei.n_threads, ei.max_model_len,
                 mi.n_ctx_train);
-    int32_t *prompt = cli_prompt(E, c, &n_prompt);
+    int32_t *prompt = cli_prompt(E, c, ei.max_model_len, &n_prompt);
     if (n_prompt == 0) cli_die("run: the prompt is empty (no tokens)");
     for (int i = 0; i < n_prompt; i++)
         if (prompt[i] >= mi.n_vocab) cli_die("--tokens: id %d is out of range (vocabulary of %d)", prompt[i], mi.n_vocab);
@@ -195,7 +195,7 @@ int cli_cmd_run(struct cli *c) {
     struct cli_answer a = {0};
     a.finish = LLM_FINISH_LENGTH;
     a.n_prompt = n_prompt;
-    if (c->n_predict != 0 && cli_answer_run(E, &pr, &rp, c->json ? NULL : stdout, &a) < 0) {
+    if (cli_answer_run(E, &pr, &rp, c->json ? NULL : stdout, &a) < 0) {
         if (!c->json) { putchar('\n'); fflush(stdout); }
         cli_die("%s", llm_last_error(E));
     }
@@ -206,7 +206,7 @@ int cli_cmd_run(struct cli *c) {
         cli_jset(o, "tokens", arr = cli_jcheck(json_array()));
         for (int i = 0; i < a.n_toks; i++) cli_jpush(arr, cli_json_int(a.toks[i]));
         cli_jset(o, "text", cli_json_bytes(a.text.p ? a.text.p : "", a.text.n));
-        cli_jset(o, "finish_reason", cli_json_cstr(llm_finish_reason_str(a.finish)));
+        cli_json_finish(o, a.finish);
         cli_jset(o, "prompt_tps", cli_json_num(cli_prompt_tps(&a), 3));
         cli_jset(o, "decode_tps", cli_json_num(cli_decode_tps(&a), 3));
         cli_jset(o, "seed", cli_json_int((long long)c->sp.seed));
@@ -217,8 +217,10 @@ int cli_cmd_run(struct cli *c) {
     }
     // the text's last line is out before the statistics, which may go to the same file (2>&1)
     fflush(stdout);
-    if (a.finish == LLM_FINISH_LENGTH && a.n_toks < rp.max_tokens && n_prompt + a.n_toks >= ei.max_model_len)
+    if (a.finish == LLM_FINISH_CONTEXT && n_prompt + a.n_toks >= ei.max_model_len)
         fprintf(stderr, "llm: the generation reached the end of the context (%d tokens; -c sets it)\n", ei.max_model_len);
+    else if (a.finish == LLM_FINISH_CONTEXT)
+        fprintf(stderr, "llm: the generation filled the KV cache (%d tokens; --kv-cache-memory sets it)\n", ei.kv_tokens);
     fprintf(stderr, "prompt: %d tokens, %.2f tokens/s | decode: %d tokens, %.2f tokens/s\n", n_prompt, cli_prompt_tps(&a),
             cli_n_decode(&a), cli_decode_tps(&a));
     bool aborted = a.finish == LLM_FINISH_ABORT;
@@ -416,10 +418,12 @@ static char *cli_read_line(bool edit, const char *prompt, const char *history) {
 #endif
     {
         if (edit) { fputs(prompt, stdout); fflush(stdout); }
-        size_t cap = 0;
-        ssize_t n = getline(&line, &cap, stdin);
-        if (n < 0) { free(line); line = NULL; }
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        struct cli_strbuf b = {0};
+        long long n = cli_getline(stdin, &b, CLI_MAX_LINE);
+        if (n == -2) cli_die("chat: a line of standard input is longer than %zu MiB, the most llm reads", CLI_MAX_LINE >> 20);
+        if (n < 0) { free(b.p); b.p = NULL; }
+        line = b.p;
+        while (n > 0 && line[n - 1] == '\r') line[--n] = 0;
     }
     pthread_sigmask(SIG_BLOCK, &ss, NULL);
     return line;
@@ -435,6 +439,7 @@ static char *cli_read_message(bool edit, const char *history) {
         bool more = n > 0 && line[n - 1] == '\\';
         cli_sb_put(&b, line, n - more);
         free(line);
+        if (b.n > CLI_MAX_LINE) cli_die("chat: a message is longer than %zu MiB, the most llm reads", CLI_MAX_LINE >> 20);
         if (!more) break;
         cli_sb_put(&b, "\n", 1);
     }
@@ -496,7 +501,7 @@ static void cli_chat_turn(struct cli_chat *ch, const char *text, struct cli_ids 
     ch->n_turns++;
     if (ch->last.finish == LLM_FINISH_ABORT) printf(" [stopped]");
     printf("\n");
-    if (ch->last.finish == LLM_FINISH_LENGTH && ch->last.n_prompt + ch->last.n_toks >= ch->max_model_len)
+    if (ch->last.finish == LLM_FINISH_CONTEXT && ch->last.n_prompt + ch->last.n_toks >= ch->max_model_len)
         printf("(the answer reached the end of the context: the next message drops the oldest turns)\n");
     cli_chat_add(ch, "assistant", ch->last.text.p ? ch->last.text.p : "");
 }

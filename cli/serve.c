@@ -235,7 +235,9 @@ static bool cli_jreq_parse(const char *line, size_t len, struct cli_jreq *q) {
         size_t n = strcspn(je.text, "\n");
         const char *near = strstr(je.text, " near ");
         if (near && (size_t)(near - je.text) < n) n = (size_t)(near - je.text);
-        return cli_jreq_fail(q, "invalid JSON at byte %d: %.*s", je.position, (int)n, je.text);
+        bool big = !strncmp(je.text, "too big", 7);   // Jansson's integers are 64-bit
+        return cli_jreq_fail(q, "invalid JSON at byte %d: %.*s%s", je.position, (int)n, je.text,
+                             big ? " (an integer here is in [-2^63, 2^63 - 1]; seed: [0, 2^63 - 1])" : "");
     }
     const char *key;
     json_t *v;
@@ -257,7 +259,8 @@ static json_t *cli_result_json(llm_engine *E, int index, const struct llm_result
     cli_jset(o, "tokens", a = cli_jcheck(json_array()));
     for (int t = 0; t < r->n_tokens; t++) cli_jpush(a, cli_json_int(r->tokens[t]));
     cli_jset(o, "text", cli_json_cstr(r->text ? r->text : ""));
-    cli_jset(o, "finish_reason", cli_json_cstr(err ? "error" : llm_finish_reason_str(r->finish_reason)));
+    if (err) cli_jset(o, "finish_reason", cli_json_cstr("error"));
+    else cli_json_finish(o, r->finish_reason);
     cli_jset(o, "ttft_ms", cli_json_num(r->ttft_ms, 3));
     if (logprobs > 0 && r->logprobs) cli_jset(o, "logprobs", cli_json_logprobs(E, r->logprobs, r->n_tokens, logprobs));
     if (err) cli_jset(o, "error", cli_json_cstr(err));
@@ -266,20 +269,26 @@ static json_t *cli_result_json(llm_engine *E, int index, const struct llm_result
 
 int cli_cmd_generate(struct cli *c) {
     if (!c->requests) cli_die("generate: give --requests FILE.jsonl (one JSON request per line; - reads standard input)");
-    size_t len;
-    char *data = !strcmp(c->requests, "-") ? cli_read_stream(stdin, "standard input", &len) : cli_read_file(c->requests, &len);
+    bool is_stdin = !strcmp(c->requests, "-");
+    const char *name = is_stdin ? "standard input" : c->requests;
+    FILE *f = is_stdin ? stdin : fopen(c->requests, "rb");
+    if (!f) cli_die("cannot open '%s': %s", c->requests, strerror(errno));
     llm_engine *E = cli_engine(c);
-    // one request per line that is not blank
+    // one request per line that is not blank, within the limits of cli.h
     int n = 0, cap = 0;
     struct cli_jreq *q = NULL;
-    for (size_t off = 0; off < len;) {
-        const char *nl = memchr(data + off, '\n', len - off);
-        size_t end = nl ? (size_t)(nl - data) : len, l = end - off;
-        const char *line = data + off;
-        off = end + 1;
-        size_t t = 0;
+    struct cli_strbuf lb = {0};
+    size_t total = 0;
+    for (long long got, n_line = 1; (got = cli_getline(f, &lb, CLI_MAX_LINE)) != -1; n_line++) {
+        if (got == -2) cli_die("'%s': line %lld is longer than %zu MiB, the most a request line may have", name, n_line,
+                               CLI_MAX_LINE >> 20);
+        if ((total += (size_t)got + 1) > CLI_MAX_INPUT)
+            cli_die("'%s' holds more than %zu GiB, the most llm reads from it", name, CLI_MAX_INPUT >> 30);
+        const char *line = lb.p;
+        size_t t = 0, l = (size_t)got;
         while (t < l && strchr(" \t\r", line[t])) t++;
         if (t == l) continue;
+        if (n == CLI_MAX_REQUESTS) cli_die("'%s' holds more than %d requests, the most llm generate runs at once", name, n);
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             if (!(q = realloc(q, (size_t)cap * sizeof(*q)))) cli_die("out of memory");
@@ -287,11 +296,14 @@ int cli_cmd_generate(struct cli *c) {
         memset(&q[n], 0, sizeof(q[n]));
         q[n].p = llm_request_params_default();
         q[n].p.sampling = c->sp;
-        q[n].p.max_tokens = c->n_predict_set ? c->n_predict : 16;
+        q[n].p.max_tokens = !c->n_predict_set ? 16 : c->n_predict < 0 ? INT_MAX : c->n_predict;   // -1: to the context's end
         q[n].p.ignore_eos = c->ignore_eos;
         cli_jreq_parse(line, l, &q[n]);
         n++;
     }
+    if (ferror(f)) cli_die("cannot read '%s': %s", name, strerror(errno));
+    if (!is_stdin) fclose(f);
+    free(lb.p);
     struct llm_prompt *pr = calloc((size_t)CLI_MAX(n, 1), sizeof(*pr));
     struct llm_request_params *rp = calloc((size_t)CLI_MAX(n, 1), sizeof(*rp));
     struct llm_result *res = calloc((size_t)CLI_MAX(n, 1), sizeof(*res));
@@ -318,7 +330,6 @@ int cli_cmd_generate(struct cli *c) {
     free(res);
     free(rm);
     free(map);
-    free(data);
     llm_engine_free(E);
     return 0;
 }

@@ -218,6 +218,37 @@ static void test_abort_releases_held_text(llm_engine *E) {
     llm_results_free(&r4, 1);
 }
 
+// max_tokens 0: an empty completion, through llm_add_request / llm_step and llm_generate alike:
+// reported by the next step, finished, LLM_FINISH_LENGTH, no tokens, no text, the prompt
+// tokenized; the same request with max_tokens 1 gets one token. A negative one is refused.
+static void test_max_tokens_zero(llm_engine *E) {
+    struct llm_prompt pr = {.text = "some words"};
+    struct llm_request_params rp = llm_request_params_default();
+    rp.max_tokens = 0;
+    int id = llm_add_request(E, &pr, &rp);
+    EXPECT(id >= 0, "max_tokens 0 refused: %s", llm_last_error(E));
+    const struct llm_output *out;
+    int n = llm_step(E, &out);
+    EXPECT(n == 1 && out[0].request_id == id && out[0].finished && out[0].finish_reason == LLM_FINISH_LENGTH &&
+           out[0].n_new_tokens == 0 && out[0].n_output_tokens == 0 && out[0].n_new_text == 0 && out[0].n_prompt_tokens > 0,
+           "max_tokens 0 through llm_step: %d outputs, finished %d (%s), %d tokens", n, n > 0 ? out[0].finished : -1,
+           n > 0 ? llm_finish_reason_str(out[0].finish_reason) : "", n > 0 ? out[0].n_output_tokens : -1);
+    EXPECT(!llm_has_unfinished_requests(E), "an empty completion is still unfinished");
+    struct llm_result res[2];
+    struct llm_request_params rps[2] = {rp, rp};
+    rps[1].max_tokens = 1;
+    struct llm_prompt prs[2] = {pr, pr};
+    EXPECT(llm_generate(E, prs, 2, rps, res) == LLM_OK, "generate: %s", llm_last_error(E));
+    EXPECT(res[0].finish_reason == LLM_FINISH_LENGTH && res[0].n_tokens == 0 && res[0].text && !res[0].text[0] &&
+           res[0].n_prompt_tokens == res[1].n_prompt_tokens && res[0].n_prompt_tokens > 0,
+           "llm_generate, max_tokens 0: %s, %d tokens, %d prompt tokens", llm_finish_reason_str(res[0].finish_reason),
+           res[0].n_tokens, res[0].n_prompt_tokens);
+    EXPECT(res[1].n_tokens == 1, "max_tokens 1: %d tokens", res[1].n_tokens);
+    llm_results_free(res, 2);
+    rp.max_tokens = -1;
+    EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "max_tokens -1 accepted");
+}
+
 static void test_metadata_engine(void) {
     llm_engine *M = open_model("tiny-qwen2-chat", LLM_LOAD_METADATA);
     if (!M) return;
@@ -241,6 +272,7 @@ int main(void) {
         test_errors(E);
         test_profile_and_generate(E);
         test_abort_releases_held_text(E);
+        test_max_tokens_zero(E);
         llm_engine_free(E);
     }
     test_metadata_engine();

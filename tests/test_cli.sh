@@ -21,7 +21,7 @@ expect_fail() {
 
 # --json output: the fields, 8 generated tokens, prompt tokens as given
 out=$("$llm" run -m "$m" --tokens 1,300,301,302 -n 8 --temp 0 --json -t 2 2>/dev/null) || bad "run --json failed"
-case "$out" in '{"prompt_tokens":[1,300,301,302],"tokens":['*'],"text":"'*'","finish_reason":"length","prompt_tps":'*',"decode_tps":'*'}') ok ;;
+case "$out" in '{"prompt_tokens":[1,300,301,302],"tokens":['*'],"text":"'*'","finish_reason":"length","length_limit":"max_tokens","prompt_tps":'*',"decode_tps":'*'}') ok ;;
     *) bad "run --json: unexpected output: $out" ;; esac
 n=$(echo "$out" | sed 's/.*"tokens":\[\([^]]*\)\].*/\1/' | tr ',' '\n' | grep -c .)
 [ "$n" = 8 ] && ok || bad "run --json -n 8 gave $n tokens"
@@ -179,6 +179,15 @@ expect_fail "unknown chat template" "vicuna" "$llm" chat -m "$m" --chat-template
 expect_fail "chat with a prompt flag" "chat" "$llm" chat -m "$m" -p hi
 expect_fail "tokenize without text" "-p" "$llm" tokenize -m "$m"
 expect_fail "tokenize a missing file" "nonexistent" "$llm" tokenize -m "$m" -f /nonexistent.txt
+# endless input and a model file that never ends opening: a message, not filled memory or a
+# wait. timeout(1), where there is one, ends a regression (exit status 124, not 1).
+limit() { if command -v timeout >/dev/null 2>&1; then timeout 60 "$@"; else "$@"; fi; }
+mkfifo "$tmp/fifo"
+expect_fail "model file is a FIFO" "not a regular file" limit "$llm" run -m "$tmp/fifo" -p hi
+expect_fail "info on a FIFO" "not a regular file" limit "$llm" info -m "$tmp/fifo"
+expect_fail "run -f /dev/zero" "more than the context of 64 tokens" limit "$llm" run -m "$m" -c 64 -f /dev/zero
+expect_fail "generate --requests /dev/zero" "line 1 is longer than 16 MiB" limit "$llm" generate -m "$m" --requests /dev/zero
+expect_fail "chat < /dev/zero" "longer than 16 MiB" limit sh -c '"$0" chat -m "$1" < /dev/zero' "$llm" "$m"
 # a vocabulary-only file (fetched by tests/fixtures.sh; make test sets LLM_VOCAB_DIR)
 v=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/vocab}/ggml-vocab-qwen2.gguf
 if [ -f "$v" ]; then
@@ -186,14 +195,23 @@ if [ -f "$v" ]; then
 else
     bad "$v is missing (sh tests/fixtures.sh fetches it)"
 fi
-# the context fills up during generation: the run ends cleanly with what it has, by length, and
-# says why on stderr
+# the context fills up during generation: the run ends cleanly with what it has, by length (the
+# context's limit, not -n's), and says why on stderr
 out=$("$llm" run -m "$m" -c 12 --tokens 1,2,3,4 -n 50 --temp 0 --ignore-eos --json 2>"$tmp/err"); rc=$?
 [ "$rc" = 0 ] && ok || bad "generation that fills the context: exit status $rc"
 n=$(echo "$out" | sed 's/.*"tokens":\[\([^]]*\)\].*/\1/' | tr ',' '\n' | grep -c .)
-case "$out" in *'"finish_reason":"length"'*) [ "$n" = 8 ] && ok || bad "context of 12, prompt of 4: $n tokens" ;;
+case "$out" in *'"finish_reason":"length","length_limit":"context"'*) [ "$n" = 8 ] && ok || bad "context of 12, prompt of 4: $n tokens" ;;
     *) bad "generation that fills the context: $out" ;; esac
 grep -q 'end of the context (12 tokens' "$tmp/err" && ok || bad "the full context is not reported: $(cat "$tmp/err")"
+# the same when the KV cache (3 blocks of 16 tokens: 48 x 512 bytes) is what fills up
+out=$("$llm" run -m "$m" --kv-cache-memory 24576 --tokens "$(seq -s, 5 34)" -n 40 --temp 0 --ignore-eos --json 2>"$tmp/err")
+n=$(echo "$out" | sed 's/.*"tokens":\[\([^]]*\)\].*/\1/' | tr ',' '\n' | grep -c .)
+case "$out" in *'"finish_reason":"length","length_limit":"context"'*) [ "$n" = 19 ] && ok || bad "a KV cache of 48, prompt of 30: $n tokens" ;;
+    *) bad "generation that fills the KV cache: $out" ;; esac
+grep -q 'filled the KV cache (48 tokens' "$tmp/err" && ok || bad "the full KV cache is not reported: $(cat "$tmp/err")"
+# and -n reached exactly at the end of the context is -n's limit
+out=$("$llm" run -m "$m" -c 12 --tokens 1,2,3,4 -n 8 --temp 0 --ignore-eos --json 2>"$tmp/err")
+case "$out" in *'"finish_reason":"length","length_limit":"max_tokens"'*) ok ;; *) bad "-n 8 filling a context of 12: $out" ;; esac
 
 # --- llm info, llm tokenize, llm detokenize ---
 # jpy EXPR: EXPR of the JSON value d on standard input, which must be strict UTF-8 JSON (python3,

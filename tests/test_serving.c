@@ -4,7 +4,9 @@
 // random operations checked against a simple model of the state. Then the engine: the step's
 // arrays (several logit rows per sequence, as draft verification needs), the scheduler
 // (admission limits, chunked prefill, priority order, preemption under memory pressure with the
-// same outputs as an unconstrained run, a too-long prompt rejected alone), prefix caching (the
+// same outputs as an unconstrained run, a too-long prompt rejected alone; the order of admission
+// and preemption against a reference under random arrivals, priorities and aborts; the cost of
+// scheduling 20,000 requests by priority against FCFS), prefix caching (the
 // same outputs with and without it; hits counted), batching (every request's greedy output is
 // the one it gets alone), finish reasons, stop strings, log-probabilities, parse_special.
 #include "../llm.c"
@@ -307,11 +309,12 @@ static const char *model_path(void) {
     return path;
 }
 
-static llm_engine *engine(int max_seqs, int max_tokens, size_t kv_bytes, int caching, const char *policy) {
+static llm_engine *engine_threads(int n_threads, int max_seqs, int max_tokens, size_t kv_bytes, int caching,
+                                  const char *policy) {
     struct llm_engine_params p = llm_engine_params_default();
     char err[512];
     p.model_path = model_path();
-    p.n_threads = 2;
+    p.n_threads = n_threads;
     p.max_num_seqs = max_seqs;
     p.max_num_batched_tokens = max_tokens;
     p.kv_cache_bytes = kv_bytes;
@@ -321,6 +324,10 @@ static llm_engine *engine(int max_seqs, int max_tokens, size_t kv_bytes, int cac
     llm_engine *E = llm_engine_create(&p, err, sizeof(err));
     EXPECT(E != NULL, "engine: %s", err);
     return E;
+}
+
+static llm_engine *engine(int max_seqs, int max_tokens, size_t kv_bytes, int caching, const char *policy) {
+    return engine_threads(2, max_seqs, max_tokens, kv_bytes, caching, policy);
 }
 
 // Prompts: random tokens; those of a group share their first `shared` tokens.
@@ -535,8 +542,9 @@ static void test_stop_string(llm_engine *E, const struct llm_prompt *pr, struct 
     EXPECT(llm_add_request(E, pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "an empty stop string accepted");
 }
 
-// Finish reasons: a stop token (included), the context, a KV cache too small for the request
-// alone, bad sampling parameters rejected.
+// Finish reasons: a stop token (included), the context (LLM_FINISH_CONTEXT, unless max_tokens is
+// reached with its last token), a KV cache too small for the request alone or holding no room
+// to admit it (LLM_FINISH_CONTEXT), bad sampling parameters rejected.
 static void test_finish_reasons(llm_engine *E, const int32_t *alone0, size_t per_token) {
     struct llm_prompt pr = {NULL, prompts[0], prompt_len[0]};
     struct llm_request_params rp = greedy(24);
@@ -554,8 +562,12 @@ static void test_finish_reasons(llm_engine *E, const int32_t *alone0, size_t per
     for (int i = 0; i < 250; i++) longp[i] = 5 + i;
     struct llm_prompt lp = {NULL, longp, 250};
     rp = greedy(24);
-    EXPECT(llm_generate(E, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_LENGTH && res.n_tokens == 256 - 250,
+    EXPECT(llm_generate(E, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_CONTEXT && res.n_tokens == 256 - 250,
            "context: %s after %d tokens", llm_finish_reason_str(res.finish_reason), res.n_tokens);
+    llm_results_free(&res, 1);
+    rp.max_tokens = 256 - 250;   // max_tokens reached with the context's last token: max_tokens's limit
+    EXPECT(llm_generate(E, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_LENGTH && res.n_tokens == 256 - 250,
+           "max_tokens at the end of the context: %s after %d tokens", llm_finish_reason_str(res.finish_reason), res.n_tokens);
     llm_results_free(&res, 1);
     rp.sampling.temperature = -1;
     EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "a negative temperature accepted");
@@ -567,10 +579,176 @@ static void test_finish_reasons(llm_engine *E, const int32_t *alone0, size_t per
     lp.n_tokens = 30;
     rp = greedy(40);
     EXPECT(ei.kv_tokens == 48, "%d tokens in the cache", ei.kv_tokens);
-    EXPECT(llm_generate(S, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_LENGTH && res.n_tokens == 48 - 30 + 1,
+    EXPECT(llm_generate(S, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_CONTEXT && res.n_tokens == 48 - 30 + 1,
            "a full KV cache: %s after %d tokens", llm_finish_reason_str(res.finish_reason), res.n_tokens);
     llm_results_free(&res, 1);
+    // a request that cannot be admitted while nothing runs (a sequence holds the blocks): it ends
+    // at once, for the same reason
+    int seq = llm_seq_new(S);
+    EXPECT(seq >= 0 && llm_seq_eval(S, seq, longp, 40, NULL, 0) == LLM_OK, "a sequence of 40 tokens: %s", llm_last_error(S));
+    lp.n_tokens = 20;
+    EXPECT(llm_generate(S, &lp, 1, &rp, &res) == LLM_OK && res.finish_reason == LLM_FINISH_CONTEXT && res.n_tokens == 0,
+           "no blocks to admit it: %s after %d tokens", llm_finish_reason_str(res.finish_reason), res.n_tokens);
+    llm_results_free(&res, 1);
+    llm_seq_free(S, seq);
+    EXPECT(!strcmp(llm_finish_reason_str(LLM_FINISH_CONTEXT), "context") && !strcmp(llm_finish_reason_str(LLM_FINISH_LENGTH), "length"),
+           "finish reason words: %s, %s", llm_finish_reason_str(LLM_FINISH_CONTEXT), llm_finish_reason_str(LLM_FINISH_LENGTH));
     llm_engine_free(S);
+}
+
+// A text prompt whose bytes cannot fit max_model_len tokens (256 here) in any tokenization is
+// refused before it is tokenized, saying so; with one byte less it is tokenized, and refused for
+// its number of tokens.
+static void test_long_text(llm_engine *E) {
+    size_t k = E->vocab.max_token_bytes, len = 256 * k + 1;
+    EXPECT(k > 0, "the test vocabulary has no bound on the bytes of a token");
+    char *text = malloc(len + 1);
+    for (size_t i = 0; i < len; i++) text[i] = "ab "[i % 3];
+    text[len] = 0;
+    struct llm_prompt pr = {text, NULL, 0};
+    struct llm_request_params rp = greedy(4);
+    EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_CONTEXT && strstr(llm_last_error(E), "bytes"),
+           "%zu bytes (at most %zu a token) for 256 tokens: %s", len, k, llm_last_error(E));
+    text[len - 1] = 0;
+    EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_CONTEXT &&
+           strstr(llm_last_error(E), "tokens, more than max_model_len"), "%zu bytes: %s", len - 1, llm_last_error(E));
+    free(text);
+}
+
+// --- the scheduler's order against a reference ---
+//
+// The reference is the order the scheduler sorted its queues in before it kept the waiting ones
+// in a heap: by priority under LLM_SCHED_PRIORITY (lower first), then by arrival; a stable
+// sort of the requests in arrival order. Random arrivals, priorities (INT_MIN among them) and
+// aborts, a KV cache small enough for preemptions; before every step the waiting heap holds
+// exactly the waiting requests; every step admits a prefix of the waiting ones in that order
+// (the first that does not fit stops admission) and preempts a suffix of the running ones.
+
+static bool ref_before(bool by_priority, const struct llm__req *a, const struct llm__req *b) {
+    if (by_priority && a->p.priority != b->p.priority) return a->p.priority < b->p.priority;
+    return a->arrival < b->arrival;
+}
+
+// The requests of E in a state, in the reference order; returns how many.
+static int ref_queue(llm_engine *E, enum llm__req_state state, struct llm__req **q) {
+    bool by_priority = E->params.scheduling_policy == LLM_SCHED_PRIORITY;
+    int n = 0;
+    for (int i = 0; i < E->n_reqs; i++) {
+        struct llm__req *x = E->reqs[i];
+        if (x->state != state) continue;
+        int j = n++;
+        while (j > 0 && ref_before(by_priority, x, q[j - 1])) { q[j] = q[j - 1]; j--; }
+        q[j] = x;
+    }
+    return n;
+}
+
+static void test_sched_order(const char *policy, size_t per_token, int n_vocab) {
+    enum { NREQ = 160 };
+    llm_engine *E = engine_threads(1, 4, 32, per_token * 16 * 10, 0, policy);
+    if (!E) return;
+    static const int prios[5] = {INT_MIN, -1, 0, 1, 2};
+    static struct llm__req *W[NREQ], *R[NREQ];
+    static int32_t toks[40];
+    unsigned long long s = 1234;
+    int n_added = 0, steps = 0, n_heap_bad = 0, n_admit_bad = 0, n_preempt_bad = 0, n_admitted = 0, n_preempted = 0;
+    int n_done = 0, n_len_bad = 0, ids[NREQ], max_tok[NREQ];
+    while ((n_added < NREQ || llm_has_unfinished_requests(E)) && steps < 4000) {
+        for (int k = (int)(test_rng_next(&s) % 4); k > 0 && n_added < NREQ; k--) {
+            int len = 1 + (int)(test_rng_next(&s) % 40);
+            for (int j = 0; j < len; j++) toks[j] = 3 + (int)(test_rng_next(&s) % (unsigned)(n_vocab - 3));
+            struct llm_prompt pr = {NULL, toks, len};
+            struct llm_request_params rp = greedy(1 + (int)(test_rng_next(&s) % 12));
+            rp.priority = prios[test_rng_next(&s) % 5];
+            max_tok[n_added] = rp.max_tokens;
+            ids[n_added++] = llm_add_request(E, &pr, &rp);
+        }
+        if (test_rng_next(&s) % 10 == 0) llm_abort_request(E, ids[test_rng_next(&s) % (unsigned)n_added]);
+        // the heap: exactly the waiting requests, each parent before its children
+        int nw = ref_queue(E, LLM__REQ_WAITING, W), nr = ref_queue(E, LLM__REQ_RUNNING, R);
+        bool heap_ok = E->n_wait == nw;
+        for (int i = 0; i < nw; i++) heap_ok &= W[i]->wait_pos >= 0 && W[i]->wait_pos < E->n_wait && E->q_wait[W[i]->wait_pos] == W[i];
+        for (int i = 1; heap_ok && i < E->n_wait; i++) heap_ok &= !llm__req_before(E, E->q_wait[i], E->q_wait[(i - 1) / 2]);
+        n_heap_bad += !heap_ok;
+        const struct llm_output *out;
+        int n = llm_step(E, &out);
+        EXPECT(n >= 0, "step: %s", llm_last_error(E));
+        if (n < 0) break;
+        steps++;
+        // admitted (or finished as never fitting): a prefix of the waiting order
+        int left = 0;
+        while (left < nw && W[left]->state != LLM__REQ_WAITING) left++;
+        n_admitted += left;
+        for (int i = left; i < nw; i++) n_admit_bad += W[i]->state != LLM__REQ_WAITING;
+        // preempted: a suffix of the running order
+        int first = 0;
+        while (first < nr && R[first]->state != LLM__REQ_WAITING) first++;
+        n_preempted += nr - first;
+        for (int i = first; i < nr; i++) n_preempt_bad += R[i]->state != LLM__REQ_WAITING;
+        for (int j = 0; j < n; j++) {
+            if (!out[j].finished || out[j].finish_reason == LLM_FINISH_ABORT) continue;
+            int i = 0;
+            while (i < n_added && ids[i] != out[j].request_id) i++;
+            n_done++;
+            n_len_bad += out[j].finish_reason != LLM_FINISH_LENGTH || i == n_added || out[j].n_output_tokens != max_tok[i];
+        }
+    }
+    struct llm_engine_stats st;
+    llm_get_stats(E, &st);
+    EXPECT(!llm_has_unfinished_requests(E), "%s: requests left after %d steps", policy, steps);
+    EXPECT(n_heap_bad == 0, "%s: the waiting heap was wrong before %d of %d steps", policy, n_heap_bad, steps);
+    EXPECT(n_admit_bad == 0, "%s: %d requests admitted out of order", policy, n_admit_bad);
+    EXPECT(n_preempt_bad == 0, "%s: %d requests preempted out of order", policy, n_preempt_bad);
+    EXPECT(n_admitted >= NREQ / 2 && n_preempted > 0 && st.n_preemptions == n_preempted,
+           "%s: %d admitted, %d preempted (the engine counts %lld): the test does not test much", policy, n_admitted,
+           n_preempted, st.n_preemptions);
+    EXPECT(n_done >= NREQ / 2 && n_len_bad == 0, "%s: %d of %d finished requests without their max_tokens", policy, n_len_bad,
+           n_done);
+    llm_engine_free(E);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// The median time a step spends scheduling (llm_get_profile's LLM_PROF_SCHEDULING: the plan and
+// the step's arrays, not the forward pass) with 20,000 waiting requests whose priorities fall
+// with arrival (each new one goes first: the worst case of the former insertion sort, which
+// re-sorted the whole queue twice a step).
+static double median_step(const char *policy) {
+    enum { N = 20000, STEPS = 15 };
+    llm_engine *E = engine_threads(1, 8, 64, 0, 0, policy);
+    if (!E) return 0;
+    struct llm_request_params rp = greedy(4);
+    int32_t toks[2] = {1, 0};
+    for (int i = 0; i < N; i++) {
+        toks[1] = 5 + i % 100;
+        rp.priority = N - i;
+        struct llm_prompt pr = {NULL, toks, 2};
+        llm_add_request(E, &pr, &rp);
+    }
+    double t[STEPS];
+    llm_set_profiling(E, 1);
+    for (int k = 0; k < STEPS; k++) {
+        const struct llm_output *out;
+        struct llm_profile p0, p1;
+        llm_get_profile(E, &p0);
+        EXPECT(llm_step(E, &out) >= 0, "%s step: %s", policy, llm_last_error(E));
+        llm_get_profile(E, &p1);
+        t[k] = p1.seconds[LLM_PROF_SCHEDULING] - p0.seconds[LLM_PROF_SCHEDULING];
+    }
+    qsort(t, STEPS, sizeof(double), cmp_double);
+    llm_engine_free(E);
+    return t[STEPS / 2];
+}
+
+// Scheduling a step costs the same under the priority policy as under FCFS: a ratio of two
+// medians, with a bound (3) that leaves room for noise; nothing absolute is timed. Re-sorting
+// the waiting queue took hundreds of times as long.
+static void test_sched_priority_cost(void) {
+    double fcfs = median_step("fcfs"), prio = median_step("priority");
+    EXPECT(prio < 3 * fcfs, "a step with 20,000 waiting requests: %.5f s by priority, %.5f s FCFS", prio, fcfs);
 }
 
 int main(void) {
@@ -676,6 +854,10 @@ int main(void) {
            order[3], order[4]);
     llm_engine_free(E);
 
+    test_sched_order("priority", per_token, mi.n_vocab);
+    test_sched_order("fcfs", per_token, mi.n_vocab);
+    test_sched_priority_cost();
+
     // a prompt longer than max_model_len is rejected alone; stop strings; abort
     E = engine(64, 512, 0, 0, "fcfs");
     static int32_t longp[300];
@@ -698,6 +880,7 @@ int main(void) {
     EXPECT(n == 1 && out[0].finished && out[0].finish_reason == LLM_FINISH_ABORT, "abort not reported");
     EXPECT(!llm_has_unfinished_requests(E), "an aborted request is still unfinished");
     test_finish_reasons(E, alone[0], per_token);
+    test_long_text(E);
     test_logprobs(E, mi.n_vocab);
     test_parse_special(E, mi.n_vocab);
     llm_engine_free(E);

@@ -51,8 +51,15 @@ sed -n 4p "$tmp/out" | grep -q '"finish_reason":"error".*max_model_len' && ok ||
 sed -n 6p "$tmp/out" | grep -q '"finish_reason":"error".*one of' && ok || bad "prompt and tokens: $(sed -n 6p "$tmp/out")"
 for i in 1 5; do
     line=$(sed -n ${i}p "$tmp/out")
-    case "$line" in *'"finish_reason":"length"'*) ok ;; *) bad "request line $i: $line" ;; esac
+    case "$line" in *'"finish_reason":"length","length_limit":"max_tokens"'*) ok ;; *) bad "request line $i: $line" ;; esac
 done
+# cut short by the context (-c 64: a prompt of 60 and max_tokens 10): "length", as OpenAI and
+# vLLM say, and "length_limit":"context"
+long60=$(seq -s, 1 60)
+echo "{\"tokens\":[$long60],\"max_tokens\":10,\"temperature\":0,\"ignore_eos\":true}" |
+    "$llm" generate -m "$m" --requests - -c 64 -t 2 > "$tmp/ctx" 2>&1
+r=$(jpy '[d["finish_reason"], d["length_limit"], len(d["tokens"])]' < "$tmp/ctx")
+[ "$r" = '["length","context",4]' ] && ok || bad "a request cut short by the context: $r: $(cat "$tmp/ctx")"
 # batched greedy outputs are llm run's
 got=$(sed -n 1p "$tmp/out" | sed 's/.*"tokens":\[\([^]]*\)\].*/\1/')
 want=$("$llm" run -m "$m" --tokens 1,300,301,302 -n 6 --temp 0 --ignore-eos --json -t 2 2>/dev/null | sed 's/.*"tokens":\[\([^]]*\)\].*/\1/')
@@ -159,6 +166,46 @@ done
 sed -n 19p "$tmp/out" | grep -q 'é' && bad "an error message copies bytes of the line: $(sed -n 19p "$tmp/out")" || ok
 k=$(sed -n 21p "$tmp/out" | jpy 'd["error"].split(":")[0]')
 [ "$k" = "$(printf 'é%.0s' $(seq 1 40))..." ] && ok || bad "a long key in a message: '$k'"
+
+# integers beyond a double's 53 bits, exactly: seed 2^53 + 1 samples as llm run --seed 2^53+1
+# does, not as 2^53; the seed's range is --seed's, [0, 2^63 - 1] (vLLM's); priorities to INT_MIN,
+# which goes before INT_MIN + 1 even when it comes later (one request at a time: the first token
+# of the one admitted first comes first)
+r='"tokens":[1,300,301],"max_tokens":12,"temperature":1.5,"top_k":0,"top_p":1,"min_p":0,"ignore_eos":true'
+printf '%s\n' "{$r,\"seed\":9007199254740993}" "{$r,\"seed\":9007199254740992}" "{$r,\"seed\":9223372036854775807}" \
+    "{$r,\"seed\":9223372036854775808}" "{$r,\"seed\":18446744073709551615}" \
+    '{"tokens":[1,300],"max_tokens":4,"priority":-2147483647}' '{"tokens":[1,301],"max_tokens":4,"priority":-2147483648}' \
+    '{"tokens":[1],"priority":-2147483649}' '{"tokens":[1],"priority":2147483648}' > "$tmp/big.jsonl"
+"$llm" generate -m "$m" --requests "$tmp/big.jsonl" -c 64 -t 2 --max-num-seqs 1 --scheduling-policy priority > "$tmp/out" 2> "$tmp/err" ||
+    bad "generate big integers: $(cat "$tmp/err")"
+a=$(sed -n 1p "$tmp/out" | jpy 'd["tokens"]'); b=$(sed -n 2p "$tmp/out" | jpy 'd["tokens"]')
+want=$("$llm" run -m "$m" --tokens 1,300,301 -n 12 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --ignore-eos --seed 9007199254740993 \
+       --json -t 2 2>/dev/null | jpy 'd["tokens"]')
+[ -n "$a" ] && [ "$a" = "$want" ] && [ "$a" != "$b" ] && ok || bad "seed 2^53+1: $a, run's $want, seed 2^53: $b"
+r=$(sed -n 3p "$tmp/out" | jpy '[d["finish_reason"], len(d["tokens"])]')
+[ "$r" = '["length",12]' ] && ok || bad "seed 2^63-1: $r"
+for i in 4 5; do
+    e=$(sed -n ${i}p "$tmp/out" | jpy 'd["finish_reason"] + "|" + d["error"]')
+    case "$e" in "error|invalid JSON at byte "*"too big integer"*"2^63"*) ok ;; *) bad "seed beyond 2^63 - 1 (line $i): $e" ;; esac
+done
+t6=$(sed -n 6p "$tmp/out" | jpy 'd["finish_reason"] == "length" and d["ttft_ms"]')
+t7=$(sed -n 7p "$tmp/out" | jpy 'd["finish_reason"] == "length" and d["ttft_ms"]')
+python3 -c "import sys; sys.exit(not (0 < $t7 < $t6))" 2>/dev/null && ok || bad "priority INT_MIN not before INT_MIN + 1: ttft '$t7', '$t6' ms"
+e=$(sed -n 8p "$tmp/out" | jpy 'd["error"]'); f=$(sed -n 9p "$tmp/out" | jpy 'd["error"]')
+case "$e|$f" in "priority: -2147483649 is out of range"*"|priority: 2147483648 is out of range"*) ok ;; *) bad "priority beyond int: $e, $f" ;; esac
+
+# max_tokens 0: an empty completion, as llm run -n 0 gives it (the prompt's tokens, no others,
+# "length"); -n -1 for generate: to the end of the context
+printf '%s\n' '{"prompt":"hello world","max_tokens":0}' '{"prompt":"hello world","max_tokens":1}' > "$tmp/zero.jsonl"
+"$llm" generate -m "$m" --requests "$tmp/zero.jsonl" -c 64 -t 2 > "$tmp/out" 2> "$tmp/err" || bad "generate max_tokens 0: $(cat "$tmp/err")"
+r0=$(sed -n 1p "$tmp/out" | jpy '[d["prompt_tokens"], d["tokens"], d["text"], d["finish_reason"]]')
+r1=$(sed -n 2p "$tmp/out" | jpy '[d["prompt_tokens"], len(d["tokens"])]')
+run0=$("$llm" run -m "$m" -p "hello world" -n 0 --json -t 2 2>/dev/null | jpy '[d["prompt_tokens"], d["tokens"], d["text"], d["finish_reason"]]')
+case "$r0|$r1" in '[['*'],[],"","length"]|[['*'],1]') ok ;; *) bad "max_tokens 0: $r0; max_tokens 1: $r1" ;; esac
+[ -n "$run0" ] && [ "$run0" = "$r0" ] && ok || bad "run -n 0: $run0, generate max_tokens 0: $r0"
+echo '{"tokens":[1,300],"temperature":0,"ignore_eos":true}' | "$llm" generate -m "$m" --requests - -c 32 -n -1 -t 2 > "$tmp/out" 2>&1
+r=$(jpy '[d["finish_reason"], len(d["tokens"])]' < "$tmp/out")
+[ "$r" = '["length",30]' ] && ok || bad "generate -n -1: $r: $(cat "$tmp/out")"
 
 # the serving benchmark
 j=$("$llm" bench -m "$m" -t 2 --num-prompts 12 --input-len 40 --output-len 10 --json 2>/dev/null)

@@ -8,7 +8,12 @@
 //   d. streaming detokenization: valid UTF-8 always, the text of llm_detokenize;
 //   e. control-token text with and without PARSE_SPECIAL, and detokenized with and without
 //      DETOKENIZE_SPECIAL;
-//   f. BOS with ADD_SPECIAL (SentencePiece).
+//   f. BOS with ADD_SPECIAL (SentencePiece);
+//   g. special tokens cut out of random texts as the former (and llama.cpp's) splitting of a
+//      list of fragments cuts them;
+//   h. that cutting is linear in the occurrences of special tokens (a ratio of two times);
+//   i. the bound on the bytes one token stands for: sound on the corpus, absent when a byte can
+//      be dropped.
 #include "../llm.c"
 #include "test.h"
 
@@ -403,6 +408,189 @@ static void check_bos(llm_engine *e, const char *name) {
     free(dt);
 }
 
+// g. Cutting special tokens out of the text against the way it was first written (and is still
+// written in llama.cpp): a list of fragments, each token splitting the raw ones it occurs in.
+// Random texts over a small alphabet and overlapping special tokens (longest first, ties by id,
+// as llm__vocab_mark_special orders them), parse_special on and off.
+static struct llm__frag *ref_special_split(const struct llm__vocab *v, const char *text, size_t len, bool parse_special,
+                                           size_t *n_frag) {
+    size_t n = 1;
+    struct llm__frag *f = malloc((2 * len + 1) * sizeof(*f));
+    f[0] = (struct llm__frag){-1, 0, len};
+    for (int k = 0; k < v->n_special; k++) {
+        int32_t id = v->special[k];
+        if (!parse_special && v->attr[id] != LLM__TOK_USER) continue;
+        const struct llm__gguf_str *t = &v->text[id];
+        for (size_t i = 0; i < n; i++) {
+            if (f[i].tok >= 0) continue;
+            const char *hit = llm__memmem(text + f[i].off, f[i].len, t->ptr, t->len);
+            if (!hit) continue;
+            size_t at = (size_t)(hit - text), end = f[i].off + f[i].len;
+            struct llm__frag left = {-1, f[i].off, at - f[i].off}, tok = {id, at, t->len},
+                             right = {-1, at + t->len, end - at - t->len};
+            size_t add = (left.len > 0) + 1 + (right.len > 0), j = i;
+            memmove(&f[i + add], &f[i + 1], (n - i - 1) * sizeof(*f));
+            if (left.len > 0) f[j++] = left;
+            f[j++] = tok;
+            if (right.len > 0) f[j] = right;
+            n += add - 1;
+            i = j - 1;
+        }
+    }
+    *n_frag = n;
+    return f;
+}
+
+static void check_special_split_reference(void) {
+    static const char *const texts[] = {"ab", "aba", "ba", "bab", "abab", "b", "aa", "cab", "abc", "bcb", "aab", "c"};
+    enum { NT = sizeof(texts) / sizeof(texts[0]) };
+    struct llm__gguf_str text[NT];
+    uint8_t attr[NT];
+    int32_t special[NT];
+    for (int i = 0; i < NT; i++) {
+        text[i] = (struct llm__gguf_str){texts[i], strlen(texts[i])};
+        attr[i] = i % 3 == 0 ? LLM__TOK_CONTROL : LLM__TOK_USER;
+        special[i] = i;
+    }
+    for (int i = 1; i < NT; i++)   // longest first, then lower id
+        for (int j = i; j > 0 && (text[special[j]].len > text[special[j - 1]].len ||
+                                  (text[special[j]].len == text[special[j - 1]].len && special[j] < special[j - 1])); j--) {
+            int32_t t = special[j];
+            special[j] = special[j - 1];
+            special[j - 1] = t;
+        }
+    struct llm__vocab v = {0};
+    v.n = NT;
+    v.text = text;
+    v.attr = attr;
+    v.special = special;
+    v.n_special = NT;
+    unsigned long long s = 7;
+    int same = 0, cases = 0;
+    char buf[64], a[SHOW + 8];
+    for (int c = 0; c < 4000; c++) {
+        size_t len = 1 + test_rng_next(&s) % 48;
+        for (size_t i = 0; i < len; i++) buf[i] = "abc"[test_rng_next(&s) % 3];
+        for (int parse = 0; parse <= 1; parse++) {
+            size_t n1 = 0, n2 = 0;
+            struct llm__frag *f1 = llm__special_split(&v, buf, len, parse, &n1), *f2 = ref_special_split(&v, buf, len, parse, &n2);
+            bool eq = f1 && n1 == n2;
+            for (size_t i = 0; eq && i < n1; i++) eq = f1[i].tok == f2[i].tok && f1[i].off == f2[i].off && f1[i].len == f2[i].len;
+            if (!eq && cases - same < 3) EXPECT(eq, "special tokens cut out of '%s' (parse_special %d) differ from the reference",
+                                                show_text(buf, len, a), parse);
+            same += eq;
+            cases++;
+            free(f1);
+            free(f2);
+        }
+    }
+    EXPECT(same == cases, "%d of %d texts cut as the reference cuts them", same, cases);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// The least time of 3 tokenizations (other work on the machine only adds time); *n: the ids.
+static double tokenize_time(llm_engine *e, const char *text, size_t len, int *n) {
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+        double t0 = now_s();
+        *n = llm_tokenize(e, text, len, LLM_TOKENIZE_PARSE_SPECIAL, NULL, 0);
+        best = fmin(best, now_s() - t0);
+    }
+    return best;
+}
+
+// h. Cutting special tokens is linear in their occurrences: N and 4N groups
+// "<|im_start|>a<|im_end|>b" (Qwen2's control tokens, PARSE_SPECIAL; user-defined tokens, always
+// recognised, go through the same cutting). Linear work takes about 4 times as long for 4N; the
+// former list splitting moved the whole list on every cut, 16 times as long. The bound, 8, leaves
+// room for noise; nothing absolute is timed. Both texts (0.8 and 3 MB) are larger than the caches,
+// so that the ratio is not one of a text that fits in them and one that does not.
+static void check_special_split_linear(llm_engine *e) {
+    const char group[] = "<|im_start|>a<|im_end|>b";
+    const size_t glen = sizeof(group) - 1, n_groups = 32000;
+    char *text = malloc(4 * n_groups * glen);
+    for (size_t i = 0; i < 4 * n_groups; i++) memcpy(text + i * glen, group, glen);
+    int n1 = 0, n4 = 0;
+    double t1 = tokenize_time(e, text, n_groups * glen, &n1), t4 = tokenize_time(e, text, 4 * n_groups * glen, &n4);
+    EXPECT(n1 == 4 * (int)n_groups && n4 == 16 * (int)n_groups, "qwen2: %d and %d tokens for %zu and %zu groups of 4",
+           n1, n4, n_groups, 4 * n_groups);
+    EXPECT(t4 < 8 * t1, "qwen2: 4 times the special tokens took %.1f times as long (%.4f s, %.4f s): not linear", t4 / t1,
+           t1, t4);
+    free(text);
+}
+
+// i. The bound on the bytes a token stands for (llm__vocab_token_bound), which lets a request
+// with too long a text be refused before it is tokenized: every real vocabulary has one, and
+// no text of the corpus has fewer tokens than it allows. A vocabulary in which a byte can be
+// dropped has none: a byte-level BPE one without a byte's token or with a merge that makes no
+// token, a SentencePiece one with neither a byte token for every byte nor an unknown token.
+static void check_token_bound(llm_engine *e, const char *name, const struct cases *all) {
+    const struct llm__vocab *v = &e->vocab;
+    size_t k = v->max_token_bytes;
+    EXPECT(k > 0, "%s: no bound on the bytes of a token", name);
+    if (!k) return;
+    int below = 0;
+    for (int c = 0; c < all->n; c++)
+        for (int parse = 0; parse <= 1; parse++) {
+            int n = llm_tokenize(e, all->text[c], all->len[c], parse ? LLM_TOKENIZE_PARSE_SPECIAL : 0, NULL, 0);
+            if ((size_t)n * k < all->len[c] && below++ < 3)
+                EXPECT(0, "%s: corpus case %d: %d tokens for %zu bytes, at most %zu bytes a token", name, c, n, all->len[c], k);
+        }
+    EXPECT(below == 0, "%s: %d texts with fewer tokens than the bound allows", name, below);
+    // the text of the token that stands for the most bytes is one token: the bound is not below it
+    int32_t best = -1;
+    int best_len = 0;
+    char piece[1024], a[SHOW + 8];
+    for (int32_t id = 0; id < v->n; id++) {
+        int l = llm_token_to_piece(e, id, piece, sizeof piece);
+        if (l > best_len && l < (int)sizeof piece) { best = id; best_len = l; }
+    }
+    llm_token_to_piece(e, best, piece, sizeof piece);
+    int n = llm_tokenize(e, piece, (size_t)best_len, 0, NULL, 0);
+    EXPECT(best >= 0 && n >= 1 && (size_t)n * k >= (size_t)best_len, "%s: '%s' (token %d) is %d tokens for %d bytes, at most "
+           "%zu bytes a token", name, show_text(piece, (size_t)best_len, a), best, n, best_len, k);
+    struct llm__vocab w = *v;
+    if (v->type == LLM__VOCAB_SPM) {
+        w.unk = -1;
+        llm__vocab_token_bound(&w);
+        EXPECT(w.max_token_bytes == k, "%s: every byte has a byte token, yet no bound without <unk>", name);
+        w.byte_tok['A'] = -1;
+        llm__vocab_token_bound(&w);
+        EXPECT(w.max_token_bytes == 0, "%s: a bound without <0x41> and without <unk>", name);
+        w.unk = v->unk;
+        llm__vocab_token_bound(&w);
+        EXPECT(w.max_token_bytes == k, "%s: no bound with <unk> for the missing byte token", name);
+        return;
+    }
+    // the token of 'A' renamed: the lookup of "A" finds nothing
+    struct llm__gguf_str *text = malloc((size_t)v->n * sizeof(*text));
+    memcpy(text, v->text, (size_t)v->n * sizeof(*text));
+    int32_t tok_a = llm__vocab_find(v, "A", 1);
+    EXPECT(tok_a >= 0, "%s: no token 'A'", name);
+    if (tok_a >= 0) text[tok_a] = (struct llm__gguf_str){"\x01\x02\x03", 3};
+    w.text = text;
+    llm__vocab_token_bound(&w);
+    EXPECT(w.max_token_bytes == 0, "%s: a bound without the token of byte 'A'", name);
+    w.text = v->text;
+    // a merge whose result is no token
+    struct llm__gguf_str *merges = malloc((size_t)v->n_merges * sizeof(*merges));
+    memcpy(merges, v->merges, (size_t)v->n_merges * sizeof(*merges));
+    merges[v->n_merges / 2] = (struct llm__gguf_str){"\x01 \x02", 3};
+    w.merges = merges;
+    llm__vocab_token_bound(&w);
+    EXPECT(w.max_token_bytes == 0, "%s: a bound with a merge that makes no token", name);
+    w.merges = v->merges;
+    llm__vocab_token_bound(&w);
+    EXPECT(w.max_token_bytes == k, "%s: the bound is not the same again (%zu, %zu)", name, w.max_token_bytes, k);
+    free(text);
+    free(merges);
+}
+
 // Everything above for one vocabulary (a vocab-only file or a model); own_vectors: it has
 // llama.cpp's .inp/.out beside it.
 static void check_vocab(const char *name, const char *path, const struct cases *all, int n_valid, int own_vectors) {
@@ -460,6 +648,9 @@ static void check_vocab(const char *name, const char *path, const struct cases *
     // e, f
     check_special(e, name);
     if (spm) check_bos(e, name);
+    // h, i
+    if (strcmp(name, "qwen2") == 0) check_special_split_linear(e);
+    if (own_vectors) check_token_bound(e, name, all);
     llm_engine_free(e);
 }
 
@@ -487,6 +678,7 @@ int main(void) {
             EXPECT(!utf8_valid(invalid.text[i], invalid.len[i]), "corpus_invalid case %d is valid UTF-8", i);
     }
 
+    check_special_split_reference();
     for (size_t v = 0; v < LLM__ARRAY_LEN(vocab_names); v++) {
         char path[1100];
         snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir, vocab_names[v]);
