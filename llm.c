@@ -5210,6 +5210,21 @@ static void llm__vocab_byte_tokens(struct llm__vocab *v) {
     }
 }
 
+// A SentencePiece vocabulary encodes what no piece covers byte by byte: <0xNN> tokens, else the
+// unknown token. One with neither for some byte could not tokenize text holding that byte (the
+// id would be -1, an embedding row before the table). llama.cpp loads such a vocabulary and
+// fails when such text comes (an exception out of its tokenizer); it is refused here, at load,
+// with the byte named. Real SentencePiece models always have an unknown token.
+static enum llm_status llm__vocab_check_bytes(const struct llm__vocab *v, struct llm__err *e) {
+    if (v->type != LLM__VOCAB_SPM || v->unk >= 0) return LLM_OK;
+    for (int b = 0; b < 256; b++)
+        if (v->byte_tok[b] < 0)
+            return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: the SentencePiece vocabulary cannot encode byte 0x%02X: "
+                             "it has no <0x%02X> token and no unknown token (tokenizer.ggml.unknown_token_id is "
+                             "missing or out of range)", b, b);
+    return LLM_OK;
+}
+
 // The vocabulary of a GGUF file (n_vocab_model > 0: it must have that many tokens): tokens,
 // special ids, the tokenizer's settings, special tokens, byte tokens, the chat template.
 static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
@@ -5235,6 +5250,7 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
     if ((st = llm__vocab_load_flags(v, g, e))) return st;
     if ((st = llm__vocab_mark_special(v, eot, eom, e))) return st;
     llm__vocab_byte_tokens(v);
+    if ((st = llm__vocab_check_bytes(v, e))) return st;
     llm__chat_template_recognise(v, g);
     return LLM_OK;
 }
@@ -6702,6 +6718,17 @@ int llm_seq_new(llm_engine *E) {
     return i;
 }
 
+// Every id that enters a sequence (prompt tokens, tokenizer output, llm_seq_eval's tokens, stop
+// token ids) is checked against the vocabulary first: an id out of range would index the
+// embedding table outside its rows. The first bad id is the error (LLM_ERR_INVALID_ARG).
+static bool llm__ids_ok(llm_engine *E, const int32_t *ids, int n, const char *what) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= E->model.n_vocab)
+            return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "%s: token id %d (at %d) is out of range [0, %d)", what,
+                             (int)ids[i], i, E->model.n_vocab), false;
+    return true;
+}
+
 static struct llm__seq *llm__seq_get(const llm_engine *E, int seq) {
     return seq >= 0 && seq < E->n_seqs && E->seqs[seq].used ? &E->seqs[seq] : NULL;
 }
@@ -6726,9 +6753,7 @@ enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int 
     enum llm_status st = LLM_OK;
     if (!s) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "no sequence %d", seq);
     if (n < 1 || !tokens) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "no tokens to evaluate");
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->n_vocab)
-            return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "token id %d is out of range [0, %d)", tokens[i], m->n_vocab);
+    if (!llm__ids_ok(E, tokens, n, "seq_eval")) return E->err.status;
     if ((int64_t)s->len + n > E->max_model_len)
         return llm__fail(&E->err, LLM_ERR_CONTEXT, "%d tokens do not fit in the context: %d used of %d",
                          n, s->len, E->max_model_len);
@@ -6920,6 +6945,7 @@ static bool llm__req_params_ok(llm_engine *E, const struct llm_prompt *prompt, c
                          LLM__MIN(LLM__MAX_LOGPROBS, E->model.n_vocab), p->logprobs), false;
     for (int i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0]) return llm__fail(e, LLM_ERR_INVALID_ARG, "request: stop string %d is empty", i), false;
+    if (!llm__ids_ok(E, p->stop_token_ids, p->n_stop_token_ids, "request: stop_token_ids")) return false;
     if (!llm__sampling_params_ok(&p->sampling))
         return llm__fail(e, LLM_ERR_INVALID_ARG, "request: bad sampling parameters (negative or not a number, "
                                                  "top_p or min_p outside [0, 1])"), false;
@@ -6950,11 +6976,8 @@ static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, co
     if (prompt->text) {
         flags = (r->p.add_special >= 0 ? LLM_TOKENIZE_ADD_SPECIAL : 0) | (r->p.parse_special > 0 ? LLM_TOKENIZE_PARSE_SPECIAL : 0);
         if ((n = llm__tokenize(&E->vocab, prompt->text, len, flags, NULL, 0, e)) < 0) return e->status;
-    } else {
-        for (int i = 0; i < n; i++)
-            if (prompt->tokens[i] < 0 || prompt->tokens[i] >= E->model.n_vocab)
-                return llm__fail(e, LLM_ERR_INVALID_ARG, "request: token id %d is out of range [0, %d)", prompt->tokens[i],
-                                 E->model.n_vocab);
+    } else if (!llm__ids_ok(E, prompt->tokens, n, "request: prompt")) {
+        return e->status;
     }
     if (n < 1) return llm__fail(e, LLM_ERR_INVALID_ARG, "request: the prompt has no tokens");
     if (n > E->max_model_len)
@@ -6968,7 +6991,8 @@ static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, co
     if (!llm__req_reserve_tokens(r, n + out + 1)) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     if (prompt->text) llm__tokenize(&E->vocab, prompt->text, len, flags, r->tokens, n, e);
     else memcpy(r->tokens, prompt->tokens, (size_t)n * sizeof(int32_t));
-    return LLM_OK;
+    // the tokenizer's ids too (the vocabulary was checked at load to encode every byte)
+    return llm__ids_ok(E, r->tokens, n, "request: tokenized prompt") ? LLM_OK : e->status;
 }
 
 // Copies of the stop strings and ids (the caller's may go away); false: out of memory.

@@ -344,8 +344,9 @@ LLM_API struct llm_request_params llm_request_params_default(void);
 struct llm_prompt { const char *text; const int32_t *tokens; int n_tokens; };
 
 // Queues a request (the strings and arrays are copied). Returns its id (>= 0), or -1: bad
-// parameters, a prompt longer than max_model_len, or one that the KV cache cannot hold even
-// alone. Nothing else is affected by a rejected request.
+// parameters (a prompt or stop token id outside [0, n_vocab) among them), a prompt longer than
+// max_model_len, or one that the KV cache cannot hold even alone. Nothing else is affected by a
+// rejected request.
 LLM_API int llm_add_request(llm_engine *engine, const struct llm_prompt *prompt,
                             const struct llm_request_params *params);
 // Stops a request; it is reported once more by the next llm_step, with LLM_FINISH_ABORT.

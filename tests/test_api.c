@@ -122,6 +122,51 @@ static void test_errors(llm_engine *E) {
     }
 }
 
+// Token ids -1 and n_vocab, wherever ids enter: refused with LLM_ERR_INVALID_ARG and a message
+// naming the id, nothing queued; the functions that only look at an id say "none" (under ASan:
+// nothing read outside the vocabulary or the embedding table).
+static void test_token_ids_out_of_range(llm_engine *E) {
+    struct llm_model_info mi;
+    llm_get_model_info(E, &mi);
+    const int32_t bad_ids[2] = {-1, mi.n_vocab};
+    for (int b = 0; b < 2; b++) {
+        const int32_t bad = bad_ids[b];
+        char want[32], buf[16];
+        snprintf(want, sizeof(want), "token id %d", (int)bad);
+        int32_t prompt[3] = {1, bad, 2};
+        struct llm_prompt pr = {NULL, prompt, 3};
+        struct llm_request_params rp = llm_request_params_default();
+        rp.max_tokens = 2;
+        EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG &&
+               strstr(llm_last_error(E), want), "add_request, prompt id %d: %s", (int)bad, llm_last_error(E));
+        int32_t good[2] = {1, 2};
+        struct llm_prompt ok_pr = {NULL, good, 2};
+        rp.stop_token_ids = &bad;
+        rp.n_stop_token_ids = 1;
+        EXPECT(llm_add_request(E, &ok_pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG &&
+               strstr(llm_last_error(E), "stop_token_ids") && strstr(llm_last_error(E), want),
+               "add_request, stop token id %d: %s", (int)bad, llm_last_error(E));
+        EXPECT(!llm_has_unfinished_requests(E), "a refused request was queued");
+        struct llm_result res;
+        EXPECT(llm_generate(E, &pr, 1, NULL, &res) == LLM_OK && res.finish_reason == LLM_FINISH_ERROR && res.error &&
+               strstr(res.error, want), "generate, prompt id %d: %s", (int)bad, res.error ? res.error : "(no error)");
+        llm_results_free(&res, 1);
+        int seq = llm_seq_new(E);
+        EXPECT(llm_seq_eval(E, seq, prompt, 3, NULL, 0) == LLM_ERR_INVALID_ARG && strstr(llm_last_error(E), want) &&
+               llm_seq_len(E, seq) == 0, "seq_eval, id %d: %s", (int)bad, llm_last_error(E));
+        llm_seq_free(E, seq);
+        EXPECT(llm_token_to_piece(E, bad, buf, sizeof(buf)) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG,
+               "token_to_piece(%d)", (int)bad);
+        EXPECT(llm_detokenize(E, prompt, 3, 0, buf, sizeof(buf)) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG,
+               "detokenize with id %d", (int)bad);
+        struct llm_text_stream ts = {0};
+        EXPECT(llm_text_stream_push(E, &ts, bad, 0, buf, sizeof(buf)) == 0 && ts.n_tokens == 0 && ts.n_pending == 0,
+               "text_stream_push(%d) added something", (int)bad);
+        EXPECT(!llm_token_is_eog(E, bad) && !llm_token_is_control(E, bad), "id %d is an end of generation or control",
+               (int)bad);
+    }
+}
+
 static void test_profile_and_generate(llm_engine *E) {
     struct llm_prompt pr[2] = {{.text = "one two"}, {.text = "three"}};
     struct llm_request_params rp = llm_request_params_default();
@@ -239,6 +284,7 @@ int main(void) {
     if (E) {
         test_truncation(E);
         test_errors(E);
+        test_token_ids_out_of_range(E);
         test_profile_and_generate(E);
         test_abort_releases_held_text(E);
         llm_engine_free(E);

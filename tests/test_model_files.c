@@ -105,7 +105,29 @@ struct variant {
     const char *reshape_tensor;    // swap this tensor's two dimensions
     const char *poison_tensor;     // fill this f32 tensor with a value
     float poison;
+    bool rename_byte_tokens;       // the vocabulary's <0xNN> tokens become [0xNN] (no byte tokens)
 };
+
+// tokenizer.ggml.tokens of g with every <0xNN> renamed [0xNN].
+static enum llm_status write_tokens_without_bytes(struct llm__gguf_writer *w, const struct llm__gguf *g, struct llm__err *e) {
+    uint32_t et;
+    uint64_t n;
+    const void *data;
+    if (!llm__gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &data, e)) return LLM_ERR_FORMAT;
+    const struct llm__gguf_str *strs = data;
+    char **texts = calloc((size_t)n, sizeof(char *));
+    enum llm_status st = texts ? LLM_OK : LLM_ERR_NOMEM;
+    for (uint64_t i = 0; st == LLM_OK && i < n; i++) {
+        if (!(texts[i] = malloc((size_t)strs[i].len + 1))) { st = LLM_ERR_NOMEM; break; }
+        memcpy(texts[i], strs[i].ptr, (size_t)strs[i].len);
+        texts[i][strs[i].len] = 0;
+        if (strs[i].len == 6 && !memcmp(texts[i], "<0x", 3) && texts[i][5] == '>') texts[i][0] = '[', texts[i][5] = ']';
+    }
+    if (st == LLM_OK) st = llm__gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", n, (const char *const *)texts, e);
+    for (uint64_t i = 0; texts && i < n; i++) free(texts[i]);
+    free(texts);
+    return st;
+}
 
 static bool write_variant(const struct llm__gguf *g, const struct variant *v, const char *path) {
     struct llm__err e;
@@ -117,7 +139,8 @@ static bool write_variant(const struct llm__gguf *g, const struct variant *v, co
         if ((v->drop_key && !strcmp(k, v->drop_key)) || (v->str_key && !strcmp(k, v->str_key)) ||
             (v->u32_key && !strcmp(k, v->u32_key)) || (v->f32_key && !strcmp(k, v->f32_key)))
             continue;
-        ok = llm__gguf_writer_copy_kv(&w, g, i, &e) == LLM_OK;
+        if (v->rename_byte_tokens && !strcmp(k, "tokenizer.ggml.tokens")) ok = write_tokens_without_bytes(&w, g, &e) == LLM_OK;
+        else ok = llm__gguf_writer_copy_kv(&w, g, i, &e) == LLM_OK;
     }
     if (ok && v->str_key) ok = llm__gguf_writer_set_str(&w, v->str_key, v->str_val, &e) == LLM_OK;
     if (ok && v->u32_key) ok = llm__gguf_writer_set_u32(&w, v->u32_key, v->u32_val, &e) == LLM_OK;
@@ -177,6 +200,10 @@ static void check_variants(const char *model) {
         {.name = "NaN in a norm", .want = "finite", .poison_tensor = "blk.0.ffn_norm.weight", .poison = NAN},
         {.name = "unknown tokenizer", .want = "tokenizer", .str_key = "tokenizer.ggml.model", .str_val = "bert"},
         {.name = "no vocabulary", .want = "tokenizer.ggml.tokens", .drop_key = "tokenizer.ggml.tokens"},
+        // SentencePiece without byte tokens or an unknown token: text it cannot encode would
+        // become id -1 (tokens of the variant below)
+        {.name = "no byte tokens, no unknown", .want = "cannot encode byte 0x00", .drop_key = "tokenizer.ggml.unknown_token_id",
+         .rename_byte_tokens = true},
     };
     for (size_t i = 0; i < LLM__ARRAY_LEN(vs); i++) {
         if (!write_variant(&g, &vs[i], tmp_path)) continue;
@@ -203,6 +230,53 @@ static void check_variants(const char *model) {
     llm__gguf_close(&g);
 }
 
+// A SentencePiece vocabulary without <0xNN> tokens: with an unknown token, bytes no piece covers
+// become it; without one, the engine refuses the vocabulary (an id -1 would have read the
+// embedding row before the table: generation from text with such bytes, under ASan).
+static void check_unencodable_bytes(const char *model) {
+    struct llm__gguf g;
+    struct llm__err e;
+    if (llm__gguf_open(&g, model, &e) != LLM_OK) { EXPECT(0, "%s", e.msg); return; }
+    const struct variant with_unk = {.name = "no byte tokens", .rename_byte_tokens = true};
+    const struct variant no_unk = {.name = "no byte tokens, no unknown", .rename_byte_tokens = true,
+                                   .drop_key = "tokenizer.ggml.unknown_token_id"};
+    const char *text = "a\x01b\xff";   // 0x01 and 0xff: no piece, no byte token
+    for (int k = 0; k < 2; k++) {
+        if (!write_variant(&g, k ? &no_unk : &with_unk, tmp_path)) continue;
+        for (int load = 0; load < 2; load++) {
+            struct llm_engine_params p = llm_engine_params_default();
+            char err[512] = "";
+            p.model_path = tmp_path;
+            p.n_threads = 2;
+            p.max_model_len = 64;
+            p.load = load ? LLM_LOAD_VOCAB : LLM_LOAD_ALL;
+            llm_engine *E = llm_engine_create(&p, err, sizeof(err));
+            if (k) EXPECT(!E && strstr(err, "cannot encode byte 0x00") && strstr(err, "unknown_token_id"),
+                          "a vocabulary that cannot encode every byte, load %d: %s", load, E ? "loaded" : err);
+            else EXPECT(E != NULL, "no byte tokens, an unknown token, load %d: %s", load, err);
+            if (!E) continue;
+            int32_t ids[16];
+            int n = llm_tokenize(E, text, strlen(text), 0, ids, 16), n_unk = 0;
+            for (int i = 0; i < n && i < 16; i++) n_unk += ids[i] == E->vocab.unk;
+            EXPECT(n > 0 && n <= 16 && (k || n_unk == 2), "tokenize: %d ids, %d unknown (want 2)", n, n_unk);
+            for (int i = 0; i < n && i < 16; i++)
+                EXPECT(ids[i] >= 0 && ids[i] < E->vocab.n, "tokenize: id %d of %d out of range", (int)ids[i], i);
+            if (!load) {
+                struct llm_prompt pr = {.text = text};
+                struct llm_request_params rp = llm_request_params_default();
+                rp.sampling.temperature = 0;
+                rp.max_tokens = 2;
+                struct llm_result res;
+                EXPECT(llm_generate(E, &pr, 1, &rp, &res) == LLM_OK && res.finish_reason != LLM_FINISH_ERROR,
+                       "generate from text with unencodable bytes: %s", res.error ? res.error : llm_last_error(E));
+                llm_results_free(&res, 1);
+            }
+            llm_engine_free(E);
+        }
+    }
+    llm__gguf_close(&g);
+}
+
 int main(void) {
     snprintf(tmp_path, sizeof(tmp_path), "/tmp/llm-test-model-%d.gguf", (int)getpid());
     char path[512];
@@ -224,6 +298,7 @@ int main(void) {
         fuzz_file(data, size, header_end);
         free(data);
         check_variants(path);
+        check_unencodable_bytes(path);
     }
     // files that are no model at all
     char err[512] = "";
