@@ -3953,19 +3953,28 @@ static enum llm_status llm__hparam_f32(const struct llm__model *m, const char *s
     return LLM_OK;
 }
 
+// A tensor's shape as "[ne0, ne1, ...]", every dimension it has (a shape error shows them all).
+static const char *llm__shape_str(char buf[96], int n_dims, const int64_t *ne) {
+    int n = snprintf(buf, 96, "[");
+    for (int d = 0; d < n_dims && n < 96; d++) n += snprintf(buf + n, (size_t)(96 - n), "%s%lld", d ? ", " : "", (long long)ne[d]);
+    if (n < 96) snprintf(buf + n, (size_t)(96 - n), "]");
+    return buf;
+}
+
 // Finds a tensor and checks its shape (ne0, ne1; ne1 = 0 for a vector) and that its type is usable.
 static enum llm_status llm__model_tensor(const struct llm__model *m, const char *name, int64_t ne0, int64_t ne1,
                                          bool optional, const struct llm__gguf_tensor **out, struct llm__err *e) {
     const struct llm__gguf_tensor *t = llm__gguf_find_tensor(&m->gguf, name);
     *out = t;
     if (!t) return optional ? LLM_OK : llm__fail(e, LLM_ERR_FORMAT, "model: missing tensor '%s'", name);
-    int64_t want_ne1 = ne1 ? ne1 : 1;
-    int64_t extra = 1;
-    for (int d = 2; d < t->n_dims; d++) extra *= t->ne[d];
-    if (t->ne[0] != ne0 || (t->n_dims > 1 ? t->ne[1] : 1) != want_ne1 || extra != 1)
-        return llm__fail(e, LLM_ERR_FORMAT, "model: tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]",
-                         name, (long long)t->ne[0], (long long)(t->n_dims > 1 ? t->ne[1] : 1),
-                         (long long)ne0, (long long)want_ne1);
+    // (unused dimensions are 1: a [n, 1] file tensor is a vector, a [n, m, 1] one a matrix)
+    int64_t want[2] = {ne0, ne1 ? ne1 : 1};
+    bool same = t->ne[0] == want[0] && t->ne[1] == want[1] && t->ne[2] == 1 && t->ne[3] == 1;
+    if (!same) {
+        char got_s[96], want_s[96];
+        return llm__fail(e, LLM_ERR_FORMAT, "model: tensor '%s' has shape %s, expected %s", name,
+                         llm__shape_str(got_s, t->n_dims, t->ne), llm__shape_str(want_s, ne1 ? 2 : 1, want));
+    }
     const struct llm__type_info *ti = llm__type_info(t->type);
     if (!ti || !ti->supported)
         return llm__fail(e, LLM_ERR_UNSUPPORTED,
@@ -4037,8 +4046,11 @@ static enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err 
     }
     const struct llm__gguf_tensor *te = llm__gguf_find_tensor(&m->gguf, "token_embd.weight");
     if (!te) return llm__fail(e, LLM_ERR_FORMAT, "model: missing tensor 'token_embd.weight'");
-    if (te->n_dims != 2 || te->ne[1] < 1 || te->ne[1] > (1 << 24))
-        return llm__fail(e, LLM_ERR_FORMAT, "model: tensor 'token_embd.weight' has a bad shape");
+    if (te->n_dims != 2 || te->ne[1] < 1 || te->ne[1] > (1 << 24)) {
+        char got_s[96];
+        return llm__fail(e, LLM_ERR_FORMAT, "model: tensor 'token_embd.weight' has shape %s, expected [%d, n_vocab] "
+                         "with n_vocab in [1, %d]", llm__shape_str(got_s, te->n_dims, te->ne), m->n_embd, 1 << 24);
+    }
     m->n_vocab = (int)te->ne[1];
     return LLM_OK;
 }

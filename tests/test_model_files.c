@@ -106,6 +106,7 @@ struct variant {
     const char *poison_tensor;     // fill this f32 tensor with a value
     float poison;
     bool rename_byte_tokens;       // the vocabulary's <0xNN> tokens become [0xNN] (no byte tokens)
+    const char *add_dim_tensor;    // this 2-D tensor [a, b] becomes [a, b, 2] (its data twice)
 };
 
 // tokenizer.ggml.tokens of g with every <0xNN> renamed [0xNN].
@@ -153,7 +154,9 @@ static bool write_variant(const struct llm__gguf *g, const struct variant *v, co
         uint32_t type = v->retype_tensor && !strcmp(t->name, v->retype_tensor) ? v->retype : t->type;
         int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
         if (v->reshape_tensor && !strcmp(t->name, v->reshape_tensor)) { ne[0] = t->ne[1]; ne[1] = t->ne[0]; }
-        ok = llm__gguf_writer_add_tensor(&w, t->name, type, t->n_dims, ne, &e) == LLM_OK;
+        bool add_dim = v->add_dim_tensor && !strcmp(t->name, v->add_dim_tensor);
+        if (add_dim) ne[2] = 2;
+        ok = llm__gguf_writer_add_tensor(&w, t->name, type, add_dim ? 3 : t->n_dims, ne, &e) == LLM_OK;
         keep[nk++] = i;
     }
     FILE *f = ok ? fopen(path, "wb") : NULL;
@@ -168,6 +171,7 @@ static bool write_variant(const struct llm__gguf *g, const struct variant *v, co
         if (v->poison_tensor && !strcmp(t->name, v->poison_tensor))
             for (int64_t i = 0; i < n; i++) memcpy(data + 4 * i, &v->poison, 4);
         ok = llm__gguf_writer_write(&w, data, bytes, &e) == LLM_OK;
+        if (ok && v->add_dim_tensor && !strcmp(t->name, v->add_dim_tensor)) ok = llm__gguf_writer_write(&w, data, bytes, &e) == LLM_OK;
         free(data);
     }
     if (ok) ok = llm__gguf_writer_finish(&w, &e) == LLM_OK;
@@ -196,7 +200,14 @@ static void check_variants(const char *model) {
         {.name = "rope base 0", .want = "freq_base", .f32_key = "llama.rope.freq_base", .f32_val = 0.0f},
         {.name = "unsupported rope scaling", .want = "scaling", .str_key = "llama.rope.scaling.type", .str_val = "yarn"},
         {.name = "unsupported tensor type", .want = "q4_1", .retype_tensor = "blk.0.attn_q.weight", .retype = LLM__TYPE_Q4_1},
-        {.name = "tensor of the wrong shape", .want = "shape", .reshape_tensor = "blk.0.attn_k.weight"},
+        {.name = "tensor of the wrong shape", .want = "has shape [64, 256], expected [256, 64]",
+         .reshape_tensor = "blk.0.attn_k.weight"},
+        // a third dimension is named (it was "has shape [256, 4096], expected [256, 4096]")
+        {.name = "3-D output matrix", .want = "'output.weight' has shape [256, 4096, 2], expected [256, 4096]",
+         .add_dim_tensor = "output.weight"},
+        {.name = "3-D norm", .want = "'output_norm.weight' has shape [256, 1, 2], expected [256]", .add_dim_tensor = "output_norm.weight"},
+        {.name = "3-D embedding", .want = "'token_embd.weight' has shape [256, 4096, 2], expected [256, n_vocab]",
+         .add_dim_tensor = "token_embd.weight"},
         {.name = "NaN in a norm", .want = "finite", .poison_tensor = "blk.0.ffn_norm.weight", .poison = NAN},
         {.name = "unknown tokenizer", .want = "tokenizer", .str_key = "tokenizer.ggml.model", .str_val = "bert"},
         {.name = "no vocabulary", .want = "tokenizer.ggml.tokens", .drop_key = "tokenizer.ggml.tokens"},
