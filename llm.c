@@ -94,6 +94,13 @@ static const void *llm__memmem(const void *h, size_t hn, const void *needle, siz
     return NULL;
 }
 
+// A NUL-terminated copy of s[0..n) (strndup is POSIX.1-2008, but not C11); NULL: no memory.
+static char *llm__strndup(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) { if (n) memcpy(d, s, n); d[n] = 0; }
+    return d;
+}
+
 static inline double llm__now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -528,16 +535,33 @@ static inline int llm__nearest_int(float f) {
     return (int)(bits - 0x4338000000000000);
 }
 
+// Activations that are not finite (a model whose weights overflow) must quantize without
+// undefined behaviour and stay not finite, so that the logits show it (the engine checks the
+// rows it samples from, not every activation):
+//   - a block with a NaN gets the scale NaN (every product with it is NaN); the maximum alone
+//     could miss it (comparisons with NaN are false) and turn it into a 0;
+//   - a block with an infinity gets the scale infinity (amax / 127), so id = 0;
+//   - x * id is then NaN for such elements, and beyond +-127 only when id overflowed (a subnormal
+//     amax): such a value is clamped before it is converted, NaN to 0, the others to +-127.
+// Finite blocks never reach the clamp (|x * id| <= 127 up to rounding, which rounds to 127
+// either way): their bytes stay ggml's. The AVX-512 quantizers do the same: on every path the
+// quants lie in [-127, 127] and block sums are bounded (the x16 layouts store -c x the sum of 32
+// quants in an int32).
+static inline float llm__clamp_q127(float v) {
+    return v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v == v ? v : 0.0f;
+}
+
 // As quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d) (half away from zero).
 static void llm__quantize_q8_0(const float *x, struct llm__block_q8_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
         float amax = 0.0f;
-        for (int j = 0; j < 32; j++) amax = LLM__MAX(amax, fabsf(x[j]));
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        bool nan = false;
+        for (int j = 0; j < 32; j++) amax = LLM__MAX(amax, fabsf(x[j])), nan |= x[j] != x[j];
+        const float d = nan ? NAN : amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = llm__fp32_to_fp16(d);
         for (int j = 0; j < 32; j++) {
             // roundf(v) without a libm call: v +- 0.5 is exact in double, then truncate
-            const double v = (double)(x[j] * id);
+            const double v = (double)llm__clamp_q127(x[j] * id);
             y[i].qs[j] = (int8_t)(int)(v + (v < 0 ? -0.5 : 0.5));
         }
     }
@@ -566,15 +590,19 @@ static void llm__quantize_q4_0(const float *x, struct llm__block_q4_0 *y, int64_
 static void llm__quantize_q8_K(const float *x, struct llm__block_q8_K *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += LLM__QK_K) {
         float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < LLM__QK_K; j++)
+        bool nan = false;
+        for (int j = 0; j < LLM__QK_K; j++) {
             if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
-        if (amax == 0.0f) {
+            nan |= x[j] != x[j];
+        }
+        if (amax == 0.0f || nan) {   // (a NaN: quants 0, the scale NaN; see llm__clamp_q127)
             memset(&y[i], 0, sizeof(y[i]));
+            if (nan) y[i].d = NAN;
             continue;
         }
         const float iscale = -127.0f / max;
         for (int j = 0; j < LLM__QK_K; j++) {
-            const float v = iscale * x[j];
+            const float v = llm__clamp_q127(iscale * x[j]);   // (not finite: see llm__clamp_q127)
             y[i].qs[j] = (int8_t)LLM__MIN(127, llm__nearest_int(v));
         }
         for (int g = 0; g < 16; g++) {
@@ -2767,12 +2795,16 @@ static void llm__x16_dequantize_row(int type, const void *w, int64_t r, float *y
 LLM__AVX512 static int32_t llm__quantize_q8_0_block_avx512(const float *x, int8_t *q, uint16_t *dh) {
     const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const bool nan = (_mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q)) != 0;
+    const float d = nan ? NAN : amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;   // (see llm__clamp_q127)
     *dh = llm__fp32_to_fp16(d);
-    const __m512 idv = _mm512_set1_ps(id), half = _mm512_set1_ps(0.5f);
+    const __m512 idv = _mm512_set1_ps(id), half = _mm512_set1_ps(0.5f), lim = _mm512_set1_ps(127.0f);
     __m512i qi[2];
     for (int h = 0; h < 2; h++) {
-        const __m512 v = _mm512_mul_ps(h ? x1 : x0, idv);
+        // clamped as llm__clamp_q127 does: NaN to 0, then to [-127, 127] (a no-op when finite)
+        __m512 v = _mm512_mul_ps(h ? x1 : x0, idv);
+        v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+        v = _mm512_min_ps(_mm512_max_ps(v, _mm512_sub_ps(_mm512_setzero_ps(), lim)), lim);
         const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
         const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), half, _CMP_GE_OQ);
         const __m512 sgn = _mm512_or_ps(_mm512_and_ps(v, _mm512_set1_ps(-0.0f)), _mm512_set1_ps(1.0f));
@@ -2787,10 +2819,16 @@ LLM__AVX512 static int32_t llm__quantize_q8_0_block_avx512(const float *x, int8_
 // largest magnitude (the first of equals) maps to -127, rounding to nearest even.
 LLM__AVX512 static void llm__quantize_q8_K_block_avx512(const float *x, struct llm__block_q8_K *y) {
     __m512 am = _mm512_setzero_ps();
-    for (int i = 0; i < 256; i += 16) am = _mm512_max_ps(am, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+    __mmask16 nan = 0;
+    for (int i = 0; i < 256; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        am = _mm512_max_ps(am, _mm512_abs_ps(v));
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    }
     const float amax = _mm512_reduce_max_ps(am);
-    if (amax == 0.0f) {
+    if (amax == 0.0f || nan) {   // (a NaN: quants 0, the scale NaN; see llm__clamp_q127)
         memset(y, 0, sizeof(*y));
+        if (nan) y->d = NAN;
         return;
     }
     float max = 0.0f;
@@ -2799,8 +2837,12 @@ LLM__AVX512 static void llm__quantize_q8_K_block_avx512(const float *x, struct l
         if (k) { max = x[i + __builtin_ctz(k)]; break; }
     }
     const float iscale = -127.0f / max;
+    const __m512 lim = _mm512_set1_ps(127.0f), nlim = _mm512_set1_ps(-127.0f);
     for (int i = 0; i < 256; i += 16) {
-        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_set1_ps(iscale), _mm512_loadu_ps(x + i)));   // nearest even
+        __m512 f = _mm512_mul_ps(_mm512_set1_ps(iscale), _mm512_loadu_ps(x + i));
+        f = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(f, f, _CMP_ORD_Q), f);   // as llm__clamp_q127
+        f = _mm512_min_ps(_mm512_max_ps(f, nlim), lim);
+        __m512i v = _mm512_cvtps_epi32(f);   // nearest even
         v = _mm512_min_epi32(v, _mm512_set1_epi32(127));
         _mm_storeu_si128((__m128i *)(y->qs + i), _mm512_cvtepi32_epi8(v));
         y->bsums[i / 16] = (int16_t)_mm512_reduce_add_epi32(v);
@@ -4765,6 +4807,28 @@ void llm_sampler_accept(llm_sampler *s, int32_t token) {
 
 void llm_sampler_reset(llm_sampler *s) {
     s->n_hist = s->hist_pos = 0;
+}
+
+// Whether x[0..n) are all finite: the largest magnitude's bits (sign cleared) stay below those of
+// infinity. An integer maximum over 16 lanes (a loop compilers vectorise); it looks at one logit
+// row per sampled token, so a model whose activations overflow is caught without a check in the
+// layers' hot paths.
+static bool llm__all_finite(const float *x, size_t n) {
+    uint32_t lane[16] = {0}, mx = 0, b;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) {
+            memcpy(&b, x + i + (size_t)l, 4);
+            b &= 0x7fffffffu;
+            lane[l] = b > lane[l] ? b : lane[l];
+        }
+    for (int l = 0; l < 16; l++) mx = lane[l] > mx ? lane[l] : mx;
+    for (; i < n; i++) {
+        memcpy(&b, x + i, 4);
+        b &= 0x7fffffffu;
+        mx = b > mx ? b : mx;
+    }
+    return mx < 0x7f800000u;
 }
 
 // The first index of the largest value (NaN never wins). The maximum is found over 16 lanes
@@ -6843,6 +6907,7 @@ struct llm__req {
     size_t text_hold;           // bytes at its end that may start a stop string (not reported yet)
     int out_sent;               // tokens reported
     enum llm_finish_reason finish;   // LLM_FINISH_NONE while running
+    char *error;                // LLM_FINISH_ERROR: why (NULL when there was no memory for it)
     int n_preempt;
     bool reported_done;
 };
@@ -6858,6 +6923,7 @@ static void llm__req_free(struct llm__req *r, struct llm__blocks *bm) {
     free(r->logprobs);
     free(r->itl);
     free(r->text.p);
+    free(r->error);
     free(r);
 }
 
@@ -7161,6 +7227,24 @@ static void llm__req_check_end(llm_engine *E, struct llm__req *r, int32_t tok) {
     else if (at_len) llm__req_finish(E, r, LLM_FINISH_LENGTH);
 }
 
+// The logit row r was to sample from is not finite (NaN or infinity: the model's weights or
+// activations overflow, e.g. a damaged file). Computing on would give garbage tokens: r ends with
+// LLM_FINISH_ERROR and a message (also the engine's error, llm_last_error), once. Its blocks are
+// freed without entering the prefix cache.
+static void llm__req_fail_nonfinite(llm_engine *E, struct llm__req *r) {
+    llm__fail(&E->err, LLM_ERR_BACKEND, "request %d: the model computed logits that are not finite (NaN or "
+              "infinity) after %d tokens: its weights or activations overflow (a damaged or badly converted "
+              "model file?)", r->id, r->n_tokens);
+    free(r->error);
+    r->error = llm__strndup(E->err.msg, strlen(E->err.msg));
+    llm__stream_feed(&r->ts, "", 0, &r->text, true);   // what was held back is final
+    r->text_hold = 0;
+    r->finish = LLM_FINISH_ERROR;
+    r->state = LLM__REQ_DONE;
+    r->t_last = llm__now();
+    llm__blocks_release(&E->blocks, &r->seq);
+}
+
 // After a token was sampled from a logit row: append it (and the row's top log-probabilities when
 // asked), record its time, decide whether the request ends.
 static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, const float *row, double now) {
@@ -7364,6 +7448,11 @@ static enum llm_status llm__seq_eval_chunk(llm_engine *E, struct llm__seq *s, co
     struct llm__step step;
     enum llm_status st = llm__prepare(E, &plan, &step);
     if (st == LLM_OK) st = llm__execute(E, &step, logits);
+    for (int i = 0; st == LLM_OK && i < n_logits; i++)   // as requests' rows (llm__req_fail_nonfinite)
+        if (!llm__all_finite(logits + (size_t)i * (size_t)E->model.n_vocab, (size_t)E->model.n_vocab))
+            st = llm__fail(&E->err, LLM_ERR_BACKEND, "seq_eval: the model computed logits that are not finite (NaN "
+                           "or infinity) at position %d: its weights or activations overflow (a damaged or badly "
+                           "converted model file?)", s->len + n - n_logits + i);
     if (st == LLM_OK) s->len += n;
     return st;
 }
@@ -7385,7 +7474,8 @@ static void llm__postprocess(llm_engine *E, const struct llm__plan *plan, const 
         if (pe->n_logits > 0) {   // one row today: the last token's
             const float *lg = logits + (row + (size_t)pe->n_logits - 1) * nv;
             row += (size_t)pe->n_logits;
-            llm__req_append(E, r, llm_sampler_sample(r->smp, lg), lg, llm__now());
+            if (llm__all_finite(lg, nv)) llm__req_append(E, r, llm_sampler_sample(r->smp, lg), lg, llm__now());
+            else llm__req_fail_nonfinite(E, r);
         }
         if (r->state == LLM__REQ_RUNNING) llm__blocks_commit(&E->blocks, &r->seq, r->tokens);
     }
@@ -7514,12 +7604,6 @@ void llm_get_stats(const llm_engine *E, struct llm_engine_stats *s) {
     s->n_steps = E->n_steps;
 }
 
-static char *llm__strndup(const char *s, size_t n) {
-    char *d = malloc(n + 1);
-    if (d) { if (n) memcpy(d, s, n); d[n] = 0; }
-    return d;
-}
-
 // A finished request's result (copies: the request leaves at the next step).
 static enum llm_status llm__result_fill(llm_engine *E, const struct llm__req *r, const struct llm_output *out,
                                         struct llm_result *x) {
@@ -7539,6 +7623,9 @@ static enum llm_status llm__result_fill(llm_engine *E, const struct llm__req *r,
     if (x->logprobs) memcpy(x->logprobs, r->logprobs, (size_t)x->n_tokens * k * sizeof(struct llm_logprob));
     if (r->n_itl) memcpy(x->itl_ms, r->itl, (size_t)r->n_itl * sizeof(float));
     x->finish_reason = r->finish;
+    if (r->finish == LLM_FINISH_ERROR &&
+        !(x->error = r->error ? llm__strndup(r->error, strlen(r->error)) : llm__strndup(E->err.msg, strlen(E->err.msg))))
+        return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
     x->ttft_ms = out->ttft_ms;
     x->e2e_ms = out->e2e_ms;
     x->n_cached_tokens = r->n_cached;

@@ -263,8 +263,9 @@ LLM_API int llm_chat_apply(const char *template_name, const struct llm_chat_mess
 //
 // llm_seq_eval appends tokens at the end of a sequence and runs the model over them. logits,
 // when not NULL, receives vocabulary-size rows: one row (the last token) when all_logits is 0,
-// n rows when it is 1. (Generation with sampling, stop strings and batching goes through
-// requests, below.)
+// n rows when it is 1; a row that is not finite (NaN or infinity: the model's weights or
+// activations overflow) makes it fail with LLM_ERR_BACKEND, the tokens of that chunk not added.
+// (Generation with sampling, stop strings and batching goes through requests, below.)
 LLM_API int llm_seq_new(llm_engine *engine);          // a sequence id, or -1
 LLM_API void llm_seq_free(llm_engine *engine, int seq);
 LLM_API int llm_seq_len(llm_engine *engine, int seq);   // tokens in it, or -1: no such sequence
@@ -316,8 +317,12 @@ enum llm_finish_reason {
     LLM_FINISH_LENGTH,         // max_tokens, the context length (max_model_len), a KV cache too
                                // small to hold it even alone, or no host memory for its tokens
     LLM_FINISH_ABORT,          // llm_abort_request
-    LLM_FINISH_ERROR,          // only in llm_generate's results: a prompt that could not be added
-                               // (the message in error), or unfinished when the backend failed
+    LLM_FINISH_ERROR,          // the model computed logits that are not finite (NaN or infinity:
+                               // its weights or activations overflow) for the request: nothing is
+                               // sampled from them, the message is in llm_last_error (and in
+                               // llm_generate's error); in llm_generate's results also a prompt that
+                               // could not be added (the message in error), or unfinished when the
+                               // backend failed
 };
 // "stop", "length", "abort", "error" (OpenAI's and vLLM's words); "" for LLM_FINISH_NONE.
 LLM_API const char *llm_finish_reason_str(enum llm_finish_reason reason);

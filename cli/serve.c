@@ -417,6 +417,7 @@ static void cli_serve_run(llm_engine *E, const struct cli *c, struct cli_serve_r
             if (i == added) continue;
             for (int x = 0; x < out[j].n_new_tokens; x++) hashes[i] = cli_hash_u32(hashes[i], (uint32_t)out[j].new_tokens[x]);
             if (!out[j].finished) continue;
+            if (out[j].finish_reason == LLM_FINISH_ERROR) cli_die("bench: %s", llm_last_error(E));
             ttft[i] = (float)out[j].ttft_ms;
             R->n_output += out[j].n_output_tokens;
             R->n_prompt += out[j].n_prompt_tokens;

@@ -107,6 +107,7 @@ struct variant {
     float poison;
     bool rename_byte_tokens;       // the vocabulary's <0xNN> tokens become [0xNN] (no byte tokens)
     const char *add_dim_tensor;    // this 2-D tensor [a, b] becomes [a, b, 2] (its data twice)
+    const char *inf_scale_tensor;  // the first block scale of this Q8_0 tensor becomes fp16 infinity
 };
 
 // tokenizer.ggml.tokens of g with every <0xNN> renamed [0xNN].
@@ -170,6 +171,7 @@ static bool write_variant(const struct llm__gguf *g, const struct variant *v, co
         if (type == t->type) memcpy(data, t->data, bytes);
         if (v->poison_tensor && !strcmp(t->name, v->poison_tensor))
             for (int64_t i = 0; i < n; i++) memcpy(data + 4 * i, &v->poison, 4);
+        if (v->inf_scale_tensor && !strcmp(t->name, v->inf_scale_tensor) && type == LLM__TYPE_Q8_0) data[0] = 0x00, data[1] = 0x7c;
         ok = llm__gguf_writer_write(&w, data, bytes, &e) == LLM_OK;
         if (ok && v->add_dim_tensor && !strcmp(t->name, v->add_dim_tensor)) ok = llm__gguf_writer_write(&w, data, bytes, &e) == LLM_OK;
         free(data);
@@ -288,6 +290,78 @@ static void check_unencodable_bytes(const char *model) {
     llm__gguf_close(&g);
 }
 
+// A model whose activations overflow: an infinite block scale in the first row of the first
+// layer's ffn_down (Q8_0) makes one element of the residual stream infinite, so the next layer's
+// norm gives one NaN among zeros in its first block: the activation quantizer's block sum met
+// the conversion of NaN there (signed overflow in the x16 AVX-512 path, which runs where the CPU
+// has it; under UBSan it must stay quiet), and later products see NaN everywhere. The engine
+// reports it once, clearly: the request ends with LLM_FINISH_ERROR and a message, llm_seq_eval
+// fails; nothing is sampled from NaN.
+static void check_overflowing_model(void) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tiny-q8_0.gguf", models_dir());
+    struct llm__gguf g;
+    struct llm__err e;
+    if (llm__gguf_open(&g, path, &e) != LLM_OK) { EXPECT(0, "%s", e.msg); return; }
+    const struct variant v = {.name = "an infinite scale", .inf_scale_tensor = "blk.0.ffn_down.weight"};
+    bool written = write_variant(&g, &v, tmp_path);
+    llm__gguf_close(&g);
+    if (!written) return;
+    struct llm_engine_params p = llm_engine_params_default();
+    char err[512] = "";
+    p.model_path = tmp_path;
+    p.n_threads = 2;
+    p.max_model_len = 64;
+    llm_engine *E = llm_engine_create(&p, err, sizeof(err));
+    EXPECT(E != NULL, "a model with infinite weights loads (values are seen when computed): %s", err);
+    if (!E) return;
+    const bool x16 = E->model.layers[1].wq.layout == LLM__LAYOUT_X16;
+    EXPECT(x16 == (llm__simd_best() == LLM__SIMD_AVX512), "x16 layout %d, AVX-512 %d", x16,
+           llm__simd_best() == LLM__SIMD_AVX512);
+    printf("  infinite weights: %s\n", x16 ? "the x16 AVX-512 activation quantizers run on NaN"
+                                           : "no AVX-512 on this CPU: the per-row kernels run on NaN");
+    // llm_generate: an error result with the message, the engine's status, no token
+    struct llm_prompt pr = {.text = "once upon a time"};
+    struct llm_request_params rp = llm_request_params_default();
+    rp.max_tokens = 8;
+    struct llm_result res;
+    EXPECT(llm_generate(E, &pr, 1, &rp, &res) == LLM_OK, "generate: %s", llm_last_error(E));
+    EXPECT(res.finish_reason == LLM_FINISH_ERROR && res.n_tokens == 0 && res.error && strstr(res.error, "not finite") &&
+           llm_last_status(E) == LLM_ERR_BACKEND, "generate: finish %s, %d tokens, error '%s'",
+           llm_finish_reason_str(res.finish_reason), res.n_tokens, res.error ? res.error : "(none)");
+    llm_results_free(&res, 1);
+    // llm_step: two requests, each reported finished once, with LLM_FINISH_ERROR; blocks freed
+    int ids[2] = {llm_add_request(E, &pr, &rp), llm_add_request(E, &pr, &rp)}, ends[2] = {0, 0}, other = 0;
+    EXPECT(ids[0] >= 0 && ids[1] >= 0, "add_request: %s", llm_last_error(E));
+    for (int steps = 0; llm_has_unfinished_requests(E) && steps < 32; steps++) {
+        const struct llm_output *out;
+        int k = llm_step(E, &out);
+        EXPECT(k >= 0, "step: %s", llm_last_error(E));
+        for (int i = 0; i < k; i++) {
+            if (!out[i].finished) continue;
+            int j = out[i].request_id == ids[1];
+            ends[j]++;
+            other += out[i].finish_reason != LLM_FINISH_ERROR || out[i].n_output_tokens != 0;
+        }
+    }
+    const struct llm_output *out;
+    EXPECT(llm_step(E, &out) == 0, "a finished request was reported again");
+    struct llm_engine_stats st;
+    llm_get_stats(E, &st);
+    EXPECT(ends[0] == 1 && ends[1] == 1 && other == 0 && st.kv_blocks_used == 0 && st.kv_blocks_cached == 0,
+           "step: ends reported %d and %d times, %d not an error with no token, %d blocks used, %d cached", ends[0], ends[1],
+           other, st.kv_blocks_used, st.kv_blocks_cached);
+    // llm_seq_eval with logits: an error
+    int seq = llm_seq_new(E);
+    int32_t toks[3] = {1, 300, 301};
+    float *lg = malloc(sizeof(float) * 3 * (size_t)E->model.n_vocab);
+    EXPECT(llm_seq_eval(E, seq, toks, 3, lg, 1) == LLM_ERR_BACKEND && strstr(llm_last_error(E), "not finite"),
+           "seq_eval: %s", llm_last_error(E));
+    free(lg);
+    llm_seq_free(E, seq);
+    llm_engine_free(E);
+}
+
 int main(void) {
     snprintf(tmp_path, sizeof(tmp_path), "/tmp/llm-test-model-%d.gguf", (int)getpid());
     char path[512];
@@ -311,6 +385,7 @@ int main(void) {
         check_variants(path);
         check_unencodable_bytes(path);
     }
+    check_overflowing_model();
     // files that are no model at all
     char err[512] = "";
     EXPECT(!try_load("/nonexistent/model.gguf", err, sizeof(err)) && strstr(err, "model.gguf"), "missing file: %s", err);
