@@ -1726,6 +1726,7 @@ struct llm__gguf {
     void *map;                 // the whole file
     size_t size;
     bool owns_map;             // munmap on close (false for a file in memory)
+    bool owns_buf;             // free on close: the file was read into memory (llm__alloc)
     uint32_t version;
     size_t alignment, data_offset;
     int64_t n_kv, n_tensors;
@@ -2118,7 +2119,7 @@ static enum llm_status llm__gguf_place_tensors(struct llm__gguf *g, size_t end, 
         struct llm__gguf_tensor *t = &g->tensors[i];
         if (t->offset > data_size || t->size > data_size - t->offset) {
             char pr[88];
-            return llm__fail(e, LLM_ERR_FORMAT, "gguf: tensor '%s' data [offset %llu, size %zu] "
+            return llm__fail(e, LLM_ERR_FORMAT, "gguf: truncated file: tensor '%s' data [offset %llu, size %zu] "
                              "extends past the end of the file (%zu bytes, data section from "
                              "byte offset %zu)", llm__gguf_printable(pr, t->name, strlen(t->name)),
                              (unsigned long long)t->offset, t->size, g->size, g->data_offset);
@@ -2166,11 +2167,31 @@ static void llm__gguf_close(struct llm__gguf *g) {
     free(g->kv_index.slots);
     free(g->tensor_index.slots);
     if (g->owns_map && g->map) munmap(g->map, g->size);
+    if (g->owns_buf) free(g->map);
     memset(g, 0, sizeof(*g));
 }
 
-// Maps a GGUF file read-only and parses it. Error messages end with the path.
-static enum llm_status llm__gguf_open(struct llm__gguf *g, const char *path, struct llm__err *e) {
+// Reads size bytes of fd into buf. A file that ends early changed since it was measured.
+static enum llm_status llm__read_all(int fd, void *buf, size_t size, const char *path, struct llm__err *e) {
+    size_t done = 0;
+    while (done < size) {
+        ssize_t k = read(fd, (char *)buf + done, LLM__MIN(size - done, (size_t)1 << 30));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return llm__fail(e, LLM_ERR_IO, "gguf: cannot read '%s': %s", path, strerror(errno));
+        if (k == 0)
+            return llm__fail(e, LLM_ERR_IO, "gguf: '%s' ended after %zu of its %zu bytes: it changed while it was read",
+                             path, done, size);
+        done += (size_t)k;
+    }
+    return LLM_OK;
+}
+
+// Opens a GGUF file and parses it: mapped read-only (tensors are used in place from the page
+// cache: the file must not change while it is mapped, or an access to a page that is gone ends
+// the process with SIGBUS), or, with read_all, read into memory (as llama.cpp's --no-mmap:
+// afterwards the file may change or go). Every open checks the tensors' extents against the
+// file's size as it is then. Error messages end with the path.
+static enum llm_status llm__gguf_open_file(struct llm__gguf *g, const char *path, bool read_all, struct llm__err *e) {
     memset(g, 0, sizeof(*g));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return llm__fail(e, LLM_ERR_IO, "gguf: cannot open '%s': %s", path, strerror(errno));
@@ -2197,15 +2218,26 @@ static enum llm_status llm__gguf_open(struct llm__gguf *g, const char *path, str
         return llm__fail(e, LLM_ERR_NOMEM, "gguf: '%s' (%lld bytes) is too large to map", path,
                          (long long)st.st_size);
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int err = errno;
-    close(fd);   // the mapping stays valid
-    if (map == MAP_FAILED)
-        return llm__fail(e, LLM_ERR_IO, "gguf: cannot map '%s': %s", path, strerror(err));
-    g->map = map;
+    enum llm_status s = LLM_OK;
+    if (read_all) {
+        void *buf = llm__alloc((size_t)st.st_size);
+        if (!buf) s = llm__fail(e, LLM_ERR_NOMEM, "gguf: no memory to read '%s' (%lld bytes)", path, (long long)st.st_size);
+        else if ((s = llm__read_all(fd, buf, (size_t)st.st_size, path, e)) != LLM_OK) free(buf);
+        close(fd);
+        if (s != LLM_OK) return s;
+        g->map = buf;
+        g->owns_buf = true;
+    } else {
+        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        int err = errno;
+        close(fd);   // the mapping stays valid
+        if (map == MAP_FAILED)
+            return llm__fail(e, LLM_ERR_IO, "gguf: cannot map '%s': %s", path, strerror(err));
+        g->map = map;
+        g->owns_map = true;
+    }
     g->size = (size_t)st.st_size;
-    g->owns_map = true;
-    enum llm_status s = llm__gguf_parse(g, e);
+    s = llm__gguf_parse(g, e);
     if (s != LLM_OK) {
         llm__gguf_close(g);
         if (e) {
@@ -4192,6 +4224,8 @@ static enum llm_status llm__model_load_vectors(struct llm__model *m, struct llm_
 // Tells the kernel the mapped file's pages of [p, p + n) are not needed again (the backend made
 // its own copy of a tensor there), so the resident memory stays at one copy of the weights.
 // Where madvise cannot drop pages, they stay until memory pressure evicts them (clean pages).
+// A file read into memory (no_mmap) gets the same: the whole pages inside a tensor's data, which
+// nothing reads again, are given back (they would read as zeros).
 static void llm__map_release(const void *p, size_t n) {
 #if defined(MADV_DONTNEED)
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)p + pg - 1) & ~(pg - 1);
@@ -4215,7 +4249,7 @@ static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm
         int64_t rows = src->n_dims > 1 ? src->ne[1] : 1;
         enum llm_status st = be->iface->weight_load(be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0], rows, src->data, e);
         if (st) return st;
-        if (!pl->mats[i].dst->buf.borrowed && m->gguf.owns_map) llm__map_release(src->data, src->size);
+        if (!pl->mats[i].dst->buf.borrowed && (m->gguf.owns_map || m->gguf.owns_buf)) llm__map_release(src->data, src->size);
         done_bytes += src->size;
         int pct = (int)(100.0 * (double)done_bytes / (double)(total_bytes ? total_bytes : 1));
         if (progress && pct != shown) {
@@ -6487,7 +6521,7 @@ static enum llm_status llm__engine_step_buffers(llm_engine *E, struct llm__err *
 static enum llm_status llm__engine_load(llm_engine *E, struct llm__err *e) {
     const struct llm_engine_params *p = &E->params;
     enum llm_status st;
-    if ((st = llm__gguf_open(&E->model.gguf, p->model_path, e))) return st;
+    if ((st = llm__gguf_open_file(&E->model.gguf, p->model_path, p->no_mmap != 0, e))) return st;
     llm__model_names(&E->model);
     if (p->load == LLM_LOAD_METADATA) {
         llm__engine_check_loadable(E);

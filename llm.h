@@ -118,6 +118,14 @@ struct llm_engine_params {
                                // on the CPU), used as given. 0 (default): a quarter of it, at
                                // most what max_num_seqs full contexts need and at least one full
                                // context. On the CPU, pages are only used as blocks fill.
+    int no_mmap;               // 0 (default): the model file is mapped and weights the backend
+                               // does not copy are used in place, so the file must not change
+                               // while the engine uses it: truncated or rewritten in place, the
+                               // next read of a page that is gone ends the process with SIGBUS
+                               // (the engine installs no signal handler). 1: the whole file is
+                               // read into memory at llm_engine_create (as llama.cpp's --no-mmap);
+                               // the file may then change or go. Either way each create checks
+                               // the tensors against the file's size as it is then.
 };
 LLM_API struct llm_engine_params llm_engine_params_default(void);
 
