@@ -4,7 +4,7 @@
 // Contents (each section starts with a banner "// === name ===")
 //   1. helpers: errors, memory
 //   2. tensor types: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K (+ Q8_K activations), SIMD kernels
-//   3. model files: GGUF reader (mmap, validated)
+//   3. model files: GGUF reader (mapped or read into memory, validated)
 //   4. thread pool
 //   5. backend vtable and the CPU backend
 //   6. the transformer
@@ -1654,8 +1654,9 @@ static void llm__quantize_row(int type, const float *src, void *dst, int64_t n) 
 // from the wild and not read; v2 and v3 only differ in that v3 may be big-endian, which this
 // reader refuses (its integers would all read byte-swapped).
 //
-// The reader maps the whole file and keeps pointers into the mapping (tensor data, string
-// values, array elements): nothing is copied but the key and tensor names, which get a NUL.
+// The reader maps the whole file (or reads it into memory: no_mmap) and keeps pointers into it
+// (tensor data, string values, array elements): nothing is copied but the key and tensor names,
+// which get a NUL.
 // The file is treated as hostile: every count, length, offset and size is checked against the
 // bytes that remain before it is used or anything proportional to it is allocated, so a
 // corrupt or malicious file gets a message naming what is wrong and where, never a crash.
