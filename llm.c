@@ -4,7 +4,7 @@
 // Contents (each section starts with a banner "// === name ===")
 //   1. helpers: errors, memory
 //   2. tensor types: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K (+ Q8_K activations), SIMD kernels
-//   3. model files: GGUF reader (mmap, validated)
+//   3. model files: GGUF reader (mapped or read into memory, validated)
 //   4. thread pool
 //   5. backend vtable and the CPU backend
 //   6. the transformer
@@ -92,6 +92,13 @@ static const void *llm__memmem(const void *h, size_t hn, const void *needle, siz
         p = q + 1;
     }
     return NULL;
+}
+
+// A NUL-terminated copy of s[0..n) (strndup is POSIX.1-2008, but not C11); NULL: no memory.
+static char *llm__strndup(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) { if (n) memcpy(d, s, n); d[n] = 0; }
+    return d;
 }
 
 static inline double llm__now(void) {
@@ -528,16 +535,33 @@ static inline int llm__nearest_int(float f) {
     return (int)(bits - 0x4338000000000000);
 }
 
+// Activations that are not finite (a model whose weights overflow) must quantize without
+// undefined behaviour and stay not finite, so that the logits show it (the engine checks the
+// rows it samples from, not every activation):
+//   - a block with a NaN gets the scale NaN (every product with it is NaN); the maximum alone
+//     could miss it (comparisons with NaN are false) and turn it into a 0;
+//   - a block with an infinity gets the scale infinity (amax / 127), so id = 0;
+//   - x * id is then NaN for such elements, and beyond +-127 only when id overflowed (a subnormal
+//     amax): such a value is clamped before it is converted, NaN to 0, the others to +-127.
+// Finite blocks never reach the clamp (|x * id| <= 127 up to rounding, which rounds to 127
+// either way): their bytes stay ggml's. The AVX-512 quantizers do the same: on every path the
+// quants lie in [-127, 127] and block sums are bounded (the x16 layouts store -c x the sum of 32
+// quants in an int32).
+static inline float llm__clamp_q127(float v) {
+    return v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v == v ? v : 0.0f;
+}
+
 // As quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d) (half away from zero).
 static void llm__quantize_q8_0(const float *x, struct llm__block_q8_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
         float amax = 0.0f;
-        for (int j = 0; j < 32; j++) amax = LLM__MAX(amax, fabsf(x[j]));
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        bool nan = false;
+        for (int j = 0; j < 32; j++) amax = LLM__MAX(amax, fabsf(x[j])), nan |= x[j] != x[j];
+        const float d = nan ? NAN : amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = llm__fp32_to_fp16(d);
         for (int j = 0; j < 32; j++) {
             // roundf(v) without a libm call: v +- 0.5 is exact in double, then truncate
-            const double v = (double)(x[j] * id);
+            const double v = (double)llm__clamp_q127(x[j] * id);
             y[i].qs[j] = (int8_t)(int)(v + (v < 0 ? -0.5 : 0.5));
         }
     }
@@ -566,15 +590,19 @@ static void llm__quantize_q4_0(const float *x, struct llm__block_q4_0 *y, int64_
 static void llm__quantize_q8_K(const float *x, struct llm__block_q8_K *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += LLM__QK_K) {
         float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < LLM__QK_K; j++)
+        bool nan = false;
+        for (int j = 0; j < LLM__QK_K; j++) {
             if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
-        if (amax == 0.0f) {
+            nan |= x[j] != x[j];
+        }
+        if (amax == 0.0f || nan) {   // (a NaN: quants 0, the scale NaN; see llm__clamp_q127)
             memset(&y[i], 0, sizeof(y[i]));
+            if (nan) y[i].d = NAN;
             continue;
         }
         const float iscale = -127.0f / max;
         for (int j = 0; j < LLM__QK_K; j++) {
-            const float v = iscale * x[j];
+            const float v = llm__clamp_q127(iscale * x[j]);   // (not finite: see llm__clamp_q127)
             y[i].qs[j] = (int8_t)LLM__MIN(127, llm__nearest_int(v));
         }
         for (int g = 0; g < 16; g++) {
@@ -1626,8 +1654,9 @@ static void llm__quantize_row(int type, const float *src, void *dst, int64_t n) 
 // from the wild and not read; v2 and v3 only differ in that v3 may be big-endian, which this
 // reader refuses (its integers would all read byte-swapped).
 //
-// The reader maps the whole file and keeps pointers into the mapping (tensor data, string
-// values, array elements): nothing is copied but the key and tensor names, which get a NUL.
+// The reader maps the whole file (or reads it into memory: no_mmap) and keeps pointers into it
+// (tensor data, string values, array elements): nothing is copied but the key and tensor names,
+// which get a NUL.
 // The file is treated as hostile: every count, length, offset and size is checked against the
 // bytes that remain before it is used or anything proportional to it is allocated, so a
 // corrupt or malicious file gets a message naming what is wrong and where, never a crash.
@@ -1698,6 +1727,7 @@ struct llm__gguf {
     void *map;                 // the whole file
     size_t size;
     bool owns_map;             // munmap on close (false for a file in memory)
+    bool owns_buf;             // free on close: the file was read into memory (llm__alloc)
     uint32_t version;
     size_t alignment, data_offset;
     int64_t n_kv, n_tensors;
@@ -2090,7 +2120,7 @@ static enum llm_status llm__gguf_place_tensors(struct llm__gguf *g, size_t end, 
         struct llm__gguf_tensor *t = &g->tensors[i];
         if (t->offset > data_size || t->size > data_size - t->offset) {
             char pr[88];
-            return llm__fail(e, LLM_ERR_FORMAT, "gguf: tensor '%s' data [offset %llu, size %zu] "
+            return llm__fail(e, LLM_ERR_FORMAT, "gguf: truncated file: tensor '%s' data [offset %llu, size %zu] "
                              "extends past the end of the file (%zu bytes, data section from "
                              "byte offset %zu)", llm__gguf_printable(pr, t->name, strlen(t->name)),
                              (unsigned long long)t->offset, t->size, g->size, g->data_offset);
@@ -2138,11 +2168,31 @@ static void llm__gguf_close(struct llm__gguf *g) {
     free(g->kv_index.slots);
     free(g->tensor_index.slots);
     if (g->owns_map && g->map) munmap(g->map, g->size);
+    if (g->owns_buf) free(g->map);
     memset(g, 0, sizeof(*g));
 }
 
-// Maps a GGUF file read-only and parses it. Error messages end with the path.
-static enum llm_status llm__gguf_open(struct llm__gguf *g, const char *path, struct llm__err *e) {
+// Reads size bytes of fd into buf. A file that ends early changed since it was measured.
+static enum llm_status llm__read_all(int fd, void *buf, size_t size, const char *path, struct llm__err *e) {
+    size_t done = 0;
+    while (done < size) {
+        ssize_t k = read(fd, (char *)buf + done, LLM__MIN(size - done, (size_t)1 << 30));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return llm__fail(e, LLM_ERR_IO, "gguf: cannot read '%s': %s", path, strerror(errno));
+        if (k == 0)
+            return llm__fail(e, LLM_ERR_IO, "gguf: '%s' ended after %zu of its %zu bytes: it changed while it was read",
+                             path, done, size);
+        done += (size_t)k;
+    }
+    return LLM_OK;
+}
+
+// Opens a GGUF file and parses it: mapped read-only (tensors are used in place from the page
+// cache: the file must not change while it is mapped, or an access to a page that is gone ends
+// the process with SIGBUS), or, with read_all, read into memory (as llama.cpp's --no-mmap:
+// afterwards the file may change or go). Every open checks the tensors' extents against the
+// file's size as it is then. Error messages end with the path.
+static enum llm_status llm__gguf_open_file(struct llm__gguf *g, const char *path, bool read_all, struct llm__err *e) {
     memset(g, 0, sizeof(*g));
     // O_NONBLOCK: opening a FIFO waits for a writer without it (forever); the file is checked
     // to be a regular one right after, and regular files ignore the flag
@@ -2171,15 +2221,26 @@ static enum llm_status llm__gguf_open(struct llm__gguf *g, const char *path, str
         return llm__fail(e, LLM_ERR_NOMEM, "gguf: '%s' (%lld bytes) is too large to map", path,
                          (long long)st.st_size);
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int err = errno;
-    close(fd);   // the mapping stays valid
-    if (map == MAP_FAILED)
-        return llm__fail(e, LLM_ERR_IO, "gguf: cannot map '%s': %s", path, strerror(err));
-    g->map = map;
+    enum llm_status s = LLM_OK;
+    if (read_all) {
+        void *buf = llm__alloc((size_t)st.st_size);
+        if (!buf) s = llm__fail(e, LLM_ERR_NOMEM, "gguf: no memory to read '%s' (%lld bytes)", path, (long long)st.st_size);
+        else if ((s = llm__read_all(fd, buf, (size_t)st.st_size, path, e)) != LLM_OK) free(buf);
+        close(fd);
+        if (s != LLM_OK) return s;
+        g->map = buf;
+        g->owns_buf = true;
+    } else {
+        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        int err = errno;
+        close(fd);   // the mapping stays valid
+        if (map == MAP_FAILED)
+            return llm__fail(e, LLM_ERR_IO, "gguf: cannot map '%s': %s", path, strerror(err));
+        g->map = map;
+        g->owns_map = true;
+    }
     g->size = (size_t)st.st_size;
-    g->owns_map = true;
-    enum llm_status s = llm__gguf_parse(g, e);
+    s = llm__gguf_parse(g, e);
     if (s != LLM_OK) {
         llm__gguf_close(g);
         if (e) {
@@ -2769,12 +2830,16 @@ static void llm__x16_dequantize_row(int type, const void *w, int64_t r, float *y
 LLM__AVX512 static int32_t llm__quantize_q8_0_block_avx512(const float *x, int8_t *q, uint16_t *dh) {
     const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const bool nan = (_mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q)) != 0;
+    const float d = nan ? NAN : amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;   // (see llm__clamp_q127)
     *dh = llm__fp32_to_fp16(d);
-    const __m512 idv = _mm512_set1_ps(id), half = _mm512_set1_ps(0.5f);
+    const __m512 idv = _mm512_set1_ps(id), half = _mm512_set1_ps(0.5f), lim = _mm512_set1_ps(127.0f);
     __m512i qi[2];
     for (int h = 0; h < 2; h++) {
-        const __m512 v = _mm512_mul_ps(h ? x1 : x0, idv);
+        // clamped as llm__clamp_q127 does: NaN to 0, then to [-127, 127] (a no-op when finite)
+        __m512 v = _mm512_mul_ps(h ? x1 : x0, idv);
+        v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+        v = _mm512_min_ps(_mm512_max_ps(v, _mm512_sub_ps(_mm512_setzero_ps(), lim)), lim);
         const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
         const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), half, _CMP_GE_OQ);
         const __m512 sgn = _mm512_or_ps(_mm512_and_ps(v, _mm512_set1_ps(-0.0f)), _mm512_set1_ps(1.0f));
@@ -2789,10 +2854,16 @@ LLM__AVX512 static int32_t llm__quantize_q8_0_block_avx512(const float *x, int8_
 // largest magnitude (the first of equals) maps to -127, rounding to nearest even.
 LLM__AVX512 static void llm__quantize_q8_K_block_avx512(const float *x, struct llm__block_q8_K *y) {
     __m512 am = _mm512_setzero_ps();
-    for (int i = 0; i < 256; i += 16) am = _mm512_max_ps(am, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+    __mmask16 nan = 0;
+    for (int i = 0; i < 256; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        am = _mm512_max_ps(am, _mm512_abs_ps(v));
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    }
     const float amax = _mm512_reduce_max_ps(am);
-    if (amax == 0.0f) {
+    if (amax == 0.0f || nan) {   // (a NaN: quants 0, the scale NaN; see llm__clamp_q127)
         memset(y, 0, sizeof(*y));
+        if (nan) y->d = NAN;
         return;
     }
     float max = 0.0f;
@@ -2801,8 +2872,12 @@ LLM__AVX512 static void llm__quantize_q8_K_block_avx512(const float *x, struct l
         if (k) { max = x[i + __builtin_ctz(k)]; break; }
     }
     const float iscale = -127.0f / max;
+    const __m512 lim = _mm512_set1_ps(127.0f), nlim = _mm512_set1_ps(-127.0f);
     for (int i = 0; i < 256; i += 16) {
-        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_set1_ps(iscale), _mm512_loadu_ps(x + i)));   // nearest even
+        __m512 f = _mm512_mul_ps(_mm512_set1_ps(iscale), _mm512_loadu_ps(x + i));
+        f = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(f, f, _CMP_ORD_Q), f);   // as llm__clamp_q127
+        f = _mm512_min_ps(_mm512_max_ps(f, nlim), lim);
+        __m512i v = _mm512_cvtps_epi32(f);   // nearest even
         v = _mm512_min_epi32(v, _mm512_set1_epi32(127));
         _mm_storeu_si128((__m128i *)(y->qs + i), _mm512_cvtepi32_epi8(v));
         y->bsums[i / 16] = (int16_t)_mm512_reduce_add_epi32(v);
@@ -3955,19 +4030,28 @@ static enum llm_status llm__hparam_f32(const struct llm__model *m, const char *s
     return LLM_OK;
 }
 
+// A tensor's shape as "[ne0, ne1, ...]", every dimension it has (a shape error shows them all).
+static const char *llm__shape_str(char buf[96], int n_dims, const int64_t *ne) {
+    int n = snprintf(buf, 96, "[");
+    for (int d = 0; d < n_dims && n < 96; d++) n += snprintf(buf + n, (size_t)(96 - n), "%s%lld", d ? ", " : "", (long long)ne[d]);
+    if (n < 96) snprintf(buf + n, (size_t)(96 - n), "]");
+    return buf;
+}
+
 // Finds a tensor and checks its shape (ne0, ne1; ne1 = 0 for a vector) and that its type is usable.
 static enum llm_status llm__model_tensor(const struct llm__model *m, const char *name, int64_t ne0, int64_t ne1,
                                          bool optional, const struct llm__gguf_tensor **out, struct llm__err *e) {
     const struct llm__gguf_tensor *t = llm__gguf_find_tensor(&m->gguf, name);
     *out = t;
     if (!t) return optional ? LLM_OK : llm__fail(e, LLM_ERR_FORMAT, "model: missing tensor '%s'", name);
-    int64_t want_ne1 = ne1 ? ne1 : 1;
-    int64_t extra = 1;
-    for (int d = 2; d < t->n_dims; d++) extra *= t->ne[d];
-    if (t->ne[0] != ne0 || (t->n_dims > 1 ? t->ne[1] : 1) != want_ne1 || extra != 1)
-        return llm__fail(e, LLM_ERR_FORMAT, "model: tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]",
-                         name, (long long)t->ne[0], (long long)(t->n_dims > 1 ? t->ne[1] : 1),
-                         (long long)ne0, (long long)want_ne1);
+    // (unused dimensions are 1: a [n, 1] file tensor is a vector, a [n, m, 1] one a matrix)
+    int64_t want[2] = {ne0, ne1 ? ne1 : 1};
+    bool same = t->ne[0] == want[0] && t->ne[1] == want[1] && t->ne[2] == 1 && t->ne[3] == 1;
+    if (!same) {
+        char got_s[96], want_s[96];
+        return llm__fail(e, LLM_ERR_FORMAT, "model: tensor '%s' has shape %s, expected %s", name,
+                         llm__shape_str(got_s, t->n_dims, t->ne), llm__shape_str(want_s, ne1 ? 2 : 1, want));
+    }
     const struct llm__type_info *ti = llm__type_info(t->type);
     if (!ti || !ti->supported)
         return llm__fail(e, LLM_ERR_UNSUPPORTED,
@@ -4039,8 +4123,11 @@ static enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err 
     }
     const struct llm__gguf_tensor *te = llm__gguf_find_tensor(&m->gguf, "token_embd.weight");
     if (!te) return llm__fail(e, LLM_ERR_FORMAT, "model: missing tensor 'token_embd.weight'");
-    if (te->n_dims != 2 || te->ne[1] < 1 || te->ne[1] > (1 << 24))
-        return llm__fail(e, LLM_ERR_FORMAT, "model: tensor 'token_embd.weight' has a bad shape");
+    if (te->n_dims != 2 || te->ne[1] < 1 || te->ne[1] > (1 << 24)) {
+        char got_s[96];
+        return llm__fail(e, LLM_ERR_FORMAT, "model: tensor 'token_embd.weight' has shape %s, expected [%d, n_vocab] "
+                         "with n_vocab in [1, %d]", llm__shape_str(got_s, te->n_dims, te->ne), m->n_embd, 1 << 24);
+    }
     m->n_vocab = (int)te->ne[1];
     return LLM_OK;
 }
@@ -4140,6 +4227,8 @@ static enum llm_status llm__model_load_vectors(struct llm__model *m, struct llm_
 // Tells the kernel the mapped file's pages of [p, p + n) are not needed again (the backend made
 // its own copy of a tensor there), so the resident memory stays at one copy of the weights.
 // Where madvise cannot drop pages, they stay until memory pressure evicts them (clean pages).
+// A file read into memory (no_mmap) gets the same: the whole pages inside a tensor's data, which
+// nothing reads again, are given back (they would read as zeros).
 static void llm__map_release(const void *p, size_t n) {
 #if defined(MADV_DONTNEED)
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)p + pg - 1) & ~(pg - 1);
@@ -4163,7 +4252,7 @@ static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm
         int64_t rows = src->n_dims > 1 ? src->ne[1] : 1;
         enum llm_status st = be->iface->weight_load(be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0], rows, src->data, e);
         if (st) return st;
-        if (!pl->mats[i].dst->buf.borrowed && m->gguf.owns_map) llm__map_release(src->data, src->size);
+        if (!pl->mats[i].dst->buf.borrowed && (m->gguf.owns_map || m->gguf.owns_buf)) llm__map_release(src->data, src->size);
         done_bytes += src->size;
         int pct = (int)(100.0 * (double)done_bytes / (double)(total_bytes ? total_bytes : 1));
         if (progress && pct != shown) {
@@ -4757,6 +4846,28 @@ void llm_sampler_reset(llm_sampler *s) {
     s->n_hist = s->hist_pos = 0;
 }
 
+// Whether x[0..n) are all finite: the largest magnitude's bits (sign cleared) stay below those of
+// infinity. An integer maximum over 16 lanes (a loop compilers vectorise); it looks at one logit
+// row per sampled token, so a model whose activations overflow is caught without a check in the
+// layers' hot paths.
+static bool llm__all_finite(const float *x, size_t n) {
+    uint32_t lane[16] = {0}, mx = 0, b;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) {
+            memcpy(&b, x + i + (size_t)l, 4);
+            b &= 0x7fffffffu;
+            lane[l] = b > lane[l] ? b : lane[l];
+        }
+    for (int l = 0; l < 16; l++) mx = lane[l] > mx ? lane[l] : mx;
+    for (; i < n; i++) {
+        memcpy(&b, x + i, 4);
+        b &= 0x7fffffffu;
+        mx = b > mx ? b : mx;
+    }
+    return mx < 0x7f800000u;
+}
+
 // The first index of the largest value (NaN never wins). The maximum is found over 16 lanes
 // (a loop compilers vectorise), then its first position.
 static int32_t llm__argmax(const float *x, int n) {
@@ -5252,6 +5363,21 @@ static void llm__vocab_token_bound(struct llm__vocab *v) {
     for (int i = 0; i < v->n; i++) v->max_token_bytes = LLM__MAX(v->max_token_bytes, (size_t)v->text[i].len);
 }
 
+// A SentencePiece vocabulary encodes what no piece covers byte by byte: <0xNN> tokens, else the
+// unknown token. One with neither for some byte could not tokenize text holding that byte (the
+// id would be -1, an embedding row before the table). llama.cpp loads such a vocabulary and
+// fails when such text comes (an exception out of its tokenizer); it is refused here, at load,
+// with the byte named. Real SentencePiece models always have an unknown token.
+static enum llm_status llm__vocab_check_bytes(const struct llm__vocab *v, struct llm__err *e) {
+    if (v->type != LLM__VOCAB_SPM || v->unk >= 0) return LLM_OK;
+    for (int b = 0; b < 256; b++)
+        if (v->byte_tok[b] < 0)
+            return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: the SentencePiece vocabulary cannot encode byte 0x%02X: "
+                             "it has no <0x%02X> token and no unknown token (tokenizer.ggml.unknown_token_id is "
+                             "missing or out of range)", b, b);
+    return LLM_OK;
+}
+
 // The vocabulary of a GGUF file (n_vocab_model > 0: it must have that many tokens): tokens,
 // special ids, the tokenizer's settings, special tokens, byte tokens, the chat template.
 static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
@@ -5278,6 +5404,7 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
     if ((st = llm__vocab_mark_special(v, eot, eom, e))) return st;
     llm__vocab_byte_tokens(v);
     llm__vocab_token_bound(v);
+    if ((st = llm__vocab_check_bytes(v, e))) return st;
     llm__chat_template_recognise(v, g);
     return LLM_OK;
 }
@@ -6463,7 +6590,7 @@ static enum llm_status llm__engine_step_buffers(llm_engine *E, struct llm__err *
 static enum llm_status llm__engine_load(llm_engine *E, struct llm__err *e) {
     const struct llm_engine_params *p = &E->params;
     enum llm_status st;
-    if ((st = llm__gguf_open(&E->model.gguf, p->model_path, e))) return st;
+    if ((st = llm__gguf_open_file(&E->model.gguf, p->model_path, p->no_mmap != 0, e))) return st;
     llm__model_names(&E->model);
     if (p->load == LLM_LOAD_METADATA) {
         llm__engine_check_loadable(E);
@@ -6772,6 +6899,17 @@ int llm_seq_new(llm_engine *E) {
     return i;
 }
 
+// Every id that enters a sequence (prompt tokens, tokenizer output, llm_seq_eval's tokens, stop
+// token ids) is checked against the vocabulary first: an id out of range would index the
+// embedding table outside its rows. The first bad id is the error (LLM_ERR_INVALID_ARG).
+static bool llm__ids_ok(llm_engine *E, const int32_t *ids, int n, const char *what) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= E->model.n_vocab)
+            return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "%s: token id %d (at %d) is out of range [0, %d)", what,
+                             (int)ids[i], i, E->model.n_vocab), false;
+    return true;
+}
+
 static struct llm__seq *llm__seq_get(const llm_engine *E, int seq) {
     return seq >= 0 && seq < E->n_seqs && E->seqs[seq].used ? &E->seqs[seq] : NULL;
 }
@@ -6796,9 +6934,7 @@ enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int 
     enum llm_status st = LLM_OK;
     if (!s) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "no sequence %d", seq);
     if (n < 1 || !tokens) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "no tokens to evaluate");
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->n_vocab)
-            return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "token id %d is out of range [0, %d)", tokens[i], m->n_vocab);
+    if (!llm__ids_ok(E, tokens, n, "seq_eval")) return E->err.status;
     if ((int64_t)s->len + n > E->max_model_len)
         return llm__fail(&E->err, LLM_ERR_CONTEXT, "%d tokens do not fit in the context: %d used of %d",
                          n, s->len, E->max_model_len);
@@ -6877,6 +7013,7 @@ struct llm__req {
     size_t text_hold;           // bytes at its end that may start a stop string (not reported yet)
     int out_sent;               // tokens reported
     enum llm_finish_reason finish;   // LLM_FINISH_NONE while running
+    char *error;                // LLM_FINISH_ERROR: why (NULL when there was no memory for it)
     int n_preempt;
     bool reported_done;
     int wait_pos;               // its index in the waiting heap E->q_wait, -1 when not waiting
@@ -6893,6 +7030,7 @@ static void llm__req_free(struct llm__req *r, struct llm__blocks *bm) {
     free(r->logprobs);
     free(r->itl);
     free(r->text.p);
+    free(r->error);
     free(r);
 }
 
@@ -7046,6 +7184,7 @@ static bool llm__req_params_ok(llm_engine *E, const struct llm_prompt *prompt, c
                          LLM__MIN(LLM__MAX_LOGPROBS, E->model.n_vocab), p->logprobs), false;
     for (int i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0]) return llm__fail(e, LLM_ERR_INVALID_ARG, "request: stop string %d is empty", i), false;
+    if (!llm__ids_ok(E, p->stop_token_ids, p->n_stop_token_ids, "request: stop_token_ids")) return false;
     if (!llm__sampling_params_ok(&p->sampling))
         return llm__fail(e, LLM_ERR_INVALID_ARG, "request: bad sampling parameters (negative or not a number, "
                                                  "top_p or min_p outside [0, 1])"), false;
@@ -7081,11 +7220,8 @@ static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, co
                              "can hold (a token of this vocabulary stands for at most %zu bytes)", len, E->max_model_len, k);
         flags = (r->p.add_special >= 0 ? LLM_TOKENIZE_ADD_SPECIAL : 0) | (r->p.parse_special > 0 ? LLM_TOKENIZE_PARSE_SPECIAL : 0);
         if ((n = llm__tokenize(&E->vocab, prompt->text, len, flags, NULL, 0, e)) < 0) return e->status;
-    } else {
-        for (int i = 0; i < n; i++)
-            if (prompt->tokens[i] < 0 || prompt->tokens[i] >= E->model.n_vocab)
-                return llm__fail(e, LLM_ERR_INVALID_ARG, "request: token id %d is out of range [0, %d)", prompt->tokens[i],
-                                 E->model.n_vocab);
+    } else if (!llm__ids_ok(E, prompt->tokens, n, "request: prompt")) {
+        return e->status;
     }
     if (n < 1) return llm__fail(e, LLM_ERR_INVALID_ARG, "request: the prompt has no tokens");
     if (n > E->max_model_len)
@@ -7099,7 +7235,8 @@ static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, co
     if (!llm__req_reserve_tokens(r, n + out + 1)) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     if (prompt->text) llm__tokenize(&E->vocab, prompt->text, len, flags, r->tokens, n, e);
     else memcpy(r->tokens, prompt->tokens, (size_t)n * sizeof(int32_t));
-    return LLM_OK;
+    // the tokenizer's ids too (the vocabulary was checked at load to encode every byte)
+    return llm__ids_ok(E, r->tokens, n, "request: tokenized prompt") ? LLM_OK : e->status;
 }
 
 // Copies of the stop strings and ids (the caller's may go away); false: out of memory.
@@ -7250,6 +7387,24 @@ static void llm__req_check_end(llm_engine *E, struct llm__req *r, int32_t tok) {
     r->text_hold = stop_str || stop_tok || at_len ? 0 : hold;
     if (stop_tok || stop_str) llm__req_finish(E, r, LLM_FINISH_STOP);
     else if (at_len) llm__req_finish(E, r, at_max ? LLM_FINISH_LENGTH : LLM_FINISH_CONTEXT);
+}
+
+// The logit row r was to sample from is not finite (NaN or infinity: the model's weights or
+// activations overflow, e.g. a damaged file). Computing on would give garbage tokens: r ends with
+// LLM_FINISH_ERROR and a message (also the engine's error, llm_last_error), once. Its blocks are
+// freed without entering the prefix cache.
+static void llm__req_fail_nonfinite(llm_engine *E, struct llm__req *r) {
+    llm__fail(&E->err, LLM_ERR_BACKEND, "request %d: the model computed logits that are not finite (NaN or "
+              "infinity) after %d tokens: its weights or activations overflow (a damaged or badly converted "
+              "model file?)", r->id, r->n_tokens);
+    free(r->error);
+    r->error = llm__strndup(E->err.msg, strlen(E->err.msg));
+    llm__stream_feed(&r->ts, "", 0, &r->text, true);   // what was held back is final
+    r->text_hold = 0;
+    r->finish = LLM_FINISH_ERROR;
+    r->state = LLM__REQ_DONE;
+    r->t_last = llm__now();
+    llm__blocks_release(&E->blocks, &r->seq);
 }
 
 // After a token was sampled from a logit row: append it (and the row's top log-probabilities when
@@ -7451,6 +7606,11 @@ static enum llm_status llm__seq_eval_chunk(llm_engine *E, struct llm__seq *s, co
     struct llm__step step;
     enum llm_status st = llm__prepare(E, &plan, &step);
     if (st == LLM_OK) st = llm__execute(E, &step, logits);
+    for (int i = 0; st == LLM_OK && i < n_logits; i++)   // as requests' rows (llm__req_fail_nonfinite)
+        if (!llm__all_finite(logits + (size_t)i * (size_t)E->model.n_vocab, (size_t)E->model.n_vocab))
+            st = llm__fail(&E->err, LLM_ERR_BACKEND, "seq_eval: the model computed logits that are not finite (NaN "
+                           "or infinity) at position %d: its weights or activations overflow (a damaged or badly "
+                           "converted model file?)", s->len + n - n_logits + i);
     if (st == LLM_OK) s->len += n;
     return st;
 }
@@ -7472,7 +7632,8 @@ static void llm__postprocess(llm_engine *E, const struct llm__plan *plan, const 
         if (pe->n_logits > 0) {   // one row today: the last token's
             const float *lg = logits + (row + (size_t)pe->n_logits - 1) * nv;
             row += (size_t)pe->n_logits;
-            llm__req_append(E, r, llm_sampler_sample(r->smp, lg), lg, llm__now());
+            if (llm__all_finite(lg, nv)) llm__req_append(E, r, llm_sampler_sample(r->smp, lg), lg, llm__now());
+            else llm__req_fail_nonfinite(E, r);
         }
         if (r->state == LLM__REQ_RUNNING) llm__blocks_commit(&E->blocks, &r->seq, r->tokens);
     }
@@ -7601,12 +7762,6 @@ void llm_get_stats(const llm_engine *E, struct llm_engine_stats *s) {
     s->n_steps = E->n_steps;
 }
 
-static char *llm__strndup(const char *s, size_t n) {
-    char *d = malloc(n + 1);
-    if (d) { if (n) memcpy(d, s, n); d[n] = 0; }
-    return d;
-}
-
 // A finished request's result (copies: the request leaves at the next step).
 static enum llm_status llm__result_fill(llm_engine *E, const struct llm__req *r, const struct llm_output *out,
                                         struct llm_result *x) {
@@ -7626,6 +7781,9 @@ static enum llm_status llm__result_fill(llm_engine *E, const struct llm__req *r,
     if (x->logprobs) memcpy(x->logprobs, r->logprobs, (size_t)x->n_tokens * k * sizeof(struct llm_logprob));
     if (r->n_itl) memcpy(x->itl_ms, r->itl, (size_t)r->n_itl * sizeof(float));
     x->finish_reason = r->finish;
+    if (r->finish == LLM_FINISH_ERROR &&
+        !(x->error = r->error ? llm__strndup(r->error, strlen(r->error)) : llm__strndup(E->err.msg, strlen(E->err.msg))))
+        return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
     x->ttft_ms = out->ttft_ms;
     x->e2e_ms = out->e2e_ms;
     x->n_cached_tokens = r->n_cached;

@@ -118,6 +118,14 @@ struct llm_engine_params {
                                // on the CPU), used as given. 0 (default): a quarter of it, at
                                // most what max_num_seqs full contexts need and at least one full
                                // context. On the CPU, pages are only used as blocks fill.
+    int no_mmap;               // 0 (default): the model file is mapped and weights the backend
+                               // does not copy are used in place, so the file must not change
+                               // while the engine uses it: truncated or rewritten in place, the
+                               // next read of a page that is gone ends the process with SIGBUS
+                               // (the engine installs no signal handler). 1: the whole file is
+                               // read into memory at llm_engine_create (as llama.cpp's --no-mmap);
+                               // the file may then change or go. Either way each create checks
+                               // the tensors against the file's size as it is then.
 };
 LLM_API struct llm_engine_params llm_engine_params_default(void);
 
@@ -267,8 +275,9 @@ LLM_API int llm_chat_apply(const char *template_name, const struct llm_chat_mess
 //
 // llm_seq_eval appends tokens at the end of a sequence and runs the model over them. logits,
 // when not NULL, receives vocabulary-size rows: one row (the last token) when all_logits is 0,
-// n rows when it is 1. (Generation with sampling, stop strings and batching goes through
-// requests, below.)
+// n rows when it is 1; a row that is not finite (NaN or infinity: the model's weights or
+// activations overflow) makes it fail with LLM_ERR_BACKEND, the tokens of that chunk not added.
+// (Generation with sampling, stop strings and batching goes through requests, below.)
 LLM_API int llm_seq_new(llm_engine *engine);          // a sequence id, or -1
 LLM_API void llm_seq_free(llm_engine *engine, int seq);
 LLM_API int llm_seq_len(llm_engine *engine, int seq);   // tokens in it, or -1: no such sequence
@@ -319,8 +328,12 @@ enum llm_finish_reason {
                                // a stop string
     LLM_FINISH_LENGTH,         // max_tokens generated
     LLM_FINISH_ABORT,          // llm_abort_request
-    LLM_FINISH_ERROR,          // only in llm_generate's results: a prompt that could not be added
-                               // (the message in error), or unfinished when the backend failed
+    LLM_FINISH_ERROR,          // the model computed logits that are not finite (NaN or infinity:
+                               // its weights or activations overflow) for the request: nothing is
+                               // sampled from them, the message is in llm_last_error (and in
+                               // llm_generate's error); in llm_generate's results also a prompt that
+                               // could not be added (the message in error), or unfinished when the
+                               // backend failed
     LLM_FINISH_CONTEXT,        // cut short before max_tokens, with no room to go on: the context
                                // length (max_model_len) reached, a KV cache too small to hold the
                                // request even when it runs alone, or no host memory for its
@@ -356,9 +369,10 @@ LLM_API struct llm_request_params llm_request_params_default(void);
 struct llm_prompt { const char *text; const int32_t *tokens; int n_tokens; };
 
 // Queues a request (the strings and arrays are copied). Returns its id (>= 0), or -1: bad
-// parameters, a prompt longer than max_model_len, or one that the KV cache cannot hold even
-// alone. Nothing else is affected by a rejected request. A text with more bytes than
-// max_model_len tokens can stand for is refused before it is tokenized (LLM_ERR_CONTEXT).
+// parameters (a prompt or stop token id outside [0, n_vocab) among them), a prompt longer than
+// max_model_len, or one that the KV cache cannot hold even alone. Nothing else is affected by a
+// rejected request. A text with more bytes than max_model_len tokens can stand for is refused
+// before it is tokenized (LLM_ERR_CONTEXT).
 LLM_API int llm_add_request(llm_engine *engine, const struct llm_prompt *prompt,
                             const struct llm_request_params *params);
 // Stops a request; it is reported once more by the next llm_step, with LLM_FINISH_ABORT.

@@ -411,6 +411,7 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         else if (!strcmp(a, "--max-num-seqs")) c->ep.max_num_seqs = (int)cli_parse_int(a, CLI_ARG(), 1, 65536);
         else if (!strcmp(a, "--max-num-batched-tokens")) c->ep.max_num_batched_tokens = (int)cli_parse_int(a, CLI_ARG(), 1, 65536);
         else if (!strcmp(a, "--enable-prefix-caching")) c->ep.enable_prefix_caching = 1;
+        else if (!strcmp(a, "--no-mmap")) c->ep.no_mmap = 1;
         else if (!strcmp(a, "--scheduling-policy")) {
             const char *v = CLI_ARG();
             if (!strcmp(v, "fcfs")) c->ep.scheduling_policy = LLM_SCHED_FCFS;

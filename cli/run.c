@@ -116,8 +116,9 @@ static void cli_answer_add(struct cli_answer *a, const struct llm_output *o) {
 
 // Adds the request and steps the engine until it ends, writing its text to out (unless NULL) as
 // it comes. A SIGINT (blocked, polled between steps) aborts the request: it ends with
-// LLM_FINISH_ABORT and what it had generated. Returns 0, or -1 when the request was not accepted
-// or a step failed (the message in llm_last_error).
+// LLM_FINISH_ABORT and what it had generated. Returns 0, or -1 when the request was not accepted,
+// a step failed or the request ended with an error (the model's logits were not finite): the
+// message in llm_last_error.
 static int cli_answer_run(llm_engine *E, const struct llm_prompt *prompt, const struct llm_request_params *rp,
                           FILE *out, struct cli_answer *a) {
     a->k = rp->logprobs;
@@ -147,7 +148,7 @@ static int cli_answer_run(llm_engine *E, const struct llm_prompt *prompt, const 
                 fwrite(o->new_text, 1, (size_t)o->n_new_text, out);
                 fflush(out);
             }
-            if (o->finished) return 0;
+            if (o->finished) return o->finish_reason == LLM_FINISH_ERROR ? -1 : 0;
         }
     }
 }

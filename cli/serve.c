@@ -380,9 +380,12 @@ static void cli_serve_run(llm_engine *E, const struct cli *c, struct cli_serve_r
     uint64_t *hashes = malloc((size_t)n * sizeof(uint64_t));   // of each request's output tokens
     if (!prompts || !arrival || !ids || !ttft || !hashes) cli_die("out of memory");
     for (int i = 0; i < n; i++) hashes[i] = CLI_HASH_INIT;
+    // random ids past the first three (<unk>, <s>, </s> in SentencePiece vocabularies), from all
+    // of a vocabulary that has no more (n_vocab >= 1)
+    const int id_lo = mi.n_vocab > 3 ? 3 : 0;
     for (int i = 0; i < n; i++) {
         int32_t *p = prompts + (size_t)i * (size_t)in_len;
-        for (int t = 0; t < in_len; t++) p[t] = 3 + (int32_t)(cli_splitmix64(&rng) % (uint64_t)(mi.n_vocab - 3));
+        for (int t = 0; t < in_len; t++) p[t] = id_lo + (int32_t)(cli_splitmix64(&rng) % (uint64_t)(mi.n_vocab - id_lo));
         if (c->rag && i > 0) memcpy(p, prompts, (size_t)c->context_len * sizeof(int32_t));   // the shared context
         if (mi.bos_id >= 0) p[0] = mi.bos_id;
     }
@@ -425,6 +428,7 @@ static void cli_serve_run(llm_engine *E, const struct cli *c, struct cli_serve_r
             if (i == added) continue;
             for (int x = 0; x < out[j].n_new_tokens; x++) hashes[i] = cli_hash_u32(hashes[i], (uint32_t)out[j].new_tokens[x]);
             if (!out[j].finished) continue;
+            if (out[j].finish_reason == LLM_FINISH_ERROR) cli_die("bench: %s", llm_last_error(E));
             ttft[i] = (float)out[j].ttft_ms;
             R->n_output += out[j].n_output_tokens;
             R->n_prompt += out[j].n_prompt_tokens;

@@ -339,11 +339,12 @@ static enum llm_status gm_write_model(const struct gm_model *m, const struct llm
 // "--vocab synthetic:N" makes the models self-contained (no vocabulary file needed): N tokens in
 // the layout of Llama 2's: <unk>, <s>, </s>, the 256 byte tokens <0xNN>, then single letters,
 // digits and punctuation, then pieces made of U+2581 (a space) and lowercase letters, scored so
-// that earlier pieces merge first.
+// that earlier pieces merge first. Below 259 tokens the list is cut short (synthetic:3 is only
+// <unk>, <s>, </s>: every text becomes unknown tokens), for the edge cases of tiny vocabularies.
 // It is written to a temporary GGUF file and read back like any vocabulary file.
 // The file's bytes stay in *keep (the reader points into them) until the caller frees them.
 static enum llm_status gm_synthetic_vocab(int n, struct llm__gguf *out, char **keep, struct llm__err *e) {
-    if (n < 300 || n > 1000000) return llm__fail(e, LLM_ERR_INVALID_ARG, "synthetic vocabulary size %d not in [300, 1000000]", n);
+    if (n < 3 || n > 1000000) return llm__fail(e, LLM_ERR_INVALID_ARG, "synthetic vocabulary size %d not in [3, 1000000]", n);
     char **text = calloc((size_t)n, sizeof(char *));
     float *score = malloc((size_t)n * sizeof(float));
     int32_t *type = malloc((size_t)n * sizeof(int32_t));
@@ -351,7 +352,7 @@ static enum llm_status gm_synthetic_vocab(int n, struct llm__gguf *out, char **k
     const char *special[3] = {"<unk>", "<s>", "</s>"};
     int k = 0;
     for (; k < 3; k++) { text[k] = strdup(special[k]); score[k] = 0.0f; type[k] = k == 0 ? 2 : 3; }
-    for (int b = 0; b < 256; b++, k++) {
+    for (int b = 0; b < 256 && k < n; b++, k++) {
         text[k] = malloc(8);
         snprintf(text[k], 8, "<0x%02X>", b);
         score[k] = 0.0f;
@@ -502,8 +503,8 @@ int main(int argc, char **argv) {
     struct llm__gguf vocab;
     long long n_synth = 0;
     char *synth_data = NULL;
-    if (strncmp(vocab_path, "synthetic:", 10) == 0 && !gm_parse_int(vocab_path + 10, 300, 1000000, &n_synth)) {
-        fprintf(stderr, "gen_model: bad vocabulary '%s' (synthetic:N wants N in [300, 1000000])\n", vocab_path);
+    if (strncmp(vocab_path, "synthetic:", 10) == 0 && !gm_parse_int(vocab_path + 10, 3, 1000000, &n_synth)) {
+        fprintf(stderr, "gen_model: bad vocabulary '%s' (synthetic:N wants N in [3, 1000000])\n", vocab_path);
         return 2;
     }
     if ((n_synth ? gm_synthetic_vocab((int)n_synth, &vocab, &synth_data, &e) : llm__gguf_open(&vocab, vocab_path, &e)) != LLM_OK) {

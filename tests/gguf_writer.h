@@ -29,6 +29,12 @@ static enum llm_status llm__gguf_open_memory(struct llm__gguf *g, const void *da
     return st;
 }
 
+// Maps a GGUF file and parses it (the engine opens through llm__gguf_open_file, which can also
+// read the file into memory).
+static enum llm_status llm__gguf_open(struct llm__gguf *g, const char *path, struct llm__err *e) {
+    return llm__gguf_open_file(g, path, false, e);
+}
+
 // s holds exactly the bytes of cstr.
 static bool llm__gguf_str_eq(struct llm__gguf_str s, const char *cstr) {
     size_t n = strlen(cstr);

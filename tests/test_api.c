@@ -122,6 +122,51 @@ static void test_errors(llm_engine *E) {
     }
 }
 
+// Token ids -1 and n_vocab, wherever ids enter: refused with LLM_ERR_INVALID_ARG and a message
+// naming the id, nothing queued; the functions that only look at an id say "none" (under ASan:
+// nothing read outside the vocabulary or the embedding table).
+static void test_token_ids_out_of_range(llm_engine *E) {
+    struct llm_model_info mi;
+    llm_get_model_info(E, &mi);
+    const int32_t bad_ids[2] = {-1, mi.n_vocab};
+    for (int b = 0; b < 2; b++) {
+        const int32_t bad = bad_ids[b];
+        char want[32], buf[16];
+        snprintf(want, sizeof(want), "token id %d", (int)bad);
+        int32_t prompt[3] = {1, bad, 2};
+        struct llm_prompt pr = {NULL, prompt, 3};
+        struct llm_request_params rp = llm_request_params_default();
+        rp.max_tokens = 2;
+        EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG &&
+               strstr(llm_last_error(E), want), "add_request, prompt id %d: %s", (int)bad, llm_last_error(E));
+        int32_t good[2] = {1, 2};
+        struct llm_prompt ok_pr = {NULL, good, 2};
+        rp.stop_token_ids = &bad;
+        rp.n_stop_token_ids = 1;
+        EXPECT(llm_add_request(E, &ok_pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG &&
+               strstr(llm_last_error(E), "stop_token_ids") && strstr(llm_last_error(E), want),
+               "add_request, stop token id %d: %s", (int)bad, llm_last_error(E));
+        EXPECT(!llm_has_unfinished_requests(E), "a refused request was queued");
+        struct llm_result res;
+        EXPECT(llm_generate(E, &pr, 1, NULL, &res) == LLM_OK && res.finish_reason == LLM_FINISH_ERROR && res.error &&
+               strstr(res.error, want), "generate, prompt id %d: %s", (int)bad, res.error ? res.error : "(no error)");
+        llm_results_free(&res, 1);
+        int seq = llm_seq_new(E);
+        EXPECT(llm_seq_eval(E, seq, prompt, 3, NULL, 0) == LLM_ERR_INVALID_ARG && strstr(llm_last_error(E), want) &&
+               llm_seq_len(E, seq) == 0, "seq_eval, id %d: %s", (int)bad, llm_last_error(E));
+        llm_seq_free(E, seq);
+        EXPECT(llm_token_to_piece(E, bad, buf, sizeof(buf)) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG,
+               "token_to_piece(%d)", (int)bad);
+        EXPECT(llm_detokenize(E, prompt, 3, 0, buf, sizeof(buf)) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG,
+               "detokenize with id %d", (int)bad);
+        struct llm_text_stream ts = {0};
+        EXPECT(llm_text_stream_push(E, &ts, bad, 0, buf, sizeof(buf)) == 0 && ts.n_tokens == 0 && ts.n_pending == 0,
+               "text_stream_push(%d) added something", (int)bad);
+        EXPECT(!llm_token_is_eog(E, bad) && !llm_token_is_control(E, bad), "id %d is an end of generation or control",
+               (int)bad);
+    }
+}
+
 static void test_profile_and_generate(llm_engine *E) {
     struct llm_prompt pr[2] = {{.text = "one two"}, {.text = "three"}};
     struct llm_request_params rp = llm_request_params_default();
@@ -249,6 +294,84 @@ static void test_max_tokens_zero(llm_engine *E) {
     EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "max_tokens -1 accepted");
 }
 
+// Copies a file; false when it cannot.
+static bool copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    char buf[1 << 16];
+    size_t n;
+    bool ok = a && b;
+    while (ok && (n = fread(buf, 1, sizeof(buf), a)) > 0) ok = fwrite(buf, 1, n, b) == n;
+    if (a) fclose(a);
+    if (b && fclose(b) != 0) ok = false;
+    return ok;
+}
+
+// A greedy generation with log-probabilities (its tokens and their top 5, as bytes).
+static bool generate_ref(llm_engine *E, struct llm_result *res) {
+    struct llm_prompt pr = {.text = "The file is read into memory"};
+    struct llm_request_params rp = llm_request_params_default();
+    rp.sampling.temperature = 0;
+    rp.max_tokens = 12;
+    rp.ignore_eos = 1;
+    rp.logprobs = 5;
+    return llm_generate(E, &pr, 1, &rp, res) == LLM_OK && res->finish_reason == LLM_FINISH_LENGTH && res->n_tokens == 12;
+}
+
+static bool same_result(const struct llm_result *a, const struct llm_result *b) {
+    return a->n_tokens == b->n_tokens && !memcmp(a->tokens, b->tokens, (size_t)a->n_tokens * sizeof(int32_t)) &&
+           !memcmp(a->logprobs, b->logprobs, (size_t)a->n_tokens * 5 * sizeof(struct llm_logprob)) && !strcmp(a->text, b->text);
+}
+
+// no_mmap: the file read into memory gives the mapped run's output byte for byte, and the engine
+// keeps working after the file is truncated and removed (mapped, that is SIGBUS: documented, not
+// caught). A new engine on the truncated file is refused with a clear message. Two models: one
+// whose weights are used in place (q6_K) and one the CPU repacks where AVX-512 runs (q4_0).
+static void test_no_mmap(void) {
+    const char *names[2] = {"tiny-q6_k", "tiny-q4_0"};
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/llm-test-nommap-%d.gguf", (int)getpid());
+    for (int k = 0; k < 2; k++) {
+        if (!copy_file(model(names[k]), path)) { EXPECT(0, "cannot copy %s to %s", model(names[k]), path); continue; }
+        struct llm_engine_params p = llm_engine_params_default();
+        char err[512] = "";
+        p.model_path = path;
+        p.n_threads = 2;
+        p.max_model_len = 64;
+        struct llm_result mapped, read, after;
+        llm_engine *M = llm_engine_create(&p, err, sizeof(err));
+        EXPECT(M && generate_ref(M, &mapped), "%s mapped: %s", names[k], M ? llm_last_error(M) : err);
+        llm_engine_free(M);
+        p.no_mmap = 1;
+        llm_engine *R = llm_engine_create(&p, err, sizeof(err));
+        EXPECT(R && R->model.gguf.owns_buf && !R->model.gguf.owns_map, "%s no_mmap: %s", names[k], R ? "mapped" : err);
+        if (!R) { llm_results_free(&mapped, 1); continue; }
+        EXPECT(generate_ref(R, &read) && same_result(&mapped, &read), "%s: no_mmap's output differs from the mapped one's",
+               names[k]);
+        // the file cut to three quarters (in the tensors' data), then gone: the engine that read
+        // it is not affected
+        struct stat sb;
+        EXPECT(stat(path, &sb) == 0 && truncate(path, sb.st_size / 4 * 3) == 0, "truncate %s", path);
+        char err2[512] = "";
+        struct llm_engine_params p2 = p;
+        for (int mode = 0; mode < 2; mode++) {   // a new engine, read or mapped: a clear error
+            p2.no_mmap = mode;
+            llm_engine *X = llm_engine_create(&p2, err2, sizeof(err2));
+            EXPECT(!X && strstr(err2, "truncated file") && strstr(err2, path), "%s cut short, no_mmap %d: %s",
+                   names[k], mode, X ? "loaded" : err2);
+            llm_engine_free(X);
+        }
+        remove(path);
+        EXPECT(generate_ref(R, &after) && same_result(&read, &after), "%s: output after the file was truncated and removed",
+               names[k]);
+        int32_t ids[16];
+        EXPECT(llm_tokenize(R, "still here", 10, LLM_TOKENIZE_ADD_SPECIAL, ids, 16) > 1, "tokenize after the file went");
+        llm_results_free(&mapped, 1);
+        llm_results_free(&read, 1);
+        llm_results_free(&after, 1);
+        llm_engine_free(R);
+    }
+}
+
 static void test_metadata_engine(void) {
     llm_engine *M = open_model("tiny-qwen2-chat", LLM_LOAD_METADATA);
     if (!M) return;
@@ -270,11 +393,13 @@ int main(void) {
     if (E) {
         test_truncation(E);
         test_errors(E);
+        test_token_ids_out_of_range(E);
         test_profile_and_generate(E);
         test_abort_releases_held_text(E);
         test_max_tokens_zero(E);
         llm_engine_free(E);
     }
     test_metadata_engine();
+    test_no_mmap();
     return test_summary("test_api");
 }

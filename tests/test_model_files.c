@@ -105,7 +105,31 @@ struct variant {
     const char *reshape_tensor;    // swap this tensor's two dimensions
     const char *poison_tensor;     // fill this f32 tensor with a value
     float poison;
+    bool rename_byte_tokens;       // the vocabulary's <0xNN> tokens become [0xNN] (no byte tokens)
+    const char *add_dim_tensor;    // this 2-D tensor [a, b] becomes [a, b, 2] (its data twice)
+    const char *inf_scale_tensor;  // the first block scale of this Q8_0 tensor becomes fp16 infinity
 };
+
+// tokenizer.ggml.tokens of g with every <0xNN> renamed [0xNN].
+static enum llm_status write_tokens_without_bytes(struct llm__gguf_writer *w, const struct llm__gguf *g, struct llm__err *e) {
+    uint32_t et;
+    uint64_t n;
+    const void *data;
+    if (!llm__gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &data, e)) return LLM_ERR_FORMAT;
+    const struct llm__gguf_str *strs = data;
+    char **texts = calloc((size_t)n, sizeof(char *));
+    enum llm_status st = texts ? LLM_OK : LLM_ERR_NOMEM;
+    for (uint64_t i = 0; st == LLM_OK && i < n; i++) {
+        if (!(texts[i] = malloc((size_t)strs[i].len + 1))) { st = LLM_ERR_NOMEM; break; }
+        memcpy(texts[i], strs[i].ptr, (size_t)strs[i].len);
+        texts[i][strs[i].len] = 0;
+        if (strs[i].len == 6 && !memcmp(texts[i], "<0x", 3) && texts[i][5] == '>') texts[i][0] = '[', texts[i][5] = ']';
+    }
+    if (st == LLM_OK) st = llm__gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", n, (const char *const *)texts, e);
+    for (uint64_t i = 0; texts && i < n; i++) free(texts[i]);
+    free(texts);
+    return st;
+}
 
 static bool write_variant(const struct llm__gguf *g, const struct variant *v, const char *path) {
     struct llm__err e;
@@ -117,7 +141,8 @@ static bool write_variant(const struct llm__gguf *g, const struct variant *v, co
         if ((v->drop_key && !strcmp(k, v->drop_key)) || (v->str_key && !strcmp(k, v->str_key)) ||
             (v->u32_key && !strcmp(k, v->u32_key)) || (v->f32_key && !strcmp(k, v->f32_key)))
             continue;
-        ok = llm__gguf_writer_copy_kv(&w, g, i, &e) == LLM_OK;
+        if (v->rename_byte_tokens && !strcmp(k, "tokenizer.ggml.tokens")) ok = write_tokens_without_bytes(&w, g, &e) == LLM_OK;
+        else ok = llm__gguf_writer_copy_kv(&w, g, i, &e) == LLM_OK;
     }
     if (ok && v->str_key) ok = llm__gguf_writer_set_str(&w, v->str_key, v->str_val, &e) == LLM_OK;
     if (ok && v->u32_key) ok = llm__gguf_writer_set_u32(&w, v->u32_key, v->u32_val, &e) == LLM_OK;
@@ -130,7 +155,9 @@ static bool write_variant(const struct llm__gguf *g, const struct variant *v, co
         uint32_t type = v->retype_tensor && !strcmp(t->name, v->retype_tensor) ? v->retype : t->type;
         int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
         if (v->reshape_tensor && !strcmp(t->name, v->reshape_tensor)) { ne[0] = t->ne[1]; ne[1] = t->ne[0]; }
-        ok = llm__gguf_writer_add_tensor(&w, t->name, type, t->n_dims, ne, &e) == LLM_OK;
+        bool add_dim = v->add_dim_tensor && !strcmp(t->name, v->add_dim_tensor);
+        if (add_dim) ne[2] = 2;
+        ok = llm__gguf_writer_add_tensor(&w, t->name, type, add_dim ? 3 : t->n_dims, ne, &e) == LLM_OK;
         keep[nk++] = i;
     }
     FILE *f = ok ? fopen(path, "wb") : NULL;
@@ -144,7 +171,9 @@ static bool write_variant(const struct llm__gguf *g, const struct variant *v, co
         if (type == t->type) memcpy(data, t->data, bytes);
         if (v->poison_tensor && !strcmp(t->name, v->poison_tensor))
             for (int64_t i = 0; i < n; i++) memcpy(data + 4 * i, &v->poison, 4);
+        if (v->inf_scale_tensor && !strcmp(t->name, v->inf_scale_tensor) && type == LLM__TYPE_Q8_0) data[0] = 0x00, data[1] = 0x7c;
         ok = llm__gguf_writer_write(&w, data, bytes, &e) == LLM_OK;
+        if (ok && v->add_dim_tensor && !strcmp(t->name, v->add_dim_tensor)) ok = llm__gguf_writer_write(&w, data, bytes, &e) == LLM_OK;
         free(data);
     }
     if (ok) ok = llm__gguf_writer_finish(&w, &e) == LLM_OK;
@@ -173,10 +202,21 @@ static void check_variants(const char *model) {
         {.name = "rope base 0", .want = "freq_base", .f32_key = "llama.rope.freq_base", .f32_val = 0.0f},
         {.name = "unsupported rope scaling", .want = "scaling", .str_key = "llama.rope.scaling.type", .str_val = "yarn"},
         {.name = "unsupported tensor type", .want = "q4_1", .retype_tensor = "blk.0.attn_q.weight", .retype = LLM__TYPE_Q4_1},
-        {.name = "tensor of the wrong shape", .want = "shape", .reshape_tensor = "blk.0.attn_k.weight"},
+        {.name = "tensor of the wrong shape", .want = "has shape [64, 256], expected [256, 64]",
+         .reshape_tensor = "blk.0.attn_k.weight"},
+        // a third dimension is named (it was "has shape [256, 4096], expected [256, 4096]")
+        {.name = "3-D output matrix", .want = "'output.weight' has shape [256, 4096, 2], expected [256, 4096]",
+         .add_dim_tensor = "output.weight"},
+        {.name = "3-D norm", .want = "'output_norm.weight' has shape [256, 1, 2], expected [256]", .add_dim_tensor = "output_norm.weight"},
+        {.name = "3-D embedding", .want = "'token_embd.weight' has shape [256, 4096, 2], expected [256, n_vocab]",
+         .add_dim_tensor = "token_embd.weight"},
         {.name = "NaN in a norm", .want = "finite", .poison_tensor = "blk.0.ffn_norm.weight", .poison = NAN},
         {.name = "unknown tokenizer", .want = "tokenizer", .str_key = "tokenizer.ggml.model", .str_val = "bert"},
         {.name = "no vocabulary", .want = "tokenizer.ggml.tokens", .drop_key = "tokenizer.ggml.tokens"},
+        // SentencePiece without byte tokens or an unknown token: text it cannot encode would
+        // become id -1 (tokens of the variant below)
+        {.name = "no byte tokens, no unknown", .want = "cannot encode byte 0x00", .drop_key = "tokenizer.ggml.unknown_token_id",
+         .rename_byte_tokens = true},
     };
     for (size_t i = 0; i < LLM__ARRAY_LEN(vs); i++) {
         if (!write_variant(&g, &vs[i], tmp_path)) continue;
@@ -203,6 +243,125 @@ static void check_variants(const char *model) {
     llm__gguf_close(&g);
 }
 
+// A SentencePiece vocabulary without <0xNN> tokens: with an unknown token, bytes no piece covers
+// become it; without one, the engine refuses the vocabulary (an id -1 would have read the
+// embedding row before the table: generation from text with such bytes, under ASan).
+static void check_unencodable_bytes(const char *model) {
+    struct llm__gguf g;
+    struct llm__err e;
+    if (llm__gguf_open(&g, model, &e) != LLM_OK) { EXPECT(0, "%s", e.msg); return; }
+    const struct variant with_unk = {.name = "no byte tokens", .rename_byte_tokens = true};
+    const struct variant no_unk = {.name = "no byte tokens, no unknown", .rename_byte_tokens = true,
+                                   .drop_key = "tokenizer.ggml.unknown_token_id"};
+    const char *text = "a\x01b\xff";   // 0x01 and 0xff: no piece, no byte token
+    for (int k = 0; k < 2; k++) {
+        if (!write_variant(&g, k ? &no_unk : &with_unk, tmp_path)) continue;
+        for (int load = 0; load < 2; load++) {
+            struct llm_engine_params p = llm_engine_params_default();
+            char err[512] = "";
+            p.model_path = tmp_path;
+            p.n_threads = 2;
+            p.max_model_len = 64;
+            p.load = load ? LLM_LOAD_VOCAB : LLM_LOAD_ALL;
+            llm_engine *E = llm_engine_create(&p, err, sizeof(err));
+            if (k) EXPECT(!E && strstr(err, "cannot encode byte 0x00") && strstr(err, "unknown_token_id"),
+                          "a vocabulary that cannot encode every byte, load %d: %s", load, E ? "loaded" : err);
+            else EXPECT(E != NULL, "no byte tokens, an unknown token, load %d: %s", load, err);
+            if (!E) continue;
+            int32_t ids[16];
+            int n = llm_tokenize(E, text, strlen(text), 0, ids, 16), n_unk = 0;
+            for (int i = 0; i < n && i < 16; i++) n_unk += ids[i] == E->vocab.unk;
+            EXPECT(n > 0 && n <= 16 && (k || n_unk == 2), "tokenize: %d ids, %d unknown (want 2)", n, n_unk);
+            for (int i = 0; i < n && i < 16; i++)
+                EXPECT(ids[i] >= 0 && ids[i] < E->vocab.n, "tokenize: id %d of %d out of range", (int)ids[i], i);
+            if (!load) {
+                struct llm_prompt pr = {.text = text};
+                struct llm_request_params rp = llm_request_params_default();
+                rp.sampling.temperature = 0;
+                rp.max_tokens = 2;
+                struct llm_result res;
+                EXPECT(llm_generate(E, &pr, 1, &rp, &res) == LLM_OK && res.finish_reason != LLM_FINISH_ERROR,
+                       "generate from text with unencodable bytes: %s", res.error ? res.error : llm_last_error(E));
+                llm_results_free(&res, 1);
+            }
+            llm_engine_free(E);
+        }
+    }
+    llm__gguf_close(&g);
+}
+
+// A model whose activations overflow: an infinite block scale in the first row of the first
+// layer's ffn_down (Q8_0) makes one element of the residual stream infinite, so the next layer's
+// norm gives one NaN among zeros in its first block: the activation quantizer's block sum met
+// the conversion of NaN there (signed overflow in the x16 AVX-512 path, which runs where the CPU
+// has it; under UBSan it must stay quiet), and later products see NaN everywhere. The engine
+// reports it once, clearly: the request ends with LLM_FINISH_ERROR and a message, llm_seq_eval
+// fails; nothing is sampled from NaN.
+static void check_overflowing_model(void) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tiny-q8_0.gguf", models_dir());
+    struct llm__gguf g;
+    struct llm__err e;
+    if (llm__gguf_open(&g, path, &e) != LLM_OK) { EXPECT(0, "%s", e.msg); return; }
+    const struct variant v = {.name = "an infinite scale", .inf_scale_tensor = "blk.0.ffn_down.weight"};
+    bool written = write_variant(&g, &v, tmp_path);
+    llm__gguf_close(&g);
+    if (!written) return;
+    struct llm_engine_params p = llm_engine_params_default();
+    char err[512] = "";
+    p.model_path = tmp_path;
+    p.n_threads = 2;
+    p.max_model_len = 64;
+    llm_engine *E = llm_engine_create(&p, err, sizeof(err));
+    EXPECT(E != NULL, "a model with infinite weights loads (values are seen when computed): %s", err);
+    if (!E) return;
+    const bool x16 = E->model.layers[1].wq.layout == LLM__LAYOUT_X16;
+    EXPECT(x16 == (llm__simd_best() == LLM__SIMD_AVX512), "x16 layout %d, AVX-512 %d", x16,
+           llm__simd_best() == LLM__SIMD_AVX512);
+    printf("  infinite weights: %s\n", x16 ? "the x16 AVX-512 activation quantizers run on NaN"
+                                           : "no AVX-512 on this CPU: the per-row kernels run on NaN");
+    // llm_generate: an error result with the message, the engine's status, no token
+    struct llm_prompt pr = {.text = "once upon a time"};
+    struct llm_request_params rp = llm_request_params_default();
+    rp.max_tokens = 8;
+    struct llm_result res;
+    EXPECT(llm_generate(E, &pr, 1, &rp, &res) == LLM_OK, "generate: %s", llm_last_error(E));
+    EXPECT(res.finish_reason == LLM_FINISH_ERROR && res.n_tokens == 0 && res.error && strstr(res.error, "not finite") &&
+           llm_last_status(E) == LLM_ERR_BACKEND, "generate: finish %s, %d tokens, error '%s'",
+           llm_finish_reason_str(res.finish_reason), res.n_tokens, res.error ? res.error : "(none)");
+    llm_results_free(&res, 1);
+    // llm_step: two requests, each reported finished once, with LLM_FINISH_ERROR; blocks freed
+    int ids[2] = {llm_add_request(E, &pr, &rp), llm_add_request(E, &pr, &rp)}, ends[2] = {0, 0}, other = 0;
+    EXPECT(ids[0] >= 0 && ids[1] >= 0, "add_request: %s", llm_last_error(E));
+    for (int steps = 0; llm_has_unfinished_requests(E) && steps < 32; steps++) {
+        const struct llm_output *out;
+        int k = llm_step(E, &out);
+        EXPECT(k >= 0, "step: %s", llm_last_error(E));
+        for (int i = 0; i < k; i++) {
+            if (!out[i].finished) continue;
+            int j = out[i].request_id == ids[1];
+            ends[j]++;
+            other += out[i].finish_reason != LLM_FINISH_ERROR || out[i].n_output_tokens != 0;
+        }
+    }
+    const struct llm_output *out;
+    EXPECT(llm_step(E, &out) == 0, "a finished request was reported again");
+    struct llm_engine_stats st;
+    llm_get_stats(E, &st);
+    EXPECT(ends[0] == 1 && ends[1] == 1 && other == 0 && st.kv_blocks_used == 0 && st.kv_blocks_cached == 0,
+           "step: ends reported %d and %d times, %d not an error with no token, %d blocks used, %d cached", ends[0], ends[1],
+           other, st.kv_blocks_used, st.kv_blocks_cached);
+    // llm_seq_eval with logits: an error
+    int seq = llm_seq_new(E);
+    int32_t toks[3] = {1, 300, 301};
+    float *lg = malloc(sizeof(float) * 3 * (size_t)E->model.n_vocab);
+    EXPECT(llm_seq_eval(E, seq, toks, 3, lg, 1) == LLM_ERR_BACKEND && strstr(llm_last_error(E), "not finite"),
+           "seq_eval: %s", llm_last_error(E));
+    free(lg);
+    llm_seq_free(E, seq);
+    llm_engine_free(E);
+}
+
 int main(void) {
     snprintf(tmp_path, sizeof(tmp_path), "/tmp/llm-test-model-%d.gguf", (int)getpid());
     char path[512];
@@ -224,7 +383,9 @@ int main(void) {
         fuzz_file(data, size, header_end);
         free(data);
         check_variants(path);
+        check_unencodable_bytes(path);
     }
+    check_overflowing_model();
     // files that are no model at all
     char err[512] = "";
     EXPECT(!try_load("/nonexistent/model.gguf", err, sizeof(err)) && strstr(err, "model.gguf"), "missing file: %s", err);

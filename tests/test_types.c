@@ -435,6 +435,113 @@ static void test_reference_quantizers(void) {
     free(got);
 }
 
+// Activations that are not finite (a model whose weights overflow): every activation quantizer
+// stays defined (under UBSan: no signed overflow, no out-of-range float conversion), keeps its
+// invariants (quants in [-127, 127], the stored sums equal to the quants' sums) and passes the
+// trouble on: a block's scale is not finite exactly when the block is not (so products and the
+// logits show it); blocks that are finite keep their exact bytes. The x16 ones (AVX-512 only) are those of the repacked
+// Q8_0, Q4_0 and Q4_K matrices.
+static void test_nonfinite_activations(void) {
+    enum { K = 1024 };   // 32 Q8_0 blocks, 4 Q8_K super-blocks
+    static const float specials[] = {INFINITY, -INFINITY, NAN, -NAN, 3e38f, -3e38f};
+    float *x = malloc(K * sizeof(float));
+    uint8_t *q = malloc(K * 2), *ref = malloc(K * 2);
+    unsigned long long rng = 11;
+    int checked = 0;
+    for (int pattern = 0; pattern < 4; pattern++) {
+        // 0: one special value per block; 1: a block all of them; 2: NaN everywhere; 3: inf and
+        // NaN in the same block; the last super-block stays finite in every pattern
+        for (int i = 0; i < K; i++) x[i] = (float)test_rng_normal(&rng);
+        for (int i = 0; i < 768; i++) {
+            const float sp = specials[(i / 32 + pattern) % 6];
+            if ((pattern == 0 && i % 32 == 5) || (pattern == 1 && i < 32) || pattern == 2 ||
+                (pattern == 3 && i % 32 < 2))
+                x[i] = pattern == 2 ? NAN : pattern == 3 ? (i % 2 ? NAN : INFINITY) : sp;
+        }
+        // which blocks of 32 and 256 hold a value that is not finite: their scales must not be
+        // finite either (else the NaN would vanish into zero quants, unseen by the logits)
+        // (Q8_0's fp16 scale also overflows for finite blocks beyond 127 x 65504: 3e38 there)
+        bool odd32[K / 32] = {false}, odd256[K / 256] = {false}, huge32[K / 32] = {false};
+        for (int i = 0; i < K; i++) {
+            if (!isfinite(x[i])) odd32[i / 32] = odd256[i / 256] = true;
+            if (fabsf(x[i]) > 8e6f) huge32[i / 32] = true;
+        }
+        // plain Q8_0 and Q8_K (the dot types of the per-row kernels)
+        llm__quantize_row(LLM__TYPE_Q8_0, x, q, K);
+        int bad = 0, bad_d = 0;
+        for (int b = 0; b < K / 32; b++) {
+            for (int j = 0; j < 32; j++) bad += ((int8_t)q[34 * b + 2 + j]) < -127;
+            uint16_t dh;
+            memcpy(&dh, q + 34 * b, 2);
+            bad_d += isfinite(llm__fp16_to_fp32(dh)) ? odd32[b] : !odd32[b] && !huge32[b];
+        }
+        EXPECT(bad == 0 && bad_d == 0, "q8_0, pattern %d: %d quants below -127, %d scales finite where the block is not "
+               "(or not where it is, below fp16's range)", pattern, bad, bad_d);
+        llm__quantize_row(LLM__TYPE_Q8_0, x + 768, ref, 256);
+        EXPECT(!memcmp(q + 34 * 24, ref, 34 * 8), "q8_0, pattern %d: the finite blocks changed", pattern);
+        llm__quantize_row(LLM__TYPE_Q8_K, x, q, K);
+        bad = 0;
+        for (int b = 0; b < K / 256; b++) {
+            const struct llm__block_q8_K *y = (const struct llm__block_q8_K *)q + b;
+            bad += isfinite(y->d) == odd256[b];
+            for (int g = 0; g < 16; g++) {
+                int sum = 0;
+                for (int l = 0; l < 16; l++) sum += y->qs[16 * g + l], bad += y->qs[16 * g + l] < -127;
+                bad += sum != y->bsums[g];
+            }
+        }
+        EXPECT(bad == 0, "q8_K, pattern %d: %d quants below -127, group sums that differ or scales finite where the "
+               "block is not (or the reverse)", pattern, bad);
+        checked += 2;
+#if defined(LLM__X86_SIMD)
+        if (llm__simd_best() != LLM__SIMD_AVX512) continue;
+        for (int t = 0; t < 2; t++) {   // the x16 Q8_0 format, for Q8_0 (offset 128) and Q4_0 (8) weights
+            const int type = t ? LLM__TYPE_Q4_0 : LLM__TYPE_Q8_0, c = t ? 8 : 128;
+            llm__x16_quantize_act(type, x, q, K);
+            const int8_t *qs = (const int8_t *)q;
+            const int32_t *nc = (const int32_t *)(q + K + K / 8);
+            const float *dq = (const float *)(q + K);
+            bad = 0;
+            for (int b = 0; b < K / 32; b++) {
+                int sum = 0;
+                bad += isfinite(dq[b]) ? odd32[b] : !odd32[b] && !huge32[b];
+                for (int j = 0; j < 32; j++) sum += qs[32 * b + j], bad += qs[32 * b + j] < -127;
+                bad += nc[b] != -c * sum;
+            }
+            EXPECT(bad == 0, "x16 %s activations, pattern %d: %d quants below -127, block sums that differ or scales "
+                   "finite where the block is not (or the reverse)", t ? "q4_0" : "q8_0", pattern, bad);
+            llm__quantize_row(LLM__TYPE_Q8_0, x + 768, ref, 256);
+            bad = 0;
+            for (int b = 24; b < 32; b++) bad += memcmp(qs + 32 * b, ref + 34 * (b - 24) + 2, 32) != 0;
+            EXPECT(bad == 0, "x16 %s activations, pattern %d: %d finite blocks changed", t ? "q4_0" : "q8_0", pattern, bad);
+            checked++;
+        }
+        llm__x16k_quantize_act(x, q, K);   // the x16 Q4_K format: Q8_K quants, 8 pair sums per super-block
+        bad = 0;
+        for (int b = 0; b < K / 256; b++) {
+            float dk;
+            memcpy(&dk, q + K + 4 * b, 4);
+            bad += isfinite(dk) == odd256[b];
+            for (int j = 0; j < 8; j++) {
+                int sum = 0;
+                int16_t s16;
+                for (int l = 0; l < 32; l++) sum += (int8_t)q[256 * b + 32 * j + l], bad += (int8_t)q[256 * b + 32 * j + l] < -127;
+                memcpy(&s16, q + K + K / 256 * 4 + 16 * b + 2 * j, 2);
+                bad += s16 != sum;
+            }
+        }
+        EXPECT(bad == 0, "x16 q4_K activations, pattern %d: %d quants below -127, sums that differ or scales finite "
+               "where the block is not (or the reverse)", pattern, bad);
+        checked++;
+#endif
+    }
+    printf("  non-finite activations: %d quantizer runs checked%s\n", checked,
+           llm__simd_best() == LLM__SIMD_AVX512 ? " (with the AVX-512 x16 ones)" : " (no AVX-512 here: not the x16 ones)");
+    free(x);
+    free(q);
+    free(ref);
+}
+
 static const char *level_name(enum llm__simd l) {
     return l == LLM__SIMD_SCALAR ? "scalar" : l == LLM__SIMD_AVX2 ? "avx2" : l == LLM__SIMD_AVX512 ? "avx512" : "neon";
 }
@@ -577,6 +684,7 @@ int main(void) {
     test_dequantize();
     test_round_trip();
     test_reference_quantizers();
+    test_nonfinite_activations();
     test_simd_best();
     test_vec_dot();
     return test_summary("test_types");
