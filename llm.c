@@ -6025,13 +6025,14 @@ static bool llm__detokenize(const struct llm__vocab *v, const int32_t *ids, int 
 }
 
 // One token into a text stream: the whole characters it completes are appended to o. An id out
-// of range adds nothing.
+// of range adds nothing. st->n_tokens counts the tokens from the first one with text: that one
+// loses SentencePiece's space, as in llm__detokenize (a BOS before it has no text).
 static void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, int32_t id, int flags,
                              struct llm__outbuf *o) {
     if (id < 0 || id >= v->n) return;
     bool first = st->n_tokens == 0;
     if (!llm__piece_put(v, id, flags & LLM_DETOKENIZE_SPECIAL, &first, o, st)) o->fail = true;
-    st->n_tokens++;
+    if (!first) st->n_tokens++;
 }
 
 // --- chat templates ---
