@@ -5,15 +5,18 @@
 // Input: byte 0 sets the engine (bit 0: prefix caching; bit 1: priority scheduling; bits 2-3: the
 // KV cache, from a few blocks, which forces preemptions, to plenty; bit 4: blocks of 8 or 16
 // tokens; bit 5: steps of 8 or 64 tokens); the rest is up to 8 request lines.
-// Each input runs twice on fresh engines: the valid lines added with llm_add_request and stepped
-// with llm_step (the text collected as it streams), then the same through llm_generate (what
-// llm generate prints). Invariants:
+// Each input runs on fresh engines: the valid lines added with llm_add_request and stepped with
+// llm_step (the text collected as it streams); the same through llm_generate (what llm generate
+// prints); the first valid line alone, without and then with a stop string taken from its text.
+// Invariants:
 //   - the parser accepts a line or gives a message (valid UTF-8: it goes into a JSON line);
 //   - a request the engine refuses has a message; every added request is reported finished
 //     exactly once, within a bounded number of steps, with a finish reason, no more tokens than
 //     max_tokens, ids in [0, n_vocab);
 //   - streamed text is whole characters (valid UTF-8) and holds no stop string; the streamed
 //     tokens and text are llm_generate's, and so is the finish reason;
+//   - a stop string that falls across two pieces of the text cuts it exactly before its first
+//     occurrence, with finish reason "stop", the tokens before it unchanged;
 //   - the result line (cli_result_json, with its log-probabilities) is built.
 // max_tokens is capped at 8 and the context at 64 tokens, to keep each input fast.
 // Seeds: tests/fuzz/corpus/request/; dictionary: tests/fuzz/request.dict.
