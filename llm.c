@@ -7495,6 +7495,7 @@ static enum llm_status llm__result_fill(llm_engine *E, const struct llm__req *r,
     x->tokens = malloc((size_t)LLM__MAX(x->n_tokens, 1) * sizeof(int32_t));
     x->logprobs = k && x->n_tokens ? malloc((size_t)x->n_tokens * k * sizeof(struct llm_logprob)) : NULL;
     x->text = llm__strndup(r->text.p ? r->text.p : "", r->text.n);
+    x->n_text = (int)LLM__MIN(r->text.n, (size_t)INT_MAX);
     x->n_itl = r->n_itl;
     x->itl_ms = malloc((size_t)LLM__MAX(r->n_itl, 1) * sizeof(float));
     if (!x->prompt_tokens || !x->tokens || (k && x->n_tokens && !x->logprobs) || !x->text || !x->itl_ms)

@@ -240,10 +240,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FUZZ_CHECK(res[r].n_tokens == x->n_tokens &&
                        !memcmp(res[r].tokens, x->tokens, (size_t)x->n_tokens * sizeof(int32_t)),
                        "line %d: generated other tokens (%d, %d streamed)", map[r], res[r].n_tokens, x->n_tokens);
-            // (llm_result has no text length: compared up to a NUL, which a byte token can bring)
-            size_t len0 = strlen(res[r].text);
-            FUZZ_CHECK(len0 == strnlen(text, x->text.n) && !memcmp(res[r].text, text, len0),
-                       "line %d: the final text is not the streamed text", map[r]);
+            FUZZ_CHECK((size_t)res[r].n_text == x->text.n && !memcmp(res[r].text, text, x->text.n) &&
+                       !res[r].text[x->text.n], "line %d: the final text is not the streamed text", map[r]);
         }
         json_t *o = cli_result_json(E, map[r], &res[r], q[map[r]].p.logprobs, res[r].error);
         char *s = json_dumps(o, JSON_COMPACT);
