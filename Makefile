@@ -5,7 +5,10 @@
 #                      library that exports only the llm_* functions of llm.h
 #   make install       PREFIX=/usr/local (and DESTDIR): bin/llm, include/llm.h, lib/libllm.a,
 #                      lib/libllm.so*, lib/pkgconfig/llm.pc; make uninstall removes them
-#   make test          build and run the test suite (SAN=1: under AddressSanitizer + UBSan)
+#   make test          build and run the test suite (SAN=1: under AddressSanitizer + UBSan); it
+#                      replays the fuzzers' seed corpora and the crashes they found (tests/fuzz/)
+#   make fuzz          run each fuzzer (tests/fuzz/fuzz_*.c: clang's libFuzzer, ASan + UBSan) for
+#                      FUZZ_S seconds (default 60); fails on any crash, leak, UB or broken invariant
 #   make VULKAN=1 ...  the same with the Vulkan backend built in (outputs in build/vulkan)
 #   make bench         CPU speed against llama.cpp on the same files (bench/bench.sh: one sequence;
 #                      bench/serve.sh: continuous batching and prefix caching)
@@ -68,6 +71,10 @@ endif
 ifeq ($(HAVE_CXX),1)
 TESTS   += $(BUILD)/tests/test_cpp
 endif
+# The fuzz harnesses (tests/fuzz/): make test builds each with a main that replays its seed corpus
+# and its regression inputs; make fuzz builds them with libFuzzer.
+FUZZERS := gguf tokenizer request
+TESTS   += $(patsubst %,$(BUILD)/tests/fuzz_%,$(FUZZERS))
 
 # Everything compiled depends on the configuration stamp, rewritten only when it changes.
 CONFIG  := $(CC) | $(CFLAGS) | $(STD) $(CLI_DEFS) $(VK_DEFS) $(LIB_CFLAGS) | $(LDLIBS) $(CLI_LIBS) | $(CXX) $(CXXFLAGS)
@@ -75,7 +82,7 @@ STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: all lib install uninstall test bench clean models demo fixtures portability jansson-check FORCE
+.PHONY: all lib install uninstall test bench clean models demo fixtures portability jansson-check fuzz FORCE
 
 all: llm
 
@@ -161,6 +168,17 @@ $(BUILD)/tests/test_cpp: tests/test_cpp.cpp tests/test.h llm.h $(BUILD)/libllm.a
 	@mkdir -p $(@D)
 	$(CXX) $(CXXSTD) $(CXXFLAGS) -I. -o $@ $< $(BUILD)/libllm.a $(LDLIBS)
 
+# The fuzz harnesses as replay programs (no libFuzzer: any compiler, SAN=1 or not). fuzz_request
+# includes the program's request parser (cli/serve.c, cli/args.c) and links the engine's object.
+$(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(ENGINE) $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(STD) $(CFLAGS) $(VK_DEFS) -o $@ $< $(LDLIBS)
+
+$(BUILD)/tests/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h cli/args.c cli/serve.c cli/cli.h llm.h \
+                             $(BUILD)/llm.o $(STAMP) | jansson-check
+	@mkdir -p $(@D)
+	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -o $@ $< $(BUILD)/llm.o $(LDLIBS) $(CLI_LIBS)
+
 # The README's embedding example, against llm.h and the library (tests/test_package.sh runs it).
 $(BUILD)/examples/hello: examples/hello.c llm.h $(BUILD)/libllm.a $(STAMP)
 	@mkdir -p $(@D)
@@ -216,6 +234,52 @@ $(BUILD)/portability.ok: llm.c llm.h
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O2 -c llm.c -o $(BUILD)/portability.o
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -U__linux__ -Wall -Wextra -Werror -O2 -c llm.c -o $(BUILD)/portability.o
 	@rm -f $(BUILD)/portability.o && touch $@
+
+# --- fuzzing: make fuzz FUZZ_S=N runs each harness N seconds, one after the other ---
+# libFuzzer (clang; Debian: clang and libclang-rt-14-dev) with ASan + UBSan, every report fatal.
+# New inputs go to build/fuzz/corpus/NAME (kept between runs), crashes to build/fuzz/crashes/.
+# Text inputs (request lines, tokenizer text) grow to 4 KB; model files to the largest seed's size.
+# A crash: replay it with build/tests/fuzz_NAME FILE (any build), minimise it with
+# build/fuzz/fuzz_NAME -minimize_crash=1 -runs=10000 FILE, and add it to tests/fuzz/regress/NAME/,
+# which make test replays.
+FUZZ_CC     ?= clang
+FUZZ_S      ?= 60
+FUZZ_DIR    := build/fuzz
+# (two checks recoverable only so that tests/fuzz/ubsan.supp can name pending fixes;
+# UBSAN_OPTIONS=halt_on_error=1 keeps every other report fatal)
+FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+               -fsanitize-recover=signed-integer-overflow,float-cast-overflow -fno-omit-frame-pointer \
+               -DLLM_FUZZ_LIBFUZZER
+FUZZ_STAMP  := $(FUZZ_DIR)/config
+FUZZ_BINS   := $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZERS))
+
+$(FUZZ_STAMP): FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' '$(FUZZ_CC) $(FUZZ_CFLAGS) $(CLI_DEFS) $(LDLIBS) $(CLI_LIBS)' | cmp -s - $@ || \
+	    printf '%s\n' '$(FUZZ_CC) $(FUZZ_CFLAGS) $(CLI_DEFS) $(LDLIBS) $(CLI_LIBS)' > $@
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h llm.c llm.h $(FUZZ_STAMP)
+	$(FUZZ_CC) $(STD) $(FUZZ_CFLAGS) -o $@ $< $(LDLIBS)
+
+$(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h cli/args.c cli/serve.c cli/cli.h llm.c llm.h \
+                          $(FUZZ_STAMP) | jansson-check
+	$(FUZZ_CC) $(STD) $(FUZZ_CFLAGS) $(CLI_DEFS) -I. -o $@ $< llm.c $(LDLIBS) $(CLI_LIBS)
+
+fuzz: fixtures models $(FUZZ_BINS)
+	@for f in $(FUZZERS); do \
+	    mkdir -p $(FUZZ_DIR)/corpus/$$f $(FUZZ_DIR)/crashes; \
+	    dirs=""; for d in tests/fuzz/corpus/$$f tests/fuzz/regress/$$f; do [ -d $$d ] && dirs="$$dirs $$d"; done; \
+	    len=-max_len=4096; [ $$f = gguf ] && len=; \
+	    echo "== fuzz_$$f: $(FUZZ_S) s (log: $(FUZZ_DIR)/$$f.log)"; \
+	    LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" \
+	    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=tests/fuzz/ubsan.supp \
+	        $(FUZZ_DIR)/fuzz_$$f -max_total_time=$(FUZZ_S) -error_exitcode=77 -timeout=10 -rss_limit_mb=2048 $$len \
+	        -dict=tests/fuzz/$$f.dict -artifact_prefix=$(FUZZ_DIR)/crashes/$$f- -print_final_stats=1 \
+	        $(FUZZ_DIR)/corpus/$$f $$dirs > $(FUZZ_DIR)/$$f.log 2>&1 || \
+	        { tail -n 60 $(FUZZ_DIR)/$$f.log; echo "fuzz_$$f failed: the input is in $(FUZZ_DIR)/crashes/"; exit 1; }; \
+	    grep -E '^#[0-9]+.*(DONE|pulse|INITED)' $(FUZZ_DIR)/$$f.log | tail -n 1; \
+	    grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' $(FUZZ_DIR)/$$f.log; \
+	done
 
 bench: llm build/gen_model
 	@sh bench/bench.sh

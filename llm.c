@@ -6220,13 +6220,14 @@ static bool llm__detokenize(const struct llm__vocab *v, const int32_t *ids, int 
 }
 
 // One token into a text stream: the whole characters it completes are appended to o. An id out
-// of range adds nothing.
+// of range adds nothing. st->n_tokens counts the tokens from the first one with text: that one
+// loses SentencePiece's space, as in llm__detokenize (a BOS before it has no text).
 static void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, int32_t id, int flags,
                              struct llm__outbuf *o) {
     if (id < 0 || id >= v->n) return;
     bool first = st->n_tokens == 0;
     if (!llm__piece_put(v, id, flags & LLM_DETOKENIZE_SPECIAL, &first, o, st)) o->fail = true;
-    st->n_tokens++;
+    if (!first) st->n_tokens++;
 }
 
 // --- chat templates ---
@@ -7772,6 +7773,7 @@ static enum llm_status llm__result_fill(llm_engine *E, const struct llm__req *r,
     x->tokens = malloc((size_t)LLM__MAX(x->n_tokens, 1) * sizeof(int32_t));
     x->logprobs = k && x->n_tokens ? malloc((size_t)x->n_tokens * k * sizeof(struct llm_logprob)) : NULL;
     x->text = llm__strndup(r->text.p ? r->text.p : "", r->text.n);
+    x->n_text = (int)LLM__MIN(r->text.n, (size_t)INT_MAX);
     x->n_itl = r->n_itl;
     x->itl_ms = malloc((size_t)LLM__MAX(r->n_itl, 1) * sizeof(float));
     if (!x->prompt_tokens || !x->tokens || (k && x->n_tokens && !x->logprobs) || !x->text || !x->itl_ms)

@@ -431,7 +431,7 @@ LLM_API const char *llm_prof_op_name(enum llm_prof_op op);   // "attention: rope
 struct llm_result {
     int32_t *prompt_tokens; int n_prompt_tokens;
     int32_t *tokens; int n_tokens;
-    char *text;
+    char *text; int n_text;    // NUL-terminated; n_text: its length (a byte token can put a NUL in it)
     struct llm_logprob *logprobs;   // n_tokens x logprobs entries when asked for, else NULL
     enum llm_finish_reason finish_reason;
     char *error;               // the message when finish_reason is LLM_FINISH_ERROR, else NULL

@@ -258,7 +258,7 @@ static json_t *cli_result_json(llm_engine *E, int index, const struct llm_result
     for (int t = 0; t < r->n_prompt_tokens; t++) cli_jpush(a, cli_json_int(r->prompt_tokens[t]));
     cli_jset(o, "tokens", a = cli_jcheck(json_array()));
     for (int t = 0; t < r->n_tokens; t++) cli_jpush(a, cli_json_int(r->tokens[t]));
-    cli_jset(o, "text", cli_json_cstr(r->text ? r->text : ""));
+    cli_jset(o, "text", cli_json_bytes(r->text ? r->text : "", r->text ? (size_t)r->n_text : 0));
     if (err) cli_jset(o, "finish_reason", cli_json_cstr("error"));
     else cli_json_finish(o, r->finish_reason);
     cli_jset(o, "ttft_ms", cli_json_num(r->ttft_ms, 3));

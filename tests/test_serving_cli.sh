@@ -249,6 +249,19 @@ r=$(echo "$j" | jpy '[d["requests"], d["threads"], d["steps"] > 0, len(d["module
 [ "$r" = '[4,2,true,15,"embedding","other",true,true,1.0,["attention","mlp","sampling","scheduling","total"]]' ] && ok ||
     bad "profile --json: $r: $j"
 
+# A generated NUL byte (the byte token <0x00>, id 3 of micro-q8_0's synthetic vocabulary) stays
+# in the text, with what follows it (the text was cut at the first NUL). Near-uniform sampling
+# over 300 tokens: 60 requests of 32 tokens draw it several times.
+for i in $(seq 1 60); do
+    echo "{\"prompt\":\"a\",\"temperature\":100,\"top_k\":-1,\"top_p\":1,\"min_p\":0,\"seed\":$i,\"max_tokens\":32}"
+done > "$tmp/nul.jsonl"
+"$llm" generate -m "$models/micro-q8_0.gguf" -t 1 --requests "$tmp/nul.jsonl" > "$tmp/nul.out" 2>/dev/null || bad "generate (NUL) failed"
+r=$(python3 -c 'import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1], "rb").read().decode("utf-8").splitlines()]
+print(sum(r["tokens"].count(3) for r in rs), sum(r["text"].count("\0") for r in rs))' "$tmp/nul.out" 2>/dev/null)
+set -- $r
+[ -n "$r" ] && [ "$1" -gt 0 ] && [ "$1" = "$2" ] && ok || bad "generated NUL bytes: '$r' (<0x00> tokens, NUL in the texts)"
+
 # engine flags
 "$llm" bench -m "$m" --num-prompts 2 --scheduling-policy lifo 2>/dev/null && bad "bad policy accepted" || ok
 "$llm" bench -m "$m" --num-prompts 2 --max-num-seqs 0 2>/dev/null && bad "max-num-seqs 0 accepted" || ok
