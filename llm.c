@@ -2370,19 +2370,23 @@ struct llm__tune {
     int probe_n;
     bool skip;                     // the next step does not count; nor do steps begun before
     double warm_until;             // this time (on the pool's step clock): threads waking up
+    bool decided;                  // a probe has ended
 };
 
 struct llm__pool {
     int n_threads;
     pthread_t *threads;
     struct llm__pool_worker *workers;
-    llm__job_fn fn;                // the current job: written before it is published in claim
+    struct llm__pool_part *parts;   // [n_threads]
+    uint64_t n_jobs;                // jobs published (the caller's count)
+    // The current job, in one cache line: what a worker reads when woken. fn and arg are written
+    // before cur, [job number: 54 bits][parts: 10], which is published before job, its number's
+    // low 32 bits (the word idle workers sleep on).
+    _Alignas(64) atomic_uint job;
+    _Atomic uint64_t cur;
+    llm__job_fn fn;
     void *arg;
-    // [job number: 32 bits][parts: 16][next unclaimed part: 16]. A compare-and-swap claims a part
-    // only of the job a thread was woken for, so one that wakes late cannot take a part of the next.
-    _Alignas(64) _Atomic uint64_t claim;
-    _Alignas(64) atomic_uint job;   // the job number, alone: the word idle workers sleep on
-    atomic_int sleepers;            // workers asleep on job (or about to be)
+    _Alignas(64) atomic_int sleepers;   // workers asleep on job (or about to be)
     atomic_int active;              // threads that take part in jobs
     atomic_uint park;               // bumped when active grows: the word parked workers sleep on
     atomic_bool stop;
@@ -2402,12 +2406,24 @@ struct llm__pool {
 };
 
 struct llm__pool_worker { struct llm__pool *pool; int index; };
+// Part i (i >= 1) of a job is worker i's; the caller takes it over when the worker has not
+// claimed it soon enough. claimed, in the part's own cache line (the worker's alone as long as
+// it keeps up), is the last job number that claimed the part: a compare-and-swap from a smaller
+// number claims it, so a part is claimed once per job, and a thread still on an earlier job
+// (every part of which was claimed) cannot claim a part of a later one.
+struct llm__pool_part { _Alignas(64) _Atomic uint64_t claimed; };
 
 // Spin budget of an idle worker and of the caller waiting for the last parts, in seconds: the jobs
 // of a decode step follow each other within 1-5 us, and steps within tens of us (sampling);
 // waking a sleeping thread costs 5-50 us. Yielding starts after LLM__POOL_YIELD (llm__pool_spin).
+// A worker that is running claims its part within a microsecond of the job's publication; the
+// caller takes over a part not claimed after LLM__POOL_GRACE. That is longer than
+// LLM__POOL_YIELD: a worker on the caller's core gets it first (with 2 us instead of 10, the
+// caller, never yielding, kept such a worker off its core, and the load balancer had no reason to
+// move it: one core's speed, measured).
 #define LLM__POOL_SPIN 50e-6
 #define LLM__POOL_YIELD 5e-6
+#define LLM__POOL_GRACE 10e-6
 
 static inline void llm__cpu_relax(void) {
 #if defined(LLM__X86)
@@ -2444,43 +2460,40 @@ static void llm__futex_wake(struct llm__pool *pool, atomic_uint *w) {
 #endif
 }
 
-// Spins while *w == val, for at most LLM__POOL_SPIN seconds; true when *w changed. The clock is
-// read every 16 pauses (a pause takes 10 to 150 cycles depending on the CPU, hence a budget in
-// time rather than in iterations). After LLM__POOL_YIELD the spinning thread also yields: when
-// the thread it waits for was placed on its core (a worker woken up lands on its waker's core
-// until the load balancer moves one of them), spinning would keep that thread from running; a
-// yield costs a system call when nothing else is runnable.
-static bool llm__pool_spin(const atomic_uint *w, unsigned val) {
+// Spins while *w == val (until_zero false) or until *w is 0 (until_zero true), for at most
+// `budget` seconds; true when it stopped for *w. The clock is read every 16 pauses (a pause takes
+// 10 to 150 cycles depending on the CPU, hence a budget in time rather than in iterations).
+// After LLM__POOL_YIELD the spinning thread also yields: when the thread it waits for was placed
+// on its core (a worker woken up lands on its waker's core until the load balancer moves one of
+// them), spinning would keep that thread from running; a yield costs a system call when
+// nothing else is runnable.
+static bool llm__pool_spin(const atomic_uint *w, unsigned val, bool until_zero, double budget) {
     double t0 = 0.0;
     for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(w, memory_order_acquire) != val) return true;
+        unsigned v = atomic_load_explicit(w, memory_order_acquire);
+        if (until_zero ? v == 0 : v != val) return true;
         if ((i & 15) == 0) {
             double now = llm__now();
             if (t0 == 0.0) t0 = now;
-            else if (now - t0 > LLM__POOL_SPIN) return false;
+            else if (now - t0 > budget) return false;
             else if (now - t0 > LLM__POOL_YIELD) sched_yield();
         }
         llm__cpu_relax();
     }
 }
 
-// Claims and runs parts of job number `job` until none is left (or the job is over).
-static void llm__pool_work(struct llm__pool *pool, unsigned job) {
-    uint64_t w = atomic_load_explicit(&pool->claim, memory_order_acquire);
-    for (;;) {
-        const unsigned part = (unsigned)(w & 0xffff), nth = (unsigned)(w >> 16 & 0xffff);
-        if ((unsigned)(w >> 32) != job || part >= nth) return;
-        if (!atomic_compare_exchange_weak_explicit(&pool->claim, &w, w + 1, memory_order_acquire,
-                                                   memory_order_acquire))
-            continue;
-        pool->fn(pool->arg, (int)part, (int)nth);
-        // seq_cst, as the caller's caller_sleeps store then left load: one sees the other.
-        if (atomic_fetch_sub(&pool->left, 1) == 1) {
-            if (atomic_load(&pool->caller_sleeps)) llm__futex_wake(pool, &pool->left);
-            return;
-        }
-        w = atomic_load_explicit(&pool->claim, memory_order_acquire);
-    }
+static bool llm__pool_claim(struct llm__pool *pool, int i, uint64_t job) {
+    uint64_t v = atomic_load_explicit(&pool->parts[i].claimed, memory_order_relaxed);
+    return v < job && atomic_compare_exchange_strong_explicit(&pool->parts[i].claimed, &v, job, memory_order_relaxed,
+                                                              memory_order_relaxed);
+}
+
+// Runs part i and counts it done (the last part wakes a caller that sleeps).
+static void llm__pool_part_run(struct llm__pool *pool, int i, int nth) {
+    pool->fn(pool->arg, i, nth);
+    // seq_cst, as the caller's caller_sleeps store then left load: one sees the other.
+    if (atomic_fetch_sub(&pool->left, 1) == 1 && atomic_load(&pool->caller_sleeps))
+        llm__futex_wake(pool, &pool->left);
 }
 
 static void *llm__pool_main(void *p) {
@@ -2496,7 +2509,7 @@ static void *llm__pool_main(void *p) {
                 llm__futex_wait(pool, &pool->park, pk);
             continue;
         }
-        if (!llm__pool_spin(&pool->job, seen)) {
+        if (!llm__pool_spin(&pool->job, seen, false, LLM__POOL_SPIN)) {
             // Sleep. sleepers is raised before job is read again, and llm__pool_run reads
             // sleepers after it bumps job (all seq_cst): a wake-up cannot be lost.
             atomic_fetch_add(&pool->sleepers, 1);
@@ -2508,7 +2521,9 @@ static void *llm__pool_main(void *p) {
         unsigned job = atomic_load_explicit(&pool->job, memory_order_acquire);
         if (job == seen || atomic_load_explicit(&pool->stop, memory_order_acquire)) continue;
         seen = job;
-        llm__pool_work(pool, job);
+        const uint64_t cur = atomic_load_explicit(&pool->cur, memory_order_acquire);
+        const int nth = (int)(cur & 1023);
+        if (wk->index < nth && llm__pool_claim(pool, wk->index, cur >> 10)) llm__pool_part_run(pool, wk->index, nth);
     }
     return NULL;
 }
@@ -2525,19 +2540,26 @@ static void llm__pool_run(struct llm__pool *pool, llm__job_fn fn, void *arg) {
         fn(arg, 0, 1);
         return;
     }
-    unsigned job = atomic_load_explicit(&pool->job, memory_order_relaxed) + 1;
+    const uint64_t job = ++pool->n_jobs;
     pool->fn = fn;
     pool->arg = arg;
     atomic_store_explicit(&pool->left, (unsigned)n, memory_order_relaxed);
-    atomic_store_explicit(&pool->claim, (uint64_t)job << 32 | (uint64_t)n << 16, memory_order_release);
-    atomic_store(&pool->job, job);   // seq_cst: pairs with a worker's sleepers increment
+    atomic_store_explicit(&pool->cur, job << 10 | (uint64_t)n, memory_order_release);
+    atomic_store(&pool->job, (unsigned)job);   // seq_cst: pairs with a worker's sleepers increment
     if (atomic_load(&pool->sleepers) > 0) llm__futex_wake(pool, &pool->job);
-    llm__pool_work(pool, job);
-    // The parts still running are on other threads: spin for them, then sleep (a descheduled
-    // worker gets this core sooner).
-    unsigned left;
+    const double t0 = llm__now();
+    llm__pool_part_run(pool, 0, n);
+    // Wait for the other parts. LLM__POOL_GRACE after publishing, take over those whose workers
+    // have not claimed them (asleep, or descheduled: more threads than free cores), so that the
+    // job does not wait for them to be scheduled. Then spin for the parts still running, and
+    // sleep (a descheduled worker gets this core sooner).
+    unsigned left = atomic_load_explicit(&pool->left, memory_order_acquire);
+    const double grace = LLM__POOL_GRACE - (llm__now() - t0);
+    if (left != 0 && (grace <= 0.0 || !llm__pool_spin(&pool->left, 0, true, grace)))
+        for (int i = 1; i < n; i++)
+            if (llm__pool_claim(pool, i, job)) llm__pool_part_run(pool, i, n);
     while ((left = atomic_load_explicit(&pool->left, memory_order_acquire)) != 0) {
-        if (llm__pool_spin(&pool->left, left)) continue;
+        if (llm__pool_spin(&pool->left, left, false, LLM__POOL_SPIN)) continue;
         atomic_store(&pool->caller_sleeps, 1);
         while ((left = atomic_load(&pool->left)) != 0) llm__futex_wait(pool, &pool->left, left);
         atomic_store(&pool->caller_sleeps, 0);
@@ -2575,7 +2597,7 @@ static void llm__pool_set_active(struct llm__pool *pool, int active) {
 // that way); a probe 15% slower after two steps ends there; one that loses makes the steps until
 // the next probe 4 times as many, up to 256, so that on a steady machine probes cost about 1% at
 // most and the tuner still follows a machine whose load changes within a second or two. A new
-// step size starts where the last one used is.
+// step size starts where the last one probed is, and follows it until its own first probe.
 
 // The mean of n step times without the slowest (one preemption of the caller alone).
 static double llm__tune_mean(double sum, double max, int n) {
@@ -2588,7 +2610,13 @@ static struct llm__tune *llm__tune_find(struct llm__pool *pool, int n_tokens) {
         struct llm__tune *u = &pool->tune[i];
         if (u->n_tokens == n_tokens) t = u;
         if (u->last_use < lru->last_use) lru = u;
-        if (u->n_tokens && (!last || u->last_use > last->last_use)) last = u;
+        if (u->decided && (!last || u->last_use > last->last_use)) last = u;
+    }
+    if (t && !t->decided && last && t->probe < 0 && t->cur != last->cur) {
+        // A size too rare to have been probed yet (a prompt's step among decode steps) follows
+        // the last size that was.
+        t->cur = last->cur;
+        t->cur_n = t->cur_pos = 0;
     }
     if (!t) {
         t = lru;
@@ -2663,6 +2691,7 @@ static void llm__pool_step_record(struct llm__pool *pool, double dt) {
     t->cur_n = t->cur_pos = 0;
     t->probe = -1;
     t->until_probe = t->interval;
+    t->decided = true;
 }
 
 static void llm__pool_step_end(struct llm__pool *pool) {
@@ -2700,6 +2729,7 @@ static void llm__pool_free(struct llm__pool *pool) {
 #endif
     free(pool->threads);
     free(pool->workers);
+    free(pool->parts);
     free(pool);
 }
 
@@ -2708,7 +2738,14 @@ static struct llm__pool *llm__pool_new(int n_threads, struct llm__err *e) {
     if (!pool) { llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return NULL; }
     memset(pool, 0, sizeof(*pool));
     pool->n_threads = n_threads;
-    atomic_init(&pool->claim, 0);   // job 0 has no parts
+    atomic_init(&pool->cur, 0);   // job 0, no parts
+    pool->parts = llm__alloc(sizeof(struct llm__pool_part) * (size_t)n_threads);
+    if (!pool->parts) {
+        free(pool);
+        llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < n_threads; i++) atomic_init(&pool->parts[i].claimed, 0);
     atomic_init(&pool->job, 0);
     atomic_init(&pool->sleepers, 0);
     atomic_init(&pool->park, 0);
