@@ -2329,20 +2329,20 @@ static bool llm__gguf_get_arr(const struct llm__gguf *g, const char *key, uint32
 //
 // A persistent pool of worker threads. llm__pool_run(pool, fn, arg) runs fn(arg, i, n) once for
 // every part i of [0, n) and returns when all n have finished; n is the number of threads that
-// take part (llm__pool_nth: at most the pool's size, see "active" below). A part is not tied to a
-// thread: the caller and the workers claim parts one at a time, so when a worker is not running
-// (more threads than free cores: another program, a build, a browser), the threads that are
-// running take its part instead of waiting for it to be scheduled. Each part runs exactly once
-// per job, on one thread, so fn may index per-part scratch by i. The ops split their work so that
-// results do not depend on n (each output row, or attention item, is computed whole by one part).
+// take part (llm__pool_nth: at most the pool's size, see "active" below). Part i is thread i's (the
+// caller's is 0), but a thread must claim it: when a worker is not running (more threads than
+// free cores: another program, a build, a browser), the caller takes its part over instead of
+// waiting for it to be scheduled. Each part runs exactly once per job, on one thread, so fn may
+// index per-part scratch by i. The ops split their work so that results do not depend on n (each
+// output row, or attention item, is computed whole by one part).
 //
 // Waiting is spin-then-sleep on both sides. Between the jobs of one step (hundreds per token,
 // microseconds apart) an idle worker spins on the job counter for LLM__POOL_SPIN, then sleeps (a
 // futex on Linux, a condition variable elsewhere), so that it neither burns a core another
-// program needs nor holds up the caller on a shared core. The caller, once every part is
-// claimed, spins as long for the parts still running, then sleeps until the last one finishes:
-// a worker descheduled in the middle of its part gets a core back sooner when the caller stops
-// spinning.
+// program needs nor holds up the caller on a shared core. The caller, once its part is done and
+// the others claimed, spins as long for the parts still running, then sleeps until the last one
+// finishes: a worker descheduled in the middle of its part gets a core back sooner when the
+// caller stops spinning.
 //
 // How many threads take part (active: the caller and workers 1..active-1; the others sleep,
 // parked) is chosen by measuring steps (llm__pool_step_begin/end, below): on a machine whose
