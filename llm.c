@@ -2357,6 +2357,7 @@ typedef void (*llm__job_fn)(void *arg, int ith, int nth);
 #define LLM__TUNE_SIZES 4
 #define LLM__TUNE_PROBE 5    // steps a probe counts
 #define LLM__TUNE_WARM 1e-3  // seconds of steps not counted after the threads change
+#define LLM__TUNE_GAP 0.25e-3   // seconds of steps at least between probes, per step of the interval
 struct llm__tune {
     int n_tokens;                  // the step size this entry is for (0: unused)
     unsigned long long last_use;
@@ -2364,6 +2365,7 @@ struct llm__tune {
     int probe;                     // rung being probed (-1: none)
     int dir;                       // the next probe's direction: -1 or +1
     int until_probe, interval;     // steps at cur before the next probe; steps between probes
+    double probe_after;            // and the step clock's time before which none starts
     double last[LLM__TUNE_PROBE];  // the last steps at cur (seconds), a ring
     int cur_n, cur_pos;            // steps in it
     double probe_sum, probe_max;   // the probe's steps so far, and the slowest of them
@@ -2596,7 +2598,9 @@ static void llm__pool_set_active(struct llm__pool *pool, int active) {
 // A probe faster by 3% moves the tuner there (and the next probe, 4 steps later, looks further
 // that way); a probe 15% slower after two steps ends there; one that loses makes the steps until
 // the next probe 4 times as many, up to 256, so that on a steady machine probes cost about 1% at
-// most and the tuner still follows a machine whose load changes within a second or two. A new
+// most and the tuner still follows a machine whose load changes within a second or two. Tiny
+// models' steps are so short that the warm-up dominates a probe: probes are also LLM__TUNE_GAP
+// of step time per step of the interval apart (64 ms at 256). A new
 // step size starts where the last one probed is, and follows it until its own first probe.
 
 // The mean of n step times without the slowest (one preemption of the caller alone).
@@ -2639,7 +2643,7 @@ static void llm__pool_step_begin(struct llm__pool *pool, int n_tokens) {
     pool->step_tune = NULL;
     if (pool->n_rungs < 2) return;
     struct llm__tune *t = llm__tune_find(pool, n_tokens);
-    if (t->probe < 0 && t->until_probe == 0) {
+    if (t->probe < 0 && t->until_probe == 0 && pool->step_clock >= t->probe_after) {
         if (t->cur + t->dir < 0 || t->cur + t->dir >= pool->n_rungs) t->dir = -t->dir;
         t->probe = t->cur + t->dir;
         t->probe_sum = t->probe_max = 0.0;
@@ -2691,6 +2695,7 @@ static void llm__pool_step_record(struct llm__pool *pool, double dt) {
     t->cur_n = t->cur_pos = 0;
     t->probe = -1;
     t->until_probe = t->interval;
+    t->probe_after = pool->step_clock + t->interval * LLM__TUNE_GAP;
     t->decided = true;
 }
 

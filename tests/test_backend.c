@@ -595,18 +595,23 @@ static void check_pool(int nth) {
 // times as slow (a preemption). It must settle on the fastest rung, probe rarely once settled,
 // follow the machine when the fastest count changes, and start a new step size where the last
 // one is (a size seen before but not probed yet follows it too).
-static double tuner_step(struct llm__pool *pool, int n_tokens, int best, unsigned long long *rng, int *rung,
-                         bool *probe) {
+static double tuner_step_sec(struct llm__pool *pool, int n_tokens, int best, double base, unsigned long long *rng,
+                             int *rung, bool *probe) {
     llm__pool_step_begin(pool, n_tokens);
     struct llm__tune *t = pool->step_tune;
     int k = atomic_load(&pool->active);
     *rung = pool->rungs[t->cur];
     *probe = pool->step_rung != t->cur;
     double d = fabs(log2((double)k / best));
-    double sec = 1e-3 * (1.0 + 0.3 * d) * (0.9 + 0.2 * test_rng_uniform(rng));
+    double sec = base * (1.0 + 0.3 * d) * (0.9 + 0.2 * test_rng_uniform(rng));
     if (test_rng_next(rng) % 37 == 0) sec *= 5.0;
     llm__pool_step_record(pool, sec);
     return sec;
+}
+
+static double tuner_step(struct llm__pool *pool, int n_tokens, int best, unsigned long long *rng, int *rung,
+                         bool *probe) {
+    return tuner_step_sec(pool, n_tokens, best, 1e-3, rng, rung, probe);
 }
 
 static void check_tuner(void) {
@@ -640,6 +645,20 @@ static void check_tuner(void) {
     EXPECT(rung == 1 && !probe, "a new step size starts at %d threads", rung);
     tuner_step(pool, 64, 1, &rng, &rung, &probe);
     EXPECT(rung == 1 && !probe, "a step size not probed yet runs at %d threads", rung);
+    llm__pool_free(pool);
+
+    // A tiny model's steps (10 us): probes, warm-up included, stay rare once settled (they are
+    // also spaced in time), and it still settles on the fastest count.
+    pool = llm__pool_new(8, &e);
+    EXPECT(pool != NULL, "pool: %s", e.msg);
+    if (!pool) return;
+    on_best = probes = 0;
+    for (int s = 0; s < 6000; s++) {
+        tuner_step_sec(pool, 1, 2, 10e-6, &rng, &rung, &probe);
+        if (s >= 2000) on_best += rung == 2, probes += probe;
+    }
+    EXPECT(on_best >= 3800, "tiny steps, 2 threads fastest: on 2 in %d of 4000 steps", on_best);
+    EXPECT(probes <= 400, "tiny steps: %d probe steps in 4000 settled steps", probes);
     llm__pool_free(pool);
 }
 
