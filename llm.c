@@ -47,6 +47,11 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <sched.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #define LLM__X86 1
@@ -2385,28 +2390,105 @@ static bool llm__gguf_get_arr(const struct llm__gguf *g, const char *key, uint32
 
 // === thread pool ===
 //
-// A persistent pool of worker threads. llm__pool_run(pool, fn, arg) runs fn(arg, i, n) on all n
-// threads (the caller is thread 0) and returns when every one has finished. Between jobs the
-// workers spin for a short while (an engine step issues hundreds of small jobs in a row), then
-// sleep on a condition variable so an idle engine uses no CPU.
+// A persistent pool of worker threads. llm__pool_run(pool, fn, arg) runs fn(arg, i, n) once for
+// every part i of [0, n) and returns when all n have finished; n is the number of threads that
+// take part (llm__pool_nth: at most the pool's size, see "active" below). Part i is thread i's (the
+// caller's is 0), but a thread must claim it: when a worker is not running (more threads than
+// free cores: another program, a build, a browser), the caller takes its part over instead of
+// waiting for it to be scheduled. Each part runs exactly once per job, on one thread, so fn may
+// index per-part scratch by i. The ops split their work so that results do not depend on n (each
+// output row, or attention item, is computed whole by one part).
+//
+// Waiting is spin-then-sleep on both sides. Between the jobs of one step (hundreds per token,
+// microseconds apart) an idle worker spins on the job counter for LLM__POOL_SPIN, then sleeps (a
+// futex on Linux, a condition variable elsewhere), so that it neither burns a core another
+// program needs nor holds up the caller on a shared core. The caller, once its part is done and
+// the others claimed, spins as long for the parts still running, then sleeps until the last one
+// finishes: a worker descheduled in the middle of its part gets a core back sooner when the
+// caller stops spinning.
+//
+// How many threads take part (active: the caller and workers 1..active-1; the others sleep,
+// parked) is chosen by measuring steps (llm__pool_step_begin/end, below): on a machine whose
+// cores are busy with other programs, a worker preempted in the middle of its part stalls the
+// whole job until it is scheduled again (milliseconds), and fewer threads are faster. With one,
+// llm__pool_run is a plain call.
 
 typedef void (*llm__job_fn)(void *arg, int ith, int nth);
+
+// The step-time tuner's state for steps of one size (n_tokens); see llm__pool_step_begin.
+#define LLM__TUNE_RUNGS 11   // active thread counts tried: 1, 2, 4, ..., 512 (and n itself)
+#define LLM__TUNE_SIZES 4
+#define LLM__TUNE_PROBE 5    // steps a probe counts
+#define LLM__TUNE_WARM 1e-3  // seconds of steps not counted after the threads change
+#define LLM__TUNE_GAP 0.25e-3   // seconds of steps at least between probes, per step of the interval
+struct llm__tune {
+    int n_tokens;                  // the step size this entry is for (0: unused)
+    unsigned long long last_use;
+    int cur;                       // rung in use
+    int probe;                     // rung being probed (-1: none)
+    int dir;                       // the next probe's direction: -1 or +1
+    int until_probe, interval;     // steps at cur before the next probe; steps between probes
+    double probe_after;            // and the step clock's time before which none starts
+    double last[LLM__TUNE_PROBE];  // the last steps at cur (seconds), a ring
+    int cur_n, cur_pos;            // steps in it
+    double probe_sum, probe_max;   // the probe's steps so far, and the slowest of them
+    int probe_n;
+    bool skip;                     // the next step does not count; nor do steps begun before
+    double warm_until;             // this time (on the pool's step clock): threads waking up
+    bool decided;                  // a probe has ended
+};
 
 struct llm__pool {
     int n_threads;
     pthread_t *threads;
     struct llm__pool_worker *workers;
-    atomic_uint generation;   // bumped once per job
-    atomic_int pending;       // workers still running the current job
-    atomic_int sleeping;      // workers blocked on cv
-    atomic_bool stop;
+    struct llm__pool_part *parts;   // [n_threads]
+    uint64_t n_jobs;                // jobs published (the caller's count)
+    // The current job, in one cache line: what a worker reads when woken. fn and arg are written
+    // before cur, [job number: 54 bits][parts: 10], which is published before job, its number's
+    // low 32 bits (the word idle workers sleep on).
+    _Alignas(64) atomic_uint job;
+    _Atomic uint64_t cur;
     llm__job_fn fn;
     void *arg;
-    pthread_mutex_t mu;
+    _Alignas(64) atomic_int sleepers;   // workers asleep on job (or about to be)
+    atomic_int active;              // threads that take part in jobs
+    atomic_uint park;               // bumped when active grows: the word parked workers sleep on
+    atomic_bool stop;
+    _Alignas(64) atomic_uint left;  // parts of the current job not finished: the caller's word
+    atomic_int caller_sleeps;
+#if !defined(__linux__)
+    pthread_mutex_t mu;             // the fallback of the futex calls (llm__futex_*)
     pthread_cond_t cv;
+#endif
+    // the tuner (the caller's thread only)
+    int rungs[LLM__TUNE_RUNGS], n_rungs, first_rung;
+    struct llm__tune tune[LLM__TUNE_SIZES], *step_tune;
+    int step_rung;
+    unsigned long long n_steps;
+    double step_t0;
+    double step_clock;              // seconds of all steps timed so far (the tuner's clock)
 };
 
-struct llm__pool_worker { struct llm__pool *pool; int ith; };
+struct llm__pool_worker { struct llm__pool *pool; int index; };
+// Part i (i >= 1) of a job is worker i's; the caller takes it over when the worker has not
+// claimed it soon enough. claimed, in the part's own cache line (the worker's alone as long as
+// it keeps up), is the last job number that claimed the part: a compare-and-swap from a smaller
+// number claims it, so a part is claimed once per job, and a thread still on an earlier job
+// (every part of which was claimed) cannot claim a part of a later one.
+struct llm__pool_part { _Alignas(64) _Atomic uint64_t claimed; };
+
+// Spin budget of an idle worker and of the caller waiting for the last parts, in seconds: the jobs
+// of a decode step follow each other within 1-5 us, and steps within tens of us (sampling);
+// waking a sleeping thread costs 5-50 us. Yielding starts after LLM__POOL_YIELD (llm__pool_spin).
+// A worker that is running claims its part within a microsecond of the job's publication; the
+// caller takes over a part not claimed after LLM__POOL_GRACE. That is longer than
+// LLM__POOL_YIELD: a worker on the caller's core gets it first (with 2 us instead of 10, the
+// caller, never yielding, kept such a worker off its core, and the load balancer had no reason to
+// move it: one core's speed, measured).
+#define LLM__POOL_SPIN 50e-6
+#define LLM__POOL_YIELD 5e-6
+#define LLM__POOL_GRACE 10e-6
 
 static inline void llm__cpu_relax(void) {
 #if defined(LLM__X86)
@@ -2416,70 +2498,339 @@ static inline void llm__cpu_relax(void) {
 #endif
 }
 
+// Sleeps while *w == val. It may also return early (a signal, a wake-up meant for an earlier
+// value): callers re-check their condition.
+static void llm__futex_wait(struct llm__pool *pool, atomic_uint *w, unsigned val) {
+#if defined(__linux__)
+    (void)pool;
+    syscall(SYS_futex, (void *)w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+#else
+    pthread_mutex_lock(&pool->mu);
+    while (atomic_load(w) == val) pthread_cond_wait(&pool->cv, &pool->mu);
+    pthread_mutex_unlock(&pool->mu);
+#endif
+}
+
+// Wakes every thread asleep on w. The caller has changed *w before: with the fallback, a waiter
+// that checked *w before the change is inside pthread_cond_wait by the time the mutex is ours.
+static void llm__futex_wake(struct llm__pool *pool, atomic_uint *w) {
+#if defined(__linux__)
+    (void)pool;
+    syscall(SYS_futex, (void *)w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)w;
+    pthread_mutex_lock(&pool->mu);
+    pthread_cond_broadcast(&pool->cv);
+    pthread_mutex_unlock(&pool->mu);
+#endif
+}
+
+// Spins while *w == val (until_zero false) or until *w is 0 (until_zero true), for at most
+// `budget` seconds; true when it stopped for *w. The clock is read every 16 pauses (a pause takes
+// 10 to 150 cycles depending on the CPU, hence a budget in time rather than in iterations).
+// After LLM__POOL_YIELD the spinning thread also yields: when the thread it waits for was placed
+// on its core (a worker woken up lands on its waker's core until the load balancer moves one of
+// them), spinning would keep that thread from running; a yield costs a system call when
+// nothing else is runnable.
+static bool llm__pool_spin(const atomic_uint *w, unsigned val, bool until_zero, double budget) {
+    double t0 = 0.0;
+    for (unsigned i = 1;; i++) {
+        unsigned v = atomic_load_explicit(w, memory_order_acquire);
+        if (until_zero ? v == 0 : v != val) return true;
+        if ((i & 15) == 0) {
+            double now = llm__now();
+            if (t0 == 0.0) t0 = now;
+            else if (now - t0 > budget) return false;
+            else if (now - t0 > LLM__POOL_YIELD) sched_yield();
+        }
+        llm__cpu_relax();
+    }
+}
+
+static bool llm__pool_claim(struct llm__pool *pool, int i, uint64_t job) {
+    uint64_t v = atomic_load_explicit(&pool->parts[i].claimed, memory_order_relaxed);
+    return v < job && atomic_compare_exchange_strong_explicit(&pool->parts[i].claimed, &v, job, memory_order_relaxed,
+                                                              memory_order_relaxed);
+}
+
+// Runs part i and counts it done (the last part wakes a caller that sleeps).
+static void llm__pool_part_run(struct llm__pool *pool, int i, int nth) {
+    pool->fn(pool->arg, i, nth);
+    // seq_cst, as the caller's caller_sleeps store then left load: one sees the other.
+    if (atomic_fetch_sub(&pool->left, 1) == 1 && atomic_load(&pool->caller_sleeps))
+        llm__futex_wake(pool, &pool->left);
+}
+
 static void *llm__pool_main(void *p) {
     struct llm__pool_worker *wk = p;
     struct llm__pool *pool = wk->pool;
     unsigned seen = 0;
-    for (;;) {
-        unsigned gen;
-        int spins = 0;
-        while ((gen = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen) {
-            if (++spins < (1 << 16)) { llm__cpu_relax(); continue; }
-            // Sleep. The generation is re-checked under the mutex after announcing ourselves,
-            // and llm__pool_run broadcasts under the mutex, so a wake-up cannot be lost.
-            pthread_mutex_lock(&pool->mu);
-            atomic_fetch_add(&pool->sleeping, 1);
-            while (atomic_load(&pool->generation) == seen) pthread_cond_wait(&pool->cv, &pool->mu);
-            atomic_fetch_sub(&pool->sleeping, 1);
-            pthread_mutex_unlock(&pool->mu);
-            spins = 0;
+    while (!atomic_load_explicit(&pool->stop, memory_order_acquire)) {
+        if (wk->index >= atomic_load(&pool->active)) {
+            // Parked. park is read before active: a rise of active after that read bumps park,
+            // and the wait returns at once.
+            unsigned pk = atomic_load(&pool->park);
+            if (wk->index >= atomic_load(&pool->active) && !atomic_load(&pool->stop))
+                llm__futex_wait(pool, &pool->park, pk);
+            continue;
         }
-        seen = gen;
-        if (atomic_load_explicit(&pool->stop, memory_order_acquire)) break;
-        pool->fn(pool->arg, wk->ith, pool->n_threads);
-        atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_release);
+        if (!llm__pool_spin(&pool->job, seen, false, LLM__POOL_SPIN)) {
+            // Sleep. sleepers is raised before job is read again, and llm__pool_run reads
+            // sleepers after it bumps job (all seq_cst): a wake-up cannot be lost.
+            atomic_fetch_add(&pool->sleepers, 1);
+            while (atomic_load(&pool->job) == seen && wk->index < atomic_load(&pool->active))
+                llm__futex_wait(pool, &pool->job, seen);
+            atomic_fetch_sub(&pool->sleepers, 1);
+        }
+        // (Woken also when parked: then the job may be the one already seen.)
+        unsigned job = atomic_load_explicit(&pool->job, memory_order_acquire);
+        if (job == seen || atomic_load_explicit(&pool->stop, memory_order_acquire)) continue;
+        seen = job;
+        const uint64_t cur = atomic_load_explicit(&pool->cur, memory_order_acquire);
+        const int nth = (int)(cur & 1023);
+        if (wk->index < nth && llm__pool_claim(pool, wk->index, cur >> 10)) llm__pool_part_run(pool, wk->index, nth);
     }
     return NULL;
 }
 
+// Parts of the next job: the active thread count (what a job that sizes per-part state before
+// llm__pool_run must use).
+static inline int llm__pool_nth(const struct llm__pool *pool) {
+    return atomic_load_explicit(&pool->active, memory_order_relaxed);
+}
+
 static void llm__pool_run(struct llm__pool *pool, llm__job_fn fn, void *arg) {
-    if (pool->n_threads == 1) { fn(arg, 0, 1); return; }
+    const int n = llm__pool_nth(pool);
+    if (n == 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    const uint64_t job = ++pool->n_jobs;
     pool->fn = fn;
     pool->arg = arg;
-    atomic_store_explicit(&pool->pending, pool->n_threads - 1, memory_order_relaxed);
-    atomic_fetch_add(&pool->generation, 1);   // seq_cst: pairs with the worker's sleeping check
-    if (atomic_load(&pool->sleeping) > 0) {
-        pthread_mutex_lock(&pool->mu);
-        pthread_cond_broadcast(&pool->cv);
-        pthread_mutex_unlock(&pool->mu);
+    atomic_store_explicit(&pool->left, (unsigned)n, memory_order_relaxed);
+    atomic_store_explicit(&pool->cur, job << 10 | (uint64_t)n, memory_order_release);
+    atomic_store(&pool->job, (unsigned)job);   // seq_cst: pairs with a worker's sleepers increment
+    if (atomic_load(&pool->sleepers) > 0) llm__futex_wake(pool, &pool->job);
+    const double t0 = llm__now();
+    llm__pool_part_run(pool, 0, n);
+    // Wait for the other parts. LLM__POOL_GRACE after publishing, take over those whose workers
+    // have not claimed them (asleep, or descheduled: more threads than free cores), so that the
+    // job does not wait for them to be scheduled. Then spin for the parts still running, and
+    // sleep (a descheduled worker gets this core sooner).
+    unsigned left = atomic_load_explicit(&pool->left, memory_order_acquire);
+    const double grace = LLM__POOL_GRACE - (llm__now() - t0);
+    if (left != 0 && (grace <= 0.0 || !llm__pool_spin(&pool->left, 0, true, grace)))
+        for (int i = 1; i < n; i++)
+            if (llm__pool_claim(pool, i, job)) llm__pool_part_run(pool, i, n);
+    while ((left = atomic_load_explicit(&pool->left, memory_order_acquire)) != 0) {
+        if (llm__pool_spin(&pool->left, left, false, LLM__POOL_SPIN)) continue;
+        atomic_store(&pool->caller_sleeps, 1);
+        while ((left = atomic_load(&pool->left)) != 0) llm__futex_wait(pool, &pool->left, left);
+        atomic_store(&pool->caller_sleeps, 0);
     }
-    fn(arg, 0, pool->n_threads);
-    while (atomic_load_explicit(&pool->pending, memory_order_acquire) > 0) llm__cpu_relax();
+}
+
+// Threads that take part in the next jobs (1..n): the caller and workers 1..active-1.
+static void llm__pool_set_active(struct llm__pool *pool, int active) {
+    active = LLM__MAX(1, LLM__MIN(active, pool->n_threads));
+    int old = atomic_load_explicit(&pool->active, memory_order_relaxed);
+    if (active == old) return;
+    atomic_store(&pool->active, active);
+    if (active > old) {
+        atomic_fetch_add(&pool->park, 1);
+        llm__futex_wake(pool, &pool->park);
+    }
+}
+
+// --- choosing the number of active threads by measuring steps ---
+//
+// The steps of a generation repeat (one decode step after another, chunks of a long prompt), so
+// the time of steps at one thread count can be compared with the next ones at another. Per step
+// size (n_tokens; the last LLM__TUNE_SIZES sizes seen) the tuner runs at one rung of the ladder
+// 1, 2, 4, ..., n and now and then runs a few steps at a neighbouring rung (a probe, alternately
+// below and above). It compares the mean time of the LLM__TUNE_PROBE steps just before the probe
+// with that of as many probe steps, each without its slowest step (one preemption of the
+// caller). Adjacent windows of equal length, because another program's load comes and goes;
+// means, because on a shared machine step times are bimodal (fast while the other program waits
+// for a core, slow while a worker waits for one) and the mean is the throughput. Steps in which
+// threads change are not counted: the first after a change, and those begun within
+// LLM__TUNE_WARM of it (parked workers take that long to run again where they should; a tiny
+// model's steps take 20 us); nor are the first steps of a new step size (caches, page faults).
+//
+// A probe faster by 3% moves the tuner there (and the next probe, 4 steps later, looks further
+// that way); a probe 15% slower after two steps ends there; one that loses makes the steps until
+// the next probe 4 times as many, up to 256, so that on a steady machine probes cost about 1% at
+// most and the tuner still follows a machine whose load changes within a second or two. Tiny
+// models' steps are so short that the warm-up dominates a probe: probes are also LLM__TUNE_GAP
+// of step time per step of the interval apart (64 ms at 256). A new
+// step size starts where the last one probed is, and follows it until its own first probe.
+
+// The mean of n step times without the slowest (one preemption of the caller alone).
+static double llm__tune_mean(double sum, double max, int n) {
+    return n >= 2 ? (sum - max) / (n - 1) : sum;
+}
+
+static struct llm__tune *llm__tune_find(struct llm__pool *pool, int n_tokens) {
+    struct llm__tune *t = NULL, *lru = &pool->tune[0], *last = NULL;
+    for (int i = 0; i < LLM__TUNE_SIZES; i++) {
+        struct llm__tune *u = &pool->tune[i];
+        if (u->n_tokens == n_tokens) t = u;
+        if (u->last_use < lru->last_use) lru = u;
+        if (u->decided && (!last || u->last_use > last->last_use)) last = u;
+    }
+    if (t && !t->decided && last && t->probe < 0 && t->cur != last->cur) {
+        // A size too rare to have been probed yet (a prompt's step among decode steps) follows
+        // the last size that was.
+        t->cur = last->cur;
+        t->cur_n = t->cur_pos = 0;
+    }
+    if (!t) {
+        t = lru;
+        int cur = last ? last->cur : pool->first_rung;
+        memset(t, 0, sizeof(*t));
+        t->n_tokens = n_tokens;
+        t->cur = cur;
+        t->probe = -1;
+        t->dir = -1;
+        t->skip = true;       // the first steps fault weights and caches in
+        t->warm_until = pool->step_clock + LLM__TUNE_WARM;
+        t->until_probe = LLM__TUNE_PROBE;
+        t->interval = 4;
+    }
+    t->last_use = ++pool->n_steps;
+    return t;
+}
+
+static void llm__pool_step_begin(struct llm__pool *pool, int n_tokens) {
+    pool->step_tune = NULL;
+    if (pool->n_rungs < 2) return;
+    struct llm__tune *t = llm__tune_find(pool, n_tokens);
+    if (t->probe < 0 && t->until_probe == 0 && pool->step_clock >= t->probe_after) {
+        if (t->cur + t->dir < 0 || t->cur + t->dir >= pool->n_rungs) t->dir = -t->dir;
+        t->probe = t->cur + t->dir;
+        t->probe_sum = t->probe_max = 0.0;
+        t->probe_n = 0;
+        t->skip = true;
+        t->warm_until = pool->step_clock + LLM__TUNE_WARM;
+    }
+    pool->step_tune = t;
+    pool->step_rung = t->probe >= 0 ? t->probe : t->cur;
+    llm__pool_set_active(pool, pool->rungs[pool->step_rung]);
+    pool->step_t0 = llm__now();
+}
+
+// Records the time of the step begun last (seconds); at the end of a probe, decides.
+static void llm__pool_step_record(struct llm__pool *pool, double dt) {
+    struct llm__tune *t = pool->step_tune;
+    if (!t) return;
+    pool->step_tune = NULL;
+    bool counts = !t->skip && pool->step_clock >= t->warm_until;
+    pool->step_clock += dt;
+    t->skip = false;
+    if (!counts) return;
+    if (pool->step_rung == t->cur) {
+        t->last[t->cur_pos] = dt;
+        t->cur_pos = (t->cur_pos + 1) % LLM__TUNE_PROBE;
+        t->cur_n = LLM__MIN(t->cur_n + 1, LLM__TUNE_PROBE);
+        if (t->until_probe > 0) t->until_probe--;
+        return;
+    }
+    t->probe_n++;
+    t->probe_sum += dt;
+    t->probe_max = LLM__MAX(t->probe_max, dt);
+    double sum = 0.0, max = 0.0;
+    for (int i = 0; i < t->cur_n; i++) sum += t->last[i], max = LLM__MAX(max, t->last[i]);
+    double cur = llm__tune_mean(sum, max, t->cur_n), probe = llm__tune_mean(t->probe_sum, t->probe_max, t->probe_n);
+    // Clearly slower after two steps: over already.
+    if (t->probe_n < LLM__TUNE_PROBE && !(t->probe_n >= 2 && probe > 1.15 * cur)) return;
+    if (probe < 0.97 * cur) {
+        t->cur = t->probe;
+        t->interval = 4;
+    } else {
+        t->dir = -t->dir;
+        t->interval = LLM__MIN(4 * t->interval, 256);
+    }
+    if (t->cur != t->probe) {   // back from a probe: threads parked or woken again
+        t->skip = true;
+        t->warm_until = pool->step_clock + LLM__TUNE_WARM;
+    }
+    t->cur_n = t->cur_pos = 0;
+    t->probe = -1;
+    t->until_probe = t->interval;
+    t->probe_after = pool->step_clock + t->interval * LLM__TUNE_GAP;
+    t->decided = true;
+}
+
+static void llm__pool_step_end(struct llm__pool *pool) {
+    if (pool->step_tune) llm__pool_step_record(pool, llm__now() - pool->step_t0);
+}
+
+// Cores this process may run on (1..256): on Linux, those of its affinity mask (taskset, a
+// container's cpuset), else the cores online; 1 where the system cannot tell
+// (_SC_NPROCESSORS_ONLN is not POSIX, but Linux, macOS and the BSDs have it).
+static int llm__online_cpus(void) {
+    long n = 1;
+#if defined(_SC_NPROCESSORS_ONLN)
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t set;   // 1024 cores; with more, sched_getaffinity fails and the count above stays
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) >= 1) n = CPU_COUNT(&set);
+#endif
+    return n < 1 ? 1 : n > 256 ? 256 : (int)n;
 }
 
 static void llm__pool_free(struct llm__pool *pool) {
     if (!pool) return;
     if (pool->threads) {
         atomic_store(&pool->stop, true);
-        pthread_mutex_lock(&pool->mu);
-        atomic_fetch_add(&pool->generation, 1);
-        pthread_cond_broadcast(&pool->cv);
-        pthread_mutex_unlock(&pool->mu);
+        atomic_fetch_add(&pool->job, 1);
+        atomic_fetch_add(&pool->park, 1);
+        llm__futex_wake(pool, &pool->job);
+        llm__futex_wake(pool, &pool->park);
         for (int i = 1; i < pool->n_threads; i++) pthread_join(pool->threads[i], NULL);
     }
+#if !defined(__linux__)
     pthread_mutex_destroy(&pool->mu);
     pthread_cond_destroy(&pool->cv);
+#endif
     free(pool->threads);
     free(pool->workers);
+    free(pool->parts);
     free(pool);
 }
 
 static struct llm__pool *llm__pool_new(int n_threads, struct llm__err *e) {
-    struct llm__pool *pool = calloc(1, sizeof(*pool));
+    struct llm__pool *pool = llm__alloc(sizeof(*pool));
     if (!pool) { llm__fail(e, LLM_ERR_NOMEM, "out of memory"); return NULL; }
+    memset(pool, 0, sizeof(*pool));
     pool->n_threads = n_threads;
+    atomic_init(&pool->cur, 0);   // job 0, no parts
+    pool->parts = llm__alloc(sizeof(struct llm__pool_part) * (size_t)n_threads);
+    if (!pool->parts) {
+        free(pool);
+        llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < n_threads; i++) atomic_init(&pool->parts[i].claimed, 0);
+    atomic_init(&pool->job, 0);
+    atomic_init(&pool->sleepers, 0);
+    atomic_init(&pool->park, 0);
+    atomic_init(&pool->stop, false);
+    atomic_init(&pool->left, 0);
+    atomic_init(&pool->caller_sleeps, 0);
+    for (int k = 1; k < n_threads && pool->n_rungs < LLM__TUNE_RUNGS - 1; k *= 2) pool->rungs[pool->n_rungs++] = k;
+    pool->rungs[pool->n_rungs++] = n_threads;
+    // The start (jobs before the first step: weights repacked at load; the first step size): the
+    // most threads that do not outnumber the cores.
+    const int cores = llm__online_cpus();
+    while (pool->first_rung + 1 < pool->n_rungs && pool->rungs[pool->first_rung + 1] <= cores) pool->first_rung++;
+    atomic_init(&pool->active, pool->rungs[pool->first_rung]);
+#if !defined(__linux__)
     pthread_mutex_init(&pool->mu, NULL);
     pthread_cond_init(&pool->cv, NULL);
+#endif
     if (n_threads == 1) return pool;
     pool->threads = calloc((size_t)n_threads, sizeof(pthread_t));
     pool->workers = calloc((size_t)n_threads, sizeof(struct llm__pool_worker));
@@ -3150,7 +3501,7 @@ LLM__AVX512 static void llm__x16k_tile_avx512(int nt, const uint8_t *rec, const 
 
 // Splits chunks [0, n) into contiguous shares, one per thread.
 static void llm__cursors_init(struct llm__cpu *c, int64_t n) {
-    int nth = c->pool->n_threads;
+    int nth = llm__pool_nth(c->pool);
     for (int i = 0; i < nth; i++) {
         int64_t lo, hi;
         llm__split(n, i, nth, &lo, &hi);
@@ -3253,12 +3604,16 @@ static void llm__cpu_download(void *ctx, const struct llm__buf *buf, size_t offs
 }
 
 static void llm__cpu_begin_step(void *ctx, const struct llm__step *step) {
-    ((struct llm__cpu *)ctx)->step = step;
+    struct llm__cpu *c = ctx;
+    c->step = step;
+    llm__pool_step_begin(c->pool, step->n_tokens);
 }
 
 static enum llm_status llm__cpu_end_step(void *ctx, struct llm__err *e) {
     (void)e;
-    ((struct llm__cpu *)ctx)->step = NULL;
+    struct llm__cpu *c = ctx;
+    llm__pool_step_end(c->pool);
+    c->step = NULL;
     return LLM_OK;
 }
 
@@ -3715,7 +4070,7 @@ static void llm__cpu_attention(void *ctx, struct llm__tensor out, struct llm__te
     struct llm__cpu *c = ctx;
     int G = p->n_head / p->n_head_kv;
     size_t per = llm__attn_scratch(G, p->head_dim, c->step->block_size);
-    assert(per * sizeof(float) * (size_t)c->pool->n_threads <= c->scratch_size);   // see llm__cpu_reserve_shape
+    assert(per * sizeof(float) * (size_t)llm__pool_nth(c->pool) <= c->scratch_size);   // see llm__cpu_reserve_shape
     struct llm__cpu_attn_job job = {.c = c, .out = out, .q = q, .k_cache = k_cache, .v_cache = v_cache,
                                     .p = p, .scratch_per_thread = per};
     atomic_init(&job.next, 0);
@@ -6419,16 +6774,6 @@ struct llm_engine_params llm_engine_params_default(void) {
     return p;
 }
 
-// Cores online (1..256); 1 where the system cannot tell (_SC_NPROCESSORS_ONLN is not POSIX, but
-// Linux, macOS and the BSDs have it).
-static int llm__online_cpus(void) {
-#if defined(_SC_NPROCESSORS_ONLN)
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-#else
-    long n = 1;
-#endif
-    return n < 1 ? 1 : n > 256 ? 256 : (int)n;
-}
 // Logit rows of llm_seq_eval's steps with all_logits (each is n_vocab floats).
 #define LLM__MAX_STEP_OUT 64
 

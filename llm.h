@@ -24,8 +24,10 @@
 //   Pointers handed out stay valid as their comments say, at most until llm_engine_free.
 // Threads. There is no global state: different engines may be used from different threads at
 //   the same time. One engine is used by one thread at a time (calls on it must not overlap);
-//   it computes with its own pool of worker threads. Samplers and text streams likewise. The
-//   functions without an engine argument may be called from any thread at any time.
+//   it computes with its own pool of worker threads (n_threads at most: each step runs on as
+//   many as measure fastest, fewer while other programs keep cores busy; results do not depend
+//   on how many). Samplers and text streams likewise. The functions without an engine argument
+//   may be called from any thread at any time.
 // Parameters. Option structs are filled by their *_default() function, then changed field by
 //   field. In llm_engine_params, zero in a field means its default unless the comment says
 //   otherwise; in the sampling and request parameters each field's comment says what its values
@@ -99,7 +101,7 @@ struct llm_engine_params {
     enum llm_backend_kind backend;   // default LLM_BACKEND_CPU
     int device;                // GPU backends: an index of llm_list_devices, or LLM_DEVICE_AUTO
                                // (the default: the first discrete GPU, else an integrated one)
-    int n_threads;             // CPU worker threads (0: the number of online cores)
+    int n_threads;             // CPU worker threads, at most (0: the cores this process may use)
     int max_model_len;         // context length in tokens (0: the model's, at most 4096; at most 2^24)
     int block_size;            // KV cache block size in tokens: 8, 16 (default) or 32
     size_t kv_cache_bytes;     // KV cache memory (0: see gpu_memory_utilization)
@@ -166,7 +168,7 @@ struct llm_engine_info {
     enum llm_backend_kind backend;   // the backend in use (never LLM_BACKEND_AUTO)
     const char *backend_name;  // "cpu", "vulkan"; "none" for LLM_LOAD_VOCAB / METADATA engines
     const char *device_name;   // the GPU's name, or the CPU's features (e.g. "x86-64 AVX-512")
-    int n_threads;             // CPU worker threads
+    int n_threads;             // CPU worker threads (at most; see "Threads" above)
     int max_model_len;         // context length in use
     int block_size;
     int kv_tokens;             // tokens the KV cache can hold

@@ -3,7 +3,9 @@
 // activations; paged attention (random block tables, ragged lengths, f16 and f32 caches, AVX-512
 // and scalar paths) against a float64 softmax; RoPE (both pair styles, frequency factors) and
 // RMSNorm against float64. The backend contract: the check of required table entries, sync's
-// failures reaching the caller, the device list and bandwidth probe of a CPU-only build.
+// failures reaching the caller, the device list and bandwidth probe of a CPU-only build. The
+// thread pool: each part of a job runs exactly once, with more threads than cores; the tuner of
+// its thread count settles on the fastest count and follows a change.
 #include "../llm.c"
 #include "test.h"
 
@@ -14,7 +16,11 @@ static struct llm_backend make_backend(int threads, int simd, bool repack) {
     struct llm__err e;
     enum llm_status st = llm__cpu_backend_new(&be, threads, simd, &e);
     EXPECT(st == LLM_OK, "backend: %s", e.msg);
-    ((struct llm__cpu *)be.ctx)->repack = repack;
+    struct llm__cpu *c = be.ctx;
+    c->repack = repack;
+    // Every op split `threads` ways whatever this machine's cores (the tuner off: one rung).
+    c->pool->n_rungs = 1;
+    llm__pool_set_active(c->pool, threads);
     return be;
 }
 
@@ -494,6 +500,168 @@ static void check_mem_free(void) {
     be.iface->free(be.ctx);
 }
 
+
+// --- the thread pool ---
+//
+// Parts are claimed, not tied to threads, and workers sleep between jobs: every part of [0, nth)
+// must still run exactly once per job (nth: the active thread count), and the caller must see
+// everything the parts wrote when llm__pool_run returns. More threads than this machine has cores (every run of the
+// suite on a 2-core machine), jobs back to back (workers spinning), jobs after a pause longer
+// than the spin budget (workers asleep, woken by the next job), parts that sleep (the caller
+// waits asleep for a part another thread is running), and fewer active threads than parts (the
+// others parked; with one, the caller runs every part).
+
+struct pool_job {
+    int nth;            // parts expected
+    int *runs_of;       // [pool size]: per part, its runs in this job (plain writes, read by the caller)
+    atomic_int runs;    // parts run in this job
+    atomic_int bad;     // parts called with a wrong nth or ith
+    pthread_t caller;
+    atomic_int by_workers;   // parts run on another thread than the caller's (all jobs)
+    atomic_int taken_over;   // parts other than 0 run by the caller
+    bool sleepy;        // parts 0 and nth-1 sleep 2 ms
+};
+
+static void pool_part(void *arg, int ith, int nth) {
+    struct pool_job *j = arg;
+    if (nth != j->nth || ith < 0 || ith >= nth) { atomic_fetch_add(&j->bad, 1); return; }
+    if (j->sleepy && (ith == 0 || ith == nth - 1)) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    j->runs_of[ith]++;
+    if (!pthread_equal(pthread_self(), j->caller)) atomic_fetch_add(&j->by_workers, 1);
+    else if (ith != 0) atomic_fetch_add(&j->taken_over, 1);
+    atomic_fetch_add(&j->runs, 1);
+}
+
+static void check_pool(int nth) {
+    struct llm__err e;
+    struct llm__pool *pool = llm__pool_new(nth, &e);
+    EXPECT(pool != NULL, "pool of %d threads: %s", nth, e.msg);
+    if (!pool) return;
+    struct pool_job j = {.runs_of = calloc((size_t)nth, sizeof(int)), .caller = pthread_self()};
+    int wrong = 0, first_wrong = -1;
+    // workers parked and unparked before any job: they must find nothing to run
+    struct timespec ms = {0, 1000000};
+    llm__pool_set_active(pool, 1);
+    nanosleep(&ms, NULL);
+    llm__pool_set_active(pool, nth);
+    nanosleep(&ms, NULL);
+    for (int k = 1; k <= 3000; k++) {
+        atomic_store(&j.runs, 0);
+        // every 100th job after a pause (the workers fall asleep), every 50th with slow parts
+        if (k % 100 == 0) {
+            struct timespec ts = {0, 3000000};
+            nanosleep(&ts, NULL);
+        }
+        j.sleepy = k % 50 == 0;
+        if (k % 10 == 0) llm__pool_set_active(pool, 1 + (k / 10) % nth);   // some workers parked
+        j.nth = llm__pool_nth(pool);
+        memset(j.runs_of, 0, sizeof(int) * (size_t)nth);
+        llm__pool_run(pool, pool_part, &j);
+        int ok = atomic_load(&j.runs) == j.nth && atomic_load(&j.bad) == 0;
+        for (int i = 0; i < nth && ok; i++) ok = j.runs_of[i] == (i < j.nth);
+        if (!ok && wrong++ == 0) first_wrong = k;
+    }
+    EXPECT(wrong == 0, "pool of %d threads: %d of 3000 jobs did not run each part once (first: job %d)", nth,
+           wrong, first_wrong);
+    // While a part sleeps 2 ms, a worker that was woken takes another part: none ever did means
+    // the workers were never woken (they slept through the jobs, or stayed parked).
+    EXPECT(atomic_load(&j.by_workers) > 0, "pool of %d threads: no part ran on a worker", nth);
+    // 64 threads on this machine's cores: some workers were not running when their part was due,
+    // and the caller took it over
+    if (nth == 64) EXPECT(atomic_load(&j.taken_over) > 0, "pool of %d threads: the caller took over no part", nth);
+    // Workers that were spinning when the active count dropped to 1 park; raised again, it must
+    // wake them.
+    llm__pool_set_active(pool, nth);
+    j.sleepy = false;
+    j.nth = nth;
+    llm__pool_run(pool, pool_part, &j);
+    llm__pool_set_active(pool, 1);
+    nanosleep(&ms, NULL);
+    llm__pool_set_active(pool, nth);
+    atomic_store(&j.by_workers, 0);
+    j.sleepy = true;
+    for (int k = 0; k < 5; k++) llm__pool_run(pool, pool_part, &j);
+    EXPECT(atomic_load(&j.by_workers) > 0, "pool of %d threads: no part ran on a worker after parking", nth);
+    llm__pool_free(pool);
+    free(j.runs_of);
+}
+
+
+// The thread-count tuner on made-up step times (no clock): a machine on which `best` active
+// threads are fastest, each rung away 30% slower, with +-10% noise and now and then a step 5
+// times as slow (a preemption). It must settle on the fastest rung, probe rarely once settled,
+// follow the machine when the fastest count changes, and start a new step size where the last
+// one is (a size seen before but not probed yet follows it too).
+static double tuner_step_sec(struct llm__pool *pool, int n_tokens, int best, double base, unsigned long long *rng,
+                             int *rung, bool *probe) {
+    llm__pool_step_begin(pool, n_tokens);
+    struct llm__tune *t = pool->step_tune;
+    int k = atomic_load(&pool->active);
+    *rung = pool->rungs[t->cur];
+    *probe = pool->step_rung != t->cur;
+    double d = fabs(log2((double)k / best));
+    double sec = base * (1.0 + 0.3 * d) * (0.9 + 0.2 * test_rng_uniform(rng));
+    if (test_rng_next(rng) % 37 == 0) sec *= 5.0;
+    llm__pool_step_record(pool, sec);
+    return sec;
+}
+
+static double tuner_step(struct llm__pool *pool, int n_tokens, int best, unsigned long long *rng, int *rung,
+                         bool *probe) {
+    return tuner_step_sec(pool, n_tokens, best, 1e-3, rng, rung, probe);
+}
+
+static void check_tuner(void) {
+    struct llm__err e;
+    struct llm__pool *pool = llm__pool_new(8, &e);
+    EXPECT(pool != NULL, "pool: %s", e.msg);
+    if (!pool) return;
+    EXPECT(pool->n_rungs == 4 && pool->rungs[0] == 1 && pool->rungs[3] == 8, "rungs 1 2 4 8: %d", pool->n_rungs);
+    unsigned long long rng = 3;
+    int rung, on_best = 0, probes = 0;
+    bool probe;
+    pool->first_rung = 3;   // start at 8 threads whatever this machine's cores
+    tuner_step(pool, 64, 4, &rng, &rung, &probe);   // a size seen once (a prompt)
+    EXPECT(rung == 8, "the first size starts at %d threads", rung);
+    // fastest at 4: settled within 200 steps, then on it (or probing) nearly always
+    for (int s = 0; s < 2200; s++) {
+        tuner_step(pool, 1, 4, &rng, &rung, &probe);
+        if (s >= 200) on_best += rung == 4, probes += probe;
+    }
+    EXPECT(on_best >= 1960, "4 threads fastest: on 4 in %d of 2000 steps", on_best);
+    EXPECT(probes <= 60, "4 threads fastest: %d probe steps in 2000 settled steps", probes);
+    // the machine gets busy: 1 thread fastest; followed within 1000 steps
+    on_best = 0;
+    for (int s = 0; s < 3000; s++) {
+        tuner_step(pool, 1, 1, &rng, &rung, &probe);
+        if (s >= 1000) on_best += rung == 1;
+    }
+    EXPECT(on_best >= 1960, "1 thread fastest: on 1 in %d of the last 2000 steps", on_best);
+    // a new step size starts at 1 thread, where size 1 is; so does the size seen once before
+    tuner_step(pool, 128, 1, &rng, &rung, &probe);
+    EXPECT(rung == 1 && !probe, "a new step size starts at %d threads", rung);
+    tuner_step(pool, 64, 1, &rng, &rung, &probe);
+    EXPECT(rung == 1 && !probe, "a step size not probed yet runs at %d threads", rung);
+    llm__pool_free(pool);
+
+    // A tiny model's steps (10 us): probes, warm-up included, stay rare once settled (they are
+    // also spaced in time), and it still settles on the fastest count.
+    pool = llm__pool_new(8, &e);
+    EXPECT(pool != NULL, "pool: %s", e.msg);
+    if (!pool) return;
+    on_best = probes = 0;
+    for (int s = 0; s < 6000; s++) {
+        tuner_step_sec(pool, 1, 2, 10e-6, &rng, &rung, &probe);
+        if (s >= 2000) on_best += rung == 2, probes += probe;
+    }
+    EXPECT(on_best >= 3800, "tiny steps, 2 threads fastest: on 2 in %d of 4000 steps", on_best);
+    EXPECT(probes <= 400, "tiny steps: %d probe steps in 4000 settled steps", probes);
+    llm__pool_free(pool);
+}
+
 int main(void) {
     const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
                          LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K};
@@ -532,5 +700,8 @@ int main(void) {
     check_devices_and_bandwidth();
     check_mem_free();
     check_small_batch_steps();
+    const int pool_threads[] = {2, 3, 8, 64};
+    for (size_t i = 0; i < LLM__ARRAY_LEN(pool_threads); i++) check_pool(pool_threads[i]);
+    check_tuner();
     return test_summary("test_backend");
 }
