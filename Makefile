@@ -82,7 +82,7 @@ STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: all lib install uninstall test bench clean models demo fixtures portability jansson-check fuzz FORCE
+.PHONY: all lib install uninstall test bench clean models demo fixtures portability jansson-check fuzz fuzz-check FORCE
 
 all: llm
 
@@ -258,11 +258,18 @@ $(FUZZ_STAMP): FORCE
 	@printf '%s\n' '$(FUZZ_CC) $(FUZZ_CFLAGS) $(CLI_DEFS) $(LDLIBS) $(CLI_LIBS)' | cmp -s - $@ || \
 	    printf '%s\n' '$(FUZZ_CC) $(FUZZ_CFLAGS) $(CLI_DEFS) $(LDLIBS) $(CLI_LIBS)' > $@
 
-$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h llm.c llm.h $(FUZZ_STAMP)
+# Checked once per make run, before the first fuzzer is built, for a clear message.
+fuzz-check:
+	@printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
+	    $(FUZZ_CC) -x c - -fsanitize=fuzzer,address,undefined -o /dev/null 2>/dev/null || { echo "make fuzz:" \
+	    "'$(FUZZ_CC)' cannot build with libFuzzer (-fsanitize=fuzzer): install clang and its runtime (Debian:" \
+	    "clang and libclang-rt-14-dev), or give another compiler with FUZZ_CC=" >&2; exit 1; }
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h llm.c llm.h $(FUZZ_STAMP) | fuzz-check
 	$(FUZZ_CC) $(STD) $(FUZZ_CFLAGS) -o $@ $< $(LDLIBS)
 
 $(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h cli/args.c cli/serve.c cli/cli.h llm.c llm.h \
-                          $(FUZZ_STAMP) | jansson-check
+                          $(FUZZ_STAMP) | jansson-check fuzz-check
 	$(FUZZ_CC) $(STD) $(FUZZ_CFLAGS) $(CLI_DEFS) -I. -o $@ $< llm.c $(LDLIBS) $(CLI_LIBS)
 
 fuzz: fixtures models $(FUZZ_BINS)
