@@ -245,10 +245,7 @@ $(BUILD)/portability.ok: llm.c llm.h
 FUZZ_CC     ?= clang
 FUZZ_S      ?= 60
 FUZZ_DIR    := build/fuzz
-# (two checks recoverable only so that tests/fuzz/ubsan.supp can name pending fixes;
-# UBSAN_OPTIONS=halt_on_error=1 keeps every other report fatal)
-FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-               -fsanitize-recover=signed-integer-overflow,float-cast-overflow -fno-omit-frame-pointer \
+FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
                -DLLM_FUZZ_LIBFUZZER
 FUZZ_STAMP  := $(FUZZ_DIR)/config
 FUZZ_BINS   := $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZERS))
@@ -279,7 +276,7 @@ fuzz: fixtures models $(FUZZ_BINS)
 	    len=-max_len=4096; [ $$f = gguf ] && len=; \
 	    echo "== fuzz_$$f: $(FUZZ_S) s (log: $(FUZZ_DIR)/$$f.log)"; \
 	    LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" \
-	    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=tests/fuzz/ubsan.supp \
+	    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	        $(FUZZ_DIR)/fuzz_$$f -max_total_time=$(FUZZ_S) -error_exitcode=77 -timeout=10 -rss_limit_mb=2048 $$len \
 	        -dict=tests/fuzz/$$f.dict -artifact_prefix=$(FUZZ_DIR)/crashes/$$f- -print_final_stats=1 \
 	        $(FUZZ_DIR)/corpus/$$f $$dirs > $(FUZZ_DIR)/$$f.log 2>&1 || \

@@ -7657,8 +7657,11 @@ enum llm_status llm_abort_request(llm_engine *E, int id) {
     return LLM_OK;
 }
 
+// A request counts until the step that reports it finished: one that ended outside a step
+// (max_tokens 0, llm_abort_request) is still to be reported, and a `while unfinished: step` loop
+// must not miss that report.
 int llm_has_unfinished_requests(const llm_engine *E) {
-    for (int i = 0; i < E->n_reqs; i++) if (E->reqs[i]->state != LLM__REQ_DONE) return 1;
+    for (int i = 0; i < E->n_reqs; i++) if (!E->reqs[i]->reported_done) return 1;
     return 0;
 }
 

@@ -400,6 +400,8 @@ struct llm_output {
 // Runs one step. Returns the number of outputs written to *outputs (0 when there was nothing
 // to do), or -1 when the backend failed or memory ran out.
 LLM_API int llm_step(llm_engine *engine, const struct llm_output **outputs);
+// 1 while a request has not been reported finished by llm_step (also one aborted or with
+// max_tokens 0, whose report the next step brings), else 0.
 LLM_API int llm_has_unfinished_requests(const llm_engine *engine);
 
 // The engine's state: KV blocks, how full the used ones are, prefix cache hits, queues.

@@ -54,10 +54,6 @@ static llm_engine *fuzz_engine(unsigned cfg) {
     return E;
 }
 
-// The most tokens a request may generate. max_tokens 0 still generates one token, a fix is pending
-// (reproducer tests/fuzz/pending/request/max-tokens-0.jsonl); one is let pass until then, so that
-// fuzzing goes on past it.
-static int fuzz_max_tokens(const struct llm_request_params *p) { return p->max_tokens > 0 ? p->max_tokens : 1; }
 
 struct fuzz_run {              // what a request produced, streamed
     int id;                    // llm_add_request's, -1: refused
@@ -97,7 +93,7 @@ static void fuzz_stream(llm_engine *E, int m, const struct llm_prompt *pr, const
             FUZZ_CHECK(r < m && run[r].id >= 0, "an output of request %d, which was not added", o->request_id);
             struct fuzz_run *x = &run[r];
             FUZZ_CHECK(!x->finished, "request %d: an output after it finished", x->id);
-            FUZZ_CHECK(o->n_new_tokens >= 0 && x->n_tokens + o->n_new_tokens <= fuzz_max_tokens(&rp[r]),
+            FUZZ_CHECK(o->n_new_tokens >= 0 && x->n_tokens + o->n_new_tokens <= rp[r].max_tokens,
                        "request %d: %d tokens, max_tokens %d", x->id, x->n_tokens + o->n_new_tokens, rp[r].max_tokens);
             for (int t = 0; t < o->n_new_tokens; t++) {
                 FUZZ_CHECK(o->new_tokens[t] >= 0 && o->new_tokens[t] < mi.n_vocab, "generated id %d", o->new_tokens[t]);
