@@ -2408,10 +2408,10 @@ static bool llm__gguf_get_arr(const struct llm__gguf *g, const char *key, uint32
 // caller stops spinning.
 //
 // How many threads take part (active: the caller and workers 1..active-1; the others sleep,
-// parked) is chosen by measuring steps (llm__pool_step_begin/end, below): on a machine whose
-// cores are busy with other programs, a worker preempted in the middle of its part stalls the
-// whole job until it is scheduled again (milliseconds), and fewer threads are faster. With one,
-// llm__pool_run is a plain call.
+// parked) is chosen by measuring steps (llm__pool_step_begin/end, below), never more than the
+// cores the process may use: on a machine whose cores are busy with other programs, a worker
+// preempted in the middle of its part stalls the whole job until it is scheduled again
+// (milliseconds), and fewer threads are faster. With one, llm__pool_run is a plain call.
 
 typedef void (*llm__job_fn)(void *arg, int ith, int nth);
 
@@ -2648,10 +2648,11 @@ static void llm__pool_set_active(struct llm__pool *pool, int active) {
 // The steps of a generation repeat (one decode step after another, chunks of a long prompt), so
 // the time of steps at one thread count can be compared with the next ones at another. Per step
 // size (n_tokens; the last LLM__TUNE_SIZES sizes seen) the tuner runs at one rung of the ladder
-// 1, 2, 4, ..., n and now and then runs a few steps at a neighbouring rung (a probe, alternately
-// below and above). It compares the mean time of the LLM__TUNE_PROBE steps just before the probe
-// with that of as many probe steps, each without its slowest step (one preemption of the
-// caller). Adjacent windows of equal length, because another program's load comes and goes;
+// 1, 2, 4, ..., min(n, cores) and now and then runs a few steps at a neighbouring rung (a
+// probe, alternately below and above). It compares the mean time of the LLM__TUNE_PROBE steps
+// just before the probe with that of as many probe steps, each without its slowest step (one
+// preemption of the caller). A probe step 4 times as slow as those and 0.5 ms slower ends the
+// probe at once. Adjacent windows of equal length, because another program's load comes and goes;
 // means, because on a shared machine step times are bimodal (fast while the other program waits
 // for a core, slow while a worker waits for one) and the mean is the throughput. Steps in which
 // threads change are not counted: the first after a change, and those begun within
@@ -2728,22 +2729,27 @@ static void llm__pool_step_record(struct llm__pool *pool, double dt) {
     bool counts = !t->skip && pool->step_clock >= t->warm_until;
     pool->step_clock += dt;
     t->skip = false;
-    if (!counts) return;
     if (pool->step_rung == t->cur) {
+        if (!counts) return;
         t->last[t->cur_pos] = dt;
         t->cur_pos = (t->cur_pos + 1) % LLM__TUNE_PROBE;
         t->cur_n = LLM__MIN(t->cur_n + 1, LLM__TUNE_PROBE);
         if (t->until_probe > 0) t->until_probe--;
         return;
     }
+    double sum = 0.0, max = 0.0;
+    for (int i = 0; i < t->cur_n; i++) sum += t->last[i], max = LLM__MAX(max, t->last[i]);
+    const double cur = llm__tune_mean(sum, max, t->cur_n);
+    // A probe step 4 times as slow and 0.5 ms slower (workers preempted in their parts) ends the
+    // probe, warm-up or not: no wake-up costs that much.
+    const bool hopeless = dt > 4.0 * cur && dt - cur > 0.5e-3;
+    if (!counts && !hopeless) return;
     t->probe_n++;
     t->probe_sum += dt;
     t->probe_max = LLM__MAX(t->probe_max, dt);
-    double sum = 0.0, max = 0.0;
-    for (int i = 0; i < t->cur_n; i++) sum += t->last[i], max = LLM__MAX(max, t->last[i]);
-    double cur = llm__tune_mean(sum, max, t->cur_n), probe = llm__tune_mean(t->probe_sum, t->probe_max, t->probe_n);
+    const double probe = hopeless ? dt : llm__tune_mean(t->probe_sum, t->probe_max, t->probe_n);
     // Clearly slower after two steps: over already.
-    if (t->probe_n < LLM__TUNE_PROBE && !(t->probe_n >= 2 && probe > 1.15 * cur)) return;
+    if (!hopeless && t->probe_n < LLM__TUNE_PROBE && !(t->probe_n >= 2 && probe > 1.15 * cur)) return;
     if (probe < 0.97 * cur) {
         t->cur = t->probe;
         t->interval = 4;
@@ -2820,12 +2826,14 @@ static struct llm__pool *llm__pool_new(int n_threads, struct llm__err *e) {
     atomic_init(&pool->stop, false);
     atomic_init(&pool->left, 0);
     atomic_init(&pool->caller_sleeps, 0);
-    for (int k = 1; k < n_threads && pool->n_rungs < LLM__TUNE_RUNGS - 1; k *= 2) pool->rungs[pool->n_rungs++] = k;
-    pool->rungs[pool->n_rungs++] = n_threads;
-    // The start (jobs before the first step: weights repacked at load; the first step size): the
-    // most threads that do not outnumber the cores.
-    const int cores = llm__online_cpus();
-    while (pool->first_rung + 1 < pool->n_rungs && pool->rungs[pool->first_rung + 1] <= cores) pool->first_rung++;
+    // The ladder: 1, 2, 4, ... up to n_threads or the cores this process may use, whichever is
+    // fewer (more threads than cores are never faster, and a probe there costs a lot: workers
+    // preempted in their parts).
+    const int cores = llm__online_cpus(), top = LLM__MIN(n_threads, cores);
+    for (int k = 1; k < top && pool->n_rungs < LLM__TUNE_RUNGS - 1; k *= 2) pool->rungs[pool->n_rungs++] = k;
+    pool->rungs[pool->n_rungs++] = top;
+    // The start (jobs before the first step: weights repacked at load; the first step size): the top.
+    pool->first_rung = pool->n_rungs - 1;
     atomic_init(&pool->active, pool->rungs[pool->first_rung]);
 #if !defined(__linux__)
     pthread_mutex_init(&pool->mu, NULL);

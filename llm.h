@@ -24,9 +24,9 @@
 //   Pointers handed out stay valid as their comments say, at most until llm_engine_free.
 // Threads. There is no global state: different engines may be used from different threads at
 //   the same time. One engine is used by one thread at a time (calls on it must not overlap);
-//   it computes with its own pool of worker threads (n_threads at most: each step runs on as
-//   many as measure fastest, fewer while other programs keep cores busy; results do not depend
-//   on how many). Samplers and text streams likewise. The functions without an engine argument
+//   it computes with its own pool of worker threads (n_threads at most, and no more than the
+//   cores it may use: each step runs on as many as measure fastest, fewer while other programs
+//   keep cores busy; results do not depend on how many). Samplers and text streams likewise. The functions without an engine argument
 //   may be called from any thread at any time.
 // Parameters. Option structs are filled by their *_default() function, then changed field by
 //   field. In llm_engine_params, zero in a field means its default unless the comment says

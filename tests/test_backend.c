@@ -594,7 +594,9 @@ static void check_pool(int nth) {
 // threads are fastest, each rung away 30% slower, with +-10% noise and now and then a step 5
 // times as slow (a preemption). It must settle on the fastest rung, probe rarely once settled,
 // follow the machine when the fastest count changes, and start a new step size where the last
-// one is (a size seen before but not probed yet follows it too).
+// one is (a size seen before but not probed yet follows it too); a hopeless probe ends at once.
+static int tuner_cliff = 1 << 30;   // above this many threads, steps are 10 times as slow
+
 static double tuner_step_sec(struct llm__pool *pool, int n_tokens, int best, double base, unsigned long long *rng,
                              int *rung, bool *probe) {
     llm__pool_step_begin(pool, n_tokens);
@@ -604,6 +606,7 @@ static double tuner_step_sec(struct llm__pool *pool, int n_tokens, int best, dou
     *probe = pool->step_rung != t->cur;
     double d = fabs(log2((double)k / best));
     double sec = base * (1.0 + 0.3 * d) * (0.9 + 0.2 * test_rng_uniform(rng));
+    if (k > tuner_cliff) sec *= 10.0;   // workers preempted in their parts
     if (test_rng_next(rng) % 37 == 0) sec *= 5.0;
     llm__pool_step_record(pool, sec);
     return sec;
@@ -614,16 +617,34 @@ static double tuner_step(struct llm__pool *pool, int n_tokens, int best, unsigne
     return tuner_step_sec(pool, n_tokens, best, 1e-3, rng, rung, probe);
 }
 
-static void check_tuner(void) {
+// 8 threads on a machine of 8 cores or more: the ladder 1, 2, 4, 8, starting at 8.
+static struct llm__pool *tuner_pool(void) {
     struct llm__err e;
     struct llm__pool *pool = llm__pool_new(8, &e);
     EXPECT(pool != NULL, "pool: %s", e.msg);
+    if (!pool) return NULL;
+    const int ladder[] = {1, 2, 4, 8};
+    memcpy(pool->rungs, ladder, sizeof(ladder));
+    pool->n_rungs = 4;
+    pool->first_rung = 3;
+    return pool;
+}
+
+static void check_tuner(void) {
+    // The ladder stops at the cores this process may use (threads beyond them never take part).
+    struct llm__err e;
+    struct llm__pool *pool = llm__pool_new(64, &e);
+    EXPECT(pool != NULL, "pool: %s", e.msg);
     if (!pool) return;
-    EXPECT(pool->n_rungs == 4 && pool->rungs[0] == 1 && pool->rungs[3] == 8, "rungs 1 2 4 8: %d", pool->n_rungs);
+    const int top = LLM__MIN(64, llm__online_cpus());
+    EXPECT(pool->rungs[0] == 1 && pool->rungs[pool->n_rungs - 1] == top && llm__pool_nth(pool) == top,
+           "64 threads, %d cores: ladder up to %d, %d active", top, pool->rungs[pool->n_rungs - 1], llm__pool_nth(pool));
+    llm__pool_free(pool);
+    pool = tuner_pool();
+    if (!pool) return;
     unsigned long long rng = 3;
     int rung, on_best = 0, probes = 0;
     bool probe;
-    pool->first_rung = 3;   // start at 8 threads whatever this machine's cores
     tuner_step(pool, 64, 4, &rng, &rung, &probe);   // a size seen once (a prompt)
     EXPECT(rung == 8, "the first size starts at %d threads", rung);
     // fastest at 4: settled within 200 steps, then on it (or probing) nearly always
@@ -649,8 +670,7 @@ static void check_tuner(void) {
 
     // A tiny model's steps (10 us): probes, warm-up included, stay rare once settled (they are
     // also spaced in time), and it still settles on the fastest count.
-    pool = llm__pool_new(8, &e);
-    EXPECT(pool != NULL, "pool: %s", e.msg);
+    pool = tuner_pool();
     if (!pool) return;
     on_best = probes = 0;
     for (int s = 0; s < 6000; s++) {
@@ -659,6 +679,21 @@ static void check_tuner(void) {
     }
     EXPECT(on_best >= 3800, "tiny steps, 2 threads fastest: on 2 in %d of 4000 steps", on_best);
     EXPECT(probes <= 400, "tiny steps: %d probe steps in 4000 settled steps", probes);
+    llm__pool_free(pool);
+
+    // More threads than free cores: once settled on 2, a probe of 4 threads, 10 times as slow,
+    // ends after its first step (the warm-up it would have skipped included).
+    pool = tuner_pool();
+    if (!pool) return;
+    tuner_cliff = 2;
+    int run = 0, longest = 0;
+    for (int s = 0; s < 3000; s++) {
+        tuner_step(pool, 1, 2, &rng, &rung, &probe);
+        run = probe && atomic_load(&pool->active) > 2 ? run + 1 : 0;
+        if (s >= 500) longest = LLM__MAX(longest, run);   // settled on 2 (from 8, as slow)
+    }
+    tuner_cliff = 1 << 30;
+    EXPECT(longest == 1, "a hopeless probe ran %d steps in a row", longest);
     llm__pool_free(pool);
 }
 
