@@ -2616,15 +2616,16 @@ static void llm__pool_run(struct llm__pool *pool, llm__job_fn fn, void *arg) {
     atomic_store_explicit(&pool->cur, job << 10 | (uint64_t)n, memory_order_release);
     atomic_store(&pool->job, (unsigned)job);   // seq_cst: pairs with a worker's sleepers increment
     if (atomic_load(&pool->sleepers) > 0) llm__futex_wake(pool, &pool->job);
-    const double t0 = llm__now();
     llm__pool_part_run(pool, 0, n);
-    // Wait for the other parts. LLM__POOL_GRACE after publishing, take over those whose workers
-    // have not claimed them (asleep, or descheduled: more threads than free cores), so that the
-    // job does not wait for them to be scheduled. Then spin for the parts still running, and
-    // sleep (a descheduled worker gets this core sooner).
+    // Wait for the other parts. LLM__POOL_GRACE after its own part, take over those whose
+    // workers have not claimed them (asleep, or descheduled: more threads than free cores), so
+    // that the job does not wait for them to be scheduled. Then spin for the parts still running,
+    // and sleep (a descheduled worker gets this core sooner). The grace counts from the end of
+    // the caller's part, not from the job's publication: then no clock is read at all where the
+    // workers are done by then, as in nearly every job of a decode step (short jobs, each of
+    // which used to pay two clock reads).
     unsigned left = atomic_load_explicit(&pool->left, memory_order_acquire);
-    const double grace = LLM__POOL_GRACE - (llm__now() - t0);
-    if (left != 0 && (grace <= 0.0 || !llm__pool_spin(&pool->left, 0, true, grace)))
+    if (left != 0 && !llm__pool_spin(&pool->left, 0, true, LLM__POOL_GRACE))
         for (int i = 1; i < n; i++)
             if (llm__pool_claim(pool, i, job)) llm__pool_part_run(pool, i, n);
     while ((left = atomic_load_explicit(&pool->left, memory_order_acquire)) != 0) {
@@ -2687,14 +2688,15 @@ static bool llm__tune_ready(const struct llm__tune *t) {
 }
 
 // The rung a size that has not been probed yet starts at (or stays at until its first probe): the
-// last probed size's, unless that size has fewer tokens and its probes found more threads about
-// as fast (within 15%): then the top. A step of more tokens has more work per job, so threads pay
-// off more: decode on a tiny model runs about as fast on one thread as on two, and a probe may
-// put it on one, while its prompt steps are 25% slower there. On a busy machine more threads are
-// clearly slower (workers preempted in their parts), for prompt steps too: they follow.
+// last probed size's, unless that size has fewer tokens and its last probe found more threads
+// less than 2 times as slow: then the top. A step of more tokens has more work per job, so
+// threads pay off more: a tiny model's decode (jobs of a microsecond) can run 25% faster on one
+// thread than on two while its prompt steps run 25% slower there (measured). On a busy machine
+// more threads are several times as slow (workers preempted in their parts), for prompt steps
+// too: they follow.
 static int llm__tune_start(const struct llm__pool *pool, const struct llm__tune *last, int n_tokens) {
     if (!last) return pool->first_rung;
-    return last->n_tokens >= n_tokens || last->more_cost > 1.15 ? last->cur : pool->first_rung;
+    return last->n_tokens >= n_tokens || last->more_cost > 2.0 ? last->cur : pool->first_rung;
 }
 
 static struct llm__tune *llm__tune_find(struct llm__pool *pool, int n_tokens) {

@@ -656,8 +656,10 @@ static void check_tuner(void) {
     }
     EXPECT(on_best >= 1960, "4 threads fastest: on 4 in %d of 2000 steps", on_best);
     EXPECT(probes <= 60, "4 threads fastest: %d probe steps in 2000 settled steps", probes);
-    // the machine gets busy: 1 thread fastest; followed within 1000 steps
+    // the machine gets busy: 1 thread fastest, more 10 times as slow (workers preempted in their
+    // parts); followed within 1000 steps
     on_best = 0;
+    tuner_cliff = 1;
     for (int s = 0; s < 3000; s++) {
         tuner_step(pool, 1, 1, &rng, &rung, &probe);
         if (s >= 1000) on_best += rung == 1;
@@ -668,46 +670,50 @@ static void check_tuner(void) {
     EXPECT(rung == 1 && !probe, "a new step size starts at %d threads", rung);
     tuner_step(pool, 64, 1, &rng, &rung, &probe);
     EXPECT(rung == 1 && !probe, "a step size not probed yet runs at %d threads", rung);
+    tuner_cliff = 1 << 30;
     llm__pool_free(pool);
 
-    // Decode about as fast on 1 thread as on 2 (a tiny model on an idle machine: 3% apart): once
-    // the probes have put decode on 1, a prompt's step (more tokens: more work per job) still
-    // starts at the top, and follows decode down only where more threads were clearly slower.
+    // Decode faster on 1 thread than on 2 by 30% (a tiny model on an idle machine: jobs of a
+    // microsecond, the threads' synchronisation dominates): once the probes have put decode on 1,
+    // a prompt's step (more tokens: more work per job) still starts at the top; it follows decode
+    // down only where more threads were 2 times as slow (above: a busy machine).
     pool = tuner_pool();
     if (!pool) return;
-    tuner_slope = 0.03;
     int on_one = 0;
     for (int s = 0; s < 4000 && on_one < 50; s++) {
         tuner_step(pool, 1, 1, &rng, &rung, &probe);
         on_one = rung == 1 ? on_one + 1 : 0;
     }
-    tuner_slope = 0.3;
-    EXPECT(on_one >= 50, "decode 3%% faster per rung down: never settled on 1 thread");
+    EXPECT(on_one >= 50, "decode 30%% faster per rung down: never settled on 1 thread");
     tuner_step(pool, 64, 1, &rng, &rung, &probe);
-    EXPECT(rung == 8 && !probe, "a prompt's step after decode settled on 1 of 2 about equal: %d threads", rung);
+    EXPECT(rung == 8 && !probe, "a prompt's step after decode settled on 1 (30%% faster than 2): %d threads", rung);
     tuner_step(pool, 1, 1, &rng, &rung, &probe);
     EXPECT(rung == 1, "decode after the prompt's step: %d threads", rung);
     llm__pool_free(pool);
 
     // Tiny steps (20 us) with +-30% noise and preemptions, 2 threads 10% faster than 1 and 4: the
-    // probes compare at least LLM__TUNE_SPAN of steps, so noise seldom moves it off 2 (with
-    // windows of 5 steps: 11 times in 100,000 steps, 12% of them off 2).
-    pool = tuner_pool();
-    if (!pool) return;
+    // probes compare at least LLM__TUNE_SPAN of steps, so noise seldom moves it off 2. Over 6
+    // machines (seeds) of 50,000 steps: moved off 2 7 times, on 2 in 99% of the steps; with
+    // windows of 5 steps, 29 times and 90%.
     tuner_slope = 0.1;
     tuner_noise = 0.3;
-    on_best = 0;
-    int moves_off = 0, prev = 8;
-    for (int s = 0; s < 100000; s++) {
-        tuner_step_sec(pool, 1, 2, 20e-6, &rng, &rung, &probe);
-        if (s >= 2000) on_best += rung == 2, moves_off += prev == 2 && rung != 2;
-        prev = rung;
+    int moves_off = 0, steps_on = 0, steps = 0;
+    for (unsigned long long seed = 1; seed <= 6; seed++) {
+        pool = tuner_pool();
+        if (!pool) return;
+        rng = seed;
+        int prev = 8;
+        for (int s = 0; s < 50000; s++) {
+            tuner_step_sec(pool, 1, 2, 20e-6, &rng, &rung, &probe);
+            if (s >= 2000) steps_on += rung == 2, steps++, moves_off += prev == 2 && rung != 2;
+            prev = rung;
+        }
+        llm__pool_free(pool);
     }
     tuner_slope = 0.3;
     tuner_noise = 0.1;
-    EXPECT(on_best >= 95000, "tiny steps, 2 threads 10%% faster: on 2 in %d of 98000 steps", on_best);
-    EXPECT(moves_off <= 4, "tiny steps, 2 threads 10%% faster: moved off 2 %d times", moves_off);
-    llm__pool_free(pool);
+    EXPECT(moves_off <= 20, "tiny steps, 2 threads 10%% faster: moved off 2 %d times", moves_off);
+    EXPECT(steps_on >= 0.94 * steps, "tiny steps, 2 threads 10%% faster: on 2 in %d of %d steps", steps_on, steps);
 
     // A tiny model's steps (10 us): probes, warm-up included, stay rare once settled (they are
     // also spaced in time), and it still settles on the fastest count.
