@@ -285,8 +285,8 @@ fuzz: fixtures models $(FUZZ_BINS)
 	    grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' $(FUZZ_DIR)/$$f.log; \
 	done
 
-bench: llm build/gen_model
-	@sh bench/bench.sh
+bench: llm build/gen_model fixtures
+	@LLM_FIXTURES="$(LLM_FIXTURES)" sh bench/bench.sh
 	@sh bench/serve.sh
 
 clean:
