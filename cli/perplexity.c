@@ -22,6 +22,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,7 +252,17 @@ int cli_cmd_perplexity(struct cli *c) {
         n_ctx = hdr[0];
         n_vocab_file = hdr[1];
         n_chunk_file = hdr[2];
-        if ((size_t)n_chunk_file > SIZE_MAX / sizeof(int32_t) / (size_t)n_ctx) cli_die("%s: too many chunks", c->kld_base);
+        // the size the header promises (in double: a corrupt header must not overflow), checked
+        // before anything is allocated for it
+        double want = 20.0 + 4.0 * n_chunk_file * n_ctx +
+                      2.0 * n_chunk_file * (n_ctx - 1 - n_ctx / 2) * (2.0 * ((n_vocab_file + 1LL) / 2) + 4);
+        if (fseeko(base, 0, SEEK_END) != 0) cli_die("cannot read '%s': %s", c->kld_base, strerror(errno));
+        double have = (double)ftello(base);
+        if (have < want)
+            cli_die("%s is cut short: its header (n_ctx %d, n_vocab %d, %d chunks) needs %.0f bytes, it has %.0f",
+                    c->kld_base, n_ctx, n_vocab_file, n_chunk_file, want, have);
+        if ((int64_t)n_chunk_file * n_ctx > INT32_MAX) cli_die("%s: too many tokens", c->kld_base);
+        if (fseeko(base, 20, SEEK_SET) != 0) cli_die("cannot read '%s': %s", c->kld_base, strerror(errno));
         n_tokens = n_chunk_file * n_ctx;
         if (!(tokens = malloc((size_t)n_tokens * sizeof(int32_t)))) cli_die("out of memory");
         ppl_read(base, c->kld_base, tokens, (size_t)n_tokens * sizeof(int32_t), "its tokens are cut short");

@@ -102,7 +102,10 @@ if [ $# -ne 9 ]; then bad "no KL divergence golden in $golden"; else
     expect_fail "not a base file" "not a base file" \
         "$llm" perplexity -m "$models/$3.gguf" --kl-divergence-base "$text" --kl-divergence
     head -c 100000 "$base" > "$tmp/short.bin"
-    expect_fail "base file cut short" "cut short" \
+    printf '_logits_\200\000\000\000\377\377\377\177\377\377\377\177' > "$tmp/huge.bin"   # n_vocab, chunks 2^31 - 1
+    expect_fail "base file of a huge header" "is cut short" \
+        "$llm" perplexity -m "$models/$3.gguf" --kl-divergence-base "$tmp/huge.bin" --kl-divergence
+    expect_fail "base file cut short" "is cut short" \
         "$llm" perplexity -m "$models/$3.gguf" --kl-divergence-base "$tmp/short.bin" --kl-divergence
 fi
 
