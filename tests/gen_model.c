@@ -33,6 +33,9 @@ static const struct gm_shape gm_shapes[] = {
     // a few KB of weights: the seed models of the fuzzers (tests/fuzz/), fast to run under ASan
     {"micro", "llama", 32, 1, 2, 1, 64, 256, 10000.0f, 1e-5f, false, false, false},
     {"micro-qwen2", "qwen2", 32, 1, 2, 1, 64, 256, 1e6f, 1e-6f, true, true, false},
+    // the smallest shape whose rows are whole 256-element super-blocks: llama-quantize's outputs of
+    // it are committed (tests/models/), so they must be small
+    {"nano-k", "llama", 256, 1, 4, 1, 256, 256, 10000.0f, 1e-5f, false, false, false},
     {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, false, false},
     {"llama-2-7b", "llama", 4096, 32, 32, 32, 11008, 4096, 10000.0f, 1e-5f, false, false, false},
     {"qwen2-0.5b", "qwen2", 896, 24, 14, 2, 4864, 32768, 1e6f, 1e-6f, true, true, false},
