@@ -3,7 +3,7 @@
 //
 // Contents (each section starts with a banner "// === name ===")
 //   1. helpers: errors, memory
-//   2. tensor types: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K (+ Q8_K activations), SIMD kernels
+//   2. tensor types: F32 F16 BF16 Q8_0 Q4_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS (+ Q8_K activations), SIMD kernels
 //   3. model files: GGUF reader (mapped or read into memory, validated)
 //   4. thread pool
 //   5. backend vtable and the CPU backend
@@ -181,8 +181,8 @@ static const struct llm__type_info llm__type_table[LLM__TYPE_COUNT] = {
     [LLM__TYPE_Q5_1]       = {"q5_1",       32,  24, false, LLM__TYPE_Q8_1},
     [LLM__TYPE_Q8_0]       = {"q8_0",       32,  34, true,  LLM__TYPE_Q8_0},
     [LLM__TYPE_Q8_1]       = {"q8_1",       32,  36, false, LLM__TYPE_Q8_1},
-    [LLM__TYPE_Q2_K]       = {"q2_K",      256,  84, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_Q3_K]       = {"q3_K",      256, 110, false, LLM__TYPE_Q8_K},
+    [LLM__TYPE_Q2_K]       = {"q2_K",      256,  84, true,  LLM__TYPE_Q8_K},
+    [LLM__TYPE_Q3_K]       = {"q3_K",      256, 110, true,  LLM__TYPE_Q8_K},
     [LLM__TYPE_Q4_K]       = {"q4_K",      256, 144, true,  LLM__TYPE_Q8_K},
     [LLM__TYPE_Q5_K]       = {"q5_K",      256, 176, true,  LLM__TYPE_Q8_K},
     [LLM__TYPE_Q6_K]       = {"q6_K",      256, 210, true,  LLM__TYPE_Q8_K},
@@ -194,7 +194,7 @@ static const struct llm__type_info llm__type_table[LLM__TYPE_COUNT] = {
     [LLM__TYPE_IQ4_NL]     = {"iq4_nl",     32,  18, false, LLM__TYPE_Q8_0},
     [LLM__TYPE_IQ3_S]      = {"iq3_s",     256, 110, false, LLM__TYPE_Q8_K},
     [LLM__TYPE_IQ2_S]      = {"iq2_s",     256,  82, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_IQ4_XS]     = {"iq4_xs",    256, 136, false, LLM__TYPE_Q8_K},
+    [LLM__TYPE_IQ4_XS]     = {"iq4_xs",    256, 136, true,  LLM__TYPE_Q8_K},
     [LLM__TYPE_I8]         = {"i8",          1,   1, false, -1},
     [LLM__TYPE_I16]        = {"i16",         1,   2, false, -1},
     [LLM__TYPE_I32]        = {"i32",         1,   4, false, -1},
@@ -272,8 +272,36 @@ struct llm__block_q6_K {
     int8_t scales[16];
     uint16_t d;
 };
+// Q3_K: 16 sub-blocks of 16 with 6-bit scales: x = d * (sc[s] - 32) * (q - 4), q a 3-bit quant.
+// Element e (half h = e / 128, j = e % 128 / 32, l = e % 32): bits 0-1 of q are qs[32h + l] >> 2j & 3,
+// bit 2 is hmask[l] >> (4h + j) & 1. sc[s]: bits 0-3 are scales[s] & 15 (s < 8) or scales[s - 8] >> 4,
+// bits 4-5 are scales[8 + s % 4] >> 2(s / 4) & 3.
+struct llm__block_q3_K {
+    uint8_t hmask[32];
+    uint8_t qs[64];
+    uint8_t scales[12];
+    uint16_t d;
+};
+// Q2_K: 16 sub-blocks of 16 with 4-bit scales and mins: x = d * (scales[s] & 15) * q - dmin *
+// (scales[s] >> 4), q a 2-bit quant stored as Q3_K's low 2 bits.
+struct llm__block_q2_K {
+    uint8_t scales[16];
+    uint8_t qs[64];
+    uint16_t d, dmin;
+};
+// IQ4_XS: 8 sub-blocks of 32 with 6-bit scales ls: x = d * (ls - 32) * llm__iq4nl_values[q], q a
+// 4-bit index. Sub-block b: ls = scales_l[b / 2] >> 4(b % 2) & 15 | (scales_h >> 2b & 3) << 4;
+// its elements l < 16 are the low nibbles of qs[16b + l], elements 16 + l the high nibbles.
+struct llm__block_iq4_xs {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[4];
+    uint8_t qs[128];
+};
+// The 16 non-linear levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl).
+static const int8_t llm__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 // Q8_K: activations for the k-quants. bsums[g] = sum of qs[16g..16g+16), so a kernel gets the
-// sums it needs for the mins (Q4_K/Q5_K) and the -32 offset (Q6_K) without touching qs again.
+// sums it needs for the mins (Q2_K/Q4_K/Q5_K) and the -32 offset (Q6_K) without touching qs again.
 struct llm__block_q8_K {
     float d;
     int8_t qs[256];
@@ -284,6 +312,9 @@ _Static_assert(sizeof(struct llm__block_q4_0) == 18, "block_q4_0 layout");
 _Static_assert(sizeof(struct llm__block_q4_K) == 144, "block_q4_K layout");
 _Static_assert(sizeof(struct llm__block_q5_K) == 176, "block_q5_K layout");
 _Static_assert(sizeof(struct llm__block_q6_K) == 210, "block_q6_K layout");
+_Static_assert(sizeof(struct llm__block_q3_K) == 110, "block_q3_K layout");
+_Static_assert(sizeof(struct llm__block_q2_K) == 84, "block_q2_K layout");
+_Static_assert(sizeof(struct llm__block_iq4_xs) == 136, "block_iq4_xs layout");
 _Static_assert(sizeof(struct llm__block_q8_K) == 292, "block_q8_K layout");
 
 // --- fp16 and bf16 ---
@@ -518,6 +549,89 @@ static void llm__dequantize_q6_K(const struct llm__block_q6_K *x, float *y, int6
         for (int g = 0; g < 16; g++) {
             const float dg = d * (float)x[i].scales[g];
             for (int l = 0; l < 16; l++) y[16 * g + l] = dg * (float)q[16 * g + l];
+        }
+    }
+}
+
+// The 256 2-bit fields of a Q2_K/Q3_K qs array (0..3), in element order.
+static inline void llm__k23_low_quants(const uint8_t qs[64], uint8_t q[LLM__QK_K]) {
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++) q[128 * h + 32 * j + l] = qs[32 * h + l] >> (2 * j) & 3;
+}
+
+// The 16 6-bit scales of a Q3_K block (0..63, before the -32), unpacked on 32-bit words as
+// described at struct llm__block_q3_K; every operation stays within its byte, so byte order does
+// not matter.
+static inline void llm__q3_K_scales_raw(const uint8_t scales[12], uint8_t sc[16]) {
+    uint32_t w[3], o[4];
+    memcpy(w, scales, 12);
+    o[0] = (w[0] & 0x0f0f0f0fu) | (w[2] & 0x03030303u) << 4;
+    o[1] = (w[1] & 0x0f0f0f0fu) | (w[2] >> 2 & 0x03030303u) << 4;
+    o[2] = (w[0] >> 4 & 0x0f0f0f0fu) | (w[2] >> 4 & 0x03030303u) << 4;
+    o[3] = (w[1] >> 4 & 0x0f0f0f0fu) | (w[2] >> 6 & 0x03030303u) << 4;
+    memcpy(sc, o, 16);
+}
+
+// The 16 scales of a Q3_K block minus 32 (-32..31).
+static inline void llm__q3_K_scales(const uint8_t scales[12], int8_t sc[16]) {
+    uint8_t raw[16];
+    llm__q3_K_scales_raw(scales, raw);
+    for (int s = 0; s < 16; s++) sc[s] = (int8_t)(raw[s] - 32);
+}
+
+// The 256 quants of a Q3_K block minus 4 (-4..3), in element order.
+static inline void llm__q3_K_quants(const struct llm__block_q3_K *x, int8_t q[LLM__QK_K]) {
+    uint8_t lo[LLM__QK_K];
+    llm__k23_low_quants(x->qs, lo);
+    for (int e = 0; e < LLM__QK_K; e++) q[e] = (int8_t)((lo[e] | (x->hmask[e % 32] >> (e / 32) & 1) << 2) - 4);
+}
+
+// The 8 scales of an IQ4_XS block minus 32 (-32..31).
+static inline void llm__iq4_xs_scales(const struct llm__block_iq4_xs *x, int8_t ls[8]) {
+    for (int b = 0; b < 8; b++) ls[b] = (int8_t)(((x->scales_l[b / 2] >> (4 * (b % 2)) & 15) | (x->scales_h >> (2 * b) & 3) << 4) - 32);
+}
+
+// x = d * (sc[s] - 32) * (q - 4) for sub-block s of 16.
+static void llm__dequantize_q3_K(const struct llm__block_q3_K *x, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK_K) {
+        const float d = llm__fp16_to_fp32(x[i].d);
+        int8_t sc[16], q[LLM__QK_K];
+        llm__q3_K_scales(x[i].scales, sc);
+        llm__q3_K_quants(&x[i], q);
+        for (int s = 0; s < 16; s++) {
+            const float ds = d * (float)sc[s];
+            for (int l = 0; l < 16; l++) y[16 * s + l] = ds * (float)q[16 * s + l];
+        }
+    }
+}
+
+// x = d * sc[s] * q - dmin * m[s] for sub-block s of 16.
+static void llm__dequantize_q2_K(const struct llm__block_q2_K *x, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK_K) {
+        const float d = llm__fp16_to_fp32(x[i].d), dmin = llm__fp16_to_fp32(x[i].dmin);
+        uint8_t q[LLM__QK_K];
+        llm__k23_low_quants(x[i].qs, q);
+        for (int s = 0; s < 16; s++) {
+            const float ds = d * (float)(x[i].scales[s] & 15), dm = dmin * (float)(x[i].scales[s] >> 4);
+            for (int l = 0; l < 16; l++) y[16 * s + l] = ds * (float)q[16 * s + l] - dm;
+        }
+    }
+}
+
+// x = d * (ls[b] - 32) * value[q] for sub-block b of 32.
+static void llm__dequantize_iq4_xs(const struct llm__block_iq4_xs *x, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK_K) {
+        const float d = llm__fp16_to_fp32(x[i].d);
+        int8_t ls[8];
+        llm__iq4_xs_scales(&x[i], ls);
+        for (int b = 0; b < 8; b++) {
+            const float db = d * (float)ls[b];
+            const uint8_t *qs = x[i].qs + 16 * b;
+            for (int l = 0; l < 16; l++) {
+                y[32 * b + l] = db * (float)llm__iq4nl_values[qs[l] & 15];
+                y[32 * b + 16 + l] = db * (float)llm__iq4nl_values[qs[l] >> 4];
+            }
         }
     }
 }
@@ -768,6 +882,163 @@ static void llm__quantize_q6_K(const float *x, struct llm__block_q6_K *y, int64_
     }
 }
 
+// Fits x[0..n) ~ scale * q with integer q in [-nmax, nmax) (scale may be negative so the element
+// of largest magnitude can use -nmax). Tries scales around max / -nmax, refits each by least squares.
+static float llm__fit_scale_sym_n(const float *x, int n, int nmax) {
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) amax = fabsf(x[i]), max = x[i];
+    if (amax == 0.0f) return 0.0f;
+    float best_scale = max / (float)-nmax;
+    double best = INFINITY;
+    for (int t = -10; t <= 10; t++) {
+        const float iscale = ((float)-nmax + 0.05f * (float)(nmax * t)) / max;
+        double sqq = 0, sqx = 0;
+        for (int i = 0; i < n; i++) {
+            const int q = LLM__MAX(-nmax, LLM__MIN(nmax - 1, llm__nearest_int(iscale * x[i])));
+            sqq += (double)q * q, sqx += (double)q * x[i];
+        }
+        if (sqq == 0) continue;
+        const double s = sqx / sqq;
+        double err = 0;
+        for (int i = 0; i < n; i++) {
+            const int q = LLM__MAX(-nmax, LLM__MIN(nmax - 1, llm__nearest_int(iscale * x[i])));
+            err += (s * q - x[i]) * (s * q - x[i]);
+        }
+        if (err < best) best = err, best_scale = (float)s;
+    }
+    return best_scale;
+}
+
+// Packs 256 quants 0..3 into the Q2_K/Q3_K qs layout (the inverse of llm__k23_low_quants).
+static void llm__pack_k23_low(const uint8_t q[LLM__QK_K], uint8_t qs[64]) {
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *qq = q + 128 * h + l;
+            qs[32 * h + l] = (uint8_t)((qq[0] & 3) | (qq[32] & 3) << 2 | (qq[64] & 3) << 4 | (qq[96] & 3) << 6);
+        }
+}
+
+// Q3_K: a symmetric scale per sub-block of 16 (quants -4..3), the 16 scales to 6 bits against an
+// fp16 super-block scale, then every element requantized against the scale it will be decoded with.
+static void llm__quantize_q3_K(const float *x, struct llm__block_q3_K *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += LLM__QK_K) {
+        float sub_scale[16], amax = 0.0f, max = 0.0f;
+        for (int s = 0; s < 16; s++) {
+            sub_scale[s] = llm__fit_scale_sym_n(x + 16 * s, 16, 4);
+            if (fabsf(sub_scale[s]) > amax) amax = fabsf(sub_scale[s]), max = sub_scale[s];
+        }
+        y[i].d = llm__fp32_to_fp16(max / -32.0f);
+        const float d = llm__fp16_to_fp32(y[i].d);
+        uint8_t q[LLM__QK_K], lo[LLM__QK_K];
+        memset(y[i].scales, 0, sizeof(y[i].scales));
+        memset(y[i].hmask, 0, sizeof(y[i].hmask));
+        for (int s = 0; s < 16; s++) {
+            const int sc = d != 0.0f ? LLM__MAX(-32, LLM__MIN(31, llm__nearest_int(sub_scale[s] / d))) : 0;
+            const int u = sc + 32;   // the packing described at struct llm__block_q3_K
+            y[i].scales[s % 8] |= (uint8_t)((u & 15) << (4 * (s / 8)));
+            y[i].scales[8 + s % 4] |= (uint8_t)((u >> 4) << (2 * (s / 4)));
+            const float ds = d * (float)sc;
+            for (int l = 0; l < 16; l++) {
+                const int v = ds != 0.0f ? llm__nearest_int(x[16 * s + l] / ds) : 0;
+                q[16 * s + l] = (uint8_t)(LLM__MAX(-4, LLM__MIN(3, v)) + 4);
+            }
+        }
+        for (int e = 0; e < LLM__QK_K; e++) {
+            lo[e] = q[e] & 3;
+            y[i].hmask[e % 32] |= (uint8_t)((q[e] >> 2) << (e / 32));
+        }
+        llm__pack_k23_low(lo, y[i].qs);
+    }
+}
+
+// Q2_K: scale and min per sub-block of 16 (quants 0..3), both to 4 bits against fp16 super-block
+// scales, then every element requantized against the scale and min it will be decoded with.
+static void llm__quantize_q2_K(const float *x, struct llm__block_q2_K *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += LLM__QK_K) {
+        float sub_scale[16], sub_min[16], max_scale = 0.0f, max_min = 0.0f;
+        for (int s = 0; s < 16; s++) {
+            llm__fit_scale_min(x + 16 * s, 16, 3, &sub_scale[s], &sub_min[s]);
+            max_scale = LLM__MAX(max_scale, sub_scale[s]);
+            max_min = LLM__MAX(max_min, sub_min[s]);
+        }
+        y[i].d = llm__fp32_to_fp16(max_scale / 15.0f);
+        y[i].dmin = llm__fp32_to_fp16(max_min / 15.0f);
+        const float d = llm__fp16_to_fp32(y[i].d), dmin = llm__fp16_to_fp32(y[i].dmin);
+        uint8_t q[LLM__QK_K];
+        for (int s = 0; s < 16; s++) {
+            const int sc = d > 0.0f ? LLM__MAX(0, LLM__MIN(15, llm__nearest_int(sub_scale[s] / d))) : 0;
+            const int m = dmin > 0.0f ? LLM__MAX(0, LLM__MIN(15, llm__nearest_int(sub_min[s] / dmin))) : 0;
+            y[i].scales[s] = (uint8_t)(sc | m << 4);
+            const float ds = d * (float)sc, dm = dmin * (float)m;
+            for (int l = 0; l < 16; l++) {
+                const int v = ds > 0.0f ? llm__nearest_int((x[16 * s + l] + dm) / ds) : 0;
+                q[16 * s + l] = (uint8_t)LLM__MAX(0, LLM__MIN(3, v));
+            }
+        }
+        llm__pack_k23_low(q, y[i].qs);
+    }
+}
+
+// The index of the IQ4_NL level nearest to v (in units of the sub-block's scale).
+static inline int llm__iq4nl_nearest(float v) {
+    int best = 0;
+    for (int k = 1; k < 16; k++)
+        if (fabsf(v - (float)llm__iq4nl_values[k]) < fabsf(v - (float)llm__iq4nl_values[best])) best = k;
+    return best;
+}
+
+// IQ4_XS: per sub-block of 32, scales around max / -127 (the largest magnitude on the level -127)
+// each assigned and refit by least squares; the 8 scales to 6 bits against an fp16 super-block
+// scale; then every element gets the level nearest to it under the scale it will be decoded with.
+static void llm__quantize_iq4_xs(const float *x, struct llm__block_iq4_xs *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += LLM__QK_K) {
+        float sub_scale[8], amax_s = 0.0f, max_s = 0.0f;
+        for (int b = 0; b < 8; b++) {
+            const float *xb = x + 32 * b;
+            float amax = 0.0f, max = 0.0f;
+            for (int l = 0; l < 32; l++)
+                if (fabsf(xb[l]) > amax) amax = fabsf(xb[l]), max = xb[l];
+            sub_scale[b] = 0.0f;
+            if (amax > 0.0f) {
+                double best = INFINITY;
+                for (int t = -7; t <= 7; t++) {
+                    const float id = ((float)t - 127.0f) / max;
+                    double sqq = 0, sqx = 0;
+                    for (int l = 0; l < 32; l++) {
+                        const int v = llm__iq4nl_values[llm__iq4nl_nearest(id * xb[l])];
+                        sqq += (double)v * v, sqx += (double)v * xb[l];
+                    }
+                    if (sqq == 0) continue;
+                    const double s = sqx / sqq;
+                    double err = 0;
+                    for (int l = 0; l < 32; l++) {
+                        const int v = llm__iq4nl_values[llm__iq4nl_nearest(id * xb[l])];
+                        err += (s * v - xb[l]) * (s * v - xb[l]);
+                    }
+                    if (err < best) best = err, sub_scale[b] = (float)s;
+                }
+            }
+            if (fabsf(sub_scale[b]) > amax_s) amax_s = fabsf(sub_scale[b]), max_s = sub_scale[b];
+        }
+        y[i].d = llm__fp32_to_fp16(max_s / -32.0f);
+        const float d = llm__fp16_to_fp32(y[i].d);
+        y[i].scales_h = 0;
+        memset(y[i].scales_l, 0, sizeof(y[i].scales_l));
+        for (int b = 0; b < 8; b++) {
+            const int ls = d != 0.0f ? LLM__MAX(-32, LLM__MIN(31, llm__nearest_int(sub_scale[b] / d))) : 0;
+            const int u = ls + 32;   // the packing described at struct llm__block_iq4_xs
+            y[i].scales_l[b / 2] |= (uint8_t)((u & 15) << (4 * (b % 2)));
+            y[i].scales_h |= (uint16_t)((u >> 4) << (2 * b));
+            const float db = d * (float)ls, idb = db != 0.0f ? 1.0f / db : 0.0f;
+            for (int l = 0; l < 16; l++) {
+                const int q0 = llm__iq4nl_nearest(x[32 * b + l] * idb), q1 = llm__iq4nl_nearest(x[32 * b + 16 + l] * idb);
+                y[i].qs[16 * b + l] = (uint8_t)(q0 | q1 << 4);
+            }
+        }
+    }
+}
+
 // --- dot products: scalar twins ---
 //
 // All kernels share one signature. n: elements (a multiple of the weight type's block size);
@@ -866,6 +1137,67 @@ static void llm__vec_dot_q6_K_scalar(int64_t n, float *s, const void *vw, const 
             int32_t dot = 0;
             for (int l = 0; l < 16; l++) dot += q[16 * g + l] * a[i].qs[16 * g + l];
             sumi += w[i].scales[g] * dot;
+        }
+        sum += llm__fp16_to_fp32(w[i].d) * a[i].d * (float)sumi;
+    }
+    *s = sum;
+}
+
+// Q3_K: per super-block sum_s (sc[s] - 32) * dot(q - 4, a) is one integer (|.| < 2^23).
+static void llm__vec_dot_q3_K_scalar(int64_t n, float *s, const void *vw, const void *va) {
+    const struct llm__block_q3_K *w = vw;
+    const struct llm__block_q8_K *a = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LLM__QK_K; i++) {
+        int8_t sc[16], q[LLM__QK_K];
+        llm__q3_K_scales(w[i].scales, sc);
+        llm__q3_K_quants(&w[i], q);
+        int32_t sumi = 0;
+        for (int g = 0; g < 16; g++) {
+            int32_t dot = 0;
+            for (int l = 0; l < 16; l++) dot += q[16 * g + l] * a[i].qs[16 * g + l];
+            sumi += sc[g] * dot;
+        }
+        sum += llm__fp16_to_fp32(w[i].d) * a[i].d * (float)sumi;
+    }
+    *s = sum;
+}
+
+// Q2_K: as Q4_K with sub-blocks of 16; the mins take bsums[s] directly.
+static void llm__vec_dot_q2_K_scalar(int64_t n, float *s, const void *vw, const void *va) {
+    const struct llm__block_q2_K *w = vw;
+    const struct llm__block_q8_K *a = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LLM__QK_K; i++) {
+        uint8_t q[LLM__QK_K];
+        llm__k23_low_quants(w[i].qs, q);
+        int32_t sumi = 0, summ = 0;
+        for (int g = 0; g < 16; g++) {
+            int32_t dot = 0;
+            for (int l = 0; l < 16; l++) dot += q[16 * g + l] * a[i].qs[16 * g + l];
+            sumi += (w[i].scales[g] & 15) * dot;
+            summ += (w[i].scales[g] >> 4) * a[i].bsums[g];
+        }
+        sum += llm__fp16_to_fp32(w[i].d) * a[i].d * (float)sumi - llm__fp16_to_fp32(w[i].dmin) * a[i].d * (float)summ;
+    }
+    *s = sum;
+}
+
+// IQ4_XS: per super-block sum_b (ls[b] - 32) * dot(value[q], a) is one integer (|.| < 2^28).
+static void llm__vec_dot_iq4_xs_scalar(int64_t n, float *s, const void *vw, const void *va) {
+    const struct llm__block_iq4_xs *w = vw;
+    const struct llm__block_q8_K *a = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LLM__QK_K; i++) {
+        int8_t ls[8];
+        llm__iq4_xs_scales(&w[i], ls);
+        int32_t sumi = 0;
+        for (int b = 0; b < 8; b++) {
+            const uint8_t *qs = w[i].qs + 16 * b;
+            const int8_t *q8 = a[i].qs + 32 * b;
+            int32_t dot = 0;
+            for (int l = 0; l < 16; l++) dot += llm__iq4nl_values[qs[l] & 15] * q8[l] + llm__iq4nl_values[qs[l] >> 4] * q8[16 + l];
+            sumi += ls[b] * dot;
         }
         sum += llm__fp16_to_fp32(w[i].d) * a[i].d * (float)sumi;
     }
@@ -1096,6 +1428,90 @@ LLM__AVX2 static void llm__vec_dot_q6_K_avx2(int64_t n, float *s, const void *vw
                 const __m256i ctrl = _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sch, ctrl)));
             }
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(_cvtsh_ss(w[i].d) * a[i].d), acc);
+    }
+    *s = llm__hsum_avx2(acc);
+}
+
+// Q3_K (three = true) and Q2_K: the 2-bit fields of qs (plus Q3_K's hmask bit as bit 2) used
+// unsigned; each 128-bit lane of a 32-quant vector is one sub-block of 16, its 16-bit scale spread
+// with vpshufb as in the Q6_K kernel. Q3_K's -4 offset is 4 * sum_s sc[s] * bsums[s]; Q2_K's mins
+// are sum_s m[s] * bsums[s], in a separate float accumulator.
+LLM__AVX2 static inline __attribute__((always_inline)) float llm__vec_dot_k23_avx2(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool three) {
+    const struct llm__block_q3_K *w3 = vw;
+    const struct llm__block_q2_K *w2 = vw;
+    const __m256i m3 = _mm256_set1_epi8(3), b4 = _mm256_set1_epi8(4);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / LLM__QK_K; i++) {
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)a[i].bsums);
+        __m256i sc16, sumi = _mm256_setzero_si256(), hm = _mm256_setzero_si256();
+        const uint8_t *qs = three ? w3[i].qs : w2[i].qs;
+        float dd;
+        if (three) {
+            uint8_t raw[16];
+            llm__q3_K_scales_raw(w3[i].scales, raw);
+            sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)raw)), _mm256_set1_epi16(32));
+            sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 2));
+            hm = _mm256_loadu_si256((const __m256i *)w3[i].hmask);
+            dd = _cvtsh_ss(w3[i].d) * a[i].d;
+        } else {
+            const __m128i sb = _mm_loadu_si128((const __m128i *)w2[i].scales);
+            sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(15)));
+            const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(15)));
+            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(m16, bsums)), _mm256_set1_ps(-_cvtsh_ss(w2[i].dmin) * a[i].d), accm);
+            dd = _cvtsh_ss(w2[i].d) * a[i].d;
+        }
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+            const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+            #pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
+                if (three) {   // bit 4h + j of hmask[l] to bit 2 (16-bit shifts: the mask keeps each byte's own bit)
+                    const int b = 4 * h + j;
+                    q = _mm256_or_si256(q, _mm256_and_si256(b >= 2 ? _mm256_srli_epi16(hm, b - 2) : _mm256_slli_epi16(hm, 2 - b), b4));
+                }
+                const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * h + 32 * j)));
+                const short lo = (short)(4 * j | (4 * j + 1) << 8), hi = (short)((4 * j + 2) | (4 * j + 3) << 8);
+                const __m256i ctrl = _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sch, ctrl)));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(dd), acc);
+    }
+    return llm__hsum_avx2(_mm256_add_ps(acc, accm));
+}
+
+LLM__AVX2 static void llm__vec_dot_q3_K_avx2(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_k23_avx2(n, vw, va, true);
+}
+
+LLM__AVX2 static void llm__vec_dot_q2_K_avx2(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_k23_avx2(n, vw, va, false);
+}
+
+// IQ4_XS: a sub-block of 32 per vector (low nibbles of its 16 bytes, then the high ones), levels
+// looked up with vpshufb, signed x signed as in llm__dot_i8_avx2 (levels and activations lie in
+// [-127, 127], so vpmaddubsw's pair sums cannot saturate), times the sub-block's scale in vpmaddwd.
+LLM__AVX2 static void llm__vec_dot_iq4_xs_avx2(int64_t n, float *s, const void *vw, const void *va) {
+    const struct llm__block_iq4_xs *w = vw;
+    const struct llm__block_q8_K *a = va;
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values));
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / LLM__QK_K; i++) {
+        int8_t ls[8];
+        llm__iq4_xs_scales(&w[i], ls);
+        __m256i sumi = _mm256_setzero_si256();
+        #pragma GCC unroll 8
+        for (int b = 0; b < 8; b++) {
+            const __m128i q = _mm_loadu_si128((const __m128i *)(w[i].qs + 16 * b));
+            const __m256i v = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
+            const __m256i av = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * b));
+            const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(av, v));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16(ls[b])));
         }
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(_cvtsh_ss(w[i].d) * a[i].d), acc);
     }
@@ -1362,6 +1778,104 @@ LLM__AVX512 static void llm__vec_dot_q6_K_avx512(int64_t n, float *s, const void
     }
     *s = _mm512_reduce_add_ps(acc);
 }
+// Q3_K / Q2_K, a half super-block (128 quants) per step in two registers: fields j = 0, 1 of the
+// half's 32 qs bytes (elements 0-63) and j = 2, 3 (64-127), each 128-bit lane one sub-block of 16
+// with its scale spread as in the Q6_K kernel; offsets and mins as in the AVX2 twin.
+LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_k23_avx512(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool three) {
+    const struct llm__block_q3_K *w3 = vw;
+    const struct llm__block_q2_K *w2 = vw;
+    const __m512i m3 = _mm512_set1_epi8(3), b4 = _mm512_set1_epi8(4);
+    // per-16-bit-lane shift counts of field j: register 0 takes j = 0 | 1, register 1 j = 2 | 3
+    const __m512i sh0 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    const __m512i sh1 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    const __m512i spread_lo = _mm512_set_epi32(0x07060706, 0x07060706, 0x07060706, 0x07060706, 0x05040504, 0x05040504,
+                                               0x05040504, 0x05040504, 0x03020302, 0x03020302, 0x03020302, 0x03020302,
+                                               0x01000100, 0x01000100, 0x01000100, 0x01000100);
+    const __m512i spread_hi = _mm512_add_epi8(spread_lo, _mm512_set1_epi8(8));
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / LLM__QK_K; i++) {
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)a[i].bsums);
+        __m256i sc16;
+        __m512i sumi = _mm512_setzero_si512(), hm = _mm512_setzero_si512();
+        const uint8_t *qs = three ? w3[i].qs : w2[i].qs;
+        float dd;
+        if (three) {
+            uint8_t raw[16];
+            llm__q3_K_scales_raw(w3[i].scales, raw);
+            sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)raw)), _mm256_set1_epi16(32));
+            const __m256i offs = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 2);
+            sumi = _mm512_inserti64x4(sumi, _mm256_sub_epi32(_mm256_setzero_si256(), offs), 0);
+            hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w3[i].hmask));
+            dd = _cvtsh_ss(w3[i].d) * a[i].d;
+        } else {
+            const __m128i sb = _mm_loadu_si128((const __m128i *)w2[i].scales);
+            sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(15)));
+            const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(15)));
+            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(m16, bsums)), _mm256_set1_ps(-_cvtsh_ss(w2[i].dmin) * a[i].d), accm);
+            dd = _cvtsh_ss(w2[i].d) * a[i].d;
+        }
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i sch = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+            const __m512i qv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)));
+            __m512i q0 = _mm512_and_si512(_mm512_srlv_epi16(qv, sh0), m3), q1 = _mm512_and_si512(_mm512_srlv_epi16(qv, sh1), m3);
+            if (three) {   // bit 4h + j of hmask[l] adds 4
+                const __m512i t0 = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h))), _mm256_set1_epi8((char)(1 << (4 * h + 1))), 1);
+                const __m512i t1 = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 2))), _mm256_set1_epi8((char)(1 << (4 * h + 3))), 1);
+                q0 = _mm512_mask_add_epi8(q0, _mm512_test_epi8_mask(hm, t0), q0, b4);
+                q1 = _mm512_mask_add_epi8(q1, _mm512_test_epi8_mask(hm, t1), q1, b4);
+            }
+            const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512((const void *)(a[i].qs + 128 * h)));
+            const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512((const void *)(a[i].qs + 128 * h + 64)));
+            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p0, _mm512_shuffle_epi8(sch, spread_lo)));
+            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p1, _mm512_shuffle_epi8(sch, spread_hi)));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(dd), acc);
+    }
+    return _mm512_reduce_add_ps(acc) + llm__hsum_avx2(accm);
+}
+
+LLM__AVX512 static void llm__vec_dot_q3_K_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_k23_avx512(n, vw, va, true);
+}
+
+LLM__AVX512 static void llm__vec_dot_q2_K_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_k23_avx512(n, vw, va, false);
+}
+
+// IQ4_XS, two sub-blocks per register: lanes [low nibbles of b, high of b, low of b+1, high of
+// b+1]. The levels are looked up plus 128 (1..241, unsigned) for vpdpbusd; the 128 * sum(a)
+// this adds is taken off once per super-block from bsums, times the scales.
+LLM__AVX512 static void llm__vec_dot_iq4_xs_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    const struct llm__block_iq4_xs *w = vw;
+    const struct llm__block_q8_K *a = va;
+    const __m512i table = _mm512_add_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)), _mm512_set1_epi8(-128));
+    const __m512i m4 = _mm512_set1_epi8(15);
+    // dword selectors of the pair's two scales: elements 0-7 take sub-block 2k, 8-15 take 2k + 1
+    const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / LLM__QK_K; i++) {
+        int8_t ls[8];
+        llm__iq4_xs_scales(&w[i], ls);
+        const __m512i ls32 = _mm512_castsi256_si512(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)ls)));
+        int32_t corr = 0;
+        for (int b = 0; b < 8; b++) corr += ls[b] * (a[i].bsums[2 * b] + a[i].bsums[2 * b + 1]);
+        __m512i sumi = _mm512_maskz_mov_epi32(1, _mm512_set1_epi32(-128 * corr));
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m512i q = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * k)));
+            const __m512i v = _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0));
+            const __m512i idx = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xff00ff00u, v, 4), m4);   // lanes 1, 3: high nibbles
+            const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(table, idx),
+                                                   _mm512_loadu_si512((const void *)(a[i].qs + 64 * k)));
+            const __m512i lsv = _mm512_permutexvar_epi32(_mm512_add_epi32(pair, _mm512_set1_epi32(2 * k)), ls32);
+            sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(dp, lsv));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(w[i].d) * a[i].d), acc);
+    }
+    *s = _mm512_reduce_add_ps(acc);
+}
 #endif   // LLM__X86_SIMD
 
 // --- dot products: NEON (aarch64) ---
@@ -1543,6 +2057,84 @@ static void llm__vec_dot_q6_K_neon(int64_t n, float *s, const void *vw, const vo
     }
     *s = sum;
 }
+
+// Q3_K (three = true) and Q2_K: per sub-block of 16 an int32 dot, times its scale; Q3_K's quants
+// are made signed (q - 4) in registers, Q2_K's mins come from bsums as in the scalar twin.
+static inline __attribute__((always_inline)) float llm__vec_dot_k23_neon(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool three) {
+    const struct llm__block_q3_K *w3 = vw;
+    const struct llm__block_q2_K *w2 = vw;
+    const uint8x16_t m3 = vdupq_n_u8(3), b4 = vdupq_n_u8(4);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LLM__QK_K; i++) {
+        int8_t sc[16];
+        const uint8_t *qs = three ? w3[i].qs : w2[i].qs;
+        int32_t summ = 0;
+        if (three) {
+            llm__q3_K_scales(w3[i].scales, sc);
+        } else {
+            for (int g = 0; g < 16; g++) sc[g] = (int8_t)(w2[i].scales[g] & 15), summ += (w2[i].scales[g] >> 4) * a[i].bsums[g];
+        }
+        const uint8x16_t hm0 = three ? vld1q_u8(w3[i].hmask) : vdupq_n_u8(0), hm1 = three ? vld1q_u8(w3[i].hmask + 16) : vdupq_n_u8(0);
+        int32_t sumi = 0;
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const uint8x16_t q0 = vld1q_u8(qs + 32 * h), q1 = vld1q_u8(qs + 32 * h + 16);
+            #pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                const int8x16_t sh = vdupq_n_s8((int8_t)(-2 * j));
+                uint8x16_t u0 = vandq_u8(vshlq_u8(q0, sh), m3), u1 = vandq_u8(vshlq_u8(q1, sh), m3);
+                int8x16_t v0, v1;
+                if (three) {   // q - 4 + 4 * hbit
+                    const uint8x16_t bit = vdupq_n_u8((uint8_t)(1 << (4 * h + j)));
+                    u0 = vorrq_u8(u0, vandq_u8(vtstq_u8(hm0, bit), b4));
+                    u1 = vorrq_u8(u1, vandq_u8(vtstq_u8(hm1, bit), b4));
+                    v0 = vsubq_s8(vreinterpretq_s8_u8(u0), vreinterpretq_s8_u8(b4));
+                    v1 = vsubq_s8(vreinterpretq_s8_u8(u1), vreinterpretq_s8_u8(b4));
+                } else {
+                    v0 = vreinterpretq_s8_u8(u0), v1 = vreinterpretq_s8_u8(u1);
+                }
+                const int8_t *q8 = a[i].qs + 128 * h + 32 * j;
+                const int32_t d0 = vaddvq_s32(llm__dot_s8_neon(vdupq_n_s32(0), v0, vld1q_s8(q8)));
+                const int32_t d1 = vaddvq_s32(llm__dot_s8_neon(vdupq_n_s32(0), v1, vld1q_s8(q8 + 16)));
+                sumi += sc[8 * h + 2 * j] * d0 + sc[8 * h + 2 * j + 1] * d1;
+            }
+        }
+        if (three) sum += llm__fp16_to_fp32_neon(w3[i].d) * a[i].d * (float)sumi;
+        else sum += llm__fp16_to_fp32_neon(w2[i].d) * a[i].d * (float)sumi - llm__fp16_to_fp32_neon(w2[i].dmin) * a[i].d * (float)summ;
+    }
+    return sum;
+}
+
+static void llm__vec_dot_q3_K_neon(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_k23_neon(n, vw, va, true);
+}
+
+static void llm__vec_dot_q2_K_neon(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_k23_neon(n, vw, va, false);
+}
+
+// IQ4_XS: levels looked up with tbl, a signed dot per sub-block of 32, times its scale.
+static void llm__vec_dot_iq4_xs_neon(int64_t n, float *s, const void *vw, const void *va) {
+    const struct llm__block_iq4_xs *w = vw;
+    const struct llm__block_q8_K *a = va;
+    const int8x16_t table = vld1q_s8(llm__iq4nl_values);
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LLM__QK_K; i++) {
+        int8_t ls[8];
+        llm__iq4_xs_scales(&w[i], ls);
+        int32_t sumi = 0;
+        #pragma GCC unroll 8
+        for (int b = 0; b < 8; b++) {
+            const uint8x16_t q = vld1q_u8(w[i].qs + 16 * b);
+            int32x4_t p = llm__dot_s8_neon(vdupq_n_s32(0), vqtbl1q_s8(table, vandq_u8(q, m4)), vld1q_s8(a[i].qs + 32 * b));
+            p = llm__dot_s8_neon(p, vqtbl1q_s8(table, vshrq_n_u8(q, 4)), vld1q_s8(a[i].qs + 32 * b + 16));
+            sumi += ls[b] * vaddvq_s32(p);
+        }
+        sum += llm__fp16_to_fp32_neon(w[i].d) * a[i].d * (float)sumi;
+    }
+    *s = sum;
+}
 #endif   // LLM__NEON && __aarch64__
 
 // --- dispatch ---
@@ -1561,6 +2153,9 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
         case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_scalar;
         case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_scalar;
         case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_scalar;
+        case LLM__TYPE_Q3_K: return llm__vec_dot_q3_K_scalar;
+        case LLM__TYPE_Q2_K: return llm__vec_dot_q2_K_scalar;
+        case LLM__TYPE_IQ4_XS: return llm__vec_dot_iq4_xs_scalar;
         default: return NULL;
         }
 #if defined(LLM__X86_SIMD)
@@ -1574,6 +2169,9 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
         case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_avx2;
         case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_avx2;
         case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_avx2;
+        case LLM__TYPE_Q3_K: return llm__vec_dot_q3_K_avx2;
+        case LLM__TYPE_Q2_K: return llm__vec_dot_q2_K_avx2;
+        case LLM__TYPE_IQ4_XS: return llm__vec_dot_iq4_xs_avx2;
         default: return NULL;
         }
     case LLM__SIMD_AVX512:
@@ -1586,6 +2184,9 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
         case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_avx512;
         case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_avx512;
         case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_avx512;
+        case LLM__TYPE_Q3_K: return llm__vec_dot_q3_K_avx512;
+        case LLM__TYPE_Q2_K: return llm__vec_dot_q2_K_avx512;
+        case LLM__TYPE_IQ4_XS: return llm__vec_dot_iq4_xs_avx512;
         default: return NULL;
         }
 #endif
@@ -1600,6 +2201,9 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
         case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_neon;
         case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_neon;
         case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_neon;
+        case LLM__TYPE_Q3_K: return llm__vec_dot_q3_K_neon;
+        case LLM__TYPE_Q2_K: return llm__vec_dot_q2_K_neon;
+        case LLM__TYPE_IQ4_XS: return llm__vec_dot_iq4_xs_neon;
         default: return NULL;
         }
 #endif
@@ -1621,6 +2225,9 @@ static void llm__dequantize_row(int type, const void *src, float *dst, int64_t n
     case LLM__TYPE_Q4_K: llm__dequantize_q4_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q5_K: llm__dequantize_q5_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q6_K: llm__dequantize_q6_K(src, dst, n / LLM__QK_K); return;
+    case LLM__TYPE_Q3_K: llm__dequantize_q3_K(src, dst, n / LLM__QK_K); return;
+    case LLM__TYPE_Q2_K: llm__dequantize_q2_K(src, dst, n / LLM__QK_K); return;
+    case LLM__TYPE_IQ4_XS: llm__dequantize_iq4_xs(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q8_K: llm__dequantize_q8_K(src, dst, n / LLM__QK_K); return;
     default: assert(!"llm__dequantize_row: unsupported type"); memset(dst, 0, (size_t)n * sizeof(float)); return;
     }
@@ -1640,6 +2247,9 @@ static void llm__quantize_row(int type, const float *src, void *dst, int64_t n) 
     case LLM__TYPE_Q4_K: llm__quantize_q4_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q5_K: llm__quantize_q5_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q6_K: llm__quantize_q6_K(src, dst, n / LLM__QK_K); return;
+    case LLM__TYPE_Q3_K: llm__quantize_q3_K(src, dst, n / LLM__QK_K); return;
+    case LLM__TYPE_Q2_K: llm__quantize_q2_K(src, dst, n / LLM__QK_K); return;
+    case LLM__TYPE_IQ4_XS: llm__quantize_iq4_xs(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q8_K: llm__quantize_q8_K(src, dst, n / LLM__QK_K); return;
     default: assert(!"llm__quantize_row: unsupported type"); return;
     }
@@ -4454,7 +5064,7 @@ static enum llm_status llm__model_tensor(const struct llm__model *m, const char 
     if (!ti || !ti->supported)
         return llm__fail(e, LLM_ERR_UNSUPPORTED,
                          "model: tensor '%s' has type %s, which llm.c does not support "
-                         "(supported: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K)",
+                         "(supported: f32, f16, bf16, q8_0, q4_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)",
                          name, ti ? ti->name : "unknown");
     return LLM_OK;
 }

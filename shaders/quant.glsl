@@ -1,13 +1,17 @@
-// Weight rows in ggml's layouts (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), read from the
+// Weight rows in ggml's layouts (F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// IQ4_XS), read from the
 // 32-bit words w[] (and, with USE_16BIT, the same buffer as float16_t w16[]) at byte offsets.
 // The including shader declares w (and w16). Type numbers are ggml's.
 #define T_F32 0u
 #define T_F16 1u
 #define T_Q4_0 2u
 #define T_Q8_0 8u
+#define T_Q2_K 10u
+#define T_Q3_K 11u
 #define T_Q4_K 12u
 #define T_Q5_K 13u
 #define T_Q6_K 14u
+#define T_IQ4_XS 23u
 #define T_BF16 30u
 
 uint byte_at(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xFFu; }
@@ -33,6 +37,10 @@ vec2 k4_scale_min(uint o, uint sb) {
     uint hi = byte_at(o + sb + 4u);
     return vec2((hi & 15u) | ((byte_at(o + sb - 4u) >> 6) << 4), (hi >> 4) | ((byte_at(o + sb) >> 6) << 4));
 }
+
+// IQ4_NL / IQ4_XS levels (ggml's kvalues_iq4nl).
+const float iq4nl_values[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0,
+                                         38.0, 53.0, 69.0, 89.0, 113.0);
 
 // Elements k..k+3 (k a multiple of 4) of the row starting at byte `row`.
 vec4 dequant4(uint type, uint row, uint k) {
@@ -69,6 +77,27 @@ vec4 dequant4(uint type, uint row, uint k) {
         if (five) q |= ((w[(sup + 16u + l) >> 2] >> sb) & 0x01010101u) << 4;
         vec2 sm = k4_scale_min(sup + 4u, sb);
         return (half_at(sup) * sm.x) * ubytes(q) - half_at(sup + 2u) * sm.y;
+    }
+    if (type == T_Q2_K || type == T_Q3_K) {
+        // element i of a super-block: h = i / 128, j = i % 128 / 32, l = i % 32; 2 bits at qs[32h + l] >> 2j
+        bool three = type == T_Q3_K;   // Q3_K: hmask 32, qs 64, scales 12, d (110 bytes); Q2_K: scales 16, qs 64, d, dmin (84)
+        uint sup = row + (k >> 8) * (three ? 110u : 84u), i = k & 255u, h = i >> 7, j = (i >> 5) & 3u, l = i & 31u, s = i >> 4;
+        uint q = (word_at(sup + (three ? 32u : 16u) + 32u * h + l) >> (2u * j)) & 0x03030303u;
+        if (!three) {
+            uint sc = byte_at(sup + s);
+            return (half_at(sup + 80u) * float(sc & 15u)) * ubytes(q) - half_at(sup + 82u) * float(sc >> 4);
+        }
+        q |= ((word_at(sup + l) >> (4u * h + j)) & 0x01010101u) << 2;   // bit 4h + j of hmask[l] is bit 2
+        uint lo = s < 8u ? byte_at(sup + 96u + s) & 15u : byte_at(sup + 88u + s) >> 4;
+        uint hi = (byte_at(sup + 104u + (s & 3u)) >> (2u * (s >> 2))) & 3u;
+        return (half_at(sup + 108u) * (float(lo | (hi << 4)) - 32.0)) * (ubytes(q) - 4.0);
+    }
+    if (type == T_IQ4_XS) {   // d, scales_h (u16), scales_l 4, qs 128 (136 bytes): sub-block b of 32 at qs[16b]
+        uint sup = row + (k >> 8) * 136u, i = k & 255u, b = i >> 5, l = i & 31u;
+        uint q = (w[(sup + 8u + 16u * b + (l & 15u)) >> 2] >> (l < 16u ? 0u : 4u)) & 0x0F0F0F0Fu;
+        uint ls = ((byte_at(sup + 4u + (b >> 1)) >> (4u * (b & 1u))) & 15u) | (((w[sup >> 2] >> (16u + 2u * b)) & 3u) << 4);
+        return (half_at(sup) * (float(ls) - 32.0)) *
+               vec4(iq4nl_values[q & 15u], iq4nl_values[(q >> 8) & 15u], iq4nl_values[(q >> 16) & 15u], iq4nl_values[q >> 24]);
     }
     // Q6_K: ql 128, qh 64, int8 scales 16, f16 d; 210-byte blocks (2-byte aligned)
     uint sup = row + (k >> 8) * 210u, i = k & 255u, h = i >> 7, r = i & 127u, qd = r >> 5, l = r & 31u;

@@ -7,10 +7,11 @@
 //
 // Every tokenizer.* key is copied from the vocabulary file; the vocabulary size is its token
 // count. 1-D tensors (norms, biases, rope_freqs) are F32; the 2-D weights all get --type, except
-// in the q4_k_m / q5_k_m mixes, which follow llama.cpp's Q4_K_M / Q5_K_M rule. Weights are
-// generated and quantized row by row by a few threads and streamed to disk, so multi-GB models
-// need little memory (about 20 MB). The output depends only on the arguments, not on the
-// thread count (each row has its own random stream, seeded by seed, tensor name and row).
+// in the q4_k_m / q5_k_m / q3_k_m / q2_k_m mixes, which follow llama.cpp's Q4_K_M / Q5_K_M /
+// Q3_K_M / Q2_K rules. Weights are generated and quantized row by row by a few threads and
+// streamed to disk, so multi-GB models need little memory (about 20 MB). The output depends only
+// on the arguments, not on the thread count (each row has its own random stream, seeded by seed,
+// tensor name and row).
 #include "../llm.c"
 #include "gguf_writer.h"
 
@@ -32,6 +33,9 @@ static const struct gm_shape gm_shapes[] = {
     // a few KB of weights: the seed models of the fuzzers (tests/fuzz/), fast to run under ASan
     {"micro", "llama", 32, 1, 2, 1, 64, 256, 10000.0f, 1e-5f, false, false, false},
     {"micro-qwen2", "qwen2", 32, 1, 2, 1, 64, 256, 1e6f, 1e-6f, true, true, false},
+    // the smallest shape whose rows are whole 256-element super-blocks: llama-quantize's outputs of
+    // it are committed (tests/models/), so they must be small
+    {"nano-k", "llama", 256, 1, 4, 1, 256, 256, 10000.0f, 1e-5f, false, false, false},
     {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, false, false},
     {"llama-2-7b", "llama", 4096, 32, 32, 32, 11008, 4096, 10000.0f, 1e-5f, false, false, false},
     {"qwen2-0.5b", "qwen2", 896, 24, 14, 2, 4864, 32768, 1e6f, 1e-6f, true, true, false},
@@ -58,6 +62,11 @@ static const struct gm_ftype gm_ftypes[] = {
     {"q6_k", LLM__TYPE_Q6_K, 18, false},
     {"q4_k_m", LLM__TYPE_Q4_K, 15, true},
     {"q5_k_m", LLM__TYPE_Q5_K, 17, true},
+    {"q3_k", LLM__TYPE_Q3_K, 11, false},   // all Q3_K; labelled Q3_K_S
+    {"q2_k", LLM__TYPE_Q2_K, 10, false},   // all Q2_K; labelled Q2_K (which is a mix in llama.cpp: q2_k_m)
+    {"iq4_xs", LLM__TYPE_IQ4_XS, 30, false},
+    {"q3_k_m", LLM__TYPE_Q3_K, 12, true},
+    {"q2_k_m", LLM__TYPE_Q2_K, 10, true},   // llama.cpp's Q2_K file type
 };
 
 // llama.cpp's choice of layers that get more bits in the _M mixes: the first and last eighth
@@ -107,13 +116,31 @@ struct gm_model {
     const char *pre;   // tokenizer.ggml.pre to write instead of the vocabulary's, or NULL
 };
 
+// llama.cpp's Q3_K_M and Q2_K mixes (llama_tensor_get_type, non-MoE, not Falcon): the output
+// projection Q6_K; attn_v Q5_K in the first two layers then Q4_K (Q3_K_M), Q4_K with 4 or more
+// query heads per KV head else Q3_K (Q2_K); ffn_down Q5_K in the first sixteenth of the layers
+// then Q4_K (Q3_K_M), Q3_K (Q2_K); attn_output Q4_K (Q3_K_M), Q3_K (Q2_K).
+static int gm_low_k_mix_type(const struct gm_model *m, const char *role, int layer, int64_t ne0) {
+    const bool q3 = m->ft->type == LLM__TYPE_Q3_K;
+    if (strcmp(role, "output") == 0 || (m->s->tied && strcmp(role, "token_embd") == 0))
+        return ne0 % 256 == 0 ? LLM__TYPE_Q6_K : LLM__TYPE_Q8_0;
+    if (strcmp(role, "attn_v") == 0)
+        return q3 ? (layer < 2 ? LLM__TYPE_Q5_K : LLM__TYPE_Q4_K)
+                  : (m->s->n_head >= 4 * m->s->n_head_kv ? LLM__TYPE_Q4_K : LLM__TYPE_Q3_K);
+    if (strcmp(role, "ffn_down") == 0) return q3 ? (layer < m->n_layer / 16 ? LLM__TYPE_Q5_K : LLM__TYPE_Q4_K) : LLM__TYPE_Q3_K;
+    if (strcmp(role, "attn_output") == 0) return q3 ? LLM__TYPE_Q4_K : LLM__TYPE_Q3_K;
+    return m->ft->type;
+}
+
 // The type of a 2-D weight under the file type, as llama.cpp's quantizer picks it, then the
 // fallback for rows that are not a multiple of the type's block (Q8_0 if a multiple of 32,
 // else F16), reported on stderr.
 static int gm_pick_type(const struct gm_model *m, const char *name, const char *role, int layer,
                         int64_t ne0) {
     int type = m->ft->type;
-    if (m->ft->k_mix) {
+    if (m->ft->k_mix && (type == LLM__TYPE_Q3_K || type == LLM__TYPE_Q2_K)) {
+        type = gm_low_k_mix_type(m, role, layer, ne0);
+    } else if (m->ft->k_mix) {
         bool is_output = strcmp(role, "output") == 0 || (m->s->tied && strcmp(role, "token_embd") == 0);
         if (is_output)
             type = ne0 % 256 == 0 ? LLM__TYPE_Q6_K : LLM__TYPE_Q8_0;

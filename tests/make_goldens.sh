@@ -1,12 +1,12 @@
 #!/bin/sh
 # Makes tests/golden/*.json with llama.cpp (../shared/peer, set up with its setup.sh): for every
-# model of tests/models.txt and two prompts, llama.cpp's prompt tokens, 32 greedy tokens and the
-# top-5 log-probabilities of each step, from llama-cpp-python (the peer's llamacpp.py; set up
-# with ../shared/peer/setup.sh --python). llama.cpp runs with its KV cache in f32 and flash
-# attention off: that is the configuration in which it computes attention without rounding to
-# half precision, so differences left are those of the weights and matrix products the test is
-# about. Run from the repository root after `make models`.
-#   sh tests/make_goldens.sh NAME...     the models named (of tests/models.txt)
+# model of tests/models.txt and tests/models/ and two prompts, llama.cpp's prompt tokens, 32
+# greedy tokens and the top-5 log-probabilities of each step, from llama-cpp-python (the peer's
+# llamacpp.py; set up with ../shared/peer/setup.sh --python). llama.cpp runs with its KV cache in
+# f32 and flash attention off: that is the configuration in which it computes attention without
+# rounding to half precision, so differences left are those of the weights and matrix products
+# the test is about. Run from the repository root after `make models`.
+#   sh tests/make_goldens.sh NAME...     the models named (of tests/models.txt or tests/models/)
 #   sh tests/make_goldens.sh             again those that have goldens (tests/golden/NAME.p1.json;
 #                                        some test models are not for llama.cpp: tiny-vocab3)
 #   LLM_PEER_SCRIPT                      the runner (default ../shared/peer/llamacpp.py)
@@ -14,7 +14,9 @@ set -e
 peer=${LLM_PEER_SCRIPT:-../shared/peer/llamacpp.py}
 [ -f "$peer" ] || { echo "make_goldens: $peer not found (../shared/peer/setup.sh --python)" >&2; exit 1; }
 mkdir -p tests/golden
-grep -v '^#' tests/models.txt | while read -r name shape type vocab; do
+# the generator's models, then llama-quantize's (tests/models/, made by tests/make_quantized.sh)
+{ grep -v '^#' tests/models.txt; for f in tests/models/*.gguf; do [ -f "$f" ] && n=${f##*/} && echo "${n%.gguf}"; done; } |
+while read -r name shape type vocab; do
     [ -n "$name" ] || continue
     if [ $# -gt 0 ]; then
         case " $* " in *" $name "*) ;; *) continue ;; esac

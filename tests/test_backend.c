@@ -746,7 +746,8 @@ static void check_tuner(void) {
 
 int main(void) {
     const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
-                         LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K};
+                         LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q3_K, LLM__TYPE_Q2_K,
+                         LLM__TYPE_IQ4_XS};
     const int toks[] = {1, 2, 3, 4, 5, 7, 13, 33};
     for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++)
         for (size_t j = 0; j < LLM__ARRAY_LEN(toks); j++)

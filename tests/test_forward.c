@@ -224,5 +224,9 @@ int main(void) {
     check_model("tiny-q4_k.gguf", "f32", 2, 37, 0.1);
     check_model("tiny-q5_k.gguf", "f32", 2, 37, 0.1);
     check_model("tiny-q6_k.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-q3_k.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-q2_k.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-iq4_xs.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-q3_k_m.gguf", "f32", 1, 5, 0.1);
     return test_summary("test_forward");
 }

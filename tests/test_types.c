@@ -7,7 +7,8 @@
 #include "test.h"
 
 static const int supported_types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0,
-                                      LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K};
+                                      LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
+                                      LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
 #define N_SUPPORTED ((int)(sizeof(supported_types) / sizeof(supported_types[0])))
 
 static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -151,6 +152,32 @@ static double ref_element(int type, const uint8_t *row, int64_t e) {
         memcpy(&h, b + 208, 2);
         return ref_half_value(h) * sc[j / 16] * ((low4 | high2 << 4) - 32);
     }
+    case LLM__TYPE_Q3_K: {   // hmask[32] qs[64] scales[12] d
+        const uint8_t *b = row + 110 * (e / 256), *hmask = b, *qs = b + 32, *scales = b + 96;
+        const int j = (int)(e % 256), s = j / 16, half = j / 128, quarter = j % 128 / 32, l = j % 32;
+        const int low2 = (qs[32 * half + l] >> (2 * quarter)) & 3, high = (hmask[l] >> (4 * half + quarter)) & 1;
+        const int sc_low = s < 8 ? scales[s] & 15 : scales[s - 8] >> 4, sc_high = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+        memcpy(&h, b + 108, 2);
+        return ref_half_value(h) * ((sc_low | sc_high << 4) - 32) * ((low2 | high << 2) - 4);
+    }
+    case LLM__TYPE_Q2_K: {   // scales[16] qs[64] d dmin
+        const uint8_t *b = row + 84 * (e / 256), *scales = b, *qs = b + 16;
+        const int j = (int)(e % 256), s = j / 16, half = j / 128, quarter = j % 128 / 32, l = j % 32;
+        const int q = (qs[32 * half + l] >> (2 * quarter)) & 3;
+        uint16_t hm;
+        memcpy(&h, b + 80, 2);
+        memcpy(&hm, b + 82, 2);
+        return ref_half_value(h) * (scales[s] & 15) * q - ref_half_value(hm) * (scales[s] >> 4);
+    }
+    case LLM__TYPE_IQ4_XS: {   // d scales_h scales_l[4] qs[128]
+        static const int levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        const uint8_t *b = row + 136 * (e / 256);
+        const int j = (int)(e % 256), sb = j / 32, l = j % 32;
+        const int scale_h = (b[2] | b[3] << 8) >> (2 * sb) & 3, scale_l = (b[4 + sb / 2] >> (4 * (sb % 2))) & 15;
+        const uint8_t qb = b[8 + 16 * sb + l % 16];
+        memcpy(&h, b, 2);
+        return ref_half_value(h) * ((scale_l | scale_h << 4) - 32) * levels[l < 16 ? qb & 15 : qb >> 4];
+    }
     case LLM__TYPE_Q8_K: {
         const uint8_t *b = row + 292 * (e / 256);
         float d;
@@ -188,6 +215,12 @@ static void fill_random_row(int type, uint8_t *row, int64_t n, unsigned long lon
             memcpy(blk, &h, 2), memcpy(blk + 2, &h2, 2);
             break;
         case LLM__TYPE_Q6_K: h = rand_scale_half(rng, -12, -4); memcpy(blk + 208, &h, 2); break;
+        case LLM__TYPE_Q3_K: h = rand_scale_half(rng, -12, -4); memcpy(blk + 108, &h, 2); break;
+        case LLM__TYPE_Q2_K:
+            h = rand_scale_half(rng, -12, -4), h2 = rand_scale_half(rng, -12, -4);
+            memcpy(blk + 80, &h, 2), memcpy(blk + 82, &h2, 2);
+            break;
+        case LLM__TYPE_IQ4_XS: h = rand_scale_half(rng, -14, -6); memcpy(blk, &h, 2); break;
         case LLM__TYPE_Q8_K: { float d = (float)exp2(-10 + 6 * test_rng_uniform(rng)); memcpy(blk, &d, 4); break; }
         default: break;
         }
@@ -203,8 +236,8 @@ static void test_type_info(void) {
         {LLM__TYPE_Q4_0, "q4_0", 32, 18, true, LLM__TYPE_Q8_0}, {LLM__TYPE_Q4_K, "q4_K", 256, 144, true, LLM__TYPE_Q8_K},
         {LLM__TYPE_Q5_K, "q5_K", 256, 176, true, LLM__TYPE_Q8_K}, {LLM__TYPE_Q6_K, "q6_K", 256, 210, true, LLM__TYPE_Q8_K},
         {LLM__TYPE_Q8_K, "q8_K", 256, 292, false, LLM__TYPE_Q8_K}, {LLM__TYPE_Q4_1, "q4_1", 32, 20, false, LLM__TYPE_Q8_1},
-        {LLM__TYPE_Q5_0, "q5_0", 32, 22, false, LLM__TYPE_Q8_0}, {LLM__TYPE_Q2_K, "q2_K", 256, 84, false, LLM__TYPE_Q8_K},
-        {LLM__TYPE_Q3_K, "q3_K", 256, 110, false, LLM__TYPE_Q8_K}, {LLM__TYPE_IQ4_XS, "iq4_xs", 256, 136, false, LLM__TYPE_Q8_K},
+        {LLM__TYPE_Q5_0, "q5_0", 32, 22, false, LLM__TYPE_Q8_0}, {LLM__TYPE_Q2_K, "q2_K", 256, 84, true, LLM__TYPE_Q8_K},
+        {LLM__TYPE_Q3_K, "q3_K", 256, 110, true, LLM__TYPE_Q8_K}, {LLM__TYPE_IQ4_XS, "iq4_xs", 256, 136, true, LLM__TYPE_Q8_K},
         {LLM__TYPE_IQ4_NL, "iq4_nl", 32, 18, false, LLM__TYPE_Q8_0}, {LLM__TYPE_TQ2_0, "tq2_0", 256, 66, false, LLM__TYPE_Q8_K},
         {LLM__TYPE_MXFP4, "mxfp4", 32, 17, false, LLM__TYPE_Q8_0},
     };
@@ -326,7 +359,8 @@ static void test_fp16(void) {
 // Every supported type and Q8_K: dequantize_row of random blocks equals the float64 decoder.
 static void test_dequantize(void) {
     static const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
-                                LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q8_K};
+                                LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q8_K,
+                                LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
     unsigned long long rng = 2;
     const int64_t n = 256 * 40;
     uint8_t *row = malloc(llm__row_bytes(LLM__TYPE_F32, n));
@@ -358,6 +392,7 @@ static void test_round_trip(void) {
     static const struct { int type; double bound; } cases[] = {
         {LLM__TYPE_F16, 0.0005}, {LLM__TYPE_BF16, 0.004}, {LLM__TYPE_Q8_0, 0.008}, {LLM__TYPE_Q4_0, 0.115},
         {LLM__TYPE_Q4_K, 0.085}, {LLM__TYPE_Q5_K, 0.042}, {LLM__TYPE_Q6_K, 0.019}, {LLM__TYPE_Q8_K, 0.008},
+        {LLM__TYPE_Q3_K, 0.16}, {LLM__TYPE_Q2_K, 0.29}, {LLM__TYPE_IQ4_XS, 0.085},
     };
     const int64_t n = 256 * 64;
     unsigned long long rng = 3;

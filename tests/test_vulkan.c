@@ -67,7 +67,8 @@ static void test_ops(struct llm_backend *vk, struct llm_backend *cpu) {
 // Embedding rows of every supported table type, and get_rows, against the CPU backend.
 static void test_rows(struct llm_backend *vk, struct llm_backend *cpu) {
     static const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0,
-                                LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K};
+                                LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
+                                LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
     const int64_t cols = 256, rows = 50;
     unsigned long long seed = 5;
     float *f = malloc(sizeof(float) * (size_t)(cols * rows));
@@ -108,10 +109,10 @@ static void test_rows(struct llm_backend *vk, struct llm_backend *cpu) {
     }
     // a type without a shader is refused when loaded, not later
     struct llm__weight w = {0};
-    size_t rb = llm__row_bytes(LLM__TYPE_Q2_K, cols);
+    size_t rb = llm__row_bytes(LLM__TYPE_IQ2_XXS, cols);
     char *q = calloc(rb, 1);
-    EXPECT(vk->iface->weight_load(vk->ctx, &w, LLM__TYPE_Q2_K, cols, 1, q, &e) == LLM_ERR_UNSUPPORTED && strstr(e.msg, "q2_K"),
-           "q2_K weight: %s", e.msg);
+    EXPECT(vk->iface->weight_load(vk->ctx, &w, LLM__TYPE_IQ2_XXS, cols, 1, q, &e) == LLM_ERR_UNSUPPORTED && strstr(e.msg, "iq2_xxs"),
+           "iq2_xxs weight: %s", e.msg);
     free(q);
     free(f);
 }
@@ -305,7 +306,8 @@ static bool matmul_case(struct llm_backend *vk, struct llm_backend *cpu, int t0,
 // T > 64; then weights of different types in one call.
 static void test_matmul(struct llm_backend *vk, struct llm_backend *cpu) {
     static const int types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,
-                                LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K};
+                                LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
+                                LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
     static const int shapes[][3] = {{256, 64, 1}, {512, 96, 3}, {256, 130, 17}, {768, 67, 70}, {1024, 256, 8}, {16640, 16, 1}};
     static const int mixed[][2] = {{LLM__TYPE_Q4_K, LLM__TYPE_Q6_K}, {LLM__TYPE_Q8_0, LLM__TYPE_F16},
                                    {LLM__TYPE_Q4_0, LLM__TYPE_F32}};
@@ -544,7 +546,7 @@ static void test_model(const char *name, double tol) {
     if (!C || !G) { llm_engine_free(C); llm_engine_free(G); return; }
     const int nv = C->model.n_vocab, np = 8, ng = 32;
     int32_t toks[40];
-    for (int i = 0; i < np; i++) toks[i] = i == 0 ? 1 : 100 + 37 * i;
+    for (int i = 0; i < np; i++) toks[i] = i == 0 ? 1 : (100 + 37 * i) % nv;   // (% nv: nano-k has 300 tokens)
     float *lc = malloc(sizeof(float) * (size_t)nv * (np + ng)), *lg = malloc(sizeof(float) * (size_t)nv * (np + ng));
     int sc = llm_seq_new(C);
     llm_seq_eval(C, sc, toks, np, lc, 0);
@@ -876,6 +878,10 @@ int main(void) {
     test_model("tiny-q5_k", 0.15);
     test_model("tiny-q6_k", 0.15);
     test_model("tiny-q4_k_m", 0.15);
+    test_model("tiny-iq4_xs", 0.15);
+    test_model("nano-k-q3_k", 0.15);
+    test_model("nano-k-q2_k", 0.15);
+    test_model("nano-k-iq4_xs", 0.15);
     test_model("tiny-qwen2-f32", 1e-3);
     test_model("tiny-qwen2-q4_k", 0.15);
     test_model("tiny-llama3-f32", 1e-3);
