@@ -8,6 +8,7 @@
 //   run.c    llm run, llm chat
 //   info.c   llm info (and --devices), llm tokenize, llm detokenize
 //   serve.c  llm generate, llm bench (one sequence; serving), llm profile
+//   pull.c   llm pull and -m hf://REPO/FILE: downloads from Hugging Face (libcurl), SHA-256
 #ifndef CLI_H
 #define CLI_H
 
@@ -157,5 +158,9 @@ int cli_cmd_generate(struct cli *c);
 int cli_cmd_bench(struct cli *c);
 int cli_cmd_bench_serve(struct cli *c);
 int cli_cmd_profile(struct cli *c);
+int cli_cmd_pull(int argc, char **argv);
+// -m hf://OWNER/NAME/FILE: the path of that file in the cache, downloaded first when it is not
+// there (or cli_die: a bad name, HTTP errors, no network, a failed size or sha256 check).
+char *cli_hf_model(const char *spec);
 
 #endif

@@ -21,11 +21,16 @@ const char cli_usage[] =
     "  bench     prefill and decode speed of one sequence (as llama-bench: -p N prompt tokens,\n"
     "            -n N generated, -r N repetitions; defaults 512, 128, 5); with --num-prompts,\n"
     "            --input-len, --output-len, --request-rate or --rag: the serving benchmark\n"
+    "  pull      llm pull REPO FILE: download a GGUF file from Hugging Face into the cache,\n"
+    "            ${XDG_CACHE_HOME:-~/.cache}/llm.c/hf/REPO/FILE (resumes an interrupted download;\n"
+    "            checks the size and the sha256; LLM_HF_ENDPOINT replaces https://huggingface.co);\n"
+    "            prints the file's path\n"
     "  profile   time per module (attention, MLP, norms, logits, sampling, scheduling) over a\n"
     "            serving run (the bench flags; default 16 requests of 128 + 64 tokens)\n"
     "\n"
     "model and engine options:\n"
-    "  -m, --model FILE          GGUF model file (required)\n"
+    "  -m, --model FILE          GGUF model file (required); hf://REPO/FILE: that file of a\n"
+    "                            Hugging Face repository, pulled first when it is not in the cache\n"
     "      --backend B           cpu (default), vulkan (builds made with make VULKAN=1), or auto\n"
     "                            (Vulkan when it is built in and can run the model, else cpu)\n"
     "      --device N            Vulkan device (see llm info --devices; default: the first\n"
@@ -166,6 +171,12 @@ const char cli_usage[] =
     "  -h, --help                this help\n"
     "      --version             print the version\n";
 
+// The flags, and -m hf://REPO/FILE made the cached file's path (pulled first when missing).
+static void parse_args(int argc, char **argv, struct cli *c) {
+    cli_parse_args(argc, argv, c);
+    if (!strncmp(c->ep.model_path, "hf://", 5)) c->ep.model_path = cli_hf_model(c->ep.model_path);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         fputs(cli_usage, argc < 2 ? stderr : stdout);
@@ -180,20 +191,21 @@ int main(int argc, char **argv) {
         args[0] = argv[0];
         args[1] = "run";
         memcpy(args + 2, argv + 1, (size_t)argc * sizeof(char *));   // argv[argc] is NULL too
-        cli_parse_args(argc + 1, args, &c);
+        parse_args(argc + 1, args, &c);
         int rc = cli_cmd_run(&c);
         free(args);
         return rc;
     }
-    if (!strcmp(argv[1], "run")) { cli_parse_args(argc, argv, &c); return cli_cmd_run(&c); }
-    if (!strcmp(argv[1], "chat")) { cli_parse_args(argc, argv, &c); return cli_cmd_chat(&c); }
-    if (!strcmp(argv[1], "tokenize")) { cli_parse_args(argc, argv, &c); return cli_cmd_tokenize(&c); }
-    if (!strcmp(argv[1], "detokenize")) { cli_parse_args(argc, argv, &c); return cli_cmd_detokenize(&c); }
+    if (!strcmp(argv[1], "pull")) return cli_cmd_pull(argc, argv);
+    if (!strcmp(argv[1], "run")) { parse_args(argc, argv, &c); return cli_cmd_run(&c); }
+    if (!strcmp(argv[1], "chat")) { parse_args(argc, argv, &c); return cli_cmd_chat(&c); }
+    if (!strcmp(argv[1], "tokenize")) { parse_args(argc, argv, &c); return cli_cmd_tokenize(&c); }
+    if (!strcmp(argv[1], "detokenize")) { parse_args(argc, argv, &c); return cli_cmd_detokenize(&c); }
     if (!strcmp(argv[1], "info") && argc == 3 && !strcmp(argv[2], "--devices")) return cli_cmd_devices();
-    if (!strcmp(argv[1], "info")) { cli_parse_args(argc, argv, &c); return cli_cmd_info(&c); }
-    if (!strcmp(argv[1], "generate")) { cli_parse_args(argc, argv, &c); return cli_cmd_generate(&c); }
+    if (!strcmp(argv[1], "info")) { parse_args(argc, argv, &c); return cli_cmd_info(&c); }
+    if (!strcmp(argv[1], "generate")) { parse_args(argc, argv, &c); return cli_cmd_generate(&c); }
     if (!strcmp(argv[1], "bench") || !strcmp(argv[1], "profile")) {
-        cli_parse_args(argc, argv, &c);
+        parse_args(argc, argv, &c);
         bool profile = !strcmp(argv[1], "profile");
         if (!c.serve && !profile) return cli_cmd_bench(&c);
         if (!c.num_prompts) c.num_prompts = profile ? 16 : 64;
