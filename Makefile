@@ -232,7 +232,7 @@ test: fixtures $(TESTS) $(BUILD)/llm lib models $(BUILD)/portability.ok
 ifneq ($(HAVE_CXX),1)
 	@echo "test_cpp: not built: no C++ compiler ('$(CXX)'); install one (Debian: g++) to test llm.h from C++"
 endif
-	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
+	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
 
 # The engine compiled as POSIX.1-2008 C11 alone: no GNU extensions, and then with __linux__
 # undefined too, so that only the paths macOS and the BSDs take remain (their own headers are

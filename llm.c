@@ -5392,7 +5392,8 @@ void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logpro
 // open-addressing hash table, merges through another.
 
 enum llm__vocab_type { LLM__VOCAB_SPM = 1, LLM__VOCAB_BPE = 2 };
-enum llm__pre_type { LLM__PRE_DEFAULT = 1, LLM__PRE_GPT2, LLM__PRE_LLAMA3, LLM__PRE_QWEN2, LLM__PRE_SMOLLM };
+enum llm__pre_type { LLM__PRE_DEFAULT = 1, LLM__PRE_GPT2, LLM__PRE_LLAMA3, LLM__PRE_QWEN2, LLM__PRE_SMOLLM,
+                     LLM__PRE_TEKKEN };
 enum llm__tok_attr { LLM__TOK_NORMAL = 1, LLM__TOK_UNKNOWN = 2, LLM__TOK_CONTROL = 3, LLM__TOK_USER = 4,
                      LLM__TOK_UNUSED = 5, LLM__TOK_BYTE = 6 };
 
@@ -5414,6 +5415,8 @@ struct llm__vocab {
     uint32_t mht_mask;
     int32_t *special;                   // control, user-defined and unknown tokens, longest text first
     int n_special;
+    uint8_t *rstrip;                    // [n] or NULL: the whitespace after this special token is
+                                        // dropped (llama.cpp's RSTRIP, given to Phi-3's tokens)
     size_t max_token_bytes;             // the most bytes of text a token stands for, when every byte
                                         // becomes part of a token (0: some can be dropped); see
                                         // llm__vocab_token_bound
@@ -5472,6 +5475,7 @@ static void llm__vocab_free(struct llm__vocab *v) {
     free(v->ht);
     free(v->mht);
     free(v->special);
+    free(v->rstrip);
     memset(v, 0, sizeof(*v));
 }
 
@@ -5507,6 +5511,7 @@ static const struct { const char *name; enum llm__pre_type pre; bool ignore_merg
     {"qwen2", LLM__PRE_QWEN2, false, false},     {"stablelm2", LLM__PRE_QWEN2, false, false},
     {"deepseek-r1-qwen", LLM__PRE_QWEN2, false, false},
     {"smollm", LLM__PRE_SMOLLM, false, false},   {"starcoder", LLM__PRE_SMOLLM, false, false},
+    {"tekken", LLM__PRE_TEKKEN, true, true},
 };
 
 // Token texts llama.cpp treats as control tokens whatever the file says: ends of turns and
@@ -5595,7 +5600,7 @@ static enum llm_status llm__vocab_load_bpe(struct llm__vocab *v, const struct ll
         if (i == LLM__ARRAY_LEN(llm__pre_names))
             return llm__fail(e, LLM_ERR_UNSUPPORTED,
                              "tokenizer: pre-tokenizer '%.*s' is not supported (llama-bpe, qwen2, gpt-2, smollm, "
-                             "default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
+                             "tekken, default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
         v->pre = llm__pre_names[i].pre;
         v->ignore_merges = llm__pre_names[i].ignore_merges;
         v->add_bos = llm__pre_names[i].add_bos;
@@ -5660,6 +5665,28 @@ static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot
     qsort(keys, (size_t)v->n_special, sizeof(uint64_t), llm__u64_cmp);
     for (int i = 0; i < v->n_special; i++) v->special[i] = (int32_t)(uint32_t)keys[i];
     free(keys);
+    return LLM_OK;
+}
+
+// llama.cpp strips the whitespace after the special tokens of models whose general.name has
+// "phi-3" or "phi3" in it (case-insensitive), as Phi-3's tokenizer does: all special tokens and
+// </s>, but not <unk>, <s> and <|endoftext|>.
+static enum llm_status llm__vocab_rstrip(struct llm__vocab *v, const struct llm__gguf *g, struct llm__err *e) {
+    struct llm__gguf_str name;
+    if (llm__gguf_find_key(g, "general.name") < 0 || !llm__gguf_get_str(g, "general.name", &name, NULL)) return LLM_OK;
+    char *low = malloc(name.len + 1);
+    if (!low) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < name.len; i++) low[i] = (char)tolower((unsigned char)name.ptr[i]);
+    bool phi3 = llm__memmem(low, name.len, "phi-3", 5) || llm__memmem(low, name.len, "phi3", 4);
+    free(low);
+    if (!phi3) return LLM_OK;
+    if (!(v->rstrip = calloc((size_t)v->n, 1))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < v->n_special; i++) v->rstrip[v->special[i]] = 1;
+    static const char *const on[] = {"</s>"}, *const off[] = {"<unk>", "<s>", "<|endoftext|>"};
+    int32_t id = llm__vocab_find(v, on[0], strlen(on[0]));
+    if (id >= 0) v->rstrip[id] = 1;
+    for (size_t i = 0; i < LLM__ARRAY_LEN(off); i++)
+        if ((id = llm__vocab_find(v, off[i], strlen(off[i]))) >= 0) v->rstrip[id] = 0;
     return LLM_OK;
 }
 
@@ -5765,6 +5792,7 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
     }
     if ((st = llm__vocab_load_flags(v, g, e))) return st;
     if ((st = llm__vocab_mark_special(v, eot, eom, e))) return st;
+    if ((st = llm__vocab_rstrip(v, g, e))) return st;
     llm__vocab_byte_tokens(v);
     llm__vocab_token_bound(v);
     if ((st = llm__vocab_check_bytes(v, e))) return st;
@@ -6132,6 +6160,71 @@ static void llm__scan_llama3(struct llm__scan *s, size_t max_digits) {
     }
 }
 
+// Tekken (Mistral NeMo, Mistral Small 3), as llama.cpp writes its regular expression:
+// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|
+// \p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// llama.cpp runs it as a backtracking std::regex over the text with each non-ASCII code point
+// replaced by one byte for its class, so an "upper" letter is any letter but a-z and a "lower"
+// one any letter but A-Z: a non-ASCII letter is both.
+static bool llm__tekken_upper(const struct llm__scan *s, size_t p) {
+    return (llm__scan_f(s, p) & LLM__CP_LETTER) && !(s->cp[p] >= 'a' && s->cp[p] <= 'z');
+}
+static bool llm__tekken_lower(const struct llm__scan *s, size_t p) {
+    return (llm__scan_f(s, p) & LLM__CP_LETTER) && !(s->cp[p] >= 'A' && s->cp[p] <= 'Z');
+}
+// The end of a match of upper* lower+ (lower_needed) or upper+ lower* at q; 0 when none. The
+// greedy upper* gives letters back, last first, until a lower one follows.
+static size_t llm__tekken_word(const struct llm__scan *s, size_t q, bool lower_needed) {
+    size_t u = q;
+    while (llm__tekken_upper(s, u)) u++;
+    if (!lower_needed) {
+        if (u == q) return 0;
+        while (llm__tekken_lower(s, u)) u++;
+        return u;
+    }
+    for (size_t k = u;; k--) {
+        if (llm__tekken_lower(s, k)) {
+            while (llm__tekken_lower(s, k)) k++;
+            return k;
+        }
+        if (k == q) return 0;
+    }
+}
+static void llm__scan_tekken(struct llm__scan *s) {
+    const int LNS = LLM__CP_LETTER | LLM__CP_NUMBER | LLM__CP_SPACE;
+    for (size_t pos = s->a; pos < s->b;) {
+        uint32_t c = s->cp[pos];
+        int f = llm__scan_f(s, pos);
+        // the two word alternatives, each with the optional leading character first
+        bool lead = c != '\r' && c != '\n' && !(f & (LLM__CP_LETTER | LLM__CP_NUMBER));
+        size_t end = 0;
+        for (int alt = 0; alt < 2 && !end; alt++) {
+            if (lead) end = llm__tekken_word(s, pos + 1, alt == 0);
+            if (!end) end = llm__tekken_word(s, pos, alt == 0);
+        }
+        if (end) { pos = end; llm__scan_piece(s, pos); continue; }
+        if (f & LLM__CP_NUMBER) { llm__scan_piece(s, ++pos); continue; }
+        int f2 = c == ' ' ? llm__scan_f(s, pos + 1) : f;
+        if (!(f2 & LNS) && f) {
+            pos += c == ' ';
+            while (!(f2 & LNS) && f2) f2 = llm__scan_f(s, ++pos);
+            for (uint32_t c2 = llm__scan_cp(s, pos); c2 == '\r' || c2 == '\n' || c2 == '/'; c2 = llm__scan_cp(s, ++pos)) {}
+            llm__scan_piece(s, pos);
+            continue;
+        }
+        size_t nws = 0, last_rn = 0;
+        while (llm__scan_f(s, pos + nws) & LLM__CP_SPACE) {
+            uint32_t c2 = s->cp[pos + nws];
+            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
+            nws++;
+        }
+        if (last_rn > 0) { pos = last_rn; llm__scan_piece(s, pos); continue; }
+        if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) { pos += nws - 1; llm__scan_piece(s, pos); continue; }
+        if (nws > 0) { pos += nws; llm__scan_piece(s, pos); continue; }
+        llm__scan_piece(s, ++pos);
+    }
+}
+
 // Runs of code points of a class, as a regular expression "[class]+" (run 0), "[class]" (run 1)
 // or exactly run code points ("[0-9][0-9][0-9]") finds them: matches and the text between.
 enum { LLM__RUN_PUNCT, LLM__RUN_NUMBER, LLM__RUN_ASCII_DIGIT };
@@ -6159,7 +6252,7 @@ static void llm__scan_runs(struct llm__scan *s, int cls, size_t run) {
 }
 
 enum { LLM__STAGE_GPT2, LLM__STAGE_LLAMA3, LLM__STAGE_QWEN2, LLM__STAGE_PUNCT_RUNS, LLM__STAGE_NUMBER_RUNS,
-       LLM__STAGE_NUMBER_EACH, LLM__STAGE_DIGIT3 };
+       LLM__STAGE_NUMBER_EACH, LLM__STAGE_DIGIT3, LLM__STAGE_TEKKEN };
 
 // Applies one stage to every word of in.
 static bool llm__split_stage(const uint32_t *cp, const struct llm__split *in, int stage, struct llm__split *out) {
@@ -6174,6 +6267,7 @@ static bool llm__split_stage(const uint32_t *cp, const struct llm__split *in, in
         case LLM__STAGE_PUNCT_RUNS: llm__scan_runs(&s, LLM__RUN_PUNCT, 0); break;
         case LLM__STAGE_NUMBER_RUNS: llm__scan_runs(&s, LLM__RUN_NUMBER, 0); break;
         case LLM__STAGE_NUMBER_EACH: llm__scan_runs(&s, LLM__RUN_NUMBER, 1); break;
+        case LLM__STAGE_TEKKEN: llm__scan_tekken(&s); break;
         default: llm__scan_runs(&s, LLM__RUN_ASCII_DIGIT, 3); break;
         }
         start += in->len[w];
@@ -6309,6 +6403,7 @@ static bool llm__bpe_encode(const struct llm__vocab *v, const char *text, size_t
         [LLM__PRE_LLAMA3] = {LLM__STAGE_LLAMA3, -1, -1, -1},
         [LLM__PRE_QWEN2] = {LLM__STAGE_QWEN2, -1, -1, -1},
         [LLM__PRE_SMOLLM] = {LLM__STAGE_NUMBER_EACH, LLM__STAGE_GPT2, -1, -1},
+        [LLM__PRE_TEKKEN] = {LLM__STAGE_TEKKEN, -1, -1, -1},
     };
     if (ok) llm__split_push(&a, n);
     ok = ok && !a.oom;
@@ -6371,8 +6466,9 @@ static int llm__frag_cmp(const void *a, const void *b) {
 // occurrences): the work is one scan of the text per special token that occurs in it. An
 // occurrence [p, p + L) is free when neither taken[p] nor taken[p + L - 1] is set: the earlier
 // tokens are at least L bytes long, so one overlapping it without covering an end would lie
-// strictly inside it. Returns the fragments in text order (count in *n_frag), or NULL when out of
-// memory.
+// strictly inside it. A token with v->rstrip takes the whitespace after it too (up to the next
+// taken byte); such runs are shorter than later tokens, so then every byte of an occurrence is
+// checked. Returns the fragments in text order (count in *n_frag), or NULL when out of memory.
 static struct llm__frag *llm__special_split(const struct llm__vocab *v, const char *text, size_t len, bool parse_special,
                                             size_t *n_frag) {
     uint8_t *taken = NULL;
@@ -6387,9 +6483,11 @@ static struct llm__frag *llm__special_split(const struct llm__vocab *v, const ch
         if (!at) continue;
         if (!taken && !(taken = calloc(len, 1))) goto oom;
         for (size_t p = (size_t)(at - text), next;; p = (size_t)(at - text)) {
-            if (taken[p] || taken[p + L - 1]) {
+            bool busy = taken[p] || taken[p + L - 1];
+            for (size_t i = 1; v->rstrip && !busy && i + 1 < L; i++) busy = taken[p + i];
+            if (busy) {
                 // no occurrence starting before the end of this taken run is free
-                next = taken[p + L - 1] ? p + L - 1 : p;
+                next = taken[p + L - 1] ? p + L - 1 : taken[p] ? p : p + 1;
                 while (next < len && taken[next]) next++;
             } else {
                 if (n_hit == cap_hit) {
@@ -6398,9 +6496,12 @@ static struct llm__frag *llm__special_split(const struct llm__vocab *v, const ch
                     if (!g) goto oom;
                     hit = g;
                 }
-                hit[n_hit++] = (struct llm__frag){id, p, L};
-                memset(taken + p, 1, L);
-                next = p + L;
+                size_t end = p + L;   // the token and the whitespace it strips
+                while (v->rstrip && v->rstrip[id] && end < len && !taken[end] && strchr(" \t\n\v\f\r", text[end]) && text[end])
+                    end++;
+                hit[n_hit++] = (struct llm__frag){id, p, end - p};
+                memset(taken + p, 1, end - p);
+                next = end;
             }
             if (next >= len || !(at = llm__memmem(text + next, len - next, s, L))) break;
         }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Fetches the test fixtures that are not in the repository into a cache outside it:
-#   vocab/ggml-vocab-{llama-spm,llama-bpe,qwen2,gpt-2}.gguf and their .inp/.out
-#   llama.cpp's vocabulary-only GGUF files (Llama 2 SentencePiece, Llama 3, Qwen2, GPT-2) with its
+#   vocab/ggml-vocab-{llama-spm,llama-bpe,qwen2,gpt-2,phi-3}.gguf and their .inp/.out
+#   llama.cpp's vocabulary-only GGUF files (Llama 2 SentencePiece, Llama 3, Qwen2, GPT-2, Phi-3) with its
 #   tokenizer test vectors, taken from vendor/llama.cpp/models/ of PyPI's llama-cpp-python 0.3.36
 #   source package (downloaded with pip, kept beside them so a damaged file is restored offline).
 # Every file is checked against tests/fixtures.sha256. Prints nothing when all is in place;
