@@ -6703,13 +6703,25 @@ static void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream 
 //   llama2   [INST] <<SYS>>\nSYSTEM\n<</SYS>>\n\nUSER [/INST] ANSWER </s><s>[INST] USER [/INST]
 //   mistral  [INST] SYSTEM\n\nUSER [/INST]ANSWER</s>[INST] USER [/INST]
 //   zephyr   <|ROLE|>\nCONTENT</s>\n ...                            then <|assistant|>\n
+//   gemma    <start_of_turn>user\nSYSTEM\n\nUSER<end_of_turn>\n<start_of_turn>model\nANSWER<end_of_turn>\n ...
+//            then <start_of_turn>model\n (Gemma 2 and 3: no system turn, the system prompt opens
+//            the first user turn; "assistant" is "model"; contents trimmed)
+//   phi3     <|ROLE|>\nCONTENT<|end|>\n ...                          then <|assistant|>\n
+//   qwen3    ChatML, and an answer before the last user message loses its reasoning
+//            (<think>...</think>); one after it keeps it as <think>\nREASONING\n</think>\n\n
+//            (Qwen3's template); "tool" messages become <tool_response> blocks of a user turn
 // BOS is left to the tokenizer (LLM_TOKENIZE_ADD_SPECIAL).
 
-static const char *const llm__chat_names[] = {"chatml", "llama3", "llama2", "mistral", "zephyr"};
+static const char *const llm__chat_names[] = {"chatml", "llama3", "llama2", "mistral", "zephyr", "gemma", "phi3", "qwen3"};
+enum { LLM__CHAT_CHATML, LLM__CHAT_LLAMA3, LLM__CHAT_LLAMA2, LLM__CHAT_MISTRAL, LLM__CHAT_ZEPHYR, LLM__CHAT_GEMMA,
+       LLM__CHAT_PHI3, LLM__CHAT_QWEN3 };
 
 // The format a Jinja chat template stands for, by the markers it writes; NULL when unknown.
 static const char *llm__chat_template_name(const struct llm__gguf_str *t) {
-    if (llm__str_has(t, "<|im_start|>")) return "chatml";
+    // Qwen3's template splits answers at </think> (Qwen2's has no reasoning)
+    if (llm__str_has(t, "<|im_start|>")) return llm__str_has(t, "</think>") ? "qwen3" : "chatml";
+    if (llm__str_has(t, "<start_of_turn>")) return "gemma";
+    if (llm__str_has(t, "<|assistant|>") && llm__str_has(t, "<|end|>")) return "phi3";
     if (llm__str_has(t, "<|start_header_id|>") && llm__str_has(t, "<|end_header_id|>")) return "llama3";
     if (llm__str_has(t, "[INST]")) return llm__str_has(t, "<<SYS>>") ? "llama2" : "mistral";
     if (llm__str_has(t, "<|user|>") && llm__str_has(t, "<|assistant|>") && !llm__str_has(t, "<|end|>")) return "zephyr";
@@ -6736,6 +6748,70 @@ static void llm__outbuf_trimmed(struct llm__outbuf *o, const char *s) {
     llm__outbuf_put(o, s, n);
 }
 
+// s[0..n) without the newlines at its start (lstrip) and/or end (rstrip), as Jinja's
+// lstrip('\n') / rstrip('\n') / strip('\n').
+static void llm__strip_nl(const char **s, size_t *n, bool left, bool right) {
+    while (left && *n && **s == '\n') (*s)++, (*n)--;
+    while (right && *n && (*s)[*n - 1] == '\n') (*n)--;
+}
+
+static const char *llm__strstr_last(const char *s, const char *needle) {
+    const char *last = NULL;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle)) last = p;
+    return last;
+}
+
+// One message of Qwen3's template; last_query: the index of the last user message that is not a
+// tool's response (before it, answers drop their reasoning).
+static void llm__chat_qwen3(struct llm__outbuf *o, const struct llm_chat_message *msg, int n, int i, int last_query) {
+    const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
+    if (!strcmp(role, "user") || !strcmp(role, "system")) {
+        llm__outbuf_str(o, "<|im_start|>");
+        llm__outbuf_str(o, role);
+        llm__outbuf_str(o, "\n");
+        llm__outbuf_str(o, c);
+        llm__outbuf_str(o, "<|im_end|>\n");
+    } else if (!strcmp(role, "assistant")) {
+        // content: after the last </think>, its leading newlines dropped; reasoning: before the
+        // first </think>, after the last <think> there, newlines stripped around it
+        const char *content = c, *reason = "", *end = strstr(c, "</think>");
+        size_t n_content = strlen(c), n_reason = 0;
+        if (end) {
+            content = llm__strstr_last(c, "</think>") + 8;
+            n_content = strlen(content);
+            llm__strip_nl(&content, &n_content, true, false);
+            reason = c;
+            n_reason = (size_t)(end - c);
+            for (const char *p = c; (p = llm__memmem(p, (size_t)(end - p), "<think>", 7)) != NULL; p += 7)
+                reason = p + 7, n_reason = (size_t)(end - reason);
+            llm__strip_nl(&reason, &n_reason, true, true);
+        }
+        llm__outbuf_str(o, "<|im_start|>assistant\n");
+        if (i > last_query && (i == n - 1 || n_reason > 0)) {
+            llm__outbuf_str(o, "<think>\n");
+            llm__outbuf_put(o, reason, n_reason);
+            llm__outbuf_str(o, "\n</think>\n\n");
+            llm__strip_nl(&content, &n_content, true, false);
+        }
+        llm__outbuf_put(o, content, n_content);
+        llm__outbuf_str(o, "<|im_end|>\n");
+    } else if (!strcmp(role, "tool")) {
+        bool first = i == 0 || !msg[i - 1].role || strcmp(msg[i - 1].role, "tool") != 0;
+        bool last = i == n - 1 || !msg[i + 1].role || strcmp(msg[i + 1].role, "tool") != 0;
+        if (first) llm__outbuf_str(o, "<|im_start|>user");
+        llm__outbuf_str(o, "\n<tool_response>\n");
+        llm__outbuf_str(o, c);
+        llm__outbuf_str(o, "\n</tool_response>");
+        if (last) llm__outbuf_str(o, "<|im_end|>\n");
+    }
+}
+
+static bool llm__has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+static bool llm__has_suffix(const char *s, const char *x) {
+    size_t n = strlen(s), k = strlen(x);
+    return n >= k && memcmp(s + n - k, x, k) == 0;
+}
+
 static int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
                            struct llm__outbuf *o) {
     int t = -1;
@@ -6743,26 +6819,63 @@ static int llm__chat_apply(const char *name, const struct llm_chat_message *msg,
         if (name && strcmp(name, llm__chat_names[i]) == 0) t = i;
     if (t < 0) return -1;
     bool in_turn = false;   // llama2/mistral: inside an open [INST] ... [/INST]
+    int last_query = n - 1;   // qwen3
+    for (int i = n - 1; t == LLM__CHAT_QWEN3 && i >= 0; i--) {
+        const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
+        if (!strcmp(role, "user") && !(llm__has_prefix(c, "<tool_response>") && llm__has_suffix(c, "</tool_response>"))) {
+            last_query = i;
+            break;
+        }
+    }
+    struct llm__outbuf sys_prefix = {0};   // gemma: system prompts waiting for the next user turn
     for (int i = 0; i < n; i++) {
         const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
         bool sys = strcmp(role, "system") == 0, user = strcmp(role, "user") == 0;
         switch (t) {
-        case 0:
+        case LLM__CHAT_GEMMA:
+            if (sys) {
+                llm__outbuf_str(&sys_prefix, c);
+                break;
+            }
+            if (strcmp(role, "assistant") == 0) role = "model";
+            llm__outbuf_str(o, "<start_of_turn>");
+            llm__outbuf_str(o, role);
+            llm__outbuf_str(o, "\n");
+            if (sys_prefix.n && strcmp(role, "model") != 0) {
+                llm__outbuf_put(o, sys_prefix.p, sys_prefix.n);
+                llm__outbuf_str(o, "\n\n");
+                sys_prefix.n = 0;
+            }
+            llm__outbuf_trimmed(o, c);
+            llm__outbuf_str(o, "<end_of_turn>\n");
+            break;
+        case LLM__CHAT_PHI3:
+            if (sys && !*c) break;   // Phi-3's template leaves an empty system message out
+            llm__outbuf_str(o, "<|");
+            llm__outbuf_str(o, role);
+            llm__outbuf_str(o, "|>\n");
+            llm__outbuf_str(o, c);
+            llm__outbuf_str(o, "<|end|>\n");
+            break;
+        case LLM__CHAT_QWEN3:
+            llm__chat_qwen3(o, msg, n, i, last_query);
+            break;
+        case LLM__CHAT_CHATML:
             llm__outbuf_str(o, "<|im_start|>");
             llm__outbuf_str(o, role);
             llm__outbuf_str(o, "\n");
             llm__outbuf_str(o, c);
             llm__outbuf_str(o, "<|im_end|>\n");
             break;
-        case 1:
+        case LLM__CHAT_LLAMA3:
             llm__outbuf_str(o, "<|start_header_id|>");
             llm__outbuf_str(o, role);
             llm__outbuf_str(o, "<|end_header_id|>\n\n");
             llm__outbuf_trimmed(o, c);
             llm__outbuf_str(o, "<|eot_id|>");
             break;
-        case 2:
-        case 3:
+        case LLM__CHAT_LLAMA2:
+        case LLM__CHAT_MISTRAL:
             if (!in_turn && (sys || user)) {
                 llm__outbuf_str(o, i == 0 ? "[INST] " : t == 2 ? "<s>[INST] " : "[INST] ");
                 in_turn = true;
@@ -6780,7 +6893,7 @@ static int llm__chat_apply(const char *name, const struct llm_chat_message *msg,
                 else { llm__outbuf_str(o, c); llm__outbuf_str(o, "</s>"); }
             }
             break;
-        default:
+        default:   // zephyr
             llm__outbuf_str(o, "<|");
             llm__outbuf_str(o, role);
             llm__outbuf_str(o, "|>\n");
@@ -6792,9 +6905,13 @@ static int llm__chat_apply(const char *name, const struct llm_chat_message *msg,
     if (add_assistant) {
         if (t == 0) llm__outbuf_str(o, "<|im_start|>assistant\n");
         else if (t == 1) llm__outbuf_str(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
-        else if (t == 4) llm__outbuf_str(o, "<|assistant|>\n");
+        else if (t == LLM__CHAT_ZEPHYR || t == LLM__CHAT_PHI3) llm__outbuf_str(o, "<|assistant|>\n");
+        else if (t == LLM__CHAT_GEMMA) llm__outbuf_str(o, "<start_of_turn>model\n");
+        else if (t == LLM__CHAT_QWEN3) llm__outbuf_str(o, "<|im_start|>assistant\n");
     }
-    return o->fail ? -2 : 0;
+    bool fail = sys_prefix.fail;
+    free(sys_prefix.p);
+    return o->fail || fail ? -2 : 0;
 }
 
 // === public API ===

@@ -452,7 +452,7 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
     if (c->chat_template) {
         struct llm_chat_message m = {"user", "x"};
         if (llm_chat_apply(c->chat_template, &m, 1, 1, NULL, 0) < 0)
-            cli_die("--chat-template: unknown template '%s' (chatml, llama3, llama2, mistral, zephyr)", c->chat_template);
+            cli_die("--chat-template: unknown template '%s' (chatml, llama3, llama2, mistral, zephyr, gemma, phi3, qwen3)", c->chat_template);
     }
 }
 
