@@ -101,14 +101,17 @@ for name in ${PRES-pre-default pre-smollm pre-tekken}; do
     v=$models/tiny-$name.gguf
     [ -f "$v" ] || { echo "missing $v (run make models)" >&2; exit 1; }
     goldens "$name" "$v"
-    # cases that tell tekken's upper- and lower-case alternatives apart (the corpus has few):
-    # BOS, control-token text as plain text
+    # cases that tell tekken's upper- and lower-case alternatives apart (the corpus has few), on
+    # tiny-tekken-split, whose tokens are every piece of them (one token per word: the ids show
+    # the split); BOS, control-token text as plain text
     if [ "$name" = pre-tekken ]; then
+        v=$models/tiny-tekken-split.gguf
+        [ -f "$v" ] || { echo "missing $v (run make models)" >&2; exit 1; }
         rm -rf "$tmp/tekken"; split_cases "$here/corpus_tekken.inp" "$tmp/tekken"
         : > "$tmp/tekken.out"
         for f in "$tmp"/tekken/*; do ids "$v" "$f" --no-parse-special >> "$tmp/tekken.out"; done
-        mv "$tmp/tekken.out" "$here/pre-tekken.cases.out"
-        echo "$here/pre-tekken.cases.out: $(wc -l < "$here/pre-tekken.cases.out") lines"
+        mv "$tmp/tekken.out" "$here/tekken-split.out"
+        echo "$here/tekken-split.out: $(wc -l < "$here/tekken-split.out") lines"
     fi
 done
 
