@@ -50,6 +50,7 @@ struct cli {
     double request_rate;
     uint64_t seed;
     bool rag, serve;
+    char *hf_path;   // -m hf://...: the cached file's path (malloc'd), or NULL
 };
 
 extern const char cli_usage[];

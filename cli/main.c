@@ -171,10 +171,17 @@ const char cli_usage[] =
     "  -h, --help                this help\n"
     "      --version             print the version\n";
 
-// The flags, and -m hf://REPO/FILE made the cached file's path (pulled first when missing).
+// The flags, and -m hf://REPO/FILE made the cached file's path (pulled first when missing;
+// c->hf_path holds it, freed by done()).
 static void parse_args(int argc, char **argv, struct cli *c) {
     cli_parse_args(argc, argv, c);
-    if (!strncmp(c->ep.model_path, "hf://", 5)) c->ep.model_path = cli_hf_model(c->ep.model_path);
+    if (!strncmp(c->ep.model_path, "hf://", 5)) c->ep.model_path = c->hf_path = cli_hf_model(c->ep.model_path);
+}
+
+// A command's exit status, after what parse_args allocated is freed.
+static int done(struct cli *c, int rc) {
+    free(c->hf_path);
+    return rc;
 }
 
 int main(int argc, char **argv) {
@@ -194,20 +201,20 @@ int main(int argc, char **argv) {
         parse_args(argc + 1, args, &c);
         int rc = cli_cmd_run(&c);
         free(args);
-        return rc;
+        return done(&c, rc);
     }
     if (!strcmp(argv[1], "pull")) return cli_cmd_pull(argc, argv);
-    if (!strcmp(argv[1], "run")) { parse_args(argc, argv, &c); return cli_cmd_run(&c); }
-    if (!strcmp(argv[1], "chat")) { parse_args(argc, argv, &c); return cli_cmd_chat(&c); }
-    if (!strcmp(argv[1], "tokenize")) { parse_args(argc, argv, &c); return cli_cmd_tokenize(&c); }
-    if (!strcmp(argv[1], "detokenize")) { parse_args(argc, argv, &c); return cli_cmd_detokenize(&c); }
+    if (!strcmp(argv[1], "run")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_run(&c)); }
+    if (!strcmp(argv[1], "chat")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_chat(&c)); }
+    if (!strcmp(argv[1], "tokenize")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_tokenize(&c)); }
+    if (!strcmp(argv[1], "detokenize")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_detokenize(&c)); }
     if (!strcmp(argv[1], "info") && argc == 3 && !strcmp(argv[2], "--devices")) return cli_cmd_devices();
-    if (!strcmp(argv[1], "info")) { parse_args(argc, argv, &c); return cli_cmd_info(&c); }
-    if (!strcmp(argv[1], "generate")) { parse_args(argc, argv, &c); return cli_cmd_generate(&c); }
+    if (!strcmp(argv[1], "info")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_info(&c)); }
+    if (!strcmp(argv[1], "generate")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_generate(&c)); }
     if (!strcmp(argv[1], "bench") || !strcmp(argv[1], "profile")) {
         parse_args(argc, argv, &c);
         bool profile = !strcmp(argv[1], "profile");
-        if (!c.serve && !profile) return cli_cmd_bench(&c);
+        if (!c.serve && !profile) return done(&c, cli_cmd_bench(&c));
         if (!c.num_prompts) c.num_prompts = profile ? 16 : 64;
         if (!c.input_len) c.input_len = 128;
         if (!c.output_len) c.output_len = c.rag ? 32 : profile ? 64 : 128;
@@ -218,7 +225,7 @@ int main(int argc, char **argv) {
             int need = (c.rag ? c.context_len + c.question_len : c.input_len) + c.output_len;
             c.ep.max_model_len = CLI_MAX(need, 256);
         }
-        return profile ? cli_cmd_profile(&c) : cli_cmd_bench_serve(&c);
+        return done(&c, profile ? cli_cmd_profile(&c) : cli_cmd_bench_serve(&c));
     }
     cli_die("unknown command '%s' (see llm --help)", argv[1]);
 }

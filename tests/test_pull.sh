@@ -108,7 +108,9 @@ expect_fail "disk full" "No space left on device" "$llm" pull plain/full data.gg
 
 # -m hf://: pulled on first use, then the cached file; the same tokens as the local file
 want=$("$llm" run -m "$models/tiny-q4_0.gguf" --tokens 1,300 -n 6 --temp 0 --json -t 1 2>/dev/null | sed 's/"prompt_tps.*//')
-got=$("$llm" run -m hf://redirect/m/tiny.gguf --tokens 1,300 -n 6 --temp 0 --json -t 1 2>"$tmp/err" | sed 's/"prompt_tps.*//')
+"$llm" run -m hf://redirect/m/tiny.gguf --tokens 1,300 -n 6 --temp 0 --json -t 1 >"$tmp/out" 2>"$tmp/err" ||
+    bad "run -m hf:// failed: $(cat "$tmp/err")"
+got=$(sed 's/"prompt_tps.*//' "$tmp/out")
 [ -n "$want" ] && [ "$got" = "$want" ] && ok || bad "run -m hf://: '$got' vs '$want': $(cat "$tmp/err")"
 n=$(grep -c "^/redirect/m/" "$tmp/log")
 "$llm" info -m hf://redirect/m/tiny.gguf >/dev/null 2>"$tmp/err" || bad "info -m hf://: $(cat "$tmp/err")"
