@@ -43,6 +43,9 @@ endif
 # The program reads and writes JSON with Jansson (Debian: libjansson-dev): request lines of
 # `llm generate`, every --json output. The engine and the library do not use it.
 CLI_LIBS += -ljansson
+# llm pull and -m hf://REPO/FILE download with libcurl (Debian: libcurl4-openssl-dev): HTTPS,
+# redirects to the CDN and Range requests for resuming. The engine and the library do not use it.
+CLI_LIBS += -lcurl
 
 # make VULKAN=1: the Vulkan backend (backends/vulkan.c, shaders/*.comp compiled to SPIR-V with
 # glslangValidator and embedded); needs libvulkan-dev and glslang-tools.
@@ -82,7 +85,7 @@ STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: all lib install uninstall test bench clean models demo fixtures portability jansson-check fuzz fuzz-check FORCE
+.PHONY: all lib install uninstall test bench clean models demo fixtures portability jansson-check curl-check fuzz fuzz-check FORCE
 
 all: llm
 
@@ -109,7 +112,13 @@ jansson-check:
 	    "Jansson, a JSON library: <jansson.h> or -ljansson was not found; install the Debian package" \
 	    "libjansson-dev (the engine alone, make lib, does not need it)" >&2; exit 1; }
 
-$(BUILD)/cli/%.o: cli/%.c cli/cli.h llm.h $(STAMP) | jansson-check
+curl-check:
+	@printf '#include <curl/curl.h>\nint main(void){return curl_easy_init() == 0;}\n' | \
+	    $(CC) -x c - -o /dev/null -lcurl 2>/dev/null || { echo "the llm program needs" \
+	    "libcurl (llm pull): <curl/curl.h> or -lcurl was not found; install the Debian package" \
+	    "libcurl4-openssl-dev (the engine alone, make lib, does not need it)" >&2; exit 1; }
+
+$(BUILD)/cli/%.o: cli/%.c cli/cli.h llm.h $(STAMP) | jansson-check curl-check
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -c -o $@ $<
 

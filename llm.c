@@ -6037,7 +6037,8 @@ void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logpro
 // open-addressing hash table, merges through another.
 
 enum llm__vocab_type { LLM__VOCAB_SPM = 1, LLM__VOCAB_BPE = 2 };
-enum llm__pre_type { LLM__PRE_DEFAULT = 1, LLM__PRE_GPT2, LLM__PRE_LLAMA3, LLM__PRE_QWEN2, LLM__PRE_SMOLLM };
+enum llm__pre_type { LLM__PRE_DEFAULT = 1, LLM__PRE_GPT2, LLM__PRE_LLAMA3, LLM__PRE_QWEN2, LLM__PRE_SMOLLM,
+                     LLM__PRE_TEKKEN };
 enum llm__tok_attr { LLM__TOK_NORMAL = 1, LLM__TOK_UNKNOWN = 2, LLM__TOK_CONTROL = 3, LLM__TOK_USER = 4,
                      LLM__TOK_UNUSED = 5, LLM__TOK_BYTE = 6 };
 
@@ -6059,6 +6060,8 @@ struct llm__vocab {
     uint32_t mht_mask;
     int32_t *special;                   // control, user-defined and unknown tokens, longest text first
     int n_special;
+    uint8_t *rstrip;                    // [n] or NULL: the whitespace after this special token is
+                                        // dropped (llama.cpp's RSTRIP, given to Phi-3's tokens)
     size_t max_token_bytes;             // the most bytes of text a token stands for, when every byte
                                         // becomes part of a token (0: some can be dropped); see
                                         // llm__vocab_token_bound
@@ -6117,6 +6120,7 @@ static void llm__vocab_free(struct llm__vocab *v) {
     free(v->ht);
     free(v->mht);
     free(v->special);
+    free(v->rstrip);
     memset(v, 0, sizeof(*v));
 }
 
@@ -6152,6 +6156,7 @@ static const struct { const char *name; enum llm__pre_type pre; bool ignore_merg
     {"qwen2", LLM__PRE_QWEN2, false, false},     {"stablelm2", LLM__PRE_QWEN2, false, false},
     {"deepseek-r1-qwen", LLM__PRE_QWEN2, false, false},
     {"smollm", LLM__PRE_SMOLLM, false, false},   {"starcoder", LLM__PRE_SMOLLM, false, false},
+    {"tekken", LLM__PRE_TEKKEN, true, true},
 };
 
 // Token texts llama.cpp treats as control tokens whatever the file says: ends of turns and
@@ -6240,7 +6245,7 @@ static enum llm_status llm__vocab_load_bpe(struct llm__vocab *v, const struct ll
         if (i == LLM__ARRAY_LEN(llm__pre_names))
             return llm__fail(e, LLM_ERR_UNSUPPORTED,
                              "tokenizer: pre-tokenizer '%.*s' is not supported (llama-bpe, qwen2, gpt-2, smollm, "
-                             "default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
+                             "tekken, default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
         v->pre = llm__pre_names[i].pre;
         v->ignore_merges = llm__pre_names[i].ignore_merges;
         v->add_bos = llm__pre_names[i].add_bos;
@@ -6305,6 +6310,28 @@ static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot
     qsort(keys, (size_t)v->n_special, sizeof(uint64_t), llm__u64_cmp);
     for (int i = 0; i < v->n_special; i++) v->special[i] = (int32_t)(uint32_t)keys[i];
     free(keys);
+    return LLM_OK;
+}
+
+// llama.cpp strips the whitespace after the special tokens of models whose general.name has
+// "phi-3" or "phi3" in it (case-insensitive), as Phi-3's tokenizer does: all special tokens and
+// </s>, but not <unk>, <s> and <|endoftext|>.
+static enum llm_status llm__vocab_rstrip(struct llm__vocab *v, const struct llm__gguf *g, struct llm__err *e) {
+    struct llm__gguf_str name;
+    if (llm__gguf_find_key(g, "general.name") < 0 || !llm__gguf_get_str(g, "general.name", &name, NULL)) return LLM_OK;
+    char *low = malloc(name.len + 1);
+    if (!low) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < name.len; i++) low[i] = (char)tolower((unsigned char)name.ptr[i]);
+    bool phi3 = llm__memmem(low, name.len, "phi-3", 5) || llm__memmem(low, name.len, "phi3", 4);
+    free(low);
+    if (!phi3) return LLM_OK;
+    if (!(v->rstrip = calloc((size_t)v->n, 1))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < v->n_special; i++) v->rstrip[v->special[i]] = 1;
+    static const char *const on[] = {"</s>"}, *const off[] = {"<unk>", "<s>", "<|endoftext|>"};
+    int32_t id = llm__vocab_find(v, on[0], strlen(on[0]));
+    if (id >= 0) v->rstrip[id] = 1;
+    for (size_t i = 0; i < LLM__ARRAY_LEN(off); i++)
+        if ((id = llm__vocab_find(v, off[i], strlen(off[i]))) >= 0) v->rstrip[id] = 0;
     return LLM_OK;
 }
 
@@ -6410,6 +6437,7 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
     }
     if ((st = llm__vocab_load_flags(v, g, e))) return st;
     if ((st = llm__vocab_mark_special(v, eot, eom, e))) return st;
+    if ((st = llm__vocab_rstrip(v, g, e))) return st;
     llm__vocab_byte_tokens(v);
     llm__vocab_token_bound(v);
     if ((st = llm__vocab_check_bytes(v, e))) return st;
@@ -6777,6 +6805,71 @@ static void llm__scan_llama3(struct llm__scan *s, size_t max_digits) {
     }
 }
 
+// Tekken (Mistral NeMo, Mistral Small 3), as llama.cpp writes its regular expression:
+// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|
+// \p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// llama.cpp runs it as a backtracking std::regex over the text with each non-ASCII code point
+// replaced by one byte for its class, so an "upper" letter is any letter but a-z and a "lower"
+// one any letter but A-Z: a non-ASCII letter is both.
+static bool llm__tekken_upper(const struct llm__scan *s, size_t p) {
+    return (llm__scan_f(s, p) & LLM__CP_LETTER) && !(s->cp[p] >= 'a' && s->cp[p] <= 'z');
+}
+static bool llm__tekken_lower(const struct llm__scan *s, size_t p) {
+    return (llm__scan_f(s, p) & LLM__CP_LETTER) && !(s->cp[p] >= 'A' && s->cp[p] <= 'Z');
+}
+// The end of a match of upper* lower+ (lower_needed) or upper+ lower* at q; 0 when none. The
+// greedy upper* gives letters back, last first, until a lower one follows.
+static size_t llm__tekken_word(const struct llm__scan *s, size_t q, bool lower_needed) {
+    size_t u = q;
+    while (llm__tekken_upper(s, u)) u++;
+    if (!lower_needed) {
+        if (u == q) return 0;
+        while (llm__tekken_lower(s, u)) u++;
+        return u;
+    }
+    for (size_t k = u;; k--) {
+        if (llm__tekken_lower(s, k)) {
+            while (llm__tekken_lower(s, k)) k++;
+            return k;
+        }
+        if (k == q) return 0;
+    }
+}
+static void llm__scan_tekken(struct llm__scan *s) {
+    const int LNS = LLM__CP_LETTER | LLM__CP_NUMBER | LLM__CP_SPACE;
+    for (size_t pos = s->a; pos < s->b;) {
+        uint32_t c = s->cp[pos];
+        int f = llm__scan_f(s, pos);
+        // the two word alternatives, each with the optional leading character first
+        bool lead = c != '\r' && c != '\n' && !(f & (LLM__CP_LETTER | LLM__CP_NUMBER));
+        size_t end = 0;
+        for (int alt = 0; alt < 2 && !end; alt++) {
+            if (lead) end = llm__tekken_word(s, pos + 1, alt == 0);
+            if (!end) end = llm__tekken_word(s, pos, alt == 0);
+        }
+        if (end) { pos = end; llm__scan_piece(s, pos); continue; }
+        if (f & LLM__CP_NUMBER) { llm__scan_piece(s, ++pos); continue; }
+        int f2 = c == ' ' ? llm__scan_f(s, pos + 1) : f;
+        if (!(f2 & LNS) && f) {
+            pos += c == ' ';
+            while (!(f2 & LNS) && f2) f2 = llm__scan_f(s, ++pos);
+            for (uint32_t c2 = llm__scan_cp(s, pos); c2 == '\r' || c2 == '\n' || c2 == '/'; c2 = llm__scan_cp(s, ++pos)) {}
+            llm__scan_piece(s, pos);
+            continue;
+        }
+        size_t nws = 0, last_rn = 0;
+        while (llm__scan_f(s, pos + nws) & LLM__CP_SPACE) {
+            uint32_t c2 = s->cp[pos + nws];
+            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
+            nws++;
+        }
+        if (last_rn > 0) { pos = last_rn; llm__scan_piece(s, pos); continue; }
+        if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) { pos += nws - 1; llm__scan_piece(s, pos); continue; }
+        if (nws > 0) { pos += nws; llm__scan_piece(s, pos); continue; }
+        llm__scan_piece(s, ++pos);
+    }
+}
+
 // Runs of code points of a class, as a regular expression "[class]+" (run 0), "[class]" (run 1)
 // or exactly run code points ("[0-9][0-9][0-9]") finds them: matches and the text between.
 enum { LLM__RUN_PUNCT, LLM__RUN_NUMBER, LLM__RUN_ASCII_DIGIT };
@@ -6804,7 +6897,7 @@ static void llm__scan_runs(struct llm__scan *s, int cls, size_t run) {
 }
 
 enum { LLM__STAGE_GPT2, LLM__STAGE_LLAMA3, LLM__STAGE_QWEN2, LLM__STAGE_PUNCT_RUNS, LLM__STAGE_NUMBER_RUNS,
-       LLM__STAGE_NUMBER_EACH, LLM__STAGE_DIGIT3 };
+       LLM__STAGE_NUMBER_EACH, LLM__STAGE_DIGIT3, LLM__STAGE_TEKKEN };
 
 // Applies one stage to every word of in.
 static bool llm__split_stage(const uint32_t *cp, const struct llm__split *in, int stage, struct llm__split *out) {
@@ -6819,6 +6912,7 @@ static bool llm__split_stage(const uint32_t *cp, const struct llm__split *in, in
         case LLM__STAGE_PUNCT_RUNS: llm__scan_runs(&s, LLM__RUN_PUNCT, 0); break;
         case LLM__STAGE_NUMBER_RUNS: llm__scan_runs(&s, LLM__RUN_NUMBER, 0); break;
         case LLM__STAGE_NUMBER_EACH: llm__scan_runs(&s, LLM__RUN_NUMBER, 1); break;
+        case LLM__STAGE_TEKKEN: llm__scan_tekken(&s); break;
         default: llm__scan_runs(&s, LLM__RUN_ASCII_DIGIT, 3); break;
         }
         start += in->len[w];
@@ -6954,6 +7048,7 @@ static bool llm__bpe_encode(const struct llm__vocab *v, const char *text, size_t
         [LLM__PRE_LLAMA3] = {LLM__STAGE_LLAMA3, -1, -1, -1},
         [LLM__PRE_QWEN2] = {LLM__STAGE_QWEN2, -1, -1, -1},
         [LLM__PRE_SMOLLM] = {LLM__STAGE_NUMBER_EACH, LLM__STAGE_GPT2, -1, -1},
+        [LLM__PRE_TEKKEN] = {LLM__STAGE_TEKKEN, -1, -1, -1},
     };
     if (ok) llm__split_push(&a, n);
     ok = ok && !a.oom;
@@ -7016,8 +7111,9 @@ static int llm__frag_cmp(const void *a, const void *b) {
 // occurrences): the work is one scan of the text per special token that occurs in it. An
 // occurrence [p, p + L) is free when neither taken[p] nor taken[p + L - 1] is set: the earlier
 // tokens are at least L bytes long, so one overlapping it without covering an end would lie
-// strictly inside it. Returns the fragments in text order (count in *n_frag), or NULL when out of
-// memory.
+// strictly inside it. A token with v->rstrip takes the whitespace after it too (up to the next
+// taken byte); such runs are shorter than later tokens, so then every byte of an occurrence is
+// checked. Returns the fragments in text order (count in *n_frag), or NULL when out of memory.
 static struct llm__frag *llm__special_split(const struct llm__vocab *v, const char *text, size_t len, bool parse_special,
                                             size_t *n_frag) {
     uint8_t *taken = NULL;
@@ -7032,9 +7128,11 @@ static struct llm__frag *llm__special_split(const struct llm__vocab *v, const ch
         if (!at) continue;
         if (!taken && !(taken = calloc(len, 1))) goto oom;
         for (size_t p = (size_t)(at - text), next;; p = (size_t)(at - text)) {
-            if (taken[p] || taken[p + L - 1]) {
+            bool busy = taken[p] || taken[p + L - 1];
+            for (size_t i = 1; v->rstrip && !busy && i + 1 < L; i++) busy = taken[p + i];
+            if (busy) {
                 // no occurrence starting before the end of this taken run is free
-                next = taken[p + L - 1] ? p + L - 1 : p;
+                next = taken[p + L - 1] ? p + L - 1 : taken[p] ? p : p + 1;
                 while (next < len && taken[next]) next++;
             } else {
                 if (n_hit == cap_hit) {
@@ -7043,9 +7141,12 @@ static struct llm__frag *llm__special_split(const struct llm__vocab *v, const ch
                     if (!g) goto oom;
                     hit = g;
                 }
-                hit[n_hit++] = (struct llm__frag){id, p, L};
-                memset(taken + p, 1, L);
-                next = p + L;
+                size_t end = p + L;   // the token and the whitespace it strips
+                while (v->rstrip && v->rstrip[id] && end < len && !taken[end] && strchr(" \t\n\v\f\r", text[end]) && text[end])
+                    end++;
+                hit[n_hit++] = (struct llm__frag){id, p, end - p};
+                memset(taken + p, 1, end - p);
+                next = end;
             }
             if (next >= len || !(at = llm__memmem(text + next, len - next, s, L))) break;
         }
@@ -7247,13 +7348,25 @@ static void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream 
 //   llama2   [INST] <<SYS>>\nSYSTEM\n<</SYS>>\n\nUSER [/INST] ANSWER </s><s>[INST] USER [/INST]
 //   mistral  [INST] SYSTEM\n\nUSER [/INST]ANSWER</s>[INST] USER [/INST]
 //   zephyr   <|ROLE|>\nCONTENT</s>\n ...                            then <|assistant|>\n
+//   gemma    <start_of_turn>user\nSYSTEM\n\nUSER<end_of_turn>\n<start_of_turn>model\nANSWER<end_of_turn>\n ...
+//            then <start_of_turn>model\n (Gemma 2 and 3: no system turn, the system prompt opens
+//            the first user turn; "assistant" is "model"; contents trimmed)
+//   phi3     <|ROLE|>\nCONTENT<|end|>\n ...                          then <|assistant|>\n
+//   qwen3    ChatML, and an answer before the last user message loses its reasoning
+//            (<think>...</think>); one after it keeps it as <think>\nREASONING\n</think>\n\n
+//            (Qwen3's template); "tool" messages become <tool_response> blocks of a user turn
 // BOS is left to the tokenizer (LLM_TOKENIZE_ADD_SPECIAL).
 
-static const char *const llm__chat_names[] = {"chatml", "llama3", "llama2", "mistral", "zephyr"};
+static const char *const llm__chat_names[] = {"chatml", "llama3", "llama2", "mistral", "zephyr", "gemma", "phi3", "qwen3"};
+enum { LLM__CHAT_CHATML, LLM__CHAT_LLAMA3, LLM__CHAT_LLAMA2, LLM__CHAT_MISTRAL, LLM__CHAT_ZEPHYR, LLM__CHAT_GEMMA,
+       LLM__CHAT_PHI3, LLM__CHAT_QWEN3 };
 
 // The format a Jinja chat template stands for, by the markers it writes; NULL when unknown.
 static const char *llm__chat_template_name(const struct llm__gguf_str *t) {
-    if (llm__str_has(t, "<|im_start|>")) return "chatml";
+    // Qwen3's template splits answers at </think> (Qwen2's has no reasoning)
+    if (llm__str_has(t, "<|im_start|>")) return llm__str_has(t, "</think>") ? "qwen3" : "chatml";
+    if (llm__str_has(t, "<start_of_turn>")) return "gemma";
+    if (llm__str_has(t, "<|assistant|>") && llm__str_has(t, "<|end|>")) return "phi3";
     if (llm__str_has(t, "<|start_header_id|>") && llm__str_has(t, "<|end_header_id|>")) return "llama3";
     if (llm__str_has(t, "[INST]")) return llm__str_has(t, "<<SYS>>") ? "llama2" : "mistral";
     if (llm__str_has(t, "<|user|>") && llm__str_has(t, "<|assistant|>") && !llm__str_has(t, "<|end|>")) return "zephyr";
@@ -7280,6 +7393,70 @@ static void llm__outbuf_trimmed(struct llm__outbuf *o, const char *s) {
     llm__outbuf_put(o, s, n);
 }
 
+// s[0..n) without the newlines at its start (lstrip) and/or end (rstrip), as Jinja's
+// lstrip('\n') / rstrip('\n') / strip('\n').
+static void llm__strip_nl(const char **s, size_t *n, bool left, bool right) {
+    while (left && *n && **s == '\n') (*s)++, (*n)--;
+    while (right && *n && (*s)[*n - 1] == '\n') (*n)--;
+}
+
+static const char *llm__strstr_last(const char *s, const char *needle) {
+    const char *last = NULL;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle)) last = p;
+    return last;
+}
+
+// One message of Qwen3's template; last_query: the index of the last user message that is not a
+// tool's response (before it, answers drop their reasoning).
+static void llm__chat_qwen3(struct llm__outbuf *o, const struct llm_chat_message *msg, int n, int i, int last_query) {
+    const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
+    if (!strcmp(role, "user") || !strcmp(role, "system")) {
+        llm__outbuf_str(o, "<|im_start|>");
+        llm__outbuf_str(o, role);
+        llm__outbuf_str(o, "\n");
+        llm__outbuf_str(o, c);
+        llm__outbuf_str(o, "<|im_end|>\n");
+    } else if (!strcmp(role, "assistant")) {
+        // content: after the last </think>, its leading newlines dropped; reasoning: before the
+        // first </think>, after the last <think> there, newlines stripped around it
+        const char *content = c, *reason = "", *end = strstr(c, "</think>");
+        size_t n_content = strlen(c), n_reason = 0;
+        if (end) {
+            content = llm__strstr_last(c, "</think>") + 8;
+            n_content = strlen(content);
+            llm__strip_nl(&content, &n_content, true, false);
+            reason = c;
+            n_reason = (size_t)(end - c);
+            for (const char *p = c; (p = llm__memmem(p, (size_t)(end - p), "<think>", 7)) != NULL; p += 7)
+                reason = p + 7, n_reason = (size_t)(end - reason);
+            llm__strip_nl(&reason, &n_reason, true, true);
+        }
+        llm__outbuf_str(o, "<|im_start|>assistant\n");
+        if (i > last_query && (i == n - 1 || n_reason > 0)) {
+            llm__outbuf_str(o, "<think>\n");
+            llm__outbuf_put(o, reason, n_reason);
+            llm__outbuf_str(o, "\n</think>\n\n");
+            llm__strip_nl(&content, &n_content, true, false);
+        }
+        llm__outbuf_put(o, content, n_content);
+        llm__outbuf_str(o, "<|im_end|>\n");
+    } else if (!strcmp(role, "tool")) {
+        bool first = i == 0 || !msg[i - 1].role || strcmp(msg[i - 1].role, "tool") != 0;
+        bool last = i == n - 1 || !msg[i + 1].role || strcmp(msg[i + 1].role, "tool") != 0;
+        if (first) llm__outbuf_str(o, "<|im_start|>user");
+        llm__outbuf_str(o, "\n<tool_response>\n");
+        llm__outbuf_str(o, c);
+        llm__outbuf_str(o, "\n</tool_response>");
+        if (last) llm__outbuf_str(o, "<|im_end|>\n");
+    }
+}
+
+static bool llm__has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+static bool llm__has_suffix(const char *s, const char *x) {
+    size_t n = strlen(s), k = strlen(x);
+    return n >= k && memcmp(s + n - k, x, k) == 0;
+}
+
 static int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
                            struct llm__outbuf *o) {
     int t = -1;
@@ -7287,26 +7464,63 @@ static int llm__chat_apply(const char *name, const struct llm_chat_message *msg,
         if (name && strcmp(name, llm__chat_names[i]) == 0) t = i;
     if (t < 0) return -1;
     bool in_turn = false;   // llama2/mistral: inside an open [INST] ... [/INST]
+    int last_query = n - 1;   // qwen3
+    for (int i = n - 1; t == LLM__CHAT_QWEN3 && i >= 0; i--) {
+        const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
+        if (!strcmp(role, "user") && !(llm__has_prefix(c, "<tool_response>") && llm__has_suffix(c, "</tool_response>"))) {
+            last_query = i;
+            break;
+        }
+    }
+    struct llm__outbuf sys_prefix = {0};   // gemma: system prompts waiting for the next user turn
     for (int i = 0; i < n; i++) {
         const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
         bool sys = strcmp(role, "system") == 0, user = strcmp(role, "user") == 0;
         switch (t) {
-        case 0:
+        case LLM__CHAT_GEMMA:
+            if (sys) {
+                llm__outbuf_str(&sys_prefix, c);
+                break;
+            }
+            if (strcmp(role, "assistant") == 0) role = "model";
+            llm__outbuf_str(o, "<start_of_turn>");
+            llm__outbuf_str(o, role);
+            llm__outbuf_str(o, "\n");
+            if (sys_prefix.n && strcmp(role, "model") != 0) {
+                llm__outbuf_put(o, sys_prefix.p, sys_prefix.n);
+                llm__outbuf_str(o, "\n\n");
+                sys_prefix.n = 0;
+            }
+            llm__outbuf_trimmed(o, c);
+            llm__outbuf_str(o, "<end_of_turn>\n");
+            break;
+        case LLM__CHAT_PHI3:
+            if (sys && !*c) break;   // Phi-3's template leaves an empty system message out
+            llm__outbuf_str(o, "<|");
+            llm__outbuf_str(o, role);
+            llm__outbuf_str(o, "|>\n");
+            llm__outbuf_str(o, c);
+            llm__outbuf_str(o, "<|end|>\n");
+            break;
+        case LLM__CHAT_QWEN3:
+            llm__chat_qwen3(o, msg, n, i, last_query);
+            break;
+        case LLM__CHAT_CHATML:
             llm__outbuf_str(o, "<|im_start|>");
             llm__outbuf_str(o, role);
             llm__outbuf_str(o, "\n");
             llm__outbuf_str(o, c);
             llm__outbuf_str(o, "<|im_end|>\n");
             break;
-        case 1:
+        case LLM__CHAT_LLAMA3:
             llm__outbuf_str(o, "<|start_header_id|>");
             llm__outbuf_str(o, role);
             llm__outbuf_str(o, "<|end_header_id|>\n\n");
             llm__outbuf_trimmed(o, c);
             llm__outbuf_str(o, "<|eot_id|>");
             break;
-        case 2:
-        case 3:
+        case LLM__CHAT_LLAMA2:
+        case LLM__CHAT_MISTRAL:
             if (!in_turn && (sys || user)) {
                 llm__outbuf_str(o, i == 0 ? "[INST] " : t == 2 ? "<s>[INST] " : "[INST] ");
                 in_turn = true;
@@ -7324,7 +7538,7 @@ static int llm__chat_apply(const char *name, const struct llm_chat_message *msg,
                 else { llm__outbuf_str(o, c); llm__outbuf_str(o, "</s>"); }
             }
             break;
-        default:
+        default:   // zephyr
             llm__outbuf_str(o, "<|");
             llm__outbuf_str(o, role);
             llm__outbuf_str(o, "|>\n");
@@ -7336,9 +7550,13 @@ static int llm__chat_apply(const char *name, const struct llm_chat_message *msg,
     if (add_assistant) {
         if (t == 0) llm__outbuf_str(o, "<|im_start|>assistant\n");
         else if (t == 1) llm__outbuf_str(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
-        else if (t == 4) llm__outbuf_str(o, "<|assistant|>\n");
+        else if (t == LLM__CHAT_ZEPHYR || t == LLM__CHAT_PHI3) llm__outbuf_str(o, "<|assistant|>\n");
+        else if (t == LLM__CHAT_GEMMA) llm__outbuf_str(o, "<start_of_turn>model\n");
+        else if (t == LLM__CHAT_QWEN3) llm__outbuf_str(o, "<|im_start|>assistant\n");
     }
-    return o->fail ? -2 : 0;
+    bool fail = sys_prefix.fail;
+    free(sys_prefix.p);
+    return o->fail || fail ? -2 : 0;
 }
 
 // === public API ===

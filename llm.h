@@ -263,7 +263,8 @@ LLM_API int llm_text_stream_flush(struct llm_text_stream *stream, char *out, siz
 
 // Chat templates. A conversation is rendered into the prompt text of a model family; tokenize
 // it with LLM_TOKENIZE_PARSE_SPECIAL (and LLM_TOKENIZE_ADD_SPECIAL: templates leave BOS to
-// the tokenizer). Names: "llama2", "llama3", "chatml", "mistral", "zephyr".
+// the tokenizer). Names: "llama2", "llama3", "chatml", "mistral", "zephyr", "gemma", "phi3",
+// "qwen3".
 struct llm_chat_message { const char *role; const char *content; };   // "system", "user", "assistant"
 // The template the model file's tokenizer.chat_template is recognised as, or NULL when it has
 // none or it is not one of the above.

@@ -326,8 +326,8 @@ static const struct { const char *flag, *hint; } cli_foreign_flags[] = {
     {"--quantization", "the weights compute in the GGUF file's types (use a quantized GGUF file)"},
     {"--tokenizer", "the vocabulary comes from the GGUF file"},
     {"--enable-chunked-prefill", "chunked prefill is always on here (--max-num-batched-tokens sets the chunk)"},
-    {"-hf", "models are not downloaded here: download the GGUF file and give it with -m"},
-    {"--hf-repo", "models are not downloaded here: download the GGUF file and give it with -m"},
+    {"-hf", "a Hugging Face model is -m hf://REPO/FILE here (or llm pull REPO FILE)"},
+    {"--hf-repo", "a Hugging Face model is -m hf://REPO/FILE here (or llm pull REPO FILE)"},
 };
 
 void cli_parse_args(int argc, char **argv, struct cli *c) {
@@ -457,7 +457,7 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
     if (c->chat_template) {
         struct llm_chat_message m = {"user", "x"};
         if (llm_chat_apply(c->chat_template, &m, 1, 1, NULL, 0) < 0)
-            cli_die("--chat-template: unknown template '%s' (chatml, llama3, llama2, mistral, zephyr)", c->chat_template);
+            cli_die("--chat-template: unknown template '%s' (chatml, llama3, llama2, mistral, zephyr, gemma, phi3, qwen3)", c->chat_template);
     }
 }
 

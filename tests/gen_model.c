@@ -373,6 +373,9 @@ static enum llm_status gm_write_model(const struct gm_model *m, const struct llm
 // <unk>, <s>, </s>: every text becomes unknown tokens), for the edge cases of tiny vocabularies.
 // It is written to a temporary GGUF file and read back like any vocabulary file.
 // The file's bytes stay in *keep (the reader points into them) until the caller frees them.
+static enum llm_status gm_vocab_read_back(struct llm__gguf_writer *w, enum llm_status st, struct llm__gguf *out,
+                                          char **keep, struct llm__err *e);
+
 static enum llm_status gm_synthetic_vocab(int n, struct llm__gguf *out, char **keep, struct llm__err *e) {
     if (n < 3 || n > 1000000) return llm__fail(e, LLM_ERR_INVALID_ARG, "synthetic vocabulary size %d not in [3, 1000000]", n);
     char **text = calloc((size_t)n, sizeof(char *));
@@ -429,9 +432,7 @@ static enum llm_status gm_synthetic_vocab(int n, struct llm__gguf *out, char **k
     }
     struct llm__gguf_writer w;
     llm__gguf_writer_init(&w);
-    FILE *f = tmpfile();
-    enum llm_status st = f ? LLM_OK : llm__fail(e, LLM_ERR_IO, "cannot create a temporary file");
-    if (st == LLM_OK) st = llm__gguf_writer_set_str(&w, "tokenizer.ggml.model", "llama", e);
+    enum llm_status st = llm__gguf_writer_set_str(&w, "tokenizer.ggml.model", "llama", e);
     if (st == LLM_OK) st = llm__gguf_writer_set_arr_str(&w, "tokenizer.ggml.tokens", (uint64_t)n, (const char *const *)text, e);
     if (st == LLM_OK) st = llm__gguf_writer_set_arr(&w, "tokenizer.ggml.scores", LLM__GGUF_F32, (uint64_t)n, score, e);
     if (st == LLM_OK) st = llm__gguf_writer_set_arr(&w, "tokenizer.ggml.token_type", LLM__GGUF_I32, (uint64_t)n, type, e);
@@ -440,13 +441,95 @@ static enum llm_status gm_synthetic_vocab(int n, struct llm__gguf *out, char **k
     if (st == LLM_OK) st = llm__gguf_writer_set_u32(&w, "tokenizer.ggml.unknown_token_id", 0, e);
     if (st == LLM_OK) st = llm__gguf_writer_set_bool(&w, "tokenizer.ggml.add_bos_token", true, e);
     if (st == LLM_OK) st = llm__gguf_writer_set_bool(&w, "tokenizer.ggml.add_eos_token", false, e);
-    if (st == LLM_OK) st = llm__gguf_writer_begin(&w, f, e);
-    if (st == LLM_OK) st = llm__gguf_writer_finish(&w, e);
-    llm__gguf_writer_free(&w);
     for (int i = 0; i < n; i++) free(text[i]);
     free(text);
     free(score);
     free(type);
+    return gm_vocab_read_back(&w, st, out, keep, e);
+}
+
+// --- a vocabulary of every piece of some texts ---
+//
+// "--vocab substrings:FILE" (a file of cases as llama.cpp's .inp files) makes a byte-level BPE
+// vocabulary with no merges whose tokens are <s> (BOS) and every run of whole code points of
+// every case (GPT-2's byte-to-code-point map applied), which takes in the 256 single bytes too.
+// With a pre-tokenizer that takes a word that is a token whole (tekken), each word of a case
+// is one token: the ids show where the pre-tokenizer split the text.
+static int gm_strcmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static enum llm_status gm_substring_vocab(const char *path, struct llm__gguf *out, char **keep, struct llm__err *e) {
+    FILE *in = fopen(path, "rb");
+    if (!in) return llm__fail(e, LLM_ERR_IO, "cannot open %s", path);
+    static char buf[1 << 16];
+    size_t size = fread(buf, 1, sizeof(buf) - 1, in);
+    bool more = fgetc(in) != EOF;
+    fclose(in);
+    if (more) return llm__fail(e, LLM_ERR_INVALID_ARG, "%s: more than %zu bytes", path, sizeof(buf) - 1);
+    buf[size] = 0;
+    // GPT-2's byte-to-code-point map, as UTF-8
+    char enc[256][3];
+    for (int c = 0, next = 256; c < 256; c++) {
+        bool printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174);
+        int cp = printable ? c : next++;
+        if (cp < 0x80) { enc[c][0] = (char)cp; enc[c][1] = 0; }
+        else { enc[c][0] = (char)(0xC0 | (cp >> 6)); enc[c][1] = (char)(0x80 | (cp & 0x3F)); enc[c][2] = 0; }
+    }
+    size_t cap = 1024, n = 0;
+    char **text = malloc(cap * sizeof(char *));
+    for (int c = 0; text && c < 256; c++) text[n++] = strdup(enc[c]);
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    for (char *p = buf, *end; text && *p && (end = strstr(p, sep)) != NULL; p = end + strlen(sep)) {
+        for (char *a = p; a < end; a += llm__utf8_len((uint8_t)*a)) {
+            char t[1024];
+            size_t k = 0;
+            for (char *b = a; b < end && k + 8 < sizeof(t);) {
+                for (size_t l = llm__utf8_len((uint8_t)*b); l > 0 && b < end; l--, b++) {
+                    memcpy(t + k, enc[(uint8_t)*b], strlen(enc[(uint8_t)*b]));
+                    k += strlen(enc[(uint8_t)*b]);
+                }
+                t[k] = 0;
+                if (n == cap) {
+                    char **g = realloc(text, (cap *= 2) * sizeof(char *));
+                    if (!g) { for (size_t i = 0; i < n; i++) free(text[i]); free(text); text = NULL; break; }
+                    text = g;
+                }
+                text[n++] = strdup(t);
+            }
+            if (!text) break;
+        }
+    }
+    if (!text) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    qsort(text, n, sizeof(char *), gm_strcmp);
+    size_t m = 1;   // [0] stays for <s>: the unique texts from 1 on
+    char **tok = malloc((n + 1) * sizeof(char *));
+    int32_t *type = malloc((n + 1) * sizeof(int32_t));
+    enum llm_status st = tok && type ? LLM_OK : llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == LLM_OK && i < n; i++)
+        if (i == 0 || strcmp(text[i], text[i - 1]) != 0) { type[m] = 1; tok[m++] = text[i]; }
+    if (st == LLM_OK) { tok[0] = "<s>"; type[0] = 3; }
+    struct llm__gguf_writer w;
+    llm__gguf_writer_init(&w);
+    if (st == LLM_OK) st = llm__gguf_writer_set_str(&w, "tokenizer.ggml.model", "gpt2", e);
+    if (st == LLM_OK) st = llm__gguf_writer_set_arr_str(&w, "tokenizer.ggml.tokens", (uint64_t)m, (const char *const *)tok, e);
+    if (st == LLM_OK) st = llm__gguf_writer_set_arr(&w, "tokenizer.ggml.token_type", LLM__GGUF_I32, (uint64_t)m, type, e);
+    if (st == LLM_OK) st = llm__gguf_writer_set_arr_str(&w, "tokenizer.ggml.merges", 0, (const char *const *)tok, e);
+    if (st == LLM_OK) st = llm__gguf_writer_set_u32(&w, "tokenizer.ggml.bos_token_id", 0, e);
+    for (size_t i = 0; i < n; i++) free(text[i]);
+    free(text);
+    free(tok);
+    free(type);
+    return gm_vocab_read_back(&w, st, out, keep, e);
+}
+
+// Writes the keys of w (when st is LLM_OK) to a temporary file and opens it as *out; the file's
+// bytes stay in *keep. Frees w.
+static enum llm_status gm_vocab_read_back(struct llm__gguf_writer *w, enum llm_status st, struct llm__gguf *out,
+                                          char **keep, struct llm__err *e) {
+    FILE *f = st == LLM_OK ? tmpfile() : NULL;
+    if (st == LLM_OK && !f) st = llm__fail(e, LLM_ERR_IO, "cannot create a temporary file");
+    if (st == LLM_OK) st = llm__gguf_writer_begin(w, f, e);
+    if (st == LLM_OK) st = llm__gguf_writer_finish(w, e);
+    llm__gguf_writer_free(w);
     if (st == LLM_OK) {
         long size = (fflush(f), fseek(f, 0, SEEK_END), ftell(f));
         char *data = size > 0 ? malloc((size_t)size) : NULL;
@@ -473,7 +556,8 @@ static void gm_usage(void) {
     for (size_t i = 0; i < LLM__ARRAY_LEN(gm_ftypes); i++) fprintf(stderr, " %s", gm_ftypes[i].name);
     fprintf(stderr, "\nvocabularies: a GGUF file with tokenizer.* keys (e.g. the ggml-vocab-*.gguf files\n"
                     "              that tests/fixtures.sh fetches into ~/.cache/llm.c/vocab),\n"
-                    "              or synthetic:N for a made-up SentencePiece vocabulary of N tokens\n");
+                    "              or synthetic:N for a made-up SentencePiece vocabulary of N tokens,\n"
+                    "              or substrings:FILE for a BPE vocabulary of every piece of the cases of FILE\n");
 }
 
 static bool gm_parse_int(const char *s, long long lo, long long hi, long long *out) {
@@ -537,7 +621,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "gen_model: bad vocabulary '%s' (synthetic:N wants N in [3, 1000000])\n", vocab_path);
         return 2;
     }
-    if ((n_synth ? gm_synthetic_vocab((int)n_synth, &vocab, &synth_data, &e) : llm__gguf_open(&vocab, vocab_path, &e)) != LLM_OK) {
+    bool substrings = strncmp(vocab_path, "substrings:", 11) == 0;
+    if ((n_synth      ? gm_synthetic_vocab((int)n_synth, &vocab, &synth_data, &e)
+         : substrings ? gm_substring_vocab(vocab_path + 11, &vocab, &synth_data, &e)
+                      : llm__gguf_open(&vocab, vocab_path, &e)) != LLM_OK) {
         fprintf(stderr, "gen_model: %s\n", e.msg);
         return 1;
     }

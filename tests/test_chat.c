@@ -1,6 +1,8 @@
 // Chat templates: known conversations render to the strings each model family's own template
-// produces (written out by hand from the official Jinja templates), templates are recognised
-// from excerpts of real tokenizer.chat_template values, and bad names are refused.
+// produces (written out by hand from the official Jinja templates; gemma, phi3 and qwen3: made by
+// tests/chat_goldens.py with llama.cpp's llama_chat_apply_template and, for Qwen3's reasoning and
+// Phi-3.5, with the official Jinja templates run by jinja2), templates are recognised from
+// excerpts of real tokenizer.chat_template values, and bad names are refused.
 #include "../llm.c"
 #include "test.h"
 
@@ -54,6 +56,43 @@ int main(void) {
     expect_render("llama2", padded, 1, 0, "[INST] hi [/INST]");
     expect_render("chatml", padded, 1, 0, "<|im_start|>user\n  hi \n<|im_end|>\n");
 
+    // llama.cpp's llama_chat_apply_template (tests/chat_goldens.py): "gemma" folds the system
+    // prompt into the first user turn and trims contents; "phi3"; Qwen3 is ChatML to llama.cpp
+    expect_render("gemma", conv, 4, 1,
+                  "<start_of_turn>user\nYou are terse.\n\nHi there<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+                  "<start_of_turn>user\n2+2?<end_of_turn>\n<start_of_turn>model\n");
+    expect_render("gemma", padded, 1, 0, "<start_of_turn>user\nhi<end_of_turn>\n");
+    expect_render("phi3", conv, 4, 1,
+                  "<|system|>\nYou are terse.<|end|>\n<|user|>\nHi there<|end|>\n<|assistant|>\nHello!<|end|>\n"
+                  "<|user|>\n2+2?<|end|>\n<|assistant|>\n");
+    expect_render("phi3", padded, 1, 0, "<|user|>\n  hi \n<|end|>\n");
+    expect_render("qwen3", conv, 4, 1,
+                  "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n"
+                  "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n");
+    // Qwen3's official template (tests/chat_goldens.py, jinja2): an answer before the last question
+    // loses its reasoning; the last answer keeps it, or gets an empty one
+    const struct llm_chat_message think[] = {
+        {"system", "You are terse."}, {"user", "Hi there"}, {"assistant", "<think>\nA greeting.\n</think>\n\nHello!"},
+        {"user", "2+2?"}, {"assistant", "<think>\nAdd them.\n</think>\n\n4"},
+    };
+    const char *qwen3_head = "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n"
+                             "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n";
+    char want[1024];
+    expect_render("qwen3", think, 4, 1, qwen3_head);
+    snprintf(want, sizeof want, "%s<think>\nAdd them.\n</think>\n\n4<|im_end|>\n", qwen3_head);
+    expect_render("qwen3", think, 5, 0, want);
+    const struct llm_chat_message no_think[] = {think[0], think[1], think[2], think[3], {"assistant", "4"}};
+    snprintf(want, sizeof want, "%s<think>\n\n</think>\n\n4<|im_end|>\n", qwen3_head);
+    expect_render("qwen3", no_think, 5, 0, want);
+    // tool responses: one user turn for consecutive ones, and not the question
+    const struct llm_chat_message tools[] = {
+        {"user", "Weather?"}, {"assistant", "<think>\nCall it.\n</think>\n\nCalling."}, {"tool", "sunny"}, {"tool", "20C"},
+    };
+    expect_render("qwen3", tools, 4, 1,
+                  "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\nCall it.\n</think>\n\nCalling.<|im_end|>\n"
+                  "<|im_start|>user\n<tool_response>\nsunny\n</tool_response>\n<tool_response>\n20C\n</tool_response><|im_end|>\n"
+                  "<|im_start|>assistant\n");
+
     EXPECT(llm_chat_apply("vicuna", conv, 1, 1, NULL, 0) == -1, "unknown template accepted");
     EXPECT(llm_chat_apply(NULL, conv, 1, 1, NULL, 0) == -1, "NULL template accepted");
     EXPECT(llm_chat_apply("chatml", conv, 0, 1, NULL, 0) == (int)strlen("<|im_start|>assistant\n"), "empty conversation");
@@ -71,7 +110,10 @@ int main(void) {
                 "eos_token}}{% endif %}{% endfor %}", "mistral");
     expect_name("{% if message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + eos_token }}{% elif "
                 "message['role'] == 'assistant' %}{{ '<|assistant|>\\n'  + message['content'] + eos_token }}", "zephyr");
-    expect_name("{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>' + '\\n'}}", NULL);
+    expect_name("{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>' + '\\n'}}", "phi3");
+    expect_name("{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}", "gemma");
+    expect_name("{{- '<|im_start|>' + message.role + '\\n' + content }}{%- set content = "
+                "message.content.split('</think>')[-1].lstrip('\\n') %}", "qwen3");
     expect_name("{{ message['content'] }}", NULL);
     return test_summary("test_chat");
 }

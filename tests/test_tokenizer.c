@@ -1,6 +1,9 @@
 // Tokenization of real vocabularies (llama.cpp's vocab-only GGUF files, fetched by
 // tests/fixtures.sh into $LLM_VOCAB_DIR): llama-spm (Llama 2, SentencePiece), llama-bpe
-// (Llama 3), qwen2, gpt-2. A missing file is a failure.
+// (Llama 3), qwen2 (Qwen2 and Qwen3: the same pre-tokenizer), gpt-2, phi-3 (SentencePiece, and
+// the whitespace after special tokens dropped); and the vocabulary of a real model, Gemma 3's
+// SentencePiece of 262,144 tokens ($LLM_REAL_MODELS/gemma-3-270m-q4_k_m.gguf, only its vocabulary
+// read). A missing file or variable is a failure.
 //   a. llama.cpp's own test vectors (the .inp/.out files beside each vocabulary), flags 0;
 //   b. the corpus of tests/tokenizer against llama.cpp's llama-tokenize (goldens made by
 //      tests/tokenizer/make_goldens.sh): ADD_SPECIAL, and ADD_SPECIAL | PARSE_SPECIAL;
@@ -17,7 +20,7 @@
 #include "../llm.c"
 #include "test.h"
 
-static const char *const vocab_names[] = {"llama-spm", "llama-bpe", "qwen2", "gpt-2"};
+static const char *const vocab_names[] = {"llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3"};
 
 // ---- files -------------------------------------------------------------------------------
 
@@ -362,6 +365,9 @@ static void check_special(llm_engine *e, const char *name) {
         {"llama-bpe", "<|begin_of_text|>", 128000}, {"llama-bpe", "<|eot_id|>", 128009},
         {"llama-bpe", "<|im_start|>", -1},          {"qwen2", "<|im_start|>", 151644},
         {"qwen2", "<|im_end|>", 151645},            {"qwen2", "<|begin_of_text|>", -1},
+        {"phi-3", "<|end|>", 32007},                {"phi-3", "<|user|>", 32010},
+        {"phi-3", "<|im_start|>", -1},              {"gemma-3", "<start_of_turn>", 105},
+        {"gemma-3", "<end_of_turn>", 106},          {"gemma-3", "<|im_start|>", -1},
     };
     char a[SHOW + 8];
     for (size_t i = 0; i < LLM__ARRAY_LEN(cases); i++) {
@@ -383,8 +389,9 @@ static void check_special(llm_engine *e, const char *name) {
     // A chat turn: its control tokens are written back with DETOKENIZE_SPECIAL only.
     const char *turn = strcmp(name, "qwen2") == 0       ? "<|im_start|>user\nhi<|im_end|>"
                        : strcmp(name, "llama-bpe") == 0 ? "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+                       : strcmp(name, "gemma-3") == 0   ? "<start_of_turn>user\nhi<end_of_turn>"
                                                         : NULL;
-    const char *plain = strcmp(name, "qwen2") == 0 ? "user\nhi" : "user\n\nhi";
+    const char *plain = strcmp(name, "llama-bpe") == 0 ? "user\n\nhi" : "user\nhi";
     if (turn) {
         int n, len1, len2;
         int32_t *ids = tokenize(e, turn, strlen(turn), LLM_TOKENIZE_PARSE_SPECIAL, &n);
@@ -607,7 +614,7 @@ static void check_token_bound(llm_engine *e, const char *name, const struct case
 static void check_vocab(const char *name, const char *path, const struct cases *all, int n_valid, int own_vectors) {
     char err[512] = "";
     FILE *f = fopen(path, "rb");
-    EXPECT(f != NULL, "%s: no such file (%s)", path, own_vectors ? "sh tests/fixtures.sh fetches it" : "make models");
+    EXPECT(f != NULL, "%s: no such file (%s)", path, strncmp(name, "pre-", 4) ? "sh tests/fixtures.sh fetches it" : "make models");
     if (!f) return;
     fclose(f);
     struct llm_engine_params params = llm_engine_params_default();
@@ -617,7 +624,7 @@ static void check_vocab(const char *name, const char *path, const struct cases *
     llm_engine *e = llm_engine_create(&params, err, sizeof err);
     EXPECT(e != NULL, "%s: %s", path, err);
     if (!e) return;
-    int spm = strcmp(name, "llama-spm") == 0;
+    int spm = strcmp(name, "llama-spm") == 0 || strcmp(name, "phi-3") == 0 || strcmp(name, "gemma-3") == 0;
 
     // a. llama.cpp's own vectors
     char inp[1100], out[1100];
@@ -695,14 +702,43 @@ int main(void) {
         snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir, vocab_names[v]);
         check_vocab(vocab_names[v], path, &all, n_valid, 1);
     }
-    // The two pre-tokenizers no vocabulary file here uses ("default", "smollm"): test models
+    // The pre-tokenizers no vocabulary file here uses ("default", "smollm", "tekken"): test models
     // with GPT-2's vocabulary and that tokenizer.ggml.pre (tests/models.txt).
     const char *models = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
-    static const char *const pre_names[] = {"pre-default", "pre-smollm"};
+    static const char *const pre_names[] = {"pre-default", "pre-smollm", "pre-tekken"};
     for (size_t v = 0; v < LLM__ARRAY_LEN(pre_names); v++) {
         char path[1100];
         snprintf(path, sizeof path, "%s/tiny-%s.gguf", models, pre_names[v]);
         check_vocab(pre_names[v], path, &all, n_valid, 0);
+    }
+    // tekken: cases of upper and lower case letters, ASCII and not, and of '/' after newlines, on
+    // a vocabulary whose tokens are every piece of them (one token per word: the ids show the split)
+    struct cases tekken;
+    struct golden g;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/tiny-tekken-split.gguf", models);
+    EXPECT(cases_load(&tekken, "tests/tokenizer/corpus_tekken.inp"), "tests/tokenizer/corpus_tekken.inp is missing");
+    EXPECT(golden_load(&g, "tests/tokenizer/tekken-split.out"), "tests/tokenizer/tekken-split.out is missing");
+    struct llm_engine_params params = llm_engine_params_default();
+    params.model_path = path;
+    params.n_threads = 1;
+    params.load = LLM_LOAD_VOCAB;
+    char err[512] = "";
+    llm_engine *te = llm_engine_create(&params, err, sizeof err);
+    EXPECT(te != NULL, "%s: %s", path, err);
+    if (te && tekken.n && g.n) check_golden(te, "tests/tokenizer/tekken-split.out", &tekken, &g, LLM_TOKENIZE_ADD_SPECIAL);
+    llm_engine_free(te);
+    cases_free(&tekken);
+    golden_free(&g);
+
+    // Gemma 3's vocabulary, from the real model (the goldens: tests/tokenizer/make_goldens.sh)
+    const char *real = getenv("LLM_REAL_MODELS");
+    EXPECT(real && *real, "LLM_REAL_MODELS is not set: it names the folder of the real models "
+                          "(make test sets it to the models/ folder of tests/fixtures.sh's cache)");
+    if (real && *real) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/gemma-3-270m-q4_k_m.gguf", real);
+        check_vocab("gemma-3", path, &all, n_valid, 0);
     }
 
     if (have_corpus) cases_free(&corpus);

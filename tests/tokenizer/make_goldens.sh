@@ -15,8 +15,12 @@
 #                  $LLM_PEER_DIR/llama.cpp/build/bin/llama-tokenize)
 #   LLM_VOCAB_DIR  the ggml-vocab-*.gguf files (default: vocab/ in the cache of tests/fixtures.sh,
 #                  ${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}, where it puts them)
-#   VOCABS         which of them (default "llama-spm llama-bpe qwen2 gpt-2"; VOCABS= does only
-#                  the test models of the pre-tokenizers below)
+#   VOCABS         which of them (default "llama-spm llama-bpe qwen2 gpt-2 phi-3"; VOCABS= does
+#                  none of them)
+#   PRES           which test models of pre-tokenizers (below; default all, PRES= none)
+#   REAL           which real models (default "gemma-3": Gemma 3's SentencePiece vocabulary of
+#                  262,144 tokens, from $LLM_REAL_MODELS/gemma-3-270m-q4_k_m.gguf, default the
+#                  models/ folder of the cache of tests/fixtures.sh; REAL= none)
 set -e
 peer=${LLM_PEER_DIR:-$HOME/.cache/llm-peer}
 tok=$peer/llama.cpp/build/bin/llama-tokenize
@@ -73,7 +77,7 @@ goldens() {
     echo "$here/$1.plain.out $here/$1.special.out: $(wc -l < "$here/$1.plain.out") lines"
 }
 
-for name in ${VOCABS-llama-spm llama-bpe qwen2 gpt-2}; do
+for name in ${VOCABS-llama-spm llama-bpe qwen2 gpt-2 phi-3}; do
     v=$vocab_dir/ggml-vocab-$name.gguf
     [ -f "$v" ] || { echo "missing $v" >&2; exit 1; }
 
@@ -91,10 +95,33 @@ for name in ${VOCABS-llama-spm llama-bpe qwen2 gpt-2}; do
 done
 
 # The pre-tokenizers no vocabulary file here uses: test models with GPT-2's vocabulary and
-# tokenizer.ggml.pre "default" / "smollm" (tests/models.txt; `make models` writes them).
+# tokenizer.ggml.pre "default" / "smollm" / "tekken" (tests/models.txt; `make models` writes them).
 models=${LLM_TEST_MODELS:-build/models}
-for name in pre-default pre-smollm; do
+for name in ${PRES-pre-default pre-smollm pre-tekken}; do
     v=$models/tiny-$name.gguf
     [ -f "$v" ] || { echo "missing $v (run make models)" >&2; exit 1; }
+    goldens "$name" "$v"
+    # cases that tell tekken's upper- and lower-case alternatives apart (the corpus has few), on
+    # tiny-tekken-split, whose tokens are every piece of them (one token per word: the ids show
+    # the split); BOS, control-token text as plain text
+    if [ "$name" = pre-tekken ]; then
+        v=$models/tiny-tekken-split.gguf
+        [ -f "$v" ] || { echo "missing $v (run make models)" >&2; exit 1; }
+        rm -rf "$tmp/tekken"; split_cases "$here/corpus_tekken.inp" "$tmp/tekken"
+        : > "$tmp/tekken.out"
+        for f in "$tmp"/tekken/*; do ids "$v" "$f" --no-parse-special >> "$tmp/tekken.out"; done
+        mv "$tmp/tekken.out" "$here/tekken-split.out"
+        echo "$here/tekken-split.out: $(wc -l < "$here/tekken-split.out") lines"
+    fi
+done
+
+# Real models' vocabularies (llama-tokenize reads only the vocabulary of the file).
+real=${LLM_REAL_MODELS:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/models}
+for name in ${REAL-gemma-3}; do
+    case $name in
+        gemma-3) v=$real/gemma-3-270m-q4_k_m.gguf ;;
+        *) echo "unknown real model $name" >&2; exit 1 ;;
+    esac
+    [ -f "$v" ] || { echo "missing $v (LLM_REAL_MODELS)" >&2; exit 1; }
     goldens "$name" "$v"
 done

@@ -1,0 +1,483 @@
+// pull.c — llm pull REPO FILE and -m hf://REPO/FILE: a GGUF file from Hugging Face into the
+// cache, with libcurl (the program's only network code; the engine never touches the network).
+//
+// URL:   $LLM_HF_ENDPOINT/REPO/resolve/main/FILE (default endpoint https://huggingface.co, as
+//        HF_ENDPOINT for Hugging Face's own tools)
+// Cache: ${XDG_CACHE_HOME:-$HOME/.cache}/llm.c/hf/REPO/FILE; while it downloads, FILE.part, which
+//        a later pull resumes with an HTTP Range request. The file gets its final name only after
+//        the checks: its size against the server's (Content-Length, Content-Range, X-Linked-Size)
+//        and its sha256 against the one the server gives (Hugging Face sends it for LFS files as
+//        X-Linked-Etag on its redirect to the CDN; a plain ETag of 64 hex digits counts too).
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+// --- SHA-256 (FIPS 180-4) ---
+
+struct sha256 { uint32_t h[8]; uint8_t buf[64]; uint64_t len; size_t n; };
+
+static const uint32_t sha256_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+#define SHA_ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void sha256_block(struct sha256 *s, const uint8_t *p) {
+    uint32_t w[64], v[8];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = SHA_ROR(w[i - 15], 7) ^ SHA_ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = SHA_ROR(w[i - 2], 17) ^ SHA_ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    memcpy(v, s->h, sizeof(v));
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = v[7] + (SHA_ROR(v[4], 6) ^ SHA_ROR(v[4], 11) ^ SHA_ROR(v[4], 25)) +
+                      ((v[4] & v[5]) ^ (~v[4] & v[6])) + sha256_k[i] + w[i];
+        uint32_t t2 = (SHA_ROR(v[0], 2) ^ SHA_ROR(v[0], 13) ^ SHA_ROR(v[0], 22)) +
+                      ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
+        memmove(v + 1, v, 7 * sizeof(uint32_t));
+        v[4] += t1;
+        v[0] = t1 + t2;
+    }
+    for (int i = 0; i < 8; i++) s->h[i] += v[i];
+}
+
+static void sha256_init(struct sha256 *s) {
+    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(s->h, h0, sizeof(h0));
+    s->len = 0;
+    s->n = 0;
+}
+
+static void sha256_update(struct sha256 *s, const uint8_t *p, size_t n) {
+    s->len += n;
+    while (n > 0) {
+        size_t k = CLI_MIN(n, 64 - s->n);
+        memcpy(s->buf + s->n, p, k);
+        s->n += k, p += k, n -= k;
+        if (s->n == 64) { sha256_block(s, s->buf); s->n = 0; }
+    }
+}
+
+// The digest as 64 lowercase hex digits and a NUL.
+static void sha256_hex(struct sha256 *s, char out[65]) {
+    uint64_t bits = s->len * 8;
+    uint8_t pad = 0x80, zero = 0, len[8];
+    sha256_update(s, &pad, 1);
+    while (s->n != 56) sha256_update(s, &zero, 1);
+    for (int i = 0; i < 8; i++) len[i] = (uint8_t)(bits >> (56 - 8 * i));
+    sha256_update(s, len, 8);
+    for (int i = 0; i < 8; i++) snprintf(out + 8 * i, 9, "%08x", (unsigned)s->h[i]);
+}
+
+// --- names and paths ---
+
+// A repository name: OWNER/NAME, each of letters, digits, '.', '_', '-' (Hugging Face's rule),
+// not starting with '.' or '-' (so never "." or ".."), at most 96 characters.
+static bool hf_valid_part(const char *s, size_t n) {
+    if (n == 0 || n > 96 || s[0] == '.' || s[0] == '-') return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-') return false;
+    return true;
+}
+
+static bool hf_valid_repo(const char *repo) {
+    const char *slash = strchr(repo, '/');
+    return slash && hf_valid_part(repo, (size_t)(slash - repo)) && hf_valid_part(slash + 1, strlen(slash + 1));
+}
+
+// A file path in the repository: '/'-separated names, none empty, "." or "..", no control
+// characters or backslashes (it becomes a path under the cache folder), at most 1024 bytes.
+static bool hf_valid_file(const char *file) {
+    size_t n = strlen(file);
+    if (n == 0 || n > 1024) return false;
+    for (const char *p = file; *p;) {
+        size_t k = strcspn(p, "/");
+        if (k == 0 || (k == 1 && p[0] == '.') || (k == 2 && p[0] == '.' && p[1] == '.')) return false;
+        for (size_t i = 0; i < k; i++)
+            if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f || p[i] == '\\') return false;
+        p += k;
+        if (*p == '/') p++;
+        if (*p == 0 && p[-1] == '/') return false;
+    }
+    return true;
+}
+
+static char *str_printf(const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!s) cli_die("out of memory");
+    vsnprintf(s, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    return s;
+}
+
+// The cache path of REPO/FILE (see the top comment).
+static char *hf_cache_path(const char *repo, const char *file) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg == '/') return str_printf("%s/llm.c/hf/%s/%s", xdg, repo, file);
+    if (!home || !*home) cli_die("neither XDG_CACHE_HOME nor HOME is set: no cache folder for the download");
+    return str_printf("%s/.cache/llm.c/hf/%s/%s", home, repo, file);
+}
+
+// mkdir -p of the folders above path.
+static void make_parents(const char *path) {
+    char *p = strdup(path);
+    if (!p) cli_die("out of memory");
+    for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) cli_die("cannot create the folder '%s': %s", p, strerror(errno));
+        *s = '/';
+    }
+    free(p);
+}
+
+// --- the transfer ---
+
+struct pull {
+    const char *url, *part;
+    int fd;
+    long long offset;      // bytes in the .part file
+    long long start;       // the .part's size when this transfer began (the Range asked for)
+    // of the response being received (reset at each status line: redirects have several)
+    int status;
+    long long content_length, range_start, range_total;
+    char etag[80];
+    // of any response (Hugging Face's redirect carries them)
+    char linked_etag[80];
+    long long linked_size;
+    int write_errno;
+    bool tty;
+    double t0, last_draw;
+};
+
+static void header_value(const char *line, size_t n, size_t name_len, char *out, size_t cap) {
+    const char *v = line + name_len, *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t')) v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ')) end--;
+    size_t k = CLI_MIN((size_t)(end - v), cap - 1);
+    memcpy(out, v, k);
+    out[k] = 0;
+}
+
+static size_t on_header(char *line, size_t size, size_t nmemb, void *user) {
+    struct pull *P = user;
+    size_t n = size * nmemb;
+    char v[128];
+    if (n >= 5 && !strncmp(line, "HTTP/", 5)) {
+        const char *sp = memchr(line, ' ', n);
+        P->status = sp ? atoi(sp + 1) : 0;
+        P->content_length = P->range_start = P->range_total = -1;
+        P->etag[0] = 0;
+    } else if (n > 15 && !strncasecmp(line, "content-length:", 15)) {
+        header_value(line, n, 15, v, sizeof(v));
+        P->content_length = strtoll(v, NULL, 10);
+    } else if (n > 14 && !strncasecmp(line, "content-range:", 14)) {
+        header_value(line, n, 14, v, sizeof(v));   // bytes START-END/TOTAL
+        long long a, b, t;
+        if (sscanf(v, "bytes %lld-%lld/%lld", &a, &b, &t) == 3) P->range_start = a, P->range_total = t;
+    } else if (n > 5 && !strncasecmp(line, "etag:", 5)) {
+        header_value(line, n, 5, P->etag, sizeof(P->etag));
+    } else if (n > 14 && !strncasecmp(line, "x-linked-etag:", 14)) {
+        header_value(line, n, 14, P->linked_etag, sizeof(P->linked_etag));
+    } else if (n > 14 && !strncasecmp(line, "x-linked-size:", 14)) {
+        header_value(line, n, 14, v, sizeof(v));
+        P->linked_size = strtoll(v, NULL, 10);
+    }
+    return n;
+}
+
+// The body: appended to the .part file. A 200 answer to a Range request (a server that does not
+// do ranges) is the whole file: the .part starts over.
+static size_t on_body(char *data, size_t size, size_t nmemb, void *user) {
+    struct pull *P = user;
+    size_t n = size * nmemb;
+    if (P->offset == P->start && P->start > 0 && P->status == 200) {
+        if (ftruncate(P->fd, 0) != 0) { P->write_errno = errno; return 0; }
+        P->offset = P->start = 0;
+    }
+    if (P->status == 206 && P->range_start >= 0 && P->offset == P->start && P->range_start != P->start) {
+        P->write_errno = EPROTO;   // a range other than the one asked for
+        return 0;
+    }
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(P->fd, data + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) { P->write_errno = w < 0 ? errno : EIO; return 0; }
+        done += (size_t)w;
+        P->offset += w;
+    }
+    return n;
+}
+
+static const char *human_size(double b, char *out, size_t cap) {
+    if (b >= 1e9) snprintf(out, cap, "%.2f GB", b / 1e9);
+    else if (b >= 1e6) snprintf(out, cap, "%.1f MB", b / 1e6);
+    else snprintf(out, cap, "%.0f kB", b / 1e3);
+    return out;
+}
+
+// The total size of the file, when the response says it (-1: not known).
+static long long pull_total(const struct pull *P) {
+    if (P->status == 206 && P->range_total >= 0) return P->range_total;
+    if (P->status == 200 && P->content_length >= 0) return P->content_length;
+    return P->linked_size;
+}
+
+// The progress bar, on a terminal only, at most 10 times a second.
+static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    struct pull *P = user;
+    double now = cli_now();
+    if (!P->tty || now - P->last_draw < 0.1) return 0;
+    P->last_draw = now;
+    long long total = pull_total(P);
+    char a[32], b[32], r[32];
+    double rate = (double)(P->offset - P->start) / CLI_MAX(now - P->t0, 1e-3);
+    if (total > 0) {
+        int pct = (int)(100.0 * (double)P->offset / (double)total), fill = pct * 30 / 100;
+        fprintf(stderr, "\r%3d%% [%.*s%*s] %s / %s  %s/s   ", pct, fill, "==============================",
+                30 - fill, "", human_size((double)P->offset, a, sizeof(a)), human_size((double)total, b, sizeof(b)),
+                human_size(rate, r, sizeof(r)));
+    } else {
+        fprintf(stderr, "\r%s  %s/s   ", human_size((double)P->offset, a, sizeof(a)), human_size(rate, r, sizeof(r)));
+    }
+    return 0;
+}
+
+// "sha256 hex" of an ETag value ("..." or W/"..."), or NULL when it is not 64 hex digits.
+static const char *etag_sha256(const char *etag, char out[65]) {
+    if (!strncmp(etag, "W/", 2)) etag += 2;
+    size_t n = strlen(etag);
+    if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"') etag++, n -= 2;
+    if (n != 64) return NULL;
+    for (size_t i = 0; i < 64; i++) {
+        if (!isxdigit((unsigned char)etag[i])) return NULL;
+        out[i] = (char)tolower((unsigned char)etag[i]);
+    }
+    out[64] = 0;
+    return out;
+}
+
+static bool transient(CURLcode rc) {
+    return rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR ||
+           rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_GOT_NOTHING || rc == CURLE_HTTP2 ||
+           rc == CURLE_HTTP2_STREAM;
+}
+
+// Downloads REPO/FILE into the cache unless it is there; returns its path (malloc'd).
+static char *hf_pull(const char *repo, const char *file, bool quiet_if_cached) {
+    if (!hf_valid_repo(repo))
+        cli_die("'%s' is not a Hugging Face repository name: OWNER/NAME, each of letters, digits, '.', '_', '-' "
+                "(e.g. unsloth/gemma-3-270m-it-GGUF)", repo);
+    if (!hf_valid_file(file))
+        cli_die("'%s' is not a file path in a repository: names separated by '/', none empty, '.' or '..', "
+                "no control characters (e.g. gemma-3-270m-it-Q4_K_M.gguf)", file);
+    char *path = hf_cache_path(repo, file);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (!quiet_if_cached) fprintf(stderr, "llm: %s/%s is in the cache\n", repo, file);
+        return path;
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) cli_die("cannot initialise libcurl");
+    CURL *h = curl_easy_init();
+    if (!h) cli_die("cannot initialise libcurl");
+    // the URL: each name of FILE percent-encoded
+    const char *ep = getenv("LLM_HF_ENDPOINT");
+    if (!ep || !*ep) ep = "https://huggingface.co";
+    struct cli_strbuf url = {0};
+    cli_sb_put(&url, ep, strlen(ep));
+    while (url.n > 0 && url.p[url.n - 1] == '/') url.p[--url.n] = 0;
+    cli_sb_put(&url, "/", 1);
+    cli_sb_put(&url, repo, strlen(repo));
+    cli_sb_put(&url, "/resolve/main", 13);
+    for (const char *p = file; *p;) {
+        size_t k = strcspn(p, "/");
+        char *e = curl_easy_escape(h, p, (int)k);
+        if (!e) cli_die("out of memory");
+        cli_sb_put(&url, "/", 1);
+        cli_sb_put(&url, e, strlen(e));
+        curl_free(e);
+        p += k + (p[k] == '/');
+    }
+    char *part = str_printf("%s.part", path);
+    make_parents(path);
+    int fd = open(part, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) cli_die("cannot write '%s': %s", part, strerror(errno));
+    // one pull of a file at a time: two appending to the same .part would interleave
+    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(fd, F_SETLK, &lk) != 0)
+        cli_die("'%s' is being downloaded by another llm pull (it holds a lock on %s)", file, part);
+
+    struct pull P = {.url = url.p, .part = part, .fd = fd, .linked_size = -1, .tty = isatty(2)};
+    char sum[65] = "", errbuf[CURL_ERROR_SIZE];
+    fprintf(stderr, "llm: downloading %s\n     into %s\n", url.p, path);
+    curl_easy_setopt(h, CURLOPT_URL, url.p);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "llm.c/" LLM_VERSION);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &P);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &P);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &P);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
+    // a transfer that stalls (under 1 byte/s for a minute) ends, and is resumed below
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
+    // A transfer cut short is resumed from where it stopped, as long as each try brings bytes.
+    CURLcode rc = CURLE_OK;
+    for (int tries = 0, stalled = 0; stalled < 3; tries++) {
+        struct stat ps;
+        if (fstat(fd, &ps) != 0) cli_die("cannot read '%s': %s", part, strerror(errno));
+        P.offset = P.start = (long long)ps.st_size;
+        P.status = 0;
+        P.write_errno = 0;
+        P.t0 = cli_now();
+        char range[48];
+        snprintf(range, sizeof(range), "%lld-", P.start);
+        curl_easy_setopt(h, CURLOPT_RANGE, P.start > 0 ? range : NULL);
+        if (P.start > 0) fprintf(stderr, "llm: resuming at byte %lld\n", P.start);
+        errbuf[0] = 0;
+        rc = curl_easy_perform(h);
+        long code = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        if (P.tty && P.last_draw > 0) fputc('\n', stderr), P.last_draw = 0;
+        if (rc == CURLE_OK) break;
+        if (rc == CURLE_HTTP_RETURNED_ERROR && code == 416 && P.start > 0) {
+            // the .part is no prefix of the file (longer: the file changed): start over
+            if (ftruncate(fd, 0) != 0) cli_die("cannot write '%s': %s", part, strerror(errno));
+            fprintf(stderr, "llm: the server refused to resume at byte %lld (HTTP 416): starting over\n", P.start);
+            stalled++;
+            continue;
+        }
+        if (rc == CURLE_HTTP_RETURNED_ERROR) {
+            if (code == 404)
+                cli_die("%s/%s was not found (HTTP 404 from %s): check the repository and the file name "
+                        "(they are case-sensitive)", repo, file, url.p);
+            if (code == 401 || code == 403)
+                cli_die("%s/%s: access refused (HTTP %ld from %s): a private or gated repository (accept its terms "
+                        "on huggingface.co and download the file yourself; llm pull sends no token)",
+                        repo, file, code, url.p);
+            cli_die("%s: HTTP %ld from the server", url.p, code);
+        }
+        if (rc == CURLE_WRITE_ERROR && P.write_errno)
+            cli_die("cannot write '%s': %s (%lld bytes are there; llm pull again resumes)", part,
+                    P.write_errno == EPROTO ? "the server sent another range than the one asked for"
+                                            : strerror(P.write_errno), P.offset);
+        if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_PROXY)
+            cli_die("cannot reach %s: %s (no network? LLM_HF_ENDPOINT chooses another server)", ep,
+                    errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        if (!transient(rc) || tries >= 100)
+            cli_die("%s: %s (%lld bytes are in %s; llm pull again resumes)", url.p,
+                    errbuf[0] ? errbuf : curl_easy_strerror(rc), P.offset, part);
+        stalled = P.offset > P.start ? 0 : stalled + 1;
+        fprintf(stderr, "llm: the transfer stopped after %lld bytes (%s): resuming\n", P.offset,
+                errbuf[0] ? errbuf : curl_easy_strerror(rc));
+    }
+    if (rc != CURLE_OK)
+        cli_die("%s: the transfer keeps stopping with no progress (%lld bytes are in %s; llm pull again resumes)",
+                url.p, P.offset, part);
+    curl_easy_cleanup(h);
+
+    // the checks: size, then sha256 of the whole file (the .part may hold bytes of earlier runs)
+    struct stat ps;
+    if (fstat(fd, &ps) != 0) cli_die("cannot read '%s': %s", part, strerror(errno));
+    long long total = pull_total(&P), size = (long long)ps.st_size;
+    if ((total >= 0 && size != total) || (P.linked_size >= 0 && size != P.linked_size)) {
+        close(fd);
+        unlink(part);
+        cli_die("%s: %lld bytes arrived, the server announced %lld: the download was deleted; try again", url.p,
+                size, P.linked_size >= 0 ? P.linked_size : total);
+    }
+    const char *want = etag_sha256(P.linked_etag, sum);
+    if (!want) want = etag_sha256(P.etag, sum);
+    if (want) {
+        if (P.tty) fprintf(stderr, "llm: checking the sha256\n");
+        FILE *f = fopen(part, "rb");
+        if (!f) cli_die("cannot read '%s': %s", part, strerror(errno));
+        struct sha256 s;
+        sha256_init(&s);
+        static uint8_t buf[1 << 16];
+        size_t k;
+        while ((k = fread(buf, 1, sizeof(buf), f)) > 0) sha256_update(&s, buf, k);
+        if (ferror(f)) cli_die("cannot read '%s': %s", part, strerror(errno));
+        fclose(f);
+        char got[65];
+        sha256_hex(&s, got);
+        if (strcmp(got, want)) {
+            close(fd);
+            unlink(part);
+            cli_die("%s: the sha256 of the download is %s, the server's is %s: the file is damaged and was deleted; "
+                    "try again", url.p, got, want);
+        }
+    } else {
+        fprintf(stderr, "llm: note: the server gave no sha256 for %s (only the size was checked)\n", file);
+    }
+    if (rename(part, path) != 0) cli_die("cannot rename '%s' to '%s': %s", part, path, strerror(errno));
+    close(fd);
+    char sz[32];
+    fprintf(stderr, "llm: %s/%s: %s%s\n", repo, file, human_size((double)size, sz, sizeof(sz)),
+            want ? ", sha256 checked" : "");
+    free(url.p);
+    free(part);
+    return path;
+}
+
+int cli_cmd_pull(int argc, char **argv) {
+    if (argc == 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
+        fputs(cli_usage, stdout);
+        return 0;
+    }
+    char *path;
+    if (argc == 3 && !strncmp(argv[2], "hf://", 5)) path = cli_hf_model(argv[2]);
+    else if (argc == 4) path = hf_pull(argv[2], argv[3], false);
+    else cli_die("usage: llm pull REPO FILE (e.g. llm pull unsloth/gemma-3-270m-it-GGUF "
+                 "gemma-3-270m-it-Q4_K_M.gguf), or llm pull hf://REPO/FILE");
+    printf("%s\n", path);   // for scripts: llm run -m "$(llm pull REPO FILE)"
+    free(path);
+    return 0;
+}
+
+char *cli_hf_model(const char *spec) {
+    // hf://OWNER/NAME/FILE...: the repository is the first two names
+    const char *s = spec + 5, *a = strchr(s, '/'), *b = a ? strchr(a + 1, '/') : NULL;
+    if (!b || !b[1])
+        cli_die("'%s': a model on Hugging Face is hf://OWNER/NAME/FILE (e.g. "
+                "hf://unsloth/gemma-3-270m-it-GGUF/gemma-3-270m-it-Q4_K_M.gguf)", spec);
+    char *repo = malloc((size_t)(b - s) + 1);
+    if (!repo) cli_die("out of memory");
+    memcpy(repo, s, (size_t)(b - s));
+    repo[b - s] = 0;
+    char *path = hf_pull(repo, b + 1, true);
+    free(repo);
+    return path;
+}

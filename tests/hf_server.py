@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""A stand-in for Hugging Face's file server, for tests/test_pull.sh (no internet in the tests).
+
+Serves ROOT/FILE at /OWNER/NAME/resolve/main/FILE, with HTTP Range requests (206 and
+Content-Range), an ETag holding the file's sha256 (as Hugging Face's for LFS files) and 404 for
+anything else. The OWNER of the URL chooses how the server behaves, so that one server covers
+every case:
+  plain     as above
+  cut       a transfer that starts at byte 0 stops after --cut bytes (the connection closes
+            with the Content-Length of the whole file announced): the client must resume
+  redirect  Hugging Face's way for LFS files: a 302 to /cdn/FILE carrying X-Linked-Etag (the
+            sha256) and X-Linked-Size; the CDN's answer has an ETag that is not a sha256
+  badsum    the ETag is the sha256 of other bytes
+  norange   Range is ignored: always 200 and the whole file
+Each request is logged to --log as "PATH RANGE" (RANGE: the Range header, or -).
+Usage: hf_server.py --root DIR --port-file F --log F [--cut N]; it writes its port to F.
+"""
+import argparse
+import hashlib
+import http.server
+import os
+import socketserver
+import sys
+import urllib.parse
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--cut", type=int, default=65536)
+    args = ap.parse_args()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            rng = self.headers.get("Range")
+            with open(args.log, "a") as f:
+                f.write("%s %s\n" % (self.path, rng or "-"))
+            parts = urllib.parse.unquote(self.path).split("/")
+            if len(parts) >= 3 and parts[1] == "cdn":
+                return self.send_file("/".join(parts[2:]), rng, "cdn", etag='"not-a-sha256"')
+            # /OWNER/NAME/resolve/main/FILE...
+            if len(parts) < 6 or parts[3:5] != ["resolve", "main"]:
+                return self.send_error(404)
+            mode, name = parts[1], "/".join(parts[5:])
+            path = self.file_path(name)
+            if path is None:
+                return self.send_error(404)
+            if mode == "redirect":
+                data = open(path, "rb").read()
+                self.send_response(302)
+                self.send_header("Location", "/cdn/" + urllib.parse.quote(name))
+                self.send_header("X-Linked-Etag", '"%s"' % hashlib.sha256(data).hexdigest())
+                self.send_header("X-Linked-Size", str(len(data)))
+                self.send_header("ETag", '"0123456789abcdef0123456789abcdef01234567"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_file(name, rng, mode)
+
+        def file_path(self, name):
+            if ".." in name.split("/"):
+                return None
+            path = os.path.join(args.root, name)
+            return path if os.path.isfile(path) else None
+
+        def send_file(self, name, rng, mode, etag=None):
+            path = self.file_path(name)
+            if path is None:
+                return self.send_error(404)
+            data = open(path, "rb").read()
+            if etag is None:
+                digest = hashlib.sha256(data if mode != "badsum" else data + b"x").hexdigest()
+                etag = '"%s"' % digest
+            start = 0
+            if rng and mode != "norange":
+                if not rng.startswith("bytes=") or not rng.endswith("-"):
+                    return self.send_error(400)
+                start = int(rng[6:-1])
+                if start >= len(data):
+                    self.send_response(416)
+                    self.send_header("Content-Range", "bytes */%d" % len(data))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(206)
+                self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
+            else:
+                self.send_response(200)
+            self.send_header("Content-Length", str(len(data) - start))
+            self.send_header("ETag", etag)
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+            body = data[start:]
+            if mode == "cut" and start == 0:
+                body = body[:args.cut]
+            self.wfile.write(body)
+            self.wfile.flush()
+            if mode == "cut" and start == 0:
+                self.close_connection = True
+
+    srv = Server(("127.0.0.1", 0), Handler)
+    tmp = args.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("%d\n" % srv.server_address[1])
+    os.rename(tmp, args.port_file)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
