@@ -39,6 +39,10 @@ struct tol { double max, median, argmax_lead; };
 static struct tol tolerance_for(const char *file, bool defaults) {
     const char *dash = strrchr(file, '-');
     const char *type = dash ? dash + 1 : file;
+    // Gemma's GELU: llama.cpp's CPU backend reads it from a table of half-precision values at the
+    // input rounded to half precision, which the engine does too; a 1e-7 difference upstream
+    // now and then flips such a rounding, as f16 weights' activations do: f16's bounds
+    if (!strncmp(type, "f32", 3) && strstr(file, "gemma") && !defaults) return (struct tol){5e-3, 5e-3, 5e-3};
     if (!strncmp(type, "f32", 3)) return defaults ? (struct tol){1e-2, 1e-2, 1e-2} : (struct tol){1e-3, 1e-3, 1e-3};
     if (!strncmp(type, "f16", 3)) return (struct tol){5e-3, 5e-3, 5e-3};
     if (!strncmp(type, "bf16", 4)) return (struct tol){4e-2, 4e-2, 4e-2};
@@ -151,7 +155,9 @@ static int check_dir(const char *dir, const char *models_dir, int threads, const
         snprintf(golden, sizeof(golden), "%.300s/%.127s", dir, names[i]);
         struct json j;
         if (json_load(golden, &j) != 0) { EXPECT(0, "cannot parse %s", golden); continue; }
+        // node-llama-cpp's goldens hold {"model": {"path": ...}}, llama-cpp-python's {"model": "..."}
         const struct json *mp = json_get(&j, "model.path");
+        if (!mp) mp = json_get(&j, "model");
         const char *b = mp && mp->str ? (strrchr(mp->str, '/') ? strrchr(mp->str, '/') + 1 : mp->str) : "";
         snprintf(base, sizeof(base), "%.100s", b);
         snprintf(model, sizeof(model), "%.300s/%s", models_dir, base);

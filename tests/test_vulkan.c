@@ -439,7 +439,7 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
     buf2_alloc(be, kb, ch, 2 * layer);
     buf2_alloc(be, vb, ch, 2 * layer);
     buf2_alloc(be, obuf, oh, sizeof(float) * ow);
-    const struct llm__attn ap = {n_head, n_head_kv, hd, 1.0f / sqrtf((float)hd)};
+    const struct llm__attn ap = {n_head, n_head_kv, hd, 1.0f / sqrtf((float)hd), 0, 0.0f};
     struct llm__err e = {{0}, LLM_OK};
     for (int k = 0; k < 2; k++) {
         const int64_t slots = (int64_t)pool * bs;
