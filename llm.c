@@ -4539,7 +4539,7 @@ static enum llm_status llm__model_swa_pattern(struct llm__model *m, int n_patter
 }
 
 // What sets the architectures apart (see the top of this section), from their keys as llama.cpp
-// reads them, with its defaults. Needs m->layers (the local/global pattern).
+// reads them, with its defaults; allocates m->layers (which holds the local/global pattern).
 static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm__err *e) {
     enum llm_status st;
     const bool gemma = m->arch == LLM__ARCH_GEMMA2 || m->arch == LLM__ARCH_GEMMA3;
