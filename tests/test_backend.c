@@ -438,6 +438,37 @@ static void check_sync_errors(void) {
     llm_engine_free(E);
 }
 
+// A backend without the optional ops an architecture needs (Gemma: scale, gelu_mul,
+// attention_window) gets the model refused at load, naming the op and the architecture.
+static void check_missing_arch_ops(void) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tiny-gemma3-f32.gguf", models_dir());
+    static const char *what[] = {"scale", "gelu_mul", "sliding-window"};
+    for (int k = 0; k < 3; k++) {
+        struct llm_backend be = make_backend(1, -1, false);
+        const struct llm_backend_i *cpu_iface = be.iface;
+        struct llm_backend_i lacking = *cpu_iface;
+        if (k == 0) lacking.scale = NULL;
+        else if (k == 1) lacking.gelu_mul = NULL;
+        else lacking.attention_window = NULL;
+        be.iface = &lacking;
+        struct llm__model m = {0};
+        struct llm__err e = {{0}, LLM_OK};
+        enum llm_status st = llm__gguf_open_file(&m.gguf, path, false, &e);
+        EXPECT(st == LLM_OK, "%s: %s (make models)", path, e.msg);
+        if (st == LLM_OK) {
+            llm__model_names(&m);
+            st = llm__model_hparams(&m, &e);
+            if (st == LLM_OK) st = llm__model_load_tensors(&m, &be, false, &e);
+            EXPECT(st == LLM_ERR_UNSUPPORTED && strstr(e.msg, what[k]) && strstr(e.msg, "gemma3"),
+                   "a backend without %s: %s: %s", what[k], llm_status_str(st), e.msg);
+        }
+        llm__model_free(&m, &be);
+        be.iface = cpu_iface;
+        be.iface->free(be.ctx);
+    }
+}
+
 // A CPU-only build lists no device (the Vulkan build's list is checked against Vulkan's own in
 // test_vulkan); the CPU backend has no bandwidth probe.
 static void check_devices_and_bandwidth(void) {
@@ -748,6 +779,7 @@ static void check_tuner(void) {
 }
 
 int main(void) {
+    check_missing_arch_ops();
     const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
                          LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K};
     const int toks[] = {1, 2, 3, 4, 5, 7, 13, 33};
