@@ -3614,7 +3614,9 @@ struct llm__shape {
 
 struct llm__attn {
     int n_head, n_head_kv, head_dim;
-    float scale;
+    float scale;       // scores are q.k * scale
+    int window;        // sliding window: a token at position p sees keys at p - window + 1 .. p; 0: all
+    float softcap;     // scores become softcap * tanh(score / softcap) before the softmax; 0: none
 };
 
 struct llm_backend_i {
@@ -3667,6 +3669,16 @@ struct llm_backend_i {
     void (*add)(void *ctx, struct llm__tensor dst, struct llm__tensor a, struct llm__tensor b);
     // dst[i] = src[step->out_rows[i]]                                       (n_out rows)
     void (*get_rows)(void *ctx, struct llm__tensor dst, struct llm__tensor src);
+
+    // --- ops of some architectures (optional: NULL / false, and a model that needs them is
+    // refused at load with a message naming the backend) ---
+    // dst = x * s, element by element (Gemma's embedding scaling)
+    void (*scale)(void *ctx, struct llm__tensor dst, struct llm__tensor x, float s);
+    // dst = gelu(gate) * up, GELU's tanh approximation (Gemma's GeGLU feed-forward)
+    void (*gelu_mul)(void *ctx, struct llm__tensor dst, struct llm__tensor gate, struct llm__tensor up);
+    // attention as above, also honouring llm__attn.window and .softcap (which attention ignores)
+    void (*attention_window)(void *ctx, struct llm__tensor out, struct llm__tensor q, struct llm__tensor k_cache,
+                             struct llm__tensor v_cache, const struct llm__attn *p);
 
     // --- device (optional) ---
     // The device's name, for llm_get_engine_info. NULL: "".
@@ -4415,6 +4427,42 @@ static void llm__cpu_add(void *ctx, struct llm__tensor dst, struct llm__tensor a
     llm__cpu_run_rows(&job);
 }
 
+static void llm__cpu_scale_row(const struct llm__cpu_rows_job *job, int64_t i) {
+    const float *a = (const float *)llm__tensor_row(job->a, i);
+    float *y = (float *)llm__tensor_row(job->dst, i);
+    for (int64_t j = 0; j < job->dst.ne0; j++) y[j] = a[j] * job->eps;
+}
+
+static void llm__cpu_scale(void *ctx, struct llm__tensor dst, struct llm__tensor x, float s) {
+    // (eps carries the factor)
+    struct llm__cpu_rows_job job = {.c = ctx, .dst = dst, .a = x, .eps = s, .n_rows = x.ne1, .row = llm__cpu_scale_row};
+    llm__cpu_run_rows(&job);
+}
+
+// GELU, tanh approximation, as llama.cpp's CPU backend computes it: the input rounded to half
+// precision and the result read from a table of half-precision values (its GGML_GELU_FP16), so
+// gelu(x) = fp16(gelu(fp16(x))) for |x| < 10; 0 below -10, x above 10.
+static inline float llm__gelu_ggml(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float h = llm__fp16_to_fp32(llm__fp32_to_fp16(x));
+    const float g = 0.5f * h * (1.0f + tanhf(0.79788456080286535588f * h * (1.0f + 0.044715f * h * h)));
+    return llm__fp16_to_fp32(llm__fp32_to_fp16(g));
+}
+
+static void llm__cpu_gelu_mul_row(const struct llm__cpu_rows_job *job, int64_t i) {
+    const float *g = (const float *)llm__tensor_row(job->a, i);
+    const float *u = (const float *)llm__tensor_row(job->b, i);
+    float *y = (float *)llm__tensor_row(job->dst, i);
+    for (int64_t j = 0; j < job->dst.ne0; j++) y[j] = llm__gelu_ggml(g[j]) * u[j];
+}
+
+static void llm__cpu_gelu_mul(void *ctx, struct llm__tensor dst, struct llm__tensor gate, struct llm__tensor up) {
+    struct llm__cpu_rows_job job = {.c = ctx, .dst = dst, .a = gate, .b = up,
+                                    .n_rows = gate.ne1, .row = llm__cpu_gelu_mul_row};
+    llm__cpu_run_rows(&job);
+}
+
 static void llm__cpu_get_rows_row(const struct llm__cpu_rows_job *job, int64_t i) {
     int32_t r = job->c->step->out_rows[i];
     memcpy(llm__tensor_row(job->dst, i), llm__tensor_row(job->a, r), (size_t)job->dst.ne0 * sizeof(float));
@@ -4565,14 +4613,18 @@ LLM__AVX512 static inline __m512 llm__kv_load16(const char *p, bool f16) {
 // [dim][slot] with kstride values between dims; v0, v1 = the value rows of their first slots
 // for this head, rows vstride bytes apart. Scores of up to 8 heads at a time (each key vector
 // converted once for all of them), the softmax update, then the values, 16 columns at a time.
-LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int nk, float scale, const float *q,
+// Keys before skip (< nk) are outside a sliding window: masked as those past nk.
+LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int nk, int skip, float scale, const float *q,
                                                const char *kt0, const char *kt1, const char *v0, const char *v1,
                                                size_t vstride, bool f16, float *sc, float *m, float *l, float *acc) {
     const size_t esz = f16 ? 2 : 4;
     const bool two = nk > 16;
     const __mmask16 tail = nk % 16 ? (__mmask16)((1u << (nk % 16)) - 1) : (__mmask16)0xFFFF;
-    // keys past nk do not exist: -inf scores, zero weights
-    const __mmask16 k0 = nk >= 16 ? (__mmask16)0xFFFF : tail, k1 = nk >= 32 ? (__mmask16)0xFFFF : nk > 16 ? tail : 0;
+    // keys past nk do not exist and keys before skip are out of the window: -inf scores, zero weights
+    const __mmask16 lo0 = skip >= 16 ? (__mmask16)0 : (__mmask16)(0xFFFFu << skip);
+    const __mmask16 lo1 = skip <= 16 ? (__mmask16)0xFFFF : (__mmask16)(0xFFFFu << (skip - 16));
+    const __mmask16 k0 = (nk >= 16 ? (__mmask16)0xFFFF : tail) & lo0;
+    const __mmask16 k1 = (nk >= 32 ? (__mmask16)0xFFFF : nk > 16 ? tail : 0) & lo1;
     for (int h0 = 0; h0 < G; h0 += 8) {
         const int ng = LLM__MIN(8, G - h0);
         __m512 s0[8], s1[8];
@@ -4592,7 +4644,7 @@ LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int n
         for (int h = 0; h < ng; h++) {
             const int hh = h0 + h;
             const __m512 a = _mm512_mul_ps(s0[h], _mm512_set1_ps(scale)), b = _mm512_mul_ps(s1[h], _mm512_set1_ps(scale));
-            float bmax = _mm512_mask_reduce_max_ps(k0, a);
+            float bmax = k0 ? _mm512_mask_reduce_max_ps(k0, a) : -INFINITY;
             if (two && k1) bmax = fmaxf(bmax, _mm512_mask_reduce_max_ps(k1, b));
             const float mnew = fmaxf(m[hh], bmax);
             const float corr = m[hh] == -INFINITY ? 0.0f : expf(m[hh] - mnew);
@@ -4630,15 +4682,20 @@ LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int n
 #endif
 
 // The same, one value at a time (any head_dim and block size).
-static void llm__attn_block_scalar(int G, int hd, int bs, int nk, float scale, const float *q, const float *kt,
-                                   const float *vb, float *sc, float *m, float *l, float *acc) {
+// Keys before skip are outside a sliding window (at least one key, nk > skip, is inside).
+// softcap > 0: scores become softcap * tanh(score / softcap), as llama.cpp computes it.
+static void llm__attn_block_scalar(int G, int hd, int bs, int nk, int skip, float scale, float softcap,
+                                   const float *q, const float *kt, const float *vb, float *sc, float *m, float *l,
+                                   float *acc) {
     for (int h = 0; h < G; h++) {
         const float *qh = q + (size_t)h * hd;
         float *sh = sc + (size_t)h * bs, bmax = -INFINITY;
         for (int j = 0; j < nk; j++) {
+            if (j < skip) { sh[j] = -INFINITY; continue; }
             float d = 0.0f;
             for (int i = 0; i < hd; i++) d += qh[i] * kt[(size_t)i * bs + j];
             sh[j] = d * scale;
+            if (softcap > 0.0f) sh[j] = softcap * tanhf(sh[j] * (1.0f / softcap));
             bmax = fmaxf(bmax, sh[j]);
         }
         const float mnew = fmaxf(m[h], bmax);
@@ -4670,12 +4727,14 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
     float *sc = vb + (size_t)bs * hd, *m = sc + (size_t)G * LLM__MAX(32, LLM__MAX(bs, hd)), *l = m + G;
     bool simd = false;
 #if defined(LLM__X86_SIMD)
-    simd = job->c->simd == LLM__SIMD_AVX512 && hd % 16 == 0 && bs % 16 == 0;
+    simd = job->c->simd == LLM__SIMD_AVX512 && hd % 16 == 0 && bs % 16 == 0 && p->softcap == 0.0f;
 #endif
     int n_items = s->n_tokens * p->n_head_kv;
     for (int item; (item = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) < n_items;) {
         int t = item / p->n_head_kv, g = item % p->n_head_kv;
         int n_ctx = s->positions[t] + 1;
+        // a sliding window starts at key j_lo; the blocks before its block are not read
+        const int j_lo = p->window > 0 && n_ctx > p->window ? n_ctx - p->window : 0;
         const int32_t *bt = s->block_tables + (size_t)s->seq_idx[t] * s->max_blocks;
         const float *qrow = (const float *)llm__tensor_row(job->q, t) + (size_t)g * G * hd;
         if (kvt == LLM__TYPE_F16) {
@@ -4687,8 +4746,8 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
         }
         memset(acc, 0, sizeof(float) * (size_t)G * hd);
         for (int h = 0; h < G; h++) { m[h] = -INFINITY; l[h] = 0.0f; }
-        for (int j0 = 0; j0 < n_ctx; j0 += simd ? 32 : bs) {
-            int nk = LLM__MIN(simd ? 32 : bs, n_ctx - j0);
+        for (int j0 = j_lo / bs * bs; j0 < n_ctx; j0 += simd ? 32 : bs) {
+            int nk = LLM__MIN(simd ? 32 : bs, n_ctx - j0), skip = LLM__MAX(0, j_lo - j0);
             int64_t slot0 = (int64_t)bt[j0 / bs] * bs;
             const char *kblk = llm__tensor_row(job->k_cache, slot0) + (size_t)g * hd * bs * esz;
             const char *v0 = llm__tensor_row(job->v_cache, slot0) + (size_t)g * hd * esz;
@@ -4700,7 +4759,7 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
                     kt1 = llm__tensor_row(job->k_cache, slot1) + (size_t)g * hd * bs * esz;
                     v1 = llm__tensor_row(job->v_cache, slot1) + (size_t)g * hd * esz;
                 }
-                llm__attn_block_avx512(G, hd, bs, nk, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1,
+                llm__attn_block_avx512(G, hd, bs, nk, skip, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1,
                                        kvt == LLM__TYPE_F16, sc, m, l, acc);
                 continue;
             }
@@ -4708,7 +4767,7 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
             // this head's keys, [dim][slot], and its values, [slot][dim], as f32
             llm__kv_to_f32(kvt, kblk, kt, (int64_t)hd * bs);
             for (int j = 0; j < nk; j++) llm__kv_to_f32(kvt, v0 + (size_t)j * job->v_cache.nb1, vb + (size_t)j * hd, hd);
-            llm__attn_block_scalar(G, hd, bs, nk, p->scale, q, kt, vb, sc, m, l, acc);
+            llm__attn_block_scalar(G, hd, bs, nk, skip, p->scale, p->softcap, q, kt, vb, sc, m, l, acc);
         }
         float *orow = (float *)llm__tensor_row(job->out, t) + (size_t)g * G * hd;
         for (int h = 0; h < G; h++) {
@@ -4931,6 +4990,9 @@ static const struct llm_backend_i llm__cpu_iface = {
     .silu_mul = llm__cpu_silu_mul,
     .add = llm__cpu_add,
     .get_rows = llm__cpu_get_rows,
+    .scale = llm__cpu_scale,
+    .gelu_mul = llm__cpu_gelu_mul,
+    .attention_window = llm__cpu_attention,
     .device_name = llm__cpu_device_name,
     .bandwidth = NULL,   // no probe: a STREAM-like tool measures host memory better
 };
@@ -4965,11 +5027,22 @@ static enum llm_status llm__cpu_backend_new(struct llm_backend *be, int n_thread
 // === the transformer ===
 //
 // Llama-family decoder: token embedding, n_layer x (RMSNorm, attention with RoPE and GQA,
-// residual, RMSNorm, SwiGLU MLP, residual), final RMSNorm, output projection. Qwen2 adds biases
-// to q/k/v and rotates with NeoX pairs. The layer loop below is the only one; it calls backend
-// ops and never touches memory itself.
+// residual, RMSNorm, gated MLP, residual), final RMSNorm, output projection. The layer loop
+// below is the only one; it calls backend ops and never touches memory itself. The architectures
+// differ, as llama.cpp computes them, in:
+//   qwen2   biases on q/k/v; NeoX RoPE (pairs (i, i + n_rot/2))
+//   qwen3   per-head RMSNorm of q and k (weights of head_dim) before RoPE; NeoX RoPE
+//   phi3    q/k/v fused into one matrix (attn_qkv) and gate/up into one (ffn_up, gate first):
+//           split into separate weights at load; NeoX RoPE
+//   gemma2  embeddings scaled by sqrt(n_embd); RMSNorm also after attention and after the MLP
+//           (before each residual add); GELU-gated MLP; sliding-window attention on even layers;
+//           attention scores and final logits soft-capped (cap * tanh(x / cap)); NeoX RoPE
+//   gemma3  gemma2's layout with per-head q/k RMSNorm, no attention soft-capping, five local
+//           (sliding-window) layers to one global, local layers with their own RoPE base
+// Gemma's RMSNorm multiplies by (1 + w): llama.cpp's converter stores w + 1 in the file, so every
+// architecture here multiplies by the stored weight.
 
-enum llm__arch { LLM__ARCH_LLAMA, LLM__ARCH_QWEN2 };
+enum llm__arch { LLM__ARCH_LLAMA, LLM__ARCH_QWEN2, LLM__ARCH_QWEN3, LLM__ARCH_PHI3, LLM__ARCH_GEMMA2, LLM__ARCH_GEMMA3 };
 
 struct llm__layer {
     struct llm__tensor attn_norm;    // (n_embd)
@@ -4977,11 +5050,15 @@ struct llm__layer {
     struct llm__weight wk;           // (n_head_kv*head_dim, n_embd)
     struct llm__weight wv;           // (n_head_kv*head_dim, n_embd)
     struct llm__tensor bq, bk, bv;   // qwen2 only: (n_head*head_dim), (n_head_kv*head_dim) x 2
+    struct llm__tensor q_norm, k_norm;   // qwen3, gemma3: (head_dim), applied to every head
     struct llm__weight wo;           // (n_embd, n_head*head_dim)
+    struct llm__tensor attn_post_norm;   // gemma2/3: (n_embd), on the attention's output
     struct llm__tensor ffn_norm;     // (n_embd)
     struct llm__weight w_gate;       // (n_ff, n_embd)
     struct llm__weight w_up;         // (n_ff, n_embd)
     struct llm__weight w_down;       // (n_embd, n_ff)
+    struct llm__tensor ffn_post_norm;    // gemma2/3: (n_embd), on the MLP's output
+    bool swa;                        // a local layer: sliding-window attention, rope_swa
 };
 
 struct llm__model {
@@ -4992,6 +5069,13 @@ struct llm__model {
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
     float norm_eps;
     struct llm__rope rope;
+    struct llm__rope rope_swa;       // the local (sliding-window) layers' RoPE
+    int n_swa;                       // sliding window of the local layers, in tokens; 0: none
+    float attn_scale;                // attention scores are q.k * attn_scale
+    float attn_softcap, final_softcap;   // soft-capping of attention scores / logits; 0: none
+    float embd_scale;                // embeddings are multiplied by this; 0: not scaled
+    bool gelu;                       // the MLP's gate is GELU (tanh approximation), else SiLU
+    bool qk_norm, post_norms;        // per-head q/k RMSNorm; RMSNorm after attention and MLP
     struct llm__weight tok_embd;     // (n_vocab, n_embd)
     struct llm__weight output;       // (n_vocab, n_embd); the same as tok_embd when tied
     bool tied_output;
@@ -5079,22 +5163,90 @@ static void llm__model_names(struct llm__model *m) {
         snprintf(m->name, sizeof(m->name), "%.*s", (int)LLM__MIN(s.len, 127), s.ptr);
 }
 
+// Which layers are local (sliding-window) ones: the key sliding_window_pattern as an array of
+// bools (one per layer) or a number n (layer l is local unless l % n == n - 1; 0: all local),
+// else the architecture's n, as llama.cpp's set_swa_pattern.
+static enum llm_status llm__model_swa_pattern(struct llm__model *m, int n_pattern, struct llm__err *e) {
+    char key[128];
+    llm__arch_key(m, "attention.sliding_window_pattern", key, sizeof(key));
+    int64_t ki = llm__gguf_find_key(&m->gguf, key);
+    if (ki >= 0 && m->gguf.kv[ki].type == LLM__GGUF_ARR) {
+        const struct llm__gguf_kv *kv = &m->gguf.kv[ki];
+        if (kv->arr_type != LLM__GGUF_BOOL || kv->arr_n != (uint64_t)m->n_layer)
+            return llm__fail(e, LLM_ERR_FORMAT, "model: '%s' is not an array of %d bools", key, m->n_layer);
+        for (int l = 0; l < m->n_layer; l++) m->layers[l].swa = kv->arr_data[l] != 0;
+        return LLM_OK;
+    }
+    enum llm_status st = llm__hparam_u32(m, "attention.sliding_window_pattern", &n_pattern, n_pattern, 0, 1024, e);
+    if (st) return st;
+    for (int l = 0; l < m->n_layer; l++) m->layers[l].swa = n_pattern == 0 || l % n_pattern < n_pattern - 1;
+    return LLM_OK;
+}
+
+// What sets the architectures apart (see the top of this section), from their keys as llama.cpp
+// reads them, with its defaults; allocates m->layers (which holds the local/global pattern).
+static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm__err *e) {
+    enum llm_status st;
+    const bool gemma = m->arch == LLM__ARCH_GEMMA2 || m->arch == LLM__ARCH_GEMMA3;
+    m->attn_scale = 1.0f / sqrtf((float)m->head_dim);
+    m->rope_swa = m->rope;
+    m->qk_norm = m->arch == LLM__ARCH_QWEN3 || m->arch == LLM__ARCH_GEMMA3;
+    if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    if (!gemma) return LLM_OK;
+    m->embd_scale = sqrtf((float)m->n_embd);
+    m->gelu = m->post_norms = true;
+    // Gemma 2 27B and Gemma 3 27B scale by n_embd / n_head instead of the head size (llama.cpp
+    // tells them by their layer count)
+    if ((m->arch == LLM__ARCH_GEMMA2 && m->n_layer == 46) || (m->arch == LLM__ARCH_GEMMA3 && m->n_layer == 62))
+        m->attn_scale = 1.0f / sqrtf((float)(m->n_embd / m->n_head));
+    char key[128];
+    bool has_window = llm__gguf_find_key(&m->gguf, llm__arch_key(m, "attention.sliding_window", key, sizeof(key))) >= 0;
+    if ((st = llm__hparam_u32(m, "attention.sliding_window", &m->n_swa, m->arch == LLM__ARCH_GEMMA2 ? 4096 : 0, 0,
+                              1u << 24, e)))
+        return st;
+    if (m->arch == LLM__ARCH_GEMMA2) {
+        if ((st = llm__hparam_f32(m, "attn_logit_softcapping", &m->attn_softcap, 50.0f, e))) return st;
+        if ((st = llm__hparam_f32(m, "final_logit_softcapping", &m->final_softcap, 30.0f, e))) return st;
+        if ((st = llm__model_swa_pattern(m, 2, e))) return st;
+    } else {
+        if ((st = llm__hparam_f32(m, "final_logit_softcapping", &m->final_softcap, 0.0f, e))) return st;
+        // without a window every layer is global (llama.cpp: swa_type none)
+        if (has_window && m->n_swa > 0 && (st = llm__model_swa_pattern(m, 6, e))) return st;
+        m->rope_swa.freq_base = 10000.0f;   // llama.cpp's default local base
+        m->rope_swa.freq_scale = 1.0f;      // (rope scaling is for the global layers)
+    }
+    if ((st = llm__hparam_f32(m, "rope.freq_base_swa", &m->rope_swa.freq_base, m->rope_swa.freq_base, e))) return st;
+    if (!(m->rope_swa.freq_base > 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope.freq_base_swa must be > 1");
+    if (!(m->attn_softcap >= 0.0f) || !(m->final_softcap >= 0.0f))
+        return llm__fail(e, LLM_ERR_FORMAT, "model: a soft-capping value is negative");
+    if (m->n_swa == 0)
+        for (int l = 0; l < m->n_layer; l++) m->layers[l].swa = false;
+    return LLM_OK;
+}
+
 static enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     struct llm__gguf_str s;
     enum llm_status st;
     if (!llm__gguf_get_str(&m->gguf, "general.architecture", &s, e)) return LLM_ERR_FORMAT;
-    if (strcmp(m->arch_name, "llama") == 0) m->arch = LLM__ARCH_LLAMA;
-    else if (strcmp(m->arch_name, "qwen2") == 0) m->arch = LLM__ARCH_QWEN2;
-    else
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: architecture '%s' is not supported (supported: llama, qwen2)",
-                         m->arch_name);
+    static const struct { const char *name; enum llm__arch arch; } archs[] = {
+        {"llama", LLM__ARCH_LLAMA}, {"qwen2", LLM__ARCH_QWEN2}, {"qwen3", LLM__ARCH_QWEN3},
+        {"phi3", LLM__ARCH_PHI3}, {"gemma2", LLM__ARCH_GEMMA2}, {"gemma3", LLM__ARCH_GEMMA3},
+    };
+    size_t ai = 0;
+    while (ai < LLM__ARRAY_LEN(archs) && strcmp(m->arch_name, archs[ai].name) != 0) ai++;
+    if (ai == LLM__ARRAY_LEN(archs))
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: architecture '%s' is not supported "
+                         "(supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)", m->arch_name);
+    m->arch = archs[ai].arch;
     if ((st = llm__hparam_u32(m, "embedding_length", &m->n_embd, -1, 1, 65536, e))) return st;
     if ((st = llm__hparam_u32(m, "block_count", &m->n_layer, -1, 1, 1024, e))) return st;
     if ((st = llm__hparam_u32(m, "feed_forward_length", &m->n_ff, -1, 1, 1 << 20, e))) return st;
     if ((st = llm__hparam_u32(m, "attention.head_count", &m->n_head, -1, 1, 1024, e))) return st;
     if ((st = llm__hparam_u32(m, "attention.head_count_kv", &m->n_head_kv, m->n_head, 1, 1024, e))) return st;
     if ((st = llm__hparam_u32(m, "context_length", &m->n_ctx_train, 2048, 1, 1u << 24, e))) return st;
-    if (m->n_embd % m->n_head != 0 && llm__gguf_find_key(&m->gguf, "llama.attention.key_length") < 0)
+    char key[128];
+    if (m->n_embd % m->n_head != 0 && llm__gguf_find_key(&m->gguf, llm__arch_key(m, "attention.key_length", key, sizeof(key))) < 0)
         return llm__fail(e, LLM_ERR_FORMAT, "model: embedding length %d is not a multiple of the head count %d",
                          m->n_embd, m->n_head);
     if ((st = llm__hparam_u32(m, "attention.key_length", &m->head_dim, m->n_embd / m->n_head, 2, 1024, e))) return st;
@@ -5108,14 +5260,13 @@ static enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err 
     if ((st = llm__hparam_f32(m, "attention.layer_norm_rms_epsilon", &m->norm_eps, 1e-5f, e))) return st;
     if (!(m->norm_eps > 0.0f && m->norm_eps < 1.0f))
         return llm__fail(e, LLM_ERR_FORMAT, "model: RMS norm epsilon %g is out of range", (double)m->norm_eps);
-    m->rope.neox = m->arch == LLM__ARCH_QWEN2;
+    m->rope.neox = m->arch != LLM__ARCH_LLAMA;   // llama.cpp: LLAMA_ROPE_TYPE_NEOX for all the others
     if ((st = llm__hparam_u32(m, "rope.dimension_count", &m->rope.n_rot, m->head_dim, 2, (uint32_t)m->head_dim, e)))
         return st;
     if (m->rope.n_rot % 2) return llm__fail(e, LLM_ERR_FORMAT, "model: odd rope dimension count %d", m->rope.n_rot);
     if ((st = llm__hparam_f32(m, "rope.freq_base", &m->rope.freq_base, 10000.0f, e))) return st;
     if (!(m->rope.freq_base > 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope.freq_base must be > 1");
     m->rope.freq_scale = 1.0f;
-    char key[128];
     llm__arch_key(m, "rope.scaling.type", key, sizeof(key));
     if (llm__gguf_find_key(&m->gguf, key) >= 0) {
         if (!llm__gguf_get_str(&m->gguf, key, &s, e)) return LLM_ERR_FORMAT;
@@ -5137,14 +5288,15 @@ static enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err 
                          "with n_vocab in [1, %d]", llm__shape_str(got_s, te->n_dims, te->ne), m->n_embd, 1 << 24);
     }
     m->n_vocab = (int)te->ne[1];
-    return LLM_OK;
+    return llm__model_arch_hparams(m, e);
 }
 
 // The model's tensors, found and checked, before any is loaded: the 1-D parameters (norms,
 // biases, rope factors) and the matrices, each with the field it goes to.
 struct llm__model_plan {
     struct { struct llm__tensor *dst; const struct llm__gguf_tensor *src; } *vecs;
-    struct { struct llm__weight *dst; const struct llm__gguf_tensor *src; } *mats;
+    // a matrix is rows [row0, row0 + rows) of its file tensor (a part of a fused one, phi3's)
+    struct { struct llm__weight *dst; const struct llm__gguf_tensor *src; int64_t row0, rows; } *mats;
     size_t n_vecs, n_mats;
 };
 
@@ -5155,7 +5307,7 @@ static enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_p
     const bool bias = m->arch == LLM__ARCH_QWEN2;
     enum llm_status st;
     char name[96];
-    pl->vecs = calloc((size_t)m->n_layer * 5 + 2, sizeof(*pl->vecs));
+    pl->vecs = calloc((size_t)m->n_layer * 9 + 2, sizeof(*pl->vecs));
     pl->mats = calloc((size_t)m->n_layer * 7 + 2, sizeof(*pl->mats));
     if (!pl->vecs || !pl->mats) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     const struct llm__gguf_tensor *t;
@@ -5164,37 +5316,68 @@ static enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_p
         if ((st = llm__model_tensor(m, nm, n, 0, opt, &t, e))) return st;               \
         if (t) pl->vecs[pl->n_vecs].dst = field, pl->vecs[pl->n_vecs++].src = t;        \
     } while (0)
+#define LLM__PART(field, r0, nr)                                                        \
+    (pl->mats[pl->n_mats].dst = field, pl->mats[pl->n_mats].src = t, pl->mats[pl->n_mats].row0 = r0, \
+     pl->mats[pl->n_mats++].rows = nr)
 #define LLM__MAT(field, nm, cols, rows, opt)                                            \
     do {                                                                                \
         if ((st = llm__model_tensor(m, nm, cols, rows, opt, &t, e))) return st;         \
-        if (t) pl->mats[pl->n_mats].dst = field, pl->mats[pl->n_mats++].src = t;        \
+        if (t) LLM__PART(field, 0, rows);                                               \
     } while (0)
     LLM__MAT(&m->tok_embd, "token_embd.weight", E, m->n_vocab, false);
     LLM__VEC(&m->output_norm, "output_norm.weight", E, false);
-    LLM__MAT(&m->output, "output.weight", E, m->n_vocab, true);
+    if (m->arch != LLM__ARCH_GEMMA2) LLM__MAT(&m->output, "output.weight", E, m->n_vocab, true);
+    else t = NULL;   // llama.cpp always ties gemma2's output to the embeddings
     m->tied_output = t == NULL;
     LLM__VEC(&m->rope_freqs, "rope_freqs.weight", m->rope.n_rot / 2, true);
+    if (m->arch == LLM__ARCH_PHI3 && (llm__gguf_find_tensor(&m->gguf, "rope_factors_long.weight") ||
+                                      llm__gguf_find_tensor(&m->gguf, "rope_factors_short.weight")))
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: phi3 with long-context RoPE factors (rope_factors_long/short, "
+                         "LongRoPE) is not supported");
     for (int l = 0; l < m->n_layer; l++) {
         struct llm__layer *L = &m->layers[l];
 #define LLM__NAME(s) (snprintf(name, sizeof(name), "blk.%d." s, l), name)
         LLM__VEC(&L->attn_norm, LLM__NAME("attn_norm.weight"), E, false);
-        LLM__MAT(&L->wq, LLM__NAME("attn_q.weight"), E, Q, false);
-        LLM__MAT(&L->wk, LLM__NAME("attn_k.weight"), E, KV, false);
-        LLM__MAT(&L->wv, LLM__NAME("attn_v.weight"), E, KV, false);
+        // phi3 may fuse q/k/v into attn_qkv (rows: Q of q, KV of k, KV of v)
+        if (m->arch == LLM__ARCH_PHI3 && llm__gguf_find_tensor(&m->gguf, LLM__NAME("attn_qkv.weight"))) {
+            if ((st = llm__model_tensor(m, name, E, Q + 2 * KV, false, &t, e))) return st;
+            LLM__PART(&L->wq, 0, Q);
+            LLM__PART(&L->wk, Q, KV);
+            LLM__PART(&L->wv, Q + KV, KV);
+        } else {
+            LLM__MAT(&L->wq, LLM__NAME("attn_q.weight"), E, Q, false);
+            LLM__MAT(&L->wk, LLM__NAME("attn_k.weight"), E, KV, false);
+            LLM__MAT(&L->wv, LLM__NAME("attn_v.weight"), E, KV, false);
+        }
         LLM__MAT(&L->wo, LLM__NAME("attn_output.weight"), Q, E, false);
         LLM__VEC(&L->ffn_norm, LLM__NAME("ffn_norm.weight"), E, false);
-        LLM__MAT(&L->w_gate, LLM__NAME("ffn_gate.weight"), E, m->n_ff, false);
-        LLM__MAT(&L->w_up, LLM__NAME("ffn_up.weight"), E, m->n_ff, false);
+        if (m->arch == LLM__ARCH_PHI3) {   // gate and up fused in ffn_up: n_ff rows of gate, then up
+            if ((st = llm__model_tensor(m, LLM__NAME("ffn_up.weight"), E, 2 * (int64_t)m->n_ff, false, &t, e))) return st;
+            LLM__PART(&L->w_gate, 0, m->n_ff);
+            LLM__PART(&L->w_up, m->n_ff, m->n_ff);
+        } else {
+            LLM__MAT(&L->w_gate, LLM__NAME("ffn_gate.weight"), E, m->n_ff, false);
+            LLM__MAT(&L->w_up, LLM__NAME("ffn_up.weight"), E, m->n_ff, false);
+        }
         LLM__MAT(&L->w_down, LLM__NAME("ffn_down.weight"), m->n_ff, E, false);
         if (bias) {
             LLM__VEC(&L->bq, LLM__NAME("attn_q.bias"), Q, false);
             LLM__VEC(&L->bk, LLM__NAME("attn_k.bias"), KV, false);
             LLM__VEC(&L->bv, LLM__NAME("attn_v.bias"), KV, false);
         }
+        if (m->qk_norm) {
+            LLM__VEC(&L->q_norm, LLM__NAME("attn_q_norm.weight"), m->head_dim, false);
+            LLM__VEC(&L->k_norm, LLM__NAME("attn_k_norm.weight"), m->head_dim, false);
+        }
+        if (m->post_norms) {
+            LLM__VEC(&L->attn_post_norm, LLM__NAME("post_attention_norm.weight"), E, false);
+            LLM__VEC(&L->ffn_post_norm, LLM__NAME("post_ffw_norm.weight"), E, false);
+        }
 #undef LLM__NAME
     }
 #undef LLM__VEC
 #undef LLM__MAT
+#undef LLM__PART
     return LLM_OK;
 }
 
@@ -5254,14 +5437,18 @@ static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm
                                                 const struct llm__model_plan *pl, bool progress, struct llm__err *e) {
     size_t total_bytes = 0, done_bytes = 0;
     int shown = -1;
-    for (size_t i = 0; i < pl->n_mats; i++) total_bytes += pl->mats[i].src->size;
+    for (size_t i = 0; i < pl->n_mats; i++)
+        total_bytes += (size_t)pl->mats[i].rows * llm__row_bytes((int)pl->mats[i].src->type, pl->mats[i].src->ne[0]);
     for (size_t i = 0; i < pl->n_mats; i++) {
         const struct llm__gguf_tensor *src = pl->mats[i].src;
-        int64_t rows = src->n_dims > 1 ? src->ne[1] : 1;
-        enum llm_status st = be->iface->weight_load(be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0], rows, src->data, e);
+        const size_t row_bytes = llm__row_bytes((int)src->type, src->ne[0]);
+        const char *data = (const char *)src->data + (size_t)pl->mats[i].row0 * row_bytes;
+        const size_t size = (size_t)pl->mats[i].rows * row_bytes;
+        enum llm_status st = be->iface->weight_load(be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0],
+                                                    pl->mats[i].rows, data, e);
         if (st) return st;
-        if (!pl->mats[i].dst->buf.borrowed && (m->gguf.owns_map || m->gguf.owns_buf)) llm__map_release(src->data, src->size);
-        done_bytes += src->size;
+        if (!pl->mats[i].dst->buf.borrowed && (m->gguf.owns_map || m->gguf.owns_buf)) llm__map_release(data, size);
+        done_bytes += size;
         int pct = (int)(100.0 * (double)done_bytes / (double)(total_bytes ? total_bytes : 1));
         if (progress && pct != shown) {
             fprintf(stderr, "\rllm: loading weights %3d%%", pct);
@@ -5277,8 +5464,16 @@ static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm
 // progress: print a percentage to stderr while the weights are taken in (a terminal only).
 static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend *be, bool progress,
                                                struct llm__err *e) {
-    m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers));
-    if (!m->layers) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    const struct llm_backend_i *B = be->iface;
+    bool windowed = m->attn_softcap > 0.0f;
+    for (int l = 0; l < m->n_layer; l++) windowed |= m->layers[l].swa;
+    const char *missing = m->embd_scale > 0.0f && !B->scale ? "scale" : m->gelu && !B->gelu_mul ? "gelu_mul"
+                          : windowed && !B->attention_window ? "sliding-window or soft-capped attention" : NULL;
+    if (missing)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: the %s backend cannot run architecture '%s' yet (no %s); "
+                         "the CPU backend can", B->name, m->arch_name, missing);
     struct llm__model_plan pl = {0};
     enum llm_status st = llm__model_plan(m, &pl, e);
     if (!st) st = llm__model_load_vectors(m, be, &pl, e);
@@ -5386,30 +5581,46 @@ static enum llm_status llm__forward(const struct llm__model *m, struct llm_backe
     struct llm__tensor up = llm__vec_view(&a->buf, a->off_up, m->n_ff, T);
     struct llm__tensor xo = llm__vec_view(&a->buf, a->off_xo, E, s->n_out);
     struct llm__tensor lg = llm__vec_view(&a->buf, a->off_logits, m->n_vocab, s->n_out);
-    const struct llm__attn ap = {m->n_head, m->n_head_kv, m->head_dim, 1.0f / sqrtf((float)m->head_dim)};
+    const struct llm__attn ap = {m->n_head, m->n_head_kv, m->head_dim, m->attn_scale, 0, m->attn_softcap};
+    struct llm__attn ap_swa = ap;
+    ap_swa.window = m->n_swa;
+    // q and k as one row per head, (head_dim, T * heads), for the per-head norms
+    const struct llm__tensor qh = llm__vec_view(&a->buf, a->off_q, m->head_dim, (int64_t)T * m->n_head);
+    const struct llm__tensor kh = llm__vec_view(&a->buf, a->off_k, m->head_dim, (int64_t)T * m->n_head_kv);
 
     B->begin_step(ctx, s);
     LLM__OP(LLM_PROF_EMBED, B->embed(ctx, x, &m->tok_embd));
+    if (m->embd_scale > 0.0f) LLM__OP(LLM_PROF_EMBED, B->scale(ctx, x, x, m->embd_scale));
     for (int l = 0; l < m->n_layer; l++) {
         const struct llm__layer *L = &m->layers[l];
+        const struct llm__rope *rope = L->swa ? &m->rope_swa : &m->rope;
         LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb, x, L->attn_norm, m->norm_eps));
         const struct llm__tensor qkv[3] = {q, k, v}, bqkv[3] = {L->bq, L->bk, L->bv};
         const struct llm__weight *wqkv[3] = {&L->wq, &L->wk, &L->wv};
         LLM__OP(LLM_PROF_QKV, B->matmul(ctx, 3, qkv, wqkv, bqkv, xb));
-        LLM__OP(LLM_PROF_ROPE, B->rope(ctx, q, m->n_head, m->head_dim, &m->rope);
-                                B->rope(ctx, k, m->n_head_kv, m->head_dim, &m->rope));
+        if (m->qk_norm)
+            LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, qh, qh, L->q_norm, m->norm_eps);
+                                    B->rmsnorm(ctx, kh, kh, L->k_norm, m->norm_eps));
+        LLM__OP(LLM_PROF_ROPE, B->rope(ctx, q, m->n_head, m->head_dim, rope);
+                                B->rope(ctx, k, m->n_head_kv, m->head_dim, rope));
         LLM__OP(LLM_PROF_KV_STORE, B->kv_store(ctx, k_cache[l], v_cache[l], k, v));
-        LLM__OP(LLM_PROF_ATTN, B->attention(ctx, att, q, k_cache[l], v_cache[l], &ap));
+        if (L->swa || m->attn_softcap > 0.0f)
+            LLM__OP(LLM_PROF_ATTN, B->attention_window(ctx, att, q, k_cache[l], v_cache[l], L->swa ? &ap_swa : &ap));
+        else
+            LLM__OP(LLM_PROF_ATTN, B->attention(ctx, att, q, k_cache[l], v_cache[l], &ap));
         const struct llm__weight *wo[1] = {&L->wo};
         LLM__OP(LLM_PROF_O_PROJ, B->matmul(ctx, 1, &xb2, wo, NULL, att));
+        if (m->post_norms) LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb2, xb2, L->attn_post_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
         LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb, x, L->ffn_norm, m->norm_eps));
         const struct llm__tensor gu[2] = {gate, up};
         const struct llm__weight *wgu[2] = {&L->w_gate, &L->w_up};
         LLM__OP(LLM_PROF_MLP_UP, B->matmul(ctx, 2, gu, wgu, NULL, xb));
-        LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, gate, gate, up));
+        if (m->gelu) LLM__OP(LLM_PROF_SILU, B->gelu_mul(ctx, gate, gate, up));
+        else LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, gate, gate, up));
         const struct llm__weight *wd[1] = {&L->w_down};
         LLM__OP(LLM_PROF_MLP_DOWN, B->matmul(ctx, 1, &xb2, wd, NULL, gate));
+        if (m->post_norms) LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb2, xb2, L->ffn_post_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
     }
     if (s->n_out > 0) {
@@ -5426,8 +5637,14 @@ finish:
         return st;
     }
     st = B->end_step(ctx, e);
-    if (st == LLM_OK && s->n_out > 0)
-        B->download(ctx, &a->buf, a->off_logits, logits, (size_t)s->n_out * (size_t)m->n_vocab * sizeof(float));
+    if (st == LLM_OK && s->n_out > 0) {
+        const size_t n = (size_t)s->n_out * (size_t)m->n_vocab;
+        B->download(ctx, &a->buf, a->off_logits, logits, n * sizeof(float));
+        if (m->final_softcap > 0.0f) {   // gemma2: cap * tanh(logit / cap), on the host for every backend
+            const float cap = m->final_softcap, inv = 1.0f / cap;
+            for (size_t i = 0; i < n; i++) logits[i] = tanhf(logits[i] * inv) * cap;
+        }
+    }
     return st;
 }
 
@@ -7752,7 +7969,8 @@ static void llm__engine_check_loadable(llm_engine *E) {
     } else if (llm__model_hparams(m, &why) == LLM_OK && llm__vocab_load(&E->vocab, &m->gguf, m->n_vocab, &why) == LLM_OK) {
         // every tensor the architecture uses, with its shape and type, as the load would find them
         struct llm__model_plan pl = {0};
-        if (!(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers)))) llm__fail(&why, LLM_ERR_NOMEM, "out of memory");
+        if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
+            llm__fail(&why, LLM_ERR_NOMEM, "out of memory");
         else llm__model_plan(m, &pl, &why);
         free(pl.vecs);
         free(pl.mats);

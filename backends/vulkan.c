@@ -27,7 +27,8 @@
 #include "llm_shaders.inc"
 
 enum { LLM__VK_ADD, LLM__VK_SILU_MUL, LLM__VK_RMSNORM, LLM__VK_GET_ROWS, LLM__VK_EMBED, LLM__VK_ROPE, LLM__VK_KV_STORE,
-       LLM__VK_ATTENTION, LLM__VK_ATTN_REDUCE, LLM__VK_ATTN_PREFILL, LLM__VK_ROUND_ACT, LLM__VK_MATVEC, LLM__VK_MATMUL, LLM__VK_N };
+       LLM__VK_ATTENTION, LLM__VK_ATTN_REDUCE, LLM__VK_ATTN_PREFILL, LLM__VK_ROUND_ACT, LLM__VK_MATVEC, LLM__VK_MATMUL,
+       LLM__VK_SCALE, LLM__VK_GELU_MUL, LLM__VK_N };
 
 // Device features a shader variant may use (flags of llm__vk_backend_new: the ones to leave
 // unused), and LLM__VK_NOMAP: no mapping of device memory even where it is host-visible (every
@@ -48,9 +49,11 @@ static const struct {
     [LLM__VK_EMBED] = {{LLM__VK_CODE(llm_spv_embed)}, 3, 20, true},
     [LLM__VK_ROPE] = {{LLM__VK_CODE(llm_spv_rope)}, 3, 44, false},
     [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 40, false},
-    [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 6, 76, false},
+    [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 6, 84, false},
     [LLM__VK_ATTN_REDUCE] = {{LLM__VK_CODE(llm_spv_attn_reduce)}, 2, 24, false},
-    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 5, 72, false},
+    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 5, 84, false},
+    [LLM__VK_SCALE] = {{LLM__VK_CODE(llm_spv_scale)}, 2, 16, false},
+    [LLM__VK_GELU_MUL] = {{LLM__VK_CODE(llm_spv_gelu_mul)}, 3, 16, false},
     [LLM__VK_ROUND_ACT] = {{LLM__VK_CODE(llm_spv_round_act)}, 2, 20, false},
     [LLM__VK_MATVEC] = {{LLM__VK_CODE(llm_spv_matvec), LLM__VK_CODE(llm_spv_matvec_sg), LLM__VK_CODE(llm_spv_matvec_f16),
                          LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 44, true},
@@ -649,6 +652,19 @@ static void llm__vk_silu_mul(void *ctx, struct llm__tensor d, struct llm__tensor
     llm__vk_eltwise(ctx, LLM__VK_SILU_MUL, d, g, u);
 }
 
+static void llm__vk_gelu_mul(void *ctx, struct llm__tensor d, struct llm__tensor g, struct llm__tensor u) {
+    llm__vk_eltwise(ctx, LLM__VK_GELU_MUL, d, g, u);
+}
+
+static void llm__vk_scale(void *ctx, struct llm__tensor d, struct llm__tensor x, float s) {
+    uint64_t n = (uint64_t)d.ne0 * (uint64_t)d.ne1;
+    struct { uint32_t n, od, ox; float s; } push = {(uint32_t)n, (uint32_t)(d.offs / 4), (uint32_t)(x.offs / 4), s};
+    const struct llm__buf *bufs[2] = {d.buf, x.buf};
+    uint32_t gx, gy;
+    llm__vk_groups(n, &gx, &gy);
+    llm__vk_dispatch(ctx, LLM__VK_SCALE, bufs, &push, gx, gy);
+}
+
 static void llm__vk_rmsnorm(void *ctx, struct llm__tensor d, struct llm__tensor x, struct llm__tensor w, float eps) {
     struct { uint32_t ncols, od, ox, ow, sd, sx; float eps; } push = {
         (uint32_t)d.ne0, (uint32_t)(d.offs / 4), (uint32_t)(x.offs / 4), (uint32_t)(w.offs / 4),
@@ -715,11 +731,11 @@ static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__ten
         nsplit = LLM__MAX(nsplit, 1u);
     }
     struct { uint32_t hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt; float scale;
-             uint32_t nsplit, opart; } push = {
+             uint32_t nsplit, opart, window; float softcap; } push = {
         (uint32_t)a->head_dim, (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)(q.offs / 4), (uint32_t)(q.nb1 / 4),
         (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4), (uint32_t)(kc.offs / 4), (uint32_t)(vc.offs / 4),
         (uint32_t)(f16 ? n_kv / 2 : n_kv), f16, (uint32_t)vk->step->block_size, (uint32_t)vk->step->max_blocks, vk->o_pos,
-        vk->o_seq, vk->o_bt, a->scale, nsplit, 0};
+        vk->o_seq, vk->o_bt, a->scale, nsplit, 0, (uint32_t)a->window, a->softcap};
     const struct llm__buf *bufs[6] = {out.buf, q.buf, kc.buf, vc.buf, &vk->stepbuf, nsplit > 1 ? &vk->part : out.buf};
     if (vk->tiled_attn && vk->n_tiles * 2 <= ntok) {
         push.nsplit = vk->o_tiles;   // (the prefill shader's last push constant: where the tiles are)
@@ -833,6 +849,9 @@ static const struct llm_backend_i llm__vk_iface = {
     .silu_mul = llm__vk_silu_mul,
     .add = llm__vk_add,
     .get_rows = llm__vk_get_rows,
+    .scale = llm__vk_scale,
+    .gelu_mul = llm__vk_gelu_mul,
+    .attention_window = llm__vk_attention,
     .device_name = llm__vk_device_name,
     .bandwidth = llm__vk_bandwidth,
 };

@@ -5,6 +5,8 @@
 // [slot][n_head_kv * head_dim], f16 (queries rounded to f16 first, as the CPU does) or f32.
 // With nsplit > 1 (flash-decoding) split s takes its share of the keys and writes its running
 // max, sum and unnormalised output to part[] for attn_reduce.comp; with 1 it writes the output.
+// window > 0: a sliding window, only keys pos - window + 1 .. pos are read; softcap > 0: scores
+// become softcap * tanh(score / softcap).
 #ifdef USE_16BIT
 #extension GL_EXT_shader_16bit_storage : require
 #endif
@@ -21,7 +23,7 @@ layout(std430, binding = 4) readonly buffer S { int st[]; };
 layout(std430, binding = 5) buffer PART { float part[]; };
 layout(push_constant) uniform P {
     uint hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt; float scale;
-    uint nsplit, opart;
+    uint nsplit, opart, window; float softcap;
 } p;
 shared float qs[256];
 shared float sc[64];
@@ -42,8 +44,9 @@ void main() {
     uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, split = gl_WorkGroupID.z, tid = gl_LocalInvocationID.x;
     uint g = h / (p.n_head / p.n_head_kv), n_ctx = uint(st[p.opos + t]) + 1u;
     uint bt = p.obt + uint(st[p.oseq + t]) * p.max_blocks;
-    uint chunk = ((n_ctx + p.nsplit - 1u) / p.nsplit + 63u) & ~63u;
-    uint j_begin = min(n_ctx, split * chunk), j_end = min(n_ctx, j_begin + chunk);
+    uint j_lo = p.window > 0u && n_ctx > p.window ? n_ctx - p.window : 0u;
+    uint chunk = ((n_ctx - j_lo + p.nsplit - 1u) / p.nsplit + 63u) & ~63u;
+    uint j_begin = min(n_ctx, j_lo + split * chunk), j_end = min(n_ctx, j_begin + chunk);
     for (uint d = tid; d < p.hd; d += 64u) {
         float v = q[p.oq + t * p.sq + h * p.hd + d];
         qs[d] = p.f16 != 0u ? unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x : v;
@@ -59,6 +62,7 @@ void main() {
             s = 0.0;
             for (uint d = 0u; d < p.hd; d++) s += qs[d] * kv_at(true, slot, g * p.hd + d);
             s *= p.scale;
+            if (p.softcap > 0.0) s = p.softcap * tanh(s / p.softcap);
         }
         red[tid] = s;
         barrier();

@@ -4,6 +4,8 @@
 // shared memory once for the whole tile; each query keeps its own running max and sum (online
 // softmax; a key after a query's position is masked), no score matrix beyond the 8 x 16 chunk.
 // Cache rows as in attention.comp; queries rounded to f16 for f16 caches, as the CPU does.
+// window > 0: a key more than window - 1 positions before a query is masked too (sliding
+// window), and the keys before every query's window are not read; softcap as in attention.comp.
 #ifdef USE_16BIT
 #extension GL_EXT_shader_16bit_storage : require
 #endif
@@ -19,7 +21,7 @@ layout(std430, binding = 3) readonly buffer VC16 { float16_t vc16[]; };
 layout(std430, binding = 4) readonly buffer S { int st[]; };
 layout(push_constant) uniform P {
     uint hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt; float scale;
-    uint otiles;
+    uint otiles, unused, window; float softcap;
 } p;
 #define TQ 8u
 #define TK 16u
@@ -55,12 +57,13 @@ void main() {
         l_s[tid] = 0.0;
     }
     barrier();
-    int maxpos = -1;
-    for (uint i = 0u; i < cnt; i++) maxpos = max(maxpos, pos_s[i]);
+    int maxpos = -1, minpos = pos_s[0];
+    for (uint i = 0u; i < cnt; i++) { maxpos = max(maxpos, pos_s[i]); minpos = min(minpos, pos_s[i]); }
+    uint j_lo = p.window > 0u ? uint(max(0, minpos - int(p.window) + 1)) : 0u;
     uint qi = tid / 8u, dl = tid % 8u, nd = (p.hd + 7u) / 8u;
     float acc[32];
     for (uint k = 0u; k < 32u; k++) acc[k] = 0.0;
-    for (uint j0 = 0u; int(j0) <= maxpos; j0 += TK) {
+    for (uint j0 = j_lo; int(j0) <= maxpos; j0 += TK) {
         uint nk = min(TK, uint(maxpos) + 1u - j0);
         for (uint e = tid; e < nk * p.hd; e += 64u) {
             uint jj = e / p.hd, d = e % p.hd, j = j0 + jj;
@@ -70,10 +73,11 @@ void main() {
         for (uint pr = tid; pr < TQ * TK; pr += 64u) {
             uint i = pr / TK, jj = pr % TK;
             float s = -1.0 / 0.0;
-            if (jj < nk && int(j0 + jj) <= pos_s[i]) {
+            if (jj < nk && int(j0 + jj) <= pos_s[i] && (p.window == 0u || pos_s[i] - int(j0 + jj) < int(p.window))) {
                 s = 0.0;
                 for (uint d = 0u; d < p.hd; d++) s += qs[i][d] * kv[jj][d];
                 s *= p.scale;
+                if (p.softcap > 0.0) s = p.softcap * tanh(s / p.softcap);
             }
             sp[i][jj] = s;
         }

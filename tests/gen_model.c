@@ -24,22 +24,42 @@ struct gm_shape {
     bool tied;         // no output.weight: the output projection is token_embd.weight
     bool qkv_bias;     // blk.N.attn_{q,k,v}.bias (qwen2)
     bool rope_freqs;   // rope_freqs.weight: Llama 3.1 RoPE scaling factors
+    // the other architectures (zero: as llama)
+    int head_dim;      // attention.key_length / value_length; 0: n_embd / n_head (not written)
+    bool qk_norm;      // blk.N.attn_{q,k}_norm.weight, (head_dim) (qwen3, gemma3)
+    bool post_norms;   // blk.N.post_attention_norm / post_ffw_norm.weight (gemma2, gemma3)
+    bool fused;        // blk.N.attn_qkv.weight and a gate+up ffn_up.weight (phi3)
+    int window;        // attention.sliding_window; 0: not written
+    float attn_softcap, final_softcap;   // attn_logit_softcapping, final_logit_softcapping; 0: not written
 };
 
+// Tiny shapes of the newer architectures keep a window of 8 tokens, so that the test prompts
+// (about 20 tokens, 32 more generated) reach past it; tiny-gemma3 has the 6 layers of one
+// local/global period (layers 0-4 local, 5 global), tiny-gemma2 the 2 of its period (0 local,
+// 1 global), and caps low enough (attention 5, logits 8) that soft-capping changes the result.
 static const struct gm_shape gm_shapes[] = {
-    {"tiny", "llama", 256, 2, 8, 2, 768, 512, 10000.0f, 1e-5f, false, false, false},
-    {"tiny-qwen2", "qwen2", 256, 2, 8, 2, 768, 512, 1e6f, 1e-6f, false, true, false},
-    {"tiny-llama3", "llama", 256, 2, 4, 1, 768, 512, 5e5f, 1e-5f, true, false, true},
+    {"tiny", "llama", 256, 2, 8, 2, 768, 512, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
+    {"tiny-qwen2", "qwen2", 256, 2, 8, 2, 768, 512, 1e6f, 1e-6f, false, true, false, 0, false, false, false, 0, 0.0f, 0.0f},
+    {"tiny-llama3", "llama", 256, 2, 4, 1, 768, 512, 5e5f, 1e-5f, true, false, true, 0, false, false, false, 0, 0.0f, 0.0f},
+    {"tiny-qwen3", "qwen3", 256, 2, 4, 2, 768, 512, 1e6f, 1e-6f, true, false, false, 96, true, false, false, 0, 0.0f, 0.0f},
+    {"tiny-gemma3", "gemma3", 256, 6, 4, 1, 768, 512, 1e6f, 1e-6f, true, false, false, 128, true, true, false, 8, 0.0f, 0.0f},
+    {"tiny-gemma2", "gemma2", 256, 2, 4, 2, 768, 512, 10000.0f, 1e-6f, true, false, false, 64, false, true, false, 8, 5.0f, 8.0f},
+    {"tiny-phi3", "phi3", 256, 2, 8, 4, 768, 512, 10000.0f, 1e-5f, false, false, false, 0, false, false, true, 0, 0.0f, 0.0f},
     // a few KB of weights: the seed models of the fuzzers (tests/fuzz/), fast to run under ASan
-    {"micro", "llama", 32, 1, 2, 1, 64, 256, 10000.0f, 1e-5f, false, false, false},
-    {"micro-qwen2", "qwen2", 32, 1, 2, 1, 64, 256, 1e6f, 1e-6f, true, true, false},
+    {"micro", "llama", 32, 1, 2, 1, 64, 256, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
+    {"micro-qwen2", "qwen2", 32, 1, 2, 1, 64, 256, 1e6f, 1e-6f, true, true, false, 0, false, false, false, 0, 0.0f, 0.0f},
     // the smallest shape whose rows are whole 256-element super-blocks: llama-quantize's outputs of
     // it are committed (tests/models/), so they must be small
-    {"nano-k", "llama", 256, 1, 4, 1, 256, 256, 10000.0f, 1e-5f, false, false, false},
-    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, false, false},
-    {"llama-2-7b", "llama", 4096, 32, 32, 32, 11008, 4096, 10000.0f, 1e-5f, false, false, false},
-    {"qwen2-0.5b", "qwen2", 896, 24, 14, 2, 4864, 32768, 1e6f, 1e-6f, true, true, false},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 131072, 5e5f, 1e-5f, true, false, true},
+    {"nano-k", "llama", 256, 1, 4, 1, 256, 256, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
+    {"llama-2-7b", "llama", 4096, 32, 32, 32, 11008, 4096, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
+    {"qwen2-0.5b", "qwen2", 896, 24, 14, 2, 4864, 32768, 1e6f, 1e-6f, true, true, false, 0, false, false, false, 0, 0.0f, 0.0f},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 131072, 5e5f, 1e-5f, true, false, true, 0, false, false, false, 0, 0.0f, 0.0f},
+    // real shapes of the newer architectures (for benchmarks), as their config.json files say
+    {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 40960, 1e6f, 1e-6f, true, false, false, 128, true, false, false, 0, 0.0f, 0.0f},
+    {"gemma3-270m", "gemma3", 640, 18, 4, 1, 2048, 32768, 1e6f, 1e-6f, true, false, false, 256, true, true, false, 512, 0.0f, 0.0f},
+    {"gemma2-2b", "gemma2", 2304, 26, 8, 4, 9216, 8192, 10000.0f, 1e-6f, true, false, false, 256, false, true, false, 4096, 50.0f, 30.0f},
+    {"phi3-mini", "phi3", 3072, 32, 32, 32, 8192, 4096, 10000.0f, 1e-5f, false, false, false, 0, false, false, true, 0, 0.0f, 0.0f},
 };
 
 // --- weight types: llama.cpp's file types ---
@@ -187,26 +207,44 @@ static void gm_add(struct gm_model *m, const char *role, int layer, const char *
 static void gm_plan(struct gm_model *m) {
     const struct gm_shape *s = m->s;
     int64_t d = s->n_embd, q = (int64_t)s->n_head * m->head_dim, kv = (int64_t)s->n_head_kv * m->head_dim;
-    float emb_std = 1.0f / sqrtf((float)d);
-    m->t = calloc((size_t)(m->n_layer * 12 + 4), sizeof(*m->t));
+    float emb_std = 1.0f / sqrtf((float)d), out_gain = 2.0f;
+    // Gemma multiplies embeddings by sqrt(n_embd) (its models have post-norms): embeddings of std
+    // 1/n_embd keep the scaled ones at RMS 1/sqrt(n_embd) as above, and output_norm.weight
+    // ~2 sqrt(n_embd) gives the tied projection logits of std ~2 again.
+    if (s->post_norms) emb_std = 1.0f / (float)d, out_gain = 2.0f * sqrtf((float)d);
+    m->t = calloc((size_t)(m->n_layer * 16 + 4), sizeof(*m->t));
     if (!m->t) abort();
     gm_add(m, "token_embd", -1, "weight", 2, d, m->n_vocab, GM_NORMAL, 0, emb_std);
     if (s->rope_freqs) gm_add(m, "rope_freqs", -1, "weight", 1, m->head_dim / 2, 1, GM_ROPE_FREQS, 0, 0);
     for (int l = 0; l < m->n_layer; l++) {
         gm_add(m, "attn_norm", l, "weight", 1, d, 1, GM_NORMAL, 1.0f, 0.1f);
-        gm_add(m, "attn_q", l, "weight", 2, d, q, GM_NORMAL, 0, 1.5f / sqrtf((float)d));
-        if (s->qkv_bias) gm_add(m, "attn_q", l, "bias", 1, q, 1, GM_NORMAL, 0, 0.2f);
-        gm_add(m, "attn_k", l, "weight", 2, d, kv, GM_NORMAL, 0, 1.5f / sqrtf((float)d));
-        if (s->qkv_bias) gm_add(m, "attn_k", l, "bias", 1, kv, 1, GM_NORMAL, 0, 0.2f);
-        gm_add(m, "attn_v", l, "weight", 2, d, kv, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
-        if (s->qkv_bias) gm_add(m, "attn_v", l, "bias", 1, kv, 1, GM_NORMAL, 0, 0.2f);
+        if (s->fused) {   // phi3: q, k, v rows in one matrix (q and k at gain 1.5, as below; v at 1)
+            gm_add(m, "attn_qkv", l, "weight", 2, d, q + 2 * kv, GM_NORMAL, 0, 1.25f / sqrtf((float)d));
+        } else {
+            gm_add(m, "attn_q", l, "weight", 2, d, q, GM_NORMAL, 0, 1.5f / sqrtf((float)d));
+            if (s->qkv_bias) gm_add(m, "attn_q", l, "bias", 1, q, 1, GM_NORMAL, 0, 0.2f);
+            gm_add(m, "attn_k", l, "weight", 2, d, kv, GM_NORMAL, 0, 1.5f / sqrtf((float)d));
+            if (s->qkv_bias) gm_add(m, "attn_k", l, "bias", 1, kv, 1, GM_NORMAL, 0, 0.2f);
+            gm_add(m, "attn_v", l, "weight", 2, d, kv, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
+            if (s->qkv_bias) gm_add(m, "attn_v", l, "bias", 1, kv, 1, GM_NORMAL, 0, 0.2f);
+        }
+        if (s->qk_norm) {   // q and k come out of these at unit RMS per head; gain 1.5 as above
+            gm_add(m, "attn_q_norm", l, "weight", 1, m->head_dim, 1, GM_NORMAL, 1.5f, 0.15f);
+            gm_add(m, "attn_k_norm", l, "weight", 1, m->head_dim, 1, GM_NORMAL, 1.5f, 0.15f);
+        }
         gm_add(m, "attn_output", l, "weight", 2, q, d, GM_NORMAL, 0, 1.0f / sqrtf((float)q));
+        if (s->post_norms) gm_add(m, "post_attention_norm", l, "weight", 1, d, 1, GM_NORMAL, 1.0f, 0.1f);
         gm_add(m, "ffn_norm", l, "weight", 1, d, 1, GM_NORMAL, 1.0f, 0.1f);
-        gm_add(m, "ffn_gate", l, "weight", 2, d, s->n_ff, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
-        gm_add(m, "ffn_up", l, "weight", 2, d, s->n_ff, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
+        if (s->fused) {   // phi3: gate rows, then up rows
+            gm_add(m, "ffn_up", l, "weight", 2, d, 2 * (int64_t)s->n_ff, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
+        } else {
+            gm_add(m, "ffn_gate", l, "weight", 2, d, s->n_ff, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
+            gm_add(m, "ffn_up", l, "weight", 2, d, s->n_ff, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
+        }
         gm_add(m, "ffn_down", l, "weight", 2, s->n_ff, d, GM_NORMAL, 0, 1.0f / sqrtf((float)s->n_ff));
+        if (s->post_norms) gm_add(m, "post_ffw_norm", l, "weight", 1, d, 1, GM_NORMAL, 1.0f, 0.1f);
     }
-    gm_add(m, "output_norm", -1, "weight", 1, d, 1, GM_NORMAL, 2.0f, 0.2f);
+    gm_add(m, "output_norm", -1, "weight", 1, d, 1, GM_NORMAL, out_gain, 0.1f * out_gain);
     if (!s->tied) gm_add(m, "output", -1, "weight", 2, d, m->n_vocab, GM_NORMAL, 0, emb_std);
 }
 
@@ -292,7 +330,11 @@ static enum llm_status gm_declare(struct llm__gguf_writer *w, const struct gm_mo
     char key[128], name[128];
     bool quantized = false;
     for (int i = 0; i < m->n_t; i++) quantized |= llm__type_info((uint32_t)m->t[i].type)->blck > 1;
-    snprintf(name, sizeof(name), "random %s %s", m->s->name, m->ft->name);
+    // llama.cpp gives Phi-3's special tokens attributes when general.name contains "phi3" and
+    // fails on a vocabulary without them, so a phi3 shape is named without it
+    const char *phi3 = strstr(m->s->name, "phi3");
+    snprintf(name, sizeof(name), "random %.*s%s%s %s", phi3 ? (int)(phi3 - m->s->name) : (int)strlen(m->s->name),
+             m->s->name, phi3 ? "phi-three" : "", phi3 ? phi3 + 4 : "", m->ft->name);
     const struct { const char *key; bool is_f32; double value; } hparams[] = {
         {"vocab_size", false, m->n_vocab},
         {"context_length", false, m->n_ctx},
@@ -305,6 +347,15 @@ static enum llm_status gm_declare(struct llm__gguf_writer *w, const struct gm_mo
         {"attention.layer_norm_rms_epsilon", true, m->s->eps},
         {"rope.dimension_count", false, m->head_dim},
     };
+    const struct { const char *key; bool is_f32; double value; } extra[] = {
+        {"attention.key_length", false, m->head_dim},
+        {"attention.value_length", false, m->head_dim},
+        {"attention.sliding_window", false, m->s->window},
+        {"attn_logit_softcapping", true, m->s->attn_softcap},
+        {"final_logit_softcapping", true, m->s->final_softcap},
+    };
+    const bool extra_on[] = {m->s->head_dim > 0, m->s->head_dim > 0, m->s->window > 0, m->s->attn_softcap > 0,
+                             m->s->final_softcap > 0};
     enum llm_status st = llm__gguf_writer_set_str(w, "general.architecture", arch, e);
     if (st == LLM_OK) st = llm__gguf_writer_set_str(w, "general.name", name, e);
     if (st == LLM_OK) st = llm__gguf_writer_set_u32(w, "general.file_type", (uint32_t)m->ft->llama_ftype, e);
@@ -313,6 +364,12 @@ static enum llm_status gm_declare(struct llm__gguf_writer *w, const struct gm_mo
         snprintf(key, sizeof(key), "%s.%s", arch, hparams[i].key);
         st = hparams[i].is_f32 ? llm__gguf_writer_set_f32(w, key, (float)hparams[i].value, e)
                                : llm__gguf_writer_set_u32(w, key, (uint32_t)hparams[i].value, e);
+    }
+    for (size_t i = 0; st == LLM_OK && i < LLM__ARRAY_LEN(extra); i++) {
+        if (!extra_on[i]) continue;
+        snprintf(key, sizeof(key), "%s.%s", arch, extra[i].key);
+        st = extra[i].is_f32 ? llm__gguf_writer_set_f32(w, key, (float)extra[i].value, e)
+                             : llm__gguf_writer_set_u32(w, key, (uint32_t)extra[i].value, e);
     }
     for (int64_t i = 0; st == LLM_OK && i < vocab->n_kv; i++)
         if (strncmp(vocab->kv[i].key, "tokenizer.", 10) == 0 && !(m->pre && !strcmp(vocab->kv[i].key, "tokenizer.ggml.pre")))
@@ -610,7 +667,7 @@ int main(int argc, char **argv) {
     m.pre = pre;
     m.n_layer = layers ? (int)layers : m.s->n_layer;
     m.n_ctx = ctx ? (int)ctx : m.s->n_ctx;
-    m.head_dim = m.s->n_embd / m.s->n_head;
+    m.head_dim = m.s->head_dim ? m.s->head_dim : m.s->n_embd / m.s->n_head;
 
     double t0 = llm__now();
     struct llm__err e = {{0}, LLM_OK};

@@ -107,7 +107,10 @@ static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, 
 
 // n_seqs sequences with random lengths; the batch holds the last `new` tokens of each (so some
 // tokens attend to a long cached past, as in decode, and some to each other, as in prefill).
-static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int nkv, int threads) {
+// window > 0: sliding-window attention (a token at p sees p - window + 1 .. p); softcap > 0:
+// scores soft-capped (softcap * tanh(score / softcap)).
+static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int nkv, int threads, int window,
+                            float softcap) {
     enum { S = 3 };
     int lens[S], news[S], T = 0;
     for (int i = 0; i < S; i++) {
@@ -175,9 +178,11 @@ static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int n
     for (int i = 0; i < T * Q; i++) q[i] = (float)test_rng_normal(&seed);
     struct llm__step st = {.n_tokens = T, .tokens = tok, .positions = pos, .seq_idx = sq, .n_seqs = S,
                            .max_blocks = max_blocks, .block_tables = bt, .block_size = bs};
-    struct llm__attn ap = {nh, nkv, hd, 1.0f / sqrtf((float)hd)};
+    struct llm__attn ap = {nh, nkv, hd, 1.0f / sqrtf((float)hd), window, softcap};
     be.iface->begin_step(be.ctx, &st);
-    be.iface->attention(be.ctx, llm__vec_view(&ob, 0, Q, T), llm__vec_view(&qb, 0, Q, T), kc, vc, &ap);
+    void (*attn)(void *, struct llm__tensor, struct llm__tensor, struct llm__tensor, struct llm__tensor,
+                 const struct llm__attn *) = window || softcap > 0 ? be.iface->attention_window : be.iface->attention;
+    attn(be.ctx, llm__vec_view(&ob, 0, Q, T), llm__vec_view(&qb, 0, Q, T), kc, vc, &ap);
     be.iface->end_step(be.ctx, &e);
     // float64 reference (queries rounded as the backend rounds them for a half cache)
     double worst = 0;
@@ -187,7 +192,8 @@ static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int n
         for (int h = 0; h < nh; h++) {
             int g = h / G, i = sq[t];
             double mx = -1e300, sum = 0;
-            for (int p = 0; p <= pos[t]; p++) {
+            const int p0 = window > 0 ? LLM__MAX(0, pos[t] - window + 1) : 0;
+            for (int p = p0; p <= pos[t]; p++) {
                 double d = 0;
                 for (int c = 0; c < hd; c++) {
                     double qc = q[(size_t)t * Q + h * hd + c];
@@ -195,18 +201,20 @@ static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int n
                     d += qc * kk[((size_t)i * 70 + p) * KV + g * hd + c];
                 }
                 sc[p] = d / sqrt((double)hd);
+                if (softcap > 0) sc[p] = softcap * tanh(sc[p] / softcap);
                 mx = fmax(mx, sc[p]);
             }
-            for (int p = 0; p <= pos[t]; p++) { sc[p] = exp(sc[p] - mx); sum += sc[p]; }
+            for (int p = p0; p <= pos[t]; p++) { sc[p] = exp(sc[p] - mx); sum += sc[p]; }
             for (int c = 0; c < hd; c++) {
                 double a = 0;
-                for (int p = 0; p <= pos[t]; p++) a += sc[p] * vv[((size_t)i * 70 + p) * KV + g * hd + c];
+                for (int p = p0; p <= pos[t]; p++) a += sc[p] * vv[((size_t)i * 70 + p) * KV + g * hd + c];
                 a /= sum;
                 worst = fmax(worst, fabs(a - o[(size_t)t * Q + h * hd + c]));
             }
         }
-    EXPECT(worst < 1e-5, "attention simd=%d kv=%s bs=%d hd=%d heads=%d/%d threads=%d: max error %.3g", simd,
-           kv_type == LLM__TYPE_F16 ? "f16" : "f32", bs, hd, nh, nkv, threads, worst);
+    EXPECT(worst < 1e-5, "attention simd=%d kv=%s bs=%d hd=%d heads=%d/%d threads=%d window=%d softcap=%g: "
+           "max error %.3g", simd, kv_type == LLM__TYPE_F16 ? "f16" : "f32", bs, hd, nh, nkv, threads, window,
+           (double)softcap, worst);
     be.iface->buf_free(be.ctx, &kb); be.iface->buf_free(be.ctx, &vb); be.iface->buf_free(be.ctx, &qb);
     be.iface->buf_free(be.ctx, &ob); be.iface->buf_free(be.ctx, &nb);
     be.iface->free(be.ctx);
@@ -362,7 +370,8 @@ static void check_contract_entries(const struct llm_backend_i *base) {
 #undef REQUIRED
     _Static_assert(sizeof(struct llm_backend_i) % sizeof(void *) == 0, "the table holds pointers only");
     const size_t optional[] = {offsetof(struct llm_backend_i, sync), offsetof(struct llm_backend_i, device_name),
-                               offsetof(struct llm_backend_i, bandwidth)};
+                               offsetof(struct llm_backend_i, bandwidth), offsetof(struct llm_backend_i, scale),
+                               offsetof(struct llm_backend_i, gelu_mul), offsetof(struct llm_backend_i, attention_window)};
     int refused = 0, accepted = 0;
     for (size_t off = 0; off < sizeof(struct llm_backend_i); off += sizeof(void *)) {
         struct llm_backend_i b = *base;
@@ -376,7 +385,7 @@ static void check_contract_entries(const struct llm_backend_i *base) {
         refused += st != LLM_OK;
         accepted += st == LLM_OK;
     }
-    EXPECT(refused == 21 && accepted == 3, "%s: %d entries required, %d optional", base->name, refused, accepted);
+    EXPECT(refused == 21 && accepted == 6, "%s: %d entries required, %d optional", base->name, refused, accepted);
 }
 
 static const char *models_dir(void) {
@@ -427,6 +436,37 @@ static void check_sync_errors(void) {
     EXPECT(sync_calls == 5, "the step ended at the failing sync: %d syncs", sync_calls);
     free(logits);
     llm_engine_free(E);
+}
+
+// A backend without the optional ops an architecture needs (Gemma: scale, gelu_mul,
+// attention_window) gets the model refused at load, naming the op and the architecture.
+static void check_missing_arch_ops(void) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tiny-gemma3-f32.gguf", models_dir());
+    static const char *what[] = {"scale", "gelu_mul", "sliding-window"};
+    for (int k = 0; k < 3; k++) {
+        struct llm_backend be = make_backend(1, -1, false);
+        const struct llm_backend_i *cpu_iface = be.iface;
+        struct llm_backend_i lacking = *cpu_iface;
+        if (k == 0) lacking.scale = NULL;
+        else if (k == 1) lacking.gelu_mul = NULL;
+        else lacking.attention_window = NULL;
+        be.iface = &lacking;
+        struct llm__model m = {0};
+        struct llm__err e = {{0}, LLM_OK};
+        enum llm_status st = llm__gguf_open_file(&m.gguf, path, false, &e);
+        EXPECT(st == LLM_OK, "%s: %s (make models)", path, e.msg);
+        if (st == LLM_OK) {
+            llm__model_names(&m);
+            st = llm__model_hparams(&m, &e);
+            if (st == LLM_OK) st = llm__model_load_tensors(&m, &be, false, &e);
+            EXPECT(st == LLM_ERR_UNSUPPORTED && strstr(e.msg, what[k]) && strstr(e.msg, "gemma3"),
+                   "a backend without %s: %s: %s", what[k], llm_status_str(st), e.msg);
+        }
+        llm__model_free(&m, &be);
+        be.iface = cpu_iface;
+        be.iface->free(be.ctx);
+    }
 }
 
 // A CPU-only build lists no device (the Vulkan build's list is checked against Vulkan's own in
@@ -745,6 +785,7 @@ static void check_tuner(void) {
 }
 
 int main(void) {
+    check_missing_arch_ops();
     const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
                          LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q3_K, LLM__TYPE_Q2_K,
                          LLM__TYPE_IQ4_XS};
@@ -764,11 +805,18 @@ int main(void) {
     for (size_t s = 0; s < 2; s++)
         for (int kv = 0; kv < 2; kv++) {
             int kvt = kv ? LLM__TYPE_F16 : LLM__TYPE_F32;
-            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2);
-            check_attention(simd_levels[s], kvt, 32, 32, 4, 4, 1);
-            check_attention(simd_levels[s], kvt, 8, 64, 4, 1, 2);
-            check_attention(simd_levels[s], kvt, 16, 128, 2, 2, 2);
-            check_attention(simd_levels[s], kvt, 16, 80, 2, 1, 2);
+            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 0, 0.0f);
+            check_attention(simd_levels[s], kvt, 32, 32, 4, 4, 1, 0, 0.0f);
+            check_attention(simd_levels[s], kvt, 8, 64, 4, 1, 2, 0, 0.0f);
+            check_attention(simd_levels[s], kvt, 16, 128, 2, 2, 2, 0, 0.0f);
+            check_attention(simd_levels[s], kvt, 16, 80, 2, 1, 2, 0, 0.0f);
+            // sliding windows: inside one block, across blocks, and of one token; soft-capping
+            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 5, 0.0f);
+            check_attention(simd_levels[s], kvt, 32, 32, 4, 4, 1, 40, 0.0f);
+            check_attention(simd_levels[s], kvt, 8, 64, 4, 1, 2, 19, 0.0f);
+            check_attention(simd_levels[s], kvt, 16, 64, 4, 2, 2, 1, 0.0f);
+            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 0, 2.0f);
+            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 13, 1.5f);
         }
     check_act_quantizers();
     check_rope(false, false);

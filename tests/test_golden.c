@@ -39,6 +39,10 @@ struct tol { double max, median, argmax_lead; };
 static struct tol tolerance_for(const char *file, bool defaults) {
     const char *dash = strrchr(file, '-');
     const char *type = dash ? dash + 1 : file;
+    // Gemma's GELU: llama.cpp's CPU backend reads it from a table of half-precision values at the
+    // input rounded to half precision, which the engine does too; a 1e-7 difference upstream
+    // now and then flips such a rounding, as f16 weights' activations do: f16's bounds
+    if (!strncmp(type, "f32", 3) && strstr(file, "gemma") && !defaults) return (struct tol){5e-3, 5e-3, 5e-3};
     if (!strncmp(type, "f32", 3)) return defaults ? (struct tol){1e-2, 1e-2, 1e-2} : (struct tol){1e-3, 1e-3, 1e-3};
     if (!strncmp(type, "f16", 3)) return (struct tol){5e-3, 5e-3, 5e-3};
     if (!strncmp(type, "bf16", 4)) return (struct tol){4e-2, 4e-2, 4e-2};

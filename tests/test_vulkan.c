@@ -39,7 +39,7 @@ static void test_ops(struct llm_backend *vk, struct llm_backend *cpu) {
         const size_t oa = 5 * 4, ob = (5 + n + pad) * 4, ow = (5 + 2 * n + pad) * 4, od = 3 * 4;
         const size_t nb1 = sizeof(float) * (size_t)cols;
         struct llm__step step = {0};
-        for (int op = 0; op < 3; op++) {
+        for (int op = 0; op < 5; op++) {
             struct llm_backend *be[2] = {vk, cpu};
             struct llm__buf *src[2] = {&gb[0], &cb[0]}, *dst[2] = {&gb[1], &cb[1]};
             for (int k = 0; k < 2; k++) {
@@ -48,11 +48,13 @@ static void test_ops(struct llm_backend *vk, struct llm_backend *cpu) {
                 be[k]->iface->begin_step(be[k]->ctx, &step);
                 if (op == 0) be[k]->iface->add(be[k]->ctx, d, a, b);
                 else if (op == 1) be[k]->iface->silu_mul(be[k]->ctx, d, a, b);
-                else be[k]->iface->rmsnorm(be[k]->ctx, d, a, w, 1e-5f);
+                else if (op == 2) be[k]->iface->rmsnorm(be[k]->ctx, d, a, w, 1e-5f);
+                else if (op == 3) be[k]->iface->scale(be[k]->ctx, d, a, 25.3f);
+                else be[k]->iface->gelu_mul(be[k]->ctx, d, a, b);
                 EXPECT(be[k]->iface->end_step(be[k]->ctx, &e) == LLM_OK, "end_step: %s", e.msg);
                 be[k]->iface->download(be[k]->ctx, dst[k], od, k ? want : got, sizeof(float) * n);
             }
-            static const char *names[] = {"add", "silu_mul", "rmsnorm"};
+            static const char *names[] = {"add", "silu_mul", "rmsnorm", "scale", "gelu_mul"};
             double err = nmse(got, want, n);
             EXPECT(err < 1e-10, "%s %dx%d: NMSE %.3g", names[op], rows, cols, err);
             printf("  %-9s %4d x %-5d NMSE %.2e\n", names[op], rows, cols, err);
@@ -380,7 +382,8 @@ static void test_rope(struct llm_backend *vk, struct llm_backend *cpu) {
 // by kv_store in steps before it (at most 512 tokens each). Blocks of 16 slots are handed out
 // as a random permutation of a pool with spare blocks; unused block-table entries point to a
 // spare block. Unwritten cache slots hold a large value, so reading one shows.
-struct attn_case { const char *name; int n_seqs, ctx[4], n_new[4]; };
+// window > 0: sliding-window attention; softcap > 0: soft-capped scores (attention_window).
+struct attn_case { const char *name; int n_seqs, ctx[4], n_new[4], window; float softcap; };
 
 static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const struct attn_case *ac, int n_head,
                       int n_head_kv, int hd, int type, unsigned long long seed) {
@@ -441,7 +444,7 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
     buf2_alloc(be, kb, ch, 2 * layer);
     buf2_alloc(be, vb, ch, 2 * layer);
     buf2_alloc(be, obuf, oh, sizeof(float) * ow);
-    const struct llm__attn ap = {n_head, n_head_kv, hd, 1.0f / sqrtf((float)hd)};
+    const struct llm__attn ap = {n_head, n_head_kv, hd, 1.0f / sqrtf((float)hd), ac->window, ac->softcap};
     struct llm__err e = {{0}, LLM_OK};
     for (int k = 0; k < 2; k++) {
         const int64_t slots = (int64_t)pool * bs;
@@ -456,8 +459,8 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
             be[k]->iface->kv_store(be[k]->ctx, kc, vc, ten(&ab[k], (ok + (size_t)a * sk) * 4, n_kv, n, sk * 4),
                                    ten(&ab[k], (ov + (size_t)a * sk) * 4, n_kv, n, sk * 4));
             if (a >= n_old)
-                be[k]->iface->attention(be[k]->ctx, ten(&obuf[k], oo * 4, n_q, n, so * 4),
-                                        ten(&ab[k], oq * 4, n_q, n, sq * 4), kc, vc, &ap);
+                (ac->window || ac->softcap > 0 ? be[k]->iface->attention_window : be[k]->iface->attention)(
+                    be[k]->ctx, ten(&obuf[k], oo * 4, n_q, n, so * 4), ten(&ab[k], oq * 4, n_q, n, sq * 4), kc, vc, &ap);
             EXPECT(be[k]->iface->end_step(be[k]->ctx, &e) == LLM_OK, "end_step: %s", e.msg);
             a += n;
         }
@@ -499,10 +502,17 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
 // (flash-decoding splits), each for f16 and f32 caches, with GQA and without.
 static void test_attention(struct llm_backend *vk, struct llm_backend *cpu) {
     static const struct attn_case cases[] = {
-        {"prefill", 4, {1, 17, 64, 300}, {1, 17, 64, 300}},
-        {"decode", 4, {2, 18, 65, 301}, {1, 1, 1, 1}},
-        {"mixed", 4, {2, 22, 65, 301}, {1, 5, 1, 1}},
-        {"long", 2, {2001, 777}, {1, 1}},
+        {"prefill", 4, {1, 17, 64, 300}, {1, 17, 64, 300}, 0, 0.0f},
+        {"decode", 4, {2, 18, 65, 301}, {1, 1, 1, 1}, 0, 0.0f},
+        {"mixed", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 0, 0.0f},
+        {"long", 2, {2001, 777}, {1, 1}, 0, 0.0f},
+        // sliding windows (a tile's queries with different first keys; flash-decoding splits of
+        // the window only), soft-capping, both
+        {"swa-pre", 4, {1, 17, 64, 300}, {1, 17, 64, 300}, 20, 0.0f},
+        {"swa-mix", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 8, 0.0f},
+        {"swa-long", 2, {2001, 777}, {1, 1}, 700, 0.0f},
+        {"softcap", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 0, 2.0f},
+        {"swa-cap", 4, {1, 17, 64, 300}, {1, 17, 64, 300}, 13, 1.5f},
     };
     static const int heads[][3] = {{8, 2, 64}, {4, 4, 128}}, types[] = {LLM__TYPE_F16, LLM__TYPE_F32};
     unsigned long long seed = 41;
@@ -888,6 +898,14 @@ int main(void) {
     test_serving("tiny-llama3-f32");
     test_model("tiny-llama3-f16", 1e-2);
     test_model("tiny-llama3-q6_k", 0.15);
+    test_model("tiny-qwen3-f32", 1e-3);   // per-head q/k norms: rmsnorm over head-sized rows
+    test_model("tiny-phi3-q4_0", 0.15);   // fused q/k/v and gate/up, split at load
+    // Gemma: scale, GELU, sliding windows, soft-capping. GELU rounds its input to half precision
+    // (llama.cpp's table), so a small difference upstream flips roundings as f16's activations
+    // do: f16's bound (gemma3-f32 measured 5.3e-3 over its 6 layers)
+    test_model("tiny-gemma3-f32", 1e-2);
+    test_model("tiny-gemma2-f32", 1e-2);
+    test_model("tiny-gemma2-q8_0", 0.15);
     if (vk.iface) {
         test_memory("tiny-f32", ((struct llm__vk *)vk.ctx)->heap);
         vk.iface->free(vk.ctx);
