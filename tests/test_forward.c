@@ -221,6 +221,13 @@ int main(void) {
     // moves logits by a few percent in these small models (a wrong layout or scale gives O(1)).
     check_model("tiny-q8_0.gguf", "f32", 2, 37, 0.1);
     check_model("tiny-q4_0.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-q4_1.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-q5_0.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-q5_1.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-iq4_nl.gguf", "f32", 2, 37, 0.1);
+    // k-quant files with rows of 576: Q5_0 / Q5_1 / Q8_0 fallbacks next to Q4_K / Q5_K / Q6_K
+    check_model("tiny-576-q4_k_m.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-576-q5_k_m.gguf", "f32", 2, 37, 0.1);
     check_model("tiny-q4_k.gguf", "f32", 2, 37, 0.1);
     check_model("tiny-q5_k.gguf", "f32", 2, 37, 0.1);
     check_model("tiny-q6_k.gguf", "f32", 2, 37, 0.1);
