@@ -2886,7 +2886,9 @@ typedef void (*llm__job_fn)(void *arg, int ith, int nth);
 // The step-time tuner's state for steps of one size (n_tokens); see llm__pool_step_begin.
 #define LLM__TUNE_RUNGS 11   // active thread counts tried: 1, 2, 4, ..., 512 (and n itself)
 #define LLM__TUNE_SIZES 4
-#define LLM__TUNE_PROBE 5    // steps a probe counts
+#define LLM__TUNE_PROBE 5    // steps a probe counts at least
+#define LLM__TUNE_RING 32    // and at most: the steps at cur kept to compare with
+#define LLM__TUNE_SPAN 0.5e-3   // seconds of steps a probe and its comparison cover (up to RING)
 #define LLM__TUNE_WARM 1e-3  // seconds of steps not counted after the threads change
 #define LLM__TUNE_GAP 0.25e-3   // seconds of steps at least between probes, per step of the interval
 struct llm__tune {
@@ -2897,13 +2899,15 @@ struct llm__tune {
     int dir;                       // the next probe's direction: -1 or +1
     int until_probe, interval;     // steps at cur before the next probe; steps between probes
     double probe_after;            // and the step clock's time before which none starts
-    double last[LLM__TUNE_PROBE];  // the last steps at cur (seconds), a ring
+    double last[LLM__TUNE_RING];   // the last steps at cur (seconds), a ring
     int cur_n, cur_pos;            // steps in it
     double probe_sum, probe_max;   // the probe's steps so far, and the slowest of them
     int probe_n;
     bool skip;                     // the next step does not count; nor do steps begun before
     double warm_until;             // this time (on the pool's step clock): threads waking up
     bool decided;                  // a probe has ended
+    double more_cost;              // at the last probe's end: the higher rung's step time over the
+                                   // lower one's (0: none yet)
 };
 
 struct llm__pool {
@@ -3117,9 +3121,9 @@ static void llm__pool_set_active(struct llm__pool *pool, int active) {
 // the time of steps at one thread count can be compared with the next ones at another. Per step
 // size (n_tokens; the last LLM__TUNE_SIZES sizes seen) the tuner runs at one rung of the ladder
 // 1, 2, 4, ..., min(n, cores) and now and then runs a few steps at a neighbouring rung (a
-// probe, alternately below and above). It compares the mean time of the LLM__TUNE_PROBE steps
-// just before the probe with that of as many probe steps, each without its slowest step (one
-// preemption of the caller). A probe step 4 times as slow as those and 0.5 ms slower ends the
+// probe, alternately below and above). It compares the mean time of the probe's steps with that
+// of as many steps just before it, each without its slowest step (one preemption of the caller):
+// at least LLM__TUNE_PROBE steps and LLM__TUNE_SPAN of time, at most LLM__TUNE_RING steps. A probe step 4 times as slow as those and 0.5 ms slower ends the
 // probe at once. Adjacent windows of equal length, because another program's load comes and goes;
 // means, because on a shared machine step times are bimodal (fast while the other program waits
 // for a core, slow while a worker waits for one) and the mean is the throughput. Steps in which
@@ -3132,12 +3136,33 @@ static void llm__pool_set_active(struct llm__pool *pool, int active) {
 // the next probe 4 times as many, up to 256, so that on a steady machine probes cost about 1% at
 // most and the tuner still follows a machine whose load changes within a second or two. Tiny
 // models' steps are so short that the warm-up dominates a probe: probes are also LLM__TUNE_GAP
-// of step time per step of the interval apart (64 ms at 256). A new
-// step size starts where the last one probed is, and follows it until its own first probe.
+// of step time per step of the interval apart (64 ms at 256). A new step size starts where the
+// last one probed is, and follows it until its own first probe (llm__tune_start says when not).
 
 // The mean of n step times without the slowest (one preemption of the caller alone).
 static double llm__tune_mean(double sum, double max, int n) {
     return n >= 2 ? (sum - max) / (n - 1) : sum;
+}
+
+// Whether the steps at cur kept cover enough time to compare a probe with: LLM__TUNE_SPAN, or a
+// full ring (a tiny model's decode steps take 20 us: 5 of them are too few against the noise of
+// a shared machine, and a wrong move to one thread costs 20% there).
+static bool llm__tune_ready(const struct llm__tune *t) {
+    if (t->cur_n < LLM__TUNE_PROBE) return false;
+    double sum = 0.0;
+    for (int i = 0; i < t->cur_n; i++) sum += t->last[i];
+    return t->cur_n == LLM__TUNE_RING || sum >= LLM__TUNE_SPAN;
+}
+
+// The rung a size that has not been probed yet starts at (or stays at until its first probe): the
+// last probed size's, unless that size has fewer tokens and its probes found more threads about
+// as fast (within 15%): then the top. A step of more tokens has more work per job, so threads pay
+// off more: decode on a tiny model runs about as fast on one thread as on two, and a probe may
+// put it on one, while its prompt steps are 25% slower there. On a busy machine more threads are
+// clearly slower (workers preempted in their parts), for prompt steps too: they follow.
+static int llm__tune_start(const struct llm__pool *pool, const struct llm__tune *last, int n_tokens) {
+    if (!last) return pool->first_rung;
+    return last->n_tokens >= n_tokens || last->more_cost > 1.15 ? last->cur : pool->first_rung;
 }
 
 static struct llm__tune *llm__tune_find(struct llm__pool *pool, int n_tokens) {
@@ -3148,15 +3173,15 @@ static struct llm__tune *llm__tune_find(struct llm__pool *pool, int n_tokens) {
         if (u->last_use < lru->last_use) lru = u;
         if (u->decided && (!last || u->last_use > last->last_use)) last = u;
     }
-    if (t && !t->decided && last && t->probe < 0 && t->cur != last->cur) {
+    if (t && !t->decided && t->probe < 0 && t->cur != llm__tune_start(pool, last, n_tokens)) {
         // A size too rare to have been probed yet (a prompt's step among decode steps) follows
         // the last size that was.
-        t->cur = last->cur;
+        t->cur = llm__tune_start(pool, last, n_tokens);
         t->cur_n = t->cur_pos = 0;
     }
     if (!t) {
         t = lru;
-        int cur = last ? last->cur : pool->first_rung;
+        int cur = llm__tune_start(pool, last, n_tokens);
         memset(t, 0, sizeof(*t));
         t->n_tokens = n_tokens;
         t->cur = cur;
@@ -3175,7 +3200,7 @@ static void llm__pool_step_begin(struct llm__pool *pool, int n_tokens) {
     pool->step_tune = NULL;
     if (pool->n_rungs < 2) return;
     struct llm__tune *t = llm__tune_find(pool, n_tokens);
-    if (t->probe < 0 && t->until_probe == 0 && pool->step_clock >= t->probe_after) {
+    if (t->probe < 0 && t->until_probe == 0 && pool->step_clock >= t->probe_after && llm__tune_ready(t)) {
         if (t->cur + t->dir < 0 || t->cur + t->dir >= pool->n_rungs) t->dir = -t->dir;
         t->probe = t->cur + t->dir;
         t->probe_sum = t->probe_max = 0.0;
@@ -3200,14 +3225,19 @@ static void llm__pool_step_record(struct llm__pool *pool, double dt) {
     if (pool->step_rung == t->cur) {
         if (!counts) return;
         t->last[t->cur_pos] = dt;
-        t->cur_pos = (t->cur_pos + 1) % LLM__TUNE_PROBE;
-        t->cur_n = LLM__MIN(t->cur_n + 1, LLM__TUNE_PROBE);
+        t->cur_pos = (t->cur_pos + 1) % LLM__TUNE_RING;
+        t->cur_n = LLM__MIN(t->cur_n + 1, LLM__TUNE_RING);
         if (t->until_probe > 0) t->until_probe--;
         return;
     }
+    // The steps at cur just before the probe, as many as the probe has (at least PROBE).
+    const int k = LLM__MIN(t->cur_n, LLM__MAX(t->probe_n + 1, LLM__TUNE_PROBE));
     double sum = 0.0, max = 0.0;
-    for (int i = 0; i < t->cur_n; i++) sum += t->last[i], max = LLM__MAX(max, t->last[i]);
-    const double cur = llm__tune_mean(sum, max, t->cur_n);
+    for (int i = 1; i <= k; i++) {
+        const double x = t->last[(t->cur_pos - i + LLM__TUNE_RING) % LLM__TUNE_RING];
+        sum += x, max = LLM__MAX(max, x);
+    }
+    const double cur = llm__tune_mean(sum, max, k);
     // A probe step 4 times as slow and 0.5 ms slower (workers preempted in their parts) ends the
     // probe, warm-up or not: no wake-up costs that much.
     const bool hopeless = dt > 4.0 * cur && dt - cur > 0.5e-3;
@@ -3217,7 +3247,10 @@ static void llm__pool_step_record(struct llm__pool *pool, double dt) {
     t->probe_max = LLM__MAX(t->probe_max, dt);
     const double probe = hopeless ? dt : llm__tune_mean(t->probe_sum, t->probe_max, t->probe_n);
     // Clearly slower after two steps: over already.
-    if (!hopeless && t->probe_n < LLM__TUNE_PROBE && !(t->probe_n >= 2 && probe > 1.15 * cur)) return;
+    const bool enough = t->probe_n >= LLM__TUNE_PROBE &&
+                        (t->probe_sum >= LLM__TUNE_SPAN || t->probe_n >= LLM__MIN(t->cur_n, LLM__TUNE_RING));
+    if (!hopeless && !enough && !(t->probe_n >= 2 && probe > 1.15 * cur)) return;
+    t->more_cost = t->probe > t->cur ? probe / cur : cur / probe;
     if (probe < 0.97 * cur) {
         t->cur = t->probe;
         t->interval = 4;

@@ -151,7 +151,9 @@ static int check_dir(const char *dir, const char *models_dir, int threads, const
         snprintf(golden, sizeof(golden), "%.300s/%.127s", dir, names[i]);
         struct json j;
         if (json_load(golden, &j) != 0) { EXPECT(0, "cannot parse %s", golden); continue; }
+        // "model": {"path": ...} (node-llama-cpp's runner, older goldens) or "model": "path"
         const struct json *mp = json_get(&j, "model.path");
+        if (!mp) mp = json_get(&j, "model");
         const char *b = mp && mp->str ? (strrchr(mp->str, '/') ? strrchr(mp->str, '/') + 1 : mp->str) : "";
         snprintf(base, sizeof(base), "%.100s", b);
         snprintf(model, sizeof(model), "%.300s/%s", models_dir, base);
