@@ -1252,9 +1252,9 @@ LLM__AVX2 static void llm__vec_dot_q4_0_avx2(int64_t n, float *s, const void *vw
     *s = llm__hsum_avx2(_mm256_add_ps(acc0, acc1));
 }
 
-// The block-32 types with a fifth bit or a min (Q4_1, Q5_0, Q5_1) or a grid (IQ4_NL): one block
-// per step, into two accumulators. The 32 quants are spread to bytes in element order (low
-// nibbles, then high ones); bit j of qh adds 16 to byte j.
+// The block-32 types with a fifth bit or a min (Q4_1, Q5_0, Q5_1) or a grid (IQ4_NL), block by
+// block. The 32 quants are spread to bytes in element order (low nibbles, then high ones); bit j
+// of qh adds 16 to byte j.
 
 // 0xff in byte j where bit j of the 32 bits at qh is set.
 LLM__AVX2 static inline __m256i llm__qh_bytes_avx2(const uint8_t *qh) {
@@ -1290,26 +1290,37 @@ LLM__AVX2 static inline __attribute__((always_inline)) __m256i llm__dot_b32_avx2
     return _mm256_madd_epi16(p, ones);
 }
 
-// The common loop: Q8_1 activations for the types with a min (Q4_1, Q5_1), Q8_0 for the others.
-LLM__AVX2 static inline __attribute__((always_inline)) float llm__vec_dot_b32_avx2(int type, int64_t n, const void *vw, const void *va) {
+// Block i of the row into acc (and the min term into *summ: Q4_1, Q5_1).
+LLM__AVX2 static inline __attribute__((always_inline)) __m256 llm__b32_step_avx2(int type, const void *vw, const void *va, int64_t i,
+                                                                          __m256 acc, float *summ) {
     const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
     const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
     const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    float summ = 0.0f;
-    for (int64_t i = 0; i < n / LLM__QK; i++) {
-        const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;
-        uint16_t wd, ad;
-        memcpy(&wd, w, 2), memcpy(&ad, a, 2);   // d leads every block
-        const __m256i p = llm__dot_b32_avx2(type, w, (const int8_t *)(a + qoff));
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc[i & 1]);
-        if (q81) {   // m (after d) times s (after d)
-            uint16_t wm, as;
-            memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);
-            summ += _cvtsh_ss(wm) * _cvtsh_ss(as);
-        }
+    const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;
+    uint16_t wd, ad;
+    memcpy(&wd, w, 2), memcpy(&ad, a, 2);   // d leads every block
+    const __m256i p = llm__dot_b32_avx2(type, w, (const int8_t *)(a + qoff));
+    if (q81) {   // m (after d) times s (after d)
+        uint16_t wm, as;
+        memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);
+        *summ += _cvtsh_ss(wm) * _cvtsh_ss(as);
     }
-    return llm__hsum_avx2(_mm256_add_ps(acc[0], acc[1])) + summ;
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc);
+}
+
+// The common loop, two blocks per step into two accumulators: Q8_1 activations for the types
+// with a min (Q4_1, Q5_1), Q8_0 for the others.
+LLM__AVX2 static inline __attribute__((always_inline)) float llm__vec_dot_b32_avx2(int type, int64_t n, const void *vw, const void *va) {
+    const int64_t nb = n / LLM__QK;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float summ0 = 0.0f, summ1 = 0.0f;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        acc0 = llm__b32_step_avx2(type, vw, va, i, acc0, &summ0);
+        acc1 = llm__b32_step_avx2(type, vw, va, i + 1, acc1, &summ1);
+    }
+    if (i < nb) acc0 = llm__b32_step_avx2(type, vw, va, i, acc0, &summ0);
+    return llm__hsum_avx2(_mm256_add_ps(acc0, acc1)) + (summ0 + summ1);
 }
 
 LLM__AVX2 static void llm__vec_dot_q4_1_avx2(int64_t n, float *s, const void *vw, const void *va) {
@@ -1619,25 +1630,37 @@ LLM__AVX512 static inline __attribute__((always_inline)) __m256i llm__dot_b32_av
     return type == LLM__TYPE_Q5_0 ? _mm256_sub_epi32(p, _mm256_dpbusd_epi32(z, _mm256_set1_epi8(16), a)) : p;
 }
 
-LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_b32_avx512(int type, int64_t n, const void *vw, const void *va) {
+// Block i of the row into acc (and the min term into *summ: Q4_1, Q5_1).
+LLM__AVX512 static inline __attribute__((always_inline)) __m256 llm__b32_step_avx512(int type, const void *vw, const void *va, int64_t i,
+                                                                          __m256 acc, float *summ) {
     const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
     const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
     const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    float summ = 0.0f;
-    for (int64_t i = 0; i < n / LLM__QK; i++) {
-        const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;
-        uint16_t wd, ad;
-        memcpy(&wd, w, 2), memcpy(&ad, a, 2);
-        const __m256i p = llm__dot_b32_avx512(type, w, (const int8_t *)(a + qoff));
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc[i & 1]);
-        if (q81) {
-            uint16_t wm, as;
-            memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);
-            summ += _cvtsh_ss(wm) * _cvtsh_ss(as);
-        }
+    const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;
+    uint16_t wd, ad;
+    memcpy(&wd, w, 2), memcpy(&ad, a, 2);   // d leads every block
+    const __m256i p = llm__dot_b32_avx512(type, w, (const int8_t *)(a + qoff));
+    if (q81) {   // m (after d) times s (after d)
+        uint16_t wm, as;
+        memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);
+        *summ += _cvtsh_ss(wm) * _cvtsh_ss(as);
     }
-    return llm__hsum_avx2(_mm256_add_ps(acc[0], acc[1])) + summ;
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc);
+}
+
+// The common loop, two blocks per step into two accumulators: Q8_1 activations for the types
+// with a min (Q4_1, Q5_1), Q8_0 for the others.
+LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_b32_avx512(int type, int64_t n, const void *vw, const void *va) {
+    const int64_t nb = n / LLM__QK;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float summ0 = 0.0f, summ1 = 0.0f;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        acc0 = llm__b32_step_avx512(type, vw, va, i, acc0, &summ0);
+        acc1 = llm__b32_step_avx512(type, vw, va, i + 1, acc1, &summ1);
+    }
+    if (i < nb) acc0 = llm__b32_step_avx512(type, vw, va, i, acc0, &summ0);
+    return llm__hsum_avx2(_mm256_add_ps(acc0, acc1)) + (summ0 + summ1);
 }
 
 LLM__AVX512 static void llm__vec_dot_q4_1_avx512(int64_t n, float *s, const void *vw, const void *va) {
