@@ -85,7 +85,7 @@ STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: all lib install uninstall test bench clean models demo fixtures portability jansson-check curl-check fuzz fuzz-check FORCE
+.PHONY: all lib install uninstall test test-arm64 bench clean models demo fixtures portability jansson-check curl-check fuzz fuzz-check FORCE
 
 all: llm
 
@@ -233,6 +233,20 @@ ifneq ($(HAVE_CXX),1)
 	@echo "test_cpp: not built: no C++ compiler ('$(CXX)'); install one (Debian: g++) to test llm.h from C++"
 endif
 	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
+
+# The tensor type kernels on aarch64 (NEON) under qemu-user: test_types cross-compiled for
+# armv8-a (widening multiplies) and for armv8.2-a+dotprod (sdot). Needs the Debian packages
+# gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user.
+ARM64_CC ?= aarch64-linux-gnu-gcc
+test-arm64:
+	@command -v $(ARM64_CC) >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 || { echo "make test-arm64:" \
+	    "$(ARM64_CC) or qemu-aarch64 was not found: install the Debian packages gcc-aarch64-linux-gnu," \
+	    "libc6-dev-arm64-cross and qemu-user" >&2; exit 1; }
+	$(MAKE) --no-print-directory CC=$(ARM64_CC) BUILD=build/arm64 SAN= EDITLINE= build/arm64/tests/test_types
+	$(MAKE) --no-print-directory CC=$(ARM64_CC) BUILD=build/arm64-dotprod SAN= EDITLINE= \
+	    CFLAGS="-O2 -g -march=armv8.2-a+dotprod" build/arm64-dotprod/tests/test_types
+	qemu-aarch64 -L /usr/aarch64-linux-gnu build/arm64/tests/test_types
+	qemu-aarch64 -L /usr/aarch64-linux-gnu build/arm64-dotprod/tests/test_types
 
 # The engine compiled as POSIX.1-2008 C11 alone: no GNU extensions, and then with __linux__
 # undefined too, so that only the paths macOS and the BSDs take remain (their own headers are

@@ -3,7 +3,8 @@
 //
 // Contents (each section starts with a banner "// === name ===")
 //   1. helpers: errors, memory
-//   2. tensor types: F32 F16 BF16 Q8_0 Q4_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS (+ Q8_K activations), SIMD kernels
+//   2. tensor types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS
+//      (+ Q8_1, Q8_K activations), SIMD kernels
 //   3. model files: GGUF reader (mapped or read into memory, validated)
 //   4. thread pool
 //   5. backend vtable and the CPU backend
@@ -176,9 +177,9 @@ static const struct llm__type_info llm__type_table[LLM__TYPE_COUNT] = {
     [LLM__TYPE_F32]        = {"f32",         1,   4, true,  LLM__TYPE_F32},
     [LLM__TYPE_F16]        = {"f16",         1,   2, true,  LLM__TYPE_F16},
     [LLM__TYPE_Q4_0]       = {"q4_0",       32,  18, true,  LLM__TYPE_Q8_0},
-    [LLM__TYPE_Q4_1]       = {"q4_1",       32,  20, false, LLM__TYPE_Q8_1},
-    [LLM__TYPE_Q5_0]       = {"q5_0",       32,  22, false, LLM__TYPE_Q8_0},
-    [LLM__TYPE_Q5_1]       = {"q5_1",       32,  24, false, LLM__TYPE_Q8_1},
+    [LLM__TYPE_Q4_1]       = {"q4_1",       32,  20, true,  LLM__TYPE_Q8_1},
+    [LLM__TYPE_Q5_0]       = {"q5_0",       32,  22, true,  LLM__TYPE_Q8_0},
+    [LLM__TYPE_Q5_1]       = {"q5_1",       32,  24, true,  LLM__TYPE_Q8_1},
     [LLM__TYPE_Q8_0]       = {"q8_0",       32,  34, true,  LLM__TYPE_Q8_0},
     [LLM__TYPE_Q8_1]       = {"q8_1",       32,  36, false, LLM__TYPE_Q8_1},
     [LLM__TYPE_Q2_K]       = {"q2_K",      256,  84, true,  LLM__TYPE_Q8_K},
@@ -191,7 +192,7 @@ static const struct llm__type_info llm__type_table[LLM__TYPE_COUNT] = {
     [LLM__TYPE_IQ2_XS]     = {"iq2_xs",    256,  74, false, LLM__TYPE_Q8_K},
     [LLM__TYPE_IQ3_XXS]    = {"iq3_xxs",   256,  98, false, LLM__TYPE_Q8_K},
     [LLM__TYPE_IQ1_S]      = {"iq1_s",     256,  50, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_IQ4_NL]     = {"iq4_nl",     32,  18, false, LLM__TYPE_Q8_0},
+    [LLM__TYPE_IQ4_NL]     = {"iq4_nl",     32,  18, true,  LLM__TYPE_Q8_0},
     [LLM__TYPE_IQ3_S]      = {"iq3_s",     256, 110, false, LLM__TYPE_Q8_K},
     [LLM__TYPE_IQ2_S]      = {"iq2_s",     256,  82, false, LLM__TYPE_Q8_K},
     [LLM__TYPE_IQ4_XS]     = {"iq4_xs",    256, 136, true,  LLM__TYPE_Q8_K},
@@ -244,6 +245,34 @@ struct llm__block_q4_0 {   // x[j] = d * ((qs[j] & 15) - 8), x[j+16] = d * ((qs[
     uint16_t d;
     uint8_t qs[16];
 };
+// Q8_1: Q8_0 plus s = fp16(d * sum of qs), the activations of Q4_1/Q5_1 weights (their min
+// times s is the min's share of a block's dot product).
+struct llm__block_q8_1 {   // x[j] = d * qs[j]
+    uint16_t d, s;
+    int8_t qs[32];
+};
+struct llm__block_q4_1 {   // x[j] = d * (qs[j] & 15) + m, x[j+16] = d * (qs[j] >> 4) + m, j < 16
+    uint16_t d, m;
+    uint8_t qs[16];
+};
+// Q5_0 / Q5_1: Q4_0 / Q4_1 nibbles plus a fifth bit: bit j of qh (read as a little-endian u32) is
+// bit 4 of quant j. Q5_0: x = d * (q - 16); Q5_1: x = d * q + m.
+struct llm__block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+struct llm__block_q5_1 {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+// IQ4_NL: Q4_0's layout; a nibble indexes a fixed non-uniform grid: x = d * llm__iq4nl_values[q].
+struct llm__block_iq4_nl {
+    uint16_t d;
+    uint8_t qs[16];
+};
+static const int8_t llm__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 // Q4_K: 8 sub-blocks of 32. Sub-block s has a 6-bit scale sc[s] and 6-bit min m[s]:
 // x = d*sc[s]*q - dmin*m[s], q a 4-bit quant. Sub-blocks 2c and 2c+1 (c = 0..3) share the 32
 // bytes qs[32c..32c+32): low nibbles hold 2c, high nibbles 2c+1. `scales` packs sc and m:
@@ -309,6 +338,11 @@ struct llm__block_q8_K {
 };
 _Static_assert(sizeof(struct llm__block_q8_0) == 34, "block_q8_0 layout");
 _Static_assert(sizeof(struct llm__block_q4_0) == 18, "block_q4_0 layout");
+_Static_assert(sizeof(struct llm__block_q8_1) == 36, "block_q8_1 layout");
+_Static_assert(sizeof(struct llm__block_q4_1) == 20, "block_q4_1 layout");
+_Static_assert(sizeof(struct llm__block_q5_0) == 22, "block_q5_0 layout");
+_Static_assert(sizeof(struct llm__block_q5_1) == 24, "block_q5_1 layout");
+_Static_assert(sizeof(struct llm__block_iq4_nl) == 18, "block_iq4_nl layout");
 _Static_assert(sizeof(struct llm__block_q4_K) == 144, "block_q4_K layout");
 _Static_assert(sizeof(struct llm__block_q5_K) == 176, "block_q5_K layout");
 _Static_assert(sizeof(struct llm__block_q6_K) == 210, "block_q6_K layout");
@@ -487,6 +521,59 @@ static void llm__dequantize_q4_0(const struct llm__block_q4_0 *x, float *y, int6
             y[j] = d * (float)((x[i].qs[j] & 15) - 8);
             y[j + 16] = d * (float)((x[i].qs[j] >> 4) - 8);
         }
+    }
+}
+
+// The 32 quants (0..15, or 0..31 with qh) of a Q4_1/Q5_0/Q5_1/IQ4_NL block, in element order.
+static inline void llm__b32_quants(const uint8_t *qs, const uint8_t *qh, uint8_t q[32]) {
+    uint32_t h = 0;
+    if (qh) memcpy(&h, qh, 4);
+    for (int j = 0; j < 16; j++) {
+        q[j] = (uint8_t)((qs[j] & 15) | (h >> j & 1) << 4);
+        q[j + 16] = (uint8_t)((qs[j] >> 4) | (h >> (j + 16) & 1) << 4);
+    }
+}
+
+static void llm__dequantize_q4_1(const struct llm__block_q4_1 *x, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK) {
+        const float d = llm__fp16_to_fp32(x[i].d), m = llm__fp16_to_fp32(x[i].m);
+        uint8_t q[32];
+        llm__b32_quants(x[i].qs, NULL, q);
+        for (int j = 0; j < 32; j++) y[j] = (float)q[j] * d + m;
+    }
+}
+
+static void llm__dequantize_q5_0(const struct llm__block_q5_0 *x, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK) {
+        const float d = llm__fp16_to_fp32(x[i].d);
+        uint8_t q[32];
+        llm__b32_quants(x[i].qs, x[i].qh, q);
+        for (int j = 0; j < 32; j++) y[j] = (float)(q[j] - 16) * d;
+    }
+}
+
+static void llm__dequantize_q5_1(const struct llm__block_q5_1 *x, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK) {
+        const float d = llm__fp16_to_fp32(x[i].d), m = llm__fp16_to_fp32(x[i].m);
+        uint8_t q[32];
+        llm__b32_quants(x[i].qs, x[i].qh, q);
+        for (int j = 0; j < 32; j++) y[j] = (float)q[j] * d + m;
+    }
+}
+
+static void llm__dequantize_iq4_nl(const struct llm__block_iq4_nl *x, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK) {
+        const float d = llm__fp16_to_fp32(x[i].d);
+        uint8_t q[32];
+        llm__b32_quants(x[i].qs, NULL, q);
+        for (int j = 0; j < 32; j++) y[j] = d * (float)llm__iq4nl_values[q[j]];
+    }
+}
+
+static void llm__dequantize_q8_1(const struct llm__block_q8_1 *x, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK) {
+        const float d = llm__fp16_to_fp32(x[i].d);
+        for (int j = 0; j < 32; j++) y[j] = d * (float)x[i].qs[j];
     }
 }
 
@@ -701,6 +788,117 @@ static void llm__quantize_q4_0(const float *x, struct llm__block_q4_0 *y, int64_
             const int q0 = LLM__MIN(15, (int)(float)((double)v0 + 8.5)), q1 = LLM__MIN(15, (int)(float)((double)v1 + 8.5));
             y[i].qs[j] = (uint8_t)(q0 | q1 << 4);
         }
+    }
+}
+
+// As quantize_row_q8_1_ref: Q8_0's quants and scale, and s = fp16(d * sum of the quants) (d before
+// its rounding to fp16, as ggml). Not finite: as Q8_0 (s is then NaN or infinite too).
+static void llm__quantize_q8_1(const float *x, struct llm__block_q8_1 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
+        float amax = 0.0f;
+        bool nan = false;
+        for (int j = 0; j < 32; j++) amax = LLM__MAX(amax, fabsf(x[j])), nan |= x[j] != x[j];
+        const float d = nan ? NAN : amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = llm__fp32_to_fp16(d);
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            const double v = (double)llm__clamp_q127(x[j] * id);   // roundf, as in llm__quantize_q8_0
+            y[i].qs[j] = (int8_t)(int)(v + (v < 0 ? -0.5 : 0.5));
+            sum += y[i].qs[j];
+        }
+        y[i].s = llm__fp32_to_fp16((float)sum * d);
+    }
+}
+
+// Min and max of a block of 32 (quantize_row_q4_1_ref / q5_1_ref start from FLT_MAX / -FLT_MAX).
+static void llm__block_min_max(const float *x, float *min, float *max) {
+    *min = FLT_MAX, *max = -FLT_MAX;
+    for (int j = 0; j < 32; j++) *min = LLM__MIN(*min, x[j]), *max = LLM__MAX(*max, x[j]);
+}
+
+// Packs 32 quants (element order, < 32) into nibbles and, when qh is given, fifth bits.
+static void llm__b32_pack(const uint8_t q[32], uint8_t qs[16], uint8_t *qh) {
+    uint32_t h = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
+        h |= (uint32_t)(q[j] >> 4 & 1) << j | (uint32_t)(q[j + 16] >> 4 & 1) << (j + 16);
+    }
+    if (qh) memcpy(qh, &h, 4);
+}
+
+// As quantize_row_q4_1_ref (bits 4) and quantize_row_q5_1_ref (bits 5): d = (max - min) / (2^bits
+// - 1), m = min, q = (x - min) / d + 0.5 truncated (capped at 15 for Q4_1, as ggml). The sums are
+// formed in double and rounded to float, so they cannot be fused (see llm__nearest_int).
+static void llm__quantize_min_block(const float *x, int bits, uint16_t *d_out, uint16_t *m_out, uint8_t q[32]) {
+    float min, max;
+    llm__block_min_max(x, &min, &max);
+    const float d = (max - min) / (float)((1 << bits) - 1), id = d != 0.0f ? 1.0f / d : 0.0f;
+    *d_out = llm__fp32_to_fp16(d);
+    *m_out = llm__fp32_to_fp16(min);
+    for (int j = 0; j < 32; j++) {
+        const float v = (float)((double)x[j] - min) * id;
+        const int qi = (int)(float)((double)v + 0.5);
+        q[j] = (uint8_t)(bits == 4 ? LLM__MIN(15, qi) : qi);
+    }
+}
+
+static void llm__quantize_q4_1(const float *x, struct llm__block_q4_1 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
+        uint8_t q[32];
+        llm__quantize_min_block(x, 4, &y[i].d, &y[i].m, q);
+        llm__b32_pack(q, y[i].qs, NULL);
+    }
+}
+
+static void llm__quantize_q5_1(const float *x, struct llm__block_q5_1 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
+        uint8_t q[32];
+        llm__quantize_min_block(x, 5, &y[i].d, &y[i].m, q);
+        llm__b32_pack(q, y[i].qs, y[i].qh);
+    }
+}
+
+// As quantize_row_q5_0_ref: the element of largest magnitude maps to -16, d = max / -16.
+static void llm__quantize_q5_0(const float *x, struct llm__block_q5_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
+        const float d = max / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = llm__fp32_to_fp16(d);
+        uint8_t q[32];
+        for (int j = 0; j < 32; j++) q[j] = (uint8_t)LLM__MIN(31, (int)(float)((double)(x[j] * id) + 16.5));
+        llm__b32_pack(q, y[i].qs, y[i].qh);
+    }
+}
+
+// The grid value of llm__iq4nl_values nearest to v (the grid is sorted).
+static int llm__iq4nl_index(float v) {
+    int k = 0;
+    while (k < 15 && v > 0.5f * (float)(llm__iq4nl_values[k] + llm__iq4nl_values[k + 1])) k++;
+    return k;
+}
+
+// IQ4_NL (for test models; not ggml's search): d = max / -127 puts the element of largest
+// magnitude on the grid's end; each element takes the nearest grid value; then d is refitted by
+// least squares to those values and the elements are assigned once more.
+static void llm__quantize_iq4_nl(const float *x, struct llm__block_iq4_nl *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
+        uint8_t q[32] = {0};
+        float d = max / -127.0f;
+        for (int pass = 0; pass < 2 && d != 0.0f; pass++) {
+            double sxv = 0, svv = 0;
+            for (int j = 0; j < 32; j++) {
+                q[j] = (uint8_t)llm__iq4nl_index(x[j] / d);
+                sxv += (double)x[j] * llm__iq4nl_values[q[j]], svv += (double)llm__iq4nl_values[q[j]] * llm__iq4nl_values[q[j]];
+            }
+            if (pass == 0 && sxv != 0) d = (float)(sxv / svv);
+        }
+        y[i].d = llm__fp32_to_fp16(d);
+        llm__b32_pack(q, y[i].qs, NULL);
     }
 }
 
@@ -1092,6 +1290,62 @@ static void llm__vec_dot_q4_0_scalar(int64_t n, float *s, const void *vw, const 
     *s = sum;
 }
 
+// Q4_1 / Q5_1 x Q8_1: d_w * d_a * dot(q, a) + m * s (s = d_a * sum(a): the min's share).
+static void llm__vec_dot_q4_1_scalar(int64_t n, float *s, const void *vw, const void *va) {
+    const struct llm__block_q4_1 *w = vw;
+    const struct llm__block_q8_1 *a = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LLM__QK; i++) {
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++) sumi += (w[i].qs[j] & 15) * a[i].qs[j] + (w[i].qs[j] >> 4) * a[i].qs[j + 16];
+        sum += (llm__fp16_to_fp32(w[i].d) * llm__fp16_to_fp32(a[i].d)) * (float)sumi +
+               llm__fp16_to_fp32(w[i].m) * llm__fp16_to_fp32(a[i].s);
+    }
+    *s = sum;
+}
+
+static void llm__vec_dot_q5_1_scalar(int64_t n, float *s, const void *vw, const void *va) {
+    const struct llm__block_q5_1 *w = vw;
+    const struct llm__block_q8_1 *a = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LLM__QK; i++) {
+        uint8_t q[32];
+        llm__b32_quants(w[i].qs, w[i].qh, q);
+        int32_t sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += q[j] * a[i].qs[j];
+        sum += (llm__fp16_to_fp32(w[i].d) * llm__fp16_to_fp32(a[i].d)) * (float)sumi +
+               llm__fp16_to_fp32(w[i].m) * llm__fp16_to_fp32(a[i].s);
+    }
+    *s = sum;
+}
+
+static void llm__vec_dot_q5_0_scalar(int64_t n, float *s, const void *vw, const void *va) {
+    const struct llm__block_q5_0 *w = vw;
+    const struct llm__block_q8_0 *a = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LLM__QK; i++) {
+        uint8_t q[32];
+        llm__b32_quants(w[i].qs, w[i].qh, q);
+        int32_t sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += (q[j] - 16) * a[i].qs[j];
+        sum += (float)sumi * (llm__fp16_to_fp32(w[i].d) * llm__fp16_to_fp32(a[i].d));
+    }
+    *s = sum;
+}
+
+static void llm__vec_dot_iq4_nl_scalar(int64_t n, float *s, const void *vw, const void *va) {
+    const struct llm__block_iq4_nl *w = vw;
+    const struct llm__block_q8_0 *a = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LLM__QK; i++) {
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi += llm__iq4nl_values[w[i].qs[j] & 15] * a[i].qs[j] + llm__iq4nl_values[w[i].qs[j] >> 4] * a[i].qs[j + 16];
+        sum += (float)sumi * (llm__fp16_to_fp32(w[i].d) * llm__fp16_to_fp32(a[i].d));
+    }
+    *s = sum;
+}
+
 // Q4_K and Q5_K: per super-block, sum_s sc[s] * dot(q, a) over the sub-blocks is one integer; the
 // mins contribute dmin * sum_s m[s] * (sum of the activations of s), taken from bsums.
 static inline float llm__vec_dot_k45_scalar(uint16_t d, uint16_t dmin, const uint8_t *scales,
@@ -1329,6 +1583,90 @@ LLM__AVX2 static void llm__vec_dot_q4_0_avx2(int64_t n, float *s, const void *vw
         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(_cvtsh_ss(w[i].d) * _cvtsh_ss(a[i].d)), acc0);
     }
     *s = llm__hsum_avx2(_mm256_add_ps(acc0, acc1));
+}
+
+// The block-32 types with a fifth bit or a min (Q4_1, Q5_0, Q5_1) or a grid (IQ4_NL), block by
+// block. The 32 quants are spread to bytes in element order (low nibbles, then high ones); bit j
+// of qh adds 16 to byte j.
+
+// 0xff in byte j where bit j of the 32 bits at qh is set.
+LLM__AVX2 static inline __m256i llm__qh_bytes_avx2(const uint8_t *qh) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
+                                                                                      0x0101010101010101LL, 0));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+LLM__AVX2 static inline __m256i llm__nibbles_avx2(const uint8_t *qs) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
+}
+
+// One weight block of `type` times 32 activations as 8 int32 partial sums (without the min).
+// Always inlined so `type` is a constant.
+LLM__AVX2 static inline __attribute__((always_inline)) __m256i llm__dot_b32_avx2(int type, const void *blk, const int8_t *q8) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)q8), ones = _mm256_set1_epi16(1);
+    if (type == LLM__TYPE_Q4_1)
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(llm__nibbles_avx2(((const struct llm__block_q4_1 *)blk)->qs), a), ones);
+    if (type == LLM__TYPE_IQ4_NL) {
+        const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values));
+        const __m256i v = _mm256_shuffle_epi8(grid, llm__nibbles_avx2(((const struct llm__block_iq4_nl *)blk)->qs));
+        return llm__dot_i8_avx2(v, a);
+    }
+    const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qs : ((const struct llm__block_q5_1 *)blk)->qs;
+    const uint8_t *qh = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qh : ((const struct llm__block_q5_1 *)blk)->qh;
+    const __m256i q = _mm256_or_si256(llm__nibbles_avx2(qs), _mm256_and_si256(llm__qh_bytes_avx2(qh), _mm256_set1_epi8(16)));
+    __m256i p = _mm256_maddubs_epi16(q, a);
+    if (type == LLM__TYPE_Q5_0) p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi8(16), a));   // q - 16
+    return _mm256_madd_epi16(p, ones);
+}
+
+// Block i of the row into acc (and the min term into *summ: Q4_1, Q5_1).
+LLM__AVX2 static inline __attribute__((always_inline)) __m256 llm__b32_step_avx2(int type, const void *vw, const void *va, int64_t i,
+                                                                          __m256 acc, float *summ) {
+    const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
+    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+    const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
+    const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;
+    uint16_t wd, ad;
+    memcpy(&wd, w, 2), memcpy(&ad, a, 2);   // d leads every block
+    const __m256i p = llm__dot_b32_avx2(type, w, (const int8_t *)(a + qoff));
+    if (q81) {   // m (after d) times s (after d)
+        uint16_t wm, as;
+        memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);
+        *summ += _cvtsh_ss(wm) * _cvtsh_ss(as);
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc);
+}
+
+// The common loop, two blocks per step into two accumulators: Q8_1 activations for the types
+// with a min (Q4_1, Q5_1), Q8_0 for the others.
+LLM__AVX2 static inline __attribute__((always_inline)) float llm__vec_dot_b32_avx2(int type, int64_t n, const void *vw, const void *va) {
+    const int64_t nb = n / LLM__QK;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float summ0 = 0.0f, summ1 = 0.0f;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        acc0 = llm__b32_step_avx2(type, vw, va, i, acc0, &summ0);
+        acc1 = llm__b32_step_avx2(type, vw, va, i + 1, acc1, &summ1);
+    }
+    if (i < nb) acc0 = llm__b32_step_avx2(type, vw, va, i, acc0, &summ0);
+    return llm__hsum_avx2(_mm256_add_ps(acc0, acc1)) + (summ0 + summ1);
+}
+
+LLM__AVX2 static void llm__vec_dot_q4_1_avx2(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_avx2(LLM__TYPE_Q4_1, n, vw, va);
+}
+LLM__AVX2 static void llm__vec_dot_q5_0_avx2(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_avx2(LLM__TYPE_Q5_0, n, vw, va);
+}
+LLM__AVX2 static void llm__vec_dot_q5_1_avx2(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_avx2(LLM__TYPE_Q5_1, n, vw, va);
+}
+LLM__AVX2 static void llm__vec_dot_iq4_nl_avx2(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_avx2(LLM__TYPE_IQ4_NL, n, vw, va);
 }
 
 // llm__unpack_k4_scales in registers: the 12 scale bytes (read as 16; the 4 after them are still
@@ -1687,6 +2025,74 @@ LLM__AVX512 static void llm__vec_dot_q4_0_avx512(int64_t n, float *s, const void
     *s = _mm512_reduce_add_ps(acc) + llm__hsum_avx2(acc256);
 }
 
+// Q4_1, Q5_0, Q5_1, IQ4_NL: the AVX2 loop with vpdpbusd on 256-bit registers. Quants are made
+// unsigned (IQ4_NL: grid + 128), and the offset (16 for Q5_0, 128 for IQ4_NL) times the sum of
+// the activations is subtracted; the fifth bits are a byte mask (vpmovm2b's k-register input).
+LLM__AVX512 static inline __attribute__((always_inline)) __m256i llm__dot_b32_avx512(int type, const void *blk, const int8_t *q8) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)q8), z = _mm256_setzero_si256();
+    if (type == LLM__TYPE_Q4_1) return _mm256_dpbusd_epi32(z, llm__nibbles_avx2(((const struct llm__block_q4_1 *)blk)->qs), a);
+    if (type == LLM__TYPE_IQ4_NL) {
+        const __m256i grid = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)),
+                                              _mm256_set1_epi8((char)0x80));
+        const __m256i u = _mm256_shuffle_epi8(grid, llm__nibbles_avx2(((const struct llm__block_iq4_nl *)blk)->qs));
+        return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, a), _mm256_dpbusd_epi32(z, _mm256_set1_epi8((char)0x80), a));
+    }
+    const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qs : ((const struct llm__block_q5_1 *)blk)->qs;
+    const uint8_t *qh = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qh : ((const struct llm__block_q5_1 *)blk)->qh;
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i nib = llm__nibbles_avx2(qs);
+    const __m256i q = _mm256_mask_add_epi8(nib, (__mmask32)h, nib, _mm256_set1_epi8(16));
+    const __m256i p = _mm256_dpbusd_epi32(z, q, a);
+    return type == LLM__TYPE_Q5_0 ? _mm256_sub_epi32(p, _mm256_dpbusd_epi32(z, _mm256_set1_epi8(16), a)) : p;
+}
+
+// Block i of the row into acc (and the min term into *summ: Q4_1, Q5_1).
+LLM__AVX512 static inline __attribute__((always_inline)) __m256 llm__b32_step_avx512(int type, const void *vw, const void *va, int64_t i,
+                                                                          __m256 acc, float *summ) {
+    const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
+    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+    const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
+    const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;
+    uint16_t wd, ad;
+    memcpy(&wd, w, 2), memcpy(&ad, a, 2);   // d leads every block
+    const __m256i p = llm__dot_b32_avx512(type, w, (const int8_t *)(a + qoff));
+    if (q81) {   // m (after d) times s (after d)
+        uint16_t wm, as;
+        memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);
+        *summ += _cvtsh_ss(wm) * _cvtsh_ss(as);
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc);
+}
+
+// The common loop, two blocks per step into two accumulators: Q8_1 activations for the types
+// with a min (Q4_1, Q5_1), Q8_0 for the others.
+LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_b32_avx512(int type, int64_t n, const void *vw, const void *va) {
+    const int64_t nb = n / LLM__QK;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float summ0 = 0.0f, summ1 = 0.0f;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        acc0 = llm__b32_step_avx512(type, vw, va, i, acc0, &summ0);
+        acc1 = llm__b32_step_avx512(type, vw, va, i + 1, acc1, &summ1);
+    }
+    if (i < nb) acc0 = llm__b32_step_avx512(type, vw, va, i, acc0, &summ0);
+    return llm__hsum_avx2(_mm256_add_ps(acc0, acc1)) + (summ0 + summ1);
+}
+
+LLM__AVX512 static void llm__vec_dot_q4_1_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_avx512(LLM__TYPE_Q4_1, n, vw, va);
+}
+LLM__AVX512 static void llm__vec_dot_q5_0_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_avx512(LLM__TYPE_Q5_0, n, vw, va);
+}
+LLM__AVX512 static void llm__vec_dot_q5_1_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_avx512(LLM__TYPE_Q5_1, n, vw, va);
+}
+LLM__AVX512 static void llm__vec_dot_iq4_nl_avx512(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_avx512(LLM__TYPE_IQ4_NL, n, vw, va);
+}
+
 // A vpshufb control that fills 128-bit lanes 0-1 with 16-bit element e0 and lanes 2-3 with e1 of
 // a source whose 4 lanes are identical.
 LLM__AVX512 static inline __m512i llm__spread2(int e0, int e1) {
@@ -1979,6 +2385,65 @@ static void llm__vec_dot_q4_0_neon(int64_t n, float *s, const void *vw, const vo
     *s = vaddvq_f32(acc);
 }
 
+// Q4_1, Q5_0, Q5_1, IQ4_NL: quants as signed bytes (Q5_0 less 16, IQ4_NL through the grid
+// with vqtbl1q), two 16-byte dots per block; the min term as in the scalar twin.
+static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int type, int64_t n, const void *vw, const void *va) {
+    static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
+    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+    const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
+    const size_t qsoff = type == LLM__TYPE_Q4_1 ? 4 : type == LLM__TYPE_Q5_0 ? 6 : type == LLM__TYPE_Q5_1 ? 8 : 2;
+    const size_t qhoff = type == LLM__TYPE_Q5_0 ? 2 : 4;
+    const uint8x16_t m4 = vdupq_n_u8(15), b16 = vdupq_n_u8(16), bit = vld1q_u8(bits);
+    const int8x16_t grid = vld1q_s8(llm__iq4nl_values);
+    float32x4_t acc = vdupq_n_f32(0);
+    float summ = 0.0f;
+    for (int64_t i = 0; i < n / LLM__QK; i++) {
+        const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;
+        const uint8x16_t q = vld1q_u8(w + qsoff);
+        uint8x16_t lo = vandq_u8(q, m4), hi = vshrq_n_u8(q, 4);
+        int8x16_t slo, shi;
+        if (type == LLM__TYPE_IQ4_NL) {
+            slo = vqtbl1q_s8(grid, lo), shi = vqtbl1q_s8(grid, hi);
+        } else {
+            if (type != LLM__TYPE_Q4_1) {   // bit j of qh: 16 more for quant j
+                uint32_t h;
+                memcpy(&h, w + qhoff, 4);
+                const uint8x16_t h0 = vcombine_u8(vdup_n_u8((uint8_t)h), vdup_n_u8((uint8_t)(h >> 8)));
+                const uint8x16_t h1 = vcombine_u8(vdup_n_u8((uint8_t)(h >> 16)), vdup_n_u8((uint8_t)(h >> 24)));
+                lo = vorrq_u8(lo, vandq_u8(vtstq_u8(h0, bit), b16));
+                hi = vorrq_u8(hi, vandq_u8(vtstq_u8(h1, bit), b16));
+            }
+            slo = vreinterpretq_s8_u8(lo), shi = vreinterpretq_s8_u8(hi);
+            if (type == LLM__TYPE_Q5_0) slo = vsubq_s8(slo, vreinterpretq_s8_u8(b16)), shi = vsubq_s8(shi, vreinterpretq_s8_u8(b16));
+        }
+        const int8_t *q8 = (const int8_t *)(a + qoff);
+        const int32x4_t p = llm__dot_s8_neon(llm__dot_s8_neon(vdupq_n_s32(0), slo, vld1q_s8(q8)), shi, vld1q_s8(q8 + 16));
+        uint16_t wd, ad;
+        memcpy(&wd, w, 2), memcpy(&ad, a, 2);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), llm__fp16_to_fp32_neon(wd) * llm__fp16_to_fp32_neon(ad));
+        if (q81) {
+            uint16_t wm, as;
+            memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);
+            summ += llm__fp16_to_fp32_neon(wm) * llm__fp16_to_fp32_neon(as);
+        }
+    }
+    return vaddvq_f32(acc) + summ;
+}
+
+static void llm__vec_dot_q4_1_neon(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_neon(LLM__TYPE_Q4_1, n, vw, va);
+}
+static void llm__vec_dot_q5_0_neon(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_neon(LLM__TYPE_Q5_0, n, vw, va);
+}
+static void llm__vec_dot_q5_1_neon(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_neon(LLM__TYPE_Q5_1, n, vw, va);
+}
+static void llm__vec_dot_iq4_nl_neon(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_neon(LLM__TYPE_IQ4_NL, n, vw, va);
+}
+
 // Q4_K / Q5_K: per sub-block an int32 dot, times its scale; mins from bsums as in the scalar twin.
 static inline __attribute__((always_inline)) float llm__vec_dot_k45_neon(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool five) {
     const struct llm__block_q4_K *w4 = vw;
@@ -2150,6 +2615,10 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
         case LLM__TYPE_BF16: return llm__vec_dot_bf16_scalar;
         case LLM__TYPE_Q8_0: return llm__vec_dot_q8_0_scalar;
         case LLM__TYPE_Q4_0: return llm__vec_dot_q4_0_scalar;
+        case LLM__TYPE_Q4_1: return llm__vec_dot_q4_1_scalar;
+        case LLM__TYPE_Q5_0: return llm__vec_dot_q5_0_scalar;
+        case LLM__TYPE_Q5_1: return llm__vec_dot_q5_1_scalar;
+        case LLM__TYPE_IQ4_NL: return llm__vec_dot_iq4_nl_scalar;
         case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_scalar;
         case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_scalar;
         case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_scalar;
@@ -2166,6 +2635,10 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
         case LLM__TYPE_BF16: return llm__vec_dot_bf16_avx2;
         case LLM__TYPE_Q8_0: return llm__vec_dot_q8_0_avx2;
         case LLM__TYPE_Q4_0: return llm__vec_dot_q4_0_avx2;
+        case LLM__TYPE_Q4_1: return llm__vec_dot_q4_1_avx2;
+        case LLM__TYPE_Q5_0: return llm__vec_dot_q5_0_avx2;
+        case LLM__TYPE_Q5_1: return llm__vec_dot_q5_1_avx2;
+        case LLM__TYPE_IQ4_NL: return llm__vec_dot_iq4_nl_avx2;
         case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_avx2;
         case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_avx2;
         case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_avx2;
@@ -2181,6 +2654,10 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
         case LLM__TYPE_BF16: return llm__vec_dot_bf16_avx512;
         case LLM__TYPE_Q8_0: return llm__vec_dot_q8_0_avx512;
         case LLM__TYPE_Q4_0: return llm__vec_dot_q4_0_avx512;
+        case LLM__TYPE_Q4_1: return llm__vec_dot_q4_1_avx512;
+        case LLM__TYPE_Q5_0: return llm__vec_dot_q5_0_avx512;
+        case LLM__TYPE_Q5_1: return llm__vec_dot_q5_1_avx512;
+        case LLM__TYPE_IQ4_NL: return llm__vec_dot_iq4_nl_avx512;
         case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_avx512;
         case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_avx512;
         case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_avx512;
@@ -2198,6 +2675,10 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
         case LLM__TYPE_BF16: return llm__vec_dot_bf16_neon;
         case LLM__TYPE_Q8_0: return llm__vec_dot_q8_0_neon;
         case LLM__TYPE_Q4_0: return llm__vec_dot_q4_0_neon;
+        case LLM__TYPE_Q4_1: return llm__vec_dot_q4_1_neon;
+        case LLM__TYPE_Q5_0: return llm__vec_dot_q5_0_neon;
+        case LLM__TYPE_Q5_1: return llm__vec_dot_q5_1_neon;
+        case LLM__TYPE_IQ4_NL: return llm__vec_dot_iq4_nl_neon;
         case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_neon;
         case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_neon;
         case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_neon;
@@ -2212,7 +2693,7 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
     }
 }
 
-// n elements of `type` (any supported type, or Q8_K) to floats; n a multiple of the block size.
+// n elements of `type` (any supported type, or Q8_K / Q8_1) to floats; n a multiple of the block size.
 static void llm__dequantize_row(int type, const void *src, float *dst, int64_t n) {
     switch (type) {
     case LLM__TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return;
@@ -2222,6 +2703,11 @@ static void llm__dequantize_row(int type, const void *src, float *dst, int64_t n
         return;
     case LLM__TYPE_Q8_0: llm__dequantize_q8_0(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q4_0: llm__dequantize_q4_0(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_Q4_1: llm__dequantize_q4_1(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_Q5_0: llm__dequantize_q5_0(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_Q5_1: llm__dequantize_q5_1(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_IQ4_NL: llm__dequantize_iq4_nl(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_Q8_1: llm__dequantize_q8_1(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q4_K: llm__dequantize_q4_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q5_K: llm__dequantize_q5_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q6_K: llm__dequantize_q6_K(src, dst, n / LLM__QK_K); return;
@@ -2233,8 +2719,9 @@ static void llm__dequantize_row(int type, const void *src, float *dst, int64_t n
     }
 }
 
-// n floats to `type` (any supported type, or Q8_K); n a multiple of the block size. Q8_0 and Q8_K
-// (the activation types) are bit-identical to ggml's reference quantizers, as is Q4_0.
+// n floats to `type` (any supported type, or Q8_K / Q8_1); n a multiple of the block size. Q8_0,
+// Q8_1 and Q8_K (the activation types) are bit-identical to ggml's reference quantizers, as are
+// Q4_0, Q4_1, Q5_0 and Q5_1 (IQ4_NL is not: ggml searches for its scale).
 static void llm__quantize_row(int type, const float *src, void *dst, int64_t n) {
     switch (type) {
     case LLM__TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return;
@@ -2244,6 +2731,11 @@ static void llm__quantize_row(int type, const float *src, void *dst, int64_t n) 
         return;
     case LLM__TYPE_Q8_0: llm__quantize_q8_0(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q4_0: llm__quantize_q4_0(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_Q4_1: llm__quantize_q4_1(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_Q5_0: llm__quantize_q5_0(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_Q5_1: llm__quantize_q5_1(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_IQ4_NL: llm__quantize_iq4_nl(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_Q8_1: llm__quantize_q8_1(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q4_K: llm__quantize_q4_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q5_K: llm__quantize_q5_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q6_K: llm__quantize_q6_K(src, dst, n / LLM__QK_K); return;
@@ -5148,7 +5640,7 @@ static enum llm_status llm__model_tensor(const struct llm__model *m, const char 
     if (!ti || !ti->supported)
         return llm__fail(e, LLM_ERR_UNSUPPORTED,
                          "model: tensor '%s' has type %s, which llm.c does not support "
-                         "(supported: f32, f16, bf16, q8_0, q4_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)",
+                         "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)",
                          name, ti ? ti->name : "unknown");
     return LLM_OK;
 }

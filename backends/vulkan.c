@@ -60,7 +60,7 @@ static const struct {
     [LLM__VK_MATMUL] = {{LLM__VK_CODE(llm_spv_matmul), {0}, LLM__VK_CODE(llm_spv_matmul_f16)}, 4, 40, true},
 };
 
-#define LLM__VK_NTYPES 11          // weight types with shaders (llm__vk_type_slot)
+#define LLM__VK_NTYPES 15          // weight types with shaders (llm__vk_type_slot)
 #define LLM__VK_MATVEC_MAX 8        // tokens up to which products take the GEMV shader
 #define LLM__VK_SPLIT_KEYS 256      // flash-decoding: keys per split at least
 #define LLM__VK_SPLIT_MAX 32        // and at most this many splits
@@ -362,8 +362,9 @@ static void llm__vk_download(void *ctx, const struct llm__buf *b, size_t offs, v
 
 // The weight types with shaders, numbered 0..LLM__VK_NTYPES-1 (their typed pipelines); -1: none.
 static int llm__vk_type_slot(int type) {
-    static const int types[LLM__VK_NTYPES] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0,
-                                              LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
+    static const int types[LLM__VK_NTYPES] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,
+                                              LLM__TYPE_Q4_0, LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1,
+                                              LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
                                               LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
     for (int i = 0; i < LLM__VK_NTYPES; i++)
         if (types[i] == type) return i;
@@ -372,12 +373,15 @@ static int llm__vk_type_slot(int type) {
 
 // How round_act.comp rounds activations for a weight type (the CPU's vec_dot_type): 1 f16, 2 bf16,
 // 3 Q8_0, 4 Q8_K, 5 none (F32: a copy, when x is not aligned for the shaders). Types with a slot only.
+// Q8_1 (Q4_1, Q5_1) has Q8_0's quants; its s, the rounded sum the CPU multiplies the min with,
+// is not made: the dequantized weights' min meets the rounded activations themselves.
 static int llm__vk_round_mode(int type) {
     switch (type) {
     case LLM__TYPE_F32: return 5;
     case LLM__TYPE_F16: return 1;
     case LLM__TYPE_BF16: return 2;
-    case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: return 3;
+    case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: case LLM__TYPE_Q4_1: case LLM__TYPE_Q5_0: case LLM__TYPE_Q5_1:
+    case LLM__TYPE_IQ4_NL: return 3;
     case LLM__TYPE_Q4_K: case LLM__TYPE_Q5_K: case LLM__TYPE_Q6_K: return 4;
     case LLM__TYPE_Q3_K: case LLM__TYPE_Q2_K: case LLM__TYPE_IQ4_XS: return 4;
     default: return 0;
@@ -392,7 +396,7 @@ static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int
                                            const void *data, struct llm__err *e) {
     if (llm__vk_type_slot(type) < 0)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weights of type %s are not supported (f32, f16, bf16, q8_0, "
-                         "q4_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)", llm__type_info((uint32_t)type)->name);
+                         "q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)", llm__type_info((uint32_t)type)->name);
     if (ne0 % 4)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weight rows of %lld columns (a multiple of 4 is needed)", (long long)ne0);
     size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;

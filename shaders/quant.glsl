@@ -1,10 +1,14 @@
-// Weight rows in ggml's layouts (F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
-// IQ4_XS), read from the
+// Weight rows in ggml's layouts (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K, IQ4_XS), read from the
 // 32-bit words w[] (and, with USE_16BIT, the same buffer as float16_t w16[]) at byte offsets.
 // The including shader declares w (and w16). Type numbers are ggml's.
 #define T_F32 0u
 #define T_F16 1u
 #define T_Q4_0 2u
+#define T_Q4_1 3u
+#define T_Q5_0 6u
+#define T_Q5_1 7u
+#define T_IQ4_NL 20u
 #define T_Q8_0 8u
 #define T_Q2_K 10u
 #define T_Q3_K 11u
@@ -29,6 +33,18 @@ vec4 ubytes(uint q) { return vec4(q & 0xFFu, (q >> 8) & 0xFFu, (q >> 16) & 0xFFu
 vec4 sbytes(uint q) {
     int s = int(q);
     return vec4(bitfieldExtract(s, 0, 8), bitfieldExtract(s, 8, 8), bitfieldExtract(s, 16, 8), bitfieldExtract(s, 24, 8));
+}
+
+// IQ4_NL's grid: a nibble q stands for IQ4NL[q]
+const float IQ4NL[16] = float[](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+
+// The 4-bit quants of elements j..j+3 (j % 4 == 0) of a block of 32 whose 16 nibble bytes start at
+// byte o (element j in the low nibble of byte j, j+16 in the high), one a byte.
+uint nibbles4(uint o, uint j) { return (word_at(o + (j & 15u)) >> (j < 16u ? 0u : 4u)) & 0x0F0F0F0Fu; }
+// Bits j..j+3 of the 32-bit qh at byte o, moved to bit 4 of each byte.
+uint fifth4(uint o, uint j) {
+    uint h = (word_at(o) >> j) & 15u;
+    return ((h & 1u) | ((h & 2u) << 7) | ((h & 4u) << 14) | ((h & 8u) << 21)) << 4;
 }
 
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block sb (0..7) from the 12 bytes at byte o.
@@ -69,6 +85,22 @@ vec4 dequant4(uint type, uint row, uint k) {
         uint blk = row + (k >> 5) * 18u, j = k & 31u;
         uint q = (word_at(blk + 2u + (j & 15u)) >> (j < 16u ? 0u : 4u)) & 0x0F0F0F0Fu;
         return half_at(blk) * (ubytes(q) - 8.0);
+    }
+    if (type == T_Q4_1) {   // f16 d, f16 m, 16 nibble bytes: x = d * q + m
+        uint blk = row + (k >> 5) * 20u;
+        return half_at(blk) * ubytes(nibbles4(blk + 4u, k & 31u)) + half_at(blk + 2u);
+    }
+    if (type == T_Q5_0) {   // f16 d, qh (32 bits), 16 nibble bytes: x = d * (q - 16)
+        uint blk = row + (k >> 5) * 22u, j = k & 31u;
+        return half_at(blk) * (ubytes(nibbles4(blk + 6u, j) | fifth4(blk + 2u, j)) - 16.0);
+    }
+    if (type == T_Q5_1) {   // f16 d, f16 m, qh, 16 nibble bytes: x = d * q + m
+        uint blk = row + (k >> 5) * 24u, j = k & 31u;
+        return half_at(blk) * ubytes(nibbles4(blk + 8u, j) | fifth4(blk + 4u, j)) + half_at(blk + 2u);
+    }
+    if (type == T_IQ4_NL) {   // Q4_0's layout, the nibble an index into the grid
+        uint blk = row + (k >> 5) * 18u, q = nibbles4(blk + 2u, k & 31u);
+        return half_at(blk) * vec4(IQ4NL[q & 15u], IQ4NL[(q >> 8) & 15u], IQ4NL[(q >> 16) & 15u], IQ4NL[q >> 24]);
     }
     if (type == T_Q4_K || type == T_Q5_K) {   // d, dmin, 12 bytes of scales, [qh 32], qs 128
         bool five = type == T_Q5_K;

@@ -45,6 +45,9 @@ static const struct gm_shape gm_shapes[] = {
     {"tiny-gemma3", "gemma3", 256, 6, 4, 1, 768, 512, 1e6f, 1e-6f, true, false, false, 128, true, true, false, 8, 0.0f, 0.0f},
     {"tiny-gemma2", "gemma2", 256, 2, 4, 2, 768, 512, 10000.0f, 1e-6f, true, false, false, 64, false, true, false, 8, 5.0f, 8.0f},
     {"tiny-phi3", "phi3", 256, 2, 8, 4, 768, 512, 10000.0f, 1e-5f, false, false, false, 0, false, false, true, 0, 0.0f, 0.0f},
+    // SmolLM2-135M's layer shape (rows of 576: not a multiple of 256, so k-quant files fall back
+    // to block-32 types as llama.cpp's do) with two layers
+    {"tiny-576", "llama", 576, 2, 9, 3, 1536, 512, 100000.0f, 1e-5f, true, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
     // a few KB of weights: the seed models of the fuzzers (tests/fuzz/), fast to run under ASan
     {"micro", "llama", 32, 1, 2, 1, 64, 256, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
     {"micro-qwen2", "qwen2", 32, 1, 2, 1, 64, 256, 1e6f, 1e-6f, true, true, false, 0, false, false, false, 0, 0.0f, 0.0f},
@@ -77,6 +80,10 @@ static const struct gm_ftype gm_ftypes[] = {
     {"bf16", LLM__TYPE_BF16, 32, false},
     {"q8_0", LLM__TYPE_Q8_0, 7, false},
     {"q4_0", LLM__TYPE_Q4_0, 2, false},
+    {"q4_1", LLM__TYPE_Q4_1, 3, false},
+    {"q5_0", LLM__TYPE_Q5_0, 8, false},
+    {"q5_1", LLM__TYPE_Q5_1, 9, false},
+    {"iq4_nl", LLM__TYPE_IQ4_NL, 25, false},
     {"q4_k", LLM__TYPE_Q4_K, 14, false},   // all Q4_K ("pure"); labelled Q4_K_S, the nearest
     {"q5_k", LLM__TYPE_Q5_K, 16, false},   // all Q5_K; labelled Q5_K_S
     {"q6_k", LLM__TYPE_Q6_K, 18, false},
@@ -152,9 +159,22 @@ static int gm_low_k_mix_type(const struct gm_model *m, const char *role, int lay
     return m->ft->type;
 }
 
+// llama.cpp's type for rows that are not a multiple of a k-quant's block of 256
+// (tensor_type_fallback in llama-quant.cpp): a block-32 type of about as many bits.
+static int gm_fallback_type(int type) {
+    switch (type) {
+    case LLM__TYPE_Q2_K: case LLM__TYPE_Q3_K: return LLM__TYPE_Q4_0;
+    case LLM__TYPE_IQ4_XS: return LLM__TYPE_IQ4_NL;
+    case LLM__TYPE_Q4_K: return LLM__TYPE_Q5_0;
+    case LLM__TYPE_Q5_K: return LLM__TYPE_Q5_1;
+    case LLM__TYPE_Q6_K: return LLM__TYPE_Q8_0;
+    default: return type;   // a block-32 type has nothing smaller: F16 below
+    }
+}
+
 // The type of a 2-D weight under the file type, as llama.cpp's quantizer picks it, then the
-// fallback for rows that are not a multiple of the type's block (Q8_0 if a multiple of 32,
-// else F16), reported on stderr.
+// fallback for rows that are not a multiple of the type's block, as llama-quantize falls back
+// (gm_fallback_type, then F16 if that does not fit either), reported on stderr.
 static int gm_pick_type(const struct gm_model *m, const char *name, const char *role, int layer,
                         int64_t ne0) {
     int type = m->ft->type;
@@ -170,7 +190,8 @@ static int gm_pick_type(const struct gm_model *m, const char *name, const char *
     }
     const struct llm__type_info *ti = llm__type_info((uint32_t)type);
     if (ne0 % ti->blck != 0) {
-        int fallback = ne0 % 32 == 0 ? LLM__TYPE_Q8_0 : LLM__TYPE_F16;
+        int fallback = gm_fallback_type(type);
+        if (ne0 % llm__type_info((uint32_t)fallback)->blck != 0) fallback = LLM__TYPE_F16;
         fprintf(stderr, "gen_model: %s: rows of %lld are not a multiple of %s's block of %d, "
                 "using %s\n", name, (long long)ne0, ti->name, (int)ti->blck,
                 llm__type_info((uint32_t)fallback)->name);

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Writes the test models of tests/models.txt into $2 with the generator $1, skipping those that
-# exist (delete build/models to regenerate). A vocabulary that is not synthetic is a file of
+# Writes the test models of tests/models.txt into $2 with the generator $1 (those llama-quantize
+# made: copied from tests/models), skipping those that exist (delete build/models to regenerate). A vocabulary that is not synthetic is a file of
 # $LLM_VOCAB_DIR (fetched by tests/fixtures.sh; make models sets it); a missing one is an error.
 gen=$1; out=$2
 vocab_dir=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/vocab}
@@ -8,6 +8,10 @@ mkdir -p "$out"
 grep -v '^#' tests/models.txt | while read -r name shape type vocab pre; do
     [ -n "$name" ] || continue
     [ -f "$out/$name.gguf" ] && continue
+    if [ "$shape" = llama-quantize ]; then   # llama.cpp's file, committed (tests/make_quantized.sh)
+        cp "tests/models/$name.gguf" "$out/$name.gguf" || { echo "model $name: tests/models/$name.gguf is missing" >&2; exit 1; }
+        continue
+    fi
     case "$vocab" in
         synthetic:*|substrings:*) ;;
         *) vocab=$vocab_dir/$vocab

@@ -223,7 +223,8 @@ r = eval(sys.argv[1])
 print(r if isinstance(r, str) else json.dumps(r, separators=(",", ":")))' "$1" 2>/dev/null
 }
 # copies of the q4_0 model with bytes edited: an architecture this build does not know (mamba),
-# a tensor of a type it cannot compute (iq4_nl: the same block size and bytes as q4_0), a name
+# a tensor of a type it cannot compute (q4_0_4x4, ggml's former repacked Q4_0: the same block size
+# and bytes as q4_0), a name
 # full of terminal escape sequences
 python3 - "$m" "$tmp" <<'PY' && ok || bad "could not make the edited model files"
 import struct, sys
@@ -238,7 +239,7 @@ name = b"blk.0.attn_q.weight"
 i = d.find(struct.pack("<Q", len(name)) + name) + 8 + len(name)
 t = i + 4 + 8 * struct.unpack_from("<I", d, i)[0]
 assert struct.unpack_from("<I", d, t)[0] == 2
-struct.pack_into("<I", d, t, 20)
+struct.pack_into("<I", d, t, 31)
 open(out + "/type.gguf", "wb").write(d)
 name = b"random tiny q4_0"
 a = kv(b"general.name", name)
@@ -253,13 +254,13 @@ r=$("$llm" info -m "$tmp/arch.gguf" --json | jpy '[d["architecture"], "mamba" in
 [ "$r" = '["mamba",true,null,21]' ] && ok || bad "info --json, unknown architecture: $r"
 expect_fail "run, unknown architecture" "architecture 'mamba' is not supported" "$llm" run -m "$tmp/arch.gguf" -p hi
 out=$("$llm" info -m "$tmp/type.gguf" --tensors 2>&1) && ok || bad "info on an unsupported type failed: $out"
-printf '%s\n' "$out" | grep -q "^cannot run: .*'blk.0.attn_q.weight' has type iq4_nl" && ok || bad "info, unsupported type: $out"
-printf '%s\n' "$out" | grep -q "^  iq4_nl  *1 tensors .*(type not supported)" && ok || bad "info: no iq4_nl line in the summary: $out"
-printf '%s\n' "$out" | grep -q "^  blk.0.attn_q.weight  *iq4_nl  *\[256, 256\]" && ok || bad "info --tensors: no iq4_nl tensor: $out"
-r=$("$llm" info -m "$tmp/type.gguf" --json --tensors | jpy '[d["tensors"]["iq4_nl"], [t for t in d["tensor_list"] if t["type"] == "iq4_nl"], "iq4_nl" in d["unsupported"]]')
-[ "$r" = '[{"count":1,"bytes":36864,"supported":false},[{"name":"blk.0.attn_q.weight","type":"iq4_nl","shape":[256,256],"bytes":36864,"supported":false}],true]' ] && ok ||
+printf '%s\n' "$out" | grep -q "^cannot run: .*'blk.0.attn_q.weight' has type q4_0_4x4" && ok || bad "info, unsupported type: $out"
+printf '%s\n' "$out" | grep -q "^  q4_0_4x4  *1 tensors .*(type not supported)" && ok || bad "info: no q4_0_4x4 line in the summary: $out"
+printf '%s\n' "$out" | grep -q "^  blk.0.attn_q.weight  *q4_0_4x4  *\[256, 256\]" && ok || bad "info --tensors: no q4_0_4x4 tensor: $out"
+r=$("$llm" info -m "$tmp/type.gguf" --json --tensors | jpy '[d["tensors"]["q4_0_4x4"], [t for t in d["tensor_list"] if t["type"] == "q4_0_4x4"], "q4_0_4x4" in d["unsupported"]]')
+[ "$r" = '[{"count":1,"bytes":36864,"supported":false},[{"name":"blk.0.attn_q.weight","type":"q4_0_4x4","shape":[256,256],"bytes":36864,"supported":false}],true]' ] && ok ||
     bad "info --json, unsupported type: $r"
-expect_fail "run, unsupported type" "iq4_nl" "$llm" run -m "$tmp/type.gguf" -p hi
+expect_fail "run, unsupported type" "q4_0_4x4" "$llm" run -m "$tmp/type.gguf" -p hi
 # a model it runs: --json's fields, every tensor with --tensors
 j=$("$llm" info -m "$m" --json --tensors -c 256)
 r=$(printf '%s\n' "$j" | jpy '[d["unsupported"], d["architecture"], d["gguf_version"], d["shape"]["n_layer"], d["context"]["in_use"], d["metadata"]["general.architecture"], d["metadata"]["tokenizer.ggml.tokens"], d["metadata"]["llama.attention.layer_norm_rms_epsilon"], len(d["tensor_list"]), sum(t["count"] for t in d["tensors"].values()), sorted(d["tensors"])]')

@@ -206,7 +206,31 @@ static void check_model(const char *file, const char *kv_dtype, int threads, int
     llm_engine_free(E);
 }
 
+// The generator falls back per tensor as llama-quantize does: in a Q4_K_M / Q5_K_M file of
+// SmolLM2's shape, rows of 576 take Q5_0 / Q5_1 (Q8_0 where the mix asks for Q6_K), rows of
+// 1536 (ffn_down) keep the k-quant.
+static void check_fallback_types(const char *file, int small, int big) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", models_dir(), file);
+    struct llm__gguf g;
+    struct llm__err e = {0};
+    if (llm__gguf_open_file(&g, path, false, &e) != LLM_OK) { EXPECT(0, "%s: %s", path, e.msg); return; }
+    static const struct { const char *name; int want; } cases[] = {
+        {"blk.0.attn_q.weight", 0}, {"blk.0.ffn_up.weight", 0}, {"blk.1.attn_output.weight", 0},
+        {"blk.0.ffn_down.weight", 1}, {"blk.1.attn_v.weight", LLM__TYPE_Q8_0}, {"token_embd.weight", LLM__TYPE_Q8_0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct llm__gguf_tensor *t = llm__gguf_find_tensor(&g, cases[i].name);
+        const int want = cases[i].want == 0 ? small : cases[i].want == 1 ? big : cases[i].want;
+        EXPECT(t && (int)t->type == want, "%s: %s has type %s, want %s", file, cases[i].name,
+               t ? llm__type_info(t->type)->name : "(missing)", llm__type_info((uint32_t)want)->name);
+    }
+    llm__gguf_close(&g);
+}
+
 int main(void) {
+    check_fallback_types("tiny-576-q4_k_m.gguf", LLM__TYPE_Q5_0, LLM__TYPE_Q4_K);
+    check_fallback_types("tiny-576-q5_k_m.gguf", LLM__TYPE_Q5_1, LLM__TYPE_Q5_K);
     // F32: the bound of the issue; the only differences are float vs double rounding.
     check_model("tiny-f32.gguf", "f32", 1, 37, 1e-4);
     check_model("tiny-f32.gguf", "f32", 2, 5, 1e-4);
@@ -221,6 +245,13 @@ int main(void) {
     // moves logits by a few percent in these small models (a wrong layout or scale gives O(1)).
     check_model("tiny-q8_0.gguf", "f32", 2, 37, 0.1);
     check_model("tiny-q4_0.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-q4_1.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-q5_0.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-q5_1.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-iq4_nl.gguf", "f32", 2, 37, 0.1);
+    // k-quant files with rows of 576: Q5_0 / Q5_1 / Q8_0 fallbacks next to Q4_K / Q5_K / Q6_K
+    check_model("tiny-576-q4_k_m.gguf", "f32", 2, 37, 0.1);
+    check_model("tiny-576-q5_k_m.gguf", "f32", 2, 37, 0.1);
     check_model("tiny-q4_k.gguf", "f32", 2, 37, 0.1);
     check_model("tiny-q5_k.gguf", "f32", 2, 37, 0.1);
     check_model("tiny-q6_k.gguf", "f32", 2, 37, 0.1);

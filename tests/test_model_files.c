@@ -201,7 +201,7 @@ static void check_variants(const char *model) {
         {.name = "rms epsilon 0", .want = "epsilon", .f32_key = "llama.attention.layer_norm_rms_epsilon", .f32_val = 0.0f},
         {.name = "rope base 0", .want = "freq_base", .f32_key = "llama.rope.freq_base", .f32_val = 0.0f},
         {.name = "unsupported rope scaling", .want = "scaling", .str_key = "llama.rope.scaling.type", .str_val = "yarn"},
-        {.name = "unsupported tensor type", .want = "q4_1", .retype_tensor = "blk.0.attn_q.weight", .retype = LLM__TYPE_Q4_1},
+        {.name = "unsupported tensor type", .want = "iq2_xxs", .retype_tensor = "blk.0.attn_q.weight", .retype = LLM__TYPE_IQ2_XXS},
         {.name = "tensor of the wrong shape", .want = "has shape [64, 256], expected [256, 64]",
          .reshape_tensor = "blk.0.attn_k.weight"},
         // a third dimension is named (it was "has shape [256, 4096], expected [256, 4096]")

@@ -6,8 +6,9 @@
 #include "../llm.c"
 #include "test.h"
 
-static const int supported_types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0,
-                                      LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
+static const int supported_types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,
+                                      LLM__TYPE_Q4_0, LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1,
+                                      LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
                                       LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
 #define N_SUPPORTED ((int)(sizeof(supported_types) / sizeof(supported_types[0])))
 
@@ -82,6 +83,64 @@ static void ref_quantize_q4_0(const float *x, uint8_t out[18]) {
     }
 }
 
+// quantize_row_q8_1_ref: Q8_0's bytes with s = fp16(float(sum of quants) * d) after d.
+static void ref_quantize_q8_1(const float *x, uint8_t out[36]) {
+    uint8_t q80[34];
+    ref_quantize_q8_0(x, q80);
+    double amax = 0;
+    for (int j = 0; j < 32; j++)
+        if (fabs((double)x[j]) > amax) amax = fabs((double)x[j]);
+    const float d = (float)(amax / 127.0);
+    int sum = 0;
+    for (int j = 0; j < 32; j++) sum += (int8_t)q80[2 + j];
+    const uint16_t sh = ref_to_half((float)((double)sum * d));
+    memcpy(out, q80, 2);
+    memcpy(out + 2, &sh, 2);
+    memcpy(out + 4, q80 + 2, 32);
+}
+
+// quantize_row_q4_1_ref (bits 4) / quantize_row_q5_1_ref (bits 5), transcribed: d, m = min, then
+// qs (and qh: bit j = bit 4 of quant j) of trunc((x - min) * id + 0.5) (capped at 15 for Q4_1).
+static void ref_quantize_min(const float *x, int bits, uint8_t *out) {
+    double min = INFINITY, max = -INFINITY;
+    for (int j = 0; j < 32; j++) min = x[j] < min ? x[j] : min, max = x[j] > max ? x[j] : max;
+    const float d = (float)((float)(max - min) / ((1 << bits) - 1)), id = d != 0 ? (float)(1.0 / d) : 0.0f;
+    const uint16_t dh = ref_to_half(d), mh = ref_to_half((float)min);
+    memcpy(out, &dh, 2);
+    memcpy(out + 2, &mh, 2);
+    uint32_t qh = 0;
+    int q[32];
+    for (int j = 0; j < 32; j++) {
+        const float v = (float)((double)(float)(x[j] - min) * id);
+        q[j] = (int)floor((float)((double)v + 0.5));
+        if (bits == 4 && q[j] > 15) q[j] = 15;
+        qh |= (uint32_t)(q[j] >> 4 & 1) << j;
+    }
+    uint8_t *qs = out + (bits == 4 ? 4 : 8);
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
+    if (bits == 5) memcpy(out + 4, &qh, 4);
+}
+
+// quantize_row_q5_0_ref: d = max / -16, q = min(31, trunc(x * id + 16.5)).
+static void ref_quantize_q5_0(const float *x, uint8_t out[22]) {
+    double amax = 0, max = 0;
+    for (int j = 0; j < 32; j++)
+        if (fabs((double)x[j]) > amax) amax = fabs((double)x[j]), max = x[j];
+    const float d = (float)(max / -16.0), id = d != 0 ? (float)(1.0 / d) : 0.0f;
+    const uint16_t dh = ref_to_half(d);
+    memcpy(out, &dh, 2);
+    uint32_t qh = 0;
+    int q[32];
+    for (int j = 0; j < 32; j++) {
+        const float v = (float)((double)x[j] * id);
+        q[j] = (int)floor((float)((double)v + 16.5));
+        if (q[j] > 31) q[j] = 31;
+        qh |= (uint32_t)(q[j] >> 4 & 1) << j;
+    }
+    memcpy(out + 2, &qh, 4);
+    for (int j = 0; j < 16; j++) out[6 + j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
+}
+
 static void ref_quantize_q8_K(const float *x, uint8_t out[292]) {
     double amax = 0, max = 0;
     memset(out, 0, 292);
@@ -128,6 +187,32 @@ static double ref_element(int type, const uint8_t *row, int64_t e) {
         const int j = (int)(e % 32), q = j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4;
         memcpy(&h, b, 2);
         return ref_half_value(h) * (q - 8);
+    }
+    case LLM__TYPE_Q8_1: {   // d, s, 32 quants
+        const uint8_t *b = row + 36 * (e / 32);
+        memcpy(&h, b, 2);
+        return ref_half_value(h) * (int8_t)b[4 + e % 32];
+    }
+    case LLM__TYPE_Q4_1:     // d, m, 16 nibble bytes: x = d * q + m
+    case LLM__TYPE_Q5_0:     // d, qh (u32 LE), 16 nibble bytes: x = d * (q - 16)
+    case LLM__TYPE_Q5_1:     // d, m, qh, 16 nibble bytes: x = d * q + m
+    case LLM__TYPE_IQ4_NL: { // d, 16 nibble bytes: x = d * grid[q]
+        static const int grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        const int bytes = type == LLM__TYPE_Q4_1 ? 20 : type == LLM__TYPE_Q5_0 ? 22 : type == LLM__TYPE_Q5_1 ? 24 : 18;
+        const int qs_at = type == LLM__TYPE_Q4_1 ? 4 : type == LLM__TYPE_Q5_0 ? 6 : type == LLM__TYPE_Q5_1 ? 8 : 2;
+        const uint8_t *b = row + bytes * (e / 32);
+        const int j = (int)(e % 32);
+        int q = j < 16 ? b[qs_at + j] & 15 : b[qs_at + j - 16] >> 4;
+        if (type == LLM__TYPE_Q5_0 || type == LLM__TYPE_Q5_1) {
+            const uint8_t *qh = b + (type == LLM__TYPE_Q5_0 ? 2 : 4);
+            q += ((qh[j / 8] >> (j % 8)) & 1) * 16;
+        }
+        uint16_t hm = 0;
+        memcpy(&h, b, 2);
+        if (type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1) memcpy(&hm, b + 2, 2);
+        if (type == LLM__TYPE_IQ4_NL) return ref_half_value(h) * grid[q];
+        if (type == LLM__TYPE_Q5_0) return ref_half_value(h) * (q - 16);
+        return ref_half_value(h) * q + ref_half_value(hm);
     }
     case LLM__TYPE_Q4_K:
     case LLM__TYPE_Q5_K: {
@@ -208,8 +293,12 @@ static void fill_random_row(int type, uint8_t *row, int64_t n, unsigned long lon
         case LLM__TYPE_F32: { float f = rand_normal(rng); memcpy(blk, &f, 4); break; }
         case LLM__TYPE_F16: h = llm__fp32_to_fp16(rand_normal(rng)); memcpy(blk, &h, 2); break;
         case LLM__TYPE_BF16: h = llm__fp32_to_bf16(rand_normal(rng)); memcpy(blk, &h, 2); break;
-        case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0:
+        case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: case LLM__TYPE_Q5_0: case LLM__TYPE_IQ4_NL:
             h = rand_scale_half(rng, -10, -2); memcpy(blk, &h, 2); break;
+        case LLM__TYPE_Q4_1: case LLM__TYPE_Q5_1: case LLM__TYPE_Q8_1:   // (Q8_1: s is not checked against qs here)
+            h = rand_scale_half(rng, -10, -2), h2 = rand_scale_half(rng, -8, 0) ^ 0x8000;
+            memcpy(blk, &h, 2), memcpy(blk + 2, &h2, 2);
+            break;
         case LLM__TYPE_Q4_K: case LLM__TYPE_Q5_K:
             h = rand_scale_half(rng, -12, -4), h2 = rand_scale_half(rng, -12, -4);
             memcpy(blk, &h, 2), memcpy(blk + 2, &h2, 2);
@@ -235,10 +324,11 @@ static void test_type_info(void) {
         {LLM__TYPE_BF16, "bf16", 1, 2, true, LLM__TYPE_BF16},   {LLM__TYPE_Q8_0, "q8_0", 32, 34, true, LLM__TYPE_Q8_0},
         {LLM__TYPE_Q4_0, "q4_0", 32, 18, true, LLM__TYPE_Q8_0}, {LLM__TYPE_Q4_K, "q4_K", 256, 144, true, LLM__TYPE_Q8_K},
         {LLM__TYPE_Q5_K, "q5_K", 256, 176, true, LLM__TYPE_Q8_K}, {LLM__TYPE_Q6_K, "q6_K", 256, 210, true, LLM__TYPE_Q8_K},
-        {LLM__TYPE_Q8_K, "q8_K", 256, 292, false, LLM__TYPE_Q8_K}, {LLM__TYPE_Q4_1, "q4_1", 32, 20, false, LLM__TYPE_Q8_1},
-        {LLM__TYPE_Q5_0, "q5_0", 32, 22, false, LLM__TYPE_Q8_0}, {LLM__TYPE_Q2_K, "q2_K", 256, 84, true, LLM__TYPE_Q8_K},
+        {LLM__TYPE_Q8_K, "q8_K", 256, 292, false, LLM__TYPE_Q8_K}, {LLM__TYPE_Q4_1, "q4_1", 32, 20, true, LLM__TYPE_Q8_1},
+        {LLM__TYPE_Q5_0, "q5_0", 32, 22, true, LLM__TYPE_Q8_0},   {LLM__TYPE_Q5_1, "q5_1", 32, 24, true, LLM__TYPE_Q8_1},
+        {LLM__TYPE_Q8_1, "q8_1", 32, 36, false, LLM__TYPE_Q8_1},  {LLM__TYPE_Q2_K, "q2_K", 256, 84, true, LLM__TYPE_Q8_K},
         {LLM__TYPE_Q3_K, "q3_K", 256, 110, true, LLM__TYPE_Q8_K}, {LLM__TYPE_IQ4_XS, "iq4_xs", 256, 136, true, LLM__TYPE_Q8_K},
-        {LLM__TYPE_IQ4_NL, "iq4_nl", 32, 18, false, LLM__TYPE_Q8_0}, {LLM__TYPE_TQ2_0, "tq2_0", 256, 66, false, LLM__TYPE_Q8_K},
+        {LLM__TYPE_IQ4_NL, "iq4_nl", 32, 18, true, LLM__TYPE_Q8_0}, {LLM__TYPE_TQ2_0, "tq2_0", 256, 66, false, LLM__TYPE_Q8_K},
         {LLM__TYPE_MXFP4, "mxfp4", 32, 17, false, LLM__TYPE_Q8_0},
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -358,8 +448,9 @@ static void test_fp16(void) {
 
 // Every supported type and Q8_K: dequantize_row of random blocks equals the float64 decoder.
 static void test_dequantize(void) {
-    static const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
-                                LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q8_K,
+    static const int types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,   LLM__TYPE_Q4_0,
+                                LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1, LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K,
+                                LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q8_K, LLM__TYPE_Q8_1,
                                 LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
     unsigned long long rng = 2;
     const int64_t n = 256 * 40;
@@ -393,6 +484,8 @@ static void test_round_trip(void) {
         {LLM__TYPE_F16, 0.0005}, {LLM__TYPE_BF16, 0.004}, {LLM__TYPE_Q8_0, 0.008}, {LLM__TYPE_Q4_0, 0.115},
         {LLM__TYPE_Q4_K, 0.085}, {LLM__TYPE_Q5_K, 0.042}, {LLM__TYPE_Q6_K, 0.019}, {LLM__TYPE_Q8_K, 0.008},
         {LLM__TYPE_Q3_K, 0.16}, {LLM__TYPE_Q2_K, 0.29}, {LLM__TYPE_IQ4_XS, 0.085},
+        {LLM__TYPE_Q4_1, 0.115}, {LLM__TYPE_Q5_0, 0.06},  {LLM__TYPE_Q5_1, 0.06},  {LLM__TYPE_IQ4_NL, 0.115},
+        {LLM__TYPE_Q8_1, 0.008},
     };
     const int64_t n = 256 * 64;
     unsigned long long rng = 3;
@@ -428,7 +521,7 @@ static void test_round_trip(void) {
     free(q);
 }
 
-// Q8_0, Q4_0 and Q8_K quantizers produce ggml's reference bytes.
+// Q8_0, Q8_1, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_K quantizers produce ggml's reference bytes.
 static void test_reference_quantizers(void) {
     enum { NB = 4000 };
     unsigned long long rng = 4;
@@ -444,6 +537,10 @@ static void test_reference_quantizers(void) {
     for (int j = 0; j < 32; j++) x[32 + j] = j == 0 ? 127.0f : (float)(j - 16) + 0.5f;
     for (int j = 0; j < 256; j++) x[256 * 3 + j] = j == 0 ? -127.0f : (float)((j % 200) - 100) + 0.5f;
     for (int j = 0; j < 32; j++) x[32 * 5 + j] = j == 0 ? -8.0f : (float)((j % 16) - 8) + 0.5f;
+    // Q5_0 (max -16: d = 1), Q4_1 / Q5_1 (min 0, max 15 / 31: d = 1): on .5 as well
+    for (int j = 0; j < 32; j++) x[32 * 7 + j] = j == 0 ? -16.0f : (float)((j % 32) - 16) + 0.5f;
+    for (int j = 0; j < 32; j++) x[32 * 9 + j] = j == 0 ? 0.0f : j == 1 ? 15.0f : (float)(j % 15) + 0.5f;
+    for (int j = 0; j < 32; j++) x[32 * 11 + j] = j == 0 ? 0.0f : j == 1 ? 31.0f : (float)(j % 31) + 0.5f;
 
     int bad = 0, first = -1;
     llm__quantize_row(LLM__TYPE_Q8_0, x, got, NB * 256);
@@ -459,6 +556,20 @@ static void test_reference_quantizers(void) {
         if (memcmp(got + 18 * b, want, 18) != 0) bad++, first = first < 0 ? b : first;
     }
     EXPECT(bad == 0, "q4_0: %d of %d blocks differ from quantize_row_q4_0_ref (first %d)", bad, NB * 8, first);
+    static const struct { int type; size_t bytes; } b32[] = {{LLM__TYPE_Q8_1, 36}, {LLM__TYPE_Q4_1, 20}, {LLM__TYPE_Q5_0, 22},
+                                                            {LLM__TYPE_Q5_1, 24}};
+    for (size_t t = 0; t < sizeof(b32) / sizeof(b32[0]); t++) {
+        bad = 0, first = -1;
+        llm__quantize_row(b32[t].type, x, got, NB * 256);
+        for (int b = 0; b < NB * 8; b++) {
+            if (b32[t].type == LLM__TYPE_Q8_1) ref_quantize_q8_1(x + 32 * b, want);
+            else if (b32[t].type == LLM__TYPE_Q5_0) ref_quantize_q5_0(x + 32 * b, want);
+            else ref_quantize_min(x + 32 * b, b32[t].type == LLM__TYPE_Q4_1 ? 4 : 5, want);
+            if (memcmp(got + b32[t].bytes * (size_t)b, want, b32[t].bytes) != 0) bad++, first = first < 0 ? b : first;
+        }
+        EXPECT(bad == 0, "%s: %d of %d blocks differ from quantize_row_%s_ref (first %d)", llm__type_info((uint32_t)b32[t].type)->name,
+               bad, NB * 8, llm__type_info((uint32_t)b32[t].type)->name, first);
+    }
     bad = 0, first = -1;
     llm__quantize_row(LLM__TYPE_Q8_K, x, got, NB * 256);
     for (int b = 0; b < NB; b++) {
@@ -514,6 +625,20 @@ static void test_nonfinite_activations(void) {
                "(or not where it is, below fp16's range)", pattern, bad, bad_d);
         llm__quantize_row(LLM__TYPE_Q8_0, x + 768, ref, 256);
         EXPECT(!memcmp(q + 34 * 24, ref, 34 * 8), "q8_0, pattern %d: the finite blocks changed", pattern);
+        llm__quantize_row(LLM__TYPE_Q8_1, x, q, K);   // Q8_0's rules, and s not finite with d
+        bad = 0, bad_d = 0;
+        for (int b = 0; b < K / 32; b++) {
+            for (int j = 0; j < 32; j++) bad += ((int8_t)q[36 * b + 4 + j]) < -127;
+            uint16_t dh, sh;
+            memcpy(&dh, q + 36 * b, 2);
+            memcpy(&sh, q + 36 * b + 2, 2);
+            bad_d += isfinite(llm__fp16_to_fp32(dh)) ? odd32[b] : !odd32[b] && !huge32[b];
+            bad_d += odd32[b] && isfinite(llm__fp16_to_fp32(sh)) && llm__fp16_to_fp32(sh) != 0.0f;
+        }
+        EXPECT(bad == 0 && bad_d == 0, "q8_1, pattern %d: %d quants below -127, %d scales or sums finite where the block "
+               "is not (or not where it is, below fp16's range)", pattern, bad, bad_d);
+        llm__quantize_row(LLM__TYPE_Q8_1, x + 768, ref, 256);
+        EXPECT(!memcmp(q + 36 * 24, ref, 36 * 8), "q8_1, pattern %d: the finite blocks changed", pattern);
         llm__quantize_row(LLM__TYPE_Q8_K, x, q, K);
         bad = 0;
         for (int b = 0; b < K / 256; b++) {
@@ -527,7 +652,7 @@ static void test_nonfinite_activations(void) {
         }
         EXPECT(bad == 0, "q8_K, pattern %d: %d quants below -127, group sums that differ or scales finite where the "
                "block is not (or the reverse)", pattern, bad);
-        checked += 2;
+        checked += 3;
 #if defined(LLM__X86_SIMD)
         if (llm__simd_best() != LLM__SIMD_AVX512) continue;
         for (int t = 0; t < 2; t++) {   // the x16 Q8_0 format, for Q8_0 (offset 128) and Q4_0 (8) weights
@@ -684,6 +809,18 @@ static void test_vec_dot(void) {
                 llm__dequantize_row(dot_type, a, af, n);
                 double ref = 0, mag = 0;
                 for (int64_t i = 0; i < n; i++) ref += (double)wf[i] * af[i], mag += fabs((double)wf[i] * af[i]);
+                if (dot_type == LLM__TYPE_Q8_1) {
+                    // the min's share is m * s, s the block's fp16 sum of the activations (ggml's
+                    // pairing): the float64 dot takes that rounded sum in place of the exact one
+                    for (int64_t b = 0; b < n / 32; b++) {
+                        uint16_t mh, sh;
+                        memcpy(&mh, w + llm__row_bytes(type, 32) * (size_t)b + 2, 2);
+                        memcpy(&sh, a + 36 * b + 2, 2);
+                        double sum = 0;
+                        for (int j = 0; j < 32; j++) sum += af[32 * b + j];
+                        ref += ref_half_value(mh) * (ref_half_value(sh) - sum);
+                    }
+                }
                 float scalar = NAN;
                 for (int l = 0; l < 4; l++) {
                     if (!level_runs(levels[l])) continue;

@@ -68,8 +68,9 @@ static void test_ops(struct llm_backend *vk, struct llm_backend *cpu) {
 
 // Embedding rows of every supported table type, and get_rows, against the CPU backend.
 static void test_rows(struct llm_backend *vk, struct llm_backend *cpu) {
-    static const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0,
-                                LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
+    static const int types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,
+                                LLM__TYPE_Q4_0, LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1,
+                                LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
                                 LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
     const int64_t cols = 256, rows = 50;
     unsigned long long seed = 5;
@@ -308,11 +309,12 @@ static bool matmul_case(struct llm_backend *vk, struct llm_backend *cpu, int t0,
 // T > 64; then weights of different types in one call.
 static void test_matmul(struct llm_backend *vk, struct llm_backend *cpu) {
     static const int types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,
-                                LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
+                                LLM__TYPE_Q4_0, LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1,
+                                LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
                                 LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
     static const int shapes[][3] = {{256, 64, 1}, {512, 96, 3}, {256, 130, 17}, {768, 67, 70}, {1024, 256, 8}, {16640, 16, 1}};
     static const int mixed[][2] = {{LLM__TYPE_Q4_K, LLM__TYPE_Q6_K}, {LLM__TYPE_Q8_0, LLM__TYPE_F16},
-                                   {LLM__TYPE_Q4_0, LLM__TYPE_F32}};
+                                   {LLM__TYPE_Q4_0, LLM__TYPE_F32}, {LLM__TYPE_Q5_0, LLM__TYPE_Q4_1}};
     unsigned long long seed = 21;
     for (size_t ti = 0; ti < LLM__ARRAY_LEN(types); ti++)
         for (size_t s = 0; s < LLM__ARRAY_LEN(shapes); s++)
@@ -892,6 +894,11 @@ int main(void) {
     test_model("nano-k-q3_k", 0.15);
     test_model("nano-k-q2_k", 0.15);
     test_model("nano-k-iq4_xs", 0.15);
+    test_model("tiny-q4_1", 0.15);
+    test_model("tiny-q5_0", 0.15);
+    test_model("tiny-q5_1", 0.15);
+    test_model("tiny-iq4_nl", 0.15);
+    test_model("tiny-576-q4_k_m", 0.15);
     test_model("tiny-qwen2-f32", 1e-3);
     test_model("tiny-qwen2-q4_k", 0.15);
     test_model("tiny-llama3-f32", 1e-3);
