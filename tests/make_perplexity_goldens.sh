@@ -26,6 +26,18 @@ peer() { "$bin/llama-perplexity" -t 2 -ctk f32 -ctv f32 -fa off "$@"; }
         [ -n "$r" ] || { echo "llama-perplexity gave no estimate for $1" >&2; exit 1; }
         echo "ppl $1 $2 $3 $r"
     done
+    # the real models tests/fixtures.sh fetches: 2 chunks (tested) and 14 (for the record)
+    real=${LLM_REAL_MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c/models}
+    echo "# real models (\$LLM_REAL_MODELS/MODEL.gguf), the same command with -c 512 --chunks K;"
+    echo "# real MODEL CTX CHUNKS PPL ERR TOLERANCE (tests/test_perplexity.sh says why)"
+    for spec in "SmolLM2-135M-Instruct.Q4_1 0.002" "gemma-3-270m-q4_k_m 0.006"; do
+        set -- $spec
+        for k in 2 14; do
+            r=$(peer -f "$text" -m "$real/$1.gguf" -c 512 --chunks $k 2>&1 | sed -n 's/.*Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/\1 \2/p')
+            [ -n "$r" ] || { echo "llama-perplexity gave no estimate for $1" >&2; exit 1; }
+            if [ $k = 2 ]; then echo "real $1 512 $k $r $2"; else echo "#   $1 -c 512 --chunks $k: PPL $r"; fi
+        done
+    done
     echo "# KL divergence: the base is BASE's --kl-divergence-base file, then"
     echo "#   llama-perplexity -m build/models/MODEL.gguf --kl-divergence-base BASE.bin --kl-divergence -t 2 -ctk f32 -ctv f32 -fa off"
     echo "# kld BASE MODEL CTX CHUNKS PPL(Q) PPL(base) MEAN_KLD SAME_TOP_%"
