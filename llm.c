@@ -272,6 +272,7 @@ struct llm__block_iq4_nl {
     uint16_t d;
     uint8_t qs[16];
 };
+static const int8_t llm__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 // Q4_K: 8 sub-blocks of 32. Sub-block s has a 6-bit scale sc[s] and 6-bit min m[s]:
 // x = d*sc[s]*q - dmin*m[s], q a 4-bit quant. Sub-blocks 2c and 2c+1 (c = 0..3) share the 32
 // bytes qs[32c..32c+32): low nibbles hold 2c, high nibbles 2c+1. `scales` packs sc and m:
