@@ -85,7 +85,7 @@ STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: all lib install uninstall test test-arm64 bench clean models demo fixtures portability jansson-check curl-check fuzz fuzz-check FORCE
+.PHONY: all lib install uninstall test build-tests test-arm64 bench clean models demo fixtures portability jansson-check curl-check fuzz fuzz-check FORCE
 
 all: llm
 
@@ -227,6 +227,9 @@ fixtures:
 # Random-weight test models (deterministic; see tests/models.txt).
 models: build/gen_model fixtures
 	@LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" sh tests/make_models.sh build/gen_model build/models
+
+# Everything make test runs, built and not run (CI builds it with clang: -Werror clean there too).
+build-tests: $(TESTS) $(BUILD)/llm lib $(BUILD)/portability.ok
 
 test: fixtures $(TESTS) $(BUILD)/llm lib models $(BUILD)/portability.ok
 ifneq ($(HAVE_CXX),1)
