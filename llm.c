@@ -1622,51 +1622,53 @@ LLM__AVX2 static inline __attribute__((always_inline)) __m256i llm__dot_b32_avx2
     return _mm256_madd_epi16(p, ones);
 }
 
-// Block i of the row into acc (and the min term into *summ: Q4_1, Q5_1).
-LLM__AVX2 static inline __attribute__((always_inline)) __m256 llm__b32_step_avx2(int type, const void *vw, const void *va, int64_t i,
-                                                                          __m256 acc, float *summ) {
-    const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
-    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
-    const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
-    const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;
-    uint16_t wd, ad;
-    memcpy(&wd, w, 2), memcpy(&ad, a, 2);   // d leads every block
-    const __m256i p = llm__dot_b32_avx2(type, w, (const int8_t *)(a + qoff));
-    if (q81) {   // m (after d) times s (after d)
-        uint16_t wm, as;
-        memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);
-        *summ += _cvtsh_ss(wm) * _cvtsh_ss(as);
-    }
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc);
-}
-
-// The common loop, two blocks per step into two accumulators: Q8_1 activations for the types
+// The block-32 dot products (Q4_1, Q5_0, Q5_1, IQ4_NL) at one SIMD level: ATTR its target
+// attribute, SFX its suffix (llm__dot_b32_SFX does one block). Per block, llm__b32_step_SFX adds
+// block i of the row into acc (and the min term into *summ: Q4_1, Q5_1); llm__vec_dot_b32_SFX is
+// the common loop, two blocks per step into two accumulators: Q8_1 activations for the types
 // with a min (Q4_1, Q5_1), Q8_0 for the others.
-LLM__AVX2 static inline __attribute__((always_inline)) float llm__vec_dot_b32_avx2(int type, int64_t n, const void *vw, const void *va) {
-    const int64_t nb = n / LLM__QK;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float summ0 = 0.0f, summ1 = 0.0f;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        acc0 = llm__b32_step_avx2(type, vw, va, i, acc0, &summ0);
-        acc1 = llm__b32_step_avx2(type, vw, va, i + 1, acc1, &summ1);
-    }
-    if (i < nb) acc0 = llm__b32_step_avx2(type, vw, va, i, acc0, &summ0);
-    return llm__hsum_avx2(_mm256_add_ps(acc0, acc1)) + (summ0 + summ1);
+#define LLM__B32_DOTS(ATTR, SFX) \
+ATTR static inline __attribute__((always_inline)) __m256 llm__b32_step_##SFX(int type, const void *vw, const void *va, int64_t i,      \
+                                                                          __m256 acc, float *summ) {                                   \
+    const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;                                                                 \
+    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);   \
+    const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);                             \
+    const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;                                \
+    uint16_t wd, ad;                                                                                                                   \
+    memcpy(&wd, w, 2), memcpy(&ad, a, 2);   /* d leads every block */                                                                  \
+    const __m256i p = llm__dot_b32_##SFX(type, w, (const int8_t *)(a + qoff));                                                         \
+    if (q81) {   /* m (after d) times s (after d) */                                                                                   \
+        uint16_t wm, as;                                                                                                               \
+        memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);                                                                                  \
+        *summ += _cvtsh_ss(wm) * _cvtsh_ss(as);                                                                                        \
+    }                                                                                                                                  \
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc);                                 \
+}                                                                                                                                      \
+ATTR static inline __attribute__((always_inline)) float llm__vec_dot_b32_##SFX(int type, int64_t n, const void *vw, const void *va) {  \
+    const int64_t nb = n / LLM__QK;                                                                                                    \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                                                     \
+    float summ0 = 0.0f, summ1 = 0.0f;                                                                                                  \
+    int64_t i = 0;                                                                                                                     \
+    for (; i + 2 <= nb; i += 2) {                                                                                                      \
+        acc0 = llm__b32_step_##SFX(type, vw, va, i, acc0, &summ0);                                                                     \
+        acc1 = llm__b32_step_##SFX(type, vw, va, i + 1, acc1, &summ1);                                                                 \
+    }                                                                                                                                  \
+    if (i < nb) acc0 = llm__b32_step_##SFX(type, vw, va, i, acc0, &summ0);                                                             \
+    return llm__hsum_avx2(_mm256_add_ps(acc0, acc1)) + (summ0 + summ1);                                                                \
+}                                                                                                                                      \
+ATTR static void llm__vec_dot_q4_1_##SFX(int64_t n, float *s, const void *vw, const void *va) {                                        \
+    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_Q4_1, n, vw, va);                                                                            \
+}                                                                                                                                      \
+ATTR static void llm__vec_dot_q5_0_##SFX(int64_t n, float *s, const void *vw, const void *va) {                                        \
+    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_Q5_0, n, vw, va);                                                                            \
+}                                                                                                                                      \
+ATTR static void llm__vec_dot_q5_1_##SFX(int64_t n, float *s, const void *vw, const void *va) {                                        \
+    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_Q5_1, n, vw, va);                                                                            \
+}                                                                                                                                      \
+ATTR static void llm__vec_dot_iq4_nl_##SFX(int64_t n, float *s, const void *vw, const void *va) {                                      \
+    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_IQ4_NL, n, vw, va);                                                                          \
 }
-
-LLM__AVX2 static void llm__vec_dot_q4_1_avx2(int64_t n, float *s, const void *vw, const void *va) {
-    *s = llm__vec_dot_b32_avx2(LLM__TYPE_Q4_1, n, vw, va);
-}
-LLM__AVX2 static void llm__vec_dot_q5_0_avx2(int64_t n, float *s, const void *vw, const void *va) {
-    *s = llm__vec_dot_b32_avx2(LLM__TYPE_Q5_0, n, vw, va);
-}
-LLM__AVX2 static void llm__vec_dot_q5_1_avx2(int64_t n, float *s, const void *vw, const void *va) {
-    *s = llm__vec_dot_b32_avx2(LLM__TYPE_Q5_1, n, vw, va);
-}
-LLM__AVX2 static void llm__vec_dot_iq4_nl_avx2(int64_t n, float *s, const void *vw, const void *va) {
-    *s = llm__vec_dot_b32_avx2(LLM__TYPE_IQ4_NL, n, vw, va);
-}
+LLM__B32_DOTS(LLM__AVX2, avx2)
 
 // llm__unpack_k4_scales in registers: the 12 scale bytes (read as 16; the 4 after them are still
 // inside the block) become [sc0..sc7, m0..m7]. Dword lanes: w0 & 3f | w2 & 0f, (w0 >> 2) & 30 |
@@ -2046,51 +2048,7 @@ LLM__AVX512 static inline __attribute__((always_inline)) __m256i llm__dot_b32_av
     return type == LLM__TYPE_Q5_0 ? _mm256_sub_epi32(p, _mm256_dpbusd_epi32(z, _mm256_set1_epi8(16), a)) : p;
 }
 
-// Block i of the row into acc (and the min term into *summ: Q4_1, Q5_1).
-LLM__AVX512 static inline __attribute__((always_inline)) __m256 llm__b32_step_avx512(int type, const void *vw, const void *va, int64_t i,
-                                                                          __m256 acc, float *summ) {
-    const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
-    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
-    const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
-    const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;
-    uint16_t wd, ad;
-    memcpy(&wd, w, 2), memcpy(&ad, a, 2);   // d leads every block
-    const __m256i p = llm__dot_b32_avx512(type, w, (const int8_t *)(a + qoff));
-    if (q81) {   // m (after d) times s (after d)
-        uint16_t wm, as;
-        memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);
-        *summ += _cvtsh_ss(wm) * _cvtsh_ss(as);
-    }
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc);
-}
-
-// The common loop, two blocks per step into two accumulators: Q8_1 activations for the types
-// with a min (Q4_1, Q5_1), Q8_0 for the others.
-LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_b32_avx512(int type, int64_t n, const void *vw, const void *va) {
-    const int64_t nb = n / LLM__QK;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float summ0 = 0.0f, summ1 = 0.0f;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        acc0 = llm__b32_step_avx512(type, vw, va, i, acc0, &summ0);
-        acc1 = llm__b32_step_avx512(type, vw, va, i + 1, acc1, &summ1);
-    }
-    if (i < nb) acc0 = llm__b32_step_avx512(type, vw, va, i, acc0, &summ0);
-    return llm__hsum_avx2(_mm256_add_ps(acc0, acc1)) + (summ0 + summ1);
-}
-
-LLM__AVX512 static void llm__vec_dot_q4_1_avx512(int64_t n, float *s, const void *vw, const void *va) {
-    *s = llm__vec_dot_b32_avx512(LLM__TYPE_Q4_1, n, vw, va);
-}
-LLM__AVX512 static void llm__vec_dot_q5_0_avx512(int64_t n, float *s, const void *vw, const void *va) {
-    *s = llm__vec_dot_b32_avx512(LLM__TYPE_Q5_0, n, vw, va);
-}
-LLM__AVX512 static void llm__vec_dot_q5_1_avx512(int64_t n, float *s, const void *vw, const void *va) {
-    *s = llm__vec_dot_b32_avx512(LLM__TYPE_Q5_1, n, vw, va);
-}
-LLM__AVX512 static void llm__vec_dot_iq4_nl_avx512(int64_t n, float *s, const void *vw, const void *va) {
-    *s = llm__vec_dot_b32_avx512(LLM__TYPE_IQ4_NL, n, vw, va);
-}
+LLM__B32_DOTS(LLM__AVX512, avx512)
 
 // A vpshufb control that fills 128-bit lanes 0-1 with 16-bit element e0 and lanes 2-3 with e1 of
 // a source whose 4 lanes are identical.
