@@ -4191,6 +4191,7 @@ struct llm__cpu {
     const struct llm__step *step;
     void *scratch;              // quantized activations
     size_t scratch_size;
+    float *gelu;                // [65536]: llm__gelu_ggml of each half-precision input (made on first use)
 };
 
 // --- repacked weights: 16 rows interleaved, for AVX-512 VNNI ---
@@ -4199,91 +4200,138 @@ struct llm__cpu {
 // weights stream from memory; a prompt multiplies each weight with many tokens, so prefill speed
 // is how few instructions a multiply-add takes. The GGUF layout (34- or 18-byte blocks, one row
 // after another) serves neither: unaligned loads, and per-row dot products that end in
-// horizontal sums. At load time the CPU backend rewrites Q8_0 and Q4_0 matrices whose row count
-// is a multiple of 16 into the "x16" layout: for each group of 16 rows and each block of 32
-// columns, the rows' quants interleaved 4 bytes at a time, so one 64-byte vector holds the same
-// 4 columns of 16 rows. vpdpbusd against 4 broadcast activation bytes then adds 4 products into
-// each row's own lane; 8 of them finish a block of 16 rows, with no horizontal sum, and one
-// multiply-add applies the 16 rows' scales times the token's. Per group of 16 rows, in units of
-// two blocks (64-byte aligned; an odd last block gets 32 bytes of padding):
+// horizontal sums. At load time the CPU backend rewrites Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 matrices
+// whose row count is a multiple of 16 into the "x16" layout: for each group of 16 rows and each
+// block of 32 columns, the rows' quants interleaved 4 bytes at a time, so one 64-byte vector holds
+// the same 4 columns of 16 rows. vpdpbusd against 4 broadcast activation bytes then adds 4
+// products into each row's own lane; 8 of them finish a block of 16 rows, with no horizontal sum,
+// and one multiply-add applies the 16 rows' scales times the token's. Per group of 16 rows, in
+// units of two blocks (64-byte aligned; an odd last block gets 32 bytes of padding):
 //
 //   Q8_0: per block 8 chunks of 64 bytes, chunk c = columns 4c..4c+3 of rows 0..15, +128 each
 //         (unsigned, for vpdpbusd)
-//   Q4_0: per block 4 chunks of 64 bytes, chunk c = quant bytes 4c..4c+3 of rows 0..15 as stored
-//         (low nibbles: columns 4c..4c+3; high nibbles: columns 16+4c..16+4c+3; values 0..15)
-//   then the 2 x 16 fp16 scales of the unit's blocks, row by row
+//   Q4_0, Q4_1: per block 4 chunks of 64 bytes, chunk c = quant bytes 4c..4c+3 of rows 0..15 as
+//         stored (low nibbles: columns 4c..4c+3; high nibbles: columns 16+4c..16+4c+3; 0..15)
+//   Q5_0, Q5_1: the 4 chunks of nibbles, then the fifth bits as 16 words, one per row, arranged
+//         for the kernel: bit c of byte k is column 4c+k's, bit 4+c column 16+4c+k's (c, k < 4),
+//         so that one shift and a mask put chunk c's bits at bit 4 of each byte
+//   then the 2 x 16 fp16 scales of the unit's blocks, row by row; Q4_1, Q5_1: then their mins
 //
 // Activations are quantized to Q8_0 exactly as for the plain kernels and laid out per token as K
 // quant bytes, K/32 block scales (f32) and K/32 values -c * (sum of the block's quants), where c
-// is the offset of the weight encoding (128 for Q8_0, 8 for Q4_0): a row's block sum starts from
-// that value, so sum((w + c) * a) - c * sum(a) = sum(w * a), exactly. 1.25 bytes per column: a
-// long row's activations stay in L1 while the weights stream past.
+// is the offset of the weight encoding (128 for Q8_0, 8 for Q4_0, 16 for Q5_0): a row's block sum
+// starts from that value, so sum((w + c) * a) - c * sum(a) = sum(w * a), exactly. For Q4_1 and
+// Q5_1 (x = d * q + m) that last value is instead the f32 s of their Q8_1 activations, fp16(d *
+// sum of the quants), and the min's share m * s is added per block as the plain kernels do. 1.25
+// bytes per column: a long row's activations stay in L1 while the weights stream past.
 
 enum { LLM__LAYOUT_PLAIN = 0, LLM__LAYOUT_X16 = 1 };
 #define LLM__X16_ACT_STRIDE(K) ((size_t)(K) + (size_t)(K) / 4)   // bytes per token of x16 activations
 
+static bool llm__x16_five(int type) { return type == LLM__TYPE_Q5_0 || type == LLM__TYPE_Q5_1; }
+static bool llm__x16_min(int type) { return type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1; }
+
 static bool llm__x16_supported(int type, int64_t ne0, int64_t ne1) {
     if (ne1 % 16 != 0) return false;
-    return ((type == LLM__TYPE_Q8_0 || type == LLM__TYPE_Q4_0) && ne0 % 32 == 0) || (type == LLM__TYPE_Q4_K && ne0 % 256 == 0);
+    switch (type) {
+    case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: case LLM__TYPE_Q4_1: case LLM__TYPE_Q5_0: case LLM__TYPE_Q5_1:
+        return ne0 % 32 == 0;
+    case LLM__TYPE_Q4_K: return ne0 % 256 == 0;
+    default: return false;
+    }
 }
 
-// Bytes of quants per block of 16 rows; offsets of block b's quants and scales in a record of
-// nb blocks; bytes of a record.
-static size_t llm__x16_qbytes(int type) { return type == LLM__TYPE_Q8_0 ? 512 : 256; }
+// Bytes of quants per block of 16 rows; of scales (and mins) per unit; offsets of block b's
+// quants, scales and mins in a record of nb blocks; bytes of a record.
+static size_t llm__x16_qbytes(int type) { return type == LLM__TYPE_Q8_0 ? 512 : llm__x16_five(type) ? 320 : 256; }
+static size_t llm__x16_sbytes(int type) { return llm__x16_min(type) ? 128 : 64; }
+static size_t llm__x16_unit(int type) { return 2 * llm__x16_qbytes(type) + llm__x16_sbytes(type); }
 static size_t llm__x16_qoffs(int type, int64_t b) {
-    return (size_t)(b / 2) * (2 * llm__x16_qbytes(type) + 64) + (size_t)(b % 2) * llm__x16_qbytes(type);
+    return (size_t)(b / 2) * llm__x16_unit(type) + (size_t)(b % 2) * llm__x16_qbytes(type);
 }
 static size_t llm__x16_soffs(int type, int64_t b, int64_t nb) {
     size_t nq = b / 2 * 2 + 1 < nb ? 2 : 1;   // blocks in this unit
-    return (size_t)(b / 2) * (2 * llm__x16_qbytes(type) + 64) + nq * llm__x16_qbytes(type) + (size_t)(b % 2) * 32;
+    return (size_t)(b / 2) * llm__x16_unit(type) + nq * llm__x16_qbytes(type) + (size_t)(b % 2) * 32;
 }
 static size_t llm__x16_group_bytes(int type, int64_t ne0) {
     if (type == LLM__TYPE_Q4_K) return (size_t)(ne0 / 256) * 2368;   // LLM__X16K_SB
     int64_t nb = ne0 / 32;
-    return (size_t)(nb / 2) * (2 * llm__x16_qbytes(type) + 64) + (nb % 2 ? llm__x16_qbytes(type) + 64 : 0);
+    return (size_t)(nb / 2) * llm__x16_unit(type) + (nb % 2 ? llm__x16_qbytes(type) + llm__x16_sbytes(type) : 0);
 }
 
-// Rewrites row groups [g0, g1) (16 rows each) of a plain Q8_0/Q4_0 matrix into x16 records.
+// A Q5 block's fifth bits (bit j: column j's) in the x16 word order above.
+static uint32_t llm__x16_five_word(uint32_t h) {
+    uint32_t w = 0;
+    for (int k = 0; k < 4; k++)
+        for (int c = 0; c < 4; c++)
+            w |= (h >> (4 * c + k) & 1) << (8 * k + c) | (h >> (16 + 4 * c + k) & 1) << (8 * k + 4 + c);
+    return w;
+}
+
+// Rewrites row groups [g0, g1) (16 rows each) of a plain matrix of a block-32 type into x16 records.
 static void llm__x16_repack(int type, const void *src, void *dst, int64_t ne0, int64_t g0, int64_t g1) {
     const int64_t nb = ne0 / 32;
     const size_t rec_bytes = llm__x16_group_bytes(type, ne0);
-    const size_t blk = type == LLM__TYPE_Q8_0 ? sizeof(struct llm__block_q8_0) : sizeof(struct llm__block_q4_0);
+    const size_t blk = llm__type_table[type].block_bytes;
+    const bool five = llm__x16_five(type), min = llm__x16_min(type);
+    // where a block keeps its nibbles (or Q8_0's quants) and its fifth bits
+    const size_t qs_at = type == LLM__TYPE_Q8_0 || type == LLM__TYPE_Q4_0 ? 2 : type == LLM__TYPE_Q4_1 ? 4
+                         : type == LLM__TYPE_Q5_0 ? 6 : 8;
+    const size_t qh_at = min ? 4 : 2;
     memset((uint8_t *)dst + rec_bytes * (size_t)g0, 0, rec_bytes * (size_t)(g1 - g0));
     for (int64_t g = g0; g < g1; g++) {
         uint8_t *rec = (uint8_t *)dst + rec_bytes * (size_t)g;
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *q = rec + llm__x16_qoffs(type, b);
-            uint16_t *sc = (uint16_t *)(rec + llm__x16_soffs(type, b, nb));
+            uint8_t *sc = rec + llm__x16_soffs(type, b, nb);
             for (int r = 0; r < 16; r++) {
                 const uint8_t *x = (const uint8_t *)src + ((size_t)(16 * g + r) * (size_t)nb + (size_t)b) * blk;
-                memcpy(&sc[r], x, 2);   // d comes first in both blocks
+                memcpy(sc + 2 * r, x, 2);                   // d comes first in every block
+                if (min) memcpy(sc + 64 + 2 * r, x + 2, 2);   // then m
                 if (type == LLM__TYPE_Q8_0)
-                    for (int j = 0; j < 32; j++) q[(j / 4) * 64 + r * 4 + j % 4] = (uint8_t)(x[2 + j] ^ 0x80);
+                    for (int j = 0; j < 32; j++) q[(j / 4) * 64 + r * 4 + j % 4] = (uint8_t)(x[qs_at + j] ^ 0x80);
                 else
-                    for (int j = 0; j < 16; j++) q[(j / 4) * 64 + r * 4 + j % 4] = x[2 + j];
+                    for (int j = 0; j < 16; j++) q[(j / 4) * 64 + r * 4 + j % 4] = x[qs_at + j];
+                if (five) {
+                    uint32_t h;
+                    memcpy(&h, x + qh_at, 4);
+                    h = llm__x16_five_word(h);
+                    memcpy(q + 256 + 4 * r, &h, 4);
+                }
             }
         }
     }
 }
 
-// Row r of an x16 matrix as floats (the embedding lookup of a tied, repacked table).
+// Row r of an x16 matrix as floats (the embedding lookup of a tied, repacked table), computed as
+// the plain dequantizers do.
 static void llm__x16_dequantize_row(int type, const void *w, int64_t r, float *y, int64_t ne0) {
     const int64_t nb = ne0 / 32;
     const uint8_t *rec = (const uint8_t *)w + (size_t)(r / 16) * llm__x16_group_bytes(type, ne0);
     const int ri = (int)(r % 16);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *q = rec + llm__x16_qoffs(type, b);
-        const uint16_t *sc = (const uint16_t *)(rec + llm__x16_soffs(type, b, nb));
-        float d = llm__fp16_to_fp32(sc[ri]);
+        const uint8_t *sc = rec + llm__x16_soffs(type, b, nb);
+        uint16_t dh, mh = 0;
+        memcpy(&dh, sc + 2 * ri, 2);
+        if (llm__x16_min(type)) memcpy(&mh, sc + 64 + 2 * ri, 2);
+        const float d = llm__fp16_to_fp32(dh), m = llm__fp16_to_fp32(mh);
+        uint32_t h = 0;
+        if (llm__x16_five(type)) memcpy(&h, q + 256 + 4 * ri, 4);
         for (int j = 0; j < 32; j++) {
-            int v;
-            if (type == LLM__TYPE_Q8_0) v = (int8_t)(q[(j / 4) * 64 + ri * 4 + j % 4] ^ 0x80);
-            else {
-                int jj = j % 16;
-                uint8_t byte = q[(jj / 4) * 64 + ri * 4 + jj % 4];
-                v = (j < 16 ? byte & 15 : byte >> 4) - 8;
+            if (type == LLM__TYPE_Q8_0) {
+                y[b * 32 + j] = d * (float)(int8_t)(q[(j / 4) * 64 + ri * 4 + j % 4] ^ 0x80);
+                continue;
             }
-            y[b * 32 + j] = d * (float)v;
+            const int jj = j % 16, hi = j >= 16;
+            const uint8_t byte = q[(jj / 4) * 64 + ri * 4 + jj % 4];
+            // column j's fifth bit: byte jj % 4 of the word, bit jj / 4 (+4 for the high half)
+            const int u = (hi ? byte >> 4 : byte & 15) | (int)(h >> (8 * (jj % 4) + 4 * hi + jj / 4) & 1) << 4;
+            switch (type) {
+            case LLM__TYPE_Q4_0: y[b * 32 + j] = d * (float)(u - 8); break;
+            case LLM__TYPE_Q5_0: y[b * 32 + j] = (float)(u - 16) * d; break;
+            default: y[b * 32 + j] = (float)u * d + m; break;   // Q4_1, Q5_1
+            }
         }
     }
 }
@@ -4292,12 +4340,13 @@ static void llm__x16_dequantize_row(int type, const void *w, int64_t r, float *y
 // Q8_0 quantization of one block of 32, exactly as llm__quantize_q8_0: q = roundf(x / d) with
 // d = max|x| / 127 (roundf: a truncation, then one more step away from zero when the dropped
 // fraction is at least a half; both steps are exact in float). Returns the block's sum of quants.
-LLM__AVX512 static int32_t llm__quantize_q8_0_block_avx512(const float *x, int8_t *q, uint16_t *dh) {
+LLM__AVX512 static int32_t llm__quantize_q8_0_block_avx512(const float *x, int8_t *q, uint16_t *dh, float *df) {
     const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
     const bool nan = (_mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q)) != 0;
     const float d = nan ? NAN : amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;   // (see llm__clamp_q127)
     *dh = llm__fp32_to_fp16(d);
+    *df = d;
     const __m512 idv = _mm512_set1_ps(id), half = _mm512_set1_ps(0.5f), lim = _mm512_set1_ps(127.0f);
     __m512i qi[2];
     for (int h = 0; h < 2; h++) {
@@ -4353,57 +4402,73 @@ LLM__AVX512 static void llm__quantize_q8_K_block_avx512(const float *x, struct l
 
 // One token's activations (n floats) in the x16 format for weights of the given type.
 static void llm__x16_quantize_act(int type, const float *x, uint8_t *out, int64_t n) {
-    const int c = type == LLM__TYPE_Q8_0 ? 128 : 8;
+    const int c = type == LLM__TYPE_Q8_0 ? 128 : type == LLM__TYPE_Q4_0 ? 8 : 16;
+    const bool min = llm__x16_min(type);
     float *d = (float *)(out + n);
-    int32_t *nc = (int32_t *)(out + n + n / 8);
+    uint8_t *nc = out + n + n / 8;
     for (int64_t b = 0; b < n / 32; b++) {
+        int32_t sum = 0;
+        float s;   // Q4_1, Q5_1: Q8_1's s
 #if defined(LLM__X86_SIMD)
         // (x16 weights exist only where AVX-512 runs)
         uint16_t dh;
-        int32_t sum = llm__quantize_q8_0_block_avx512(x + 32 * b, (int8_t *)out + 32 * b, &dh);
+        float df;
+        sum = llm__quantize_q8_0_block_avx512(x + 32 * b, (int8_t *)out + 32 * b, &dh, &df);
         d[b] = llm__fp16_to_fp32(dh);
+        s = llm__fp16_to_fp32(llm__fp32_to_fp16((float)sum * df));   // as llm__quantize_q8_1
 #else
-        struct llm__block_q8_0 blk;
-        llm__quantize_row(LLM__TYPE_Q8_0, x + 32 * b, &blk, 32);
+        struct llm__block_q8_1 blk;   // Q8_0's quants and scale, and s
+        llm__quantize_row(LLM__TYPE_Q8_1, x + 32 * b, &blk, 32);
         memcpy(out + 32 * b, blk.qs, 32);
-        int32_t sum = 0;
         for (int j = 0; j < 32; j++) sum += blk.qs[j];
         d[b] = llm__fp16_to_fp32(blk.d);
+        s = llm__fp16_to_fp32(blk.s);
 #endif
-        nc[b] = -c * sum;
+        const int32_t v = -c * sum;
+        if (min) memcpy(nc + 4 * b, &s, 4);
+        else memcpy(nc + 4 * b, &v, 4);
     }
 }
 
 #if defined(LLM__X86_SIMD)
 // out[t][0..16) = the 16 rows of one x16 record times NT tokens' activations (act + t * stride).
-// One block of 16 rows (quants q, scales ws) times NT tokens' block b, added to acc.
+// One block of 16 rows (quants q, scales ws, mins ms) times NT tokens' block b, added to acc.
 LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_block(
-        int type, int NT, const uint8_t *q, __m512 ws, int64_t b, const uint8_t *act, size_t stride, int64_t K,
-        __m512 *acc) {
-    const __m512i m4 = _mm512_set1_epi8(15);
+        int type, int NT, const uint8_t *q, __m512 ws, __m512 ms, int64_t b, const uint8_t *act, size_t stride,
+        int64_t K, __m512 *acc) {
+    const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
+    const bool five = llm__x16_five(type), min = llm__x16_min(type);
+    const __m512i h = five ? _mm512_loadu_si512((const void *)(q + 256)) : _mm512_setzero_si512();
     __m512i wv[8];
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
-        // Q4_0 high nibbles stay in place (16 x their value): one instruction instead of two,
-        // and the sum is shifted back once per block
+        // Q4_0/Q4_1 high nibbles stay in place (16 x their value): one instruction instead of
+        // two, and the sum is shifted back once per block. Q5: each chunk's fifth bits are moved
+        // to bit 4 of their bytes (see the layout).
         if (type == LLM__TYPE_Q8_0) wv[c] = _mm512_loadu_si512((const void *)(q + 64 * c));
-        else if (c < 4) wv[c] = _mm512_and_si512(_mm512_loadu_si512((const void *)(q + 64 * c)), m4);
-        else wv[c] = _mm512_andnot_si512(m4, _mm512_loadu_si512((const void *)(q + 64 * (c - 4))));
+        else if (c < 4) {
+            wv[c] = _mm512_and_si512(_mm512_loadu_si512((const void *)(q + 64 * c)), m4);
+            if (five) wv[c] = _mm512_or_si512(wv[c], _mm512_and_si512(_mm512_slli_epi32(h, 4 - c), b4));
+        } else if (!five) wv[c] = _mm512_andnot_si512(m4, _mm512_loadu_si512((const void *)(q + 64 * (c - 4))));
+        else
+            wv[c] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512((const void *)(q + 64 * (c - 4))), 4), m4),
+                                    _mm512_and_si512(_mm512_srli_epi32(h, c - 4), b4));
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) {
         const uint8_t *a = act + (size_t)t * stride;
         const int8_t *aq = (const int8_t *)a + 32 * b;
         int32_t nc;
-        float d;
-        memcpy(&nc, a + K + K / 8 + 4 * b, 4);
+        float d, s;
+        memcpy(&nc, a + K + K / 8 + 4 * b, 4);   // -c * sum, or (Q4_1, Q5_1) the f32 s
+        memcpy(&s, a + K + K / 8 + 4 * b, 4);
         memcpy(&d, a + K + 4 * b, 4);
-        // two chains of 4 so consecutive vpdpbusd do not wait on each other (Q4_0: the low
+        // two chains of 4 so consecutive vpdpbusd do not wait on each other (Q4_0/Q4_1: the low
         // nibbles' chain and the high nibbles', which is 16 x too large)
-        __m512i s0 = _mm512_set1_epi32(nc), s1 = _mm512_setzero_si512();
+        __m512i s0 = min ? _mm512_setzero_si512() : _mm512_set1_epi32(nc), s1 = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int c = 0; c < 8; c++) {
-            // Q8_0 chunk c: columns 4c..; Q4_0: low nibbles of chunk c (< 4), then high ones
+            // Q8_0 chunk c: columns 4c..; the others: low nibbles of chunk c (< 4), then high ones
             const int col = type == LLM__TYPE_Q8_0 ? 4 * c : (c < 4 ? 4 * c : 16 + 4 * (c - 4));
             int32_t a4;
             memcpy(&a4, aq + col, 4);
@@ -4411,36 +4476,42 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_block(
             if (first) s0 = _mm512_dpbusd_epi32(s0, wv[c], _mm512_set1_epi32(a4));
             else s1 = _mm512_dpbusd_epi32(s1, wv[c], _mm512_set1_epi32(a4));
         }
-        if (type == LLM__TYPE_Q4_0) s1 = _mm512_srai_epi32(s1, 4);
+        if (type == LLM__TYPE_Q4_0 || type == LLM__TYPE_Q4_1) s1 = _mm512_srai_epi32(s1, 4);
         const __m512 p = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
         acc[t] = _mm512_fmadd_ps(p, _mm512_mul_ps(ws, _mm512_set1_ps(d)), acc[t]);
+        if (min) acc[t] = _mm512_fmadd_ps(ms, _mm512_set1_ps(s), acc[t]);
     }
 }
 
 // out[t][0..16) = the 16 rows of one x16 record times NT tokens' activations (act + t * stride).
 LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
         int type, int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
-    const size_t qb = type == LLM__TYPE_Q8_0 ? 512 : 256, unit = 2 * qb + 64;
+    const size_t qb = llm__x16_qbytes(type), unit = llm__x16_unit(type);
+    const bool min = llm__x16_min(type);
     const int64_t nb = K / 32;
     __m512 acc[8];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    // whole units of two blocks: [quants b][quants b+1][scales b, b+1]
+    // whole units of two blocks: [quants b][quants b+1][scales b, b+1]([mins b, b+1])
     for (int64_t b = 0; b + 1 < nb; b += 2, rec += unit) {
         if (NT == 1) {
             // Decode streams the weights once: ask for them 4 KB ahead (measured: +10-20% on top
             // of the hardware prefetcher, which alone leaves the core waiting on memory).
-#pragma GCC unroll 17
+#pragma GCC unroll 18
             for (size_t pf = 0; pf < unit; pf += 64) _mm_prefetch((const char *)rec + 4096 + pf, _MM_HINT_T0);
         }
-        const __m512 ws0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 2 * qb)));
-        const __m512 ws1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 2 * qb + 32)));
-        llm__x16_block(type, NT, rec, ws0, b, act, stride, K, acc);
-        llm__x16_block(type, NT, rec + qb, ws1, b + 1, act, stride, K, acc);
+        const uint8_t *sc = rec + 2 * qb;
+        const __m512 ws0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
+        const __m512 ws1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32)));
+        const __m512 ms0 = min ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 64))) : ws0;
+        const __m512 ms1 = min ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 96))) : ws1;
+        llm__x16_block(type, NT, rec, ws0, ms0, b, act, stride, K, acc);
+        llm__x16_block(type, NT, rec + qb, ws1, ms1, b + 1, act, stride, K, acc);
     }
     if (nb % 2) {   // the last unit holds one block
         const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + qb)));
-        llm__x16_block(type, NT, rec, ws, nb - 1, act, stride, K, acc);
+        const __m512 ms = min ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + qb + 64))) : ws;
+        llm__x16_block(type, NT, rec, ws, ms, nb - 1, act, stride, K, acc);
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
@@ -4460,8 +4531,13 @@ LLM__AVX512 static void llm__x16_tile_avx512(int type, int nt, const uint8_t *re
     case 7: llm__x16_tile(TYPE, 7, rec, act, stride, K, out, ostride); break;                               \
     default: llm__x16_tile(TYPE, 8, rec, act, stride, K, out, ostride); break;                              \
     }
-    if (type == LLM__TYPE_Q8_0) { LLM__X16_CASE(LLM__TYPE_Q8_0) }
-    else { LLM__X16_CASE(LLM__TYPE_Q4_0) }
+    switch (type) {
+    case LLM__TYPE_Q8_0: LLM__X16_CASE(LLM__TYPE_Q8_0) break;
+    case LLM__TYPE_Q4_1: LLM__X16_CASE(LLM__TYPE_Q4_1) break;
+    case LLM__TYPE_Q5_0: LLM__X16_CASE(LLM__TYPE_Q5_0) break;
+    case LLM__TYPE_Q5_1: LLM__X16_CASE(LLM__TYPE_Q5_1) break;
+    default: LLM__X16_CASE(LLM__TYPE_Q4_0) break;
+    }
 #undef LLM__X16_CASE
 }
 #endif
@@ -4651,6 +4727,7 @@ static void llm__cpu_free(void *ctx) {
     llm__pool_free(c->pool);
     free(c->scratch);
     free(c->cursors);
+    free(c->gelu);
     free(c);
 }
 
@@ -4891,22 +4968,43 @@ static void llm__cpu_scale(void *ctx, struct llm__tensor dst, struct llm__tensor
 // GELU, tanh approximation, as llama.cpp's CPU backend computes it: the input rounded to half
 // precision and the result read from a table of half-precision values (its GGML_GELU_FP16), so
 // gelu(x) = fp16(gelu(fp16(x))) for |x| < 10; 0 below -10, x above 10.
-static inline float llm__gelu_ggml(float x) {
-    if (x <= -10.0f) return 0.0f;
-    if (x >= 10.0f) return x;
-    const float h = llm__fp16_to_fp32(llm__fp32_to_fp16(x));
+static inline float llm__gelu_half(uint16_t x) {   // the table's entry for a half-precision x
+    const float h = llm__fp16_to_fp32(x);
     const float g = 0.5f * h * (1.0f + tanhf(0.79788456080286535588f * h * (1.0f + 0.044715f * h * h)));
     return llm__fp16_to_fp32(llm__fp32_to_fp16(g));
 }
+static inline float llm__gelu_ggml(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    return llm__gelu_half(llm__fp32_to_fp16(x));
+}
 
+// As llm__gelu_ggml, read from the table of its values at every half-precision input (the
+// rounding to half precision is vectorized; tanhf per element was a tenth of Gemma's prefill).
 static void llm__cpu_gelu_mul_row(const struct llm__cpu_rows_job *job, int64_t i) {
     const float *g = (const float *)llm__tensor_row(job->a, i);
     const float *u = (const float *)llm__tensor_row(job->b, i);
     float *y = (float *)llm__tensor_row(job->dst, i);
-    for (int64_t j = 0; j < job->dst.ne0; j++) y[j] = llm__gelu_ggml(g[j]) * u[j];
+    const float *tab = job->c->gelu;
+    if (!tab) {   // (no memory for the table)
+        for (int64_t j = 0; j < job->dst.ne0; j++) y[j] = llm__gelu_ggml(g[j]) * u[j];
+        return;
+    }
+    uint16_t h[256];
+    for (int64_t j0 = 0; j0 < job->dst.ne0; j0 += 256) {
+        const int64_t n = LLM__MIN(256, job->dst.ne0 - j0);
+        llm__fp32_to_fp16_row(g + j0, h, n);
+        for (int64_t j = 0; j < n; j++) {
+            const float x = g[j0 + j];
+            y[j0 + j] = (x <= -10.0f ? 0.0f : x >= 10.0f ? x : tab[h[j]]) * u[j0 + j];
+        }
+    }
 }
 
 static void llm__cpu_gelu_mul(void *ctx, struct llm__tensor dst, struct llm__tensor gate, struct llm__tensor up) {
+    struct llm__cpu *c = ctx;
+    if (!c->gelu && (c->gelu = malloc(sizeof(float) * 65536)))
+        for (uint32_t v = 0; v < 65536; v++) c->gelu[v] = llm__gelu_half((uint16_t)v);
     struct llm__cpu_rows_job job = {.c = ctx, .dst = dst, .a = gate, .b = up,
                                     .n_rows = gate.ne1, .row = llm__cpu_gelu_mul_row};
     llm__cpu_run_rows(&job);

@@ -241,12 +241,16 @@ static void check_act_quantizers(void) {
         if (it % 50 == 0) memset(x, 0, sizeof(x));
         for (int b = 0; b < 8; b++) {
             struct llm__block_q8_0 ref;
+            struct llm__block_q8_1 ref1;   // its s comes from the f32 scale (x16 Q4_1/Q5_1 activations)
             int8_t q[32];
             uint16_t dh;
+            float df;
             llm__quantize_row(LLM__TYPE_Q8_0, x + 32 * b, &ref, 32);
-            int32_t sum = llm__quantize_q8_0_block_avx512(x + 32 * b, q, &dh), want = 0;
+            llm__quantize_row(LLM__TYPE_Q8_1, x + 32 * b, &ref1, 32);
+            int32_t sum = llm__quantize_q8_0_block_avx512(x + 32 * b, q, &dh, &df), want = 0;
             for (int j = 0; j < 32; j++) want += ref.qs[j];
-            bad0 += dh != ref.d || memcmp(q, ref.qs, 32) != 0 || sum != want;
+            bad0 += dh != ref.d || memcmp(q, ref.qs, 32) != 0 || sum != want ||
+                    llm__fp32_to_fp16((float)sum * df) != ref1.s;
         }
         struct llm__block_q8_K rk, vk;
         llm__quantize_row(LLM__TYPE_Q8_K, x, &rk, 256);
@@ -326,6 +330,42 @@ static void check_rmsnorm(void) {
         for (int i = 0; i < n; i++) worst = fmax(worst, fabs(x[t * n + i] * sc * w[i] - y[t * n + i]) / (fabs(x[t * n + i] * sc * w[i]) + 1e-3));
     }
     EXPECT(worst < 1e-5, "rmsnorm: relative error %.3g", worst);
+    be.iface->buf_free(be.ctx, &b);
+    be.iface->free(be.ctx);
+}
+
+// gelu_mul (Gemma's feed-forward): the table of half-precision inputs gives exactly what
+// llm__gelu_ggml computes per element (around the +-10 cut-offs too), and that is the tanh GELU
+// within half precision's rounding.
+static void check_gelu_mul(void) {
+    const int n = 3000, T = 2;
+    struct llm_backend be = make_backend(2, -1, true);
+    struct llm__err e;
+    struct llm__buf b;
+    be.iface->buf_alloc(be.ctx, &b, sizeof(float) * (size_t)(3 * T) * n, &e);
+    float *g = b.data, *u = g + T * n, *y = u + T * n;
+    for (int i = 0; i < T * n; i++) {
+        g[i] = i % 5 == 0 ? (float)test_rng_uniform(&seed) * 24 - 12 : (float)test_rng_normal(&seed) * 3;
+        u[i] = (float)test_rng_normal(&seed);
+    }
+    g[0] = 10.0f, g[1] = -10.0f, g[2] = 9.999f, g[3] = -9.999f, g[4] = 0.0f, g[5] = -0.0f;
+    struct llm__step st = {.n_tokens = T, .block_size = 16};
+    for (int pass = 0; pass < 2; pass++) {   // the first call makes the table
+        be.iface->begin_step(be.ctx, &st);
+        be.iface->gelu_mul(be.ctx, llm__vec_view(&b, sizeof(float) * (size_t)(2 * T) * n, n, T),
+                           llm__vec_view(&b, 0, n, T), llm__vec_view(&b, sizeof(float) * (size_t)T * n, n, T));
+        be.iface->end_step(be.ctx, &e);
+        int differ = 0;
+        double worst = 0;
+        for (int i = 0; i < T * n; i++) {
+            const float want = llm__gelu_ggml(g[i]) * u[i];
+            differ += memcmp(&want, &y[i], sizeof(float)) != 0;
+            const double x = g[i], ref = 0.5 * x * (1 + tanh(0.7978845608028654 * x * (1 + 0.044715 * x * x))) * u[i];
+            worst = fmax(worst, fabs(ref - y[i]) / (fabs(u[i]) * (fabs(x) + 1e-2)));
+        }
+        EXPECT(differ == 0, "gelu_mul pass %d: %d of %d values differ from llm__gelu_ggml's", pass, differ, T * n);
+        EXPECT(worst < 2e-3, "gelu_mul pass %d: error %.3g against the float64 tanh GELU", pass, worst);
+    }
     be.iface->buf_free(be.ctx, &b);
     be.iface->free(be.ctx);
 }
@@ -787,7 +827,7 @@ static void check_tuner(void) {
 int main(void) {
     check_missing_arch_ops();
     const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
-                         LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q3_K, LLM__TYPE_Q2_K,
+                         LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1, LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q3_K, LLM__TYPE_Q2_K,
                          LLM__TYPE_IQ4_XS};
     const int toks[] = {1, 2, 3, 4, 5, 7, 13, 33};
     for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++)
@@ -798,6 +838,10 @@ int main(void) {
     check_matmul(LLM__TYPE_Q4_0, 608, 80, 9, 2, false);
     check_matmul(LLM__TYPE_Q4_0, 2048, 256, 1, 2, false);
     check_matmul(LLM__TYPE_Q8_0, 2048, 256, 40, 2, false);
+    check_matmul(LLM__TYPE_Q4_1, 608, 80, 9, 2, true);
+    check_matmul(LLM__TYPE_Q5_0, 608, 80, 9, 2, false);
+    check_matmul(LLM__TYPE_Q5_1, 864, 48, 11, 2, false);
+    check_matmul(LLM__TYPE_Q5_0, 2048, 256, 1, 2, false);
     // N not a multiple of 16: the plain layout
     check_matmul(LLM__TYPE_Q4_0, 256, 10, 3, 2, false);
 
@@ -823,6 +867,7 @@ int main(void) {
     check_rope(true, false);
     check_rope(false, true);
     check_rmsnorm();
+    check_gelu_mul();
     check_contract_entries(&llm__cpu_iface);
 #ifdef LLM_VULKAN
     check_contract_entries(&llm__vk_iface);
