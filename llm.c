@@ -4689,6 +4689,216 @@ LLM__AVX512 static void llm__x16k_tile_avx512(int nt, const uint8_t *rec, const 
 }
 #endif
 
+// --- K-quant tiles: prompt products of Q2_K, Q3_K, Q5_K, Q6_K and IQ4_XS weights (AVX-512) ---
+//
+// These types have no x16 layout: unpacked to bytes they would grow 1.3-3x, and decode reads them
+// as stored. A step of at least LLM__KT_MIN_TOKENS tokens instead unpacks 16 rows x one
+// super-block at a time into bytes in x16's chunk order (64 bytes = 4 columns of 16 rows) and
+// multiplies them with every token's Q8_K activations by vpdpbusd, so the unpacking is paid once
+// per step rather than once per token. A byte is u = w + off >= 0, w the integer the plain kernels
+// multiply by the activations:
+//   Q3_K  sc * q (-124..128, off 124): the sub-block scale folds in, one sum per super-block
+//   Q2_K  sc * q (0..45); the mins' sum m[s] * bsums[s] by vpdpwssd
+//   Q6_K  q - 32 (off 32), its scale per group of 16 columns applied by an integer multiply
+//   Q5_K  q (0..31), the scale per group of 32 by an integer multiply, the mins as Q2_K's
+//   IQ4_XS the grid value (-127..113, off 127), ls - 32 per group of 32 by an integer multiply
+// The offset comes back out through the activations' group sums. The integer sums are the plain
+// kernels', so results differ from theirs only in float rounding.
+#if defined(LLM__X86_SIMD)
+#define LLM__KT_MIN_TOKENS 32
+
+struct llm__kt_tile {
+    _Alignas(64) uint8_t q[64][64];   // chunk c: columns 4c..4c+3 of rows 0..15
+    int32_t ls[16][16];               // the scale of each group of columns, per row (not Q3_K, Q2_K)
+    int16_t m[8][16][2];              // Q2_K, Q5_K: the mins of bsums 2p and 2p + 1, per row
+    float d[16], dmin[16];
+};
+
+static bool llm__kt_supported(int type, int64_t ne0, int64_t ne1) {
+    switch (type) {
+    case LLM__TYPE_Q2_K: case LLM__TYPE_Q3_K: case LLM__TYPE_Q5_K: case LLM__TYPE_Q6_K: case LLM__TYPE_IQ4_XS:
+        return ne0 % 256 == 0 && ne1 % 16 == 0;
+    default: return false;
+    }
+}
+
+static int llm__kt_off(int type) {
+    return type == LLM__TYPE_Q3_K ? 124 : type == LLM__TYPE_IQ4_XS ? 127 : type == LLM__TYPE_Q6_K ? 32 : 0;
+}
+// Chunks (of 4 columns) per scale group: 64 where the scales fold into the bytes.
+static int llm__kt_group(int type) {
+    return type == LLM__TYPE_Q6_K ? 4 : type == LLM__TYPE_Q3_K || type == LLM__TYPE_Q2_K ? 64 : 8;
+}
+
+// Super-block sb of the 16 rows at w (rb bytes apart) into a tile (test_backend has a scalar
+// version of this to compare with).
+LLM__AVX512 static void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, int64_t sb, struct llm__kt_tile *t) {
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    const __m512i off = _mm512_set1_epi16((short)llm__kt_off(type));
+    for (int r = 0; r < 16; r++) {
+        const uint8_t *row = w + (size_t)r * rb;
+        _Alignas(64) uint8_t u[LLM__QK_K];
+        if (type == LLM__TYPE_IQ4_XS) {
+            const struct llm__block_iq4_xs *x = (const struct llm__block_iq4_xs *)row + sb;
+            int8_t ls[8];
+            llm__iq4_xs_scales(x, ls);
+            const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values));
+            for (int b = 0; b < 8; b++) {
+                t->ls[b][r] = ls[b];
+                const __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 16 * b));
+                const __m256i n = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
+                _mm256_store_si256((__m256i *)(u + 32 * b), _mm256_add_epi8(_mm256_shuffle_epi8(grid, n), _mm256_set1_epi8(127)));
+            }
+            t->d[r] = llm__fp16_to_fp32(x->d);
+        } else if (type == LLM__TYPE_Q6_K) {
+            const struct llm__block_q6_K *x = (const struct llm__block_q6_K *)row + sb;
+            for (int g = 0; g < 16; g++) t->ls[g][r] = x->scales[g];
+            for (int h = 0; h < 2; h++) {   // (16-bit shifts leak bits across bytes only outside the masks)
+                const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+                const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+                uint8_t *o = u + 128 * h;
+                _mm256_store_si256((__m256i *)o, _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+                _mm256_store_si256((__m256i *)(o + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+                _mm256_store_si256((__m256i *)(o + 64), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)));
+                _mm256_store_si256((__m256i *)(o + 96), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+            }
+            t->d[r] = llm__fp16_to_fp32(x->d);
+        } else if (type == LLM__TYPE_Q5_K) {
+            const struct llm__block_q5_K *x = (const struct llm__block_q5_K *)row + sb;
+            uint8_t sm[16];
+            llm__unpack_k4_scales(x->scales, sm);
+            for (int s = 0; s < 8; s++) t->ls[s][r] = sm[s], t->m[s][r][0] = t->m[s][r][1] = sm[8 + s];
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
+            for (int j = 0; j < 4; j++) {   // elements 64j + l: low nibbles, qh bit 2j; 64j + 32 + l: high, bit 2j + 1
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+                const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one);
+                const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one);
+                _mm256_store_si256((__m256i *)(u + 64 * j), _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4)));
+                _mm256_store_si256((__m256i *)(u + 64 * j + 32),
+                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(h1, 4)));
+            }
+            t->d[r] = llm__fp16_to_fp32(x->d);
+            t->dmin[r] = llm__fp16_to_fp32(x->dmin);
+        } else {   // Q3_K, Q2_K
+            const bool three = type == LLM__TYPE_Q3_K;
+            const struct llm__block_q3_K *x3 = (const struct llm__block_q3_K *)row + sb;
+            const struct llm__block_q2_K *x2 = (const struct llm__block_q2_K *)row + sb;
+            int8_t sc[16];
+            if (three) llm__q3_K_scales(x3->scales, sc);
+            else
+                for (int s = 0; s < 16; s++) {
+                    sc[s] = (int8_t)(x2->scales[s] & 15);
+                    t->m[s / 2][r][s % 2] = (int16_t)(x2->scales[s] >> 4);
+                }
+            const __m256i hm = three ? _mm256_loadu_si256((const __m256i *)x3->hmask) : _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                const __m256i qv = _mm256_loadu_si256((const __m256i *)((three ? x3->qs : x2->qs) + 32 * h));
+                for (int j = 0; j < 4; j++) {
+                    const int g = 4 * h + j;   // elements 32g..32g+31
+                    __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
+                    if (three) {
+                        const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, g), one);
+                        q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_slli_epi16(hb, 2)), _mm256_set1_epi8(4));
+                    }
+                    const __m512i s16 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * g])),
+                                                           _mm256_set1_epi16(sc[2 * g + 1]), 1);
+                    const __m512i v = _mm512_add_epi16(_mm512_mullo_epi16(_mm512_cvtepi8_epi16(q), s16), off);
+                    _mm256_store_si256((__m256i *)(u + 32 * g), _mm512_cvtepi16_epi8(v));
+                }
+            }
+            t->d[r] = llm__fp16_to_fp32(three ? x3->d : x2->d);
+            if (!three) t->dmin[r] = llm__fp16_to_fp32(x2->dmin);
+        }
+        for (int c = 0; c < 64; c++) memcpy(&t->q[c][4 * r], u + 4 * c, 4);
+    }
+}
+
+// out[t][0..16) (+)= the tile's 16 rows times NT tokens' Q8_K block (act + t * stride).
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__kt_tokens(
+        int type, int NT, const struct llm__kt_tile *tl, const uint8_t *act, size_t stride, float *out, size_t ostride,
+        bool first) {
+    const int off = llm__kt_off(type), G = llm__kt_group(type);
+    const struct llm__block_q8_K *a[8];
+    __m512i s[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+        a[t] = (const struct llm__block_q8_K *)(act + (size_t)t * stride);
+        int32_t bs = 0;
+        for (int g = 0; g < 16; g++) bs += a[t]->bsums[g];
+        s[t] = _mm512_set1_epi32(G == 64 ? -off * bs : 0);
+    }
+    for (int g0 = 0; g0 < 64; g0 += G) {   // one group of columns with one scale per row
+        const int gi = g0 / G;
+        __m512i sg[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            const int bs = G == 4 ? a[t]->bsums[gi] : a[t]->bsums[2 * gi] + a[t]->bsums[2 * gi + 1];
+            sg[t] = G == 64 ? s[t] : _mm512_set1_epi32(-off * bs);
+        }
+#pragma GCC unroll 8
+        for (int c = g0; c < g0 + G; c++) {
+            const __m512i wv = _mm512_load_si512((const void *)tl->q[c]);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                int32_t a4;
+                memcpy(&a4, a[t]->qs + 4 * c, 4);
+                sg[t] = _mm512_dpbusd_epi32(sg[t], wv, _mm512_set1_epi32(a4));
+            }
+        }
+        if (G == 64) {
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) s[t] = sg[t];
+        } else {
+            const __m512i ls = _mm512_loadu_si512((const void *)tl->ls[gi]);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(sg[t], ls));
+        }
+    }
+    const __m512 d = _mm512_loadu_ps(tl->d);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+        float *o = out + (size_t)t * ostride;
+        __m512 acc = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(d, _mm512_set1_ps(a[t]->d)), acc);
+        if (type == LLM__TYPE_Q2_K || type == LLM__TYPE_Q5_K) {
+            __m512i mi = _mm512_setzero_si512();
+            for (int p = 0; p < 8; p++) {
+                int32_t pair;
+                memcpy(&pair, a[t]->bsums + 2 * p, 4);
+                mi = _mm512_dpwssd_epi32(mi, _mm512_loadu_si512((const void *)tl->m[p]), _mm512_set1_epi32(pair));
+            }
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(_mm512_loadu_ps(tl->dmin), _mm512_set1_ps(-a[t]->d)), acc);
+        }
+        _mm512_storeu_ps(o, acc);
+    }
+}
+
+LLM__AVX512 static void llm__kt_tokens_avx512(int type, int nt, const struct llm__kt_tile *tl, const uint8_t *act,
+                                              size_t stride, float *out, size_t ostride, bool first) {
+#define LLM__KT_CASE(TYPE)                                                                    \
+    switch (nt) {                                                                             \
+    case 1: llm__kt_tokens(TYPE, 1, tl, act, stride, out, ostride, first); break;             \
+    case 2: llm__kt_tokens(TYPE, 2, tl, act, stride, out, ostride, first); break;             \
+    case 3: llm__kt_tokens(TYPE, 3, tl, act, stride, out, ostride, first); break;             \
+    case 4: llm__kt_tokens(TYPE, 4, tl, act, stride, out, ostride, first); break;             \
+    case 5: llm__kt_tokens(TYPE, 5, tl, act, stride, out, ostride, first); break;             \
+    case 6: llm__kt_tokens(TYPE, 6, tl, act, stride, out, ostride, first); break;             \
+    case 7: llm__kt_tokens(TYPE, 7, tl, act, stride, out, ostride, first); break;             \
+    default: llm__kt_tokens(TYPE, 8, tl, act, stride, out, ostride, first); break;            \
+    }
+    switch (type) {
+    case LLM__TYPE_Q3_K: LLM__KT_CASE(LLM__TYPE_Q3_K) break;
+    case LLM__TYPE_Q2_K: LLM__KT_CASE(LLM__TYPE_Q2_K) break;
+    case LLM__TYPE_Q5_K: LLM__KT_CASE(LLM__TYPE_Q5_K) break;
+    case LLM__TYPE_Q6_K: LLM__KT_CASE(LLM__TYPE_Q6_K) break;
+    default: LLM__KT_CASE(LLM__TYPE_IQ4_XS) break;
+    }
+#undef LLM__KT_CASE
+}
+#endif
+
 // Splits chunks [0, n) into contiguous shares, one per thread.
 static void llm__cursors_init(struct llm__cpu *c, int64_t n) {
     int nth = llm__pool_nth(c->pool);
@@ -5418,6 +5628,32 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
 }
 #endif
 
+#if defined(LLM__X86_SIMD)
+// Rows [r0, r1) of plain K-quant (or IQ4_XS) weight j (r0, r1 multiples of 16) for every token, a
+// tile of 16 rows x one super-block at a time (see llm__kt_unpack).
+static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
+    const struct llm__weight *w = job->w[j];
+    const int64_t K = job->x.ne0, nsb = K / LLM__QK_K;
+    const size_t rb = llm__row_bytes(w->type, K), stride = job->xq_stride[j];
+    const struct llm__tensor d = job->dst[j];
+    const size_t os = d.nb1 / sizeof(float);
+    struct llm__kt_tile tile;
+    for (int64_t r = r0; r < r1; r += 16) {
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            llm__kt_unpack_avx512(w->type, (const uint8_t *)w->buf.data + (size_t)r * rb, rb, sb, &tile);
+            for (int64_t t = 0; t < job->ntok; t += 8) {
+                const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)t * stride + (size_t)sb * sizeof(struct llm__block_q8_K);
+                llm__kt_tokens_avx512(w->type, (int)LLM__MIN(8, job->ntok - t), &tile, act, stride,
+                                      (float *)llm__tensor_row(d, t) + r, os, sb == 0);
+            }
+        }
+        if (bias)
+            for (int64_t t = 0; t < job->ntok; t++)
+                for (int k = 0; k < 16; k++) ((float *)llm__tensor_row(d, t))[r + k] += bias[r + k];
+    }
+}
+#endif
+
 static void llm__cpu_mm_worker(void *arg, int ith, int nth) {
     struct llm__cpu_mm_job *job = arg;
     const int64_t K = job->x.ne0;
@@ -5434,6 +5670,11 @@ static void llm__cpu_mm_worker(void *arg, int ith, int nth) {
 #if defined(LLM__X86_SIMD)
         if (w->layout == LLM__LAYOUT_X16) {
             llm__cpu_mm_x16(job, j, r0, r1, bias);
+            continue;
+        }
+        if (job->ntok >= LLM__KT_MIN_TOKENS && job->c->simd == LLM__SIMD_AVX512 && job->c->repack &&
+            llm__kt_supported(w->type, K, w->ne1)) {
+            llm__cpu_mm_kt(job, j, r0, r1, bias);
             continue;
         }
 #endif

@@ -103,6 +103,85 @@ static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, 
     free(wf); free(w); free(x); free(bias); free(xq); free(want);
 }
 
+#if defined(LLM__X86_SIMD)
+// The reference for llm__kt_unpack_avx512: super-block sb of the 16 rows at w (rb bytes apart)
+// from the scalar dequantizers' helpers (the bytes are w + off, w what the plain kernels multiply).
+static void kt_unpack_ref(int type, const uint8_t *w, size_t rb, int64_t sb, struct llm__kt_tile *t) {
+    const int off = type == LLM__TYPE_Q3_K ? 124 : type == LLM__TYPE_IQ4_XS ? 127 : type == LLM__TYPE_Q6_K ? 32 : 0;
+    for (int r = 0; r < 16; r++) {
+        const uint8_t *row = w + (size_t)r * rb;
+        int v[LLM__QK_K];
+        if (type == LLM__TYPE_Q3_K) {   // sc * q, one scale per super-block
+            const struct llm__block_q3_K *x = (const struct llm__block_q3_K *)row + sb;
+            int8_t sc[16], q[LLM__QK_K];
+            llm__q3_K_scales(x->scales, sc);
+            llm__q3_K_quants(x, q);
+            for (int e = 0; e < LLM__QK_K; e++) v[e] = sc[e / 16] * q[e];
+            t->d[r] = llm__fp16_to_fp32(x->d);
+        } else if (type == LLM__TYPE_Q2_K) {
+            const struct llm__block_q2_K *x = (const struct llm__block_q2_K *)row + sb;
+            uint8_t q[LLM__QK_K];
+            llm__k23_low_quants(x->qs, q);
+            for (int e = 0; e < LLM__QK_K; e++) v[e] = (x->scales[e / 16] & 15) * q[e];
+            for (int s = 0; s < 16; s++) t->m[s / 2][r][s % 2] = (int16_t)(x->scales[s] >> 4);
+            t->d[r] = llm__fp16_to_fp32(x->d);
+            t->dmin[r] = llm__fp16_to_fp32(x->dmin);
+        } else if (type == LLM__TYPE_Q6_K) {   // q - 32, scales per 16
+            const struct llm__block_q6_K *x = (const struct llm__block_q6_K *)row + sb;
+            int8_t q[LLM__QK_K];
+            llm__q6_K_quants(x, q);
+            for (int e = 0; e < LLM__QK_K; e++) v[e] = q[e];
+            for (int g = 0; g < 16; g++) t->ls[g][r] = x->scales[g];
+            t->d[r] = llm__fp16_to_fp32(x->d);
+        } else if (type == LLM__TYPE_Q5_K) {   // q, scales and mins per 32 (a min for each of its 2 bsums)
+            const struct llm__block_q5_K *x = (const struct llm__block_q5_K *)row + sb;
+            uint8_t sm[16], q[LLM__QK_K];
+            llm__unpack_k4_scales(x->scales, sm);
+            llm__k45_quants(x->qs, x->qh, q);
+            for (int e = 0; e < LLM__QK_K; e++) v[e] = q[e];
+            for (int s = 0; s < 8; s++) t->ls[s][r] = sm[s], t->m[s][r][0] = t->m[s][r][1] = sm[8 + s];
+            t->d[r] = llm__fp16_to_fp32(x->d);
+            t->dmin[r] = llm__fp16_to_fp32(x->dmin);
+        } else {   // IQ4_XS: grid values, ls - 32 per 32
+            const struct llm__block_iq4_xs *x = (const struct llm__block_iq4_xs *)row + sb;
+            int8_t ls[8];
+            llm__iq4_xs_scales(x, ls);
+            for (int b = 0; b < 8; b++) {
+                t->ls[b][r] = ls[b];
+                for (int l = 0; l < 16; l++) {
+                    v[32 * b + l] = llm__iq4nl_values[x->qs[16 * b + l] & 15];
+                    v[32 * b + 16 + l] = llm__iq4nl_values[x->qs[16 * b + l] >> 4];
+                }
+            }
+            t->d[r] = llm__fp16_to_fp32(x->d);
+        }
+        for (int e = 0; e < LLM__QK_K; e++) t->q[e / 4][4 * r + e % 4] = (uint8_t)(v[e] + off);
+    }
+}
+
+// Random bytes as blocks (every bit pattern is a block; the scales may be NaN, copied alike).
+static void check_kt_unpack(void) {
+    const int types[] = {LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_Q6_K, LLM__TYPE_Q5_K, LLM__TYPE_IQ4_XS};
+    int bad = 0, n = 0;
+    for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++) {
+        const size_t rb = llm__row_bytes(types[i], 512);
+        uint8_t *w = malloc(rb * 16);
+        for (size_t k = 0; k < rb * 16; k++) w[k] = (uint8_t)test_rng_next(&seed);
+        for (int sb = 0; sb < 2; sb++) {
+            struct llm__kt_tile want, got;
+            memset(&want, 0, sizeof(want));
+            memset(&got, 0, sizeof(got));
+            kt_unpack_ref(types[i], w, rb, sb, &want);
+            llm__kt_unpack_avx512(types[i], w, rb, sb, &got);
+            bad += memcmp(&want, &got, sizeof(want)) != 0;
+            n++;
+        }
+        free(w);
+    }
+    EXPECT(bad == 0, "K-quant tiles: %d of %d unpacked differently from the scalar reference", bad, n);
+}
+#endif
+
 // --- attention ---
 
 // n_seqs sequences with random lengths; the batch holds the last `new` tokens of each (so some
@@ -826,6 +905,9 @@ static void check_tuner(void) {
 
 int main(void) {
     check_missing_arch_ops();
+#if defined(LLM__X86_SIMD)
+    if (llm__simd_best() == LLM__SIMD_AVX512) check_kt_unpack();
+#endif
     const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
                          LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1, LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q3_K, LLM__TYPE_Q2_K,
                          LLM__TYPE_IQ4_XS};
@@ -842,6 +924,13 @@ int main(void) {
     check_matmul(LLM__TYPE_Q5_0, 608, 80, 9, 2, false);
     check_matmul(LLM__TYPE_Q5_1, 864, 48, 11, 2, false);
     check_matmul(LLM__TYPE_Q5_0, 2048, 256, 1, 2, false);
+    // prompt steps of Q2_K/Q3_K/Q5_K/Q6_K/IQ4_XS weights: tiles unpacked per step (from 32 tokens)
+    check_matmul(LLM__TYPE_Q3_K, 768, 48, 40, 2, true);
+    check_matmul(LLM__TYPE_Q6_K, 768, 48, 45, 2, true);
+    check_matmul(LLM__TYPE_Q5_K, 512, 32, 64, 2, false);
+    check_matmul(LLM__TYPE_Q2_K, 768, 32, 64, 2, false);
+    check_matmul(LLM__TYPE_IQ4_XS, 1024, 48, 37, 2, true);
+    check_matmul(LLM__TYPE_Q3_K, 512, 40, 32, 2, false);   // (N not a multiple of 16: the plain kernels)
     // N not a multiple of 16: the plain layout
     check_matmul(LLM__TYPE_Q4_0, 256, 10, 3, 2, false);
 
