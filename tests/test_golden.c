@@ -42,10 +42,12 @@
 // The arithmetic is the same: both models' weights dequantized to f32 (no activation rounding)
 // agree with llama.cpp within 2e-5 (SmolLM2) and 4e-3 (Gemma 3, its half-precision GELU table);
 // what is left is a 1e-7 difference now and then flipping an 8-bit rounding of the activations
-// (Q8_1, Q8_K), which these models amplify. Bounds: top-5 max 1.75, median step 0.5; top-1 max
-// 0.5, median 0.08; argmax equal wherever llama.cpp's top-1 leads by more than 0.75 (a top-1 and
-// top-2 each moved by at most 0.34 cannot swap); over all steps, argmax equal at 27 of 32 steps
-// of each prompt (measured: 29 at least) and at 548 of 576 steps overall (measured: 556).
+// (Q8_1, Q8_K), which these models amplify: summing the same integer products in another float
+// order (prompt steps of Q6_K weights as unpacked tiles) moved Gemma's Chinese prompt from a
+// top-1 median of 0.055 to 0.089. Bounds: top-5 max 1.75, median step 0.5; top-1 max 0.5, median
+// 0.12; argmax equal wherever llama.cpp's top-1 leads by more than 0.75 (a top-1 and top-2 each
+// moved by at most 0.34 cannot swap); over all steps, argmax equal at 27 of 32 steps of each
+// prompt (measured: 29 at least) and at 548 of 576 steps overall (measured: 559).
 #include "../llm.c"
 #include "test.h"
 #include "json.h"
@@ -64,7 +66,7 @@ struct agree { int same, steps; };
 
 // The bounds for a model file named ...-TYPE.gguf (see above); defaults: llama.cpp's defaults.
 static struct tol tolerance_for(const char *file, bool defaults, bool real) {
-    if (real) return (struct tol){1.75, 0.5, 0.75, 0.5, 0.08, 27.0 / 32};
+    if (real) return (struct tol){1.75, 0.5, 0.75, 0.5, 0.12, 27.0 / 32};
     const char *dash = strrchr(file, '-');
     const char *type = dash ? dash + 1 : file;
     // Gemma's GELU: llama.cpp's CPU backend reads it from a table of half-precision values at the
