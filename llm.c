@@ -2217,14 +2217,19 @@ LLM__AVX512 static void llm__vec_dot_iq4_xs_avx512(int64_t n, float *s, const vo
     const __m512i m4 = _mm512_set1_epi8(15);
     // dword selectors of the pair's two scales: elements 0-7 take sub-block 2k, 8-15 take 2k + 1
     const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    // lane b of the scales: bits 4b.. of scales_l and 2b.. of scales_h (see llm__iq4_xs_scales)
+    const __m256i shl = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), shh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / LLM__QK_K; i++) {
-        int8_t ls[8];
-        llm__iq4_xs_scales(&w[i], ls);
-        const __m512i ls32 = _mm512_castsi256_si512(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)ls)));
-        int32_t corr = 0;
-        for (int b = 0; b < 8; b++) corr += ls[b] * (a[i].bsums[2 * b] + a[i].bsums[2 * b + 1]);
-        __m512i sumi = _mm512_maskz_mov_epi32(1, _mm512_set1_epi32(-128 * corr));
+        uint32_t sl;
+        memcpy(&sl, w[i].scales_l, 4);
+        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), shl), _mm256_set1_epi32(15));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w[i].scales_h), shh), _mm256_set1_epi32(3));
+        const __m256i ls8 = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+        const __m512i ls32 = _mm512_zextsi256_si512(ls8);
+        // -128 * ls[b] * (the sub-block's activation sum), lane b
+        const __m256i sums = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[i].bsums), _mm256_set1_epi16(1));
+        __m512i sumi = _mm512_zextsi256_si512(_mm256_mullo_epi32(_mm256_mullo_epi32(ls8, sums), _mm256_set1_epi32(-128)));
         #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
             const __m512i q = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * k)));
