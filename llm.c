@@ -4522,20 +4522,25 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
 }
 
+// switch (nt) over 1..8 (8 and more: 8), calling CALL(TYPE, constant count): the tile kernels
+// are inlined once per count.
+#define LLM__NT_SWITCH(CALL, TYPE)                                                              \
+    switch (nt) {                                                                               \
+    case 1: CALL(TYPE, 1); break;                                                               \
+    case 2: CALL(TYPE, 2); break;                                                               \
+    case 3: CALL(TYPE, 3); break;                                                               \
+    case 4: CALL(TYPE, 4); break;                                                               \
+    case 5: CALL(TYPE, 5); break;                                                               \
+    case 6: CALL(TYPE, 6); break;                                                               \
+    case 7: CALL(TYPE, 7); break;                                                               \
+    default: CALL(TYPE, 8); break;                                                              \
+    }
+
 LLM__AVX512 static void llm__x16_tile_avx512(int type, int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
                                              int64_t K, float *out, size_t ostride) {
     // Constant token counts let the compiler keep the accumulators in registers.
-#define LLM__X16_CASE(TYPE)                                                                                  \
-    switch (nt) {                                                                                            \
-    case 1: llm__x16_tile(TYPE, 1, rec, act, stride, K, out, ostride); break;                               \
-    case 2: llm__x16_tile(TYPE, 2, rec, act, stride, K, out, ostride); break;                               \
-    case 3: llm__x16_tile(TYPE, 3, rec, act, stride, K, out, ostride); break;                               \
-    case 4: llm__x16_tile(TYPE, 4, rec, act, stride, K, out, ostride); break;                               \
-    case 5: llm__x16_tile(TYPE, 5, rec, act, stride, K, out, ostride); break;                               \
-    case 6: llm__x16_tile(TYPE, 6, rec, act, stride, K, out, ostride); break;                               \
-    case 7: llm__x16_tile(TYPE, 7, rec, act, stride, K, out, ostride); break;                               \
-    default: llm__x16_tile(TYPE, 8, rec, act, stride, K, out, ostride); break;                              \
-    }
+#define LLM__X16_CALL(TYPE, N) llm__x16_tile(TYPE, N, rec, act, stride, K, out, ostride)
+#define LLM__X16_CASE(TYPE) LLM__NT_SWITCH(LLM__X16_CALL, TYPE)
     switch (type) {
     case LLM__TYPE_Q8_0: LLM__X16_CASE(LLM__TYPE_Q8_0) break;
     case LLM__TYPE_Q4_1: LLM__X16_CASE(LLM__TYPE_Q4_1) break;
@@ -4544,6 +4549,7 @@ LLM__AVX512 static void llm__x16_tile_avx512(int type, int nt, const uint8_t *re
     default: LLM__X16_CASE(LLM__TYPE_Q4_0) break;
     }
 #undef LLM__X16_CASE
+#undef LLM__X16_CALL
 }
 #endif
 
@@ -4882,17 +4888,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__kt_tokens(
 
 LLM__AVX512 static void llm__kt_tokens_avx512(int type, int nt, const struct llm__kt_tile *tl, const uint8_t *act,
                                               size_t stride, float *out, size_t ostride, bool first) {
-#define LLM__KT_CASE(TYPE)                                                                    \
-    switch (nt) {                                                                             \
-    case 1: llm__kt_tokens(TYPE, 1, tl, act, stride, out, ostride, first); break;             \
-    case 2: llm__kt_tokens(TYPE, 2, tl, act, stride, out, ostride, first); break;             \
-    case 3: llm__kt_tokens(TYPE, 3, tl, act, stride, out, ostride, first); break;             \
-    case 4: llm__kt_tokens(TYPE, 4, tl, act, stride, out, ostride, first); break;             \
-    case 5: llm__kt_tokens(TYPE, 5, tl, act, stride, out, ostride, first); break;             \
-    case 6: llm__kt_tokens(TYPE, 6, tl, act, stride, out, ostride, first); break;             \
-    case 7: llm__kt_tokens(TYPE, 7, tl, act, stride, out, ostride, first); break;             \
-    default: llm__kt_tokens(TYPE, 8, tl, act, stride, out, ostride, first); break;            \
-    }
+#define LLM__KT_CALL(TYPE, N) llm__kt_tokens(TYPE, N, tl, act, stride, out, ostride, first)
+#define LLM__KT_CASE(TYPE) LLM__NT_SWITCH(LLM__KT_CALL, TYPE)
     switch (type) {
     case LLM__TYPE_Q3_K: LLM__KT_CASE(LLM__TYPE_Q3_K) break;
     case LLM__TYPE_Q2_K: LLM__KT_CASE(LLM__TYPE_Q2_K) break;
@@ -4901,6 +4898,7 @@ LLM__AVX512 static void llm__kt_tokens_avx512(int type, int nt, const struct llm
     default: LLM__KT_CASE(LLM__TYPE_IQ4_XS) break;
     }
 #undef LLM__KT_CASE
+#undef LLM__KT_CALL
 }
 #endif
 
