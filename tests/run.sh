@@ -10,6 +10,7 @@ shift
 passed=0; failed=0; broken=""
 for t in "$@" tests/test_*.sh; do
     [ -f "$t" ] || continue
+    start=$(date +%s)
     case "$t" in
         *.sh) out=$(sh "$t" "$dir/llm" "${LLM_TEST_MODELS:-build/models}" 2>&1); rc=$? ;;
         *) [ -x "$t" ] || continue; out=$(LLM_TEST_BUILD="$dir" "$t" 2>&1); rc=$? ;;
@@ -22,7 +23,7 @@ for t in "$@" tests/test_*.sh; do
         failed=$((failed + 1)); broken="$broken $(basename "$t")"
         continue
     fi
-    echo "$line"
+    echo "$line ($(( $(date +%s) - start )) s)"
     p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
     f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
     passed=$((passed + p)); failed=$((failed + f))
