@@ -4191,7 +4191,7 @@ struct llm__cpu {
     struct llm__pool *pool;
     struct llm__cursor *cursors;   // [n_threads]
     enum llm__simd simd;
-    bool repack;                // rewrite Q8_0/Q4_0 weights into the x16 layout (AVX-512)
+    bool repack;                // rewrite weights into the x16 layouts (AVX-512; see below)
     llm__vec_dot_fn vec_dot[LLM__TYPE_COUNT];
     const struct llm__step *step;
     void *scratch;              // quantized activations
@@ -4206,7 +4206,8 @@ struct llm__cpu {
 // is how few instructions a multiply-add takes. The GGUF layout (34- or 18-byte blocks, one row
 // after another) serves neither: unaligned loads, and per-row dot products that end in
 // horizontal sums. At load time the CPU backend rewrites Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 matrices
-// whose row count is a multiple of 16 into the "x16" layout: for each group of 16 rows and each
+// whose row count is a multiple of 16 (and Q4_K and Q3_K ones, in layouts of their own, below)
+// into the "x16" layout: for each group of 16 rows and each
 // block of 32 columns, the rows' quants interleaved 4 bytes at a time, so one 64-byte vector holds
 // the same 4 columns of 16 rows. vpdpbusd against 4 broadcast activation bytes then adds 4
 // products into each row's own lane; 8 of them finish a block of 16 rows, with no horizontal sum,
@@ -4241,7 +4242,7 @@ static bool llm__x16_supported(int type, int64_t ne0, int64_t ne1) {
     switch (type) {
     case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: case LLM__TYPE_Q4_1: case LLM__TYPE_Q5_0: case LLM__TYPE_Q5_1:
         return ne0 % 32 == 0;
-    case LLM__TYPE_Q4_K: return ne0 % 256 == 0;
+    case LLM__TYPE_Q4_K: case LLM__TYPE_Q3_K: return ne0 % 256 == 0;
     default: return false;
     }
 }
@@ -4258,8 +4259,10 @@ static size_t llm__x16_soffs(int type, int64_t b, int64_t nb) {
     size_t nq = b / 2 * 2 + 1 < nb ? 2 : 1;   // blocks in this unit
     return (size_t)(b / 2) * llm__x16_unit(type) + nq * llm__x16_qbytes(type) + (size_t)(b % 2) * 32;
 }
+static size_t llm__x16q3_group_bytes(int64_t ne0);
 static size_t llm__x16_group_bytes(int type, int64_t ne0) {
     if (type == LLM__TYPE_Q4_K) return (size_t)(ne0 / 256) * 2368;   // LLM__X16K_SB
+    if (type == LLM__TYPE_Q3_K) return llm__x16q3_group_bytes(ne0);
     int64_t nb = ne0 / 32;
     return (size_t)(nb / 2) * llm__x16_unit(type) + (nb % 2 ? llm__x16_qbytes(type) + llm__x16_sbytes(type) : 0);
 }
@@ -4523,10 +4526,11 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
 }
 
 // switch (nt) over 1..8 (8 and more: 8), calling CALL(TYPE, constant count): the tile kernels
-// are inlined once per count. The fuzzers' builds (clang's coverage instrumentation took over ten
-// minutes on the 80 copies) call them once per type with the count as a variable: the same
-// results, slower.
-#if defined(LLM_FUZZ_LIBFUZZER)
+// are inlined once per count. Built with LLM_GENERIC_TILES defined, they are inlined once per type
+// with the count as a variable instead: the same results, slower, and compiled in under half the
+// time (the fuzzers, and the test programs other than test_backend, which checks these kernels
+// as the program and the library build them).
+#if defined(LLM_GENERIC_TILES)
 #define LLM__NT_SWITCH(CALL, TYPE) CALL(TYPE, LLM__MIN(nt, 8));
 #else
 #define LLM__NT_SWITCH(CALL, TYPE)                                                              \
@@ -4706,16 +4710,206 @@ LLM__AVX512 static void llm__x16k_tile_avx512(int nt, const uint8_t *rec, const 
 }
 #endif
 
+
+// Q3_K in x16, at the file's own size (110 bytes per row and super-block). Per group of 16 rows
+// and K/256 super-blocks, four arrays (each 64-byte aligned; the group is padded to 64 bytes):
+//   quants  1024 bytes per super-block: 16 chunks of 64 bytes, chunk c = qs bytes
+//           32 (c / 8) + 4 (c % 8) .. +3 of rows 0..15 as stored (2 bits each of 4 elements)
+//   hmask    512 bytes per super-block: the high bits as one 64-bit mask per chunk c and shift j
+//           (at 8 (4c + j)): bit 4r + b is element 128 (c / 8) + 32 j + 4 (c % 8) + b of row r,
+//           so that one masked add puts them into the chunk's bytes
+//   scales   192 bytes per super-block: the 6-bit scales v of 16 sub-blocks x 16 rows, split so
+//           that four vectors of bytes come out in the kernel's order, byte i of vector k being
+//           sub-block 2p + i % 2 of row (i % 32) / 2, p = 2k + i / 32: low nibbles in two
+//           vectors (k = 0, 1 low, k = 2, 3 high nibbles), then the top 2 bits (bits 2k, 2k + 1)
+//   d         32 bytes per super-block: the 16 rows' fp16 d
+// The kernel adds u = q + 4 (0..7) times the Q8_K activations per sub-block of 16 columns, starting
+// from -4 times the activations' sum there, so each sub-block's sum is exactly the plain
+// kernel's; two sub-blocks' sums as 16-bit pairs then meet their scales in one vpdpwssd.
+#define LLM__X16Q3_SB 1760   // bytes of one super-block of 16 rows
+
+static size_t llm__x16q3_group_bytes(int64_t ne0) { return ((size_t)(ne0 / 256) * LLM__X16Q3_SB + 63) & ~(size_t)63; }
+static const uint8_t *llm__x16q3_hm(const uint8_t *g, int64_t nsb, int64_t sb) { return g + (size_t)nsb * 1024 + (size_t)sb * 512; }
+static const uint8_t *llm__x16q3_sc(const uint8_t *g, int64_t nsb, int64_t sb) { return g + (size_t)nsb * 1536 + (size_t)sb * 192; }
+static const uint8_t *llm__x16q3_d(const uint8_t *g, int64_t nsb, int64_t sb) { return g + (size_t)nsb * 1728 + (size_t)sb * 32; }
+
+// Where the 6-bit scale of sub-block s of row r lies: vector k, byte i.
+static void llm__x16q3_scale_pos(int s, int r, int *k, int *i) {
+    const int p = s / 2;
+    *k = p / 2;
+    *i = 32 * (p % 2) + 2 * r + s % 2;
+}
+
+static int llm__x16q3_scale(const uint8_t *sc, int s, int r) {
+    int k, i;
+    llm__x16q3_scale_pos(s, r, &k, &i);
+    return (sc[64 * (k % 2) + i] >> (4 * (k / 2)) & 15) | (sc[128 + i] >> (2 * k) & 3) << 4;
+}
+
+static void llm__x16q3_repack(const void *src, void *dst, int64_t ne0, int64_t g0, int64_t g1) {
+    const int64_t nsb = ne0 / 256;
+    const size_t gb = llm__x16q3_group_bytes(ne0);
+    for (int64_t g = g0; g < g1; g++) {
+        uint8_t *o = (uint8_t *)dst + (size_t)g * gb;
+        memset(o, 0, gb);
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            uint8_t *qs = o + (size_t)sb * 1024, *hm = (uint8_t *)llm__x16q3_hm(o, nsb, sb);
+            uint8_t *sc = (uint8_t *)llm__x16q3_sc(o, nsb, sb), *d = (uint8_t *)llm__x16q3_d(o, nsb, sb);
+            for (int r = 0; r < 16; r++) {
+                const struct llm__block_q3_K *x = (const struct llm__block_q3_K *)src + (16 * g + r) * nsb + sb;
+                for (int c = 0; c < 16; c++) memcpy(qs + 64 * c + 4 * r, x->qs + 32 * (c / 8) + 4 * (c % 8), 4);
+                for (int c = 0; c < 16; c++)
+                    for (int j = 0; j < 4; j++)
+                        for (int b = 0; b < 4; b++)
+                            if (x->hmask[4 * (c % 8) + b] >> (4 * (c / 8) + j) & 1)
+                                hm[8 * (4 * c + j) + (4 * r + b) / 8] |= (uint8_t)(1u << ((4 * r + b) % 8));
+                uint8_t v[16];
+                llm__q3_K_scales_raw(x->scales, v);
+                for (int s = 0; s < 16; s++) {
+                    int k, i;
+                    llm__x16q3_scale_pos(s, r, &k, &i);
+                    sc[64 * (k % 2) + i] |= (uint8_t)((v[s] & 15) << (4 * (k / 2)));
+                    sc[128 + i] |= (uint8_t)((v[s] >> 4) << (2 * k));
+                }
+                memcpy(d + 2 * r, &x->d, 2);
+            }
+        }
+    }
+}
+
+// Row r as floats, as llm__dequantize_row computes it from the plain block.
+static void llm__x16q3_dequantize_row(const void *w, int64_t r, float *y, int64_t ne0) {
+    const int64_t nsb = ne0 / 256;
+    const int ri = (int)(r % 16);
+    const uint8_t *g = (const uint8_t *)w + (size_t)(r / 16) * llm__x16q3_group_bytes(ne0);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *qs = g + (size_t)sb * 1024, *hm = llm__x16q3_hm(g, nsb, sb), *sc = llm__x16q3_sc(g, nsb, sb);
+        uint16_t dh;
+        memcpy(&dh, llm__x16q3_d(g, nsb, sb) + 2 * ri, 2);
+        const float d = llm__fp16_to_fp32(dh);
+        for (int e = 0; e < 256; e++) {
+            const int n = e / 128, j = e % 128 / 32, l = e % 32, c = 8 * n + l / 4, bit = 4 * ri + l % 4;
+            const int q = (qs[64 * c + 4 * ri + l % 4] >> (2 * j) & 3) + 4 * (hm[8 * (4 * c + j) + bit / 8] >> (bit % 8) & 1) - 4;
+            const float dl = d * (float)(llm__x16q3_scale(sc, e / 16, ri) - 32);
+            y[sb * 256 + e] = dl * (float)q;
+        }
+    }
+}
+
+// Row r of any x16 matrix as floats (the embedding lookup of a tied, repacked table).
+static void llm__x16_row(int type, const void *w, int64_t r, float *y, int64_t ne0) {
+    if (type == LLM__TYPE_Q4_K) llm__x16k_dequantize_row(w, r, y, ne0);
+    else if (type == LLM__TYPE_Q3_K) llm__x16q3_dequantize_row(w, r, y, ne0);
+    else llm__x16_dequantize_row(type, w, r, y, ne0);
+}
+
+#if defined(LLM__X86_SIMD)
+// The four vectors of signed scales (v - 32) of one super-block (see the layout above).
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q3_scales(const uint8_t *sc, __m512i s[4]) {
+    const __m512i m15 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30), b32 = _mm512_set1_epi8(32);
+    const __m512i l0 = _mm512_load_si512((const void *)sc), l1 = _mm512_load_si512((const void *)(sc + 64));
+    const __m512i h = _mm512_load_si512((const void *)(sc + 128));
+    // (16-bit shifts move bits across bytes only outside the masks)
+    s[0] = _mm512_or_si512(_mm512_and_si512(l0, m15), _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
+    s[1] = _mm512_or_si512(_mm512_and_si512(l1, m15), _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
+    s[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m15), _mm512_and_si512(h, m30));
+    s[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m15), _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
+    for (int k = 0; k < 4; k++) s[k] = _mm512_sub_epi8(s[k], b32);
+}
+
+// u = q + 4 (0..7) of chunk c (raw: its quant bytes) at shift j.
+LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__x16q3_chunk(__m512i raw, const uint8_t *hm, int c, int j) {
+    uint64_t bits;
+    memcpy(&bits, hm + 8 * (4 * c + j), 8);
+    const __m512i lo = _mm512_and_si512(j ? _mm512_srli_epi16(raw, 2 * j) : raw, _mm512_set1_epi8(3));
+    return _mm512_mask_add_epi8(lo, _cvtu64_mask64(bits), lo, _mm512_set1_epi8(4));
+}
+
+// out[t][0..16) = the 16 rows of one x16 Q3_K group times NT tokens' Q8_K rows (act + t * stride).
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q3_tile(
+        int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
+    const int64_t nsb = K / 256;
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *qs = rec + (size_t)sb * 1024, *hm = llm__x16q3_hm(rec, nsb, sb);
+        const struct llm__block_q8_K *a[4] = {0};   // (all 4 set: LLM_GENERIC_TILES builds warn otherwise)
+        __m512i isum[4], s[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) a[t] = (const struct llm__block_q8_K *)(act + (size_t)t * stride) + sb;
+        llm__x16q3_scales(llm__x16q3_sc(rec, nsb, sb), s);
+        for (int n = 0; n < 2; n++) {
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {   // sub-blocks 8n + 2j (chunks 8n..8n+3) and 8n + 2j + 1
+                const int p = 4 * n + j;
+                __m512i d0[4], d1[4];
+#pragma GCC unroll 4
+                for (int t = 0; t < 4; t++) d0[t] = d1[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    d0[t] = _mm512_set1_epi32(-4 * a[t]->bsums[2 * p]);
+                    d1[t] = _mm512_set1_epi32(-4 * a[t]->bsums[2 * p + 1]);
+                }
+#pragma GCC unroll 8
+                for (int c4 = 0; c4 < 8; c4++) {
+                    const int c = 8 * n + c4;
+                    const __m512i u = llm__x16q3_chunk(_mm512_load_si512((const void *)(qs + 64 * c)), hm, c, j);
+#pragma GCC unroll 4
+                    for (int t = 0; t < NT; t++) {
+                        int32_t a4;
+                        memcpy(&a4, a[t]->qs + 128 * n + 32 * j + 4 * c4, 4);
+                        if (c4 < 4) d0[t] = _mm512_dpbusd_epi32(d0[t], u, _mm512_set1_epi32(a4));
+                        else d1[t] = _mm512_dpbusd_epi32(d1[t], u, _mm512_set1_epi32(a4));
+                    }
+                }
+                // the pair's sums (each within +-8192) as 16-bit halves, times the scale pairs
+                const __m512i sp = _mm512_cvtepi8_epi16(p % 2 ? _mm512_extracti64x4_epi64(s[p / 2], 1)
+                                                              : _mm512_castsi512_si256(s[p / 2]));
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    const __m512i v = _mm512_mask_blend_epi16(0xAAAAAAAAu, d0[t], _mm512_slli_epi32(d1[t], 16));
+                    isum[t] = _mm512_dpwssd_epi32(isum[t], v, sp);
+                }
+            }
+        }
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)llm__x16q3_d(rec, nsb, sb)));
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d16, _mm512_set1_ps(a[t]->d)), acc[t]);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
+}
+
+LLM__AVX512 static void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
+                                               float *out, size_t ostride) {
+#if defined(LLM_GENERIC_TILES)
+    llm__x16q3_tile(LLM__MIN(nt, 4), rec, act, stride, K, out, ostride);
+#else
+    switch (nt) {
+    case 1: llm__x16q3_tile(1, rec, act, stride, K, out, ostride); break;
+    case 2: llm__x16q3_tile(2, rec, act, stride, K, out, ostride); break;
+    case 3: llm__x16q3_tile(3, rec, act, stride, K, out, ostride); break;
+    default: llm__x16q3_tile(4, rec, act, stride, K, out, ostride); break;
+    }
+#endif
+}
+#endif
 // --- K-quant tiles: prompt products of Q2_K, Q3_K, Q5_K, Q6_K and IQ4_XS weights (AVX-512) ---
 //
 // These types have no x16 layout: unpacked to bytes they would grow 1.3-3x, and decode reads them
-// as stored. A step of at least LLM__KT_MIN_TOKENS tokens instead unpacks 16 rows x one
+// as stored (Q3_K's x16 layout keeps its size and is unpacked the same way). A step of at least
+// LLM__KT_MIN_TOKENS tokens instead unpacks 16 rows x one
 // super-block at a time into bytes in x16's chunk order (64 bytes = 4 columns of 16 rows) and
 // multiplies them with every token's Q8_K activations by vpdpbusd, so the unpacking is paid once
 // per step rather than once per token. A byte is u = w + off >= 0, w the integer the plain kernels
 // multiply by the activations:
-//   Q3_K  sc * q (-124..128, off 124): the sub-block scale folds in, one sum per super-block
-//   Q2_K  sc * q (0..45); the mins' sum m[s] * bsums[s] by vpdpwssd
+//   Q3_K  q (-4..3, off 4) from its x16 layout, the scale per group of 16 columns applied by an
+//         integer multiply
+//   Q2_K  sc * q (0..45), the sub-block scale folded in; the mins' sum m[s] * bsums[s] by vpdpwssd
 //   Q6_K  q - 32 (off 32), its scale per group of 16 columns applied by an integer multiply
 //   Q5_K  q (0..31), the scale per group of 32 by an integer multiply, the mins as Q2_K's
 //   IQ4_XS the grid value (-127..113, off 127), ls - 32 per group of 32 by an integer multiply
@@ -4723,28 +4917,29 @@ LLM__AVX512 static void llm__x16k_tile_avx512(int nt, const uint8_t *rec, const 
 // kernels', so results differ from theirs only in float rounding.
 #if defined(LLM__X86_SIMD)
 #define LLM__KT_MIN_TOKENS 32
+#define LLM__KT_X16Q3 (-1)   // the tile type of Q3_K weights in x16
 
 struct llm__kt_tile {
     _Alignas(64) uint8_t q[64][64];   // chunk c: columns 4c..4c+3 of rows 0..15
-    int32_t ls[16][16];               // the scale of each group of columns, per row (not Q3_K, Q2_K)
+    int32_t ls[16][16];               // the scale of each group of columns, per row (not Q2_K)
     int16_t m[8][16][2];              // Q2_K, Q5_K: the mins of bsums 2p and 2p + 1, per row
     float d[16], dmin[16];
 };
 
 static bool llm__kt_supported(int type, int64_t ne0, int64_t ne1) {
     switch (type) {
-    case LLM__TYPE_Q2_K: case LLM__TYPE_Q3_K: case LLM__TYPE_Q5_K: case LLM__TYPE_Q6_K: case LLM__TYPE_IQ4_XS:
+    case LLM__TYPE_Q2_K: case LLM__TYPE_Q5_K: case LLM__TYPE_Q6_K: case LLM__TYPE_IQ4_XS:
         return ne0 % 256 == 0 && ne1 % 16 == 0;
     default: return false;
     }
 }
 
 static int llm__kt_off(int type) {
-    return type == LLM__TYPE_Q3_K ? 124 : type == LLM__TYPE_IQ4_XS ? 127 : type == LLM__TYPE_Q6_K ? 32 : 0;
+    return type == LLM__KT_X16Q3 ? 4 : type == LLM__TYPE_IQ4_XS ? 127 : type == LLM__TYPE_Q6_K ? 32 : 0;
 }
 // Chunks (of 4 columns) per scale group: 64 where the scales fold into the bytes.
 static int llm__kt_group(int type) {
-    return type == LLM__TYPE_Q6_K ? 4 : type == LLM__TYPE_Q3_K || type == LLM__TYPE_Q2_K ? 64 : 8;
+    return type == LLM__TYPE_Q6_K || type == LLM__KT_X16Q3 ? 4 : type == LLM__TYPE_Q2_K ? 64 : 8;
 }
 
 // Super-block sb of the 16 rows at w (rb bytes apart) into a tile (test_backend has a scalar
@@ -4798,38 +4993,47 @@ LLM__AVX512 static void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t
             }
             t->d[r] = llm__fp16_to_fp32(x->d);
             t->dmin[r] = llm__fp16_to_fp32(x->dmin);
-        } else {   // Q3_K, Q2_K
-            const bool three = type == LLM__TYPE_Q3_K;
-            const struct llm__block_q3_K *x3 = (const struct llm__block_q3_K *)row + sb;
+        } else {   // Q2_K
             const struct llm__block_q2_K *x2 = (const struct llm__block_q2_K *)row + sb;
             int8_t sc[16];
-            if (three) llm__q3_K_scales(x3->scales, sc);
-            else
-                for (int s = 0; s < 16; s++) {
-                    sc[s] = (int8_t)(x2->scales[s] & 15);
-                    t->m[s / 2][r][s % 2] = (int16_t)(x2->scales[s] >> 4);
-                }
-            const __m256i hm = three ? _mm256_loadu_si256((const __m256i *)x3->hmask) : _mm256_setzero_si256();
+            for (int s = 0; s < 16; s++) {
+                sc[s] = (int8_t)(x2->scales[s] & 15);
+                t->m[s / 2][r][s % 2] = (int16_t)(x2->scales[s] >> 4);
+            }
             for (int h = 0; h < 2; h++) {
-                const __m256i qv = _mm256_loadu_si256((const __m256i *)((three ? x3->qs : x2->qs) + 32 * h));
+                const __m256i qv = _mm256_loadu_si256((const __m256i *)(x2->qs + 32 * h));
                 for (int j = 0; j < 4; j++) {
                     const int g = 4 * h + j;   // elements 32g..32g+31
-                    __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-                    if (three) {
-                        const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, g), one);
-                        q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_slli_epi16(hb, 2)), _mm256_set1_epi8(4));
-                    }
+                    const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
                     const __m512i s16 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * g])),
                                                            _mm256_set1_epi16(sc[2 * g + 1]), 1);
                     const __m512i v = _mm512_add_epi16(_mm512_mullo_epi16(_mm512_cvtepi8_epi16(q), s16), off);
                     _mm256_store_si256((__m256i *)(u + 32 * g), _mm512_cvtepi16_epi8(v));
                 }
             }
-            t->d[r] = llm__fp16_to_fp32(three ? x3->d : x2->d);
-            if (!three) t->dmin[r] = llm__fp16_to_fp32(x2->dmin);
+            t->d[r] = llm__fp16_to_fp32(x2->d);
+            t->dmin[r] = llm__fp16_to_fp32(x2->dmin);
         }
         for (int c = 0; c < 64; c++) memcpy(&t->q[c][4 * r], u + 4 * c, 4);
     }
+}
+
+// Super-block sb of an x16 Q3_K group (rec, nsb super-blocks) into a tile of type LLM__KT_X16Q3.
+LLM__AVX512 static void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t sb, struct llm__kt_tile *t) {
+    const uint8_t *qs = rec + (size_t)sb * 1024, *hm = llm__x16q3_hm(rec, nsb, sb), *sc = llm__x16q3_sc(rec, nsb, sb);
+    for (int c = 0; c < 16; c++) {
+        const __m512i raw = _mm512_load_si512((const void *)(qs + 64 * c));
+        for (int j = 0; j < 4; j++)   // columns 128 (c / 8) + 32 j + 4 (c % 8) ..
+            _mm512_store_si512((void *)t->q[32 * (c / 8) + 8 * j + c % 8], llm__x16q3_chunk(raw, hm, c, j));
+    }
+    __m512i s[4];
+    llm__x16q3_scales(sc, s);
+    for (int k = 0; k < 4; k++) {
+        _Alignas(64) int8_t v[64];
+        _mm512_store_si512((void *)v, s[k]);
+        for (int i = 0; i < 64; i++) t->ls[4 * k + 2 * (i / 32) + i % 2][(i % 32) / 2] = v[i];
+    }
+    _mm512_storeu_ps(t->d, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)llm__x16q3_d(rec, nsb, sb))));
 }
 
 // out[t][0..16) (+)= the tile's 16 rows times NT tokens' Q8_K block (act + t * stride).
@@ -4837,8 +5041,10 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__kt_tokens(
         int type, int NT, const struct llm__kt_tile *tl, const uint8_t *act, size_t stride, float *out, size_t ostride,
         bool first) {
     const int off = llm__kt_off(type), G = llm__kt_group(type);
-    const struct llm__block_q8_K *a[8];
+    const struct llm__block_q8_K *a[8] = {0};   // (all 8 set: LLM_GENERIC_TILES builds warn otherwise)
     __m512i s[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; t++) s[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) {
         a[t] = (const struct llm__block_q8_K *)(act + (size_t)t * stride);
@@ -4849,6 +5055,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__kt_tokens(
     for (int g0 = 0; g0 < 64; g0 += G) {   // one group of columns with one scale per row
         const int gi = g0 / G;
         __m512i sg[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) sg[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++) {
             const int bs = G == 4 ? a[t]->bsums[gi] : a[t]->bsums[2 * gi] + a[t]->bsums[2 * gi + 1];
@@ -4897,7 +5105,7 @@ LLM__AVX512 static void llm__kt_tokens_avx512(int type, int nt, const struct llm
 #define LLM__KT_CALL(TYPE, N) llm__kt_tokens(TYPE, N, tl, act, stride, out, ostride, first)
 #define LLM__KT_CASE(TYPE) LLM__NT_SWITCH(LLM__KT_CALL, TYPE)
     switch (type) {
-    case LLM__TYPE_Q3_K: LLM__KT_CASE(LLM__TYPE_Q3_K) break;
+    case LLM__KT_X16Q3: LLM__KT_CASE(LLM__KT_X16Q3) break;
     case LLM__TYPE_Q2_K: LLM__KT_CASE(LLM__TYPE_Q2_K) break;
     case LLM__TYPE_Q5_K: LLM__KT_CASE(LLM__TYPE_Q5_K) break;
     case LLM__TYPE_Q6_K: LLM__KT_CASE(LLM__TYPE_Q6_K) break;
@@ -4973,6 +5181,7 @@ static void llm__cpu_repack_worker(void *arg, int ith, int nth) {
     int64_t g0, g1;
     llm__split(w->ne1 / 16, ith, nth, &g0, &g1);
     if (w->type == LLM__TYPE_Q4_K) llm__x16k_repack(job->src, w->buf.data, w->ne0, g0, g1);
+    else if (w->type == LLM__TYPE_Q3_K) llm__x16q3_repack(job->src, w->buf.data, w->ne0, g0, g1);
     else llm__x16_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
 }
 
@@ -5075,8 +5284,7 @@ static void llm__cpu_embed_row(const struct llm__cpu_rows_job *job, int64_t i) {
     const struct llm__weight *t = job->table;
     int32_t tok = job->c->step->tokens[i];
     if (t->layout == LLM__LAYOUT_X16) {
-        if (t->type == LLM__TYPE_Q4_K) llm__x16k_dequantize_row(t->buf.data, tok, (float *)llm__tensor_row(job->dst, i), t->ne0);
-        else llm__x16_dequantize_row(t->type, t->buf.data, tok, (float *)llm__tensor_row(job->dst, i), t->ne0);
+        llm__x16_row(t->type, t->buf.data, tok, (float *)llm__tensor_row(job->dst, i), t->ne0);
         return;
     }
     const char *src = (const char *)t->buf.data + (size_t)tok * llm__row_bytes(t->type, t->ne0);
@@ -5609,6 +5817,8 @@ static void llm__cpu_mm_quantize_worker(void *arg, int ith, int nth) {
 #define LLM__MM_TOKEN_TILE 32
 
 #if defined(LLM__X86_SIMD)
+static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias);
+
 // Rows [r0, r1) of x16 weight j (r0, r1 multiples of 16) for every token: token blocks sized to
 // stay in L2, then tiles of 16 rows x 8 tokens.
 static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
@@ -5616,8 +5826,12 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
     const int64_t K = job->x.ne0;
     const size_t stride = job->xq_stride[j], rec_bytes = llm__x16_group_bytes(w->type, K);
     const int64_t tb = LLM__MAX(8, LLM__MIN(job->ntok, (int64_t)((512u << 10) / stride) & ~(int64_t)7));
-    const int tile = w->type == LLM__TYPE_Q4_K ? 4 : 8;   // tokens per kernel call
+    const int tile = w->type == LLM__TYPE_Q4_K || w->type == LLM__TYPE_Q3_K ? 4 : 8;   // tokens per kernel call
     const struct llm__tensor d = job->dst[j];
+    if (w->type == LLM__TYPE_Q3_K && job->ntok >= LLM__KT_MIN_TOKENS) {
+        llm__cpu_mm_kt(job, j, r0, r1, bias);
+        return;
+    }
     for (int64_t t0 = 0; t0 < job->ntok; t0 += tb) {
         int64_t t1 = LLM__MIN(t0 + tb, job->ntok);
         for (int64_t r = r0; r < r1; r += 16) {
@@ -5627,6 +5841,7 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
                 float *out = (float *)llm__tensor_row(d, t) + r;
                 const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)t * stride;
                 if (w->type == LLM__TYPE_Q4_K) llm__x16k_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
+                else if (w->type == LLM__TYPE_Q3_K) llm__x16q3_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 else llm__x16_tile_avx512(w->type, nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 if (bias)
                     for (int i = 0; i < nt; i++)
@@ -5638,21 +5853,24 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
 #endif
 
 #if defined(LLM__X86_SIMD)
-// Rows [r0, r1) of plain K-quant (or IQ4_XS) weight j (r0, r1 multiples of 16) for every token, a
+// Rows [r0, r1) of plain K-quant (or IQ4_XS) weight j, or of x16 Q3_K, (r0, r1 multiples of 16) for every token, a
 // tile of 16 rows x one super-block at a time (see llm__kt_unpack).
 static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
     const struct llm__weight *w = job->w[j];
     const int64_t K = job->x.ne0, nsb = K / LLM__QK_K;
     const size_t rb = llm__row_bytes(w->type, K), stride = job->xq_stride[j];
+    const bool x16 = w->layout == LLM__LAYOUT_X16;   // Q3_K
+    const int type = x16 ? LLM__KT_X16Q3 : w->type;
     const struct llm__tensor d = job->dst[j];
     const size_t os = d.nb1 / sizeof(float);
     struct llm__kt_tile tile;
     for (int64_t r = r0; r < r1; r += 16) {
         for (int64_t sb = 0; sb < nsb; sb++) {
-            llm__kt_unpack_avx512(w->type, (const uint8_t *)w->buf.data + (size_t)r * rb, rb, sb, &tile);
+            if (x16) llm__kt_unpack_x16q3((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16q3_group_bytes(K), nsb, sb, &tile);
+            else llm__kt_unpack_avx512(w->type, (const uint8_t *)w->buf.data + (size_t)r * rb, rb, sb, &tile);
             for (int64_t t = 0; t < job->ntok; t += 8) {
                 const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)t * stride + (size_t)sb * sizeof(struct llm__block_q8_K);
-                llm__kt_tokens_avx512(w->type, (int)LLM__MIN(8, job->ntok - t), &tile, act, stride,
+                llm__kt_tokens_avx512(type, (int)LLM__MIN(8, job->ntok - t), &tile, act, stride,
                                       (float *)llm__tensor_row(d, t) + r, os, sb == 0);
             }
         }
@@ -5711,7 +5929,7 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
     char *scratch = c->scratch;
     for (int j = 0; j < n; j++) {
         int vt = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
-        if (w[j]->layout == LLM__LAYOUT_X16) vt = LLM__X16_ACT + w[j]->type;
+        if (w[j]->layout == LLM__LAYOUT_X16 && w[j]->type != LLM__TYPE_Q3_K) vt = LLM__X16_ACT + w[j]->type;
         if (vt == LLM__TYPE_F32) {
             job.xq[j] = llm__tensor_row(x, 0);
             job.xq_stride[j] = x.nb1;

@@ -85,8 +85,7 @@ static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, 
             float *got = malloc(sizeof(float) * (size_t)K), *ref = malloc(sizeof(float) * (size_t)K);
             int bad = 0;
             for (int64_t r = 0; r < N; r += N / 7 + 1) {
-                if (type == LLM__TYPE_Q4_K) llm__x16k_dequantize_row(wt.buf.data, r, got, K);
-                else llm__x16_dequantize_row(type, wt.buf.data, r, got, K);
+                llm__x16_row(type, wt.buf.data, r, got, K);
                 llm__dequantize_row(type, w + (size_t)r * rb, ref, K);
                 bad += memcmp(got, ref, sizeof(float) * (size_t)K) != 0;
             }
@@ -107,16 +106,17 @@ static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, 
 // The reference for llm__kt_unpack_avx512: super-block sb of the 16 rows at w (rb bytes apart)
 // from the scalar dequantizers' helpers (the bytes are w + off, w what the plain kernels multiply).
 static void kt_unpack_ref(int type, const uint8_t *w, size_t rb, int64_t sb, struct llm__kt_tile *t) {
-    const int off = type == LLM__TYPE_Q3_K ? 124 : type == LLM__TYPE_IQ4_XS ? 127 : type == LLM__TYPE_Q6_K ? 32 : 0;
+    const int off = type == LLM__TYPE_Q3_K ? 4 : type == LLM__TYPE_IQ4_XS ? 127 : type == LLM__TYPE_Q6_K ? 32 : 0;
     for (int r = 0; r < 16; r++) {
         const uint8_t *row = w + (size_t)r * rb;
         int v[LLM__QK_K];
-        if (type == LLM__TYPE_Q3_K) {   // sc * q, one scale per super-block
+        if (type == LLM__TYPE_Q3_K) {   // q, scales per 16 (the tile of its x16 layout)
             const struct llm__block_q3_K *x = (const struct llm__block_q3_K *)row + sb;
             int8_t sc[16], q[LLM__QK_K];
             llm__q3_K_scales(x->scales, sc);
             llm__q3_K_quants(x, q);
-            for (int e = 0; e < LLM__QK_K; e++) v[e] = sc[e / 16] * q[e];
+            for (int e = 0; e < LLM__QK_K; e++) v[e] = q[e];
+            for (int s = 0; s < 16; s++) t->ls[s][r] = sc[s];
             t->d[r] = llm__fp16_to_fp32(x->d);
         } else if (type == LLM__TYPE_Q2_K) {
             const struct llm__block_q2_K *x = (const struct llm__block_q2_K *)row + sb;
@@ -160,6 +160,7 @@ static void kt_unpack_ref(int type, const uint8_t *w, size_t rb, int64_t sb, str
 }
 
 // Random bytes as blocks (every bit pattern is a block; the scales may be NaN, copied alike).
+// Q3_K is unpacked from its x16 layout (its d made finite: NaN payloads may convert differently).
 static void check_kt_unpack(void) {
     const int types[] = {LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_Q6_K, LLM__TYPE_Q5_K, LLM__TYPE_IQ4_XS};
     int bad = 0, n = 0;
@@ -167,16 +168,24 @@ static void check_kt_unpack(void) {
         const size_t rb = llm__row_bytes(types[i], 512);
         uint8_t *w = malloc(rb * 16);
         for (size_t k = 0; k < rb * 16; k++) w[k] = (uint8_t)test_rng_next(&seed);
+        uint8_t *rec = NULL;
+        if (types[i] == LLM__TYPE_Q3_K) {
+            for (int k = 0; k < 32; k++) ((struct llm__block_q3_K *)w)[k].d &= 0xbbff;
+            rec = aligned_alloc(64, llm__x16q3_group_bytes(512));
+            llm__x16q3_repack(w, rec, 512, 0, 1);
+        }
         for (int sb = 0; sb < 2; sb++) {
             struct llm__kt_tile want, got;
             memset(&want, 0, sizeof(want));
             memset(&got, 0, sizeof(got));
             kt_unpack_ref(types[i], w, rb, sb, &want);
-            llm__kt_unpack_avx512(types[i], w, rb, sb, &got);
+            if (rec) llm__kt_unpack_x16q3(rec, 2, sb, &got);
+            else llm__kt_unpack_avx512(types[i], w, rb, sb, &got);
             bad += memcmp(&want, &got, sizeof(want)) != 0;
             n++;
         }
         free(w);
+        free(rec);
     }
     EXPECT(bad == 0, "K-quant tiles: %d of %d unpacked differently from the scalar reference", bad, n);
 }
@@ -934,6 +943,7 @@ int main(void) {
     check_matmul(LLM__TYPE_Q2_K, 768, 32, 64, 2, false);
     check_matmul(LLM__TYPE_IQ4_XS, 1024, 48, 37, 2, true);
     check_matmul(LLM__TYPE_Q3_K, 512, 40, 32, 2, false);   // (N not a multiple of 16: the plain kernels)
+    check_matmul(LLM__TYPE_Q3_K, 768, 48, 5, 2, false);    // x16 Q3_K with an odd number of super-blocks
     // N not a multiple of 16: the plain layout
     check_matmul(LLM__TYPE_Q4_0, 256, 10, 3, 2, false);
 
