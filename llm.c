@@ -4711,27 +4711,37 @@ LLM__AVX512 static void llm__x16k_tile_avx512(int nt, const uint8_t *rec, const 
 #endif
 
 
-// Q3_K in x16, at the file's own size (110 bytes per row and super-block). Per group of 16 rows
-// and K/256 super-blocks, four arrays (each 64-byte aligned; the group is padded to 64 bytes):
-//   quants  1024 bytes per super-block: 16 chunks of 64 bytes, chunk c = qs bytes
+// Q3_K in x16, at the file's own size (110 bytes per row and super-block). Per group of 16 rows,
+// in units of two super-blocks (3520 bytes: both quants, both high bits, both scales, both d, so
+// that every part is 64-byte aligned; an odd last super-block is a unit of its own, padded by 32
+// bytes), per super-block:
+//   quants  1024 bytes: 16 chunks of 64 bytes, chunk c = qs bytes
 //           32 (c / 8) + 4 (c % 8) .. +3 of rows 0..15 as stored (2 bits each of 4 elements)
-//   hmask    512 bytes per super-block: the high bits as one 64-bit mask per chunk c and shift j
+//   hmask    512 bytes: the high bits as one 64-bit mask per chunk c and shift j
 //           (at 8 (4c + j)): bit 4r + b is element 128 (c / 8) + 32 j + 4 (c % 8) + b of row r,
 //           so that one masked add puts them into the chunk's bytes
-//   scales   192 bytes per super-block: the 6-bit scales v of 16 sub-blocks x 16 rows, split so
+//   scales   192 bytes: the 6-bit scales v of 16 sub-blocks x 16 rows, split so
 //           that four vectors of bytes come out in the kernel's order, byte i of vector k being
 //           sub-block 2p + i % 2 of row (i % 32) / 2, p = 2k + i / 32: low nibbles in two
 //           vectors (k = 0, 1 low, k = 2, 3 high nibbles), then the top 2 bits (bits 2k, 2k + 1)
-//   d         32 bytes per super-block: the 16 rows' fp16 d
+//   d         32 bytes: the 16 rows' fp16 d
 // The kernel adds u = q + 4 (0..7) times the Q8_K activations per sub-block of 16 columns, starting
 // from -4 times the activations' sum there, so each sub-block's sum is exactly the plain
 // kernel's; two sub-blocks' sums as 16-bit pairs then meet their scales in one vpdpwssd.
 #define LLM__X16Q3_SB 1760   // bytes of one super-block of 16 rows
 
 static size_t llm__x16q3_group_bytes(int64_t ne0) { return ((size_t)(ne0 / 256) * LLM__X16Q3_SB + 63) & ~(size_t)63; }
-static const uint8_t *llm__x16q3_hm(const uint8_t *g, int64_t nsb, int64_t sb) { return g + (size_t)nsb * 1024 + (size_t)sb * 512; }
-static const uint8_t *llm__x16q3_sc(const uint8_t *g, int64_t nsb, int64_t sb) { return g + (size_t)nsb * 1536 + (size_t)sb * 192; }
-static const uint8_t *llm__x16q3_d(const uint8_t *g, int64_t nsb, int64_t sb) { return g + (size_t)nsb * 1728 + (size_t)sb * 32; }
+// Part 0 (quants), 1 (high bits), 2 (scales) or 3 (d) of super-block sb in a group of nsb.
+static const uint8_t *llm__x16q3_part(const uint8_t *g, int64_t nsb, int64_t sb, int part) {
+    static const size_t size[4] = {1024, 512, 192, 32};
+    const size_t k = (size_t)(sb % 2), n = sb / 2 * 2 + 1 < nsb ? 2 : 1;   // super-blocks in this unit
+    size_t o = (size_t)(sb / 2) * 2 * LLM__X16Q3_SB;
+    for (int i = 0; i < part; i++) o += n * size[i];
+    return g + o + k * size[part];
+}
+static const uint8_t *llm__x16q3_hm(const uint8_t *g, int64_t nsb, int64_t sb) { return llm__x16q3_part(g, nsb, sb, 1); }
+static const uint8_t *llm__x16q3_sc(const uint8_t *g, int64_t nsb, int64_t sb) { return llm__x16q3_part(g, nsb, sb, 2); }
+static const uint8_t *llm__x16q3_d(const uint8_t *g, int64_t nsb, int64_t sb) { return llm__x16q3_part(g, nsb, sb, 3); }
 
 // Where the 6-bit scale of sub-block s of row r lies: vector k, byte i.
 static void llm__x16q3_scale_pos(int s, int r, int *k, int *i) {
@@ -4753,16 +4763,21 @@ static void llm__x16q3_repack(const void *src, void *dst, int64_t ne0, int64_t g
         uint8_t *o = (uint8_t *)dst + (size_t)g * gb;
         memset(o, 0, gb);
         for (int64_t sb = 0; sb < nsb; sb++) {
-            uint8_t *qs = o + (size_t)sb * 1024, *hm = (uint8_t *)llm__x16q3_hm(o, nsb, sb);
+            uint8_t *qs = (uint8_t *)llm__x16q3_part(o, nsb, sb, 0), *hm = (uint8_t *)llm__x16q3_hm(o, nsb, sb);
             uint8_t *sc = (uint8_t *)llm__x16q3_sc(o, nsb, sb), *d = (uint8_t *)llm__x16q3_d(o, nsb, sb);
+            uint64_t masks[64] = {0};
             for (int r = 0; r < 16; r++) {
                 const struct llm__block_q3_K *x = (const struct llm__block_q3_K *)src + (16 * g + r) * nsb + sb;
-                for (int c = 0; c < 16; c++) memcpy(qs + 64 * c + 4 * r, x->qs + 32 * (c / 8) + 4 * (c % 8), 4);
-                for (int c = 0; c < 16; c++)
-                    for (int j = 0; j < 4; j++)
-                        for (int b = 0; b < 4; b++)
-                            if (x->hmask[4 * (c % 8) + b] >> (4 * (c / 8) + j) & 1)
-                                hm[8 * (4 * c + j) + (4 * r + b) / 8] |= (uint8_t)(1u << ((4 * r + b) % 8));
+                for (int c = 0; c < 16; c++) {
+                    memcpy(qs + 64 * c + 4 * r, x->qs + 32 * (c / 8) + 4 * (c % 8), 4);
+                    uint32_t h;
+                    memcpy(&h, x->hmask + 4 * (c % 8), 4);
+                    for (int j = 0; j < 4; j++) {
+                        // bit 4n + j of the 4 bytes (bits 0, 8, 16, 24 after the shift) gathered into bits 24..27
+                        const uint64_t nib = ((uint64_t)(h >> (4 * (c / 8) + j) & 0x01010101u) * 0x01020408u) >> 24 & 15;
+                        masks[4 * c + j] |= nib << (4 * r);
+                    }
+                }
                 uint8_t v[16];
                 llm__q3_K_scales_raw(x->scales, v);
                 for (int s = 0; s < 16; s++) {
@@ -4773,6 +4788,8 @@ static void llm__x16q3_repack(const void *src, void *dst, int64_t ne0, int64_t g
                 }
                 memcpy(d + 2 * r, &x->d, 2);
             }
+            for (int m = 0; m < 64; m++)   // (bit i of mask m: byte i / 8, bit i % 8)
+                for (int i = 0; i < 8; i++) hm[8 * m + i] = (uint8_t)(masks[m] >> (8 * i));
         }
     }
 }
@@ -4783,7 +4800,7 @@ static void llm__x16q3_dequantize_row(const void *w, int64_t r, float *y, int64_
     const int ri = (int)(r % 16);
     const uint8_t *g = (const uint8_t *)w + (size_t)(r / 16) * llm__x16q3_group_bytes(ne0);
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *qs = g + (size_t)sb * 1024, *hm = llm__x16q3_hm(g, nsb, sb), *sc = llm__x16q3_sc(g, nsb, sb);
+        const uint8_t *qs = llm__x16q3_part(g, nsb, sb, 0), *hm = llm__x16q3_hm(g, nsb, sb), *sc = llm__x16q3_sc(g, nsb, sb);
         uint16_t dh;
         memcpy(&dh, llm__x16q3_d(g, nsb, sb) + 2 * ri, 2);
         const float d = llm__fp16_to_fp32(dh);
@@ -4833,7 +4850,10 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q3_tile(
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *qs = rec + (size_t)sb * 1024, *hm = llm__x16q3_hm(rec, nsb, sb);
+        const uint8_t *qs = llm__x16q3_part(rec, nsb, sb, 0), *hm = llm__x16q3_hm(rec, nsb, sb);
+        if (NT == 1)   // (as the other x16 kernels: the hardware prefetcher alone leaves the core waiting)
+            for (int pf = 0; pf < LLM__X16Q3_SB; pf += 64)
+                _mm_prefetch((const char *)rec + (size_t)sb * LLM__X16Q3_SB + 4096 + pf, _MM_HINT_T0);
         const struct llm__block_q8_K *a[4] = {0};   // (all 4 set: LLM_GENERIC_TILES builds warn otherwise)
         __m512i isum[4], s[4];
 #pragma GCC unroll 4
@@ -4907,8 +4927,8 @@ LLM__AVX512 static void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const
 // multiplies them with every token's Q8_K activations by vpdpbusd, so the unpacking is paid once
 // per step rather than once per token. A byte is u = w + off >= 0, w the integer the plain kernels
 // multiply by the activations:
-//   Q3_K  q (-4..3, off 4) from its x16 layout, the scale per group of 16 columns applied by an
-//         integer multiply
+//   Q3_K  sc * q (-124..128, off 124) from its x16 layout: the sub-block scale folds in, one sum
+//         per super-block
 //   Q2_K  sc * q (0..45), the sub-block scale folded in; the mins' sum m[s] * bsums[s] by vpdpwssd
 //   Q6_K  q - 32 (off 32), its scale per group of 16 columns applied by an integer multiply
 //   Q5_K  q (0..31), the scale per group of 32 by an integer multiply, the mins as Q2_K's
@@ -4921,7 +4941,7 @@ LLM__AVX512 static void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const
 
 struct llm__kt_tile {
     _Alignas(64) uint8_t q[64][64];   // chunk c: columns 4c..4c+3 of rows 0..15
-    int32_t ls[16][16];               // the scale of each group of columns, per row (not Q2_K)
+    int32_t ls[16][16];               // the scale of each group of columns, per row (not Q3_K, Q2_K)
     int16_t m[8][16][2];              // Q2_K, Q5_K: the mins of bsums 2p and 2p + 1, per row
     float d[16], dmin[16];
 };
@@ -4935,11 +4955,11 @@ static bool llm__kt_supported(int type, int64_t ne0, int64_t ne1) {
 }
 
 static int llm__kt_off(int type) {
-    return type == LLM__KT_X16Q3 ? 4 : type == LLM__TYPE_IQ4_XS ? 127 : type == LLM__TYPE_Q6_K ? 32 : 0;
+    return type == LLM__KT_X16Q3 ? 124 : type == LLM__TYPE_IQ4_XS ? 127 : type == LLM__TYPE_Q6_K ? 32 : 0;
 }
 // Chunks (of 4 columns) per scale group: 64 where the scales fold into the bytes.
 static int llm__kt_group(int type) {
-    return type == LLM__TYPE_Q6_K || type == LLM__KT_X16Q3 ? 4 : type == LLM__TYPE_Q2_K ? 64 : 8;
+    return type == LLM__TYPE_Q6_K ? 4 : type == LLM__KT_X16Q3 || type == LLM__TYPE_Q2_K ? 64 : 8;
 }
 
 // Super-block sb of the 16 rows at w (rb bytes apart) into a tile (test_backend has a scalar
@@ -5020,18 +5040,31 @@ LLM__AVX512 static void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t
 
 // Super-block sb of an x16 Q3_K group (rec, nsb super-blocks) into a tile of type LLM__KT_X16Q3.
 LLM__AVX512 static void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t sb, struct llm__kt_tile *t) {
-    const uint8_t *qs = rec + (size_t)sb * 1024, *hm = llm__x16q3_hm(rec, nsb, sb), *sc = llm__x16q3_sc(rec, nsb, sb);
-    for (int c = 0; c < 16; c++) {
-        const __m512i raw = _mm512_load_si512((const void *)(qs + 64 * c));
-        for (int j = 0; j < 4; j++)   // columns 128 (c / 8) + 32 j + 4 (c % 8) ..
-            _mm512_store_si512((void *)t->q[32 * (c / 8) + 8 * j + c % 8], llm__x16q3_chunk(raw, hm, c, j));
-    }
+    const uint8_t *qs = llm__x16q3_part(rec, nsb, sb, 0), *hm = llm__x16q3_hm(rec, nsb, sb), *sc = llm__x16q3_sc(rec, nsb, sb);
+    // the scales as bytes [sub-block][row] (from the kernel's order: vector k, byte i)
+    _Alignas(64) int8_t v[4][64], ls[16][16];
     __m512i s[4];
     llm__x16q3_scales(sc, s);
-    for (int k = 0; k < 4; k++) {
-        _Alignas(64) int8_t v[64];
-        _mm512_store_si512((void *)v, s[k]);
-        for (int i = 0; i < 64; i++) t->ls[4 * k + 2 * (i / 32) + i % 2][(i % 32) / 2] = v[i];
+    for (int k = 0; k < 4; k++) _mm512_store_si512((void *)v[k], s[k]);
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 64; i++) ls[4 * k + 2 * (i / 32) + i % 2][(i % 32) / 2] = v[k][i];
+    const __m512i even = _mm512_set1_epi16(0x00ff), odd = _mm512_set1_epi16((short)0xff00);
+    __m512i sc8[16], bias[16];   // per sub-block: each row's scale in its 4 bytes; 124 - 4 * scale in 16 bits
+    for (int g = 0; g < 16; g++) {
+        const __m512i l32 = _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)ls[g]));
+        sc8[g] = _mm512_mullo_epi32(_mm512_and_si512(l32, _mm512_set1_epi32(0xff)), _mm512_set1_epi32(0x01010101));
+        bias[g] = _mm512_sub_epi16(_mm512_set1_epi16(124), _mm512_slli_epi16(_mm512_srai_epi16(_mm512_slli_epi16(sc8[g], 8), 8), 2));
+    }
+    for (int c = 0; c < 16; c++) {
+        const __m512i raw = _mm512_load_si512((const void *)(qs + 64 * c));
+        for (int j = 0; j < 4; j++) {   // columns 128 (c / 8) + 32 j + 4 (c % 8) .., sub-block 8 (c / 8) + 2 j + (c % 8) / 4
+            const int nc = 32 * (c / 8) + 8 * j + c % 8, g = nc / 4;
+            const __m512i u = llm__x16q3_chunk(raw, hm, c, j);   // q + 4, 0..7
+            // sc * (u - 4) + 124 = u * sc + (124 - 4 sc), 0..252, in 16 bits: even bytes, then odd
+            const __m512i lo = _mm512_add_epi16(_mm512_maddubs_epi16(_mm512_and_si512(u, even), sc8[g]), bias[g]);
+            const __m512i hi = _mm512_add_epi16(_mm512_maddubs_epi16(_mm512_and_si512(u, odd), sc8[g]), bias[g]);
+            _mm512_store_si512((void *)t->q[nc], _mm512_or_si512(lo, _mm512_slli_epi16(hi, 8)));
+        }
     }
     _mm512_storeu_ps(t->d, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)llm__x16q3_d(rec, nsb, sb))));
 }

@@ -106,17 +106,16 @@ static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, 
 // The reference for llm__kt_unpack_avx512: super-block sb of the 16 rows at w (rb bytes apart)
 // from the scalar dequantizers' helpers (the bytes are w + off, w what the plain kernels multiply).
 static void kt_unpack_ref(int type, const uint8_t *w, size_t rb, int64_t sb, struct llm__kt_tile *t) {
-    const int off = type == LLM__TYPE_Q3_K ? 4 : type == LLM__TYPE_IQ4_XS ? 127 : type == LLM__TYPE_Q6_K ? 32 : 0;
+    const int off = type == LLM__TYPE_Q3_K ? 124 : type == LLM__TYPE_IQ4_XS ? 127 : type == LLM__TYPE_Q6_K ? 32 : 0;
     for (int r = 0; r < 16; r++) {
         const uint8_t *row = w + (size_t)r * rb;
         int v[LLM__QK_K];
-        if (type == LLM__TYPE_Q3_K) {   // q, scales per 16 (the tile of its x16 layout)
+        if (type == LLM__TYPE_Q3_K) {   // sc * q, one scale per super-block (the tile of its x16 layout)
             const struct llm__block_q3_K *x = (const struct llm__block_q3_K *)row + sb;
             int8_t sc[16], q[LLM__QK_K];
             llm__q3_K_scales(x->scales, sc);
             llm__q3_K_quants(x, q);
-            for (int e = 0; e < LLM__QK_K; e++) v[e] = q[e];
-            for (int s = 0; s < 16; s++) t->ls[s][r] = sc[s];
+            for (int e = 0; e < LLM__QK_K; e++) v[e] = sc[e / 16] * q[e];
             t->d[r] = llm__fp16_to_fp32(x->d);
         } else if (type == LLM__TYPE_Q2_K) {
             const struct llm__block_q2_K *x = (const struct llm__block_q2_K *)row + sb;
