@@ -85,7 +85,7 @@ STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: all lib install uninstall test build-tests test-arm64 bench clean models demo fixtures portability jansson-check curl-check fuzz fuzz-check FORCE
+.PHONY: all lib install uninstall test build-tests test-arm64 test-vulkan bench clean models demo fixtures portability jansson-check curl-check fuzz fuzz-check FORCE
 
 all: llm
 
@@ -241,6 +241,13 @@ ifneq ($(HAVE_CXX),1)
 endif
 	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
 
+# With the Vulkan backend built in (make VULKAN=1 test-vulkan; CI runs it): the test programs
+# whose checks change with it (test_vulkan, test_backend) and every script on the program and the
+# library; the other test programs run the CPU backend, the same in both builds.
+VK_TESTS := $(BUILD)/tests/test_vulkan $(BUILD)/tests/test_backend
+test-vulkan: fixtures $(VK_TESTS) $(BUILD)/llm lib $(BUILD)/examples/hello models
+	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" sh tests/run.sh $(BUILD) $(VK_TESTS)
+
 # The tensor type kernels on aarch64 (NEON) under qemu-user: test_types cross-compiled for
 # armv8-a (widening multiplies) and for armv8.2-a+dotprod (sdot). Needs the Debian packages
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user.
@@ -268,6 +275,9 @@ $(BUILD)/portability.ok: llm.c llm.h
 
 # --- fuzzing: make fuzz FUZZ_S=N runs each harness N seconds, one after the other ---
 # libFuzzer (clang; Debian: clang and libclang-rt-14-dev) with ASan + UBSan, every report fatal.
+# The harnesses aim at the parsers (files, text, requests): they build the engine with its scalar
+# kernels only (LLM_NO_SIMD; clang instruments the SIMD ones for over 2 minutes per harness),
+# which make test SAN=1 checks against the scalar ones under the same sanitizers.
 # New inputs go to build/fuzz/corpus/NAME (kept between runs), crashes to build/fuzz/crashes/.
 # Text inputs (request lines, tokenizer text) grow to 4 KB; model files to the largest seed's size.
 # A crash: replay it with build/tests/fuzz_NAME FILE (any build), minimise it with
@@ -277,7 +287,7 @@ FUZZ_CC     ?= clang
 FUZZ_S      ?= 60
 FUZZ_DIR    := build/fuzz
 FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-               -DLLM_FUZZ_LIBFUZZER -DLLM_GENERIC_TILES
+               -DLLM_FUZZ_LIBFUZZER -DLLM_GENERIC_TILES -DLLM_NO_SIMD
 FUZZ_STAMP  := $(FUZZ_DIR)/config
 FUZZ_BINS   := $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZERS))
 

@@ -415,7 +415,9 @@ static uint16_t llm__fp32_to_bf16(float f) {
 
 enum llm__simd { LLM__SIMD_SCALAR = 0, LLM__SIMD_AVX2 = 1, LLM__SIMD_AVX512 = 2, LLM__SIMD_NEON = 3 };
 
-#if defined(LLM__X86) && (defined(__GNUC__) || defined(__clang__))
+// LLM_NO_SIMD leaves the x86 SIMD kernels out (scalar kernels only): the fuzzers' builds, whose
+// instrumentation of those kernels took clang over 2 minutes per harness.
+#if defined(LLM__X86) && (defined(__GNUC__) || defined(__clang__)) && !defined(LLM_NO_SIMD)
 #define LLM__X86_SIMD 1
 // AVX2 level: AVX2 + FMA + F16C. AVX-512 level: F, BW, VL, DQ and VNNI (Ice Lake, Zen 4 and later).
 #define LLM__AVX2 __attribute__((target("avx2,fma,f16c")))
