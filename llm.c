@@ -4547,6 +4547,18 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
     default: CALL(TYPE, 8); break;                                                              \
     }
 #endif
+// The same over 1..4 (4 and more: 4) for the K-quant x16 kernels (4 tokens per call).
+#if defined(LLM_GENERIC_TILES)
+#define LLM__NT4_SWITCH(CALL) CALL(LLM__MIN(nt, 4));
+#else
+#define LLM__NT4_SWITCH(CALL) \
+    switch (nt) {             \
+    case 1: CALL(1); break;   \
+    case 2: CALL(2); break;   \
+    case 3: CALL(3); break;   \
+    default: CALL(4); break;  \
+    }
+#endif
 
 LLM__AVX512 static void llm__x16_tile_avx512(int type, int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
                                              int64_t K, float *out, size_t ostride) {
@@ -4640,16 +4652,16 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16k_tile(
         int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
     const __m512i m4 = _mm512_set1_epi8(15);
     const int64_t nsb = K / 256;
-    __m512 acc[8];
+    __m512 acc[8];   // (all 8 set: LLM_GENERIC_TILES builds warn otherwise)
 #pragma GCC unroll 8
-    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *o = rec + (size_t)sb * LLM__X16K_SB;
         if (NT == 1)
             for (int pf = 0; pf < LLM__X16K_SB; pf += 64) _mm_prefetch((const char *)o + 4096 + pf, _MM_HINT_T0);
         __m512i isum[8];
 #pragma GCC unroll 8
-        for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
+        for (int t = 0; t < 8; t++) isum[t] = _mm512_setzero_si512();
         for (int j = 0; j < 8; j++) {
             const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(o + 2048 + 16 * j)));
             __m512i wv[8];
@@ -4703,12 +4715,9 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16k_tile(
 
 LLM__AVX512 static void llm__x16k_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
                                               float *out, size_t ostride) {
-    switch (nt) {
-    case 1: llm__x16k_tile(1, rec, act, stride, K, out, ostride); break;
-    case 2: llm__x16k_tile(2, rec, act, stride, K, out, ostride); break;
-    case 3: llm__x16k_tile(3, rec, act, stride, K, out, ostride); break;
-    default: llm__x16k_tile(4, rec, act, stride, K, out, ostride); break;
-    }
+#define LLM__X16K_CALL(N) llm__x16k_tile(N, rec, act, stride, K, out, ostride)
+    LLM__NT4_SWITCH(LLM__X16K_CALL)
+#undef LLM__X16K_CALL
 }
 #endif
 
@@ -4908,16 +4917,9 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q3_tile(
 
 LLM__AVX512 static void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
                                                float *out, size_t ostride) {
-#if defined(LLM_GENERIC_TILES)
-    llm__x16q3_tile(LLM__MIN(nt, 4), rec, act, stride, K, out, ostride);
-#else
-    switch (nt) {
-    case 1: llm__x16q3_tile(1, rec, act, stride, K, out, ostride); break;
-    case 2: llm__x16q3_tile(2, rec, act, stride, K, out, ostride); break;
-    case 3: llm__x16q3_tile(3, rec, act, stride, K, out, ostride); break;
-    default: llm__x16q3_tile(4, rec, act, stride, K, out, ostride); break;
-    }
-#endif
+#define LLM__X16Q3_CALL(N) llm__x16q3_tile(N, rec, act, stride, K, out, ostride)
+    LLM__NT4_SWITCH(LLM__X16Q3_CALL)
+#undef LLM__X16Q3_CALL
 }
 #endif
 // --- K-quant tiles: prompt products of Q2_K, Q3_K, Q5_K, Q6_K and IQ4_XS weights (AVX-512) ---
