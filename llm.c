@@ -7273,8 +7273,8 @@ int32_t llm_sampler_sample(llm_sampler *s, const float *logits_in) {
     return tok;
 }
 
-void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logprob *out) {
-    if (k <= 0 || n_vocab <= 0) return;
+// llm_top_logprobs, returning log(sum(exp(logits))) (the log-softmax of token t is logits[t] minus it).
+static double llm__top_logprobs(const float *logits, int n_vocab, int k, struct llm_logprob *out) {
     k = LLM__MIN(k, n_vocab);
     float mx = logits[llm__argmax(logits, n_vocab)];
     double sum = 0.0;
@@ -7289,6 +7289,11 @@ void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logpro
         out[j].id = i;
     }
     for (int i = 0; i < k; i++) out[i].logprob = (float)((double)logits[out[i].id] - lse);
+    return lse;
+}
+
+void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logprob *out) {
+    if (k > 0 && n_vocab > 0) llm__top_logprobs(logits, n_vocab, k, out);
 }
 
 // === tokenizer ===
@@ -9482,6 +9487,7 @@ struct llm__req {
     int32_t *tokens;            // [cap_tokens] the prompt, then the output
     int n_tokens, cap_tokens, n_prompt;
     struct llm_logprob *logprobs;   // [cap_tokens - n_prompt][p.logprobs] per output token (p.logprobs > 0)
+    float *token_logprobs;      // [cap_tokens - n_prompt]: each output token's own (p.logprobs > 0)
     int n_computed;             // tokens whose K and V are in the cache
     int n_cached;               // prompt tokens found in the prefix cache at first admission
     bool admitted_once;
@@ -9515,6 +9521,7 @@ static void llm__req_free(struct llm__req *r, struct llm__blocks *bm) {
     free(r->stop_ids);
     free(r->tokens);
     free(r->logprobs);
+    free(r->token_logprobs);
     free(r->itl);
     free(r->text.p);
     free(r->error);
@@ -9688,6 +9695,9 @@ static bool llm__req_reserve_tokens(struct llm__req *r, int cap) {
         struct llm_logprob *lp = realloc(r->logprobs, n * sizeof(*lp));
         if (!lp) return false;
         r->logprobs = lp;
+        float *tl = realloc(r->token_logprobs, (size_t)(cap - r->n_prompt) * sizeof(float));
+        if (!tl) return false;
+        r->token_logprobs = tl;
     }
     r->cap_tokens = cap;
     return true;
@@ -9905,7 +9915,11 @@ static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, cons
         return;
     }
     int k = r->p.logprobs;
-    if (k > 0) llm_top_logprobs(row, E->model.n_vocab, k, r->logprobs + (size_t)(r->n_tokens - r->n_prompt) * (size_t)k);
+    if (k > 0) {
+        size_t at = (size_t)(r->n_tokens - r->n_prompt);
+        double lse = llm__top_logprobs(row, E->model.n_vocab, k, r->logprobs + at * (size_t)k);
+        r->token_logprobs[at] = (float)((double)row[tok] - lse);
+    }
     r->tokens[r->n_tokens++] = tok;
     llm__req_time(r, now);
     llm__req_check_end(E, r, tok);
@@ -10150,6 +10164,7 @@ static void llm__output_fill(llm_engine *E, struct llm__req *r, struct llm_outpu
     out->new_tokens = r->tokens + r->n_prompt + r->out_sent;
     out->n_new_tokens = n_gen - r->out_sent;
     out->new_logprobs = k > 0 && out->n_new_tokens > 0 ? r->logprobs + (size_t)r->out_sent * (size_t)k : NULL;
+    out->new_token_logprobs = out->new_logprobs ? r->token_logprobs + r->out_sent : NULL;
     r->out_sent = n_gen;
     *text_off = E->arena.n;
     if (shown > r->text_sent) llm__outbuf_put(&E->arena, r->text.p + r->text_sent, shown - r->text_sent);

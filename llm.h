@@ -389,6 +389,8 @@ struct llm_output {
     const char *new_text;      // their text: whole UTF-8 characters, a possible stop string held
     int n_new_text;            // back until it is decided (NUL-terminated too)
     const struct llm_logprob *new_logprobs;   // logprobs > 0: n_new_tokens x logprobs entries
+    const float *new_token_logprobs;   // logprobs > 0: the log-probability of each new token (in the
+                               // same logits, whether it is among the top ones or not)
     int finished;
     enum llm_finish_reason finish_reason;   // when finished
     // metrics (milliseconds); the totals are final when finished

@@ -482,6 +482,44 @@ static void test_logprobs(llm_engine *E, int nv) {
     rp.max_tokens = 2;
     EXPECT(llm_generate(E, &pr, 1, &rp, &res) == LLM_OK && res.n_tokens == 2 && !res.logprobs, "logprobs without asking");
     llm_results_free(&res, 1);
+    // each token's own log-probability (new_token_logprobs), also for tokens outside the top k:
+    // drawn at a high temperature with k = 1, against the log-softmax of llm_seq_eval's logits
+    rp = greedy(N);
+    rp.logprobs = 1;
+    rp.sampling.temperature = 3.0f;
+    rp.sampling.seed = 7;
+    id = llm_add_request(E, &pr, &rp);
+    EXPECT(id >= 0, "add: %s", llm_last_error(E));
+    int32_t toks[N];
+    float tlp[N];
+    int n_tok = 0, outside = 0;
+    while (llm_has_unfinished_requests(E)) {
+        const struct llm_output *out;
+        int n = llm_step(E, &out);
+        if (n < 0) { EXPECT(0, "step: %s", llm_last_error(E)); break; }
+        for (int j = 0; j < n; j++)
+            for (int t = 0; t < out[j].n_new_tokens && n_tok < N; t++, n_tok++) {
+                toks[n_tok] = out[j].new_tokens[t];
+                tlp[n_tok] = out[j].new_token_logprobs ? out[j].new_token_logprobs[t] : 1.0f;
+                outside += toks[n_tok] != out[j].new_logprobs[t].id;
+            }
+    }
+    EXPECT(n_tok == N, "sampled request: %d tokens", n_tok);
+    lg = malloc(sizeof(float) * (size_t)nv);
+    s = llm_seq_new(E);
+    d = 0.0f;
+    for (int i = 0; i < n_tok; i++) {
+        enum llm_status st = i == 0 ? llm_seq_eval(E, s, pr.tokens, pr.n_tokens, lg, 0) : llm_seq_eval(E, s, &toks[i - 1], 1, lg, 0);
+        EXPECT(st == LLM_OK, "eval: %s", llm_last_error(E));
+        double mx = lg[0], sum = 0.0;
+        for (int v = 1; v < nv; v++) mx = fmax(mx, lg[v]);
+        for (int v = 0; v < nv; v++) sum += exp(lg[v] - mx);
+        d = fmaxf(d, fabsf(tlp[i] - (float)(lg[toks[i]] - mx - log(sum))));
+    }
+    EXPECT(d <= 1e-4f, "sampled tokens' log-probabilities differ from the log-softmax of llm_seq_eval's logits by %g", d);
+    EXPECT(outside > 0, "every token drawn at temperature 3 was the most likely one: the check saw no token outside the top 1");
+    llm_seq_free(E, s);
+    free(lg);
     rp.logprobs = 21;
     EXPECT(llm_add_request(E, &pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "logprobs 21 accepted");
     rp.logprobs = -1;
