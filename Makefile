@@ -182,12 +182,12 @@ $(BUILD)/tests/test_cpp: tests/test_cpp.cpp tests/test.h llm.h $(BUILD)/libllm.a
 	$(CXX) $(CXXSTD) $(CXXFLAGS) -I. -o $@ $< $(BUILD)/libllm.a $(LDLIBS)
 
 # The fuzz harnesses as replay programs (no libFuzzer: any compiler, SAN=1 or not). fuzz_request
-# includes the program's request parser (cli/serve.c, cli/args.c) and links the engine's object.
+# includes the program's request parser (cli/request.c, cli/serve.c, cli/args.c) and links the engine's object.
 $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(ENGINE) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) $(TILES) $(VK_DEFS) -o $@ $< $(LDLIBS)
 
-$(BUILD)/tests/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h cli/args.c cli/serve.c cli/cli.h llm.h \
+$(BUILD)/tests/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h cli/args.c cli/request.c cli/serve.c cli/cli.h llm.h \
                              $(BUILD)/llm.o $(STAMP) | jansson-check
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -o $@ $< $(BUILD)/llm.o $(LDLIBS) $(CLI_LIBS)
@@ -306,7 +306,7 @@ fuzz-check:
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h llm.c llm.h $(FUZZ_STAMP) | fuzz-check
 	$(FUZZ_CC) $(STD) $(FUZZ_CFLAGS) -o $@ $< $(LDLIBS)
 
-$(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h cli/args.c cli/serve.c cli/cli.h llm.c llm.h \
+$(FUZZ_DIR)/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h cli/args.c cli/request.c cli/serve.c cli/cli.h llm.c llm.h \
                           $(FUZZ_STAMP) | jansson-check fuzz-check
 	$(FUZZ_CC) $(STD) $(FUZZ_CFLAGS) $(CLI_DEFS) -I. -o $@ $< llm.c $(LDLIBS) $(CLI_LIBS)
 

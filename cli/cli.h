@@ -7,6 +7,7 @@
 //            (Jansson), UTF-8 checks, escaped text, token pieces
 //   run.c    llm run, llm chat
 //   info.c   llm info (and --devices), llm tokenize, llm detokenize
+//   request.c  completion requests in JSON (llm generate's lines, llm serve's bodies)
 //   serve.c  llm generate, llm bench (one sequence; serving), llm profile
 //   perplexity.c  llm perplexity (and KL divergence against a base model), as llama-perplexity
 //   pull.c   llm pull and -m hf://REPO/FILE: downloads from Hugging Face (libcurl), SHA-256
@@ -152,6 +153,44 @@ llm_engine *cli_engine(struct cli *c);
 int32_t *cli_prompt(llm_engine *E, const struct cli *c, int max_tokens, int *n_prompt);
 // Seconds on a monotonic clock.
 double cli_now(void);
+
+// --- request.c: completion requests as JSON (llm generate's lines, llm serve's bodies) ---
+
+enum cli_jreq_kind {
+    CLI_JREQ_GENERATE,         // a request line of llm generate: prompt or tokens; strict
+    CLI_JREQ_COMPLETION,       // /v1/completions: prompt (one or many, text or ids)
+    CLI_JREQ_CHAT,             // /v1/chat/completions: messages, rendered with a chat template
+};
+struct cli_jreq {
+    enum cli_jreq_kind kind;
+    json_t *root;              // the parsed object; strings point into it
+    struct llm_request_params p;   // over the defaults the caller set after cli_jreq_init
+    // generate: one prompt
+    const char *prompt;
+    bool has_prompt, has_tokens;
+    int32_t *tokens;
+    int n_tokens;
+    // completion: n_prompts prompts (ids in prompt_ids); chat: one, the rendered chat_text
+    struct llm_prompt *prompts;
+    int32_t **prompt_ids;
+    int n_prompts;
+    char *chat_text;
+    const char **stop;
+    int n_stop;
+    int32_t *stop_ids;
+    // the server's fields
+    const char *model;         // NULL: not given
+    int n;                     // choices per prompt
+    bool stream, include_usage, echo, chat_logprobs, seed_set, max_tokens_set, logprobs_set;
+    int top_logprobs;
+    char *err;                 // why the request cannot run (valid UTF-8), or NULL
+    const char *err_param;     // the field it is about, or NULL
+};
+void cli_jreq_init(struct cli_jreq *q, enum cli_jreq_kind kind);
+// Parses a request over q's defaults; false with q->err when it cannot run. chat_template: the
+// template CLI_JREQ_CHAT renders messages with.
+bool cli_jreq_parse(const char *json, size_t len, struct cli_jreq *q, const char *chat_template);
+void cli_jreq_free(struct cli_jreq *q);
 
 // --- the commands: each returns the exit status ---
 int cli_cmd_run(struct cli *c);

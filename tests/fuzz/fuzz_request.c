@@ -22,6 +22,7 @@
 // Seeds: tests/fuzz/corpus/request/; dictionary: tests/fuzz/request.dict.
 #define FUZZ_NAME "request"
 #include "../../cli/args.c"
+#include "../../cli/request.c"
 #include "../../cli/serve.c"
 #include "fuzz.h"
 
@@ -190,10 +191,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t t = 0;
         while (t < l && strchr(" \t\r", line[t])) t++;
         if (t == l) continue;
-        memset(&q[n], 0, sizeof(q[n]));
-        q[n].p = llm_request_params_default();
-        q[n].p.sampling = llm_sampling_params_default();
-        bool ok = cli_jreq_parse(line, l, &q[n]);
+        cli_jreq_init(&q[n], CLI_JREQ_GENERATE);
+        bool ok = cli_jreq_parse(line, l, &q[n], NULL);
         FUZZ_CHECK(ok == (q[n].err == NULL), "line %d: parsed %d, message %s", n, ok, q[n].err ? q[n].err : "none");
         if (!ok) {
             size_t m = strlen(q[n].err), bad = fuzz_utf8_check(q[n].err, m);
