@@ -46,6 +46,10 @@ CLI_LIBS += -ljansson
 # llm pull and -m hf://REPO/FILE download with libcurl (Debian: libcurl4-openssl-dev): HTTPS,
 # redirects to the CDN and Range requests for resuming. The engine and the library do not use it.
 CLI_LIBS += -lcurl
+# llm serve's HTTP is libmicrohttpd's (Debian: libmicrohttpd-dev): HTTP/1.1 with keep-alive,
+# chunked answers for streaming, a thread per connection, limits and timeouts; small and made for
+# embedding. The engine and the library do not use it.
+CLI_LIBS += -lmicrohttpd
 
 # make VULKAN=1: the Vulkan backend (backends/vulkan.c, shaders/*.comp compiled to SPIR-V with
 # glslangValidator and embedded); needs libvulkan-dev and glslang-tools.
@@ -85,7 +89,7 @@ STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: all lib install uninstall test build-tests test-arm64 test-vulkan bench clean models demo fixtures portability jansson-check curl-check fuzz fuzz-check FORCE
+.PHONY: all lib install uninstall test build-tests test-arm64 test-vulkan bench clean models demo fixtures portability jansson-check curl-check microhttpd-check fuzz fuzz-check FORCE
 
 all: llm
 
@@ -118,7 +122,13 @@ curl-check:
 	    "libcurl (llm pull): <curl/curl.h> or -lcurl was not found; install the Debian package" \
 	    "libcurl4-openssl-dev (the engine alone, make lib, does not need it)" >&2; exit 1; }
 
-$(BUILD)/cli/%.o: cli/%.c cli/cli.h llm.h $(STAMP) | jansson-check curl-check
+microhttpd-check:
+	@printf '#include <stddef.h>\n#include <stdint.h>\n#include <sys/socket.h>\n#include <microhttpd.h>\nint main(void){return MHD_is_feature_supported(MHD_FEATURE_THREADS) == 0;}\n' | \
+	    $(CC) -x c - -o /dev/null -lmicrohttpd 2>/dev/null || { echo "the llm program needs" \
+	    "libmicrohttpd (llm serve): <microhttpd.h> or -lmicrohttpd was not found; install the Debian package" \
+	    "libmicrohttpd-dev (the engine alone, make lib, does not need it)" >&2; exit 1; }
+
+$(BUILD)/cli/%.o: cli/%.c cli/cli.h llm.h $(STAMP) | jansson-check curl-check microhttpd-check
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -c -o $@ $<
 
@@ -239,14 +249,14 @@ test: fixtures $(TESTS) $(BUILD)/llm lib models $(BUILD)/portability.ok
 ifneq ($(HAVE_CXX),1)
 	@echo "test_cpp: not built: no C++ compiler ('$(CXX)'); install one (Debian: g++) to test llm.h from C++"
 endif
-	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
+	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
 
 # With the Vulkan backend built in (make VULKAN=1 test-vulkan; CI runs it): the test programs
 # whose checks change with it (test_vulkan, test_backend) and every script on the program and the
 # library; the other test programs run the CPU backend, the same in both builds.
 VK_TESTS := $(BUILD)/tests/test_vulkan $(BUILD)/tests/test_backend
 test-vulkan: fixtures $(VK_TESTS) $(BUILD)/llm lib $(BUILD)/examples/hello models
-	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" sh tests/run.sh $(BUILD) $(VK_TESTS)
+	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(VK_TESTS)
 
 # The tensor type kernels on aarch64 (NEON) under qemu-user: test_types cross-compiled for
 # armv8-a (widening multiplies) and for armv8.2-a+dotprod (sdot). Needs the Debian packages

@@ -335,6 +335,16 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
     c->sp = llm_sampling_params_default();
     c->n_predict = 64;
     c->n_gpu_layers = -1;
+    if (!strcmp(argv[1], "serve")) {   // the server's defaults (vLLM's: prefix caching on)
+        c->ep.enable_prefix_caching = 1;
+        c->host = "127.0.0.1";
+        c->port = 8080;
+        c->max_queued = 1024;
+        c->max_body = 16ll << 20;
+        c->timeout_s = 60;
+        c->shutdown_timeout_s = 10;
+        c->max_connections = 512;
+    }
     char name[64];
     const bool perplexity = !strcmp(argv[1], "perplexity");
     for (int i = 2; i < argc; i++) {
@@ -412,6 +422,16 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         else if (!strcmp(a, "--max-num-seqs")) c->ep.max_num_seqs = (int)cli_parse_int(a, CLI_ARG(), 1, 65536);
         else if (!strcmp(a, "--max-num-batched-tokens")) c->ep.max_num_batched_tokens = (int)cli_parse_int(a, CLI_ARG(), 1, 65536);
         else if (!strcmp(a, "--enable-prefix-caching")) c->ep.enable_prefix_caching = 1;
+        else if (!strcmp(a, "--no-enable-prefix-caching")) c->ep.enable_prefix_caching = 0;
+        else if (!strcmp(a, "--host")) c->host = CLI_ARG();
+        else if (!strcmp(a, "--port")) c->port = (int)cli_parse_int(a, CLI_ARG(), 0, 65535);
+        else if (!strcmp(a, "--api-key")) c->api_key = CLI_ARG();
+        else if (!strcmp(a, "--served-model-name")) c->served_model_name = CLI_ARG();
+        else if (!strcmp(a, "--max-queued-requests")) c->max_queued = (int)cli_parse_int(a, CLI_ARG(), 0, 1 << 20);
+        else if (!strcmp(a, "--max-body-size")) c->max_body = cli_parse_int(a, CLI_ARG(), 1024, 1ll << 32);
+        else if (!strcmp(a, "--timeout")) c->timeout_s = (int)cli_parse_int(a, CLI_ARG(), 1, 86400);
+        else if (!strcmp(a, "--shutdown-timeout")) c->shutdown_timeout_s = (int)cli_parse_int(a, CLI_ARG(), 0, 86400);
+        else if (!strcmp(a, "--max-connections")) c->max_connections = (int)cli_parse_int(a, CLI_ARG(), 1, 65536);
         else if (!strcmp(a, "--no-mmap")) c->ep.no_mmap = 1;
         else if (!strcmp(a, "--scheduling-policy")) {
             const char *v = CLI_ARG();

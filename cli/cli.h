@@ -9,6 +9,7 @@
 //   info.c   llm info (and --devices), llm tokenize, llm detokenize
 //   request.c  completion requests in JSON (llm generate's lines, llm serve's bodies)
 //   serve.c  llm generate, llm bench (one sequence; serving), llm profile
+//   server.c llm serve: the OpenAI-compatible HTTP server (libmicrohttpd)
 //   perplexity.c  llm perplexity (and KL divergence against a base model), as llama-perplexity
 //   pull.c   llm pull and -m hf://REPO/FILE: downloads from Hugging Face (libcurl), SHA-256
 #ifndef CLI_H
@@ -57,6 +58,10 @@ struct cli {
     bool kl_divergence;                // --kl-divergence
     int chunks, batch;                 // --chunks K, -b N (0: all, the default)
     char *hf_path;   // -m hf://...: the cached file's path (malloc'd), or NULL
+    // serve
+    const char *host, *api_key, *served_model_name;
+    int port, max_queued, timeout_s, shutdown_timeout_s, max_connections;
+    long long max_body;
 };
 
 extern const char cli_usage[];
@@ -205,6 +210,7 @@ int cli_cmd_bench_serve(struct cli *c);
 int cli_cmd_profile(struct cli *c);
 int cli_cmd_perplexity(struct cli *c);
 int cli_cmd_pull(int argc, char **argv);
+int cli_cmd_serve(struct cli *c);
 // -m hf://OWNER/NAME/FILE: the path of that file in the cache, downloaded first when it is not
 // there (or cli_die: a bad name, HTTP errors, no network, a failed size or sha256 check).
 char *cli_hf_model(const char *spec);

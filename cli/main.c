@@ -234,6 +234,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "info")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_info(&c)); }
     if (!strcmp(argv[1], "perplexity")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_perplexity(&c)); }
     if (!strcmp(argv[1], "generate")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_generate(&c)); }
+    if (!strcmp(argv[1], "serve")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_serve(&c)); }
     if (!strcmp(argv[1], "bench") || !strcmp(argv[1], "profile")) {
         parse_args(argc, argv, &c);
         bool profile = !strcmp(argv[1], "profile");

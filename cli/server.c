@@ -1,0 +1,1235 @@
+// server.c — llm serve: an OpenAI-compatible HTTP server on the engine's continuous batching.
+//
+// HTTP is libmicrohttpd's (Debian: libmicrohttpd-dev), JSON Jansson's, the request fields
+// request.c's. Endpoints: POST /v1/chat/completions and /v1/completions (streamed as server-sent
+// events or whole), GET /v1/models, /health, /metrics (Prometheus), POST /tokenize, /detokenize.
+//
+// Threads:
+//   - libmicrohttpd's: one accepting connections, one per connection (a slow reader or a long
+//     answer holds only its own thread);
+//   - the engine thread: llm_step while requests are unfinished, each step's outputs handed to
+//     the requests' buffers;
+//   - the main thread: waits for SIGINT or SIGTERM, then shuts down (stops accepting, lets the
+//     requests in flight finish within --shutdown-timeout, aborts the rest, exits 0).
+// Locks: S->emu guards the engine (llm.h: one thread at a time): the engine thread holds it while
+// it steps, a connection takes it to add, abort, tokenize. S->mu guards the requests' buffers and
+// the metrics. Order: emu, then mu.
+#include "cli.h"
+
+#include <microhttpd.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+// --- metrics ---
+
+// A Prometheus histogram: counts per upper bound (the last, +Inf, is count).
+#define SRV_HIST_MAX 20
+struct srv_hist { const double *bound; int n; long long c[SRV_HIST_MAX]; double sum; long long count; };
+// vLLM's buckets (seconds)
+static const double srv_ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                         0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+static const double srv_itl_bounds[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+                                        0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+static const double srv_e2e_bounds[] = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
+                                        20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0};
+
+static void srv_hist_add(struct srv_hist *h, double x) {
+    for (int i = 0; i < h->n; i++)
+        if (x <= h->bound[i]) h->c[i]++;
+    h->sum += x;
+    h->count++;
+}
+
+// --- requests ---
+
+struct srv_call;
+
+// One sequence the engine computes: a choice of a request.
+struct srv_seq {
+    int id;                    // the engine's request id; -1 while it waits for its leader
+    int index;                 // the choice's index in the answer
+    int prompt;                // its prompt (completions may have several)
+    struct srv_call *call;
+    struct srv_seq *leader;    // n > 1: choice 0 of the same prompt, added first (its prompt's
+                               // KV blocks are then in the prefix cache for the others); or NULL
+    struct llm_request_params p;
+    // what the engine produced (under mu)
+    struct cli_strbuf text;
+    int n_tok;
+    json_t *lp;                // logprobs: per token {token, logprob, bytes, top_logprobs}
+    bool first, finished;
+    enum llm_finish_reason finish;
+    char *error;
+    int n_prompt, n_cached;
+    // what the connection has sent (its thread only)
+    size_t text_sent;
+    size_t lp_sent;
+    bool started, ended;
+};
+
+// One HTTP request that runs the model.
+struct srv_call {
+    struct srv *S;
+    struct MHD_Connection *conn;
+    struct cli_jreq q;
+    bool chat;
+    int n_seq;
+    struct srv_seq *seq;
+    int show_logprobs;         // top log-probabilities shown per token
+    char **echo;               // completions with echo: each prompt's text
+    int refs;                  // under mu: the connection, and each unfinished sequence
+    char id[48];
+    long long created;
+    // streaming (the connection's thread)
+    struct cli_strbuf out;
+    size_t out_off;
+    bool done_sent;
+};
+
+struct srv_conn {              // one HTTP request, as it arrives
+    struct cli_strbuf body;
+    bool too_big;
+    int status;                // the answer's, for the log (0: none)
+    double t0;
+    int n_prompt, n_gen;
+};
+
+struct srv {
+    llm_engine *E;
+    pthread_mutex_t emu, mu;
+    pthread_cond_t ework;      // with emu: the engine thread waits for requests
+    pthread_cond_t cv;         // with mu: new outputs
+    atomic_int emu_wanted;     // connections waiting for emu
+    bool quit;                 // under emu: the engine thread ends when nothing is left
+    atomic_bool draining;      // shutting down: new requests get 503
+    struct srv_seq **active;   // under mu: sequences added and not finished
+    int n_active, cap_active;
+    struct srv_seq **pending;  // under mu: sequences waiting for their leader
+    int n_pending, cap_pending;
+    uint64_t rng;              // under emu: seeds and ids
+    // configuration
+    const char *model_name, *api_key, *tmpl;
+    int max_model_len, n_vocab, max_num_seqs, max_queued;
+    long long max_body;
+    struct llm_sampling_params sp;   // defaults of a request's sampling
+    bool prefix_caching;
+    // metrics (under mu)
+    long long finished[8], prompt_tokens, generation_tokens, cached_tokens, rejected;
+    long long http[6];         // answers by class: 1xx .. 5xx (index 1..5), 0: none
+    struct srv_hist ttft, itl, e2e;
+    struct llm_engine_stats stats;
+};
+
+static uint64_t srv_rand(struct srv *S) {   // splitmix64 (under emu)
+    uint64_t z = (S->rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// emu for a connection: the engine thread lets waiting connections in between steps.
+static void srv_engine_lock(struct srv *S) {
+    atomic_fetch_add(&S->emu_wanted, 1);
+    pthread_mutex_lock(&S->emu);
+    atomic_fetch_sub(&S->emu_wanted, 1);
+}
+
+static void srv_list_add(struct srv_seq ***list, int *n, int *cap, struct srv_seq *s) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        if (!(*list = realloc(*list, (size_t)*cap * sizeof(**list)))) cli_die("out of memory");
+    }
+    (*list)[(*n)++] = s;
+}
+
+static void srv_list_remove(struct srv_seq **list, int *n, struct srv_seq *s) {
+    for (int i = 0; i < *n; i++)
+        if (list[i] == s) { list[i] = list[--*n]; return; }
+}
+
+static void srv_call_free(struct srv_call *c) {
+    for (int i = 0; i < c->n_seq; i++) {
+        free(c->seq[i].text.p);
+        json_decref(c->seq[i].lp);
+        free(c->seq[i].error);
+    }
+    if (c->echo) for (int i = 0; i < c->q.n_prompts; i++) free(c->echo[i]);
+    free(c->echo);
+    free(c->seq);
+    free(c->out.p);
+    cli_jreq_free(&c->q);
+    free(c);
+}
+
+// Under mu: one reference less; the last frees the call.
+static void srv_call_unref(struct srv_call *c) {
+    if (--c->refs == 0) srv_call_free(c);
+}
+
+// Under mu: s ended (reason); its reference goes.
+static void srv_seq_end(struct srv *S, struct srv_seq *s, enum llm_finish_reason reason, const char *error) {
+    if (s->finished) return;
+    s->finished = true;
+    s->finish = reason;
+    if (error && !(s->error = strdup(error))) cli_die("out of memory");
+    if (s->id >= 0) srv_list_remove(S->active, &S->n_active, s);
+    else srv_list_remove(S->pending, &S->n_pending, s);
+    S->finished[reason]++;
+    srv_call_unref(s->call);
+}
+
+// The log-probability entry of a token, OpenAI's: token (its text), logprob, bytes.
+static json_t *srv_lp_entry(llm_engine *E, int32_t tok, double lp, struct cli_strbuf *b) {
+    json_t *e = cli_jcheck(json_object()), *bytes = cli_jcheck(json_array());
+    int n = cli_token_text(E, tok, b);
+    if (n < 0) n = 0;
+    cli_jset(e, "token", cli_json_bytes(b->p ? b->p : "", (size_t)n));
+    cli_jset(e, "logprob", cli_jcheck(json_real(isfinite(lp) ? lp : -9999.0)));   // OpenAI's -inf
+    for (int i = 0; i < n; i++) cli_jpush(bytes, cli_json_int((unsigned char)b->p[i]));
+    cli_jset(e, "bytes", bytes);
+    return e;
+}
+
+static struct srv_seq *srv_find(struct srv *S, int id) {
+    for (int i = 0; i < S->n_active; i++)
+        if (S->active[i]->id == id) return S->active[i];
+    return NULL;
+}
+
+// Under emu and mu: a step's output into its sequence.
+static void srv_deliver(struct srv *S, const struct llm_output *o, struct cli_strbuf *piece) {
+    struct srv_seq *s = srv_find(S, o->request_id);
+    if (!s) return;   // aborted and already ended (the engine failed)
+    if (o->n_new_text > 0) cli_sb_put(&s->text, o->new_text, (size_t)o->n_new_text);
+    int k = s->p.logprobs;
+    if (k > 0 && o->new_logprobs && o->new_token_logprobs) {
+        int show = s->call->show_logprobs;
+        if (!s->lp) s->lp = cli_jcheck(json_array());
+        for (int t = 0; t < o->n_new_tokens; t++) {
+            json_t *e = srv_lp_entry(S->E, o->new_tokens[t], o->new_token_logprobs[t], piece), *top = cli_jcheck(json_array());
+            for (int j = 0; j < CLI_MIN(show, k); j++) {
+                const struct llm_logprob *x = &o->new_logprobs[(size_t)t * (size_t)k + (size_t)j];
+                cli_jpush(top, srv_lp_entry(S->E, x->id, x->logprob, piece));
+            }
+            cli_jset(e, "top_logprobs", top);
+            cli_jpush(s->lp, e);
+        }
+    }
+    s->n_tok += o->n_new_tokens;
+    s->n_prompt = o->n_prompt_tokens;
+    s->n_cached = o->n_cached_tokens;
+    S->generation_tokens += o->n_new_tokens;
+    if (o->n_new_tokens > 0 && !s->first) {
+        s->first = true;
+        srv_hist_add(&S->ttft, o->ttft_ms / 1e3);
+    }
+    if (o->finished) {
+        for (int i = 0; i < o->n_itl; i++) srv_hist_add(&S->itl, o->itl_ms[i] / 1e3);
+        srv_hist_add(&S->e2e, o->e2e_ms / 1e3);
+        S->prompt_tokens += o->n_prompt_tokens;
+        S->cached_tokens += o->n_cached_tokens;
+        s->first = true;
+        srv_seq_end(S, s, o->finish_reason, o->finish_reason == LLM_FINISH_ERROR ? llm_last_error(S->E) : NULL);
+    }
+}
+
+// Under emu and mu: the choices whose leader has its prompt computed (or has ended) go in.
+static void srv_add_pending(struct srv *S) {
+    for (int i = 0; i < S->n_pending;) {
+        struct srv_seq *s = S->pending[i];
+        if (!s->leader->first && !s->leader->finished) { i++; continue; }
+        struct llm_prompt pr = s->call->q.prompts[s->prompt];
+        int id = llm_add_request(S->E, &pr, &s->p);
+        srv_list_remove(S->pending, &S->n_pending, s);   // i now holds the next one
+        if (id < 0) {
+            srv_list_add(&S->active, &S->n_active, &S->cap_active, s);   // srv_seq_end takes it from there
+            srv_seq_end(S, s, LLM_FINISH_ERROR, llm_last_error(S->E));
+        } else {
+            s->id = id;
+            srv_list_add(&S->active, &S->n_active, &S->cap_active, s);
+        }
+    }
+}
+
+static void *srv_engine_main(void *arg) {
+    struct srv *S = arg;
+    struct cli_strbuf piece = {0};
+    pthread_mutex_lock(&S->emu);
+    for (;;) {
+        while (!S->quit && !llm_has_unfinished_requests(S->E)) pthread_cond_wait(&S->ework, &S->emu);
+        if (S->quit && !llm_has_unfinished_requests(S->E)) break;
+        const struct llm_output *out;
+        int n = llm_step(S->E, &out);
+        pthread_mutex_lock(&S->mu);
+        if (n < 0) {   // the backend failed or memory ran out: what runs ends with the message
+            fprintf(stderr, "llm serve: the engine failed: %s\n", llm_last_error(S->E));
+            char *msg = strdup(llm_last_error(S->E));
+            while (S->n_active > 0) {
+                struct srv_seq *s = S->active[0];
+                llm_abort_request(S->E, s->id);
+                srv_seq_end(S, s, LLM_FINISH_ERROR, msg ? msg : "the engine failed");
+            }
+            free(msg);
+        }
+        for (int i = 0; i < n; i++) srv_deliver(S, &out[i], &piece);
+        srv_add_pending(S);
+        llm_get_stats(S->E, &S->stats);
+        pthread_cond_broadcast(&S->cv);
+        pthread_mutex_unlock(&S->mu);
+        if (atomic_load(&S->emu_wanted) > 0) {   // let the connections waiting for the engine in
+            pthread_mutex_unlock(&S->emu);
+            for (int spin = 0; atomic_load(&S->emu_wanted) > 0 && spin < 10000; spin++) {
+                struct timespec ts = {0, 20000};
+                nanosleep(&ts, NULL);
+            }
+            pthread_mutex_lock(&S->emu);
+        }
+    }
+    pthread_mutex_unlock(&S->emu);
+    free(piece.p);
+    return NULL;
+}
+
+// --- HTTP answers ---
+
+static enum MHD_Result srv_send(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, int status,
+                                const char *type, char *body, size_t len) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) { free(body); return MHD_NO; }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (k) k->status = status;
+    pthread_mutex_lock(&S->mu);
+    S->http[status / 100 % 6]++;
+    pthread_mutex_unlock(&S->mu);
+    return ret;
+}
+
+static enum MHD_Result srv_json(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, int status, json_t *v) {
+    char *s = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    if (!s) cli_die("out of memory");
+    return srv_send(S, conn, k, status, "application/json", s, strlen(s));
+}
+
+static const char *srv_error_type(int status) {
+    switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 413: return "invalid_request_error";
+    case 429: return "rate_limit_error";
+    case 503: return "service_unavailable";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    }
+}
+
+// OpenAI's error object: {"error": {"message", "type", "param", "code"}}.
+static json_t *srv_error_json(int status, const char *param, const char *code, const char *msg) {
+    json_t *o = cli_jcheck(json_object()), *e = cli_jcheck(json_object());
+    cli_jset(e, "message", cli_json_cstr(msg));
+    cli_jset(e, "type", cli_json_cstr(srv_error_type(status)));
+    cli_jset(e, "param", cli_json_cstr(param));
+    cli_jset(e, "code", code ? cli_json_cstr(code) : cli_json_int(status));
+    cli_jset(o, "error", e);
+    return o;
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 7, 8)))
+#endif
+static enum MHD_Result srv_error(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, int status,
+                                 const char *param, const char *code, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    // a cut message may end in part of a character: JSON text is UTF-8 (cli_json_cstr mends it)
+    return srv_json(S, conn, k, status, srv_error_json(status, param, code, msg));
+}
+
+// Whether the client has gone (closed or reset its end); data it sent (a pipelined request) is
+// not read.
+static bool srv_client_gone(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return true;
+    struct pollfd pf = {ci->connect_fd, POLLIN, 0};
+    if (poll(&pf, 1, 0) <= 0) return false;
+    if (pf.revents & (POLLERR | POLLHUP | POLLNVAL)) return true;
+    char b;
+    ssize_t r = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+// Ends the call's unfinished sequences (the client went away, or the server is stopping).
+static void srv_call_abort(struct srv *S, struct srv_call *c) {
+    srv_engine_lock(S);
+    pthread_mutex_lock(&S->mu);
+    for (int i = 0; i < c->n_seq; i++) {
+        struct srv_seq *s = &c->seq[i];
+        if (s->finished) continue;
+        if (s->id >= 0) llm_abort_request(S->E, s->id);   // reported by the next step
+        else srv_seq_end(S, s, LLM_FINISH_ABORT, NULL);
+    }
+    pthread_mutex_unlock(&S->mu);
+    pthread_cond_signal(&S->ework);
+    pthread_mutex_unlock(&S->emu);
+}
+
+// --- the completion endpoints ---
+
+static const char *srv_finish_str(enum llm_finish_reason r) {
+    return r == LLM_FINISH_CONTEXT ? "length" : llm_finish_reason_str(r);
+}
+
+// The completions API's logprobs object from a sequence's entries (text offsets from base).
+static json_t *srv_completion_logprobs(json_t *lp, size_t from, size_t to, size_t base) {
+    json_t *o = cli_jcheck(json_object()), *tokens = cli_jcheck(json_array()), *tlp = cli_jcheck(json_array()),
+           *top = cli_jcheck(json_array()), *off = cli_jcheck(json_array());
+    for (size_t i = 0; i < from && i < json_array_size(lp); i++)
+        base += json_array_size(json_object_get(json_array_get(lp, i), "bytes"));
+    for (size_t i = from; i < to; i++) {
+        json_t *e = json_array_get(lp, i), *t = json_object_get(e, "top_logprobs"), *m = cli_jcheck(json_object());
+        cli_jpush(tokens, json_incref(json_object_get(e, "token")));
+        cli_jpush(tlp, json_incref(json_object_get(e, "logprob")));
+        for (size_t j = 0; j < json_array_size(t); j++) {
+            json_t *x = json_array_get(t, j);
+            json_object_set(m, json_string_value(json_object_get(x, "token")), json_object_get(x, "logprob"));
+        }
+        cli_jpush(top, m);
+        cli_jpush(off, cli_json_int((long long)base));
+        base += json_array_size(json_object_get(e, "bytes"));
+    }
+    cli_jset(o, "tokens", tokens);
+    cli_jset(o, "token_logprobs", tlp);
+    cli_jset(o, "top_logprobs", top);
+    cli_jset(o, "text_offset", off);
+    return o;
+}
+
+static json_t *srv_usage(const struct srv_call *c) {
+    long long prompt = 0, gen = 0, cached = 0;
+    for (int i = 0; i < c->n_seq; i++) {
+        const struct srv_seq *s = &c->seq[i];
+        gen += s->n_tok;
+        if (i % c->q.n == 0) { prompt += s->n_prompt; cached += s->n_cached; }   // each prompt once
+    }
+    json_t *u = cli_jcheck(json_object()), *d = cli_jcheck(json_object());
+    cli_jset(u, "prompt_tokens", cli_json_int(prompt));
+    cli_jset(u, "completion_tokens", cli_json_int(gen));
+    cli_jset(u, "total_tokens", cli_json_int(prompt + gen));
+    cli_jset(d, "cached_tokens", cli_json_int(cached));
+    cli_jset(u, "prompt_tokens_details", d);
+    return u;
+}
+
+static json_t *srv_head(const struct srv_call *c, const char *object) {
+    json_t *o = cli_jcheck(json_object());
+    cli_jset(o, "id", cli_json_cstr(c->id));
+    cli_jset(o, "object", cli_json_cstr(object));
+    cli_jset(o, "created", cli_json_int(c->created));
+    cli_jset(o, "model", cli_json_cstr(c->S->model_name));
+    return o;
+}
+
+// The whole answer of a finished call.
+static json_t *srv_answer(struct srv_call *c) {
+    json_t *o = srv_head(c, c->chat ? "chat.completion" : "text_completion"), *choices = cli_jcheck(json_array());
+    for (int i = 0; i < c->n_seq; i++) {
+        struct srv_seq *s = &c->seq[i];
+        json_t *ch = cli_jcheck(json_object());
+        cli_jset(ch, "index", cli_json_int(s->index));
+        const char *text = s->text.p ? s->text.p : "";
+        if (c->chat) {
+            json_t *m = cli_jcheck(json_object());
+            cli_jset(m, "role", cli_json_cstr("assistant"));
+            cli_jset(m, "content", cli_json_bytes(text, s->text.n));
+            cli_jset(ch, "message", m);
+            json_t *lp = NULL;
+            if (s->lp) {
+                lp = cli_jcheck(json_object());
+                cli_jset(lp, "content", json_incref(s->lp));
+            }
+            cli_jset(ch, "logprobs", lp ? lp : cli_jcheck(json_null()));
+        } else {
+            struct cli_strbuf b = {0};
+            const char *echo = c->echo ? c->echo[s->prompt] : "";
+            cli_sb_put(&b, echo, strlen(echo));
+            cli_sb_put(&b, text, s->text.n);
+            cli_jset(ch, "text", cli_json_bytes(b.p, b.n));
+            free(b.p);
+            cli_jset(ch, "logprobs", s->lp ? srv_completion_logprobs(s->lp, 0, json_array_size(s->lp), strlen(echo))
+                                           : cli_jcheck(json_null()));
+        }
+        cli_jset(ch, "finish_reason", cli_json_cstr(srv_finish_str(s->finish)));
+        cli_jpush(choices, ch);
+    }
+    cli_jset(o, "choices", choices);
+    cli_jset(o, "usage", srv_usage(c));
+    return o;
+}
+
+static void srv_event(struct srv_call *c, json_t *v) {
+    char *s = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    if (!s) cli_die("out of memory");
+    cli_sb_put(&c->out, "data: ", 6);
+    cli_sb_put(&c->out, s, strlen(s));
+    cli_sb_put(&c->out, "\n\n", 2);
+    free(s);
+}
+
+// A streamed chunk of one choice.
+static json_t *srv_chunk(struct srv_call *c, const struct srv_seq *s, json_t *delta_or_text, json_t *logprobs, const char *finish) {
+    json_t *o = srv_head(c, c->chat ? "chat.completion.chunk" : "text_completion"), *choices = cli_jcheck(json_array()),
+           *ch = cli_jcheck(json_object());
+    cli_jset(ch, "index", cli_json_int(s->index));
+    cli_jset(ch, c->chat ? "delta" : "text", delta_or_text);
+    cli_jset(ch, "logprobs", logprobs ? logprobs : cli_jcheck(json_null()));
+    cli_jset(ch, "finish_reason", finish ? cli_json_cstr(finish) : cli_jcheck(json_null()));
+    cli_jpush(choices, ch);
+    cli_jset(o, "choices", choices);
+    return o;
+}
+
+// Under mu: the events of what is new into c->out; returns whether there were any.
+static bool srv_stream_collect(struct srv_call *c) {
+    size_t before = c->out.n;
+    bool all_ended = true;
+    for (int i = 0; i < c->n_seq; i++) {
+        struct srv_seq *s = &c->seq[i];
+        if (!s->started) {   // the first chunk: the role (chat), the prompt (completions with echo)
+            s->started = true;
+            if (c->chat) {
+                json_t *d = cli_jcheck(json_object());
+                cli_jset(d, "role", cli_json_cstr("assistant"));
+                cli_jset(d, "content", cli_json_cstr(""));
+                srv_event(c, srv_chunk(c, s, d, NULL, NULL));
+            } else if (c->echo) {
+                srv_event(c, srv_chunk(c, s, cli_json_cstr(c->echo[s->prompt]), NULL, NULL));
+            }
+        }
+        size_t n_lp = s->lp ? json_array_size(s->lp) : 0;
+        if (s->text.n > s->text_sent || n_lp > s->lp_sent) {
+            json_t *text = cli_json_bytes(s->text.p ? s->text.p + s->text_sent : "", s->text.n - s->text_sent), *lp = NULL;
+            if (n_lp > s->lp_sent) {
+                if (c->chat) {
+                    json_t *a = cli_jcheck(json_array());
+                    for (size_t t = s->lp_sent; t < n_lp; t++) cli_jpush(a, json_incref(json_array_get(s->lp, t)));
+                    lp = cli_jcheck(json_object());
+                    cli_jset(lp, "content", a);
+                } else {
+                    lp = srv_completion_logprobs(s->lp, s->lp_sent, n_lp, c->echo ? strlen(c->echo[s->prompt]) : 0);
+                }
+            }
+            json_t *d = text;
+            if (c->chat) {
+                d = cli_jcheck(json_object());
+                cli_jset(d, "content", text);
+            }
+            srv_event(c, srv_chunk(c, s, d, lp, NULL));
+            s->text_sent = s->text.n;
+            s->lp_sent = n_lp;
+        }
+        if (s->finished && !s->ended) {
+            s->ended = true;
+            if (s->finish == LLM_FINISH_ERROR) {
+                srv_event(c, srv_error_json(500, NULL, NULL, s->error ? s->error : "the engine failed"));
+            } else {
+                srv_event(c, srv_chunk(c, s, c->chat ? cli_jcheck(json_object()) : cli_json_cstr(""), NULL,
+                                       srv_finish_str(s->finish)));
+            }
+        }
+        all_ended &= s->ended;
+    }
+    if (all_ended && !c->done_sent) {
+        if (c->q.include_usage) {
+            json_t *o = srv_head(c, c->chat ? "chat.completion.chunk" : "text_completion");
+            cli_jset(o, "choices", cli_jcheck(json_array()));
+            cli_jset(o, "usage", srv_usage(c));
+            srv_event(c, o);
+        }
+        cli_sb_put(&c->out, "data: [DONE]\n\n", 14);
+        c->done_sent = true;
+    }
+    return c->out.n > before;
+}
+
+// Waits (under mu) up to ms milliseconds for new outputs.
+static void srv_wait(struct srv *S, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&S->cv, &S->mu, &ts);
+}
+
+static ssize_t srv_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    struct srv_call *c = cls;
+    struct srv *S = c->S;
+    for (;;) {
+        if (c->out.n > c->out_off) {
+            size_t n = CLI_MIN(max, c->out.n - c->out_off);
+            memcpy(buf, c->out.p + c->out_off, n);
+            c->out_off += n;
+            if (c->out_off == c->out.n) c->out.n = c->out_off = 0;
+            return (ssize_t)n;
+        }
+        if (c->done_sent) return MHD_CONTENT_READER_END_OF_STREAM;
+        pthread_mutex_lock(&S->mu);
+        bool any = srv_stream_collect(c);
+        if (!any) srv_wait(S, 100);
+        pthread_mutex_unlock(&S->mu);
+        if (!any && srv_client_gone(c->conn)) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+}
+
+// The response is done with (sent, or the connection closed): what still runs is aborted.
+static void srv_stream_free(void *cls) {
+    struct srv_call *c = cls;
+    struct srv *S = c->S;
+    srv_call_abort(S, c);
+    pthread_mutex_lock(&S->mu);
+    srv_call_unref(c);
+    pthread_mutex_unlock(&S->mu);
+}
+
+static int srv_status_of(enum llm_status st) {
+    return st == LLM_ERR_NOMEM ? 503 : st == LLM_ERR_BACKEND ? 500 : 400;
+}
+
+static enum MHD_Result srv_complete(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, bool chat) {
+    struct srv_call *c = calloc(1, sizeof(*c));
+    if (!c) cli_die("out of memory");
+    c->S = S;
+    c->conn = conn;
+    c->chat = chat;
+    c->created = (long long)time(NULL);
+    cli_jreq_init(&c->q, chat ? CLI_JREQ_CHAT : CLI_JREQ_COMPLETION);
+    c->q.p.sampling = S->sp;
+    c->q.p.max_tokens = S->max_model_len;   // OpenAI's: up to the context's end
+    c->q.p.parse_special = 1;   // control tokens' text is those tokens (the chat template's, as vLLM and llama-server)
+    if (!cli_jreq_parse(k->body.p ? k->body.p : "", k->body.n, &c->q, S->tmpl)) {
+        enum MHD_Result r = srv_error(S, conn, k, 400, c->q.err_param, NULL, "%s", c->q.err);
+        srv_call_free(c);
+        return r;
+    }
+    if (c->q.model && strcmp(c->q.model, S->model_name)) {
+        enum MHD_Result r = srv_error(S, conn, k, 404, "model", "model_not_found",
+                                      "the model '%.200s' does not exist: this server has '%s' (GET /v1/models)", c->q.model, S->model_name);
+        srv_call_free(c);
+        return r;
+    }
+    if (c->q.echo && c->q.logprobs_set) {
+        enum MHD_Result r = srv_error(S, conn, k, 400, "echo", NULL, "echo with logprobs (the prompt's log-probabilities) is not supported");
+        srv_call_free(c);
+        return r;
+    }
+    c->show_logprobs = chat ? c->q.top_logprobs : c->q.p.logprobs;
+    if (!chat && c->q.logprobs_set) c->q.p.logprobs = CLI_MAX(c->q.p.logprobs, 1);   // the tokens' own, at least
+    int n = c->q.n, np = c->q.n_prompts;
+    c->n_seq = n * np;
+    if (!(c->seq = calloc((size_t)c->n_seq, sizeof(*c->seq)))) cli_die("out of memory");
+    srv_engine_lock(S);
+    pthread_mutex_lock(&S->mu);
+    int busy = S->n_active + S->n_pending;
+    pthread_mutex_unlock(&S->mu);
+    const char *fail = NULL;
+    int status = 0;
+    char msg[1024];
+    if (atomic_load(&S->draining)) {
+        status = 503, fail = "the server is shutting down";
+    } else if (busy + c->n_seq > S->max_num_seqs + S->max_queued) {
+        snprintf(msg, sizeof(msg), "the server is busy: %d sequences running or queued, at most %d + %d (--max-num-seqs, "
+                 "--max-queued-requests); try again later", busy, S->max_num_seqs, S->max_queued);
+        status = 429, fail = msg;
+    }
+    uint64_t seed = c->q.seed_set ? c->q.p.sampling.seed : srv_rand(S);
+    snprintf(c->id, sizeof(c->id), "%s-%016llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)srv_rand(S));
+    if (!fail && c->q.echo) {   // the prompts' text (token prompts detokenized)
+        if (!(c->echo = calloc((size_t)np, sizeof(char *)))) cli_die("out of memory");
+        for (int p = 0; p < np; p++) {
+            const struct llm_prompt *pr = &c->q.prompts[p];
+            if (pr->text) {
+                if (!(c->echo[p] = strdup(pr->text))) cli_die("out of memory");
+                continue;
+            }
+            int len = llm_detokenize(S->E, pr->tokens, pr->n_tokens, LLM_DETOKENIZE_SPECIAL, NULL, 0);
+            if (len < 0) { snprintf(msg, sizeof(msg), "prompt[%d]: a token id is out of range [0, %d)", p, S->n_vocab);
+                           status = 400, fail = msg; break; }
+            if (!(c->echo[p] = malloc((size_t)len + 1))) cli_die("out of memory");
+            llm_detokenize(S->E, pr->tokens, pr->n_tokens, LLM_DETOKENIZE_SPECIAL, c->echo[p], (size_t)len + 1);
+        }
+    }
+    int added = 0;
+    for (int p = 0; !fail && p < np; p++) {
+        for (int j = 0; j < n; j++) {
+            struct srv_seq *s = &c->seq[p * n + j];
+            s->index = p * n + j;
+            s->prompt = p;
+            s->call = c;
+            s->p = c->q.p;
+            s->p.sampling.seed = seed + (uint64_t)s->index;
+            s->id = -1;
+            if (j > 0 && S->prefix_caching) { s->leader = &c->seq[p * n]; continue; }
+            s->id = llm_add_request(S->E, &c->q.prompts[p], &s->p);
+            if (s->id < 0) {
+                if (np > 1) snprintf(msg, sizeof(msg), "prompt[%d]: %s", p, llm_last_error(S->E));
+                else snprintf(msg, sizeof(msg), "%s", llm_last_error(S->E));
+                status = srv_status_of(llm_last_status(S->E)), fail = msg;
+                break;
+            }
+            added++;
+        }
+    }
+    if (fail) {
+        for (int i = 0; i < c->n_seq; i++)   // what went in before the failure comes out again
+            if (c->seq[i].call && c->seq[i].id >= 0) llm_abort_request(S->E, c->seq[i].id);
+        pthread_cond_signal(&S->ework);
+        pthread_mutex_unlock(&S->emu);
+        pthread_mutex_lock(&S->mu);
+        S->rejected++;
+        pthread_mutex_unlock(&S->mu);
+        // the aborted ones are reported by a step and found in no list: nothing refers to c
+        enum MHD_Result r = srv_error(S, conn, k, status, status == 400 ? (chat ? "messages" : "prompt") : NULL,
+                                      status == 429 ? "rate_limit_exceeded" : NULL, "%s", fail);
+        srv_call_free(c);
+        return r;
+    }
+    pthread_mutex_lock(&S->mu);
+    c->refs = 1 + c->n_seq;
+    for (int i = 0; i < c->n_seq; i++) {
+        struct srv_seq *s = &c->seq[i];
+        if (s->id >= 0) srv_list_add(&S->active, &S->n_active, &S->cap_active, s);
+        else srv_list_add(&S->pending, &S->n_pending, &S->cap_pending, s);
+    }
+    pthread_mutex_unlock(&S->mu);
+    pthread_cond_signal(&S->ework);
+    pthread_mutex_unlock(&S->emu);
+    // no idle timeout while the model runs (a long prompt may take a while before the first byte)
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+
+    if (c->q.stream) {
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, srv_stream_read, c, srv_stream_free);
+        if (!r) cli_die("out of memory");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        k->status = 200;
+        pthread_mutex_lock(&S->mu);
+        S->http[2]++;
+        pthread_mutex_unlock(&S->mu);
+        return ret;
+    }
+    // the whole answer: wait for every choice (the client may go: then it is aborted)
+    pthread_mutex_lock(&S->mu);
+    for (;;) {
+        bool all = true;
+        for (int i = 0; i < c->n_seq; i++) all &= c->seq[i].finished;
+        if (all) break;
+        srv_wait(S, 100);
+        pthread_mutex_unlock(&S->mu);
+        if (srv_client_gone(conn)) {
+            srv_call_abort(S, c);
+            pthread_mutex_lock(&S->mu);
+            srv_call_unref(c);
+            pthread_mutex_unlock(&S->mu);
+            return MHD_NO;
+        }
+        pthread_mutex_lock(&S->mu);
+    }
+    pthread_mutex_unlock(&S->mu);
+    enum MHD_Result r;
+    const struct srv_seq *err = NULL;
+    for (int i = 0; i < c->n_seq && !err; i++)
+        if (c->seq[i].finish == LLM_FINISH_ERROR) err = &c->seq[i];
+    if (err) {
+        r = srv_error(S, conn, k, 500, NULL, NULL, "%s", err->error ? err->error : "the engine failed");
+    } else {
+        json_t *a = srv_answer(c);
+        json_t *u = json_object_get(a, "usage");
+        k->n_prompt = (int)json_integer_value(json_object_get(u, "prompt_tokens"));
+        k->n_gen = (int)json_integer_value(json_object_get(u, "completion_tokens"));
+        r = srv_json(S, conn, k, 200, a);
+    }
+    pthread_mutex_lock(&S->mu);
+    srv_call_unref(c);
+    pthread_mutex_unlock(&S->mu);
+    return r;
+}
+
+// --- the other endpoints ---
+
+static enum MHD_Result srv_models(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k) {
+    json_t *o = cli_jcheck(json_object()), *data = cli_jcheck(json_array()), *m = cli_jcheck(json_object());
+    cli_jset(m, "id", cli_json_cstr(S->model_name));
+    cli_jset(m, "object", cli_json_cstr("model"));
+    cli_jset(m, "created", cli_json_int((long long)time(NULL)));
+    cli_jset(m, "owned_by", cli_json_cstr("llm.c"));
+    cli_jset(m, "max_model_len", cli_json_int(S->max_model_len));
+    cli_jpush(data, m);
+    cli_jset(o, "object", cli_json_cstr("list"));
+    cli_jset(o, "data", data);
+    return srv_json(S, conn, k, 200, o);
+}
+
+// POST /tokenize: vLLM's {"prompt", "add_special_tokens" (default true)} or {"messages"}, and
+// llama-server's {"content", "add_special" (default false), "with_pieces"}.
+static enum MHD_Result srv_tokenize(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k) {
+    json_error_t je;
+    json_t *root = k->body.n && cli_utf8_check(k->body.p, k->body.n) == k->body.n
+                       ? json_loadb(k->body.p, k->body.n, JSON_REJECT_DUPLICATES, &je) : NULL;
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return srv_error(S, conn, k, 400, NULL, NULL, "the body is not a JSON object in UTF-8");
+    }
+    json_t *prompt = json_object_get(root, "prompt"), *content = json_object_get(root, "content"),
+           *messages = json_object_get(root, "messages"), *add = json_object_get(root, "add_special_tokens"),
+           *add2 = json_object_get(root, "add_special"), *pieces = json_object_get(root, "with_pieces");
+    bool add_special = content ? false : true, with_pieces = json_is_true(pieces);
+    if (add && json_is_boolean(add)) add_special = json_is_true(add);
+    if (add2 && json_is_boolean(add2)) add_special = json_is_true(add2);
+    const char *text = NULL;
+    char *rendered = NULL;
+    struct cli_jreq q;
+    cli_jreq_init(&q, CLI_JREQ_CHAT);
+    if (messages) {   // rendered as /v1/chat/completions renders them
+        json_t *mo = cli_jcheck(json_object());
+        cli_jset(mo, "messages", json_incref(messages));
+        char *body = json_dumps(mo, JSON_COMPACT);
+        json_decref(mo);
+        if (!body) cli_die("out of memory");
+        bool ok = cli_jreq_parse(body, strlen(body), &q, S->tmpl);
+        free(body);
+        if (!ok) {
+            enum MHD_Result r = srv_error(S, conn, k, 400, q.err_param, NULL, "%s", q.err);
+            cli_jreq_free(&q);
+            json_decref(root);
+            return r;
+        }
+        rendered = q.chat_text;
+        text = rendered;
+        if (!add && !add2) add_special = true;
+    } else {
+        json_t *t = prompt ? prompt : content;
+        if (!json_is_string(t) || strlen(json_string_value(t)) != json_string_length(t)) {
+            cli_jreq_free(&q);
+            json_decref(root);
+            return srv_error(S, conn, k, 400, prompt ? "prompt" : "content", NULL,
+                             "give \"prompt\" (or \"content\") as a string without NUL, or \"messages\"");
+        }
+        text = json_string_value(t);
+    }
+    size_t len = strlen(text);
+    int flags = LLM_TOKENIZE_PARSE_SPECIAL | (add_special ? LLM_TOKENIZE_ADD_SPECIAL : 0);
+    srv_engine_lock(S);
+    int n = llm_tokenize(S->E, text, len, flags, NULL, 0);
+    int32_t *ids = n > 0 ? malloc((size_t)n * sizeof(int32_t)) : NULL;
+    if (n > 0 && !ids) cli_die("out of memory");
+    if (n > 0) llm_tokenize(S->E, text, len, flags, ids, n);
+    json_t *o = cli_jcheck(json_object()), *a = cli_jcheck(json_array());
+    struct cli_strbuf b = {0};
+    for (int i = 0; i < n; i++) {
+        if (!with_pieces) { cli_jpush(a, cli_json_int(ids[i])); continue; }
+        json_t *e = cli_jcheck(json_object());
+        int pl = cli_token_text(S->E, ids[i], &b);
+        cli_jset(e, "id", cli_json_int(ids[i]));
+        cli_jset(e, "piece", cli_json_bytes(b.p ? b.p : "", pl > 0 ? (size_t)pl : 0));
+        cli_jpush(a, e);
+    }
+    pthread_mutex_unlock(&S->emu);
+    free(b.p);
+    free(ids);
+    cli_jreq_free(&q);
+    json_decref(root);
+    if (n < 0) {
+        json_decref(o);
+        json_decref(a);
+        return srv_error(S, conn, k, 400, NULL, NULL, "the text cannot be tokenized");
+    }
+    cli_jset(o, "tokens", a);
+    cli_jset(o, "count", cli_json_int(n));
+    cli_jset(o, "max_model_len", cli_json_int(S->max_model_len));
+    return srv_json(S, conn, k, 200, o);
+}
+
+// POST /detokenize: {"tokens": [ids]} -> {"prompt": text} (vLLM's) and "content" (llama-server's).
+static enum MHD_Result srv_detokenize(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k) {
+    json_error_t je;
+    json_t *root = k->body.n && cli_utf8_check(k->body.p, k->body.n) == k->body.n
+                       ? json_loadb(k->body.p, k->body.n, JSON_REJECT_DUPLICATES, &je) : NULL;
+    json_t *t = json_object_get(root, "tokens");
+    size_t n = json_array_size(t);
+    if (!json_is_array(t) || n > (size_t)INT_MAX / 8) {
+        json_decref(root);
+        return srv_error(S, conn, k, 400, "tokens", NULL, "give {\"tokens\": [token ids]}");
+    }
+    int32_t *ids = malloc(CLI_MAX(n, 1) * sizeof(int32_t));
+    if (!ids) cli_die("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(t, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= S->n_vocab) {
+            free(ids);
+            json_decref(root);
+            return srv_error(S, conn, k, 400, "tokens", NULL, "tokens[%zu]: not a token id in [0, %d)", i, S->n_vocab);
+        }
+        ids[i] = (int32_t)json_integer_value(x);
+    }
+    json_decref(root);
+    srv_engine_lock(S);
+    int len = llm_detokenize(S->E, ids, (int)n, 0, NULL, 0);
+    char *text = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (len >= 0 && !text) cli_die("out of memory");
+    if (len >= 0) llm_detokenize(S->E, ids, (int)n, 0, text, (size_t)len + 1);
+    pthread_mutex_unlock(&S->emu);
+    free(ids);
+    if (len < 0) return srv_error(S, conn, k, 400, "tokens", NULL, "a token id is out of range");
+    json_t *o = cli_jcheck(json_object());
+    cli_jset(o, "prompt", cli_json_bytes(text, (size_t)len));
+    cli_jset(o, "content", cli_json_bytes(text, (size_t)len));
+    free(text);
+    return srv_json(S, conn, k, 200, o);
+}
+
+static void srv_metric(struct cli_strbuf *b, const char *name, const char *type, const char *help, const char *model,
+                       const char *labels, double v) {
+    char line[512];
+    if (type) {
+        snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+        cli_sb_put(b, line, strlen(line));
+    }
+    snprintf(line, sizeof(line), "%s{model_name=\"%s\"%s%s} %.17g\n", name, model, labels ? "," : "", labels ? labels : "", v);
+    cli_sb_put(b, line, strlen(line));
+}
+
+static void srv_metric_hist(struct cli_strbuf *b, const char *name, const char *help, const char *model, const struct srv_hist *h) {
+    char lab[64];
+    for (int i = 0; i <= h->n; i++) {
+        if (i < h->n) snprintf(lab, sizeof(lab), "le=\"%g\"", h->bound[i]);
+        else snprintf(lab, sizeof(lab), "le=\"+Inf\"");
+        char full[128];
+        snprintf(full, sizeof(full), "%s_bucket", name);
+        if (i == 0) {
+            char line[512];
+            snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+            cli_sb_put(b, line, strlen(line));
+        }
+        srv_metric(b, full, NULL, NULL, model, lab, (double)(i < h->n ? h->c[i] : h->count));
+    }
+    char full[128];
+    snprintf(full, sizeof(full), "%s_sum", name);
+    srv_metric(b, full, NULL, NULL, model, NULL, h->sum);
+    snprintf(full, sizeof(full), "%s_count", name);
+    srv_metric(b, full, NULL, NULL, model, NULL, (double)h->count);
+}
+
+// GET /metrics: Prometheus' text format, vLLM's names under llm:.
+static enum MHD_Result srv_metrics(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k) {
+    struct cli_strbuf b = {0};
+    const char *m = S->model_name;
+    pthread_mutex_lock(&S->mu);
+    const struct llm_engine_stats *st = &S->stats;
+    srv_metric(&b, "llm:num_requests_running", "gauge", "Requests in the engine's running batch.", m, NULL, st->n_running);
+    srv_metric(&b, "llm:num_requests_waiting", "gauge", "Requests waiting for the engine.", m, NULL,
+               st->n_waiting + S->n_pending);
+    srv_metric(&b, "llm:kv_cache_usage_perc", "gauge", "Share of the KV cache blocks in use (1 = all).", m, NULL,
+               st->kv_blocks_total ? (double)st->kv_blocks_used / st->kv_blocks_total : 0.0);
+    srv_metric(&b, "llm:kv_cache_blocks_used", "gauge", "KV cache blocks held by requests.", m, NULL, st->kv_blocks_used);
+    srv_metric(&b, "llm:kv_cache_blocks_total", "gauge", "KV cache blocks.", m, NULL, st->kv_blocks_total);
+    srv_metric(&b, "llm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", m, NULL,
+               (double)st->prefix_query_tokens);
+    srv_metric(&b, "llm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", m, NULL,
+               (double)st->prefix_hit_tokens);
+    srv_metric(&b, "llm:num_preemptions_total", "counter", "Requests preempted (KV memory ran out).", m, NULL,
+               (double)st->n_preemptions);
+    srv_metric(&b, "llm:prompt_tokens_total", "counter", "Prompt tokens of finished requests.", m, NULL, (double)S->prompt_tokens);
+    srv_metric(&b, "llm:generation_tokens_total", "counter", "Tokens generated.", m, NULL, (double)S->generation_tokens);
+    static const char *const reasons[] = {"stop", "length", "abort", "error", "context"};
+    static const enum llm_finish_reason rv[] = {LLM_FINISH_STOP, LLM_FINISH_LENGTH, LLM_FINISH_ABORT, LLM_FINISH_ERROR, LLM_FINISH_CONTEXT};
+    for (size_t i = 0; i < CLI_ARRAY_LEN(reasons); i++) {
+        char lab[64];
+        snprintf(lab, sizeof(lab), "finished_reason=\"%s\"", reasons[i]);
+        srv_metric(&b, "llm:request_success_total", i == 0 ? "counter" : NULL,
+                   "Sequences (choices) that ended, by why (context: the context or the KV cache cut them short).", m, lab,
+                   (double)S->finished[rv[i]]);
+    }
+    srv_metric(&b, "llm:requests_rejected_total", "counter", "Completion requests refused before running (4xx, 5xx).", m, NULL,
+               (double)S->rejected);
+    for (int i = 1; i <= 5; i++) {
+        char lab[64];
+        snprintf(lab, sizeof(lab), "status=\"%dxx\"", i);
+        srv_metric(&b, "llm:http_responses_total", i == 1 ? "counter" : NULL, "HTTP answers by status class.", m, lab,
+                   (double)S->http[i]);
+    }
+    srv_metric_hist(&b, "llm:time_to_first_token_seconds", "Time to the first token.", m, &S->ttft);
+    srv_metric_hist(&b, "llm:inter_token_latency_seconds", "Time between tokens.", m, &S->itl);
+    srv_metric_hist(&b, "llm:e2e_request_latency_seconds", "Arrival to the end of a sequence.", m, &S->e2e);
+    pthread_mutex_unlock(&S->mu);
+    return srv_send(S, conn, k, 200, "text/plain; version=0.0.4", b.p ? b.p : strdup(""), b.n);
+}
+
+static bool srv_authorized(struct srv *S, struct MHD_Connection *conn) {
+    if (!S->api_key) return true;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7)) return false;
+    // the key's comparison takes the same time wherever the first difference is
+    const char *g = h + 7, *w = S->api_key;
+    size_t gl = strlen(g), wl = strlen(w);
+    unsigned d = gl != wl;
+    for (size_t i = 0; i < wl; i++) d |= (unsigned)(w[i] ^ (i < gl ? g[i] : 0));
+    return d == 0;
+}
+
+static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **ctx) {
+    (void)version;
+    struct srv *S = cls;
+    struct srv_conn *k = *ctx;
+    if (!k) {
+        if (!(k = calloc(1, sizeof(*k)))) return MHD_NO;
+        k->t0 = cli_now();
+        *ctx = k;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)S->max_body) {   // refused before it is read
+            k->too_big = true;
+            return srv_error(S, conn, k, 413, NULL, NULL, "the request body is larger than %lld bytes (--max-body-size)", S->max_body);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!k->too_big && k->body.n + *upload_size > (size_t)S->max_body) {
+            k->too_big = true;
+            free(k->body.p);
+            k->body = (struct cli_strbuf){0};
+        }
+        if (!k->too_big) cli_sb_put(&k->body, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (k->too_big) {   // a body without Content-Length that grew too big: read, dropped, refused
+        if (k->status) return MHD_YES;   // answered already (Content-Length)
+        return srv_error(S, conn, k, 413, NULL, NULL, "the request body is larger than %lld bytes (--max-body-size)", S->max_body);
+    }
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (!strcmp(url, "/health")) {
+        if (!get) return srv_error(S, conn, k, 405, NULL, NULL, "use GET %s", url);
+        if (atomic_load(&S->draining)) return srv_error(S, conn, k, 503, NULL, NULL, "the server is shutting down");
+        json_t *o = cli_jcheck(json_object());
+        cli_jset(o, "status", cli_json_cstr("ok"));
+        return srv_json(S, conn, k, 200, o);
+    }
+    if (!strcmp(url, "/metrics")) {
+        if (!get) return srv_error(S, conn, k, 405, NULL, NULL, "use GET %s", url);
+        return srv_metrics(S, conn, k);
+    }
+    static const char *const posts[] = {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"};
+    int route = -1;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(url, posts[i])) route = i;
+    bool models = !strcmp(url, "/v1/models");
+    if (route < 0 && !models) return srv_error(S, conn, k, 404, NULL, "not_found", "no such endpoint: %.200s %.200s", method, url);
+    if (!srv_authorized(S, conn))
+        return srv_error(S, conn, k, 401, NULL, "invalid_api_key", "a valid API key is needed (Authorization: Bearer KEY)");
+    if (models) return get ? srv_models(S, conn, k) : srv_error(S, conn, k, 405, NULL, NULL, "use GET %s", url);
+    if (!post) return srv_error(S, conn, k, 405, NULL, NULL, "use POST %s", url);
+    switch (route) {
+    case 0: return srv_complete(S, conn, k, true);
+    case 1: return srv_complete(S, conn, k, false);
+    case 2: return srv_tokenize(S, conn, k);
+    default: return srv_detokenize(S, conn, k);
+    }
+}
+
+static void srv_completed(void *cls, struct MHD_Connection *conn, void **ctx, enum MHD_RequestTerminationCode why) {
+    (void)conn;
+    (void)cls;
+    struct srv_conn *k = *ctx;
+    if (!k) return;
+    if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK && k->status == 0) k->status = -1;
+    free(k->body.p);
+    free(k);
+    *ctx = NULL;
+}
+
+// --- llm serve ---
+
+// A listening socket on host:port, or cli_die with the reason.
+static int srv_listen(const char *host, int port, int *bound_port) {
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char ps[16];
+    snprintf(ps, sizeof(ps), "%d", port);
+    int rc = getaddrinfo(host, ps, &hints, &res);
+    if (rc) cli_die("--host %s: %s", host, gai_strerror(rc));
+    int fd = -1, err = 0;
+    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        if (fd < 0) { err = errno; continue; }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, a->ai_addr, a->ai_addrlen) || listen(fd, 128)) {
+            err = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0) cli_die("cannot listen on %s:%d: %s", host, port, strerror(err));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    *bound_port = port;
+    if (!getsockname(fd, (struct sockaddr *)&ss, &sl))
+        *bound_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                               : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+int cli_cmd_serve(struct cli *c) {
+    // SIGINT and SIGTERM are taken by sigwait in this thread; every thread started from here on
+    // blocks them. A write to a closed connection is an error, not a signal.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct srv *S = calloc(1, sizeof(*S));
+    if (!S) cli_die("out of memory");
+    int port = 0;
+    int lfd = srv_listen(c->host, c->port, &port);
+    S->E = cli_engine(c);
+    struct llm_model_info mi;
+    struct llm_engine_info ei;
+    llm_get_model_info(S->E, &mi);
+    llm_get_engine_info(S->E, &ei);
+    S->n_vocab = mi.n_vocab;
+    S->max_model_len = ei.max_model_len;
+    S->max_num_seqs = ei.max_num_seqs;
+    S->prefix_caching = ei.enable_prefix_caching;
+    S->max_queued = c->max_queued;
+    S->max_body = c->max_body;
+    S->api_key = c->api_key && c->api_key[0] ? c->api_key : NULL;
+    // the model's name: --served-model-name, else the file's name without .gguf
+    char *name = NULL;
+    if (c->served_model_name) {
+        name = strdup(c->served_model_name);
+    } else {
+        const char *base = strrchr(c->ep.model_path, '/');
+        base = base ? base + 1 : c->ep.model_path;
+        size_t n = strlen(base);
+        if (n > 5 && !strcmp(base + n - 5, ".gguf")) n -= 5;
+        name = strndup(base, n);
+    }
+    if (!name) cli_die("out of memory");
+    S->model_name = name;
+    S->tmpl = c->chat_template ? c->chat_template : llm_chat_template_detect(S->E);
+    if (!S->tmpl) {
+        S->tmpl = "chatml";
+        fprintf(stderr, "llm serve: the model has no chat template llm knows; /v1/chat/completions uses chatml (--chat-template NAME)\n");
+    }
+    // sampling: OpenAI's defaults (temperature 1, nothing cut), or the flags given
+    struct llm_sampling_params def = llm_sampling_params_default();
+    S->sp = def;
+    S->sp.temperature = c->sp.temperature != def.temperature ? c->sp.temperature : 1.0f;
+    S->sp.top_k = c->sp.top_k != def.top_k ? c->sp.top_k : 0;
+    S->sp.top_p = c->sp.top_p != def.top_p ? c->sp.top_p : 1.0f;
+    S->sp.min_p = c->sp.min_p != def.min_p ? c->sp.min_p : 0.0f;
+    S->sp.repeat_penalty = c->sp.repeat_penalty != def.repeat_penalty ? c->sp.repeat_penalty : 1.0f;
+    S->rng = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)S;
+    S->ttft = (struct srv_hist){srv_ttft_bounds, (int)CLI_ARRAY_LEN(srv_ttft_bounds), {0}, 0, 0};
+    S->itl = (struct srv_hist){srv_itl_bounds, (int)CLI_ARRAY_LEN(srv_itl_bounds), {0}, 0, 0};
+    S->e2e = (struct srv_hist){srv_e2e_bounds, (int)CLI_ARRAY_LEN(srv_e2e_bounds), {0}, 0, 0};
+    pthread_mutex_init(&S->emu, NULL);
+    pthread_mutex_init(&S->mu, NULL);
+    pthread_cond_init(&S->ework, NULL);
+    pthread_cond_init(&S->cv, NULL);
+    llm_get_stats(S->E, &S->stats);
+    pthread_t engine_thread;
+    if (pthread_create(&engine_thread, NULL, srv_engine_main, S)) cli_die("cannot start the engine thread");
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC, 0, NULL, NULL,
+        srv_access, S, MHD_OPTION_LISTEN_SOCKET, lfd, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->max_connections, MHD_OPTION_NOTIFY_COMPLETED, srv_completed, S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 << 10), MHD_OPTION_END);
+    if (!d) cli_die("cannot start the HTTP server (libmicrohttpd) on %s:%d", c->host, port);
+    fprintf(stderr, "llm serve: %s (%s, %d tokens of context, chat template %s) on http://%s%s%s:%d\n", S->model_name,
+            ei.backend_name, S->max_model_len, S->tmpl, strchr(c->host, ':') ? "[" : "", c->host,
+            strchr(c->host, ':') ? "]" : "", port);
+    fflush(stderr);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "llm serve: %s: no new requests; finishing those in flight (at most %d s)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", c->shutdown_timeout_s);
+    atomic_store(&S->draining, true);
+    MHD_socket q = MHD_quiesce_daemon(d);
+    if (q != MHD_INVALID_SOCKET) close(q);
+    double t_end = cli_now() + c->shutdown_timeout_s;
+    for (;;) {
+        pthread_mutex_lock(&S->mu);
+        int busy = S->n_active + S->n_pending;
+        pthread_mutex_unlock(&S->mu);
+        if (!busy || cli_now() >= t_end) break;
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    // what is left is aborted: its clients get their answers with finish_reason "abort"
+    srv_engine_lock(S);
+    pthread_mutex_lock(&S->mu);
+    int left = S->n_active + S->n_pending;
+    for (int i = 0; i < S->n_active; i++) llm_abort_request(S->E, S->active[i]->id);
+    while (S->n_pending > 0) srv_seq_end(S, S->pending[0], LLM_FINISH_ABORT, NULL);
+    pthread_mutex_unlock(&S->mu);
+    pthread_cond_signal(&S->ework);
+    pthread_mutex_unlock(&S->emu);
+    if (left) fprintf(stderr, "llm serve: aborted %d unfinished sequences\n", left);
+    for (double t = cli_now() + 5.0; cli_now() < t;) {   // the aborts are reported by the next step
+        pthread_mutex_lock(&S->mu);
+        int busy = S->n_active;
+        pthread_mutex_unlock(&S->mu);
+        if (!busy) break;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    MHD_stop_daemon(d);   // the connections end (their answers are complete) and are joined
+    pthread_mutex_lock(&S->emu);
+    S->quit = true;
+    pthread_cond_signal(&S->ework);
+    pthread_mutex_unlock(&S->emu);
+    pthread_join(engine_thread, NULL);
+    llm_engine_free(S->E);
+    fprintf(stderr, "llm serve: stopped\n");
+    free(S->active);
+    free(S->pending);
+    free(name);
+    pthread_mutex_destroy(&S->emu);
+    pthread_mutex_destroy(&S->mu);
+    pthread_cond_destroy(&S->ework);
+    pthread_cond_destroy(&S->cv);
+    free(S);
+    return 0;
+}

@@ -1,0 +1,539 @@
+"""llm serve against the official OpenAI Python client, curl and raw sockets.
+
+Usage: python test_server.py LLM_BINARY MODEL.gguf
+(tests/test_server.sh runs it with the venv tests/fixtures.sh makes, on SmolLM2-135M-Instruct.)
+
+Each server runs on a free port of 127.0.0.1 (--port 0; the port is read from its first line).
+Checks: chat and completions, streamed and whole; greedy answers equal to llm generate's; n;
+logprobs; stop strings; seeds; usage equal to the token counts; errors with their status and
+type; SSE framing byte for byte (curl); 64 concurrent streaming clients equal to each run alone,
+with /metrics adding up; a client that disconnects is aborted and its KV blocks freed; hostile
+clients (slowloris, a 100 MB body, invalid UTF-8, deep nesting, truncated requests, random bytes,
+huge headers) do not crash or wedge it; the API key; a full queue; the idle timeout; SIGTERM
+finishes what is in flight and exits 0.
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import openai
+
+T0 = time.time()
+
+
+def section(name):
+    print("[%.1f s] %s" % (time.time() - T0, name), flush=True)
+
+LLM, MODEL = sys.argv[1], sys.argv[2]
+passed = failed = 0
+
+
+def check(cond, msg):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL test_server: " + msg, flush=True)
+    return cond
+
+
+class Server:
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([LLM, "serve", "-m", MODEL, "--port", "0", "-t", "2", *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        line = self.proc.stderr.readline()
+        self.log.append(line)
+        m = re.search(r"on http://127\.0\.0\.1:(\d+)$", line.strip())
+        if not m:
+            raise SystemExit("FAIL test_server: the server did not start: " + line + self.proc.stderr.read())
+        self.port = int(m.group(1))
+        self.base = "http://127.0.0.1:%d" % self.port
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def client(self, key="none", retries=0):
+        return openai.OpenAI(base_url=self.base + "/v1", api_key=key, max_retries=retries, timeout=120)
+
+    def stop(self, sig=signal.SIGINT, timeout=30):
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return None
+
+
+def http(port, method, path, body=None, headers=None, raw=None, timeout=60):
+    """One request on a fresh connection: (status, headers, body bytes); status 0 when the
+    server closed the connection without an answer."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    if raw is None:
+        data = body if isinstance(body, bytes) else (json.dumps(body).encode() if body is not None else b"")
+        h = "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n" % (method, path, len(data))
+        for k, v in (headers or {}).items():
+            h += "%s: %s\r\n" % (k, v)
+        raw = h.encode() + b"\r\n" + data
+    try:
+        s.sendall(raw)
+    except OSError:
+        pass
+    got = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except OSError:
+        pass
+    s.close()
+    if not got.startswith(b"HTTP/1."):
+        return 0, "", got
+    head, _, rest = got.partition(b"\r\n\r\n")
+    status = int(head.split()[1])
+    if b"transfer-encoding: chunked" in head.lower():
+        out = b""
+        while rest:
+            size, _, rest = rest.partition(b"\r\n")
+            n = int(size.split(b";")[0], 16)
+            if n == 0:
+                break
+            out += rest[:n]
+            rest = rest[n + 2:]
+        rest = out
+    return status, head.decode("latin-1"), rest
+
+
+def metrics(port):
+    _, _, body = http(port, "GET", "/metrics")
+    out = {}
+    for line in body.decode().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, value = line.rsplit(" ", 1)
+        name = re.sub(r'model_name="[^"]*",?', "", name).replace("{}", "")
+        out[name] = float(value)
+    return out
+
+
+def tokens_of(port, **body):
+    st, _, b = http(port, "POST", "/tokenize", body)
+    return json.loads(b)["tokens"] if st == 200 else None
+
+
+def generate(lines):
+    """llm generate's results for request lines (dicts)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        for x in lines:
+            f.write(json.dumps(x) + "\n")
+    out = subprocess.run([LLM, "generate", "-m", MODEL, "--requests", f.name, "-t", "2"], capture_output=True, text=True)
+    os.unlink(f.name)
+    return [json.loads(x) for x in out.stdout.splitlines()]
+
+
+PROMPTS = ["Once upon a time", "The quick brown fox", "def fibonacci(n):", "北京是中国的",
+           "The three primary colors are", "Water boils at", "import numpy as np\n", "My favourite food is"]
+MSGS = [{"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "What is the capital of France?"}]
+
+S = Server()
+c = S.client()
+
+# --- models, health ---
+section("models, health")
+models = c.models.list()
+check(len(models.data) == 1 and models.data[0].id == os.path.basename(MODEL)[:-5], "models: %s" % models)
+check(getattr(models.data[0], "max_model_len", None) == 4096, "models: max_model_len %s" % models.data[0])
+st, _, b = http(S.port, "GET", "/health")
+check(st == 200 and json.loads(b) == {"status": "ok"}, "health: %d %s" % (st, b))
+
+# --- chat, whole: a real answer, usage equal to the token counts, logprobs ---
+section("chat, whole: a real answer, usage equal to the token counts, logprobs")
+r = c.chat.completions.create(model=models.data[0].id, messages=MSGS, temperature=0, max_tokens=32,
+                              logprobs=True, top_logprobs=3)
+ch = r.choices[0]
+check("Paris" in ch.message.content, "chat: no Paris in '%s'" % ch.message.content)
+check(ch.finish_reason == "stop" and ch.message.role == "assistant", "chat: finish %s role %s" % (ch.finish_reason, ch.message.role))
+prompt_ids = tokens_of(S.port, messages=MSGS)
+check(r.usage.prompt_tokens == len(prompt_ids), "chat usage: %d prompt tokens, /tokenize %d" % (r.usage.prompt_tokens, len(prompt_ids)))
+lp = ch.logprobs.content
+check(r.usage.completion_tokens == len(lp) and r.usage.total_tokens == r.usage.prompt_tokens + len(lp),
+      "chat usage: %s, %d logprobs" % (r.usage, len(lp)))
+check(all(e.logprob <= 0 and len(e.top_logprobs) == 3 and e.top_logprobs[0].token == e.token and
+          abs(e.top_logprobs[0].logprob - e.logprob) < 1e-6 and
+          e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob >= e.top_logprobs[2].logprob for e in lp),
+      "chat logprobs: greedy tokens are not the best of their top 3, or unsorted")
+check("".join(bytes(e.bytes).decode("utf-8", "replace") for e in lp).startswith(ch.message.content),
+      "chat logprobs: the tokens' bytes do not spell the answer")
+# greedy: the same as llm generate on the rendered prompt's ids
+g = generate([{"tokens": prompt_ids, "max_tokens": 32, "temperature": 0}])[0]
+check(g["text"] == ch.message.content, "chat '%s', llm generate '%s'" % (ch.message.content, g["text"]))
+
+# --- chat, streamed: the same text, role first, finish last, usage ---
+section("chat, streamed: the same text, role first, finish last, usage")
+chunks = list(c.chat.completions.create(model=models.data[0].id, messages=MSGS, temperature=0, max_tokens=32, stream=True,
+                                        stream_options={"include_usage": True}))
+text = "".join(k.choices[0].delta.content or "" for k in chunks if k.choices)
+check(text == ch.message.content, "streamed chat '%s', whole '%s'" % (text, ch.message.content))
+check(chunks[0].choices[0].delta.role == "assistant", "streamed chat: the first chunk has no role")
+fin = [k.choices[0].finish_reason for k in chunks if k.choices and k.choices[0].finish_reason]
+check(fin == ["stop"], "streamed chat: finish reasons %s" % fin)
+check(chunks[-1].choices == [] and chunks[-1].usage and chunks[-1].usage.completion_tokens == r.usage.completion_tokens and
+      chunks[-1].usage.prompt_tokens == r.usage.prompt_tokens, "streamed chat: usage %s" % chunks[-1])
+check(len({k.id for k in chunks}) == 1, "streamed chat: chunks with different ids")
+
+# --- completions: greedy equal to llm generate, one request with all prompts, streamed too ---
+section("completions: greedy equal to llm generate, one request with all prompts, streamed too")
+want = generate([{"prompt": p, "max_tokens": 12, "temperature": 0} for p in PROMPTS])
+r = c.completions.create(model=models.data[0].id, prompt=PROMPTS, max_tokens=12, temperature=0)
+check([x.index for x in r.choices] == list(range(len(PROMPTS))), "completions: indices %s" % [x.index for x in r.choices])
+check([x.text for x in r.choices] == [w["text"] for w in want],
+      "completions %s, llm generate %s" % ([x.text for x in r.choices], [w["text"] for w in want]))
+check(r.usage.prompt_tokens == sum(len(w["prompt_tokens"]) for w in want) and
+      r.usage.completion_tokens == sum(len(w["tokens"]) for w in want), "completions usage %s" % r.usage)
+s = "".join(k.choices[0].text for k in c.completions.create(model=models.data[0].id, prompt=PROMPTS[3], max_tokens=12,
+                                                             temperature=0, stream=True) if k.choices)
+check(s == want[3]["text"], "streamed completion '%s', llm generate '%s'" % (s, want[3]["text"]))
+# token prompts, echo
+ids = want[0]["prompt_tokens"]
+r = c.completions.create(model=models.data[0].id, prompt=ids, max_tokens=12, temperature=0, echo=True)
+check(r.choices[0].text == PROMPTS[0] + want[0]["text"], "echo of a token prompt: '%s'" % r.choices[0].text)
+r = c.completions.create(model=models.data[0].id, prompt=[ids, ids], max_tokens=12, temperature=0)
+check([x.text for x in r.choices] == [want[0]["text"]] * 2, "a list of token prompts: %s" % [x.text for x in r.choices])
+
+# --- logprobs of completions ---
+section("logprobs of completions")
+r = c.completions.create(model=models.data[0].id, prompt=PROMPTS[1], max_tokens=8, temperature=0, logprobs=3)
+L = r.choices[0].logprobs
+check(len(L.tokens) == r.usage.completion_tokens == len(L.token_logprobs) == len(L.top_logprobs) == len(L.text_offset),
+      "completion logprobs: lengths %s" % L)
+check(all(len(t) == 3 and abs(max(t.values()) - x) < 1e-6 and x <= 0 for t, x in zip(L.top_logprobs, L.token_logprobs)),
+      "completion logprobs: the greedy token is not the best of the top 3")
+check("".join(L.tokens) == r.choices[0].text and L.text_offset[0] == 0, "completion logprobs: tokens %s, text '%s'" % (L.tokens, r.choices[0].text))
+
+# --- n: choices of one prompt, its KV blocks shared through the prefix cache ---
+section("n: choices of one prompt, its KV blocks shared through the prefix cache")
+long_prompt = "Here is a story about a small robot who wanted to learn how to paint. " * 4
+m0 = metrics(S.port)
+r = c.completions.create(model=models.data[0].id, prompt=long_prompt, max_tokens=8, temperature=0, n=4)
+m1 = metrics(S.port)
+check(len(r.choices) == 4 and len({x.text for x in r.choices}) == 1 and [x.index for x in r.choices] == [0, 1, 2, 3],
+      "n=4 greedy: %s" % [x.text for x in r.choices])
+n_prompt = len(tokens_of(S.port, prompt=long_prompt))
+check(r.usage.prompt_tokens == n_prompt and r.usage.completion_tokens == 32, "n=4 usage %s (prompt %d tokens)" % (r.usage, n_prompt))
+hits = m1["llm:prefix_cache_hits_total"] - m0["llm:prefix_cache_hits_total"]
+check(hits >= 3 * (n_prompt // 16) * 16, "n=4: %d prompt tokens found in the prefix cache, want >= %d" % (hits, 3 * (n_prompt // 16) * 16))
+r = c.chat.completions.create(model=models.data[0].id, messages=MSGS, max_tokens=16, temperature=1.0, seed=5, n=3)
+check(len(r.choices) == 3 and len({x.message.content for x in r.choices}) > 1, "n=3 sampled: the choices are all equal")
+
+# --- seeds ---
+section("seeds")
+def sampled(seed):
+    return c.completions.create(model=models.data[0].id, prompt=PROMPTS[0], max_tokens=16, temperature=1.0, seed=seed).choices[0].text
+a, b, d = sampled(42), sampled(42), sampled(43)
+check(a == b, "seed 42 twice: '%s', '%s'" % (a, b))
+check(a != d, "seeds 42 and 43 gave the same text '%s'" % a)
+
+# --- stop strings ---
+section("stop strings")
+full = want[4]["text"]
+word = full.strip().split()[1] if len(full.strip().split()) > 1 else full.strip()[:3]
+r = c.completions.create(model=models.data[0].id, prompt=PROMPTS[4], max_tokens=12, temperature=0, stop=[word, "zzzz"])
+check(r.choices[0].text == full[:full.index(word)] and r.choices[0].finish_reason == "stop",
+      "stop '%s': '%s' (%s), full '%s'" % (word, r.choices[0].text, r.choices[0].finish_reason, full))
+r = c.completions.create(model=models.data[0].id, prompt=PROMPTS[4], max_tokens=12, temperature=0, stop=word)
+check(r.choices[0].text == full[:full.index(word)], "stop as a string: '%s'" % r.choices[0].text)
+r = c.completions.create(model=models.data[0].id, prompt=PROMPTS[4], max_tokens=3, temperature=0)
+check(r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 3, "max_tokens 3: %s %s" % (r.choices[0].finish_reason, r.usage))
+
+# --- errors: status, type, the field named ---
+section("errors: status, type, the field named")
+def error_of(fn, cls):
+    try:
+        fn()
+    except cls as e:
+        return e
+    except Exception as e:  # noqa: BLE001
+        check(False, "%s expected, got %r" % (cls.__name__, e))
+        return None
+    check(False, "%s expected, the request succeeded" % cls.__name__)
+    return None
+
+e = error_of(lambda: c.completions.create(model=models.data[0].id, prompt="x", temperature=-1), openai.BadRequestError)
+check(e is not None and e.status_code == 400 and "temperature" in str(e) and e.body.get("type") == "invalid_request_error"
+      and e.body.get("param") == "temperature", "temperature -1: %r" % (e and e.body))
+e = error_of(lambda: c.completions.create(model="gpt-4", prompt="x"), openai.NotFoundError)
+check(e is not None and "gpt-4" in str(e), "unknown model: %r" % e)
+e = error_of(lambda: c.chat.completions.create(model=models.data[0].id, messages=MSGS, tools=[
+    {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]), openai.BadRequestError)
+check(e is not None and "tools" in str(e), "tools: %r" % e)
+e = error_of(lambda: c.chat.completions.create(model=models.data[0].id, messages=MSGS, response_format={"type": "json_object"}),
+             openai.BadRequestError)
+check(e is not None and "response_format" in str(e), "response_format: %r" % e)
+r = c.chat.completions.create(model=models.data[0].id, messages=MSGS, max_tokens=2, response_format={"type": "text"})
+check(r.usage.completion_tokens == 2, "response_format text refused")
+e = error_of(lambda: c.chat.completions.create(model=models.data[0].id, messages=[{"role": "tool", "content": "x", "tool_call_id": "1"}]),
+             openai.BadRequestError)
+check(e is not None and "role" in str(e), "a tool message: %r" % e)
+e = error_of(lambda: c.chat.completions.create(model=models.data[0].id, messages=[]), openai.BadRequestError)
+check(e is not None and "messages" in str(e), "no messages: %r" % e)
+e = error_of(lambda: c.completions.create(model=models.data[0].id, prompt=[10**9]), openai.BadRequestError)
+check(e is not None, "a token id out of range")
+e = error_of(lambda: c.completions.create(model=models.data[0].id, prompt="x", n=0), openai.BadRequestError)
+check(e is not None and "n:" in str(e), "n=0: %r" % e)
+for body, word in [(b"{", "invalid JSON"), (b"[1]", "not a JSON object"), (b'{"prompt":"\xff"}', "UTF-8"),
+                   (b'{"prompt":"a","prompt":"b"}', "duplicate"), (b'{"prompt":"a","max_tokens":1.5}', "max_tokens")]:
+    st, _, b = http(S.port, "POST", "/v1/completions", body)
+    ok = st == 400
+    if ok:
+        err = json.loads(b)["error"]
+        ok = word in err["message"] and err["type"] == "invalid_request_error"
+    check(ok, "body %r: %d %s" % (body, st, b[:200]))
+st, _, b = http(S.port, "GET", "/v1/nothing")
+check(st == 404 and json.loads(b)["error"]["type"] == "not_found_error", "an unknown path: %d %s" % (st, b))
+st, _, b = http(S.port, "GET", "/v1/completions")
+check(st == 405, "GET /v1/completions: %d" % st)
+st, _, b = http(S.port, "POST", "/detokenize", {"tokens": want[2]["tokens"]})
+check(st == 200 and json.loads(b)["prompt"] == want[2]["text"], "detokenize: %d %s" % (st, b))
+st, _, b = http(S.port, "POST", "/tokenize", {"prompt": PROMPTS[2]})
+check(st == 200 and json.loads(b)["tokens"] == want[2]["prompt_tokens"], "tokenize: %s, generate %s" % (b, want[2]["prompt_tokens"]))
+
+# --- SSE framing, byte for byte, with curl ---
+section("SSE framing, byte for byte, with curl")
+for path, body in [("/v1/completions", {"prompt": PROMPTS[5], "max_tokens": 5, "temperature": 0, "stream": True}),
+                   ("/v1/chat/completions", {"messages": MSGS, "max_tokens": 5, "temperature": 0, "stream": True,
+                                             "stream_options": {"include_usage": True}})]:
+    out = subprocess.run(["curl", "-sS", "-N", "-i", S.base + path, "-H", "Content-Type: application/json", "-d", json.dumps(body)],
+                         capture_output=True)
+    head, _, events = out.stdout.partition(b"\r\n\r\n")
+    check(out.returncode == 0 and b"content-type: text/event-stream" in head.lower(), "curl %s: %s" % (path, head))
+    parts = events.split(b"\n\n")
+    ok = events.endswith(b"data: [DONE]\n\n") and parts[-1] == b"" and parts[-2] == b"data: [DONE]"
+    for p in parts[:-2]:
+        ok &= p.startswith(b"data: {") and b"\n" not in p
+        if ok:
+            json.loads(p[6:])
+    check(ok and len(parts) >= 4, "curl %s: the events are not 'data: {...}\\n\\n' ending in [DONE]: %r" % (path, events[:400]))
+
+# --- 64 concurrent streaming clients: each as it is alone; /metrics adds up ---
+section("64 concurrent streaming clients: each as it is alone; /metrics adds up")
+alone = [c.completions.create(model=models.data[0].id, prompt=p, max_tokens=16, temperature=0).choices[0].text for p in PROMPTS]
+m0 = metrics(S.port)
+res = [None] * 64
+usage = [None] * 64
+
+def stream_one(i):
+    try:
+        cl = S.client()
+        text, u = "", None
+        for k in cl.completions.create(model=models.data[0].id, prompt=PROMPTS[i % 8], max_tokens=16, temperature=0, stream=True,
+                                       stream_options={"include_usage": True}):
+            if k.choices:
+                text += k.choices[0].text
+            if k.usage:
+                u = k.usage
+        res[i], usage[i] = text, u
+    except Exception as e:  # noqa: BLE001
+        res[i] = e
+
+threads = [threading.Thread(target=stream_one, args=(i,)) for i in range(64)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(300)
+m1 = metrics(S.port)
+errs = [x for x in res if not isinstance(x, str)]
+check(not errs, "64 clients: %d did not complete: %s" % (len(errs), errs[:3]))
+diff = [i for i in range(64) if res[i] != alone[i % 8]]
+check(not diff, "64 clients: %d differ from their prompt run alone, e.g. %s" % (len(diff), [(res[i], alone[i % 8]) for i in diff[:2]]))
+gen = sum(u.completion_tokens for u in usage if u)
+done = sum(m1[k] - m0.get(k, 0) for k in m1 if k.startswith("llm:request_success_total"))
+check(m1["llm:generation_tokens_total"] - m0["llm:generation_tokens_total"] == gen and done == 64,
+      "64 clients: /metrics counts %d tokens and %d ended sequences; the answers %d tokens, 64 requests" %
+      (m1["llm:generation_tokens_total"] - m0["llm:generation_tokens_total"], done, gen))
+check(m1['llm:time_to_first_token_seconds_count'] - m0['llm:time_to_first_token_seconds_count'] == 64,
+      "64 clients: the TTFT histogram counts %d" % (m1['llm:time_to_first_token_seconds_count'] - m0['llm:time_to_first_token_seconds_count']))
+
+
+# --- a client that goes away is aborted, its KV blocks come back ---
+section("a client that goes away is aborted, its KV blocks come back")
+def wait_idle(port, key, before, secs=20):
+    t = time.time() + secs
+    m = metrics(port)
+    while time.time() < t:
+        m = metrics(port)
+        if m[key] > before and m["llm:num_requests_running"] == 0 and m["llm:kv_cache_blocks_used"] == 0:
+            break
+        time.sleep(0.05)
+    return m
+
+abort_key = 'llm:request_success_total{finished_reason="abort"}'
+for stream in (True, False):
+    m0 = metrics(S.port)
+    s = socket.create_connection(("127.0.0.1", S.port))
+    data = json.dumps({"prompt": PROMPTS[0], "max_tokens": 4000, "ignore_eos": True, "stream": stream}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+    if stream:
+        got = b""
+        while b"data: {" not in got:
+            got += s.recv(4096)
+    else:
+        time.sleep(0.5)
+    mid = metrics(S.port)
+    s.close()
+    m = wait_idle(S.port, abort_key, m0[abort_key])
+    check(mid["llm:kv_cache_blocks_used"] > 0, "disconnect (stream %s): no KV blocks in use while it ran" % stream)
+    check(m[abort_key] == m0[abort_key] + 1 and m["llm:kv_cache_blocks_used"] == 0 and m["llm:num_requests_running"] == 0,
+          "disconnect (stream %s): aborted %d, blocks in use %d, running %d" %
+          (stream, m[abort_key] - m0[abort_key], m["llm:kv_cache_blocks_used"], m["llm:num_requests_running"]))
+
+# --- hostile clients ---
+section("hostile clients")
+slow = []
+for i in range(8):  # slowloris: headers a byte at a time
+    s = socket.create_connection(("127.0.0.1", S.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+    slow.append(s)
+for _ in range(3):
+    for s in slow:
+        try:
+            s.sendall(b"X")
+        except OSError:
+            pass
+    time.sleep(0.2)
+t0 = time.time()
+r = c.completions.create(model=models.data[0].id, prompt=PROMPTS[0], max_tokens=4, temperature=0)
+check(r.choices[0].text == want[0]["text"][:len(r.choices[0].text)] and r.usage.completion_tokens == 4 and time.time() - t0 < 30,
+      "a request among slowloris connections: '%s' in %.1f s" % (r.choices[0].text, time.time() - t0))
+for s in slow:
+    s.close()
+section('# a 100 MB body: refused befor')
+# a 100 MB body: refused before it is read
+s = socket.create_connection(("127.0.0.1", S.port), timeout=30)
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\n\r\n")
+t0 = time.time()
+got = b""
+try:
+    chunk = b"a" * (1 << 20)
+    for _ in range(100):
+        s.sendall(chunk)
+except OSError:
+    pass
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+except OSError:
+    pass
+s.close()
+check(got.startswith(b"HTTP/1.1 413"), "a 100 MB body: %r" % got[:100])
+section('# the same without Content-Len')
+# the same without Content-Length (chunked)
+s = socket.create_connection(("127.0.0.1", S.port), timeout=30)
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n")
+try:
+    for _ in range(40):
+        s.sendall(b"100000\r\n" + b"a" * 0x100000 + b"\r\n")
+    s.sendall(b"0\r\n\r\n")
+except OSError:
+    pass
+got = b""
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+except OSError:
+    pass
+s.close()
+check(got.startswith(b"HTTP/1.1 413"), "a 40 MB chunked body: %r" % got[:100])
+section('st, _, b = http(S.port, "POST"')
+st, _, b = http(S.port, "POST", "/v1/completions", b'{"prompt":' + b"[" * 100000 + b"]" * 100000 + b"}")
+check(st == 400, "deep nesting: %d %s" % (st, b[:200]))
+st, _, b = http(S.port, "POST", "/v1/chat/completions", b'{"messages":[{"role":"user","content":"\xc3\x28"}]}')
+check(st == 400 and b"UTF-8" in b, "invalid UTF-8: %d %s" % (st, b[:200]))
+for n in (10, 1000):  # truncated requests: the client goes away in the middle
+    s = socket.create_connection(("127.0.0.1", S.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{\"prompt\":\"ab" % n if n > 10 else b"POST /v1/comp")
+    time.sleep(0.2)
+    s.close()
+st, _, b = http(S.port, "POST", "/v1/completions", raw=os.urandom(5000))
+check(st in (0, 400), "random bytes: %d" % st)
+st, _, b = http(S.port, "GET", "/health", raw=b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n")
+check(st in (0, 413, 431, 400), "a 200 kB header: %d" % st)
+st, _, b = http(S.port, "GET", "/health")
+r = c.completions.create(model=models.data[0].id, prompt=PROMPTS[0], max_tokens=12, temperature=0)
+check(st == 200 and r.choices[0].text == want[0]["text"], "after the hostile clients: health %d, '%s'" % (st, r.choices[0].text))
+section('rc = S.stop(signal.SIGINT)\n')
+rc = S.stop(signal.SIGINT)
+check(rc == 0 and any("stopped" in x for x in S.log), "SIGINT: exit status %s, log %s" % (rc, S.log[-3:]))
+
+# --- a second server: API key, context length, a full queue, the idle timeout, SIGTERM ---
+section("a second server: API key, context length, a full queue, the idle timeout, SIGTERM")
+S = Server("--api-key", "sekret", "-c", "128", "--max-num-seqs", "1", "--max-queued-requests", "0", "--timeout", "2",
+           "--served-model-name", "smol", "--shutdown-timeout", "20")
+e = error_of(lambda: S.client("wrong").models.list(), openai.AuthenticationError)
+check(e is not None and e.status_code == 401, "a wrong key: %r" % e)
+st, _, b = http(S.port, "GET", "/v1/models")
+check(st == 401, "no key: %d" % st)
+st, _, b = http(S.port, "GET", "/health")
+check(st == 200, "health needs no key: %d" % st)
+c = S.client("sekret")
+check(c.models.list().data[0].id == "smol", "--served-model-name")
+e = error_of(lambda: c.completions.create(model="smol", prompt="hello " * 200, max_tokens=4), openai.BadRequestError)
+check(e is not None and "max_model_len" in str(e), "a prompt longer than the context: %r" % e)
+r = c.completions.create(model="smol", prompt=PROMPTS[0], max_tokens=500, temperature=0, extra_body={"ignore_eos": True})
+check(r.choices[0].finish_reason == "length" and r.usage.prompt_tokens + r.usage.completion_tokens == 128,
+      "to the context's end: %s %s" % (r.choices[0].finish_reason, r.usage))
+holder = {}
+
+def long_stream():
+    text = ""
+    for k in c.completions.create(model="smol", prompt=PROMPTS[1], max_tokens=100, temperature=0, stream=True,
+                                  extra_body={"ignore_eos": True}):
+        if k.choices:
+            text += k.choices[0].text
+            holder["fin"] = k.choices[0].finish_reason or holder.get("fin")
+        holder["started"] = True
+    holder["text"] = text
+
+t = threading.Thread(target=long_stream)
+t.start()
+while "started" not in holder:
+    time.sleep(0.01)
+e = error_of(lambda: c.completions.create(model="smol", prompt="x", max_tokens=2), openai.RateLimitError)
+check(e is not None and e.status_code == 429, "a full queue: %r" % e)
+t.join(120)
+check(holder.get("fin") == "length", "the request in flight: %s" % holder)
+s = socket.create_connection(("127.0.0.1", S.port), timeout=30)
+t0 = time.time()
+closed = s.recv(100) == b""
+check(closed and 1.0 < time.time() - t0 < 10, "an idle connection: closed %s after %.1f s (--timeout 2)" % (closed, time.time() - t0))
+s.close()
+# SIGTERM with a request in flight: it finishes, then the server exits 0
+holder = {}
+t = threading.Thread(target=long_stream)
+t.start()
+while "started" not in holder:
+    time.sleep(0.01)
+rc = S.stop(signal.SIGTERM)
+t.join(60)
+check(rc == 0 and holder.get("fin") == "length" and len(holder.get("text", "")) > 0,
+      "SIGTERM: exit status %s, the request in flight %s" % (rc, holder))
+print("test_server: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
