@@ -145,7 +145,8 @@ expect_fail "llama.cpp's -cnv" "llm chat" "$llm" run -m "$m" -p hi -cnv
 "$llm" --help | grep -q -- "--logprobs" && ok || bad "--help does not list --logprobs"
 "$llm" run --help | grep -q -- "--top-p" && ok || bad "run --help does not list --top-p"
 for f in --min-p --repeat-penalty --frequency-penalty --presence-penalty --repeat-last-n --stop --stop-token-ids \
-         --chat-template --system --special; do
+         --chat-template --system --special --host --port --api-key --served-model-name --max-queued-requests \
+         --max-body-size --timeout --max-connections --shutdown-timeout --no-enable-prefix-caching; do
     "$llm" --help | grep -q -- "$f" && ok || bad "--help does not list $f"
 done
 # tokenize: ids of a file's exact bytes; the same as run's prompt tokens
@@ -158,6 +159,16 @@ c=$("$llm" tokenize -m "$m" -f "$tmp/tok" --no-bos --ids)
 
 # bad input
 expect_fail "no model" "-m" "$llm" run -p hi
+# llm serve: bad flags, an address that cannot be had (the model is loaded after the socket is bound)
+expect_fail "serve: port out of range" "--port" "$llm" serve -m "$m" --port 70000
+expect_fail "serve: a host that does not resolve" "--host" "$llm" serve -m "$m" --host no-such-host.invalid --port 0
+expect_fail "serve: a bad model" "missing.gguf" "$llm" serve -m "$tmp/missing.gguf" --port 0
+python3 -c 'import socket,time,sys
+s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(1); print(s.getsockname()[1], flush=True); time.sleep(20)' > "$tmp/busyport" &
+busy=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$tmp/busyport" ] && break; sleep 0.2; done
+expect_fail "serve: a port in use" "Address already in use" "$llm" serve -m "$m" --port "$(cat "$tmp/busyport")"
+kill $busy 2>/dev/null
 expect_fail "missing model file" "nonexistent.gguf" "$llm" run -m /nonexistent.gguf -p hi
 expect_fail "not a GGUF file" "GGUF" "$llm" run -m tests/test.h -p hi
 expect_fail "unknown flag" "--frobnicate" "$llm" run -m "$m" -p hi --frobnicate

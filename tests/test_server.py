@@ -69,10 +69,14 @@ class Server:
     def stop(self, sig=signal.SIGINT, timeout=30):
         self.proc.send_signal(sig)
         try:
-            return self.proc.wait(timeout)
+            rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            return None
+            rc = None
+        time.sleep(0.1)
+        bad = [x for x in self.log if "Sanitizer" in x or "runtime error" in x]
+        check(not bad, "the server's log has sanitizer reports: %s" % "".join(self.log[-60:]))
+        return rc
 
 
 def http(port, method, path, body=None, headers=None, raw=None, timeout=60):

@@ -4,12 +4,16 @@
 // bytes, so generated text is full of partial and invalid UTF-8).
 // Input: byte 0 sets the engine (bit 0: prefix caching; bit 1: priority scheduling; bits 2-3: the
 // KV cache, from a few blocks, which forces preemptions, to plenty; bit 4: blocks of 8 or 16
-// tokens; bit 5: steps of 8 or 64 tokens); the rest is up to 8 request lines.
+// tokens; bit 5: steps of 8 or 64 tokens) and the parser (bits 6-7: llm generate's lines, 1: llm
+// serve's /v1/completions bodies, 2: its /v1/chat/completions bodies, rendered with ChatML); the
+// rest is up to 8 request lines (the first prompt of a body runs).
 // Each input runs on fresh engines: the valid lines added with llm_add_request and stepped with
 // llm_step (the text collected as it streams); the same through llm_generate (what llm generate
 // prints); the first valid line alone, without and then with a stop string taken from its text.
 // Invariants:
-//   - the parser accepts a line or gives a message (valid UTF-8: it goes into a JSON line);
+//   - the parser accepts a line or gives a message (valid UTF-8: it goes into a JSON line); a
+//     server body it accepts has 1..64 choices and prompts of text or ids (chat: the rendered
+//     conversation, valid UTF-8);
 //   - a request the engine refuses has a message; every added request is reported finished
 //     exactly once, within a bounded number of steps, with a finish reason, no more tokens than
 //     max_tokens, ids in [0, n_vocab);
@@ -191,12 +195,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t t = 0;
         while (t < l && strchr(" \t\r", line[t])) t++;
         if (t == l) continue;
-        cli_jreq_init(&q[n], CLI_JREQ_GENERATE);
-        bool ok = cli_jreq_parse(line, l, &q[n], NULL);
+        enum cli_jreq_kind kind = (cfg >> 6) == 1 ? CLI_JREQ_COMPLETION : (cfg >> 6) == 2 ? CLI_JREQ_CHAT : CLI_JREQ_GENERATE;
+        cli_jreq_init(&q[n], kind);
+        bool ok = cli_jreq_parse(line, l, &q[n], "chatml");
         FUZZ_CHECK(ok == (q[n].err == NULL), "line %d: parsed %d, message %s", n, ok, q[n].err ? q[n].err : "none");
         if (!ok) {
             size_t m = strlen(q[n].err), bad = fuzz_utf8_check(q[n].err, m);
             FUZZ_CHECK(m > 0 && bad == m, "line %d: the message is empty or not UTF-8 at byte %zu", n, bad);
+        } else if (kind != CLI_JREQ_GENERATE) {
+            FUZZ_CHECK(q[n].n >= 1 && q[n].n <= 64 && q[n].n_prompts >= 1, "line %d: n %d, %d prompts", n, q[n].n, q[n].n_prompts);
+            for (int k = 0; k < q[n].n_prompts; k++)
+                FUZZ_CHECK(!q[n].prompts[k].text != !q[n].prompts[k].tokens, "line %d: prompt %d is text and ids, or neither", n, k);
+            if (kind == CLI_JREQ_CHAT)
+                FUZZ_CHECK(q[n].chat_text && q[n].prompts[0].text == q[n].chat_text &&
+                           fuzz_utf8_check(q[n].chat_text, strlen(q[n].chat_text)) == strlen(q[n].chat_text),
+                           "line %d: the rendered conversation is missing or not UTF-8", n);
+            // the first prompt runs as llm generate's line would
+            q[n].has_prompt = q[n].prompts[0].text != NULL;
+            q[n].has_tokens = !q[n].has_prompt;
+            q[n].prompt = q[n].prompts[0].text;
+            q[n].tokens = NULL;
+            if (q[n].has_tokens && q[n].prompts[0].n_tokens > 0) {
+                if (!(q[n].tokens = malloc((size_t)q[n].prompts[0].n_tokens * sizeof(int32_t)))) abort();
+                memcpy(q[n].tokens, q[n].prompts[0].tokens, (size_t)q[n].prompts[0].n_tokens * sizeof(int32_t));
+            }
+            q[n].n_tokens = q[n].prompts[0].n_tokens;
+            if (q[n].p.max_tokens > FUZZ_MAX_TOKENS) q[n].p.max_tokens = FUZZ_MAX_TOKENS;
         } else {
             FUZZ_CHECK(q[n].has_prompt != q[n].has_tokens, "line %d: a prompt and tokens", n);
             if (q[n].p.max_tokens > FUZZ_MAX_TOKENS) q[n].p.max_tokens = FUZZ_MAX_TOKENS;
