@@ -424,6 +424,8 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         else if (!strcmp(a, "--enable-prefix-caching")) c->ep.enable_prefix_caching = 1;
         else if (!strcmp(a, "--no-enable-prefix-caching")) c->ep.enable_prefix_caching = 0;
         else if (!strcmp(a, "--host")) c->host = CLI_ARG();
+        else if (!strcmp(a, "--base-url")) { c->base_url = CLI_ARG(); c->serve = true; }
+        else if (!strcmp(a, "--max-concurrency")) { c->max_concurrency = (int)cli_parse_int(a, CLI_ARG(), 1, 4096); c->serve = true; }
         else if (!strcmp(a, "--port")) c->port = (int)cli_parse_int(a, CLI_ARG(), 0, 65535);
         else if (!strcmp(a, "--api-key")) c->api_key = CLI_ARG();
         else if (!strcmp(a, "--served-model-name")) c->served_model_name = CLI_ARG();

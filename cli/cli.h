@@ -10,6 +10,7 @@
 //   request.c  completion requests in JSON (llm generate's lines, llm serve's bodies)
 //   serve.c  llm generate, llm bench (one sequence; serving), llm profile
 //   server.c llm serve: the OpenAI-compatible HTTP server (libmicrohttpd)
+//   bench_http.c  llm bench --base-url: the serving benchmark against a server (libcurl)
 //   perplexity.c  llm perplexity (and KL divergence against a base model), as llama-perplexity
 //   pull.c   llm pull and -m hf://REPO/FILE: downloads from Hugging Face (libcurl), SHA-256
 #ifndef CLI_H
@@ -60,6 +61,8 @@ struct cli {
     char *hf_path;   // -m hf://...: the cached file's path (malloc'd), or NULL
     // serve
     const char *host, *api_key, *served_model_name;
+    const char *base_url;              // bench --base-url: a server to measure
+    int max_concurrency;               // bench --max-concurrency (0: all at once)
     int port, max_queued, timeout_s, shutdown_timeout_s, max_connections;
     long long max_body;
 };
@@ -197,6 +200,27 @@ void cli_jreq_init(struct cli_jreq *q, enum cli_jreq_kind kind);
 bool cli_jreq_parse(const char *json, size_t len, struct cli_jreq *q, const char *chat_template);
 void cli_jreq_free(struct cli_jreq *q);
 
+// --- the serving benchmark (serve.c; bench_http.c for a server) ---
+
+// Its requests: n prompts of in_len random token ids (BOS first; --rag: a shared context and
+// questions), arriving at arrival[i] seconds (Poisson at --request-rate, else all at 0).
+struct cli_bench_workload { int n, in_len; int32_t *prompts; double *arrival; };
+void cli_bench_workload(const struct cli *c, int n_vocab, int bos_id, struct cli_bench_workload *w);
+struct cli_serve_result {
+    int n_requests;
+    double elapsed, output_tps, total_tps, req_per_s;
+    double ttft[3], itl[3];           // p50, p90, p99 in ms
+    double kv_utilization, prefix_hit_rate;
+    long long n_output, n_prompt, n_preemptions;
+    int kv_tokens, n_threads;
+    uint64_t outputs_hash;            // of every request's output tokens, in request order
+    bool http;                        // measured over HTTP (--base-url): no engine figures
+    int n_failed, max_concurrency;
+};
+void cli_bench_print(const struct cli *c, const struct cli_serve_result *R, const char *what);
+// The p-th percentile (0..100) of v[0..n), linear between ranks; v gets sorted.
+double cli_percentile(float *v, int n, double p);
+
 // --- the commands: each returns the exit status ---
 int cli_cmd_run(struct cli *c);
 int cli_cmd_chat(struct cli *c);
@@ -211,6 +235,7 @@ int cli_cmd_profile(struct cli *c);
 int cli_cmd_perplexity(struct cli *c);
 int cli_cmd_pull(int argc, char **argv);
 int cli_cmd_serve(struct cli *c);
+int cli_cmd_bench_http(struct cli *c);
 // -m hf://OWNER/NAME/FILE: the path of that file in the cache, downloaded first when it is not
 // there (or cli_die: a bad name, HTTP errors, no network, a failed size or sha256 check).
 char *cli_hf_model(const char *spec);

@@ -165,6 +165,12 @@ const char cli_usage[] =
     "      --output-len O        tokens generated each, greedy, end-of-text ignored (default 128;\n"
     "                            profile 64; --rag 32)\n"
     "      --request-rate R      requests per second, Poisson arrivals (default: all at once)\n"
+    "      --base-url URL        bench: send the workload to an OpenAI-compatible server (llm serve,\n"
+    "                            llama-server, vLLM) at URL: POST URL/v1/completions, token-id prompts\n"
+    "                            from -m's vocabulary, greedy, ignore_eos, streamed; prints the same\n"
+    "                            throughput, TTFT and ITL figures (the server's engine figures aside)\n"
+    "                            and the failed requests (exit status 1 when any failed); --api-key KEY\n"
+    "      --max-concurrency N   bench --base-url: at most N requests at once (default: all)\n"
     "      --seed S              random prompts and arrivals (default 0)\n"
     "      --rag                 one shared context and several questions, to show prefix caching:\n"
     "      --context-len C       shared context tokens (default 2000)\n"
@@ -268,6 +274,7 @@ int main(int argc, char **argv) {
             int need = (c.rag ? c.context_len + c.question_len : c.input_len) + c.output_len;
             c.ep.max_model_len = CLI_MAX(need, 256);
         }
+        if (c.base_url && !profile) return done(&c, cli_cmd_bench_http(&c));
         return done(&c, profile ? cli_cmd_profile(&c) : cli_cmd_bench_serve(&c));
     }
     cli_die("unknown command '%s' (see llm --help)", argv[1]);

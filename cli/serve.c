@@ -130,7 +130,7 @@ static int cli_cmp_float(const void *a, const void *b) {
 }
 
 // The p-th percentile (0..100) of v[0..n), linear between ranks; v gets sorted.
-static double cli_percentile(float *v, int n, double p) {
+double cli_percentile(float *v, int n, double p) {
     if (n == 0) return 0.0;
     qsort(v, (size_t)n, sizeof(float), cli_cmp_float);
     double x = p / 100.0 * (n - 1);
@@ -138,15 +138,28 @@ static double cli_percentile(float *v, int n, double p) {
     return i + 1 < n ? v[i] + (x - i) * (v[i + 1] - v[i]) : v[n - 1];
 }
 
-struct cli_serve_result {
-    int n_requests;
-    double elapsed, output_tps, total_tps, req_per_s;
-    double ttft[3], itl[3];           // p50, p90, p99 in ms
-    double kv_utilization, prefix_hit_rate;
-    long long n_output, n_prompt, n_preemptions;
-    int kv_tokens, n_threads;
-    uint64_t outputs_hash;            // of every request's output tokens, in request order
-};
+void cli_bench_workload(const struct cli *c, int n_vocab, int bos_id, struct cli_bench_workload *w) {
+    int n = w->n = c->rag ? c->questions : c->num_prompts;
+    int in_len = w->in_len = c->rag ? c->context_len + c->question_len : c->input_len;
+    uint64_t rng = c->seed ^ 0x5851f42d4c957f2dull;
+    w->prompts = malloc((size_t)n * (size_t)in_len * sizeof(int32_t));
+    w->arrival = malloc((size_t)n * sizeof(double));
+    if (!w->prompts || !w->arrival) cli_die("out of memory");
+    // random ids past the first three (<unk>, <s>, </s> in SentencePiece vocabularies), from all
+    // of a vocabulary that has no more (n_vocab >= 1)
+    const int id_lo = n_vocab > 3 ? 3 : 0;
+    for (int i = 0; i < n; i++) {
+        int32_t *p = w->prompts + (size_t)i * (size_t)in_len;
+        for (int t = 0; t < in_len; t++) p[t] = id_lo + (int32_t)(cli_splitmix64(&rng) % (uint64_t)(n_vocab - id_lo));
+        if (c->rag && i > 0) memcpy(p, w->prompts, (size_t)c->context_len * sizeof(int32_t));   // the shared context
+        if (bos_id >= 0) p[0] = bos_id;
+    }
+    double t = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (c->request_rate > 0) t += -log(1.0 - (double)(cli_splitmix64(&rng) >> 11) / 9007199254740992.0) / c->request_rate;
+        w->arrival[i] = c->request_rate > 0 ? t : 0.0;
+    }
+}
 
 // Runs the benchmark's requests: random prompts (or a shared context + questions), greedy,
 // exactly output_len tokens each, all at once or arriving at request_rate per second (Poisson).
@@ -155,33 +168,19 @@ static void cli_serve_run(llm_engine *E, const struct cli *c, struct cli_serve_r
     struct llm_engine_info ei;
     llm_get_model_info(E, &mi);
     llm_get_engine_info(E, &ei);
-    int n = c->rag ? c->questions : c->num_prompts;
-    int in_len = c->rag ? c->context_len + c->question_len : c->input_len;
+    struct cli_bench_workload w;
+    cli_bench_workload(c, mi.n_vocab, mi.bos_id, &w);
+    int n = w.n, in_len = w.in_len;
     if (in_len + c->output_len > ei.max_model_len)
         cli_die("bench: prompts of %d tokens + %d generated exceed the context length %d (-c)", in_len, c->output_len,
                 ei.max_model_len);
-    uint64_t rng = c->seed ^ 0x5851f42d4c957f2dull;
-    int32_t *prompts = malloc((size_t)n * (size_t)in_len * sizeof(int32_t));
-    double *arrival = malloc((size_t)n * sizeof(double));
+    int32_t *prompts = w.prompts;
+    double *arrival = w.arrival;
     int *ids = malloc((size_t)n * sizeof(int));
     float *ttft = malloc((size_t)n * sizeof(float));
     uint64_t *hashes = malloc((size_t)n * sizeof(uint64_t));   // of each request's output tokens
-    if (!prompts || !arrival || !ids || !ttft || !hashes) cli_die("out of memory");
+    if (!ids || !ttft || !hashes) cli_die("out of memory");
     for (int i = 0; i < n; i++) hashes[i] = CLI_HASH_INIT;
-    // random ids past the first three (<unk>, <s>, </s> in SentencePiece vocabularies), from all
-    // of a vocabulary that has no more (n_vocab >= 1)
-    const int id_lo = mi.n_vocab > 3 ? 3 : 0;
-    for (int i = 0; i < n; i++) {
-        int32_t *p = prompts + (size_t)i * (size_t)in_len;
-        for (int t = 0; t < in_len; t++) p[t] = id_lo + (int32_t)(cli_splitmix64(&rng) % (uint64_t)(mi.n_vocab - id_lo));
-        if (c->rag && i > 0) memcpy(p, prompts, (size_t)c->context_len * sizeof(int32_t));   // the shared context
-        if (mi.bos_id >= 0) p[0] = mi.bos_id;
-    }
-    double t = 0.0;
-    for (int i = 0; i < n; i++) {
-        if (c->request_rate > 0) t += -log(1.0 - (double)(cli_splitmix64(&rng) >> 11) / 9007199254740992.0) / c->request_rate;
-        arrival[i] = c->request_rate > 0 ? t : 0.0;
-    }
     struct llm_request_params rp = llm_request_params_default();
     rp.sampling.temperature = 0;
     rp.max_tokens = c->output_len;
@@ -261,6 +260,15 @@ int cli_cmd_bench_serve(struct cli *c) {
     llm_engine *E = cli_engine(c);
     struct cli_serve_result R;
     cli_serve_run(E, c, &R);
+    cli_bench_print(c, &R, c->ep.model_path);
+    llm_engine_free(E);
+    return 0;
+}
+
+// What the serving benchmark measured: JSON (--json) or lines for people. HTTP runs (R->http) have
+// no engine figures (KV, prefix cache, preemptions, outputs hash) and count failed requests.
+void cli_bench_print(const struct cli *c, const struct cli_serve_result *Rp, const char *what) {
+    struct cli_serve_result R = *Rp;
     if (c->json) {
         json_t *o = cli_jcheck(json_object()), *t = cli_jcheck(json_object()), *l = cli_jcheck(json_object());
         cli_jset(o, "requests", cli_json_int(R.n_requests));
@@ -275,30 +283,38 @@ int cli_cmd_bench_serve(struct cli *c) {
         }
         cli_jset(o, "ttft_ms", t);
         cli_jset(o, "itl_ms", l);
-        cli_jset(o, "kv_utilization", cli_json_num(R.kv_utilization, 4));
-        cli_jset(o, "prefix_hit_rate", cli_json_num(R.prefix_hit_rate, 4));
         cli_jset(o, "output_tokens", cli_json_int(R.n_output));
         cli_jset(o, "prompt_tokens", cli_json_int(R.n_prompt));
-        cli_jset(o, "preemptions", cli_json_int(R.n_preemptions));
-        cli_jset(o, "kv_tokens", cli_json_int(R.kv_tokens));
-        cli_jset(o, "threads", cli_json_int(R.n_threads));
-        char hash[17];
-        snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)R.outputs_hash);
-        cli_jset(o, "outputs_hash", cli_json_cstr(hash));
+        if (R.http) {
+            cli_jset(o, "failed", cli_json_int(R.n_failed));
+            cli_jset(o, "max_concurrency", cli_json_int(R.max_concurrency));
+        } else {
+            cli_jset(o, "kv_utilization", cli_json_num(R.kv_utilization, 4));
+            cli_jset(o, "prefix_hit_rate", cli_json_num(R.prefix_hit_rate, 4));
+            cli_jset(o, "preemptions", cli_json_int(R.n_preemptions));
+            cli_jset(o, "kv_tokens", cli_json_int(R.kv_tokens));
+            cli_jset(o, "threads", cli_json_int(R.n_threads));
+            char hash[17];
+            snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)R.outputs_hash);
+            cli_jset(o, "outputs_hash", cli_json_cstr(hash));
+        }
         cli_json_print(stdout, o);
-    } else {
-        printf("%s: %d requests%s in %.2f s (%d threads; KV cache holds %d tokens)\n", c->ep.model_path, R.n_requests,
-               c->rag ? " (RAG: shared context)" : "", R.elapsed, R.n_threads, R.kv_tokens);
-        printf("  requests/s        %10.2f\n  output tokens/s   %10.2f\n  total tokens/s    %10.2f\n", R.req_per_s,
-               R.output_tps, R.total_tps);
-        printf("  TTFT ms           p50 %.1f  p90 %.1f  p99 %.1f\n", R.ttft[0], R.ttft[1], R.ttft[2]);
-        printf("  ITL ms            p50 %.2f  p90 %.2f  p99 %.2f\n", R.itl[0], R.itl[1], R.itl[2]);
-        printf("  KV utilisation    %10.1f%% of the tokens of used blocks\n", 100 * R.kv_utilization);
-        printf("  prefix hit rate   %10.1f%% of prompt tokens\n", 100 * R.prefix_hit_rate);
-        printf("  preemptions       %10lld\n", R.n_preemptions);
+        return;
     }
-    llm_engine_free(E);
-    return 0;
+    if (R.http)
+        printf("%s: %d requests%s in %.2f s over HTTP (at most %d at once; %d failed)\n", what, R.n_requests,
+               c->rag ? " (RAG: shared context)" : "", R.elapsed, R.max_concurrency, R.n_failed);
+    else
+        printf("%s: %d requests%s in %.2f s (%d threads; KV cache holds %d tokens)\n", what, R.n_requests,
+               c->rag ? " (RAG: shared context)" : "", R.elapsed, R.n_threads, R.kv_tokens);
+    printf("  requests/s        %10.2f\n  output tokens/s   %10.2f\n  total tokens/s    %10.2f\n", R.req_per_s,
+           R.output_tps, R.total_tps);
+    printf("  TTFT ms           p50 %.1f  p90 %.1f  p99 %.1f\n", R.ttft[0], R.ttft[1], R.ttft[2]);
+    printf("  ITL ms            p50 %.2f  p90 %.2f  p99 %.2f\n", R.itl[0], R.itl[1], R.itl[2]);
+    if (R.http) return;
+    printf("  KV utilisation    %10.1f%% of the tokens of used blocks\n", 100 * R.kv_utilization);
+    printf("  prefix hit rate   %10.1f%% of prompt tokens\n", 100 * R.prefix_hit_rate);
+    printf("  preemptions       %10lld\n", R.n_preemptions);
 }
 
 int cli_cmd_profile(struct cli *c) {

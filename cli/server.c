@@ -323,7 +323,7 @@ static enum MHD_Result srv_send(struct srv *S, struct MHD_Connection *conn, stru
 }
 
 static enum MHD_Result srv_json(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, int status, json_t *v) {
-    char *s = json_dumps(v, JSON_COMPACT);
+    char *s = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(9));
     json_decref(v);
     if (!s) cli_die("out of memory");
     return srv_send(S, conn, k, status, "application/json", s, strlen(s));
@@ -487,7 +487,7 @@ static json_t *srv_answer(struct srv_call *c) {
 }
 
 static void srv_event(struct srv_call *c, json_t *v) {
-    char *s = json_dumps(v, JSON_COMPACT);
+    char *s = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(9));
     json_decref(v);
     if (!s) cli_die("out of memory");
     cli_sb_put(&c->out, "data: ", 6);
