@@ -189,7 +189,7 @@ struct cli_jreq {
     // the server's fields
     const char *model;         // NULL: not given
     int n;                     // choices per prompt
-    bool stream, include_usage, echo, chat_logprobs, seed_set, max_tokens_set, logprobs_set;
+    bool stream, include_usage, echo, chat_logprobs, seed_set, max_tokens_set, max_completion_set, logprobs_set;
     int top_logprobs;
     char *err;                 // why the request cannot run (valid UTF-8), or NULL
     const char *err_param;     // the field it is about, or NULL

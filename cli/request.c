@@ -174,6 +174,10 @@ static bool cli_jreq_messages(struct cli_jreq *q, json_t *v, const char *tmpl) {
             break;
         }
         m[i].role = r;
+        if ((!content || json_is_null(content)) && strcmp(r, "assistant")) {
+            ok = cli_jreq_fail(q, "messages", "messages[%zu].content: missing (only an assistant message may have none)", i);
+            break;
+        }
         if (!content || json_is_null(content)) {
             m[i].content = "";
         } else if (json_is_string(content)) {
@@ -255,7 +259,9 @@ static bool cli_jreq_field(struct cli_jreq *q, const char *key, json_t *v, const
         return cli_jreq_messages(q, v, tmpl);
     } else if (!strcmp(key, "max_tokens") || (chat && !strcmp(key, "max_completion_tokens"))) {
         if (!cli_jreq_int(q, key, v, 0, 1 << 24, &i)) return false;
-        q->p.max_tokens = (int)i;
+        bool newer = !strcmp(key, "max_completion_tokens");   // OpenAI's newer name wins over max_tokens
+        if (newer || !q->max_completion_set) q->p.max_tokens = (int)i;
+        q->max_completion_set |= newer;
         q->max_tokens_set = true;
     } else if (!strcmp(key, "temperature")) {
         return cli_jreq_num(q, key, v, 0.0, 100.0, false, &sp->temperature);

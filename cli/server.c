@@ -31,6 +31,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -312,6 +313,7 @@ static enum MHD_Result srv_send(struct srv *S, struct MHD_Connection *conn, stru
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) { free(body); return MHD_NO; }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -346,7 +348,7 @@ static json_t *srv_error_json(int status, const char *param, const char *code, c
     cli_jset(e, "message", cli_json_cstr(msg));
     cli_jset(e, "type", cli_json_cstr(srv_error_type(status)));
     cli_jset(e, "param", cli_json_cstr(param));
-    cli_jset(e, "code", code ? cli_json_cstr(code) : cli_json_int(status));
+    cli_jset(e, "code", cli_json_cstr(code));   // OpenAI's: a string naming the error, or null
     cli_jset(o, "error", e);
     return o;
 }
@@ -658,6 +660,11 @@ static enum MHD_Result srv_complete(struct srv *S, struct MHD_Connection *conn, 
     char msg[1024];
     if (atomic_load(&S->draining)) {
         status = 503, fail = "the server is shutting down";
+    } else if (c->n_seq > S->max_num_seqs + S->max_queued) {
+        snprintf(msg, sizeof(msg), "the request asks for %d sequences (prompts x n); this server takes at most %d at once "
+                 "(--max-num-seqs %d + --max-queued-requests %d)", c->n_seq, S->max_num_seqs + S->max_queued, S->max_num_seqs,
+                 S->max_queued);
+        status = 400, fail = msg;
     } else if (busy + c->n_seq > S->max_num_seqs + S->max_queued) {
         snprintf(msg, sizeof(msg), "the server is busy: %d sequences running or queued, at most %d + %d (--max-num-seqs, "
                  "--max-queued-requests); try again later", busy, S->max_num_seqs, S->max_queued);
@@ -706,11 +713,9 @@ static enum MHD_Result srv_complete(struct srv *S, struct MHD_Connection *conn, 
             if (c->seq[i].call && c->seq[i].id >= 0) llm_abort_request(S->E, c->seq[i].id);
         pthread_cond_signal(&S->ework);
         pthread_mutex_unlock(&S->emu);
-        pthread_mutex_lock(&S->mu);
-        S->rejected++;
-        pthread_mutex_unlock(&S->mu);
         // the aborted ones are reported by a step and found in no list: nothing refers to c
-        enum MHD_Result r = srv_error(S, conn, k, status, status == 400 ? (chat ? "messages" : "prompt") : NULL,
+        const char *param = status != 400 ? NULL : c->n_seq > S->max_num_seqs + S->max_queued ? "n" : chat ? "messages" : "prompt";
+        enum MHD_Result r = srv_error(S, conn, k, status, param,
                                       status == 429 ? "rate_limit_exceeded" : NULL, "%s", fail);
         srv_call_free(c);
         return r;
@@ -733,6 +738,7 @@ static enum MHD_Result srv_complete(struct srv *S, struct MHD_Connection *conn, 
         if (!r) cli_die("out of memory");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
         enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
         k->status = 200;
@@ -780,13 +786,19 @@ static enum MHD_Result srv_complete(struct srv *S, struct MHD_Connection *conn, 
 
 // --- the other endpoints ---
 
-static enum MHD_Result srv_models(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k) {
+// GET /v1/models (one: NULL), or GET /v1/models/ID (the model object alone).
+static enum MHD_Result srv_models(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, const char *one) {
     json_t *o = cli_jcheck(json_object()), *data = cli_jcheck(json_array()), *m = cli_jcheck(json_object());
     cli_jset(m, "id", cli_json_cstr(S->model_name));
     cli_jset(m, "object", cli_json_cstr("model"));
     cli_jset(m, "created", cli_json_int((long long)time(NULL)));
     cli_jset(m, "owned_by", cli_json_cstr("llm.c"));
     cli_jset(m, "max_model_len", cli_json_int(S->max_model_len));
+    if (one) {
+        json_decref(o);
+        json_decref(data);
+        return srv_json(S, conn, k, 200, m);
+    }
     cli_jpush(data, m);
     cli_jset(o, "object", cli_json_cstr("list"));
     cli_jset(o, "data", data);
@@ -973,7 +985,7 @@ static enum MHD_Result srv_metrics(struct srv *S, struct MHD_Connection *conn, s
                    "Sequences (choices) that ended, by why (context: the context or the KV cache cut them short).", m, lab,
                    (double)S->finished[rv[i]]);
     }
-    srv_metric(&b, "llm:requests_rejected_total", "counter", "Completion requests refused before running (4xx, 5xx).", m, NULL,
+    srv_metric(&b, "llm:requests_rejected_total", "counter", "Completion requests answered with an error status (4xx, 5xx).", m, NULL,
                (double)S->rejected);
     for (int i = 1; i <= 5; i++) {
         char lab[64];
@@ -1000,6 +1012,13 @@ static bool srv_authorized(struct srv *S, struct MHD_Connection *conn) {
     return d == 0;
 }
 
+static enum MHD_Result srv_count_content_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    (void)value;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) ++*(int *)cls;
+    return MHD_YES;
+}
+
 static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **ctx) {
     (void)version;
@@ -1009,6 +1028,13 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         if (!(k = calloc(1, sizeof(*k)))) return MHD_NO;
         k->t0 = cli_now();
         *ctx = k;
+        // framing libmicrohttpd lets through: Content-Length twice, a transfer coding other than chunked
+        int n_cl = 0;
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, srv_count_content_length, &n_cl);
+        const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        if (n_cl > 1) return srv_error(S, conn, k, 400, NULL, NULL, "the request has %d Content-Length headers", n_cl);
+        if (te && strcasecmp(te, "chunked"))
+            return srv_error(S, conn, k, 501, NULL, NULL, "Transfer-Encoding '%.100s' is not supported (only chunked)", te);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > (unsigned long long)S->max_body) {   // refused before it is read
             k->too_big = true;
@@ -1046,18 +1072,39 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
     int route = -1;
     for (int i = 0; i < 4; i++)
         if (!strcmp(url, posts[i])) route = i;
-    bool models = !strcmp(url, "/v1/models");
-    if (route < 0 && !models) return srv_error(S, conn, k, 404, NULL, "not_found", "no such endpoint: %.200s %.200s", method, url);
+    bool models = !strcmp(url, "/v1/models"), model_id = !strncmp(url, "/v1/models/", 11);
+    if (!strcmp(method, "OPTIONS")) {   // a browser's CORS preflight: any origin, as vLLM and llama-server
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+        if (!r) return MHD_NO;
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+        enum MHD_Result ret = MHD_queue_response(conn, 204, r);
+        MHD_destroy_response(r);
+        k->status = 204;
+        return ret;
+    }
+    if (route < 0 && !models && !model_id) return srv_error(S, conn, k, 404, NULL, "not_found", "no such endpoint: %.200s %.200s", method, url);
     if (!srv_authorized(S, conn))
         return srv_error(S, conn, k, 401, NULL, "invalid_api_key", "a valid API key is needed (Authorization: Bearer KEY)");
-    if (models) return get ? srv_models(S, conn, k) : srv_error(S, conn, k, 405, NULL, NULL, "use GET %s", url);
-    if (!post) return srv_error(S, conn, k, 405, NULL, NULL, "use POST %s", url);
-    switch (route) {
-    case 0: return srv_complete(S, conn, k, true);
-    case 1: return srv_complete(S, conn, k, false);
-    case 2: return srv_tokenize(S, conn, k);
-    default: return srv_detokenize(S, conn, k);
+    if (models) return get ? srv_models(S, conn, k, NULL) : srv_error(S, conn, k, 405, NULL, NULL, "use GET %s", url);
+    if (model_id) {
+        if (!get) return srv_error(S, conn, k, 405, NULL, NULL, "use GET %.200s", url);
+        if (strcmp(url + 11, S->model_name))
+            return srv_error(S, conn, k, 404, "model", "model_not_found", "the model '%.200s' does not exist: this server has '%s'",
+                             url + 11, S->model_name);
+        return srv_models(S, conn, k, url + 11);
     }
+    if (!post) return srv_error(S, conn, k, 405, NULL, NULL, "use POST %s", url);
+    if (route >= 2) return route == 2 ? srv_tokenize(S, conn, k) : srv_detokenize(S, conn, k);
+    enum MHD_Result r = srv_complete(S, conn, k, route == 0);
+    if (k->status >= 400) {
+        pthread_mutex_lock(&S->mu);
+        S->rejected++;
+        pthread_mutex_unlock(&S->mu);
+    }
+    return r;
 }
 
 static void srv_completed(void *cls, struct MHD_Connection *conn, void **ctx, enum MHD_RequestTerminationCode why) {
@@ -1097,7 +1144,8 @@ static int srv_listen(const char *host, int port, int *bound_port) {
         }
     }
     freeaddrinfo(res);
-    if (fd < 0) cli_die("cannot listen on %s:%d: %s", host, port, strerror(err));
+    bool v6 = strchr(host, ':') != NULL;
+    if (fd < 0) cli_die("cannot listen on %s%s%s:%d: %s", v6 ? "[" : "", host, v6 ? "]" : "", port, strerror(err));
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     *bound_port = port;
@@ -1195,7 +1243,10 @@ int cli_cmd_serve(struct cli *c) {
         pthread_mutex_unlock(&S->mu);
         if (!busy || cli_now() >= t_end) break;
         struct timespec ts = {0, 50000000};
-        nanosleep(&ts, NULL);
+        if (sigtimedwait(&sigs, NULL, &ts) > 0) {   // a second SIGINT/SIGTERM: abort now
+            fprintf(stderr, "llm serve: a second signal: aborting what is in flight\n");
+            break;
+        }
     }
     // what is left is aborted: its clients get their answers with finish_reason "abort"
     srv_engine_lock(S);
@@ -1206,7 +1257,7 @@ int cli_cmd_serve(struct cli *c) {
     pthread_mutex_unlock(&S->mu);
     pthread_cond_signal(&S->ework);
     pthread_mutex_unlock(&S->emu);
-    if (left) fprintf(stderr, "llm serve: aborted %d unfinished sequences\n", left);
+    if (left) fprintf(stderr, "llm serve: unfinished sequences aborted: %d\n", left);
     for (double t = cli_now() + 5.0; cli_now() < t;) {   // the aborts are reported by the next step
         pthread_mutex_lock(&S->mu);
         int busy = S->n_active;

@@ -305,6 +305,26 @@ for body, word in [(b"{", "invalid JSON"), (b"[1]", "not a JSON object"), (b'{"p
         err = json.loads(b)["error"]
         ok = word in err["message"] and err["type"] == "invalid_request_error"
     check(ok, "body %r: %d %s" % (body, st, b[:200]))
+st, _, b = http(S.port, "POST", "/v1/chat/completions", {"messages": [{"role": "user"}]})
+check(st == 400 and b"content" in b, "a user message without content: %d %s" % (st, b[:200]))
+r = c.chat.completions.create(model=models.data[0].id, messages=MSGS, max_completion_tokens=2, max_tokens=5)
+check(r.usage.completion_tokens == 2, "max_completion_tokens 2 beside max_tokens 5: %d tokens" % r.usage.completion_tokens)
+m = c.models.retrieve(models.data[0].id)
+check(m.id == models.data[0].id, "models.retrieve: %s" % m)
+e = error_of(lambda: c.models.retrieve("nope"), openai.NotFoundError)
+check(e is not None, "models.retrieve of an unknown model")
+st, head, b = http(S.port, "OPTIONS", "/v1/chat/completions", headers={"Origin": "http://example.com",
+                                                                     "Access-Control-Request-Method": "POST"})
+check(st == 204 and "access-control-allow-origin: *" in head.lower() and "authorization" in head.lower(),
+      "CORS preflight: %d %s" % (st, head))
+st, head, b = http(S.port, "GET", "/v1/models", headers={"Origin": "http://example.com"})
+check(st == 200 and "access-control-allow-origin: *" in head.lower(), "CORS: %s" % head)
+st, _, b = http(S.port, "POST", "/v1/completions", raw=b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                b"Content-Length: 5\r\nContent-Length: 6\r\n\r\nabcdef")
+check(st == 400, "two Content-Length headers: %d %s" % (st, b[:100]))
+st, _, b = http(S.port, "POST", "/v1/completions", raw=b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                b"Transfer-Encoding: gzip\r\n\r\nabcdef")
+check(st == 501, "Transfer-Encoding gzip: %d %s" % (st, b[:100]))
 st, _, b = http(S.port, "GET", "/v1/nothing")
 check(st == 404 and json.loads(b)["error"]["type"] == "not_found_error", "an unknown path: %d %s" % (st, b))
 st, _, b = http(S.port, "GET", "/v1/completions")
@@ -525,9 +545,12 @@ check(r.choices[0].finish_reason == "length" and r.usage.prompt_tokens + r.usage
       "to the context's end: %s %s" % (r.choices[0].finish_reason, r.usage))
 holder = {}
 
-def long_stream():
+model_id = "smol"
+
+
+def long_stream(max_tokens=100):
     text = ""
-    for k in c.completions.create(model="smol", prompt=PROMPTS[1], max_tokens=100, temperature=0, stream=True,
+    for k in c.completions.create(model=model_id, prompt=PROMPTS[1], max_tokens=max_tokens, temperature=0, stream=True,
                                   extra_body={"ignore_eos": True}):
         if k.choices:
             text += k.choices[0].text
@@ -541,6 +564,8 @@ while "started" not in holder:
     time.sleep(0.01)
 e = error_of(lambda: c.completions.create(model="smol", prompt="x", max_tokens=2), openai.RateLimitError)
 check(e is not None and e.status_code == 429, "a full queue: %r" % e)
+e = error_of(lambda: c.completions.create(model="smol", prompt="x", max_tokens=2, n=2), openai.BadRequestError)
+check(e is not None and e.body.get("param") == "n", "more choices than the server ever takes: %r" % e)
 t.join(120)
 check(holder.get("fin") == "length", "the request in flight: %s" % holder)
 s = socket.create_connection(("127.0.0.1", S.port), timeout=30)
@@ -558,5 +583,22 @@ rc = S.stop(signal.SIGTERM)
 t.join(60)
 check(rc == 0 and holder.get("fin") == "length" and len(holder.get("text", "")) > 0,
       "SIGTERM: exit status %s, the request in flight %s" % (rc, holder))
+
+# a second SIGINT aborts what is in flight at once
+S = Server("--shutdown-timeout", "60")
+c = S.client()
+model_id = c.models.list().data[0].id
+holder = {}
+t = threading.Thread(target=long_stream, args=(3000,))
+t.start()
+while "started" not in holder:
+    time.sleep(0.01)
+S.proc.send_signal(signal.SIGINT)
+time.sleep(0.3)
+t0 = time.time()
+rc = S.stop(signal.SIGINT)
+t.join(60)
+check(rc == 0 and time.time() - t0 < 10 and holder.get("fin") == "abort", "a second SIGINT: exit status %s after %.1f s, %s" %
+      (rc, time.time() - t0, holder))
 print("test_server: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
