@@ -432,13 +432,17 @@ slow_reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
 slow_reader.connect(("127.0.0.1", S.port))
 data = json.dumps({"prompt": PROMPTS[0], "max_tokens": 3000, "ignore_eos": True, "stream": True}).encode()
 slow_reader.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
-time.sleep(1.0)
+# 300 tokens (60 kB of events) before the other request: the reader's buffers (a few kB) are full
+for _ in range(600):
+    if metrics(S.port)["llm:generation_tokens_total"] - m0["llm:generation_tokens_total"] >= 300:
+        break
+    time.sleep(0.1)
 t0 = time.time()
 r = c.completions.create(model=models.data[0].id, prompt=PROMPTS[1], max_tokens=12, temperature=0)
 check(r.choices[0].text == want[1]["text"] and time.time() - t0 < 20,
       "a request beside a slow reader: '%s' in %.1f s" % (r.choices[0].text, time.time() - t0))
 mid = metrics(S.port)
-check(mid["llm:generation_tokens_total"] - m0["llm:generation_tokens_total"] > 200,
+check(mid["llm:generation_tokens_total"] - m0["llm:generation_tokens_total"] >= 300,
       "the slow reader's request stopped generating (%d tokens)" % (mid["llm:generation_tokens_total"] - m0["llm:generation_tokens_total"]))
 slow_reader.close()
 m = wait_idle(S.port, abort_key, m0[abort_key], 30)
