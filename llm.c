@@ -67,6 +67,7 @@
 
 #define LLM__MIN(a, b) ((a) < (b) ? (a) : (b))
 #define LLM__MAX(a, b) ((a) > (b) ? (a) : (b))
+#define LLM__MAX_SPEC 16   // speculative decoding: drafts per request and step, at most
 #define LLM__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 // An error message buffer. Every fallible internal function takes one and returns a status.
@@ -7228,14 +7229,17 @@ static const float *llm__apply_penalties(llm_sampler *s, const float *logits) {
     return s->work;
 }
 
-int32_t llm_sampler_sample(llm_sampler *s, const float *logits_in) {
+// The distribution the sampler draws from: candidates s->idx[0..m) with weights s->probs[0..m)
+// (their sum in *sum; not normalised), after the whole chain (penalties, top-k, top-p, min-p,
+// temperature). Greedy (temperature 0): the argmax alone. Returns m.
+static int llm__sampler_dist(llm_sampler *s, const float *logits_in, double *sum_out) {
     const int n = s->n_vocab;
     const float *logits = llm__apply_penalties(s, logits_in);
-    int32_t tok;
     if (!(s->p.temperature > 0.0f)) {
-        tok = llm__argmax(logits, n);
-        llm_sampler_accept(s, tok);
-        return tok;
+        s->idx[0] = llm__argmax(logits, n);
+        s->probs[0] = 1.0f;
+        *sum_out = 1.0;
+        return 1;
     }
     // candidates: top-k (sorted), or all (sorted when top-p or min-p needs it)
     for (int i = 0; i < n; i++) s->idx[i] = i;
@@ -7263,12 +7267,51 @@ int32_t llm_sampler_sample(llm_sampler *s, const float *logits_in) {
     }
     double sum = 0.0;
     for (int i = 0; i < m; i++) sum += (s->probs[i] = expf((logits[s->idx[i]] - mx) / s->p.temperature));
-    double r = llm__rng_uniform(s->rng) * sum, acc = 0.0;
-    tok = s->idx[m - 1];
+    *sum_out = sum;
+    return m;
+}
+
+// A draw from candidates idx[0..m) by weight, leaving out `skip` (-1: none; its weight w_skip).
+static int32_t llm__sampler_draw(llm_sampler *s, int m, double sum, int32_t skip, double w_skip) {
+    double r = llm__rng_uniform(s->rng) * (sum - w_skip), acc = 0.0;
+    int32_t tok = -1;
     for (int i = 0; i < m; i++) {
+        if (s->idx[i] == skip) continue;
+        tok = s->idx[i];   // the last candidate when rounding leaves r past the total
         acc += s->probs[i];
-        if (r < acc) { tok = s->idx[i]; break; }
+        if (r < acc) break;
     }
+    return tok;
+}
+
+int32_t llm_sampler_sample(llm_sampler *s, const float *logits_in) {
+    double sum;
+    int m = llm__sampler_dist(s, logits_in, &sum);
+    int32_t tok = m == 1 && !(s->p.temperature > 0.0f) ? s->idx[0] : llm__sampler_draw(s, m, sum, -1, 0.0);
+    llm_sampler_accept(s, tok);
+    return tok;
+}
+
+// Speculative decoding's verification of a draft token proposed with certainty (an n-gram draft:
+// q is a point mass): the draft is kept with probability p(draft) under the sampler's whole chain,
+// else the token is drawn from p without the draft (max(0, p - q), normalised). Each emitted
+// token then has probability p(x), as without speculation (Leviathan et al., Chen et al.);
+// greedy keeps the draft exactly when it is the argmax. *accepted says which; the token is
+// returned and accepted into the penalties' history.
+static int32_t llm__sampler_verify(llm_sampler *s, const float *logits, int32_t draft, bool *accepted) {
+    double sum;
+    int m = llm__sampler_dist(s, logits, &sum);
+    int32_t tok;
+    if (!(s->p.temperature > 0.0f)) {
+        tok = s->idx[0];
+    } else {
+        double w = 0.0;
+        for (int i = 0; i < m; i++)
+            if (s->idx[i] == draft) w = s->probs[i];
+        if (w > 0.0 && llm__rng_uniform(s->rng) * sum < w) tok = draft;
+        else tok = m == 1 && w > 0.0 ? draft : llm__sampler_draw(s, m, sum, w > 0.0 ? draft : -1, w);
+    }
+    *accepted = tok == draft;
     llm_sampler_accept(s, tok);
     return tok;
 }
@@ -8884,6 +8927,9 @@ struct llm_engine {
     int n_reqs, cap_reqs, next_id, n_wait;
     long long n_arrivals, n_preemptions, n_steps;
     long long prefix_query_tokens, prefix_hit_tokens;   // prompt tokens looked up in the prefix cache, found
+    // speculative decoding's counters (llm_engine_stats)
+    long long spec_proposed[LLM__MAX_SPEC], spec_accepted[LLM__MAX_SPEC], spec_verifications, spec_emitted;
+    double spec_draft_seconds;
     struct llm_output *outs;
     size_t *out_off;
     int cap_outs;
@@ -8957,6 +9003,17 @@ static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm
     if (p->n_threads <= 0) p->n_threads = llm__online_cpus();
     if (!p->max_num_seqs) p->max_num_seqs = 256;
     if (!p->max_num_batched_tokens) p->max_num_batched_tokens = 512;
+    if (p->speculative_ngram && !p->num_speculative_tokens) p->num_speculative_tokens = 4;
+    if (!p->prompt_lookup_min) p->prompt_lookup_min = 2;
+    if (!p->prompt_lookup_max) p->prompt_lookup_max = LLM__MAX(4, p->prompt_lookup_min);
+    if (p->num_speculative_tokens < 0 || p->num_speculative_tokens > LLM__MAX_SPEC)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "num_speculative_tokens must be in [0, %d] (got %d)", LLM__MAX_SPEC,
+                         p->num_speculative_tokens);
+    if (p->num_speculative_tokens > 0 && !p->speculative_ngram)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "num_speculative_tokens needs a way to draft: speculative_ngram");
+    if (p->prompt_lookup_min < 1 || p->prompt_lookup_max < p->prompt_lookup_min || p->prompt_lookup_max > 64)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "prompt lookup n-grams must have 1 <= min <= max <= 64 (got %d, %d)",
+                         p->prompt_lookup_min, p->prompt_lookup_max);
     if (!p->model_path) return llm__fail(e, LLM_ERR_INVALID_ARG, "no model file given");
     if (!(p->gpu_memory_utilization >= 0.0f && p->gpu_memory_utilization <= 1.0f))   // NaN too
         return llm__fail(e, LLM_ERR_INVALID_ARG, "gpu_memory_utilization must be in (0, 1] (0: the default)");
@@ -9066,6 +9123,9 @@ static enum llm_status llm__engine_step_buffers(llm_engine *E, struct llm__err *
     enum llm_status st;
     int max_tokens = LLM__MAX(p->max_num_batched_tokens, LLM__MAX_STEP_OUT);
     int max_out = LLM__MAX(LLM__MAX_STEP_OUT, LLM__MIN(p->max_num_seqs, max_tokens));
+    // speculative decoding: rows for the drafts of up to 64 sequences a step besides one per sequence
+    if (p->num_speculative_tokens > 0) max_out = LLM__MIN(max_tokens, LLM__MIN(p->max_num_seqs, max_tokens) + 64 * p->num_speculative_tokens);
+    max_out = LLM__MAX(max_out, LLM__MAX_STEP_OUT);
     if ((st = llm__acts_init(&E->acts, m, &E->be, max_tokens, max_out, e))) return st;
     struct llm__shape shape = {
         .max_tokens = max_tokens, .max_out = max_out, .max_seqs = p->max_num_seqs,
@@ -9602,6 +9662,7 @@ struct llm__plan_entry {
     int start;                  // tokens whose K and V are in the cache before the step
     int n_compute;              // a prompt chunk, 1 for a decode, 1 + k to verify k drafts
     int n_logits;               // rows wanted: those of the last n_logits computed tokens
+    int n_draft;                // k: the drafts among the computed tokens (after the first)
 };
 
 struct llm__plan {
@@ -9610,6 +9671,7 @@ struct llm__plan {
     int n_tokens;               // sum of n_compute (at most max_num_batched_tokens)
     int n_logits;               // sum of n_logits (at most acts.max_out)
     int n_preempted;            // requests preempted to make room (freed, waiting again)
+    int n_drafts;               // sum of n_draft: rows beyond one per sequence
 };
 
 // The memory of serving: the block manager over the KV cache's blocks, the arrays of one step.
@@ -9676,6 +9738,9 @@ static bool llm__req_params_ok(llm_engine *E, const struct llm_prompt *prompt, c
     if (p->logprobs < 0 || p->logprobs > LLM__MIN(LLM__MAX_LOGPROBS, E->model.n_vocab))
         return llm__fail(e, LLM_ERR_INVALID_ARG, "request: logprobs must be in [0, %d] (got %d)",
                          LLM__MIN(LLM__MAX_LOGPROBS, E->model.n_vocab), p->logprobs), false;
+    if (p->num_speculative_tokens < -1 || p->num_speculative_tokens > LLM__MAX_SPEC)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: num_speculative_tokens must be in [-1, %d] (got %d)", LLM__MAX_SPEC,
+                         p->num_speculative_tokens), false;
     for (int i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0]) return llm__fail(e, LLM_ERR_INVALID_ARG, "request: stop string %d is empty", i), false;
     if (!llm__ids_ok(E, p->stop_token_ids, p->n_stop_token_ids, "request: stop_token_ids")) return false;
@@ -9957,10 +10022,56 @@ static void llm__reqs_reap(llm_engine *E) {
 // r computes its next n tokens in this step (its blocks hold them).
 static void llm__plan_add(struct llm__plan *plan, struct llm__req *r, int n) {
     struct llm__plan_entry *pe = &plan->e[plan->n++];
-    *pe = (struct llm__plan_entry){r, &r->seq, r->tokens + r->n_computed, r->n_computed, n, 0};
+    *pe = (struct llm__plan_entry){r, &r->seq, r->tokens + r->n_computed, r->n_computed, n, 0, 0};
     pe->n_logits = r->n_computed + n == r->n_tokens;   // its last token is computed: the next one is sampled
     plan->n_tokens += n;
     plan->n_logits += pe->n_logits;
+}
+
+// --- speculative decoding: n-gram drafts ---
+//
+// A decoding request (one token to compute: the one it sampled last) may propose drafts: with
+// speculative_ngram, the tokens that followed the latest earlier occurrence of its last n tokens
+// (n from prompt_lookup_max down to prompt_lookup_min) in its prompt and output (prompt lookup, as
+// vLLM's ngram proposer). They are written after its tokens (r->tokens[n_tokens ..], not counted
+// in n_tokens) and computed with its last token in the same step; postprocess verifies them.
+
+// Up to k drafts for r into r->tokens[n_tokens ..] (the room is there); returns how many.
+static int llm__spec_ngram(const llm_engine *E, struct llm__req *r, int k) {
+    const int32_t *t = r->tokens;
+    const int n = r->n_tokens;
+    for (int g = LLM__MIN(E->params.prompt_lookup_max, n - 1); g >= E->params.prompt_lookup_min; g--) {
+        const int32_t *tail = t + n - g;
+        // the latest earlier occurrence: starts at i < n - g, and something follows it
+        for (int i = n - g - 1; i >= 0; i--) {
+            if (t[i] != tail[0] || memcmp(t + i, tail, (size_t)g * sizeof(int32_t))) continue;
+            int m = LLM__MIN(k, n - (i + g));
+            memmove(r->tokens + n, t + i + g, (size_t)m * sizeof(int32_t));
+            return m;
+        }
+    }
+    return 0;
+}
+
+// The drafts of decoding request r this step (0: none), within the budgets of the step, the
+// request (max_tokens, the context) and its tokens' memory.
+static int llm__spec_propose(llm_engine *E, const struct llm__plan *plan, struct llm__req *r) {
+    int k = r->p.num_speculative_tokens < 0 ? 0 : r->p.num_speculative_tokens > 0
+                                                      ? LLM__MIN(r->p.num_speculative_tokens, E->params.num_speculative_tokens)
+                                                      : E->params.num_speculative_tokens;
+    if (k <= 0 || r->n_tokens - r->n_computed != 1) return 0;
+    k = LLM__MIN(k, E->params.max_num_batched_tokens - plan->n_tokens - 1);
+    // rows: one per sequence of the step is always there (at most min(max_num_seqs,
+    // max_num_batched_tokens)); drafts take the rest of acts.max_out
+    k = LLM__MIN(k, E->acts.max_out - LLM__MIN(E->params.max_num_seqs, E->params.max_num_batched_tokens) - plan->n_drafts);
+    k = LLM__MIN(k, r->p.max_tokens - (r->n_tokens - r->n_prompt) - 1);   // the last token comes from the model
+    k = LLM__MIN(k, E->max_model_len - r->n_tokens - 1);
+    if (k <= 0) return 0;
+    if (r->n_tokens + k > r->cap_tokens && !llm__req_reserve_tokens(r, LLM__MAX(2 * r->cap_tokens, r->n_tokens + k))) return 0;
+    double t0 = llm__now();
+    k = llm__spec_ngram(E, r, k);
+    E->spec_draft_seconds += llm__now() - t0;
+    return k;
 }
 
 // r leaves the plan (it is being preempted): its tokens go back to the budget.
@@ -9997,8 +10108,19 @@ static enum llm_status llm__schedule_running(llm_engine *E, struct llm__plan *pl
         if (r->state != LLM__REQ_RUNNING) continue;   // preempted for an earlier one
         int n = LLM__MIN(r->n_tokens - r->n_computed, max - plan->n_tokens);
         if (!llm__sched_make_room(E, plan, r, n, E->q_run, n_run)) continue;
-        if (!llm__blocks_allocate(&E->blocks, &r->seq, n)) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
+        int k = llm__spec_propose(E, plan, r);
+        if (k > 0 && !llm__blocks_can_allocate(&E->blocks, &r->seq, n + k)) k = 0;   // drafts never preempt
+        if (!llm__blocks_allocate(&E->blocks, &r->seq, n + k)) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
         llm__plan_add(plan, r, n);
+        if (k > 0) {   // the drafts follow its last token; every row is wanted
+            struct llm__plan_entry *pe = &plan->e[plan->n - 1];
+            pe->n_compute += k;
+            pe->n_logits += k;
+            pe->n_draft = k;
+            plan->n_tokens += k;
+            plan->n_logits += k;
+            plan->n_drafts += k;
+        }
     }
     return LLM_OK;
 }
@@ -10105,8 +10227,8 @@ static enum llm_status llm__execute(llm_engine *E, const struct llm__step *step,
 // sequence; the rows of its last n_logits tokens go to logits.
 static enum llm_status llm__seq_eval_chunk(llm_engine *E, struct llm__seq *s, const int32_t *tokens, int n,
                                            int n_logits, float *logits) {
-    struct llm__plan_entry pe = {NULL, s, tokens, s->len, n, n_logits};
-    struct llm__plan plan = {&pe, 1, n, n_logits, 0};
+    struct llm__plan_entry pe = {NULL, s, tokens, s->len, n, n_logits, 0};
+    struct llm__plan plan = {&pe, 1, n, n_logits, 0, 0};
     struct llm__step step;
     enum llm_status st = llm__prepare(E, &plan, &step);
     if (st == LLM_OK) st = llm__execute(E, &step, logits);
@@ -10121,6 +10243,39 @@ static enum llm_status llm__seq_eval_chunk(llm_engine *E, struct llm__seq *s, co
 
 // --- postprocess and collect ---
 
+// Verification of a request's k drafts against the step's k + 1 rows (row j: the distribution
+// after its j-th computed token): each draft in turn is kept or replaced by the request's own
+// sampling (llm__sampler_verify); the first replaced one, or the token after the last draft when
+// all are kept, ends it. The KV of the rejected drafts is given back (llm__blocks_truncate) before
+// the request's full blocks enter the prefix cache, which so never holds an unverified token.
+static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, const float *rows) {
+    const size_t nv = (size_t)E->model.n_vocab;
+    struct llm__req *r = pe->r;
+    const int k = pe->n_draft;
+    int32_t draft[LLM__MAX_SPEC];
+    memcpy(draft, r->tokens + r->n_tokens, (size_t)k * sizeof(int32_t));   // appending overwrites them
+    double now = llm__now();
+    int kept = 0, emitted = 0;
+    for (int j = 0; j <= k; j++) {
+        const float *lg = rows + (size_t)j * nv;
+        if (!llm__all_finite(lg, nv)) { llm__req_fail_nonfinite(E, r); break; }
+        bool accepted = false;
+        int32_t tok = j < k ? llm__sampler_verify(r->smp, lg, draft[j], &accepted) : llm_sampler_sample(r->smp, lg);
+        if (j < k) E->spec_proposed[j]++;
+        if (accepted) { E->spec_accepted[j]++; kept++; }
+        llm__req_append(E, r, tok, lg, now);
+        emitted++;
+        if (!accepted || r->state != LLM__REQ_RUNNING) break;
+    }
+    E->spec_verifications++;
+    E->spec_emitted += emitted;
+    if (r->state == LLM__REQ_RUNNING) {   // the cache holds the last token and the kept drafts
+        llm__blocks_truncate(&E->blocks, &r->seq, pe->start + 1 + kept);
+        r->n_computed = r->seq.len;
+    }
+}
+
+
 // After the forward pass: the planned tokens are in the cache; a request whose last token was
 // computed samples the next one from its row. Full blocks enter the prefix cache after the
 // tokens are settled (with speculative decoding: after the rejected drafts were rolled back).
@@ -10133,7 +10288,10 @@ static void llm__postprocess(llm_engine *E, const struct llm__plan *plan, const 
         const struct llm__plan_entry *pe = &plan->e[k];
         struct llm__req *r = pe->r;
         r->n_computed = r->seq.len = pe->start + pe->n_compute;
-        if (pe->n_logits > 0) {   // one row today: the last token's
+        if (pe->n_draft > 0) {
+            llm__spec_verify(E, pe, logits + row * nv);
+            row += (size_t)pe->n_logits;
+        } else if (pe->n_logits > 0) {   // one row: the last token's
             const float *lg = logits + (row + (size_t)pe->n_logits - 1) * nv;
             row += (size_t)pe->n_logits;
             if (llm__all_finite(lg, nv)) llm__req_append(E, r, llm_sampler_sample(r->smp, lg), lg, llm__now());
@@ -10265,6 +10423,11 @@ void llm_get_stats(const llm_engine *E, struct llm_engine_stats *s) {
     s->prefix_hit_tokens = E->prefix_hit_tokens;
     s->n_preemptions = E->n_preemptions;
     s->n_steps = E->n_steps;
+    memcpy(s->spec_proposed, E->spec_proposed, sizeof(s->spec_proposed));
+    memcpy(s->spec_accepted, E->spec_accepted, sizeof(s->spec_accepted));
+    s->spec_verifications = E->spec_verifications;
+    s->spec_emitted = E->spec_emitted;
+    s->spec_draft_seconds = E->spec_draft_seconds;
 }
 
 // A finished request's result (copies: the request leaves at the next step).

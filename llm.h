@@ -128,6 +128,16 @@ struct llm_engine_params {
                                // read into memory at llm_engine_create (as llama.cpp's --no-mmap);
                                // the file may then change or go. Either way each create checks
                                // the tensors against the file's size as it is then.
+    // speculative decoding (vLLM's names): each step a decoding request proposes up to
+    // num_speculative_tokens draft tokens, the model computes them together with its next token
+    // and keeps the longest prefix its own sampling agrees with (rejection sampling: the outputs
+    // are distributed exactly as without speculation; greedy outputs are identical).
+    int num_speculative_tokens;// K: drafts per request and step, at most 16 (0: off; with
+                               // speculative_ngram, 0 means 4)
+    int speculative_ngram;     // 1: drafts are the tokens that followed the latest earlier
+                               // occurrence of the request's last n tokens (prompt lookup)
+    int prompt_lookup_min;     // n from prompt_lookup_max down to prompt_lookup_min (defaults 2, 4)
+    int prompt_lookup_max;
 };
 LLM_API struct llm_engine_params llm_engine_params_default(void);
 
@@ -365,6 +375,8 @@ struct llm_request_params {
     int logprobs;              // report the top-k log-probabilities of each generated position
                                // (0: none, at most 20), those of the model's logits the token was
                                // sampled from (before penalties and temperature)
+    int num_speculative_tokens;// speculative decoding for this request: 0 (default) as the engine
+                               // does, -1 none, N > 0 at most N drafts a step
 };
 LLM_API struct llm_request_params llm_request_params_default(void);
 
@@ -415,6 +427,14 @@ struct llm_engine_stats {
     long long prefix_query_tokens, prefix_hit_tokens;   // prompt tokens looked up / found
     int n_running, n_waiting;
     long long n_preemptions, n_steps;
+    // speculative decoding: per draft position i (0 first) the drafts proposed and accepted
+    // (acceptance rate per position: spec_accepted[i] / spec_proposed[i]); verifications (a
+    // request's drafts checked in a step) and the tokens they emitted (accepted + 1 each, unless
+    // the request ended: mean accepted length = spec_emitted / spec_verifications); seconds spent
+    // proposing drafts
+    long long spec_proposed[16], spec_accepted[16];
+    long long spec_verifications, spec_emitted;
+    double spec_draft_seconds;
 };
 LLM_API void llm_get_stats(const llm_engine *engine, struct llm_engine_stats *stats);
 

@@ -245,7 +245,8 @@ static bool cli_jreq_field(struct cli_jreq *q, const char *key, json_t *v, const
                      !strcmp(key, "min_p") || !strcmp(key, "seed") || !strcmp(key, "priority") || !strcmp(key, "stop") ||
                      !strcmp(key, "stop_token_ids") || !strcmp(key, "ignore_eos") || !strcmp(key, "repetition_penalty") ||
                      !strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty") || !strcmp(key, "logprobs") ||
-                     !strcmp(key, "n") || !strcmp(key, "best_of") || !strcmp(key, "stream");
+                     !strcmp(key, "n") || !strcmp(key, "best_of") || !strcmp(key, "stream") ||
+                     !strcmp(key, "num_speculative_tokens");
     if (json_is_null(v) && (!gen || gen_known)) return true;   // the default
     if (!strcmp(key, "prompt") && !chat) {
         if (!gen) return cli_jreq_prompts(q, v);
@@ -276,6 +277,9 @@ static bool cli_jreq_field(struct cli_jreq *q, const char *key, json_t *v, const
         if (!cli_jreq_int(q, key, v, gen ? 0 : LLONG_MIN, LLONG_MAX, &i)) return false;
         sp->seed = (uint64_t)i;
         q->seed_set = true;
+    } else if (!strcmp(key, "num_speculative_tokens")) {   // -1: none for this request
+        if (!cli_jreq_int(q, key, v, -1, 16, &i)) return false;
+        q->p.num_speculative_tokens = (int)i;
     } else if (!strcmp(key, "priority")) {
         if (!cli_jreq_int(q, key, v, INT_MIN, INT_MAX, &i)) return false;
         q->p.priority = (int)i;

@@ -372,6 +372,247 @@ static void run_all(llm_engine *E, int n, const int *which, int max_tokens, int3
     llm_results_free(res, n);
 }
 
+// --- speculative decoding (n-gram drafts) ---
+
+static llm_engine *engine_spec_n(int max_seqs, int max_tokens, size_t kv_bytes, int caching, int k, const char *path,
+                                 int max_model_len, int lookup_min) {
+    struct llm_engine_params p = llm_engine_params_default();
+    char err[512];
+    p.model_path = path;
+    p.n_threads = 2;
+    p.max_num_seqs = max_seqs;
+    p.max_num_batched_tokens = max_tokens;
+    p.kv_cache_bytes = kv_bytes;
+    p.enable_prefix_caching = caching;
+    p.max_model_len = max_model_len;
+    p.speculative_ngram = 1;
+    p.num_speculative_tokens = k;
+    p.prompt_lookup_min = lookup_min;
+    llm_engine *E = llm_engine_create(&p, err, sizeof(err));
+    EXPECT(E != NULL, "engine with speculation: %s", err);
+    return E;
+}
+
+static llm_engine *engine_spec(int max_seqs, int max_tokens, size_t kv_bytes, int caching, int k, const char *path,
+                               int max_model_len) {
+    return engine_spec_n(max_seqs, max_tokens, kv_bytes, caching, k, path, max_model_len, 2);
+}
+
+static long long spec_sum(const long long *v) {
+    long long s = 0;
+    for (int i = 0; i < 16; i++) s += v[i];
+    return s;
+}
+
+// Greedy outputs with n-gram drafts equal those without, alone, batched, with prefix caching,
+// chunked prefill and preemption; drafts were both kept and rejected; no block is left behind.
+// want: each prompt's tokens without speculation, alone.
+static void test_spec_greedy(const int32_t want[][40], size_t per_token) {
+    static int32_t got[NP][40];
+    int all[NP];
+    for (int i = 0; i < NP; i++) all[i] = i;
+    struct { const char *what; int seqs, tokens, caching; size_t kv; } cfg[] = {
+        {"alone", 1, 512, 0, 0}, {"batched", 64, 512, 0, 0}, {"prefix caching", 64, 512, 1, 0},
+        {"chunked prefill", 3, 16, 0, 0}, {"preemption", 64, 512, 0, per_token * 16 * 24},
+    };
+    for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+        llm_engine *E = engine_spec(cfg[c].seqs, cfg[c].tokens, cfg[c].kv, cfg[c].caching, 4, model_path(), 256);
+        if (!E) return;
+        if (!strcmp(cfg[c].what, "alone")) for (int i = 0; i < NP; i++) run_all(E, 1, &all[i], 32, got);
+        else run_all(E, NP, all, 32, got);
+        if (cfg[c].caching) run_all(E, NP, all, 32, got);   // again, from the cache
+        struct llm_engine_stats st;
+        llm_get_stats(E, &st);
+        int same = 0;
+        for (int i = 0; i < NP; i++) same += !memcmp(want[i], got[i], sizeof(int32_t) * 32);
+        EXPECT(same == NP, "speculation, %s: %d of %d greedy outputs equal those without", cfg[c].what, same, NP);
+        long long prop = spec_sum(st.spec_proposed), acc = spec_sum(st.spec_accepted);
+        EXPECT(acc > 0 && prop > acc, "speculation, %s: %lld drafts proposed, %lld kept: the check needs both kept and "
+               "rejected ones", cfg[c].what, prop, acc);
+        EXPECT(st.spec_emitted >= st.spec_verifications && st.spec_emitted <= acc + st.spec_verifications,
+               "speculation, %s: %lld tokens from %lld verifications with %lld kept drafts", cfg[c].what, st.spec_emitted,
+               st.spec_verifications, acc);
+        for (int j = 1; j < 16; j++)
+            EXPECT(st.spec_proposed[j] <= st.spec_proposed[j - 1] && st.spec_accepted[j] <= st.spec_proposed[j],
+                   "speculation, %s: position %d proposed %lld, kept %lld (position %d: %lld)", cfg[c].what, j,
+                   st.spec_proposed[j], st.spec_accepted[j], j - 1, st.spec_proposed[j - 1]);
+        if (!strcmp(cfg[c].what, "preemption")) EXPECT(st.n_preemptions > 0, "speculation: no preemption");
+        EXPECT(st.kv_blocks_used == 0, "speculation, %s: %d blocks still used", cfg[c].what, st.kv_blocks_used);
+        // a request that asks for none proposes none
+        if (c == 1) {
+            struct llm_prompt pr = {NULL, prompts[0], prompt_len[0]};
+            struct llm_request_params rp = greedy(32);
+            rp.num_speculative_tokens = -1;
+            struct llm_result res;
+            EXPECT(llm_generate(E, &pr, 1, &rp, &res) == LLM_OK && res.n_tokens == 32 && !memcmp(res.tokens, want[0], 32 * 4),
+                   "a request without speculation: %s", llm_last_error(E));
+            llm_results_free(&res, 1);
+            struct llm_engine_stats st2;
+            llm_get_stats(E, &st2);
+            EXPECT(spec_sum(st2.spec_proposed) == prop, "a request with num_speculative_tokens -1 proposed drafts");
+            rp.num_speculative_tokens = 17;
+            EXPECT(llm_add_request(E, &pr, &rp) < 0 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "num_speculative_tokens 17 accepted");
+        }
+        llm_engine_free(E);
+    }
+}
+
+// The chi-square statistic of two samples over the same categories (counts a, b; totals na, nb),
+// categories with fewer than 10 in both merged into one; df in *df.
+static double chi2_two(const int *a, const int *b, int n, double na, double nb, int *df) {
+    double x = 0.0, ra = 0.0, rb = 0.0;
+    int k = 0;
+    for (int i = 0; i <= n; i++) {
+        double ca = i < n ? a[i] : ra, cb = i < n ? b[i] : rb;
+        if (i < n && ca + cb < 10) { ra += ca; rb += cb; continue; }
+        if (ca + cb == 0) continue;
+        double e = (ca + cb);
+        double ea = e * na / (na + nb), eb = e * nb / (na + nb);
+        x += (ca - ea) * (ca - ea) / ea + (cb - eb) * (cb - eb) / eb;
+        k++;
+    }
+    *df = k - 1;
+    return x;
+}
+
+// The chi-square value a statistic with df degrees of freedom exceeds with probability 0.001
+// (Wilson-Hilferty).
+static double chi2_crit(int df) {
+    double z = 3.0902, h = 2.0 / (9.0 * df);
+    return df * pow(1.0 - h + z * sqrt(h), 3.0);
+}
+
+// The verification of a draft (llm__sampler_verify) emits tokens with the sampler's own
+// distribution, whatever the draft: against llm_sampler_sample on the same logits (40 tokens),
+// several chains (penalties over a history), drafts likely, unlikely and outside top-k; a
+// two-sample chi-square test at p = 0.001, and the share of kept drafts equal to p(draft).
+static void test_spec_verify_distribution(void) {
+    enum { V = 40, N = 40000 };
+    float logits[V];
+    for (int i = 0; i < V; i++) logits[i] = (float)(2.5 * sin(1.7 * i) + 0.05 * i);
+    struct { const char *what; float temp; int top_k; float top_p, min_p, presence, repeat; } chains[] = {
+        {"temperature 1", 1.0f, 0, 1.0f, 0.0f, 0.0f, 1.0f},
+        {"temperature 0.6, top-k 6", 0.6f, 6, 1.0f, 0.0f, 0.0f, 1.0f},
+        {"temperature 1.3, top-p 0.8, min-p 0.02", 1.3f, 0, 0.8f, 0.02f, 0.0f, 1.0f},
+        {"temperature 1, presence 0.8, repetition 1.5", 1.0f, 0, 1.0f, 0.0f, 0.8f, 1.5f},
+    };
+    const int32_t hist[3] = {3, 5, 3};
+    for (size_t c = 0; c < sizeof(chains) / sizeof(chains[0]); c++) {
+        struct llm_sampling_params sp = llm_sampling_params_default();
+        sp.temperature = chains[c].temp;
+        sp.top_k = chains[c].top_k;
+        sp.top_p = chains[c].top_p;
+        sp.min_p = chains[c].min_p;
+        sp.presence_penalty = chains[c].presence;
+        sp.repeat_penalty = chains[c].repeat;
+        llm_sampler *ref = llm_sampler_create(&sp, V);
+        sp.seed = 99;
+        llm_sampler *ver = llm_sampler_create(&sp, V);
+        // p under the chain (with the history), to choose drafts and check the kept share
+        for (int h = 0; h < 3; h++) llm_sampler_accept(ver, hist[h]);
+        double sum;
+        int m = llm__sampler_dist(ver, logits, &sum);
+        double p[V] = {0};
+        for (int i = 0; i < m; i++) p[ver->idx[i]] = ver->probs[i] / sum;
+        int best = 0, mid = -1, zero = -1;
+        for (int i = 1; i < V; i++) if (p[i] > p[best]) best = i;
+        for (int i = 0; i < V; i++) if (i != best && p[i] > 0.05 && p[i] < 0.5 && (mid < 0 || p[i] > p[mid])) mid = i;
+        for (int i = 0; i < V; i++) if (p[i] == 0.0) zero = i;
+        int drafts[3] = {best, mid, zero};
+        for (int d = 0; d < 3; d++) {
+            if (drafts[d] < 0) continue;
+            static int a[V], b[V];
+            memset(a, 0, sizeof(a));
+            memset(b, 0, sizeof(b));
+            int kept = 0, consistent = 1;
+            for (int n = 0; n < N; n++) {
+                llm_sampler_reset(ref);
+                llm_sampler_reset(ver);
+                for (int h = 0; h < 3; h++) { llm_sampler_accept(ref, hist[h]); llm_sampler_accept(ver, hist[h]); }
+                a[llm_sampler_sample(ref, logits)]++;
+                bool acc;
+                int32_t t = llm__sampler_verify(ver, logits, drafts[d], &acc);
+                b[t]++;
+                kept += acc;
+                consistent &= acc == (t == drafts[d]);
+            }
+            EXPECT(consistent, "%s: verify said kept for another token than the draft, or the reverse", chains[c].what);
+            int df;
+            double x = chi2_two(a, b, V, N, N, &df);
+            double pd = p[drafts[d]], tol = 4.0 * sqrt(pd * (1.0 - pd) / N) + 1e-9;
+            EXPECT(df >= 1 && x < chi2_crit(df), "%s, draft %d (p %.3f): chi-square %.1f, %d degrees of freedom (limit %.1f)",
+                   chains[c].what, drafts[d], pd, x, df, df >= 1 ? chi2_crit(df) : 0.0);
+            EXPECT(fabs((double)kept / N - pd) <= tol, "%s, draft %d: kept %.4f of the time, p(draft) %.4f", chains[c].what,
+                   drafts[d], (double)kept / N, pd);
+        }
+        llm_sampler_free(ref);
+        llm_sampler_free(ver);
+    }
+}
+
+// Sampling with speculation has the distribution of sampling without: on the micro model (300
+// tokens), a prompt whose end repeats (so n-gram drafts are proposed at once), many seeds; the
+// first two generated tokens, with and without drafts, under several sampler chains; a
+// two-sample chi-square test at p = 0.001 for each position.
+static void test_spec_distribution(void) {
+    char path[512];
+    const char *dir = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
+    snprintf(path, sizeof(path), "%s/micro-q8_0.gguf", dir);
+    enum { N = 3000, V = 300 };
+    int32_t prompt[24] = {1};
+    for (int i = 1; i < 24; i++) prompt[i] = 10 + (i - 1) % 5;   // 10 11 12 13 14 10 11 ...
+    struct { const char *what; float temp; int top_k; float top_p, presence, repeat; } chains[] = {
+        {"temperature 1", 1.0f, 0, 1.0f, 0.0f, 1.0f},
+        {"temperature 0.7, top-k 8, top-p 0.9", 0.7f, 8, 0.9f, 0.0f, 1.0f},
+        {"temperature 1.2, presence 1, repetition 1.3", 1.2f, 0, 1.0f, 1.0f, 1.3f},
+    };
+    static int cnt[2][2][V];
+    static struct llm_prompt pr[N];
+    static struct llm_request_params rp[N];
+    static struct llm_result res[N];
+    for (size_t c = 0; c < sizeof(chains) / sizeof(chains[0]); c++) {
+        memset(cnt, 0, sizeof(cnt));
+        long long kept = 0, proposed = 0;
+        for (int spec = 0; spec < 2; spec++) {
+            llm_engine *E = engine_spec_n(256, 4096, 0, 0, spec ? 4 : 0, path, 64, 1);
+            if (!E) return;
+            for (int i = 0; i < N; i++) {
+                pr[i] = (struct llm_prompt){NULL, prompt, 24};
+                rp[i] = llm_request_params_default();
+                rp[i].max_tokens = 6;
+                rp[i].ignore_eos = 1;
+                rp[i].sampling.temperature = chains[c].temp;
+                rp[i].sampling.top_k = chains[c].top_k;
+                rp[i].sampling.top_p = chains[c].top_p;
+                rp[i].sampling.presence_penalty = chains[c].presence;
+                rp[i].sampling.repeat_penalty = chains[c].repeat;
+                rp[i].sampling.seed = 1000003ull * (uint64_t)i + (uint64_t)spec;
+                rp[i].num_speculative_tokens = spec ? 0 : -1;
+            }
+            EXPECT(llm_generate(E, pr, N, rp, res) == LLM_OK, "generate: %s", llm_last_error(E));
+            for (int i = 0; i < N; i++) {
+                if (res[i].n_tokens != 6) continue;
+                cnt[spec][0][res[i].tokens[2]]++;
+                cnt[spec][1][res[i].tokens[5]]++;
+            }
+            llm_results_free(res, N);
+            struct llm_engine_stats st;
+            llm_get_stats(E, &st);
+            if (spec) { kept = spec_sum(st.spec_accepted); proposed = spec_sum(st.spec_proposed); }
+            llm_engine_free(E);
+        }
+        if (c < 2)   // (the penalties make the prompt's repeats unlikely: few drafts there)
+            EXPECT(kept >= 20 && proposed - kept >= 20, "%s: %lld of %lld drafts kept: the test needs both", chains[c].what,
+                   kept, proposed);
+        for (int pos = 0; pos < 2; pos++) {
+            int df;
+            double x = chi2_two(cnt[0][pos], cnt[1][pos], V, N, N, &df);
+            EXPECT(df >= 2 && x < chi2_crit(df), "%s, token %d: chi-square %.1f with %d degrees of freedom (limit %.1f): "
+                   "the distribution with drafts differs", chains[c].what, pos + 1, x, df, df >= 1 ? chi2_crit(df) : 0.0);
+        }
+    }
+}
+
 static float max_abs_diff(const float *a, const float *b, int n) {
     float d = 0.0f;
     for (int i = 0; i < n; i++) d = fmaxf(d, fabsf(a[i] - b[i]));
@@ -391,8 +632,8 @@ static void test_prepare(llm_engine *E, int nv) {
     EXPECT(llm_seq_eval(E, ref, B, 9, want + (size_t)22 * (size_t)nv, 1) == LLM_OK, "eval: %s", llm_last_error(E));
     struct llm__seq *sa = llm__seq_get(E, ia), *sb = llm__seq_get(E, ib);
     EXPECT(llm__blocks_allocate(&E->blocks, sa, 20) && llm__blocks_allocate(&E->blocks, sb, 9), "allocate");
-    struct llm__plan_entry pe[2] = {{NULL, sa, A, 0, 20, 3}, {NULL, sb, B, 0, 9, 1}};
-    struct llm__plan plan = {pe, 2, 29, 4, 0};
+    struct llm__plan_entry pe[2] = {{NULL, sa, A, 0, 20, 3, 0}, {NULL, sb, B, 0, 9, 1, 0}};
+    struct llm__plan plan = {pe, 2, 29, 4, 0, 0};
     struct llm__step st;
     EXPECT(llm__prepare(E, &plan, &st) == LLM_OK, "prepare: %s", llm_last_error(E));
     const int bs = E->blocks.block_size;
@@ -415,8 +656,8 @@ static void test_prepare(llm_engine *E, int nv) {
     sb->len = 9;
     int32_t next[2] = {A[20], A[21]};
     EXPECT(llm__blocks_allocate(&E->blocks, sa, 2), "allocate");
-    struct llm__plan_entry pe2 = {NULL, sa, next, 20, 2, 2};
-    struct llm__plan plan2 = {&pe2, 1, 2, 2, 0};
+    struct llm__plan_entry pe2 = {NULL, sa, next, 20, 2, 2, 0};
+    struct llm__plan plan2 = {&pe2, 1, 2, 2, 0, 0};
     EXPECT(llm__prepare(E, &plan2, &st) == LLM_OK && st.positions[0] == 20 && st.positions[1] == 21 && st.n_out == 2 &&
            st.out_rows[0] == 0 && st.out_rows[1] == 1, "the second step's arrays");
     EXPECT(llm__execute(E, &st, got) == LLM_OK, "execute: %s", llm_last_error(E));
@@ -922,5 +1163,15 @@ int main(void) {
     test_logprobs(E, mi.n_vocab);
     test_parse_special(E, mi.n_vocab);
     llm_engine_free(E);
+    // speculative decoding: the prompts get repeated runs (the model's outputs are compared with
+    // the same prompts without drafts, alone)
+    for (int i = 0; i < NP; i++)
+        for (int j = 8; j < prompt_len[i]; j++) prompts[i][j] = prompts[i][1 + (j - 8) % 7];
+    E = engine(1, 512, 0, 0, "fcfs");
+    for (int i = 0; i < NP; i++) run_all(E, 1, &all[i], 32, alone);
+    llm_engine_free(E);
+    test_spec_greedy((const int32_t(*)[40])alone, per_token);
+    test_spec_verify_distribution();
+    test_spec_distribution();
     return test_summary("test_serving");
 }
