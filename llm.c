@@ -68,6 +68,7 @@
 #define LLM__MIN(a, b) ((a) < (b) ? (a) : (b))
 #define LLM__MAX(a, b) ((a) > (b) ? (a) : (b))
 #define LLM__MAX_SPEC 16   // speculative decoding: drafts per request and step, at most
+#define LLM__TSTEP 128     // step times are measured per token count up to this many
 #define LLM__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 // An error message buffer. Every fallible internal function takes one and returns a status.
@@ -8930,6 +8931,8 @@ struct llm_engine {
     // speculative decoding's counters (llm_engine_stats)
     long long spec_proposed[LLM__MAX_SPEC], spec_accepted[LLM__MAX_SPEC], spec_verifications, spec_emitted;
     double spec_draft_seconds;
+    double t_step[LLM__TSTEP + 1];   // measured forward-pass seconds of steps of T tokens (decayed mean; 0: none yet)
+    bool spec_always;          // tests: every proposed draft is verified (no cost model)
     struct llm_output *outs;
     size_t *out_off;
     int cap_outs;
@@ -9568,6 +9571,8 @@ struct llm__req {
     enum llm_finish_reason finish;   // LLM_FINISH_NONE while running
     char *error;                // LLM_FINISH_ERROR: why (NULL when there was no memory for it)
     int n_preempt;
+    double spec_kept, spec_missed;   // speculation: drafts kept, and verifications that rejected one
+                                     // (decayed counts; the acceptance estimate)
     bool reported_done;
     int wait_pos;               // its index in the waiting heap E->q_wait, -1 when not waiting
 };
@@ -10053,17 +10058,15 @@ static int llm__spec_ngram(const llm_engine *E, struct llm__req *r, int k) {
     return 0;
 }
 
-// The drafts of decoding request r this step (0: none), within the budgets of the step, the
-// request (max_tokens, the context) and its tokens' memory.
+// The drafts decoding request r may propose this step (0: none), within the budgets of the step,
+// the request (max_tokens, the context) and its tokens' memory, written after its tokens.
 static int llm__spec_propose(llm_engine *E, const struct llm__plan *plan, struct llm__req *r) {
     int k = r->p.num_speculative_tokens < 0 ? 0 : r->p.num_speculative_tokens > 0
                                                       ? LLM__MIN(r->p.num_speculative_tokens, E->params.num_speculative_tokens)
                                                       : E->params.num_speculative_tokens;
     if (k <= 0 || r->n_tokens - r->n_computed != 1) return 0;
-    k = LLM__MIN(k, E->params.max_num_batched_tokens - plan->n_tokens - 1);
-    // rows: one per sequence of the step is always there (at most min(max_num_seqs,
-    // max_num_batched_tokens)); drafts take the rest of acts.max_out
-    k = LLM__MIN(k, E->acts.max_out - LLM__MIN(E->params.max_num_seqs, E->params.max_num_batched_tokens) - plan->n_drafts);
+    k = LLM__MIN(k, E->params.max_num_batched_tokens - plan->n_tokens);
+    k = LLM__MIN(k, E->acts.max_out - plan->n_logits);
     k = LLM__MIN(k, r->p.max_tokens - (r->n_tokens - r->n_prompt) - 1);   // the last token comes from the model
     k = LLM__MIN(k, E->max_model_len - r->n_tokens - 1);
     if (k <= 0) return 0;
@@ -10072,6 +10075,73 @@ static int llm__spec_propose(llm_engine *E, const struct llm__plan *plan, struct
     k = llm__spec_ngram(E, r, k);
     E->spec_draft_seconds += llm__now() - t0;
     return k;
+}
+
+// The forward pass's expected seconds for a step of T tokens, from the measured ones: a measured
+// count's own, else interpolated between the nearest measured counts, else extrapolated along
+// the last two (time per token at least what the largest measured step shows), else (nothing
+// measured around it) 10% more per token than the nearest measurement below, an optimistic guess
+// that speculation then corrects by measuring.
+static double llm__step_time(const llm_engine *E, int T) {
+    if (T >= 1 && T <= LLM__TSTEP && E->t_step[T] > 0) return E->t_step[T];
+    int lo = 0, lo2 = 0, hi = 0;
+    for (int t = LLM__MIN(T, LLM__TSTEP); t >= 1; t--)
+        if (E->t_step[t] > 0) {
+            if (!lo) lo = t;
+            else { lo2 = t; break; }
+        }
+    for (int t = LLM__MAX(T, 1); t <= LLM__TSTEP && !hi; t++) if (E->t_step[t] > 0) hi = t;
+    if (lo && hi) return E->t_step[lo] + (E->t_step[hi] - E->t_step[lo]) * (T - lo) / (hi - lo);
+    if (hi) return E->t_step[hi];
+    if (!lo) return 1.0 + 0.1 * (T - 1);
+    double slope = 0.1 * E->t_step[lo];
+    if (lo2) slope = LLM__MAX((E->t_step[lo] - E->t_step[lo2]) / (lo - lo2), E->t_step[lo] / lo * 0.25);
+    return E->t_step[lo] + slope * (T - lo);
+}
+
+// How many of m drafts to verify in a step of T tokens that emits G: the k maximising
+// (G + a + a^2 + ... + a^k) / t(T + k), 0 when none beats G / t(T); *gain: the expected tokens.
+static int llm__spec_choose(const llm_engine *E, double G, int T, double a, int m, double *gain_out) {
+    double best = G / llm__step_time(E, T), gain = 0.0, ak = 1.0;
+    int k = 0;
+    *gain_out = 0.0;
+    for (int j = 1; j <= m; j++) {
+        ak *= a;
+        gain += ak;
+        double rate = (G + gain) / llm__step_time(E, T + j);
+        if (rate > best) { best = rate; k = j; *gain_out = gain; }
+    }
+    return k;
+}
+
+// 3. Drafts, once the step's other tokens are planned: each decoding request in turn proposes
+// up to its K, and keeps the k whose expected gain pays for the longer step. The step emits G
+// tokens in time t(T) (one per sequence that samples); k drafts, each kept with r's estimated
+// probability a (given the ones before it), add a + a^2 + ... + a^k tokens and cost t(T + k):
+// k is chosen to maximise (G + gain) / t(T + k), 0 when no k beats G / t(T). So speculation stops
+// by itself where verifying is not nearly free (large batches, compute-bound steps) or drafts are
+// rarely kept; t(.) is measured on this machine as the engine runs (llm__step_time).
+static void llm__schedule_drafts(llm_engine *E, struct llm__plan *plan) {
+    if (E->params.num_speculative_tokens <= 0) return;
+    double G = plan->n_logits;
+    for (int i = 0; i < plan->n; i++) {
+        struct llm__plan_entry *pe = &plan->e[i];
+        struct llm__req *r = pe->r;
+        if (!r || pe->n_compute != 1 || pe->n_logits != 1) continue;
+        int m = llm__spec_propose(E, plan, r);
+        if (m <= 0) continue;
+        double a = (r->spec_kept + 1.0) / (r->spec_kept + r->spec_missed + 2.0), k_gain = 0.0;
+        int k = E->spec_always ? m : llm__spec_choose(E, G, plan->n_tokens, a, m, &k_gain);
+        if (k == 0 || !llm__blocks_can_allocate(&E->blocks, &r->seq, 1 + k)) continue;   // drafts never preempt
+        if (!llm__blocks_allocate(&E->blocks, &r->seq, 1 + k)) continue;
+        G += k_gain;
+        pe->n_compute += k;
+        pe->n_logits += k;
+        pe->n_draft = k;
+        plan->n_tokens += k;
+        plan->n_logits += k;
+        plan->n_drafts += k;
+    }
 }
 
 // r leaves the plan (it is being preempted): its tokens go back to the budget.
@@ -10108,19 +10178,8 @@ static enum llm_status llm__schedule_running(llm_engine *E, struct llm__plan *pl
         if (r->state != LLM__REQ_RUNNING) continue;   // preempted for an earlier one
         int n = LLM__MIN(r->n_tokens - r->n_computed, max - plan->n_tokens);
         if (!llm__sched_make_room(E, plan, r, n, E->q_run, n_run)) continue;
-        int k = llm__spec_propose(E, plan, r);
-        if (k > 0 && !llm__blocks_can_allocate(&E->blocks, &r->seq, n + k)) k = 0;   // drafts never preempt
-        if (!llm__blocks_allocate(&E->blocks, &r->seq, n + k)) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
+        if (!llm__blocks_allocate(&E->blocks, &r->seq, n)) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
         llm__plan_add(plan, r, n);
-        if (k > 0) {   // the drafts follow its last token; every row is wanted
-            struct llm__plan_entry *pe = &plan->e[plan->n - 1];
-            pe->n_compute += k;
-            pe->n_logits += k;
-            pe->n_draft = k;
-            plan->n_tokens += k;
-            plan->n_logits += k;
-            plan->n_drafts += k;
-        }
     }
     return LLM_OK;
 }
@@ -10175,6 +10234,7 @@ static enum llm_status llm__schedule(llm_engine *E, struct llm__plan *plan) {
     *plan = (struct llm__plan){.e = E->plan};
     if ((st = llm__schedule_running(E, plan))) return st;
     if (!plan->n_preempted && (st = llm__schedule_waiting(E, plan))) return st;
+    llm__schedule_drafts(E, plan);
     return LLM_OK;
 }
 
@@ -10269,6 +10329,8 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
     }
     E->spec_verifications++;
     E->spec_emitted += emitted;
+    r->spec_kept = 0.8 * r->spec_kept + kept;   // recent verifications weigh most
+    r->spec_missed = 0.8 * r->spec_missed + (kept < k);
     if (r->state == LLM__REQ_RUNNING) {   // the cache holds the last token and the kept drafts
         llm__blocks_truncate(&E->blocks, &r->seq, pe->start + 1 + kept);
         r->n_computed = r->seq.len;
@@ -10398,9 +10460,14 @@ int llm_step(llm_engine *E, const struct llm_output **outputs) {
     if (llm__schedule(E, &plan) != LLM_OK) return -1;
     if (plan.n > 0 && llm__prepare(E, &plan, &step) != LLM_OK) return -1;
     if (E->prof) E->prof->t[LLM_PROF_SCHEDULING] += llm__now() - t0;
+    double t_exec = llm__now();
     if (plan.n > 0 && llm__execute(E, &step, E->step_logits) != LLM_OK) {
         llm__plan_undo(E, &plan);
         return -1;
+    }
+    if (plan.n > 0 && plan.n_tokens <= LLM__TSTEP) {   // the step times speculation decides from
+        double t = llm__now() - t_exec, *m = &E->t_step[plan.n_tokens];
+        *m = *m > 0 ? 0.8 * *m + 0.2 * t : t;
     }
     if (plan.n > 0) llm__postprocess(E, &plan, E->step_logits);
     return llm__collect(E, outputs);

@@ -561,3 +561,38 @@ double cli_now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+// --- speculative decoding's statistics ---
+
+bool cli_spec_used(const struct llm_engine_stats *st) { return st->spec_proposed[0] > 0; }
+
+void cli_spec_print(FILE *f, const char *indent, const struct llm_engine_stats *st) {
+    long long prop = 0, kept = 0;
+    for (int i = 0; i < 16; i++) { prop += st->spec_proposed[i]; kept += st->spec_accepted[i]; }
+    fprintf(f, "%sspeculation: %lld of %lld drafts kept (%.1f%%), %.2f tokens per verification; kept by position:", indent,
+            kept, prop, prop ? 100.0 * (double)kept / (double)prop : 0.0,
+            st->spec_verifications ? (double)st->spec_emitted / (double)st->spec_verifications : 0.0);
+    for (int i = 0; i < 16 && st->spec_proposed[i]; i++)
+        fprintf(f, " %.0f%%", 100.0 * (double)st->spec_accepted[i] / (double)st->spec_proposed[i]);
+    fprintf(f, "; drafting %.1f ms\n", st->spec_draft_seconds * 1e3);
+}
+
+json_t *cli_spec_json(const struct llm_engine_stats *st) {
+    json_t *o = cli_jcheck(json_object()), *prop = cli_jcheck(json_array()), *kept = cli_jcheck(json_array());
+    long long np = 0, nk = 0;
+    for (int i = 0; i < 16 && st->spec_proposed[i]; i++) {
+        cli_jpush(prop, cli_json_int(st->spec_proposed[i]));
+        cli_jpush(kept, cli_json_int(st->spec_accepted[i]));
+        np += st->spec_proposed[i];
+        nk += st->spec_accepted[i];
+    }
+    cli_jset(o, "drafts", cli_json_int(np));
+    cli_jset(o, "kept", cli_json_int(nk));
+    cli_jset(o, "acceptance", cli_json_num(np ? (double)nk / (double)np : 0.0, 4));
+    cli_jset(o, "proposed_by_position", prop);
+    cli_jset(o, "kept_by_position", kept);
+    cli_jset(o, "verifications", cli_json_int(st->spec_verifications));
+    cli_jset(o, "tokens_per_verification", cli_json_num(st->spec_verifications ? (double)st->spec_emitted / (double)st->spec_verifications : 0.0, 3));
+    cli_jset(o, "draft_ms", cli_json_num(st->spec_draft_seconds * 1e3, 3));
+    return o;
+}

@@ -121,6 +121,13 @@ int cli_token_text(llm_engine *E, int32_t token, struct cli_strbuf *b);
 // -infinity is null.
 json_t *cli_json_logprobs(llm_engine *E, const struct llm_logprob *lp, int n_tok, int k);
 
+// Speculative decoding's statistics (llm_engine_stats.spec_*): whether any draft was proposed; a
+// line for people (drafts kept, tokens per verification, acceptance by draft position, drafting
+// time); the same as a JSON object.
+bool cli_spec_used(const struct llm_engine_stats *st);
+void cli_spec_print(FILE *f, const char *indent, const struct llm_engine_stats *st);
+json_t *cli_spec_json(const struct llm_engine_stats *st);
+
 // "llm: message" on stderr, exit status 1.
 #if defined(__GNUC__)
 __attribute__((format(printf, 1, 2), noreturn))

@@ -212,6 +212,9 @@ int cli_cmd_run(struct cli *c) {
         cli_jset(o, "decode_tps", cli_json_num(cli_decode_tps(&a), 3));
         cli_jset(o, "seed", cli_json_int((long long)c->sp.seed));
         if (a.k) cli_jset(o, "logprobs", cli_json_logprobs(E, a.lp, a.n_toks, a.k));
+        struct llm_engine_stats st;
+        llm_get_stats(E, &st);
+        if (c->ep.speculative_ngram) cli_jset(o, "speculation", cli_spec_json(&st));
         cli_json_print(stdout, o);
     } else {
         printf("\n");
@@ -224,6 +227,9 @@ int cli_cmd_run(struct cli *c) {
         fprintf(stderr, "llm: the generation filled the KV cache (%d tokens; --kv-cache-memory sets it)\n", ei.kv_tokens);
     fprintf(stderr, "prompt: %d tokens, %.2f tokens/s | decode: %d tokens, %.2f tokens/s\n", n_prompt, cli_prompt_tps(&a),
             cli_n_decode(&a), cli_decode_tps(&a));
+    struct llm_engine_stats st;
+    llm_get_stats(E, &st);
+    if (c->ep.speculative_ngram) cli_spec_print(stderr, "", &st);
     bool aborted = a.finish == LLM_FINISH_ABORT;
     cli_answer_free(&a);
     free(prompt);

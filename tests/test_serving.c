@@ -390,6 +390,7 @@ static llm_engine *engine_spec_n(int max_seqs, int max_tokens, size_t kv_bytes, 
     p.prompt_lookup_min = lookup_min;
     llm_engine *E = llm_engine_create(&p, err, sizeof(err));
     EXPECT(E != NULL, "engine with speculation: %s", err);
+    if (E) E->spec_always = true;   // every draft verified: the checks see many (the cost model is tested apart)
     return E;
 }
 
@@ -480,6 +481,33 @@ static double chi2_two(const int *a, const int *b, int n, double na, double nb, 
 static double chi2_crit(int df) {
     double z = 3.0902, h = 2.0 / (9.0 * df);
     return df * pow(1.0 - h + z * sqrt(h), 3.0);
+}
+
+// The cost model that decides how many drafts a step verifies (llm__spec_choose, llm__step_time)
+// on made-up step times: verifying is free -> all drafts, with any acceptance worth having; time
+// proportional to tokens -> none; a machine like this one (a 1.1B Q8_0 step of 1, 4, 8, 64
+// tokens: 26, 32, 58, 146 ms) -> a few drafts alone at high acceptance, none at 5% (a first draft costs 8%)
+// or in a batch of 64.
+static void test_spec_cost_model(llm_engine *E) {
+    double saved[LLM__TSTEP + 1], gain;
+    memcpy(saved, E->t_step, sizeof(saved));
+    memset(E->t_step, 0, sizeof(E->t_step));
+    for (int t = 1; t <= 16; t++) E->t_step[t] = 1.0;
+    EXPECT(llm__spec_choose(E, 1, 1, 0.5, 4, &gain) == 4 && fabs(gain - 0.9375) < 1e-9, "free verification: not all 4 drafts");
+    EXPECT(llm__spec_choose(E, 1, 1, 0.05, 4, &gain) == 4, "free verification, rarely kept drafts: not all 4");
+    for (int t = 1; t <= 16; t++) E->t_step[t] = t;
+    EXPECT(llm__spec_choose(E, 1, 1, 0.9, 4, &gain) == 0, "time proportional to tokens: drafts verified");
+    EXPECT(fabs(llm__step_time(E, 20) - 20.0) < 1e-9, "extrapolated time %g for 20 tokens (want 20)", llm__step_time(E, 20));
+    memset(E->t_step, 0, sizeof(E->t_step));
+    E->t_step[1] = 26; E->t_step[4] = 32; E->t_step[8] = 58; E->t_step[64] = 146;
+    EXPECT(fabs(llm__step_time(E, 2) - 28.0) < 1e-9 && fabs(llm__step_time(E, 6) - 45.0) < 1e-9, "interpolated times %g, %g",
+           llm__step_time(E, 2), llm__step_time(E, 6));
+    int k_hi = llm__spec_choose(E, 1, 1, 0.8, 8, &gain), k_lo = llm__spec_choose(E, 1, 1, 0.05, 8, &gain);
+    int k_batch = llm__spec_choose(E, 64, 64, 0.6, 4, &gain);
+    EXPECT(k_hi >= 2 && k_hi <= 4, "alone, 80%% kept: %d drafts (want 2-4: 4 tokens cost little, 8 much)", k_hi);
+    EXPECT(k_lo == 0, "alone, 5%% kept: %d drafts (one costs 8%%)", k_lo);
+    EXPECT(k_batch == 0, "a batch of 64, 60%% kept: %d drafts", k_batch);
+    memcpy(E->t_step, saved, sizeof(saved));
 }
 
 // The verification of a draft (llm__sampler_verify) emits tokens with the sampler's own
@@ -1169,6 +1197,9 @@ int main(void) {
         for (int j = 8; j < prompt_len[i]; j++) prompts[i][j] = prompts[i][1 + (j - 8) % 7];
     E = engine(1, 512, 0, 0, "fcfs");
     for (int i = 0; i < NP; i++) run_all(E, 1, &all[i], 32, alone);
+    llm_engine_free(E);
+    E = engine_spec(4, 512, 0, 0, 4, model_path(), 256);
+    if (E) test_spec_cost_model(E);
     llm_engine_free(E);
     test_spec_greedy((const int32_t(*)[40])alone, per_token);
     test_spec_verify_distribution();
