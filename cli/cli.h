@@ -221,6 +221,7 @@ struct cli_serve_result {
     long long n_output, n_prompt, n_preemptions;
     int kv_tokens, n_threads;
     uint64_t outputs_hash;            // of every request's output tokens, in request order
+    struct llm_engine_stats stats;    // the engine's at the end (speculation's counters)
     bool http;                        // measured over HTTP (--base-url): no engine figures
     int n_failed, max_concurrency;
 };

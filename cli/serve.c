@@ -243,6 +243,7 @@ static void cli_serve_run(llm_engine *E, const struct cli *c, struct cli_serve_r
     R->kv_utilization = util_n ? util / util_n : 0.0;
     R->prefix_hit_rate = st.prefix_query_tokens ? (double)st.prefix_hit_tokens / (double)st.prefix_query_tokens : 0.0;
     R->n_preemptions = st.n_preemptions;
+    R->stats = st;
     R->kv_tokens = ei.kv_tokens;
     R->n_threads = ei.n_threads;
     uint64_t h = CLI_HASH_INIT;
@@ -297,6 +298,7 @@ void cli_bench_print(const struct cli *c, const struct cli_serve_result *Rp, con
             char hash[17];
             snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)R.outputs_hash);
             cli_jset(o, "outputs_hash", cli_json_cstr(hash));
+            if (cli_spec_used(&R.stats)) cli_jset(o, "speculation", cli_spec_json(&R.stats));
         }
         cli_json_print(stdout, o);
         return;
@@ -315,6 +317,7 @@ void cli_bench_print(const struct cli *c, const struct cli_serve_result *Rp, con
     printf("  KV utilisation    %10.1f%% of the tokens of used blocks\n", 100 * R.kv_utilization);
     printf("  prefix hit rate   %10.1f%% of prompt tokens\n", 100 * R.prefix_hit_rate);
     printf("  preemptions       %10lld\n", R.n_preemptions);
+    if (cli_spec_used(&R.stats)) cli_spec_print(stdout, "  ", &R.stats);
 }
 
 int cli_cmd_profile(struct cli *c) {
@@ -365,6 +368,7 @@ int cli_cmd_profile(struct cli *c) {
             cli_jset(tot, gname[g], x);
         }
         cli_jset(o, "totals", tot);
+        if (cli_spec_used(&R.stats)) cli_jset(o, "speculation", cli_spec_json(&R.stats));
         cli_json_print(stdout, o);
         llm_set_profiling(E, 0);
         llm_engine_free(E);
@@ -382,6 +386,7 @@ int cli_cmd_profile(struct cli *c) {
     printf("attention %.1f%%, MLP %.1f%%, sampling %.1f%%, scheduling %.1f%%\n", 100 * attn / R.elapsed,
            100 * mlp / R.elapsed, 100 * prof.seconds[LLM_PROF_SAMPLING] / R.elapsed,
            100 * prof.seconds[LLM_PROF_SCHEDULING] / R.elapsed);
+    if (cli_spec_used(&R.stats)) cli_spec_print(stdout, "", &R.stats);
     llm_set_profiling(E, 0);
     llm_engine_free(E);
     return 0;

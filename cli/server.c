@@ -993,6 +993,19 @@ static enum MHD_Result srv_metrics(struct srv *S, struct MHD_Connection *conn, s
         srv_metric(&b, "llm:http_responses_total", i == 1 ? "counter" : NULL, "HTTP answers by status class.", m, lab,
                    (double)S->http[i]);
     }
+    long long drafts = 0, kept = 0;
+    for (int i = 0; i < 16; i++) { drafts += st->spec_proposed[i]; kept += st->spec_accepted[i]; }
+    srv_metric(&b, "llm:spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed (speculative decoding).", m, NULL,
+               (double)drafts);
+    srv_metric(&b, "llm:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens kept.", m, NULL, (double)kept);
+    srv_metric(&b, "llm:spec_decode_num_verifications_total", "counter", "Requests' drafts verified in a step.", m, NULL,
+               (double)st->spec_verifications);
+    for (int i = 0; i < 16 && st->spec_proposed[i]; i++) {
+        char lab[64];
+        snprintf(lab, sizeof(lab), "position=\"%d\"", i);
+        srv_metric(&b, "llm:spec_decode_num_accepted_tokens_per_pos", i == 0 ? "counter" : NULL,
+                   "Draft tokens kept, by their position among a step's drafts.", m, lab, (double)st->spec_accepted[i]);
+    }
     srv_metric_hist(&b, "llm:time_to_first_token_seconds", "Time to the first token.", m, &S->ttft);
     srv_metric_hist(&b, "llm:inter_token_latency_seconds", "Time between tokens.", m, &S->itl);
     srv_metric_hist(&b, "llm:e2e_request_latency_seconds", "Arrival to the end of a sequence.", m, &S->e2e);
