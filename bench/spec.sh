@@ -1,0 +1,110 @@
+#!/bin/sh
+# Speculative decoding against llama.cpp, same files, same prompts, same run:
+#   n-gram drafts (llm --speculative-ngram, prompt lookup) against llama.cpp's llama-lookup, on
+#   tasks whose answers copy their input (a passage copied, a code edit, a quote), with the real
+#   SmolLM2-135M-Instruct: batch-1 decode speed with and without drafts on each side (llama-lookup
+#   with --spec-draft-n-max 0 is llama.cpp's side without), greedy, 128 tokens (end of text
+#   ignored); medians of ROUNDS runs; drafts kept; llm.c's greedy text with drafts compared with
+#   its text without;
+#   serving: llm bench with 1, 8 and 64 requests at once (random prompts, 128 + 128 tokens),
+#   output throughput with n-gram drafts on and off.
+# llama-lookup comes from ../shared/peer/setup.sh --native ($LLAMA_LOOKUP overrides).
+# Usage: sh bench/spec.sh   (after make; ROUNDS, THREADS, K: drafts per step, default 4)
+set -eu
+THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-3}
+K=${K:-4}
+N=128
+FIXTURES=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}
+PEER=${LLM_PEER_DIR:-$HOME/.cache/llm-peer}
+LOOKUP=${LLAMA_LOOKUP:-$PEER/llama.cpp/build/bin/llama-lookup}
+M=${MODEL:-$FIXTURES/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+[ -x "$LOOKUP" ] || { echo "spec: llama-lookup not found at $LOOKUP (run ../shared/peer/setup.sh --native)" >&2; exit 1; }
+[ -x build/llm ] || { echo "spec: build/llm not found (run make)" >&2; exit 1; }
+[ -f "$M" ] || { echo "spec: $M not found (make fixtures)" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# the tasks: prompts whose answers copy from them
+head -c 900 /usr/share/common-licenses/GPL-3 | tail -c 700 > "$tmp/passage"
+printf 'Copy the following text exactly.\n\nText:\n%s\n\nCopy:\n' "$(cat "$tmp/passage")" > "$tmp/copy.txt"
+cat > "$tmp/code.txt" <<'EOF'
+Rename the variable total to sum in this function and print the whole function again.
+
+def average(values):
+    total = 0
+    count = 0
+    for value in values:
+        total += value
+        count += 1
+    if count == 0:
+        return 0.0
+    return total / count
+
+The function with total renamed to sum:
+
+def average(values):
+EOF
+printf 'Read the text and answer by quoting it.\n\nText:\n%s\n\nQuestion: What does the licence guarantee? Quote the sentences.\nAnswer: "' \
+    "$(cat "$tmp/passage")" > "$tmp/quote.txt"
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# ours TASK SPEC ROUND: llm run's decode tokens/s (and drafts kept, text) of one run
+ours() {
+    flags=""
+    [ "$2" = 1 ] && flags="--speculative-ngram --num-speculative-tokens $K"
+    # shellcheck disable=SC2086
+    build/llm run -m "$M" -f "$tmp/$1.txt" -n $N --temp 0 --ignore-eos -t "$THREADS" $flags > "$tmp/$1.$2.out" 2> "$tmp/err"
+    sed -n 's/.*decode: [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p' "$tmp/err" >> "$tmp/$1.ours.$2"
+    sed -n 's/^speculation: \([0-9]*\) of \([0-9]*\) drafts kept.*/\1 \2/p' "$tmp/err" > "$tmp/$1.ours.kept"
+}
+# peer TASK SPEC: llama-lookup's decode tokens/s (--spec-draft-n-max 0: without drafts)
+peer() {
+    n=0
+    [ "$2" = 1 ] && n=$K
+    "$LOOKUP" -m "$M" -f "$tmp/$1.txt" -n $N --temp 0 --ignore-eos -t "$THREADS" --spec-draft-n-max $n > "$tmp/peer.out" 2>&1 || true
+    sed -n 's/.*decoded *[0-9]* tokens in .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$tmp/peer.out" >> "$tmp/$1.peer.$2"
+    if [ "$2" = 1 ]; then
+        d=$(sed -n 's/.*n_drafted *= *\([0-9]*\).*/\1/p' "$tmp/peer.out"); a=$(sed -n 's/.*n_accept *= *\([0-9]*\).*/\1/p' "$tmp/peer.out")
+        echo "$a $d" > "$tmp/$1.peer.kept"
+    fi
+}
+
+tasks="copy code quote"
+for r in $(seq 1 "$ROUNDS"); do
+    for t in $tasks; do
+        ours "$t" 0; ours "$t" 1; peer "$t" 0; peer "$t" 1
+        echo "round $r $t: llm.c $(tail -n 1 "$tmp/$t.ours.0") -> $(tail -n 1 "$tmp/$t.ours.1") t/s, llama.cpp $(tail -n 1 "$tmp/$t.peer.0") -> $(tail -n 1 "$tmp/$t.peer.1") t/s"
+    done
+done
+
+echo
+echo "n-gram drafts (K = $K), $(basename "$M"), batch 1, greedy, $N tokens, $THREADS threads; medians of $ROUNDS runs"
+echo
+echo "| task | llm.c t/s | with drafts | speed-up | kept | same text | llama.cpp t/s | llama-lookup | speed-up | kept |"
+echo "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"
+for t in $tasks; do
+    o0=$(median < "$tmp/$t.ours.0"); o1=$(median < "$tmp/$t.ours.1"); p0=$(median < "$tmp/$t.peer.0"); p1=$(median < "$tmp/$t.peer.1")
+    same=no; cmp -s "$tmp/$t.0.out" "$tmp/$t.1.out" && same=yes
+    read -r ok od < "$tmp/$t.ours.kept" || true
+    read -r pk pd < "$tmp/$t.peer.kept" || true
+    awk -v t="$t" -v o0="$o0" -v o1="$o1" -v p0="$p0" -v p1="$p1" -v ok="${ok:-0}" -v od="${od:-0}" -v pk="${pk:-0}" -v pd="${pd:-0}" -v same="$same" \
+        'BEGIN { printf "| %s | %.1f | %.1f | %.2fx | %d/%d | %s | %.1f | %.1f | %.2fx | %d/%d |\n", t, o0, o1, o1 / o0, ok, od, same, p0, p1, p1 / p0, pk, pd }'
+done
+
+echo
+echo "| requests at once (random prompts, 128 + 128 tokens) | output t/s, drafts off | on | ratio | drafts kept |"
+echo "|---|---:|---:|---:|---:|"
+for b in 1 8 64; do
+    for r in $(seq 1 "$ROUNDS"); do
+        build/llm bench -m "$M" --num-prompts $b --input-len 128 --output-len 128 -t "$THREADS" --json 2>/dev/null |
+            sed -n 's/.*"output_tps":\([0-9.]*\).*/\1/p' >> "$tmp/b$b.0"
+        build/llm bench -m "$M" --num-prompts $b --input-len 128 --output-len 128 -t "$THREADS" --json --speculative-ngram \
+            --num-speculative-tokens $K 2>/dev/null > "$tmp/b.json"
+        sed -n 's/.*"output_tps":\([0-9.]*\).*/\1/p' "$tmp/b.json" >> "$tmp/b$b.1"
+        sed -n 's/.*"acceptance":\([0-9.]*\).*/\1/p' "$tmp/b.json" > "$tmp/b$b.acc"
+    done
+    a=$(median < "$tmp/b$b.0"); s=$(median < "$tmp/b$b.1"); acc=$(cat "$tmp/b$b.acc")
+    awk -v b="$b" -v a="$a" -v s="$s" -v acc="${acc:-0}" 'BEGIN { printf "| %d | %.1f | %.1f | %.2fx | %.0f%% |\n", b, a, s, s / a, 100 * acc }'
+done
