@@ -69,6 +69,7 @@
 #define LLM__MAX(a, b) ((a) > (b) ? (a) : (b))
 #define LLM__MAX_SPEC 16   // speculative decoding: drafts per request and step, at most
 #define LLM__TSTEP 128     // step times are measured per token count up to this many
+#define LLM__SPEC_REQS 64  // draft model: requests that speculate in one step, at most
 #define LLM__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 // An error message buffer. Every fallible internal function takes one and returns a status.
@@ -7293,6 +7294,42 @@ int32_t llm_sampler_sample(llm_sampler *s, const float *logits_in) {
     return tok;
 }
 
+// The same for a draft drawn from a distribution q (a draft model's, dense over the vocabulary,
+// normalised): the draft is kept with probability min(1, p(draft) / q(draft)), else the token is
+// drawn from max(0, p - q), normalised (from p when that is empty); each emitted token then has
+// probability p(x). Greedy keeps the draft exactly when it is the argmax.
+static int32_t llm__sampler_verify_q(llm_sampler *s, const float *logits, int32_t draft, const float *q, bool *accepted) {
+    double sum;
+    int m = llm__sampler_dist(s, logits, &sum);
+    int32_t tok;
+    if (!(s->p.temperature > 0.0f)) {
+        tok = s->idx[0];
+    } else {
+        double pd = 0.0;
+        for (int i = 0; i < m; i++)
+            if (s->idx[i] == draft) pd = s->probs[i] / sum;
+        double qd = q[draft];
+        if (qd > 0.0 && llm__rng_uniform(s->rng) * qd < pd) {
+            tok = draft;
+        } else {
+            double rsum = 0.0;
+            for (int i = 0; i < m; i++) {
+                double w = s->probs[i] / sum - (double)q[s->idx[i]];
+                rsum += (s->probs[i] = w > 0.0 ? (float)w : 0.0f);
+            }
+            if (rsum > 0.0) {
+                tok = llm__sampler_draw(s, m, rsum, -1, 0.0);
+            } else {   // p and q agree on every candidate: p itself
+                m = llm__sampler_dist(s, logits, &sum);
+                tok = llm__sampler_draw(s, m, sum, -1, 0.0);
+            }
+        }
+    }
+    *accepted = tok == draft;
+    llm_sampler_accept(s, tok);
+    return tok;
+}
+
 // Speculative decoding's verification of a draft token proposed with certainty (an n-gram draft:
 // q is a point mass): the draft is kept with probability p(draft) under the sampler's whole chain,
 // else the token is drawn from p without the draft (max(0, p - q), normalised). Each emitted
@@ -8933,6 +8970,11 @@ struct llm_engine {
     double spec_draft_seconds;
     double t_step[LLM__TSTEP + 1];   // measured forward-pass seconds of steps of T tokens (decayed mean; 0: none yet)
     bool spec_always;          // tests: every proposed draft is verified (no cost model)
+    llm_engine *draft;         // speculative_model's engine (its requests' sequences are the requests')
+    float *spec_q;             // [LLM__SPEC_REQS][K][n_vocab] the draft's distributions of a step's drafts
+    double t_draft;            // measured seconds of a draft round of one token per request (llm__time_update)
+    double t_draft0;           // the same for a first round, which also catches up (usually 1-3 tokens)
+    struct llm__plan_entry *spec_de;   // [2 * LLM__SPEC_REQS] a draft round's plan (speculative_model)
     struct llm_output *outs;
     size_t *out_off;
     int cap_outs;
@@ -9006,14 +9048,16 @@ static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm
     if (p->n_threads <= 0) p->n_threads = llm__online_cpus();
     if (!p->max_num_seqs) p->max_num_seqs = 256;
     if (!p->max_num_batched_tokens) p->max_num_batched_tokens = 512;
-    if (p->speculative_ngram && !p->num_speculative_tokens) p->num_speculative_tokens = 4;
+    if ((p->speculative_ngram || p->speculative_model) && !p->num_speculative_tokens) p->num_speculative_tokens = 4;
+    if (p->speculative_ngram && p->speculative_model)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "speculative_model and speculative_ngram: choose one way to draft");
     if (!p->prompt_lookup_min) p->prompt_lookup_min = 2;
     if (!p->prompt_lookup_max) p->prompt_lookup_max = LLM__MAX(4, p->prompt_lookup_min);
     if (p->num_speculative_tokens < 0 || p->num_speculative_tokens > LLM__MAX_SPEC)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "num_speculative_tokens must be in [0, %d] (got %d)", LLM__MAX_SPEC,
                          p->num_speculative_tokens);
-    if (p->num_speculative_tokens > 0 && !p->speculative_ngram)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "num_speculative_tokens needs a way to draft: speculative_ngram");
+    if (p->num_speculative_tokens > 0 && !p->speculative_ngram && !p->speculative_model)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "num_speculative_tokens needs a way to draft: speculative_model or speculative_ngram");
     if (p->prompt_lookup_min < 1 || p->prompt_lookup_max < p->prompt_lookup_min || p->prompt_lookup_max > 64)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "prompt lookup n-grams must have 1 <= min <= max <= 64 (got %d, %d)",
                          p->prompt_lookup_min, p->prompt_lookup_max);
@@ -9168,6 +9212,44 @@ static enum llm_status llm__engine_load(llm_engine *E, struct llm__err *e) {
     return llm__engine_step_buffers(E, e);
 }
 
+// speculative_model: the draft's engine, on the same backend and device, for the same contexts
+// and batches, without prefix caching; its vocabulary must be the model's, token for token.
+static enum llm_status llm__draft_open(llm_engine *E, struct llm__err *e) {
+    struct llm_engine_params dp = E->params;
+    dp.model_path = E->params.speculative_model;
+    dp.speculative_model = NULL;
+    dp.speculative_ngram = 0;
+    dp.num_speculative_tokens = 0;
+    dp.enable_prefix_caching = 0;
+    dp.max_model_len = E->max_model_len;
+    dp.kv_cache_bytes = 0;
+    dp.verbose = 0;
+    char err[512];
+    llm_engine *D = llm_engine_create(&dp, err, sizeof(err));
+    if (!D) return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s: %s", dp.model_path, err);
+    E->draft = D;
+    if (E->model.n_vocab != D->model.n_vocab)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s has %d tokens, the model %d: their vocabularies must be the same",
+                         dp.model_path, D->model.n_vocab, E->model.n_vocab);
+    for (int t = 0; t < E->model.n_vocab; t++) {
+        char pa[256], pb[256];
+        int la = llm_token_to_piece(E, t, pa, sizeof(pa)), lb = llm_token_to_piece(D, t, pb, sizeof(pb));
+        if (la != lb || (la > 0 && memcmp(pa, pb, (size_t)LLM__MIN(la, (int)sizeof(pa)))) ||
+            llm_token_is_control(E, t) != llm_token_is_control(D, t))
+            return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s has another vocabulary: token %d differs", dp.model_path, t);
+    }
+    // a first forward pass now (weights repacked, pages touched), not in the first step's time
+    int s = llm_seq_new(D);
+    int32_t warm[8];
+    for (int i = 0; i < 8; i++) warm[i] = D->vocab.bos >= 0 ? D->vocab.bos : 0;
+    if (s < 0 || llm_seq_eval(D, s, warm, 8, NULL, 0) != LLM_OK)
+        return llm__fail(e, LLM_ERR_BACKEND, "the draft model %s: %s", dp.model_path, llm_last_error(D));
+    llm_seq_free(D, s);
+    size_t n = (size_t)LLM__SPEC_REQS * (size_t)E->params.num_speculative_tokens * (size_t)E->model.n_vocab;
+    if (!(E->spec_q = malloc(n * sizeof(float)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    return LLM_OK;
+}
+
 llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err, size_t err_size) {
     struct llm__err e = {{0}, LLM_OK};
     llm_engine *E = calloc(1, sizeof(*E));
@@ -9176,6 +9258,7 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
     enum llm_status st = llm__params_check(&p, &e);
     E->params = p;
     if (st == LLM_OK) st = llm__engine_load(E, &e);
+    if (st == LLM_OK && p.speculative_model && p.load == LLM_LOAD_ALL) st = llm__draft_open(E, &e);
     if (st == LLM_OK) return E;
     if (p.backend == LLM_BACKEND_AUTO && E->be.iface && strcmp(E->be.iface->name, "cpu") != 0) {
         // auto: the GPU could not take the model (memory, a type): the CPU instead
@@ -9192,6 +9275,8 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
 void llm_engine_free(llm_engine *E) {
     if (!E) return;
     llm__serving_free(E);
+    llm_engine_free(E->draft);
+    free(E->spec_q);
     if (E->be.iface && (E->acts.buf.data || E->acts.buf.handle)) E->be.iface->buf_free(E->be.ctx, &E->acts.buf);
     llm__kv_cache_free(&E->kv, &E->be);
     llm__model_free(&E->model, &E->be);
@@ -9571,16 +9656,21 @@ struct llm__req {
     enum llm_finish_reason finish;   // LLM_FINISH_NONE while running
     char *error;                // LLM_FINISH_ERROR: why (NULL when there was no memory for it)
     int n_preempt;
+    struct llm__seq dseq;       // draft model: the KV of its tokens in the draft's cache
+    llm_sampler *dsmp;          // draft model: the request's sampling on the draft's logits
+    int spec_q;                 // draft model, this step: its rows of E->spec_q (-1: none)
     double spec_kept, spec_missed;   // speculation: drafts kept, and verifications that rejected one
                                      // (decayed counts; the acceptance estimate)
     bool reported_done;
     int wait_pos;               // its index in the waiting heap E->q_wait, -1 when not waiting
 };
 
-static void llm__req_free(struct llm__req *r, struct llm__blocks *bm) {
+static void llm__req_free(llm_engine *E, struct llm__req *r) {
     if (!r) return;
-    llm__blocks_release(bm, &r->seq);
+    llm__blocks_release(&E->blocks, &r->seq);
+    if (E->draft) llm__blocks_release(&E->draft->blocks, &r->dseq);
     llm_sampler_free(r->smp);
+    llm_sampler_free(r->dsmp);
     if (r->stop) for (int i = 0; i < r->p.n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->stop_ids);
@@ -9686,6 +9776,8 @@ static enum llm_status llm__serving_init(llm_engine *E, struct llm__err *e) {
     if (st) return st;
     size_t T = (size_t)E->acts.max_tokens;
     E->step_logits = malloc((size_t)E->acts.max_out * (size_t)E->model.n_vocab * sizeof(float));
+    if (E->params.speculative_model && !(E->spec_de = calloc(2 * LLM__SPEC_REQS, sizeof(*E->spec_de))))
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     E->st_tokens = malloc(T * sizeof(int32_t));
     E->st_pos = malloc(T * sizeof(int32_t));
     E->st_seq = malloc(T * sizeof(int32_t));
@@ -9698,7 +9790,8 @@ static enum llm_status llm__serving_init(llm_engine *E, struct llm__err *e) {
 
 // Everything that holds blocks (requests, llm_seq_new's sequences), then the rest.
 static void llm__serving_free(llm_engine *E) {
-    for (int i = 0; i < E->n_reqs; i++) llm__req_free(E->reqs[i], &E->blocks);
+    for (int i = 0; i < E->n_reqs; i++) llm__req_free(E, E->reqs[i]);
+    free(E->spec_de);
     for (int i = 0; i < E->n_seqs; i++) if (E->seqs[i].used) llm__blocks_release(&E->blocks, &E->seqs[i]);
     free(E->reqs);
     free(E->q_run);
@@ -9728,6 +9821,7 @@ static void llm__req_finish(llm_engine *E, struct llm__req *r, enum llm_finish_r
     if (!r->t_last) r->t_last = llm__now();
     llm__blocks_commit(&E->blocks, &r->seq, r->tokens);
     llm__blocks_release(&E->blocks, &r->seq);
+    if (E->draft) llm__blocks_release(&E->draft->blocks, &r->dseq);
 }
 
 // Checks a request before anything is allocated (LLM_ERR_INVALID_ARG, the message in E).
@@ -9847,11 +9941,13 @@ int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct
     r->p.stop_token_ids = NULL;
     r->p.n_stop = r->p.n_stop_token_ids = 0;   // until the copies exist
     enum llm_status st = llm__req_set_prompt(E, r, prompt);
+    struct llm_sampling_params dp = p.sampling;   // the draft's draws: the same chain, its own random numbers
+    dp.seed ^= 0x9E3779B97F4A7C15ull;
     if (st == LLM_OK && (!(r->smp = llm_sampler_create(&p.sampling, E->model.n_vocab)) || !llm__req_copy_stops(r, &p) ||
-                         !llm__reqs_reserve(E)))
+                         (E->draft && !(r->dsmp = llm_sampler_create(&dp, E->model.n_vocab))) || !llm__reqs_reserve(E)))
         st = llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");   // the parameters were checked above
     if (st != LLM_OK) {
-        llm__req_free(r, &E->blocks);
+        llm__req_free(E, r);
         return -1;
     }
     for (int i = 0; i < r->n_prompt; i++) llm_sampler_accept(r->smp, r->tokens[i]);
@@ -9890,6 +9986,7 @@ int llm_has_unfinished_requests(const llm_engine *E) {
 // A running request back to waiting, its blocks freed: computed again from its first token.
 static void llm__req_requeue(llm_engine *E, struct llm__req *r) {
     llm__blocks_release(&E->blocks, &r->seq);
+    if (E->draft) llm__blocks_release(&E->draft->blocks, &r->dseq);
     r->n_computed = 0;
     r->state = LLM__REQ_WAITING;
     llm__wait_push(E, r);
@@ -10018,7 +10115,7 @@ static void llm__reqs_reap(llm_engine *E) {
     int w = 0;
     for (int i = 0; i < E->n_reqs; i++) {
         struct llm__req *r = E->reqs[i];
-        if (r->state == LLM__REQ_DONE && r->reported_done) llm__req_free(r, &E->blocks);
+        if (r->state == LLM__REQ_DONE && r->reported_done) llm__req_free(E, r);
         else E->reqs[w++] = r;
     }
     E->n_reqs = w;
@@ -10058,9 +10155,9 @@ static int llm__spec_ngram(const llm_engine *E, struct llm__req *r, int k) {
     return 0;
 }
 
-// The drafts decoding request r may propose this step (0: none), within the budgets of the step,
-// the request (max_tokens, the context) and its tokens' memory, written after its tokens.
-static int llm__spec_propose(llm_engine *E, const struct llm__plan *plan, struct llm__req *r) {
+// How many drafts decoding request r may have this step (0: none), within the budgets of the
+// step, the request (max_tokens, the context) and its tokens' memory (room after its tokens).
+static int llm__spec_propose_budget(llm_engine *E, const struct llm__plan *plan, struct llm__req *r) {
     int k = r->p.num_speculative_tokens < 0 ? 0 : r->p.num_speculative_tokens > 0
                                                       ? LLM__MIN(r->p.num_speculative_tokens, E->params.num_speculative_tokens)
                                                       : E->params.num_speculative_tokens;
@@ -10071,10 +10168,24 @@ static int llm__spec_propose(llm_engine *E, const struct llm__plan *plan, struct
     k = LLM__MIN(k, E->max_model_len - r->n_tokens - 1);
     if (k <= 0) return 0;
     if (r->n_tokens + k > r->cap_tokens && !llm__req_reserve_tokens(r, LLM__MAX(2 * r->cap_tokens, r->n_tokens + k))) return 0;
+    return k;
+}
+
+// The n-gram drafts of decoding request r this step, written after its tokens; how many.
+static int llm__spec_propose(llm_engine *E, const struct llm__plan *plan, struct llm__req *r) {
+    int k = llm__spec_propose_budget(E, plan, r);
+    if (k <= 0) return 0;
     double t0 = llm__now();
     k = llm__spec_ngram(E, r, k);
     E->spec_draft_seconds += llm__now() - t0;
     return k;
+}
+
+// A measured duration into its running estimate *m (0: none yet): down quickly, up slowly, as
+// a first step is slow (pages touched for the first time) and other programs only ever make
+// steps slower, never faster.
+static void llm__time_update(double *m, double t) {
+    *m = *m <= 0 || t < 0.5 * *m ? t : t < *m ? 0.5 * *m + 0.5 * t : 0.9 * *m + 0.1 * LLM__MIN(t, 2 * *m);
 }
 
 // The forward pass's expected seconds for a step of T tokens, from the measured ones: a measured
@@ -10114,6 +10225,139 @@ static int llm__spec_choose(const llm_engine *E, double G, int T, double a, int 
     return k;
 }
 
+static enum llm_status llm__prepare(llm_engine *E, const struct llm__plan *plan, struct llm__step *step);
+static enum llm_status llm__execute(llm_engine *E, const struct llm__step *step, float *logits);
+
+// The draft model's next token for request r from its logit row: the request's own chain on the
+// draft's logits (penalties over the same history), its distribution kept in q (sampling; greedy:
+// the argmax, q unused).
+static int32_t llm__spec_draw(struct llm__req *r, const float *row, float *q, int n_vocab) {
+    double sum;
+    int m = llm__sampler_dist(r->dsmp, row, &sum);
+    int32_t d = r->dsmp->idx[0];
+    if (r->dsmp->p.temperature > 0.0f) {
+        memset(q, 0, (size_t)n_vocab * sizeof(float));
+        for (int i = 0; i < m; i++) q[r->dsmp->idx[i]] = (float)(r->dsmp->probs[i] / sum);
+        d = llm__sampler_draw(r->dsmp, m, sum, -1, 0.0);
+    }
+    llm_sampler_accept(r->dsmp, d);
+    return d;
+}
+
+// speculative_model: the drafts of the step's decoding requests (at most LLM__SPEC_REQS), each
+// k of them (the cost model's choice, the draft's rounds counted), drawn by the draft model in
+// k rounds batched over the requests: the first round also computes what the draft's cache lacks
+// of each request's tokens (its prompt, the tokens of the last step), the others one token each.
+// Returns how many requests speculate; their entries and the plan are updated.
+static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
+    llm_engine *D = E->draft;
+    const int nv = E->model.n_vocab;
+    struct llm__plan_entry *de = E->spec_de;
+    int who[LLM__SPEC_REQS], kk[LLM__SPEC_REQS], n = 0, kmax = 0, dtok = 0, n_cu = 0, cun[LLM__SPEC_REQS];
+    struct llm__req *cu[LLM__SPEC_REQS];   // requests whose draft cache catches up, partly, without drafting
+    double G = plan->n_logits, td = E->t_draft, td0 = E->t_draft0 > 0 ? E->t_draft0 : td;
+    const int dmax = D->params.max_num_batched_tokens;
+    // every 64th step drafts for every request that can (a probe): the draft's time and the
+    // requests' acceptance are measured again even where the choice had stopped drafting
+    const bool probe = E->n_steps % 64 == 31;
+    for (int i = 0; i < plan->n && n < LLM__SPEC_REQS && n_cu < LLM__SPEC_REQS && n + n_cu < D->params.max_num_seqs; i++) {
+        struct llm__plan_entry *pe = &plan->e[i];
+        struct llm__req *r = pe->r;
+        if (!r || !r->dsmp || pe->n_compute != 1 || pe->n_logits != 1) continue;
+        int m = llm__spec_propose_budget(E, plan, r);
+        int catch_up = r->n_tokens - r->dseq.len;
+        if (m <= 0 || catch_up < 1 || (probe && catch_up > 4 && r->dseq.len > 0)) continue;   // a probe does not pay a long catch-up
+        if (dtok + catch_up > dmax) {   // the draft's cache lacks much (a long prompt): a part now, drafts later
+            int c = dmax - dtok;
+            if (c > 0 && llm__blocks_can_allocate(&D->blocks, &r->dseq, c) && llm__blocks_allocate(&D->blocks, &r->dseq, c)) {
+                cu[n_cu] = r;
+                cun[n_cu++] = c;
+                dtok += c;
+            }
+            continue;
+        }
+        double a = (r->spec_kept + 1.0) / (r->spec_kept + r->spec_missed + 2.0), gain = 0.0, ak = 1.0, k_gain = 0.0;
+        double best = G / llm__step_time(E, plan->n_tokens);
+        int k = E->spec_always || probe ? m : 0;
+        for (int j = 1; j <= m && !E->spec_always && !probe; j++) {   // the draft's rounds are part of the cost
+            ak *= a;
+            gain += ak;
+            double rate = (G + gain) / (llm__step_time(E, plan->n_tokens + j) + td0 + td * (j - 1));
+            if (rate > best) { best = rate; k = j; k_gain = gain; }
+        }
+        if (k == 0 || !llm__blocks_can_allocate(&E->blocks, &r->seq, 1 + k) ||
+            !llm__blocks_can_allocate(&D->blocks, &r->dseq, catch_up + k - 1) ||
+            !llm__blocks_allocate(&E->blocks, &r->seq, 1 + k) || !llm__blocks_allocate(&D->blocks, &r->dseq, catch_up + k - 1))
+            continue;
+        G += k_gain;
+        pe->n_compute += k;
+        pe->n_logits += k;
+        pe->n_draft = k;
+        plan->n_tokens += k;
+        plan->n_logits += k;
+        plan->n_drafts += k;
+        r->spec_q = n;
+        who[n] = i;
+        kk[n++] = k;
+        kmax = LLM__MAX(kmax, k);
+        dtok += catch_up;
+        // the draft's sampling sees the request's recent tokens, as the request's own does
+        llm_sampler_reset(r->dsmp);
+        int h = LLM__MAX(0, r->n_tokens - LLM__MAX(r->p.sampling.penalty_last_n, 0));
+        for (int t = h; t < r->n_tokens; t++) llm_sampler_accept(r->dsmp, r->tokens[t]);
+    }
+    if (n == 0 && n_cu == 0) return 0;
+    double t0 = llm__now();
+    for (int round = 0; round < LLM__MAX(kmax, 1); round++) {
+        struct llm__plan dplan = {.e = de};
+        int map[2 * LLM__SPEC_REQS];
+        for (int j = 0; round == 0 && j < n_cu; j++) {   // catching up only: no logits
+            de[dplan.n] = (struct llm__plan_entry){NULL, &cu[j]->dseq, cu[j]->tokens + cu[j]->dseq.len, cu[j]->dseq.len, cun[j], 0, 0};
+            map[dplan.n++] = -1;
+            dplan.n_tokens += cun[j];
+        }
+        for (int j = 0; j < n; j++) {
+            struct llm__req *r = plan->e[who[j]].r;
+            if (round >= kk[j]) continue;
+            int start = r->dseq.len, cnt = round == 0 ? r->n_tokens - start : 1;
+            de[dplan.n] = (struct llm__plan_entry){NULL, &r->dseq, r->tokens + start, start, cnt, 1, 0};
+            map[dplan.n++] = j;
+            dplan.n_tokens += cnt;
+            dplan.n_logits++;
+        }
+        struct llm__step st;
+        double t_round = llm__now();
+        if (llm__prepare(D, &dplan, &st) != LLM_OK || llm__execute(D, &st, D->step_logits) != LLM_OK) {
+            // the draft failed: these requests verify the drafts they have (none past this round)
+            for (int j = 0; j < n; j++) {
+                struct llm__plan_entry *pe = &plan->e[who[j]];
+                int have = LLM__MIN(kk[j], round);
+                int cut = pe->n_draft - have;
+                pe->n_compute -= cut;
+                pe->n_logits -= cut;
+                pe->n_draft = have;
+                plan->n_tokens -= cut;
+                plan->n_logits -= cut;
+                plan->n_drafts -= cut;
+                kk[j] = have;
+            }
+            break;
+        }
+        if (round > 0) llm__time_update(&E->t_draft, llm__now() - t_round);
+        else if (n_cu == 0 && dtok <= 4 * n) llm__time_update(&E->t_draft0, llm__now() - t_round);   // a usual catch-up
+        for (int x = 0; x < dplan.n; x++) {
+            int j = map[x];
+            de[x].seq->len += de[x].n_compute;
+            if (j < 0) continue;
+            struct llm__req *r = plan->e[who[j]].r;
+            float *q = E->spec_q + ((size_t)j * (size_t)E->params.num_speculative_tokens + (size_t)round) * (size_t)nv;
+            r->tokens[r->n_tokens + round] = llm__spec_draw(r, D->step_logits + (size_t)x * (size_t)nv, q, nv);
+        }
+    }
+    E->spec_draft_seconds += llm__now() - t0;
+    return n;
+}
+
 // 3. Drafts, once the step's other tokens are planned: each decoding request in turn proposes
 // up to its K, and keeps the k whose expected gain pays for the longer step. The step emits G
 // tokens in time t(T) (one per sequence that samples); k drafts, each kept with r's estimated
@@ -10123,6 +10367,22 @@ static int llm__spec_choose(const llm_engine *E, double G, int T, double a, int 
 // rarely kept; t(.) is measured on this machine as the engine runs (llm__step_time).
 static void llm__schedule_drafts(llm_engine *E, struct llm__plan *plan) {
     if (E->params.num_speculative_tokens <= 0) return;
+    // every 16th step speculates nowhere: the step times without drafts, which the choice compares
+    // against, keep being measured
+    if (E->n_steps % 16 == 15 && !E->spec_always) return;
+    for (int i = 0; i < plan->n; i++) {
+        struct llm__req *r = plan->e[i].r;
+        if (!r) continue;
+        r->spec_q = -1;
+        // a request's acceptance estimate drifts back to its prior while it does not speculate, so
+        // that one which stopped (its drafts were rejected) tries again later
+        r->spec_kept *= 0.95;
+        r->spec_missed *= 0.95;
+    }
+    if (E->draft) {
+        llm__spec_draft_model(E, plan);
+        return;
+    }
     double G = plan->n_logits;
     for (int i = 0; i < plan->n; i++) {
         struct llm__plan_entry *pe = &plan->e[i];
@@ -10320,7 +10580,10 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
         const float *lg = rows + (size_t)j * nv;
         if (!llm__all_finite(lg, nv)) { llm__req_fail_nonfinite(E, r); break; }
         bool accepted = false;
-        int32_t tok = j < k ? llm__sampler_verify(r->smp, lg, draft[j], &accepted) : llm_sampler_sample(r->smp, lg);
+        const float *q = r->spec_q >= 0 ? E->spec_q + ((size_t)r->spec_q * (size_t)E->params.num_speculative_tokens + (size_t)j) * nv : NULL;
+        int32_t tok = j == k ? llm_sampler_sample(r->smp, lg)
+                      : q && r->p.sampling.temperature > 0.0f ? llm__sampler_verify_q(r->smp, lg, draft[j], q, &accepted)
+                                                               : llm__sampler_verify(r->smp, lg, draft[j], &accepted);
         if (j < k) E->spec_proposed[j]++;
         if (accepted) { E->spec_accepted[j]++; kept++; }
         llm__req_append(E, r, tok, lg, now);
@@ -10334,6 +10597,7 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
     if (r->state == LLM__REQ_RUNNING) {   // the cache holds the last token and the kept drafts
         llm__blocks_truncate(&E->blocks, &r->seq, pe->start + 1 + kept);
         r->n_computed = r->seq.len;
+        if (E->draft && r->dseq.len > r->seq.len) llm__blocks_truncate(&E->draft->blocks, &r->dseq, r->seq.len);
     }
 }
 
@@ -10465,10 +10729,8 @@ int llm_step(llm_engine *E, const struct llm_output **outputs) {
         llm__plan_undo(E, &plan);
         return -1;
     }
-    if (plan.n > 0 && plan.n_tokens <= LLM__TSTEP) {   // the step times speculation decides from
-        double t = llm__now() - t_exec, *m = &E->t_step[plan.n_tokens];
-        *m = *m > 0 ? 0.8 * *m + 0.2 * t : t;
-    }
+    if (plan.n > 0 && plan.n_tokens <= LLM__TSTEP)   // the step times speculation decides from
+        llm__time_update(&E->t_step[plan.n_tokens], llm__now() - t_exec);
     if (plan.n > 0) llm__postprocess(E, &plan, E->step_logits);
     return llm__collect(E, outputs);
 }

@@ -133,7 +133,10 @@ struct llm_engine_params {
     // and keeps the longest prefix its own sampling agrees with (rejection sampling: the outputs
     // are distributed exactly as without speculation; greedy outputs are identical).
     int num_speculative_tokens;// K: drafts per request and step, at most 16 (0: off; with
-                               // speculative_ngram, 0 means 4)
+                               // speculative_model or speculative_ngram, 0 means 4)
+    const char *speculative_model;  // a draft model (GGUF) with the same vocabulary, smaller or
+                               // at a lower type: it proposes each request's drafts, computed on
+                               // the same backend with its own KV cache. Or:
     int speculative_ngram;     // 1: drafts are the tokens that followed the latest earlier
                                // occurrence of the request's last n tokens (prompt lookup)
     int prompt_lookup_min;     // n from prompt_lookup_max down to prompt_lookup_min (defaults 2, 4)

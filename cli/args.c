@@ -424,6 +424,8 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         else if (!strcmp(a, "--enable-prefix-caching")) c->ep.enable_prefix_caching = 1;
         else if (!strcmp(a, "--no-enable-prefix-caching")) c->ep.enable_prefix_caching = 0;
         else if (!strcmp(a, "--speculative-ngram")) c->ep.speculative_ngram = 1;
+        else if (!strcmp(a, "--speculative-model") || !strcmp(a, "-md") || !strcmp(a, "--model-draft"))
+            c->ep.speculative_model = CLI_ARG();
         else if (!strcmp(a, "--num-speculative-tokens") || !strcmp(a, "--draft-max") || !strcmp(a, "--draft"))
             c->ep.num_speculative_tokens = (int)cli_parse_int(a, CLI_ARG(), 0, 16);
         else if (!strcmp(a, "--prompt-lookup-min")) c->ep.prompt_lookup_min = (int)cli_parse_int(a, CLI_ARG(), 1, 64);

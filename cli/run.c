@@ -214,7 +214,7 @@ int cli_cmd_run(struct cli *c) {
         if (a.k) cli_jset(o, "logprobs", cli_json_logprobs(E, a.lp, a.n_toks, a.k));
         struct llm_engine_stats st;
         llm_get_stats(E, &st);
-        if (c->ep.speculative_ngram) cli_jset(o, "speculation", cli_spec_json(&st));
+        if (c->ep.speculative_ngram || c->ep.speculative_model) cli_jset(o, "speculation", cli_spec_json(&st));
         cli_json_print(stdout, o);
     } else {
         printf("\n");
@@ -229,7 +229,7 @@ int cli_cmd_run(struct cli *c) {
             cli_n_decode(&a), cli_decode_tps(&a));
     struct llm_engine_stats st;
     llm_get_stats(E, &st);
-    if (c->ep.speculative_ngram) cli_spec_print(stderr, "", &st);
+    if (c->ep.speculative_ngram || c->ep.speculative_model) cli_spec_print(stderr, "", &st);
     bool aborted = a.finish == LLM_FINISH_ABORT;
     cli_answer_free(&a);
     free(prompt);
