@@ -374,8 +374,8 @@ static void run_all(llm_engine *E, int n, const int *which, int max_tokens, int3
 
 // --- speculative decoding (n-gram drafts) ---
 
-static llm_engine *engine_spec_n(int max_seqs, int max_tokens, size_t kv_bytes, int caching, int k, const char *path,
-                                 int max_model_len, int lookup_min) {
+static llm_engine *engine_spec_draft(int max_seqs, int max_tokens, size_t kv_bytes, int caching, int k, const char *path,
+                                     int max_model_len, int lookup_min, const char *draft) {
     struct llm_engine_params p = llm_engine_params_default();
     char err[512];
     p.model_path = path;
@@ -385,7 +385,8 @@ static llm_engine *engine_spec_n(int max_seqs, int max_tokens, size_t kv_bytes, 
     p.kv_cache_bytes = kv_bytes;
     p.enable_prefix_caching = caching;
     p.max_model_len = max_model_len;
-    p.speculative_ngram = 1;
+    p.speculative_ngram = !draft;
+    p.speculative_model = draft;
     p.num_speculative_tokens = k;
     p.prompt_lookup_min = lookup_min;
     llm_engine *E = llm_engine_create(&p, err, sizeof(err));
@@ -394,9 +395,23 @@ static llm_engine *engine_spec_n(int max_seqs, int max_tokens, size_t kv_bytes, 
     return E;
 }
 
+static llm_engine *engine_spec_n(int max_seqs, int max_tokens, size_t kv_bytes, int caching, int k, const char *path,
+                                 int max_model_len, int lookup_min) {
+    return engine_spec_draft(max_seqs, max_tokens, kv_bytes, caching, k, path, max_model_len, lookup_min, NULL);
+}
+
 static llm_engine *engine_spec(int max_seqs, int max_tokens, size_t kv_bytes, int caching, int k, const char *path,
                                int max_model_len) {
     return engine_spec_n(max_seqs, max_tokens, kv_bytes, caching, k, path, max_model_len, 2);
+}
+
+static const char *model_named(const char *name) {
+    static char path[4][512];
+    static int i;
+    const char *dir = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
+    i = (i + 1) % 4;
+    snprintf(path[i], sizeof(path[i]), "%s/%s.gguf", dir, name);
+    return path[i];
 }
 
 static long long spec_sum(const long long *v) {
@@ -408,7 +423,7 @@ static long long spec_sum(const long long *v) {
 // Greedy outputs with n-gram drafts equal those without, alone, batched, with prefix caching,
 // chunked prefill and preemption; drafts were both kept and rejected; no block is left behind.
 // want: each prompt's tokens without speculation, alone.
-static void test_spec_greedy(const int32_t want[][40], size_t per_token) {
+static void test_spec_greedy(const int32_t want[][40], size_t per_token, const char *draft) {
     static int32_t got[NP][40];
     int all[NP];
     for (int i = 0; i < NP; i++) all[i] = i;
@@ -417,7 +432,7 @@ static void test_spec_greedy(const int32_t want[][40], size_t per_token) {
         {"chunked prefill", 3, 16, 0, 0}, {"preemption", 64, 512, 0, per_token * 16 * 24},
     };
     for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
-        llm_engine *E = engine_spec(cfg[c].seqs, cfg[c].tokens, cfg[c].kv, cfg[c].caching, 4, model_path(), 256);
+        llm_engine *E = engine_spec_draft(cfg[c].seqs, cfg[c].tokens, cfg[c].kv, cfg[c].caching, 4, model_path(), 256, 2, draft);
         if (!E) return;
         if (!strcmp(cfg[c].what, "alone")) for (int i = 0; i < NP; i++) run_all(E, 1, &all[i], 32, got);
         else run_all(E, NP, all, 32, got);
@@ -426,7 +441,8 @@ static void test_spec_greedy(const int32_t want[][40], size_t per_token) {
         llm_get_stats(E, &st);
         int same = 0;
         for (int i = 0; i < NP; i++) same += !memcmp(want[i], got[i], sizeof(int32_t) * 32);
-        EXPECT(same == NP, "speculation, %s: %d of %d greedy outputs equal those without", cfg[c].what, same, NP);
+        EXPECT(same == NP, "speculation (%s), %s: %d of %d greedy outputs equal those without", draft ? "draft model" : "n-gram",
+               cfg[c].what, same, NP);
         long long prop = spec_sum(st.spec_proposed), acc = spec_sum(st.spec_accepted);
         EXPECT(acc > 0 && prop > acc, "speculation, %s: %lld drafts proposed, %lld kept: the check needs both kept and "
                "rejected ones", cfg[c].what, prop, acc);
@@ -438,7 +454,16 @@ static void test_spec_greedy(const int32_t want[][40], size_t per_token) {
                    "speculation, %s: position %d proposed %lld, kept %lld (position %d: %lld)", cfg[c].what, j,
                    st.spec_proposed[j], st.spec_accepted[j], j - 1, st.spec_proposed[j - 1]);
         if (!strcmp(cfg[c].what, "preemption")) EXPECT(st.n_preemptions > 0, "speculation: no preemption");
+        // the same random weights at Q4_0 guess about 30% of Q8_0's greedy tokens (random models'
+        // logits are close: the types' roundings flip them); a draft cache that is not rolled back
+        // with the request's guesses 11-17%
+        if (draft) EXPECT(acc >= 0.22 * prop, "speculation (draft model), %s: %lld of %lld drafts kept", cfg[c].what, acc, prop);
         EXPECT(st.kv_blocks_used == 0, "speculation, %s: %d blocks still used", cfg[c].what, st.kv_blocks_used);
+        if (draft) {
+            struct llm_engine_stats ds;
+            llm_get_stats(E->draft, &ds);
+            EXPECT(ds.kv_blocks_used == 0, "speculation, %s: %d of the draft's blocks still used", cfg[c].what, ds.kv_blocks_used);
+        }
         // a request that asks for none proposes none
         if (c == 1) {
             struct llm_prompt pr = {NULL, prompts[0], prompt_len[0]};
@@ -573,9 +598,58 @@ static void test_spec_verify_distribution(void) {
             EXPECT(fabs((double)kept / N - pd) <= tol, "%s, draft %d: kept %.4f of the time, p(draft) %.4f", chains[c].what,
                    drafts[d], (double)kept / N, pd);
         }
+        // a draft drawn from a distribution q (a draft model's): min(1, p/q), else max(0, p - q)
+        static float q[V];
+        unsigned long long rs = 7 + c;
+        double qs = 0.0;
+        for (int i = 0; i < V; i++) qs += (q[i] = (float)(0.05 + (test_rng_next(&rs) % 1000) / 1000.0 * (i % 3 ? 1.0 : 4.0)));
+        for (int i = 0; i < V; i++) q[i] = (float)(q[i] / qs);
+        static int a[V], b[V];
+        memset(a, 0, sizeof(a));
+        memset(b, 0, sizeof(b));
+        int consistent = 1;
+        for (int n = 0; n < N; n++) {
+            llm_sampler_reset(ref);
+            llm_sampler_reset(ver);
+            for (int h = 0; h < 3; h++) { llm_sampler_accept(ref, hist[h]); llm_sampler_accept(ver, hist[h]); }
+            a[llm_sampler_sample(ref, logits)]++;
+            // the draft: drawn from q with the test's generator
+            double u = (double)(test_rng_next(&rs) >> 11) / 9007199254740992.0, acc_q = 0.0;
+            int32_t d = V - 1;
+            for (int i = 0; i < V; i++) { acc_q += q[i]; if (u < acc_q) { d = i; break; } }
+            bool acc;
+            int32_t t = llm__sampler_verify_q(ver, logits, d, q, &acc);
+            b[t]++;
+            consistent &= acc == (t == d);
+        }
+        int df;
+        double x = chi2_two(a, b, V, N, N, &df);
+        EXPECT(consistent, "%s: verify_q said kept for another token than the draft", chains[c].what);
+        EXPECT(df >= 1 && x < chi2_crit(df), "%s, drafts from q: chi-square %.1f, %d degrees of freedom (limit %.1f)",
+               chains[c].what, x, df, df >= 1 ? chi2_crit(df) : 0.0);
         llm_sampler_free(ref);
         llm_sampler_free(ver);
     }
+}
+
+// A draft model whose vocabulary is not the model's is refused at load, with the reason.
+static void test_spec_draft_errors(void) {
+    struct llm_engine_params p = llm_engine_params_default();
+    char err[512] = "";
+    p.model_path = model_path();
+    p.speculative_model = model_named("micro-q8_0");
+    llm_engine *E = llm_engine_create(&p, err, sizeof(err));
+    EXPECT(!E && strstr(err, "draft model") && strstr(err, "vocabular"), "a draft with another vocabulary: %s", E ? "accepted" : err);
+    llm_engine_free(E);
+    p.speculative_model = model_named("no-such-model");
+    E = llm_engine_create(&p, err, sizeof(err));
+    EXPECT(!E && strstr(err, "draft model"), "a missing draft model: %s", E ? "accepted" : err);
+    llm_engine_free(E);
+    p.speculative_model = model_named("tiny-q4_0");
+    p.speculative_ngram = 1;
+    E = llm_engine_create(&p, err, sizeof(err));
+    EXPECT(!E && strstr(err, "choose one"), "a draft model and n-gram drafts: %s", E ? "accepted" : err);
+    llm_engine_free(E);
 }
 
 // Sampling with speculation has the distribution of sampling without: on the micro model (300
@@ -594,15 +668,15 @@ static void test_spec_distribution(void) {
         {"temperature 0.7, top-k 8, top-p 0.9", 0.7f, 8, 0.9f, 0.0f, 1.0f},
         {"temperature 1.2, presence 1, repetition 1.3", 1.2f, 0, 1.0f, 1.0f, 1.3f},
     };
-    static int cnt[2][2][V];
+    static int cnt[3][2][V];
     static struct llm_prompt pr[N];
     static struct llm_request_params rp[N];
     static struct llm_result res[N];
     for (size_t c = 0; c < sizeof(chains) / sizeof(chains[0]); c++) {
         memset(cnt, 0, sizeof(cnt));
-        long long kept = 0, proposed = 0;
-        for (int spec = 0; spec < 2; spec++) {
-            llm_engine *E = engine_spec_n(256, 4096, 0, 0, spec ? 4 : 0, path, 64, 1);
+        long long kept[3] = {0}, proposed[3] = {0};
+        for (int spec = 0; spec < 3; spec++) {   // none, n-gram drafts, a draft model (micro-lq-q4_1)
+            llm_engine *E = engine_spec_draft(256, 4096, 0, 0, spec ? 4 : 0, path, 64, 1, spec == 2 ? model_named("micro-lq-q4_1") : NULL);
             if (!E) return;
             for (int i = 0; i < N; i++) {
                 pr[i] = (struct llm_prompt){NULL, prompt, 24};
@@ -626,18 +700,23 @@ static void test_spec_distribution(void) {
             llm_results_free(res, N);
             struct llm_engine_stats st;
             llm_get_stats(E, &st);
-            if (spec) { kept = spec_sum(st.spec_accepted); proposed = spec_sum(st.spec_proposed); }
+            kept[spec] = spec_sum(st.spec_accepted);
+            proposed[spec] = spec_sum(st.spec_proposed);
             llm_engine_free(E);
         }
-        if (c < 2)   // (the penalties make the prompt's repeats unlikely: few drafts there)
-            EXPECT(kept >= 20 && proposed - kept >= 20, "%s: %lld of %lld drafts kept: the test needs both", chains[c].what,
-                   kept, proposed);
-        for (int pos = 0; pos < 2; pos++) {
-            int df;
-            double x = chi2_two(cnt[0][pos], cnt[1][pos], V, N, N, &df);
-            EXPECT(df >= 2 && x < chi2_crit(df), "%s, token %d: chi-square %.1f with %d degrees of freedom (limit %.1f): "
-                   "the distribution with drafts differs", chains[c].what, pos + 1, x, df, df >= 1 ? chi2_crit(df) : 0.0);
-        }
+        if (c < 2)   // (the penalties make the prompt's repeats unlikely: few n-gram drafts there)
+            EXPECT(kept[1] >= 20 && proposed[1] - kept[1] >= 20, "%s, n-gram: %lld of %lld drafts kept: the test needs both",
+                   chains[c].what, kept[1], proposed[1]);
+        EXPECT(kept[2] >= 20 && proposed[2] - kept[2] >= 20, "%s, draft model: %lld of %lld drafts kept: the test needs both",
+               chains[c].what, kept[2], proposed[2]);
+        for (int spec = 1; spec < 3; spec++)
+            for (int pos = 0; pos < 2; pos++) {
+                int df;
+                double x = chi2_two(cnt[0][pos], cnt[spec][pos], V, N, N, &df);
+                EXPECT(df >= 2 && x < chi2_crit(df), "%s, %s, token %d: chi-square %.1f with %d degrees of freedom (limit %.1f): "
+                       "the distribution with drafts differs", chains[c].what, spec == 1 ? "n-gram" : "draft model", pos == 0 ? 3 : 6,
+                       x, df, df >= 1 ? chi2_crit(df) : 0.0);
+            }
     }
 }
 
@@ -1201,7 +1280,9 @@ int main(void) {
     E = engine_spec(4, 512, 0, 0, 4, model_path(), 256);
     if (E) test_spec_cost_model(E);
     llm_engine_free(E);
-    test_spec_greedy((const int32_t(*)[40])alone, per_token);
+    test_spec_greedy((const int32_t(*)[40])alone, per_token, NULL);
+    test_spec_greedy((const int32_t(*)[40])alone, per_token, model_named("tiny-q4_0"));
+    test_spec_draft_errors();
     test_spec_verify_distribution();
     test_spec_distribution();
     return test_summary("test_serving");
