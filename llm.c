@@ -10345,13 +10345,13 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
         }
         if (round > 0) llm__time_update(&E->t_draft, llm__now() - t_round);
         else if (n_cu == 0 && dtok <= 4 * n) llm__time_update(&E->t_draft0, llm__now() - t_round);   // a usual catch-up
-        for (int x = 0; x < dplan.n; x++) {
+        for (int x = 0, row = 0; x < dplan.n; x++) {
             int j = map[x];
             de[x].seq->len += de[x].n_compute;
-            if (j < 0) continue;
+            if (j < 0) continue;   // catching up only: no row
             struct llm__req *r = plan->e[who[j]].r;
             float *q = E->spec_q + ((size_t)j * (size_t)E->params.num_speculative_tokens + (size_t)round) * (size_t)nv;
-            r->tokens[r->n_tokens + round] = llm__spec_draw(r, D->step_logits + (size_t)x * (size_t)nv, q, nv);
+            r->tokens[r->n_tokens + round] = llm__spec_draw(r, D->step_logits + (size_t)row++ * (size_t)nv, q, nv);
         }
     }
     E->spec_draft_seconds += llm__now() - t0;
