@@ -6,9 +6,13 @@
 #   with --spec-draft-n-max 0 is llama.cpp's side without), greedy, 128 tokens (end of text
 #   ignored); medians of ROUNDS runs; drafts kept; llm.c's greedy text with drafts compared with
 #   its text without;
+#   a draft model (llm --speculative-model) against llama.cpp's llama-speculative on the same
+#   pairs: SmolLM2-135M-Instruct at Q8_0 (made from the Q4_1 file by llama-quantize
+#   --allow-requantize) drafted by its Q4_1 file, and TinyLlama-1.1B's shape at Q8_0 drafted by the
+#   same random weights at Q4_0; batch 1, greedy, 128 tokens;
 #   serving: llm bench with 1, 8 and 64 requests at once (random prompts, 128 + 128 tokens),
 #   output throughput with n-gram drafts on and off.
-# llama-lookup comes from ../shared/peer/setup.sh --native ($LLAMA_LOOKUP overrides).
+# llama-lookup, llama-speculative and llama-quantize come from ../shared/peer/setup.sh --native.
 # Usage: sh bench/spec.sh   (after make; ROUNDS, THREADS, K: drafts per step, default 4)
 set -eu
 THREADS=${THREADS:-2}
@@ -18,6 +22,8 @@ N=128
 FIXTURES=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}
 PEER=${LLM_PEER_DIR:-$HOME/.cache/llm-peer}
 LOOKUP=${LLAMA_LOOKUP:-$PEER/llama.cpp/build/bin/llama-lookup}
+SPECULATIVE=$PEER/llama.cpp/build/bin/llama-speculative
+QUANTIZE=$PEER/llama.cpp/build/bin/llama-quantize
 M=${MODEL:-$FIXTURES/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 [ -x "$LOOKUP" ] || { echo "spec: llama-lookup not found at $LOOKUP (run ../shared/peer/setup.sh --native)" >&2; exit 1; }
 [ -x build/llm ] || { echo "spec: build/llm not found (run make)" >&2; exit 1; }
@@ -91,6 +97,46 @@ for t in $tasks; do
     read -r pk pd < "$tmp/$t.peer.kept" || true
     awk -v t="$t" -v o0="$o0" -v o1="$o1" -v p0="$p0" -v p1="$p1" -v ok="${ok:-0}" -v od="${od:-0}" -v pk="${pk:-0}" -v pd="${pd:-0}" -v same="$same" \
         'BEGIN { printf "| %s | %.1f | %.1f | %.2fx | %d/%d | %s | %.1f | %.1f | %.2fx | %d/%d |\n", t, o0, o1, o1 / o0, ok, od, same, p0, p1, p1 / p0, pk, pd }'
+done
+
+# --- draft models ---
+mkdir -p build/models
+SQ8=build/models/spec-smollm2-q8_0.gguf
+[ -f "$SQ8" ] || "$QUANTIZE" --allow-requantize "$M" "$SQ8" Q8_0 > /dev/null 2>&1 || { echo "spec: llama-quantize failed" >&2; exit 1; }
+for t in q8_0 q4_0; do
+    f=build/models/bench-tinyllama-1.1b-$t.gguf
+    [ -f "$f" ] || build/gen_model --shape tinyllama-1.1b --type $t --vocab synthetic:32000 --seed 1 -o "$f"
+done
+story="Write a short story about a robot who learns to paint."
+# pair NAME TARGET DRAFT: decode t/s of both programs with and without the draft, medians
+pair() {
+    for r in $(seq 1 "$ROUNDS"); do
+        build/llm run -m "$2" -p "$story" -n $N --temp 0 --ignore-eos -t "$THREADS" > "$tmp/p0" 2> "$tmp/err"
+        sed -n 's/.*decode: [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p' "$tmp/err" >> "$tmp/$1.o0"
+        build/llm run -m "$2" -p "$story" -n $N --temp 0 --ignore-eos -t "$THREADS" -md "$3" --num-speculative-tokens $K > "$tmp/p1" 2> "$tmp/err"
+        sed -n 's/.*decode: [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p' "$tmp/err" >> "$tmp/$1.o1"
+        sed -n 's/^speculation: \([0-9]*\) of \([0-9]*\) drafts kept.*/\1\/\2/p' "$tmp/err" > "$tmp/$1.okept"
+        cmp -s "$tmp/p0" "$tmp/p1" && echo yes > "$tmp/$1.same" || echo no > "$tmp/$1.same"
+        "$LOOKUP" -m "$2" -p "$story" -n $N --temp 0 --ignore-eos -t "$THREADS" --spec-draft-n-max 0 > "$tmp/peer.out" 2>&1 || true
+        sed -n 's/.*decoded *[0-9]* tokens in .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$tmp/peer.out" >> "$tmp/$1.p0"
+        "$SPECULATIVE" -m "$2" -md "$3" -p "$story" -n $N --temp 0 --ignore-eos -t "$THREADS" --spec-draft-n-max $K > "$tmp/peer.out" 2>&1 || true
+        sed -n 's/.*decoded *[0-9]* tokens in .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$tmp/peer.out" >> "$tmp/$1.p1"
+        d=$(sed -n 's/.*n_drafted *= *\([0-9]*\).*/\1/p' "$tmp/peer.out"); a=$(sed -n 's/.*n_accept *= *\([0-9]*\).*/\1/p' "$tmp/peer.out")
+        echo "$a/$d" > "$tmp/$1.pkept"
+        echo "round $r $1: llm.c $(tail -n 1 "$tmp/$1.o0") -> $(tail -n 1 "$tmp/$1.o1") t/s, llama.cpp $(tail -n 1 "$tmp/$1.p0") -> $(tail -n 1 "$tmp/$1.p1") t/s"
+    done
+}
+pair smollm2-q8_0-by-q4_1 "$SQ8" "$M"
+pair tinyllama-q8_0-by-q4_0 build/models/bench-tinyllama-1.1b-q8_0.gguf build/models/bench-tinyllama-1.1b-q4_0.gguf
+echo
+echo "draft models (K = $K), batch 1, greedy, $N tokens after a 12-token prompt, $THREADS threads; medians of $ROUNDS runs"
+echo
+echo "| target, draft | llm.c t/s | with the draft | speed-up | kept | same text | llama.cpp t/s | llama-speculative | speed-up | kept |"
+echo "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"
+for p in smollm2-q8_0-by-q4_1 tinyllama-q8_0-by-q4_0; do
+    o0=$(median < "$tmp/$p.o0"); o1=$(median < "$tmp/$p.o1"); p0=$(median < "$tmp/$p.p0"); p1=$(median < "$tmp/$p.p1")
+    awk -v t="$p" -v o0="$o0" -v o1="$o1" -v p0="$p0" -v p1="$p1" -v ok="$(cat "$tmp/$p.okept" 2>/dev/null)" -v pk="$(cat "$tmp/$p.pkept")" \
+        -v same="$(cat "$tmp/$p.same")" 'BEGIN { printf "| %s | %.1f | %.1f | %.2fx | %s | %s | %.1f | %.1f | %.2fx | %s |\n", t, o0, o1, o1 / o0, ok == "" ? "0/0" : ok, same, p0, p1, (p0 > 0 ? p1 / p0 : 0), pk }'
 done
 
 echo

@@ -146,7 +146,8 @@ expect_fail "llama.cpp's -cnv" "llm chat" "$llm" run -m "$m" -p hi -cnv
 "$llm" run --help | grep -q -- "--top-p" && ok || bad "run --help does not list --top-p"
 for f in --min-p --repeat-penalty --frequency-penalty --presence-penalty --repeat-last-n --stop --stop-token-ids \
          --chat-template --system --special --host --port --api-key --served-model-name --max-queued-requests \
-         --max-body-size --timeout --max-connections --shutdown-timeout --no-enable-prefix-caching; do
+         --max-body-size --timeout --max-connections --shutdown-timeout --no-enable-prefix-caching \
+         --speculative-model --speculative-ngram --num-speculative-tokens --prompt-lookup-min --prompt-lookup-max; do
     "$llm" --help | grep -q -- "$f" && ok || bad "--help does not list $f"
 done
 # tokenize: ids of a file's exact bytes; the same as run's prompt tokens
@@ -159,6 +160,14 @@ c=$("$llm" tokenize -m "$m" -f "$tmp/tok" --no-bos --ids)
 
 # bad input
 expect_fail "no model" "-m" "$llm" run -p hi
+# speculation: greedy text with drafts is the text without; a draft of another vocabulary is refused
+want=$("$llm" run -m "$m" --tokens 1,300,301,302,303 -n 24 --temp 0 -t 2 2>/dev/null)
+got=$("$llm" run -m "$m" --tokens 1,300,301,302,303 -n 24 --temp 0 -t 2 --speculative-ngram 2>/dev/null)
+[ -n "$want" ] && [ "$want" = "$got" ] && ok || bad "run --speculative-ngram: '$got', without: '$want'"
+got=$("$llm" run -m "$m" --tokens 1,300,301,302,303 -n 24 --temp 0 -t 2 -md "$models/tiny-q4_0.gguf" 2>"$tmp/spec.err")
+[ "$want" = "$got" ] && grep -q '^speculation: ' "$tmp/spec.err" && ok || bad "run -md: '$got', without: '$want': $(cat "$tmp/spec.err")"
+expect_fail "a draft model of another vocabulary" "vocabular" "$llm" run -m "$m" -p hi -md "$models/micro-q8_0.gguf"
+expect_fail "two ways to draft" "choose one" "$llm" run -m "$m" -p hi -md "$models/tiny-q4_0.gguf" --speculative-ngram
 # llm serve: bad flags, an address that cannot be had (the model is loaded after the socket is bound)
 expect_fail "serve: port out of range" "--port" "$llm" serve -m "$m" --port 70000
 expect_fail "serve: a host that does not resolve" "--host" "$llm" serve -m "$m" --host no-such-host.invalid --port 0
