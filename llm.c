@@ -70,6 +70,7 @@
 #define LLM__MAX_SPEC 16   // speculative decoding: drafts per request and step, at most
 #define LLM__TSTEP 128     // step times are measured per token count up to this many
 #define LLM__SPEC_REQS 64  // draft model: requests that speculate in one step, at most
+#define LLM__SPEC_MARGIN 1.1   // drafts are verified when the expected rate beats none by 10%
 #define LLM__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 // An error message buffer. Every fallible internal function takes one and returns a status.
@@ -10191,8 +10192,8 @@ static void llm__time_update(double *m, double t) {
 // The forward pass's expected seconds for a step of T tokens, from the measured ones: a measured
 // count's own, else interpolated between the nearest measured counts, else extrapolated along
 // the last two (time per token at least what the largest measured step shows), else (nothing
-// measured around it) 10% more per token than the nearest measurement below, an optimistic guess
-// that speculation then corrects by measuring.
+// measured around it: none below, or none above within twice T) 10% more per token than the
+// nearest measurement below, an optimistic guess that speculation then corrects by measuring.
 static double llm__step_time(const llm_engine *E, int T) {
     if (T >= 1 && T <= LLM__TSTEP && E->t_step[T] > 0) return E->t_step[T];
     int lo = 0, lo2 = 0, hi = 0;
@@ -10202,26 +10203,29 @@ static double llm__step_time(const llm_engine *E, int T) {
             else { lo2 = t; break; }
         }
     for (int t = LLM__MAX(T, 1); t <= LLM__TSTEP && !hi; t++) if (E->t_step[t] > 0) hi = t;
+    if (lo && hi > 2 * T) hi = 0;   // too far above (a prompt's step) to say much about T: the guess below
     if (lo && hi) return E->t_step[lo] + (E->t_step[hi] - E->t_step[lo]) * (T - lo) / (hi - lo);
     if (hi) return E->t_step[hi];
     if (!lo) return 1.0 + 0.1 * (T - 1);
     double slope = 0.1 * E->t_step[lo];
-    if (lo2) slope = LLM__MAX((E->t_step[lo] - E->t_step[lo2]) / (lo - lo2), E->t_step[lo] / lo * 0.25);
+    if (lo2 && lo >= T / 2) slope = LLM__MAX((E->t_step[lo] - E->t_step[lo2]) / (lo - lo2), E->t_step[lo] / lo * 0.25);
     return E->t_step[lo] + slope * (T - lo);
 }
 
 // How many of m drafts to verify in a step of T tokens that emits G: the k maximising
 // (G + a + a^2 + ... + a^k) / t(T + k), 0 when none beats G / t(T); *gain: the expected tokens.
 static int llm__spec_choose(const llm_engine *E, double G, int T, double a, int m, double *gain_out) {
-    double best = G / llm__step_time(E, T), gain = 0.0, ak = 1.0;
+    double base = G / llm__step_time(E, T), best = 0.0, gain = 0.0, ak = 1.0, k_gain = 0.0;
     int k = 0;
     *gain_out = 0.0;
     for (int j = 1; j <= m; j++) {
         ak *= a;
         gain += ak;
         double rate = (G + gain) / llm__step_time(E, T + j);
-        if (rate > best) { best = rate; k = j; *gain_out = gain; }
+        if (rate > best) { best = rate; k = j; k_gain = gain; }
     }
+    if (best < LLM__SPEC_MARGIN * base) return 0;   // what is left unmeasured must not turn a gain into a loss
+    *gain_out = k_gain;
     return k;
 }
 
@@ -10277,7 +10281,7 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
             continue;
         }
         double a = (r->spec_kept + 1.0) / (r->spec_kept + r->spec_missed + 2.0), gain = 0.0, ak = 1.0, k_gain = 0.0;
-        double best = G / llm__step_time(E, plan->n_tokens);
+        double base = G / llm__step_time(E, plan->n_tokens), best = 0.0;
         int k = E->spec_always || probe ? m : 0;
         for (int j = 1; j <= m && !E->spec_always && !probe; j++) {   // the draft's rounds are part of the cost
             ak *= a;
@@ -10285,6 +10289,7 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
             double rate = (G + gain) / (llm__step_time(E, plan->n_tokens + j) + td0 + td * (j - 1));
             if (rate > best) { best = rate; k = j; k_gain = gain; }
         }
+        if (!E->spec_always && !probe && best < LLM__SPEC_MARGIN * base) k = 0;
         if (k == 0 || !llm__blocks_can_allocate(&E->blocks, &r->seq, 1 + k) ||
             !llm__blocks_can_allocate(&D->blocks, &r->dseq, catch_up + k - 1) ||
             !llm__blocks_allocate(&E->blocks, &r->seq, 1 + k) || !llm__blocks_allocate(&D->blocks, &r->dseq, catch_up + k - 1))
@@ -10391,7 +10396,7 @@ static void llm__schedule_drafts(llm_engine *E, struct llm__plan *plan) {
         int m = llm__spec_propose(E, plan, r);
         if (m <= 0) continue;
         double a = (r->spec_kept + 1.0) / (r->spec_kept + r->spec_missed + 2.0), k_gain = 0.0;
-        int k = E->spec_always ? m : llm__spec_choose(E, G, plan->n_tokens, a, m, &k_gain);
+        int k = E->spec_always || E->n_steps % 64 == 31 ? m : llm__spec_choose(E, G, plan->n_tokens, a, m, &k_gain);
         if (k == 0 || !llm__blocks_can_allocate(&E->blocks, &r->seq, 1 + k)) continue;   // drafts never preempt
         if (!llm__blocks_allocate(&E->blocks, &r->seq, 1 + k)) continue;
         G += k_gain;

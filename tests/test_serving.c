@@ -519,10 +519,17 @@ static void test_spec_cost_model(llm_engine *E) {
     memset(E->t_step, 0, sizeof(E->t_step));
     for (int t = 1; t <= 16; t++) E->t_step[t] = 1.0;
     EXPECT(llm__spec_choose(E, 1, 1, 0.5, 4, &gain) == 4 && fabs(gain - 0.9375) < 1e-9, "free verification: not all 4 drafts");
-    EXPECT(llm__spec_choose(E, 1, 1, 0.05, 4, &gain) == 4, "free verification, rarely kept drafts: not all 4");
+    EXPECT(llm__spec_choose(E, 1, 1, 0.2, 4, &gain) == 4, "free verification, 20%% kept: not all 4");
+    EXPECT(llm__spec_choose(E, 1, 1, 0.05, 4, &gain) == 0, "free verification, 5%% kept: drafts (a 5%% gain is within the margin)");
     for (int t = 1; t <= 16; t++) E->t_step[t] = t;
     EXPECT(llm__spec_choose(E, 1, 1, 0.9, 4, &gain) == 0, "time proportional to tokens: drafts verified");
     EXPECT(fabs(llm__step_time(E, 20) - 20.0) < 1e-9, "extrapolated time %g for 20 tokens (want 20)", llm__step_time(E, 20));
+    // a prompt's step far above says little about small steps: the optimistic guess instead
+    memset(E->t_step, 0, sizeof(E->t_step));
+    E->t_step[1] = 2.0;
+    E->t_step[128] = 240.0;
+    EXPECT(fabs(llm__step_time(E, 5) - 2.8) < 1e-9, "t(5) with t(1) = 2 and t(128) = 240 measured: %g (want 2.8)", llm__step_time(E, 5));
+    EXPECT(fabs(llm__step_time(E, 80) - 240.0 * 79 / 127 - 2.0 * 48 / 127) < 1e-6, "t(80): interpolated %g", llm__step_time(E, 80));
     memset(E->t_step, 0, sizeof(E->t_step));
     E->t_step[1] = 26; E->t_step[4] = 32; E->t_step[8] = 58; E->t_step[64] = 146;
     EXPECT(fabs(llm__step_time(E, 2) - 28.0) < 1e-9 && fabs(llm__step_time(E, 6) - 45.0) < 1e-9, "interpolated times %g, %g",
