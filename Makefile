@@ -339,6 +339,8 @@ fuzz: fixtures models $(FUZZ_BINS)
 bench: llm build/gen_model fixtures
 	@LLM_FIXTURES="$(LLM_FIXTURES)" sh bench/bench.sh
 	@sh bench/serve.sh
+	@LLM_FIXTURES="$(LLM_FIXTURES)" sh bench/serve-http.sh
+	@LLM_FIXTURES="$(LLM_FIXTURES)" sh bench/spec.sh
 
 clean:
 	rm -rf build llm
