@@ -10073,6 +10073,7 @@ static void llm__req_fail_nonfinite(llm_engine *E, struct llm__req *r) {
     r->state = LLM__REQ_DONE;
     r->t_last = llm__now();
     llm__blocks_release(&E->blocks, &r->seq);
+    if (E->draft) llm__blocks_release(&E->draft->blocks, &r->dseq);
 }
 
 // After a token was sampled from a logit row: append it (and the row's top log-probabilities when
@@ -10269,6 +10270,7 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
         struct llm__req *r = pe->r;
         if (!r || !r->dsmp || pe->n_compute != 1 || pe->n_logits != 1) continue;
         int m = llm__spec_propose_budget(E, plan, r);
+        pe->tokens = r->tokens + pe->start;   // the room for drafts may have moved the tokens
         int catch_up = r->n_tokens - r->dseq.len;
         if (m <= 0 || catch_up < 1 || (probe && catch_up > 4 && r->dseq.len > 0)) continue;   // a probe does not pay a long catch-up
         if (dtok + catch_up > dmax) {   // the draft's cache lacks much (a long prompt): a part now, drafts later
@@ -10394,6 +10396,7 @@ static void llm__schedule_drafts(llm_engine *E, struct llm__plan *plan) {
         struct llm__req *r = pe->r;
         if (!r || pe->n_compute != 1 || pe->n_logits != 1) continue;
         int m = llm__spec_propose(E, plan, r);
+        pe->tokens = r->tokens + pe->start;   // the room for drafts may have moved the tokens
         if (m <= 0) continue;
         double a = (r->spec_kept + 1.0) / (r->spec_kept + r->spec_missed + 2.0), k_gain = 0.0;
         int k = E->spec_always || E->n_steps % 64 == 31 ? m : llm__spec_choose(E, G, plan->n_tokens, a, m, &k_gain);
@@ -10579,6 +10582,10 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
     const int k = pe->n_draft;
     int32_t draft[LLM__MAX_SPEC];
     memcpy(draft, r->tokens + r->n_tokens, (size_t)k * sizeof(int32_t));   // appending overwrites them
+    // the cache's length counts verified tokens only, all along: a token that ends the request
+    // (EOS, a stop string) has it committed to the prefix cache at once (llm__req_finish), and
+    // the KV of a rejected draft must not go with it
+    r->seq.len = r->n_computed = pe->start + 1;
     double now = llm__now();
     int kept = 0, emitted = 0;
     for (int j = 0; j <= k; j++) {
@@ -10590,7 +10597,7 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
                       : q && r->p.sampling.temperature > 0.0f ? llm__sampler_verify_q(r->smp, lg, draft[j], q, &accepted)
                                                                : llm__sampler_verify(r->smp, lg, draft[j], &accepted);
         if (j < k) E->spec_proposed[j]++;
-        if (accepted) { E->spec_accepted[j]++; kept++; }
+        if (accepted) { E->spec_accepted[j]++; kept++; r->seq.len = ++r->n_computed; }   // its KV is the token's
         llm__req_append(E, r, tok, lg, now);
         emitted++;
         if (!accepted || r->state != LLM__REQ_RUNNING) break;
@@ -10600,7 +10607,7 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
     r->spec_kept = 0.8 * r->spec_kept + kept;   // recent verifications weigh most
     r->spec_missed = 0.8 * r->spec_missed + (kept < k);
     if (r->state == LLM__REQ_RUNNING) {   // the cache holds the last token and the kept drafts
-        llm__blocks_truncate(&E->blocks, &r->seq, pe->start + 1 + kept);
+        llm__blocks_truncate(&E->blocks, &r->seq, pe->start + 1 + kept);   // (the blocks of the others go)
         r->n_computed = r->seq.len;
         if (E->draft && r->dseq.len > r->seq.len) llm__blocks_truncate(&E->draft->blocks, &r->dseq, r->seq.len);
     }

@@ -379,7 +379,10 @@ struct llm_request_params {
                                // (0: none, at most 20), those of the model's logits the token was
                                // sampled from (before penalties and temperature)
     int num_speculative_tokens;// speculative decoding for this request: 0 (default) as the engine
-                               // does, -1 none, N > 0 at most N drafts a step
+                               // does, -1 none, N > 0 at most N drafts a step. Sampling with drafts
+                               // has the same distribution, but a seed no longer fixes the text
+                               // (the draws used depend on the drafts verified, which depend on the
+                               // measured step times): -1 where a seed must reproduce a text
 };
 LLM_API struct llm_request_params llm_request_params_default(void);
 

@@ -258,8 +258,7 @@ static void srv_add_pending(struct srv *S) {
         int id = llm_add_request(S->E, &pr, &s->p);
         srv_list_remove(S->pending, &S->n_pending, s);   // i now holds the next one
         if (id < 0) {
-            srv_list_add(&S->active, &S->n_active, &S->cap_active, s);   // srv_seq_end takes it from there
-            srv_seq_end(S, s, LLM_FINISH_ERROR, llm_last_error(S->E));
+            srv_seq_end(S, s, LLM_FINISH_ERROR, llm_last_error(S->E));   // (in no list now; its id stays -1)
         } else {
             s->id = id;
             srv_list_add(&S->active, &S->n_active, &S->cap_active, s);

@@ -454,6 +454,53 @@ static void test_spec_greedy(const int32_t want[][40], size_t per_token, const c
                    "speculation, %s: position %d proposed %lld, kept %lld (position %d: %lld)", cfg[c].what, j,
                    st.spec_proposed[j], st.spec_accepted[j], j - 1, st.spec_proposed[j - 1]);
         if (!strcmp(cfg[c].what, "preemption")) EXPECT(st.n_preemptions > 0, "speculation: no preemption");
+        // what the cache holds after speculating is what the tokens say: the prompts followed by
+        // their outputs, continued, give what an engine without drafts gives (the ends of the
+        // outputs, where a request stopped right after a rejected draft, are read from the cache)
+        if (cfg[c].caching) {
+            static int32_t longer[NP][144];
+            struct llm_prompt pr[NP];
+            struct llm_request_params rp[NP];
+            struct llm_result res[NP], ref[NP];
+            // first, requests that stop at a stop token: one of their greedy tokens that fills a
+            // block (the last of its 16 positions) and has not come before, so that the block is
+            // full and committed when they stop; a stop may come right after a rejected draft, whose
+            // KV must not enter the cache with the stop token
+            int32_t stop_tok[NP];
+            for (int i = 0; i < NP; i++) {
+                pr[i] = (struct llm_prompt){NULL, prompts[i], prompt_len[i]};
+                rp[i] = greedy(32);
+                stop_tok[i] = want[i][20];
+                for (int j = 31; j >= 4; j--) {
+                    bool first = true;
+                    for (int x = 0; x < j; x++) first &= want[i][x] != want[i][j];
+                    if (first && (prompt_len[i] + j + 1) % 16 == 0) stop_tok[i] = want[i][j];
+                }
+                rp[i].stop_token_ids = &stop_tok[i];
+                rp[i].n_stop_token_ids = 1;
+            }
+            EXPECT(llm_generate(E, pr, NP, rp, res) == LLM_OK, "generate: %s", llm_last_error(E));
+            int n_out[NP];
+            for (int i = 0; i < NP; i++) {
+                n_out[i] = res[i].n_tokens;
+                memcpy(longer[i], prompts[i], sizeof(int32_t) * (size_t)prompt_len[i]);
+                memcpy(longer[i] + prompt_len[i], res[i].tokens, sizeof(int32_t) * (size_t)res[i].n_tokens);
+                memcpy(longer[i] + prompt_len[i] + n_out[i], prompts[i] + 1, sizeof(int32_t) * 5);   // a next turn
+                pr[i] = (struct llm_prompt){NULL, longer[i], prompt_len[i] + n_out[i] + 5};
+                rp[i] = greedy(8);
+            }
+            llm_results_free(res, NP);
+            EXPECT(llm_generate(E, pr, NP, rp, res) == LLM_OK, "generate: %s", llm_last_error(E));
+            llm_engine *R = engine(64, 512, 0, 0, "fcfs");
+            EXPECT(R && llm_generate(R, pr, NP, rp, ref) == LLM_OK, "generate without drafts");
+            int eq = 0;
+            for (int i = 0; i < NP; i++) eq += res[i].n_tokens == 8 && ref[i].n_tokens == 8 && !memcmp(res[i].tokens, ref[i].tokens, 32);
+            EXPECT(eq == NP, "speculation (%s), prefix caching: %d of %d continuations of prompt + output equal those without drafts",
+                   draft ? "draft model" : "n-gram", eq, NP);
+            llm_results_free(res, NP);
+            llm_results_free(ref, NP);
+            llm_engine_free(R);
+        }
         // the same random weights at Q4_0 guess about 30% of Q8_0's greedy tokens (random models'
         // logits are close: the types' roundings flip them); a draft cache that is not rolled back
         // with the request's guesses 11-17%
