@@ -7295,28 +7295,34 @@ int32_t llm_sampler_sample(llm_sampler *s, const float *logits_in) {
     return tok;
 }
 
-// The same for a draft drawn from a distribution q (a draft model's, dense over the vocabulary,
-// normalised): the draft is kept with probability min(1, p(draft) / q(draft)), else the token is
-// drawn from max(0, p - q), normalised (from p when that is empty); each emitted token then has
-// probability p(x). Greedy keeps the draft exactly when it is the argmax.
-static int32_t llm__sampler_verify_q(llm_sampler *s, const float *logits, int32_t draft, const float *q, bool *accepted) {
+// Speculative decoding's verification of a draft token (Leviathan et al., Chen et al.): q is
+// the draft's distribution (a draft model's, dense over the vocabulary, normalised), or NULL for
+// a draft proposed with certainty (an n-gram's: q is a point mass). The draft is kept with
+// probability min(1, p(draft) / q(draft)), p being the sampler's whole chain; else the token is
+// drawn from max(0, p - q), normalised (a point mass: p without the draft; from p when that is
+// empty). Each emitted token then has probability p(x), as without speculation; greedy keeps the
+// draft exactly when it is the argmax. *accepted says which; the token is returned and accepted
+// into the penalties' history.
+static int32_t llm__sampler_verify(llm_sampler *s, const float *logits, int32_t draft, const float *q, bool *accepted) {
     double sum;
     int m = llm__sampler_dist(s, logits, &sum);
     int32_t tok;
     if (!(s->p.temperature > 0.0f)) {
         tok = s->idx[0];
     } else {
-        double pd = 0.0;
+        double w = 0.0;   // the draft's weight under p (0: not a candidate)
         for (int i = 0; i < m; i++)
-            if (s->idx[i] == draft) pd = s->probs[i] / sum;
-        double qd = q[draft];
-        if (qd > 0.0 && llm__rng_uniform(s->rng) * qd < pd) {
+            if (s->idx[i] == draft) w = s->probs[i];
+        double qd = q ? q[draft] : 1.0;
+        if (qd > 0.0 && llm__rng_uniform(s->rng) * qd * sum < w) {
             tok = draft;
+        } else if (!q) {   // p without the draft (the draft alone: kept, whatever the draw)
+            tok = m == 1 && w > 0.0 ? draft : llm__sampler_draw(s, m, sum, w > 0.0 ? draft : -1, w);
         } else {
             double rsum = 0.0;
             for (int i = 0; i < m; i++) {
-                double w = s->probs[i] / sum - (double)q[s->idx[i]];
-                rsum += (s->probs[i] = w > 0.0 ? (float)w : 0.0f);
+                double d = s->probs[i] / sum - (double)q[s->idx[i]];
+                rsum += (s->probs[i] = d > 0.0 ? (float)d : 0.0f);
             }
             if (rsum > 0.0) {
                 tok = llm__sampler_draw(s, m, rsum, -1, 0.0);
@@ -7325,30 +7331,6 @@ static int32_t llm__sampler_verify_q(llm_sampler *s, const float *logits, int32_
                 tok = llm__sampler_draw(s, m, sum, -1, 0.0);
             }
         }
-    }
-    *accepted = tok == draft;
-    llm_sampler_accept(s, tok);
-    return tok;
-}
-
-// Speculative decoding's verification of a draft token proposed with certainty (an n-gram draft:
-// q is a point mass): the draft is kept with probability p(draft) under the sampler's whole chain,
-// else the token is drawn from p without the draft (max(0, p - q), normalised). Each emitted
-// token then has probability p(x), as without speculation (Leviathan et al., Chen et al.);
-// greedy keeps the draft exactly when it is the argmax. *accepted says which; the token is
-// returned and accepted into the penalties' history.
-static int32_t llm__sampler_verify(llm_sampler *s, const float *logits, int32_t draft, bool *accepted) {
-    double sum;
-    int m = llm__sampler_dist(s, logits, &sum);
-    int32_t tok;
-    if (!(s->p.temperature > 0.0f)) {
-        tok = s->idx[0];
-    } else {
-        double w = 0.0;
-        for (int i = 0; i < m; i++)
-            if (s->idx[i] == draft) w = s->probs[i];
-        if (w > 0.0 && llm__rng_uniform(s->rng) * sum < w) tok = draft;
-        else tok = m == 1 && w > 0.0 ? draft : llm__sampler_draw(s, m, sum, w > 0.0 ? draft : -1, w);
     }
     *accepted = tok == draft;
     llm_sampler_accept(s, tok);
@@ -10593,9 +10575,7 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
         if (!llm__all_finite(lg, nv)) { llm__req_fail_nonfinite(E, r); break; }
         bool accepted = false;
         const float *q = r->spec_q >= 0 ? E->spec_q + ((size_t)r->spec_q * (size_t)E->params.num_speculative_tokens + (size_t)j) * nv : NULL;
-        int32_t tok = j == k ? llm_sampler_sample(r->smp, lg)
-                      : q && r->p.sampling.temperature > 0.0f ? llm__sampler_verify_q(r->smp, lg, draft[j], q, &accepted)
-                                                               : llm__sampler_verify(r->smp, lg, draft[j], &accepted);
+        int32_t tok = j == k ? llm_sampler_sample(r->smp, lg) : llm__sampler_verify(r->smp, lg, draft[j], q, &accepted);
         if (j < k) E->spec_proposed[j]++;
         if (accepted) { E->spec_accepted[j]++; kept++; r->seq.len = ++r->n_computed; }   // its KV is the token's
         llm__req_append(E, r, tok, lg, now);

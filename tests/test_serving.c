@@ -638,7 +638,7 @@ static void test_spec_verify_distribution(void) {
                 for (int h = 0; h < 3; h++) { llm_sampler_accept(ref, hist[h]); llm_sampler_accept(ver, hist[h]); }
                 a[llm_sampler_sample(ref, logits)]++;
                 bool acc;
-                int32_t t = llm__sampler_verify(ver, logits, drafts[d], &acc);
+                int32_t t = llm__sampler_verify(ver, logits, drafts[d], NULL, &acc);
                 b[t]++;
                 kept += acc;
                 consistent &= acc == (t == drafts[d]);
@@ -672,13 +672,13 @@ static void test_spec_verify_distribution(void) {
             int32_t d = V - 1;
             for (int i = 0; i < V; i++) { acc_q += q[i]; if (u < acc_q) { d = i; break; } }
             bool acc;
-            int32_t t = llm__sampler_verify_q(ver, logits, d, q, &acc);
+            int32_t t = llm__sampler_verify(ver, logits, d, q, &acc);
             b[t]++;
             consistent &= acc == (t == d);
         }
         int df;
         double x = chi2_two(a, b, V, N, N, &df);
-        EXPECT(consistent, "%s: verify_q said kept for another token than the draft", chains[c].what);
+        EXPECT(consistent, "%s: verify with q said kept for another token than the draft", chains[c].what);
         EXPECT(df >= 1 && x < chi2_crit(df), "%s, drafts from q: chi-square %.1f, %d degrees of freedom (limit %.1f)",
                chains[c].what, x, df, df >= 1 ? chi2_crit(df) : 0.0);
         llm_sampler_free(ref);
