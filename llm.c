@@ -1478,6 +1478,12 @@ LLM__AVX2 static inline float llm__hsum_avx2(__m256 v) {
     return _mm_cvtss_f32(x);
 }
 
+LLM__AVX2 static inline int32_t llm__hsum_epi32_avx2(__m256i v) {
+    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
+    return _mm_cvtsi128_si32(_mm_add_epi32(x, _mm_shuffle_epi32(x, 1)));
+}
+
 LLM__AVX2 static void llm__vec_dot_f32_avx2(int64_t n, float *s, const void *vw, const void *va) {
     const float *w = vw, *a = va;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
@@ -2063,6 +2069,15 @@ LLM__AVX512 static inline __m512i llm__spread2(int e0, int e1) {
                               _mm256_set1_epi16((short)(2 * e1 | (2 * e1 + 1) << 8)), 1);
 }
 
+// A super-block's exact integer sums into a row's float sum, in the order of the tile kernels
+// (llm__kt_tokens) that multiply prompts: acc + isum * d, then (mins) + imin * dm. A token's
+// result then does not depend on how many tokens share its step (greedy text is the same batched
+// or alone, with or without drafts); the integer sums are the same in both.
+LLM__AVX512 static inline float llm__sb_acc(float acc, int32_t isum, float d, bool mins, int32_t imin, float dm) {
+    acc = fmaf((float)isum, d, acc);
+    return mins ? fmaf((float)imin, dm, acc) : acc;
+}
+
 // Q4_K / Q5_K, half a super-block (2 x 32 quant bytes = sub-blocks 4h..4h+3) per step. The low
 // nibbles of the 64 bytes are sub-blocks 4h and 4h+2, the high nibbles 4h+1 and 4h+3; activations
 // are loaded in that order. Sub-block scales multiply the 16-bit pair sums (vpmaddwd).
@@ -2070,14 +2085,13 @@ LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_k45_
     const struct llm__block_q4_K *w4 = vw;
     const struct llm__block_q5_K *w5 = vw;   // the same fields as Q4_K, plus qh
     const __m512i m4 = _mm512_set1_epi8(15), b16 = _mm512_set1_epi8(16);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
+    float acc = 0.0f;
     for (int64_t i = 0; i < n / LLM__QK_K; i++) {
         const uint16_t d = five ? w5[i].d : w4[i].d, dmin = five ? w5[i].dmin : w4[i].dmin;
         const uint8_t *qs = five ? w5[i].qs : w4[i].qs;
         const __m128i sm = llm__k4_scales_sse(five ? w5[i].scales : w4[i].scales);
         const float dd = _cvtsh_ss(d) * a[i].d, dm = _cvtsh_ss(dmin) * a[i].d;
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(llm__k4_mins_dot(sm, a[i].bsums)), _mm256_set1_ps(-dm), accm);
+        const int32_t imin = llm__hsum_epi32_avx2(llm__k4_mins_dot(sm, a[i].bsums));
         const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
         const __m512i hb = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w5[i].qh)) : _mm512_setzero_si512();
         __m512i sumi = _mm512_setzero_si512();
@@ -2097,9 +2111,9 @@ LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_k45_
             sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(plo, _mm512_shuffle_epi8(sc, llm__spread2(4 * h, 4 * h + 2))));
             sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(phi, _mm512_shuffle_epi8(sc, llm__spread2(4 * h + 1, 4 * h + 3))));
         }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(dd), acc);
+        acc = llm__sb_acc(acc, _mm512_reduce_add_epi32(sumi), dd, true, imin, -dm);
     }
-    return _mm512_reduce_add_ps(acc) + llm__hsum_avx2(accm);
+    return acc;
 }
 
 LLM__AVX512 static void llm__vec_dot_q4_K_avx512(int64_t n, float *s, const void *vw, const void *va) {
@@ -2125,7 +2139,7 @@ LLM__AVX512 static void llm__vec_dot_q6_K_avx512(int64_t n, float *s, const void
                                                0x05040504, 0x05040504, 0x03020302, 0x03020302, 0x03020302, 0x03020302,
                                                0x01000100, 0x01000100, 0x01000100, 0x01000100);
     const __m512i spread_hi = _mm512_add_epi8(spread_lo, _mm512_set1_epi8(8));
-    __m512 acc = _mm512_setzero_ps();
+    float acc = 0.0f;
     for (int64_t i = 0; i < n / LLM__QK_K; i++) {
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         const __m256i offs = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a[i].bsums));
@@ -2143,9 +2157,9 @@ LLM__AVX512 static void llm__vec_dot_q6_K_avx512(int64_t n, float *s, const void
             sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(plo, _mm512_shuffle_epi8(sch, spread_lo)));
             sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(phi, _mm512_shuffle_epi8(sch, spread_hi)));
         }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(w[i].d) * a[i].d), acc);
+        acc = llm__sb_acc(acc, _mm512_reduce_add_epi32(sumi), _cvtsh_ss(w[i].d) * a[i].d, false, 0, 0.0f);
     }
-    *s = _mm512_reduce_add_ps(acc);
+    *s = acc;
 }
 // Q3_K / Q2_K, a half super-block (128 quants) per step in two registers: fields j = 0, 1 of the
 // half's 32 qs bytes (elements 0-63) and j = 2, 3 (64-127), each 128-bit lane one sub-block of 16
@@ -2161,14 +2175,14 @@ LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_k23_
                                                0x05040504, 0x05040504, 0x03020302, 0x03020302, 0x03020302, 0x03020302,
                                                0x01000100, 0x01000100, 0x01000100, 0x01000100);
     const __m512i spread_hi = _mm512_add_epi8(spread_lo, _mm512_set1_epi8(8));
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
+    float acc = 0.0f;
     for (int64_t i = 0; i < n / LLM__QK_K; i++) {
         const __m256i bsums = _mm256_loadu_si256((const __m256i *)a[i].bsums);
         __m256i sc16;
         __m512i sumi = _mm512_setzero_si512(), hm = _mm512_setzero_si512();
         const uint8_t *qs = three ? w3[i].qs : w2[i].qs;
-        float dd;
+        float dd, dm = 0.0f;
+        int32_t imin = 0;
         if (three) {
             uint8_t raw[16];
             llm__q3_K_scales_raw(w3[i].scales, raw);
@@ -2181,7 +2195,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_k23_
             const __m128i sb = _mm_loadu_si128((const __m128i *)w2[i].scales);
             sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(15)));
             const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(15)));
-            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(m16, bsums)), _mm256_set1_ps(-_cvtsh_ss(w2[i].dmin) * a[i].d), accm);
+            imin = llm__hsum_epi32_avx2(_mm256_madd_epi16(m16, bsums));
+            dm = _cvtsh_ss(w2[i].dmin) * a[i].d;
             dd = _cvtsh_ss(w2[i].d) * a[i].d;
         }
         #pragma GCC unroll 2
@@ -2200,9 +2215,9 @@ LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_k23_
             sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p0, _mm512_shuffle_epi8(sch, spread_lo)));
             sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p1, _mm512_shuffle_epi8(sch, spread_hi)));
         }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(dd), acc);
+        acc = llm__sb_acc(acc, _mm512_reduce_add_epi32(sumi), dd, !three, imin, -dm);
     }
-    return _mm512_reduce_add_ps(acc) + llm__hsum_avx2(accm);
+    return acc;
 }
 
 LLM__AVX512 static void llm__vec_dot_q3_K_avx512(int64_t n, float *s, const void *vw, const void *va) {
@@ -2225,7 +2240,7 @@ LLM__AVX512 static void llm__vec_dot_iq4_xs_avx512(int64_t n, float *s, const vo
     const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     // lane b of the scales: bits 4b.. of scales_l and 2b.. of scales_h (see llm__iq4_xs_scales)
     const __m256i shl = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), shh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-    __m512 acc = _mm512_setzero_ps();
+    float acc = 0.0f;
     for (int64_t i = 0; i < n / LLM__QK_K; i++) {
         uint32_t sl;
         memcpy(&sl, w[i].scales_l, 4);
@@ -2246,9 +2261,9 @@ LLM__AVX512 static void llm__vec_dot_iq4_xs_avx512(int64_t n, float *s, const vo
             const __m512i lsv = _mm512_permutexvar_epi32(_mm512_add_epi32(pair, _mm512_set1_epi32(2 * k)), ls32);
             sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(dp, lsv));
         }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(w[i].d) * a[i].d), acc);
+        acc = llm__sb_acc(acc, _mm512_reduce_add_epi32(sumi), _cvtsh_ss(w[i].d) * a[i].d, false, 0, 0.0f);
     }
-    *s = _mm512_reduce_add_ps(acc);
+    *s = acc;
 }
 #endif   // LLM__X86_SIMD
 
@@ -5817,16 +5832,33 @@ struct llm__cpu_mm_job {
     int64_t ntok;
     const char *xq[LLM__MAX_MATMUL_WEIGHTS];   // activations of weight j in its dot type
     size_t xq_stride[LLM__MAX_MATMUL_WEIGHTS];
+    int fmt[LLM__MAX_MATMUL_WEIGHTS];          // the activation format of weight j (as types[])
     int n_types;                               // distinct activation formats to quantize into
-    int types[LLM__MAX_MATMUL_WEIGHTS];        // a dot type, or LLM__X16_ACT + weight type
+    int types[LLM__MAX_MATMUL_WEIGHTS];        // a dot type, LLM__X16_ACT + weight type or LLM__HALF_ACT + weight type
     char *xq_base[LLM__MAX_MATMUL_WEIGHTS];
     int64_t rows_per_chunk;
     int64_t chunk_start[LLM__MAX_MATMUL_WEIGHTS + 1];   // prefix sums of chunks per weight
 };
 
-#define LLM__X16_ACT 1000   // activation format ids above this are x16 formats of type id - 1000
+#define LLM__X16_ACT 1000    // activation format ids from this up to 2000: x16 formats of type id - 1000
+#define LLM__HALF_ACT 2000   // activation format ids from this up: floats rounded to half type id - 2000
+
+// y = x rounded to F16 or BF16 (type) and widened back.
+static void llm__round_half_row(int type, const float *x, float *y, int64_t n) {
+    uint16_t h[256];
+    for (int64_t i = 0; i < n; i += 256) {
+        const int64_t m = LLM__MIN(256, n - i);
+        if (type == LLM__TYPE_BF16) {
+            for (int64_t k = 0; k < m; k++) y[i + k] = llm__bf16_to_fp32(llm__fp32_to_bf16(x[i + k]));
+        } else {
+            llm__fp32_to_fp16_row(x + i, h, m);
+            llm__fp16_to_fp32_row(h, y + i, m);
+        }
+    }
+}
 
 static size_t llm__act_row_bytes(int fmt, int64_t K) {
+    if (fmt >= LLM__HALF_ACT) return (size_t)K * sizeof(float);
     if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) return LLM__X16K_ACT_STRIDE(K);
     return fmt >= LLM__X16_ACT ? LLM__X16_ACT_STRIDE(K) : llm__row_bytes(fmt, K);
 }
@@ -5839,7 +5871,8 @@ static void llm__cpu_mm_quantize(struct llm__cpu_mm_job *job, int64_t lo, int64_
         for (int64_t t = lo; t < hi; t++) {
             const float *x = (const float *)llm__tensor_row(job->x, t);
             uint8_t *out = (uint8_t *)job->xq_base[i] + (size_t)t * stride;
-            if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) llm__x16k_quantize_act(x, out, K);
+            if (fmt >= LLM__HALF_ACT) llm__round_half_row(fmt - LLM__HALF_ACT, x, (float *)(void *)out, K);
+            else if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) llm__x16k_quantize_act(x, out, K);
             else if (fmt >= LLM__X16_ACT) llm__x16_quantize_act(fmt - LLM__X16_ACT, x, out, K);
             else llm__quantize_row(fmt, x, out, K);
         }
@@ -5922,6 +5955,120 @@ static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64
 }
 #endif
 
+#if defined(LLM__X86_SIMD)
+// --- F16 and BF16 weights on AVX-512: a register tile of rows x tokens ---
+//
+// A row of half-precision weights is widened to floats once per tile and multiplied with up to
+// 4 tokens (a verification step of speculative decoding, a prompt) instead of once per token.
+// The activations are rounded to the weight's half type, as the per-row dot products (and
+// ggml) do, but kept as floats so that the tile loads them without a conversion. Each (row,
+// token) pair has one accumulator summed in column order and reduced the same way whatever the
+// tile's shape, so a token's result does not depend on how many tokens share the step (greedy
+// decoding with and without drafts is the same text).
+
+LLM__AVX512 static inline __attribute__((always_inline)) __m512 llm__half16_to_ps(bool bf16, __m256i h) {
+    return bf16 ? llm__bf16x16_to_ps(h) : _mm512_cvtph_ps(h);
+}
+
+// out[t * os + r] (r < NR, t < NT) = row r of w (ws elements apart) . token t of a (as floats apart) over K.
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__half_tile(bool bf16, bool pf, int NR, int NT, const uint16_t *w,
+                                                                             size_t ws, const float *a, size_t as,
+                                                                             int64_t K, float *out, size_t os) {
+    __m512 acc[4][4];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < NR; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+        __m512 wv[4];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < NR; r++) {
+            // the next 4 rows, the same columns: the hardware prefetcher alone leaves the core
+            // waiting on these short rows (only in the first token tile of a group: pf)
+            if (pf) _mm_prefetch((const char *)(w + (size_t)(4 + r) * ws + k), _MM_HINT_T0);
+            wv[r] = llm__half16_to_ps(bf16, _mm256_loadu_si256((const __m256i *)(w + r * ws + k)));
+        }
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < NT; t++) {
+            const __m512 av = _mm512_loadu_ps(a + t * as + k);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < NR; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+    if (k < K) {
+        const __mmask16 m = (__mmask16)((1u << (K - k)) - 1);
+        __m512 wv[4];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < NR; r++) wv[r] = llm__half16_to_ps(bf16, _mm256_maskz_loadu_epi16(m, w + r * ws + k));
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < NT; t++) {
+            const __m512 av = _mm512_maskz_loadu_ps(m, a + t * as + k);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < NR; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < NT; t++)
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < NR; r++) out[t * os + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+#define LLM__HALF_TILES(BF)                                                                            \
+    LLM__AVX512 static void llm__half_tile_##BF(bool pf, int nr, int nt, const uint16_t *w, size_t ws, const float *a, \
+                                                size_t as, int64_t K, float *out, size_t os) {          \
+        switch ((nr - 1) * 4 + nt - 1) {                                                               \
+        case 0: llm__half_tile(BF, pf, 1, 1, w, ws, a, as, K, out, os); return;                          \
+        case 1: llm__half_tile(BF, pf, 1, 2, w, ws, a, as, K, out, os); return;                          \
+        case 2: llm__half_tile(BF, pf, 1, 3, w, ws, a, as, K, out, os); return;                          \
+        case 3: llm__half_tile(BF, pf, 1, 4, w, ws, a, as, K, out, os); return;                          \
+        case 4: llm__half_tile(BF, pf, 2, 1, w, ws, a, as, K, out, os); return;                          \
+        case 5: llm__half_tile(BF, pf, 2, 2, w, ws, a, as, K, out, os); return;                          \
+        case 6: llm__half_tile(BF, pf, 2, 3, w, ws, a, as, K, out, os); return;                          \
+        case 7: llm__half_tile(BF, pf, 2, 4, w, ws, a, as, K, out, os); return;                          \
+        case 8: llm__half_tile(BF, pf, 3, 1, w, ws, a, as, K, out, os); return;                          \
+        case 9: llm__half_tile(BF, pf, 3, 2, w, ws, a, as, K, out, os); return;                          \
+        case 10: llm__half_tile(BF, pf, 3, 3, w, ws, a, as, K, out, os); return;                         \
+        case 11: llm__half_tile(BF, pf, 3, 4, w, ws, a, as, K, out, os); return;                         \
+        case 12: llm__half_tile(BF, pf, 4, 1, w, ws, a, as, K, out, os); return;                         \
+        case 13: llm__half_tile(BF, pf, 4, 2, w, ws, a, as, K, out, os); return;                         \
+        case 14: llm__half_tile(BF, pf, 4, 3, w, ws, a, as, K, out, os); return;                         \
+        default: llm__half_tile(BF, pf, 4, 4, w, ws, a, as, K, out, os); return;                         \
+        }                                                                                              \
+    }
+LLM__HALF_TILES(false)
+LLM__HALF_TILES(true)
+#undef LLM__HALF_TILES
+
+// Rows [r0, r1) of F16 or BF16 weight j for every token: token blocks whose activations stay in
+// L2, then tiles of 4 rows x 4 tokens.
+static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
+    const struct llm__weight *w = job->w[j];
+    const int64_t K = job->x.ne0;
+    const size_t as = job->xq_stride[j] / sizeof(float), ws = (size_t)K;
+    const int64_t tb = LLM__MAX(4, LLM__MIN(job->ntok, (int64_t)((768u << 10) / job->xq_stride[j]) & ~(int64_t)3));
+    const struct llm__tensor d = job->dst[j];
+    const size_t os = d.nb1 / sizeof(float);
+    void (*tile)(bool, int, int, const uint16_t *, size_t, const float *, size_t, int64_t, float *, size_t) =
+        w->type == LLM__TYPE_BF16 ? llm__half_tile_true : llm__half_tile_false;
+    for (int64_t t0 = 0; t0 < job->ntok; t0 += tb) {
+        const int64_t t1 = LLM__MIN(t0 + tb, job->ntok);
+        for (int64_t r = r0; r < r1; r += 4) {
+            const int nr = (int)LLM__MIN(4, r1 - r);
+            const uint16_t *wr = (const uint16_t *)w->buf.data + (size_t)r * ws;
+            for (int64_t t = t0; t < t1; t += 4) {
+                const int nt = (int)LLM__MIN(4, t1 - t);
+                float *out = (float *)llm__tensor_row(d, t) + r;
+                tile(t == t0 && r + 8 <= w->ne1, nr, nt, wr, ws, (const float *)job->xq[j] + (size_t)t * as, as, K, out, os);
+                if (bias)
+                    for (int i = 0; i < nt; i++)
+                        for (int k = 0; k < nr; k++) out[(size_t)i * os + k] += bias[r + k];
+            }
+        }
+    }
+}
+#endif
+
 static void llm__cpu_mm_worker(void *arg, int ith, int nth) {
     struct llm__cpu_mm_job *job = arg;
     const int64_t K = job->x.ne0;
@@ -5938,6 +6085,10 @@ static void llm__cpu_mm_worker(void *arg, int ith, int nth) {
 #if defined(LLM__X86_SIMD)
         if (w->layout == LLM__LAYOUT_X16) {
             llm__cpu_mm_x16(job, j, r0, r1, bias);
+            continue;
+        }
+        if (job->fmt[j] >= LLM__HALF_ACT) {
+            llm__cpu_mm_half(job, j, r0, r1, bias);
             continue;
         }
         if (job->ntok >= LLM__KT_MIN_TOKENS && job->c->simd == LLM__SIMD_AVX512 && job->c->repack &&
@@ -5971,6 +6122,9 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
     for (int j = 0; j < n; j++) {
         int vt = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
         if (w[j]->layout == LLM__LAYOUT_X16 && w[j]->type != LLM__TYPE_Q3_K) vt = LLM__X16_ACT + w[j]->type;
+        if (c->simd == LLM__SIMD_AVX512 && (w[j]->type == LLM__TYPE_F16 || w[j]->type == LLM__TYPE_BF16))
+            vt = LLM__HALF_ACT + w[j]->type;
+        job.fmt[j] = vt;
         if (vt == LLM__TYPE_F32) {
             job.xq[j] = llm__tensor_row(x, 0);
             job.xq_stride[j] = x.nb1;
@@ -6004,8 +6158,8 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
 
 static enum llm_status llm__cpu_reserve_shape(void *ctx, const struct llm__shape *sh, struct llm__err *e) {
     struct llm__cpu *c = ctx;
-    // matmul: up to LLM__MAX_MATMUL_WEIGHTS quantized copies of the input (at most 3 bytes an element)
-    size_t mm = (size_t)LLM__MAX_MATMUL_WEIGHTS * (((size_t)sh->max_tokens * (size_t)sh->max_cols * 3 + 64 * 4) + 64);
+    // matmul: up to LLM__MAX_MATMUL_WEIGHTS quantized copies of the input (at most 4 bytes an element)
+    size_t mm = (size_t)LLM__MAX_MATMUL_WEIGHTS * (((size_t)sh->max_tokens * (size_t)sh->max_cols * 4 + 64 * 4) + 64);
     size_t attn = llm__attn_scratch(sh->n_head / sh->n_head_kv, sh->head_dim, sh->block_size) * sizeof(float) *
                   (size_t)c->pool->n_threads;
     return llm__cpu_reserve(c, LLM__MAX(mm, attn), e);

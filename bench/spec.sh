@@ -7,11 +7,11 @@
 #   ignored); medians of ROUNDS runs; drafts kept; llm.c's greedy text with drafts compared with
 #   its text without;
 #   a draft model (llm --speculative-model) against llama.cpp's llama-speculative on the same
-#   pairs: SmolLM2-135M-Instruct at Q8_0 (made from the Q4_1 file by llama-quantize
-#   --allow-requantize) drafted by its Q4_1 file, and TinyLlama-1.1B's shape at Q8_0 drafted by the
-#   same random weights at Q4_0; batch 1, greedy, 128 tokens;
+#   pairs: SmolLM2-135M-Instruct at F16 and at Q8_0 (made from the Q4_1 file by llama-quantize
+#   --allow-requantize) drafted by its Q4_1 file (F16 also with K = 8), and TinyLlama-1.1B's
+#   shape at Q8_0 drafted by the same random weights at Q4_0; batch 1, greedy, 128 tokens;
 #   serving: llm bench with 1, 8 and 64 requests at once (random prompts, 128 + 128 tokens),
-#   output throughput with n-gram drafts on and off.
+#   output throughput with n-gram drafts on and off, and with the F16 SmolLM2 drafted by its Q4_1.
 # llama-lookup, llama-speculative and llama-quantize come from ../shared/peer/setup.sh --native.
 # Usage: sh bench/spec.sh   (after make; ROUNDS, THREADS, K: drafts per step, default 4)
 set -eu
@@ -103,54 +103,72 @@ done
 mkdir -p build/models
 SQ8=build/models/spec-smollm2-q8_0.gguf
 [ -f "$SQ8" ] || "$QUANTIZE" --allow-requantize "$M" "$SQ8" Q8_0 > /dev/null 2>&1 || { echo "spec: llama-quantize failed" >&2; exit 1; }
+SF16=build/models/spec-smollm2-f16.gguf
+[ -f "$SF16" ] || "$QUANTIZE" --allow-requantize "$M" "$SF16" F16 > /dev/null 2>&1 || { echo "spec: llama-quantize failed" >&2; exit 1; }
 for t in q8_0 q4_0; do
     f=build/models/bench-tinyllama-1.1b-$t.gguf
     [ -f "$f" ] || build/gen_model --shape tinyllama-1.1b --type $t --vocab synthetic:32000 --seed 1 -o "$f"
 done
 story="Write a short story about a robot who learns to paint."
-# pair NAME TARGET DRAFT: decode t/s of both programs with and without the draft, medians
+# pair NAME TARGET DRAFT KD: decode t/s of both programs with and without the draft (KD drafts
+# per step at most), medians
 pair() {
     for r in $(seq 1 "$ROUNDS"); do
         build/llm run -m "$2" -p "$story" -n $N --temp 0 --ignore-eos -t "$THREADS" > "$tmp/p0" 2> "$tmp/err"
         sed -n 's/.*decode: [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p' "$tmp/err" >> "$tmp/$1.o0"
-        build/llm run -m "$2" -p "$story" -n $N --temp 0 --ignore-eos -t "$THREADS" -md "$3" --num-speculative-tokens $K > "$tmp/p1" 2> "$tmp/err"
+        build/llm run -m "$2" -p "$story" -n $N --temp 0 --ignore-eos -t "$THREADS" -md "$3" --num-speculative-tokens "$4" > "$tmp/p1" 2> "$tmp/err"
         sed -n 's/.*decode: [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p' "$tmp/err" >> "$tmp/$1.o1"
         sed -n 's/^speculation: \([0-9]*\) of \([0-9]*\) drafts kept.*/\1\/\2/p' "$tmp/err" > "$tmp/$1.okept"
         cmp -s "$tmp/p0" "$tmp/p1" && echo yes > "$tmp/$1.same" || echo no > "$tmp/$1.same"
         "$LOOKUP" -m "$2" -p "$story" -n $N --temp 0 --ignore-eos -t "$THREADS" --spec-draft-n-max 0 > "$tmp/peer.out" 2>&1 || true
         sed -n 's/.*decoded *[0-9]* tokens in .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$tmp/peer.out" >> "$tmp/$1.p0"
-        "$SPECULATIVE" -m "$2" -md "$3" -p "$story" -n $N --temp 0 --ignore-eos -t "$THREADS" --spec-draft-n-max $K > "$tmp/peer.out" 2>&1 || true
+        "$SPECULATIVE" -m "$2" -md "$3" -p "$story" -n $N --temp 0 --ignore-eos -t "$THREADS" --spec-draft-n-max "$4" > "$tmp/peer.out" 2>&1 || true
         sed -n 's/.*decoded *[0-9]* tokens in .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$tmp/peer.out" >> "$tmp/$1.p1"
         d=$(sed -n 's/.*n_drafted *= *\([0-9]*\).*/\1/p' "$tmp/peer.out"); a=$(sed -n 's/.*n_accept *= *\([0-9]*\).*/\1/p' "$tmp/peer.out")
         echo "$a/$d" > "$tmp/$1.pkept"
         echo "round $r $1: llm.c $(tail -n 1 "$tmp/$1.o0") -> $(tail -n 1 "$tmp/$1.o1") t/s, llama.cpp $(tail -n 1 "$tmp/$1.p0") -> $(tail -n 1 "$tmp/$1.p1") t/s"
     done
 }
-pair smollm2-q8_0-by-q4_1 "$SQ8" "$M"
-pair tinyllama-q8_0-by-q4_0 build/models/bench-tinyllama-1.1b-q8_0.gguf build/models/bench-tinyllama-1.1b-q4_0.gguf
+pairs="smollm2-f16-by-q4_1-k$K smollm2-f16-by-q4_1-k8 smollm2-q8_0-by-q4_1-k$K tinyllama-q8_0-by-q4_0-k$K"
+[ "$K" = 8 ] && pairs="smollm2-f16-by-q4_1-k8 smollm2-q8_0-by-q4_1-k$K tinyllama-q8_0-by-q4_0-k$K"
+pair smollm2-f16-by-q4_1-k$K "$SF16" "$M" "$K"
+[ "$K" = 8 ] || pair smollm2-f16-by-q4_1-k8 "$SF16" "$M" 8
+pair smollm2-q8_0-by-q4_1-k$K "$SQ8" "$M" "$K"
+pair tinyllama-q8_0-by-q4_0-k$K build/models/bench-tinyllama-1.1b-q8_0.gguf build/models/bench-tinyllama-1.1b-q4_0.gguf "$K"
 echo
-echo "draft models (K = $K), batch 1, greedy, $N tokens after a 12-token prompt, $THREADS threads; medians of $ROUNDS runs"
+echo "draft models (K: drafts per step at most), batch 1, greedy, $N tokens after a 12-token prompt, $THREADS threads; medians of $ROUNDS runs"
 echo
-echo "| target, draft | llm.c t/s | with the draft | speed-up | kept | same text | llama.cpp t/s | llama-speculative | speed-up | kept |"
+echo "| target, draft, K | llm.c t/s | with the draft | speed-up | kept | same text | llama.cpp t/s | llama-speculative | speed-up | kept |"
 echo "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"
-for p in smollm2-q8_0-by-q4_1 tinyllama-q8_0-by-q4_0; do
+for p in $pairs; do
     o0=$(median < "$tmp/$p.o0"); o1=$(median < "$tmp/$p.o1"); p0=$(median < "$tmp/$p.p0"); p1=$(median < "$tmp/$p.p1")
     awk -v t="$p" -v o0="$o0" -v o1="$o1" -v p0="$p0" -v p1="$p1" -v ok="$(cat "$tmp/$p.okept" 2>/dev/null)" -v pk="$(cat "$tmp/$p.pkept")" \
         -v same="$(cat "$tmp/$p.same")" 'BEGIN { printf "| %s | %.1f | %.1f | %.2fx | %s | %s | %.1f | %.1f | %.2fx | %s |\n", t, o0, o1, o1 / o0, ok == "" ? "0/0" : ok, same, p0, p1, (p0 > 0 ? p1 / p0 : 0), pk }'
 done
 
 echo
-echo "| requests at once (random prompts, 128 + 128 tokens) | output t/s, drafts off | on | ratio | drafts kept |"
-echo "|---|---:|---:|---:|---:|"
-for b in 1 8 64; do
-    for r in $(seq 1 "$ROUNDS"); do
-        build/llm bench -m "$M" --num-prompts $b --input-len 128 --output-len 128 -t "$THREADS" --json 2>/dev/null |
-            sed -n 's/.*"output_tps":\([0-9.]*\).*/\1/p' >> "$tmp/b$b.0"
-        build/llm bench -m "$M" --num-prompts $b --input-len 128 --output-len 128 -t "$THREADS" --json --speculative-ngram \
-            --num-speculative-tokens $K 2>/dev/null > "$tmp/b.json"
-        sed -n 's/.*"output_tps":\([0-9.]*\).*/\1/p' "$tmp/b.json" >> "$tmp/b$b.1"
-        sed -n 's/.*"acceptance":\([0-9.]*\).*/\1/p' "$tmp/b.json" > "$tmp/b$b.acc"
+# serve NAME MODEL FLAGS...: output t/s of llm bench with 1, 8 and 64 requests at once, drafts off and on
+serve() {
+    name=$1; model=$2; shift 2
+    for b in 1 8 64; do
+        for r in $(seq 1 "$ROUNDS"); do
+            build/llm bench -m "$model" --num-prompts $b --input-len 128 --output-len 128 -t "$THREADS" --json 2>/dev/null |
+                sed -n 's/.*"output_tps":\([0-9.]*\).*/\1/p' >> "$tmp/$name.b$b.0"
+            build/llm bench -m "$model" --num-prompts $b --input-len 128 --output-len 128 -t "$THREADS" --json "$@" \
+                --num-speculative-tokens $K 2>/dev/null > "$tmp/b.json"
+            sed -n 's/.*"output_tps":\([0-9.]*\).*/\1/p' "$tmp/b.json" >> "$tmp/$name.b$b.1"
+            sed -n 's/.*"acceptance":\([0-9.]*\).*/\1/p' "$tmp/b.json" > "$tmp/$name.b$b.acc"
+        done
+        a=$(median < "$tmp/$name.b$b.0"); s=$(median < "$tmp/$name.b$b.1"); acc=$(cat "$tmp/$name.b$b.acc")
+        awk -v n="$name" -v b="$b" -v a="$a" -v s="$s" -v acc="${acc:-0}" \
+            'BEGIN { printf "| %s | %d | %.1f | %.1f | %.2fx | %.0f%% |\n", n, b, a, s, s / a, 100 * acc }' >> "$tmp/serve.md"
     done
-    a=$(median < "$tmp/b$b.0"); s=$(median < "$tmp/b$b.1"); acc=$(cat "$tmp/b$b.acc")
-    awk -v b="$b" -v a="$a" -v s="$s" -v acc="${acc:-0}" 'BEGIN { printf "| %d | %.1f | %.1f | %.2fx | %.0f%% |\n", b, a, s, s / a, 100 * acc }'
-done
+}
+serve "n-gram, $(basename "$M")" "$M" --speculative-ngram
+serve "SmolLM2 F16 drafted by its Q4_1" "$SF16" --speculative-model "$M"
+echo
+echo "many requests at once (random prompts, 128 + 128 tokens, K = $K), output t/s; medians of $ROUNDS runs"
+echo
+echo "| drafts | requests at once | output t/s, drafts off | on | ratio | drafts kept |"
+echo "|---|---:|---:|---:|---:|---:|"
+cat "$tmp/serve.md"

@@ -80,6 +80,23 @@ static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, 
         EXPECT(worst < 1e-5, "matmul %s K=%lld N=%lld tokens=%d threads=%d layout=%s: relative error %.3g",
                llm__type_info((uint32_t)type)->name, (long long)K, (long long)N, ntok, threads,
                wt.layout == LLM__LAYOUT_X16 ? "x16" : "plain", worst);
+        // batch invariance: each token's row equals, bit for bit, that token multiplied alone
+        // (greedy decoding gives the same text whatever shares a step, speculative drafts included)
+        if (ntok > 1) {
+            float *alone = malloc(sizeof(float) * (size_t)N * ntok);
+            for (int t = 0; t < ntok; t++) {
+                struct llm__tensor x1 = llm__vec_view(&xb, sizeof(float) * (size_t)K * t, K, 1);
+                be.iface->matmul(be.ctx, 1, &yt, ws, with_bias ? &bt : NULL, x1);
+                memcpy(alone + (size_t)t * N, yb.data, sizeof(float) * (size_t)N);
+            }
+            be.iface->matmul(be.ctx, 1, &yt, ws, with_bias ? &bt : NULL, xt);
+            int differ = 0;
+            for (int t = 0; t < ntok; t++) differ += memcmp(alone + (size_t)t * N, (const float *)yb.data + (size_t)t * N, sizeof(float) * (size_t)N) != 0;
+            EXPECT(differ == 0, "matmul %s K=%lld N=%lld tokens=%d layout=%s: %d tokens differ from the token alone",
+                   llm__type_info((uint32_t)type)->name, (long long)K, (long long)N, ntok,
+                   wt.layout == LLM__LAYOUT_X16 ? "x16" : "plain", differ);
+            free(alone);
+        }
         if (wt.layout == LLM__LAYOUT_X16) {
             // the embedding lookup of a repacked table gives the plain rows back
             float *got = malloc(sizeof(float) * (size_t)K), *ref = malloc(sizeof(float) * (size_t)K);
