@@ -9104,8 +9104,9 @@ struct llm_engine {
     long long prefix_query_tokens, prefix_hit_tokens;   // prompt tokens looked up in the prefix cache, found
     // speculative decoding's counters (llm_engine_stats)
     long long spec_proposed[LLM__MAX_SPEC], spec_accepted[LLM__MAX_SPEC], spec_verifications, spec_emitted;
-    double spec_draft_seconds;
+    double spec_draft_seconds, spec_verify_seconds;
     double t_step[LLM__TSTEP + 1];   // measured forward-pass seconds of steps of T tokens (decayed mean; 0: none yet)
+    bool t_step_warm[LLM__TSTEP + 1];   // a step of T tokens has run (the first is not measured)
     bool spec_always;          // tests: every proposed draft is verified (no cost model)
     llm_engine *draft;         // speculative_model's engine (its requests' sequences are the requests')
     float *spec_q;             // [LLM__SPEC_REQS][K][n_vocab] the draft's distributions of a step's drafts
@@ -10875,8 +10876,15 @@ int llm_step(llm_engine *E, const struct llm_output **outputs) {
         llm__plan_undo(E, &plan);
         return -1;
     }
-    if (plan.n > 0 && plan.n_tokens <= LLM__TSTEP)   // the step times speculation decides from
-        llm__time_update(&E->t_step[plan.n_tokens], llm__now() - t_exec);
+    const double t_done = llm__now();
+    // the step times speculation decides from; not a size's first step, which touches memory
+    // for the first time and runs while the thread pool's tuner warms up for it (a first
+    // verification of 3 tokens measured 3 times a decode step and stopped drafting for good)
+    if (plan.n > 0 && plan.n_tokens <= LLM__TSTEP) {
+        if (E->t_step_warm[plan.n_tokens]) llm__time_update(&E->t_step[plan.n_tokens], t_done - t_exec);
+        E->t_step_warm[plan.n_tokens] = true;
+    }
+    if (plan.n_drafts > 0) E->spec_verify_seconds += t_done - t_exec;
     if (plan.n > 0) llm__postprocess(E, &plan, E->step_logits);
     return llm__collect(E, outputs);
 }
@@ -10903,6 +10911,7 @@ void llm_get_stats(const llm_engine *E, struct llm_engine_stats *s) {
     s->spec_verifications = E->spec_verifications;
     s->spec_emitted = E->spec_emitted;
     s->spec_draft_seconds = E->spec_draft_seconds;
+    s->spec_verify_seconds = E->spec_verify_seconds;
 }
 
 // A finished request's result (copies: the request leaves at the next step).

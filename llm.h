@@ -437,10 +437,11 @@ struct llm_engine_stats {
     // (acceptance rate per position: spec_accepted[i] / spec_proposed[i]); verifications (a
     // request's drafts checked in a step) and the tokens they emitted (accepted + 1 each, unless
     // the request ended: mean accepted length = spec_emitted / spec_verifications); seconds spent
-    // proposing drafts
+    // proposing drafts, and in the forward passes of the steps that verified drafts (those steps'
+    // other tokens included)
     long long spec_proposed[16], spec_accepted[16];
     long long spec_verifications, spec_emitted;
-    double spec_draft_seconds;
+    double spec_draft_seconds, spec_verify_seconds;
 };
 LLM_API void llm_get_stats(const llm_engine *engine, struct llm_engine_stats *stats);
 

@@ -25,9 +25,10 @@ LOOKUP=${LLAMA_LOOKUP:-$PEER/llama.cpp/build/bin/llama-lookup}
 SPECULATIVE=$PEER/llama.cpp/build/bin/llama-speculative
 QUANTIZE=$PEER/llama.cpp/build/bin/llama-quantize
 M=${MODEL:-$FIXTURES/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+G=$FIXTURES/models/gemma-3-270m-q4_k_m.gguf
 [ -x "$LOOKUP" ] || { echo "spec: llama-lookup not found at $LOOKUP (run ../shared/peer/setup.sh --native)" >&2; exit 1; }
 [ -x build/llm ] || { echo "spec: build/llm not found (run make)" >&2; exit 1; }
-[ -f "$M" ] || { echo "spec: $M not found (make fixtures)" >&2; exit 1; }
+[ -f "$M" ] && [ -f "$G" ] || { echo "spec: $M or $G not found (make fixtures)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -54,14 +55,23 @@ EOF
 printf 'Read the text and answer by quoting it.\n\nText:\n%s\n\nQuestion: What does the licence guarantee? Quote the sentences.\nAnswer: "' \
     "$(cat "$tmp/passage")" > "$tmp/quote.txt"
 
+# the same code edit for Gemma 3 270M in its chat format (SmolLM2-135M does not copy the
+# function: its greedy answer to the prompt above is unrelated text; Gemma's copies it)
+printf '<start_of_turn>user\nRename the variable total to sum in this Python function and print the whole function again.\n\n```python\n%s```<end_of_turn>\n<start_of_turn>model\n' \
+    "$(sed -n '/^def average/,/return total/p' "$tmp/code.txt" | head -n 9)
+" > "$tmp/gcode.txt"
+# task_model TASK: the model file of a task
+task_model() { if [ "$1" = gcode ]; then echo "$G"; else echo "$M"; fi; }
+
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # ours TASK SPEC ROUND: llm run's decode tokens/s (and drafts kept, text) of one run
 ours() {
     flags=""
     [ "$2" = 1 ] && flags="--speculative-ngram --num-speculative-tokens $K"
+    [ "$1" = gcode ] && flags="$flags --special"
     # shellcheck disable=SC2086
-    build/llm run -m "$M" -f "$tmp/$1.txt" -n $N --temp 0 --ignore-eos -t "$THREADS" $flags > "$tmp/$1.$2.out" 2> "$tmp/err"
+    build/llm run -m "$(task_model "$1")" -f "$tmp/$1.txt" -n $N --temp 0 --ignore-eos -t "$THREADS" $flags > "$tmp/$1.$2.out" 2> "$tmp/err"
     sed -n 's/.*decode: [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p' "$tmp/err" >> "$tmp/$1.ours.$2"
     sed -n 's/^speculation: \([0-9]*\) of \([0-9]*\) drafts kept.*/\1 \2/p' "$tmp/err" > "$tmp/$1.ours.kept"
 }
@@ -69,7 +79,7 @@ ours() {
 peer() {
     n=0
     [ "$2" = 1 ] && n=$K
-    "$LOOKUP" -m "$M" -f "$tmp/$1.txt" -n $N --temp 0 --ignore-eos -t "$THREADS" --spec-draft-n-max $n > "$tmp/peer.out" 2>&1 || true
+    "$LOOKUP" -m "$(task_model "$1")" -f "$tmp/$1.txt" -n $N --temp 0 --ignore-eos -t "$THREADS" --spec-draft-n-max $n > "$tmp/peer.out" 2>&1 || true
     sed -n 's/.*decoded *[0-9]* tokens in .* speed: *\([0-9.]*\) t\/s.*/\1/p' "$tmp/peer.out" >> "$tmp/$1.peer.$2"
     if [ "$2" = 1 ]; then
         d=$(sed -n 's/.*n_drafted *= *\([0-9]*\).*/\1/p' "$tmp/peer.out"); a=$(sed -n 's/.*n_accept *= *\([0-9]*\).*/\1/p' "$tmp/peer.out")
@@ -77,7 +87,7 @@ peer() {
     fi
 }
 
-tasks="copy code quote"
+tasks="copy code quote gcode"
 for r in $(seq 1 "$ROUNDS"); do
     for t in $tasks; do
         ours "$t" 0; ours "$t" 1; peer "$t" 0; peer "$t" 1
@@ -86,7 +96,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 echo
-echo "n-gram drafts (K = $K), $(basename "$M"), batch 1, greedy, $N tokens, $THREADS threads; medians of $ROUNDS runs"
+echo "n-gram drafts (K = $K), batch 1, greedy, $N tokens, $THREADS threads; medians of $ROUNDS runs; $(basename "$M"), gcode: $(basename "$G")"
 echo
 echo "| task | llm.c t/s | with drafts | speed-up | kept | same text | llama.cpp t/s | llama-lookup | speed-up | kept |"
 echo "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"

@@ -576,7 +576,7 @@ void cli_spec_print(FILE *f, const char *indent, const struct llm_engine_stats *
             st->spec_verifications ? (double)st->spec_emitted / (double)st->spec_verifications : 0.0);
     for (int i = 0; i < 16 && st->spec_proposed[i]; i++)
         fprintf(f, " %.0f%%", 100.0 * (double)st->spec_accepted[i] / (double)st->spec_proposed[i]);
-    fprintf(f, "; drafting %.1f ms\n", st->spec_draft_seconds * 1e3);
+    fprintf(f, "; drafting %.1f ms, verifying %.1f ms\n", st->spec_draft_seconds * 1e3, st->spec_verify_seconds * 1e3);
 }
 
 json_t *cli_spec_json(const struct llm_engine_stats *st) {
@@ -596,5 +596,6 @@ json_t *cli_spec_json(const struct llm_engine_stats *st) {
     cli_jset(o, "verifications", cli_json_int(st->spec_verifications));
     cli_jset(o, "tokens_per_verification", cli_json_num(st->spec_verifications ? (double)st->spec_emitted / (double)st->spec_verifications : 0.0, 3));
     cli_jset(o, "draft_ms", cli_json_num(st->spec_draft_seconds * 1e3, 3));
+    cli_jset(o, "verify_ms", cli_json_num(st->spec_verify_seconds * 1e3, 3));
     return o;
 }

@@ -999,6 +999,10 @@ static enum MHD_Result srv_metrics(struct srv *S, struct MHD_Connection *conn, s
     srv_metric(&b, "llm:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens kept.", m, NULL, (double)kept);
     srv_metric(&b, "llm:spec_decode_num_verifications_total", "counter", "Requests' drafts verified in a step.", m, NULL,
                (double)st->spec_verifications);
+    srv_metric(&b, "llm:spec_decode_draft_seconds_total", "counter", "Seconds spent proposing drafts.", m, NULL,
+               st->spec_draft_seconds);
+    srv_metric(&b, "llm:spec_decode_verify_seconds_total", "counter", "Seconds of the forward passes that verified drafts.", m,
+               NULL, st->spec_verify_seconds);
     for (int i = 0; i < 16 && st->spec_proposed[i]; i++) {
         char lab[64];
         snprintf(lab, sizeof(lab), "position=\"%d\"", i);

@@ -446,6 +446,8 @@ static void test_spec_greedy(const int32_t want[][40], size_t per_token, const c
         long long prop = spec_sum(st.spec_proposed), acc = spec_sum(st.spec_accepted);
         EXPECT(acc > 0 && prop > acc, "speculation, %s: %lld drafts proposed, %lld kept: the check needs both kept and "
                "rejected ones", cfg[c].what, prop, acc);
+        EXPECT(st.spec_verify_seconds > 0 && st.spec_draft_seconds > 0,
+               "speculation, %s: %.6f s verifying, %.6f s drafting", cfg[c].what, st.spec_verify_seconds, st.spec_draft_seconds);
         EXPECT(st.spec_emitted >= st.spec_verifications && st.spec_emitted <= acc + st.spec_verifications,
                "speculation, %s: %lld tokens from %lld verifications with %lld kept drafts", cfg[c].what, st.spec_emitted,
                st.spec_verifications, acc);
@@ -561,6 +563,25 @@ static double chi2_crit(int df) {
 // tokens: 26, 32, 58, 146 ms) -> a few drafts alone at high acceptance, none at 5% (a first draft costs 8%)
 // or in a batch of 64.
 static void test_spec_cost_model(llm_engine *E) {
+    // a step size's first step is not measured (memory touched for the first time, the thread
+    // pool warming up for the size): a 7-token prompt, then 3 decode steps
+    {
+        const int32_t toks[7] = {1, 5, 9, 13, 17, 21, 25};
+        struct llm_prompt pr = {NULL, toks, 7};
+        struct llm_request_params rp = greedy(4);
+        rp.num_speculative_tokens = -1;
+        const struct llm_output *out;
+        EXPECT(llm_add_request(E, &pr, &rp) >= 0, "add: %s", llm_last_error(E));
+        int steps = 0;
+        double t1_after[4] = {0};
+        while (llm_has_unfinished_requests(E) && steps < 4) {
+            llm_step(E, &out);
+            t1_after[steps++] = E->t_step[1];
+        }
+        EXPECT(steps == 4 && E->t_step[7] == 0.0 && t1_after[1] == 0.0 && t1_after[2] > 0.0,
+               "first steps measured: t(7) %g after the prompt's only step; t(1) %g after the first decode step, %g after the second",
+               E->t_step[7], t1_after[1], t1_after[2]);
+    }
     double saved[LLM__TSTEP + 1], gain;
     memcpy(saved, E->t_step, sizeof(saved));
     memset(E->t_step, 0, sizeof(E->t_step));
