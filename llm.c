@@ -71,6 +71,7 @@
 #define LLM__TSTEP 128     // step times are measured per token count up to this many
 #define LLM__SPEC_REQS 64  // draft model: requests that speculate in one step, at most
 #define LLM__SPEC_MARGIN 1.1   // drafts are verified when the expected rate beats none by 10%
+#define LLM__SPEC_MARGIN_DRAFT 1.25   // a draft model's: 25% (its sampling and a step's other work are not in the times)
 #define LLM__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 // An error message buffer. Every fallible internal function takes one and returns a status.
@@ -10409,7 +10410,7 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
         int m = llm__spec_propose_budget(E, plan, r);
         pe->tokens = r->tokens + pe->start;   // the room for drafts may have moved the tokens
         int catch_up = r->n_tokens - r->dseq.len;
-        if (m <= 0 || catch_up < 1 || (probe && catch_up > 4 && r->dseq.len > 0)) continue;   // a probe does not pay a long catch-up
+        if (m <= 0 || catch_up < 1 || (probe && catch_up > 64 && r->dseq.len > 0)) continue;   // a probe does not pay a long catch-up
         if (dtok + catch_up > dmax) {   // the draft's cache lacks much (a long prompt): a part now, drafts later
             int c = dmax - dtok;
             if (c > 0 && llm__blocks_can_allocate(&D->blocks, &r->dseq, c) && llm__blocks_allocate(&D->blocks, &r->dseq, c)) {
@@ -10428,7 +10429,7 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
             double rate = (G + gain) / (llm__step_time(E, plan->n_tokens + j) + td0 + td * (j - 1));
             if (rate > best) { best = rate; k = j; k_gain = gain; }
         }
-        if (!E->spec_always && !probe && best < LLM__SPEC_MARGIN * base) k = 0;
+        if (!E->spec_always && !probe && best < LLM__SPEC_MARGIN_DRAFT * base) k = 0;
         if (k == 0 || !llm__blocks_can_allocate(&E->blocks, &r->seq, 1 + k) ||
             !llm__blocks_can_allocate(&D->blocks, &r->dseq, catch_up + k - 1) ||
             !llm__blocks_allocate(&E->blocks, &r->seq, 1 + k) || !llm__blocks_allocate(&D->blocks, &r->dseq, catch_up + k - 1))
@@ -10487,8 +10488,11 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
             }
             break;
         }
-        if (round > 0) llm__time_update(&E->t_draft, llm__now() - t_round);
-        else if (n_cu == 0 && dtok <= 4 * n) llm__time_update(&E->t_draft0, llm__now() - t_round);   // a usual catch-up
+        // (not the draft's first step of a size: see llm_step)
+        const bool dwarm = dplan.n_tokens > LLM__TSTEP || D->t_step_warm[dplan.n_tokens];
+        if (dplan.n_tokens <= LLM__TSTEP) D->t_step_warm[dplan.n_tokens] = true;
+        if (dwarm && round > 0) llm__time_update(&E->t_draft, llm__now() - t_round);
+        else if (dwarm && n_cu == 0 && dtok <= 4 * n) llm__time_update(&E->t_draft0, llm__now() - t_round);   // a usual catch-up
         for (int x = 0, row = 0; x < dplan.n; x++) {
             int j = map[x];
             de[x].seq->len += de[x].n_compute;
