@@ -10399,10 +10399,22 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
     int who[LLM__SPEC_REQS], kk[LLM__SPEC_REQS], n = 0, kmax = 0, dtok = 0, n_cu = 0, cun[LLM__SPEC_REQS];
     struct llm__req *cu[LLM__SPEC_REQS];   // requests whose draft cache catches up, partly, without drafting
     double G = plan->n_logits, td = E->t_draft, td0 = E->t_draft0 > 0 ? E->t_draft0 : td;
+    if (td <= 0) {   // not measured yet: a draft round as the model's decode step, scaled by the weights read
+        td = llm__step_time(E, 1) * (double)llm__model_bytes_per_token(&D->model) /
+             (double)LLM__MAX(llm__model_bytes_per_token(&E->model), 1);
+        if (td0 <= 0) td0 = td;
+    }
     const int dmax = D->params.max_num_batched_tokens;
-    // every 64th step drafts for every request that can (a probe): the draft's time and the
+    // every 64th step drafts for up to 4 requests that can (a probe): the draft's time and the
     // requests' acceptance are measured again even where the choice had stopped drafting
     const bool probe = E->n_steps % 64 == 31;
+    // the acceptance so far over all requests: a request's prior; before any draft, one request
+    // drafts (its catch-up and rounds measure the draft, its drafts the acceptance)
+    long long prop = 0, acc = 0;
+    for (int j = 0; j < LLM__MAX_SPEC; j++) { prop += E->spec_proposed[j]; acc += E->spec_accepted[j]; }
+    const double a0 = (acc + 1.0) / (prop + 2.0);
+    bool explore = prop == 0;
+    int n_probed = 0;
     for (int i = 0; i < plan->n && n < LLM__SPEC_REQS && n_cu < LLM__SPEC_REQS && n + n_cu < D->params.max_num_seqs; i++) {
         struct llm__plan_entry *pe = &plan->e[i];
         struct llm__req *r = pe->r;
@@ -10410,7 +10422,22 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
         int m = llm__spec_propose_budget(E, plan, r);
         pe->tokens = r->tokens + pe->start;   // the room for drafts may have moved the tokens
         int catch_up = r->n_tokens - r->dseq.len;
-        if (m <= 0 || catch_up < 1 || (probe && catch_up > 64 && r->dseq.len > 0)) continue;   // a probe does not pay a long catch-up
+        if (m <= 0 || catch_up < 1) continue;
+        double a = (r->spec_kept + 2.0 * a0) / (r->spec_kept + r->spec_missed + 2.0), gain = 0.0, ak = 1.0, k_gain = 0.0;
+        double base = G / llm__step_time(E, plan->n_tokens), best = 0.0;
+        // a probe: at most 4 requests, none with a long catch-up (which a probe would pay for all)
+        const bool forced = E->spec_always || explore || (probe && n_probed < 4 && catch_up <= 64);
+        n_probed += probe && forced;
+        explore = false;
+        int k = forced ? m : 0;
+        for (int j = 1; j <= m && !forced; j++) {   // the draft's rounds are part of the cost
+            ak *= a;
+            gain += ak;
+            double rate = (G + gain) / (llm__step_time(E, plan->n_tokens + j) + td0 + td * (j - 1));
+            if (rate > best) { best = rate; k = j; k_gain = gain; }
+        }
+        if (!forced && best < LLM__SPEC_MARGIN_DRAFT * base) k = 0;
+        if (k == 0) continue;   // (nor does its draft cache catch up: a catch-up is paid only for drafts)
         if (dtok + catch_up > dmax) {   // the draft's cache lacks much (a long prompt): a part now, drafts later
             int c = dmax - dtok;
             if (c > 0 && llm__blocks_can_allocate(&D->blocks, &r->dseq, c) && llm__blocks_allocate(&D->blocks, &r->dseq, c)) {
@@ -10420,17 +10447,7 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
             }
             continue;
         }
-        double a = (r->spec_kept + 1.0) / (r->spec_kept + r->spec_missed + 2.0), gain = 0.0, ak = 1.0, k_gain = 0.0;
-        double base = G / llm__step_time(E, plan->n_tokens), best = 0.0;
-        int k = E->spec_always || probe ? m : 0;
-        for (int j = 1; j <= m && !E->spec_always && !probe; j++) {   // the draft's rounds are part of the cost
-            ak *= a;
-            gain += ak;
-            double rate = (G + gain) / (llm__step_time(E, plan->n_tokens + j) + td0 + td * (j - 1));
-            if (rate > best) { best = rate; k = j; k_gain = gain; }
-        }
-        if (!E->spec_always && !probe && best < LLM__SPEC_MARGIN_DRAFT * base) k = 0;
-        if (k == 0 || !llm__blocks_can_allocate(&E->blocks, &r->seq, 1 + k) ||
+        if (!llm__blocks_can_allocate(&E->blocks, &r->seq, 1 + k) ||
             !llm__blocks_can_allocate(&D->blocks, &r->dseq, catch_up + k - 1) ||
             !llm__blocks_allocate(&E->blocks, &r->seq, 1 + k) || !llm__blocks_allocate(&D->blocks, &r->dseq, catch_up + k - 1))
             continue;
