@@ -10289,6 +10289,16 @@ static void llm__plan_add(struct llm__plan *plan, struct llm__req *r, int n) {
 // vLLM's ngram proposer). They are written after its tokens (r->tokens[n_tokens ..], not counted
 // in n_tokens) and computed with its last token in the same step; postprocess verifies them.
 
+// k drafts for plan entry pe (a decoding request): computed with its token, a logit row each.
+static void llm__plan_add_drafts(struct llm__plan *plan, struct llm__plan_entry *pe, int k) {
+    pe->n_compute += k;
+    pe->n_logits += k;
+    pe->n_draft = k;
+    plan->n_tokens += k;
+    plan->n_logits += k;
+    plan->n_drafts += k;
+}
+
 // Up to k drafts for r into r->tokens[n_tokens ..] (the room is there); returns how many.
 static int llm__spec_ngram(const llm_engine *E, struct llm__req *r, int k) {
     const int32_t *t = r->tokens;
@@ -10463,12 +10473,7 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
             !llm__blocks_allocate(&E->blocks, &r->seq, 1 + k) || !llm__blocks_allocate(&D->blocks, &r->dseq, catch_up + k - 1))
             continue;
         G += k_gain;
-        pe->n_compute += k;
-        pe->n_logits += k;
-        pe->n_draft = k;
-        plan->n_tokens += k;
-        plan->n_logits += k;
-        plan->n_drafts += k;
+        llm__plan_add_drafts(plan, pe, k);
         r->spec_q = n;
         who[n] = i;
         kk[n++] = k;
@@ -10572,12 +10577,7 @@ static void llm__schedule_drafts(llm_engine *E, struct llm__plan *plan) {
         if (k == 0 || !llm__blocks_can_allocate(&E->blocks, &r->seq, 1 + k)) continue;   // drafts never preempt
         if (!llm__blocks_allocate(&E->blocks, &r->seq, 1 + k)) continue;
         G += k_gain;
-        pe->n_compute += k;
-        pe->n_logits += k;
-        pe->n_draft = k;
-        plan->n_tokens += k;
-        plan->n_logits += k;
-        plan->n_drafts += k;
+        llm__plan_add_drafts(plan, pe, k);
     }
 }
 
