@@ -7073,6 +7073,12 @@ static bool llm__blocks_can_allocate(const struct llm__blocks *bm, const struct 
     return llm__blocks_needed(bm, sq, n) <= llm__blocks_available(bm);
 }
 
+// The same from free blocks alone: drafts, which must not evict a cached prefix block (a block
+// the next request with the same prompt would have found) for tokens that may be rejected.
+static bool llm__blocks_can_allocate_free(const struct llm__blocks *bm, const struct llm__seq *sq, int n) {
+    return llm__blocks_needed(bm, sq, n) <= bm->n_free;
+}
+
 // Grows a sequence's block table to hold n more tokens; llm__blocks_can_allocate said yes. Its
 // length does not change (it grows as the tokens are computed). false: no memory for the table,
 // and nothing changed.
@@ -10468,7 +10474,7 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
             }
             continue;
         }
-        if (!llm__blocks_can_allocate(&E->blocks, &r->seq, 1 + k) ||
+        if (!llm__blocks_can_allocate_free(&E->blocks, &r->seq, 1 + k) ||
             !llm__blocks_can_allocate(&D->blocks, &r->dseq, catch_up + k - 1) ||
             !llm__blocks_allocate(&E->blocks, &r->seq, 1 + k) || !llm__blocks_allocate(&D->blocks, &r->dseq, catch_up + k - 1))
             continue;
@@ -10574,7 +10580,7 @@ static void llm__schedule_drafts(llm_engine *E, struct llm__plan *plan) {
         if (m <= 0) continue;
         double a = (r->spec_kept + 1.0) / (r->spec_kept + r->spec_missed + 2.0), k_gain = 0.0;
         int k = E->spec_always || E->n_steps % 64 == 31 ? m : llm__spec_choose(E, G, plan->n_tokens, a, m, &k_gain);
-        if (k == 0 || !llm__blocks_can_allocate(&E->blocks, &r->seq, 1 + k)) continue;   // drafts never preempt
+        if (k == 0 || !llm__blocks_can_allocate_free(&E->blocks, &r->seq, 1 + k)) continue;   // drafts never preempt nor evict
         if (!llm__blocks_allocate(&E->blocks, &r->seq, 1 + k)) continue;
         G += k_gain;
         llm__plan_add_drafts(plan, pe, k);

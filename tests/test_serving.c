@@ -557,6 +557,62 @@ static double chi2_crit(int df) {
     return df * pow(1.0 - h + z * sqrt(h), 3.0);
 }
 
+// Drafts never evict a cached prefix block: with no free block left, the drafts of a request
+// that would need a new block are not verified, and the cache keeps what it held. A (48 tokens,
+// 3 full blocks) is cached; B (59 tokens) takes the 4 free blocks; B's first decode step has
+// n-gram drafts (lookup from 1 token: B's prompt holds the token the model decodes after it,
+// found first with an engine without drafts) that would cross into a fifth block.
+static void test_spec_keeps_cache(size_t per_token) {
+    enum { LB = 59 };
+    int32_t a[48], b[LB];
+    for (int i = 0; i < 48; i++) a[i] = 3 + (i * 37) % 400;
+    a[0] = 1;
+    // a prompt that holds the model's next token early enough for 7 tokens to follow it: the
+    // token it decodes is written into the prompt's start, until it decodes one already there
+    for (int i = 0; i < LB; i++) b[i] = 500 + (i % 7) * 3;
+    b[0] = 1;
+    llm_engine *P = engine(1, 512, 0, 0, "fcfs");
+    bool found = false;
+    for (int it = 0; it < 40 && !found && P; it++) {
+        struct llm_prompt pr = {NULL, b, LB};
+        struct llm_request_params rp = greedy(1);
+        struct llm_result res;
+        if (llm_generate(P, &pr, 1, &rp, &res) != LLM_OK) break;
+        for (int i = 1; i < LB - 8 && res.n_tokens == 1; i++) found |= b[i] == res.tokens[0];
+        if (!found && res.n_tokens == 1) b[1 + it] = res.tokens[0];
+        llm_results_free(&res, 1);
+    }
+    llm_engine_free(P);
+    EXPECT(found, "no prompt that holds the model's next token (40 tried)");
+    if (!found) return;
+    llm_engine *E = engine_spec_n(4, 512, per_token * 16 * 7, 1, 16, model_path(), 256, 1);
+    if (!E) return;
+    struct llm_prompt pa = {NULL, a, 48}, pb = {NULL, b, LB};
+    struct llm_request_params rp = greedy(1);
+    struct llm_result res;
+    EXPECT(llm_generate(E, &pa, 1, &rp, &res) == LLM_OK, "A: %s", llm_last_error(E));
+    llm_results_free(&res, 1);
+    struct llm_engine_stats st;
+    llm_get_stats(E, &st);
+    EXPECT(st.kv_blocks_total == 7 && st.kv_blocks_cached == 3, "A cached: %d blocks of %d (want 3 of 7)", st.kv_blocks_cached,
+           st.kv_blocks_total);
+    rp = greedy(20);
+    int id = llm_add_request(E, &pb, &rp);
+    const struct llm_output *out;
+    EXPECT(id >= 0 && llm_step(E, &out) == 1, "B's prompt step");
+    llm_step(E, &out);   // B's first decode step: drafts proposed, no free block for them
+    llm_get_stats(E, &st);
+    EXPECT(st.kv_blocks_cached == 3, "B's drafts evicted cached prefix blocks: %d of 3 left", st.kv_blocks_cached);
+    llm_abort_request(E, id);
+    while (llm_has_unfinished_requests(E)) llm_step(E, &out);
+    // A again: its whole prefix (2 blocks: the last token is computed again) from the cache
+    rp = greedy(1);
+    EXPECT(llm_generate(E, &pa, 1, &rp, &res) == LLM_OK && res.n_cached_tokens == 32, "A again: %d tokens from the cache (want 32)",
+           res.n_cached_tokens);
+    llm_results_free(&res, 1);
+    llm_engine_free(E);
+}
+
 // The cost model that decides how many drafts a step verifies (llm__spec_choose, llm__step_time)
 // on made-up step times: verifying is free -> all drafts, with any acceptance worth having; time
 // proportional to tokens -> none; a machine like this one (a 1.1B Q8_0 step of 1, 4, 8, 64
@@ -1356,6 +1412,7 @@ int main(void) {
     if (E) test_spec_cost_model(E);
     llm_engine_free(E);
     test_spec_greedy((const int32_t(*)[40])alone, per_token, NULL);
+    test_spec_keeps_cache(per_token);
     test_spec_greedy((const int32_t(*)[40])alone, per_token, model_named("tiny-q4_0"));
     test_spec_draft_errors();
     test_spec_verify_distribution();
