@@ -945,6 +945,10 @@ int main(void) {
             check_matmul(types[i], 512, 48, toks[j], 1 + (int)(j % 2), j % 3 == 0);
     // row lengths with an odd number of blocks, row counts that are not powers of two
     check_matmul(LLM__TYPE_Q8_0, 864, 48, 3, 2, true);
+    // half-precision tiles: a row length that is no multiple of 16 (masked tail), row and token
+    // counts that leave partial tiles
+    check_matmul(LLM__TYPE_F16, 200, 22, 9, 2, true);
+    check_matmul(LLM__TYPE_BF16, 200, 22, 6, 1, false);
     check_matmul(LLM__TYPE_Q4_0, 608, 80, 9, 2, false);
     check_matmul(LLM__TYPE_Q4_0, 2048, 256, 1, 2, false);
     check_matmul(LLM__TYPE_Q8_0, 2048, 256, 40, 2, false);
