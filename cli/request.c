@@ -228,7 +228,10 @@ static bool cli_jreq_server_unsupported(struct cli_jreq *q, const char *key, jso
     }
     if (!strcmp(key, "suffix") || !strcmp(key, "best_of") || !strcmp(key, "use_beam_search") || !strcmp(key, "prompt_logprobs") ||
         !strcmp(key, "guided_json") || !strcmp(key, "guided_regex") || !strcmp(key, "guided_choice") || !strcmp(key, "guided_grammar")) {
-        if (!strcmp(key, "best_of") && json_is_integer(v) && json_integer_value(v) == q->n) return true;
+        if (!strcmp(key, "best_of") && json_is_integer(v)) {   // best_of == n: what is done anyway (n read here:
+            json_t *n = json_object_get(q->root, "n");              // it may come after best_of)
+            if (json_integer_value(v) == (json_is_integer(n) ? json_integer_value(n) : 1)) return true;
+        }
         if (!strcmp(key, "use_beam_search") && json_is_false(v)) return true;
         return cli_jreq_fail(q, key, "%s: not supported by llm serve", key);
     }

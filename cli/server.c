@@ -118,6 +118,7 @@ struct srv {
     atomic_int emu_wanted;     // connections waiting for emu
     bool quit;                 // under emu: the engine thread ends when nothing is left
     atomic_bool draining;      // shutting down: new requests get 503
+    atomic_int n_open;         // requests begun and not completed (their answers not all sent)
     struct srv_seq **active;   // under mu: sequences added and not finished
     int n_active, cap_active;
     struct srv_seq **pending;  // under mu: sequences waiting for their leader
@@ -1044,6 +1045,7 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         if (!(k = calloc(1, sizeof(*k)))) return MHD_NO;
         k->t0 = cli_now();
         *ctx = k;
+        atomic_fetch_add(&S->n_open, 1);
         // framing libmicrohttpd lets through: Content-Length twice, a transfer coding other than chunked
         int n_cl = 0;
         MHD_get_connection_values(conn, MHD_HEADER_KIND, srv_count_content_length, &n_cl);
@@ -1125,9 +1127,10 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
 
 static void srv_completed(void *cls, struct MHD_Connection *conn, void **ctx, enum MHD_RequestTerminationCode why) {
     (void)conn;
-    (void)cls;
+    struct srv *S = cls;
     struct srv_conn *k = *ctx;
     if (!k) return;
+    atomic_fetch_sub(&S->n_open, 1);
     if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK && k->status == 0) k->status = -1;
     free(k->body.p);
     free(k);
@@ -1274,11 +1277,13 @@ int cli_cmd_serve(struct cli *c) {
     pthread_cond_signal(&S->ework);
     pthread_mutex_unlock(&S->emu);
     if (left) fprintf(stderr, "llm serve: unfinished sequences aborted: %d\n", left);
-    for (double t = cli_now() + 5.0; cli_now() < t;) {   // the aborts are reported by the next step
+    // the aborts are reported by the next step, then the answers' last chunks are sent (stopping
+    // the daemon closes the connections: a client could miss its finish_reason "abort")
+    for (double t = cli_now() + 5.0; cli_now() < t;) {
         pthread_mutex_lock(&S->mu);
         int busy = S->n_active;
         pthread_mutex_unlock(&S->mu);
-        if (!busy) break;
+        if (!busy && atomic_load(&S->n_open) == 0) break;
         struct timespec ts = {0, 10000000};
         nanosleep(&ts, NULL);
     }

@@ -313,6 +313,12 @@ for body, word in [(b"{", "invalid JSON"), (b"[1]", "not a JSON object"), (b'{"p
     check(ok, "body %r: %d %s" % (body, st, b[:200]))
 st, _, b = http(S.port, "POST", "/v1/chat/completions", {"messages": [{"role": "user"}]})
 check(st == 400 and b"content" in b, "a user message without content: %d %s" % (st, b[:200]))
+# best_of equal to n is what is done anyway, in either key order; another best_of is refused
+for body in [b'{"prompt":"a","max_tokens":1,"best_of":2,"n":2}', b'{"prompt":"a","max_tokens":1,"n":2,"best_of":2}']:
+    st, _, b = http(S.port, "POST", "/v1/completions", body)
+    check(st == 200 and len(json.loads(b)["choices"]) == 2, "body %r: %d %s" % (body, st, b[:200]))
+st, _, b = http(S.port, "POST", "/v1/completions", b'{"prompt":"a","max_tokens":1,"best_of":3,"n":2}')
+check(st == 400 and b"best_of" in b, "best_of 3 with n 2: %d %s" % (st, b[:200]))
 r = c.chat.completions.create(model=models.data[0].id, messages=MSGS, max_completion_tokens=2, max_tokens=5)
 check(r.usage.completion_tokens == 2, "max_completion_tokens 2 beside max_tokens 5: %d tokens" % r.usage.completion_tokens)
 m = c.models.retrieve(models.data[0].id)
