@@ -6041,6 +6041,80 @@ LLM__HALF_TILES(false)
 LLM__HALF_TILES(true)
 #undef LLM__HALF_TILES
 
+// The same on AVX2: 8 columns a step, one accumulator per (row, token) pair, tiles of at most
+// 8 pairs (16 registers); the columns after the last multiple of 8 come zero-padded. The rows
+// two tiles ahead are prefetched (pf): 4 rows read at once defeat the hardware prefetcher
+// (decode fell from 48 to 37 tokens/s on SmolLM2 F16 without it).
+LLM__AVX2 static inline __attribute__((always_inline)) __m256 llm__half8_to_ps(bool bf16, const uint16_t *p) {
+    return bf16 ? llm__load_bf16x8(p) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+LLM__AVX2 static inline __attribute__((always_inline)) void llm__half_tile8(bool bf16, bool pf, int NR, int NT, const uint16_t *w,
+                                                                            size_t ws, const float *a, size_t as,
+                                                                            int64_t K, float *out, size_t os) {
+    __m256 acc[4][4];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < NR; r++)
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 wv[4];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < NR; r++) {
+            if (pf && (k & 31) == 0) _mm_prefetch((const char *)(w + (size_t)(2 * NR + r) * ws + k), _MM_HINT_T0);
+            wv[r] = llm__half8_to_ps(bf16, w + r * ws + k);
+        }
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < NT; t++) {
+            const __m256 av = _mm256_loadu_ps(a + t * as + k);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < NR; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+    if (k < K) {
+        const int m = (int)(K - k);
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 wv[4];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < NR; r++) {
+            uint16_t h[8] = {0};
+            memcpy(h, w + r * ws + k, (size_t)m * sizeof(uint16_t));
+            wv[r] = llm__half8_to_ps(bf16, h);
+        }
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < NT; t++) {
+            const __m256 av = _mm256_maskload_ps(a + t * as + k, mask);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < NR; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < NT; t++)
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < NR; r++) out[t * os + r] = llm__hsum_avx2(acc[r][t]);
+}
+
+#define LLM__HALF_TILES8(BF)                                                                           \
+    LLM__AVX2 static void llm__half_tile8_##BF(bool pf, int nr, int nt, const uint16_t *w, size_t ws, const float *a, \
+                                               size_t as, int64_t K, float *out, size_t os) {           \
+        switch ((nr - 1) * 4 + nt - 1) {                                                               \
+        case 0: llm__half_tile8(BF, pf, 1, 1, w, ws, a, as, K, out, os); return;                         \
+        case 1: llm__half_tile8(BF, pf, 1, 2, w, ws, a, as, K, out, os); return;                         \
+        case 2: llm__half_tile8(BF, pf, 1, 3, w, ws, a, as, K, out, os); return;                         \
+        case 3: llm__half_tile8(BF, pf, 1, 4, w, ws, a, as, K, out, os); return;                         \
+        case 4: llm__half_tile8(BF, pf, 2, 1, w, ws, a, as, K, out, os); return;                         \
+        case 5: llm__half_tile8(BF, pf, 2, 2, w, ws, a, as, K, out, os); return;                         \
+        case 6: llm__half_tile8(BF, pf, 2, 3, w, ws, a, as, K, out, os); return;                         \
+        case 8: llm__half_tile8(BF, pf, 3, 1, w, ws, a, as, K, out, os); return;                         \
+        case 12: llm__half_tile8(BF, pf, 4, 1, w, ws, a, as, K, out, os); return;                        \
+        default: llm__half_tile8(BF, pf, 2, 4, w, ws, a, as, K, out, os); return;                        \
+        }                                                                                              \
+    }
+LLM__HALF_TILES8(false)
+LLM__HALF_TILES8(true)
+#undef LLM__HALF_TILES8
+
 // Rows [r0, r1) of F16 or BF16 weight j for every token: token blocks whose activations stay in
 // L2, then tiles of 4 rows x 4 tokens.
 static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
@@ -6050,17 +6124,20 @@ static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int
     const int64_t tb = LLM__MAX(4, LLM__MIN(job->ntok, (int64_t)((768u << 10) / job->xq_stride[j]) & ~(int64_t)3));
     const struct llm__tensor d = job->dst[j];
     const size_t os = d.nb1 / sizeof(float);
+    const bool bf16 = w->type == LLM__TYPE_BF16, wide = job->c->simd == LLM__SIMD_AVX512;
     void (*tile)(bool, int, int, const uint16_t *, size_t, const float *, size_t, int64_t, float *, size_t) =
-        w->type == LLM__TYPE_BF16 ? llm__half_tile_true : llm__half_tile_false;
+        wide ? (bf16 ? llm__half_tile_true : llm__half_tile_false) : (bf16 ? llm__half_tile8_true : llm__half_tile8_false);
+    // AVX-512: 4 rows x 4 tokens; AVX2: 4 rows x 1 token alone (a decode step), else 2 rows x 4 tokens
+    const int RS = wide || job->ntok == 1 ? 4 : 2;
     for (int64_t t0 = 0; t0 < job->ntok; t0 += tb) {
         const int64_t t1 = LLM__MIN(t0 + tb, job->ntok);
-        for (int64_t r = r0; r < r1; r += 4) {
-            const int nr = (int)LLM__MIN(4, r1 - r);
+        for (int64_t r = r0; r < r1; r += RS) {
+            const int nr = (int)LLM__MIN(RS, r1 - r);
             const uint16_t *wr = (const uint16_t *)w->buf.data + (size_t)r * ws;
             for (int64_t t = t0; t < t1; t += 4) {
                 const int nt = (int)LLM__MIN(4, t1 - t);
                 float *out = (float *)llm__tensor_row(d, t) + r;
-                tile(t == t0 && r + 8 <= w->ne1, nr, nt, wr, ws, (const float *)job->xq[j] + (size_t)t * as, as, K, out, os);
+                tile(t == t0 && r + 2 * RS <= w->ne1, nr, nt, wr, ws, (const float *)job->xq[j] + (size_t)t * as, as, K, out, os);
                 if (bias)
                     for (int i = 0; i < nt; i++)
                         for (int k = 0; k < nr; k++) out[(size_t)i * os + k] += bias[r + k];
@@ -6123,7 +6200,7 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
     for (int j = 0; j < n; j++) {
         int vt = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
         if (w[j]->layout == LLM__LAYOUT_X16 && w[j]->type != LLM__TYPE_Q3_K) vt = LLM__X16_ACT + w[j]->type;
-        if (c->simd == LLM__SIMD_AVX512 && (w[j]->type == LLM__TYPE_F16 || w[j]->type == LLM__TYPE_BF16))
+        if ((c->simd == LLM__SIMD_AVX512 || c->simd == LLM__SIMD_AVX2) && (w[j]->type == LLM__TYPE_F16 || w[j]->type == LLM__TYPE_BF16))
             vt = LLM__HALF_ACT + w[j]->type;
         job.fmt[j] = vt;
         if (vt == LLM__TYPE_F32) {
@@ -10305,6 +10382,17 @@ static void llm__plan_add_drafts(struct llm__plan *plan, struct llm__plan_entry 
     plan->n_drafts += k;
 }
 
+// pe keeps the first `have` of its drafts.
+static void llm__plan_cut_drafts(struct llm__plan *plan, struct llm__plan_entry *pe, int have) {
+    int cut = pe->n_draft - have;
+    pe->n_compute -= cut;
+    pe->n_logits -= cut;
+    pe->n_draft = have;
+    plan->n_tokens -= cut;
+    plan->n_logits -= cut;
+    plan->n_drafts -= cut;
+}
+
 // Up to k drafts for r into r->tokens[n_tokens ..] (the room is there); returns how many.
 static int llm__spec_ngram(const llm_engine *E, struct llm__req *r, int k) {
     const int32_t *t = r->tokens;
@@ -10401,14 +10489,26 @@ static enum llm_status llm__execute(llm_engine *E, const struct llm__step *step,
 // The draft model's next token for request r from its logit row: the request's own chain on the
 // draft's logits (penalties over the same history), its distribution kept in q (sampling; greedy:
 // the argmax, q unused).
-static int32_t llm__spec_draw(struct llm__req *r, const float *row, float *q, int n_vocab) {
+static int32_t llm__spec_draw(struct llm__req *r, const float *row, float *q, int n_vocab, float *conf) {
     double sum;
     int m = llm__sampler_dist(r->dsmp, row, &sum);
     int32_t d = r->dsmp->idx[0];
     if (r->dsmp->p.temperature > 0.0f) {
+        double top = 0.0;
         memset(q, 0, (size_t)n_vocab * sizeof(float));
-        for (int i = 0; i < m; i++) q[r->dsmp->idx[i]] = (float)(r->dsmp->probs[i] / sum);
+        for (int i = 0; i < m; i++) {
+            q[r->dsmp->idx[i]] = (float)(r->dsmp->probs[i] / sum);
+            top = LLM__MAX(top, r->dsmp->probs[i] / sum);
+        }
+        *conf = (float)top;
         d = llm__sampler_draw(r->dsmp, m, sum, -1, 0.0);
+    } else {   // the argmax's probability under the (penalised) softmax
+        const float *x = llm__apply_penalties(r->dsmp, row);
+        const float mx = x[d];
+        double s = 0.0;
+        for (int i = 0; i < n_vocab; i++)   // (one 18 below the top adds e^-18, 1.5e-8: left out)
+            if (x[i] > mx - 18.0f) s += (double)expf(x[i] - mx);
+        *conf = (float)(1.0 / s);
     }
     llm_sampler_accept(r->dsmp, d);
     return d;
@@ -10432,6 +10532,7 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
         if (td0 <= 0) td0 = td;
     }
     const int dmax = D->params.max_num_batched_tokens;
+    const float p_min = getenv("LLM_P_MIN") ? (float)atof(getenv("LLM_P_MIN")) : 0.0f;
     // every 64th step drafts for up to 4 requests that can (a probe): the draft's time and the
     // requests' acceptance are measured again even where the choice had stopped drafting
     const bool probe = E->n_steps % 64 == 31;
@@ -10509,21 +10610,14 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
             dplan.n_tokens += cnt;
             dplan.n_logits++;
         }
+        if (dplan.n == 0) break;   // every request stopped drafting
         struct llm__step st;
         double t_round = llm__now();
         if (llm__prepare(D, &dplan, &st) != LLM_OK || llm__execute(D, &st, D->step_logits) != LLM_OK) {
             // the draft failed: these requests verify the drafts they have (none past this round)
             for (int j = 0; j < n; j++) {
-                struct llm__plan_entry *pe = &plan->e[who[j]];
-                int have = LLM__MIN(kk[j], round);
-                int cut = pe->n_draft - have;
-                pe->n_compute -= cut;
-                pe->n_logits -= cut;
-                pe->n_draft = have;
-                plan->n_tokens -= cut;
-                plan->n_logits -= cut;
-                plan->n_drafts -= cut;
-                kk[j] = have;
+                kk[j] = LLM__MIN(kk[j], round);
+                llm__plan_cut_drafts(plan, &plan->e[who[j]], kk[j]);
             }
             break;
         }
@@ -10538,7 +10632,12 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
             if (j < 0) continue;   // catching up only: no row
             struct llm__req *r = plan->e[who[j]].r;
             float *q = E->spec_q + ((size_t)j * (size_t)E->params.num_speculative_tokens + (size_t)round) * (size_t)nv;
-            r->tokens[r->n_tokens + round] = llm__spec_draw(r, D->step_logits + (size_t)row++ * (size_t)nv, q, nv);
+            float conf;
+            r->tokens[r->n_tokens + round] = llm__spec_draw(r, D->step_logits + (size_t)row++ * (size_t)nv, q, nv, &conf);
+            if (round + 1 < kk[j] && conf < p_min) {   // unsure: the drafts stop here
+                llm__plan_cut_drafts(plan, &plan->e[who[j]], round + 1);
+                kk[j] = round + 1;
+            }
         }
     }
     E->spec_draft_seconds += llm__now() - t0;

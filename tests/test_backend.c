@@ -33,7 +33,7 @@ static void reserve(struct llm_backend *be, int max_tokens, int64_t cols, int nh
 
 // --- matmul ---
 
-static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, bool with_bias) {
+static void check_matmul_at(int simd, int type, int64_t K, int64_t N, int ntok, int threads, bool with_bias) {
     size_t rb = llm__row_bytes(type, K);
     float *wf = malloc(sizeof(float) * (size_t)K);
     uint8_t *w = malloc(rb * (size_t)N);
@@ -58,7 +58,7 @@ static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, 
             want[(size_t)t * N + r] = (double)s + (with_bias ? bias[r] : 0.0);
         }
     for (int repack = 0; repack < 2; repack++) {
-        struct llm_backend be = make_backend(threads, -1, repack);
+        struct llm_backend be = make_backend(threads, simd, repack);
         reserve(&be, ntok, K, 1, 1, 64, 16);
         struct llm__err e;
         struct llm__weight wt;
@@ -77,8 +77,8 @@ static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, 
         double worst = 0, scale = 0;
         for (size_t i = 0; i < (size_t)N * ntok; i++) scale = fmax(scale, fabs(want[i]));
         for (size_t i = 0; i < (size_t)N * ntok; i++) worst = fmax(worst, fabs((double)y[i] - want[i]) / scale);
-        EXPECT(worst < 1e-5, "matmul %s K=%lld N=%lld tokens=%d threads=%d layout=%s: relative error %.3g",
-               llm__type_info((uint32_t)type)->name, (long long)K, (long long)N, ntok, threads,
+        EXPECT(worst < 1e-5, "matmul simd=%d %s K=%lld N=%lld tokens=%d threads=%d layout=%s: relative error %.3g",
+               simd, llm__type_info((uint32_t)type)->name, (long long)K, (long long)N, ntok, threads,
                wt.layout == LLM__LAYOUT_X16 ? "x16" : "plain", worst);
         // batch invariance: each token's row equals, bit for bit, that token multiplied alone
         // (greedy decoding gives the same text whatever shares a step, speculative drafts included)
@@ -92,8 +92,8 @@ static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, 
             be.iface->matmul(be.ctx, 1, &yt, ws, with_bias ? &bt : NULL, xt);
             int differ = 0;
             for (int t = 0; t < ntok; t++) differ += memcmp(alone + (size_t)t * N, (const float *)yb.data + (size_t)t * N, sizeof(float) * (size_t)N) != 0;
-            EXPECT(differ == 0, "matmul %s K=%lld N=%lld tokens=%d layout=%s: %d tokens differ from the token alone",
-                   llm__type_info((uint32_t)type)->name, (long long)K, (long long)N, ntok,
+            EXPECT(differ == 0, "matmul simd=%d %s K=%lld N=%lld tokens=%d layout=%s: %d tokens differ from the token alone",
+                   simd, llm__type_info((uint32_t)type)->name, (long long)K, (long long)N, ntok,
                    wt.layout == LLM__LAYOUT_X16 ? "x16" : "plain", differ);
             free(alone);
         }
@@ -117,6 +117,15 @@ static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, 
         be.iface->free(be.ctx);
     }
     free(wf); free(w); free(x); free(bias); free(xq); free(want);
+}
+
+// At the best SIMD level, and at AVX2 too where the best is AVX-512 (its kernels are what
+// machines without AVX-512 run).
+static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, bool with_bias) {
+    check_matmul_at(-1, type, K, N, ntok, threads, with_bias);
+#if defined(LLM__X86_SIMD)
+    if (llm__simd_best() == LLM__SIMD_AVX512) check_matmul_at(LLM__SIMD_AVX2, type, K, N, ntok, threads, with_bias);
+#endif
 }
 
 #if defined(LLM__X86_SIMD)
@@ -949,6 +958,9 @@ int main(void) {
     // counts that leave partial tiles
     check_matmul(LLM__TYPE_F16, 200, 22, 9, 2, true);
     check_matmul(LLM__TYPE_BF16, 200, 22, 6, 1, false);
+    check_matmul(LLM__TYPE_F16, 204, 22, 9, 2, false);   // (AVX2: 4 columns after the last 8)
+    check_matmul(LLM__TYPE_BF16, 197, 11, 5, 2, true);
+    check_matmul(LLM__TYPE_F16, 99, 9, 1, 1, false);
     check_matmul(LLM__TYPE_Q4_0, 608, 80, 9, 2, false);
     check_matmul(LLM__TYPE_Q4_0, 2048, 256, 1, 2, false);
     check_matmul(LLM__TYPE_Q8_0, 2048, 256, 40, 2, false);
