@@ -5841,6 +5841,9 @@ struct llm__cpu_mm_job {
     int64_t chunk_start[LLM__MAX_MATMUL_WEIGHTS + 1];   // prefix sums of chunks per weight
 };
 
+#define LLM__SC_ACT 500      // from this up to 1000: Q8_0 or Q8_1 (id - 500) rows followed by their blocks'
+                             // scales as floats (d of every block, then s: Q8_1), for llm__b32_tile
+#define LLM__SC_OFF(n) (((size_t)(n) + 3) & ~(size_t)3)   // where the scales start: 4-byte aligned
 #define LLM__X16_ACT 1000    // activation format ids from this up to 2000: x16 formats of type id - 1000
 #define LLM__HALF_ACT 2000   // activation format ids from this up: floats rounded to half type id - 2000
 
@@ -5861,6 +5864,8 @@ static void llm__round_half_row(int type, const float *x, float *y, int64_t n) {
 static size_t llm__act_row_bytes(int fmt, int64_t K) {
     if (fmt >= LLM__HALF_ACT) return (size_t)K * sizeof(float);
     if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) return LLM__X16K_ACT_STRIDE(K);
+    if (fmt >= LLM__SC_ACT && fmt < LLM__X16_ACT)
+        return LLM__SC_OFF(llm__row_bytes(fmt - LLM__SC_ACT, K)) + (size_t)(K / LLM__QK) * (fmt - LLM__SC_ACT == LLM__TYPE_Q8_1 ? 8 : 4);
     return fmt >= LLM__X16_ACT ? LLM__X16_ACT_STRIDE(K) : llm__row_bytes(fmt, K);
 }
 
@@ -5875,6 +5880,19 @@ static void llm__cpu_mm_quantize(struct llm__cpu_mm_job *job, int64_t lo, int64_
             if (fmt >= LLM__HALF_ACT) llm__round_half_row(fmt - LLM__HALF_ACT, x, (float *)(void *)out, K);
             else if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) llm__x16k_quantize_act(x, out, K);
             else if (fmt >= LLM__X16_ACT) llm__x16_quantize_act(fmt - LLM__X16_ACT, x, out, K);
+            else if (fmt >= LLM__SC_ACT) {
+                const int vt = fmt - LLM__SC_ACT;
+                const int64_t nb = K / LLM__QK;
+                const size_t bb = vt == LLM__TYPE_Q8_1 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+                llm__quantize_row(vt, x, out, K);
+                float *sc = (float *)(void *)(out + LLM__SC_OFF((size_t)nb * bb));
+                for (int64_t i = 0; i < nb; i++) {
+                    uint16_t h[2];
+                    memcpy(h, out + (size_t)i * bb, vt == LLM__TYPE_Q8_1 ? 4 : 2);
+                    sc[i] = llm__fp16_to_fp32(h[0]);
+                    if (vt == LLM__TYPE_Q8_1) sc[nb + i] = llm__fp16_to_fp32(h[1]);
+                }
+            }
             else llm__quantize_row(fmt, x, out, K);
         }
     }
@@ -6115,6 +6133,156 @@ LLM__HALF_TILES8(false)
 LLM__HALF_TILES8(true)
 #undef LLM__HALF_TILES8
 
+// --- Block-32 weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) on AVX2: a row times up to 4 tokens ---
+//
+// The row's blocks are unpacked once for the tokens of the tile. Each token's arithmetic is the
+// per-row dot product's (llm__vec_dot_*_avx2, which a decode step runs): the same integer sums,
+// even blocks into one accumulator and odd ones into another, the same final sums; so a token's
+// result does not depend on how many tokens share the step.
+
+static bool llm__b32_tiled(int type) {
+    return type == LLM__TYPE_Q8_0 || type == LLM__TYPE_Q4_0 || type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_0 ||
+           type == LLM__TYPE_Q5_1 || type == LLM__TYPE_IQ4_NL;
+}
+
+// Block i of a row of `type` times the tokens' blocks i into acc[t]; the tokens' activations
+// are LLM__SC_ACT rows (their scales as floats after the blocks).
+LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile_step(int type, int NT, const uint8_t *w, const uint8_t *a,
+                                                                               size_t as, int64_t nb, int64_t i, __m256 *acc) {
+    const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
+    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+    const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
+    const uint8_t *wi = w + (size_t)i * wb;
+    uint16_t wd;
+    memcpy(&wd, wi, 2);
+    // the weights as bytes: signed (Q8_0, IQ4_NL: |w| and the signs), else unsigned
+    __m256i q, qa = _mm256_setzero_si256();
+    if (type == LLM__TYPE_Q8_0) q = _mm256_loadu_si256((const __m256i *)((const struct llm__block_q8_0 *)(const void *)wi)->qs);
+    else if (type == LLM__TYPE_Q4_0) q = llm__nibbles_avx2(((const struct llm__block_q4_0 *)(const void *)wi)->qs);
+    else if (type == LLM__TYPE_Q4_1) q = llm__nibbles_avx2(((const struct llm__block_q4_1 *)(const void *)wi)->qs);
+    else if (type == LLM__TYPE_IQ4_NL)
+        q = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)),
+                                llm__nibbles_avx2(((const struct llm__block_iq4_nl *)(const void *)wi)->qs));
+    else {
+        const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)(const void *)wi)->qs : ((const struct llm__block_q5_1 *)(const void *)wi)->qs;
+        const uint8_t *qh = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)(const void *)wi)->qh : ((const struct llm__block_q5_1 *)(const void *)wi)->qh;
+        q = _mm256_or_si256(llm__nibbles_avx2(qs), _mm256_and_si256(llm__qh_bytes_avx2(qh), _mm256_set1_epi8(16)));
+    }
+    if (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_IQ4_NL) qa = _mm256_sign_epi8(q, q);
+    const __m256 wdv = _mm256_set1_ps(_cvtsh_ss(wd));
+    const __m256i ones = _mm256_set1_epi16(1);
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < NT; t++) {
+        const uint8_t *at = a + (size_t)t * as;
+        const __m256i av = _mm256_loadu_si256((const __m256i *)(at + (size_t)i * ab + qoff));
+        __m256i p;
+        if (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_IQ4_NL) p = _mm256_maddubs_epi16(qa, _mm256_sign_epi8(av, q));
+        else if (type == LLM__TYPE_Q4_0) p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, av), _mm256_maddubs_epi16(_mm256_set1_epi8(8), av));
+        else if (type == LLM__TYPE_Q5_0) p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, av), _mm256_maddubs_epi16(_mm256_set1_epi8(16), av));
+        else p = _mm256_maddubs_epi16(q, av);
+        p = _mm256_madd_epi16(p, ones);
+        // d_w * d_a in every lane, as the dot product's scalar product
+        const __m256 sc = _mm256_mul_ps(wdv, _mm256_broadcast_ss((const float *)(const void *)(at + LLM__SC_OFF((size_t)nb * ab)) + i));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[t]);
+    }
+}
+
+// out[t * os] = the row of nb blocks at w . token t of a (as bytes apart), t < NT.
+LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile(int type, int NT, const uint8_t *w, const uint8_t *a, size_t as,
+                                                                          int64_t nb, float *out, size_t os) {
+    __m256 acc0[4], acc1[4];
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < NT; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        llm__b32_tile_step(type, NT, w, a, as, nb, i, acc0);
+        llm__b32_tile_step(type, NT, w, a, as, nb, i + 1, acc1);
+    }
+    if (i < nb) llm__b32_tile_step(type, NT, w, a, as, nb, i, acc0);
+    const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
+    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+    // as the dot products: the mins' terms (Q4_1, Q5_1) summed over even and odd blocks apart
+    float summ0[4] = {0}, summ1[4] = {0};
+    if (q81) {
+        const float *ss[4];
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < NT; t++) ss[t] = (const float *)(const void *)(a + (size_t)t * as + LLM__SC_OFF((size_t)nb * ab)) + nb;
+        int64_t b = 0;
+        for (; b + 2 <= nb; b += 2) {
+            uint16_t m0, m1;
+            memcpy(&m0, w + (size_t)b * wb + 2, 2);
+            memcpy(&m1, w + (size_t)(b + 1) * wb + 2, 2);
+            const float f0 = _cvtsh_ss(m0), f1 = _cvtsh_ss(m1);
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < NT; t++) {
+                summ0[t] += f0 * ss[t][b];
+                summ1[t] += f1 * ss[t][b + 1];
+            }
+        }
+        if (b < nb) {
+            uint16_t m0;
+            memcpy(&m0, w + (size_t)b * wb + 2, 2);
+            const float f0 = _cvtsh_ss(m0);
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < NT; t++) summ0[t] += f0 * ss[t][b];
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < NT; t++) {
+        float s = llm__hsum_avx2(_mm256_add_ps(acc0[t], acc1[t]));
+        if (type != LLM__TYPE_Q8_0 && type != LLM__TYPE_Q4_0) s += summ0[t] + summ1[t];
+        out[(size_t)t * os] = s;
+    }
+}
+
+#define LLM__B32_TILES(T, NAME)                                                                                            \
+    LLM__AVX2 static void llm__b32_tile_##NAME(int nt, const uint8_t *w, const uint8_t *a, size_t as, int64_t nb, float *out, \
+                                               size_t os) {                                                                \
+        switch (nt) {                                                                                                      \
+        case 1: llm__b32_tile(T, 1, w, a, as, nb, out, os); return;                                                        \
+        case 2: llm__b32_tile(T, 2, w, a, as, nb, out, os); return;                                                        \
+        case 3: llm__b32_tile(T, 3, w, a, as, nb, out, os); return;                                                        \
+        default: llm__b32_tile(T, 4, w, a, as, nb, out, os); return;                                                       \
+        }                                                                                                                  \
+    }
+LLM__B32_TILES(LLM__TYPE_Q8_0, q8_0)
+LLM__B32_TILES(LLM__TYPE_Q4_0, q4_0)
+LLM__B32_TILES(LLM__TYPE_Q4_1, q4_1)
+LLM__B32_TILES(LLM__TYPE_Q5_0, q5_0)
+LLM__B32_TILES(LLM__TYPE_Q5_1, q5_1)
+LLM__B32_TILES(LLM__TYPE_IQ4_NL, iq4_nl)
+#undef LLM__B32_TILES
+
+// Rows [r0, r1) of block-32 weight j for every token, on AVX2: token blocks of
+// LLM__MM_TOKEN_TILE, each row against 4 tokens at a time.
+static void llm__cpu_mm_b32(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
+    const struct llm__weight *w = job->w[j];
+    const int64_t K = job->x.ne0, nb = K / LLM__QK;
+    const size_t wrow = llm__row_bytes(w->type, K), as = job->xq_stride[j];
+    const struct llm__tensor d = job->dst[j];
+    const size_t os = d.nb1 / sizeof(float);
+    void (*tile)(int, const uint8_t *, const uint8_t *, size_t, int64_t, float *, size_t) =
+        w->type == LLM__TYPE_Q8_0   ? llm__b32_tile_q8_0
+        : w->type == LLM__TYPE_Q4_0 ? llm__b32_tile_q4_0
+        : w->type == LLM__TYPE_Q4_1 ? llm__b32_tile_q4_1
+        : w->type == LLM__TYPE_Q5_0 ? llm__b32_tile_q5_0
+        : w->type == LLM__TYPE_Q5_1 ? llm__b32_tile_q5_1
+                                    : llm__b32_tile_iq4_nl;
+    for (int64_t t0 = 0; t0 < job->ntok; t0 += LLM__MM_TOKEN_TILE) {
+        const int64_t t1 = LLM__MIN(t0 + LLM__MM_TOKEN_TILE, job->ntok);
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *wr = (const uint8_t *)w->buf.data + (size_t)r * wrow;
+            for (int64_t t = t0; t < t1; t += 4) {
+                const int nt = (int)LLM__MIN(4, t1 - t);
+                float *out = (float *)llm__tensor_row(d, t) + r;
+                tile(nt, wr, (const uint8_t *)job->xq[j] + (size_t)t * as, as, nb, out, os);
+                if (bias)
+                    for (int i = 0; i < nt; i++) out[(size_t)i * os] += bias[r];
+            }
+        }
+    }
+}
+
 // Rows [r0, r1) of F16 or BF16 weight j for every token: token blocks whose activations stay in
 // L2, then tiles of 4 rows x 4 tokens.
 static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
@@ -6169,6 +6337,10 @@ static void llm__cpu_mm_worker(void *arg, int ith, int nth) {
             llm__cpu_mm_half(job, j, r0, r1, bias);
             continue;
         }
+        if (job->fmt[j] >= LLM__SC_ACT && job->fmt[j] < LLM__X16_ACT) {
+            llm__cpu_mm_b32(job, j, r0, r1, bias);
+            continue;
+        }
         if (job->ntok >= LLM__KT_MIN_TOKENS && job->c->simd == LLM__SIMD_AVX512 && job->c->repack &&
             llm__kt_supported(w->type, K, w->ne1)) {
             llm__cpu_mm_kt(job, j, r0, r1, bias);
@@ -6200,6 +6372,9 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
     for (int j = 0; j < n; j++) {
         int vt = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
         if (w[j]->layout == LLM__LAYOUT_X16 && w[j]->type != LLM__TYPE_Q3_K) vt = LLM__X16_ACT + w[j]->type;
+#if defined(LLM__X86_SIMD)
+        if (c->simd == LLM__SIMD_AVX2 && job.ntok > 1 && w[j]->layout == LLM__LAYOUT_PLAIN && llm__b32_tiled(w[j]->type)) vt += LLM__SC_ACT;
+#endif
         if ((c->simd == LLM__SIMD_AVX512 || c->simd == LLM__SIMD_AVX2) && (w[j]->type == LLM__TYPE_F16 || w[j]->type == LLM__TYPE_BF16))
             vt = LLM__HALF_ACT + w[j]->type;
         job.fmt[j] = vt;
