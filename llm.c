@@ -5634,6 +5634,114 @@ static inline void llm__kv_to_f32(int type, const void *src, float *dst, int64_t
 #if defined(LLM__X86_SIMD)
 
 // 16 cache values (f16 or f32) as floats.
+// e^x for 8 floats, as llm__exp_avx512 (x clamped to [-87, 88.3]; 2^n built in the exponent bits).
+LLM__AVX2 static inline __m256 llm__exp_avx2(__m256 x) {
+    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3f)), _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+LLM__AVX2 static inline __m256 llm__kv_load8(const char *p, bool f16) {
+    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_ps((const float *)p);
+}
+
+LLM__AVX2 static inline float llm__hmax_avx2(__m256 v) {
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
+}
+
+// llm__attn_block_avx512 on AVX2 (head_dim % 8 == 0): the 32 keys as 4 groups of 8 (the first
+// two in kt0's 16 slots, the others in kt1's), scores of 2 heads at a time, values 8 columns at
+// a time for up to 8 heads.
+LLM__AVX2 static void llm__attn_block_avx2(int G, int hd, int kstride, int nk, int skip, float scale, const float *q,
+                                           const char *kt0, const char *kt1, const char *v0, const char *v1,
+                                           size_t vstride, bool f16, float *sc, float *m, float *l, float *acc) {
+    const size_t esz = f16 ? 2 : 4;
+    const int ngrp = (nk + 7) / 8;
+    __m256 valid[4];   // keys at or past nk, or before skip: -inf scores, zero weights
+    for (int g = 0; g < 4; g++) {
+        const __m256i idx = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * g));
+        valid[g] = _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(skip), idx),
+                                                           _mm256_cmpgt_epi32(_mm256_set1_epi32(nk), idx)));
+    }
+    for (int h0 = 0; h0 < G; h0 += 2) {
+        const int ng = LLM__MIN(2, G - h0);
+        __m256 s[2][4];
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) s[0][g] = s[1][g] = _mm256_setzero_ps();
+        for (int i = 0; i < hd; i++) {
+            __m256 kv[4];
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++)
+                kv[g] = g < ngrp ? llm__kv_load8((g < 2 ? kt0 : kt1) + ((size_t)i * kstride + (size_t)(g & 1) * 8) * esz, f16)
+                                 : _mm256_setzero_ps();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                if (h >= ng) break;
+                const __m256 qi = _mm256_set1_ps(q[(size_t)(h0 + h) * hd + i]);
+#pragma GCC unroll 4
+                for (int g = 0; g < 4; g++) s[h][g] = _mm256_fmadd_ps(qi, kv[g], s[h][g]);
+            }
+        }
+        for (int h = 0; h < ng; h++) {
+            const int hh = h0 + h;
+            __m256 a[4], mx = _mm256_set1_ps(-INFINITY);
+            for (int g = 0; g < 4; g++) {
+                a[g] = _mm256_mul_ps(s[h][g], _mm256_set1_ps(scale));
+                mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), a[g], valid[g]));
+            }
+            const float bmax = llm__hmax_avx2(mx);
+            const float mnew = fmaxf(m[hh], bmax);
+            const float corr = m[hh] == -INFINITY ? 0.0f : expf(m[hh] - mnew);
+            const __m256 mv = _mm256_set1_ps(mnew);
+            __m256 sum = _mm256_setzero_ps();
+            for (int g = 0; g < 4; g++) {
+                const __m256 p = _mm256_and_ps(valid[g], llm__exp_avx2(_mm256_sub_ps(a[g], mv)));
+                _mm256_storeu_ps(sc + (size_t)hh * 32 + 8 * g, p);
+                sum = _mm256_add_ps(sum, p);
+            }
+            l[hh] = l[hh] * corr + llm__hsum_avx2(sum);
+            m[hh] = mnew;
+            float *ah = acc + (size_t)hh * hd;
+            const __m256 cv = _mm256_set1_ps(corr);
+            for (int c = 0; c < hd; c += 8) _mm256_storeu_ps(ah + c, _mm256_mul_ps(_mm256_loadu_ps(ah + c), cv));
+        }
+    }
+    // acc[h] += sum_j p[h][j] v[j], 8 columns at a time
+    for (int h0 = 0; h0 < G; h0 += 8) {
+        const int ng = LLM__MIN(8, G - h0);
+        for (int c = 0; c < hd; c += 8) {
+            __m256 a[8];
+#pragma GCC unroll 8
+            for (int h = 0; h < 8; h++) a[h] = h < ng ? _mm256_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm256_setzero_ps();
+            for (int j = 0; j < nk; j++) {
+                const char *vr = j < 16 ? v0 + (size_t)j * vstride : v1 + (size_t)(j - 16) * vstride;
+                const __m256 v = llm__kv_load8(vr + (size_t)c * esz, f16);
+#pragma GCC unroll 8
+                for (int h = 0; h < 8; h++) {
+                    if (h >= ng) break;
+                    a[h] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)(h0 + h) * 32 + j]), v, a[h]);
+                }
+            }
+#pragma GCC unroll 8
+            for (int h = 0; h < 8; h++)
+                if (h < ng) _mm256_storeu_ps(acc + (size_t)(h0 + h) * hd + c, a[h]);
+        }
+    }
+}
+
 LLM__AVX512 static inline __m512 llm__kv_load16(const char *p, bool f16) {
     return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)) : _mm512_loadu_ps((const float *)p);
 }
@@ -5758,7 +5866,8 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
     float *sc = vb + (size_t)bs * hd, *m = sc + (size_t)G * LLM__MAX(32, LLM__MAX(bs, hd)), *l = m + G;
     bool simd = false;
 #if defined(LLM__X86_SIMD)
-    simd = job->c->simd == LLM__SIMD_AVX512 && hd % 16 == 0 && bs % 16 == 0 && p->softcap == 0.0f;
+    simd = (job->c->simd == LLM__SIMD_AVX512 && hd % 16 == 0 && bs % 16 == 0 && p->softcap == 0.0f) ||
+           (job->c->simd == LLM__SIMD_AVX2 && hd % 8 == 0 && bs % 16 == 0 && p->softcap == 0.0f);
 #endif
     int n_items = s->n_tokens * p->n_head_kv;
     for (int item; (item = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) < n_items;) {
@@ -5790,8 +5899,8 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
                     kt1 = llm__tensor_row(job->k_cache, slot1) + (size_t)g * hd * bs * esz;
                     v1 = llm__tensor_row(job->v_cache, slot1) + (size_t)g * hd * esz;
                 }
-                llm__attn_block_avx512(G, hd, bs, nk, skip, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1,
-                                       kvt == LLM__TYPE_F16, sc, m, l, acc);
+                (job->c->simd == LLM__SIMD_AVX512 ? llm__attn_block_avx512 : llm__attn_block_avx2)(
+                    G, hd, bs, nk, skip, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1, kvt == LLM__TYPE_F16, sc, m, l, acc);
                 continue;
             }
 #endif
@@ -6373,7 +6482,7 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
         int vt = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
         if (w[j]->layout == LLM__LAYOUT_X16 && w[j]->type != LLM__TYPE_Q3_K) vt = LLM__X16_ACT + w[j]->type;
 #if defined(LLM__X86_SIMD)
-        if (c->simd == LLM__SIMD_AVX2 && job.ntok > 1 && w[j]->layout == LLM__LAYOUT_PLAIN && llm__b32_tiled(w[j]->type)) vt += LLM__SC_ACT;
+        if (c->simd == LLM__SIMD_AVX2 && w[j]->layout == LLM__LAYOUT_PLAIN && llm__b32_tiled(w[j]->type)) vt += LLM__SC_ACT;
 #endif
         if ((c->simd == LLM__SIMD_AVX512 || c->simd == LLM__SIMD_AVX2) && (w[j]->type == LLM__TYPE_F16 || w[j]->type == LLM__TYPE_BF16))
             vt = LLM__HALF_ACT + w[j]->type;
@@ -10664,26 +10773,14 @@ static enum llm_status llm__execute(llm_engine *E, const struct llm__step *step,
 // The draft model's next token for request r from its logit row: the request's own chain on the
 // draft's logits (penalties over the same history), its distribution kept in q (sampling; greedy:
 // the argmax, q unused).
-static int32_t llm__spec_draw(struct llm__req *r, const float *row, float *q, int n_vocab, float *conf) {
+static int32_t llm__spec_draw(struct llm__req *r, const float *row, float *q, int n_vocab) {
     double sum;
     int m = llm__sampler_dist(r->dsmp, row, &sum);
     int32_t d = r->dsmp->idx[0];
     if (r->dsmp->p.temperature > 0.0f) {
-        double top = 0.0;
         memset(q, 0, (size_t)n_vocab * sizeof(float));
-        for (int i = 0; i < m; i++) {
-            q[r->dsmp->idx[i]] = (float)(r->dsmp->probs[i] / sum);
-            top = LLM__MAX(top, r->dsmp->probs[i] / sum);
-        }
-        *conf = (float)top;
+        for (int i = 0; i < m; i++) q[r->dsmp->idx[i]] = (float)(r->dsmp->probs[i] / sum);
         d = llm__sampler_draw(r->dsmp, m, sum, -1, 0.0);
-    } else {   // the argmax's probability under the (penalised) softmax
-        const float *x = llm__apply_penalties(r->dsmp, row);
-        const float mx = x[d];
-        double s = 0.0;
-        for (int i = 0; i < n_vocab; i++)   // (one 18 below the top adds e^-18, 1.5e-8: left out)
-            if (x[i] > mx - 18.0f) s += (double)expf(x[i] - mx);
-        *conf = (float)(1.0 / s);
     }
     llm_sampler_accept(r->dsmp, d);
     return d;
@@ -10707,7 +10804,6 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
         if (td0 <= 0) td0 = td;
     }
     const int dmax = D->params.max_num_batched_tokens;
-    const float p_min = getenv("LLM_P_MIN") ? (float)atof(getenv("LLM_P_MIN")) : 0.0f;
     // every 64th step drafts for up to 4 requests that can (a probe): the draft's time and the
     // requests' acceptance are measured again even where the choice had stopped drafting
     const bool probe = E->n_steps % 64 == 31;
@@ -10785,7 +10881,6 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
             dplan.n_tokens += cnt;
             dplan.n_logits++;
         }
-        if (dplan.n == 0) break;   // every request stopped drafting
         struct llm__step st;
         double t_round = llm__now();
         if (llm__prepare(D, &dplan, &st) != LLM_OK || llm__execute(D, &st, D->step_logits) != LLM_OK) {
@@ -10807,12 +10902,7 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
             if (j < 0) continue;   // catching up only: no row
             struct llm__req *r = plan->e[who[j]].r;
             float *q = E->spec_q + ((size_t)j * (size_t)E->params.num_speculative_tokens + (size_t)round) * (size_t)nv;
-            float conf;
-            r->tokens[r->n_tokens + round] = llm__spec_draw(r, D->step_logits + (size_t)row++ * (size_t)nv, q, nv, &conf);
-            if (round + 1 < kk[j] && conf < p_min) {   // unsure: the drafts stop here
-                llm__plan_cut_drafts(plan, &plan->e[who[j]], round + 1);
-                kk[j] = round + 1;
-            }
+            r->tokens[r->n_tokens + round] = llm__spec_draw(r, D->step_logits + (size_t)row++ * (size_t)nv, q, nv);
         }
     }
     E->spec_draft_seconds += llm__now() - t0;
