@@ -5634,114 +5634,6 @@ static inline void llm__kv_to_f32(int type, const void *src, float *dst, int64_t
 #if defined(LLM__X86_SIMD)
 
 // 16 cache values (f16 or f32) as floats.
-// e^x for 8 floats, as llm__exp_avx512 (x clamped to [-87, 88.3]; 2^n built in the exponent bits).
-LLM__AVX2 static inline __m256 llm__exp_avx2(__m256 x) {
-    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3f)), _mm256_set1_ps(-87.0f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-LLM__AVX2 static inline __m256 llm__kv_load8(const char *p, bool f16) {
-    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_ps((const float *)p);
-}
-
-LLM__AVX2 static inline float llm__hmax_avx2(__m256 v) {
-    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
-    return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
-}
-
-// llm__attn_block_avx512 on AVX2 (head_dim % 8 == 0): the 32 keys as 4 groups of 8 (the first
-// two in kt0's 16 slots, the others in kt1's), scores of 2 heads at a time, values 8 columns at
-// a time for up to 8 heads.
-LLM__AVX2 static void llm__attn_block_avx2(int G, int hd, int kstride, int nk, int skip, float scale, const float *q,
-                                           const char *kt0, const char *kt1, const char *v0, const char *v1,
-                                           size_t vstride, bool f16, float *sc, float *m, float *l, float *acc) {
-    const size_t esz = f16 ? 2 : 4;
-    const int ngrp = (nk + 7) / 8;
-    __m256 valid[4];   // keys at or past nk, or before skip: -inf scores, zero weights
-    for (int g = 0; g < 4; g++) {
-        const __m256i idx = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * g));
-        valid[g] = _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(skip), idx),
-                                                           _mm256_cmpgt_epi32(_mm256_set1_epi32(nk), idx)));
-    }
-    for (int h0 = 0; h0 < G; h0 += 2) {
-        const int ng = LLM__MIN(2, G - h0);
-        __m256 s[2][4];
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) s[0][g] = s[1][g] = _mm256_setzero_ps();
-        for (int i = 0; i < hd; i++) {
-            __m256 kv[4];
-#pragma GCC unroll 4
-            for (int g = 0; g < 4; g++)
-                kv[g] = g < ngrp ? llm__kv_load8((g < 2 ? kt0 : kt1) + ((size_t)i * kstride + (size_t)(g & 1) * 8) * esz, f16)
-                                 : _mm256_setzero_ps();
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                if (h >= ng) break;
-                const __m256 qi = _mm256_set1_ps(q[(size_t)(h0 + h) * hd + i]);
-#pragma GCC unroll 4
-                for (int g = 0; g < 4; g++) s[h][g] = _mm256_fmadd_ps(qi, kv[g], s[h][g]);
-            }
-        }
-        for (int h = 0; h < ng; h++) {
-            const int hh = h0 + h;
-            __m256 a[4], mx = _mm256_set1_ps(-INFINITY);
-            for (int g = 0; g < 4; g++) {
-                a[g] = _mm256_mul_ps(s[h][g], _mm256_set1_ps(scale));
-                mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), a[g], valid[g]));
-            }
-            const float bmax = llm__hmax_avx2(mx);
-            const float mnew = fmaxf(m[hh], bmax);
-            const float corr = m[hh] == -INFINITY ? 0.0f : expf(m[hh] - mnew);
-            const __m256 mv = _mm256_set1_ps(mnew);
-            __m256 sum = _mm256_setzero_ps();
-            for (int g = 0; g < 4; g++) {
-                const __m256 p = _mm256_and_ps(valid[g], llm__exp_avx2(_mm256_sub_ps(a[g], mv)));
-                _mm256_storeu_ps(sc + (size_t)hh * 32 + 8 * g, p);
-                sum = _mm256_add_ps(sum, p);
-            }
-            l[hh] = l[hh] * corr + llm__hsum_avx2(sum);
-            m[hh] = mnew;
-            float *ah = acc + (size_t)hh * hd;
-            const __m256 cv = _mm256_set1_ps(corr);
-            for (int c = 0; c < hd; c += 8) _mm256_storeu_ps(ah + c, _mm256_mul_ps(_mm256_loadu_ps(ah + c), cv));
-        }
-    }
-    // acc[h] += sum_j p[h][j] v[j], 8 columns at a time
-    for (int h0 = 0; h0 < G; h0 += 8) {
-        const int ng = LLM__MIN(8, G - h0);
-        for (int c = 0; c < hd; c += 8) {
-            __m256 a[8];
-#pragma GCC unroll 8
-            for (int h = 0; h < 8; h++) a[h] = h < ng ? _mm256_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm256_setzero_ps();
-            for (int j = 0; j < nk; j++) {
-                const char *vr = j < 16 ? v0 + (size_t)j * vstride : v1 + (size_t)(j - 16) * vstride;
-                const __m256 v = llm__kv_load8(vr + (size_t)c * esz, f16);
-#pragma GCC unroll 8
-                for (int h = 0; h < 8; h++) {
-                    if (h >= ng) break;
-                    a[h] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)(h0 + h) * 32 + j]), v, a[h]);
-                }
-            }
-#pragma GCC unroll 8
-            for (int h = 0; h < 8; h++)
-                if (h < ng) _mm256_storeu_ps(acc + (size_t)(h0 + h) * hd + c, a[h]);
-        }
-    }
-}
-
 LLM__AVX512 static inline __m512 llm__kv_load16(const char *p, bool f16) {
     return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)) : _mm512_loadu_ps((const float *)p);
 }
@@ -5866,8 +5758,7 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
     float *sc = vb + (size_t)bs * hd, *m = sc + (size_t)G * LLM__MAX(32, LLM__MAX(bs, hd)), *l = m + G;
     bool simd = false;
 #if defined(LLM__X86_SIMD)
-    simd = (job->c->simd == LLM__SIMD_AVX512 && hd % 16 == 0 && bs % 16 == 0 && p->softcap == 0.0f) ||
-           (job->c->simd == LLM__SIMD_AVX2 && hd % 8 == 0 && bs % 16 == 0 && p->softcap == 0.0f);
+    simd = job->c->simd == LLM__SIMD_AVX512 && hd % 16 == 0 && bs % 16 == 0 && p->softcap == 0.0f;
 #endif
     int n_items = s->n_tokens * p->n_head_kv;
     for (int item; (item = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) < n_items;) {
@@ -5899,8 +5790,8 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
                     kt1 = llm__tensor_row(job->k_cache, slot1) + (size_t)g * hd * bs * esz;
                     v1 = llm__tensor_row(job->v_cache, slot1) + (size_t)g * hd * esz;
                 }
-                (job->c->simd == LLM__SIMD_AVX512 ? llm__attn_block_avx512 : llm__attn_block_avx2)(
-                    G, hd, bs, nk, skip, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1, kvt == LLM__TYPE_F16, sc, m, l, acc);
+                llm__attn_block_avx512(G, hd, bs, nk, skip, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1,
+                                       kvt == LLM__TYPE_F16, sc, m, l, acc);
                 continue;
             }
 #endif
