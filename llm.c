@@ -1479,6 +1479,12 @@ LLM__AVX2 static inline float llm__hsum_avx2(__m256 v) {
     return _mm_cvtss_f32(x);
 }
 
+LLM__AVX2 static inline float llm__hmax_avx2(__m256 v) {
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
+}
+
 LLM__AVX2 static inline int32_t llm__hsum_epi32_avx2(__m256i v) {
     __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
@@ -4394,6 +4400,38 @@ LLM__AVX512 static int32_t llm__quantize_q8_0_block_avx512(const float *x, int8_
     return _mm512_reduce_add_epi32(_mm512_add_epi32(qi[0], qi[1]));
 }
 
+// The same on AVX2: 4 vectors of 8, the quants packed to bytes in element order.
+LLM__AVX2 static int32_t llm__quantize_q8_0_block_avx2(const float *x, int8_t *q, uint16_t *dh, float *df) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 xv[4], am = _mm256_setzero_ps(), un = _mm256_setzero_ps();
+    for (int h = 0; h < 4; h++) {
+        xv[h] = _mm256_loadu_ps(x + 8 * h);
+        am = _mm256_max_ps(am, _mm256_andnot_ps(sign, xv[h]));
+        un = _mm256_or_ps(un, _mm256_cmp_ps(xv[h], xv[h], _CMP_UNORD_Q));
+    }
+    const bool nan = _mm256_movemask_ps(un) != 0;
+    const float amax = llm__hmax_avx2(am);
+    const float d = nan ? NAN : amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;   // (see llm__clamp_q127)
+    *dh = llm__fp32_to_fp16(d);
+    *df = d;
+    const __m256 idv = _mm256_set1_ps(id), half = _mm256_set1_ps(0.5f), lim = _mm256_set1_ps(127.0f);
+    __m256i qi[4];
+    for (int h = 0; h < 4; h++) {
+        __m256 v = _mm256_mul_ps(xv[h], idv);
+        v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));   // NaN to 0
+        v = _mm256_min_ps(_mm256_max_ps(v, _mm256_sub_ps(_mm256_setzero_ps(), lim)), lim);
+        const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        const __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(v, t)), half, _CMP_GE_OQ);
+        const __m256 sgn = _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f));
+        qi[h] = _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, sgn)));
+    }
+    // int32 x 32 -> int8 x 32: the packs work per 128-bit lane; a dword permutation restores the order
+    const __m256i w01 = _mm256_packs_epi32(qi[0], qi[1]), w23 = _mm256_packs_epi32(qi[2], qi[3]);
+    const __m256i b = _mm256_packs_epi16(w01, w23);
+    _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    return llm__hsum_epi32_avx2(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
+}
+
 // Q8_K quantization of one super-block of 256, exactly as llm__quantize_q8_K: the element of
 // largest magnitude (the first of equals) maps to -127, rounding to nearest even.
 LLM__AVX512 static void llm__quantize_q8_K_block_avx512(const float *x, struct llm__block_q8_K *y) {
@@ -5884,11 +5922,20 @@ static void llm__cpu_mm_quantize(struct llm__cpu_mm_job *job, int64_t lo, int64_
                 const int vt = fmt - LLM__SC_ACT;
                 const int64_t nb = K / LLM__QK;
                 const size_t bb = vt == LLM__TYPE_Q8_1 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
-                llm__quantize_row(vt, x, out, K);
                 float *sc = (float *)(void *)(out + LLM__SC_OFF((size_t)nb * bb));
-                for (int64_t i = 0; i < nb; i++) {
+                for (int64_t i = 0; i < nb; i++) {   // the blocks as llm__quantize_row writes them
+                    uint8_t *blk = out + (size_t)i * bb;
                     uint16_t h[2];
-                    memcpy(h, out + (size_t)i * bb, vt == LLM__TYPE_Q8_1 ? 4 : 2);
+                    float df;
+#if defined(LLM__X86_SIMD)   // (LLM__SC_ACT exists only there)
+                    const int32_t sum = llm__quantize_q8_0_block_avx2(x + (size_t)i * LLM__QK, (int8_t *)(blk + bb - LLM__QK), &h[0], &df);
+#else
+                    int32_t sum = 0;
+                    df = 0.0f;
+                    assert(!"LLM__SC_ACT off x86");
+#endif
+                    h[1] = llm__fp32_to_fp16((float)sum * df);   // Q8_1's s, as llm__quantize_q8_1
+                    memcpy(blk, h, vt == LLM__TYPE_Q8_1 ? 4 : 2);
                     sc[i] = llm__fp16_to_fp32(h[0]);
                     if (vt == LLM__TYPE_Q8_1) sc[nb + i] = llm__fp16_to_fp32(h[1]);
                 }

@@ -334,12 +334,13 @@ static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int n
     free(perm); free(bt); free(kk); free(vv); free(kf); free(vf); free(pos); free(sq); free(tok); free(sc);
 }
 
-// --- activation quantizers: the AVX-512 ones give the reference's bytes ---
+// --- activation quantizers: the AVX2 and AVX-512 ones give the reference's bytes ---
 
 static void check_act_quantizers(void) {
 #if defined(LLM__X86_SIMD)
-    if (llm__simd_best() != LLM__SIMD_AVX512) { SKIP("no AVX-512: vectorized activation quantizers not run"); return; }
-    int bad0 = 0, badk = 0;
+    if (llm__simd_best() == LLM__SIMD_SCALAR) { SKIP("no AVX2: vectorized activation quantizers not run"); return; }
+    const bool avx512 = llm__simd_best() == LLM__SIMD_AVX512;
+    int bad0 = 0, badk = 0, bad2 = 0;
     float x[256];
     for (int it = 0; it < 2000; it++) {
         for (int i = 0; i < 256; i++) {
@@ -360,16 +361,24 @@ static void check_act_quantizers(void) {
             float df;
             llm__quantize_row(LLM__TYPE_Q8_0, x + 32 * b, &ref, 32);
             llm__quantize_row(LLM__TYPE_Q8_1, x + 32 * b, &ref1, 32);
-            int32_t sum = llm__quantize_q8_0_block_avx512(x + 32 * b, q, &dh, &df), want = 0;
+            int32_t want = 0;
             for (int j = 0; j < 32; j++) want += ref.qs[j];
-            bad0 += dh != ref.d || memcmp(q, ref.qs, 32) != 0 || sum != want ||
-                    llm__fp32_to_fp16((float)sum * df) != ref1.s;
+            if (avx512) {
+                int32_t sum = llm__quantize_q8_0_block_avx512(x + 32 * b, q, &dh, &df);
+                bad0 += dh != ref.d || memcmp(q, ref.qs, 32) != 0 || sum != want ||
+                        llm__fp32_to_fp16((float)sum * df) != ref1.s;
+            }
+            int32_t sum = llm__quantize_q8_0_block_avx2(x + 32 * b, q, &dh, &df);
+            bad2 += dh != ref.d || memcmp(q, ref.qs, 32) != 0 || sum != want || llm__fp32_to_fp16((float)sum * df) != ref1.s;
         }
+        if (!avx512) continue;
         struct llm__block_q8_K rk, vk;
         llm__quantize_row(LLM__TYPE_Q8_K, x, &rk, 256);
         llm__quantize_q8_K_block_avx512(x, &vk);
         badk += memcmp(&rk, &vk, sizeof(rk)) != 0;
     }
+    EXPECT(bad2 == 0, "AVX2 Q8_0 activation quantizer differs from the reference in %d blocks", bad2);
+    if (!avx512) { SKIP("no AVX-512: its activation quantizers not run"); return; }
     EXPECT(bad0 == 0, "AVX-512 Q8_0 activation quantizer differs from the reference in %d blocks", bad0);
     EXPECT(badk == 0, "AVX-512 Q8_K activation quantizer differs from the reference in %d blocks", badk);
 #else
