@@ -5672,6 +5672,108 @@ static inline void llm__kv_to_f32(int type, const void *src, float *dst, int64_t
 #if defined(LLM__X86_SIMD)
 
 // 16 cache values (f16 or f32) as floats.
+// e^x for 8 floats, as llm__exp_avx512 (x clamped to [-87, 88.3]; 2^n built in the exponent bits).
+LLM__AVX2 static inline __m256 llm__exp_avx2(__m256 x) {
+    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3f)), _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+LLM__AVX2 static inline __m256 llm__kv_load8(const char *p, bool f16) {
+    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_ps((const float *)p);
+}
+
+// llm__attn_block_avx512 on AVX2 (head_dim % 8 == 0): the 32 keys as 4 groups of 8 (the first
+// two in kt0's 16 slots, the others in kt1's), scores of 2 heads at a time, values 8 columns at
+// a time for up to 8 heads.
+LLM__AVX2 static void llm__attn_block_avx2(int G, int hd, int kstride, int nk, int skip, float scale, const float *q,
+                                           const char *kt0, const char *kt1, const char *v0, const char *v1,
+                                           size_t vstride, bool f16, float *sc, float *m, float *l, float *acc) {
+    const size_t esz = f16 ? 2 : 4;
+    const int ngrp = (nk + 7) / 8;
+    __m256 valid[4];   // keys at or past nk, or before skip: -inf scores, zero weights
+    for (int g = 0; g < 4; g++) {
+        const __m256i idx = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * g));
+        valid[g] = _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(skip), idx),
+                                                           _mm256_cmpgt_epi32(_mm256_set1_epi32(nk), idx)));
+    }
+    for (int h0 = 0; h0 < G; h0 += 2) {
+        const int ng = LLM__MIN(2, G - h0);
+        __m256 s[2][4];
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) s[0][g] = s[1][g] = _mm256_setzero_ps();
+        for (int i = 0; i < hd; i++) {
+            __m256 kv[4];
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++)
+                kv[g] = g < ngrp ? llm__kv_load8((g < 2 ? kt0 : kt1) + ((size_t)i * kstride + (size_t)(g & 1) * 8) * esz, f16)
+                                 : _mm256_setzero_ps();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                if (h >= ng) break;
+                const __m256 qi = _mm256_set1_ps(q[(size_t)(h0 + h) * hd + i]);
+#pragma GCC unroll 4
+                for (int g = 0; g < 4; g++) s[h][g] = _mm256_fmadd_ps(qi, kv[g], s[h][g]);
+            }
+        }
+        for (int h = 0; h < ng; h++) {
+            const int hh = h0 + h;
+            __m256 a[4], mx = _mm256_set1_ps(-INFINITY);
+            for (int g = 0; g < 4; g++) {
+                a[g] = _mm256_mul_ps(s[h][g], _mm256_set1_ps(scale));
+                mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), a[g], valid[g]));
+            }
+            const float bmax = llm__hmax_avx2(mx);
+            const float mnew = fmaxf(m[hh], bmax);
+            const float corr = m[hh] == -INFINITY ? 0.0f : expf(m[hh] - mnew);
+            const __m256 mv = _mm256_set1_ps(mnew);
+            __m256 sum = _mm256_setzero_ps();
+            for (int g = 0; g < 4; g++) {
+                const __m256 p = _mm256_and_ps(valid[g], llm__exp_avx2(_mm256_sub_ps(a[g], mv)));
+                _mm256_storeu_ps(sc + (size_t)hh * 32 + 8 * g, p);
+                sum = _mm256_add_ps(sum, p);
+            }
+            l[hh] = l[hh] * corr + llm__hsum_avx2(sum);
+            m[hh] = mnew;
+            float *ah = acc + (size_t)hh * hd;
+            const __m256 cv = _mm256_set1_ps(corr);
+            for (int c = 0; c < hd; c += 8) _mm256_storeu_ps(ah + c, _mm256_mul_ps(_mm256_loadu_ps(ah + c), cv));
+        }
+    }
+    // acc[h] += sum_j p[h][j] v[j], 8 columns at a time
+    for (int h0 = 0; h0 < G; h0 += 8) {
+        const int ng = LLM__MIN(8, G - h0);
+        for (int c = 0; c < hd; c += 8) {
+            __m256 a[8];
+#pragma GCC unroll 8
+            for (int h = 0; h < 8; h++) a[h] = h < ng ? _mm256_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm256_setzero_ps();
+            for (int j = 0; j < nk; j++) {
+                const char *vr = j < 16 ? v0 + (size_t)j * vstride : v1 + (size_t)(j - 16) * vstride;
+                const __m256 v = llm__kv_load8(vr + (size_t)c * esz, f16);
+#pragma GCC unroll 8
+                for (int h = 0; h < 8; h++) {
+                    if (h >= ng) break;
+                    a[h] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)(h0 + h) * 32 + j]), v, a[h]);
+                }
+            }
+#pragma GCC unroll 8
+            for (int h = 0; h < 8; h++)
+                if (h < ng) _mm256_storeu_ps(acc + (size_t)(h0 + h) * hd + c, a[h]);
+        }
+    }
+}
+
 LLM__AVX512 static inline __m512 llm__kv_load16(const char *p, bool f16) {
     return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)) : _mm512_loadu_ps((const float *)p);
 }
@@ -5796,7 +5898,8 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
     float *sc = vb + (size_t)bs * hd, *m = sc + (size_t)G * LLM__MAX(32, LLM__MAX(bs, hd)), *l = m + G;
     bool simd = false;
 #if defined(LLM__X86_SIMD)
-    simd = job->c->simd == LLM__SIMD_AVX512 && hd % 16 == 0 && bs % 16 == 0 && p->softcap == 0.0f;
+    simd = (job->c->simd == LLM__SIMD_AVX512 && hd % 16 == 0 && bs % 16 == 0 && p->softcap == 0.0f) ||
+           (job->c->simd == LLM__SIMD_AVX2 && hd % 8 == 0 && bs % 16 == 0 && p->softcap == 0.0f);
 #endif
     int n_items = s->n_tokens * p->n_head_kv;
     for (int item; (item = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) < n_items;) {
@@ -5828,8 +5931,8 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
                     kt1 = llm__tensor_row(job->k_cache, slot1) + (size_t)g * hd * bs * esz;
                     v1 = llm__tensor_row(job->v_cache, slot1) + (size_t)g * hd * esz;
                 }
-                llm__attn_block_avx512(G, hd, bs, nk, skip, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1,
-                                       kvt == LLM__TYPE_F16, sc, m, l, acc);
+                (job->c->simd == LLM__SIMD_AVX512 ? llm__attn_block_avx512 : llm__attn_block_avx2)(
+                    G, hd, bs, nk, skip, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1, kvt == LLM__TYPE_F16, sc, m, l, acc);
                 continue;
             }
 #endif
@@ -6040,14 +6143,14 @@ LLM__AVX512 static inline __attribute__((always_inline)) __m512 llm__half16_to_p
 LLM__AVX512 static inline __attribute__((always_inline)) void llm__half_tile(bool bf16, bool pf, int NR, int NT, const uint16_t *w,
                                                                              size_t ws, const float *a, size_t as,
                                                                              int64_t K, float *out, size_t os) {
-    __m512 acc[4][4];
+    __m512 acc[4][4];   // (all set: LLM_GENERIC_TILES builds warn otherwise)
     _Pragma("GCC unroll 4")
-    for (int r = 0; r < NR; r++)
+    for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+        for (int t = 0; t < 4; t++) acc[r][t] = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 16 <= K; k += 16) {
-        __m512 wv[4];
+        __m512 wv[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
         _Pragma("GCC unroll 4")
         for (int r = 0; r < NR; r++) {
             // the next 4 rows, the same columns: the hardware prefetcher alone leaves the core
@@ -6064,7 +6167,7 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__half_tile(boo
     }
     if (k < K) {
         const __mmask16 m = (__mmask16)((1u << (K - k)) - 1);
-        __m512 wv[4];
+        __m512 wv[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
         _Pragma("GCC unroll 4")
         for (int r = 0; r < NR; r++) wv[r] = llm__half16_to_ps(bf16, _mm256_maskz_loadu_epi16(m, w + r * ws + k));
         _Pragma("GCC unroll 4")
@@ -6080,6 +6183,13 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__half_tile(boo
         for (int r = 0; r < NR; r++) out[t * os + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
+#if defined(LLM_GENERIC_TILES)   // (see LLM__NT_SWITCH)
+#define LLM__HALF_TILES(BF)                                                                            \
+    LLM__AVX512 static void llm__half_tile_##BF(bool pf, int nr, int nt, const uint16_t *w, size_t ws, const float *a, \
+                                                size_t as, int64_t K, float *out, size_t os) {          \
+        llm__half_tile(BF, pf, nr, nt, w, ws, a, as, K, out, os);                                      \
+    }
+#else
 #define LLM__HALF_TILES(BF)                                                                            \
     LLM__AVX512 static void llm__half_tile_##BF(bool pf, int nr, int nt, const uint16_t *w, size_t ws, const float *a, \
                                                 size_t as, int64_t K, float *out, size_t os) {          \
@@ -6102,6 +6212,7 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__half_tile(boo
         default: llm__half_tile(BF, pf, 4, 4, w, ws, a, as, K, out, os); return;                         \
         }                                                                                              \
     }
+#endif
 LLM__HALF_TILES(false)
 LLM__HALF_TILES(true)
 #undef LLM__HALF_TILES
@@ -6117,14 +6228,14 @@ LLM__AVX2 static inline __attribute__((always_inline)) __m256 llm__half8_to_ps(b
 LLM__AVX2 static inline __attribute__((always_inline)) void llm__half_tile8(bool bf16, bool pf, int NR, int NT, const uint16_t *w,
                                                                             size_t ws, const float *a, size_t as,
                                                                             int64_t K, float *out, size_t os) {
-    __m256 acc[4][4];
+    __m256 acc[4][4];   // (all set: LLM_GENERIC_TILES builds warn otherwise)
     _Pragma("GCC unroll 4")
-    for (int r = 0; r < NR; r++)
+    for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+        for (int t = 0; t < 4; t++) acc[r][t] = _mm256_setzero_ps();
     int64_t k = 0;
     for (; k + 8 <= K; k += 8) {
-        __m256 wv[4];
+        __m256 wv[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         _Pragma("GCC unroll 4")
         for (int r = 0; r < NR; r++) {
             if (pf && (k & 31) == 0) _mm_prefetch((const char *)(w + (size_t)(2 * NR + r) * ws + k), _MM_HINT_T0);
@@ -6140,7 +6251,7 @@ LLM__AVX2 static inline __attribute__((always_inline)) void llm__half_tile8(bool
     if (k < K) {
         const int m = (int)(K - k);
         const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        __m256 wv[4];
+        __m256 wv[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         _Pragma("GCC unroll 4")
         for (int r = 0; r < NR; r++) {
             uint16_t h[8] = {0};
@@ -6160,6 +6271,13 @@ LLM__AVX2 static inline __attribute__((always_inline)) void llm__half_tile8(bool
         for (int r = 0; r < NR; r++) out[t * os + r] = llm__hsum_avx2(acc[r][t]);
 }
 
+#if defined(LLM_GENERIC_TILES)
+#define LLM__HALF_TILES8(BF)                                                                           \
+    LLM__AVX2 static void llm__half_tile8_##BF(bool pf, int nr, int nt, const uint16_t *w, size_t ws, const float *a, \
+                                               size_t as, int64_t K, float *out, size_t os) {           \
+        llm__half_tile8(BF, pf, nr, nt, w, ws, a, as, K, out, os);                                     \
+    }
+#else
 #define LLM__HALF_TILES8(BF)                                                                           \
     LLM__AVX2 static void llm__half_tile8_##BF(bool pf, int nr, int nt, const uint16_t *w, size_t ws, const float *a, \
                                                size_t as, int64_t K, float *out, size_t os) {           \
@@ -6176,6 +6294,7 @@ LLM__AVX2 static inline __attribute__((always_inline)) void llm__half_tile8(bool
         default: llm__half_tile8(BF, pf, 2, 4, w, ws, a, as, K, out, os); return;                        \
         }                                                                                              \
     }
+#endif
 LLM__HALF_TILES8(false)
 LLM__HALF_TILES8(true)
 #undef LLM__HALF_TILES8
@@ -6237,9 +6356,9 @@ LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile_step(i
 // out[t * os] = the row of nb blocks at w . token t of a (as bytes apart), t < NT.
 LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile(int type, int NT, const uint8_t *w, const uint8_t *a, size_t as,
                                                                           int64_t nb, float *out, size_t os) {
-    __m256 acc0[4], acc1[4];
+    __m256 acc0[4], acc1[4];   // (all 4 set: LLM_GENERIC_TILES builds warn otherwise)
     _Pragma("GCC unroll 4")
-    for (int t = 0; t < NT; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
+    for (int t = 0; t < 4; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2) {
         llm__b32_tile_step(type, NT, w, a, as, nb, i, acc0);
@@ -6282,6 +6401,13 @@ LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile(int ty
     }
 }
 
+#if defined(LLM_GENERIC_TILES)
+#define LLM__B32_TILES(T, NAME)                                                                                            \
+    LLM__AVX2 static void llm__b32_tile_##NAME(int nt, const uint8_t *w, const uint8_t *a, size_t as, int64_t nb, float *out, \
+                                               size_t os) {                                                                \
+        llm__b32_tile(T, LLM__MIN(nt, 4), w, a, as, nb, out, os);                                                          \
+    }
+#else
 #define LLM__B32_TILES(T, NAME)                                                                                            \
     LLM__AVX2 static void llm__b32_tile_##NAME(int nt, const uint8_t *w, const uint8_t *a, size_t as, int64_t nb, float *out, \
                                                size_t os) {                                                                \
@@ -6292,6 +6418,7 @@ LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile(int ty
         default: llm__b32_tile(T, 4, w, a, as, nb, out, os); return;                                                       \
         }                                                                                                                  \
     }
+#endif
 LLM__B32_TILES(LLM__TYPE_Q8_0, q8_0)
 LLM__B32_TILES(LLM__TYPE_Q4_0, q4_0)
 LLM__B32_TILES(LLM__TYPE_Q4_1, q4_1)

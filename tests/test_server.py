@@ -155,8 +155,11 @@ def generate(lines):
 
 PROMPTS = ["Once upon a time", "The quick brown fox", "def fibonacci(n):", "北京是中国的",
            "The three primary colors are", "Water boils at", "import numpy as np\n", "My favourite food is"]
+# (with "... France?" alone the first token is nearly a tie: llama.cpp's own lead of "The" over
+# "La" is 0.13, and a kernel summing in another order answers "La femme de France"; with "Answer
+# in one sentence." every token of the answer leads by 1.2 or more in both engines)
 MSGS = [{"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": "What is the capital of France?"}]
+        {"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
 
 S = Server()
 c = S.client()
