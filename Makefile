@@ -104,10 +104,9 @@ $(TOP_STAMP): FORCE
 llm: $(BUILD)/llm $(TOP_STAMP)
 	cp $(BUILD)/llm $@
 
-# --- the program: cli/*.c against llm.h, linked with the engine's object ---
-
-$(BUILD)/llm.o: $(ENGINE) $(STAMP)
-	$(CC) $(STD) $(CFLAGS) $(VK_DEFS) -c -o $@ llm.c
+# --- the program: cli/*.c against llm.h, linked with the engine's object (the library's, below:
+# position-independent code costs nothing in a position-independent executable, and the engine
+# is compiled once per configuration) ---
 
 # Checked once per make run, before the program's first object, for a clear message.
 jansson-check:
@@ -132,7 +131,7 @@ $(BUILD)/cli/%.o: cli/%.c cli/cli.h llm.h $(STAMP) | jansson-check curl-check mi
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -c -o $@ $<
 
-$(BUILD)/llm: $(BUILD)/llm.o $(CLI_OBJ)
+$(BUILD)/llm: $(BUILD)/pic/llm.o $(CLI_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LIBS)
 
 # --- the library: position-independent, only LLM_API (llm_*) symbols visible ---
@@ -177,7 +176,8 @@ uninstall:
 # --- tests ---
 
 # Unit tests include llm.c (they reach its static internals); tests/gguf_writer.h follows it
-# where a test writes GGUF files. Each compiles the engine again, so all but test_backend (which
+# where a test writes GGUF files. Each compiles the engine again (those of the interface alone
+# link the library: API_TESTS below), so all but test_backend (which
 # checks the tile kernels as the program builds them) build it with LLM_GENERIC_TILES: the tile
 # kernels once per type rather than once per token count, in under half the compile time.
 TILES := -DLLM_GENERIC_TILES
@@ -185,6 +185,12 @@ $(BUILD)/tests/test_backend: TILES :=
 $(BUILD)/tests/%: tests/%.c tests/test.h tests/gguf_writer.h $(ENGINE) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) $(TILES) $(VK_DEFS) -o $@ $< $(LDLIBS)
+
+# Tests of the interface alone (llm.h), linked with the library: the engine is not compiled again.
+API_TESTS := $(BUILD)/tests/test_sampler
+$(API_TESTS): $(BUILD)/tests/%: tests/%.c tests/test.h llm.h $(BUILD)/libllm.a $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(STD) $(CFLAGS) -o $@ $< $(BUILD)/libllm.a $(LDLIBS)
 
 # llm.h from C++, linked with the library.
 $(BUILD)/tests/test_cpp: tests/test_cpp.cpp tests/test.h llm.h $(BUILD)/libllm.a $(STAMP)
@@ -198,9 +204,9 @@ $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(ENGINE) $(STAMP)
 	$(CC) $(STD) $(CFLAGS) $(TILES) $(VK_DEFS) -o $@ $< $(LDLIBS)
 
 $(BUILD)/tests/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h cli/args.c cli/request.c cli/serve.c cli/cli.h llm.h \
-                             $(BUILD)/llm.o $(STAMP) | jansson-check
+                             $(BUILD)/pic/llm.o $(STAMP) | jansson-check
 	@mkdir -p $(@D)
-	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -o $@ $< $(BUILD)/llm.o $(LDLIBS) $(CLI_LIBS)
+	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -o $@ $< $(BUILD)/pic/llm.o $(LDLIBS) $(CLI_LIBS)
 
 # The README's embedding example, against llm.h and the library (tests/test_package.sh runs it).
 $(BUILD)/examples/hello: examples/hello.c llm.h $(BUILD)/libllm.a $(STAMP)
@@ -249,13 +255,13 @@ test: fixtures $(TESTS) $(BUILD)/llm lib models $(BUILD)/portability.ok
 ifneq ($(HAVE_CXX),1)
 	@echo "test_cpp: not built: no C++ compiler ('$(CXX)'); install one (Debian: g++) to test llm.h from C++"
 endif
-	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
+	@LLM_TEST_SAN=$(SAN) LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
 
 # With the Vulkan backend built in (make VULKAN=1 test-vulkan; CI runs it): the test programs
-# whose checks change with it (test_vulkan, test_backend) and every script on the program and the
-# library; the other test programs run the CPU backend, the same in both builds.
-VK_TESTS := $(BUILD)/tests/test_vulkan $(BUILD)/tests/test_backend
-test-vulkan: fixtures $(VK_TESTS) $(BUILD)/llm lib $(BUILD)/examples/hello models
+# and scripts whose checks change with it (test_vulkan, test_backend; the chat on --backend vulkan,
+# the library's device list); the others run the CPU backend (the default), the same in both builds.
+VK_TESTS := $(BUILD)/tests/test_vulkan $(BUILD)/tests/test_backend tests/test_chat_cli.sh tests/test_package.sh
+test-vulkan: fixtures $(filter $(BUILD)/%,$(VK_TESTS)) $(BUILD)/llm lib $(BUILD)/examples/hello models
 	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(VK_TESTS)
 
 # The tensor type kernels on aarch64 (NEON) under qemu-user: test_types cross-compiled for

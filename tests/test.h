@@ -23,6 +23,20 @@ static int test_passed_, test_failed_;
         }                                                                        \
     } while (0)
 
+// TEST_SANITIZED: built with AddressSanitizer (make test SAN=1). The longest real-model checks
+// then run on a part of their inputs, said in a SKIP line; the build without sanitizers (make
+// test) runs them all.
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_SANITIZED 1
+#endif
+#endif
+#ifndef TEST_SANITIZED
+#define TEST_SANITIZED 0
+#endif
+
 // Prints a skipped check visibly (counted in neither column).
 #define SKIP(...)                                                                \
     do {                                                                         \

@@ -218,6 +218,7 @@ static int check_dir(const char *dir, const char *models_dir, int threads, const
         snprintf(base, sizeof(base), "%.100s", b);
         snprintf(model, sizeof(model), "%.300s/%s", models_dir, base);
         json_free(&j);
+        if (real && TEST_SANITIZED && !strstr(names[i], ".prose.") && !strstr(names[i], ".chat.")) continue;
         if (access(model, R_OK) != 0) {
             EXPECT(0, "%s: model %s is missing (%s)", golden, model, real ? "make fixtures" : "make models");
             continue;
@@ -238,10 +239,14 @@ int main(void) {
            "tests/fixtures.sh fetches (make test sets it)");
     if (real_models && *real_models) {
         int r = check_dir("tests/golden/real", real_models, 2, "f32", false, true, &real);
-        EXPECT(r >= 18, "tests/golden/real: %d goldens checked, want 18 (9 prompts x 2 models)", r);
+        // under sanitizers 2 prompts of each model (prose, chat): 4 of the 18 goldens
+        const int want = TEST_SANITIZED ? 4 : 18;
+        if (TEST_SANITIZED) SKIP("under sanitizers: the real models' prose and chat goldens only (make test checks all 18)");
+        EXPECT(r >= want, "tests/golden/real: %d goldens checked, want %d (of 9 prompts x 2 models)", r, want);
         printf("real models: argmax agrees with llama.cpp at %d of %d steps\n", real.same, real.steps);
-        EXPECT(real.same >= REAL_ARGMAX_MIN, "real models: argmax agrees at %d steps, want at least %d of %d",
-               real.same, REAL_ARGMAX_MIN, real.steps);
+        // at least REAL_ARGMAX_MIN of all 576 steps; of fewer, as large a share
+        EXPECT(real.same * 576 >= REAL_ARGMAX_MIN * real.steps, "real models: argmax agrees at %d of %d steps, want at "
+               "least %d of 576 (as large a share)", real.same, real.steps, REAL_ARGMAX_MIN);
     }
     const char *extra = getenv("LLM_GOLDEN_MODELS");
     if (extra && *extra) {

@@ -34,10 +34,10 @@ same_as_api() {
         grep '^[<>]' | tr '\n' ' ')"
     rm -f "${TMPDIR:-/tmp}/llm-api.$$"
 }
-if [ -f "$dir/llm.o" ]; then
-    same_as_api "the global symbols of $dir/llm.o" "$(nm -g --defined-only "$dir/llm.o" | awk '{ print $3 }' | sort)"
+if [ -f "$dir/pic/llm.o" ]; then
+    same_as_api "the global symbols of $dir/pic/llm.o" "$(nm -g --defined-only "$dir/pic/llm.o" | awk '{ print $3 }' | sort)"
 else
-    bad "no $dir/llm.o"
+    bad "no $dir/pic/llm.o"
 fi
 so=$dir/libllm.so.$(awk '$2 == "LLM_VERSION_MAJOR" { print $3 }' llm.h)
 if [ -f "$so" ]; then

@@ -66,7 +66,11 @@ done < "$tmp/ppl.txt"
 # AVX2 only, llama-perplexity itself gives 17.7551 for SmolLM2 (0.30% above its golden) and llm
 # 17.7425 (0.23%; its AVX2 kernels sum in another order). Bounds: SmolLM2 0.4%, Gemma 3 0.6%; the
 # error estimate 1%.
-if [ -z "${LLM_REAL_MODELS:-}" ]; then
+# Under sanitizers (make test SAN=1 sets LLM_TEST_SAN=1) they are not run: minutes there, and the
+# same forward passes are test_golden's under sanitizers too.
+if [ "${LLM_TEST_SAN:-}" = 1 ]; then
+    echo "SKIP test_perplexity: the real models' perplexity under sanitizers (make test runs it)"
+elif [ -z "${LLM_REAL_MODELS:-}" ]; then
     bad "LLM_REAL_MODELS is not set: it names the folder of the real models tests/fixtures.sh fetches (make test sets it)"
 else
     grep '^real ' "$golden" > "$tmp/real.txt"

@@ -2,8 +2,14 @@
 // never draw an excluded token; draws follow the truncated, temperature-scaled distribution
 // (chi-square bound), in llama.cpp's order: penalties, top-k, top-p, min-p, temperature;
 // log-probabilities are a log-softmax.
-#include "../llm.c"
+// Through llm.h alone, linked with the library.
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "../llm.h"
 #include "test.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 enum { V = 50 };
 
@@ -53,8 +59,8 @@ int main(void) {
     };
     // the history the penalties see: token 7 three times, the best token twice, token 11 once
     const int hist[] = {7, best, 7, 11, best, 7};
-    const int n_hist = (int)LLM__ARRAY_LEN(hist);
-    for (size_t ci = 0; ci < LLM__ARRAY_LEN(cases); ci++) {
+    const int n_hist = (int)ARRAY_LEN(hist);
+    for (size_t ci = 0; ci < ARRAY_LEN(cases); ci++) {
         double l[V], q[V], sum = 0;
         int idx[V];
         for (int i = 0; i < V; i++) l[i] = logits[i];
