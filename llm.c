@@ -72,6 +72,7 @@
 #define LLM__SPEC_REQS 64  // draft model: requests that speculate in one step, at most
 #define LLM__SPEC_MARGIN 1.1   // drafts are verified when the expected rate beats none by 10%
 #define LLM__SPEC_MARGIN_DRAFT 1.25   // a draft model's: 25% (its sampling and a step's other work are not in the times)
+#define LLM__SPEC_PROBE_SHARE 0.02    // a draft model's forced drafts (the first, probes): at most 2% of the steps' time
 #define LLM__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 // An error message buffer. Every fallible internal function takes one and returns a status.
@@ -9556,6 +9557,8 @@ struct llm_engine {
     float *spec_q;             // [LLM__SPEC_REQS][K][n_vocab] the draft's distributions of a step's drafts
     double t_draft;            // measured seconds of a draft round of one token per request (llm__time_update)
     double t_draft0;           // the same for a first round, which also catches up (usually 1-3 tokens)
+    double t_busy;             // seconds of the steps that computed something (llm_step: schedule to execute)
+    double t_forced;           // seconds of the draft model's forced rounds (the first drafts, probes)
     struct llm__plan_entry *spec_de;   // [2 * LLM__SPEC_REQS] a draft round's plan (speculative_model)
     struct llm_output *outs;
     size_t *out_off;
@@ -10851,6 +10854,12 @@ static int32_t llm__spec_draw(struct llm__req *r, const float *row, float *q, in
     return d;
 }
 
+// Whether a probe may force drafts: the forced rounds so far took at most LLM__SPEC_PROBE_SHARE of
+// the time the steps took.
+static bool llm__spec_probe_allowed(const llm_engine *E) {
+    return E->t_forced <= LLM__SPEC_PROBE_SHARE * E->t_busy;
+}
+
 // speculative_model: the drafts of the step's decoding requests (at most LLM__SPEC_REQS), each
 // k of them (the cost model's choice, the draft's rounds counted), drawn by the draft model in
 // k rounds batched over the requests: the first round also computes what the draft's cache lacks
@@ -10870,14 +10879,17 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
     }
     const int dmax = D->params.max_num_batched_tokens;
     // every 64th step drafts for up to 4 requests that can (a probe): the draft's time and the
-    // requests' acceptance are measured again even where the choice had stopped drafting
-    const bool probe = E->n_steps % 64 == 31;
+    // requests' acceptance are measured again even where the choice had stopped drafting; while
+    // the forced rounds so far (the first drafts, probes) took at most 2% of the steps' time, so
+    // that a pair whose drafts never pay costs little more than that (a probe's draft catches up
+    // on up to 64 tokens: several model tokens' time)
+    const bool probe = E->n_steps % 64 == 31 && llm__spec_probe_allowed(E);
     // the acceptance so far over all requests: a request's prior; before any draft, one request
     // drafts (its catch-up and rounds measure the draft, its drafts the acceptance)
     long long prop = 0, acc = 0;
     for (int j = 0; j < LLM__MAX_SPEC; j++) { prop += E->spec_proposed[j]; acc += E->spec_accepted[j]; }
     const double a0 = (acc + 1.0) / (prop + 2.0);
-    bool explore = prop == 0;
+    bool explore = prop == 0, any_forced = false;
     int n_probed = 0;
     for (int i = 0; i < plan->n && n < LLM__SPEC_REQS && n_cu < LLM__SPEC_REQS && n + n_cu < D->params.max_num_seqs; i++) {
         struct llm__plan_entry *pe = &plan->e[i];
@@ -10902,6 +10914,7 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
         }
         if (!forced && best < LLM__SPEC_MARGIN_DRAFT * base) k = 0;
         if (k == 0) continue;   // (nor does its draft cache catch up: a catch-up is paid only for drafts)
+        any_forced |= forced && !E->spec_always;
         if (dtok + catch_up > dmax) {   // the draft's cache lacks much (a long prompt): a part now, drafts later
             int c = dmax - dtok;
             if (c > 0 && llm__blocks_can_allocate(&D->blocks, &r->dseq, c) && llm__blocks_allocate(&D->blocks, &r->dseq, c)) {
@@ -10971,6 +10984,7 @@ static int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
         }
     }
     E->spec_draft_seconds += llm__now() - t0;
+    if (any_forced) E->t_forced += llm__now() - t0;
     return n;
 }
 
@@ -11352,6 +11366,7 @@ int llm_step(llm_engine *E, const struct llm_output **outputs) {
         E->t_step_warm[plan.n_tokens] = true;
     }
     if (plan.n_drafts > 0) E->spec_verify_seconds += t_done - t_exec;
+    if (plan.n > 0) E->t_busy += t_done - t0;
     if (plan.n > 0) llm__postprocess(E, &plan, E->step_logits);
     return llm__collect(E, outputs);
 }

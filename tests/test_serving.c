@@ -664,6 +664,16 @@ static void test_spec_cost_model(llm_engine *E) {
     EXPECT(k_lo == 0, "alone, 5%% kept: %d drafts (one costs 8%%)", k_lo);
     EXPECT(k_batch == 0, "a batch of 64, 60%% kept: %d drafts", k_batch);
     memcpy(E->t_step, saved, sizeof(saved));
+    // a draft model's probes: while its forced rounds took at most 2% of the steps' time
+    double busy = E->t_busy, forced = E->t_forced;
+    E->t_busy = 10.0;
+    E->t_forced = 0.15;
+    bool under = llm__spec_probe_allowed(E);
+    E->t_forced = 0.25;
+    bool over = llm__spec_probe_allowed(E);
+    EXPECT(under && !over, "probes after 0.15 s and 0.25 s of forced drafts in 10 s of steps: %d, %d (want 1, 0)", under, over);
+    E->t_busy = busy;
+    E->t_forced = forced;
 }
 
 // The verification of a draft (llm__sampler_verify) emits tokens with the sampler's own
