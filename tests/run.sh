@@ -18,7 +18,8 @@ for t in "$@"; do case "$t" in *.sh) scripts="" ;; esac; done
 jobs=${LLM_TEST_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
 case "$jobs" in '' | *[!0-9]* | 0) jobs=1 ;; esac
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/llm-run.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
 
 # the tests, the longest first: by the last run's seconds, else the ones known to be long
 times=$dir/test-times
