@@ -6152,11 +6152,18 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__half_tile(boo
     int64_t k = 0;
     for (; k + 16 <= K; k += 16) {
         __m512 wv[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        // the tile's rows are one block of memory (NR * K halves); the block two tiles ahead is
+        // prefetched in address order, the bytes this step reads (NR * 32) at a time, as one
+        // stream: the hardware prefetchers alone, or a prefetch of the same columns of the next
+        // rows, leave the core waiting on these short rows (only in the first token tile of a
+        // group: pf)
+        if (pf) {
+            const char *p = (const char *)(w + (size_t)2 * NR * ws) + (size_t)k * 2 * NR;
+            _Pragma("GCC unroll 2")
+            for (int r = 0; r < NR; r += 2) _mm_prefetch(p + 64 * (r / 2), _MM_HINT_T0);
+        }
         _Pragma("GCC unroll 4")
         for (int r = 0; r < NR; r++) {
-            // the next 4 rows, the same columns: the hardware prefetcher alone leaves the core
-            // waiting on these short rows (only in the first token tile of a group: pf)
-            if (pf) _mm_prefetch((const char *)(w + (size_t)(4 + r) * ws + k), _MM_HINT_T0);
             wv[r] = llm__half16_to_ps(bf16, _mm256_loadu_si256((const __m256i *)(w + r * ws + k)));
         }
         _Pragma("GCC unroll 4")
@@ -6470,8 +6477,10 @@ static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int
     const bool bf16 = w->type == LLM__TYPE_BF16, wide = job->c->simd == LLM__SIMD_AVX512;
     void (*tile)(bool, int, int, const uint16_t *, size_t, const float *, size_t, int64_t, float *, size_t) =
         wide ? (bf16 ? llm__half_tile_true : llm__half_tile_false) : (bf16 ? llm__half_tile8_true : llm__half_tile8_false);
-    // AVX-512: 4 rows x 4 tokens; AVX2: 4 rows x 1 token alone (a decode step), else 2 rows x 4 tokens
-    const int RS = wide || job->ntok == 1 ? 4 : 2;
+    // AVX-512: 1 row at a time for 1 token (a decode step: the weights read in address order;
+    // SmolLM2-135M F16 decoded at 107 tokens/s instead of 69 with 4-row tiles on 2 Zen 4 cores),
+    // else 4 rows x 4 tokens; AVX2: 4 rows x 1 token alone, else 2 rows x 4 tokens
+    const int RS = wide ? (job->ntok == 1 ? 1 : 4) : job->ntok == 1 ? 4 : 2;
     for (int64_t t0 = 0; t0 < job->ntok; t0 += tb) {
         const int64_t t1 = LLM__MIN(t0 + tb, job->ntok);
         for (int64_t r = r0; r < r1; r += RS) {
@@ -6480,7 +6489,7 @@ static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int
             for (int64_t t = t0; t < t1; t += 4) {
                 const int nt = (int)LLM__MIN(4, t1 - t);
                 float *out = (float *)llm__tensor_row(d, t) + r;
-                tile(t == t0 && r + 2 * RS <= w->ne1, nr, nt, wr, ws, (const float *)job->xq[j] + (size_t)t * as, as, K, out, os);
+                tile(t == t0 && r + 3 * RS <= w->ne1, nr, nt, wr, ws, (const float *)job->xq[j] + (size_t)t * as, as, K, out, os);
                 if (bias)
                     for (int i = 0; i < nt; i++)
                         for (int k = 0; k < nr; k++) out[(size_t)i * os + k] += bias[r + k];
