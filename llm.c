@@ -5,7 +5,7 @@
 //   1. helpers: errors, memory
 //   2. tensor types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS
 //      (+ Q8_1, Q8_K activations), SIMD kernels
-//   3. model files: GGUF reader (mapped or read into memory, validated)
+//   3. model files: GGUF reader (mapped or read into memory, validated); JSON; safetensors
 //   4. thread pool
 //   5. backend vtable and the CPU backend
 //   6. the transformer
@@ -3479,6 +3479,594 @@ static bool llm__gguf_get_arr(const struct llm__gguf *g, const char *key, uint32
     *n = kv->arr_n;
     *data = kv->arr_type == LLM__GGUF_STR ? (const void *)kv->arr_str : (const void *)kv->arr_data;
     return true;
+}
+
+// === JSON ===
+// (LLM__UNUSED: the Hugging Face directory loader, still being written, is what calls these;
+// until then only the tests and the fuzzer do.)
+#if defined(__GNUC__)
+#define LLM__UNUSED __attribute__((unused))
+#else
+#define LLM__UNUSED
+#endif
+// Hugging Face model directories are JSON (config.json, tokenizer.json, the index of a sharded
+// checkpoint) and so is a safetensors file's header. The reader parses a whole text (RFC 8259,
+// UTF-8) into a flat array of nodes, each a value with its bytes in the text, in document order:
+// an array's elements follow it, an object's members follow it as key, value, key, value; `next`
+// is the node after a value and everything inside it, so a lookup walks siblings without
+// descending. Strings stay undecoded in the text until asked for. The text is treated as
+// hostile: nesting deeper than 64, bad UTF-8, control characters in strings, numbers outside
+// the grammar, and trailing bytes are errors with the byte offset.
+
+enum llm__json_type {
+    LLM__JSON_NULL, LLM__JSON_FALSE, LLM__JSON_TRUE, LLM__JSON_NUM, LLM__JSON_STR, LLM__JSON_ARR, LLM__JSON_OBJ
+};
+
+#define LLM__JSON_MAX_DEPTH 64
+#define LLM__JSON_MAX_SIZE ((size_t)1 << 31)   // bytes of text (offsets are 32-bit)
+
+struct llm__jnode {
+    uint8_t type;      // enum llm__json_type
+    bool esc;          // a string with backslash escapes
+    uint32_t start;    // the value's first byte (a string: after its opening quote)
+    uint32_t len;      // its bytes (a string: up to its closing quote)
+    int32_t n;         // an array's elements, an object's members
+    int32_t next;      // the node after this value and all that it holds
+};
+
+struct llm__json {
+    const char *text;
+    size_t size;
+    struct llm__jnode *nodes;   // (n), nodes[0] the document's value
+    int32_t n, cap;
+};
+
+struct llm__json_cur { struct llm__json *j; size_t pos; struct llm__err *e; const char *what; };
+
+LLM__UNUSED static void llm__json_free(struct llm__json *j) {
+    free(j->nodes);
+    memset(j, 0, sizeof(*j));
+}
+
+LLM__UNUSED static bool llm__json_bad(struct llm__json_cur *c, const char *msg) {
+    llm__fail(c->e, LLM_ERR_FORMAT, "%s: bad JSON at byte %zu: %s", c->what, c->pos, msg);
+    return false;
+}
+
+LLM__UNUSED static void llm__json_ws(struct llm__json_cur *c) {
+    const char *t = c->j->text;
+    while (c->pos < c->j->size && (t[c->pos] == ' ' || t[c->pos] == '\t' || t[c->pos] == '\n' || t[c->pos] == '\r')) c->pos++;
+}
+
+static int32_t llm__json_node(struct llm__json_cur *c, enum llm__json_type type) {
+    struct llm__json *j = c->j;
+    if (j->n == j->cap) {
+        int32_t cap = j->cap == 0 ? 64 : j->cap <= INT32_MAX / 2 ? j->cap * 2 : 0;
+        struct llm__jnode *nodes = cap > 0 ? realloc(j->nodes, (size_t)cap * sizeof(*nodes)) : NULL;
+        if (!nodes) {
+            llm__fail(c->e, LLM_ERR_NOMEM, "%s: out of memory for %d JSON values", c->what, (int)j->n);
+            return -1;
+        }
+        j->nodes = nodes;
+        j->cap = cap;
+    }
+    j->nodes[j->n] = (struct llm__jnode){.type = (uint8_t)type, .start = (uint32_t)c->pos};
+    return j->n++;
+}
+
+// Bytes of the UTF-8 sequence at s[0..n) (1-4), 0 when it is not well-formed (overlong forms,
+// surrogates and code points past U+10FFFF are not).
+LLM__UNUSED static int llm__utf8_valid_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+    if (len == 0 || c > 0xf4 || (size_t)len > n) return 0;
+    for (int i = 1; i < len; i++) if ((s[i] & 0xc0) != 0x80) return 0;
+    if (len == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) return 0;
+    if (len == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))) return 0;
+    return len;
+}
+
+LLM__UNUSED static int llm__json_hex4(const char *p) {
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        char h = p[i];
+        int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+LLM__UNUSED static bool llm__json_string(struct llm__json_cur *c) {
+    const char *t = c->j->text;
+    int32_t i = llm__json_node(c, LLM__JSON_STR);
+    if (i < 0) return false;
+    size_t p = ++c->pos;
+    bool esc = false;
+    for (;;) {
+        if (p >= c->j->size) { c->pos = p; return llm__json_bad(c, "a string does not end"); }
+        unsigned char ch = (unsigned char)t[p];
+        if (ch == '"') break;
+        if (ch < 0x20) { c->pos = p; return llm__json_bad(c, "a control character in a string"); }
+        if (ch == '\\') {
+            esc = true;
+            if (p + 1 >= c->j->size) { c->pos = p; return llm__json_bad(c, "a string does not end"); }
+            char x = t[p + 1];
+            if (x == 'u') {
+                if (p + 6 > c->j->size || llm__json_hex4(t + p + 2) < 0) { c->pos = p; return llm__json_bad(c, "a bad \\u escape"); }
+                p += 6;
+            } else if (x && strchr("\"\\/bfnrt", x)) {
+                p += 2;
+            } else {
+                c->pos = p;
+                return llm__json_bad(c, "an unknown escape in a string");
+            }
+            continue;
+        }
+        int len = llm__utf8_valid_len((const unsigned char *)t + p, c->j->size - p);
+        if (!len) { c->pos = p; return llm__json_bad(c, "a string is not valid UTF-8"); }
+        p += (size_t)len;
+    }
+    struct llm__jnode *nd = &c->j->nodes[i];
+    nd->start = (uint32_t)c->pos;
+    nd->len = (uint32_t)(p - c->pos);
+    nd->esc = esc;
+    nd->next = i + 1;
+    c->pos = p + 1;
+    return true;
+}
+
+LLM__UNUSED static bool llm__json_number(struct llm__json_cur *c) {
+    const char *t = c->j->text;
+    const size_t n = c->j->size, s = c->pos;
+    size_t p = s;
+    int32_t i = llm__json_node(c, LLM__JSON_NUM);
+    if (i < 0) return false;
+    if (p < n && t[p] == '-') p++;
+    if (p < n && t[p] == '0') p++;
+    else if (p < n && t[p] >= '1' && t[p] <= '9') while (p < n && t[p] >= '0' && t[p] <= '9') p++;
+    else { c->pos = p; return llm__json_bad(c, "a number without digits"); }
+    if (p < n && t[p] == '.') {
+        if (++p >= n || t[p] < '0' || t[p] > '9') { c->pos = p; return llm__json_bad(c, "a number without digits after '.'"); }
+        while (p < n && t[p] >= '0' && t[p] <= '9') p++;
+    }
+    if (p < n && (t[p] == 'e' || t[p] == 'E')) {
+        if (++p < n && (t[p] == '+' || t[p] == '-')) p++;
+        if (p >= n || t[p] < '0' || t[p] > '9') { c->pos = p; return llm__json_bad(c, "a number without exponent digits"); }
+        while (p < n && t[p] >= '0' && t[p] <= '9') p++;
+    }
+    c->j->nodes[i].len = (uint32_t)(p - s);
+    c->j->nodes[i].next = i + 1;
+    c->pos = p;
+    return true;
+}
+
+LLM__UNUSED static bool llm__json_value(struct llm__json_cur *c, int depth) {
+    const char *t = c->j->text;
+    llm__json_ws(c);
+    if (c->pos >= c->j->size) return llm__json_bad(c, "a value is missing");
+    char ch = t[c->pos];
+    if (ch == '"') return llm__json_string(c);
+    if (ch == '-' || (ch >= '0' && ch <= '9')) return llm__json_number(c);
+    static const char *const words[3] = {"null", "false", "true"};
+    for (int w = 0; w < 3; w++) {
+        size_t wl = strlen(words[w]);
+        if (c->j->size - c->pos >= wl && memcmp(t + c->pos, words[w], wl) == 0) {
+            int32_t i = llm__json_node(c, (enum llm__json_type)(LLM__JSON_NULL + w));
+            if (i < 0) return false;
+            c->j->nodes[i].len = (uint32_t)wl;
+            c->j->nodes[i].next = i + 1;
+            c->pos += wl;
+            return true;
+        }
+    }
+    if (ch != '[' && ch != '{') return llm__json_bad(c, "not a JSON value");
+    if (depth >= LLM__JSON_MAX_DEPTH) return llm__json_bad(c, "nested deeper than 64");
+    const bool obj = ch == '{';
+    int32_t i = llm__json_node(c, obj ? LLM__JSON_OBJ : LLM__JSON_ARR), n = 0;
+    if (i < 0) return false;
+    c->pos++;
+    llm__json_ws(c);
+    if (c->pos < c->j->size && t[c->pos] == (obj ? '}' : ']')) c->pos++;
+    else
+        for (;;) {
+            if (obj) {
+                llm__json_ws(c);
+                if (c->pos >= c->j->size || t[c->pos] != '"') return llm__json_bad(c, "an object key is not a string");
+                if (!llm__json_string(c)) return false;
+                llm__json_ws(c);
+                if (c->pos >= c->j->size || t[c->pos] != ':') return llm__json_bad(c, "':' expected after an object key");
+                c->pos++;
+            }
+            if (!llm__json_value(c, depth + 1)) return false;
+            if (n == INT32_MAX) return llm__json_bad(c, "too many elements");
+            n++;
+            llm__json_ws(c);
+            if (c->pos < c->j->size && t[c->pos] == ',') { c->pos++; continue; }
+            if (c->pos < c->j->size && t[c->pos] == (obj ? '}' : ']')) { c->pos++; break; }
+            return llm__json_bad(c, obj ? "',' or '}' expected" : "',' or ']' expected");
+        }
+    struct llm__jnode *nd = &c->j->nodes[i];
+    nd->n = n;
+    nd->len = (uint32_t)(c->pos - nd->start);
+    nd->next = c->j->n;
+    return true;
+}
+
+// Parses text[0..size) (what: the file, for messages). On failure j is empty.
+LLM__UNUSED static enum llm_status llm__json_parse(struct llm__json *j, const char *text, size_t size, const char *what, struct llm__err *e) {
+    memset(j, 0, sizeof(*j));
+    if (size >= LLM__JSON_MAX_SIZE)
+        return llm__fail(e, LLM_ERR_FORMAT, "%s: %zu bytes of JSON, more than this reader takes (2 GiB)", what, size);
+    j->text = text;
+    j->size = size;
+    struct llm__json_cur c = {j, 0, e, what};
+    if (size >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) c.pos = 3;   // a byte order mark, as some editors write
+    bool ok = llm__json_value(&c, 0);
+    if (ok) {
+        llm__json_ws(&c);
+        if (c.pos < size) ok = llm__json_bad(&c, "bytes after the value");
+    }
+    if (!ok) {
+        enum llm_status st = e ? e->status : LLM_ERR_FORMAT;
+        llm__json_free(j);
+        return st;
+    }
+    return LLM_OK;
+}
+
+// Member `key` of object node o: its value's node, or -1 (o not an object, or no such key).
+static int32_t llm__json_get(const struct llm__json *j, int32_t o, const char *key);
+
+// String node i decoded (escapes, \u surrogate pairs as UTF-8) into out (at least len + 1 bytes:
+// decoding never grows a string); its length. A lone surrogate becomes U+FFFD.
+LLM__UNUSED static size_t llm__json_decode(const struct llm__json *j, int32_t i, char *out) {
+    const struct llm__jnode *nd = &j->nodes[i];
+    const char *s = j->text + nd->start;
+    size_t n = nd->len, o = 0;
+    if (!nd->esc) {
+        memcpy(out, s, n);
+        out[n] = 0;
+        return n;
+    }
+    for (size_t p = 0; p < n;) {
+        if (s[p] != '\\') { out[o++] = s[p++]; continue; }
+        char x = s[p + 1];
+        p += 2;
+        if (x != 'u') {
+            out[o++] = x == 'b' ? '\b' : x == 'f' ? '\f' : x == 'n' ? '\n' : x == 'r' ? '\r' : x == 't' ? '\t' : x;
+            continue;
+        }
+        uint32_t cp = (uint32_t)llm__json_hex4(s + p);
+        p += 4;
+        if (cp >= 0xd800 && cp < 0xdc00 && p + 6 <= n && s[p] == '\\' && s[p + 1] == 'u') {
+            int lo = llm__json_hex4(s + p + 2);
+            if (lo >= 0xdc00 && lo < 0xe000) {
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (uint32_t)(lo - 0xdc00);
+                p += 6;
+            }
+        }
+        if (cp >= 0xd800 && cp < 0xe000) cp = 0xfffd;
+        // (a \uXXXX takes 6 bytes of text, a pair 12: the UTF-8 is never longer)
+        if (cp < 0x80) out[o++] = (char)cp;
+        else if (cp < 0x800) { out[o++] = (char)(0xc0 | (cp >> 6)); out[o++] = (char)(0x80 | (cp & 0x3f)); }
+        else if (cp < 0x10000) {
+            out[o++] = (char)(0xe0 | (cp >> 12));
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+            out[o++] = (char)(0x80 | (cp & 0x3f));
+        } else {
+            out[o++] = (char)(0xf0 | (cp >> 18));
+            out[o++] = (char)(0x80 | ((cp >> 12) & 0x3f));
+            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+            out[o++] = (char)(0x80 | (cp & 0x3f));
+        }
+    }
+    out[o] = 0;
+    return o;
+}
+
+// String node i decoded into a new NUL-terminated string (*len: its bytes, which may include a
+// NUL); NULL: not a string, or no memory.
+LLM__UNUSED static char *llm__json_strdup(const struct llm__json *j, int32_t i, size_t *len) {
+    if (i < 0 || j->nodes[i].type != LLM__JSON_STR) return NULL;
+    char *s = malloc((size_t)j->nodes[i].len + 1);
+    if (!s) return NULL;
+    size_t n = llm__json_decode(j, i, s);
+    if (len) *len = n;
+    return s;
+}
+
+// Whether string node i is `s`.
+LLM__UNUSED static bool llm__json_eq(const struct llm__json *j, int32_t i, const char *s) {
+    const struct llm__jnode *nd = &j->nodes[i];
+    size_t n = strlen(s);
+    if (nd->type != LLM__JSON_STR) return false;
+    if (!nd->esc) return nd->len == n && memcmp(j->text + nd->start, s, n) == 0;
+    if (nd->len < n) return false;
+    char stackbuf[256], *buf = nd->len < sizeof(stackbuf) ? stackbuf : malloc((size_t)nd->len + 1);
+    if (!buf) return false;
+    size_t m = llm__json_decode(j, i, buf);
+    bool eq = m == n && memcmp(buf, s, n) == 0;
+    if (buf != stackbuf) free(buf);
+    return eq;
+}
+
+static int32_t llm__json_get(const struct llm__json *j, int32_t o, const char *key) {
+    if (o < 0 || j->nodes[o].type != LLM__JSON_OBJ) return -1;
+    int32_t found = -1;
+    for (int32_t m = 0, k = o + 1; m < j->nodes[o].n; m++) {
+        if (llm__json_eq(j, k, key)) found = k + 1;   // the last of duplicate keys, as most readers take
+        k = j->nodes[k + 1].next;
+    }
+    return found;
+}
+
+// Element x of array node a, or -1.
+static int32_t llm__json_at(const struct llm__json *j, int32_t a, int32_t x) {
+    if (a < 0 || j->nodes[a].type != LLM__JSON_ARR || x < 0 || x >= j->nodes[a].n) return -1;
+    int32_t k = a + 1;
+    while (x-- > 0) k = j->nodes[k].next;
+    return k;
+}
+
+// Number node i as a double: exact where the digits (at most 19 significant) and the power of
+// ten are exactly representable, else within a rounding or two (configuration values need no
+// more). Not strtod: its decimal point follows the program's locale.
+LLM__UNUSED static bool llm__json_num(const struct llm__json *j, int32_t i, double *out) {
+    if (i < 0 || j->nodes[i].type != LLM__JSON_NUM) return false;
+    const char *s = j->text + j->nodes[i].start, *end = s + j->nodes[i].len;
+    bool neg = *s == '-';
+    s += neg;
+    uint64_t m = 0;
+    int digits = 0;
+    long e10 = 0;
+    for (; s < end && *s >= '0' && *s <= '9'; s++) {
+        if (digits < 19) { m = m * 10 + (uint64_t)(*s - '0'); digits += m > 0; }
+        else e10++;
+    }
+    if (s < end && *s == '.')
+        for (s++; s < end && *s >= '0' && *s <= '9'; s++)
+            if (digits < 19) { m = m * 10 + (uint64_t)(*s - '0'); digits += m > 0; e10--; }
+    if (s < end) {   // the exponent
+        s++;
+        bool eneg = *s == '-';
+        s += *s == '-' || *s == '+';
+        long x = 0;
+        for (; s < end; s++) x = x < 100000 ? x * 10 + (*s - '0') : x;
+        e10 += eneg ? -x : x;
+    }
+    static const double p10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                   1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    double v = (double)m;
+    if (m == 0) v = 0.0;
+    else if (m <= ((uint64_t)1 << 53) && e10 >= -22 && e10 <= 22) v = e10 < 0 ? v / p10[-e10] : v * p10[e10];
+    else v = e10 < -400 ? 0.0 : e10 > 400 ? HUGE_VAL : v * pow(10.0, (double)e10);
+    *out = neg ? -v : v;
+    return true;
+}
+
+// Number node i as an integer in [lo, hi]: false when it is not a number, has a fraction or an
+// exponent that leaves one, or lies outside.
+LLM__UNUSED static bool llm__json_int(const struct llm__json *j, int32_t i, int64_t lo, int64_t hi, int64_t *out) {
+    double v;
+    if (!llm__json_num(j, i, &v) || !(v >= (double)lo && v <= (double)hi) || v != floor(v)) return false;
+    const char *s = j->text + j->nodes[i].start;
+    if (!memchr(s, '.', j->nodes[i].len) && !memchr(s, 'e', j->nodes[i].len) && !memchr(s, 'E', j->nodes[i].len)) {
+        // plain digits: exact (a double is not past 2^53)
+        bool neg = *s == '-';
+        uint64_t u = 0;
+        for (uint32_t k = neg; k < j->nodes[i].len; k++) {
+            if (u > (UINT64_MAX - 9) / 10) return false;
+            u = u * 10 + (uint64_t)(s[k] - '0');
+        }
+        if (neg ? u > (uint64_t)INT64_MAX + 1 : u > (uint64_t)INT64_MAX) return false;
+        int64_t x = neg ? (int64_t)(0 - u) : (int64_t)u;
+        if (x < lo || x > hi) return false;
+        *out = x;
+        return true;
+    }
+    *out = (int64_t)v;
+    return true;
+}
+
+// === safetensors ===
+// Hugging Face's weight files: u64 (little-endian) N, N bytes of a JSON object, the data. Each
+// member but "__metadata__" (an object of strings) describes a tensor:
+//   "name": {"dtype": "F16", "shape": [out, in], "data_offsets": [begin, end]}
+// with begin and end counted from the first byte after the header, the shape outermost first
+// (GGUF's ne[] the other way round), the data row-major and little-endian. The file is hostile:
+// the header's length (at most 100 MB, as the format's own reader allows), every dtype, shape
+// and offset pair (its bytes must be the shape's; inside the data; no two tensors overlapping)
+// are checked before anything points into the data.
+
+struct llm__st_tensor {
+    char *name;                 // NUL-terminated copy
+    uint32_t type;              // a ggml type id (F32, F16, BF16, I8/I16/I32/I64, F64), or LLM__ST_U8 / LLM__ST_BOOL
+    int n_dims;                 // 0..8
+    int64_t shape[8];           // outermost first, as in the file
+    const uint8_t *data;        // in the mapping
+    size_t size;                // bytes
+};
+
+#define LLM__ST_U8 0x10000u     // safetensors dtypes with no ggml type
+#define LLM__ST_BOOL 0x10001u
+#define LLM__ST_MAX_HEADER ((uint64_t)100000000)
+
+struct llm__safetensors {
+    void *map;
+    size_t size;
+    bool owns_map, owns_buf;
+    int64_t n;                  // tensors
+    struct llm__st_tensor *t;   // (n), in header order
+};
+
+LLM__UNUSED static void llm__st_close(struct llm__safetensors *s) {
+    for (int64_t i = 0; i < s->n; i++) free(s->t[i].name);
+    free(s->t);
+    if (s->owns_map && s->map) munmap(s->map, s->size);
+    if (s->owns_buf) free(s->map);
+    memset(s, 0, sizeof(*s));
+}
+
+// A safetensors dtype: the type id and the element size in bytes (0: unknown).
+LLM__UNUSED static size_t llm__st_dtype(const struct llm__json *j, int32_t i, uint32_t *type) {
+    static const struct { const char *name; uint32_t type; size_t size; } dt[] = {
+        {"F32", 0, 4}, {"F16", 1, 2}, {"BF16", 30, 2}, {"F64", 28, 8}, {"I8", 24, 1}, {"I16", 25, 2},
+        {"I32", 26, 4}, {"I64", 27, 8}, {"U8", LLM__ST_U8, 1}, {"BOOL", LLM__ST_BOOL, 1},
+    };
+    for (size_t k = 0; k < LLM__ARRAY_LEN(dt); k++)
+        if (llm__json_eq(j, i, dt[k].name)) { *type = dt[k].type; return dt[k].size; }
+    return 0;
+}
+
+struct llm__st_span { uint64_t begin, end; int64_t i; };
+LLM__UNUSED static int llm__st_span_cmp(const void *a, const void *b) {
+    const struct llm__st_span *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
+}
+
+// Parses s->map[0 .. s->size). On failure the caller closes s.
+LLM__UNUSED static enum llm_status llm__st_parse(struct llm__safetensors *s, struct llm__err *e) {
+    const uint8_t *b = s->map;
+    uint64_t hlen;
+    if (s->size < 8) return llm__fail(e, LLM_ERR_FORMAT, "safetensors: %zu bytes, too short for the header length", s->size);
+    memcpy(&hlen, b, 8);
+    if (hlen > LLM__ST_MAX_HEADER)
+        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: header length %llu is more than the format allows (100000000)",
+                         (unsigned long long)hlen);
+    if (hlen > s->size - 8)
+        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: header length %llu runs past the end of the file (%zu bytes)",
+                         (unsigned long long)hlen, s->size);
+    const uint8_t *data = b + 8 + hlen;
+    const uint64_t dsize = s->size - 8 - hlen;
+    struct llm__json j;
+    enum llm_status st = llm__json_parse(&j, (const char *)b + 8, (size_t)hlen, "safetensors header", e);
+    if (st) return st;
+    if (j.nodes[0].type != LLM__JSON_OBJ) {
+        llm__json_free(&j);
+        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: the header is not a JSON object");
+    }
+    s->t = calloc((size_t)j.nodes[0].n + 1, sizeof(*s->t));
+    struct llm__st_span *spans = calloc((size_t)j.nodes[0].n + 1, sizeof(*spans));
+    if (!s->t || !spans) {
+        free(spans);
+        llm__json_free(&j);
+        return llm__fail(e, LLM_ERR_NOMEM, "safetensors: out of memory for %d tensors", (int)j.nodes[0].n);
+    }
+    char pr[88];
+    int64_t n_spans = 0;
+    st = LLM_OK;
+    for (int32_t m = 0, k = 1; m < j.nodes[0].n && st == LLM_OK; m++, k = j.nodes[k + 1].next) {
+        const int32_t v = k + 1;
+        size_t nlen;
+        char *name = llm__json_strdup(&j, k, &nlen);
+        if (!name) { st = llm__fail(e, LLM_ERR_NOMEM, "safetensors: out of memory"); break; }
+        llm__gguf_printable(pr, name, nlen);
+        if (strcmp(name, "__metadata__") == 0) {
+            free(name);
+            bool ok = j.nodes[v].type == LLM__JSON_OBJ;
+            for (int32_t q = 0, x = v + 1; ok && q < j.nodes[v].n; q++, x = j.nodes[x + 1].next) ok = j.nodes[x + 1].type == LLM__JSON_STR;
+            if (!ok) st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: __metadata__ is not an object of strings");
+            continue;
+        }
+        struct llm__st_tensor *t = &s->t[s->n];
+        t->name = name;
+        s->n++;
+        if (nlen == 0 || strlen(name) != nlen) { st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: a tensor name is empty or holds a NUL byte"); break; }
+        for (int64_t q = 0; q + 1 < s->n; q++)
+            if (strcmp(s->t[q].name, name) == 0) st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s' is named twice", pr);
+        if (st) break;
+        const int32_t dt = llm__json_get(&j, v, "dtype"), sh = llm__json_get(&j, v, "shape"), of = llm__json_get(&j, v, "data_offsets");
+        if (dt < 0 || sh < 0 || of < 0) { st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s' lacks dtype, shape or data_offsets", pr); break; }
+        size_t esize = llm__st_dtype(&j, dt, &t->type);
+        if (!esize) {
+            char dname[88] = "?";
+            if (j.nodes[dt].type == LLM__JSON_STR) llm__gguf_printable(dname, j.text + j.nodes[dt].start, LLM__MIN(j.nodes[dt].len, 40u));
+            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "safetensors: tensor '%s' has dtype %s, which this reader does not know (F32, F16, BF16, F64, I8-I64, U8, BOOL)",
+                           pr, dname);
+            break;
+        }
+        if (j.nodes[sh].type != LLM__JSON_ARR || j.nodes[sh].n > 8) { st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': shape is not an array of at most 8 sizes", pr); break; }
+        t->n_dims = j.nodes[sh].n;
+        uint64_t nel = 1;
+        for (int d = 0; d < t->n_dims && st == LLM_OK; d++) {
+            int64_t x;
+            if (!llm__json_int(&j, llm__json_at(&j, sh, d), 0, INT64_MAX, &x))
+                st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': dimension %d is not a non-negative integer", pr, d);
+            else if (x > 0 && nel > UINT64_MAX / 8 / (uint64_t)x)
+                st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': its element count overflows", pr);
+            else { t->shape[d] = x; nel *= (uint64_t)x; }
+        }
+        if (st) break;
+        int64_t ob, oe;
+        if (j.nodes[of].type != LLM__JSON_ARR || j.nodes[of].n != 2 || !llm__json_int(&j, llm__json_at(&j, of, 0), 0, INT64_MAX, &ob) ||
+            !llm__json_int(&j, llm__json_at(&j, of, 1), 0, INT64_MAX, &oe) || ob > oe) {
+            st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': data_offsets is not [begin, end] with begin <= end", pr);
+            break;
+        }
+        if ((uint64_t)oe > dsize) {
+            st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': data [%lld, %lld) runs past the data (%llu bytes): truncated file?",
+                           pr, (long long)ob, (long long)oe, (unsigned long long)dsize);
+            break;
+        }
+        if ((uint64_t)(oe - ob) != nel * esize) {
+            st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': %lld bytes of data for %llu elements of %zu bytes", pr,
+                           (long long)(oe - ob), (unsigned long long)nel, esize);
+            break;
+        }
+        t->data = data + ob;
+        t->size = (size_t)(oe - ob);
+        if (oe > ob) spans[n_spans++] = (struct llm__st_span){(uint64_t)ob, (uint64_t)oe, s->n - 1};
+    }
+    llm__json_free(&j);
+    if (st == LLM_OK && n_spans > 1) {   // no two tensors share a byte
+        qsort(spans, (size_t)n_spans, sizeof(*spans), llm__st_span_cmp);
+        for (int64_t q = 1; q < n_spans && st == LLM_OK; q++)
+            if (spans[q].begin < spans[q - 1].end) {
+                char pr2[88];
+                llm__gguf_printable(pr, s->t[spans[q - 1].i].name, strlen(s->t[spans[q - 1].i].name));
+                llm__gguf_printable(pr2, s->t[spans[q].i].name, strlen(s->t[spans[q].i].name));
+                st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: the data of tensors '%s' and '%s' overlap", pr, pr2);
+            }
+    }
+    free(spans);
+    return st;
+}
+
+// Opens a safetensors file: mapped (or read into memory: read_all) and parsed. Messages end with
+// the path.
+LLM__UNUSED static enum llm_status llm__st_open(struct llm__safetensors *s, const char *path, bool read_all, struct llm__err *e) {
+    memset(s, 0, sizeof(*s));
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return llm__fail(e, LLM_ERR_IO, "safetensors: cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0 || (uint64_t)sb.st_size > (uint64_t)SIZE_MAX) {
+        close(fd);
+        return llm__fail(e, LLM_ERR_IO, "safetensors: '%s' is not a regular, non-empty file", path);
+    }
+    enum llm_status st = LLM_OK;
+    if (read_all) {
+        void *buf = llm__alloc((size_t)sb.st_size);
+        if (!buf) st = llm__fail(e, LLM_ERR_NOMEM, "safetensors: no memory to read '%s'", path);
+        else if ((st = llm__read_all(fd, buf, (size_t)sb.st_size, path, e)) != LLM_OK) free(buf);
+        else { s->map = buf; s->owns_buf = true; }
+    } else {
+        void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) st = llm__fail(e, LLM_ERR_IO, "safetensors: cannot map '%s': %s", path, strerror(errno));
+        else { s->map = map; s->owns_map = true; }
+    }
+    close(fd);
+    if (st) return st;
+    s->size = (size_t)sb.st_size;
+    if ((st = llm__st_parse(s, e)) != LLM_OK) {
+        llm__st_close(s);
+        if (e) {
+            size_t n = strlen(e->msg);
+            snprintf(e->msg + n, sizeof(e->msg) - n, " (in '%s')", path);
+        }
+    }
+    return st;
 }
 
 // === thread pool ===
