@@ -244,9 +244,16 @@ int main(void) {
         if (TEST_SANITIZED) SKIP("under sanitizers: the real models' prose and chat goldens only (make test checks all 18)");
         EXPECT(r >= want, "tests/golden/real: %d goldens checked, want %d (of 9 prompts x 2 models)", r, want);
         printf("real models: argmax agrees with llama.cpp at %d of %d steps\n", real.same, real.steps);
-        // at least REAL_ARGMAX_MIN of all 576 steps; of fewer, as large a share
-        EXPECT(real.same * 576 >= REAL_ARGMAX_MIN * real.steps, "real models: argmax agrees at %d of %d steps, want at "
-               "least %d of 576 (as large a share)", real.same, real.steps, REAL_ARGMAX_MIN);
+        // at least REAL_ARGMAX_MIN of all 576 steps. Under sanitizers (4 goldens, 128 steps) no more
+        // disagreements than all 576 may have: the share of a part varies with the CPU's kernels
+        // (the prose and chat goldens agree at 120 of 128 steps on AVX-512 Zen 4, all 18 at
+        // more than 548 of 576), and make test checks the whole share.
+        if (TEST_SANITIZED)
+            EXPECT(real.steps - real.same <= 576 - REAL_ARGMAX_MIN, "real models: argmax agrees at %d of %d steps, want at "
+                   "most %d steps apart (as all 576 may be)", real.same, real.steps, 576 - REAL_ARGMAX_MIN);
+        else
+            EXPECT(real.same * 576 >= REAL_ARGMAX_MIN * real.steps && real.steps == 576, "real models: argmax agrees at %d of "
+                   "%d steps, want at least %d of 576", real.same, real.steps, REAL_ARGMAX_MIN);
     }
     const char *extra = getenv("LLM_GOLDEN_MODELS");
     if (extra && *extra) {
