@@ -2832,6 +2832,8 @@ struct llm__gguf {
     struct llm__gguf_kv *kv;           // (n_kv)
     struct llm__gguf_tensor *tensors;  // (n_tensors), in file order
     struct llm__gguf_index kv_index, tensor_index;
+    void *extra;                       // what else the tensors point into (a Hugging Face directory's
+    void (*extra_free)(void *);        // files), freed on close
 };
 
 static const char *llm__gguf_type_name(uint32_t type) {
@@ -3267,6 +3269,7 @@ static void llm__gguf_close(struct llm__gguf *g) {
     free(g->tensor_index.slots);
     if (g->owns_map && g->map) munmap(g->map, g->size);
     if (g->owns_buf) free(g->map);
+    if (g->extra_free) g->extra_free(g->extra);
     memset(g, 0, sizeof(*g));
 }
 
@@ -4066,6 +4069,323 @@ LLM__UNUSED static enum llm_status llm__st_open(struct llm__safetensors *s, cons
             snprintf(e->msg + n, sizeof(e->msg) - n, " (in '%s')", path);
         }
     }
+    return st;
+}
+
+// === Hugging Face model directories ===
+// A directory of config.json and model.safetensors (or shards listed by
+// model.safetensors.index.json) becomes the same struct llm__gguf a GGUF file gives: the
+// configuration as the GGUF keys llama.cpp's converter writes (serialized into a small GGUF
+// header in memory and parsed by the GGUF reader, so that every consumer and check is the same),
+// the tensors under their GGUF names, pointing into the mapped safetensors files. Where the
+// converter changes data, so does this: llama-style q and k rows are permuted from Hugging
+// Face's rotate-half layout to GGUF's interleaved pairs; tensors not aligned to 32 bytes are
+// copied (the kernels read aligned rows). Architectures: LlamaForCausalLM, MistralForCausalLM
+// (llama), Qwen2ForCausalLM, Qwen3ForCausalLM.
+
+// A GGUF header under construction (keys and values only).
+struct llm__gbuf { uint8_t *p; size_t n, cap; int64_t n_kv; bool oom; };
+
+static void llm__gbuf_put(struct llm__gbuf *b, const void *p, size_t n) {
+    if (b->oom) return;
+    if (b->n + n > b->cap) {
+        size_t cap = (b->n + n) * 2 + 256;
+        uint8_t *q = realloc(b->p, cap);
+        if (!q) { b->oom = true; return; }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+static void llm__gbuf_str(struct llm__gbuf *b, const char *s, size_t n) {
+    uint64_t len = n;
+    llm__gbuf_put(b, &len, 8);
+    llm__gbuf_put(b, s, n);
+}
+static void llm__gbuf_key(struct llm__gbuf *b, const char *arch, const char *key, uint32_t type) {
+    char k[160];
+    int n = arch ? snprintf(k, sizeof(k), "%s.%s", arch, key) : snprintf(k, sizeof(k), "%s", key);
+    llm__gbuf_str(b, k, (size_t)n);
+    llm__gbuf_put(b, &type, 4);
+    b->n_kv++;
+}
+static void llm__gbuf_u32(struct llm__gbuf *b, const char *arch, const char *key, uint32_t v) {
+    llm__gbuf_key(b, arch, key, LLM__GGUF_U32);
+    llm__gbuf_put(b, &v, 4);
+}
+static void llm__gbuf_f32(struct llm__gbuf *b, const char *arch, const char *key, float v) {
+    llm__gbuf_key(b, arch, key, LLM__GGUF_F32);
+    llm__gbuf_put(b, &v, 4);
+}
+static void llm__gbuf_s(struct llm__gbuf *b, const char *arch, const char *key, const char *v) {
+    llm__gbuf_key(b, arch, key, LLM__GGUF_STR);
+    llm__gbuf_str(b, v, strlen(v));
+}
+
+// What a directory owns besides the GGUF header: its safetensors files and the tensors copied
+// (permuted or aligned).
+struct llm__hf_owned {
+    struct llm__safetensors *files;   // (n_files)
+    int n_files;
+    void **copies;                    // (n_copies), llm__alloc'd
+    int64_t n_copies;
+};
+
+static void llm__hf_owned_free(void *p) {
+    struct llm__hf_owned *o = p;
+    if (!o) return;
+    for (int i = 0; i < o->n_files; i++) llm__st_close(&o->files[i]);
+    for (int64_t i = 0; i < o->n_copies; i++) free(o->copies[i]);
+    free(o->files);
+    free(o->copies);
+    free(o);
+}
+
+// A config.json integer in [lo, hi] into *out (left as it is when absent and not required), or an
+// error naming the key.
+static enum llm_status llm__hf_cfg_int(const struct llm__json *j, const char *key, int64_t lo, int64_t hi, bool required,
+                                       int64_t *out, struct llm__err *e) {
+    int32_t v = llm__json_get(j, 0, key);
+    if (v < 0 || j->nodes[v].type == LLM__JSON_NULL) {
+        if (required) return llm__fail(e, LLM_ERR_FORMAT, "config.json: '%s' is missing", key);
+        return LLM_OK;
+    }
+    if (!llm__json_int(j, v, lo, hi, out))
+        return llm__fail(e, LLM_ERR_FORMAT, "config.json: '%s' is not an integer in [%lld, %lld]", key, (long long)lo, (long long)hi);
+    return LLM_OK;
+}
+
+static enum llm_status llm__hf_cfg_num(const struct llm__json *j, const char *key, double *out, struct llm__err *e) {
+    int32_t v = llm__json_get(j, 0, key);
+    if (v < 0 || j->nodes[v].type == LLM__JSON_NULL) return LLM_OK;
+    if (!llm__json_num(j, v, out) || !isfinite(*out) || fabs(*out) > FLT_MAX)
+        return llm__fail(e, LLM_ERR_FORMAT, "config.json: '%s' is not a finite number", key);
+    return LLM_OK;
+}
+
+// The GGUF keys of config.json (its text cfg[0..n)): *arch (a static name) and the header in b.
+static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbuf *b, const char **arch_out, bool *permute_qk,
+                                      int64_t hp[4], struct llm__err *e) {
+    struct llm__json j;
+    enum llm_status st = llm__json_parse(&j, cfg, n, "config.json", e);
+    if (st) return st;
+    if (j.nodes[0].type != LLM__JSON_OBJ) {
+        llm__json_free(&j);
+        return llm__fail(e, LLM_ERR_FORMAT, "config.json: not a JSON object");
+    }
+    static const struct { const char *hf, *arch; bool permute; } archs[] = {
+        {"LlamaForCausalLM", "llama", true}, {"MistralForCausalLM", "llama", true},
+        {"Qwen2ForCausalLM", "qwen2", false}, {"Qwen3ForCausalLM", "qwen3", false},
+    };
+    const int32_t av = llm__json_at(&j, llm__json_get(&j, 0, "architectures"), 0);
+    const char *arch = NULL;
+    bool permute = false;
+    for (size_t k = 0; av >= 0 && k < LLM__ARRAY_LEN(archs); k++)
+        if (llm__json_eq(&j, av, archs[k].hf)) { arch = archs[k].arch; permute = archs[k].permute; }
+    if (!arch) {
+        char pr[88] = "(none)";
+        if (av >= 0 && j.nodes[av].type == LLM__JSON_STR) llm__gguf_printable(pr, j.text + j.nodes[av].start, j.nodes[av].len);
+        llm__json_free(&j);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: architecture %s is not supported in Hugging Face format "
+                         "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; others as GGUF files)", pr);
+    }
+    if (llm__json_get(&j, 0, "quantization_config") >= 0 && j.nodes[llm__json_get(&j, 0, "quantization_config")].type != LLM__JSON_NULL) {
+        llm__json_free(&j);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantized checkpoints (quantization_config) are not supported yet");
+    }
+    int64_t embd = 0, layers = 0, ff = 0, heads = 0, kv_heads = -1, head_dim = -1, ctx = 2048, vocab = 0;
+    double eps = 1e-6, theta = 10000.0, factor = 1.0;
+    if ((st = llm__hf_cfg_int(&j, "hidden_size", 1, 65536, true, &embd, e)) ||
+        (st = llm__hf_cfg_int(&j, "num_hidden_layers", 1, 1024, true, &layers, e)) ||
+        (st = llm__hf_cfg_int(&j, "intermediate_size", 1, 1 << 20, true, &ff, e)) ||
+        (st = llm__hf_cfg_int(&j, "num_attention_heads", 1, 1024, true, &heads, e)) ||
+        (st = llm__hf_cfg_int(&j, "num_key_value_heads", 1, 1024, false, &kv_heads, e)) ||
+        (st = llm__hf_cfg_int(&j, "head_dim", 2, 1024, false, &head_dim, e)) ||
+        (st = llm__hf_cfg_int(&j, "max_position_embeddings", 1, 1 << 24, false, &ctx, e)) ||
+        (st = llm__hf_cfg_int(&j, "vocab_size", 1, 1 << 24, true, &vocab, e)) ||
+        (st = llm__hf_cfg_num(&j, "rms_norm_eps", &eps, e)) || (st = llm__hf_cfg_num(&j, "rope_theta", &theta, e))) {
+        llm__json_free(&j);
+        return st;
+    }
+    const int32_t rs = llm__json_get(&j, 0, "rope_scaling");
+    if (rs >= 0 && j.nodes[rs].type != LLM__JSON_NULL) {
+        int32_t ty = llm__json_get(&j, rs, "rope_type");
+        if (ty < 0) ty = llm__json_get(&j, rs, "type");
+        if (ty < 0 || !llm__json_eq(&j, ty, "linear") || !llm__json_num(&j, llm__json_get(&j, rs, "factor"), &factor) || !(factor >= 1.0)) {
+            llm__json_free(&j);
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: rope_scaling other than linear with a factor >= 1 is not supported");
+        }
+    }
+    llm__json_free(&j);
+    if (kv_heads < 0) kv_heads = heads;
+    if (head_dim < 0) {
+        if (embd % heads) return llm__fail(e, LLM_ERR_FORMAT, "config.json: hidden_size %lld is not a multiple of num_attention_heads %lld",
+                                           (long long)embd, (long long)heads);
+        head_dim = embd / heads;
+    }
+    if (permute && head_dim % 2) return llm__fail(e, LLM_ERR_FORMAT, "config.json: odd head dimension %lld", (long long)head_dim);
+    llm__gbuf_s(b, NULL, "general.architecture", arch);
+    llm__gbuf_u32(b, arch, "embedding_length", (uint32_t)embd);
+    llm__gbuf_u32(b, arch, "block_count", (uint32_t)layers);
+    llm__gbuf_u32(b, arch, "feed_forward_length", (uint32_t)ff);
+    llm__gbuf_u32(b, arch, "attention.head_count", (uint32_t)heads);
+    llm__gbuf_u32(b, arch, "attention.head_count_kv", (uint32_t)kv_heads);
+    llm__gbuf_u32(b, arch, "attention.key_length", (uint32_t)head_dim);
+    llm__gbuf_u32(b, arch, "attention.value_length", (uint32_t)head_dim);
+    llm__gbuf_u32(b, arch, "context_length", (uint32_t)ctx);
+    llm__gbuf_u32(b, arch, "vocab_size", (uint32_t)vocab);
+    llm__gbuf_f32(b, arch, "attention.layer_norm_rms_epsilon", (float)eps);
+    llm__gbuf_f32(b, arch, "rope.freq_base", (float)theta);
+    if (factor > 1.0) {
+        llm__gbuf_s(b, arch, "rope.scaling.type", "linear");
+        llm__gbuf_f32(b, arch, "rope.scaling.factor", (float)factor);
+    }
+    *arch_out = arch;
+    *permute_qk = permute;
+    hp[0] = heads;
+    hp[1] = kv_heads;
+    hp[2] = head_dim;
+    hp[3] = layers;
+    return b->oom ? llm__fail(e, LLM_ERR_NOMEM, "out of memory") : LLM_OK;
+}
+
+// A Hugging Face tensor name as GGUF's (out), or false for a name this loader does not know.
+// *qk: 1 for a q projection, 2 for a k projection (the rows llama's permutation moves).
+static bool llm__hf_name(const char *hf, char *out, size_t size, int *qk) {
+    static const struct { const char *hf, *gguf; int qk; } glob[] = {
+        {"model.embed_tokens.weight", "token_embd.weight", 0}, {"model.norm.weight", "output_norm.weight", 0},
+        {"lm_head.weight", "output.weight", 0},
+    };
+    static const struct { const char *hf, *gguf; int qk; } per_layer[] = {
+        {"input_layernorm.weight", "attn_norm.weight", 0}, {"post_attention_layernorm.weight", "ffn_norm.weight", 0},
+        {"self_attn.q_proj.weight", "attn_q.weight", 1}, {"self_attn.k_proj.weight", "attn_k.weight", 2},
+        {"self_attn.v_proj.weight", "attn_v.weight", 0}, {"self_attn.o_proj.weight", "attn_output.weight", 0},
+        {"self_attn.q_proj.bias", "attn_q.bias", 1}, {"self_attn.k_proj.bias", "attn_k.bias", 2},
+        {"self_attn.v_proj.bias", "attn_v.bias", 0}, {"self_attn.q_norm.weight", "attn_q_norm.weight", 0},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight", 0}, {"mlp.gate_proj.weight", "ffn_gate.weight", 0},
+        {"mlp.up_proj.weight", "ffn_up.weight", 0}, {"mlp.down_proj.weight", "ffn_down.weight", 0},
+    };
+    *qk = 0;
+    for (size_t k = 0; k < LLM__ARRAY_LEN(glob); k++)
+        if (strcmp(hf, glob[k].hf) == 0) return snprintf(out, size, "%s", glob[k].gguf) < (int)size;
+    const char *pre = "model.layers.";
+    if (strncmp(hf, pre, strlen(pre)) != 0) return false;
+    const char *p = hf + strlen(pre);
+    long l = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 5; p++, digits++) l = l * 10 + (*p - '0');
+    if (digits == 0 || *p != '.' || (digits > 1 && hf[strlen(pre)] == '0')) return false;
+    p++;
+    for (size_t k = 0; k < LLM__ARRAY_LEN(per_layer); k++)
+        if (strcmp(p, per_layer[k].hf) == 0) {
+            *qk = per_layer[k].qk;
+            return snprintf(out, size, "blk.%ld.%s", l, per_layer[k].gguf) < (int)size;
+        }
+    return false;
+}
+
+// Copies src (rows of `row` bytes, n_head heads of head_dim rows) permuted as llama.cpp's
+// converter does for llama-style q and k: within each head, row i of the first half and row i
+// of the second half become rows 2i and 2i + 1.
+static void llm__hf_permute_rows(uint8_t *dst, const uint8_t *src, size_t row, int64_t n_head, int64_t head_dim) {
+    const int64_t half = head_dim / 2;
+    for (int64_t h = 0; h < n_head; h++)
+        for (int64_t i = 0; i < half; i++)
+            for (int64_t j = 0; j < 2; j++)
+                memcpy(dst + (size_t)(h * head_dim + 2 * i + j) * row, src + (size_t)(h * head_dim + j * half + i) * row, row);
+}
+
+// Adds the tensors of safetensors file f to g under their GGUF names (copies in o).
+static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o, const struct llm__safetensors *f,
+                                           bool permute, const int64_t hp[4], struct llm__err *e) {
+    struct llm__gguf_tensor *t2 = realloc(g->tensors, (size_t)(g->n_tensors + f->n + 1) * sizeof(*t2));
+    void **c2 = realloc(o->copies, (size_t)(o->n_copies + f->n + 1) * sizeof(*c2));
+    if (t2) g->tensors = t2;
+    if (c2) o->copies = c2;
+    if (!t2 || !c2) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for the tensors");
+    for (int64_t i = 0; i < f->n; i++) {
+        const struct llm__st_tensor *s = &f->t[i];
+        char name[LLM__GGUF_MAX_NAME + 1], pr[88];
+        int qk;
+        llm__gguf_printable(pr, s->name, strlen(s->name));
+        if (strstr(s->name, "rotary_emb.inv_freq")) continue;   // recomputed from rope_theta, as the converter skips it
+        if (!llm__hf_name(s->name, name, sizeof(name), &qk))
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "hf: tensor '%s' is not one this loader knows", pr);
+        if (s->type != 0 && s->type != 1 && s->type != 30)
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "hf: tensor '%s' is not F32, F16 or BF16", pr);
+        if (s->n_dims < 1 || s->n_dims > 2)
+            return llm__fail(e, LLM_ERR_FORMAT, "hf: tensor '%s' has %d dimensions, expected 1 or 2", pr, s->n_dims);
+        struct llm__gguf_tensor *t = &g->tensors[g->n_tensors];
+        memset(t, 0, sizeof(*t));
+        t->type = s->type;
+        t->n_dims = s->n_dims;
+        for (int d = 0; d < 4; d++) t->ne[d] = 1;
+        for (int d = 0; d < s->n_dims; d++) t->ne[d] = s->shape[s->n_dims - 1 - d];
+        if (t->ne[0] == 0 || t->ne[1] == 0) return llm__fail(e, LLM_ERR_FORMAT, "hf: tensor '%s' is empty", pr);
+        t->size = s->size;
+        t->data = s->data;
+        const int64_t heads = qk == 1 ? hp[0] : hp[1], rows = s->n_dims == 2 ? t->ne[1] : t->ne[0];
+        const bool perm = permute && qk && rows == heads * hp[2];
+        if (permute && qk && !perm)
+            return llm__fail(e, LLM_ERR_FORMAT, "hf: tensor '%s' has %lld rows, expected %lld heads x %lld", pr, (long long)rows,
+                             (long long)heads, (long long)hp[2]);
+        if (perm || ((uintptr_t)s->data % 32) != 0) {
+            uint8_t *c = llm__alloc(s->size);
+            if (!c) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for tensor '%s'", pr);
+            o->copies[o->n_copies++] = c;
+            if (perm) llm__hf_permute_rows(c, s->data, s->size / (size_t)rows, heads, hp[2]);
+            else memcpy(c, s->data, s->size);
+            t->data = c;
+        }
+        if (!(t->name = llm__strndup(name, strlen(name)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        uint64_t slot = 0;
+        if (llm__gguf_index_find(&g->tensor_index, g->tensors, sizeof(*g->tensors), t->name, &slot) >= 0) {
+            free(t->name);
+            return llm__fail(e, LLM_ERR_FORMAT, "hf: tensor '%s' is in the checkpoint twice", pr);
+        }
+        g->tensor_index.slots[slot] = g->n_tensors++;
+    }
+    return LLM_OK;
+}
+
+// Builds g from config.json's text and the opened safetensors files in o, which g then owns (on
+// failure: everything freed, g empty).
+LLM__UNUSED static enum llm_status llm__hf_build(struct llm__gguf *g, const char *cfg, size_t cfg_len, struct llm__hf_owned *o,
+                                     struct llm__err *e) {
+    struct llm__gbuf b = {0};
+    const char *arch = NULL;
+    bool permute = false;
+    int64_t hp[4] = {0};
+    char hdr[24] = "GGUF";
+    llm__gbuf_put(&b, hdr, 24);   // magic, version, counts: filled in below
+    enum llm_status st = llm__hf_config(cfg, cfg_len, &b, &arch, &permute, hp, e);
+    if (st) {
+        free(b.p);
+        llm__hf_owned_free(o);
+        memset(g, 0, sizeof(*g));
+        return st;
+    }
+    int64_t n_tensors = 0;
+    for (int i = 0; i < o->n_files; i++) n_tensors += o->files[i].n;
+    const uint32_t version = 3;
+    const uint64_t nt = 0, nkv = (uint64_t)b.n_kv;
+    memcpy(b.p + 4, &version, 4);
+    memcpy(b.p + 8, &nt, 8);
+    memcpy(b.p + 16, &nkv, 8);
+    memset(g, 0, sizeof(*g));
+    g->map = b.p;
+    g->size = b.n;
+    g->owns_buf = true;
+    g->extra = o;
+    g->extra_free = llm__hf_owned_free;
+    if ((st = llm__gguf_parse(g, e)) == LLM_OK) {
+        free(g->tensor_index.slots);
+        g->tensor_index.slots = NULL;
+        if (!llm__gguf_index_init(&g->tensor_index, n_tensors)) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < o->n_files && st == LLM_OK; i++) st = llm__hf_add_tensors(g, o, &o->files[i], permute, hp, e);
+    }
+    if (st) llm__gguf_close(g);
     return st;
 }
 

@@ -228,11 +228,124 @@ static void test_st_bad(void) {
     EXPECT(llm__st_open(&s, "/tmp", false, &e) == LLM_ERR_IO && strstr(e.msg, "not a regular"), "%s", e.msg);
 }
 
+// --- Hugging Face directories: config.json and tensors as the GGUF view ---
+
+// A safetensors file in memory of F32 tensors (names[i], rows[i] x cols[i], value = 1000 * i +
+// element index), and llm__hf_build over it with config text cfg.
+static enum llm_status hf_build(struct llm__gguf *g, const char *cfg, int n, const char *const *names, const int *rows,
+                                const int *cols, struct llm__err *e) {
+    char h[4096];
+    size_t hn = 0, off = 0;
+    hn += (size_t)snprintf(h + hn, sizeof(h) - hn, "{");
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)rows[i] * (size_t)(cols[i] ? cols[i] : 1) * 4;
+        if (cols[i]) hn += (size_t)snprintf(h + hn, sizeof(h) - hn, "%s\"%s\": {\"dtype\": \"F32\", \"shape\": [%d, %d], \"data_offsets\": [%zu, %zu]}",
+                                            i ? ", " : "", names[i], rows[i], cols[i], off, off + bytes);
+        else hn += (size_t)snprintf(h + hn, sizeof(h) - hn, "%s\"%s\": {\"dtype\": \"F32\", \"shape\": [%d], \"data_offsets\": [%zu, %zu]}",
+                                    i ? ", " : "", names[i], rows[i], off, off + bytes);
+        off += bytes;
+    }
+    snprintf(h + hn, sizeof(h) - hn, "}");
+    struct st_file f = st_make(h, 0);
+    f.p = realloc(f.p, f.n + off);
+    float *d = (float *)(void *)(f.p + f.n);
+    for (int i = 0, k = 0; i < n; i++)
+        for (int x = 0; x < rows[i] * (cols[i] ? cols[i] : 1); x++) { float v = (float)(1000 * i + x); memcpy((char *)d + 4 * (size_t)k++, &v, 4); }
+    f.n += off;
+    struct llm__hf_owned *o = calloc(1, sizeof(*o));
+    o->files = calloc(1, sizeof(*o->files));
+    o->n_files = 1;
+    enum llm_status st = st_parse_mem(f.p, f.n, &o->files[0], e);
+    free(f.p);
+    if (st) { llm__hf_owned_free(o); return st; }
+    return llm__hf_build(g, cfg, strlen(cfg), o, e);
+}
+
+static void test_hf_build(void) {
+    const char *cfg = "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 8, \"num_hidden_layers\": 1, \"intermediate_size\": 16, "
+                      "\"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"vocab_size\": 10, \"rms_norm_eps\": 1e-05, "
+                      "\"max_position_embeddings\": 512, \"tie_word_embeddings\": true, \"rope_scaling\": null}";
+    const char *names[] = {"model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+                           "model.norm.weight", "model.layers.0.rotary_emb.inv_freq", "model.layers.0.mlp.down_proj.weight"};
+    const int rows[] = {10, 8, 4, 8, 2, 8}, cols[] = {8, 8, 8, 0, 0, 16};
+    struct llm__gguf g;
+    struct llm__err e = {{0}, LLM_OK};
+    EXPECT(hf_build(&g, cfg, 6, names, rows, cols, &e) == LLM_OK, "%s", e.msg);
+    if (!g.map) return;
+    struct llm__gguf_str a = {0};
+    uint32_t u = 0;
+    float f = 0;
+    EXPECT(llm__gguf_get_str(&g, "general.architecture", &a, &e) && a.len == 5 && memcmp(a.ptr, "llama", 5) == 0, "architecture");
+    EXPECT(llm__gguf_get_u32(&g, "llama.attention.head_count_kv", &u, &e) && u == 1, "head_count_kv %u", u);
+    EXPECT(llm__gguf_get_u32(&g, "llama.attention.key_length", &u, &e) && u == 4, "key_length %u", u);
+    EXPECT(llm__gguf_get_u32(&g, "llama.context_length", &u, &e) && u == 512, "context_length %u", u);
+    EXPECT(llm__gguf_get_f32(&g, "llama.attention.layer_norm_rms_epsilon", &f, &e) && f == 1e-5f, "eps %g", (double)f);
+    EXPECT(llm__gguf_get_f32(&g, "llama.rope.freq_base", &f, &e) && f == 10000.0f, "default rope base %g", (double)f);
+    EXPECT(g.n_tensors == 5, "tensors %lld (inv_freq left out)", (long long)g.n_tensors);
+    const struct llm__gguf_tensor *te = llm__gguf_find_tensor(&g, "token_embd.weight");
+    EXPECT(te && te->ne[0] == 8 && te->ne[1] == 10 && te->type == 0 && te->n_dims == 2, "token_embd");
+    const struct llm__gguf_tensor *dn = llm__gguf_find_tensor(&g, "blk.0.ffn_down.weight");
+    EXPECT(dn && dn->ne[0] == 16 && dn->ne[1] == 8, "ffn_down [16, 8]");
+    const struct llm__gguf_tensor *nm = llm__gguf_find_tensor(&g, "output_norm.weight");
+    EXPECT(nm && nm->n_dims == 1 && nm->ne[0] == 8 && ((const float *)nm->data)[3] == 3003.0f, "output_norm");
+    // q (2 heads of 4 rows) and k (1 head): within a head, rows 0 2 1 3 of Hugging Face's order
+    const int order[4] = {0, 2, 1, 3};
+    const struct llm__gguf_tensor *q = llm__gguf_find_tensor(&g, "blk.0.attn_q.weight"), *k = llm__gguf_find_tensor(&g, "blk.0.attn_k.weight");
+    EXPECT(q && k, "q and k");
+    for (int r = 0; q && k && r < 8; r++) {
+        const int src = (r / 4) * 4 + order[r % 4];
+        EXPECT(((const float *)q->data)[r * 8] == (float)(1000 + src * 8), "q row %d from row %d", r, src);
+        if (r < 4) EXPECT(((const float *)k->data)[r * 8 + 1] == (float)(2000 + order[r] * 8 + 1), "k row %d", r);
+    }
+    for (int64_t i = 0; i < g.n_tensors; i++) EXPECT((uintptr_t)g.tensors[i].data % 32 == 0, "tensor %lld aligned", (long long)i);
+    llm__gguf_close(&g);
+
+    // Qwen2: no permutation
+    char cfg2[600];
+    snprintf(cfg2, sizeof(cfg2), "%s", cfg);
+    memcpy(strstr(cfg2, "LlamaForCausalLM"), "Qwen2ForCausalLM", 16);
+    EXPECT(hf_build(&g, cfg2, 3, names, rows, cols, &e) == LLM_OK, "%s", e.msg);
+    q = llm__gguf_find_tensor(&g, "blk.0.attn_q.weight");
+    EXPECT(q && ((const float *)q->data)[8] == 1008.0f && llm__gguf_get_str(&g, "general.architecture", &a, &e) && a.len == 5, "qwen2 rows as stored");
+    llm__gguf_close(&g);
+
+    // refused, with a message
+    const char *bad_cfg[][2] = {
+        {"{\"architectures\": [\"GPT2LMHeadModel\"]}", "GPT2LMHeadModel"},
+        {"[1]", "not a JSON object"},
+        {"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 8}", "'num_hidden_layers' is missing"},
+        {"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 8.5, \"num_hidden_layers\": 1}", "'hidden_size' is not an integer"},
+        {"{\"architectures\": [\"LlamaForCausalLM\"], \"quantization_config\": {\"quant_method\": \"awq\"}}", "quantization_config"},
+        {"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 8, \"num_hidden_layers\": 1, \"intermediate_size\": 16, "
+         "\"num_attention_heads\": 3, \"vocab_size\": 10}", "not a multiple"},
+        {"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 8, \"num_hidden_layers\": 1, \"intermediate_size\": 16, "
+         "\"num_attention_heads\": 2, \"vocab_size\": 10, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}}", "rope_scaling"},
+    };
+    for (size_t i = 0; i < sizeof(bad_cfg) / sizeof(bad_cfg[0]); i++) {
+        EXPECT(hf_build(&g, bad_cfg[i][0], 3, names, rows, cols, &e) != LLM_OK && strstr(e.msg, bad_cfg[i][1]) && !g.map,
+               "config %s: want '%s', got '%s'", bad_cfg[i][0], bad_cfg[i][1], e.msg);
+    }
+    const char *bad_names[] = {"model.layers.0.self_attn.rotary.weight"};
+    const int br[] = {4}, bc[] = {4};
+    EXPECT(hf_build(&g, cfg, 1, bad_names, br, bc, &e) != LLM_OK && strstr(e.msg, "not one this loader knows"), "%s", e.msg);
+    const char *q_names[] = {"model.layers.0.self_attn.q_proj.weight"};
+    const int qr[] = {6}, qc[] = {8};
+    EXPECT(hf_build(&g, cfg, 1, q_names, qr, qc, &e) != LLM_OK && strstr(e.msg, "expected 2 heads x 4"), "%s", e.msg);
+    // names: layer numbers as written, nothing else
+    char out[80];
+    int qk;
+    EXPECT(llm__hf_name("model.layers.12.mlp.up_proj.weight", out, sizeof(out), &qk) && strcmp(out, "blk.12.ffn_up.weight") == 0, "%s", out);
+    EXPECT(!llm__hf_name("model.layers.012.mlp.up_proj.weight", out, sizeof(out), &qk), "leading zero");
+    EXPECT(!llm__hf_name("model.layers.x.mlp.up_proj.weight", out, sizeof(out), &qk), "no number");
+    EXPECT(!llm__hf_name("model.layers.1.mlp.up_proj.weightx", out, sizeof(out), &qk), "suffix");
+}
+
 int main(void) {
     test_json_values();
     test_json_numbers();
     test_json_bad();
     test_st_good();
     test_st_bad();
+    test_hf_build();
     return test_summary("test_safetensors");
 }
