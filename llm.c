@@ -3873,6 +3873,35 @@ LLM__UNUSED static bool llm__json_int(const struct llm__json *j, int32_t i, int6
     return true;
 }
 
+// A whole file read into memory (a NUL after it), for JSON; *size its bytes.
+static enum llm_status llm__read_file(const char *path, size_t max, char **out, size_t *size, struct llm__err *e) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return llm__fail(e, LLM_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return llm__fail(e, LLM_ERR_IO, "'%s' is not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return llm__fail(e, LLM_ERR_FORMAT, "'%s' has %lld bytes, more than the %zu this file may have", path,
+                         (long long)st.st_size, max);
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        close(fd);
+        return llm__fail(e, LLM_ERR_NOMEM, "no memory to read '%s'", path);
+    }
+    enum llm_status s = llm__read_all(fd, buf, (size_t)st.st_size, path, e);
+    close(fd);
+    if (s != LLM_OK) { free(buf); return s; }
+    buf[st.st_size] = 0;
+    *out = buf;
+    *size = (size_t)st.st_size;
+    return LLM_OK;
+}
+
 // === safetensors ===
 // Hugging Face's weight files: u64 (little-endian) N, N bytes of a JSON object, the data. Each
 // member but "__metadata__" (an object of strings) describes a tensor:
@@ -3902,11 +3931,13 @@ struct llm__safetensors {
     bool owns_map, owns_buf;
     int64_t n;                  // tensors
     struct llm__st_tensor *t;   // (n), in header order
+    char *path_name;            // a shard's file name (Hugging Face directories), or NULL
 };
 
 LLM__UNUSED static void llm__st_close(struct llm__safetensors *s) {
     for (int64_t i = 0; i < s->n; i++) free(s->t[i].name);
     free(s->t);
+    free(s->path_name);
     if (s->owns_map && s->map) munmap(s->map, s->size);
     if (s->owns_buf) free(s->map);
     memset(s, 0, sizeof(*s));
@@ -4386,6 +4417,77 @@ LLM__UNUSED static enum llm_status llm__hf_build(struct llm__gguf *g, const char
         for (int i = 0; i < o->n_files && st == LLM_OK; i++) st = llm__hf_add_tensors(g, o, &o->files[i], permute, hp, e);
     }
     if (st) llm__gguf_close(g);
+    return st;
+}
+
+// A shard's file name from model.safetensors.index.json, checked to name a file inside the
+// directory: not empty, no '/', not "." or "..", at most 255 bytes, no control characters.
+static bool llm__hf_shard_name_ok(const char *s, size_t n) {
+    if (n == 0 || n > 255 || strlen(s) != n || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0) return false;
+    for (size_t i = 0; i < n; i++) if ((unsigned char)s[i] < 0x20) return false;
+    return true;
+}
+
+// Opens a Hugging Face model directory as g: config.json, and model.safetensors or the shards
+// that model.safetensors.index.json lists (every tensor it names checked to be in its shard).
+LLM__UNUSED static enum llm_status llm__hf_open_dir(struct llm__gguf *g, const char *dir, bool read_all, struct llm__err *e) {
+    memset(g, 0, sizeof(*g));
+    char path[4096], *cfg = NULL, *idx = NULL;
+    size_t cfg_len = 0, idx_len = 0;
+    struct llm__hf_owned *o = calloc(1, sizeof(*o));
+    if (!o) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    enum llm_status st = LLM_OK;
+    struct llm__json j = {0};
+    if (snprintf(path, sizeof(path), "%s/config.json", dir) >= (int)sizeof(path)) st = llm__fail(e, LLM_ERR_IO, "hf: directory path too long");
+    else st = llm__read_file(path, (size_t)16 << 20, &cfg, &cfg_len, e);
+    if (st == LLM_OK) {
+        snprintf(path, sizeof(path), "%s/model.safetensors.index.json", dir);
+        if (access(path, F_OK) == 0) {
+            if ((st = llm__read_file(path, (size_t)64 << 20, &idx, &idx_len, e)) == LLM_OK)
+                st = llm__json_parse(&j, idx, idx_len, "model.safetensors.index.json", e);
+            const int32_t wm = st ? -1 : llm__json_get(&j, 0, "weight_map");
+            if (st == LLM_OK && (wm < 0 || j.nodes[wm].type != LLM__JSON_OBJ || j.nodes[wm].n == 0))
+                st = llm__fail(e, LLM_ERR_FORMAT, "model.safetensors.index.json: no weight_map object of tensor names and files");
+            if (st == LLM_OK && !(o->files = calloc((size_t)j.nodes[wm].n, sizeof(*o->files))))
+                st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+            for (int32_t m = 0, k = wm + 1; st == LLM_OK && m < j.nodes[wm].n; m++, k = j.nodes[k + 1].next) {
+                size_t fl = 0, tl = 0;
+                char *file = llm__json_strdup(&j, k + 1, &fl), *tname = llm__json_strdup(&j, k, &tl), pr[88];
+                if (!file || !llm__hf_shard_name_ok(file, fl)) {
+                    st = llm__fail(e, LLM_ERR_FORMAT, "model.safetensors.index.json: '%s' is not a file name in the directory",
+                                   file ? llm__gguf_printable(pr, file, fl) : "(not a string)");
+                } else {
+                    int f = 0;   // the shard, opened on its first mention
+                    while (f < o->n_files && strcmp(o->files[f].path_name, file) != 0) f++;
+                    if (f == o->n_files) {
+                        snprintf(path, sizeof(path), "%s/%s", dir, file);
+                        if ((st = llm__st_open(&o->files[f], path, read_all, e)) == LLM_OK) {
+                            o->n_files++;
+                            if (!(o->files[f].path_name = llm__strndup(file, fl))) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+                        }
+                    }
+                    bool found = false;
+                    for (int64_t t = 0; st == LLM_OK && !found && t < o->files[f].n; t++) found = strcmp(o->files[f].t[t].name, tname) == 0;
+                    if (st == LLM_OK && !found)
+                        st = llm__fail(e, LLM_ERR_FORMAT, "model.safetensors.index.json: tensor '%s' is not in %s",
+                                       llm__gguf_printable(pr, tname, tl), file);
+                }
+                free(file);
+                free(tname);
+            }
+        } else {
+            snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+            if (access(path, F_OK) != 0)
+                st = llm__fail(e, LLM_ERR_IO, "hf: '%s' has config.json but neither model.safetensors nor model.safetensors.index.json", dir);
+            else if (!(o->files = calloc(1, sizeof(*o->files)))) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+            else if ((st = llm__st_open(&o->files[0], path, read_all, e)) == LLM_OK) o->n_files = 1;
+        }
+    }
+    llm__json_free(&j);
+    free(idx);
+    if (st == LLM_OK) st = llm__hf_build(g, cfg, cfg_len, o, e);   // (owns o now)
+    else llm__hf_owned_free(o);
+    free(cfg);
     return st;
 }
 

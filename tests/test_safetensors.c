@@ -340,6 +340,70 @@ static void test_hf_build(void) {
     EXPECT(!llm__hf_name("model.layers.1.mlp.up_proj.weightx", out, sizeof(out), &qk), "suffix");
 }
 
+static void write_file(const char *dir, const char *name, const void *p, size_t n) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    EXPECT(f && fwrite(p, 1, n, f) == n, "write %s", path);
+    if (f) fclose(f);
+}
+
+static void test_hf_dir(void) {
+    char dir[] = "/tmp/llm_test_hf_XXXXXX";
+    EXPECT(mkdtemp(dir) != NULL, "mkdtemp");
+    const char *cfg = "{\"architectures\": [\"Qwen3ForCausalLM\"], \"hidden_size\": 8, \"num_hidden_layers\": 1, \"intermediate_size\": 16, "
+                      "\"num_attention_heads\": 2, \"vocab_size\": 4, \"head_dim\": 4, \"rope_theta\": 1000000.0}";
+    struct llm__gguf g;
+    struct llm__err e = {{0}, LLM_OK};
+    EXPECT(llm__hf_open_dir(&g, dir, false, &e) == LLM_ERR_IO && strstr(e.msg, "config.json"), "%s", e.msg);
+    write_file(dir, "config.json", cfg, strlen(cfg));
+    EXPECT(llm__hf_open_dir(&g, dir, false, &e) == LLM_ERR_IO && strstr(e.msg, "neither model.safetensors"), "%s", e.msg);
+    // two shards and their index
+    struct st_file a = st_make("{\"model.embed_tokens.weight\": {\"dtype\": \"F16\", \"shape\": [4, 8], \"data_offsets\": [0, 64]}}", 64);
+    struct st_file b = st_make("{\"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [8], \"data_offsets\": [0, 32]}, "
+                               "\"lm_head.weight\": {\"dtype\": \"BF16\", \"shape\": [4, 8], \"data_offsets\": [32, 96]}}", 96);
+    write_file(dir, "model-00001-of-00002.safetensors", a.p, a.n);
+    write_file(dir, "model-00002-of-00002.safetensors", b.p, b.n);
+    const char *idx = "{\"metadata\": {\"total_size\": 160}, \"weight_map\": {\"model.embed_tokens.weight\": \"model-00001-of-00002.safetensors\", "
+                      "\"model.norm.weight\": \"model-00002-of-00002.safetensors\", \"lm_head.weight\": \"model-00002-of-00002.safetensors\"}}";
+    write_file(dir, "model.safetensors.index.json", idx, strlen(idx));
+    for (int ra = 0; ra < 2; ra++) {
+        EXPECT(llm__hf_open_dir(&g, dir, ra, &e) == LLM_OK, "%s", e.msg);
+        struct llm__gguf_str s = {0};
+        float f = 0;
+        EXPECT(llm__gguf_get_str(&g, "general.architecture", &s, &e) && s.len == 5 && memcmp(s.ptr, "qwen3", 5) == 0, "qwen3");
+        EXPECT(llm__gguf_get_f32(&g, "qwen3.rope.freq_base", &f, &e) && f == 1e6f, "rope base %g", (double)f);
+        EXPECT(g.n_tensors == 3 && llm__gguf_find_tensor(&g, "output.weight") && llm__gguf_find_tensor(&g, "output.weight")->type == 30 &&
+                   llm__gguf_find_tensor(&g, "token_embd.weight")->type == 1,
+               "3 tensors from 2 shards");
+        llm__gguf_close(&g);
+    }
+    // an index that names a file outside the directory, a missing shard, a tensor not in its shard
+    const char *bad[][2] = {
+        {"{\"weight_map\": {\"model.norm.weight\": \"../model-00002-of-00002.safetensors\"}}", "not a file name"},
+        {"{\"weight_map\": {\"model.norm.weight\": \"..\"}}", "not a file name"},
+        {"{\"weight_map\": {\"model.norm.weight\": 3}}", "not a string"},
+        {"{\"weight_map\": {\"model.norm.weight\": \"model-00003-of-00002.safetensors\"}}", "cannot open"},
+        {"{\"weight_map\": {\"model.norm.weight\": \"model-00001-of-00002.safetensors\"}}", "is not in"},
+        {"{\"weight_map\": {}}", "no weight_map"},
+        {"{\"weights\": 1}", "no weight_map"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        write_file(dir, "model.safetensors.index.json", bad[i][0], strlen(bad[i][0]));
+        EXPECT(llm__hf_open_dir(&g, dir, false, &e) != LLM_OK && strstr(e.msg, bad[i][1]) && !g.map, "index %s: want '%s', got '%s'",
+               bad[i][0], bad[i][1], e.msg);
+    }
+    char path[512];
+    const char *files[] = {"config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    free(a.p);
+    free(b.p);
+}
+
 int main(void) {
     test_json_values();
     test_json_numbers();
@@ -347,5 +411,6 @@ int main(void) {
     test_st_good();
     test_st_bad();
     test_hf_build();
+    test_hf_dir();
     return test_summary("test_safetensors");
 }
