@@ -3557,18 +3557,9 @@ static int32_t llm__json_node(struct llm__json_cur *c, enum llm__json_type type)
     return j->n++;
 }
 
-// Bytes of the UTF-8 sequence at s[0..n) (1-4), 0 when it is not well-formed (overlong forms,
-// surrogates and code points past U+10FFFF are not).
-LLM__UNUSED static int llm__utf8_valid_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
-    if (len == 0 || c > 0xf4 || (size_t)len > n) return 0;
-    for (int i = 1; i < len; i++) if ((s[i] & 0xc0) != 0x80) return 0;
-    if (len == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) return 0;
-    if (len == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))) return 0;
-    return len;
-}
+// (the tokenizer's UTF-8 helpers, below)
+static int llm__utf8_char(const uint8_t *s, size_t n);
+static int llm__utf8_put(uint32_t cp, char *out);
 
 LLM__UNUSED static int llm__json_hex4(const char *p) {
     int v = 0;
@@ -3607,8 +3598,8 @@ LLM__UNUSED static bool llm__json_string(struct llm__json_cur *c) {
             }
             continue;
         }
-        int len = llm__utf8_valid_len((const unsigned char *)t + p, c->j->size - p);
-        if (!len) { c->pos = p; return llm__json_bad(c, "a string is not valid UTF-8"); }
+        int len = llm__utf8_char((const uint8_t *)t + p, c->j->size - p);
+        if (len <= 0) { c->pos = p; return llm__json_bad(c, "a string is not valid UTF-8"); }
         p += (size_t)len;
     }
     struct llm__jnode *nd = &c->j->nodes[i];
@@ -3751,19 +3742,7 @@ LLM__UNUSED static size_t llm__json_decode(const struct llm__json *j, int32_t i,
             }
         }
         if (cp >= 0xd800 && cp < 0xe000) cp = 0xfffd;
-        // (a \uXXXX takes 6 bytes of text, a pair 12: the UTF-8 is never longer)
-        if (cp < 0x80) out[o++] = (char)cp;
-        else if (cp < 0x800) { out[o++] = (char)(0xc0 | (cp >> 6)); out[o++] = (char)(0x80 | (cp & 0x3f)); }
-        else if (cp < 0x10000) {
-            out[o++] = (char)(0xe0 | (cp >> 12));
-            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            out[o++] = (char)(0x80 | (cp & 0x3f));
-        } else {
-            out[o++] = (char)(0xf0 | (cp >> 18));
-            out[o++] = (char)(0x80 | ((cp >> 12) & 0x3f));
-            out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            out[o++] = (char)(0x80 | (cp & 0x3f));
-        }
+        o += (size_t)llm__utf8_put(cp, out + o);   // (4 bytes at most for the 6 or 12 of text)
     }
     out[o] = 0;
     return o;
