@@ -113,6 +113,22 @@ static char *llm__strndup(const char *s, size_t n) {
     return d;
 }
 
+// A growable byte buffer: text being streamed, a header being written. A failed allocation is
+// kept in fail (later puts do nothing).
+struct llm__outbuf { char *p; size_t n, cap; bool fail; };
+static void llm__outbuf_put(struct llm__outbuf *o, const void *s, size_t n) {
+    if (o->fail || n == 0) return;
+    if (o->n + n > o->cap) {
+        size_t cap = LLM__MAX(2 * o->cap, o->n + n + 64);
+        char *p = realloc(o->p, cap);
+        if (!p) { o->fail = true; return; }
+        o->p = p;
+        o->cap = cap;
+    }
+    memcpy(o->p + o->n, s, n);
+    o->n += n;
+}
+
 static inline double llm__now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -4094,20 +4110,9 @@ LLM__UNUSED static enum llm_status llm__st_open(struct llm__safetensors *s, cons
 // (llama), Qwen2ForCausalLM, Qwen3ForCausalLM.
 
 // A GGUF header under construction (keys and values only).
-struct llm__gbuf { uint8_t *p; size_t n, cap; int64_t n_kv; bool oom; };
+struct llm__gbuf { struct llm__outbuf o; int64_t n_kv; };
 
-static void llm__gbuf_put(struct llm__gbuf *b, const void *p, size_t n) {
-    if (b->oom) return;
-    if (b->n + n > b->cap) {
-        size_t cap = (b->n + n) * 2 + 256;
-        uint8_t *q = realloc(b->p, cap);
-        if (!q) { b->oom = true; return; }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, p, n);
-    b->n += n;
-}
+static void llm__gbuf_put(struct llm__gbuf *b, const void *p, size_t n) { llm__outbuf_put(&b->o, p, n); }
 static void llm__gbuf_str(struct llm__gbuf *b, const char *s, size_t n) {
     uint64_t len = n;
     llm__gbuf_put(b, &len, 8);
@@ -4257,7 +4262,7 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
     hp[1] = kv_heads;
     hp[2] = head_dim;
     hp[3] = layers;
-    return b->oom ? llm__fail(e, LLM_ERR_NOMEM, "out of memory") : LLM_OK;
+    return b->o.fail ? llm__fail(e, LLM_ERR_NOMEM, "out of memory") : LLM_OK;
 }
 
 // A Hugging Face tensor name as GGUF's (out), or false for a name this loader does not know.
@@ -4371,7 +4376,7 @@ LLM__UNUSED static enum llm_status llm__hf_build(struct llm__gguf *g, const char
     llm__gbuf_put(&b, hdr, 24);   // magic, version, counts: filled in below
     enum llm_status st = llm__hf_config(cfg, cfg_len, &b, &arch, &permute, hp, e);
     if (st) {
-        free(b.p);
+        free(b.o.p);
         llm__hf_owned_free(o);
         memset(g, 0, sizeof(*g));
         return st;
@@ -4380,12 +4385,12 @@ LLM__UNUSED static enum llm_status llm__hf_build(struct llm__gguf *g, const char
     for (int i = 0; i < o->n_files; i++) n_tensors += o->files[i].n;
     const uint32_t version = 3;
     const uint64_t nt = 0, nkv = (uint64_t)b.n_kv;
-    memcpy(b.p + 4, &version, 4);
-    memcpy(b.p + 8, &nt, 8);
-    memcpy(b.p + 16, &nkv, 8);
+    memcpy(b.o.p + 4, &version, 4);
+    memcpy(b.o.p + 8, &nt, 8);
+    memcpy(b.o.p + 16, &nkv, 8);
     memset(g, 0, sizeof(*g));
-    g->map = b.p;
-    g->size = b.n;
+    g->map = b.o.p;
+    g->size = b.o.n;
     g->owns_buf = true;
     g->extra = o;
     g->extra_free = llm__hf_owned_free;
@@ -10191,20 +10196,6 @@ static bool llm__piece_drop_space(const struct llm__vocab *v, int32_t id) {
 }
 
 // Streams pieces as whole characters: valid UTF-8 goes out once complete, anything else as U+FFFD.
-struct llm__outbuf { char *p; size_t n, cap; bool fail; };
-static void llm__outbuf_put(struct llm__outbuf *o, const void *s, size_t n) {
-    if (o->fail || n == 0) return;
-    if (o->n + n > o->cap) {
-        size_t cap = LLM__MAX(2 * o->cap, o->n + n + 64);
-        char *p = realloc(o->p, cap);
-        if (!p) { o->fail = true; return; }
-        o->p = p;
-        o->cap = cap;
-    }
-    memcpy(o->p + o->n, s, n);
-    o->n += n;
-}
-
 static void llm__stream_feed(struct llm_text_stream *u, const char *s, size_t n, struct llm__outbuf *out, bool flush) {
     for (size_t i = 0; i < n || u->n_pending > 0;) {
         while (u->n_pending < 4 && i < n) u->pending[u->n_pending++] = (unsigned char)s[i++];
