@@ -255,14 +255,14 @@ test: fixtures $(TESTS) $(BUILD)/llm lib models $(BUILD)/portability.ok
 ifneq ($(HAVE_CXX),1)
 	@echo "test_cpp: not built: no C++ compiler ('$(CXX)'); install one (Debian: g++) to test llm.h from C++"
 endif
-	@LLM_TEST_SAN=$(SAN) LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
+	@LLM_TEST_SAN=$(SAN) LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_HF_DIR="$(LLM_FIXTURES)/hf" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(filter $(BUILD)/tests/%,$(TESTS))
 
 # With the Vulkan backend built in (make VULKAN=1 test-vulkan; CI runs it): the test programs
 # and scripts whose checks change with it (test_vulkan, test_backend; the chat on --backend vulkan,
 # the library's device list); the others run the CPU backend (the default), the same in both builds.
 VK_TESTS := $(BUILD)/tests/test_vulkan $(BUILD)/tests/test_backend tests/test_chat_cli.sh tests/test_package.sh
 test-vulkan: fixtures $(filter $(BUILD)/%,$(VK_TESTS)) $(BUILD)/llm lib $(BUILD)/examples/hello models
-	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(VK_TESTS)
+	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_HF_DIR="$(LLM_FIXTURES)/hf" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(VK_TESTS)
 
 # The tensor type kernels on aarch64 (NEON) under qemu-user: test_types cross-compiled for
 # armv8-a (widening multiplies) and for armv8.2-a+dotprod (sdot). Needs the Debian packages

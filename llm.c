@@ -3542,17 +3542,17 @@ struct llm__json {
 
 struct llm__json_cur { struct llm__json *j; size_t pos; struct llm__err *e; const char *what; };
 
-LLM__UNUSED static void llm__json_free(struct llm__json *j) {
+static void llm__json_free(struct llm__json *j) {
     free(j->nodes);
     memset(j, 0, sizeof(*j));
 }
 
-LLM__UNUSED static bool llm__json_bad(struct llm__json_cur *c, const char *msg) {
+static bool llm__json_bad(struct llm__json_cur *c, const char *msg) {
     llm__fail(c->e, LLM_ERR_FORMAT, "%s: bad JSON at byte %zu: %s", c->what, c->pos, msg);
     return false;
 }
 
-LLM__UNUSED static void llm__json_ws(struct llm__json_cur *c) {
+static void llm__json_ws(struct llm__json_cur *c) {
     const char *t = c->j->text;
     while (c->pos < c->j->size && (t[c->pos] == ' ' || t[c->pos] == '\t' || t[c->pos] == '\n' || t[c->pos] == '\r')) c->pos++;
 }
@@ -3577,7 +3577,7 @@ static int32_t llm__json_node(struct llm__json_cur *c, enum llm__json_type type)
 static int llm__utf8_char(const uint8_t *s, size_t n);
 static int llm__utf8_put(uint32_t cp, char *out);
 
-LLM__UNUSED static int llm__json_hex4(const char *p) {
+static int llm__json_hex4(const char *p) {
     int v = 0;
     for (int i = 0; i < 4; i++) {
         char h = p[i];
@@ -3588,7 +3588,7 @@ LLM__UNUSED static int llm__json_hex4(const char *p) {
     return v;
 }
 
-LLM__UNUSED static bool llm__json_string(struct llm__json_cur *c) {
+static bool llm__json_string(struct llm__json_cur *c) {
     const char *t = c->j->text;
     int32_t i = llm__json_node(c, LLM__JSON_STR);
     if (i < 0) return false;
@@ -3627,7 +3627,7 @@ LLM__UNUSED static bool llm__json_string(struct llm__json_cur *c) {
     return true;
 }
 
-LLM__UNUSED static bool llm__json_number(struct llm__json_cur *c) {
+static bool llm__json_number(struct llm__json_cur *c) {
     const char *t = c->j->text;
     const size_t n = c->j->size, s = c->pos;
     size_t p = s;
@@ -3652,7 +3652,7 @@ LLM__UNUSED static bool llm__json_number(struct llm__json_cur *c) {
     return true;
 }
 
-LLM__UNUSED static bool llm__json_value(struct llm__json_cur *c, int depth) {
+static bool llm__json_value(struct llm__json_cur *c, int depth) {
     const char *t = c->j->text;
     llm__json_ws(c);
     if (c->pos >= c->j->size) return llm__json_bad(c, "a value is missing");
@@ -3705,7 +3705,7 @@ LLM__UNUSED static bool llm__json_value(struct llm__json_cur *c, int depth) {
 }
 
 // Parses text[0..size) (what: the file, for messages). On failure j is empty.
-LLM__UNUSED static enum llm_status llm__json_parse(struct llm__json *j, const char *text, size_t size, const char *what, struct llm__err *e) {
+static enum llm_status llm__json_parse(struct llm__json *j, const char *text, size_t size, const char *what, struct llm__err *e) {
     memset(j, 0, sizeof(*j));
     if (size >= LLM__JSON_MAX_SIZE)
         return llm__fail(e, LLM_ERR_FORMAT, "%s: %zu bytes of JSON, more than this reader takes (2 GiB)", what, size);
@@ -3731,7 +3731,7 @@ static int32_t llm__json_get(const struct llm__json *j, int32_t o, const char *k
 
 // String node i decoded (escapes, \u surrogate pairs as UTF-8) into out (at least len + 1 bytes:
 // decoding never grows a string); its length. A lone surrogate becomes U+FFFD.
-LLM__UNUSED static size_t llm__json_decode(const struct llm__json *j, int32_t i, char *out) {
+static size_t llm__json_decode(const struct llm__json *j, int32_t i, char *out) {
     const struct llm__jnode *nd = &j->nodes[i];
     const char *s = j->text + nd->start;
     size_t n = nd->len, o = 0;
@@ -3766,7 +3766,7 @@ LLM__UNUSED static size_t llm__json_decode(const struct llm__json *j, int32_t i,
 
 // String node i decoded into a new NUL-terminated string (*len: its bytes, which may include a
 // NUL); NULL: not a string, or no memory.
-LLM__UNUSED static char *llm__json_strdup(const struct llm__json *j, int32_t i, size_t *len) {
+static char *llm__json_strdup(const struct llm__json *j, int32_t i, size_t *len) {
     if (i < 0 || j->nodes[i].type != LLM__JSON_STR) return NULL;
     char *s = malloc((size_t)j->nodes[i].len + 1);
     if (!s) return NULL;
@@ -3776,7 +3776,7 @@ LLM__UNUSED static char *llm__json_strdup(const struct llm__json *j, int32_t i, 
 }
 
 // Whether string node i is `s`.
-LLM__UNUSED static bool llm__json_eq(const struct llm__json *j, int32_t i, const char *s) {
+static bool llm__json_eq(const struct llm__json *j, int32_t i, const char *s) {
     const struct llm__jnode *nd = &j->nodes[i];
     size_t n = strlen(s);
     if (nd->type != LLM__JSON_STR) return false;
@@ -3811,7 +3811,7 @@ static int32_t llm__json_at(const struct llm__json *j, int32_t a, int32_t x) {
 // Number node i as a double: exact where the digits (at most 19 significant) and the power of
 // ten are exactly representable, else within a rounding or two (configuration values need no
 // more). Not strtod: its decimal point follows the program's locale.
-LLM__UNUSED static bool llm__json_num(const struct llm__json *j, int32_t i, double *out) {
+static bool llm__json_num(const struct llm__json *j, int32_t i, double *out) {
     if (i < 0 || j->nodes[i].type != LLM__JSON_NUM) return false;
     const char *s = j->text + j->nodes[i].start, *end = s + j->nodes[i].len;
     bool neg = *s == '-';
@@ -3846,7 +3846,7 @@ LLM__UNUSED static bool llm__json_num(const struct llm__json *j, int32_t i, doub
 
 // Number node i as an integer in [lo, hi]: false when it is not a number, has a fraction or an
 // exponent that leaves one, or lies outside.
-LLM__UNUSED static bool llm__json_int(const struct llm__json *j, int32_t i, int64_t lo, int64_t hi, int64_t *out) {
+static bool llm__json_int(const struct llm__json *j, int32_t i, int64_t lo, int64_t hi, int64_t *out) {
     double v;
     if (!llm__json_num(j, i, &v) || !(v >= (double)lo && v <= (double)hi) || v != floor(v)) return false;
     const char *s = j->text + j->nodes[i].start;
@@ -3929,7 +3929,7 @@ struct llm__safetensors {
     char *path_name;            // a shard's file name (Hugging Face directories), or NULL
 };
 
-LLM__UNUSED static void llm__st_close(struct llm__safetensors *s) {
+static void llm__st_close(struct llm__safetensors *s) {
     for (int64_t i = 0; i < s->n; i++) free(s->t[i].name);
     free(s->t);
     free(s->path_name);
@@ -3939,7 +3939,7 @@ LLM__UNUSED static void llm__st_close(struct llm__safetensors *s) {
 }
 
 // A safetensors dtype: the type id and the element size in bytes (0: unknown).
-LLM__UNUSED static size_t llm__st_dtype(const struct llm__json *j, int32_t i, uint32_t *type) {
+static size_t llm__st_dtype(const struct llm__json *j, int32_t i, uint32_t *type) {
     static const struct { const char *name; uint32_t type; size_t size; } dt[] = {
         {"F32", 0, 4}, {"F16", 1, 2}, {"BF16", 30, 2}, {"F64", 28, 8}, {"I8", 24, 1}, {"I16", 25, 2},
         {"I32", 26, 4}, {"I64", 27, 8}, {"U8", LLM__ST_U8, 1}, {"BOOL", LLM__ST_BOOL, 1},
@@ -3950,13 +3950,13 @@ LLM__UNUSED static size_t llm__st_dtype(const struct llm__json *j, int32_t i, ui
 }
 
 struct llm__st_span { uint64_t begin, end; int64_t i; };
-LLM__UNUSED static int llm__st_span_cmp(const void *a, const void *b) {
+static int llm__st_span_cmp(const void *a, const void *b) {
     const struct llm__st_span *x = a, *y = b;
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
 }
 
 // Parses s->map[0 .. s->size). On failure the caller closes s.
-LLM__UNUSED static enum llm_status llm__st_parse(struct llm__safetensors *s, struct llm__err *e) {
+static enum llm_status llm__st_parse(struct llm__safetensors *s, struct llm__err *e) {
     const uint8_t *b = s->map;
     uint64_t hlen;
     if (s->size < 8) return llm__fail(e, LLM_ERR_FORMAT, "safetensors: %zu bytes, too short for the header length", s->size);
@@ -4065,7 +4065,7 @@ LLM__UNUSED static enum llm_status llm__st_parse(struct llm__safetensors *s, str
 
 // Opens a safetensors file: mapped (or read into memory: read_all) and parsed. Messages end with
 // the path.
-LLM__UNUSED static enum llm_status llm__st_open(struct llm__safetensors *s, const char *path, bool read_all, struct llm__err *e) {
+static enum llm_status llm__st_open(struct llm__safetensors *s, const char *path, bool read_all, struct llm__err *e) {
     memset(s, 0, sizeof(*s));
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return llm__fail(e, LLM_ERR_IO, "safetensors: cannot open '%s': %s", path, strerror(errno));
@@ -4181,7 +4181,7 @@ static enum llm_status llm__hf_cfg_num(const struct llm__json *j, const char *ke
 
 // The GGUF keys of config.json (its text cfg[0..n)): *arch (a static name) and the header in b.
 static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbuf *b, const char **arch_out, bool *permute_qk,
-                                      int64_t hp[4], struct llm__err *e) {
+                                      int64_t hp[5], struct llm__err *e) {
     struct llm__json j;
     enum llm_status st = llm__json_parse(&j, cfg, n, "config.json", e);
     if (st) return st;
@@ -4262,6 +4262,7 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
     hp[1] = kv_heads;
     hp[2] = head_dim;
     hp[3] = layers;
+    hp[4] = vocab;
     return b->o.fail ? llm__fail(e, LLM_ERR_NOMEM, "out of memory") : LLM_OK;
 }
 
@@ -4313,7 +4314,7 @@ static void llm__hf_permute_rows(uint8_t *dst, const uint8_t *src, size_t row, i
 
 // Adds the tensors of safetensors file f to g under their GGUF names (copies in o).
 static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o, const struct llm__safetensors *f,
-                                           bool permute, const int64_t hp[4], struct llm__err *e) {
+                                           bool permute, const int64_t hp[5], struct llm__err *e) {
     struct llm__gguf_tensor *t2 = realloc(g->tensors, (size_t)(g->n_tensors + f->n + 1) * sizeof(*t2));
     void **c2 = realloc(o->copies, (size_t)(o->n_copies + f->n + 1) * sizeof(*c2));
     if (t2) g->tensors = t2;
@@ -4364,17 +4365,408 @@ static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_o
     return LLM_OK;
 }
 
-// Builds g from config.json's text and the opened safetensors files in o, which g then owns (on
-// failure: everything freed, g empty).
-LLM__UNUSED static enum llm_status llm__hf_build(struct llm__gguf *g, const char *cfg, size_t cfg_len, struct llm__hf_owned *o,
+// The tokenizer's kinds, pre-tokenizers and token types (tokenizer.ggml.token_type's values),
+// here since a Hugging Face directory's tokenizer is written into those keys.
+enum llm__vocab_type { LLM__VOCAB_SPM = 1, LLM__VOCAB_BPE = 2 };
+enum llm__pre_type { LLM__PRE_DEFAULT = 1, LLM__PRE_GPT2, LLM__PRE_LLAMA3, LLM__PRE_QWEN2, LLM__PRE_SMOLLM,
+                     LLM__PRE_TEKKEN };
+enum llm__tok_attr { LLM__TOK_NORMAL = 1, LLM__TOK_UNKNOWN = 2, LLM__TOK_CONTROL = 3, LLM__TOK_USER = 4,
+                     LLM__TOK_UNUSED = 5, LLM__TOK_BYTE = 6 };
+
+// tokenizer.ggml.pre values and the pre-tokenizer each stands for (the names llama.cpp gives
+// the same splitting rules).
+static const struct { const char *name; enum llm__pre_type pre; bool ignore_merges, add_bos; } llm__pre_names[] = {
+    {"default", LLM__PRE_DEFAULT, false, false},
+    {"llama3", LLM__PRE_LLAMA3, true, true},     {"llama-v3", LLM__PRE_LLAMA3, true, true},
+    {"llama-bpe", LLM__PRE_LLAMA3, true, true},  {"falcon3", LLM__PRE_LLAMA3, true, true},
+    {"gpt-2", LLM__PRE_GPT2, false, false},      {"phi-2", LLM__PRE_GPT2, false, false},
+    {"mpt", LLM__PRE_GPT2, false, false},        {"olmo", LLM__PRE_GPT2, false, false},
+    {"qwen2", LLM__PRE_QWEN2, false, false},     {"stablelm2", LLM__PRE_QWEN2, false, false},
+    {"deepseek-r1-qwen", LLM__PRE_QWEN2, false, false},
+    {"smollm", LLM__PRE_SMOLLM, false, false},   {"starcoder", LLM__PRE_SMOLLM, false, false},
+    {"tekken", LLM__PRE_TEKKEN, true, true},
+};
+
+// --- tokenizer.json ---
+// A directory's tokenizer as the GGUF keys llama.cpp's converter writes, which the engine's
+// tokenizer then reads as from any GGUF file. tokenizer.json's BPE model, byte-level (GPT-2,
+// Llama 3, Qwen 2, SmolLM, Tekken): the tokens by id (vocab, then added_tokens over it; ids
+// without one become "[PADn]", unused), their types (an added token is a control token when
+// special or shaped like one, "<|...|>", else user-defined; the rest normal), the merges (pairs
+// joined by a space, spaces inside them written as U+0120 as the converter does), and the
+// pre-tokenizer's name for what the file's pre_tokenizer does: ByteLevel alone is GPT-2's,
+// Digits (each) then ByteLevel SmolLM's, a Split by Llama 3's, Qwen 2's, Tekken's or GPT-2's
+// regex then ByteLevel theirs. Anything else is refused with what was found: the engine's
+// scanners are written for those rules. The normalizer must be none or NFC (text is taken as
+// already NFC, as llama.cpp takes it). The special tokens: tokenizer_config.json's bos_token,
+// eos_token, unk_token, pad_token looked up among the added tokens, else config.json's ids;
+// whether BOS and EOS are added: the post-processor's template, else tokenizer_config.json's
+// add_bos_token / add_eos_token; the chat template: tokenizer_config.json's, else
+// chat_template.jinja; generation_config.json's other eos_token_id values end generations too.
+
+// A directory's texts (NULL: the file is absent).
+struct llm__hf_texts {
+    const char *cfg, *tok, *tok_cfg, *gen_cfg, *tmpl;
+    size_t cfg_len, tok_len, tok_cfg_len, gen_cfg_len, tmpl_len;
+    const char *name;   // general.name, or NULL
+};
+
+static void llm__gbuf_bool(struct llm__gbuf *b, const char *key, bool v) {
+    llm__gbuf_key(b, NULL, key, LLM__GGUF_BOOL);
+    uint8_t x = v;
+    llm__gbuf_put(b, &x, 1);
+}
+static void llm__gbuf_arr(struct llm__gbuf *b, const char *key, uint32_t type, uint64_t n) {
+    llm__gbuf_key(b, NULL, key, LLM__GGUF_ARR);
+    llm__gbuf_put(b, &type, 4);
+    llm__gbuf_put(b, &n, 8);
+}
+
+// The steps of a pre-tokenizer (a Sequence's, or itself): at most max, their count (-1: more).
+static int llm__hf_steps(const struct llm__json *j, int32_t p, int32_t *out, int max) {
+    if (p < 0 || j->nodes[p].type != LLM__JSON_OBJ) return 0;
+    const int32_t ty = llm__json_get(j, p, "type");
+    if (ty < 0 || !llm__json_eq(j, ty, "Sequence")) { out[0] = p; return 1; }
+    const int32_t a = llm__json_get(j, p, "pretokenizers");
+    if (a < 0 || j->nodes[a].type != LLM__JSON_ARR || j->nodes[a].n > max) return -1;
+    for (int32_t i = 0, k = a + 1; i < j->nodes[a].n; i++, k = j->nodes[k].next) out[i] = k;
+    return j->nodes[a].n;
+}
+
+// Whether member key of object o is the string s.
+static bool llm__hf_member_is(const struct llm__json *j, int32_t o, const char *key, const char *s) {
+    const int32_t v = llm__json_get(j, o, key);
+    return v >= 0 && llm__json_eq(j, v, s);
+}
+
+static bool llm__hf_is(const struct llm__json *j, int32_t o, const char *type) { return llm__hf_member_is(j, o, "type", type); }
+
+// A boolean member of o: its value, or def when absent (or not a boolean).
+static bool llm__hf_flag(const struct llm__json *j, int32_t o, const char *key, bool def) {
+    const int32_t v = llm__json_get(j, o, key);
+    return v < 0 ? def : j->nodes[v].type == LLM__JSON_TRUE ? true : j->nodes[v].type == LLM__JSON_FALSE ? false : def;
+}
+
+// The engine's name (tokenizer.ggml.pre) for pre-tokenizer p of a byte-level BPE, or NULL.
+static const char *llm__hf_pre_name(const struct llm__json *j, int32_t p) {
+    static const struct { const char *re, *pre; } res[] = {
+        {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+         "\\s+(?!\\S)|\\s+", "llama-bpe"},
+        {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+         "\\s+(?!\\S)|\\s+", "qwen2"},
+        {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?"
+         "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
+         "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "tekken"},
+        {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", "gpt-2"},
+    };
+    int32_t st[3];
+    const int n = llm__hf_steps(j, p, st, 3);
+    if (n < 1 || n > 2) return NULL;
+    const int32_t bl = st[n - 1];   // the last step maps bytes to GPT-2's code points
+    if (!llm__hf_is(j, bl, "ByteLevel") || llm__hf_flag(j, bl, "add_prefix_space", true)) return NULL;
+    const bool regex = llm__hf_flag(j, bl, "use_regex", true);
+    if (n == 1) return regex ? "gpt-2" : NULL;
+    if (llm__hf_is(j, st[0], "Digits")) return regex && llm__hf_flag(j, st[0], "individual_digits", false) ? "smollm" : NULL;
+    if (regex || !llm__hf_is(j, st[0], "Split") || llm__hf_flag(j, st[0], "invert", false) ||
+        !llm__hf_member_is(j, st[0], "behavior", "Isolated"))
+        return NULL;
+    const int32_t re = llm__json_get(j, llm__json_get(j, st[0], "pattern"), "Regex");
+    for (size_t k = 0; re >= 0 && k < LLM__ARRAY_LEN(res); k++)
+        if (llm__json_eq(j, re, res[k].re)) return res[k].pre;
+    return NULL;
+}
+
+// The content of a tokenizer_config.json entry (a string, or an object with "content"), or -1.
+static int32_t llm__hf_tok_content(const struct llm__json *j, int32_t v) {
+    if (v >= 0 && j->nodes[v].type == LLM__JSON_OBJ) v = llm__json_get(j, v, "content");
+    return v >= 0 && j->nodes[v].type == LLM__JSON_STR ? v : -1;
+}
+
+// An id of config.json or generation_config.json (a number, or the first of an array), or -1.
+static int64_t llm__hf_json_id(const struct llm__json *j, int32_t v, int64_t n) {
+    int64_t id = -1;
+    if (v >= 0 && j->nodes[v].type == LLM__JSON_ARR) v = llm__json_at(j, v, 0);
+    return v >= 0 && llm__json_int(j, v, 0, n - 1, &id) ? id : -1;
+}
+
+// Whether added token text t looks like a control token, as the converter decides.
+static bool llm__hf_looks_special(const char *t, size_t n) {
+    if ((n == 5 && !memcmp(t, "<pad>", 5)) || (n == 6 && !memcmp(t, "<mask>", 6))) return true;
+    if (n >= 4 && !memcmp(t, "<|", 2) && !memcmp(t + n - 2, "|>", 2)) return true;
+    return n >= 8 && !memcmp(t, "<unused", 7) && t[n - 1] == '>';
+}
+
+struct llm__hf_tokens {
+    struct llm__outbuf text;   // every token's text, back to back
+    uint64_t *off;             // [n + 1]: token i is text.p[off[i] .. off[i] + len[i])
+    uint32_t *len;             // [n]
+    int32_t *type;             // [n] enum llm__tok_attr
+    int64_t n;
+};
+
+// Id of the token with text s, or -1 (a linear search: a few lookups per directory).
+static int64_t llm__hf_tok_find(const struct llm__hf_tokens *t, const char *s, size_t n) {
+    for (int64_t i = 0; i < t->n; i++)
+        if (t->len[i] == n && memcmp(t->text.p + t->off[i], s, n) == 0) return i;
+    return -1;
+}
+
+static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t n_vocab, struct llm__gbuf *b,
+                                         struct llm__err *e) {
+    struct llm__json j = {0}, jc = {0}, jcfg = {0}, jg = {0};
+    struct llm__hf_tokens t = {0};
+    char *buf = NULL, pr[88];
+    enum llm_status st = llm__json_parse(&j, tx->tok, tx->tok_len, "tokenizer.json", e);
+    if (st == LLM_OK && tx->tok_cfg) st = llm__json_parse(&jc, tx->tok_cfg, tx->tok_cfg_len, "tokenizer_config.json", e);
+    if (st == LLM_OK && tx->gen_cfg) st = llm__json_parse(&jg, tx->gen_cfg, tx->gen_cfg_len, "generation_config.json", e);
+    if (st == LLM_OK) st = llm__json_parse(&jcfg, tx->cfg, tx->cfg_len, "config.json", e);
+    if (st) goto done;
+    const int32_t model = llm__json_get(&j, 0, "model"), mtype = llm__json_get(&j, model, "type");
+    const int32_t vocab = llm__json_get(&j, model, "vocab"), merges = llm__json_get(&j, model, "merges");
+    const int32_t added = llm__json_get(&j, 0, "added_tokens");
+    if (model < 0 || j.nodes[model].type != LLM__JSON_OBJ) {
+        st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: no model object (with model.vocab and model.merges)");
+        goto done;
+    }
+    if (mtype >= 0 && !llm__json_eq(&j, mtype, "BPE")) {
+        st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: the %s model is not supported (BPE only)",
+                       mtype >= 0 && j.nodes[mtype].type == LLM__JSON_STR
+                           ? llm__gguf_printable(pr, j.text + j.nodes[mtype].start, j.nodes[mtype].len) : "(missing)");
+        goto done;
+    }
+    if (vocab < 0 || j.nodes[vocab].type != LLM__JSON_OBJ || merges < 0 || j.nodes[merges].type != LLM__JSON_ARR ||
+        (added >= 0 && j.nodes[added].type != LLM__JSON_ARR)) {
+        st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: model.vocab (an object), model.merges and added_tokens (arrays) are needed");
+        goto done;
+    }
+    const int32_t pre_node = llm__json_get(&j, 0, "pre_tokenizer");
+    int32_t steps[8];
+    bool byte_level = false;
+    for (int i = 0, n = llm__hf_steps(&j, pre_node, steps, 8); i < n; i++) byte_level |= llm__hf_is(&j, steps[i], "ByteLevel");
+    if (!byte_level) {
+        st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: only byte-level BPE tokenizers (a ByteLevel pre-tokenizer: GPT-2, "
+                       "Llama 3, Qwen, SmolLM, Tekken) are supported so far; convert this one to GGUF");
+        goto done;
+    }
+    const char *pre = llm__hf_pre_name(&j, pre_node);
+    if (!pre) {
+        st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: the pre-tokenizer is not one the engine has: ByteLevel alone "
+                       "(GPT-2), Digits then ByteLevel (SmolLM), or a Split by Llama 3's, Qwen 2's, Tekken's or GPT-2's regex then "
+                       "ByteLevel, without add_prefix_space");
+        goto done;
+    }
+    const int32_t norm = llm__json_get(&j, 0, "normalizer");
+    if (norm >= 0 && j.nodes[norm].type != LLM__JSON_NULL && !llm__hf_is(&j, norm, "NFC")) {
+        st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: a byte-level tokenizer with a normalizer other than NFC is not supported");
+        goto done;
+    }
+    const bool ignore = llm__hf_flag(&j, model, "ignore_merges", false);
+    for (size_t k = 0; k < LLM__ARRAY_LEN(llm__pre_names); k++)
+        if (!strcmp(llm__pre_names[k].name, pre) && llm__pre_names[k].ignore_merges != ignore) {
+            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: ignore_merges %s with the %s pre-tokenizer is not supported",
+                           ignore ? "true" : "false", pre);
+            goto done;
+        }
+    // the tokens by id
+    int64_t max_id = -1;
+    for (int pass = 0; pass < 2; pass++) {   // 0: the largest id; 1: the texts
+        if (pass == 1) {
+            t.n = LLM__MAX(n_vocab, max_id + 1);
+            if (n_vocab > 0 && max_id >= n_vocab) {
+                st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: token id %lld is beyond the model's vocab_size %lld",
+                               (long long)max_id, (long long)n_vocab);
+                goto done;
+            }
+            t.off = calloc((size_t)t.n + 1, sizeof(*t.off));
+            t.len = calloc((size_t)t.n, sizeof(*t.len));
+            t.type = calloc((size_t)t.n, sizeof(*t.type));
+            buf = malloc(tx->tok_len + 1);
+            if (!t.off || !t.len || !t.type || !buf) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
+        }
+        for (int32_t m = 0, k = vocab + 1; m < j.nodes[vocab].n; m++, k = j.nodes[k + 1].next) {
+            int64_t id;
+            if (!llm__json_int(&j, k + 1, 0, (1 << 24) - 1, &id)) {
+                st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: the id of vocab entry %d is not an integer in [0, 2^24)", m);
+                goto done;
+            }
+            if (pass == 0) { max_id = LLM__MAX(max_id, id); continue; }
+            if (t.type[id]) {
+                st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: token id %lld is in the vocab twice", (long long)id);
+                goto done;
+            }
+            size_t n = llm__json_decode(&j, k, buf);
+            t.off[id] = t.text.n;
+            t.len[id] = (uint32_t)n;
+            t.type[id] = LLM__TOK_NORMAL;
+            llm__outbuf_put(&t.text, buf, n);
+        }
+        for (int32_t m = 0, k = added + 1; added >= 0 && m < j.nodes[added].n; m++, k = j.nodes[k].next) {
+            int64_t id;
+            const int32_t c = llm__json_get(&j, k, "content");
+            if (!llm__json_int(&j, llm__json_get(&j, k, "id"), 0, (1 << 24) - 1, &id) || c < 0 || j.nodes[c].type != LLM__JSON_STR) {
+                st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: added token %d needs an id in [0, 2^24) and a content string", m);
+                goto done;
+            }
+            if (pass == 0) { max_id = LLM__MAX(max_id, id); continue; }
+            size_t n = llm__json_decode(&j, c, buf);
+            t.off[id] = t.text.n;   // over the vocab's entry, as the tokenizer's get_vocab() has it
+            t.len[id] = (uint32_t)n;
+            t.type[id] = llm__hf_flag(&j, k, "special", false) || llm__hf_looks_special(buf, n) ? LLM__TOK_CONTROL : LLM__TOK_USER;
+            llm__outbuf_put(&t.text, buf, n);
+        }
+    }
+    for (int64_t i = 0; i < t.n; i++)
+        if (!t.type[i]) {
+            char pad[32];
+            int n = snprintf(pad, sizeof(pad), "[PAD%lld]", (long long)i);
+            t.off[i] = t.text.n;
+            t.len[i] = (uint32_t)n;
+            t.type[i] = LLM__TOK_UNUSED;
+            llm__outbuf_put(&t.text, pad, (size_t)n);
+        }
+    if (t.text.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
+    llm__gbuf_s(b, NULL, "tokenizer.ggml.model", "gpt2");
+    llm__gbuf_s(b, NULL, "tokenizer.ggml.pre", pre);
+    llm__gbuf_arr(b, "tokenizer.ggml.tokens", LLM__GGUF_STR, (uint64_t)t.n);
+    for (int64_t i = 0; i < t.n; i++) llm__gbuf_str(b, t.text.p + t.off[i], t.len[i]);
+    llm__gbuf_arr(b, "tokenizer.ggml.token_type", LLM__GGUF_I32, (uint64_t)t.n);
+    llm__gbuf_put(b, t.type, (size_t)t.n * 4);
+    llm__gbuf_arr(b, "tokenizer.ggml.merges", LLM__GGUF_STR, (uint64_t)j.nodes[merges].n);
+    for (int32_t m = 0, k = merges + 1; m < j.nodes[merges].n; m++, k = j.nodes[k].next) {
+        if (j.nodes[k].type == LLM__JSON_STR) {
+            llm__gbuf_str(b, buf, llm__json_decode(&j, k, buf));
+            continue;
+        }
+        const int32_t l = llm__json_at(&j, k, 0), r = llm__json_at(&j, k, 1);
+        if (j.nodes[k].type != LLM__JSON_ARR || j.nodes[k].n != 2 || j.nodes[l].type != LLM__JSON_STR || j.nodes[r].type != LLM__JSON_STR) {
+            st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: merge %d is neither \"a b\" nor [\"a\", \"b\"]", m);
+            goto done;
+        }
+        struct llm__outbuf o = {0};   // the pair joined, its spaces as U+0120
+        for (int side = 0; side < 2; side++) {
+            const size_t n = llm__json_decode(&j, side ? r : l, buf);
+            if (side) llm__outbuf_put(&o, " ", 1);
+            for (size_t i = 0; i < n; i++) llm__outbuf_put(&o, buf[i] == ' ' ? "\xc4\xa0" : buf + i, buf[i] == ' ' ? 2 : 1);
+        }
+        llm__gbuf_str(b, o.p, o.n);
+        b->o.fail |= o.fail;
+        free(o.p);
+    }
+    // special tokens
+    static const char *const kinds[][3] = {
+        {"bos_token", "bos_token_id", "tokenizer.ggml.bos_token_id"}, {"eos_token", "eos_token_id", "tokenizer.ggml.eos_token_id"},
+        {"unk_token", "unk_token_id", "tokenizer.ggml.unknown_token_id"}, {"pad_token", "pad_token_id", "tokenizer.ggml.padding_token_id"},
+    };
+    int64_t ids[4];
+    for (int s = 0; s < 4; s++) {
+        ids[s] = -1;
+        const int32_t c = tx->tok_cfg ? llm__hf_tok_content(&jc, llm__json_get(&jc, 0, kinds[s][0])) : -1;
+        size_t cn = 0;
+        char *cs = c >= 0 ? llm__json_strdup(&jc, c, &cn) : NULL;
+        if (c >= 0 && !cs) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
+        for (int32_t m = 0, k = added + 1; cs && ids[s] < 0 && added >= 0 && m < j.nodes[added].n; m++, k = j.nodes[k].next) {
+            const int32_t ct = llm__json_get(&j, k, "content");
+            int64_t id;
+            if (strlen(cs) == cn && llm__json_eq(&j, ct, cs) && llm__json_int(&j, llm__json_get(&j, k, "id"), 0, t.n - 1, &id))
+                ids[s] = id;
+        }
+        free(cs);
+        if (ids[s] < 0) ids[s] = llm__hf_json_id(&jcfg, llm__json_get(&jcfg, 0, kinds[s][1]), t.n);
+    }
+    if (ids[2] < 0) {   // the BPE model's unk_token
+        const int32_t u = llm__json_get(&j, model, "unk_token");
+        if (u >= 0 && j.nodes[u].type == LLM__JSON_STR) ids[2] = llm__hf_tok_find(&t, buf, llm__json_decode(&j, u, buf));
+    }
+    int64_t gen_eos[2] = {-1, -1};   // generation_config.json's other ends
+    const int32_t ge = tx->gen_cfg ? llm__json_get(&jg, 0, "eos_token_id") : -1;
+    if (ids[1] < 0) ids[1] = llm__hf_json_id(&jg, ge, t.n);
+    for (int32_t i = 0, ng = 0; ge >= 0 && jg.nodes[ge].type == LLM__JSON_ARR && i < jg.nodes[ge].n && ng < 2; i++) {
+        int64_t id;
+        if (llm__json_int(&jg, llm__json_at(&jg, ge, i), 0, t.n - 1, &id) && id != ids[1]) gen_eos[ng++] = id;
+    }
+    for (int s = 0; s < 4; s++)
+        if (ids[s] >= 0) llm__gbuf_u32(b, NULL, kinds[s][2], (uint32_t)ids[s]);
+    if (gen_eos[0] >= 0) llm__gbuf_u32(b, NULL, "tokenizer.ggml.eot_token_id", (uint32_t)gen_eos[0]);
+    if (gen_eos[1] >= 0) llm__gbuf_u32(b, NULL, "tokenizer.ggml.eom_token_id", (uint32_t)gen_eos[1]);
+    // whether BOS / EOS are added: the post-processor, else tokenizer_config.json
+    int add[2] = {-1, -1};
+    const int32_t pp = llm__json_get(&j, 0, "post_processor");
+    int32_t procs[8];
+    const int32_t ppl = llm__json_get(&j, pp, "processors");
+    int np = 0;
+    if (ppl >= 0 && j.nodes[ppl].type == LLM__JSON_ARR)
+        for (int32_t i = 0, k = ppl + 1; i < j.nodes[ppl].n && np < 8; i++, k = j.nodes[k].next) procs[np++] = k;
+    else if (pp >= 0 && j.nodes[pp].type == LLM__JSON_OBJ) procs[np++] = pp;
+    for (int i = 0; i < np; i++) {
+        if (llm__hf_is(&j, procs[i], "ByteLevel")) {
+            for (int s = 0; s < 2; s++) add[s] = add[s] < 0 ? 0 : add[s];
+        } else if (llm__hf_is(&j, procs[i], "TemplateProcessing")) {
+            const int32_t single = llm__json_get(&j, procs[i], "single");
+            if (single < 0 || j.nodes[single].type != LLM__JSON_ARR || j.nodes[single].n < 2) continue;
+            for (int s = 0; s < 2; s++) {
+                const int32_t end = llm__json_at(&j, single, s ? j.nodes[single].n - 1 : 0);
+                const int32_t sp = llm__json_get(&j, llm__json_get(&j, end, "SpecialToken"), "id");
+                add[s] = 0;
+                if (sp >= 0 && j.nodes[sp].type == LLM__JSON_STR && ids[s] >= 0) {
+                    const size_t n = llm__json_decode(&j, sp, buf);
+                    add[s] = n == t.len[ids[s]] && !memcmp(buf, t.text.p + t.off[ids[s]], n);
+                }
+            }
+        }
+    }
+    for (int s = 0; s < 2; s++) {
+        if (add[s] < 0 && tx->tok_cfg) {
+            const int32_t v = llm__json_get(&jc, 0, s ? "add_eos_token" : "add_bos_token");
+            if (v >= 0 && (jc.nodes[v].type == LLM__JSON_TRUE || jc.nodes[v].type == LLM__JSON_FALSE)) add[s] = jc.nodes[v].type == LLM__JSON_TRUE;
+        }
+        if (add[s] >= 0) llm__gbuf_bool(b, s ? "tokenizer.ggml.add_eos_token" : "tokenizer.ggml.add_bos_token", add[s] == 1);
+    }
+    // the chat template
+    int32_t ct = tx->tok_cfg ? llm__json_get(&jc, 0, "chat_template") : -1;
+    if (ct >= 0 && jc.nodes[ct].type == LLM__JSON_ARR) {   // named templates: the default one
+        int32_t d = -1;
+        for (int32_t i = 0, k = ct + 1; i < jc.nodes[ct].n; i++, k = jc.nodes[k].next)
+            if (llm__hf_member_is(&jc, k, "name", "default"))
+                d = llm__json_get(&jc, k, "template");
+        ct = d;
+    }
+    if (ct >= 0 && jc.nodes[ct].type == LLM__JSON_STR) {
+        char *s = llm__json_strdup(&jc, ct, NULL);
+        if (!s) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
+        llm__gbuf_s(b, NULL, "tokenizer.chat_template", s);
+        free(s);
+    } else if (tx->tmpl) {
+        llm__gbuf_key(b, NULL, "tokenizer.chat_template", LLM__GGUF_STR);
+        llm__gbuf_str(b, tx->tmpl, tx->tmpl_len);
+    }
+    if (b->o.fail) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+done:
+    llm__json_free(&j);
+    llm__json_free(&jc);
+    llm__json_free(&jg);
+    llm__json_free(&jcfg);
+    free(t.text.p);
+    free(t.off);
+    free(t.len);
+    free(t.type);
+    free(buf);
+    return st;
+}
+
+// Builds g from a directory's texts (config.json's required; without tokenizer.json, no
+// tokenizer) and the opened safetensors files in o, which g then owns (on failure: everything
+// freed, g empty).
+static enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_texts *tx, struct llm__hf_owned *o,
                                      struct llm__err *e) {
     struct llm__gbuf b = {0};
     const char *arch = NULL;
     bool permute = false;
-    int64_t hp[4] = {0};
+    int64_t hp[5] = {0};
     char hdr[24] = "GGUF";
     llm__gbuf_put(&b, hdr, 24);   // magic, version, counts: filled in below
-    enum llm_status st = llm__hf_config(cfg, cfg_len, &b, &arch, &permute, hp, e);
+    enum llm_status st = llm__hf_config(tx->cfg, tx->cfg_len, &b, &arch, &permute, hp, e);
+    if (st == LLM_OK && tx->name) llm__gbuf_s(&b, NULL, "general.name", tx->name);
+    if (st == LLM_OK && tx->tok) st = llm__hf_tokenizer(tx, hp[4], &b, e);
     if (st) {
         free(b.o.p);
         llm__hf_owned_free(o);
@@ -4401,6 +4793,7 @@ LLM__UNUSED static enum llm_status llm__hf_build(struct llm__gguf *g, const char
         for (int i = 0; i < o->n_files && st == LLM_OK; i++) st = llm__hf_add_tensors(g, o, &o->files[i], permute, hp, e);
     }
     if (st) llm__gguf_close(g);
+    else g->version = 0;   // (not a GGUF file: llm_model_info says so)
     return st;
 }
 
@@ -4414,16 +4807,43 @@ static bool llm__hf_shard_name_ok(const char *s, size_t n) {
 
 // Opens a Hugging Face model directory as g: config.json, and model.safetensors or the shards
 // that model.safetensors.index.json lists (every tensor it names checked to be in its shard).
-LLM__UNUSED static enum llm_status llm__hf_open_dir(struct llm__gguf *g, const char *dir, bool read_all, struct llm__err *e) {
+// The text of file `name` of the directory into *out (NULL and LLM_OK when it is absent and not
+// required).
+static enum llm_status llm__hf_read(const char *dir, const char *name, size_t max, bool required, char **out, size_t *len,
+                                    struct llm__err *e) {
+    char path[4096];
+    *out = NULL;
+    *len = 0;
+    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) return llm__fail(e, LLM_ERR_IO, "hf: directory path too long");
+    if (!required && access(path, F_OK) != 0) return LLM_OK;
+    if (required && access(path, F_OK) != 0)
+        return llm__fail(e, LLM_ERR_IO, "hf: '%s' has no %s%s", dir, name,
+                         strcmp(name, "tokenizer.json") == 0 ? " (the tokenizer; the engine reads no other form of it)" : "");
+    return llm__read_file(path, max, out, len, e);
+}
+
+static enum llm_status llm__hf_open_dir(struct llm__gguf *g, const char *dir, bool read_all, struct llm__err *e) {
     memset(g, 0, sizeof(*g));
-    char path[4096], *cfg = NULL, *idx = NULL;
+    char path[4096], *cfg = NULL, *idx = NULL, *tok = NULL, *tok_cfg = NULL, *gen_cfg = NULL, *tmpl = NULL, *name = NULL;
     size_t cfg_len = 0, idx_len = 0;
+    struct llm__hf_texts tx = {0};
     struct llm__hf_owned *o = calloc(1, sizeof(*o));
     if (!o) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     enum llm_status st = LLM_OK;
     struct llm__json j = {0};
     if (snprintf(path, sizeof(path), "%s/config.json", dir) >= (int)sizeof(path)) st = llm__fail(e, LLM_ERR_IO, "hf: directory path too long");
     else st = llm__read_file(path, (size_t)16 << 20, &cfg, &cfg_len, e);
+    if (st == LLM_OK) st = llm__hf_read(dir, "tokenizer.json", (size_t)1 << 30, true, &tok, &tx.tok_len, e);
+    if (st == LLM_OK) st = llm__hf_read(dir, "tokenizer_config.json", (size_t)64 << 20, false, &tok_cfg, &tx.tok_cfg_len, e);
+    if (st == LLM_OK) st = llm__hf_read(dir, "generation_config.json", (size_t)16 << 20, false, &gen_cfg, &tx.gen_cfg_len, e);
+    if (st == LLM_OK) st = llm__hf_read(dir, "chat_template.jinja", (size_t)16 << 20, false, &tmpl, &tx.tmpl_len, e);
+    if (st == LLM_OK) {   // the model's name: the directory's
+        size_t n = strlen(dir);
+        while (n > 1 && dir[n - 1] == '/') n--;
+        size_t b = n;
+        while (b > 0 && dir[b - 1] != '/') b--;
+        if (!(name = llm__strndup(dir + b, n - b))) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    }
     if (st == LLM_OK) {
         snprintf(path, sizeof(path), "%s/model.safetensors.index.json", dir);
         if (access(path, F_OK) == 0) {
@@ -4469,10 +4889,29 @@ LLM__UNUSED static enum llm_status llm__hf_open_dir(struct llm__gguf *g, const c
     }
     llm__json_free(&j);
     free(idx);
-    if (st == LLM_OK) st = llm__hf_build(g, cfg, cfg_len, o, e);   // (owns o now)
+    tx.cfg = cfg;
+    tx.cfg_len = cfg_len;
+    tx.tok = tok;
+    tx.tok_cfg = tok_cfg;
+    tx.gen_cfg = gen_cfg;
+    tx.tmpl = tmpl;
+    tx.name = name;
+    if (st == LLM_OK) st = llm__hf_build(g, &tx, o, e);   // (owns o now)
     else llm__hf_owned_free(o);
     free(cfg);
+    free(tok);
+    free(tok_cfg);
+    free(gen_cfg);
+    free(tmpl);
+    free(name);
     return st;
+}
+
+// A model: a GGUF file, or a Hugging Face model directory.
+static enum llm_status llm__model_open(struct llm__gguf *g, const char *path, bool read_all, struct llm__err *e) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return llm__hf_open_dir(g, path, read_all, e);
+    return llm__gguf_open_file(g, path, read_all, e);
 }
 
 // === thread pool ===
@@ -8976,11 +9415,6 @@ void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logpro
 // tokens when the caller asks (chat templates do). Token texts are looked up through an
 // open-addressing hash table, merges through another.
 
-enum llm__vocab_type { LLM__VOCAB_SPM = 1, LLM__VOCAB_BPE = 2 };
-enum llm__pre_type { LLM__PRE_DEFAULT = 1, LLM__PRE_GPT2, LLM__PRE_LLAMA3, LLM__PRE_QWEN2, LLM__PRE_SMOLLM,
-                     LLM__PRE_TEKKEN };
-enum llm__tok_attr { LLM__TOK_NORMAL = 1, LLM__TOK_UNKNOWN = 2, LLM__TOK_CONTROL = 3, LLM__TOK_USER = 4,
-                     LLM__TOK_UNUSED = 5, LLM__TOK_BYTE = 6 };
 
 struct llm__vocab {
     enum llm__vocab_type type;
@@ -9084,20 +9518,6 @@ static bool llm__str_has(const struct llm__gguf_str *s, const char *z) {
     size_t n = strlen(z);
     return n <= s->len && llm__memmem(s->ptr, s->len, z, n) != NULL;
 }
-
-// tokenizer.ggml.pre values and the pre-tokenizer each stands for (the names llama.cpp gives
-// the same splitting rules).
-static const struct { const char *name; enum llm__pre_type pre; bool ignore_merges, add_bos; } llm__pre_names[] = {
-    {"default", LLM__PRE_DEFAULT, false, false},
-    {"llama3", LLM__PRE_LLAMA3, true, true},     {"llama-v3", LLM__PRE_LLAMA3, true, true},
-    {"llama-bpe", LLM__PRE_LLAMA3, true, true},  {"falcon3", LLM__PRE_LLAMA3, true, true},
-    {"gpt-2", LLM__PRE_GPT2, false, false},      {"phi-2", LLM__PRE_GPT2, false, false},
-    {"mpt", LLM__PRE_GPT2, false, false},        {"olmo", LLM__PRE_GPT2, false, false},
-    {"qwen2", LLM__PRE_QWEN2, false, false},     {"stablelm2", LLM__PRE_QWEN2, false, false},
-    {"deepseek-r1-qwen", LLM__PRE_QWEN2, false, false},
-    {"smollm", LLM__PRE_SMOLLM, false, false},   {"starcoder", LLM__PRE_SMOLLM, false, false},
-    {"tekken", LLM__PRE_TEKKEN, true, true},
-};
 
 // Token texts llama.cpp treats as control tokens whatever the file says: ends of turns and
 // text, fill-in-the-middle markers. The first group also ends a generation.
@@ -10763,7 +11183,7 @@ static enum llm_status llm__engine_step_buffers(llm_engine *E, struct llm__err *
 static enum llm_status llm__engine_load(llm_engine *E, struct llm__err *e) {
     const struct llm_engine_params *p = &E->params;
     enum llm_status st;
-    if ((st = llm__gguf_open_file(&E->model.gguf, p->model_path, p->no_mmap != 0, e))) return st;
+    if ((st = llm__model_open(&E->model.gguf, p->model_path, p->no_mmap != 0, e))) return st;
     llm__model_names(&E->model);
     if (p->load == LLM_LOAD_METADATA) {
         llm__engine_check_loadable(E);

@@ -97,7 +97,10 @@ enum llm_load_mode {
 #define LLM_DEVICE_AUTO (-1)
 
 struct llm_engine_params {
-    const char *model_path;    // a GGUF file
+    const char *model_path;    // a GGUF file, or a Hugging Face model directory (config.json,
+                               // model.safetensors or its shards, tokenizer.json; F32/F16/BF16
+                               // weights of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+                               // Qwen3ForCausalLM; byte-level BPE tokenizers)
     enum llm_backend_kind backend;   // default LLM_BACKEND_CPU
     int device;                // GPU backends: an index of llm_list_devices, or LLM_DEVICE_AUTO
                                // (the default: the first discrete GPU, else an integrated one)
@@ -166,7 +169,7 @@ struct llm_model_info {
                                // turns every byte of any text into tokens: a text of more than
                                // n x max_token_bytes bytes has more than n tokens. 0 when it may
                                // drop bytes (no byte token and no unknown token for some byte)
-    unsigned gguf_version;
+    unsigned gguf_version;     // 0: a Hugging Face model directory
     int64_t n_tensors, n_metadata;
     const char *unsupported;   // LLM_LOAD_METADATA: why this build could not run the model
                                // (the message llm_engine_create would give), or NULL. Checked:

@@ -126,6 +126,7 @@ int cli_cmd_info(struct cli *c) {
     if (c->json) {
         json_t *o = cli_jcheck(json_object()), *x;
         cli_jset(o, "file", cli_json_cstr(c->ep.model_path));
+        cli_jset(o, "format", cli_json_cstr(mi.gguf_version ? "gguf" : "huggingface"));
         cli_jset(o, "gguf_version", cli_json_int(mi.gguf_version));
         cli_jset(o, "architecture", cli_json_cstr(mi.arch));
         cli_jset(o, "name", cli_json_cstr(mi.name));
@@ -188,8 +189,10 @@ int cli_cmd_info(struct cli *c) {
     } else {
         printf("file:          ");
         cli_print_str(c->ep.model_path);
-        printf(" (GGUF v%u, %lld tensors, %lld keys)\n", mi.gguf_version, (long long)mi.n_tensors,
-               (long long)mi.n_metadata);
+        if (mi.gguf_version)
+            printf(" (GGUF v%u, %lld tensors, %lld keys)\n", mi.gguf_version, (long long)mi.n_tensors, (long long)mi.n_metadata);
+        else   // a Hugging Face directory: its keys are those a converter would write
+            printf(" (Hugging Face directory, %lld tensors, %lld keys as GGUF)\n", (long long)mi.n_tensors, (long long)mi.n_metadata);
         printf("architecture:  ");
         cli_print_str(mi.arch[0] ? mi.arch : "(none)");
         if (mi.name[0]) { printf(", "); cli_print_str(mi.name); }

@@ -1200,16 +1200,19 @@ int cli_cmd_serve(struct cli *c) {
     S->max_queued = c->max_queued;
     S->max_body = c->max_body;
     S->api_key = c->api_key && c->api_key[0] ? c->api_key : NULL;
-    // the model's name: --served-model-name, else the file's name without .gguf
+    // the model's name: --served-model-name, else the file's (or directory's) name without .gguf
     char *name = NULL;
     if (c->served_model_name) {
         name = strdup(c->served_model_name);
     } else {
-        const char *base = strrchr(c->ep.model_path, '/');
-        base = base ? base + 1 : c->ep.model_path;
-        size_t n = strlen(base);
-        if (n > 5 && !strcmp(base + n - 5, ".gguf")) n -= 5;
-        name = strndup(base, n);
+        const char *p = c->ep.model_path;
+        size_t end = strlen(p);
+        while (end > 1 && p[end - 1] == '/') end--;   // a directory given as DIR/
+        size_t start = end;
+        while (start > 0 && p[start - 1] != '/') start--;
+        size_t n = end - start;
+        if (n > 5 && !strncmp(p + end - 5, ".gguf", 5)) n -= 5;
+        name = strndup(p + start, n);
     }
     if (!name) cli_die("out of memory");
     S->model_name = name;

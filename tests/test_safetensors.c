@@ -258,7 +258,10 @@ static enum llm_status hf_build(struct llm__gguf *g, const char *cfg, int n, con
     enum llm_status st = st_parse_mem(f.p, f.n, &o->files[0], e);
     free(f.p);
     if (st) { llm__hf_owned_free(o); return st; }
-    return llm__hf_build(g, cfg, strlen(cfg), o, e);
+    struct llm__hf_texts tx = {0};
+    tx.cfg = cfg;
+    tx.cfg_len = strlen(cfg);
+    return llm__hf_build(g, &tx, o, e);
 }
 
 static void test_hf_build(void) {
@@ -357,6 +360,11 @@ static void test_hf_dir(void) {
     struct llm__err e = {{0}, LLM_OK};
     EXPECT(llm__hf_open_dir(&g, dir, false, &e) == LLM_ERR_IO && strstr(e.msg, "config.json"), "%s", e.msg);
     write_file(dir, "config.json", cfg, strlen(cfg));
+    EXPECT(llm__hf_open_dir(&g, dir, false, &e) == LLM_ERR_IO && strstr(e.msg, "no tokenizer.json"), "%s", e.msg);
+    const char *tok = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}, "
+                      "\"added_tokens\": [{\"id\": 3, \"content\": \"<|endoftext|>\", \"special\": true}], "
+                      "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}}";
+    write_file(dir, "tokenizer.json", tok, strlen(tok));
     EXPECT(llm__hf_open_dir(&g, dir, false, &e) == LLM_ERR_IO && strstr(e.msg, "neither model.safetensors"), "%s", e.msg);
     // two shards and their index
     struct st_file a = st_make("{\"model.embed_tokens.weight\": {\"dtype\": \"F16\", \"shape\": [4, 8], \"data_offsets\": [0, 64]}}", 64);
@@ -373,6 +381,10 @@ static void test_hf_dir(void) {
         float f = 0;
         EXPECT(llm__gguf_get_str(&g, "general.architecture", &s, &e) && s.len == 5 && memcmp(s.ptr, "qwen3", 5) == 0, "qwen3");
         EXPECT(llm__gguf_get_f32(&g, "qwen3.rope.freq_base", &f, &e) && f == 1e6f, "rope base %g", (double)f);
+        EXPECT(llm__gguf_get_str(&g, "general.name", &s, &e) && s.len == strlen(dir) - 5 && memcmp(s.ptr, dir + 5, s.len) == 0,
+               "the directory's name");
+        EXPECT(llm__gguf_get_str(&g, "tokenizer.ggml.pre", &s, &e) && s.len == 5 && memcmp(s.ptr, "gpt-2", 5) == 0, "the tokenizer");
+        EXPECT(g.version == 0, "version 0: not a GGUF file");
         EXPECT(g.n_tensors == 3 && llm__gguf_find_tensor(&g, "output.weight") && llm__gguf_find_tensor(&g, "output.weight")->type == 30 &&
                    llm__gguf_find_tensor(&g, "token_embd.weight")->type == 1,
                "3 tensors from 2 shards");
@@ -394,8 +406,9 @@ static void test_hf_dir(void) {
                bad[i][0], bad[i][1], e.msg);
     }
     char path[512];
-    const char *files[] = {"config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"};
-    for (size_t i = 0; i < 4; i++) {
+    const char *files[] = {"config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json",
+                           "tokenizer.json"};
+    for (size_t i = 0; i < 5; i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
         unlink(path);
     }

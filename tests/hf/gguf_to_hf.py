@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Hugging Face test fixtures made from GGUF files, with PyPI's gguf, numpy, safetensors and
+tokenizers (tests/fixtures.sh installs them into its virtual environment).
+
+  gguf_to_hf.py model IN.gguf DIR --dtype bf16|f16|f32 [--shards N] [--gguf OUT.gguf]
+      DIR becomes the Hugging Face checkpoint the GGUF file (a llama-architecture model with a
+      byte-level BPE vocabulary) was converted from: config.json, model.safetensors (or N shards
+      and model.safetensors.index.json), tokenizer.json, tokenizer_config.json,
+      generation_config.json. Quantized weights are dequantized, then rounded to --dtype; q and k
+      rows are put back in Hugging Face's order (llama.cpp's converter interleaves them). BF16 is
+      written by hand (numpy has no bfloat16), F16 and F32 by the safetensors library. --gguf
+      also writes a GGUF file of the same weights in the same type, laid out as llama.cpp's
+      converter lays them out (norms in F32), with the input's metadata: the engine must give the
+      same logits from both.
+  gguf_to_hf.py tokenizer IN.gguf PRE OUT_DIR CORPUS
+      OUT_DIR/tokenizer.json: the vocabulary of IN.gguf with PRE's pre-tokenizer as the model's
+      own tokenizer.json has it (gpt-2, smollm, llama-bpe, qwen2); OUT_DIR/corpus.jsonl: for every
+      text of CORPUS (texts separated by lines "__ggml_vocab_test__", as llama.cpp's test inputs
+      are) and a few more, {"text": ..., "ids": [...]} as the tokenizers library encodes it (added
+      tokens matched in the text, nothing added around it).
+"""
+import json
+import os
+import sys
+
+import numpy as np
+from gguf import GGUFReader, GGUFWriter, GGMLQuantizationType as Q
+from gguf.quants import dequantize
+
+
+def field(r, name, default=None):
+    f = r.fields.get(name)
+    return default if f is None else f.contents()
+
+
+# --- tokenizer.json ---
+
+LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+          r"\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+         r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def make_tokenizer(r, pre):
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    tokens = field(r, "tokenizer.ggml.tokens")
+    types = field(r, "tokenizer.ggml.token_type")
+    merges = field(r, "tokenizer.ggml.merges")
+    vocab = {}
+    for i, t in enumerate(tokens):
+        vocab.setdefault(t, i)
+    if len(vocab) != len(tokens):
+        sys.exit(f"{len(tokens) - len(vocab)} duplicate token texts: not a vocabulary tokenizer.json can hold")
+    ignore = pre in ("llama-bpe",)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) for m in merges], ignore_merges=ignore))
+    if pre == "gpt-2":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    elif pre == "smollm":
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    elif pre in ("llama-bpe", "qwen2"):
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3 if pre == "llama-bpe" else QWEN2), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        if pre == "qwen2":
+            tok.normalizer = normalizers.NFC()
+    else:
+        sys.exit(f"unknown pre-tokenizer {pre}")
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    # control tokens (type 3) are the special added tokens, user-defined ones (4) the others
+    tok.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i, t in enumerate(types) if t == 3])
+    tok.add_tokens([AddedToken(tokens[i], special=False, normalized=False) for i, t in enumerate(types) if t == 4])
+    return tok
+
+
+EXTRA = [
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi there!<|im_end|>\n<|im_start|>assistant\n",
+    "<|endoftext|>text<|endoftext|><|endoftext|> and more",
+    "Numbers: 1 12 123 1234 12345 3.14159 0x1F 1e-9 2,000,000",
+    "Code:\n\tdef f(x):\n\t\treturn x ** 2  # square\n\n\nprint(f(3))\n",
+    "Accents: café naïve résumé Ångström; Greek: αβγ Δ; Cyrillic: Привет мир; CJK: 你好，世界; emoji: 👋🏽 🚀",
+    "I'M shouting, you're whispering, they'LL see, we'd've... 'tis",
+    "   leading spaces and trailing   ",
+    "\n\n\nnewlines\r\n\r\nand\rreturns\u00a0nbsp\u2009thin",
+]
+
+
+def tokenizer_cmd(src, pre, out_dir, corpus):
+    r = GGUFReader(src)
+    tok = make_tokenizer(r, pre)
+    os.makedirs(out_dir, exist_ok=True)
+    tok.save(os.path.join(out_dir, "tokenizer.json"))
+    with open(corpus, encoding="utf-8") as f:
+        texts = f.read().split("\n__ggml_vocab_test__\n")
+    texts = [t for t in texts if t] + EXTRA
+    with open(os.path.join(out_dir, "corpus.jsonl"), "w", encoding="utf-8") as f:
+        for t in texts:
+            f.write(json.dumps({"text": t, "ids": tok.encode(t, add_special_tokens=False).ids}) + "\n")
+
+
+# --- the model ---
+
+HF_NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+HF_LAYER = {
+    "attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+
+
+def hf_name(name):
+    if name in HF_NAMES:
+        return HF_NAMES[name]
+    _, layer, rest = name.split(".", 2)
+    return f"model.layers.{layer}.{HF_LAYER[rest]}"
+
+
+def to_bf16(x):
+    """float32 -> bfloat16 bits, rounded to nearest even."""
+    b = x.astype(np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def rounded(x, dtype):
+    """x rounded to dtype, as float32 (what the model file holds) and as the stored array."""
+    if dtype == "bf16":
+        s = to_bf16(x)
+        return (s.astype(np.uint32) << 16).view(np.float32), s
+    if dtype == "f16":
+        s = x.astype(np.float16)
+        return s.astype(np.float32), s
+    return x.astype(np.float32), x.astype(np.float32)
+
+
+def unpermute(w, n_head):
+    """llama.cpp's converter permutes q and k rows: within a head, rows i and half + i become 2i
+    and 2i + 1. This undoes it."""
+    rows = w.shape[0]
+    return w.reshape(n_head, rows // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_safetensors_bf16(path, tensors):
+    header, off, blobs = {"__metadata__": {"format": "pt"}}, 0, []
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        header[name] = {"dtype": "BF16", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
+        off += a.nbytes
+        blobs.append(a)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little"))
+        f.write(h)
+        for a in blobs:
+            f.write(a.tobytes())
+
+
+def model_cmd(src, out_dir, dtype, shards, gguf_out):
+    r = GGUFReader(src)
+    arch = field(r, "general.architecture")
+    if arch != "llama":
+        sys.exit(f"{src}: architecture {arch}, not llama")
+    k = lambda key, d=None: field(r, f"llama.{key}", d)
+    n_head, n_head_kv = k("attention.head_count"), k("attention.head_count_kv")
+    n_embd = k("embedding_length")
+    tokens = field(r, "tokenizer.ggml.tokens")
+    bos, eos = field(r, "tokenizer.ggml.bos_token_id"), field(r, "tokenizer.ggml.eos_token_id")
+    names = [t.name for t in r.tensors]
+    tied = "output.weight" not in names
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+        "hidden_size": n_embd, "intermediate_size": k("feed_forward_length"),
+        "num_attention_heads": n_head, "num_key_value_heads": n_head_kv,
+        "num_hidden_layers": k("block_count"), "head_dim": k("attention.key_length", n_embd // n_head),
+        "max_position_embeddings": k("context_length"), "rms_norm_eps": k("attention.layer_norm_rms_epsilon"),
+        "rope_theta": k("rope.freq_base", 10000.0), "rope_scaling": None, "vocab_size": len(tokens),
+        "tie_word_embeddings": tied, "bos_token_id": bos, "eos_token_id": eos, "attention_bias": False,
+        "mlp_bias": False, "initializer_range": 0.02, "pretraining_tp": 1, "use_cache": True,
+        "torch_dtype": {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[dtype],
+    }
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    gguf_tensors, hf = [], {}
+    for t in r.tensors:
+        x = dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
+        as_f32, stored = rounded(x, dtype)
+        # the converter's GGUF keeps 1-dimensional tensors (norms) in F32
+        gguf_tensors.append((t.name, as_f32 if x.ndim == 1 or dtype == "f32" else stored, x.ndim))
+        if t.name.endswith("attn_q.weight"):
+            stored = unpermute(stored, n_head)
+        elif t.name.endswith("attn_k.weight"):
+            stored = unpermute(stored, n_head_kv)
+        hf[hf_name(t.name)] = stored
+    st_names = sorted(hf)
+    if dtype == "bf16":
+        if shards != 1:
+            sys.exit("--shards: F16 and F32 only")
+        write_safetensors_bf16(os.path.join(out_dir, "model.safetensors"), hf)
+    else:
+        from safetensors.numpy import save_file
+        if shards == 1:
+            save_file(hf, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+        else:
+            weight_map, total = {}, 0
+            for s in range(shards):
+                part = {n: hf[n] for n in st_names[s::shards]}
+                fname = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+                save_file(part, os.path.join(out_dir, fname), metadata={"format": "pt"})
+                weight_map.update({n: fname for n in part})
+                total += sum(a.nbytes for a in part.values())
+            with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
+                json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, f, indent=2)
+    # the tokenizer
+    make_tokenizer(r, field(r, "tokenizer.ggml.pre")).save(os.path.join(out_dir, "tokenizer.json"))
+    tc = {"bos_token": tokens[bos], "eos_token": tokens[eos], "unk_token": tokens[eos], "pad_token": tokens[eos],
+          "add_prefix_space": False, "clean_up_tokenization_spaces": False, "model_max_length": 8192,
+          "tokenizer_class": "GPT2Tokenizer"}
+    tmpl = field(r, "tokenizer.chat_template")
+    if tmpl:
+        tc["chat_template"] = tmpl
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump(tc, f, indent=2)
+    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": bos, "eos_token_id": eos, "_from_model_config": True}, f, indent=2)
+    if gguf_out:
+        w = GGUFWriter(gguf_out, arch)
+        for name, f in r.fields.items():
+            if name.startswith("GGUF.") or name in ("general.architecture", "general.file_type"):
+                continue
+            sub = f.types[-1] if f.types and f.types[0].name == "ARRAY" else None
+            w.add_key_value(name, f.contents(), f.types[0], sub_type=sub)
+        w.add_file_type({"bf16": 32, "f16": 1, "f32": 0}[dtype])
+        for name, a, ndim in gguf_tensors:
+            raw = Q.BF16 if a.dtype == np.uint16 else None
+            w.add_tensor(name, a, raw_dtype=raw)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+
+
+def main(argv):
+    if len(argv) >= 4 and argv[1] == "model":
+        dtype, shards, gguf_out, rest = "bf16", 1, None, argv[4:]
+        while rest:
+            if rest[0] == "--dtype":
+                dtype = rest[1]
+            elif rest[0] == "--shards":
+                shards = int(rest[1])
+            elif rest[0] == "--gguf":
+                gguf_out = rest[1]
+            else:
+                sys.exit(f"unknown option {rest[0]}")
+            rest = rest[2:]
+        model_cmd(argv[2], argv[3], dtype, shards, gguf_out)
+    elif len(argv) == 6 and argv[1] == "tokenizer":
+        tokenizer_cmd(argv[2], argv[3], argv[4], argv[5])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
