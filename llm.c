@@ -4387,6 +4387,43 @@ static const struct { const char *name; enum llm__pre_type pre; bool ignore_merg
     {"tekken", LLM__PRE_TEKKEN, true, true},
 };
 
+static uint64_t llm__hash(const char *s, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;   // FNV-1a
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+// Looks a string up in a table of ids + 1 into strs; -1 when absent.
+static int32_t llm__strtab_find(const uint32_t *ht, uint32_t mask, const struct llm__gguf_str *strs, const char *s,
+                                size_t n) {
+    for (uint32_t i = (uint32_t)llm__hash(s, n) & mask;; i = (i + 1) & mask) {
+        uint32_t id = ht[i];
+        if (!id) return -1;
+        const struct llm__gguf_str *t = &strs[id - 1];
+        if (t->len == n && memcmp(t->ptr, s, n) == 0) return (int32_t)(id - 1);
+    }
+}
+
+// Builds such a table; of duplicate strings the first wins (as in llama.cpp). NULL: no memory.
+static uint32_t *llm__strtab_build(const struct llm__gguf_str *strs, int n, uint32_t *mask) {
+    uint32_t cap = 2;
+    while (cap < 2 * (uint32_t)n) cap <<= 1;
+    uint32_t *ht = calloc(cap, sizeof(uint32_t));
+    if (!ht) return NULL;
+    *mask = cap - 1;
+    for (int i = 0; i < n; i++) {
+        const struct llm__gguf_str *t = &strs[i];
+        uint32_t h = (uint32_t)llm__hash(t->ptr, t->len) & *mask;
+        bool dup = false;
+        for (; ht[h]; h = (h + 1) & *mask) {
+            const struct llm__gguf_str *o = &strs[ht[h] - 1];
+            if (o->len == t->len && memcmp(o->ptr, t->ptr, t->len) == 0) { dup = true; break; }
+        }
+        if (!dup) ht[h] = (uint32_t)i + 1;
+    }
+    return ht;
+}
+
 // --- tokenizer.json ---
 // A directory's tokenizer as the GGUF keys llama.cpp's converter writes, which the engine's
 // tokenizer then reads as from any GGUF file. tokenizer.json's BPE model, byte-level (GPT-2,
@@ -4422,12 +4459,13 @@ static void llm__gbuf_arr(struct llm__gbuf *b, const char *key, uint32_t type, u
     llm__gbuf_put(b, &n, 8);
 }
 
-// The steps of a pre-tokenizer (a Sequence's, or itself): at most max, their count (-1: more).
-static int llm__hf_steps(const struct llm__json *j, int32_t p, int32_t *out, int max) {
+// The steps of a pre-tokenizer or normalizer (a Sequence's, under `key`, or itself): at most
+// max, their count (-1: more).
+static int llm__hf_steps(const struct llm__json *j, int32_t p, const char *key, int32_t *out, int max) {
     if (p < 0 || j->nodes[p].type != LLM__JSON_OBJ) return 0;
     const int32_t ty = llm__json_get(j, p, "type");
     if (ty < 0 || !llm__json_eq(j, ty, "Sequence")) { out[0] = p; return 1; }
-    const int32_t a = llm__json_get(j, p, "pretokenizers");
+    const int32_t a = llm__json_get(j, p, key);
     if (a < 0 || j->nodes[a].type != LLM__JSON_ARR || j->nodes[a].n > max) return -1;
     for (int32_t i = 0, k = a + 1; i < j->nodes[a].n; i++, k = j->nodes[k].next) out[i] = k;
     return j->nodes[a].n;
@@ -4460,7 +4498,7 @@ static const char *llm__hf_pre_name(const struct llm__json *j, int32_t p) {
         {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", "gpt-2"},
     };
     int32_t st[3];
-    const int n = llm__hf_steps(j, p, st, 3);
+    const int n = llm__hf_steps(j, p, "pretokenizers", st, 3);
     if (n < 1 || n > 2) return NULL;
     const int32_t bl = st[n - 1];   // the last step maps bytes to GPT-2's code points
     if (!llm__hf_is(j, bl, "ByteLevel") || llm__hf_flag(j, bl, "add_prefix_space", true)) return NULL;
@@ -4474,6 +4512,43 @@ static const char *llm__hf_pre_name(const struct llm__json *j, int32_t p) {
     for (size_t k = 0; re >= 0 && k < LLM__ARRAY_LEN(res); k++)
         if (llm__json_eq(j, re, res[k].re)) return res[k].pre;
     return NULL;
+}
+
+// SentencePiece-style BPE (byte_fallback: Llama 2, Mistral, Gemma): whether spaces become U+2581
+// (by the normalizer's Replace, or by a Metaspace pre-tokenizer that does not split) and
+// *prefix, whether one goes in front of the text (Prepend, or Metaspace's prepend scheme);
+// NULL, or what is not supported.
+static const char *llm__hf_spm_style(const struct llm__json *j, int32_t norm, int32_t pre, bool *prefix) {
+    int32_t st[8];
+    bool replaced = false;
+    *prefix = false;
+    int n = llm__hf_steps(j, norm, "normalizers", st, 8);
+    if (n < 0) return "a normalizer of more than 8 steps";
+    for (int i = 0; i < n; i++) {
+        if (llm__hf_is(j, st[i], "Replace") && llm__hf_member_is(j, llm__json_get(j, st[i], "pattern"), "String", " ") &&
+            llm__hf_member_is(j, st[i], "content", "\xe2\x96\x81"))
+            replaced = true;
+        else if (llm__hf_is(j, st[i], "Prepend") && llm__hf_member_is(j, st[i], "prepend", "\xe2\x96\x81"))
+            *prefix = true;
+        else
+            return "a normalizer step other than Replace(' ', U+2581) and Prepend(U+2581)";
+    }
+    n = llm__hf_steps(j, pre, "pretokenizers", st, 8);
+    if (n < 0) return "a pre-tokenizer of more than 8 steps";
+    for (int i = 0; i < n; i++) {
+        if (llm__hf_is(j, st[i], "Metaspace")) {
+            if (!llm__hf_member_is(j, st[i], "replacement", "\xe2\x96\x81")) return "a Metaspace replacement other than U+2581";
+            if (llm__hf_flag(j, st[i], "split", false)) return "a Metaspace pre-tokenizer that splits the text into words";
+            const int32_t sc = llm__json_get(j, st[i], "prepend_scheme");
+            if (sc >= 0 && !llm__json_eq(j, sc, "always") && !llm__json_eq(j, sc, "first") && !llm__json_eq(j, sc, "never"))
+                return "a Metaspace prepend scheme other than always, first, never";
+            *prefix = sc >= 0 ? !llm__json_eq(j, sc, "never") : llm__hf_flag(j, st[i], "add_prefix_space", true);
+            replaced = true;
+        } else if (!(replaced && llm__hf_is(j, st[i], "Split") && llm__hf_member_is(j, llm__json_get(j, st[i], "pattern"), "String", " "))) {
+            return "a pre-tokenizer other than Metaspace";   // (a Split at spaces after they became U+2581 splits nothing)
+        }
+    }
+    return replaced ? NULL : "spaces not replaced by U+2581";
 }
 
 // The content of a tokenizer_config.json entry (a string, or an object with "content"), or -1.
@@ -4539,28 +4614,37 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
         st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: model.vocab (an object), model.merges and added_tokens (arrays) are needed");
         goto done;
     }
-    const int32_t pre_node = llm__json_get(&j, 0, "pre_tokenizer");
+    const int32_t pre_node = llm__json_get(&j, 0, "pre_tokenizer"), norm = llm__json_get(&j, 0, "normalizer");
     int32_t steps[8];
-    bool byte_level = false;
-    for (int i = 0, n = llm__hf_steps(&j, pre_node, steps, 8); i < n; i++) byte_level |= llm__hf_is(&j, steps[i], "ByteLevel");
+    bool byte_level = false, spm = false, space_prefix = false;
+    for (int i = 0, n = llm__hf_steps(&j, pre_node, "pretokenizers", steps, 8); i < n; i++)
+        byte_level |= llm__hf_is(&j, steps[i], "ByteLevel");
     if (!byte_level) {
-        st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: only byte-level BPE tokenizers (a ByteLevel pre-tokenizer: GPT-2, "
-                       "Llama 3, Qwen, SmolLM, Tekken) are supported so far; convert this one to GGUF");
-        goto done;
+        const char *why = "neither a ByteLevel pre-tokenizer nor byte_fallback";
+        if (llm__hf_flag(&j, model, "byte_fallback", false)) why = llm__hf_spm_style(&j, norm, pre_node, &space_prefix);
+        if (why) {
+            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: %s; the engine reads byte-level BPE (GPT-2, Llama 3, Qwen, "
+                           "SmolLM, Tekken) and SentencePiece-style BPE with byte_fallback (Llama 2, Mistral, Gemma)", why);
+            goto done;
+        }
+        spm = true;
     }
-    const char *pre = llm__hf_pre_name(&j, pre_node);
+    const char *pre = spm ? "" : llm__hf_pre_name(&j, pre_node);
     if (!pre) {
         st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: the pre-tokenizer is not one the engine has: ByteLevel alone "
                        "(GPT-2), Digits then ByteLevel (SmolLM), or a Split by Llama 3's, Qwen 2's, Tekken's or GPT-2's regex then "
                        "ByteLevel, without add_prefix_space");
         goto done;
     }
-    const int32_t norm = llm__json_get(&j, 0, "normalizer");
-    if (norm >= 0 && j.nodes[norm].type != LLM__JSON_NULL && !llm__hf_is(&j, norm, "NFC")) {
+    if (!spm && norm >= 0 && j.nodes[norm].type != LLM__JSON_NULL && !llm__hf_is(&j, norm, "NFC")) {
         st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: a byte-level tokenizer with a normalizer other than NFC is not supported");
         goto done;
     }
     const bool ignore = llm__hf_flag(&j, model, "ignore_merges", false);
+    if (spm && ignore) {
+        st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: ignore_merges with byte_fallback is not supported");
+        goto done;
+    }
     for (size_t k = 0; k < LLM__ARRAY_LEN(llm__pre_names); k++)
         if (!strcmp(llm__pre_names[k].name, pre) && llm__pre_names[k].ignore_merges != ignore) {
             st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: ignore_merges %s with the %s pre-tokenizer is not supported",
@@ -4610,9 +4694,13 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
             if (pass == 0) { max_id = LLM__MAX(max_id, id); continue; }
             size_t n = llm__json_decode(&j, c, buf);
             t.off[id] = t.text.n;   // over the vocab's entry, as the tokenizer's get_vocab() has it
-            t.len[id] = (uint32_t)n;
             t.type[id] = llm__hf_flag(&j, k, "special", false) || llm__hf_looks_special(buf, n) ? LLM__TOK_CONTROL : LLM__TOK_USER;
-            llm__outbuf_put(&t.text, buf, n);
+            for (size_t i = 0; i < n; i++) {   // SentencePiece style: user-defined tokens' U+2581 as spaces, as the converter has them
+                const bool sp = spm && t.type[id] == LLM__TOK_USER && i + 3 <= n && !memcmp(buf + i, "\xe2\x96\x81", 3);
+                llm__outbuf_put(&t.text, sp ? " " : buf + i, 1);
+                i += sp ? 2 : 0;
+            }
+            t.len[id] = (uint32_t)(t.text.n - t.off[id]);
         }
     }
     for (int64_t i = 0; i < t.n; i++)
@@ -4625,33 +4713,70 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
             llm__outbuf_put(&t.text, pad, (size_t)n);
         }
     if (t.text.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
-    llm__gbuf_s(b, NULL, "tokenizer.ggml.model", "gpt2");
-    llm__gbuf_s(b, NULL, "tokenizer.ggml.pre", pre);
-    llm__gbuf_arr(b, "tokenizer.ggml.tokens", LLM__GGUF_STR, (uint64_t)t.n);
-    for (int64_t i = 0; i < t.n; i++) llm__gbuf_str(b, t.text.p + t.off[i], t.len[i]);
-    llm__gbuf_arr(b, "tokenizer.ggml.token_type", LLM__GGUF_I32, (uint64_t)t.n);
-    llm__gbuf_put(b, t.type, (size_t)t.n * 4);
-    llm__gbuf_arr(b, "tokenizer.ggml.merges", LLM__GGUF_STR, (uint64_t)j.nodes[merges].n);
-    for (int32_t m = 0, k = merges + 1; m < j.nodes[merges].n; m++, k = j.nodes[k].next) {
-        if (j.nodes[k].type == LLM__JSON_STR) {
-            llm__gbuf_str(b, buf, llm__json_decode(&j, k, buf));
-            continue;
+    // SentencePiece style: scores that merge as the merges' ranks do (a token's score is minus
+    // the rank of the first merge that makes it; the encoder merges the best-scoring pair that
+    // makes a token); byte tokens <0xNN>
+    float *scores = NULL;
+    uint32_t *ht = NULL, mask = 0;
+    struct llm__gguf_str *strs = NULL;
+    if (spm) {
+        scores = malloc((size_t)t.n * sizeof(float));
+        strs = malloc((size_t)t.n * sizeof(*strs));
+        if (!scores || !strs) { free(scores); free(strs); st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
+        for (int64_t i = 0; i < t.n; i++) {
+            strs[i] = (struct llm__gguf_str){t.text.p + t.off[i], t.len[i]};
+            scores[i] = -1e9f;   // no merge makes it
+            unsigned x;
+            char hex[8];
+            if (t.type[i] == LLM__TOK_NORMAL && t.len[i] == 6 && sscanf(t.text.p + t.off[i], "<0x%2X>", &x) == 1 &&
+                snprintf(hex, sizeof(hex), "<0x%02X>", x) == 6 && !memcmp(hex, t.text.p + t.off[i], 6))
+                t.type[i] = LLM__TOK_BYTE;
         }
-        const int32_t l = llm__json_at(&j, k, 0), r = llm__json_at(&j, k, 1);
-        if (j.nodes[k].type != LLM__JSON_ARR || j.nodes[k].n != 2 || j.nodes[l].type != LLM__JSON_STR || j.nodes[r].type != LLM__JSON_STR) {
-            st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: merge %d is neither \"a b\" nor [\"a\", \"b\"]", m);
+        if (!(ht = llm__strtab_build(strs, (int)t.n, &mask))) {
+            free(scores);
+            free(strs);
+            st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
             goto done;
         }
-        struct llm__outbuf o = {0};   // the pair joined, its spaces as U+0120
-        for (int side = 0; side < 2; side++) {
+    }
+    llm__gbuf_s(b, NULL, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
+    if (!spm) llm__gbuf_s(b, NULL, "tokenizer.ggml.pre", pre);
+    else llm__gbuf_bool(b, "tokenizer.ggml.add_space_prefix", space_prefix);
+    if (!spm) llm__gbuf_arr(b, "tokenizer.ggml.merges", LLM__GGUF_STR, (uint64_t)j.nodes[merges].n);
+    for (int32_t m = 0, k = merges + 1; st == LLM_OK && m < j.nodes[merges].n; m++, k = j.nodes[k].next) {
+        const int32_t l = llm__json_at(&j, k, 0), r = llm__json_at(&j, k, 1);
+        if (j.nodes[k].type != LLM__JSON_STR && (j.nodes[k].type != LLM__JSON_ARR || j.nodes[k].n != 2 ||
+                                                 j.nodes[l].type != LLM__JSON_STR || j.nodes[r].type != LLM__JSON_STR)) {
+            st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: merge %d is neither \"a b\" nor [\"a\", \"b\"]", m);
+            break;
+        }
+        struct llm__outbuf o = {0};   // "left right", spaces inside a pair's parts as U+0120
+        if (j.nodes[k].type == LLM__JSON_STR) llm__outbuf_put(&o, buf, llm__json_decode(&j, k, buf));
+        for (int side = 0; j.nodes[k].type == LLM__JSON_ARR && side < 2; side++) {
             const size_t n = llm__json_decode(&j, side ? r : l, buf);
             if (side) llm__outbuf_put(&o, " ", 1);
             for (size_t i = 0; i < n; i++) llm__outbuf_put(&o, buf[i] == ' ' ? "\xc4\xa0" : buf + i, buf[i] == ' ' ? 2 : 1);
         }
-        llm__gbuf_str(b, o.p, o.n);
+        if (!spm) llm__gbuf_str(b, o.p, o.n);
+        char *sp = o.p ? memchr(o.p, ' ', o.n) : NULL;
+        if (spm && sp) {   // the token the merge makes
+            memmove(sp, sp + 1, o.n - (size_t)(sp - o.p) - 1);
+            const int32_t id = llm__strtab_find(ht, mask, strs, o.p, o.n - 1);
+            if (id >= 0 && scores[id] == -1e9f) scores[id] = -(float)m;
+        }
         b->o.fail |= o.fail;
         free(o.p);
     }
+    llm__gbuf_arr(b, "tokenizer.ggml.tokens", LLM__GGUF_STR, (uint64_t)t.n);
+    for (int64_t i = 0; i < t.n; i++) llm__gbuf_str(b, t.text.p + t.off[i], t.len[i]);
+    if (spm) {
+        llm__gbuf_arr(b, "tokenizer.ggml.scores", LLM__GGUF_F32, (uint64_t)t.n);
+        llm__gbuf_put(b, scores, (size_t)t.n * sizeof(float));
+    }
+    free(scores);
+    free(strs);
+    free(ht);
+    if (st) goto done;
     // special tokens
     static const char *const kinds[][3] = {
         {"bos_token", "bos_token_id", "tokenizer.ggml.bos_token_id"}, {"eos_token", "eos_token_id", "tokenizer.ggml.eos_token_id"},
@@ -4686,6 +4811,9 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
     }
     for (int s = 0; s < 4; s++)
         if (ids[s] >= 0) llm__gbuf_u32(b, NULL, kinds[s][2], (uint32_t)ids[s]);
+    if (spm && ids[2] >= 0 && t.type[ids[2]] != LLM__TOK_CONTROL) t.type[ids[2]] = LLM__TOK_UNKNOWN;
+    llm__gbuf_arr(b, "tokenizer.ggml.token_type", LLM__GGUF_I32, (uint64_t)t.n);
+    llm__gbuf_put(b, t.type, (size_t)t.n * 4);
     if (gen_eos[0] >= 0) llm__gbuf_u32(b, NULL, "tokenizer.ggml.eot_token_id", (uint32_t)gen_eos[0]);
     if (gen_eos[1] >= 0) llm__gbuf_u32(b, NULL, "tokenizer.ggml.eom_token_id", (uint32_t)gen_eos[1]);
     // whether BOS / EOS are added: the post-processor, else tokenizer_config.json
@@ -9445,43 +9573,6 @@ struct llm__vocab {
     uint8_t bpe_enc_len[256];
     char chat_template[16];             // recognised tokenizer.chat_template, "" when none
 };
-
-static uint64_t llm__hash(const char *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;   // FNV-1a
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
-    return h;
-}
-
-// Looks a string up in a table of ids + 1 into strs; -1 when absent.
-static int32_t llm__strtab_find(const uint32_t *ht, uint32_t mask, const struct llm__gguf_str *strs, const char *s,
-                                size_t n) {
-    for (uint32_t i = (uint32_t)llm__hash(s, n) & mask;; i = (i + 1) & mask) {
-        uint32_t id = ht[i];
-        if (!id) return -1;
-        const struct llm__gguf_str *t = &strs[id - 1];
-        if (t->len == n && memcmp(t->ptr, s, n) == 0) return (int32_t)(id - 1);
-    }
-}
-
-// Builds such a table; of duplicate strings the first wins (as in llama.cpp). NULL: no memory.
-static uint32_t *llm__strtab_build(const struct llm__gguf_str *strs, int n, uint32_t *mask) {
-    uint32_t cap = 2;
-    while (cap < 2 * (uint32_t)n) cap <<= 1;
-    uint32_t *ht = calloc(cap, sizeof(uint32_t));
-    if (!ht) return NULL;
-    *mask = cap - 1;
-    for (int i = 0; i < n; i++) {
-        const struct llm__gguf_str *t = &strs[i];
-        uint32_t h = (uint32_t)llm__hash(t->ptr, t->len) & *mask;
-        bool dup = false;
-        for (; ht[h]; h = (h + 1) & *mask) {
-            const struct llm__gguf_str *o = &strs[ht[h] - 1];
-            if (o->len == t->len && memcmp(o->ptr, t->ptr, t->len) == 0) { dup = true; break; }
-        }
-        if (!dup) ht[h] = (uint32_t)i + 1;
-    }
-    return ht;
-}
 
 static int32_t llm__vocab_find(const struct llm__vocab *v, const char *s, size_t n) {
     return llm__strtab_find(v->ht, v->ht_mask, v->text, s, n);

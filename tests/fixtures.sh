@@ -229,9 +229,9 @@ where PyPI can be reached, then run make test again"
 
 # hf/: Hugging Face fixtures for test_hf, made by tests/hf/gguf_to_hf.py with the venv's
 # packages: the real SmolLM2 as its BF16 checkpoint (one file) and its F16 one (three shards),
-# each with a GGUF file of the same weights; tokenizer.json of four real vocabularies (GPT-2,
-# Llama 3, Qwen 2, SmolLM2) with the ids the tokenizers library gives for llama.cpp's tokenizer
-# test texts. Remade when the script or the packages change (hf/stamp).
+# each with a GGUF file of the same weights; tokenizer.json of five real vocabularies (GPT-2,
+# Llama 3, Qwen 2, SmolLM2, Llama 2) with the ids the tokenizers library gives for llama.cpp's
+# tokenizer test texts. Remade when the script or the packages change (hf/stamp).
 hf() {
     stamp="$(sha256 tests/hf/gguf_to_hf.py) $venv_pkgs"
     [ -f "$cache/hf/stamp" ] && [ "$(cat "$cache/hf/stamp")" = "$stamp" ] && return 0
@@ -245,7 +245,7 @@ hf() {
         $hp model "$m" "$o/smollm2-f16" --dtype f16 --shards 3 --gguf "$o/smollm2-f16.gguf" &&
         $hp tokenizer "$m" smollm "$o/tok-smollm" "$cache/vocab/ggml-vocab-llama-bpe.gguf.inp" ||
         die "tests/hf/gguf_to_hf.py failed"
-    for v in gpt-2 llama-bpe qwen2; do
+    for v in gpt-2 llama-bpe qwen2 llama-spm; do
         $hp tokenizer "$cache/vocab/ggml-vocab-$v.gguf" $v "$o/tok-$v" "$cache/vocab/ggml-vocab-$v.gguf.inp" ||
             die "tests/hf/gguf_to_hf.py failed on the $v vocabulary"
     done

@@ -1,7 +1,8 @@
 // Hugging Face model directories: tokenizer.json read as the GGUF tokenizer keys (small texts,
 // good and refused), then the fixtures tests/fixtures.sh makes with tests/hf/gguf_to_hf.py in
 // $LLM_HF_DIR:
-//   tok-NAME/     tokenizer.json made by PyPI's tokenizers library from a real vocabulary with its
+//   tok-NAME/     tokenizer.json made by PyPI's tokenizers library from a real vocabulary (GPT-2,
+//                 Llama 3, Qwen 2, SmolLM2; Llama 2 as transformers converts SentencePiece) with its
 //                 model's pre-tokenizer, and corpus.jsonl: texts and the ids that library gives;
 //                 the engine must give the same ids for every text
 //   smollm2-bf16/ (one safetensors file, BF16) and smollm2-f16/ (F16, three shards and an index):
@@ -156,7 +157,7 @@ static void test_tokenizer_json(void) {
     struct { const char *pre, *merges, *extra, *want; int use_regex; } bad[] = {
         {BYTE_LEVEL, "[]", ", \"ignore_merges\": true", "ignore_merges true with the gpt-2", 1},
         {"{\"type\": \"ByteLevel\", \"add_prefix_space\": true}", "[]", "", "pre-tokenizer is not one", 1},
-        {"{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\"}", "[]", "", "only byte-level", 1},
+        {"{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\"}", "[]", "", "neither a ByteLevel pre-tokenizer nor byte_fallback", 1},
         {"{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\\\\\w+\"}, "
          "\"behavior\": \"Isolated\", \"invert\": false}, " BYTE_LEVEL "]}", "[]", "", "pre-tokenizer is not one", 0},
         {"{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", \"individual_digits\": false}, " BYTE_LEVEL "]}", "[]", "",
@@ -177,6 +178,48 @@ static void test_tokenizer_json(void) {
     EXPECT(tok_load(&g, NULL, t, strlen(t), NULL, NULL, NULL, 6, &e) != LLM_OK && strstr(e.msg, "beyond the model's vocab_size 6"),
            "%s", e.msg);
     free(t);
+    // SentencePiece style (byte_fallback): spaces as U+2581, one in front or not; byte tokens
+    const char *spm_fmt = "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"unk_token\": \"<unk>\", \"vocab\": "
+                          "{\"<unk>\": 0, \"<0x41>\": 1, \"\\u2581\": 2, \"a\": 3, \"\\u2581a\": 4, \"<0x4g>\": 5}, "
+                          "\"merges\": [[\"\\u2581\", \"a\"]]}, \"normalizer\": %s, \"pre_tokenizer\": %s}";
+    const char *spm_ok[][3] = {
+        {"{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": \"\\u2581\"}, "
+         "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}]}", "null", "1"},
+        {"null", "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", \"prepend_scheme\": \"first\", \"split\": false}", "1"},
+        {"null", "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", \"prepend_scheme\": \"never\", \"split\": false}", "0"},
+        {"{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"}",
+         "{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": \"MergedWithPrevious\"}", "0"},
+    };
+    for (size_t i = 0; i < sizeof(spm_ok) / sizeof(spm_ok[0]); i++) {
+        char js[2048];
+        snprintf(js, sizeof(js), spm_fmt, spm_ok[i][0], spm_ok[i][1]);
+        memset(&v, 0, sizeof(v));
+        EXPECT(tok_load(&g, &v, js, strlen(js), NULL, NULL, NULL, 0, &e) == LLM_OK && key_str(&g, "tokenizer.ggml.model", "llama") &&
+                   key_bool(&g, "tokenizer.ggml.add_space_prefix") == (spm_ok[i][2][0] == '1'),
+               "SentencePiece style %zu: %s", i, e.msg);
+        if (v.n != 6) continue;
+        EXPECT(v.attr[1] == LLM__TOK_BYTE && v.attr[5] == LLM__TOK_NORMAL && v.attr[0] == LLM__TOK_UNKNOWN && v.unk == 0,
+               "byte token <0x41>, not <0x4g>; <unk>");
+        EXPECT(v.scores[4] == 0.0f && v.scores[3] < -1e8f, "scores: merge 0 makes U+2581 a");
+        n = tokenize(&v, "a aA", ids, 16);
+        EXPECT(spm_ok[i][2][0] == '1' ? n == 3 && ids[0] == 4 && ids[1] == 4 && ids[2] == 1 : n == 3 && ids[0] == 3 && ids[1] == 4 && ids[2] == 1,
+               "%zu: a aA: %d tokens", i, n);
+        llm__vocab_free(&v);
+        llm__gguf_close(&g);
+    }
+    const char *spm_bad[][3] = {
+        {"null", "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", \"split\": true}", "splits the text into words"},
+        {"{\"type\": \"Lowercase\"}", "null", "a normalizer step other than"},
+        {"null", "null", "spaces not replaced"},
+        {"null", "{\"type\": \"Whitespace\"}", "a pre-tokenizer other than Metaspace"},
+        {"null", "{\"type\": \"Metaspace\", \"replacement\": \"_\"}", "replacement other than U+2581"},
+    };
+    for (size_t i = 0; i < sizeof(spm_bad) / sizeof(spm_bad[0]); i++) {
+        char js[2048];
+        snprintf(js, sizeof(js), spm_fmt, spm_bad[i][0], spm_bad[i][1]);
+        EXPECT(tok_load(&g, NULL, js, strlen(js), NULL, NULL, NULL, 0, &e) != LLM_OK && strstr(e.msg, spm_bad[i][2]),
+               "SentencePiece style: want '%s', got '%s'", spm_bad[i][2], e.msg);
+    }
     const char *whole[][2] = {
         {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", "the WordPiece model is not supported"},
         {"{\"model\": {\"type\": \"Unigram\"}}", "the Unigram model is not supported"},
@@ -334,6 +377,7 @@ int main(void) {
         test_corpus("llama-bpe", 30);
         test_corpus("qwen2", 30);
         test_corpus("smollm", 30);
+        test_corpus("llama-spm", 30);
         test_model("smollm2-bf16");
         test_model("smollm2-f16");
     }

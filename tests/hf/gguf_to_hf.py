@@ -14,7 +14,8 @@ tokenizers (tests/fixtures.sh installs them into its virtual environment).
       same logits from both.
   gguf_to_hf.py tokenizer IN.gguf PRE OUT_DIR CORPUS
       OUT_DIR/tokenizer.json: the vocabulary of IN.gguf with PRE's pre-tokenizer as the model's
-      own tokenizer.json has it (gpt-2, smollm, llama-bpe, qwen2); OUT_DIR/corpus.jsonl: for every
+      own tokenizer.json has it (gpt-2, smollm, llama-bpe, qwen2; llama-spm: Llama 2's, BPE with
+      byte fallback as transformers converts a SentencePiece model); OUT_DIR/corpus.jsonl: for every
       text of CORPUS (texts separated by lines "__ggml_vocab_test__", as llama.cpp's test inputs
       are) and a few more, {"text": ..., "ids": [...]} as the tokenizers library encodes it (added
       tokens matched in the text, nothing added around it).
@@ -41,8 +42,40 @@ QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{
          r"\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
+def spm_merges(vocab):
+    """The merges Hugging Face's converter derives from a SentencePiece BPE vocabulary: every
+    split of a piece into two pieces, by the piece's id, then the left and right pieces' lengths
+    (transformers' generate_merges)."""
+    merges = []
+    for piece, pid in vocab.items():
+        local = [(piece[:i], piece[i:], pid) for i in range(1, len(piece)) if piece[:i] in vocab and piece[i:] in vocab]
+        merges += sorted(local, key=lambda x: (vocab[x[0]], vocab[x[1]]))
+    merges.sort(key=lambda m: (m[2], len(m[0]), len(m[1])))
+    return [(a, b) for a, b, _ in merges]
+
+
+def make_spm_tokenizer(r):
+    """Llama 2's tokenizer.json as transformers' LlamaConverter writes it (legacy): BPE with byte
+    fallback, spaces as U+2581 and one in front, by the normalizer."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
+    tokens = field(r, "tokenizer.ggml.tokens")
+    types = field(r, "tokenizer.ggml.token_type")
+    vocab = {}
+    for i, t in enumerate(tokens):
+        vocab.setdefault(t, i)
+    unk = tokens[field(r, "tokenizer.ggml.unknown_token_id")]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=spm_merges(vocab), unk_token=unk, fuse_unk=True, byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    tok.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i, t in enumerate(types) if t in (2, 3)])
+    return tok
+
+
 def make_tokenizer(r, pre):
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    if pre == "llama-spm":
+        return make_spm_tokenizer(r)
     tokens = field(r, "tokenizer.ggml.tokens")
     types = field(r, "tokenizer.ggml.token_type")
     merges = field(r, "tokenizer.ggml.merges")
@@ -83,6 +116,8 @@ EXTRA = [
     "I'M shouting, you're whispering, they'LL see, we'd've... 'tis",
     "   leading spaces and trailing   ",
     "\n\n\nnewlines\r\n\r\nand\rreturns\u00a0nbsp\u2009thin",
+    "<s>[INST] Hello </s> again<s>no space</s>",
+    "Bytes of rare characters: \U0001d11e \u16a0\u16a1 \ufdfd",
 ]
 
 
