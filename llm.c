@@ -4192,6 +4192,8 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
     static const struct { const char *hf, *arch; bool permute; } archs[] = {
         {"LlamaForCausalLM", "llama", true}, {"MistralForCausalLM", "llama", true},
         {"Qwen2ForCausalLM", "qwen2", false}, {"Qwen3ForCausalLM", "qwen3", false},
+        {"Phi3ForCausalLM", "phi3", false}, {"Gemma2ForCausalLM", "gemma2", false},
+        {"Gemma3ForCausalLM", "gemma3", false},
     };
     const int32_t av = llm__json_at(&j, llm__json_get(&j, 0, "architectures"), 0);
     const char *arch = NULL;
@@ -4203,14 +4205,17 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
         if (av >= 0 && j.nodes[av].type == LLM__JSON_STR) llm__gguf_printable(pr, j.text + j.nodes[av].start, j.nodes[av].len);
         llm__json_free(&j);
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: architecture %s is not supported in Hugging Face format "
-                         "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; others as GGUF files)", pr);
+                         "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
+                         "Gemma2ForCausalLM, Gemma3ForCausalLM; others as GGUF files)", pr);
     }
     if (llm__json_get(&j, 0, "quantization_config") >= 0 && j.nodes[llm__json_get(&j, 0, "quantization_config")].type != LLM__JSON_NULL) {
         llm__json_free(&j);
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantized checkpoints (quantization_config) are not supported yet");
     }
+    const bool gemma = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3");
     int64_t embd = 0, layers = 0, ff = 0, heads = 0, kv_heads = -1, head_dim = -1, ctx = 2048, vocab = 0;
-    double eps = 1e-6, theta = 10000.0, factor = 1.0;
+    int64_t window = -1, pattern = -1, qpas = -1;
+    double eps = 1e-6, theta = 10000.0, factor = 1.0, theta_local = -1.0, attn_cap = -1.0, final_cap = -1.0, rot_pct = 1.0;
     if ((st = llm__hf_cfg_int(&j, "hidden_size", 1, 65536, true, &embd, e)) ||
         (st = llm__hf_cfg_int(&j, "num_hidden_layers", 1, 1024, true, &layers, e)) ||
         (st = llm__hf_cfg_int(&j, "intermediate_size", 1, 1 << 20, true, &ff, e)) ||
@@ -4219,27 +4224,68 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
         (st = llm__hf_cfg_int(&j, "head_dim", 2, 1024, false, &head_dim, e)) ||
         (st = llm__hf_cfg_int(&j, "max_position_embeddings", 1, 1 << 24, false, &ctx, e)) ||
         (st = llm__hf_cfg_int(&j, "vocab_size", 1, 1 << 24, true, &vocab, e)) ||
-        (st = llm__hf_cfg_num(&j, "rms_norm_eps", &eps, e)) || (st = llm__hf_cfg_num(&j, "rope_theta", &theta, e))) {
+        (st = llm__hf_cfg_num(&j, "rms_norm_eps", &eps, e)) || (st = llm__hf_cfg_num(&j, "rope_theta", &theta, e)) ||
+        (st = llm__hf_cfg_int(&j, "sliding_window", 0, 1 << 24, false, &window, e)) ||
+        (st = llm__hf_cfg_int(&j, "sliding_window_pattern", 0, 1024, false, &pattern, e)) ||
+        (st = llm__hf_cfg_int(&j, "query_pre_attn_scalar", 1, 1 << 20, false, &qpas, e)) ||
+        (st = llm__hf_cfg_num(&j, "rope_local_base_freq", &theta_local, e)) ||
+        (st = llm__hf_cfg_num(&j, "attn_logit_softcapping", &attn_cap, e)) ||
+        (st = llm__hf_cfg_num(&j, "final_logit_softcapping", &final_cap, e)) ||
+        (st = llm__hf_cfg_num(&j, "partial_rotary_factor", &rot_pct, e))) {
         llm__json_free(&j);
         return st;
+    }
+    // Gemma: which layers are local (layer_types, as sliding_window_pattern's array form)
+    const int32_t lt = llm__json_get(&j, 0, "layer_types");
+    uint8_t *local = NULL;
+    if (gemma && lt >= 0 && j.nodes[lt].type == LLM__JSON_ARR) {
+        if (j.nodes[lt].n != layers || !(local = calloc((size_t)layers, 1))) {
+            llm__json_free(&j);
+            free(local);
+            return llm__fail(e, LLM_ERR_FORMAT, "config.json: layer_types does not have num_hidden_layers entries");
+        }
+        for (int32_t i = 0, k = lt + 1; i < j.nodes[lt].n; i++, k = j.nodes[k].next) {
+            local[i] = llm__json_eq(&j, k, "sliding_attention");
+            if (!local[i] && !llm__json_eq(&j, k, "full_attention")) {
+                free(local);
+                llm__json_free(&j);
+                return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: layer_types other than sliding_attention and full_attention");
+            }
+        }
     }
     const int32_t rs = llm__json_get(&j, 0, "rope_scaling");
     if (rs >= 0 && j.nodes[rs].type != LLM__JSON_NULL) {
         int32_t ty = llm__json_get(&j, rs, "rope_type");
         if (ty < 0) ty = llm__json_get(&j, rs, "type");
         if (ty < 0 || !llm__json_eq(&j, ty, "linear") || !llm__json_num(&j, llm__json_get(&j, rs, "factor"), &factor) || !(factor >= 1.0)) {
+            free(local);
             llm__json_free(&j);
             return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: rope_scaling other than linear with a factor >= 1 is not supported");
         }
     }
     llm__json_free(&j);
+    // the engine scales attention by 1/sqrt(head_dim), Gemma 2 27B and Gemma 3 27B by
+    // 1/sqrt(n_embd/n_head), as llama.cpp does: a config asking otherwise is refused
+    if (gemma && qpas > 0 && head_dim > 0 &&
+        qpas != (((!strcmp(arch, "gemma2") && layers == 46) || (!strcmp(arch, "gemma3") && layers == 62)) ? embd / heads : head_dim)) {
+        free(local);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: query_pre_attn_scalar %lld is not the one llama.cpp assumes for this "
+                         "model", (long long)qpas);
+    }
+    if (!(rot_pct > 0.0 && rot_pct <= 1.0)) {
+        free(local);
+        return llm__fail(e, LLM_ERR_FORMAT, "config.json: partial_rotary_factor must be in (0, 1]");
+    }
     if (kv_heads < 0) kv_heads = heads;
     if (head_dim < 0) {
         if (embd % heads) return llm__fail(e, LLM_ERR_FORMAT, "config.json: hidden_size %lld is not a multiple of num_attention_heads %lld",
                                            (long long)embd, (long long)heads);
         head_dim = embd / heads;
     }
-    if (permute && head_dim % 2) return llm__fail(e, LLM_ERR_FORMAT, "config.json: odd head dimension %lld", (long long)head_dim);
+    if (permute && head_dim % 2) {
+        free(local);
+        return llm__fail(e, LLM_ERR_FORMAT, "config.json: odd head dimension %lld", (long long)head_dim);
+    }
     llm__gbuf_s(b, NULL, "general.architecture", arch);
     llm__gbuf_u32(b, arch, "embedding_length", (uint32_t)embd);
     llm__gbuf_u32(b, arch, "block_count", (uint32_t)layers);
@@ -4256,6 +4302,24 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
         llm__gbuf_s(b, arch, "rope.scaling.type", "linear");
         llm__gbuf_f32(b, arch, "rope.scaling.factor", (float)factor);
     }
+    if (rot_pct < 1.0) llm__gbuf_u32(b, arch, "rope.dimension_count", (uint32_t)((double)embd * rot_pct) / (uint32_t)heads);
+    if (gemma) {
+        if (window >= 0) llm__gbuf_u32(b, arch, "attention.sliding_window", (uint32_t)window);
+        if (local) {
+            llm__gbuf_key(b, arch, "attention.sliding_window_pattern", LLM__GGUF_ARR);
+            const uint32_t bt = LLM__GGUF_BOOL;
+            const uint64_t n = (uint64_t)layers;
+            llm__gbuf_put(b, &bt, 4);
+            llm__gbuf_put(b, &n, 8);
+            llm__gbuf_put(b, local, (size_t)layers);
+        } else if (pattern >= 0) {
+            llm__gbuf_u32(b, arch, "attention.sliding_window_pattern", (uint32_t)pattern);
+        }
+        if (theta_local > 0.0) llm__gbuf_f32(b, arch, "rope.freq_base_swa", (float)theta_local);
+        if (attn_cap >= 0.0) llm__gbuf_f32(b, arch, "attn_logit_softcapping", (float)attn_cap);
+        if (final_cap >= 0.0) llm__gbuf_f32(b, arch, "final_logit_softcapping", (float)final_cap);
+    }
+    free(local);
     *arch_out = arch;
     *permute_qk = permute;
     hp[0] = heads;
@@ -4268,7 +4332,7 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
 
 // A Hugging Face tensor name as GGUF's (out), or false for a name this loader does not know.
 // *qk: 1 for a q projection, 2 for a k projection (the rows llama's permutation moves).
-static bool llm__hf_name(const char *hf, char *out, size_t size, int *qk) {
+static bool llm__hf_name(const char *hf, bool gemma, char *out, size_t size, int *qk) {
     static const struct { const char *hf, *gguf; int qk; } glob[] = {
         {"model.embed_tokens.weight", "token_embd.weight", 0}, {"model.norm.weight", "output_norm.weight", 0},
         {"lm_head.weight", "output.weight", 0},
@@ -4281,6 +4345,11 @@ static bool llm__hf_name(const char *hf, char *out, size_t size, int *qk) {
         {"self_attn.v_proj.bias", "attn_v.bias", 0}, {"self_attn.q_norm.weight", "attn_q_norm.weight", 0},
         {"self_attn.k_norm.weight", "attn_k_norm.weight", 0}, {"mlp.gate_proj.weight", "ffn_gate.weight", 0},
         {"mlp.up_proj.weight", "ffn_up.weight", 0}, {"mlp.down_proj.weight", "ffn_down.weight", 0},
+        {"self_attn.qkv_proj.weight", "attn_qkv.weight", 0}, {"mlp.gate_up_proj.weight", "ffn_up.weight", 0},   // phi3
+    };
+    static const struct { const char *hf, *gguf; int qk; } gemma_norms[] = {   // gemma's four norms a layer
+        {"post_attention_layernorm.weight", "post_attention_norm.weight", 0}, {"pre_feedforward_layernorm.weight", "ffn_norm.weight", 0},
+        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", 0},
     };
     *qk = 0;
     for (size_t k = 0; k < LLM__ARRAY_LEN(glob); k++)
@@ -4293,6 +4362,8 @@ static bool llm__hf_name(const char *hf, char *out, size_t size, int *qk) {
     for (; *p >= '0' && *p <= '9' && digits < 5; p++, digits++) l = l * 10 + (*p - '0');
     if (digits == 0 || *p != '.' || (digits > 1 && hf[strlen(pre)] == '0')) return false;
     p++;
+    for (size_t k = 0; gemma && k < LLM__ARRAY_LEN(gemma_norms); k++)
+        if (strcmp(p, gemma_norms[k].hf) == 0) return snprintf(out, size, "blk.%ld.%s", l, gemma_norms[k].gguf) < (int)size;
     for (size_t k = 0; k < LLM__ARRAY_LEN(per_layer); k++)
         if (strcmp(p, per_layer[k].hf) == 0) {
             *qk = per_layer[k].qk;
@@ -4314,7 +4385,7 @@ static void llm__hf_permute_rows(uint8_t *dst, const uint8_t *src, size_t row, i
 
 // Adds the tensors of safetensors file f to g under their GGUF names (copies in o).
 static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o, const struct llm__safetensors *f,
-                                           bool permute, const int64_t hp[5], struct llm__err *e) {
+                                           bool permute, bool gemma, const int64_t hp[5], struct llm__err *e) {
     struct llm__gguf_tensor *t2 = realloc(g->tensors, (size_t)(g->n_tensors + f->n + 1) * sizeof(*t2));
     void **c2 = realloc(o->copies, (size_t)(o->n_copies + f->n + 1) * sizeof(*c2));
     if (t2) g->tensors = t2;
@@ -4326,7 +4397,7 @@ static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_o
         int qk;
         llm__gguf_printable(pr, s->name, strlen(s->name));
         if (strstr(s->name, "rotary_emb.inv_freq")) continue;   // recomputed from rope_theta, as the converter skips it
-        if (!llm__hf_name(s->name, name, sizeof(name), &qk))
+        if (!llm__hf_name(s->name, gemma, name, sizeof(name), &qk))
             return llm__fail(e, LLM_ERR_UNSUPPORTED, "hf: tensor '%s' is not one this loader knows", pr);
         if (s->type != 0 && s->type != 1 && s->type != 30)
             return llm__fail(e, LLM_ERR_UNSUPPORTED, "hf: tensor '%s' is not F32, F16 or BF16", pr);
@@ -4346,7 +4417,29 @@ static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_o
         if (permute && qk && !perm)
             return llm__fail(e, LLM_ERR_FORMAT, "hf: tensor '%s' has %lld rows, expected %lld heads x %lld", pr, (long long)rows,
                              (long long)heads, (long long)hp[2]);
-        if (perm || ((uintptr_t)s->data % 32) != 0) {
+        const size_t nl = strlen(name);
+        if (gemma && nl >= 11 && !strcmp(name + nl - 11, "norm.weight")) {
+            // Gemma's RMSNorm multiplies by 1 + w: stored as F32 w + 1, as llama.cpp's converter does (the sum in F32, as
+            // transformers computes it)
+            const int64_t n = t->ne[0] * t->ne[1];
+            float *c = llm__alloc((size_t)n * sizeof(float));
+            if (!c) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for tensor '%s'", pr);
+            o->copies[o->n_copies++] = c;
+            const uint16_t *h = (const uint16_t *)s->data;
+            for (int64_t i = 0; i < n; i++) {
+                float w;
+                if (s->type == 0) memcpy(&w, (const char *)s->data + 4 * i, 4);
+                else {
+                    uint16_t x;
+                    memcpy(&x, h + i, 2);
+                    w = s->type == 1 ? llm__fp16_to_fp32(x) : llm__bf16_to_fp32(x);
+                }
+                c[i] = w + 1.0f;
+            }
+            t->type = 0;
+            t->size = (size_t)n * sizeof(float);
+            t->data = c;
+        } else if (perm || ((uintptr_t)s->data % 32) != 0) {
             uint8_t *c = llm__alloc(s->size);
             if (!c) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for tensor '%s'", pr);
             o->copies[o->n_copies++] = c;
@@ -4893,6 +4986,7 @@ static enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_t
     char hdr[24] = "GGUF";
     llm__gbuf_put(&b, hdr, 24);   // magic, version, counts: filled in below
     enum llm_status st = llm__hf_config(tx->cfg, tx->cfg_len, &b, &arch, &permute, hp, e);
+    const bool gemma = st == LLM_OK && (!strcmp(arch, "gemma2") || !strcmp(arch, "gemma3"));
     if (st == LLM_OK && tx->name) llm__gbuf_s(&b, NULL, "general.name", tx->name);
     if (st == LLM_OK && tx->tok) st = llm__hf_tokenizer(tx, hp[4], &b, e);
     if (st) {
@@ -4918,7 +5012,7 @@ static enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_t
         free(g->tensor_index.slots);
         g->tensor_index.slots = NULL;
         if (!llm__gguf_index_init(&g->tensor_index, n_tensors)) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-        for (int i = 0; i < o->n_files && st == LLM_OK; i++) st = llm__hf_add_tensors(g, o, &o->files[i], permute, hp, e);
+        for (int i = 0; i < o->n_files && st == LLM_OK; i++) st = llm__hf_add_tensors(g, o, &o->files[i], permute, gemma, hp, e);
     }
     if (st) llm__gguf_close(g);
     else g->version = 0;   // (not a GGUF file: llm_model_info says so)
@@ -9735,17 +9829,19 @@ static bool llm__vocab_is_special(const struct llm__vocab *v, int i) {
 }
 
 // End of generation: EOS, EOT, EOM and the end-of-turn texts; those texts and the fill-in-the-
-// middle markers are control tokens. Then the list of special tokens (control, user-defined,
-// unknown), longest text first (ties: lower id first), which tokenization matches in that order.
-static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot, int32_t eom, struct llm__err *e) {
+// middle markers are control tokens in GGUF files, as llama.cpp has them (a Hugging Face
+// directory's tokenizer.json says which are, as the tokenizers library takes it: `exact`). Then
+// the list of special tokens (control, user-defined, unknown), longest text first (ties: lower id
+// first), which tokenization matches in that order.
+static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot, int32_t eom, bool exact, struct llm__err *e) {
     if (v->eos >= 0) v->eog[v->eos] = 1;
     if (eot >= 0) v->eog[eot] = 1;
     if (eom >= 0) v->eog[eom] = 1;
     for (size_t i = 0; i < LLM__ARRAY_LEN(llm__eog_texts); i++) {
         int32_t id = llm__vocab_find(v, llm__eog_texts[i], strlen(llm__eog_texts[i]));
-        if (id >= 0) { v->eog[id] = 1; v->attr[id] = LLM__TOK_CONTROL; }
+        if (id >= 0 && (!exact || v->attr[id] == LLM__TOK_CONTROL)) { v->eog[id] = 1; v->attr[id] = LLM__TOK_CONTROL; }
     }
-    for (size_t i = 0; i < LLM__ARRAY_LEN(llm__control_texts); i++) {
+    for (size_t i = 0; i < LLM__ARRAY_LEN(llm__control_texts) && !exact; i++) {
         int32_t id = llm__vocab_find(v, llm__control_texts[i], strlen(llm__control_texts[i]));
         if (id >= 0) v->attr[id] = LLM__TOK_CONTROL;
     }
@@ -9887,7 +9983,7 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
         return st;
     }
     if ((st = llm__vocab_load_flags(v, g, e))) return st;
-    if ((st = llm__vocab_mark_special(v, eot, eom, e))) return st;
+    if ((st = llm__vocab_mark_special(v, eot, eom, g->version == 0, e))) return st;
     if ((st = llm__vocab_rstrip(v, g, e))) return st;
     llm__vocab_byte_tokens(v);
     llm__vocab_token_bound(v);

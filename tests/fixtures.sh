@@ -229,9 +229,10 @@ where PyPI can be reached, then run make test again"
 
 # hf/: Hugging Face fixtures for test_hf, made by tests/hf/gguf_to_hf.py with the venv's
 # packages: the real SmolLM2 as its BF16 checkpoint (one file) and its F16 one (three shards),
-# each with a GGUF file of the same weights; tokenizer.json of five real vocabularies (GPT-2,
-# Llama 3, Qwen 2, SmolLM2, Llama 2) with the ids the tokenizers library gives for llama.cpp's
-# tokenizer test texts. Remade when the script or the packages change (hf/stamp).
+# the real Gemma 3 270M as its BF16 checkpoint, each with a GGUF file of the same weights;
+# tokenizer.json of six real vocabularies (GPT-2, Llama 3, Qwen 2, SmolLM2, Llama 2, Gemma 3) with
+# the ids the tokenizers library gives for llama.cpp's tokenizer test texts. Remade when the
+# script or the packages change (hf/stamp).
 hf() {
     stamp="$(sha256 tests/hf/gguf_to_hf.py) $venv_pkgs"
     [ -f "$cache/hf/stamp" ] && [ "$(cat "$cache/hf/stamp")" = "$stamp" ] && return 0
@@ -240,10 +241,13 @@ hf() {
     mkdir -p "$cache/hf.tmp" || die "cannot create $cache/hf.tmp"
     hp="$cache/venv/bin/python tests/hf/gguf_to_hf.py"
     m=$cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
+    g3=$cache/models/gemma-3-270m-q4_k_m.gguf
     o=$cache/hf.tmp
     $hp model "$m" "$o/smollm2-bf16" --dtype bf16 --gguf "$o/smollm2-bf16.gguf" &&
         $hp model "$m" "$o/smollm2-f16" --dtype f16 --shards 3 --gguf "$o/smollm2-f16.gguf" &&
-        $hp tokenizer "$m" smollm "$o/tok-smollm" "$cache/vocab/ggml-vocab-llama-bpe.gguf.inp" ||
+        $hp tokenizer "$m" smollm "$o/tok-smollm" "$cache/vocab/ggml-vocab-llama-bpe.gguf.inp" &&
+        $hp model "$g3" "$o/gemma3-bf16" --dtype bf16 --gguf "$o/gemma3-bf16.gguf" &&
+        $hp tokenizer "$g3" gemma "$o/tok-gemma" "$cache/vocab/ggml-vocab-llama-spm.gguf.inp" ||
         die "tests/hf/gguf_to_hf.py failed"
     for v in gpt-2 llama-bpe qwen2 llama-spm; do
         $hp tokenizer "$cache/vocab/ggml-vocab-$v.gguf" $v "$o/tok-$v" "$cache/vocab/ggml-vocab-$v.gguf.inp" ||

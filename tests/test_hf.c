@@ -4,12 +4,13 @@
 //   tok-NAME/     tokenizer.json made by PyPI's tokenizers library from a real vocabulary (GPT-2,
 //                 Llama 3, Qwen 2, SmolLM2; Llama 2 as transformers converts SentencePiece) with its
 //                 model's pre-tokenizer, and corpus.jsonl: texts and the ids that library gives;
-//                 the engine must give the same ids for every text
+//                 the engine must give the same ids for every text (Gemma 3's too)
 //   smollm2-bf16/ (one safetensors file, BF16) and smollm2-f16/ (F16, three shards and an index):
-//                 the real SmolLM2-135M-Instruct as its Hugging Face checkpoint, next to
-//                 smollm2-bf16.gguf and smollm2-f16.gguf, the same weights as llama.cpp's
-//                 converter lays them out; the engine must give bit-identical logits, the same
-//                 tokens and the same chat template from the directory and from the GGUF file.
+//                 the real SmolLM2-135M-Instruct as its Hugging Face checkpoint; gemma3-bf16/ the
+//                 real Gemma 3 270M (Gemma3ForCausalLM: norms without the converter's + 1,
+//                 layer_types); next to each NAME.gguf, the same weights as llama.cpp's converter
+//                 lays them out. The engine must give bit-identical logits, the same tokens and
+//                 the same chat template from the directory and from the GGUF file.
 #include "../llm.c"
 #include "test.h"
 
@@ -43,7 +44,8 @@ static enum llm_status tok_load(struct llm__gguf *g, struct llm__vocab *v, const
     g->map = b.o.p;
     g->size = b.o.n;
     g->owns_buf = true;
-    if ((st = llm__gguf_parse(g, e)) == LLM_OK && v) st = llm__vocab_load(v, g, 0, e);
+    if ((st = llm__gguf_parse(g, e)) == LLM_OK) g->version = 0;   // (a directory's, as llm__hf_build marks it)
+    if (st == LLM_OK && v) st = llm__vocab_load(v, g, 0, e);
     return st;
 }
 
@@ -289,7 +291,11 @@ static void test_corpus(const char *name, int min_texts) {
             int64_t want = -1;
             ok = llm__json_int(&j, k, 0, v.n - 1, &want) && want == ids[i];
         }
-        if (!ok && texts - same < 3) fprintf(stderr, "%s: text %d (%.40s...) differs: %d tokens, tokenizers %d\n", name, texts, text, n, j.nodes[a].n);
+        if (!ok && texts - same < 3) {
+            fprintf(stderr, "%s: text %d (%.40s...) differs: %d tokens, tokenizers %d\n  engine:", name, texts, text, n, j.nodes[a].n);
+            for (int i = 0; i < n && i < 40; i++) fprintf(stderr, " %d", ids[i]);
+            fprintf(stderr, "\n  tokenizers: %.*s\n", (int)LLM__MIN(j.nodes[a].len, 400), j.text + j.nodes[a].start);
+        }
         texts++;
         same += ok;
         tokens += n > 0 ? n : 0;
@@ -378,8 +384,10 @@ int main(void) {
         test_corpus("qwen2", 30);
         test_corpus("smollm", 30);
         test_corpus("llama-spm", 30);
+        test_corpus("gemma", 30);
         test_model("smollm2-bf16");
         test_model("smollm2-f16");
+        test_model("gemma3-bf16");
     }
     return test_summary("test_hf");
 }

@@ -337,10 +337,10 @@ static void test_hf_build(void) {
     // names: layer numbers as written, nothing else
     char out[80];
     int qk;
-    EXPECT(llm__hf_name("model.layers.12.mlp.up_proj.weight", out, sizeof(out), &qk) && strcmp(out, "blk.12.ffn_up.weight") == 0, "%s", out);
-    EXPECT(!llm__hf_name("model.layers.012.mlp.up_proj.weight", out, sizeof(out), &qk), "leading zero");
-    EXPECT(!llm__hf_name("model.layers.x.mlp.up_proj.weight", out, sizeof(out), &qk), "no number");
-    EXPECT(!llm__hf_name("model.layers.1.mlp.up_proj.weightx", out, sizeof(out), &qk), "suffix");
+    EXPECT(llm__hf_name("model.layers.12.mlp.up_proj.weight", false, out, sizeof(out), &qk) && strcmp(out, "blk.12.ffn_up.weight") == 0, "%s", out);
+    EXPECT(!llm__hf_name("model.layers.012.mlp.up_proj.weight", false, out, sizeof(out), &qk), "leading zero");
+    EXPECT(!llm__hf_name("model.layers.x.mlp.up_proj.weight", false, out, sizeof(out), &qk), "no number");
+    EXPECT(!llm__hf_name("model.layers.1.mlp.up_proj.weightx", false, out, sizeof(out), &qk), "suffix");
 }
 
 static void write_file(const char *dir, const char *name, const void *p, size_t n) {

@@ -7,7 +7,8 @@ tokenizers (tests/fixtures.sh installs them into its virtual environment).
       byte-level BPE vocabulary) was converted from: config.json, model.safetensors (or N shards
       and model.safetensors.index.json), tokenizer.json, tokenizer_config.json,
       generation_config.json. Quantized weights are dequantized, then rounded to --dtype; q and k
-      rows are put back in Hugging Face's order (llama.cpp's converter interleaves them). BF16 is
+      rows are put back in Hugging Face's order (llama.cpp's converter interleaves them); Gemma 3
+      (gemma3) as Gemma3ForCausalLM, its norms less the 1 the converter added. BF16 is
       written by hand (numpy has no bfloat16), F16 and F32 by the safetensors library. --gguf
       also writes a GGUF file of the same weights in the same type, laid out as llama.cpp's
       converter lays them out (norms in F32), with the input's metadata: the engine must give the
@@ -54,28 +55,37 @@ def spm_merges(vocab):
     return [(a, b) for a, b, _ in merges]
 
 
-def make_spm_tokenizer(r):
+def make_spm_tokenizer(r, gemma):
     """Llama 2's tokenizer.json as transformers' LlamaConverter writes it (legacy): BPE with byte
-    fallback, spaces as U+2581 and one in front, by the normalizer."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
+    fallback, spaces as U+2581 and one in front, by the normalizer. gemma: Gemma's (no U+2581 in
+    front; a Split at spaces, which the normalizer has already replaced; BOS added)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     tokens = field(r, "tokenizer.ggml.tokens")
     types = field(r, "tokenizer.ggml.token_type")
     vocab = {}
     for i, t in enumerate(tokens):
-        vocab.setdefault(t, i)
+        # the converter wrote user-defined tokens' U+2581 as spaces
+        vocab.setdefault(t.replace(" ", "\u2581") if types[i] == 4 else t, i)
     unk = tokens[field(r, "tokenizer.ggml.unknown_token_id")]
     tok = Tokenizer(models.BPE(vocab=vocab, merges=spm_merges(vocab), unk_token=unk, fuse_unk=True, byte_fallback=True))
-    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    if gemma:
+        tok.normalizer = normalizers.Replace(" ", "\u2581")
+        tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
+        bos = field(r, "tokenizer.ggml.bos_token_id")
+        tok.post_processor = processors.TemplateProcessing(single=f"{tokens[bos]} $A", special_tokens=[(tokens[bos], bos)])
+    else:
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
     tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
                                      decoders.Strip(" ", 1, 0)])
     tok.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i, t in enumerate(types) if t in (2, 3)])
+    tok.add_tokens([AddedToken(tokens[i].replace(" ", "\u2581"), special=False, normalized=True) for i, t in enumerate(types) if t == 4])
     return tok
 
 
 def make_tokenizer(r, pre):
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    if pre == "llama-spm":
-        return make_spm_tokenizer(r)
+    if pre in ("llama-spm", "gemma"):
+        return make_spm_tokenizer(r, pre == "gemma")
     tokens = field(r, "tokenizer.ggml.tokens")
     types = field(r, "tokenizer.ggml.token_type")
     merges = field(r, "tokenizer.ggml.merges")
@@ -118,6 +128,7 @@ EXTRA = [
     "\n\n\nnewlines\r\n\r\nand\rreturns\u00a0nbsp\u2009thin",
     "<s>[INST] Hello </s> again<s>no space</s>",
     "Bytes of rare characters: \U0001d11e \u16a0\u16a1 \ufdfd",
+    "<start_of_turn>user\nWho are you?<end_of_turn>\n<start_of_turn>model\n",
 ]
 
 
@@ -149,11 +160,24 @@ HF_LAYER = {
 }
 
 
-def hf_name(name):
+HF_GEMMA = {
+    "post_attention_norm.weight": "post_attention_layernorm.weight", "ffn_norm.weight": "pre_feedforward_layernorm.weight",
+    "post_ffw_norm.weight": "post_feedforward_layernorm.weight", "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+}
+
+
+# a short Gemma chat template (the model file has none; the engine recognises it by its turns)
+GEMMA_TEMPLATE = ("{{ bos_token }}{% for message in messages %}<start_of_turn>{{ 'model' if message['role'] == 'assistant' "
+                  "else message['role'] }}\n{{ message['content'] | trim }}<end_of_turn>\n{% endfor %}"
+                  "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+
+
+def hf_name(name, gemma):
     if name in HF_NAMES:
         return HF_NAMES[name]
     _, layer, rest = name.split(".", 2)
-    return f"model.layers.{layer}.{HF_LAYER[rest]}"
+    return f"model.layers.{layer}.{HF_GEMMA[rest] if gemma and rest in HF_GEMMA else HF_LAYER[rest]}"
 
 
 def to_bf16(x):
@@ -199,9 +223,10 @@ def write_safetensors_bf16(path, tensors):
 def model_cmd(src, out_dir, dtype, shards, gguf_out):
     r = GGUFReader(src)
     arch = field(r, "general.architecture")
-    if arch != "llama":
-        sys.exit(f"{src}: architecture {arch}, not llama")
-    k = lambda key, d=None: field(r, f"llama.{key}", d)
+    if arch not in ("llama", "gemma3"):
+        sys.exit(f"{src}: architecture {arch}, not llama or gemma3")
+    gemma = arch == "gemma3"
+    k = lambda key, d=None: field(r, f"{arch}.{key}", d)
     n_head, n_head_kv = k("attention.head_count"), k("attention.head_count_kv")
     n_embd = k("embedding_length")
     tokens = field(r, "tokenizer.ggml.tokens")
@@ -219,20 +244,33 @@ def model_cmd(src, out_dir, dtype, shards, gguf_out):
         "mlp_bias": False, "initializer_range": 0.02, "pretraining_tp": 1, "use_cache": True,
         "torch_dtype": {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[dtype],
     }
+    if gemma:
+        n_layer, head_dim = k("block_count"), k("attention.key_length")
+        config.update({
+            "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_activation": "gelu_pytorch_tanh",
+            "rope_theta": k("rope.freq_base"), "rope_local_base_freq": 10000.0, "sliding_window": k("attention.sliding_window"),
+            "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(n_layer)],
+            "query_pre_attn_scalar": head_dim, "final_logit_softcapping": None, "attn_logit_softcapping": None,
+            "pad_token_id": field(r, "tokenizer.ggml.padding_token_id"), "use_bidirectional_attention": False,
+        })
+        del config["hidden_act"], config["mlp_bias"], config["pretraining_tp"]
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     gguf_tensors, hf = [], {}
     for t in r.tensors:
         x = dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
-        as_f32, stored = rounded(x, dtype)
+        shift = gemma and t.name.endswith("norm.weight")   # Gemma's norms multiply by 1 + w; the GGUF holds w + 1
+        as_f32, stored = rounded(x - np.float32(1) if shift else x, dtype)
+        if shift:
+            as_f32 = as_f32 + np.float32(1)
         # the converter's GGUF keeps 1-dimensional tensors (norms) in F32
         gguf_tensors.append((t.name, as_f32 if x.ndim == 1 or dtype == "f32" else stored, x.ndim))
-        if t.name.endswith("attn_q.weight"):
+        if t.name.endswith("attn_q.weight") and not gemma:
             stored = unpermute(stored, n_head)
-        elif t.name.endswith("attn_k.weight"):
+        elif t.name.endswith("attn_k.weight") and not gemma:
             stored = unpermute(stored, n_head_kv)
-        hf[hf_name(t.name)] = stored
+        hf[hf_name(t.name, gemma)] = stored
     st_names = sorted(hf)
     if dtype == "bf16":
         if shards != 1:
@@ -253,17 +291,23 @@ def model_cmd(src, out_dir, dtype, shards, gguf_out):
             with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
                 json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, f, indent=2)
     # the tokenizer
-    make_tokenizer(r, field(r, "tokenizer.ggml.pre")).save(os.path.join(out_dir, "tokenizer.json"))
+    make_tokenizer(r, "gemma" if gemma else field(r, "tokenizer.ggml.pre")).save(os.path.join(out_dir, "tokenizer.json"))
     tc = {"bos_token": tokens[bos], "eos_token": tokens[eos], "unk_token": tokens[eos], "pad_token": tokens[eos],
           "add_prefix_space": False, "clean_up_tokenization_spaces": False, "model_max_length": 8192,
           "tokenizer_class": "GPT2Tokenizer"}
     tmpl = field(r, "tokenizer.chat_template")
+    eos_ids = eos
+    if gemma:
+        tc.update({"unk_token": tokens[field(r, "tokenizer.ggml.unknown_token_id")], "add_bos_token": True, "add_eos_token": False,
+                   "pad_token": tokens[field(r, "tokenizer.ggml.padding_token_id")], "tokenizer_class": "GemmaTokenizer"})
+        eos_ids = [eos, tokens.index("<end_of_turn>")]
+        tmpl = tmpl or GEMMA_TEMPLATE
     if tmpl:
         tc["chat_template"] = tmpl
     with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
         json.dump(tc, f, indent=2)
     with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
-        json.dump({"bos_token_id": bos, "eos_token_id": eos, "_from_model_config": True}, f, indent=2)
+        json.dump({"bos_token_id": bos, "eos_token_id": eos_ids, "_from_model_config": True}, f, indent=2)
     if gguf_out:
         w = GGUFWriter(gguf_out, arch)
         for name, f in r.fields.items():
@@ -272,6 +316,8 @@ def model_cmd(src, out_dir, dtype, shards, gguf_out):
             sub = f.types[-1] if f.types and f.types[0].name == "ARRAY" else None
             w.add_key_value(name, f.contents(), f.types[0], sub_type=sub)
         w.add_file_type({"bf16": 32, "f16": 1, "f32": 0}[dtype])
+        if tmpl and "tokenizer.chat_template" not in r.fields:
+            w.add_chat_template(tmpl)
         for name, a, ndim in gguf_tensors:
             raw = Q.BF16 if a.dtype == np.uint16 else None
             w.add_tensor(name, a, raw_dtype=raw)
