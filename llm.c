@@ -4235,6 +4235,20 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
         llm__json_free(&j);
         return st;
     }
+    if (kv_heads < 0) kv_heads = heads;
+    if (head_dim < 0 && embd % heads == 0) head_dim = embd / heads;
+    // the engine scales attention by 1/sqrt(head_dim), Gemma 2 27B and Gemma 3 27B by
+    // 1/sqrt(n_embd/n_head), as llama.cpp does: a config asking otherwise is refused
+    const int64_t want_qpas = ((!strcmp(arch, "gemma2") && layers == 46) || (!strcmp(arch, "gemma3") && layers == 62)) ? embd / heads : head_dim;
+    const char *bad = head_dim < 0                      ? "hidden_size is not a multiple of num_attention_heads (and no head_dim)"
+                      : permute && head_dim % 2         ? "the head dimension is odd"
+                      : gemma && qpas > 0 && qpas != want_qpas ? "query_pre_attn_scalar is not the one llama.cpp assumes for this model"
+                      : !(rot_pct > 0.0 && rot_pct <= 1.0) ? "partial_rotary_factor is not in (0, 1]"
+                                                          : NULL;
+    if (bad) {
+        llm__json_free(&j);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: %s", bad);
+    }
     // Gemma: which layers are local (layer_types, as sliding_window_pattern's array form)
     const int32_t lt = llm__json_get(&j, 0, "layer_types");
     uint8_t *local = NULL;
@@ -4264,28 +4278,6 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
         }
     }
     llm__json_free(&j);
-    // the engine scales attention by 1/sqrt(head_dim), Gemma 2 27B and Gemma 3 27B by
-    // 1/sqrt(n_embd/n_head), as llama.cpp does: a config asking otherwise is refused
-    if (gemma && qpas > 0 && head_dim > 0 &&
-        qpas != (((!strcmp(arch, "gemma2") && layers == 46) || (!strcmp(arch, "gemma3") && layers == 62)) ? embd / heads : head_dim)) {
-        free(local);
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: query_pre_attn_scalar %lld is not the one llama.cpp assumes for this "
-                         "model", (long long)qpas);
-    }
-    if (!(rot_pct > 0.0 && rot_pct <= 1.0)) {
-        free(local);
-        return llm__fail(e, LLM_ERR_FORMAT, "config.json: partial_rotary_factor must be in (0, 1]");
-    }
-    if (kv_heads < 0) kv_heads = heads;
-    if (head_dim < 0) {
-        if (embd % heads) return llm__fail(e, LLM_ERR_FORMAT, "config.json: hidden_size %lld is not a multiple of num_attention_heads %lld",
-                                           (long long)embd, (long long)heads);
-        head_dim = embd / heads;
-    }
-    if (permute && head_dim % 2) {
-        free(local);
-        return llm__fail(e, LLM_ERR_FORMAT, "config.json: odd head dimension %lld", (long long)head_dim);
-    }
     llm__gbuf_s(b, NULL, "general.architecture", arch);
     llm__gbuf_u32(b, arch, "embedding_length", (uint32_t)embd);
     llm__gbuf_u32(b, arch, "block_count", (uint32_t)layers);

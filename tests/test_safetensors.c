@@ -312,6 +312,54 @@ static void test_hf_build(void) {
     EXPECT(q && ((const float *)q->data)[8] == 1008.0f && llm__gguf_get_str(&g, "general.architecture", &a, &e) && a.len == 5, "qwen2 rows as stored");
     llm__gguf_close(&g);
 
+    // Gemma 3: its norms + 1 (as F32), its four norms a layer, layer_types, the local RoPE base
+    const char *gcfg = "{\"architectures\": [\"Gemma3ForCausalLM\"], \"hidden_size\": 8, \"num_hidden_layers\": 2, "
+                       "\"intermediate_size\": 16, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 4, "
+                       "\"vocab_size\": 10, \"sliding_window\": 512, \"layer_types\": [\"sliding_attention\", \"full_attention\"], "
+                       "\"rope_local_base_freq\": 10000.0, \"rope_theta\": 1000000.0, \"query_pre_attn_scalar\": 4, "
+                       "\"final_logit_softcapping\": null}";
+    const char *gnames[] = {"model.layers.1.pre_feedforward_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
+                            "model.layers.0.self_attn.q_norm.weight", "model.layers.1.self_attn.q_proj.weight"};
+    const int grows[] = {8, 8, 4, 8}, gcols[] = {0, 0, 0, 8};
+    EXPECT(hf_build(&g, gcfg, 4, gnames, grows, gcols, &e) == LLM_OK, "gemma3: %s", e.msg);
+    if (g.map) {
+        const struct llm__gguf_tensor *fn = llm__gguf_find_tensor(&g, "blk.1.ffn_norm.weight"),
+                                      *pn = llm__gguf_find_tensor(&g, "blk.0.post_attention_norm.weight"),
+                                      *qn = llm__gguf_find_tensor(&g, "blk.0.attn_q_norm.weight"),
+                                      *wq = llm__gguf_find_tensor(&g, "blk.1.attn_q.weight");
+        EXPECT(fn && pn && qn && wq, "gemma's names");
+        EXPECT(fn && ((const float *)fn->data)[2] == 3.0f && pn && ((const float *)pn->data)[0] == 1001.0f && qn &&
+                   ((const float *)qn->data)[3] == 2004.0f, "norms + 1");
+        EXPECT(wq && ((const float *)wq->data)[8] == 3008.0f, "gemma's q not permuted, not shifted");
+        EXPECT(llm__gguf_get_f32(&g, "gemma3.rope.freq_base_swa", &f, &e) && f == 10000.0f, "local base");
+        EXPECT(llm__gguf_get_u32(&g, "gemma3.attention.sliding_window", &u, &e) && u == 512, "window");
+        int64_t ki = llm__gguf_find_key(&g, "gemma3.attention.sliding_window_pattern");
+        EXPECT(ki >= 0 && g.kv[ki].type == LLM__GGUF_ARR && g.kv[ki].arr_n == 2 && g.kv[ki].arr_data[0] == 1 && g.kv[ki].arr_data[1] == 0,
+               "layer_types as the pattern");
+        EXPECT(llm__gguf_find_key(&g, "gemma3.final_logit_softcapping") < 0, "null soft-capping: none");
+        llm__gguf_close(&g);
+    }
+    char gbad[1024];
+    snprintf(gbad, sizeof(gbad), "%s", gcfg);
+    memcpy(strstr(gbad, "\"full_attention\""), "\"fuzz_attention\"", 16);
+    EXPECT(hf_build(&g, gbad, 1, gnames, grows, gcols, &e) != LLM_OK && strstr(e.msg, "layer_types other"), "%s", e.msg);
+    snprintf(gbad, sizeof(gbad), "%s", gcfg);
+    memcpy(strstr(gbad, "\"query_pre_attn_scalar\": 4"), "\"query_pre_attn_scalar\": 8", 26);
+    EXPECT(hf_build(&g, gbad, 1, gnames, grows, gcols, &e) != LLM_OK && strstr(e.msg, "query_pre_attn_scalar"), "%s", e.msg);
+    snprintf(gbad, sizeof(gbad), "%s", gcfg);
+    memcpy(strstr(gbad, "\"num_hidden_layers\": 2"), "\"num_hidden_layers\": 3", 22);
+    EXPECT(hf_build(&g, gbad, 1, gnames, grows, gcols, &e) != LLM_OK && strstr(e.msg, "layer_types does not have"), "%s", e.msg);
+    // Phi-3's fused projections
+    char pcfg[600];
+    snprintf(pcfg, sizeof(pcfg), "%s", cfg);
+    memcpy(strstr(pcfg, "\"LlamaForCausalLM\""), "\"Phi3ForCausalLM\" ", 18);
+    const char *pnames[] = {"model.layers.0.self_attn.qkv_proj.weight", "model.layers.0.mlp.gate_up_proj.weight"};
+    const int prows[] = {16, 32}, pcols[] = {8, 8};
+    EXPECT(hf_build(&g, pcfg, 2, pnames, prows, pcols, &e) == LLM_OK && llm__gguf_find_tensor(&g, "blk.0.attn_qkv.weight") &&
+               llm__gguf_find_tensor(&g, "blk.0.ffn_up.weight") && llm__gguf_get_str(&g, "general.architecture", &a, &e) && a.len == 4,
+           "phi3: %s", e.msg);
+    llm__gguf_close(&g);
+
     // refused, with a message
     const char *bad_cfg[][2] = {
         {"{\"architectures\": [\"GPT2LMHeadModel\"]}", "GPT2LMHeadModel"},

@@ -1,12 +1,78 @@
 // fuzz_safetensors: a safetensors file's bytes, as a hostile file would bring them, through the
 // reader (its JSON header included); then every string of the header decoded, and every number
-// read, as the Hugging Face loaders will read config.json and tokenizer.json.
+// read; then the same bytes as a Hugging Face directory's JSON files: as config.json, as
+// tokenizer.json (and, when that is accepted, its vocabulary loaded and a text tokenized), and as
+// tokenizer_config.json and generation_config.json beside a small valid tokenizer.json.
 // Invariants: no crash, leak or UB; a refused file has a message; an accepted file's tensors lie
 // inside it, no two sharing a byte, each with the bytes its dtype and shape take.
-// Seeds: tests/fuzz/corpus/safetensors/ (small files in the format's own layout).
+// Seeds: tests/fuzz/corpus/safetensors/ (small files in the format's own layout, config.json and
+// tokenizer.json texts).
 #define FUZZ_NAME "safetensors"
 #include "../../llm.c"
 #include "fuzz.h"
+
+// tokenizer.json text tok (with the other texts) into GGUF keys; when accepted, its vocabulary
+// loaded and a text tokenized.
+static void fuzz_tokenizer_json(const char *tok, size_t tok_len, const char *tok_cfg, size_t tok_cfg_len) {
+    struct llm__hf_texts tx = {0};
+    tx.tok = tok;
+    tx.tok_len = tok_len;
+    tx.tok_cfg = tok_cfg;
+    tx.tok_cfg_len = tok_cfg_len;
+    tx.gen_cfg = tok_cfg;
+    tx.gen_cfg_len = tok_cfg_len;
+    tx.cfg = "{\"bos_token_id\": 1}";
+    tx.cfg_len = strlen(tx.cfg);
+    struct llm__gbuf b = {0};
+    char hdr[24] = "GGUF";
+    llm__gbuf_put(&b, hdr, 24);
+    struct llm__err e = {{0}, LLM_OK};
+    if (llm__hf_tokenizer(&tx, 0, &b, &e) != LLM_OK) {
+        FUZZ_CHECK(e.msg[0], "tokenizer.json refused without a message");
+        free(b.o.p);
+        return;
+    }
+    const uint32_t version = 3;
+    const uint64_t nt = 0, nkv = (uint64_t)b.n_kv;
+    memcpy(b.o.p + 4, &version, 4);
+    memcpy(b.o.p + 8, &nt, 8);
+    memcpy(b.o.p + 16, &nkv, 8);
+    struct llm__gguf g;
+    memset(&g, 0, sizeof(g));
+    g.map = b.o.p;
+    g.size = b.o.n;
+    g.owns_buf = true;
+    FUZZ_CHECK(llm__gguf_parse(&g, &e) == LLM_OK, "the tokenizer's GGUF keys do not parse: %s", e.msg);
+    g.version = 0;
+    struct llm__vocab v;
+    memset(&v, 0, sizeof(v));
+    if (g.kv && llm__vocab_load(&v, &g, 0, &e) == LLM_OK) {
+        int32_t ids[64];
+        const char *text = "Hello world 123 <|im_start|> \xc3\xa9\xf0\x9f\x91\x8b";
+        FUZZ_CHECK(llm__tokenize(&v, text, strlen(text), LLM_TOKENIZE_PARSE_SPECIAL, ids, 64, &e) >= 0 || e.msg[0],
+                   "tokenize failed without a message");
+    }
+    llm__vocab_free(&v);
+    llm__gguf_close(&g);
+}
+
+// The bytes as config.json, as tokenizer.json, and as tokenizer_config.json and
+// generation_config.json beside a valid tokenizer.json.
+static void fuzz_hf_json(const char *p, size_t n) {
+    struct llm__gbuf b = {0};
+    const char *arch = NULL;
+    bool permute = false;
+    int64_t hp[5] = {0};
+    struct llm__err e = {{0}, LLM_OK};
+    if (llm__hf_config(p, n, &b, &arch, &permute, hp, &e) != LLM_OK) FUZZ_CHECK(e.msg[0], "config.json refused without a message");
+    free(b.o.p);
+    fuzz_tokenizer_json(p, n, NULL, 0);
+    static const char tok[] = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}, "
+                              "\"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"special\": true}], "
+                              "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}, "
+                              "{\"Sequence\": {\"id\": \"A\"}}]}, \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}}";
+    fuzz_tokenizer_json(tok, strlen(tok), p, n);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     struct llm__safetensors s;
@@ -50,6 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FUZZ_CHECK(j.nodes[i].next > i && j.nodes[i].next <= j.n, "next out of order");
         }
         llm__json_free(&j);
+        fuzz_hf_json((const char *)data, size);
     }
     return 0;
 }
