@@ -246,7 +246,7 @@ fixtures:
 
 # Random-weight test models (deterministic; see tests/models.txt).
 models: build/gen_model fixtures
-	@LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" sh tests/make_models.sh build/gen_model build/models
+	@LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/make_models.sh build/gen_model build/models
 
 # Everything make test runs, built and not run (CI builds it with clang: -Werror clean there too).
 build-tests: $(TESTS) $(BUILD)/llm lib $(BUILD)/portability.ok

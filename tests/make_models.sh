@@ -22,6 +22,19 @@ grep -v '^#' tests/models.txt | while read -r name shape type vocab pre; do
 done || exit 1
 # Files made by llama.cpp's llama-quantize (tests/make_quantized.sh), committed because the tests
 # cannot run llama.cpp: copied as they are.
+# Hugging Face directories of the tiny models of each architecture (hf/NAME, next to hf/NAME.gguf:
+# the same weights as a GGUF file) for test_hf, made by tests/hf/gguf_to_hf.py with the fixtures'
+# Python ($LLM_PYTHON); remade when the script changes.
+py=${LLM_PYTHON:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/venv/bin/python}
+stamp=$(cksum < tests/hf/gguf_to_hf.py)
+if [ ! -f "$out/hf/stamp" ] || [ "$(cat "$out/hf/stamp")" != "$stamp" ]; then
+    rm -rf "$out/hf" && mkdir -p "$out/hf" || exit 1
+    for name in tiny-qwen2-chat tiny-qwen3-f32 tiny-phi3-f32 tiny-gemma2-f32 tiny-gemma3-f32; do
+        "$py" tests/hf/gguf_to_hf.py model "$out/$name.gguf" "$out/hf/$name" --dtype f32 --gguf "$out/hf/$name.gguf" ||
+            { echo "tests/hf/gguf_to_hf.py failed for $name (with $py)" >&2; exit 1; }
+    done
+    echo "$stamp" > "$out/hf/stamp"
+fi
 for f in tests/models/*.gguf; do
     [ -f "$f" ] && ! cmp -s "$f" "$out/${f##*/}" && { cp "$f" "$out/${f##*/}" || exit 1; }
 done

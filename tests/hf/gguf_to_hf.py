@@ -3,12 +3,13 @@
 tokenizers (tests/fixtures.sh installs them into its virtual environment).
 
   gguf_to_hf.py model IN.gguf DIR --dtype bf16|f16|f32 [--shards N] [--gguf OUT.gguf]
-      DIR becomes the Hugging Face checkpoint the GGUF file (a llama-architecture model with a
-      byte-level BPE vocabulary) was converted from: config.json, model.safetensors (or N shards
-      and model.safetensors.index.json), tokenizer.json, tokenizer_config.json,
-      generation_config.json. Quantized weights are dequantized, then rounded to --dtype; q and k
-      rows are put back in Hugging Face's order (llama.cpp's converter interleaves them); Gemma 3
-      (gemma3) as Gemma3ForCausalLM, its norms less the 1 the converter added. BF16 is
+      DIR becomes the Hugging Face checkpoint the GGUF file was converted from (architectures
+      llama, qwen2, qwen3, phi3, gemma2, gemma3; a byte-level BPE or SentencePiece vocabulary):
+      config.json, model.safetensors (or N shards and model.safetensors.index.json),
+      tokenizer.json, tokenizer_config.json, generation_config.json. Quantized weights are
+      dequantized, then rounded to --dtype; llama's q and k rows are put back in Hugging Face's
+      order (llama.cpp's converter interleaves them), Gemma's norms lose the 1 the converter
+      added, Phi-3's fused projections keep their names (qkv_proj, gate_up_proj). BF16 is
       written by hand (numpy has no bfloat16), F16 and F32 by the safetensors library. --gguf
       also writes a GGUF file of the same weights in the same type, laid out as llama.cpp's
       converter lays them out (norms in F32), with the input's metadata: the engine must give the
@@ -68,11 +69,12 @@ def make_spm_tokenizer(r, gemma):
         vocab.setdefault(t.replace(" ", "\u2581") if types[i] == 4 else t, i)
     unk = tokens[field(r, "tokenizer.ggml.unknown_token_id")]
     tok = Tokenizer(models.BPE(vocab=vocab, merges=spm_merges(vocab), unk_token=unk, fuse_unk=True, byte_fallback=True))
+    bos = field(r, "tokenizer.ggml.bos_token_id")
+    if field(r, "tokenizer.ggml.add_bos_token", gemma) and bos is not None:
+        tok.post_processor = processors.TemplateProcessing(single=f"{tokens[bos]} $A", special_tokens=[(tokens[bos], bos)])
     if gemma:
         tok.normalizer = normalizers.Replace(" ", "\u2581")
         tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
-        bos = field(r, "tokenizer.ggml.bos_token_id")
-        tok.post_processor = processors.TemplateProcessing(single=f"{tokens[bos]} $A", special_tokens=[(tokens[bos], bos)])
     else:
         tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
     tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
@@ -156,15 +158,17 @@ HF_LAYER = {
     "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
     "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
     "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
-    "ffn_down.weight": "mlp.down_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight", "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
+    "attn_v.bias": "self_attn.v_proj.bias", "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
 }
 
 
 HF_GEMMA = {
     "post_attention_norm.weight": "post_attention_layernorm.weight", "ffn_norm.weight": "pre_feedforward_layernorm.weight",
-    "post_ffw_norm.weight": "post_feedforward_layernorm.weight", "attn_q_norm.weight": "self_attn.q_norm.weight",
-    "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
 }
+HF_PHI3 = {"attn_qkv.weight": "self_attn.qkv_proj.weight", "ffn_up.weight": "mlp.gate_up_proj.weight"}
 
 
 # a short Gemma chat template (the model file has none; the engine recognises it by its turns)
@@ -173,11 +177,12 @@ GEMMA_TEMPLATE = ("{{ bos_token }}{% for message in messages %}<start_of_turn>{{
                   "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
 
 
-def hf_name(name, gemma):
+def hf_name(name, arch):
     if name in HF_NAMES:
         return HF_NAMES[name]
     _, layer, rest = name.split(".", 2)
-    return f"model.layers.{layer}.{HF_GEMMA[rest] if gemma and rest in HF_GEMMA else HF_LAYER[rest]}"
+    special = HF_GEMMA if arch in ("gemma2", "gemma3") else HF_PHI3 if arch == "phi3" else {}
+    return f"model.layers.{layer}.{special[rest] if rest in special else HF_LAYER[rest]}"
 
 
 def to_bf16(x):
@@ -220,40 +225,49 @@ def write_safetensors_bf16(path, tensors):
             f.write(a.tobytes())
 
 
+ARCHS = {"llama": ("LlamaForCausalLM", "llama"), "qwen2": ("Qwen2ForCausalLM", "qwen2"), "qwen3": ("Qwen3ForCausalLM", "qwen3"),
+         "phi3": ("Phi3ForCausalLM", "phi3"), "gemma2": ("Gemma2ForCausalLM", "gemma2"),
+         "gemma3": ("Gemma3ForCausalLM", "gemma3_text")}
+
+
 def model_cmd(src, out_dir, dtype, shards, gguf_out):
     r = GGUFReader(src)
     arch = field(r, "general.architecture")
-    if arch not in ("llama", "gemma3"):
-        sys.exit(f"{src}: architecture {arch}, not llama or gemma3")
-    gemma = arch == "gemma3"
+    if arch not in ARCHS:
+        sys.exit(f"{src}: architecture {arch}, not one of {', '.join(ARCHS)}")
+    gemma = arch in ("gemma2", "gemma3")
     k = lambda key, d=None: field(r, f"{arch}.{key}", d)
     n_head, n_head_kv = k("attention.head_count"), k("attention.head_count_kv")
-    n_embd = k("embedding_length")
+    n_embd, n_layer = k("embedding_length"), k("block_count")
+    head_dim = k("attention.key_length", n_embd // n_head)
     tokens = field(r, "tokenizer.ggml.tokens")
     bos, eos = field(r, "tokenizer.ggml.bos_token_id"), field(r, "tokenizer.ggml.eos_token_id")
     names = [t.name for t in r.tensors]
-    tied = "output.weight" not in names
     config = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+        "architectures": [ARCHS[arch][0]], "model_type": ARCHS[arch][1], "hidden_act": "silu",
         "hidden_size": n_embd, "intermediate_size": k("feed_forward_length"),
         "num_attention_heads": n_head, "num_key_value_heads": n_head_kv,
-        "num_hidden_layers": k("block_count"), "head_dim": k("attention.key_length", n_embd // n_head),
+        "num_hidden_layers": n_layer, "head_dim": head_dim,
         "max_position_embeddings": k("context_length"), "rms_norm_eps": k("attention.layer_norm_rms_epsilon"),
         "rope_theta": k("rope.freq_base", 10000.0), "rope_scaling": None, "vocab_size": len(tokens),
-        "tie_word_embeddings": tied, "bos_token_id": bos, "eos_token_id": eos, "attention_bias": False,
-        "mlp_bias": False, "initializer_range": 0.02, "pretraining_tp": 1, "use_cache": True,
+        "tie_word_embeddings": "output.weight" not in names, "bos_token_id": bos, "eos_token_id": eos,
+        "attention_bias": arch == "qwen2", "initializer_range": 0.02, "use_cache": True,
         "torch_dtype": {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[dtype],
     }
+    n_rot = k("rope.dimension_count", head_dim)
+    if n_rot != head_dim:
+        config["partial_rotary_factor"] = n_rot * n_head / n_embd
     if gemma:
-        n_layer, head_dim = k("block_count"), k("attention.key_length")
+        every = 6 if arch == "gemma3" else 2   # one global layer in `every`, the last
         config.update({
-            "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_activation": "gelu_pytorch_tanh",
-            "rope_theta": k("rope.freq_base"), "rope_local_base_freq": 10000.0, "sliding_window": k("attention.sliding_window"),
-            "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(n_layer)],
-            "query_pre_attn_scalar": head_dim, "final_logit_softcapping": None, "attn_logit_softcapping": None,
-            "pad_token_id": field(r, "tokenizer.ggml.padding_token_id"), "use_bidirectional_attention": False,
+            "hidden_activation": "gelu_pytorch_tanh", "sliding_window": k("attention.sliding_window"),
+            "layer_types": ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(n_layer)],
+            "query_pre_attn_scalar": head_dim, "final_logit_softcapping": k("final_logit_softcapping"),
+            "attn_logit_softcapping": k("attn_logit_softcapping"),
         })
-        del config["hidden_act"], config["mlp_bias"], config["pretraining_tp"]
+        if arch == "gemma3":
+            config["rope_local_base_freq"] = k("rope.freq_base_swa", 10000.0)
+        del config["hidden_act"]
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
@@ -264,13 +278,13 @@ def model_cmd(src, out_dir, dtype, shards, gguf_out):
         as_f32, stored = rounded(x - np.float32(1) if shift else x, dtype)
         if shift:
             as_f32 = as_f32 + np.float32(1)
-        # the converter's GGUF keeps 1-dimensional tensors (norms) in F32
+        # the converter's GGUF keeps 1-dimensional tensors (norms, biases) in F32
         gguf_tensors.append((t.name, as_f32 if x.ndim == 1 or dtype == "f32" else stored, x.ndim))
-        if t.name.endswith("attn_q.weight") and not gemma:
+        if arch == "llama" and t.name.endswith("attn_q.weight"):
             stored = unpermute(stored, n_head)
-        elif t.name.endswith("attn_k.weight") and not gemma:
+        elif arch == "llama" and t.name.endswith("attn_k.weight"):
             stored = unpermute(stored, n_head_kv)
-        hf[hf_name(t.name, gemma)] = stored
+        hf[hf_name(t.name, arch)] = stored
     st_names = sorted(hf)
     if dtype == "bf16":
         if shards != 1:
@@ -291,15 +305,21 @@ def model_cmd(src, out_dir, dtype, shards, gguf_out):
             with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
                 json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, f, indent=2)
     # the tokenizer
-    make_tokenizer(r, "gemma" if gemma else field(r, "tokenizer.ggml.pre")).save(os.path.join(out_dir, "tokenizer.json"))
-    tc = {"bos_token": tokens[bos], "eos_token": tokens[eos], "unk_token": tokens[eos], "pad_token": tokens[eos],
-          "add_prefix_space": False, "clean_up_tokenization_spaces": False, "model_max_length": 8192,
-          "tokenizer_class": "GPT2Tokenizer"}
+    if field(r, "tokenizer.ggml.model") == "gpt2":
+        tok = make_tokenizer(r, field(r, "tokenizer.ggml.pre"))
+    else:   # SentencePiece: Gemma's style when no space goes in front, else Llama 2's
+        tok = make_spm_tokenizer(r, field(r, "tokenizer.ggml.add_space_prefix", True) is False)
+    tok.save(os.path.join(out_dir, "tokenizer.json"))
+    unk = field(r, "tokenizer.ggml.unknown_token_id", eos)
+    pad = field(r, "tokenizer.ggml.padding_token_id", eos)
+    tc = {"bos_token": tokens[bos], "eos_token": tokens[eos], "unk_token": tokens[unk], "pad_token": tokens[pad],
+          "add_prefix_space": False, "clean_up_tokenization_spaces": False, "model_max_length": 8192}
+    add_bos = field(r, "tokenizer.ggml.add_bos_token")
+    if add_bos is not None:
+        tc["add_bos_token"] = add_bos
     tmpl = field(r, "tokenizer.chat_template")
     eos_ids = eos
-    if gemma:
-        tc.update({"unk_token": tokens[field(r, "tokenizer.ggml.unknown_token_id")], "add_bos_token": True, "add_eos_token": False,
-                   "pad_token": tokens[field(r, "tokenizer.ggml.padding_token_id")], "tokenizer_class": "GemmaTokenizer"})
+    if "<end_of_turn>" in tokens:   # Gemma's chat: the end of a turn ends a generation
         eos_ids = [eos, tokens.index("<end_of_turn>")]
         tmpl = tmpl or GEMMA_TEMPLATE
     if tmpl:
