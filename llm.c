@@ -4235,6 +4235,34 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
         llm__json_free(&j);
         return st;
     }
+    // transformers 5 writes RoPE as rope_parameters (per layer type for Gemma 3) instead of
+    // rope_theta and rope_scaling
+    const int32_t rp = llm__json_get(&j, 0, "rope_parameters");
+    int32_t rope = llm__json_get(&j, 0, "rope_scaling");   // the scaling: rope_scaling, else rope_parameters
+    if (rp >= 0 && j.nodes[rp].type == LLM__JSON_OBJ) {
+        const int32_t full = llm__json_get(&j, rp, "full_attention"), slide = llm__json_get(&j, rp, "sliding_attention");
+        const int32_t main = full >= 0 ? full : rp;
+        if (llm__json_get(&j, 0, "rope_theta") < 0 && llm__json_get(&j, main, "rope_theta") >= 0 &&
+            !llm__json_num(&j, llm__json_get(&j, main, "rope_theta"), &theta))
+            theta = -1.0;
+        if (slide >= 0 && theta_local < 0.0 && llm__json_get(&j, slide, "rope_theta") >= 0 &&
+            !llm__json_num(&j, llm__json_get(&j, slide, "rope_theta"), &theta_local))
+            theta = -1.0;
+        if (rope < 0 || j.nodes[rope].type == LLM__JSON_NULL) rope = main;
+    } else if (!strcmp(arch, "gemma3") && llm__json_get(&j, 0, "rope_theta") < 0) {
+        theta = 1000000.0;   // Gemma 3's default (transformers, llama.cpp's converter)
+    }
+    if (!(theta > 1.0 && theta < 1e30)) {
+        llm__json_free(&j);
+        return llm__fail(e, LLM_ERR_FORMAT, "config.json: the RoPE base (rope_theta) must be a number > 1");
+    }
+    // Gemma: null soft-capping means none (0 for the engine, whose Gemma 2 default is 50 and 30)
+    if (gemma && llm__json_get(&j, 0, "attn_logit_softcapping") >= 0 && attn_cap < 0.0) attn_cap = 0.0;
+    if (gemma && llm__json_get(&j, 0, "final_logit_softcapping") >= 0 && final_cap < 0.0) final_cap = 0.0;
+    if (!strcmp(arch, "gemma3") && attn_cap > 0.0) {
+        llm__json_free(&j);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: attention soft-capping with Gemma 3 is not supported");
+    }
     if (kv_heads < 0) kv_heads = heads;
     if (head_dim < 0 && embd % heads == 0) head_dim = embd / heads;
     // the engine scales attention by 1/sqrt(head_dim), Gemma 2 27B and Gemma 3 27B by
@@ -4267,10 +4295,10 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
             }
         }
     }
-    const int32_t rs = llm__json_get(&j, 0, "rope_scaling");
-    if (rs >= 0 && j.nodes[rs].type != LLM__JSON_NULL) {
-        int32_t ty = llm__json_get(&j, rs, "rope_type");
-        if (ty < 0) ty = llm__json_get(&j, rs, "type");
+    const int32_t rs = rope;
+    int32_t ty = llm__json_get(&j, rs, "rope_type");
+    if (ty < 0) ty = llm__json_get(&j, rs, "type");
+    if (rs >= 0 && j.nodes[rs].type != LLM__JSON_NULL && !(ty >= 0 && llm__json_eq(&j, ty, "default"))) {
         if (ty < 0 || !llm__json_eq(&j, ty, "linear") || !llm__json_num(&j, llm__json_get(&j, rs, "factor"), &factor) || !(factor >= 1.0)) {
             free(local);
             llm__json_free(&j);
@@ -4294,7 +4322,7 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
         llm__gbuf_s(b, arch, "rope.scaling.type", "linear");
         llm__gbuf_f32(b, arch, "rope.scaling.factor", (float)factor);
     }
-    if (rot_pct < 1.0) llm__gbuf_u32(b, arch, "rope.dimension_count", (uint32_t)((double)embd * rot_pct) / (uint32_t)heads);
+    if (rot_pct < 1.0) llm__gbuf_u32(b, arch, "rope.dimension_count", (uint32_t)((double)head_dim * rot_pct));
     if (gemma) {
         if (window >= 0) llm__gbuf_u32(b, arch, "attention.sliding_window", (uint32_t)window);
         if (local) {
@@ -4412,7 +4440,7 @@ static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_o
         const size_t nl = strlen(name);
         if (gemma && nl >= 11 && !strcmp(name + nl - 11, "norm.weight")) {
             // Gemma's RMSNorm multiplies by 1 + w: stored as F32 w + 1, as llama.cpp's converter does (the sum in F32, as
-            // transformers computes it)
+            // transformers computes it; the converter adds in the checkpoint's type, which rounds BF16 and F16 sums)
             const int64_t n = t->ne[0] * t->ne[1];
             float *c = llm__alloc((size_t)n * sizeof(float));
             if (!c) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for tensor '%s'", pr);
@@ -4511,20 +4539,26 @@ static uint32_t *llm__strtab_build(const struct llm__gguf_str *strs, int n, uint
 
 // --- tokenizer.json ---
 // A directory's tokenizer as the GGUF keys llama.cpp's converter writes, which the engine's
-// tokenizer then reads as from any GGUF file. tokenizer.json's BPE model, byte-level (GPT-2,
-// Llama 3, Qwen 2, SmolLM, Tekken): the tokens by id (vocab, then added_tokens over it; ids
-// without one become "[PADn]", unused), their types (an added token is a control token when
-// special or shaped like one, "<|...|>", else user-defined; the rest normal), the merges (pairs
-// joined by a space, spaces inside them written as U+0120 as the converter does), and the
-// pre-tokenizer's name for what the file's pre_tokenizer does: ByteLevel alone is GPT-2's,
-// Digits (each) then ByteLevel SmolLM's, a Split by Llama 3's, Qwen 2's, Tekken's or GPT-2's
-// regex then ByteLevel theirs. Anything else is refused with what was found: the engine's
-// scanners are written for those rules. The normalizer must be none or NFC (text is taken as
-// already NFC, as llama.cpp takes it). The special tokens: tokenizer_config.json's bos_token,
-// eos_token, unk_token, pad_token looked up among the added tokens, else config.json's ids;
-// whether BOS and EOS are added: the post-processor's template, else tokenizer_config.json's
-// add_bos_token / add_eos_token; the chat template: tokenizer_config.json's, else
-// chat_template.jinja; generation_config.json's other eos_token_id values end generations too.
+// tokenizer then reads as from any GGUF file. tokenizer.json's BPE model, of two kinds:
+//   - byte-level (GPT-2, Llama 3, Qwen 2, SmolLM, Tekken): the merges (pairs joined by a space,
+//     spaces inside them written as U+0120 as the converter does) and the pre-tokenizer's name
+//     for what the file's pre_tokenizer does: ByteLevel alone is GPT-2's, Digits (each) then
+//     ByteLevel SmolLM's, a Split by Llama 3's, Qwen 2's, Tekken's or GPT-2's regex then
+//     ByteLevel theirs. Anything else is refused: the engine's scanners are written for those
+//     rules. The normalizer must be none or NFC (text is taken as already NFC, as llama.cpp
+//     takes it).
+//   - SentencePiece style, with byte_fallback (Llama 2, Mistral, Gemma; llm__hf_spm_style):
+//     tokenizer.ggml.model "llama", byte tokens <0xNN>, and scores from the merges' ranks (see
+//     below), since the engine's SentencePiece merger merges by score.
+// Both: the tokens by id (vocab, then added_tokens over it; ids without one become "[PADn]",
+// unused), their types (an added token is a control token when special or shaped like one,
+// "<|...|>", else user-defined, as the converter decides; the rest normal), the added tokens
+// that take the whitespace after them (rstrip). The special tokens: tokenizer_config.json's
+// bos_token, eos_token, unk_token, pad_token looked up among the added tokens, else config.json's
+// ids; whether BOS and EOS are added: the post-processor's template, else tokenizer_config.json's
+// add_bos_token / add_eos_token (llama.cpp's converter's order); the chat template:
+// tokenizer_config.json's, else chat_template.jinja; up to two of generation_config.json's other
+// eos_token_id values end generations too (as EOT and EOM).
 
 // A directory's texts (NULL: the file is absent).
 struct llm__hf_texts {
@@ -4601,12 +4635,14 @@ static const char *llm__hf_pre_name(const struct llm__json *j, int32_t p) {
 
 // SentencePiece-style BPE (byte_fallback: Llama 2, Mistral, Gemma): whether spaces become U+2581
 // (by the normalizer's Replace, or by a Metaspace pre-tokenizer that does not split) and
-// *prefix, whether one goes in front of the text (Prepend, or Metaspace's prepend scheme);
-// NULL, or what is not supported.
-static const char *llm__hf_spm_style(const struct llm__json *j, int32_t norm, int32_t pre, bool *prefix) {
+// *prefix, whether one goes in front of the text (Prepend: in front of every text between
+// special tokens; Metaspace's *scheme "always": the same unless the text starts with a space,
+// "first": only at the start of the whole text); NULL, or what is not supported.
+static const char *llm__hf_spm_style(const struct llm__json *j, int32_t norm, int32_t pre, bool *prefix, const char **scheme) {
     int32_t st[8];
     bool replaced = false;
     *prefix = false;
+    *scheme = NULL;
     int n = llm__hf_steps(j, norm, "normalizers", st, 8);
     if (n < 0) return "a normalizer of more than 8 steps";
     for (int i = 0; i < n; i++) {
@@ -4628,6 +4664,7 @@ static const char *llm__hf_spm_style(const struct llm__json *j, int32_t norm, in
             if (sc >= 0 && !llm__json_eq(j, sc, "always") && !llm__json_eq(j, sc, "first") && !llm__json_eq(j, sc, "never"))
                 return "a Metaspace prepend scheme other than always, first, never";
             *prefix = sc >= 0 ? !llm__json_eq(j, sc, "never") : llm__hf_flag(j, st[i], "add_prefix_space", true);
+            *scheme = sc >= 0 && llm__json_eq(j, sc, "first") ? "first" : "always";
             replaced = true;
         } else if (!(replaced && llm__hf_is(j, st[i], "Split") && llm__hf_member_is(j, llm__json_get(j, st[i], "pattern"), "String", " "))) {
             return "a pre-tokenizer other than Metaspace";   // (a Split at spaces after they became U+2581 splits nothing)
@@ -4651,8 +4688,11 @@ static int64_t llm__hf_json_id(const struct llm__json *j, int32_t v, int64_t n) 
 
 // Whether added token text t looks like a control token, as the converter decides.
 static bool llm__hf_looks_special(const char *t, size_t n) {
-    if ((n == 5 && !memcmp(t, "<pad>", 5)) || (n == 6 && !memcmp(t, "<mask>", 6))) return true;
-    if (n >= 4 && !memcmp(t, "<|", 2) && !memcmp(t + n - 2, "|>", 2)) return true;
+    static const char *const named[] = {"<pad>", "<mask>", "<2mass>", "[@BOS@]"};
+    for (size_t i = 0; i < LLM__ARRAY_LEN(named); i++)
+        if (n == strlen(named[i]) && !memcmp(t, named[i], n)) return true;
+    if (n >= 3 && !memcmp(t, "<|", 2) && !memcmp(t + n - 2, "|>", 2)) return true;   // (<|> too, as in Python)
+    if (n >= 7 && !memcmp(t, "<\xef\xbd\x9c", 4) && !memcmp(t + n - 4, "\xef\xbd\x9c>", 4)) return true;   // <｜...｜>
     return n >= 8 && !memcmp(t, "<unused", 7) && t[n - 1] == '>';
 }
 
@@ -4690,8 +4730,8 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
     }
     if (mtype >= 0 && !llm__json_eq(&j, mtype, "BPE")) {
         st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: the %s model is not supported (BPE only)",
-                       mtype >= 0 && j.nodes[mtype].type == LLM__JSON_STR
-                           ? llm__gguf_printable(pr, j.text + j.nodes[mtype].start, j.nodes[mtype].len) : "(missing)");
+                       j.nodes[mtype].type == LLM__JSON_STR ? llm__gguf_printable(pr, j.text + j.nodes[mtype].start, j.nodes[mtype].len)
+                                                            : "(not a string)");
         goto done;
     }
     if (vocab < 0 || j.nodes[vocab].type != LLM__JSON_OBJ || merges < 0 || j.nodes[merges].type != LLM__JSON_ARR ||
@@ -4702,11 +4742,12 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
     const int32_t pre_node = llm__json_get(&j, 0, "pre_tokenizer"), norm = llm__json_get(&j, 0, "normalizer");
     int32_t steps[8];
     bool byte_level = false, spm = false, space_prefix = false;
+    const char *scheme = NULL;
     for (int i = 0, n = llm__hf_steps(&j, pre_node, "pretokenizers", steps, 8); i < n; i++)
         byte_level |= llm__hf_is(&j, steps[i], "ByteLevel");
     if (!byte_level) {
         const char *why = "neither a ByteLevel pre-tokenizer nor byte_fallback";
-        if (llm__hf_flag(&j, model, "byte_fallback", false)) why = llm__hf_spm_style(&j, norm, pre_node, &space_prefix);
+        if (llm__hf_flag(&j, model, "byte_fallback", false)) why = llm__hf_spm_style(&j, norm, pre_node, &space_prefix, &scheme);
         if (why) {
             st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: %s; the engine reads byte-level BPE (GPT-2, Llama 3, Qwen, "
                            "SmolLM, Tekken) and SentencePiece-style BPE with byte_fallback (Llama 2, Mistral, Gemma)", why);
@@ -4810,12 +4851,11 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
         if (!scores || !strs) { free(scores); free(strs); st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
         for (int64_t i = 0; i < t.n; i++) {
             strs[i] = (struct llm__gguf_str){t.text.p + t.off[i], t.len[i]};
-            scores[i] = -1e9f;   // no merge makes it
-            unsigned x;
-            char hex[8];
-            if (t.type[i] == LLM__TOK_NORMAL && t.len[i] == 6 && sscanf(t.text.p + t.off[i], "<0x%2X>", &x) == 1 &&
-                snprintf(hex, sizeof(hex), "<0x%02X>", x) == 6 && !memcmp(hex, t.text.p + t.off[i], 6))
-                t.type[i] = LLM__TOK_BYTE;
+            scores[i] = -INFINITY;   // no merge makes it: never merged (as the tokenizers library)
+            const char *p = t.text.p + t.off[i];   // <0xNN>, NN upper-case hexadecimal (not NUL-terminated)
+            const bool hex = t.len[i] == 6 && !memcmp(p, "<0x", 3) && p[5] == '>' && strchr("0123456789ABCDEF", p[3]) && p[3] &&
+                             strchr("0123456789ABCDEF", p[4]) && p[4];
+            if (t.type[i] == LLM__TOK_NORMAL && hex) t.type[i] = LLM__TOK_BYTE;
         }
         if (!(ht = llm__strtab_build(strs, (int)t.n, &mask))) {
             free(scores);
@@ -4827,6 +4867,7 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
     llm__gbuf_s(b, NULL, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
     if (!spm) llm__gbuf_s(b, NULL, "tokenizer.ggml.pre", pre);
     else llm__gbuf_bool(b, "tokenizer.ggml.add_space_prefix", space_prefix);
+    if (spm && space_prefix && scheme) llm__gbuf_s(b, NULL, "tokenizer.ggml.prepend_scheme", scheme);
     if (!spm) llm__gbuf_arr(b, "tokenizer.ggml.merges", LLM__GGUF_STR, (uint64_t)j.nodes[merges].n);
     for (int32_t m = 0, k = merges + 1; st == LLM_OK && m < j.nodes[merges].n; m++, k = j.nodes[k].next) {
         const int32_t l = llm__json_at(&j, k, 0), r = llm__json_at(&j, k, 1);
@@ -4847,7 +4888,7 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
         if (spm && sp) {   // the token the merge makes
             memmove(sp, sp + 1, o.n - (size_t)(sp - o.p) - 1);
             const int32_t id = llm__strtab_find(ht, mask, strs, o.p, o.n - 1);
-            if (id >= 0 && scores[id] == -1e9f) scores[id] = -(float)m;
+            if (id >= 0 && scores[id] == -INFINITY) scores[id] = -(float)m;
         }
         b->o.fail |= o.fail;
         free(o.p);
@@ -4897,6 +4938,21 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
     for (int s = 0; s < 4; s++)
         if (ids[s] >= 0) llm__gbuf_u32(b, NULL, kinds[s][2], (uint32_t)ids[s]);
     if (spm && ids[2] >= 0 && t.type[ids[2]] != LLM__TOK_CONTROL) t.type[ids[2]] = LLM__TOK_UNKNOWN;
+    // added tokens that take the whitespace after them (rstrip), as tokenizer.ggml.rstrip_ids
+    int64_t n_rstrip = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && n_rstrip) llm__gbuf_arr(b, "tokenizer.ggml.rstrip_ids", LLM__GGUF_I32, (uint64_t)n_rstrip);
+        for (int32_t m = 0, k = added + 1; added >= 0 && m < j.nodes[added].n; m++, k = j.nodes[k].next) {
+            int64_t id;
+            if (!llm__hf_flag(&j, k, "rstrip", false) || !llm__json_int(&j, llm__json_get(&j, k, "id"), 0, t.n - 1, &id)) continue;
+            if (pass == 0) n_rstrip++;
+            else {
+                const int32_t x = (int32_t)id;
+                llm__gbuf_put(b, &x, 4);
+            }
+        }
+        if (!n_rstrip) break;
+    }
     llm__gbuf_arr(b, "tokenizer.ggml.token_type", LLM__GGUF_I32, (uint64_t)t.n);
     llm__gbuf_put(b, t.type, (size_t)t.n * 4);
     if (gen_eos[0] >= 0) llm__gbuf_u32(b, NULL, "tokenizer.ggml.eot_token_id", (uint32_t)gen_eos[0]);
@@ -5019,8 +5075,6 @@ static bool llm__hf_shard_name_ok(const char *s, size_t n) {
     return true;
 }
 
-// Opens a Hugging Face model directory as g: config.json, and model.safetensors or the shards
-// that model.safetensors.index.json lists (every tensor it names checked to be in its shard).
 // The text of file `name` of the directory into *out (NULL and LLM_OK when it is absent and not
 // required).
 static enum llm_status llm__hf_read(const char *dir, const char *name, size_t max, bool required, char **out, size_t *len,
@@ -5036,6 +5090,10 @@ static enum llm_status llm__hf_read(const char *dir, const char *name, size_t ma
     return llm__read_file(path, max, out, len, e);
 }
 
+// Opens a Hugging Face model directory as g: config.json, model.safetensors or the shards that
+// model.safetensors.index.json lists (every tensor it names checked to be in its shard),
+// tokenizer.json, and tokenizer_config.json, generation_config.json and chat_template.jinja when
+// they are there.
 static enum llm_status llm__hf_open_dir(struct llm__gguf *g, const char *dir, bool read_all, struct llm__err *e) {
     memset(g, 0, sizeof(*g));
     char path[4096], *cfg = NULL, *idx = NULL, *tok = NULL, *tok_cfg = NULL, *gen_cfg = NULL, *tmpl = NULL, *name = NULL;
@@ -9640,6 +9698,13 @@ struct llm__vocab {
     uint8_t *eog;                       // [n] ends a generation
     int32_t bos, eos, unk;
     bool add_bos, add_eos, add_space_prefix, ignore_merges;
+    bool exact;                         // a Hugging Face directory's: token types as tokenizer.json
+                                        // has them; SPM tokens scored -inf are never merged
+    uint8_t prepend;                    // SPM: where the space in front goes: 0 every text after a
+                                        // special token (llama.cpp's rule); a Hugging Face
+                                        // Metaspace's (tokenizer.ggml.prepend_scheme, only in
+                                        // directories): 1 "always", the same unless the text
+                                        // starts with a space; 2 "first", only at the start
     uint32_t *ht;                       // token text -> id + 1, 0 = empty
     uint32_t ht_mask;
     const struct llm__gguf_str *merges; // BPE: "left right", by rank
@@ -9810,6 +9875,12 @@ static enum llm_status llm__vocab_load_flags(struct llm__vocab *v, const struct 
     b = v->add_space_prefix;
     if (!llm__vocab_get_bool(g, "tokenizer.ggml.add_space_prefix", &b, e)) return LLM_ERR_FORMAT;
     v->add_space_prefix = b;
+    struct llm__gguf_str ps;
+    if (llm__gguf_find_key(g, "tokenizer.ggml.prepend_scheme") >= 0) {
+        if (!llm__gguf_get_str(g, "tokenizer.ggml.prepend_scheme", &ps, e)) return LLM_ERR_FORMAT;
+        v->prepend = llm__str_is(&ps, "always") ? 1 : llm__str_is(&ps, "first") ? 2 : 0;
+        if (!v->prepend) return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: tokenizer.ggml.prepend_scheme is neither always nor first");
+    }
     if (v->add_bos && v->bos < 0) v->add_bos = false;
     if (v->add_eos && v->eos < 0) v->add_eos = false;
     return LLM_OK;
@@ -9821,8 +9892,9 @@ static bool llm__vocab_is_special(const struct llm__vocab *v, int i) {
 }
 
 // End of generation: EOS, EOT, EOM and the end-of-turn texts; those texts and the fill-in-the-
-// middle markers are control tokens in GGUF files, as llama.cpp has them (a Hugging Face
-// directory's tokenizer.json says which are, as the tokenizers library takes it: `exact`). Then
+// middle markers are control tokens in GGUF files, as llama.cpp has them (in a Hugging Face
+// directory, `exact`, the types its tokenizer.json gave: an end-of-turn text that is an
+// ordinary token there stays one, as in the tokenizers library). Then
 // the list of special tokens (control, user-defined, unknown), longest text first (ties: lower id
 // first), which tokenization matches in that order.
 static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot, int32_t eom, bool exact, struct llm__err *e) {
@@ -9857,6 +9929,21 @@ static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot
 // </s>, but not <unk>, <s> and <|endoftext|>.
 static enum llm_status llm__vocab_rstrip(struct llm__vocab *v, const struct llm__gguf *g, struct llm__err *e) {
     struct llm__gguf_str name;
+    if (g->version == 0) {   // a Hugging Face directory: tokenizer.json's rstrip flags (tokenizer.ggml.rstrip_ids)
+        uint32_t et;
+        uint64_t n;
+        const void *data;
+        if (llm__gguf_find_key(g, "tokenizer.ggml.rstrip_ids") < 0) return LLM_OK;
+        if (!llm__gguf_get_arr(g, "tokenizer.ggml.rstrip_ids", &et, &n, &data, e) || et != LLM__GGUF_I32)
+            return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: tokenizer.ggml.rstrip_ids must be an i32 array");
+        if (!(v->rstrip = calloc((size_t)v->n, 1))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        for (uint64_t i = 0; i < n; i++) {
+            int32_t id;
+            memcpy(&id, (const char *)data + 4 * i, 4);
+            if (id >= 0 && id < v->n) v->rstrip[id] = 1;
+        }
+        return LLM_OK;
+    }
     if (llm__gguf_find_key(g, "general.name") < 0 || !llm__gguf_get_str(g, "general.name", &name, NULL)) return LLM_OK;
     char *low = malloc(name.len + 1);
     if (!low) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
@@ -9975,7 +10062,8 @@ static enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__g
         return st;
     }
     if ((st = llm__vocab_load_flags(v, g, e))) return st;
-    if ((st = llm__vocab_mark_special(v, eot, eom, g->version == 0, e))) return st;
+    v->exact = g->version == 0;
+    if ((st = llm__vocab_mark_special(v, eot, eom, v->exact, e))) return st;
     if ((st = llm__vocab_rstrip(v, g, e))) return st;
     llm__vocab_byte_tokens(v);
     llm__vocab_token_bound(v);
@@ -10483,7 +10571,7 @@ static void llm__merger_push(struct llm__merger *s, int left, int right) {
     double score;
     if (s->v->type == LLM__VOCAB_SPM) {
         int32_t id = llm__vocab_find(s->v, l->text, (size_t)n);
-        if (id < 0) return;
+        if (id < 0 || (s->v->exact && s->v->scores[id] == -INFINITY)) return;
         score = s->v->scores[id];
     } else {
         memcpy(s->key, l->text, (size_t)l->n);
@@ -10725,7 +10813,9 @@ static int llm__tokenize(const struct llm__vocab *v, const char *text, size_t le
             llm__tokbuf_push(&out, frag[i].tok);
             prev_special = true;
         } else if (v->type == LLM__VOCAB_SPM) {
-            ok = llm__spm_encode(v, text + frag[i].off, frag[i].len, v->add_space_prefix && prev_special, &out);
+            const bool space = frag[i].len > 0 && text[frag[i].off] == ' ';
+            const bool prefix = v->prepend == 0 ? prev_special : v->prepend == 1 ? !space : frag[i].off == 0 && !space;
+            ok = llm__spm_encode(v, text + frag[i].off, frag[i].len, v->add_space_prefix && prefix, &out);
             prev_special = false;
         } else {
             ok = llm__bpe_encode(v, text + frag[i].off, frag[i].len, &out);

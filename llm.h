@@ -100,7 +100,9 @@ struct llm_engine_params {
     const char *model_path;    // a GGUF file, or a Hugging Face model directory (config.json,
                                // model.safetensors or its shards, tokenizer.json; F32/F16/BF16
                                // weights of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-                               // Qwen3ForCausalLM; byte-level BPE tokenizers)
+                               // Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM,
+                               // Gemma3ForCausalLM; BPE tokenizers, byte-level or SentencePiece-
+                               // style with byte fallback)
     enum llm_backend_kind backend;   // default LLM_BACKEND_CPU
     int device;                // GPU backends: an index of llm_list_devices, or LLM_DEVICE_AUTO
                                // (the default: the first discrete GPU, else an integrated one)

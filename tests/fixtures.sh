@@ -253,6 +253,10 @@ hf() {
         $hp tokenizer "$cache/vocab/ggml-vocab-$v.gguf" $v "$o/tok-$v" "$cache/vocab/ggml-vocab-$v.gguf.inp" ||
             die "tests/hf/gguf_to_hf.py failed on the $v vocabulary"
     done
+    for s in first always; do   # Llama 2's with a Metaspace pre-tokenizer
+        $hp tokenizer "$cache/vocab/ggml-vocab-llama-spm.gguf" llama-spm-$s "$o/tok-llama-spm-$s" \
+            "$cache/vocab/ggml-vocab-llama-spm.gguf.inp" || die "tests/hf/gguf_to_hf.py failed on llama-spm-$s"
+    done
     echo "$stamp" > "$o/stamp" && mv "$o" "$cache/hf" || die "cannot write $cache/hf"
 }
 

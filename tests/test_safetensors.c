@@ -336,7 +336,7 @@ static void test_hf_build(void) {
         int64_t ki = llm__gguf_find_key(&g, "gemma3.attention.sliding_window_pattern");
         EXPECT(ki >= 0 && g.kv[ki].type == LLM__GGUF_ARR && g.kv[ki].arr_n == 2 && g.kv[ki].arr_data[0] == 1 && g.kv[ki].arr_data[1] == 0,
                "layer_types as the pattern");
-        EXPECT(llm__gguf_find_key(&g, "gemma3.final_logit_softcapping") < 0, "null soft-capping: none");
+        EXPECT(llm__gguf_get_f32(&g, "gemma3.final_logit_softcapping", &f, &e) && f == 0.0f, "null soft-capping: none (0)");
         llm__gguf_close(&g);
     }
     char gbad[1024];
@@ -349,6 +349,29 @@ static void test_hf_build(void) {
     snprintf(gbad, sizeof(gbad), "%s", gcfg);
     memcpy(strstr(gbad, "\"num_hidden_layers\": 2"), "\"num_hidden_layers\": 3", 22);
     EXPECT(hf_build(&g, gbad, 1, gnames, grows, gcols, &e) != LLM_OK && strstr(e.msg, "layer_types does not have"), "%s", e.msg);
+    // transformers 5's rope_parameters, per layer type for Gemma 3; "default" is no scaling
+    const char *v5 = "{\"architectures\": [\"Gemma3ForCausalLM\"], \"hidden_size\": 8, \"num_hidden_layers\": 1, "
+                     "\"intermediate_size\": 16, \"num_attention_heads\": 2, \"head_dim\": 4, \"vocab_size\": 10, "
+                     "\"rope_parameters\": {\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0, \"rope_theta\": 1000000.0}, "
+                     "\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0}}}";
+    EXPECT(hf_build(&g, v5, 1, gnames, grows, gcols, &e) == LLM_OK && llm__gguf_get_f32(&g, "gemma3.rope.freq_base", &f, &e) &&
+               f == 1e6f && llm__gguf_get_f32(&g, "gemma3.rope.freq_base_swa", &f, &e) && f == 1e4f &&
+               llm__gguf_get_f32(&g, "gemma3.rope.scaling.factor", &f, &e) && f == 8.0f,
+           "rope_parameters: %s", e.msg);
+    llm__gguf_close(&g);
+    const char *v5q = "{\"architectures\": [\"Qwen3ForCausalLM\"], \"hidden_size\": 8, \"num_hidden_layers\": 1, "
+                      "\"intermediate_size\": 16, \"num_attention_heads\": 2, \"vocab_size\": 10, \"rope_scaling\": {\"rope_type\": \"default\"}, "
+                      "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1000000.0}}";
+    EXPECT(hf_build(&g, v5q, 1, names, rows, cols, &e) == LLM_OK && llm__gguf_get_f32(&g, "qwen3.rope.freq_base", &f, &e) && f == 1e6f &&
+               llm__gguf_find_key(&g, "qwen3.rope.scaling.type") < 0,
+           "qwen3 rope_parameters: %s", e.msg);
+    llm__gguf_close(&g);
+    snprintf(gbad, sizeof(gbad), "%s", gcfg);
+    memcpy(strstr(gbad, "\"final_logit_softcapping\": null"), "\"attn_logit_softcapping\": 50.00", 31);
+    EXPECT(hf_build(&g, gbad, 1, gnames, grows, gcols, &e) != LLM_OK && strstr(e.msg, "soft-capping with Gemma 3"), "%s", e.msg);
+    snprintf(gbad, sizeof(gbad), "%s", gcfg);
+    memcpy(strstr(gbad, "\"rope_theta\": 1000000.0"), "\"rope_theta\": 0.0000000", 23);
+    EXPECT(hf_build(&g, gbad, 1, gnames, grows, gcols, &e) != LLM_OK && strstr(e.msg, "RoPE base"), "%s", e.msg);
     // Phi-3's fused projections
     char pcfg[600];
     snprintf(pcfg, sizeof(pcfg), "%s", cfg);

@@ -13,7 +13,7 @@
 
 // tokenizer.json text tok (with the other texts) into GGUF keys; when accepted, its vocabulary
 // loaded and a text tokenized.
-static void fuzz_tokenizer_json(const char *tok, size_t tok_len, const char *tok_cfg, size_t tok_cfg_len) {
+static void fuzz_tokenizer_json(const char *tok, size_t tok_len, const char *tok_cfg, size_t tok_cfg_len, int64_t n_vocab) {
     struct llm__hf_texts tx = {0};
     tx.tok = tok;
     tx.tok_len = tok_len;
@@ -27,7 +27,7 @@ static void fuzz_tokenizer_json(const char *tok, size_t tok_len, const char *tok
     char hdr[24] = "GGUF";
     llm__gbuf_put(&b, hdr, 24);
     struct llm__err e = {{0}, LLM_OK};
-    if (llm__hf_tokenizer(&tx, 0, &b, &e) != LLM_OK) {
+    if (llm__hf_tokenizer(&tx, n_vocab, &b, &e) != LLM_OK) {
         FUZZ_CHECK(e.msg[0], "tokenizer.json refused without a message");
         free(b.o.p);
         return;
@@ -66,12 +66,12 @@ static void fuzz_hf_json(const char *p, size_t n) {
     struct llm__err e = {{0}, LLM_OK};
     if (llm__hf_config(p, n, &b, &arch, &permute, hp, &e) != LLM_OK) FUZZ_CHECK(e.msg[0], "config.json refused without a message");
     free(b.o.p);
-    fuzz_tokenizer_json(p, n, NULL, 0);
+    fuzz_tokenizer_json(p, n, NULL, 0, n % 2 ? 0 : 64);   // (also padded to a model's vocabulary)
     static const char tok[] = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}, "
                               "\"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"special\": true}], "
                               "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}, "
                               "{\"Sequence\": {\"id\": \"A\"}}]}, \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}}";
-    fuzz_tokenizer_json(tok, strlen(tok), p, n);
+    fuzz_tokenizer_json(tok, strlen(tok), p, n, 8);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

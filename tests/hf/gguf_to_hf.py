@@ -17,7 +17,9 @@ tokenizers (tests/fixtures.sh installs them into its virtual environment).
   gguf_to_hf.py tokenizer IN.gguf PRE OUT_DIR CORPUS
       OUT_DIR/tokenizer.json: the vocabulary of IN.gguf with PRE's pre-tokenizer as the model's
       own tokenizer.json has it (gpt-2, smollm, llama-bpe, qwen2; llama-spm: Llama 2's, BPE with
-      byte fallback as transformers converts a SentencePiece model); OUT_DIR/corpus.jsonl: for every
+      byte fallback as transformers converts a SentencePiece model, llama-spm-first and
+      llama-spm-always with a Metaspace pre-tokenizer as its non-legacy conversion writes;
+      gemma: Gemma's); OUT_DIR/corpus.jsonl: for every
       text of CORPUS (texts separated by lines "__ggml_vocab_test__", as llama.cpp's test inputs
       are) and a few more, {"text": ..., "ids": [...]} as the tokenizers library encodes it (added
       tokens matched in the text, nothing added around it).
@@ -56,7 +58,7 @@ def spm_merges(vocab):
     return [(a, b) for a, b, _ in merges]
 
 
-def make_spm_tokenizer(r, gemma):
+def make_spm_tokenizer(r, gemma, metaspace=None):
     """Llama 2's tokenizer.json as transformers' LlamaConverter writes it (legacy): BPE with byte
     fallback, spaces as U+2581 and one in front, by the normalizer. gemma: Gemma's (no U+2581 in
     front; a Split at spaces, which the normalizer has already replaced; BOS added)."""
@@ -75,6 +77,8 @@ def make_spm_tokenizer(r, gemma):
     if gemma:
         tok.normalizer = normalizers.Replace(" ", "\u2581")
         tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
+    elif metaspace:   # transformers' non-legacy Llama/Mistral conversion
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme=metaspace, split=False)
     else:
         tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
     tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
@@ -86,8 +90,8 @@ def make_spm_tokenizer(r, gemma):
 
 def make_tokenizer(r, pre):
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    if pre in ("llama-spm", "gemma"):
-        return make_spm_tokenizer(r, pre == "gemma")
+    if pre in ("llama-spm", "gemma", "llama-spm-first", "llama-spm-always"):
+        return make_spm_tokenizer(r, pre == "gemma", pre[10:] if pre.startswith("llama-spm-") else None)
     tokens = field(r, "tokenizer.ggml.tokens")
     types = field(r, "tokenizer.ggml.token_type")
     merges = field(r, "tokenizer.ggml.merges")
@@ -131,6 +135,7 @@ EXTRA = [
     "<s>[INST] Hello </s> again<s>no space</s>",
     "Bytes of rare characters: \U0001d11e \u16a0\u16a1 \ufdfd",
     "<start_of_turn>user\nWho are you?<end_of_turn>\n<start_of_turn>model\n",
+    "</s>Hello<s> world</s>  two spaces<s>\nnewline",
 ]
 
 
