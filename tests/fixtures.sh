@@ -243,19 +243,29 @@ hf() {
     m=$cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
     g3=$cache/models/gemma-3-270m-q4_k_m.gguf
     o=$cache/hf.tmp
-    $hp model "$m" "$o/smollm2-bf16" --dtype bf16 --gguf "$o/smollm2-bf16.gguf" &&
-        $hp model "$m" "$o/smollm2-f16" --dtype f16 --shards 3 --gguf "$o/smollm2-f16.gguf" &&
-        $hp tokenizer "$m" smollm "$o/tok-smollm" "$cache/vocab/ggml-vocab-llama-bpe.gguf.inp" &&
+    # two lanes (the longest job alone in one), each stopping at its first failure
+    {
         $hp model "$g3" "$o/gemma3-bf16" --dtype bf16 --gguf "$o/gemma3-bf16.gguf" &&
-        $hp tokenizer "$g3" gemma "$o/tok-gemma" "$cache/vocab/ggml-vocab-llama-spm.gguf.inp" ||
-        die "tests/hf/gguf_to_hf.py failed"
-    for v in gpt-2 llama-bpe qwen2 llama-spm; do
-        $hp tokenizer "$cache/vocab/ggml-vocab-$v.gguf" $v "$o/tok-$v" "$cache/vocab/ggml-vocab-$v.gguf.inp" ||
-            die "tests/hf/gguf_to_hf.py failed on the $v vocabulary"
-    done
-    for s in first always; do   # Llama 2's with a Metaspace pre-tokenizer
-        $hp tokenizer "$cache/vocab/ggml-vocab-llama-spm.gguf" llama-spm-$s "$o/tok-llama-spm-$s" \
-            "$cache/vocab/ggml-vocab-llama-spm.gguf.inp" || die "tests/hf/gguf_to_hf.py failed on llama-spm-$s"
+            $hp tokenizer "$g3" gemma "$o/tok-gemma" "$cache/vocab/ggml-vocab-llama-spm.gguf.inp" &&
+            touch "$o/lane1.ok"
+    } > "$o/lane1.log" 2>&1 &
+    {
+        $hp model "$m" "$o/smollm2-bf16" --dtype bf16 --gguf "$o/smollm2-bf16.gguf" &&
+            $hp model "$m" "$o/smollm2-f16" --dtype f16 --shards 3 --gguf "$o/smollm2-f16.gguf" &&
+            $hp tokenizer "$m" smollm "$o/tok-smollm" "$cache/vocab/ggml-vocab-llama-bpe.gguf.inp" &&
+            for v in gpt-2 llama-bpe qwen2 llama-spm; do
+                $hp tokenizer "$cache/vocab/ggml-vocab-$v.gguf" $v "$o/tok-$v" "$cache/vocab/ggml-vocab-$v.gguf.inp" || exit 1
+            done &&
+            for s in first always; do   # Llama 2's with a Metaspace pre-tokenizer
+                $hp tokenizer "$cache/vocab/ggml-vocab-llama-spm.gguf" llama-spm-$s "$o/tok-llama-spm-$s" \
+                    "$cache/vocab/ggml-vocab-llama-spm.gguf.inp" || exit 1
+            done &&
+            touch "$o/lane2.ok"
+    } > "$o/lane2.log" 2>&1 &
+    wait
+    for l in 1 2; do
+        [ -f "$o/lane$l.ok" ] || { tail -n 5 "$o/lane$l.log" >&2; die "tests/hf/gguf_to_hf.py failed (above)"; }
+        rm -f "$o/lane$l.ok" "$o/lane$l.log"
     done
     echo "$stamp" > "$o/stamp" && mv "$o" "$cache/hf" || die "cannot write $cache/hf"
 }
