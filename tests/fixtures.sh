@@ -246,7 +246,11 @@ hf() {
     # two lanes (the longest job alone in one), each stopping at its first failure
     {
         $hp model "$g3" "$o/gemma3-bf16" --dtype bf16 --gguf "$o/gemma3-bf16.gguf" &&
-            $hp tokenizer "$g3" gemma "$o/tok-gemma" "$cache/vocab/ggml-vocab-llama-spm.gguf.inp" &&
+            $hp tokenizer "$g3" gemma "$o/tok-gemma" "$cache/vocab/ggml-vocab-llama-spm.gguf.inp" --from "$o/gemma3-bf16" &&
+            for s in first always; do   # Llama 2's with a Metaspace pre-tokenizer
+                $hp tokenizer "$cache/vocab/ggml-vocab-llama-spm.gguf" llama-spm-$s "$o/tok-llama-spm-$s" \
+                    "$cache/vocab/ggml-vocab-llama-spm.gguf.inp" || exit 1
+            done &&
             touch "$o/lane1.ok"
     } > "$o/lane1.log" 2>&1 &
     {
@@ -255,10 +259,6 @@ hf() {
             $hp tokenizer "$m" smollm "$o/tok-smollm" "$cache/vocab/ggml-vocab-llama-bpe.gguf.inp" &&
             for v in gpt-2 llama-bpe qwen2 llama-spm; do
                 $hp tokenizer "$cache/vocab/ggml-vocab-$v.gguf" $v "$o/tok-$v" "$cache/vocab/ggml-vocab-$v.gguf.inp" || exit 1
-            done &&
-            for s in first always; do   # Llama 2's with a Metaspace pre-tokenizer
-                $hp tokenizer "$cache/vocab/ggml-vocab-llama-spm.gguf" llama-spm-$s "$o/tok-llama-spm-$s" \
-                    "$cache/vocab/ggml-vocab-llama-spm.gguf.inp" || exit 1
             done &&
             touch "$o/lane2.ok"
     } > "$o/lane2.log" 2>&1 &

@@ -19,7 +19,8 @@ tokenizers (tests/fixtures.sh installs them into its virtual environment).
       own tokenizer.json has it (gpt-2, smollm, llama-bpe, qwen2; llama-spm: Llama 2's, BPE with
       byte fallback as transformers converts a SentencePiece model, llama-spm-first and
       llama-spm-always with a Metaspace pre-tokenizer as its non-legacy conversion writes;
-      gemma: Gemma's); OUT_DIR/corpus.jsonl: for every
+      gemma: Gemma's; --from DIR: DIR/tokenizer.json, which the model command made for the
+      same vocabulary); OUT_DIR/corpus.jsonl: for every
       text of CORPUS (texts separated by lines "__ggml_vocab_test__", as llama.cpp's test inputs
       are) and a few more, {"text": ..., "ids": [...]} as the tokenizers library encodes it (added
       tokens matched in the text, nothing added around it).
@@ -139,9 +140,12 @@ EXTRA = [
 ]
 
 
-def tokenizer_cmd(src, pre, out_dir, corpus):
-    r = GGUFReader(src)
-    tok = make_tokenizer(r, pre)
+def tokenizer_cmd(src, pre, out_dir, corpus, made=None):
+    if made:   # the tokenizer.json a model directory has already (the same as PRE would make)
+        from tokenizers import Tokenizer
+        tok = Tokenizer.from_file(os.path.join(made, "tokenizer.json"))
+    else:
+        tok = make_tokenizer(GGUFReader(src), pre)
     os.makedirs(out_dir, exist_ok=True)
     tok.save(os.path.join(out_dir, "tokenizer.json"))
     with open(corpus, encoding="utf-8") as f:
@@ -366,8 +370,8 @@ def main(argv):
                 sys.exit(f"unknown option {rest[0]}")
             rest = rest[2:]
         model_cmd(argv[2], argv[3], dtype, shards, gguf_out)
-    elif len(argv) == 6 and argv[1] == "tokenizer":
-        tokenizer_cmd(argv[2], argv[3], argv[4], argv[5])
+    elif len(argv) in (6, 8) and argv[1] == "tokenizer" and (len(argv) == 6 or argv[6] == "--from"):
+        tokenizer_cmd(argv[2], argv[3], argv[4], argv[5], argv[7] if len(argv) == 8 else None)
     else:
         sys.exit(__doc__)
 
