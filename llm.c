@@ -5104,6 +5104,9 @@ static enum llm_status llm__hf_open_dir(struct llm__gguf *g, const char *dir, bo
     enum llm_status st = LLM_OK;
     struct llm__json j = {0};
     if (snprintf(path, sizeof(path), "%s/config.json", dir) >= (int)sizeof(path)) st = llm__fail(e, LLM_ERR_IO, "hf: directory path too long");
+    else if (access(path, F_OK) != 0)
+        st = llm__fail(e, LLM_ERR_IO, "'%s' is a directory without config.json: a model is a GGUF file or a Hugging Face model "
+                       "directory (config.json, model.safetensors, tokenizer.json)", dir);
     else st = llm__read_file(path, (size_t)16 << 20, &cfg, &cfg_len, e);
     if (st == LLM_OK) st = llm__hf_read(dir, "tokenizer.json", (size_t)1 << 30, true, &tok, &tx.tok_len, e);
     if (st == LLM_OK) st = llm__hf_read(dir, "tokenizer_config.json", (size_t)64 << 20, false, &tok_cfg, &tx.tok_cfg_len, e);
