@@ -4113,6 +4113,17 @@ static enum llm_status llm__st_open(struct llm__safetensors *s, const char *path
 struct llm__gbuf { struct llm__outbuf o; int64_t n_kv; };
 
 static void llm__gbuf_put(struct llm__gbuf *b, const void *p, size_t n) { llm__outbuf_put(&b->o, p, n); }
+// The header's first 24 bytes (magic, version 3, no tensors, the keys written): put 24 bytes
+// first, call this last.
+static void llm__gbuf_seal(struct llm__gbuf *b) {
+    if (b->o.fail || b->o.n < 24) return;
+    const uint32_t version = 3;
+    const uint64_t nt = 0, nkv = (uint64_t)b->n_kv;
+    memcpy(b->o.p, "GGUF", 4);
+    memcpy(b->o.p + 4, &version, 4);
+    memcpy(b->o.p + 8, &nt, 8);
+    memcpy(b->o.p + 16, &nkv, 8);
+}
 static void llm__gbuf_str(struct llm__gbuf *b, const char *s, size_t n) {
     uint64_t len = n;
     llm__gbuf_put(b, &len, 8);
@@ -5045,11 +5056,7 @@ static enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_t
     }
     int64_t n_tensors = 0;
     for (int i = 0; i < o->n_files; i++) n_tensors += o->files[i].n;
-    const uint32_t version = 3;
-    const uint64_t nt = 0, nkv = (uint64_t)b.n_kv;
-    memcpy(b.o.p + 4, &version, 4);
-    memcpy(b.o.p + 8, &nt, 8);
-    memcpy(b.o.p + 16, &nkv, 8);
+    llm__gbuf_seal(&b);
     memset(g, 0, sizeof(*g));
     g->map = b.o.p;
     g->size = b.o.n;

@@ -38,11 +38,7 @@ static enum llm_status tok_load(struct llm__gguf *g, struct llm__vocab *v, const
         free(b.o.p);
         return st;
     }
-    const uint32_t version = 3;
-    const uint64_t nt = 0, nkv = (uint64_t)b.n_kv;
-    memcpy(b.o.p + 4, &version, 4);
-    memcpy(b.o.p + 8, &nt, 8);
-    memcpy(b.o.p + 16, &nkv, 8);
+    llm__gbuf_seal(&b);
     g->map = b.o.p;
     g->size = b.o.n;
     g->owns_buf = true;

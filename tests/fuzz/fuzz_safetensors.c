@@ -32,11 +32,7 @@ static void fuzz_tokenizer_json(const char *tok, size_t tok_len, const char *tok
         free(b.o.p);
         return;
     }
-    const uint32_t version = 3;
-    const uint64_t nt = 0, nkv = (uint64_t)b.n_kv;
-    memcpy(b.o.p + 4, &version, 4);
-    memcpy(b.o.p + 8, &nt, 8);
-    memcpy(b.o.p + 16, &nkv, 8);
+    llm__gbuf_seal(&b);
     struct llm__gguf g;
     memset(&g, 0, sizeof(g));
     g.map = b.o.p;
