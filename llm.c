@@ -184,7 +184,11 @@ enum llm__type {
     LLM__TYPE_TQ1_0 = 34, LLM__TYPE_TQ2_0 = 35,
     LLM__TYPE_IQ4_NL_4X4 = 36, LLM__TYPE_IQ4_NL_4X8 = 37, LLM__TYPE_IQ4_NL_8X8 = 38,
     LLM__TYPE_MXFP4 = 39,
-    LLM__TYPE_COUNT = 40
+    // The engine's own layouts for AWQ and GPTQ weights (made at load from a Hugging Face
+    // checkpoint; never in a GGUF file, whose reader refuses these ids): see struct llm__block_gq.
+    LLM__TYPE_G4_32 = 64, LLM__TYPE_G4_64 = 65, LLM__TYPE_G4_128 = 66,
+    LLM__TYPE_G8_32 = 67, LLM__TYPE_G8_64 = 68, LLM__TYPE_G8_128 = 69,
+    LLM__TYPE_COUNT = 70
 };
 
 struct llm__type_info {
@@ -193,6 +197,7 @@ struct llm__type_info {
     size_t block_bytes;    // bytes per block
     bool supported;        // usable as a weight type by llm.c
     int vec_dot_type;      // activation type a weight row of this type is multiplied with; -1: none
+    bool internal;         // the engine's own layout, not a ggml type (GGUF files cannot hold it)
 };
 
 static const struct llm__type_info llm__type_table[LLM__TYPE_COUNT] = {
@@ -234,6 +239,12 @@ static const struct llm__type_info llm__type_table[LLM__TYPE_COUNT] = {
     [LLM__TYPE_IQ4_NL_4X8] = {"iq4_nl_4x8", 32,  18, false, LLM__TYPE_Q8_0},
     [LLM__TYPE_IQ4_NL_8X8] = {"iq4_nl_8x8", 32,  18, false, LLM__TYPE_Q8_0},
     [LLM__TYPE_MXFP4]      = {"mxfp4",      32,  17, false, LLM__TYPE_Q8_0},
+    [LLM__TYPE_G4_32]      = {"int4_g32",   32,  20, true,  LLM__TYPE_Q8_0, true},
+    [LLM__TYPE_G4_64]      = {"int4_g64",   64,  36, true,  LLM__TYPE_Q8_0, true},
+    [LLM__TYPE_G4_128]     = {"int4_g128", 128,  68, true,  LLM__TYPE_Q8_0, true},
+    [LLM__TYPE_G8_32]      = {"int8_g32",   32,  36, true,  LLM__TYPE_Q8_0, true},
+    [LLM__TYPE_G8_64]      = {"int8_g64",   64,  68, true,  LLM__TYPE_Q8_0, true},
+    [LLM__TYPE_G8_128]     = {"int8_g128", 128, 132, true,  LLM__TYPE_Q8_0, true},
 };
 
 // NULL when `type` is not a ggml type id at all (a loader reports "unknown type N"); otherwise the
@@ -357,6 +368,23 @@ struct llm__block_q8_K {
     int8_t qs[256];
     int16_t bsums[16];
 };
+// The AWQ / GPTQ layouts (LLM__TYPE_G4_* and G8_*, the engine's own): a block is one
+// quantization group of g = 32, 64 or 128 inputs with one fp16 scale d and one zero point z,
+// x = d * (q - z), as the checkpoints define their weights. G4 (4.25 bits a weight at g = 128):
+// q is a 4-bit unsigned quant and sub-block c (elements 32c..32c+31) keeps its nibbles in
+// qs[16c..16c+16) as Q4_0 does (element 32c + j in the low nibble of byte 16c + j, 32c + 16 + j in
+// the high one); z is 0..16 (GPTQ's v1 zeros, stored less one, can make 16). G8: qs[j] is the 8-bit
+// quant less 128 (int8) and z the zero point less 128 (-128..128). Products are taken against
+// Q8_0 activations with exact integer sums per sub-block: sum((q - z) * a).
+struct llm__block_gq {
+    uint16_t d;
+    int16_t z;
+    uint8_t qs[];          // g / 2 (G4) or g (G8) bytes
+};
+static bool llm__is_gq(int type) { return type >= LLM__TYPE_G4_32 && type <= LLM__TYPE_G8_128; }
+static int llm__gq_bits(int type) { return type <= LLM__TYPE_G4_128 ? 4 : 8; }
+static int llm__gq_group(int type) { return 32 << ((type - LLM__TYPE_G4_32) % 3); }
+
 _Static_assert(sizeof(struct llm__block_q8_0) == 34, "block_q8_0 layout");
 _Static_assert(sizeof(struct llm__block_q4_0) == 18, "block_q4_0 layout");
 _Static_assert(sizeof(struct llm__block_q8_1) == 36, "block_q8_1 layout");
@@ -534,6 +562,23 @@ static void llm__dequantize_q8_0(const struct llm__block_q8_0 *x, float *y, int6
     for (int64_t i = 0; i < nb; i++, y += LLM__QK) {
         const float d = llm__fp16_to_fp32(x[i].d);
         for (int j = 0; j < 32; j++) y[j] = d * (float)x[i].qs[j];
+    }
+}
+
+// The quant j of a G4 / G8 block (as stored: G8's less 128).
+static inline int llm__gq_quant(const struct llm__block_gq *b, int bits, int j) {
+    if (bits == 8) return (int8_t)b->qs[j];
+    const uint8_t q = b->qs[16 * (j / 32) + j % 16];
+    return j % 32 < 16 ? q & 15 : q >> 4;
+}
+
+static void llm__dequantize_gq(int type, const void *x, float *y, int64_t n) {
+    const int g = llm__gq_group(type), bits = llm__gq_bits(type);
+    const size_t bb = llm__type_table[type].block_bytes;
+    for (int64_t i = 0; i < n / g; i++) {
+        const struct llm__block_gq *b = (const void *)((const uint8_t *)x + (size_t)i * bb);
+        const float d = llm__fp16_to_fp32(b->d);
+        for (int j = 0; j < g; j++) y[i * g + j] = (float)(llm__gq_quant(b, bits, j) - b->z) * d;
     }
 }
 
@@ -797,6 +842,30 @@ static void llm__quantize_q8_0(const float *x, struct llm__block_q8_0 *y, int64_
 }
 
 // As quantize_row_q4_0_ref: the element of largest magnitude maps to -8, d = max / -8.
+// G4 / G8 by rounding to nearest, group by group (the tests' and --quantize's; AWQ and GPTQ
+// checkpoints bring their own quants): the group's range [min(x, 0), max(x, 0)] over 2^bits - 1
+// steps, z the step where 0 falls, q = clamp(round(x / d) + z).
+static void llm__quantize_gq(int type, const float *x, void *y, int64_t n) {
+    const int g = llm__gq_group(type), bits = llm__gq_bits(type), qmax = (1 << bits) - 1, off = bits == 8 ? 128 : 0;
+    const size_t bb = llm__type_table[type].block_bytes;
+    for (int64_t i = 0; i < n / g; i++) {
+        struct llm__block_gq *b = (void *)((uint8_t *)y + (size_t)i * bb);
+        const float *v = x + i * g;
+        float lo = 0.0f, hi = 0.0f;
+        for (int j = 0; j < g; j++) lo = v[j] < lo ? v[j] : lo, hi = v[j] > hi ? v[j] : hi;
+        b->d = llm__fp32_to_fp16((hi - lo) / (float)qmax);
+        const float d = llm__fp16_to_fp32(b->d), id = d > 0.0f ? 1.0f / d : 0.0f;
+        const int z = (int)LLM__MIN((float)qmax, LLM__MAX(0.0f, nearbyintf(-lo * id)));
+        b->z = (int16_t)(z - off);
+        memset(b->qs, 0, (size_t)(bits == 8 ? g : g / 2));
+        for (int j = 0; j < g; j++) {
+            const int q = (int)LLM__MIN((float)qmax, LLM__MAX(0.0f, nearbyintf(v[j] * id) + (float)z));
+            if (bits == 8) b->qs[j] = (uint8_t)(q - off);
+            else b->qs[16 * (j / 32) + j % 16] |= (uint8_t)(q << (j % 32 < 16 ? 0 : 4));
+        }
+    }
+}
+
 static void llm__quantize_q4_0(const float *x, struct llm__block_q4_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
         float amax = 0.0f, max = 0.0f;
@@ -1313,6 +1382,40 @@ static void llm__vec_dot_q4_0_scalar(int64_t n, float *s, const void *vw, const 
     *s = sum;
 }
 
+// G4 / G8 x Q8_0: per sub-block of 32, the integer sum((q - z) * a) times d_w * d_a.
+static inline float llm__vec_dot_gq_scalar(int type, int64_t n, const void *vw, const void *va) {
+    const int g = llm__gq_group(type), bits = llm__gq_bits(type);
+    const size_t bb = llm__type_table[type].block_bytes;
+    const struct llm__block_q8_0 *a = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / g; i++) {
+        const struct llm__block_gq *b = (const void *)((const uint8_t *)vw + (size_t)i * bb);
+        const float d = llm__fp16_to_fp32(b->d);
+        for (int c = 0; c < g / 32; c++, a++) {
+            int32_t sumi = 0;
+            for (int j = 0; j < 32; j++) sumi += (llm__gq_quant(b, bits, 32 * c + j) - b->z) * a->qs[j];
+            sum += (float)sumi * (d * llm__fp16_to_fp32(a->d));
+        }
+    }
+    return sum;
+}
+#define LLM__GQ_KERNELS(SFX, ATTR, IMPL)                                                                                 \
+    ATTR static void llm__vec_dot_int4_g32_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G4_32, n, w, a); }   \
+    ATTR static void llm__vec_dot_int4_g64_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G4_64, n, w, a); }   \
+    ATTR static void llm__vec_dot_int4_g128_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G4_128, n, w, a); } \
+    ATTR static void llm__vec_dot_int8_g32_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G8_32, n, w, a); }   \
+    ATTR static void llm__vec_dot_int8_g64_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G8_64, n, w, a); }   \
+    ATTR static void llm__vec_dot_int8_g128_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G8_128, n, w, a); }
+LLM__GQ_KERNELS(scalar, , llm__vec_dot_gq_scalar)
+// The kernel of G type t at one level (the dispatch's case lines).
+#define LLM__GQ_CASES(SFX)                                                          \
+    case LLM__TYPE_G4_32: return llm__vec_dot_int4_g32_##SFX;                       \
+    case LLM__TYPE_G4_64: return llm__vec_dot_int4_g64_##SFX;                       \
+    case LLM__TYPE_G4_128: return llm__vec_dot_int4_g128_##SFX;                     \
+    case LLM__TYPE_G8_32: return llm__vec_dot_int8_g32_##SFX;                       \
+    case LLM__TYPE_G8_64: return llm__vec_dot_int8_g64_##SFX;                       \
+    case LLM__TYPE_G8_128: return llm__vec_dot_int8_g128_##SFX;
+
 // Q4_1 / Q5_1 x Q8_1: d_w * d_a * dot(q, a) + m * s (s = d_a * sum(a): the min's share).
 static void llm__vec_dot_q4_1_scalar(int64_t n, float *s, const void *vw, const void *va) {
     const struct llm__block_q4_1 *w = vw;
@@ -1706,6 +1809,39 @@ ATTR static void llm__vec_dot_iq4_nl_##SFX(int64_t n, float *s, const void *vw, 
 }
 LLM__B32_DOTS(LLM__AVX2, avx2)
 
+// G4 / G8 x Q8_0 (AVX2 and AVX-512 VNNI, the sub-block dot given as DOT): per sub-block of 32,
+// the integer sum((q - z) * a) as 8 int32 partial sums, into two float accumulators by turns.
+#define LLM__GQ_DOTS(ATTR, SFX, DOT)                                                                                    \
+ATTR static inline __attribute__((always_inline)) float llm__vec_dot_gq_##SFX(int type, int64_t n, const void *vw, const void *va) { \
+    const int g = llm__gq_group(type), bits = llm__gq_bits(type), nsub = g / 32;                                       \
+    const size_t bb = llm__type_table[type].block_bytes;                                                                \
+    const struct llm__block_q8_0 *a = va;                                                                               \
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};                                                         \
+    for (int64_t i = 0; i < n / g; i++, a += nsub) {                                                                    \
+        const struct llm__block_gq *b = (const void *)((const uint8_t *)vw + (size_t)i * bb);                          \
+        const float d = _cvtsh_ss(b->d);                                                                                \
+        for (int c = 0; c < nsub; c++) {                                                                                \
+            const __m256i p = DOT(bits, b->qs + (bits == 8 ? 32 : 16) * c, b->z, a[c].qs);                               \
+            acc[c & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * _cvtsh_ss(a[c].d)), acc[c & 1]);      \
+        }                                                                                                               \
+    }                                                                                                                   \
+    return llm__hsum_avx2(_mm256_add_ps(acc[0], acc[1]));                                                               \
+}                                                                                                                       \
+LLM__GQ_KERNELS(SFX, ATTR, llm__vec_dot_gq_##SFX)
+
+// sum((q - z) * a) of one sub-block: G4 as Q4_0 with z for 8; G8 as Q8_0, less z * sum(a).
+LLM__AVX2 static inline __attribute__((always_inline)) __m256i llm__gq_sub_avx2(int bits, const uint8_t *qs, int z, const int8_t *q8) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)q8), ones = _mm256_set1_epi16(1);
+    if (bits == 4) {
+        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(llm__nibbles_avx2(qs), a),
+                                           _mm256_maddubs_epi16(_mm256_set1_epi8((char)z), a));
+        return _mm256_madd_epi16(p, ones);
+    }
+    const __m256i sa = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), a), ones);
+    return _mm256_sub_epi32(llm__dot_i8_avx2(_mm256_loadu_si256((const __m256i *)qs), a), _mm256_mullo_epi32(sa, _mm256_set1_epi32(z)));
+}
+LLM__GQ_DOTS(LLM__AVX2, avx2, llm__gq_sub_avx2)
+
 // llm__unpack_k4_scales in registers: the 12 scale bytes (read as 16; the 4 after them are still
 // inside the block) become [sc0..sc7, m0..m7]. Dword lanes: w0 & 3f | w2 & 0f, (w0 >> 2) & 30 |
 // w1 & 3f | (w2 >> 4) & 0f, (w1 >> 2) & 30.
@@ -2086,6 +2222,18 @@ LLM__AVX512 static inline __attribute__((always_inline)) __m256i llm__dot_b32_av
 
 LLM__B32_DOTS(LLM__AVX512, avx512)
 
+// G8's quants less 128 become unsigned again for vpdpbusd: sum(q * a) - (z + 128) * sum(a).
+LLM__AVX512 static inline __attribute__((always_inline)) __m256i llm__gq_sub_avx512(int bits, const uint8_t *qs, int z, const int8_t *q8) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)q8), zero = _mm256_setzero_si256();
+    if (bits == 4)
+        return _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, llm__nibbles_avx2(qs), a),
+                                _mm256_dpbusd_epi32(zero, _mm256_set1_epi8((char)z), a));
+    const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)qs), _mm256_set1_epi8((char)0x80));
+    const __m256i sa = _mm256_dpbusd_epi32(zero, _mm256_set1_epi8(1), a);
+    return _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, u, a), _mm256_mullo_epi32(sa, _mm256_set1_epi32(z + 128)));
+}
+LLM__GQ_DOTS(LLM__AVX512, avx512, llm__gq_sub_avx512)
+
 // A vpshufb control that fills 128-bit lanes 0-1 with 16-bit element e0 and lanes 2-3 with e1 of
 // a source whose 4 lanes are identical.
 LLM__AVX512 static inline __m512i llm__spread2(int e0, int e1) {
@@ -2451,6 +2599,37 @@ static void llm__vec_dot_iq4_nl_neon(int64_t n, float *s, const void *vw, const 
     *s = llm__vec_dot_b32_neon(LLM__TYPE_IQ4_NL, n, vw, va);
 }
 
+// G4 / G8: per sub-block, G4's quants less z as signed bytes (-16..15); G8's dot less z * sum(a).
+static inline __attribute__((always_inline)) float llm__vec_dot_gq_neon(int type, int64_t n, const void *vw, const void *va) {
+    const int g = llm__gq_group(type), bits = llm__gq_bits(type), nsub = g / 32;
+    const size_t bb = llm__type_table[type].block_bytes;
+    const struct llm__block_q8_0 *a = va;
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t i = 0; i < n / g; i++, a += nsub) {
+        const struct llm__block_gq *b = (const void *)((const uint8_t *)vw + (size_t)i * bb);
+        const float d = llm__fp16_to_fp32_neon(b->d);
+        for (int c = 0; c < nsub; c++) {
+            const int8x16_t a0 = vld1q_s8(a[c].qs), a1 = vld1q_s8(a[c].qs + 16);
+            int32x4_t p;
+            if (bits == 4) {
+                const uint8x16_t q = vld1q_u8(b->qs + 16 * c);
+                const int8x16_t z = vdupq_n_s8((int8_t)b->z);
+                p = llm__dot_s8_neon(vdupq_n_s32(0), vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), z), a0);
+                p = llm__dot_s8_neon(p, vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), z), a1);
+            } else {
+                const int8x16_t one = vdupq_n_s8(1);
+                p = llm__dot_s8_neon(vdupq_n_s32(0), vld1q_s8((const int8_t *)b->qs + 32 * c), a0);
+                p = llm__dot_s8_neon(p, vld1q_s8((const int8_t *)b->qs + 32 * c + 16), a1);
+                p = vmlsq_n_s32(p, llm__dot_s8_neon(llm__dot_s8_neon(vdupq_n_s32(0), one, a0), one, a1), b->z);
+            }
+            acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), d * llm__fp16_to_fp32_neon(a[c].d));
+        }
+    }
+    return vaddvq_f32(acc);
+}
+LLM__GQ_KERNELS(neon, , llm__vec_dot_gq_neon)
+
 // Q4_K / Q5_K: per sub-block an int32 dot, times its scale; mins from bsums as in the scalar twin.
 static inline __attribute__((always_inline)) float llm__vec_dot_k45_neon(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool five) {
     const struct llm__block_q4_K *w4 = vw;
@@ -2632,6 +2811,7 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
         case LLM__TYPE_Q3_K: return llm__vec_dot_q3_K_scalar;
         case LLM__TYPE_Q2_K: return llm__vec_dot_q2_K_scalar;
         case LLM__TYPE_IQ4_XS: return llm__vec_dot_iq4_xs_scalar;
+        LLM__GQ_CASES(scalar)
         default: return NULL;
         }
 #if defined(LLM__X86_SIMD)
@@ -2652,6 +2832,7 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
         case LLM__TYPE_Q3_K: return llm__vec_dot_q3_K_avx2;
         case LLM__TYPE_Q2_K: return llm__vec_dot_q2_K_avx2;
         case LLM__TYPE_IQ4_XS: return llm__vec_dot_iq4_xs_avx2;
+        LLM__GQ_CASES(avx2)
         default: return NULL;
         }
     case LLM__SIMD_AVX512:
@@ -2671,6 +2852,7 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
         case LLM__TYPE_Q3_K: return llm__vec_dot_q3_K_avx512;
         case LLM__TYPE_Q2_K: return llm__vec_dot_q2_K_avx512;
         case LLM__TYPE_IQ4_XS: return llm__vec_dot_iq4_xs_avx512;
+        LLM__GQ_CASES(avx512)
         default: return NULL;
         }
 #endif
@@ -2692,6 +2874,7 @@ static llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
         case LLM__TYPE_Q3_K: return llm__vec_dot_q3_K_neon;
         case LLM__TYPE_Q2_K: return llm__vec_dot_q2_K_neon;
         case LLM__TYPE_IQ4_XS: return llm__vec_dot_iq4_xs_neon;
+        LLM__GQ_CASES(neon)
         default: return NULL;
         }
 #endif
@@ -2722,6 +2905,8 @@ static void llm__dequantize_row(int type, const void *src, float *dst, int64_t n
     case LLM__TYPE_Q2_K: llm__dequantize_q2_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_IQ4_XS: llm__dequantize_iq4_xs(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q8_K: llm__dequantize_q8_K(src, dst, n / LLM__QK_K); return;
+    case LLM__TYPE_G4_32: case LLM__TYPE_G4_64: case LLM__TYPE_G4_128:
+    case LLM__TYPE_G8_32: case LLM__TYPE_G8_64: case LLM__TYPE_G8_128: llm__dequantize_gq(type, src, dst, n); return;
     default: assert(!"llm__dequantize_row: unsupported type"); memset(dst, 0, (size_t)n * sizeof(float)); return;
     }
 }
@@ -2750,6 +2935,8 @@ static void llm__quantize_row(int type, const float *src, void *dst, int64_t n) 
     case LLM__TYPE_Q2_K: llm__quantize_q2_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_IQ4_XS: llm__quantize_iq4_xs(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q8_K: llm__quantize_q8_K(src, dst, n / LLM__QK_K); return;
+    case LLM__TYPE_G4_32: case LLM__TYPE_G4_64: case LLM__TYPE_G4_128:
+    case LLM__TYPE_G8_32: case LLM__TYPE_G8_64: case LLM__TYPE_G8_128: llm__quantize_gq(type, src, dst, n); return;
     default: assert(!"llm__quantize_row: unsupported type"); return;
     }
 }
@@ -2831,6 +3018,7 @@ struct llm__gguf_tensor {
     uint64_t offset;           // from the start of the data section
     size_t size;               // bytes
     const void *data;          // in the mapping
+    const int32_t *perm;       // GPTQ act-order (directories only): column k holds input perm[k]; NULL: none
 };
 
 // Open-addressing hash from names to item indices (-1: empty slot), for duplicate checks
@@ -3136,7 +3324,7 @@ static bool llm__gguf_rd_tensor(struct llm__gguf_cur *c, struct llm__gguf *g, in
     if (!llm__gguf_rd(c, &t->type, 4, what)) return false;
     const struct llm__type_info *ti = llm__type_info(t->type);
     int64_t blck = ti ? (int64_t)ti->blck : 0, bytes;
-    if (!ti || blck <= 0 || ti->block_bytes == 0)
+    if (!ti || ti->internal || blck <= 0 || ti->block_bytes == 0)
         return llm__gguf_bad(c, LLM_ERR_FORMAT, "gguf: tensor '%s' has unknown tensor type id %u "
                              "(byte offset %zu)", name, t->type, type_at);
     if (t->ne[0] % blck != 0)
@@ -4190,9 +4378,78 @@ static enum llm_status llm__hf_cfg_num(const struct llm__json *j, const char *ke
     return LLM_OK;
 }
 
+// --- AWQ and GPTQ checkpoints ---
+// config.json's quantization_config says how the linear layers' weights are stored; each such
+// weight W (out x in) is then the tensors X.qweight, X.qzeros, X.scales (and for GPTQ X.g_idx)
+// in place of X.weight, with w[o][i] = s[g][o] * (q[i][o] - z[g][o]) for input i of group g:
+//   AWQ (AutoAWQ's GEMM format, 4 bits): qweight int32 [in, out/8] and qzeros int32
+//     [in/group, out/8], both with 8 nibbles a word along the output: nibble k (bits 4k..4k+3) of
+//     word c holds output 8c + {0, 2, 4, 6, 1, 3, 5, 7}[k]; scales fp16 [in/group, out].
+//   GPTQ (AutoGPTQ / GPTQModel, 4 or 8 bits): qweight int32 [in * bits / 32, out] packed along the
+//     input (input 8r + k of 4-bit row r in nibble k), qzeros int32 [in/group, out * bits / 32]
+//     packed along the output, stored less one in the original ("v1", checkpoint_format "gptq")
+//     layout and as they are in "gptq_v2"; scales [in/group, out]; g_idx int32 [in], each input's
+//     group: with act-order (desc_act) the groups are not runs of inputs.
+// A group of -1 is the whole row. Every such weight becomes a G4 / G8 tensor (struct llm__block_gq)
+// of 32, 64 or 128 inputs a block, the largest that divides the group (a block repeats its group's
+// scale and zero); act-order inputs are sorted by group, and the tensor's perm tells the products
+// to gather their activations the same way.
+
+enum { LLM__HF_AWQ = 1, LLM__HF_GPTQ = 2 };
+struct llm__hf_quant {
+    int method;            // 0: none, LLM__HF_AWQ, LLM__HF_GPTQ
+    int bits;              // 4 (AWQ, GPTQ) or 8 (GPTQ)
+    int64_t group;         // inputs a group; -1: the whole row
+    bool zeros_less_one;   // GPTQ v1: a stored zero point is the zero point less one
+};
+
+// quantization_config (member q of config.json's object) into *out.
+static enum llm_status llm__hf_quant_config(const struct llm__json *j, int32_t q, struct llm__hf_quant *out, struct llm__err *e) {
+    memset(out, 0, sizeof(*out));
+    if (q < 0 || j->nodes[q].type == LLM__JSON_NULL) return LLM_OK;
+    if (j->nodes[q].type != LLM__JSON_OBJ) return llm__fail(e, LLM_ERR_FORMAT, "config.json: quantization_config is not an object");
+    const int32_t m = llm__json_get(j, q, "quant_method");
+    char pr[88] = "(none)";
+    if (m >= 0 && j->nodes[m].type == LLM__JSON_STR) llm__gguf_printable(pr, j->text + j->nodes[m].start, j->nodes[m].len);
+    out->method = m >= 0 && llm__json_eq(j, m, "awq") ? LLM__HF_AWQ : m >= 0 && llm__json_eq(j, m, "gptq") ? LLM__HF_GPTQ : 0;
+    if (!out->method)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config's quant_method %s is not supported "
+                         "(awq, gptq)", pr);
+    const bool awq = out->method == LLM__HF_AWQ;
+    int64_t bits = 0, group = 0;
+    const int32_t bv = llm__json_get(j, q, "bits"), gv = llm__json_get(j, q, "group_size");
+    if (bv < 0 || !llm__json_int(j, bv, 1, 64, &bits) || (bits != 4 && (awq || bits != 8)))
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: %s weights of %s bits are not supported "
+                         "(AWQ: 4; GPTQ: 4 or 8)", pr, bv < 0 ? "unknown" : j->text + j->nodes[bv].start);
+    if (gv < 0 || !llm__json_int(j, gv, -1, 1 << 20, &group) || group == 0 || (group > 0 && group % 32))
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: group_size must be -1 or a multiple of 32");
+    out->bits = (int)bits;
+    out->group = group;
+    // the layout: AWQ's "version" (GEMM only: GEMV and the others pack differently), GPTQ's
+    // "checkpoint_format" (or "format"): gptq (v1) or gptq_v2
+    const int32_t ver = llm__json_get(j, q, awq ? "version" : "checkpoint_format"), fmt = awq ? -1 : llm__json_get(j, q, "format");
+    const int32_t v = ver >= 0 && j->nodes[ver].type != LLM__JSON_NULL ? ver : fmt;
+    if (v >= 0 && j->nodes[v].type != LLM__JSON_NULL) {
+        char name[16] = "";
+        if (j->nodes[v].type == LLM__JSON_STR && (size_t)j->nodes[v].len < sizeof(name))
+            for (uint32_t k = 0; k < (uint32_t)j->nodes[v].len; k++) name[k] = (char)tolower((unsigned char)j->text[j->nodes[v].start + k]);
+        llm__gguf_printable(pr, j->text + j->nodes[v].start, j->nodes[v].len);
+        if (awq ? strcmp(name, "gemm") != 0 : strcmp(name, "gptq") != 0 && strcmp(name, "gptq_v2") != 0)
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: the %s layout %s is not supported (%s)",
+                             awq ? "AWQ" : "GPTQ", pr, awq ? "gemm" : "gptq, gptq_v2");
+        out->zeros_less_one = !awq && strcmp(name, "gptq") == 0;
+    } else out->zeros_less_one = !awq;
+    const int32_t zp = llm__json_get(j, q, "zero_point"), mf = llm__json_get(j, q, "is_marlin_format");
+    if (awq && zp >= 0 && j->nodes[zp].type == LLM__JSON_FALSE)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: AWQ without zero points is not supported");
+    if (mf >= 0 && j->nodes[mf].type == LLM__JSON_TRUE)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: GPTQ's Marlin layout is not supported");
+    return LLM_OK;
+}
+
 // The GGUF keys of config.json (its text cfg[0..n)): *arch (a static name) and the header in b.
 static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbuf *b, const char **arch_out, bool *permute_qk,
-                                      int64_t hp[5], struct llm__err *e) {
+                                      int64_t hp[5], struct llm__hf_quant *quant, struct llm__err *e) {
     struct llm__json j;
     enum llm_status st = llm__json_parse(&j, cfg, n, "config.json", e);
     if (st) return st;
@@ -4219,9 +4476,9 @@ static enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbu
                          "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
                          "Gemma2ForCausalLM, Gemma3ForCausalLM; others as GGUF files)", pr);
     }
-    if (llm__json_get(&j, 0, "quantization_config") >= 0 && j.nodes[llm__json_get(&j, 0, "quantization_config")].type != LLM__JSON_NULL) {
+    if ((st = llm__hf_quant_config(&j, llm__json_get(&j, 0, "quantization_config"), quant, e))) {
         llm__json_free(&j);
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantized checkpoints (quantization_config) are not supported yet");
+        return st;
     }
     const bool gemma = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3");
     int64_t embd = 0, layers = 0, ff = 0, heads = 0, kv_heads = -1, head_dim = -1, ctx = 2048, vocab = 0;
@@ -4414,11 +4671,117 @@ static void llm__hf_permute_rows(uint8_t *dst, const uint8_t *src, size_t row, i
                 memcpy(dst + (size_t)(h * head_dim + 2 * i + j) * row, src + (size_t)(h * head_dim + j * half + i) * row, row);
 }
 
+// The tensor `name` in any file of the directory, or NULL.
+static const struct llm__st_tensor *llm__hf_find(const struct llm__hf_owned *o, const char *name) {
+    for (int f = 0; f < o->n_files; f++)
+        for (int64_t i = 0; i < o->files[f].n; i++)
+            if (strcmp(o->files[f].t[i].name, name) == 0) return &o->files[f].t[i];
+    return NULL;
+}
+
+// Element (r, c) of a 2-D int32 tensor of `cols` columns (little-endian, maybe unaligned).
+static inline uint32_t llm__hf_u32(const struct llm__st_tensor *t, int64_t r, int64_t c, int64_t cols) {
+    uint32_t v;
+    memcpy(&v, t->data + 4 * ((size_t)r * (size_t)cols + (size_t)c), 4);
+    return v;
+}
+
+// The AWQ / GPTQ weight `base` (base.qweight qw, base.qzeros, base.scales, base.g_idx) as a G4 /
+// G8 tensor into t (type, shape, data: a copy kept in o; perm: act-order's, also in o).
+static enum llm_status llm__hf_gq_tensor(const struct llm__hf_quant *qc, struct llm__hf_owned *o, const char *base,
+                                         const struct llm__st_tensor *qw, struct llm__gguf_tensor *t, struct llm__err *e) {
+    char name[LLM__GGUF_MAX_NAME + 16], pr[88];
+    llm__gguf_printable(pr, base, strlen(base));
+    const struct llm__st_tensor *part[3];
+    static const char *const sfx[3] = {"qzeros", "scales", "g_idx"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(name, sizeof(name), "%s.%s", base, sfx[k]);
+        part[k] = llm__hf_find(o, name);
+        if (!part[k] && k < 2) return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s' has a qweight but no %s", pr, sfx[k]);
+    }
+    const struct llm__st_tensor *qz = part[0], *sc = part[1], *gi = qc->method == LLM__HF_GPTQ ? part[2] : NULL;
+    if (qw->type != 26 || qz->type != 26 || (gi && gi->type != 26) || (sc->type != 1 && sc->type != 30 && sc->type != 0))
+        return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': qweight, qzeros and g_idx must be I32 and scales F16, BF16 or F32", pr);
+    if (qw->n_dims != 2 || qz->n_dims != 2 || sc->n_dims != 2 || (gi && gi->n_dims != 1))
+        return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': qweight, qzeros and scales must be matrices, g_idx a vector", pr);
+    const bool awq = qc->method == LLM__HF_AWQ;
+    const int bits = qc->bits, pack = 32 / bits;
+    const uint32_t mask = (1u << bits) - 1;
+    const int64_t in = awq ? qw->shape[0] : qw->shape[0] * pack, out = awq ? qw->shape[1] * pack : qw->shape[1];
+    // groups of G inputs, the last one shorter when G does not divide the inputs (as GPTQ makes them)
+    const int64_t G = qc->group > 0 ? qc->group : in, ng = G ? (in + G - 1) / G : 0;
+    if (in == 0 || out == 0 || in % 32 || G % 32 || out % pack || qz->shape[0] != ng || qz->shape[1] != out / pack ||
+        sc->shape[0] != ng || sc->shape[1] != out || (gi && gi->shape[0] != in))
+        return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': shapes qweight [%lld, %lld], qzeros [%lld, %lld], scales [%lld, %lld] "
+                         "do not fit a %lld x %lld weight of %d bits in groups of %lld (its inputs a multiple of 32)", pr,
+                         (long long)qw->shape[0], (long long)qw->shape[1], (long long)qz->shape[0], (long long)qz->shape[1],
+                         (long long)sc->shape[0], (long long)sc->shape[1], (long long)out, (long long)in, bits, (long long)G);
+    const int64_t tail = in % G ? in % G : G;   // (blocks divide every group)
+    const int type = (bits == 4 ? LLM__TYPE_G4_32 : LLM__TYPE_G8_32) + (G % 128 == 0 && tail % 128 == 0 ? 2 : G % 64 == 0 && tail % 64 == 0);
+    const int64_t g = llm__gq_group(type);
+    // act-order: inputs sorted by group (stable), each group exactly G of them (the last: tail)
+    int32_t *perm = NULL;
+    bool identity = true;
+    for (int64_t i = 0; gi && i < in && identity; i++) identity = (int64_t)llm__hf_u32(gi, 0, i, in) == i / G;
+    if (!identity) {
+        int64_t *fill = calloc((size_t)ng, sizeof(int64_t));
+        perm = llm__alloc((size_t)in * sizeof(int32_t));
+        if (!fill || !perm) { free(fill); free(perm); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
+        o->copies[o->n_copies++] = perm;
+        bool ok = true;
+        for (int64_t i = 0; i < in && ok; i++) {
+            const uint32_t gr = llm__hf_u32(gi, 0, i, in);
+            if ((ok = gr < (uint64_t)ng && fill[gr] < ((int64_t)gr == ng - 1 ? tail : G))) perm[(int64_t)gr * G + fill[gr]++] = (int32_t)i;
+        }
+        free(fill);   // (ng groups, in inputs, none over its size: all full)
+        if (!ok) return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': g_idx does not put %lld inputs in each of %lld groups", pr,
+                                  (long long)G, (long long)ng);
+    }
+    const size_t row = llm__row_bytes(type, in), bb = llm__type_table[type].block_bytes;
+    uint8_t *dst = llm__alloc(row * (size_t)out);
+    if (!dst) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for tensor '%s'", pr);
+    o->copies[o->n_copies++] = dst;
+    memset(dst, 0, row * (size_t)out);
+    static const int awq_nibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};   // output 8c + r is in nibble awq_nibble[r] of word c
+    for (int64_t r = 0; r < out; r++) {
+        const int zshift = awq ? 4 * awq_nibble[r % 8] : bits * (int)(r % pack);
+        for (int64_t b = 0; b < in / g; b++) {
+            struct llm__block_gq *blk = (void *)(dst + (size_t)r * row + (size_t)b * bb);
+            const int64_t gr = b * g / G;
+            int z = (int)(llm__hf_u32(qz, gr, r / pack, out / pack) >> zshift & mask) + qc->zeros_less_one;
+            if (sc->type == 1) memcpy(&blk->d, sc->data + 2 * ((size_t)gr * (size_t)out + (size_t)r), 2);
+            else {
+                float f;
+                uint16_t h;
+                if (sc->type == 0) memcpy(&f, sc->data + 4 * ((size_t)gr * (size_t)out + (size_t)r), 4);
+                else memcpy(&h, sc->data + 2 * ((size_t)gr * (size_t)out + (size_t)r), 2), f = llm__bf16_to_fp32(h);
+                blk->d = llm__fp32_to_fp16(f);
+            }
+            blk->z = (int16_t)(bits == 8 ? z - 128 : z);
+            for (int64_t j = 0; j < g; j++) {
+                const int64_t i = perm ? perm[b * g + j] : b * g + j;
+                const uint32_t q = awq ? llm__hf_u32(qw, i, r / 8, out / 8) >> (4 * awq_nibble[r % 8]) & 15
+                                       : llm__hf_u32(qw, i / pack, r, out) >> (bits * (int)(i % pack)) & mask;
+                if (bits == 8) blk->qs[j] = (uint8_t)(q - 128);
+                else blk->qs[16 * (j / 32) + j % 16] |= (uint8_t)(q << (j % 32 < 16 ? 0 : 4));
+            }
+        }
+    }
+    t->type = (uint32_t)type;
+    t->n_dims = 2;
+    t->ne[0] = in, t->ne[1] = out, t->ne[2] = t->ne[3] = 1;
+    t->size = row * (size_t)out;
+    t->data = dst;
+    t->perm = perm;
+    return LLM_OK;
+}
+
 // Adds the tensors of safetensors file f to g under their GGUF names (copies in o).
 static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o, const struct llm__safetensors *f,
-                                           bool permute, bool gemma, const int64_t hp[5], struct llm__err *e) {
+                                           bool permute, bool gemma, const int64_t hp[5], const struct llm__hf_quant *quant,
+                                           struct llm__err *e) {
     struct llm__gguf_tensor *t2 = realloc(g->tensors, (size_t)(g->n_tensors + f->n + 1) * sizeof(*t2));
-    void **c2 = realloc(o->copies, (size_t)(o->n_copies + f->n + 1) * sizeof(*c2));
+    void **c2 = realloc(o->copies, (size_t)(o->n_copies + 3 * f->n + 1) * sizeof(*c2));   // (a quantized one: 3)
     if (t2) g->tensors = t2;
     if (c2) o->copies = c2;
     if (!t2 || !c2) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for the tensors");
@@ -4428,9 +4791,20 @@ static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_o
         int qk;
         llm__gguf_printable(pr, s->name, strlen(s->name));
         if (strstr(s->name, "rotary_emb.inv_freq")) continue;   // recomputed from rope_theta, as the converter skips it
-        if (!llm__hf_name(s->name, gemma, name, sizeof(name), &qk))
+        // a quantized weight: its qweight stands for it (the other parts are read with it)
+        const char *dot = strrchr(s->name, '.');
+        const bool qweight = quant->method && dot && strcmp(dot, ".qweight") == 0;
+        if (quant->method && dot && !qweight && (!strcmp(dot, ".qzeros") || !strcmp(dot, ".scales") || !strcmp(dot, ".g_idx"))) {
+            char qn[LLM__GGUF_MAX_NAME + 16];
+            if (snprintf(qn, sizeof(qn), "%.*s.qweight", (int)(dot - s->name), s->name) < (int)sizeof(qn) && llm__hf_find(o, qn)) continue;
+            return llm__fail(e, LLM_ERR_FORMAT, "hf: tensor '%s' belongs to no qweight", pr);
+        }
+        char hfname[LLM__GGUF_MAX_NAME + 16];
+        if (snprintf(hfname, sizeof(hfname), "%.*s%s", qweight ? (int)(dot - s->name) : (int)strlen(s->name), s->name,
+                     qweight ? ".weight" : "") >= (int)sizeof(hfname) ||
+            !llm__hf_name(hfname, gemma, name, sizeof(name), &qk))
             return llm__fail(e, LLM_ERR_UNSUPPORTED, "hf: tensor '%s' is not one this loader knows", pr);
-        if (s->type != 0 && s->type != 1 && s->type != 30)
+        if (!qweight && s->type != 0 && s->type != 1 && s->type != 30)
             return llm__fail(e, LLM_ERR_UNSUPPORTED, "hf: tensor '%s' is not F32, F16 or BF16", pr);
         if (s->n_dims < 1 || s->n_dims > 2)
             return llm__fail(e, LLM_ERR_FORMAT, "hf: tensor '%s' has %d dimensions, expected 1 or 2", pr, s->n_dims);
@@ -4443,6 +4817,11 @@ static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_o
         if (t->ne[0] == 0 || t->ne[1] == 0) return llm__fail(e, LLM_ERR_FORMAT, "hf: tensor '%s' is empty", pr);
         t->size = s->size;
         t->data = s->data;
+        if (qweight) {
+            hfname[strlen(hfname) - strlen(".weight")] = 0;
+            enum llm_status st = llm__hf_gq_tensor(quant, o, hfname, s, t, e);
+            if (st) return st;
+        }
         const int64_t heads = qk == 1 ? hp[0] : hp[1], rows = s->n_dims == 2 ? t->ne[1] : t->ne[0];
         const bool perm = permute && qk && rows == heads * hp[2];
         if (permute && qk && !perm)
@@ -4470,12 +4849,12 @@ static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_o
             t->type = 0;
             t->size = (size_t)n * sizeof(float);
             t->data = c;
-        } else if (perm || ((uintptr_t)s->data % 32) != 0) {
-            uint8_t *c = llm__alloc(s->size);
+        } else if (perm || ((uintptr_t)t->data % 32) != 0) {
+            uint8_t *c = llm__alloc(t->size);
             if (!c) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for tensor '%s'", pr);
             o->copies[o->n_copies++] = c;
-            if (perm) llm__hf_permute_rows(c, s->data, s->size / (size_t)rows, heads, hp[2]);
-            else memcpy(c, s->data, s->size);
+            if (perm) llm__hf_permute_rows(c, t->data, t->size / (size_t)rows, heads, hp[2]);
+            else memcpy(c, t->data, t->size);
             t->data = c;
         }
         if (!(t->name = llm__strndup(name, strlen(name)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
@@ -5042,9 +5421,10 @@ static enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_t
     const char *arch = NULL;
     bool permute = false;
     int64_t hp[5] = {0};
+    struct llm__hf_quant quant = {0};
     char hdr[24] = "GGUF";
     llm__gbuf_put(&b, hdr, 24);   // magic, version, counts: filled in below
-    enum llm_status st = llm__hf_config(tx->cfg, tx->cfg_len, &b, &arch, &permute, hp, e);
+    enum llm_status st = llm__hf_config(tx->cfg, tx->cfg_len, &b, &arch, &permute, hp, &quant, e);
     const bool gemma = st == LLM_OK && (!strcmp(arch, "gemma2") || !strcmp(arch, "gemma3"));
     if (st == LLM_OK && tx->name) llm__gbuf_s(&b, NULL, "general.name", tx->name);
     if (st == LLM_OK && tx->tok) st = llm__hf_tokenizer(tx, hp[4], &b, e);
@@ -5067,7 +5447,7 @@ static enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_t
         free(g->tensor_index.slots);
         g->tensor_index.slots = NULL;
         if (!llm__gguf_index_init(&g->tensor_index, n_tensors)) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-        for (int i = 0; i < o->n_files && st == LLM_OK; i++) st = llm__hf_add_tensors(g, o, &o->files[i], permute, gemma, hp, e);
+        for (int i = 0; i < o->n_files && st == LLM_OK; i++) st = llm__hf_add_tensors(g, o, &o->files[i], permute, gemma, hp, &quant, e);
     }
     if (st) llm__gguf_close(g);
     else g->version = 0;   // (not a GGUF file: llm_model_info says so)
@@ -5770,6 +6150,9 @@ struct llm__weight {
     int64_t ne0, ne1;
     struct llm__buf buf;
     int layout;   // backend-specific
+    // GPTQ act-order (set by the engine after weight_load): column k multiplies input perm[k]
+    // (ne0 int32, LLM__TYPE_I32), so the engine gathers the input (gather_cols) first. No buffer: none.
+    struct llm__tensor perm;
 };
 
 // Rotary position embedding settings of a model.
@@ -5877,6 +6260,8 @@ struct llm_backend_i {
     // attention as above, also honouring llm__attn.window and .softcap (which attention ignores)
     void (*attention_window)(void *ctx, struct llm__tensor out, struct llm__tensor q, struct llm__tensor k_cache,
                              struct llm__tensor v_cache, const struct llm__attn *p);
+    // dst[i][k] = x[i][perm[k]], perm int32 (GPTQ act-order weights' inputs)
+    void (*gather_cols)(void *ctx, struct llm__tensor dst, struct llm__tensor x, struct llm__tensor perm);
 
     // --- device (optional) ---
     // The device's name, for llm_get_engine_info. NULL: "".
@@ -7248,6 +7633,18 @@ static void llm__cpu_gelu_mul(void *ctx, struct llm__tensor dst, struct llm__ten
     llm__cpu_run_rows(&job);
 }
 
+static void llm__cpu_gather_cols_row(const struct llm__cpu_rows_job *job, int64_t i) {
+    const float *x = (const float *)llm__tensor_row(job->a, i);
+    const int32_t *perm = (const int32_t *)(const void *)llm__tensor_row(job->b, 0);
+    float *y = (float *)llm__tensor_row(job->dst, i);
+    for (int64_t k = 0; k < job->dst.ne0; k++) y[k] = x[perm[k]];
+}
+
+static void llm__cpu_gather_cols(void *ctx, struct llm__tensor dst, struct llm__tensor x, struct llm__tensor perm) {
+    struct llm__cpu_rows_job job = {.c = ctx, .dst = dst, .a = x, .b = perm, .n_rows = x.ne1, .row = llm__cpu_gather_cols_row};
+    llm__cpu_run_rows(&job);
+}
+
 static void llm__cpu_get_rows_row(const struct llm__cpu_rows_job *job, int64_t i) {
     int32_t r = job->c->step->out_rows[i];
     memcpy(llm__tensor_row(job->dst, i), llm__tensor_row(job->a, r), (size_t)job->dst.ne0 * sizeof(float));
@@ -8355,6 +8752,7 @@ static const struct llm_backend_i llm__cpu_iface = {
     .scale = llm__cpu_scale,
     .gelu_mul = llm__cpu_gelu_mul,
     .attention_window = llm__cpu_attention,
+    .gather_cols = llm__cpu_gather_cols,
     .device_name = llm__cpu_device_name,
     .bandwidth = NULL,   // no probe: a STREAM-like tool measures host memory better
 };
@@ -8445,6 +8843,8 @@ struct llm__model {
     struct llm__tensor rope_freqs;   // (n_rot/2) or no buffer
     struct llm__layer *layers;       // [n_layer]
     struct llm__buf small;           // every 1-D parameter (norms, biases, rope factors), f32
+    struct llm__buf perms;           // the act-order weights' distinct input permutations, int32
+    int64_t max_perm;                // the longest of them (0: none)
 };
 
 static struct llm__tensor llm__vec_view(struct llm__buf *buf, size_t offs, int64_t ne0, int64_t ne1) {
@@ -8793,6 +9193,37 @@ static void llm__map_release(const void *p, size_t n) {
 #endif
 }
 
+// The act-order weights' input permutations (a directory's GPTQ weights with g_idx), each
+// distinct one once, into m->perms; each weight's perm a view of its own.
+static enum llm_status llm__model_load_perms(struct llm__model *m, struct llm_backend *be, const struct llm__model_plan *pl,
+                                             struct llm__err *e) {
+    size_t total = 0;
+    for (size_t i = 0; i < pl->n_mats; i++)
+        if (pl->mats[i].src->perm) total += ((size_t)pl->mats[i].src->ne[0] * 4 + 63) & ~(size_t)63;
+    if (!total) return LLM_OK;
+    if (!be->iface->gather_cols)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: the %s backend cannot run GPTQ act-order (desc_act) weights yet; "
+                         "the CPU backend can", be->iface->name);
+    enum llm_status st = be->iface->buf_alloc(be->ctx, &m->perms, total, e);
+    size_t offs = 0;
+    for (size_t i = 0; i < pl->n_mats && !st; i++) {
+        const struct llm__gguf_tensor *src = pl->mats[i].src;
+        if (!src->perm) continue;
+        size_t at = offs;
+        for (size_t k = 0; k < i && at == offs; k++)   // the same permutation as an earlier weight's
+            if (pl->mats[k].src->perm && pl->mats[k].src->ne[0] == src->ne[0] &&
+                (pl->mats[k].src->perm == src->perm || !memcmp(pl->mats[k].src->perm, src->perm, (size_t)src->ne[0] * 4)))
+                at = pl->mats[k].dst->perm.offs;
+        if (at == offs) {
+            be->iface->upload(be->ctx, &m->perms, offs, src->perm, (size_t)src->ne[0] * 4);
+            offs += ((size_t)src->ne[0] * 4 + 63) & ~(size_t)63;
+        }
+        pl->mats[i].dst->perm = (struct llm__tensor){&m->perms, at, LLM__TYPE_I32, src->ne[0], 1, (size_t)src->ne[0] * 4};
+        m->max_perm = LLM__MAX(m->max_perm, src->ne[0]);
+    }
+    return st;
+}
+
 // The matrices, into backend weights (weight_load: copied, repacked or borrowed from the map).
 // progress: a percentage on stderr while they are taken in.
 static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm_backend *be,
@@ -8840,6 +9271,7 @@ static enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_
     enum llm_status st = llm__model_plan(m, &pl, e);
     if (!st) st = llm__model_load_vectors(m, be, &pl, e);
     if (!st) st = llm__model_load_matrices(m, be, &pl, progress, e);
+    if (!st) st = llm__model_load_perms(m, be, &pl, e);
     free(pl.vecs);
     free(pl.mats);
     return st;
@@ -8872,6 +9304,7 @@ static void llm__model_free(struct llm__model *m, struct llm_backend *be) {
         if (!m->tied_output && (m->output.buf.data || m->output.buf.handle)) be->iface->weight_free(be->ctx, &m->output);
         if (m->tok_embd.buf.data || m->tok_embd.buf.handle) be->iface->weight_free(be->ctx, &m->tok_embd);
         if (m->small.data || m->small.handle) be->iface->buf_free(be->ctx, &m->small);
+        if (m->perms.data || m->perms.handle) be->iface->buf_free(be->ctx, &m->perms);
     }
     free(m->layers);
     llm__gguf_close(&m->gguf);
@@ -8883,6 +9316,7 @@ struct llm__acts {
     struct llm__buf buf;
     int max_tokens, max_out;
     size_t off_x, off_xb, off_q, off_k, off_v, off_att, off_xb2, off_gate, off_up, off_xo, off_logits;
+    size_t off_gather;   // act-order weights' gathered inputs (max_tokens x m->max_perm)
 };
 
 static enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, struct llm_backend *be,
@@ -8901,10 +9335,29 @@ static enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__mod
     LLM__ALLOC(off_up, T * (size_t)m->n_ff);
     LLM__ALLOC(off_xo, (size_t)max_out * E);
     LLM__ALLOC(off_logits, (size_t)max_out * (size_t)m->n_vocab);
+    LLM__ALLOC(off_gather, T * (size_t)m->max_perm);
 #undef LLM__ALLOC
     a->max_tokens = max_tokens;
     a->max_out = max_out;
     return be->iface->buf_alloc(be->ctx, &a->buf, off, e);
+}
+
+// The products of n weights sharing input x: one matmul call for each run of weights with the same
+// input permutation (act-order GPTQ), the input gathered into g first where they have one.
+static void llm__forward_matmul(const struct llm_backend_i *B, void *ctx, int n, const struct llm__tensor *dst,
+                                const struct llm__weight *const *w, const struct llm__tensor *bias, struct llm__tensor x,
+                                struct llm__tensor g) {
+    for (int j = 0, k; j < n; j = k) {
+        const struct llm__tensor p = w[j]->perm;
+        for (k = j + 1; k < n && w[k]->perm.buf == p.buf && (!p.buf || w[k]->perm.offs == p.offs); k++) {}
+        struct llm__tensor in = x;
+        if (p.buf) {
+            assert(p.ne0 == x.ne0 && llm__is_gq(w[j]->type));
+            in = (struct llm__tensor){g.buf, g.offs, LLM__TYPE_F32, x.ne0, x.ne1, (size_t)x.ne0 * sizeof(float)};
+            B->gather_cols(ctx, in, x, p);
+        }
+        B->matmul(ctx, k - j, dst + j, w + j, bias ? bias + j : NULL, in);
+    }
 }
 
 // Time spent per module of the model (enum llm_prof_op), when profiling (llm_set_profiling).
@@ -8943,6 +9396,7 @@ static enum llm_status llm__forward(const struct llm__model *m, struct llm_backe
     struct llm__tensor up = llm__vec_view(&a->buf, a->off_up, m->n_ff, T);
     struct llm__tensor xo = llm__vec_view(&a->buf, a->off_xo, E, s->n_out);
     struct llm__tensor lg = llm__vec_view(&a->buf, a->off_logits, m->n_vocab, s->n_out);
+    const struct llm__tensor gx = llm__vec_view(&a->buf, a->off_gather, m->max_perm, T);
     const struct llm__attn ap = {m->n_head, m->n_head_kv, m->head_dim, m->attn_scale, 0, m->attn_softcap};
     struct llm__attn ap_swa = ap;
     ap_swa.window = m->n_swa;
@@ -8959,7 +9413,7 @@ static enum llm_status llm__forward(const struct llm__model *m, struct llm_backe
         LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb, x, L->attn_norm, m->norm_eps));
         const struct llm__tensor qkv[3] = {q, k, v}, bqkv[3] = {L->bq, L->bk, L->bv};
         const struct llm__weight *wqkv[3] = {&L->wq, &L->wk, &L->wv};
-        LLM__OP(LLM_PROF_QKV, B->matmul(ctx, 3, qkv, wqkv, bqkv, xb));
+        LLM__OP(LLM_PROF_QKV, llm__forward_matmul(B, ctx, 3, qkv, wqkv, bqkv, xb, gx));
         if (m->qk_norm)
             LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, qh, qh, L->q_norm, m->norm_eps);
                                     B->rmsnorm(ctx, kh, kh, L->k_norm, m->norm_eps));
@@ -8971,17 +9425,17 @@ static enum llm_status llm__forward(const struct llm__model *m, struct llm_backe
         else
             LLM__OP(LLM_PROF_ATTN, B->attention(ctx, att, q, k_cache[l], v_cache[l], &ap));
         const struct llm__weight *wo[1] = {&L->wo};
-        LLM__OP(LLM_PROF_O_PROJ, B->matmul(ctx, 1, &xb2, wo, NULL, att));
+        LLM__OP(LLM_PROF_O_PROJ, llm__forward_matmul(B, ctx, 1, &xb2, wo, NULL, att, gx));
         if (m->post_norms) LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb2, xb2, L->attn_post_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
         LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb, x, L->ffn_norm, m->norm_eps));
         const struct llm__tensor gu[2] = {gate, up};
         const struct llm__weight *wgu[2] = {&L->w_gate, &L->w_up};
-        LLM__OP(LLM_PROF_MLP_UP, B->matmul(ctx, 2, gu, wgu, NULL, xb));
+        LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 2, gu, wgu, NULL, xb, gx));
         if (m->gelu) LLM__OP(LLM_PROF_SILU, B->gelu_mul(ctx, gate, gate, up));
         else LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, gate, gate, up));
         const struct llm__weight *wd[1] = {&L->w_down};
-        LLM__OP(LLM_PROF_MLP_DOWN, B->matmul(ctx, 1, &xb2, wd, NULL, gate));
+        LLM__OP(LLM_PROF_MLP_DOWN, llm__forward_matmul(B, ctx, 1, &xb2, wd, NULL, gate, gx));
         if (m->post_norms) LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb2, xb2, L->ffn_post_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
     }
@@ -8989,7 +9443,7 @@ static enum llm_status llm__forward(const struct llm__model *m, struct llm_backe
         const struct llm__weight *wout[1] = {&m->output};
         LLM__OP(LLM_PROF_LOGITS, B->get_rows(ctx, xo, x);
                                   B->rmsnorm(ctx, xo, xo, m->output_norm, m->norm_eps);
-                                  B->matmul(ctx, 1, &lg, wout, NULL, xo));
+                                  llm__forward_matmul(B, ctx, 1, &lg, wout, NULL, xo, gx));
     }
 #undef LLM__OP
 finish:

@@ -227,19 +227,21 @@ where PyPI can be reached, then run make test again"
     }
 }
 
-# hf/: Hugging Face fixtures for test_hf, made by tests/hf/gguf_to_hf.py with the venv's
+# hf/: Hugging Face fixtures for test_hf, made by tests/hf/gguf_to_hf.py (and the GPTQ one of
+# SmolLM2 with its reference dequantization by tests/hf/awq_gptq.py) with the venv's
 # packages: the real SmolLM2 as its BF16 checkpoint (one file) and its F16 one (three shards),
 # the real Gemma 3 270M as its BF16 checkpoint, each with a GGUF file of the same weights;
 # tokenizer.json of six real vocabularies (GPT-2, Llama 3, Qwen 2, SmolLM2, Llama 2, Gemma 3) with
 # the ids the tokenizers library gives for llama.cpp's tokenizer test texts. Remade when the
 # script or the packages change (hf/stamp).
 hf() {
-    stamp="$(sha256 tests/hf/gguf_to_hf.py) $venv_pkgs"
+    stamp="$(sha256 tests/hf/gguf_to_hf.py) $(sha256 tests/hf/awq_gptq.py) $venv_pkgs"
     [ -f "$cache/hf/stamp" ] && [ "$(cat "$cache/hf/stamp")" = "$stamp" ] && return 0
     echo "tests/fixtures.sh: making the Hugging Face fixtures in $cache/hf (tests/hf/gguf_to_hf.py)"
     rm -rf "$cache/hf" "$cache/hf.tmp"
     mkdir -p "$cache/hf.tmp" || die "cannot create $cache/hf.tmp"
     hp="$cache/venv/bin/python tests/hf/gguf_to_hf.py"
+    qp="$cache/venv/bin/python tests/hf/awq_gptq.py"
     m=$cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
     g3=$cache/models/gemma-3-270m-q4_k_m.gguf
     o=$cache/hf.tmp
@@ -256,6 +258,8 @@ hf() {
     {
         $hp model "$m" "$o/smollm2-bf16" --dtype bf16 --gguf "$o/smollm2-bf16.gguf" &&
             $hp model "$m" "$o/smollm2-f16" --dtype f16 --shards 3 --gguf "$o/smollm2-f16.gguf" &&
+            $qp pack "$o/smollm2-f16" "$o/smollm2-gptq" --method gptq --group 128 --act-order --sym &&
+            $qp dequant "$o/smollm2-gptq" "$o/smollm2-gptq-ref" &&
             $hp tokenizer "$m" smollm "$o/tok-smollm" "$cache/vocab/ggml-vocab-llama-bpe.gguf.inp" &&
             for v in gpt-2 llama-bpe qwen2 llama-spm; do
                 $hp tokenizer "$cache/vocab/ggml-vocab-$v.gguf" $v "$o/tok-$v" "$cache/vocab/ggml-vocab-$v.gguf.inp" || exit 1

@@ -24,15 +24,28 @@ done || exit 1
 # cannot run llama.cpp: copied as they are.
 # Hugging Face directories of the tiny models of each architecture (hf/NAME, next to hf/NAME.gguf:
 # the same weights as a GGUF file) for test_hf, made by tests/hf/gguf_to_hf.py with the fixtures'
-# Python ($LLM_PYTHON); remade when the script changes.
+# Python ($LLM_PYTHON); and AWQ / GPTQ checkpoints of four of them with their reference
+# dequantizations (NAME-ref) by tests/hf/awq_gptq.py: the layouts' variants between them (AWQ;
+# GPTQ v1 and v2, 4 and 8 bits, symmetric or not, act-order, groups of 32, 64, 128 and whole
+# rows; Phi-3's fused projections, Gemma's norms). Remade when the scripts change.
 py=${LLM_PYTHON:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/venv/bin/python}
-stamp=$(cksum < tests/hf/gguf_to_hf.py)
+stamp="$(cksum < tests/hf/gguf_to_hf.py) $(cksum < tests/hf/awq_gptq.py)"
 if [ ! -f "$out/hf/stamp" ] || [ "$(cat "$out/hf/stamp")" != "$stamp" ]; then
     rm -rf "$out/hf" && mkdir -p "$out/hf" || exit 1
     for name in tiny-qwen2-chat tiny-qwen3-f32 tiny-phi3-f32 tiny-gemma2-f32 tiny-gemma3-f32; do
         "$py" tests/hf/gguf_to_hf.py model "$out/$name.gguf" "$out/hf/$name" --dtype f32 --gguf "$out/hf/$name.gguf" ||
             { echo "tests/hf/gguf_to_hf.py failed for $name (with $py)" >&2; exit 1; }
     done
+    while read -r name src args; do
+        "$py" tests/hf/awq_gptq.py pack "$out/hf/$src" "$out/hf/$name" $args &&
+            "$py" tests/hf/awq_gptq.py dequant "$out/hf/$name" "$out/hf/$name-ref" ||
+            { echo "tests/hf/awq_gptq.py failed for $name (with $py)" >&2; exit 1; }
+    done <<EOF
+tiny-qwen3-awq tiny-qwen3-f32 --method awq --group 128
+tiny-phi3-gptq tiny-phi3-f32 --method gptq --group 32 --act-order
+tiny-gemma2-gptq8 tiny-gemma2-f32 --method gptq --bits 8 --group 64 --sym --v2
+tiny-gemma3-gptq tiny-gemma3-f32 --method gptq --group -1 --v2
+EOF
     echo "$stamp" > "$out/hf/stamp"
 fi
 for f in tests/models/*.gguf; do

@@ -386,6 +386,98 @@ static void test_model(const char *base, const char *name) {
     llm_engine_free(B);
 }
 
+// A quantized directory base/name (AWQ or GPTQ, tests/hf/awq_gptq.py pack) and base/name-ref,
+// its reference dequantization (awq_gptq.py dequant: F32, w = (q - z) * s by the formats'
+// documented packing): every quantized weight, taken back to floats in the checkpoint's input
+// order, is the reference's bit for bit (want_type: the engine layout they must have become), and
+// the logits of a prompt agree (the quantized products round their inputs to 8 bits: the mean
+// KL divergence below kl_bound, the top token the same at 80% of positions or more).
+static void test_quantized(const char *base, const char *name, const char *want_type, double kl_bound) {
+    char dir[1024], ref[1024];
+    snprintf(dir, sizeof(dir), "%s/%s", base, name);
+    snprintf(ref, sizeof(ref), "%s/%s-ref", base, name);
+    struct llm__gguf q, r;
+    struct llm__err e = {{0}, LLM_OK};
+    if (llm__model_open(&q, dir, false, &e) != LLM_OK) {
+        EXPECT(0, "%s: %s", dir, e.msg);
+        return;
+    }
+    if (llm__model_open(&r, ref, false, &e) != LLM_OK) {
+        EXPECT(0, "%s: %s", ref, e.msg);
+        llm__gguf_close(&q);
+        return;
+    }
+    int n_quant = 0, n_wrong = 0, n_perm = 0;
+    for (int64_t i = 0; i < q.n_tensors; i++) {
+        const struct llm__gguf_tensor *t = &q.tensors[i], *u = llm__gguf_find_tensor(&r, t->name);
+        if (!llm__is_gq((int)t->type)) continue;
+        n_quant++;
+        n_perm += t->perm != NULL;
+        if (!u || u->type != LLM__TYPE_F32 || u->ne[0] != t->ne[0] || u->ne[1] != t->ne[1] ||
+            strncmp(llm__type_info(t->type)->name, want_type, strlen(want_type)) != 0) {
+            EXPECT(0, "%s: %s is %s, its reference %s", name, t->name, llm__type_info(t->type)->name, u ? "of another shape or type" : "missing");
+            continue;
+        }
+        const size_t row = llm__row_bytes((int)t->type, t->ne[0]);
+        float *w = malloc(sizeof(float) * (size_t)t->ne[0]);
+        int64_t wrong = 0;
+        for (int64_t o = 0; o < t->ne[1]; o++) {
+            llm__dequantize_row((int)t->type, (const uint8_t *)t->data + (size_t)o * row, w, t->ne[0]);
+            const float *want = (const float *)u->data + (size_t)o * (size_t)t->ne[0];
+            for (int64_t k = 0; k < t->ne[0]; k++) wrong += w[k] != want[t->perm ? t->perm[k] : k];
+        }
+        n_wrong += wrong != 0;
+        EXPECT(wrong == 0, "%s: %s: %lld weights differ from the reference dequantization", name, t->name, (long long)wrong);
+        free(w);
+    }
+    EXPECT(n_quant >= 7, "%s: %d quantized weights", name, n_quant);
+    printf("  %s: %d weights (%s, %d with act-order) equal to the reference dequantization\n", name, n_quant - n_wrong, want_type, n_perm);
+    llm__gguf_close(&q);
+    llm__gguf_close(&r);
+    llm_engine *A = open_engine(dir), *B = open_engine(ref);
+    if (!A || !B) {
+        if (A) llm_engine_free(A);
+        if (B) llm_engine_free(B);
+        return;
+    }
+    struct llm_model_info mi;
+    llm_get_model_info(A, &mi);
+    static const char text[] = "The quick brown fox jumps over the lazy dog. In the beginning was the word, and the word was "
+                               "with the model; 1 2 3 4 5 6 7 8 9 10, and then the rest of the numbers.";
+    int32_t ids[256];
+    const int n = llm_tokenize(A, text, strlen(text), LLM_TOKENIZE_ADD_SPECIAL, ids, 256);
+    const size_t nv = (size_t)mi.n_vocab;
+    float *la = malloc(sizeof(float) * nv * (size_t)n), *lb = malloc(sizeof(float) * nv * (size_t)n);
+    int sa = llm_seq_new(A), sb = llm_seq_new(B);
+    EXPECT(n > 20 && llm_seq_eval(A, sa, ids, n, la, 1) == LLM_OK && llm_seq_eval(B, sb, ids, n, lb, 1) == LLM_OK, "%s: eval", name);
+    double kl = 0, kl_max = 0;
+    int agree = 0;
+    for (int i = 0; i < n; i++) {
+        const float *x = la + (size_t)i * nv, *y = lb + (size_t)i * nv;
+        double mx = -INFINITY, my = -INFINITY, sx = 0, sy = 0, k = 0;
+        size_t ax = 0, ay = 0;
+        for (size_t v = 0; v < nv; v++) {
+            if (x[v] > mx) mx = x[v], ax = v;
+            if (y[v] > my) my = y[v], ay = v;
+        }
+        for (size_t v = 0; v < nv; v++) sx += exp(x[v] - mx), sy += exp(y[v] - my);
+        for (size_t v = 0; v < nv; v++) {   // KL(reference || quantized)
+            const double py = exp(y[v] - my) / sy;
+            k += py * ((y[v] - my - log(sy)) - (x[v] - mx - log(sx)));
+        }
+        kl += k / n;
+        kl_max = k > kl_max ? k : kl_max;
+        agree += ax == ay;
+    }
+    printf("  %s: %d positions, top token the same at %d, KL divergence mean %.2e max %.2e\n", name, n, agree, kl, kl_max);
+    EXPECT(kl < kl_bound && agree * 100 >= n * 80, "%s: mean KL %.3g (bound %.3g), top token the same at %d of %d", name, kl,
+           kl_bound, agree, n);
+    free(la);
+    free(lb);
+    llm_engine_free(A);
+    llm_engine_free(B);
+}
+
 int main(void) {
     test_tokenizer_json();
     EXPECT(hf_dir(), "LLM_HF_DIR is not set: it names the folder tests/fixtures.sh makes the Hugging Face fixtures in (make test sets it)");
@@ -405,6 +497,7 @@ int main(void) {
             test_model(hf_dir(), "smollm2-f16");
             test_model(hf_dir(), "gemma3-bf16");
         }
+        test_quantized(hf_dir(), "smollm2-gptq", "int4", 0.02);   // (576 inputs: int4_g64 blocks; 1536: int4_g128)
     }
     // the tiny random models of the other architectures (tests/make_models.sh)
     const char *models = getenv("LLM_TEST_MODELS");
@@ -413,5 +506,9 @@ int main(void) {
     snprintf(base, sizeof(base), "%s/hf", models && *models ? models : "build/models");
     const char *tiny[] = {"tiny-qwen2-chat", "tiny-qwen3-f32", "tiny-phi3-f32", "tiny-gemma2-f32", "tiny-gemma3-f32"};
     for (size_t i = 0; i < sizeof(tiny) / sizeof(tiny[0]); i++) test_model(base, tiny[i]);
+    test_quantized(base, "tiny-qwen3-awq", "int4_g128", 0.02);
+    test_quantized(base, "tiny-phi3-gptq", "int4_g32", 0.02);
+    test_quantized(base, "tiny-gemma2-gptq8", "int8_g64", 0.02);
+    test_quantized(base, "tiny-gemma3-gptq", "int4_g128", 0.02);
     return test_summary("test_hf");
 }

@@ -9,7 +9,9 @@
 static const int supported_types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,
                                       LLM__TYPE_Q4_0, LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1,
                                       LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
-                                      LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
+                                      LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS,
+                                      LLM__TYPE_G4_32, LLM__TYPE_G4_64, LLM__TYPE_G4_128,
+                                      LLM__TYPE_G8_32, LLM__TYPE_G8_64, LLM__TYPE_G8_128};
 #define N_SUPPORTED ((int)(sizeof(supported_types) / sizeof(supported_types[0])))
 
 static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -263,6 +265,17 @@ static double ref_element(int type, const uint8_t *row, int64_t e) {
         memcpy(&h, b, 2);
         return ref_half_value(h) * ((scale_l | scale_h << 4) - 32) * levels[l < 16 ? qb & 15 : qb >> 4];
     }
+    case LLM__TYPE_G4_32: case LLM__TYPE_G4_64: case LLM__TYPE_G4_128:   // d z qs[g/2]: x = d (q - z)
+    case LLM__TYPE_G8_32: case LLM__TYPE_G8_64: case LLM__TYPE_G8_128: {  // d z qs[g]: x = d (q - z), both less 128
+        const int g = 32 << ((type - LLM__TYPE_G4_32) % 3), eight = type >= LLM__TYPE_G8_32;
+        const uint8_t *b = row + (size_t)(4 + (eight ? g : g / 2)) * (size_t)(e / g);
+        const int j = (int)(e % g);
+        int16_t z;
+        memcpy(&h, b, 2);
+        memcpy(&z, b + 2, 2);
+        const int q = eight ? (int8_t)b[4 + j] : j % 32 < 16 ? b[4 + 16 * (j / 32) + j % 32] & 15 : b[4 + 16 * (j / 32) + j % 32 - 16] >> 4;
+        return ref_half_value(h) * (q - z);
+    }
     case LLM__TYPE_Q8_K: {
         const uint8_t *b = row + 292 * (e / 256);
         float d;
@@ -311,6 +324,13 @@ static void fill_random_row(int type, uint8_t *row, int64_t n, unsigned long lon
             break;
         case LLM__TYPE_IQ4_XS: h = rand_scale_half(rng, -14, -6); memcpy(blk, &h, 2); break;
         case LLM__TYPE_Q8_K: { float d = (float)exp2(-10 + 6 * test_rng_uniform(rng)); memcpy(blk, &d, 4); break; }
+        case LLM__TYPE_G4_32: case LLM__TYPE_G4_64: case LLM__TYPE_G4_128:   // z in 0..16
+        case LLM__TYPE_G8_32: case LLM__TYPE_G8_64: case LLM__TYPE_G8_128: {  // z in -128..128
+            const int16_t z = (int16_t)(type >= LLM__TYPE_G8_32 ? (int)(test_rng_next(rng) % 257) - 128 : (int)(test_rng_next(rng) % 17));
+            h = rand_scale_half(rng, -10, -2);
+            memcpy(blk, &h, 2), memcpy(blk + 2, &z, 2);
+            break;
+        }
         default: break;
         }
     }
@@ -330,6 +350,9 @@ static void test_type_info(void) {
         {LLM__TYPE_Q3_K, "q3_K", 256, 110, true, LLM__TYPE_Q8_K}, {LLM__TYPE_IQ4_XS, "iq4_xs", 256, 136, true, LLM__TYPE_Q8_K},
         {LLM__TYPE_IQ4_NL, "iq4_nl", 32, 18, true, LLM__TYPE_Q8_0}, {LLM__TYPE_TQ2_0, "tq2_0", 256, 66, false, LLM__TYPE_Q8_K},
         {LLM__TYPE_MXFP4, "mxfp4", 32, 17, false, LLM__TYPE_Q8_0},
+        {LLM__TYPE_G4_32, "int4_g32", 32, 20, true, LLM__TYPE_Q8_0},   {LLM__TYPE_G4_64, "int4_g64", 64, 36, true, LLM__TYPE_Q8_0},
+        {LLM__TYPE_G4_128, "int4_g128", 128, 68, true, LLM__TYPE_Q8_0}, {LLM__TYPE_G8_32, "int8_g32", 32, 36, true, LLM__TYPE_Q8_0},
+        {LLM__TYPE_G8_64, "int8_g64", 64, 68, true, LLM__TYPE_Q8_0},    {LLM__TYPE_G8_128, "int8_g128", 128, 132, true, LLM__TYPE_Q8_0},
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         const struct llm__type_info *ti = llm__type_info((uint32_t)want[i].type);
@@ -340,6 +363,9 @@ static void test_type_info(void) {
                "type %d: got %s blck %lld bytes %zu supported %d dot %d", want[i].type, ti->name,
                (long long)ti->blck, ti->block_bytes, ti->supported, ti->vec_dot_type);
     }
+    for (uint32_t t = 0; t < LLM__TYPE_COUNT; t++)   // the engine's own layouts are G4_* / G8_*, and only they
+        EXPECT(!llm__type_info(t) || llm__type_info(t)->internal == (t >= LLM__TYPE_G4_32 && t <= LLM__TYPE_G8_128),
+               "type %u: internal flag", t);
     EXPECT(llm__type_info(4) == NULL && llm__type_info(5) == NULL && llm__type_info(40) == NULL &&
                llm__type_info(0xffffffffu) == NULL, "ids that are not ggml types must give NULL");
     int n_supported = 0;
@@ -451,7 +477,8 @@ static void test_dequantize(void) {
     static const int types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,   LLM__TYPE_Q4_0,
                                 LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1, LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K,
                                 LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q8_K, LLM__TYPE_Q8_1,
-                                LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
+                                LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS, LLM__TYPE_G4_32, LLM__TYPE_G4_64,
+                                LLM__TYPE_G4_128, LLM__TYPE_G8_32, LLM__TYPE_G8_64, LLM__TYPE_G8_128};
     unsigned long long rng = 2;
     const int64_t n = 256 * 40;
     uint8_t *row = malloc(llm__row_bytes(LLM__TYPE_F32, n));
@@ -485,7 +512,8 @@ static void test_round_trip(void) {
         {LLM__TYPE_Q4_K, 0.085}, {LLM__TYPE_Q5_K, 0.042}, {LLM__TYPE_Q6_K, 0.019}, {LLM__TYPE_Q8_K, 0.008},
         {LLM__TYPE_Q3_K, 0.16}, {LLM__TYPE_Q2_K, 0.29}, {LLM__TYPE_IQ4_XS, 0.085},
         {LLM__TYPE_Q4_1, 0.115}, {LLM__TYPE_Q5_0, 0.06},  {LLM__TYPE_Q5_1, 0.06},  {LLM__TYPE_IQ4_NL, 0.115},
-        {LLM__TYPE_Q8_1, 0.008},
+        {LLM__TYPE_Q8_1, 0.008}, {LLM__TYPE_G4_32, 0.1}, {LLM__TYPE_G4_64, 0.11}, {LLM__TYPE_G4_128, 0.12},
+        {LLM__TYPE_G8_32, 0.006}, {LLM__TYPE_G8_64, 0.007}, {LLM__TYPE_G8_128, 0.008},
     };
     const int64_t n = 256 * 64;
     unsigned long long rng = 3;
@@ -774,6 +802,7 @@ static void test_simd_best(void) {
 static void test_vec_dot(void) {
     static const int64_t sizes_1[] = {1, 7, 16, 17, 33, 100, 4096, 5632, 11008};
     static const int64_t sizes_32[] = {32, 64, 96, 160, 224, 4096, 5632, 11008};
+    static const int64_t sizes_128[] = {128, 384, 640, 4096, 5632, 11008};
     static const int64_t sizes_256[] = {256, 768, 1280, 4096, 5632, 11008};
     const enum llm__simd levels[] = {LLM__SIMD_SCALAR, LLM__SIMD_AVX2, LLM__SIMD_AVX512, LLM__SIMD_NEON};
     printf("  SIMD levels tested:");
@@ -791,7 +820,7 @@ static void test_vec_dot(void) {
         const int type = supported_types[t];
         const struct llm__type_info *ti = llm__type_info((uint32_t)type);
         const int dot_type = ti->vec_dot_type;
-        const int64_t *sizes = ti->blck == 1 ? sizes_1 : ti->blck == 32 ? sizes_32 : sizes_256;
+        const int64_t *sizes = ti->blck == 1 ? sizes_1 : ti->blck == 32 ? sizes_32 : ti->blck < 256 ? sizes_128 : sizes_256;
         const int nsizes = ti->blck == 1 ? 9 : ti->blck == 32 ? 8 : 6;
         int checked[4] = {0};
         for (int si = 0; si < nsizes; si++) {

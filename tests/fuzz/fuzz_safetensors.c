@@ -59,8 +59,9 @@ static void fuzz_hf_json(const char *p, size_t n) {
     const char *arch = NULL;
     bool permute = false;
     int64_t hp[5] = {0};
+    struct llm__hf_quant quant;
     struct llm__err e = {{0}, LLM_OK};
-    if (llm__hf_config(p, n, &b, &arch, &permute, hp, &e) != LLM_OK) FUZZ_CHECK(e.msg[0], "config.json refused without a message");
+    if (llm__hf_config(p, n, &b, &arch, &permute, hp, &quant, &e) != LLM_OK) FUZZ_CHECK(e.msg[0], "config.json refused without a message");
     free(b.o.p);
     fuzz_tokenizer_json(p, n, NULL, 0, n % 2 ? 0 : 64);   // (also padded to a model's vocabulary)
     static const char tok[] = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}, "
