@@ -14,8 +14,9 @@
 //
 // Products: the activations are first rounded as the CPU backend rounds them for the weight type
 // (round_act.comp), then a GEMV shader (matvec.comp, up to 8 tokens) or a tiled GEMM with shared
-// memory (matmul.comp) dequantizes the weights (quant.glsl: F32, F16, BF16, Q8_0, Q4_0, Q4_K,
-// Q5_K, Q6_K; a pipeline per type through a specialization constant). Attention is one pass
+// memory (matmul.comp) dequantizes the weights (quant.glsl: every type the CPU multiplies, the
+// AWQ/GPTQ layouts too; a pipeline per type through a specialization constant); an act-order
+// GPTQ weight's input is gathered first (gather_cols.comp). Attention is one pass
 // with an online softmax over the block table: prefill steps by tiles of a sequence's queries
 // that share K/V chunks in shared memory (attn_prefill.comp); decode steps per (head, token),
 // long contexts split across workgroups and the parts combined (flash-decoding,
@@ -28,7 +29,7 @@
 
 enum { LLM__VK_ADD, LLM__VK_SILU_MUL, LLM__VK_RMSNORM, LLM__VK_GET_ROWS, LLM__VK_EMBED, LLM__VK_ROPE, LLM__VK_KV_STORE,
        LLM__VK_ATTENTION, LLM__VK_ATTN_REDUCE, LLM__VK_ATTN_PREFILL, LLM__VK_ROUND_ACT, LLM__VK_MATVEC, LLM__VK_MATMUL,
-       LLM__VK_SCALE, LLM__VK_GELU_MUL, LLM__VK_N };
+       LLM__VK_SCALE, LLM__VK_GELU_MUL, LLM__VK_GATHER_COLS, LLM__VK_N };
 
 // Device features a shader variant may use (flags of llm__vk_backend_new: the ones to leave
 // unused), and LLM__VK_NOMAP: no mapping of device memory even where it is host-visible (every
@@ -46,6 +47,7 @@ static const struct {
     [LLM__VK_SILU_MUL] = {{LLM__VK_CODE(llm_spv_silu_mul)}, 3, 16, false},
     [LLM__VK_RMSNORM] = {{LLM__VK_CODE(llm_spv_rmsnorm)}, 3, 28, false},
     [LLM__VK_GET_ROWS] = {{LLM__VK_CODE(llm_spv_get_rows)}, 3, 24, false},
+    [LLM__VK_GATHER_COLS] = {{LLM__VK_CODE(llm_spv_gather_cols)}, 3, 24, false},
     [LLM__VK_EMBED] = {{LLM__VK_CODE(llm_spv_embed)}, 3, 20, true},
     [LLM__VK_ROPE] = {{LLM__VK_CODE(llm_spv_rope)}, 3, 44, false},
     [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 40, false},
@@ -60,7 +62,7 @@ static const struct {
     [LLM__VK_MATMUL] = {{LLM__VK_CODE(llm_spv_matmul), {0}, LLM__VK_CODE(llm_spv_matmul_f16)}, 4, 40, true},
 };
 
-#define LLM__VK_NTYPES 15          // weight types with shaders (llm__vk_type_slot)
+#define LLM__VK_NTYPES 21          // weight types with shaders (llm__vk_type_slot)
 #define LLM__VK_MATVEC_MAX 8        // tokens up to which products take the GEMV shader
 #define LLM__VK_SPLIT_KEYS 256      // flash-decoding: keys per split at least
 #define LLM__VK_SPLIT_MAX 32        // and at most this many splits
@@ -365,7 +367,9 @@ static int llm__vk_type_slot(int type) {
     static const int types[LLM__VK_NTYPES] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,
                                               LLM__TYPE_Q4_0, LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1,
                                               LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
-                                              LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
+                                              LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS, LLM__TYPE_G4_32,
+                                              LLM__TYPE_G4_64, LLM__TYPE_G4_128, LLM__TYPE_G8_32, LLM__TYPE_G8_64,
+                                              LLM__TYPE_G8_128};
     for (int i = 0; i < LLM__VK_NTYPES; i++)
         if (types[i] == type) return i;
     return -1;
@@ -381,7 +385,8 @@ static int llm__vk_round_mode(int type) {
     case LLM__TYPE_F16: return 1;
     case LLM__TYPE_BF16: return 2;
     case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: case LLM__TYPE_Q4_1: case LLM__TYPE_Q5_0: case LLM__TYPE_Q5_1:
-    case LLM__TYPE_IQ4_NL: return 3;
+    case LLM__TYPE_IQ4_NL: case LLM__TYPE_G4_32: case LLM__TYPE_G4_64: case LLM__TYPE_G4_128: case LLM__TYPE_G8_32:
+    case LLM__TYPE_G8_64: case LLM__TYPE_G8_128: return 3;
     case LLM__TYPE_Q4_K: case LLM__TYPE_Q5_K: case LLM__TYPE_Q6_K: return 4;
     case LLM__TYPE_Q3_K: case LLM__TYPE_Q2_K: case LLM__TYPE_IQ4_XS: return 4;
     default: return 0;
@@ -396,7 +401,8 @@ static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int
                                            const void *data, struct llm__err *e) {
     if (llm__vk_type_slot(type) < 0)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weights of type %s are not supported (f32, f16, bf16, q8_0, "
-                         "q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)", llm__type_info((uint32_t)type)->name);
+                         "q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
+                         llm__type_info((uint32_t)type)->name);
     if (ne0 % 4)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weight rows of %lld columns (a multiple of 4 is needed)", (long long)ne0);
     size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;
@@ -685,6 +691,14 @@ static void llm__vk_get_rows(void *ctx, struct llm__tensor d, struct llm__tensor
     if (vk->step->n_out) llm__vk_dispatch(vk, LLM__VK_GET_ROWS, bufs, push, (uint32_t)((d.ne0 + 255) / 256), (uint32_t)vk->step->n_out);
 }
 
+static void llm__vk_gather_cols(void *ctx, struct llm__tensor d, struct llm__tensor x, struct llm__tensor perm) {
+    struct llm__vk *vk = ctx;
+    uint32_t push[6] = {(uint32_t)d.ne0, (uint32_t)(d.offs / 4), (uint32_t)(x.offs / 4), (uint32_t)(d.nb1 / 4),
+                        (uint32_t)(x.nb1 / 4), (uint32_t)(perm.offs / 4)};
+    const struct llm__buf *bufs[3] = {d.buf, x.buf, perm.buf};
+    llm__vk_dispatch(vk, LLM__VK_GATHER_COLS, bufs, push, (uint32_t)((d.ne0 + 255) / 256), (uint32_t)x.ne1);
+}
+
 static void llm__vk_embed(void *ctx, struct llm__tensor d, const struct llm__weight *table) {
     struct llm__vk *vk = ctx;
     uint32_t push[5] = {(uint32_t)d.ne0, (uint32_t)(d.offs / 4), (uint32_t)(d.nb1 / 4),
@@ -853,6 +867,7 @@ static const struct llm_backend_i llm__vk_iface = {
     .silu_mul = llm__vk_silu_mul,
     .add = llm__vk_add,
     .get_rows = llm__vk_get_rows,
+    .gather_cols = llm__vk_gather_cols,
     .scale = llm__vk_scale,
     .gelu_mul = llm__vk_gelu_mul,
     .attention_window = llm__vk_attention,

@@ -1,5 +1,5 @@
 // Weight rows in ggml's layouts (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K,
-// Q4_K, Q5_K, Q6_K, IQ4_XS), read from the
+// Q4_K, Q5_K, Q6_K, IQ4_XS) and the engine's G4 / G8 (AWQ, GPTQ), read from the
 // 32-bit words w[] (and, with USE_16BIT, the same buffer as float16_t w16[]) at byte offsets.
 // The including shader declares w (and w16). Type numbers are ggml's.
 #define T_F32 0u
@@ -17,6 +17,8 @@
 #define T_Q6_K 14u
 #define T_IQ4_XS 23u
 #define T_BF16 30u
+#define T_G4_32 64u   // the engine's AWQ / GPTQ layouts: G4_32, G4_64, G4_128, G8_32, G8_64, G8_128
+#define T_G8_128 69u
 
 uint byte_at(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xFFu; }
 // the 4 bytes from byte o on (any alignment), as one little-endian word
@@ -130,6 +132,14 @@ vec4 dequant4(uint type, uint row, uint k) {
         uint ls = ((byte_at(sup + 4u + (b >> 1)) >> (4u * (b & 1u))) & 15u) | (((w[sup >> 2] >> (16u + 2u * b)) & 3u) << 4);
         return (half_at(sup) * (float(ls) - 32.0)) *
                vec4(iq4nl_values[q & 15u], iq4nl_values[(q >> 8) & 15u], iq4nl_values[(q >> 16) & 15u], iq4nl_values[q >> 24]);
+    }
+    if (type >= T_G4_32 && type <= T_G8_128) {   // f16 d, int16 z, g/2 nibble bytes (Q4_0's per 32) or g int8: x = d (q - z)
+        uint rel = type - T_G4_32, g = 32u << (rel % 3u);
+        bool eight = rel >= 3u;
+        uint blk = row + (k / g) * (4u + (eight ? g : g / 2u)), j = k % g;   // (blocks 4-byte aligned)
+        float z = float(bitfieldExtract(int(w[blk >> 2]), 16, 16));
+        if (eight) return half_at(blk) * (sbytes(word_at(blk + 4u + j)) - z);
+        return half_at(blk) * (ubytes(nibbles4(blk + 4u + 16u * (j >> 5), j & 31u)) - z);
     }
     // Q6_K: ql 128, qh 64, int8 scales 16, f16 d; 210-byte blocks (2-byte aligned)
     uint sup = row + (k >> 8) * 210u, i = k & 255u, h = i >> 7, r = i & 127u, qd = r >> 5, l = r & 31u;

@@ -67,12 +67,59 @@ static void test_ops(struct llm_backend *vk, struct llm_backend *cpu) {
     }
 }
 
+// gather_cols (act-order GPTQ's inputs) of 5 rows of 384 by a random permutation, at odd offsets:
+// the CPU's values exactly.
+static void test_gather_cols(struct llm_backend *vk, struct llm_backend *cpu) {
+    enum { K = 384, T = 5 };
+    unsigned long long seed = 9;
+    float x[T * (K + 3)];
+    int32_t perm[K + 7];
+    for (int i = 0; i < T * (K + 3); i++) x[i] = (float)test_rng_normal(&seed);
+    for (int k = 0; k < K; k++) perm[7 + k] = k;
+    for (int k = K - 1; k > 0; k--) {   // Fisher-Yates
+        int j = (int)(test_rng_next(&seed) % (unsigned)(k + 1)), t = perm[7 + k];
+        perm[7 + k] = perm[7 + j], perm[7 + j] = t;
+    }
+    struct llm_backend *be[2] = {vk, cpu};
+    float *res[2];
+    int32_t tokens[T] = {0};
+    struct llm__step step = {.n_tokens = T, .tokens = tokens};
+    struct llm__err e = {{0}, LLM_OK};
+    for (int k = 0; k < 2; k++) {
+        struct llm__buf bx, bp, bd;
+        be[k]->iface->buf_alloc(be[k]->ctx, &bx, sizeof(x), &e);
+        be[k]->iface->buf_alloc(be[k]->ctx, &bp, sizeof(perm), &e);
+        be[k]->iface->buf_alloc(be[k]->ctx, &bd, sizeof(float) * (T * K + 1), &e);
+        be[k]->iface->upload(be[k]->ctx, &bx, 0, x, sizeof(x));
+        be[k]->iface->upload(be[k]->ctx, &bp, 0, perm, sizeof(perm));
+        struct llm__tensor tx = {&bx, 12, LLM__TYPE_F32, K, T, sizeof(float) * (K + 3)};
+        struct llm__tensor tp = {&bp, 28, LLM__TYPE_I32, K, 1, sizeof(int32_t) * K};
+        struct llm__tensor td = {&bd, 4, LLM__TYPE_F32, K, T, sizeof(float) * K};
+        be[k]->iface->begin_step(be[k]->ctx, &step);
+        be[k]->iface->gather_cols(be[k]->ctx, td, tx, tp);
+        EXPECT(be[k]->iface->end_step(be[k]->ctx, &e) == LLM_OK, "end_step: %s", e.msg);
+        res[k] = malloc(sizeof(float) * (T * K + 1));
+        be[k]->iface->download(be[k]->ctx, &bd, 0, res[k], sizeof(float) * (T * K + 1));
+        be[k]->iface->buf_free(be[k]->ctx, &bx);
+        be[k]->iface->buf_free(be[k]->ctx, &bp);
+        be[k]->iface->buf_free(be[k]->ctx, &bd);
+    }
+    int wrong = 0;
+    for (int i = 0; i < T; i++)
+        for (int c = 0; c < K; c++) wrong += res[0][1 + i * K + c] != x[3 + i * (K + 3) + perm[7 + c]] || res[1][1 + i * K + c] != res[0][1 + i * K + c];
+    EXPECT(wrong == 0, "gather_cols: %d values wrong", wrong);
+    printf("  gather_cols %d rows of %d: %s\n", T, K, wrong ? "wrong" : "exact");
+    free(res[0]);
+    free(res[1]);
+}
+
 // Embedding rows of every supported table type, and get_rows, against the CPU backend.
 static void test_rows(struct llm_backend *vk, struct llm_backend *cpu) {
     static const int types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,
                                 LLM__TYPE_Q4_0, LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1,
                                 LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
-                                LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
+                                LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS, LLM__TYPE_G4_32,
+                                LLM__TYPE_G4_64, LLM__TYPE_G4_128, LLM__TYPE_G8_32, LLM__TYPE_G8_64, LLM__TYPE_G8_128};
     const int64_t cols = 256, rows = 50;
     unsigned long long seed = 5;
     float *f = malloc(sizeof(float) * (size_t)(cols * rows));
@@ -312,7 +359,8 @@ static void test_matmul(struct llm_backend *vk, struct llm_backend *cpu) {
     static const int types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,
                                 LLM__TYPE_Q4_0, LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1,
                                 LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
-                                LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS};
+                                LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS, LLM__TYPE_G4_32,
+                                LLM__TYPE_G4_64, LLM__TYPE_G4_128, LLM__TYPE_G8_32, LLM__TYPE_G8_64, LLM__TYPE_G8_128};
     static const int shapes[][3] = {{256, 64, 1}, {512, 96, 3}, {256, 130, 17}, {768, 67, 70}, {1024, 256, 8}, {16640, 16, 1}};
     static const int mixed[][2] = {{LLM__TYPE_Q4_K, LLM__TYPE_Q6_K}, {LLM__TYPE_Q8_0, LLM__TYPE_F16},
                                    {LLM__TYPE_Q4_0, LLM__TYPE_F32}, {LLM__TYPE_Q5_0, LLM__TYPE_Q4_1}};
@@ -526,10 +574,12 @@ static void test_attention(struct llm_backend *vk, struct llm_backend *cpu) {
 }
 
 // The test model's path in path; false (and a SKIP) when it has not been made.
+// build/models/NAME.gguf, or the Hugging Face directory build/models/NAME/ for a name "hf/..."
 static bool model_path(const char *name, char *path, size_t size) {
     const char *dir = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
-    snprintf(path, size, "%s/%s.gguf", dir, name);
+    snprintf(path, size, strncmp(name, "hf/", 3) == 0 ? "%s/%s/config.json" : "%s/%s.gguf", dir, name);
     FILE *f = fopen(path, "rb");
+    if (f && strncmp(name, "hf/", 3) == 0) *strrchr(path, '/') = 0;
     if (!f) { SKIP("%s is absent (make models)", path); return false; }
     fclose(f);
     return true;
@@ -927,6 +977,7 @@ int main(void) {
         EXPECT(vk.iface->reserve(vk.ctx, &shape, &e) == LLM_OK, "vulkan reserve: %s", e.msg);
         EXPECT(cpu.iface->reserve(cpu.ctx, &shape, &e) == LLM_OK, "cpu reserve: %s", e.msg);
         test_ops(&vk, &cpu);
+        test_gather_cols(&vk, &cpu);
         test_rows(&vk, &cpu);
         test_matmul(&vk, &cpu);
         test_rope(&vk, &cpu);
@@ -985,6 +1036,10 @@ int main(void) {
     test_model("tiny-gemma3-f32", 1e-2);
     test_model("tiny-gemma2-f32", 1e-2);
     test_model("tiny-gemma2-q8_0", 0.15);
+    // AWQ and GPTQ directories (tests/make_models.sh): G4 / G8 weights, act-order's gathered inputs
+    test_model("hf/tiny-qwen3-awq", 0.15);
+    test_model("hf/tiny-phi3-gptq", 0.15);
+    test_model("hf/tiny-gemma2-gptq8", 0.15);
     // The real models, 1 of the 9 goldens each (lavapipe takes 12-65 s a golden, by the CPU
     // under it; all 18 with LLM_VULKAN_REAL=all): SmolLM2's conversation in its chat template,
     // Gemma 3's Python code. Vulkan against the CPU differs as the CPU against llama.cpp (measured
