@@ -201,44 +201,44 @@ struct llm__type_info {
 };
 
 static const struct llm__type_info llm__type_table[LLM__TYPE_COUNT] = {
-    [LLM__TYPE_F32]        = {"f32",         1,   4, true,  LLM__TYPE_F32},
-    [LLM__TYPE_F16]        = {"f16",         1,   2, true,  LLM__TYPE_F16},
-    [LLM__TYPE_Q4_0]       = {"q4_0",       32,  18, true,  LLM__TYPE_Q8_0},
-    [LLM__TYPE_Q4_1]       = {"q4_1",       32,  20, true,  LLM__TYPE_Q8_1},
-    [LLM__TYPE_Q5_0]       = {"q5_0",       32,  22, true,  LLM__TYPE_Q8_0},
-    [LLM__TYPE_Q5_1]       = {"q5_1",       32,  24, true,  LLM__TYPE_Q8_1},
-    [LLM__TYPE_Q8_0]       = {"q8_0",       32,  34, true,  LLM__TYPE_Q8_0},
-    [LLM__TYPE_Q8_1]       = {"q8_1",       32,  36, false, LLM__TYPE_Q8_1},
-    [LLM__TYPE_Q2_K]       = {"q2_K",      256,  84, true,  LLM__TYPE_Q8_K},
-    [LLM__TYPE_Q3_K]       = {"q3_K",      256, 110, true,  LLM__TYPE_Q8_K},
-    [LLM__TYPE_Q4_K]       = {"q4_K",      256, 144, true,  LLM__TYPE_Q8_K},
-    [LLM__TYPE_Q5_K]       = {"q5_K",      256, 176, true,  LLM__TYPE_Q8_K},
-    [LLM__TYPE_Q6_K]       = {"q6_K",      256, 210, true,  LLM__TYPE_Q8_K},
-    [LLM__TYPE_Q8_K]       = {"q8_K",      256, 292, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_IQ2_XXS]    = {"iq2_xxs",   256,  66, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_IQ2_XS]     = {"iq2_xs",    256,  74, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_IQ3_XXS]    = {"iq3_xxs",   256,  98, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_IQ1_S]      = {"iq1_s",     256,  50, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_IQ4_NL]     = {"iq4_nl",     32,  18, true,  LLM__TYPE_Q8_0},
-    [LLM__TYPE_IQ3_S]      = {"iq3_s",     256, 110, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_IQ2_S]      = {"iq2_s",     256,  82, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_IQ4_XS]     = {"iq4_xs",    256, 136, true,  LLM__TYPE_Q8_K},
-    [LLM__TYPE_I8]         = {"i8",          1,   1, false, -1},
-    [LLM__TYPE_I16]        = {"i16",         1,   2, false, -1},
-    [LLM__TYPE_I32]        = {"i32",         1,   4, false, -1},
-    [LLM__TYPE_I64]        = {"i64",         1,   8, false, -1},
-    [LLM__TYPE_F64]        = {"f64",         1,   8, false, -1},
-    [LLM__TYPE_IQ1_M]      = {"iq1_m",     256,  56, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_BF16]       = {"bf16",        1,   2, true,  LLM__TYPE_BF16},
-    [LLM__TYPE_Q4_0_4X4]   = {"q4_0_4x4",   32,  18, false, LLM__TYPE_Q8_0},
-    [LLM__TYPE_Q4_0_4X8]   = {"q4_0_4x8",   32,  18, false, LLM__TYPE_Q8_0},
-    [LLM__TYPE_Q4_0_8X8]   = {"q4_0_8x8",   32,  18, false, LLM__TYPE_Q8_0},
-    [LLM__TYPE_TQ1_0]      = {"tq1_0",     256,  54, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_TQ2_0]      = {"tq2_0",     256,  66, false, LLM__TYPE_Q8_K},
-    [LLM__TYPE_IQ4_NL_4X4] = {"iq4_nl_4x4", 32,  18, false, LLM__TYPE_Q8_0},
-    [LLM__TYPE_IQ4_NL_4X8] = {"iq4_nl_4x8", 32,  18, false, LLM__TYPE_Q8_0},
-    [LLM__TYPE_IQ4_NL_8X8] = {"iq4_nl_8x8", 32,  18, false, LLM__TYPE_Q8_0},
-    [LLM__TYPE_MXFP4]      = {"mxfp4",      32,  17, false, LLM__TYPE_Q8_0},
+    [LLM__TYPE_F32]        = {"f32",         1,   4, true,  LLM__TYPE_F32, false},
+    [LLM__TYPE_F16]        = {"f16",         1,   2, true,  LLM__TYPE_F16, false},
+    [LLM__TYPE_Q4_0]       = {"q4_0",       32,  18, true,  LLM__TYPE_Q8_0, false},
+    [LLM__TYPE_Q4_1]       = {"q4_1",       32,  20, true,  LLM__TYPE_Q8_1, false},
+    [LLM__TYPE_Q5_0]       = {"q5_0",       32,  22, true,  LLM__TYPE_Q8_0, false},
+    [LLM__TYPE_Q5_1]       = {"q5_1",       32,  24, true,  LLM__TYPE_Q8_1, false},
+    [LLM__TYPE_Q8_0]       = {"q8_0",       32,  34, true,  LLM__TYPE_Q8_0, false},
+    [LLM__TYPE_Q8_1]       = {"q8_1",       32,  36, false, LLM__TYPE_Q8_1, false},
+    [LLM__TYPE_Q2_K]       = {"q2_K",      256,  84, true,  LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_Q3_K]       = {"q3_K",      256, 110, true,  LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_Q4_K]       = {"q4_K",      256, 144, true,  LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_Q5_K]       = {"q5_K",      256, 176, true,  LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_Q6_K]       = {"q6_K",      256, 210, true,  LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_Q8_K]       = {"q8_K",      256, 292, false, LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_IQ2_XXS]    = {"iq2_xxs",   256,  66, false, LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_IQ2_XS]     = {"iq2_xs",    256,  74, false, LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_IQ3_XXS]    = {"iq3_xxs",   256,  98, false, LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_IQ1_S]      = {"iq1_s",     256,  50, false, LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_IQ4_NL]     = {"iq4_nl",     32,  18, true,  LLM__TYPE_Q8_0, false},
+    [LLM__TYPE_IQ3_S]      = {"iq3_s",     256, 110, false, LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_IQ2_S]      = {"iq2_s",     256,  82, false, LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_IQ4_XS]     = {"iq4_xs",    256, 136, true,  LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_I8]         = {"i8",          1,   1, false, -1, false},
+    [LLM__TYPE_I16]        = {"i16",         1,   2, false, -1, false},
+    [LLM__TYPE_I32]        = {"i32",         1,   4, false, -1, false},
+    [LLM__TYPE_I64]        = {"i64",         1,   8, false, -1, false},
+    [LLM__TYPE_F64]        = {"f64",         1,   8, false, -1, false},
+    [LLM__TYPE_IQ1_M]      = {"iq1_m",     256,  56, false, LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_BF16]       = {"bf16",        1,   2, true,  LLM__TYPE_BF16, false},
+    [LLM__TYPE_Q4_0_4X4]   = {"q4_0_4x4",   32,  18, false, LLM__TYPE_Q8_0, false},
+    [LLM__TYPE_Q4_0_4X8]   = {"q4_0_4x8",   32,  18, false, LLM__TYPE_Q8_0, false},
+    [LLM__TYPE_Q4_0_8X8]   = {"q4_0_8x8",   32,  18, false, LLM__TYPE_Q8_0, false},
+    [LLM__TYPE_TQ1_0]      = {"tq1_0",     256,  54, false, LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_TQ2_0]      = {"tq2_0",     256,  66, false, LLM__TYPE_Q8_K, false},
+    [LLM__TYPE_IQ4_NL_4X4] = {"iq4_nl_4x4", 32,  18, false, LLM__TYPE_Q8_0, false},
+    [LLM__TYPE_IQ4_NL_4X8] = {"iq4_nl_4x8", 32,  18, false, LLM__TYPE_Q8_0, false},
+    [LLM__TYPE_IQ4_NL_8X8] = {"iq4_nl_8x8", 32,  18, false, LLM__TYPE_Q8_0, false},
+    [LLM__TYPE_MXFP4]      = {"mxfp4",      32,  17, false, LLM__TYPE_Q8_0, false},
     [LLM__TYPE_G4_32]      = {"int4_g32",   32,  20, true,  LLM__TYPE_Q8_0, true},
     [LLM__TYPE_G4_64]      = {"int4_g64",   64,  36, true,  LLM__TYPE_Q8_0, true},
     [LLM__TYPE_G4_128]     = {"int4_g128", 128,  68, true,  LLM__TYPE_Q8_0, true},
@@ -4418,9 +4418,12 @@ static enum llm_status llm__hf_quant_config(const struct llm__json *j, int32_t q
     const bool awq = out->method == LLM__HF_AWQ;
     int64_t bits = 0, group = 0;
     const int32_t bv = llm__json_get(j, q, "bits"), gv = llm__json_get(j, q, "group_size");
-    if (bv < 0 || !llm__json_int(j, bv, 1, 64, &bits) || (bits != 4 && (awq || bits != 8)))
+    if (bv < 0 || !llm__json_int(j, bv, 1, 64, &bits) || (bits != 4 && (awq || bits != 8))) {
+        char pb[88] = "unknown";
+        if (bv >= 0) llm__gguf_printable(pb, j->text + j->nodes[bv].start, j->nodes[bv].len);
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: %s weights of %s bits are not supported "
-                         "(AWQ: 4; GPTQ: 4 or 8)", pr, bv < 0 ? "unknown" : j->text + j->nodes[bv].start);
+                         "(AWQ: 4; GPTQ: 4 or 8)", pr, pb);
+    }
     if (gv < 0 || !llm__json_int(j, gv, -1, 1 << 20, &group) || group == 0 || (group > 0 && group % 32))
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: group_size must be -1 or a multiple of 32");
     out->bits = (int)bits;
@@ -4435,7 +4438,7 @@ static enum llm_status llm__hf_quant_config(const struct llm__json *j, int32_t q
             for (uint32_t k = 0; k < (uint32_t)j->nodes[v].len; k++) name[k] = (char)tolower((unsigned char)j->text[j->nodes[v].start + k]);
         llm__gguf_printable(pr, j->text + j->nodes[v].start, j->nodes[v].len);
         if (awq ? strcmp(name, "gemm") != 0 : strcmp(name, "gptq") != 0 && strcmp(name, "gptq_v2") != 0)
-            return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: the %s layout %s is not supported (%s)",
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: the %s layout \"%s\" is not supported (%s)",
                              awq ? "AWQ" : "GPTQ", pr, awq ? "gemm" : "gptq, gptq_v2");
         out->zeros_less_one = !awq && strcmp(name, "gptq") == 0;
     } else out->zeros_less_one = !awq;
@@ -4695,8 +4698,7 @@ static enum llm_status llm__hf_gq_tensor(const struct llm__hf_quant *qc, struct 
     const struct llm__st_tensor *part[3];
     static const char *const sfx[3] = {"qzeros", "scales", "g_idx"};
     for (int k = 0; k < 3; k++) {
-        snprintf(name, sizeof(name), "%s.%s", base, sfx[k]);
-        part[k] = llm__hf_find(o, name);
+        part[k] = snprintf(name, sizeof(name), "%s.%s", base, sfx[k]) < (int)sizeof(name) ? llm__hf_find(o, name) : NULL;
         if (!part[k] && k < 2) return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s' has a qweight but no %s", pr, sfx[k]);
     }
     const struct llm__st_tensor *qz = part[0], *sc = part[1], *gi = qc->method == LLM__HF_GPTQ ? part[2] : NULL;

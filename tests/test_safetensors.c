@@ -488,6 +488,138 @@ static void test_hf_dir(void) {
     free(b.p);
 }
 
+// --- AWQ / GPTQ: quantization_config and quantized tensors ---
+
+// A quantized down projection (32 inputs -> 32 outputs, group 32) as safetensors tensors named
+// P.qweight / P.qzeros / P.scales (/ P.g_idx) with the data given (n words each; scales fp16
+// bits), built with config.json cfg + "quantization_config": qc. Tensors listed in `drop` (a
+// suffix) are left out; `qw_type` replaces the qweight's dtype.
+static enum llm_status hf_quant_build(struct llm__gguf *g, const char *qc, bool gptq, const uint32_t *qw, const uint32_t *qz,
+                                      const uint16_t *sc, const int32_t *gidx, const char *drop, const char *qw_type,
+                                      struct llm__err *e) {
+    const char *P = "model.layers.0.mlp.down_proj";
+    // AWQ: qweight [32, 4], qzeros [1, 4]; GPTQ: qweight [4, 32], qzeros [1, 4], g_idx [32]; scales [1, 32]
+    char h[2048];
+    size_t hn = (size_t)snprintf(h, sizeof(h), "{");
+    size_t off = 0, bytes[4] = {512, 16, 64, 128};
+    const char *sfx[4] = {"qweight", "qzeros", "scales", "g_idx"}, *dt[4] = {qw_type, "I32", "F16", "I32"};
+    const char *shape[4] = {gptq ? "[4, 32]" : "[32, 4]", "[1, 4]", "[1, 32]", "[32]"};
+    size_t at[4] = {0};
+    for (int k = 0; k < (gptq ? 4 : 3); k++) {
+        if (drop && strcmp(drop, sfx[k]) == 0) continue;
+        at[k] = off;
+        hn += (size_t)snprintf(h + hn, sizeof(h) - hn, "%s\"%s.%s\": {\"dtype\": \"%s\", \"shape\": %s, \"data_offsets\": [%zu, %zu]}",
+                               hn > 1 ? ", " : "", P, sfx[k], dt[k], strcmp(dt[k], "F16") == 0 && k == 0 ? "[32, 8]" : shape[k],
+                               off, off + bytes[k]);
+        off += bytes[k];
+    }
+    snprintf(h + hn, sizeof(h) - hn, "}");
+    struct st_file f = st_make(h, off);
+    char *d = f.p + f.n - off;
+    if (!(drop && !strcmp(drop, "qweight"))) memcpy(d + at[0], qw, 512);
+    if (!(drop && !strcmp(drop, "qzeros"))) memcpy(d + at[1], qz, 16);
+    if (!(drop && !strcmp(drop, "scales"))) memcpy(d + at[2], sc, 64);
+    if (gptq && !(drop && !strcmp(drop, "g_idx"))) memcpy(d + at[3], gidx, 128);
+    struct llm__hf_owned *o = calloc(1, sizeof(*o));
+    o->files = calloc(1, sizeof(*o->files));
+    o->n_files = 1;
+    enum llm_status st = st_parse_mem(f.p, f.n, &o->files[0], e);
+    free(f.p);
+    if (st) { llm__hf_owned_free(o); return st; }
+    char cfg[1024];
+    snprintf(cfg, sizeof(cfg), "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32, \"num_hidden_layers\": 1, "
+             "\"intermediate_size\": 32, \"num_attention_heads\": 2, \"vocab_size\": 10%s%s}", qc ? ", \"quantization_config\": " : "",
+             qc ? qc : "");
+    struct llm__hf_texts tx = {0};
+    tx.cfg = cfg;
+    tx.cfg_len = strlen(cfg);
+    return llm__hf_build(g, &tx, o, e);
+}
+
+static void test_hf_quant(void) {
+    // the data: quant of (input i, output o) = (3i + 5o) % 16, zero of output o = o % 16 (GPTQ v1:
+    // stored less one), scale of output o = 0.5 + o / 64 (exact in fp16): w = s (q - z)
+    uint32_t awq_w[128] = {0}, gptq_w[128] = {0}, awq_z[4] = {0}, gptq_z[4] = {0};
+    uint16_t sc[32];
+    int32_t gidx[32];
+    static const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};   // AWQ: nibble k of word c is output 8c + order[k]
+    for (int o = 0; o < 32; o++) {
+        sc[o] = llm__fp32_to_fp16(0.5f + (float)o / 64.0f);
+        for (int i = 0; i < 32; i++) gptq_w[(i / 8) * 32 + o] |= (uint32_t)((3 * i + 5 * o) % 16) << (4 * (i % 8));
+        gptq_z[o / 8] |= (uint32_t)((o % 16 + 15) % 16) << (4 * (o % 8));
+    }
+    for (int c = 0; c < 4; c++)
+        for (int k = 0; k < 8; k++) {
+            const int o = 8 * c + order[k];
+            awq_z[c] |= (uint32_t)(o % 16) << (4 * k);
+            for (int i = 0; i < 32; i++) awq_w[i * 4 + c] |= (uint32_t)((3 * i + 5 * o) % 16) << (4 * k);
+        }
+    for (int i = 0; i < 32; i++) gidx[i] = 0;
+    struct llm__gguf g;
+    struct llm__err e = {{0}, LLM_OK};
+    const char *awq = "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 32, \"zero_point\": true, \"version\": \"GEMM\"}";
+    const char *gptq = "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32, \"sym\": false, \"desc_act\": false}";
+    for (int m = 0; m < 2; m++) {
+        EXPECT(hf_quant_build(&g, m ? gptq : awq, m, m ? gptq_w : awq_w, m ? gptq_z : awq_z, sc, gidx, NULL, "I32", &e) == LLM_OK,
+               "%s: %s", m ? "gptq" : "awq", e.msg);
+        const struct llm__gguf_tensor *t = g.map ? llm__gguf_find_tensor(&g, "blk.0.ffn_down.weight") : NULL;
+        EXPECT(t && t->type == LLM__TYPE_G4_32 && t->ne[0] == 32 && t->ne[1] == 32 && !t->perm, "%s: an int4_g32 tensor", m ? "gptq" : "awq");
+        int wrong = 0;
+        for (int o = 0; t && o < 32; o++) {
+            float w[32];
+            llm__dequantize_row((int)t->type, (const uint8_t *)t->data + (size_t)o * 20, w, 32);
+            // (GPTQ v1 reads a stored zero z - 1 as z: a zero of 0, stored as 15, is read as 16, as GPTQ's kernels do)
+            const int z = m && o % 16 == 0 ? 16 : o % 16;
+            for (int i = 0; i < 32; i++) wrong += w[i] != (0.5f + (float)o / 64.0f) * (float)((3 * i + 5 * o) % 16 - z);
+        }
+        EXPECT(wrong == 0, "%s: %d weights decode wrong", m ? "gptq" : "awq", wrong);
+        if (g.map) llm__gguf_close(&g);
+    }
+    // act-order: input i in group i % 2 (with group 16: two groups) -> columns sorted by group
+    const char *gptq16 = "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 16, \"checkpoint_format\": \"gptq\"}";
+    EXPECT(hf_quant_build(&g, gptq16, true, gptq_w, gptq_z, sc, gidx, NULL, "I32", &e) == LLM_ERR_UNSUPPORTED &&
+               strstr(e.msg, "multiple of 32"), "group 16: %s", e.msg);
+    // (groups of 32 with 32 inputs: one group; every g_idx 0 is the identity; a 1 is out of range)
+    gidx[5] = 1;
+    EXPECT(hf_quant_build(&g, gptq, true, gptq_w, gptq_z, sc, gidx, NULL, "I32", &e) == LLM_ERR_FORMAT && strstr(e.msg, "g_idx"),
+           "g_idx out of range: %s", e.msg);
+    gidx[5] = 0;
+    // refused configurations and tensors, each with its message
+    static const struct { const char *qc, *want; } bad_qc[] = {
+        {"{\"quant_method\": \"bitsandbytes\", \"bits\": 4, \"group_size\": 32}", "(awq, gptq)"},
+        {"{\"quant_method\": \"gptq\", \"bits\": 3, \"group_size\": 32}", "3 bits"},
+        {"{\"quant_method\": \"awq\", \"bits\": 8, \"group_size\": 32}", "8 bits"},
+        {"{\"quant_method\": \"gptq\", \"group_size\": 32}", "unknown bits"},
+        {"{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 0}", "group_size"},
+        {"{\"quant_method\": \"gptq\", \"bits\": 4}", "group_size"},
+        {"{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 32, \"version\": \"gemv\"}", "layout \"gemv\""},
+        {"{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32, \"checkpoint_format\": \"marlin\"}", "layout \"marlin\""},
+        {"{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 32, \"zero_point\": false}", "without zero points"},
+        {"{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32, \"is_marlin_format\": true}", "Marlin"},
+        {"[1]", "not an object"},
+    };
+    for (size_t i = 0; i < LLM__ARRAY_LEN(bad_qc); i++) {
+        e.msg[0] = 0;
+        EXPECT(hf_quant_build(&g, bad_qc[i].qc, true, gptq_w, gptq_z, sc, gidx, NULL, "I32", &e) != LLM_OK && strstr(e.msg, bad_qc[i].want),
+               "%s: %s", bad_qc[i].qc, e.msg);
+    }
+    static const struct { const char *drop, *type, *want; } bad_t[] = {
+        {"scales", "I32", "no scales"}, {"qzeros", "I32", "no qzeros"}, {"qweight", "I32", "belongs to no qweight"},
+        {NULL, "F16", "must be I32"},
+    };
+    for (size_t i = 0; i < LLM__ARRAY_LEN(bad_t); i++) {
+        e.msg[0] = 0;
+        EXPECT(hf_quant_build(&g, gptq, true, gptq_w, gptq_z, sc, gidx, bad_t[i].drop, bad_t[i].type, &e) != LLM_OK &&
+                   strstr(e.msg, bad_t[i].want), "%s %s: %s", bad_t[i].drop ? bad_t[i].drop : "-", bad_t[i].type, e.msg);
+    }
+    // AWQ's tensors read as GPTQ's: the shapes do not fit
+    EXPECT(hf_quant_build(&g, gptq, false, awq_w, awq_z, sc, gidx, NULL, "I32", &e) == LLM_ERR_FORMAT && strstr(e.msg, "do not fit"),
+           "%s", e.msg);
+    // quantized tensors without quantization_config
+    EXPECT(hf_quant_build(&g, NULL, false, awq_w, awq_z, sc, gidx, NULL, "I32", &e) == LLM_ERR_UNSUPPORTED &&
+               strstr(e.msg, "not one this loader knows"), "%s", e.msg);
+}
+
 int main(void) {
     test_json_values();
     test_json_numbers();
@@ -496,5 +628,6 @@ int main(void) {
     test_st_bad();
     test_hf_build();
     test_hf_dir();
+    test_hf_quant();
     return test_summary("test_safetensors");
 }

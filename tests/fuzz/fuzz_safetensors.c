@@ -2,7 +2,8 @@
 // reader (its JSON header included); then every string of the header decoded, and every number
 // read; then the same bytes as a Hugging Face directory's JSON files: as config.json, as
 // tokenizer.json (and, when that is accepted, its vocabulary loaded and a text tokenized), and as
-// tokenizer_config.json and generation_config.json beside a small valid tokenizer.json.
+// tokenizer_config.json and generation_config.json beside a small valid tokenizer.json; an
+// accepted file also as the weights of a GPTQ or AWQ checkpoint (llm__hf_build).
 // Invariants: no crash, leak or UB; a refused file has a message; an accepted file's tensors lie
 // inside it, no two sharing a byte, each with the bytes its dtype and shape take.
 // Seeds: tests/fuzz/corpus/safetensors/ (small files in the format's own layout, config.json and
@@ -80,7 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     s.size = size;
     s.owns_buf = true;
     struct llm__err e = {{0}, LLM_OK};
-    if (llm__st_parse(&s, &e) != LLM_OK) {
+    const bool parsed = llm__st_parse(&s, &e) == LLM_OK;
+    if (!parsed) {
         FUZZ_CHECK(e.msg[0], "refused without a message");
     } else {
         const uint8_t *lo = s.map, *hi = lo + size;
@@ -92,6 +94,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                            "tensors %lld and %lld overlap", (long long)k, (long long)i);
         }
     }
+    // an accepted file as the weights of a GPTQ checkpoint (its qweight/qzeros/scales/g_idx
+    // tensors made into G4 ones) or, for an odd size, of an AWQ one: refused with a message, or
+    // every tensor there with the bytes of its shape and act-order permutations in range
+    struct llm__hf_owned *o = parsed ? calloc(1, sizeof(*o)) : NULL;
+    if (o && (o->files = calloc(1, sizeof(*o->files)))) {
+        o->n_files = 1;
+        o->files[0] = s;   // (the mapping and tensors move to o, which llm__hf_build frees)
+        memset(&s, 0, sizeof(s));
+        static const char *const qc[2] = {"{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32}",
+                                          "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 64}"};
+        char cfg[512];
+        snprintf(cfg, sizeof(cfg), "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, \"num_hidden_layers\": 1, "
+                 "\"intermediate_size\": 64, \"num_attention_heads\": 2, \"vocab_size\": 10, \"quantization_config\": %s}", qc[size % 2]);
+        struct llm__hf_texts tx = {0};
+        tx.cfg = cfg;
+        tx.cfg_len = strlen(cfg);
+        struct llm__gguf g;
+        if (llm__hf_build(&g, &tx, o, &e) != LLM_OK) {
+            FUZZ_CHECK(e.msg[0], "a quantized checkpoint refused without a message");
+        } else {
+            for (int64_t i = 0; i < g.n_tensors; i++) {
+                const struct llm__gguf_tensor *t = &g.tensors[i];
+                FUZZ_CHECK(t->size == llm__row_bytes((int)t->type, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]),
+                           "tensor %lld: %zu bytes for its shape", (long long)i, t->size);
+                for (int64_t k = 0; t->perm && k < t->ne[0]; k++)
+                    FUZZ_CHECK(t->perm[k] >= 0 && t->perm[k] < t->ne[0], "act-order permutation out of range");
+            }
+            llm__gguf_close(&g);
+        }
+    } else free(o);
     llm__st_close(&s);
     // the same bytes as a JSON text: every string decoded, every number read
     struct llm__json j;
