@@ -6262,7 +6262,8 @@ struct llm_backend_i {
     // attention as above, also honouring llm__attn.window and .softcap (which attention ignores)
     void (*attention_window)(void *ctx, struct llm__tensor out, struct llm__tensor q, struct llm__tensor k_cache,
                              struct llm__tensor v_cache, const struct llm__attn *p);
-    // dst[i][k] = x[i][perm[k]], perm int32 (GPTQ act-order weights' inputs)
+    // dst[i][k] = x[i][perm[k]], perm int32: GPTQ act-order weights' inputs (optional: NULL, and
+    // such a checkpoint is refused at load with a message naming the backend)
     void (*gather_cols)(void *ctx, struct llm__tensor dst, struct llm__tensor x, struct llm__tensor perm);
 
     // --- device (optional) ---
@@ -6371,6 +6372,7 @@ static bool llm__x16_min(int type) { return type == LLM__TYPE_Q4_1 || type == LL
 static bool llm__x16_supported(int type, int64_t ne0, int64_t ne1) {
     if (ne1 % 16 != 0) return false;
     switch (type) {
+    case LLM__TYPE_G4_32: case LLM__TYPE_G4_64: case LLM__TYPE_G4_128: return true;
     case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: case LLM__TYPE_Q4_1: case LLM__TYPE_Q5_0: case LLM__TYPE_Q5_1:
         return ne0 % 32 == 0;
     case LLM__TYPE_Q4_K: case LLM__TYPE_Q3_K: return ne0 % 256 == 0;
@@ -6390,8 +6392,16 @@ static size_t llm__x16_soffs(int type, int64_t b, int64_t nb) {
     size_t nq = b / 2 * 2 + 1 < nb ? 2 : 1;   // blocks in this unit
     return (size_t)(b / 2) * llm__x16_unit(type) + nq * llm__x16_qbytes(type) + (size_t)(b % 2) * 32;
 }
+// G4 (AWQ / GPTQ 4-bit) records: per quantization group of g inputs (g / 32 blocks), the blocks'
+// quants in Q4_0's chunks (256 bytes each), then the 16 rows' fp16 scales d and int16 zero points
+// z (64 bytes): 4.25 bits a weight at g = 128, as the plain layout. Their activations are Q4_1's
+// x16 format with s = d_a * (sum of the block's quants) exact in f32 (no fp16 rounding), and a
+// block adds d * d_a * sum(q * a) - (d * z) * s, d * z exact in f32.
+static size_t llm__x16g_unit(int type) { return (size_t)(llm__gq_group(type) / 32) * 256 + 64; }
+
 static size_t llm__x16q3_group_bytes(int64_t ne0);
 static size_t llm__x16_group_bytes(int type, int64_t ne0) {
+    if (llm__is_gq(type)) return (size_t)(ne0 / llm__gq_group(type)) * llm__x16g_unit(type);
     if (type == LLM__TYPE_Q4_K) return (size_t)(ne0 / 256) * 2368;   // LLM__X16K_SB
     if (type == LLM__TYPE_Q3_K) return llm__x16q3_group_bytes(ne0);
     int64_t nb = ne0 / 32;
@@ -6405,6 +6415,26 @@ static uint32_t llm__x16_five_word(uint32_t h) {
         for (int c = 0; c < 4; c++)
             w |= (h >> (4 * c + k) & 1) << (8 * k + c) | (h >> (16 + 4 * c + k) & 1) << (8 * k + 4 + c);
     return w;
+}
+
+// Rewrites row groups [g0, g1) (16 rows each) of a plain G4 matrix into x16 records.
+static void llm__x16g_repack(int type, const void *src, void *dst, int64_t ne0, int64_t g0, int64_t g1) {
+    const int g = llm__gq_group(type), nsub = g / 32;
+    const size_t rb = llm__row_bytes(type, ne0), bb = llm__type_table[type].block_bytes, unit = llm__x16g_unit(type);
+    const size_t rec_bytes = llm__x16_group_bytes(type, ne0);
+    for (int64_t gr = g0; gr < g1; gr++) {
+        uint8_t *rec = (uint8_t *)dst + rec_bytes * (size_t)gr;
+        for (int64_t k = 0; k < ne0 / g; k++) {
+            uint8_t *u = rec + (size_t)k * unit;
+            for (int r = 0; r < 16; r++) {
+                const struct llm__block_gq *b = (const void *)((const uint8_t *)src + (size_t)(16 * gr + r) * rb + (size_t)k * bb);
+                memcpy(u + 256 * nsub + 2 * r, &b->d, 2);
+                memcpy(u + 256 * nsub + 32 + 2 * r, &b->z, 2);
+                for (int c = 0; c < nsub; c++)
+                    for (int j = 0; j < 16; j++) u[256 * c + (j / 4) * 64 + r * 4 + j % 4] = b->qs[16 * c + j];
+            }
+        }
+    }
 }
 
 // Rewrites row groups [g0, g1) (16 rows each) of a plain matrix of a block-32 type into x16 records.
@@ -6448,6 +6478,21 @@ static void llm__x16_dequantize_row(int type, const void *w, int64_t r, float *y
     const int64_t nb = ne0 / 32;
     const uint8_t *rec = (const uint8_t *)w + (size_t)(r / 16) * llm__x16_group_bytes(type, ne0);
     const int ri = (int)(r % 16);
+    if (llm__is_gq(type)) {
+        const int nsub = llm__gq_group(type) / 32;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *u = rec + (size_t)(b / nsub) * llm__x16g_unit(type), *q = u + 256 * (b % nsub);
+            uint16_t dh;
+            int16_t z;
+            memcpy(&dh, u + 256 * nsub + 2 * ri, 2);
+            memcpy(&z, u + 256 * nsub + 32 + 2 * ri, 2);
+            for (int j = 0; j < 32; j++) {
+                const uint8_t byte = q[(j % 16 / 4) * 64 + ri * 4 + j % 4];
+                y[b * 32 + j] = (float)((j < 16 ? byte & 15 : byte >> 4) - z) * llm__fp16_to_fp32(dh);
+            }
+        }
+        return;
+    }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *q = rec + llm__x16_qoffs(type, b);
         const uint8_t *sc = rec + llm__x16_soffs(type, b, nb);
@@ -6574,7 +6619,7 @@ LLM__AVX512 static void llm__quantize_q8_K_block_avx512(const float *x, struct l
 // One token's activations (n floats) in the x16 format for weights of the given type.
 static void llm__x16_quantize_act(int type, const float *x, uint8_t *out, int64_t n) {
     const int c = type == LLM__TYPE_Q8_0 ? 128 : type == LLM__TYPE_Q4_0 ? 8 : 16;
-    const bool min = llm__x16_min(type);
+    const bool gq = llm__is_gq(type), min = llm__x16_min(type) || gq;
     float *d = (float *)(out + n);
     uint8_t *nc = out + n + n / 8;
     for (int64_t b = 0; b < n / 32; b++) {
@@ -6596,6 +6641,7 @@ static void llm__x16_quantize_act(int type, const float *x, uint8_t *out, int64_
         s = llm__fp16_to_fp32(blk.s);
 #endif
         const int32_t v = -c * sum;
+        if (gq) s = (float)sum * d[b];   // (exact: |sum| < 2^12, d an fp16 value)
         if (min) memcpy(nc + 4 * b, &s, 4);
         else memcpy(nc + 4 * b, &v, 4);
     }
@@ -6721,12 +6767,36 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
     }
 #endif
 
+// The same for G4 records: per group, its scales and d * z, then its blocks as Q4_1's (min -d * z).
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16g_tile(
+        int type, int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
+    const int g = llm__gq_group(type), nsub = g / 32;
+    const size_t unit = llm__x16g_unit(type);
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K / g; k++, rec += unit) {
+        if (NT == 1)
+            for (size_t pf = 0; pf < unit; pf += 64) _mm_prefetch((const char *)rec + 4096 + pf, _MM_HINT_T0);
+        const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256 * nsub)));
+        const __m512 zs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(rec + 256 * nsub + 32))));
+        const __m512 ms = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(ws, zs));
+        for (int c = 0; c < nsub; c++) llm__x16_block(LLM__TYPE_Q4_1, NT, rec + 256 * c, ws, ms, k * nsub + c, act, stride, K, acc);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
+}
+
 LLM__AVX512 static void llm__x16_tile_avx512(int type, int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
                                              int64_t K, float *out, size_t ostride) {
     // Constant token counts let the compiler keep the accumulators in registers.
 #define LLM__X16_CALL(TYPE, N) llm__x16_tile(TYPE, N, rec, act, stride, K, out, ostride)
 #define LLM__X16_CASE(TYPE) LLM__NT_SWITCH(LLM__X16_CALL, TYPE)
+#define LLM__X16G_CALL(TYPE, N) llm__x16g_tile(TYPE, N, rec, act, stride, K, out, ostride)
     switch (type) {
+    case LLM__TYPE_G4_32: LLM__NT_SWITCH(LLM__X16G_CALL, LLM__TYPE_G4_32) break;
+    case LLM__TYPE_G4_64: LLM__NT_SWITCH(LLM__X16G_CALL, LLM__TYPE_G4_64) break;
+    case LLM__TYPE_G4_128: LLM__NT_SWITCH(LLM__X16G_CALL, LLM__TYPE_G4_128) break;
     case LLM__TYPE_Q8_0: LLM__X16_CASE(LLM__TYPE_Q8_0) break;
     case LLM__TYPE_Q4_1: LLM__X16_CASE(LLM__TYPE_Q4_1) break;
     case LLM__TYPE_Q5_0: LLM__X16_CASE(LLM__TYPE_Q5_0) break;
@@ -6735,6 +6805,7 @@ LLM__AVX512 static void llm__x16_tile_avx512(int type, int nt, const uint8_t *re
     }
 #undef LLM__X16_CASE
 #undef LLM__X16_CALL
+#undef LLM__X16G_CALL
 }
 #endif
 
@@ -7378,7 +7449,8 @@ static void llm__cpu_repack_worker(void *arg, int ith, int nth) {
     const struct llm__weight *w = job->w;
     int64_t g0, g1;
     llm__split(w->ne1 / 16, ith, nth, &g0, &g1);
-    if (w->type == LLM__TYPE_Q4_K) llm__x16k_repack(job->src, w->buf.data, w->ne0, g0, g1);
+    if (llm__is_gq(w->type)) llm__x16g_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
+    else if (w->type == LLM__TYPE_Q4_K) llm__x16k_repack(job->src, w->buf.data, w->ne0, g0, g1);
     else if (w->type == LLM__TYPE_Q3_K) llm__x16q3_repack(job->src, w->buf.data, w->ne0, g0, g1);
     else llm__x16_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
 }

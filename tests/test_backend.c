@@ -536,7 +536,8 @@ static void check_contract_entries(const struct llm_backend_i *base) {
     _Static_assert(sizeof(struct llm_backend_i) % sizeof(void *) == 0, "the table holds pointers only");
     const size_t optional[] = {offsetof(struct llm_backend_i, sync), offsetof(struct llm_backend_i, device_name),
                                offsetof(struct llm_backend_i, bandwidth), offsetof(struct llm_backend_i, scale),
-                               offsetof(struct llm_backend_i, gelu_mul), offsetof(struct llm_backend_i, attention_window)};
+                               offsetof(struct llm_backend_i, gelu_mul), offsetof(struct llm_backend_i, attention_window),
+                               offsetof(struct llm_backend_i, gather_cols)};
     int refused = 0, accepted = 0;
     for (size_t off = 0; off < sizeof(struct llm_backend_i); off += sizeof(void *)) {
         struct llm_backend_i b = *base;
@@ -550,7 +551,7 @@ static void check_contract_entries(const struct llm_backend_i *base) {
         refused += st != LLM_OK;
         accepted += st == LLM_OK;
     }
-    EXPECT(refused == 21 && accepted == 6, "%s: %d entries required, %d optional", base->name, refused, accepted);
+    EXPECT(refused == 21 && accepted == 7, "%s: %d entries required, %d optional", base->name, refused, accepted);
 }
 
 static const char *models_dir(void) {
@@ -956,7 +957,8 @@ int main(void) {
 #endif
     const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
                          LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1, LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q3_K, LLM__TYPE_Q2_K,
-                         LLM__TYPE_IQ4_XS};
+                         LLM__TYPE_IQ4_XS, LLM__TYPE_G4_32, LLM__TYPE_G4_64, LLM__TYPE_G4_128, LLM__TYPE_G8_32,
+                         LLM__TYPE_G8_64, LLM__TYPE_G8_128};
     const int toks[] = {1, 2, 3, 4, 5, 7, 13, 33};
     for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++)
         for (size_t j = 0; j < LLM__ARRAY_LEN(toks); j++)
@@ -987,6 +989,11 @@ int main(void) {
     check_matmul(LLM__TYPE_Q3_K, 768, 48, 5, 2, false);    // x16 Q3_K with an odd number of super-blocks
     // N not a multiple of 16: the plain layout
     check_matmul(LLM__TYPE_Q4_0, 256, 10, 3, 2, false);
+    // AWQ / GPTQ: x16 G4 records of several groups (576 inputs: 9 groups of 64), 8+ tokens a tile
+    check_matmul(LLM__TYPE_G4_64, 576, 48, 11, 2, true);
+    check_matmul(LLM__TYPE_G4_128, 1536, 32, 1, 2, false);
+    check_matmul(LLM__TYPE_G4_32, 96, 16, 9, 1, false);
+    check_matmul(LLM__TYPE_G4_128, 256, 10, 3, 2, false);   // (N not a multiple of 16: the plain kernels)
 
     // scalar, the best level, and AVX2 where the best is AVX-512 (what machines without it run)
     int simd_levels[3] = {LLM__SIMD_SCALAR, -1, -1}, n_levels = 2;
