@@ -4674,6 +4674,8 @@ static void llm__hf_permute_rows(uint8_t *dst, const uint8_t *src, size_t row, i
                 memcpy(dst + (size_t)(h * head_dim + 2 * i + j) * row, src + (size_t)(h * head_dim + j * half + i) * row, row);
 }
 
+static void llm__map_release(const void *p, size_t n);
+
 // The tensor `name` in any file of the directory, or NULL.
 static const struct llm__st_tensor *llm__hf_find(const struct llm__hf_owned *o, const char *name) {
     for (int f = 0; f < o->n_files; f++)
@@ -4823,6 +4825,7 @@ static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_o
             hfname[strlen(hfname) - strlen(".weight")] = 0;
             enum llm_status st = llm__hf_gq_tensor(quant, o, hfname, s, t, e);
             if (st) return st;
+            llm__map_release(s->data, s->size);
         }
         const int64_t heads = qk == 1 ? hp[0] : hp[1], rows = s->n_dims == 2 ? t->ne[1] : t->ne[0];
         const bool perm = permute && qk && rows == heads * hp[2];
@@ -4857,6 +4860,7 @@ static enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_o
             o->copies[o->n_copies++] = c;
             if (perm) llm__hf_permute_rows(c, t->data, t->size / (size_t)rows, heads, hp[2]);
             else memcpy(c, t->data, t->size);
+            if (t->data == s->data) llm__map_release(s->data, s->size);   // (the file's pages are not read again)
             t->data = c;
         }
         if (!(t->name = llm__strndup(name, strlen(name)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
@@ -8919,6 +8923,8 @@ struct llm__model {
     struct llm__buf small;           // every 1-D parameter (norms, biases, rope factors), f32
     struct llm__buf perms;           // the act-order weights' distinct input permutations, int32
     int64_t max_perm;                // the longest of them (0: none)
+    void **qbufs;                    // (n_qbufs) matrices quantized at load (llm_engine_params.quantize)
+    int64_t n_qbufs;
 };
 
 static struct llm__tensor llm__vec_view(struct llm__buf *buf, size_t offs, int64_t ne0, int64_t ne1) {
@@ -9298,6 +9304,95 @@ static enum llm_status llm__model_load_perms(struct llm__model *m, struct llm_ba
     return st;
 }
 
+// --- quantization at load (llm_engine_params.quantize) ---
+
+// The type a name gives (ggml's names, any case), or -1: a supported GGUF type.
+static int llm__type_by_name(const char *name) {
+    for (int t = 0; t < LLM__TYPE_COUNT; t++) {
+        const struct llm__type_info *ti = llm__type_info((uint32_t)t);
+        size_t k = 0;
+        while (ti && ti->name[k] && tolower((unsigned char)ti->name[k]) == tolower((unsigned char)name[k])) k++;
+        if (ti && ti->supported && !ti->internal && !ti->name[k] && !name[k]) return t;
+    }
+    return -1;
+}
+
+// llama-quantize's fallback for rows a K-quant's super-block does not divide.
+static int llm__quant_fallback(int type) {
+    switch (type) {
+    case LLM__TYPE_Q2_K: case LLM__TYPE_Q3_K: case LLM__TYPE_IQ4_XS: return LLM__TYPE_IQ4_NL;
+    case LLM__TYPE_Q4_K: return LLM__TYPE_Q5_0;
+    case LLM__TYPE_Q5_K: return LLM__TYPE_Q5_1;
+    case LLM__TYPE_Q6_K: return LLM__TYPE_Q8_0;
+    default: return type;
+    }
+}
+
+struct llm__quant_job { const struct llm__gguf_tensor *src; int type; void *dst; bool fail; };
+
+static void llm__quant_worker(void *arg, int ith, int nth) {
+    struct llm__quant_job *job = arg;
+    const struct llm__gguf_tensor *t = job->src;
+    const int64_t n = t->ne[0];
+    const size_t sb = llm__row_bytes((int)t->type, n), db = llm__row_bytes(job->type, n);
+    int64_t r0, r1;
+    llm__split(t->ne[1], ith, nth, &r0, &r1);
+    float *tmp = malloc(sizeof(float) * (size_t)n);
+    if (!tmp) { job->fail = true; return; }
+    for (int64_t r = r0; r < r1; r++) {
+        llm__dequantize_row((int)t->type, (const uint8_t *)t->data + (size_t)r * sb, tmp, n);
+        llm__quantize_row(job->type, tmp, (uint8_t *)job->dst + (size_t)r * db, n);
+    }
+    free(tmp);
+}
+
+// Every F32/F16/BF16 matrix of the model's file quantized to the type named `name` (see
+// llm_engine_params.quantize), in place of the file's: the tensor then points to the new data
+// (m->qbufs), and the mapped file's pages are given back.
+static enum llm_status llm__model_quantize(struct llm__model *m, const char *name, int n_threads, bool progress,
+                                           struct llm__err *e) {
+    const int type = llm__type_by_name(name);
+    if (type < 0)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a weight type (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, "
+                         "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, f16, bf16, f32)", name);
+    struct llm__gguf *g = &m->gguf;
+    if (!(m->qbufs = calloc((size_t)g->n_tensors + 1, sizeof(void *)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    struct llm__pool *pool = llm__pool_new(n_threads, e);
+    if (!pool) return LLM_ERR_BACKEND;
+    enum llm_status st = LLM_OK;
+    size_t total = 0, done = 0;
+    for (int pass = 0; pass < 2 && !st; pass++)
+        for (int64_t i = 0; i < g->n_tensors && !st; i++) {
+            struct llm__gguf_tensor *t = &g->tensors[i];
+            if (t->n_dims != 2 || (t->type != LLM__TYPE_F32 && t->type != LLM__TYPE_F16 && t->type != LLM__TYPE_BF16)) continue;
+            int tt = t->ne[0] % llm__type_info((uint32_t)type)->blck == 0 ? type : llm__quant_fallback(type);
+            if (t->ne[0] % llm__type_info((uint32_t)tt)->blck != 0 || (uint32_t)tt == t->type) continue;
+            if (pass == 0) { total += t->size; continue; }
+            const size_t size = llm__row_bytes(tt, t->ne[0]) * (size_t)t->ne[1];
+            struct llm__quant_job job = {t, tt, llm__alloc(size), false};
+            if (!job.dst) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name); break; }
+            m->qbufs[m->n_qbufs++] = job.dst;
+            llm__pool_run(pool, llm__quant_worker, &job);
+            if (job.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
+            bool freed = false;   // a directory's copy (permuted or aligned) is freed, a mapped file's pages given back
+            if (g->extra_free == llm__hf_owned_free) {
+                struct llm__hf_owned *o = g->extra;
+                for (int64_t c = 0; c < o->n_copies && !freed; c++)
+                    if (o->copies[c] == t->data) { free(o->copies[c]); o->copies[c] = NULL; freed = true; }
+            }
+            if (!freed && (g->owns_map || g->owns_buf)) llm__map_release(t->data, t->size);
+            done += t->size;
+            t->type = (uint32_t)tt;
+            t->data = job.dst;
+            t->size = size;
+            if (progress) fprintf(stderr, "\rllm: quantizing to %s %3d%%", llm__type_info((uint32_t)type)->name,
+                                  (int)(100.0 * (double)done / (double)(total ? total : 1)));
+        }
+    if (progress) fprintf(stderr, "\r%40s\r", "");
+    llm__pool_free(pool);
+    return st;
+}
+
 // The matrices, into backend weights (weight_load: copied, repacked or borrowed from the map).
 // progress: a percentage on stderr while they are taken in.
 static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm_backend *be,
@@ -9380,6 +9475,8 @@ static void llm__model_free(struct llm__model *m, struct llm_backend *be) {
         if (m->small.data || m->small.handle) be->iface->buf_free(be->ctx, &m->small);
         if (m->perms.data || m->perms.handle) be->iface->buf_free(be->ctx, &m->perms);
     }
+    for (int64_t i = 0; i < m->n_qbufs; i++) free(m->qbufs[i]);
+    free(m->qbufs);
     free(m->layers);
     llm__gguf_close(&m->gguf);
     memset(m, 0, sizeof(*m));
@@ -12006,6 +12103,7 @@ static enum llm_status llm__engine_load(llm_engine *E, struct llm__err *e) {
                                             "(llm tokenize, LLM_LOAD_VOCAB) but not run");
     if ((st = llm__model_hparams(&E->model, e))) return st;
     if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, E->model.n_vocab, e))) return st;
+    if (p->quantize && (st = llm__model_quantize(&E->model, p->quantize, p->n_threads, p->verbose > 0 && isatty(2), e))) return st;
     if ((st = llm__backend_open(&E->be, p, e))) return st;
     if ((st = llm__model_load_tensors(&E->model, &E->be, p->verbose > 0 && isatty(2), e))) return st;
     E->max_model_len = p->max_model_len ? p->max_model_len : LLM__MIN(E->model.n_ctx_train, 4096);

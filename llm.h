@@ -99,7 +99,8 @@ enum llm_load_mode {
 struct llm_engine_params {
     const char *model_path;    // a GGUF file, or a Hugging Face model directory (config.json,
                                // model.safetensors or its shards, tokenizer.json; F32/F16/BF16
-                               // weights of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+                               // weights, or AWQ (GEMM) / GPTQ 4- and 8-bit ones, of
+                               // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
                                // Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM,
                                // Gemma3ForCausalLM; BPE tokenizers, byte-level or SentencePiece-
                                // style with byte fallback)
@@ -146,6 +147,12 @@ struct llm_engine_params {
                                // occurrence of the request's last n tokens (prompt lookup)
     int prompt_lookup_min;     // n from prompt_lookup_max down to prompt_lookup_min (defaults 2, 4)
     int prompt_lookup_max;
+    const char *quantize;      // a weight type (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K,
+                               // q4_K, q5_K, q6_K, iq4_xs, f16, bf16; any case): the F32, F16 and
+                               // BF16 matrices are quantized to it at load, on n_threads threads
+                               // (rows a K-quant's 256 does not divide fall back as llama-quantize
+                               // does: q4_K to q5_0, q5_K to q5_1, q6_K to q8_0, q2_K/q3_K/iq4_xs
+                               // to iq4_nl). NULL: the weights as the file has them.
 };
 LLM_API struct llm_engine_params llm_engine_params_default(void);
 

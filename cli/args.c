@@ -442,6 +442,7 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         else if (!strcmp(a, "--shutdown-timeout")) c->shutdown_timeout_s = (int)cli_parse_int(a, CLI_ARG(), 0, 86400);
         else if (!strcmp(a, "--max-connections")) c->max_connections = (int)cli_parse_int(a, CLI_ARG(), 1, 65536);
         else if (!strcmp(a, "--no-mmap")) c->ep.no_mmap = 1;
+        else if (!strcmp(a, "--quantize")) c->ep.quantize = CLI_ARG();
         else if (!strcmp(a, "--scheduling-policy")) {
             const char *v = CLI_ARG();
             if (!strcmp(v, "fcfs")) c->ep.scheduling_policy = LLM_SCHED_FCFS;

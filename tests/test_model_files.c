@@ -399,6 +399,78 @@ static void check_overflowing_model(void) {
     llm_engine_free(E);
 }
 
+// llm_engine_params.quantize: micro-f16 quantized at load to each plain type has the bytes
+// llama-quantize --pure wrote for it (tests/make_quantized.sh), tensor by tensor, and the same
+// logits; a K-quant falls back where rows are not a multiple of 256; a bad name is refused.
+static void check_quantize_at_load(void) {
+    static const char *const types[] = {"q8_0", "q4_0", "Q4_1", "q5_0", "q5_1"};
+    char path[512], pure[512];
+    snprintf(path, sizeof(path), "%s/micro-f16.gguf", models_dir());
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        char lower[8];
+        for (size_t k = 0; k <= strlen(types[i]); k++) lower[k] = (char)tolower((unsigned char)types[i][k]);
+        snprintf(pure, sizeof(pure), "%s/micro-pure-%s.gguf", models_dir(), lower);
+        struct llm_engine_params p = llm_engine_params_default();
+        p.model_path = path;
+        p.n_threads = 2;
+        p.max_model_len = 64;
+        p.kv_cache_bytes = (size_t)4 << 20;
+        p.quantize = types[i];
+        char err[512] = "";
+        llm_engine *A = llm_engine_create(&p, err, sizeof(err));
+        EXPECT(A, "quantize %s: %s", types[i], err);
+        p.model_path = pure;
+        p.quantize = NULL;
+        llm_engine *B = llm_engine_create(&p, err, sizeof(err));
+        EXPECT(B, "%s: %s", pure, err);
+        if (!A || !B) { llm_engine_free(A); llm_engine_free(B); continue; }
+        int same = 0, n2 = 0;
+        for (int64_t t = 0; t < A->model.gguf.n_tensors; t++) {
+            const struct llm__gguf_tensor *a = &A->model.gguf.tensors[t], *b = llm__gguf_find_tensor(&B->model.gguf, a->name);
+            if (a->n_dims != 2) continue;
+            n2++;
+            same += b && a->type == b->type && a->size == b->size && memcmp(a->data, b->data, a->size) == 0;
+        }
+        EXPECT(n2 > 3 && same == n2, "quantize %s: %d of %d matrices have llama-quantize's bytes", types[i], same, n2);
+        const int32_t toks[6] = {1, 20, 33, 47, 120, 299};
+        float la[6 * 300], lb[6 * 300];
+        EXPECT(A->model.n_vocab == 300, "micro's vocabulary");
+        int sa = llm_seq_new(A), sb = llm_seq_new(B);
+        EXPECT(llm_seq_eval(A, sa, toks, 6, la, 1) == LLM_OK && llm_seq_eval(B, sb, toks, 6, lb, 1) == LLM_OK &&
+                   memcmp(la, lb, sizeof(la)) == 0, "quantize %s: logits bit for bit as llama-quantize's file gives", types[i]);
+        llm_engine_free(A);
+        llm_engine_free(B);
+    }
+    // a K-quant on micro's rows (not multiples of 256): the fallback type; a name that is no type
+    struct llm_engine_params p = llm_engine_params_default();
+    p.model_path = path;
+    p.n_threads = 2;
+    p.max_model_len = 64;
+    p.kv_cache_bytes = (size_t)4 << 20;
+    p.quantize = "q4_K";
+    char err[512] = "";
+    llm_engine *A = llm_engine_create(&p, err, sizeof(err));
+    EXPECT(A, "quantize q4_K: %s", err);
+    int64_t fallback = 0, k = 0;
+    for (int64_t t = 0; A && t < A->model.gguf.n_tensors; t++) {
+        const struct llm__gguf_tensor *a = &A->model.gguf.tensors[t];
+        if (a->n_dims != 2) continue;
+        fallback += a->ne[0] % 256 != 0 && a->type == LLM__TYPE_Q5_0;
+        k += a->ne[0] % 256 == 0 && a->type == LLM__TYPE_Q4_K;
+        EXPECT(a->type == (a->ne[0] % 256 ? LLM__TYPE_Q5_0 : LLM__TYPE_Q4_K), "%s: type %u", a->name, a->type);
+    }
+    EXPECT(fallback + k > 3, "q4_K at load: %lld fallbacks, %lld q4_K", (long long)fallback, (long long)k);
+    llm_engine_free(A);
+    static const char *const bad[] = {"q4", "int4_g128", "q8_K", ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        p.quantize = bad[i];
+        err[0] = 0;
+        A = llm_engine_create(&p, err, sizeof(err));
+        EXPECT(!A && strstr(err, "is not a weight type"), "quantize '%s': %s", bad[i], err);
+        llm_engine_free(A);
+    }
+}
+
 int main(void) {
     snprintf(tmp_path, sizeof(tmp_path), "/tmp/llm-test-model-%d.gguf", (int)getpid());
     char path[512];
@@ -424,6 +496,7 @@ int main(void) {
     }
     check_arch_variants();
     check_overflowing_model();
+    check_quantize_at_load();
     // files that are no model at all
     char err[512] = "";
     EXPECT(!try_load("/nonexistent/model.gguf", err, sizeof(err)) && strstr(err, "model.gguf"), "missing file: %s", err);
