@@ -9374,13 +9374,14 @@ static enum llm_status llm__model_quantize(struct llm__model *m, const char *nam
             m->qbufs[m->n_qbufs++] = job.dst;
             llm__pool_run(pool, llm__quant_worker, &job);
             if (job.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
-            bool freed = false;   // a directory's copy (permuted or aligned) is freed, a mapped file's pages given back
+            // the old data's pages given back: a mapped file's, or a directory's copy (permuted or
+            // aligned), which is freed too (its whole pages first: the allocator may keep them)
+            if (g->owns_map || g->owns_buf) llm__map_release(t->data, t->size);
             if (g->extra_free == llm__hf_owned_free) {
                 struct llm__hf_owned *o = g->extra;
-                for (int64_t c = 0; c < o->n_copies && !freed; c++)
-                    if (o->copies[c] == t->data) { free(o->copies[c]); o->copies[c] = NULL; freed = true; }
+                for (int64_t c = 0; c < o->n_copies; c++)
+                    if (o->copies[c] == t->data) { free(o->copies[c]); o->copies[c] = NULL; break; }
             }
-            if (!freed && (g->owns_map || g->owns_buf)) llm__map_release(t->data, t->size);
             done += t->size;
             t->type = (uint32_t)tt;
             t->data = job.dst;
