@@ -4429,9 +4429,10 @@ static enum llm_status llm__hf_quant_config(const struct llm__json *j, int32_t q
     out->bits = (int)bits;
     out->group = group;
     // the layout: AWQ's "version" (GEMM only: GEMV and the others pack differently), GPTQ's
-    // "checkpoint_format" (or "format"): gptq (v1) or gptq_v2
-    const int32_t ver = llm__json_get(j, q, awq ? "version" : "checkpoint_format"), fmt = awq ? -1 : llm__json_get(j, q, "format");
-    const int32_t v = ver >= 0 && j->nodes[ver].type != LLM__JSON_NULL ? ver : fmt;
+    // gptq (v1) or gptq_v2; GPTQModel writes "checkpoint_format" and "format" for both
+    static const char *const keys[3] = {"version", "checkpoint_format", "format"};
+    int32_t v = -1;
+    for (int k = awq ? 0 : 1; k < 3 && (v < 0 || j->nodes[v].type == LLM__JSON_NULL); k++) v = llm__json_get(j, q, keys[k]);
     if (v >= 0 && j->nodes[v].type != LLM__JSON_NULL) {
         char name[16] = "";
         if (j->nodes[v].type == LLM__JSON_STR && (size_t)j->nodes[v].len < sizeof(name))

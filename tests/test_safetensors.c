@@ -594,6 +594,8 @@ static void test_hf_quant(void) {
         {"{\"quant_method\": \"gptq\", \"bits\": 4}", "group_size"},
         {"{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 32, \"version\": \"gemv\"}", "layout \"gemv\""},
         {"{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32, \"checkpoint_format\": \"marlin\"}", "layout \"marlin\""},
+        {"{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 32, \"format\": \"gemv_fast\"}", "layout \"gemv_fast\""},
+        {"{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32, \"format\": \"bitblas\"}", "layout \"bitblas\""},
         {"{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 32, \"zero_point\": false}", "without zero points"},
         {"{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32, \"is_marlin_format\": true}", "Marlin"},
         {"[1]", "not an object"},
