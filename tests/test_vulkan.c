@@ -366,8 +366,11 @@ static void test_matmul(struct llm_backend *vk, struct llm_backend *cpu) {
                                    {LLM__TYPE_Q4_0, LLM__TYPE_F32}, {LLM__TYPE_Q5_0, LLM__TYPE_Q4_1}};
     unsigned long long seed = 21;
     for (size_t ti = 0; ti < LLM__ARRAY_LEN(types); ti++)
-        for (size_t s = 0; s < LLM__ARRAY_LEN(shapes); s++)
+        for (size_t s = 0; s < LLM__ARRAY_LEN(shapes); s++) {
+            // (the AWQ/GPTQ layouts share one shader path: decode, the GEMM and the long row)
+            if (llm__is_gq(types[ti]) && s != 0 && s != 3 && s != 5) continue;
             if (!matmul_case(vk, cpu, types[ti], types[ti], shapes[s][0], shapes[s][1], shapes[s][2], seed + s)) break;
+        }
     seed += LLM__ARRAY_LEN(shapes);
     for (size_t m = 0; m < LLM__ARRAY_LEN(mixed); m++) matmul_case(vk, cpu, mixed[m][0], mixed[m][1], 512, 80, 5, seed++);
 }
