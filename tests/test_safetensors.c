@@ -230,6 +230,20 @@ static void test_st_bad(void) {
 
 // --- Hugging Face directories: config.json and tensors as the GGUF view ---
 
+// llm__hf_build over the safetensors file f (freed) with config text cfg.
+static enum llm_status hf_build_file(struct llm__gguf *g, struct st_file f, const char *cfg, struct llm__err *e) {
+    struct llm__hf_owned *o = calloc(1, sizeof(*o));
+    o->files = calloc(1, sizeof(*o->files));
+    o->n_files = 1;
+    enum llm_status st = st_parse_mem(f.p, f.n, &o->files[0], e);
+    free(f.p);
+    if (st) { llm__hf_owned_free(o); return st; }
+    struct llm__hf_texts tx = {0};
+    tx.cfg = cfg;
+    tx.cfg_len = strlen(cfg);
+    return llm__hf_build(g, &tx, o, e);
+}
+
 // A safetensors file in memory of F32 tensors (names[i], rows[i] x cols[i], value = 1000 * i +
 // element index), and llm__hf_build over it with config text cfg.
 static enum llm_status hf_build(struct llm__gguf *g, const char *cfg, int n, const char *const *names, const int *rows,
@@ -252,16 +266,7 @@ static enum llm_status hf_build(struct llm__gguf *g, const char *cfg, int n, con
     for (int i = 0, k = 0; i < n; i++)
         for (int x = 0; x < rows[i] * (cols[i] ? cols[i] : 1); x++) { float v = (float)(1000 * i + x); memcpy((char *)d + 4 * (size_t)k++, &v, 4); }
     f.n += off;
-    struct llm__hf_owned *o = calloc(1, sizeof(*o));
-    o->files = calloc(1, sizeof(*o->files));
-    o->n_files = 1;
-    enum llm_status st = st_parse_mem(f.p, f.n, &o->files[0], e);
-    free(f.p);
-    if (st) { llm__hf_owned_free(o); return st; }
-    struct llm__hf_texts tx = {0};
-    tx.cfg = cfg;
-    tx.cfg_len = strlen(cfg);
-    return llm__hf_build(g, &tx, o, e);
+    return hf_build_file(g, f, cfg, e);
 }
 
 static void test_hf_build(void) {
@@ -520,20 +525,11 @@ static enum llm_status hf_quant_build(struct llm__gguf *g, const char *qc, bool 
     if (!(drop && !strcmp(drop, "qzeros"))) memcpy(d + at[1], qz, 16);
     if (!(drop && !strcmp(drop, "scales"))) memcpy(d + at[2], sc, 64);
     if (gptq && !(drop && !strcmp(drop, "g_idx"))) memcpy(d + at[3], gidx, 128);
-    struct llm__hf_owned *o = calloc(1, sizeof(*o));
-    o->files = calloc(1, sizeof(*o->files));
-    o->n_files = 1;
-    enum llm_status st = st_parse_mem(f.p, f.n, &o->files[0], e);
-    free(f.p);
-    if (st) { llm__hf_owned_free(o); return st; }
     char cfg[1024];
     snprintf(cfg, sizeof(cfg), "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32, \"num_hidden_layers\": 1, "
              "\"intermediate_size\": 32, \"num_attention_heads\": 2, \"vocab_size\": 10%s%s}", qc ? ", \"quantization_config\": " : "",
              qc ? qc : "");
-    struct llm__hf_texts tx = {0};
-    tx.cfg = cfg;
-    tx.cfg_len = strlen(cfg);
-    return llm__hf_build(g, &tx, o, e);
+    return hf_build_file(g, f, cfg, e);
 }
 
 static void test_hf_quant(void) {
