@@ -4,8 +4,10 @@
 // Contents (each section starts with a banner "// === name ===")
 //   1. helpers: errors, memory
 //   2. tensor types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS
-//      (+ Q8_1, Q8_K activations), SIMD kernels
-//   3. model files: GGUF reader (mapped or read into memory, validated); JSON; safetensors
+//      (+ Q8_1, Q8_K activations) and the engine's AWQ/GPTQ layouts (int4/int8, groups of
+//      32-128), SIMD kernels
+//   3. model files: GGUF reader (mapped or read into memory, validated); JSON; safetensors;
+//      Hugging Face directories (F32/F16/BF16, AWQ, GPTQ)
 //   4. thread pool
 //   5. backend vtable and the CPU backend
 //   6. the transformer
