@@ -973,25 +973,43 @@ static int llm__iq4nl_index(float v) {
     return k;
 }
 
-// IQ4_NL (for test models; not ggml's search): d = max / -127 puts the element of largest
-// magnitude on the grid's end; each element takes the nearest grid value; then d is refitted by
-// least squares to those values and the elements are assigned once more.
+// The scale of 32 elements on the IQ4_NL grid: for 15 trial scales around the one that puts the
+// element of largest magnitude on the grid's end, each element takes the nearest grid value and the
+// scale is refitted to those by least squares; the fit of least squared error is kept (0: all zero).
+// ggml searches the same trials but weighs each element by its square; unweighted fits the values
+// closer (tests/test_quantize.sh compares the errors with llama-quantize's).
+static float llm__iq4nl_fit(const float *xb) {
+    float amax = 0.0f, max = 0.0f, best_s = 0.0f;
+    for (int l = 0; l < 32; l++)
+        if (fabsf(xb[l]) > amax) amax = fabsf(xb[l]), max = xb[l];
+    if (amax == 0.0f) return 0.0f;
+    double best = INFINITY;
+    for (int t = -7; t <= 7; t++) {
+        const float id = ((float)t - 127.0f) / max;
+        double sqq = 0, sqx = 0;
+        for (int l = 0; l < 32; l++) {
+            const int v = llm__iq4nl_values[llm__iq4nl_index(id * xb[l])];
+            sqq += (double)v * v, sqx += (double)v * xb[l];
+        }
+        if (sqq == 0) continue;
+        const double sc = sqx / sqq;
+        double err = 0;
+        for (int l = 0; l < 32; l++) {
+            const int v = llm__iq4nl_values[llm__iq4nl_index(id * xb[l])];
+            err += (sc * v - xb[l]) * (sc * v - xb[l]);
+        }
+        if (err < best) best = err, best_s = (float)sc;
+    }
+    return best_s;
+}
+
+// IQ4_NL: the scale of llm__iq4nl_fit in fp16, each element the nearest grid value against it.
 static void llm__quantize_iq4_nl(const float *x, struct llm__block_iq4_nl *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < 32; j++)
-            if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
-        uint8_t q[32] = {0};
-        float d = max / -127.0f;
-        for (int pass = 0; pass < 2 && d != 0.0f; pass++) {
-            double sxv = 0, svv = 0;
-            for (int j = 0; j < 32; j++) {
-                q[j] = (uint8_t)llm__iq4nl_index(x[j] / d);
-                sxv += (double)x[j] * llm__iq4nl_values[q[j]], svv += (double)llm__iq4nl_values[q[j]] * llm__iq4nl_values[q[j]];
-            }
-            if (pass == 0 && sxv != 0) d = (float)(sxv / svv);
-        }
-        y[i].d = llm__fp32_to_fp16(d);
+        y[i].d = llm__fp32_to_fp16(llm__iq4nl_fit(x));
+        const float d = llm__fp16_to_fp32(y[i].d), id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint8_t q[32];
+        for (int j = 0; j < 32; j++) q[j] = (uint8_t)llm__iq4nl_index(x[j] * id);
         llm__b32_pack(q, y[i].qs, NULL);
     }
 }
@@ -1287,30 +1305,7 @@ static void llm__quantize_iq4_xs(const float *x, struct llm__block_iq4_xs *y, in
     for (int64_t i = 0; i < nb; i++, x += LLM__QK_K) {
         float sub_scale[8], amax_s = 0.0f, max_s = 0.0f;
         for (int b = 0; b < 8; b++) {
-            const float *xb = x + 32 * b;
-            float amax = 0.0f, max = 0.0f;
-            for (int l = 0; l < 32; l++)
-                if (fabsf(xb[l]) > amax) amax = fabsf(xb[l]), max = xb[l];
-            sub_scale[b] = 0.0f;
-            if (amax > 0.0f) {
-                double best = INFINITY;
-                for (int t = -7; t <= 7; t++) {
-                    const float id = ((float)t - 127.0f) / max;
-                    double sqq = 0, sqx = 0;
-                    for (int l = 0; l < 32; l++) {
-                        const int v = llm__iq4nl_values[llm__iq4nl_nearest(id * xb[l])];
-                        sqq += (double)v * v, sqx += (double)v * xb[l];
-                    }
-                    if (sqq == 0) continue;
-                    const double s = sqx / sqq;
-                    double err = 0;
-                    for (int l = 0; l < 32; l++) {
-                        const int v = llm__iq4nl_values[llm__iq4nl_nearest(id * xb[l])];
-                        err += (s * v - xb[l]) * (s * v - xb[l]);
-                    }
-                    if (err < best) best = err, sub_scale[b] = (float)s;
-                }
-            }
+            sub_scale[b] = llm__iq4nl_fit(x + 32 * b);
             if (fabsf(sub_scale[b]) > amax_s) amax_s = fabsf(sub_scale[b]), max_s = sub_scale[b];
         }
         y[i].d = llm__fp32_to_fp16(max_s / -32.0f);
@@ -9323,7 +9318,8 @@ static int llm__type_by_name(const char *name) {
 // llama-quantize's fallback for rows a K-quant's super-block does not divide.
 static int llm__quant_fallback(int type) {
     switch (type) {
-    case LLM__TYPE_Q2_K: case LLM__TYPE_Q3_K: case LLM__TYPE_IQ4_XS: return LLM__TYPE_IQ4_NL;
+    case LLM__TYPE_Q2_K: case LLM__TYPE_Q3_K: return LLM__TYPE_Q4_0;
+    case LLM__TYPE_IQ4_XS: return LLM__TYPE_IQ4_NL;
     case LLM__TYPE_Q4_K: return LLM__TYPE_Q5_0;
     case LLM__TYPE_Q5_K: return LLM__TYPE_Q5_1;
     case LLM__TYPE_Q6_K: return LLM__TYPE_Q8_0;
@@ -9339,12 +9335,14 @@ static void llm__quant_worker(void *arg, int ith, int nth) {
     const int64_t n = t->ne[0];
     const size_t sb = llm__row_bytes((int)t->type, n), db = llm__row_bytes(job->type, n);
     int64_t r0, r1;
-    llm__split(t->ne[1], ith, nth, &r0, &r1);
-    float *tmp = malloc(sizeof(float) * (size_t)n);
+    llm__split(t->ne[1] * t->ne[2] * t->ne[3], ith, nth, &r0, &r1);
+    float *tmp = malloc(sizeof(float) * (size_t)n * 2);
     if (!tmp) { job->fail = true; return; }
     for (int64_t r = r0; r < r1; r++) {
         llm__dequantize_row((int)t->type, (const uint8_t *)t->data + (size_t)r * sb, tmp, n);
-        llm__quantize_row(job->type, tmp, (uint8_t *)job->dst + (size_t)r * db, n);
+        if (t->perm)   // GPTQ act-order: column k holds input perm[k]
+            for (int64_t k = 0; k < n; k++) tmp[n + t->perm[k]] = tmp[k];
+        llm__quantize_row(job->type, t->perm ? tmp + n : tmp, (uint8_t *)job->dst + (size_t)r * db, n);
     }
     free(tmp);
 }
@@ -11811,6 +11809,335 @@ static int llm__chat_apply(const char *name, const struct llm_chat_message *msg,
     bool fail = sys_prefix.fail;
     free(sys_prefix.p);
     return o->fail || fail ? -2 : 0;
+}
+
+// === quantizing model files ===
+// llm_quantize (llm quantize): a model's matrices to a llama-quantize file type, written as GGUF
+// the way llama-quantize writes it, so that where the quantizers agree the files agree byte for
+// byte:
+// - the tensors in llama.cpp's loader order: those outside the blocks first, then block by block
+//   (blk.N. numerically), by name within each;
+// - the metadata: the input's keys in their order, less general.quantization_version,
+//   general.file_type and split.*, then those two appended (quantization version 2, the ftype);
+// - each tensor's data padded with zeros to the alignment; 1-D tensors, norms and the tensors
+//   whose type does not change copied as they are;
+// - the types: llama_tensor_get_type's rules for the file types offered here (the output
+//   projection, or a tied embedding, at q6_K or q8_0; attn_v and ffn_down of some layers at more
+//   bits in the _M/_L mixes; rows a K-quant's 256 does not divide at the fallback type).
+
+enum {   // llama.cpp's llama_ftype values (general.file_type)
+    LLM__FT_F32 = 0, LLM__FT_F16 = 1, LLM__FT_Q4_0 = 2, LLM__FT_Q4_1 = 3, LLM__FT_Q8_0 = 7,
+    LLM__FT_Q5_0 = 8, LLM__FT_Q5_1 = 9, LLM__FT_Q2_K = 10, LLM__FT_Q3_K_S = 11, LLM__FT_Q3_K_M = 12,
+    LLM__FT_Q3_K_L = 13, LLM__FT_Q4_K_S = 14, LLM__FT_Q4_K_M = 15, LLM__FT_Q5_K_S = 16,
+    LLM__FT_Q5_K_M = 17, LLM__FT_Q6_K = 18, LLM__FT_IQ4_NL = 25, LLM__FT_IQ4_XS = 30, LLM__FT_BF16 = 32,
+};
+
+static const struct llm__ftype { const char *name; int ftype, type; } llm__ftypes[] = {
+    {"q4_0", LLM__FT_Q4_0, LLM__TYPE_Q4_0},       {"q4_1", LLM__FT_Q4_1, LLM__TYPE_Q4_1},
+    {"q5_0", LLM__FT_Q5_0, LLM__TYPE_Q5_0},       {"q5_1", LLM__FT_Q5_1, LLM__TYPE_Q5_1},
+    {"q8_0", LLM__FT_Q8_0, LLM__TYPE_Q8_0},       {"iq4_nl", LLM__FT_IQ4_NL, LLM__TYPE_IQ4_NL},
+    {"iq4_xs", LLM__FT_IQ4_XS, LLM__TYPE_IQ4_XS}, {"q2_K", LLM__FT_Q2_K, LLM__TYPE_Q2_K},
+    {"q3_K_S", LLM__FT_Q3_K_S, LLM__TYPE_Q3_K},   {"q3_K_M", LLM__FT_Q3_K_M, LLM__TYPE_Q3_K},
+    {"q3_K", LLM__FT_Q3_K_M, LLM__TYPE_Q3_K},     {"q3_K_L", LLM__FT_Q3_K_L, LLM__TYPE_Q3_K},
+    {"q4_K_S", LLM__FT_Q4_K_S, LLM__TYPE_Q4_K},   {"q4_K_M", LLM__FT_Q4_K_M, LLM__TYPE_Q4_K},
+    {"q4_K", LLM__FT_Q4_K_M, LLM__TYPE_Q4_K},     {"q5_K_S", LLM__FT_Q5_K_S, LLM__TYPE_Q5_K},
+    {"q5_K_M", LLM__FT_Q5_K_M, LLM__TYPE_Q5_K},   {"q5_K", LLM__FT_Q5_K_M, LLM__TYPE_Q5_K},
+    {"q6_K", LLM__FT_Q6_K, LLM__TYPE_Q6_K},       {"f16", LLM__FT_F16, LLM__TYPE_F16},
+    {"bf16", LLM__FT_BF16, LLM__TYPE_BF16},       {"f32", LLM__FT_F32, LLM__TYPE_F32},
+};
+
+static const struct llm__ftype *llm__ftype_by_name(const char *name) {
+    for (size_t i = 0; name && i < LLM__ARRAY_LEN(llm__ftypes); i++) {
+        const char *a = llm__ftypes[i].name, *b = name;
+        while (*a && tolower((unsigned char)*a) == tolower((unsigned char)*b)) a++, b++;
+        if (!*a && !*b) return &llm__ftypes[i];
+    }
+    return NULL;
+}
+
+// ggml_n_dims: the dimensions up to the last one above 1 (at least 1).
+static int llm__tensor_dims(const struct llm__gguf_tensor *t) {
+    for (int i = 3; i >= 1; i--)
+        if (t->ne[i] > 1) return i + 1;
+    return 1;
+}
+
+// What llama-quantize may quantize: matrices named *weight, but not norms, position or token-type
+// embeddings, a MoE router, or Gemma 3n's small side tables.
+static bool llm__qmix_allows(const struct llm__gguf_tensor *t) {
+    static const char *const never[] = {"_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj"};
+    const size_t n = strlen(t->name);
+    if (llm__tensor_dims(t) < 2 || n < 6 || strcmp(t->name + n - 6, "weight") != 0) return false;
+    for (size_t i = 0; i < LLM__ARRAY_LEN(never); i++)
+        if (strstr(t->name, never[i])) return false;
+    return strcmp(t->name, "position_embd.weight") != 0 && strcmp(t->name, "token_types.weight") != 0;
+}
+
+// The state of llama-quantize's type choice across a file's tensors (taken in file order).
+struct llm__qmix {
+    int ftype, type;          // the file type and its base tensor type
+    bool pure, tied;          // tied: no output.weight (the embedding is the output projection)
+    bool is_70b;              // llama.cpp's LLM_TYPE_70B: 80 layers of llama (with GQA) or qwen2
+    int n_layer, n_gqa, n_attn_v, i_attn_v, i_ffn_down, n_fallback;
+};
+
+static bool llm__qmix_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// The type tensor t gets (llama_tensor_get_type for these file types).
+static int llm__qmix_type(struct llm__qmix *q, const struct llm__gguf_tensor *t) {
+    if (!llm__qmix_allows(t)) return (int)t->type;
+    int nt = q->type;
+    const int ft = q->ftype;
+    if (llm__type_info((uint32_t)nt)->blck == 1) return nt;   // f32, f16, bf16: no mix, no fallback
+    const char *name = t->name;
+    const bool out = !strcmp(name, "output.weight");
+    const bool embd = !strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight");
+    if (q->pure) {
+    } else if (out || (q->tied && embd)) {
+        if (t->ne[0] % llm__type_info((uint32_t)nt)->blck != 0) nt = LLM__TYPE_Q8_0;
+        else if (nt != LLM__TYPE_Q8_0) nt = LLM__TYPE_Q6_K;
+    } else if (embd) {
+        // the base type, for every file type offered here
+    } else if (strstr(name, "attn_qkv.weight") || strstr(name, "attn_kv_b.weight") || strstr(name, "attn_v.weight")) {
+        if (ft == LLM__FT_Q2_K) nt = q->n_gqa >= 4 ? LLM__TYPE_Q4_K : LLM__TYPE_Q3_K;
+        else if (ft == LLM__FT_Q3_K_M) nt = q->i_attn_v < 2 ? LLM__TYPE_Q5_K : LLM__TYPE_Q4_K;
+        else if (ft == LLM__FT_Q3_K_L) nt = LLM__TYPE_Q5_K;
+        else if ((ft == LLM__FT_IQ4_NL || ft == LLM__FT_IQ4_XS) && q->n_gqa >= 4) nt = LLM__TYPE_Q5_K;
+        else if ((ft == LLM__FT_Q4_K_M || ft == LLM__FT_Q5_K_M) && llm__qmix_more_bits(q->i_attn_v, q->n_attn_v)) nt = LLM__TYPE_Q6_K;
+        else if (ft == LLM__FT_Q4_K_S && q->i_attn_v < 4) nt = LLM__TYPE_Q5_K;
+        if (q->is_70b && (nt == LLM__TYPE_Q3_K || nt == LLM__TYPE_Q4_K)) nt = LLM__TYPE_Q5_K;
+        q->i_attn_v++;
+    } else if (strstr(name, "attn_k.weight") || strstr(name, "attn_q.weight")) {
+        // changed only for file types not offered here
+    } else if (strstr(name, "attn_output.weight")) {
+        if (ft == LLM__FT_Q2_K) nt = LLM__TYPE_Q3_K;
+        else if (ft == LLM__FT_Q3_K_M) nt = LLM__TYPE_Q4_K;
+        else if (ft == LLM__FT_Q3_K_L) nt = LLM__TYPE_Q5_K;
+    } else if (strstr(name, "ffn_up") || strstr(name, "ffn_gate")) {
+        // changed only for file types not offered here
+    } else if (strstr(name, "ffn_down")) {
+        const int i = q->i_ffn_down++, n = q->n_layer;
+        if (ft == LLM__FT_Q2_K) nt = LLM__TYPE_Q3_K;
+        else if (ft == LLM__FT_Q3_K_M) nt = i < n / 16 ? LLM__TYPE_Q5_K : LLM__TYPE_Q4_K;
+        else if (ft == LLM__FT_Q3_K_L) nt = LLM__TYPE_Q5_K;
+        else if ((ft == LLM__FT_Q4_K_M || ft == LLM__FT_Q5_K_M) && llm__qmix_more_bits(i, n)) nt = LLM__TYPE_Q6_K;
+        else if ((ft == LLM__FT_IQ4_NL || ft == LLM__FT_IQ4_XS) && i < n / 8) nt = LLM__TYPE_Q5_K;
+        else if (ft == LLM__FT_Q4_K_S && i < n / 8) nt = LLM__TYPE_Q5_K;
+    }
+    if (t->ne[0] % llm__type_info((uint32_t)nt)->blck != 0) {
+        q->n_fallback++;
+        nt = llm__quant_fallback(nt);
+        if (t->ne[0] % llm__type_info((uint32_t)nt)->blck != 0) nt = LLM__TYPE_F16;
+    }
+    return nt;
+}
+
+// llama.cpp's loader order: tensors outside the blocks (layer -1) first, then by layer, then by name.
+static int llm__tensor_layer(const char *name) {
+    int l = -1;
+    return sscanf(name, "blk.%d.", &l) == 1 ? l : -1;
+}
+static int llm__tensor_order(const void *a, const void *b) {
+    const struct llm__gguf_tensor *x = *(const struct llm__gguf_tensor *const *)a, *y = *(const struct llm__gguf_tensor *const *)b;
+    const int lx = llm__tensor_layer(x->name), ly = llm__tensor_layer(y->name);
+    return lx != ly ? (lx < ly ? -1 : 1) : strcmp(x->name, y->name);
+}
+
+static void llm__gguf_put_str(struct llm__outbuf *o, const char *s) {
+    const uint64_t n = strlen(s);
+    llm__outbuf_put(o, &n, 8);
+    llm__outbuf_put(o, s, (size_t)n);
+}
+
+// Writes n bytes to f; false on an error (errno set).
+static bool llm__fwrite(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n; }
+
+enum llm_status llm_quantize(const struct llm_quantize_params *params, struct llm_quantize_stats *stats, char *err,
+                             size_t err_size) {
+    struct llm__err e = {{0}, LLM_OK};
+    struct llm_quantize_stats st_ = {0};
+    struct llm__gguf g;
+    memset(&g, 0, sizeof(g));
+    const struct llm__gguf_tensor **order = NULL;
+    int *types = NULL;
+    struct llm__outbuf hdr = {0};
+    struct llm__pool *pool = NULL;
+    FILE *f = NULL;
+    char *part = NULL;
+    enum llm_status st = LLM_OK;
+    const struct llm__ftype *ft = params ? llm__ftype_by_name(params->type) : NULL;
+    if (!params || !params->input || !params->output) {
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: an input model and an output file are needed");
+        goto out;
+    }
+    if (!ft) {
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a file type (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, "
+                       "iq4_xs, q2_K, q3_K_S, q3_K_M, q3_K_L, q4_K_S, q4_K_M, q5_K_S, q5_K_M, q6_K, f16, bf16, f32)",
+                       params->type ? params->type : "(none)");
+        goto out;
+    }
+    struct stat si, so;
+    if (stat(params->output, &so) == 0 && stat(params->input, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: the output '%s' is the input", params->output);
+        goto out;
+    }
+    if ((st = llm__model_open(&g, params->input, false, &e))) goto out;
+
+    // the hyper-parameters the mixes look at
+    struct llm__qmix q = {.ftype = ft->ftype, .type = ft->type, .pure = params->pure != 0, .tied = true};
+    char arch[64] = "", key[128];
+    const int64_t ak = llm__gguf_find_key(&g, "general.architecture");
+    if (ak >= 0 && g.kv[ak].type == LLM__GGUF_STR && g.kv[ak].v.str.len < sizeof(arch))
+        memcpy(arch, g.kv[ak].v.str.ptr, (size_t)g.kv[ak].v.str.len), arch[g.kv[ak].v.str.len] = 0;
+    uint32_t n_layer = 0, n_head = 0, n_head_kv = 0;
+    snprintf(key, sizeof(key), "%s.block_count", arch);
+    if (llm__gguf_find_key(&g, key) >= 0 && !llm__gguf_get_u32(&g, key, &n_layer, &e)) { st = LLM_ERR_FORMAT; goto out; }
+    snprintf(key, sizeof(key), "%s.attention.head_count", arch);
+    if (llm__gguf_find_key(&g, key) >= 0 && !llm__gguf_get_u32(&g, key, &n_head, &e)) { st = LLM_ERR_FORMAT; goto out; }
+    snprintf(key, sizeof(key), "%s.attention.head_count_kv", arch);
+    if (llm__gguf_find_key(&g, key) >= 0 && !llm__gguf_get_u32(&g, key, &n_head_kv, &e)) { st = LLM_ERR_FORMAT; goto out; }
+    if (!n_head_kv) n_head_kv = n_head;
+    q.n_layer = (int)n_layer;
+    q.n_gqa = n_head_kv ? (int)(n_head / n_head_kv) : 1;
+    q.is_70b = n_layer == 80 && ((!strcmp(arch, "llama") && n_head != n_head_kv) || !strcmp(arch, "qwen2"));
+
+    order = malloc(sizeof(*order) * (size_t)(g.n_tensors + 1));
+    types = malloc(sizeof(*types) * (size_t)(g.n_tensors + 1));
+    if (!order || !types) { st = llm__fail(&e, LLM_ERR_NOMEM, "out of memory"); goto out; }
+    for (int64_t i = 0; i < g.n_tensors; i++) {
+        order[i] = &g.tensors[i];
+        if (!strcmp(g.tensors[i].name, "output.weight")) q.tied = false;
+        if (strstr(g.tensors[i].name, "attn_qkv.weight") || strstr(g.tensors[i].name, "attn_kv_b.weight") ||
+            strstr(g.tensors[i].name, "attn_v.weight"))
+            q.n_attn_v++;
+    }
+    qsort(order, (size_t)g.n_tensors, sizeof(*order), llm__tensor_order);
+
+    // the types, and the header: metadata, then the tensors' names, shapes, types and offsets
+    const uint32_t version = 3;
+    const uint64_t n_tensors = (uint64_t)g.n_tensors;
+    uint64_t n_kv = 0;
+    llm__outbuf_put(&hdr, "GGUF", 4);
+    llm__outbuf_put(&hdr, &version, 4);
+    llm__outbuf_put(&hdr, &n_tensors, 8);
+    llm__outbuf_put(&hdr, &n_kv, 8);   // counted below
+    for (int64_t i = 0; i < g.n_kv; i++) {
+        const char *k = g.kv[i].key;
+        if (!strcmp(k, "general.quantization_version") || !strcmp(k, "general.file_type") || !strncmp(k, "split.", 6)) continue;
+        llm__gguf_put_str(&hdr, k);
+        llm__outbuf_put(&hdr, g.kv[i].raw, g.kv[i].raw_len);
+        n_kv++;
+    }
+    const uint32_t u32 = LLM__GGUF_U32, qversion = 2, ftype = (uint32_t)ft->ftype;
+    llm__gguf_put_str(&hdr, "general.quantization_version");
+    llm__outbuf_put(&hdr, &u32, 4);
+    llm__outbuf_put(&hdr, &qversion, 4);
+    llm__gguf_put_str(&hdr, "general.file_type");
+    llm__outbuf_put(&hdr, &u32, 4);
+    llm__outbuf_put(&hdr, &ftype, 4);
+    n_kv += 2;
+    const size_t align = g.alignment ? g.alignment : LLM__GGUF_DEFAULT_ALIGNMENT;
+    uint64_t offset = 0;
+    size_t total = 0;
+    for (int64_t i = 0; i < g.n_tensors; i++) {
+        const struct llm__gguf_tensor *t = order[i];
+        const int nt = types[i] = llm__qmix_type(&q, t);
+        const struct llm__type_info *ti = llm__type_info(t->type);
+        if ((uint32_t)nt != t->type && ti->blck > 1 && !params->allow_requantize) {
+            st = llm__fail(&e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s already: requantizing it to %s needs "
+                           "--allow-requantize (quality suffers; quantize the F16/BF16/F32 model instead)",
+                           t->name, ti->name, llm__type_info((uint32_t)nt)->name);
+            goto out;
+        }
+        if ((uint32_t)nt != t->type && !ti->supported) {
+            st = llm__fail(&e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s, which this build cannot read", t->name, ti->name);
+            goto out;
+        }
+        const int nd = llm__tensor_dims(t);
+        const uint32_t tt = (uint32_t)nt;
+        llm__gguf_put_str(&hdr, t->name);
+        llm__outbuf_put(&hdr, &(uint32_t){(uint32_t)nd}, 4);
+        llm__outbuf_put(&hdr, t->ne, 8 * (size_t)nd);
+        llm__outbuf_put(&hdr, &tt, 4);
+        llm__outbuf_put(&hdr, &offset, 8);
+        const size_t size = llm__row_bytes(nt, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+        offset += (size + align - 1) / align * align;
+        total += t->size;
+        st_.n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        st_.n_quantized += (uint32_t)nt != t->type;
+    }
+    st_.n_fallback = q.n_fallback;
+    st_.n_tensors = (int)g.n_tensors;
+    while (hdr.n % align) llm__outbuf_put(&hdr, "", 1);
+    if (hdr.fail) { st = llm__fail(&e, LLM_ERR_NOMEM, "out of memory"); goto out; }
+    memcpy(hdr.p + 16, &n_kv, 8);
+    for (int64_t i = 0; i < g.n_tensors; i++)   // no internal type may reach the file
+        if (llm__type_info((uint32_t)types[i])->internal) {
+            st = llm__fail(&e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s (an AWQ/GPTQ layout): add --allow-requantize to "
+                           "requantize it", order[i]->name, llm__type_info((uint32_t)types[i])->name);
+            goto out;
+        }
+
+    // the data, tensor by tensor, to OUTPUT.part
+    const size_t plen = strlen(params->output);
+    if (!(part = malloc(plen + 6))) { st = llm__fail(&e, LLM_ERR_NOMEM, "out of memory"); goto out; }
+    memcpy(part, params->output, plen);
+    memcpy(part + plen, ".part", 6);
+    if (!(pool = llm__pool_new(params->n_threads > 0 ? params->n_threads : llm__online_cpus(), &e))) { st = LLM_ERR_BACKEND; goto out; }
+    if (!(f = fopen(part, "wb"))) {
+        st = llm__fail(&e, LLM_ERR_IO, "quantize: cannot create '%s': %s", part, strerror(errno));
+        goto out;
+    }
+    bool ok = llm__fwrite(f, hdr.p, hdr.n);
+    static const char zeros[64];
+    size_t done = 0;
+    for (int64_t i = 0; i < g.n_tensors && ok; i++) {
+        const struct llm__gguf_tensor *t = order[i];
+        const int nt = types[i];
+        size_t size = t->size;
+        if ((uint32_t)nt == t->type) {
+            ok = llm__fwrite(f, t->data, t->size);
+        } else {
+            size = llm__row_bytes(nt, t->ne[0]) * (size_t)t->ne[1];
+            struct llm__quant_job job = {t, nt, llm__alloc(size), false};
+            if (!job.dst) { st = llm__fail(&e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name); break; }
+            llm__pool_run(pool, llm__quant_worker, &job);
+            if (!job.fail) ok = llm__fwrite(f, job.dst, size);
+            free(job.dst);
+            if (job.fail) { st = llm__fail(&e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
+        }
+        for (size_t pad = (align - size % align) % align; ok && pad; pad -= LLM__MIN(pad, sizeof(zeros)))
+            ok = llm__fwrite(f, zeros, LLM__MIN(pad, sizeof(zeros)));
+        if (g.owns_map) llm__map_release(t->data, t->size);
+        st_.bytes_in += t->size;
+        st_.bytes_out += size;
+        done += t->size;
+        if (params->progress) params->progress(params->progress_user, (double)done / (double)(total ? total : 1), t->name);
+    }
+    if (!st && !ok) st = llm__fail(&e, LLM_ERR_IO, "quantize: cannot write '%s': %s", part, strerror(errno));
+    if (fclose(f) != 0 && !st) st = llm__fail(&e, LLM_ERR_IO, "quantize: cannot write '%s': %s", part, strerror(errno));
+    f = NULL;
+    if (!st && rename(part, params->output) != 0)
+        st = llm__fail(&e, LLM_ERR_IO, "quantize: cannot rename '%s' to '%s': %s", part, params->output, strerror(errno));
+    if (st) remove(part);
+out:
+    if (f) { fclose(f); remove(part); }
+    free(part);
+    llm__pool_free(pool);
+    free(hdr.p);
+    free(order);
+    free(types);
+    llm__gguf_close(&g);
+    if (stats) *stats = st_;
+    if (st && err && err_size) snprintf(err, err_size, "%s", e.msg[0] ? e.msg : llm_status_str(st));
+    return st;
+}
+
+struct llm_quantize_params llm_quantize_params_default(void) {
+    struct llm_quantize_params p;
+    memset(&p, 0, sizeof(p));
+    p.type = "q4_K_M";
+    return p;
 }
 
 // === public API ===

@@ -151,8 +151,8 @@ struct llm_engine_params {
                                // q4_K, q5_K, q6_K, iq4_xs, f16, bf16; any case): the F32, F16 and
                                // BF16 matrices are quantized to it at load, on n_threads threads
                                // (rows a K-quant's 256 does not divide fall back as llama-quantize
-                               // does: q4_K to q5_0, q5_K to q5_1, q6_K to q8_0, q2_K/q3_K/iq4_xs
-                               // to iq4_nl). NULL: the weights as the file has them.
+                               // does: q4_K to q5_0, q5_K to q5_1, q6_K to q8_0, q2_K and q3_K to
+                               // q4_0, iq4_xs to iq4_nl). NULL: the weights as the file has them.
 };
 LLM_API struct llm_engine_params llm_engine_params_default(void);
 
@@ -488,6 +488,36 @@ struct llm_result {
 LLM_API enum llm_status llm_generate(llm_engine *engine, const struct llm_prompt *prompts, int n,
                                      const struct llm_request_params *params, struct llm_result *results);
 LLM_API void llm_results_free(struct llm_result *results, int n);
+
+// Quantizing a model file (llm quantize; llama.cpp's llama-quantize): a GGUF file or a Hugging
+// Face directory in, a GGUF file out. type names a llama-quantize file type: q4_0, q4_1, q5_0,
+// q5_1, q8_0, iq4_nl, iq4_xs, q2_K, q3_K_S, q3_K_M (q3_K), q3_K_L, q4_K_S, q4_K_M (q4_K), q5_K_S,
+// q5_K_M (q5_K), q6_K, f16, bf16, f32 (any case). Each matrix gets the type llama-quantize's mix
+// gives it (the output projection at q6_K, some attn_v and ffn_down rows at more bits in the _M
+// mixes, rows a K-quant does not divide at its fallback), unless pure; 1-D tensors are copied.
+// The tensors are written in llama-quantize's order with its metadata, so that for the types whose
+// quantizers are exact (q4_0, q4_1, q5_0, q5_1, q8_0, f16, bf16, f32) the file is byte for byte
+// llama-quantize's. The output is written to OUTPUT.part and renamed when complete.
+struct llm_quantize_params {
+    const char *input;         // a GGUF file or a Hugging Face model directory
+    const char *output;        // the GGUF file to write (not the input)
+    const char *type;          // the file type (above)
+    int n_threads;             // 0: the cores this process may use
+    int pure;                  // 1: every matrix at the type itself (llama-quantize --pure)
+    int allow_requantize;      // 1: matrices already quantized are requantized from their values
+                               // (0: such a matrix that would change type is an error)
+    void (*progress)(void *user, double done, const char *tensor);   // after each tensor, done in [0, 1]
+    void *progress_user;
+};
+struct llm_quantize_stats {
+    size_t bytes_in, bytes_out;   // tensor data, before and after
+    int64_t n_params;
+    int n_tensors, n_quantized, n_fallback;   // n_fallback: matrices a K-quant's 256 does not divide
+};
+LLM_API struct llm_quantize_params llm_quantize_params_default(void);
+// stats may be NULL. On failure nothing is left at OUTPUT (nor OUTPUT.part).
+LLM_API enum llm_status llm_quantize(const struct llm_quantize_params *params, struct llm_quantize_stats *stats,
+                                     char *err, size_t err_size);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 //   bench_http.c  llm bench --base-url: the serving benchmark against a server (libcurl)
 //   perplexity.c  llm perplexity (and KL divergence against a base model), as llama-perplexity
 //   pull.c   llm pull and -m hf://REPO/FILE: downloads from Hugging Face (libcurl), SHA-256
+//   quantize.c  llm quantize: a model to a GGUF file of a llama-quantize type
 #ifndef CLI_H
 #define CLI_H
 
@@ -242,6 +243,7 @@ int cli_cmd_bench_serve(struct cli *c);
 int cli_cmd_profile(struct cli *c);
 int cli_cmd_perplexity(struct cli *c);
 int cli_cmd_pull(int argc, char **argv);
+int cli_cmd_quantize(int argc, char **argv);
 int cli_cmd_serve(struct cli *c);
 int cli_cmd_bench_http(struct cli *c);
 // -m hf://OWNER/NAME/FILE: the path of that file in the cache, downloaded first when it is not

@@ -27,6 +27,8 @@ const char cli_usage[] =
     "            ${XDG_CACHE_HOME:-~/.cache}/llm.c/hf/REPO/FILE (resumes an interrupted download;\n"
     "            checks the size and the sha256; LLM_HF_ENDPOINT replaces https://huggingface.co);\n"
     "            prints the file's path\n"
+    "  quantize  llm quantize IN OUT TYPE: a GGUF file or Hugging Face directory to a GGUF file\n"
+    "            of a llama-quantize type (q4_0, q8_0, q4_K_M, ...; llm quantize --help)\n"
     "  profile   time per module (attention, MLP, norms, logits, sampling, scheduling) over a\n"
     "            serving run (the bench flags; default 16 requests of 128 + 64 tokens)\n"
     "  perplexity  perplexity of a text (-f FILE), as llama.cpp's llama-perplexity computes it;\n"
@@ -269,6 +271,7 @@ int main(int argc, char **argv) {
         return done(&c, rc);
     }
     if (!strcmp(argv[1], "pull")) return cli_cmd_pull(argc, argv);
+    if (!strcmp(argv[1], "quantize")) return cli_cmd_quantize(argc, argv);
     if (!strcmp(argv[1], "run")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_run(&c)); }
     if (!strcmp(argv[1], "chat")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_chat(&c)); }
     if (!strcmp(argv[1], "tokenize")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_tokenize(&c)); }

@@ -54,6 +54,9 @@ static const struct gm_shape gm_shapes[] = {
     // the smallest shape whose rows are whole 256-element super-blocks: llama-quantize's outputs of
     // it are committed (tests/models/), so they must be small
     {"nano-k", "llama", 256, 1, 4, 1, 256, 256, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
+    // eight layers of whole super-blocks with 4 query heads a KV head: every rule of llama-quantize's
+    // mixes (layers 0, 3, 6, 7 of 8 get more bits in the _M types) shows (tests/golden/quantize_mix.txt)
+    {"nano-k8", "llama", 256, 8, 4, 1, 256, 256, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
     {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
     {"llama-2-7b", "llama", 4096, 32, 32, 32, 11008, 4096, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
     {"qwen2-0.5b", "qwen2", 896, 24, 14, 2, 4864, 32768, 1e6f, 1e-6f, true, true, false, 0, false, false, false, 0, 0.0f, 0.0f},

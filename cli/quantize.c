@@ -1,0 +1,87 @@
+// quantize.c — llm quantize IN OUT TYPE: a model's weights to a llama-quantize file type, as a
+// GGUF file (llm_quantize), with a progress bar on a terminal.
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char quantize_usage[] =
+    "usage: llm quantize [options] IN OUT [TYPE]\n"
+    "  IN    a GGUF file or a Hugging Face model directory (F32, F16, BF16 weights)\n"
+    "  OUT   the GGUF file to write (written as OUT.part, renamed when complete)\n"
+    "  TYPE  (or --type TYPE) a llama-quantize file type: q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl,\n"
+    "        iq4_xs, q2_K, q3_K_S, q3_K_M (q3_K), q3_K_L, q4_K_S, q4_K_M (q4_K, the default),\n"
+    "        q5_K_S, q5_K_M (q5_K), q6_K, f16, bf16, f32. The matrices get llama-quantize's mix:\n"
+    "        the output projection (or a tied embedding) at q6_K (q8_0 when 256 does not divide\n"
+    "        its rows), attn_v and ffn_down of some layers at more bits in the _M and _L types,\n"
+    "        rows a K-quant does not divide at its fallback (q4_K to q5_0, ...); 1-D tensors are\n"
+    "        copied. q4_0, q4_1, q5_0, q5_1, q8_0 and the float types give llama-quantize's bytes.\n"
+    "options:\n"
+    "  --type TYPE           the file type\n"
+    "  --pure                every matrix at TYPE itself (no mix; llama-quantize --pure)\n"
+    "  --allow-requantize    requantize matrices that are quantized already (AWQ/GPTQ directories,\n"
+    "                        quantized GGUF files); without it such a matrix is an error\n"
+    "  -t, --threads N       threads (default: the cores this process may use)\n"
+    "  -h, --help            this help\n";
+
+struct quantize_bar { bool tty; int shown; };
+
+static void quantize_progress(void *user, double done, const char *tensor) {
+    struct quantize_bar *b = user;
+    const int pct = (int)(done * 100.0 + 0.5);
+    if (!b->tty || pct == b->shown) return;
+    b->shown = pct;
+    char bar[31];
+    const int fill = (int)(done * 30.0 + 0.5);
+    for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+    bar[30] = 0;
+    fprintf(stderr, "\r[%s] %3d%% %-40.40s", bar, pct, tensor);
+    fflush(stderr);
+}
+
+int cli_cmd_quantize(int argc, char **argv) {
+    struct llm_quantize_params p = llm_quantize_params_default();
+    const char *pos[3] = {NULL, NULL, NULL};
+    const char *type = NULL;
+    int n_pos = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *eq = strchr(a, '=');
+        const size_t n = a[0] == '-' && a[1] == '-' && eq ? (size_t)(eq - a) : strlen(a);
+#define FLAG(s) (strlen(s) == n && !strncmp(a, s, n))
+#define VALUE() (eq && a[1] == '-' ? eq + 1 : i + 1 < argc ? argv[++i] : (cli_die("%s needs a value", a), ""))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(quantize_usage, stdout); return 0; }
+        else if (FLAG("--type")) type = VALUE();
+        else if (!strcmp(a, "--pure")) p.pure = 1;
+        else if (!strcmp(a, "--allow-requantize")) p.allow_requantize = 1;
+        else if (FLAG("-t") || FLAG("--threads")) p.n_threads = (int)cli_parse_int("--threads", VALUE(), 1, 1024);
+        else if (a[0] == '-' && a[1]) cli_die("quantize: unknown flag '%s' (see llm quantize --help)", a);
+        else if (n_pos < 3) pos[n_pos++] = a;
+        else cli_die("quantize: too many arguments (see llm quantize --help)");
+#undef FLAG
+#undef VALUE
+    }
+    if (n_pos < 2) {
+        fputs(quantize_usage, stderr);
+        return 1;
+    }
+    if (pos[2] && type && strcmp(pos[2], type) != 0) cli_die("quantize: two types given: '%s' and --type %s", pos[2], type);
+    p.input = pos[0];
+    p.output = pos[1];
+    if (pos[2] || type) p.type = pos[2] ? pos[2] : type;
+    struct quantize_bar bar = {isatty(2) != 0, -1};
+    p.progress = quantize_progress;
+    p.progress_user = &bar;
+    struct llm_quantize_stats s;
+    char err[600];
+    const double t0 = cli_now();
+    enum llm_status st = llm_quantize(&p, &s, err, sizeof(err));
+    if (bar.tty && bar.shown >= 0) fprintf(stderr, "\r%80s\r", "");
+    if (st) cli_die("%s", err);
+    fprintf(stderr, "llm: %s: %d tensors, %d quantized (%d at a fallback type); %.2f MiB -> %.2f MiB (%.2f bits per "
+            "weight) in %.1f s\n", p.output, s.n_tensors, s.n_quantized, s.n_fallback, (double)s.bytes_in / 1048576.0,
+            (double)s.bytes_out / 1048576.0, s.n_params ? 8.0 * (double)s.bytes_out / (double)s.n_params : 0.0,
+            cli_now() - t0);
+    return 0;
+}
