@@ -34,6 +34,7 @@
 
 #include <assert.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
@@ -76,6 +77,7 @@
 #define LLM__SPEC_MARGIN_DRAFT 1.25   // a draft model's: 25% (its sampling and a step's other work are not in the times)
 #define LLM__SPEC_PROBE_SHARE 0.02    // a draft model's forced drafts (the first, probes): at most 2% of the steps' time
 #define LLM__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define LLM__MAX_THREADS_AWQ 256   // llm_quantize's threads, at most
 
 // An error message buffer. Every fallible internal function takes one and returns a status.
 struct llm__err { char msg[512]; enum llm_status status; };
@@ -4341,6 +4343,10 @@ struct llm__hf_owned {
     int n_files;
     void **copies;                    // (n_copies), llm__alloc'd
     int64_t n_copies;
+    // how the tensors were mapped (for llm_quantize's checkpoints): q/k rows permuted (of
+    // hp[0] / hp[1] heads of hp[2] rows), Gemma's norms stored as 1 + w, AWQ/GPTQ weights
+    bool permute, gemma, quantized;
+    int64_t hp[3];
 };
 
 static void llm__hf_owned_free(void *p) {
@@ -5451,6 +5457,8 @@ static enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_t
         free(g->tensor_index.slots);
         g->tensor_index.slots = NULL;
         if (!llm__gguf_index_init(&g->tensor_index, n_tensors)) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        o->permute = permute, o->gemma = gemma, o->quantized = quant.method != 0;
+        memcpy(o->hp, hp, sizeof(o->hp));
         for (int i = 0; i < o->n_files && st == LLM_OK; i++) st = llm__hf_add_tensors(g, o, &o->files[i], permute, gemma, hp, &quant, e);
     }
     if (st) llm__gguf_close(g);
@@ -8923,7 +8931,14 @@ struct llm__model {
     int64_t max_perm;                // the longest of them (0: none)
     void **qbufs;                    // (n_qbufs) matrices quantized at load (llm_engine_params.quantize)
     int64_t n_qbufs;
+    struct llm__calib *calib;        // llm_quantize's calibration (CPU backend): the forward hands it
+                                     // every linear layer's input; NULL otherwise
 };
+
+// The inputs of a layer's linear layers, as llm_quantize's calibration collects them.
+enum { LLM__CAL_ATTN_IN, LLM__CAL_ATTN_OUT, LLM__CAL_FFN_IN, LLM__CAL_FFN_ACT, LLM__CAL_SLOTS };
+struct llm__calib;
+static void llm__calib_take(struct llm__calib *c, int layer, int slot, struct llm__tensor x);
 
 static struct llm__tensor llm__vec_view(struct llm__buf *buf, size_t offs, int64_t ne0, int64_t ne1) {
     return (struct llm__tensor){buf, offs, LLM__TYPE_F32, ne0, ne1, (size_t)ne0 * sizeof(float)};
@@ -9586,6 +9601,7 @@ static enum llm_status llm__forward(const struct llm__model *m, struct llm_backe
         LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb, x, L->attn_norm, m->norm_eps));
         const struct llm__tensor qkv[3] = {q, k, v}, bqkv[3] = {L->bq, L->bk, L->bv};
         const struct llm__weight *wqkv[3] = {&L->wq, &L->wk, &L->wv};
+        if (m->calib) llm__calib_take(m->calib, l, LLM__CAL_ATTN_IN, xb);
         LLM__OP(LLM_PROF_QKV, llm__forward_matmul(B, ctx, 3, qkv, wqkv, bqkv, xb, gx));
         if (m->qk_norm)
             LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, qh, qh, L->q_norm, m->norm_eps);
@@ -9598,16 +9614,19 @@ static enum llm_status llm__forward(const struct llm__model *m, struct llm_backe
         else
             LLM__OP(LLM_PROF_ATTN, B->attention(ctx, att, q, k_cache[l], v_cache[l], &ap));
         const struct llm__weight *wo[1] = {&L->wo};
+        if (m->calib) llm__calib_take(m->calib, l, LLM__CAL_ATTN_OUT, att);
         LLM__OP(LLM_PROF_O_PROJ, llm__forward_matmul(B, ctx, 1, &xb2, wo, NULL, att, gx));
         if (m->post_norms) LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb2, xb2, L->attn_post_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
         LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb, x, L->ffn_norm, m->norm_eps));
         const struct llm__tensor gu[2] = {gate, up};
         const struct llm__weight *wgu[2] = {&L->w_gate, &L->w_up};
+        if (m->calib) llm__calib_take(m->calib, l, LLM__CAL_FFN_IN, xb);
         LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 2, gu, wgu, NULL, xb, gx));
         if (m->gelu) LLM__OP(LLM_PROF_SILU, B->gelu_mul(ctx, gate, gate, up));
         else LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, gate, gate, up));
         const struct llm__weight *wd[1] = {&L->w_down};
+        if (m->calib) llm__calib_take(m->calib, l, LLM__CAL_FFN_ACT, gate);
         LLM__OP(LLM_PROF_MLP_DOWN, llm__forward_matmul(B, ctx, 1, &xb2, wd, NULL, gate, gx));
         if (m->post_norms) LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb2, xb2, L->ffn_post_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
@@ -11881,6 +11900,30 @@ struct llm__qmix {
     int n_layer, n_gqa, n_attn_v, i_attn_v, i_ffn_down, n_fallback;
 };
 
+// The hyper-parameters of g that the mixes look at, into q.
+static enum llm_status llm__qmix_init(const struct llm__gguf *g, struct llm__qmix *q, struct llm__err *e) {
+    char arch[64] = "", key[128];
+    const int64_t ak = llm__gguf_find_key(g, "general.architecture");
+    if (ak >= 0 && g->kv[ak].type == LLM__GGUF_STR && g->kv[ak].v.str.len < sizeof(arch))
+        memcpy(arch, g->kv[ak].v.str.ptr, (size_t)g->kv[ak].v.str.len), arch[g->kv[ak].v.str.len] = 0;
+    uint32_t v[3] = {0, 0, 0};
+    static const char *const keys[3] = {"block_count", "attention.head_count", "attention.head_count_kv"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(key, sizeof(key), "%s.%s", arch, keys[i]);
+        if (llm__gguf_find_key(g, key) >= 0 && !llm__gguf_get_u32(g, key, &v[i], e)) return LLM_ERR_FORMAT;
+    }
+    const uint32_t n_layer = v[0], n_head = v[1], n_head_kv = v[2] ? v[2] : v[1];
+    q->n_layer = (int)n_layer;
+    q->n_gqa = n_head_kv ? (int)(n_head / n_head_kv) : 1;
+    q->is_70b = n_layer == 80 && ((!strcmp(arch, "llama") && n_head != n_head_kv) || !strcmp(arch, "qwen2"));
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        const char *name = g->tensors[i].name;
+        if (!strcmp(name, "output.weight")) q->tied = false;
+        if (strstr(name, "attn_qkv.weight") || strstr(name, "attn_kv_b.weight") || strstr(name, "attn_v.weight")) q->n_attn_v++;
+    }
+    return LLM_OK;
+}
+
 static bool llm__qmix_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 // The type tensor t gets (llama_tensor_get_type for these file types).
@@ -11952,80 +11995,47 @@ static void llm__gguf_put_str(struct llm__outbuf *o, const char *s) {
 // Writes n bytes to f; false on an error (errno set).
 static bool llm__fwrite(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n; }
 
-enum llm_status llm_quantize(const struct llm_quantize_params *params, struct llm_quantize_stats *stats, char *err,
-                             size_t err_size) {
-    struct llm__err e = {{0}, LLM_OK};
-    struct llm_quantize_stats st_ = {0};
-    struct llm__gguf g;
-    memset(&g, 0, sizeof(g));
+// A tensor's data decided before the file is written (calibrated quantization): its type and bytes.
+struct llm__qrepl { int type; const void *data; size_t size; };
+
+// The model g (a GGUF file or a directory) as a GGUF file of file type ft at params->output (see
+// the section's head); repl: NULL, or for each of g's tensors a replacement (data NULL: none), whose
+// type and bytes are written as they are.
+static enum llm_status llm__quantize_gguf(struct llm__gguf *g, const struct llm_quantize_params *params,
+                                          const struct llm__ftype *ft, const struct llm__qrepl *repl,
+                                          struct llm_quantize_stats *st_, struct llm__err *e) {
     const struct llm__gguf_tensor **order = NULL;
+    const struct llm__qrepl **orepl = NULL;
     int *types = NULL;
     struct llm__outbuf hdr = {0};
     struct llm__pool *pool = NULL;
     FILE *f = NULL;
     char *part = NULL;
     enum llm_status st = LLM_OK;
-    const struct llm__ftype *ft = params ? llm__ftype_by_name(params->type) : NULL;
-    if (!params || !params->input || !params->output) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: an input model and an output file are needed");
-        goto out;
-    }
-    if (!ft) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a file type (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, "
-                       "iq4_xs, q2_K, q3_K_S, q3_K_M, q3_K_L, q4_K_S, q4_K_M, q5_K_S, q5_K_M, q6_K, f16, bf16, f32)",
-                       params->type ? params->type : "(none)");
-        goto out;
-    }
-    struct stat si, so;
-    if (stat(params->output, &so) == 0 && stat(params->input, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: the output '%s' is the input", params->output);
-        goto out;
-    }
-    if ((st = llm__model_open(&g, params->input, false, &e))) goto out;
 
-    // the hyper-parameters the mixes look at
     struct llm__qmix q = {.ftype = ft->ftype, .type = ft->type, .pure = params->pure != 0, .tied = true};
-    char arch[64] = "", key[128];
-    const int64_t ak = llm__gguf_find_key(&g, "general.architecture");
-    if (ak >= 0 && g.kv[ak].type == LLM__GGUF_STR && g.kv[ak].v.str.len < sizeof(arch))
-        memcpy(arch, g.kv[ak].v.str.ptr, (size_t)g.kv[ak].v.str.len), arch[g.kv[ak].v.str.len] = 0;
-    uint32_t n_layer = 0, n_head = 0, n_head_kv = 0;
-    snprintf(key, sizeof(key), "%s.block_count", arch);
-    if (llm__gguf_find_key(&g, key) >= 0 && !llm__gguf_get_u32(&g, key, &n_layer, &e)) { st = LLM_ERR_FORMAT; goto out; }
-    snprintf(key, sizeof(key), "%s.attention.head_count", arch);
-    if (llm__gguf_find_key(&g, key) >= 0 && !llm__gguf_get_u32(&g, key, &n_head, &e)) { st = LLM_ERR_FORMAT; goto out; }
-    snprintf(key, sizeof(key), "%s.attention.head_count_kv", arch);
-    if (llm__gguf_find_key(&g, key) >= 0 && !llm__gguf_get_u32(&g, key, &n_head_kv, &e)) { st = LLM_ERR_FORMAT; goto out; }
-    if (!n_head_kv) n_head_kv = n_head;
-    q.n_layer = (int)n_layer;
-    q.n_gqa = n_head_kv ? (int)(n_head / n_head_kv) : 1;
-    q.is_70b = n_layer == 80 && ((!strcmp(arch, "llama") && n_head != n_head_kv) || !strcmp(arch, "qwen2"));
-
-    order = malloc(sizeof(*order) * (size_t)(g.n_tensors + 1));
-    types = malloc(sizeof(*types) * (size_t)(g.n_tensors + 1));
-    if (!order || !types) { st = llm__fail(&e, LLM_ERR_NOMEM, "out of memory"); goto out; }
-    for (int64_t i = 0; i < g.n_tensors; i++) {
-        order[i] = &g.tensors[i];
-        if (!strcmp(g.tensors[i].name, "output.weight")) q.tied = false;
-        if (strstr(g.tensors[i].name, "attn_qkv.weight") || strstr(g.tensors[i].name, "attn_kv_b.weight") ||
-            strstr(g.tensors[i].name, "attn_v.weight"))
-            q.n_attn_v++;
-    }
-    qsort(order, (size_t)g.n_tensors, sizeof(*order), llm__tensor_order);
+    if ((st = llm__qmix_init(g, &q, e))) return st;
+    order = malloc(sizeof(*order) * (size_t)(g->n_tensors + 1));
+    orepl = malloc(sizeof(*orepl) * (size_t)(g->n_tensors + 1));
+    types = malloc(sizeof(*types) * (size_t)(g->n_tensors + 1));
+    if (!order || !types || !orepl) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
+    for (int64_t i = 0; i < g->n_tensors; i++) order[i] = &g->tensors[i];
+    qsort(order, (size_t)g->n_tensors, sizeof(*order), llm__tensor_order);
+    for (int64_t i = 0; i < g->n_tensors; i++) orepl[i] = repl && repl[order[i] - g->tensors].data ? &repl[order[i] - g->tensors] : NULL;
 
     // the types, and the header: metadata, then the tensors' names, shapes, types and offsets
     const uint32_t version = 3;
-    const uint64_t n_tensors = (uint64_t)g.n_tensors;
+    const uint64_t n_tensors = (uint64_t)g->n_tensors;
     uint64_t n_kv = 0;
     llm__outbuf_put(&hdr, "GGUF", 4);
     llm__outbuf_put(&hdr, &version, 4);
     llm__outbuf_put(&hdr, &n_tensors, 8);
     llm__outbuf_put(&hdr, &n_kv, 8);   // counted below
-    for (int64_t i = 0; i < g.n_kv; i++) {
-        const char *k = g.kv[i].key;
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        const char *k = g->kv[i].key;
         if (!strcmp(k, "general.quantization_version") || !strcmp(k, "general.file_type") || !strncmp(k, "split.", 6)) continue;
         llm__gguf_put_str(&hdr, k);
-        llm__outbuf_put(&hdr, g.kv[i].raw, g.kv[i].raw_len);
+        llm__outbuf_put(&hdr, g->kv[i].raw, g->kv[i].raw_len);
         n_kv++;
     }
     const uint32_t u32 = LLM__GGUF_U32, qversion = 2, ftype = (uint32_t)ft->ftype;
@@ -12036,21 +12046,27 @@ enum llm_status llm_quantize(const struct llm_quantize_params *params, struct ll
     llm__outbuf_put(&hdr, &u32, 4);
     llm__outbuf_put(&hdr, &ftype, 4);
     n_kv += 2;
-    const size_t align = g.alignment ? g.alignment : LLM__GGUF_DEFAULT_ALIGNMENT;
+    const size_t align = g->alignment ? g->alignment : LLM__GGUF_DEFAULT_ALIGNMENT;
     uint64_t offset = 0;
     size_t total = 0;
-    for (int64_t i = 0; i < g.n_tensors; i++) {
+    for (int64_t i = 0; i < g->n_tensors; i++) {
         const struct llm__gguf_tensor *t = order[i];
-        const int nt = types[i] = llm__qmix_type(&q, t);
+        const int mixed = llm__qmix_type(&q, t);   // (counts the mix's layers also for replaced tensors)
+        const int nt = types[i] = orepl[i] ? orepl[i]->type : mixed;
         const struct llm__type_info *ti = llm__type_info(t->type);
-        if ((uint32_t)nt != t->type && ti->blck > 1 && !params->allow_requantize) {
-            st = llm__fail(&e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s already: requantizing it to %s needs "
+        if (!orepl[i] && (uint32_t)nt != t->type && ti->blck > 1 && !params->allow_requantize) {
+            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s already: requantizing it to %s needs "
                            "--allow-requantize (quality suffers; quantize the F16/BF16/F32 model instead)",
                            t->name, ti->name, llm__type_info((uint32_t)nt)->name);
             goto out;
         }
-        if ((uint32_t)nt != t->type && !ti->supported) {
-            st = llm__fail(&e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s, which this build cannot read", t->name, ti->name);
+        if (!orepl[i] && (uint32_t)nt != t->type && !ti->supported) {
+            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s, which this build cannot read", t->name, ti->name);
+            goto out;
+        }
+        if (llm__type_info((uint32_t)nt)->internal) {   // no internal type may reach the file
+            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' would be %s (an AWQ/GPTQ layout), which GGUF cannot hold",
+                           t->name, llm__type_info((uint32_t)nt)->name);
             goto out;
         }
         const int nd = llm__tensor_dims(t);
@@ -12061,64 +12077,62 @@ enum llm_status llm_quantize(const struct llm_quantize_params *params, struct ll
         llm__outbuf_put(&hdr, &tt, 4);
         llm__outbuf_put(&hdr, &offset, 8);
         const size_t size = llm__row_bytes(nt, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+        assert(!orepl[i] || orepl[i]->size == size);
         offset += (size + align - 1) / align * align;
         total += t->size;
-        st_.n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-        st_.n_quantized += (uint32_t)nt != t->type;
+        st_->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        st_->n_quantized += (uint32_t)nt != t->type;
     }
-    st_.n_fallback = q.n_fallback;
-    st_.n_tensors = (int)g.n_tensors;
+    st_->n_fallback = q.n_fallback;
+    st_->n_tensors = (int)g->n_tensors;
     while (hdr.n % align) llm__outbuf_put(&hdr, "", 1);
-    if (hdr.fail) { st = llm__fail(&e, LLM_ERR_NOMEM, "out of memory"); goto out; }
+    if (hdr.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
     memcpy(hdr.p + 16, &n_kv, 8);
-    for (int64_t i = 0; i < g.n_tensors; i++)   // no internal type may reach the file
-        if (llm__type_info((uint32_t)types[i])->internal) {
-            st = llm__fail(&e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s (an AWQ/GPTQ layout): add --allow-requantize to "
-                           "requantize it", order[i]->name, llm__type_info((uint32_t)types[i])->name);
-            goto out;
-        }
 
     // the data, tensor by tensor, to OUTPUT.part
     const size_t plen = strlen(params->output);
-    if (!(part = malloc(plen + 6))) { st = llm__fail(&e, LLM_ERR_NOMEM, "out of memory"); goto out; }
+    if (!(part = malloc(plen + 6))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
     memcpy(part, params->output, plen);
     memcpy(part + plen, ".part", 6);
-    if (!(pool = llm__pool_new(params->n_threads > 0 ? params->n_threads : llm__online_cpus(), &e))) { st = LLM_ERR_BACKEND; goto out; }
+    if (!(pool = llm__pool_new(params->n_threads > 0 ? params->n_threads : llm__online_cpus(), e))) { st = LLM_ERR_BACKEND; goto out; }
     if (!(f = fopen(part, "wb"))) {
-        st = llm__fail(&e, LLM_ERR_IO, "quantize: cannot create '%s': %s", part, strerror(errno));
+        st = llm__fail(e, LLM_ERR_IO, "quantize: cannot create '%s': %s", part, strerror(errno));
         goto out;
     }
     bool ok = llm__fwrite(f, hdr.p, hdr.n);
     static const char zeros[64];
     size_t done = 0;
-    for (int64_t i = 0; i < g.n_tensors && ok; i++) {
+    for (int64_t i = 0; i < g->n_tensors && ok; i++) {
         const struct llm__gguf_tensor *t = order[i];
         const int nt = types[i];
         size_t size = t->size;
-        if ((uint32_t)nt == t->type) {
+        if (orepl[i]) {
+            size = orepl[i]->size;
+            ok = llm__fwrite(f, orepl[i]->data, size);
+        } else if ((uint32_t)nt == t->type) {
             ok = llm__fwrite(f, t->data, t->size);
         } else {
-            size = llm__row_bytes(nt, t->ne[0]) * (size_t)t->ne[1];
+            size = llm__row_bytes(nt, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
             struct llm__quant_job job = {t, nt, llm__alloc(size), false};
-            if (!job.dst) { st = llm__fail(&e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name); break; }
+            if (!job.dst) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name); break; }
             llm__pool_run(pool, llm__quant_worker, &job);
             if (!job.fail) ok = llm__fwrite(f, job.dst, size);
             free(job.dst);
-            if (job.fail) { st = llm__fail(&e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
+            if (job.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
         }
         for (size_t pad = (align - size % align) % align; ok && pad; pad -= LLM__MIN(pad, sizeof(zeros)))
             ok = llm__fwrite(f, zeros, LLM__MIN(pad, sizeof(zeros)));
-        if (g.owns_map) llm__map_release(t->data, t->size);
-        st_.bytes_in += t->size;
-        st_.bytes_out += size;
+        if (g->owns_map) llm__map_release(t->data, t->size);
+        st_->bytes_in += t->size;
+        st_->bytes_out += size;
         done += t->size;
         if (params->progress) params->progress(params->progress_user, (double)done / (double)(total ? total : 1), t->name);
     }
-    if (!st && !ok) st = llm__fail(&e, LLM_ERR_IO, "quantize: cannot write '%s': %s", part, strerror(errno));
-    if (fclose(f) != 0 && !st) st = llm__fail(&e, LLM_ERR_IO, "quantize: cannot write '%s': %s", part, strerror(errno));
+    if (!st && !ok) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s': %s", part, strerror(errno));
+    if (fclose(f) != 0 && !st) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s': %s", part, strerror(errno));
     f = NULL;
     if (!st && rename(part, params->output) != 0)
-        st = llm__fail(&e, LLM_ERR_IO, "quantize: cannot rename '%s' to '%s': %s", part, params->output, strerror(errno));
+        st = llm__fail(e, LLM_ERR_IO, "quantize: cannot rename '%s' to '%s': %s", part, params->output, strerror(errno));
     if (st) remove(part);
 out:
     if (f) { fclose(f); remove(part); }
@@ -12126,10 +12140,8 @@ out:
     llm__pool_free(pool);
     free(hdr.p);
     free(order);
+    free(orepl);
     free(types);
-    llm__gguf_close(&g);
-    if (stats) *stats = st_;
-    if (st && err && err_size) snprintf(err, err_size, "%s", e.msg[0] ? e.msg : llm_status_str(st));
     return st;
 }
 
@@ -14125,4 +14137,1135 @@ void llm_results_free(struct llm_result *res, int n) {
         free(res[i].itl_ms);
         memset(&res[i], 0, sizeof(res[i]));
     }
+}
+
+// === calibrated quantization ===
+// llm_quantize with a method (see llm.h): the engine (CPU backend, the model's own weights) runs
+// over windows of a calibration text while its forward hands every linear layer's input to a
+// struct llm__calib (llm__calib_take); then each layer's matrices are quantized:
+//   GPTQ (Frantar et al.): per input, H = sum x x^T over the tokens (upper triangle), dampened
+//     by 1% of its mean diagonal; U, the upper Cholesky factor of H^-1 (H^-1 = U^T U), from one
+//     Cholesky of H with rows and columns reversed and one triangular inverse. Rows are independent:
+//     each is taken column by column (in act-order: by decreasing diagonal of H), each group's
+//     scale and zero found when its first column comes (from the values as updated so far), every
+//     rounding error e spread over the columns after it, w[j] -= e / U[i][i] * U[i][j]. A llama.cpp
+//     type (GGUF output) rounds a block of columns at once with its own quantizer; the block's
+//     errors go to the columns after it the same way (solved through the block's triangle of U).
+//   AWQ (Lin et al.): per group of matrices sharing an input, the scales s = mean|x|^a /
+//     mean|w|^(1-a) (w relative to its group's largest) for a = 0, 0.05, .. 0.95, normalised,
+//     the one kept whose quantized matrices' outputs on the sampled tokens err least; the columns
+//     are multiplied by s and the norm or matrix before divided by it (q/k/v: attn_norm; gate/up:
+//     ffn_norm; down: up's rows; o: v's rows when there is one v row per o column). Then each group
+//     of each matrix but q and k is clipped to the range, of 1 to 0.5 times its largest value, whose
+//     group outputs on the samples err least, and rounded (asymmetric: scale and zero from min and
+//     max).
+// The losses are taken on the outputs of the matrices themselves (AutoAWQ takes those of the whole
+// attention block or MLP). The calibration runs once on the unquantized model: every layer's inputs
+// are those of the original weights (GPTQ's tools feed each layer the quantized layers' outputs).
+
+struct llm__cal_in {           // one input of a layer's linear layers
+    int64_t n, tokens;         // width; tokens seen
+    float *h;                  // (n, n) sum of x x^T, upper triangle (GPTQ)
+    double *abs_sum;           // (n) sum of |x|
+    float *xs;                 // (max_xs, n) every stride-th token (AWQ's losses)
+    int n_xs;
+};
+
+struct llm__calib {
+    struct llm__cal_in *in;    // (n_layer x LLM__CAL_SLOTS)
+    int n_layer, max_xs;
+    bool want_h, fail;         // fail: out of memory
+    int64_t stride;
+    struct llm__pool *pool;
+    llm__vec_dot_fn dot;       // f32 x f32
+    float *xt;                 // an input transposed, (n, T)
+    size_t xt_cap;
+};
+
+struct llm__calib_h_job { float *h; const float *xt; int64_t n, T; llm__vec_dot_fn dot; };
+
+static void llm__calib_h_worker(void *arg, int ith, int nth) {
+    const struct llm__calib_h_job *j = arg;
+    for (int64_t i = ith; i < j->n; i += nth)   // rows interleaved: row i has n - i products
+        for (int64_t k = i; k < j->n; k++) {
+            float s;
+            j->dot(j->T, &s, j->xt + i * j->T, j->xt + k * j->T);
+            j->h[i * j->n + k] += s;
+        }
+}
+
+static void llm__calib_take(struct llm__calib *c, int layer, int slot, struct llm__tensor x) {
+    if (c->fail || layer >= c->n_layer) return;
+    struct llm__cal_in *ci = &c->in[layer * LLM__CAL_SLOTS + slot];
+    const int64_t n = x.ne0, T = x.ne1;
+    const char *base = (const char *)x.buf->data + x.offs;
+    if (!ci->abs_sum) {
+        ci->n = n;
+        ci->abs_sum = calloc((size_t)n, sizeof(double));
+        ci->xs = malloc(sizeof(float) * (size_t)n * (size_t)(c->max_xs ? c->max_xs : 1));
+        ci->h = c->want_h ? calloc((size_t)n * (size_t)n, sizeof(float)) : NULL;
+        if (!ci->abs_sum || !ci->xs || (c->want_h && !ci->h)) { c->fail = true; return; }
+    }
+    for (int64_t t = 0; t < T; t++) {
+        const float *row = (const float *)(base + (size_t)t * x.nb1);
+        for (int64_t i = 0; i < n; i++) ci->abs_sum[i] += fabsf(row[i]);
+        if ((ci->tokens + t) % c->stride == 0 && ci->n_xs < c->max_xs)
+            memcpy(ci->xs + (size_t)ci->n_xs++ * (size_t)n, row, sizeof(float) * (size_t)n);
+    }
+    if (c->want_h) {
+        const size_t need = (size_t)n * (size_t)T;
+        if (need > c->xt_cap) {
+            free(c->xt);
+            if (!(c->xt = malloc(sizeof(float) * need))) { c->xt_cap = 0; c->fail = true; return; }
+            c->xt_cap = need;
+        }
+        for (int64_t t = 0; t < T; t++) {
+            const float *row = (const float *)(base + (size_t)t * x.nb1);
+            for (int64_t i = 0; i < n; i++) c->xt[i * T + t] = row[i];
+        }
+        struct llm__calib_h_job job = {ci->h, c->xt, n, T, c->dot};
+        llm__pool_run(c->pool, llm__calib_h_worker, &job);
+    }
+    ci->tokens += T;
+}
+
+static void llm__calib_free(struct llm__calib *c) {
+    if (c->in)
+        for (int i = 0; i < c->n_layer * LLM__CAL_SLOTS; i++) free(c->in[i].h), free(c->in[i].abs_sum), free(c->in[i].xs);
+    free(c->in);
+    free(c->xt);
+    llm__pool_free(c->pool);
+    memset(c, 0, sizeof(*c));
+}
+
+// --- GPTQ ---
+
+static double llm__dot_f64(const double *a, const double *b, int64_t n) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) s0 += a[i] * b[i], s1 += a[i + 1] * b[i + 1], s2 += a[i + 2] * b[i + 2], s3 += a[i + 3] * b[i + 3];
+    for (; i < n; i++) s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+// U (n x n, upper; rows and columns in the processing order `order`) with H^-1 = U^T U, where H is
+// ci's sum of x x^T over its tokens, with its diagonal raised by damp x its mean. order: identity,
+// or with act_order the inputs by decreasing diagonal. dead[i]: input i was always zero (its
+// diagonal is set to 1 and its weights must be zeroed). false: out of memory.
+static bool llm__gptq_factor(const struct llm__cal_in *ci, double damp, bool act_order, int32_t *order, uint8_t *dead,
+                             float *U) {
+    const int64_t n = ci->n;
+    double *A = malloc(sizeof(double) * (size_t)n * (size_t)n);
+    if (!A) return false;
+    const double scale = 2.0 / (double)LLM__MAX(ci->tokens, 1);
+    double mean = 0;
+    for (int64_t i = 0; i < n; i++) {
+        order[i] = (int32_t)i;
+        dead[i] = ci->h[i * n + i] == 0.0f;
+        mean += dead[i] ? 1.0 : scale * ci->h[i * n + i];
+    }
+    mean /= (double)n;
+    if (act_order)   // insertion sort by decreasing diagonal (stable: ties keep their order)
+        for (int64_t i = 1; i < n; i++) {
+            const int32_t v = order[i];
+            int64_t j = i;
+            while (j > 0 && ci->h[(int64_t)order[j - 1] * n + order[j - 1]] < ci->h[(int64_t)v * n + v]) order[j] = order[j - 1], j--;
+            order[j] = v;
+        }
+    // A = J P H P^T J (processing order, reversed), dampened
+    for (double extra = damp;; extra *= 10) {
+        for (int64_t a = 0; a < n; a++)
+            for (int64_t b = 0; b <= a; b++) {
+                const int64_t i = order[n - 1 - a], j = order[n - 1 - b];
+                const double h = i == j ? (dead[i] ? 1.0 : scale * ci->h[i * n + i]) : scale * ci->h[LLM__MIN(i, j) * n + LLM__MAX(i, j)];
+                A[a * n + b] = h + (a == b ? extra * mean : 0.0);
+            }
+        bool pd = true;   // Cholesky, lower, in place: A = L L^T
+        for (int64_t i = 0; i < n && pd; i++)
+            for (int64_t j = 0; j <= i; j++) {
+                const double s = A[i * n + j] - llm__dot_f64(A + i * n, A + j * n, j);
+                if (i == j) {
+                    if (!(s > 0)) { pd = false; break; }
+                    A[i * n + i] = sqrt(s);
+                } else {
+                    A[i * n + j] = s / A[j * n + j];
+                }
+            }
+        if (pd || extra > 1e6) break;   // not positive definite: dampen more (H of rank < n)
+    }
+    // M = L^-1 (lower), row by row: M[i][:i] = -(L[i][:i] M[:i][:i]) / L[i][i], into the upper
+    // triangle of A (transposed: A[j][i] = M[i][j]) so that L stays readable
+    double *row = malloc(sizeof(double) * (size_t)n);
+    if (!row) { free(A); return false; }
+    for (int64_t i = 0; i < n; i++) {
+        memset(row, 0, sizeof(double) * (size_t)i);
+        for (int64_t k = 0; k < i; k++) {
+            const double l = A[i * n + k];
+            if (l == 0.0) continue;
+            // M[k][0..k] is stored as A[0..k][k] (column k of the upper triangle) and A[k][k]'s inverse
+            for (int64_t j = 0; j < k; j++) row[j] += l * A[j * n + k];
+            row[k] += l / A[k * n + k];
+        }
+        for (int64_t j = 0; j < i; j++) A[j * n + i] = -row[j] / A[i * n + i];
+    }
+    // U = J M J: U[a][b] = M[n-1-a][n-1-b] for b >= a; the diagonal is 1 / L's
+    for (int64_t a = 0; a < n; a++)
+        for (int64_t b = 0; b < n; b++) {
+            const int64_t i = n - 1 - a, j = n - 1 - b;   // M[i][j], j <= i
+            U[a * n + b] = b < a ? 0.0f : (float)(i == j ? 1.0 / A[i * n + i] : A[j * n + i]);
+        }
+    free(row);
+    free(A);
+    return true;
+}
+
+// A group's scale and zero point. GPTQ's quantizer (zero_in_range): the range [min(x, 0),
+// max(x, 0)] (symmetric: +-max|x|; all zero: [-1, 1]); AWQ's: [min x, max x]; either over
+// 2^bits - 1 steps, at least 1e-5 wide. The scale rounded to fp16 (as checkpoints store it); the
+// zero point in [zmin, 2^bits - 1].
+static void llm__gq_params(const float *x, int64_t n, int bits, bool sym, bool zero_in_range, int zmin, float *scale,
+                           int *zero) {
+    const int maxq = (1 << bits) - 1;
+    float lo = zero_in_range ? 0.0f : INFINITY, hi = zero_in_range ? 0.0f : -INFINITY;
+    for (int64_t i = 0; i < n; i++) lo = LLM__MIN(lo, x[i]), hi = LLM__MAX(hi, x[i]);
+    if (sym) {
+        hi = LLM__MAX(-lo, hi);
+        if (lo < 0.0f) lo = -hi;
+    }
+    if (zero_in_range && lo == 0.0f && hi == 0.0f) lo = -1.0f, hi = 1.0f;
+    float s = llm__fp16_to_fp32(llm__fp32_to_fp16(LLM__MAX(hi - lo, 1e-5f) / (float)maxq));
+    if (!(s > 0.0f)) s = 5.9604645e-08f;   // the least fp16
+    const int z = sym ? (maxq + 1) / 2 : (int)nearbyintf(-lo / s);
+    *zero = LLM__MAX(zmin, LLM__MIN(maxq, z));
+    *scale = s;
+}
+
+static inline int llm__gq_round(float w, float s, int z, int maxq) {
+    const int q = (int)nearbyintf(w / s) + z;
+    return q < 0 ? 0 : q > maxq ? maxq : q;
+}
+
+// GPTQ of one row w (n values, in processing order; updated) into codes q (processing order) and a
+// scale and zero per group of `group` processed columns.
+static void llm__gptq_row(float *w, const float *U, int64_t n, int bits, int64_t group, bool sym, int zmin, uint8_t *q,
+                          float *scale, int32_t *zero) {
+    const int maxq = (1 << bits) - 1;
+    float s = 1.0f;
+    int z = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i % group == 0) {
+            llm__gq_params(w + i, LLM__MIN(group, n - i), bits, sym, true, zmin, &s, &z);
+            scale[i / group] = s, zero[i / group] = z;
+        }
+        const int qi = llm__gq_round(w[i], s, z, maxq);
+        q[i] = (uint8_t)qi;
+        const float err = (w[i] - s * (float)(qi - z)) / U[i * n + i];
+        const float *u = U + i * n;
+        for (int64_t j = i + 1; j < n; j++) w[j] -= err * u[j];
+    }
+}
+
+// GPTQ of one row w (n values; updated) to a llama.cpp type, a block of columns at a time: the
+// block rounded by the type's quantizer into dst, its errors solved through U's triangle for the
+// block (err[k] = (e[k] - sum_{m<k} err[m] U[m][k]) / U[k][k], the column-by-column updates
+// within the block) and spread over the columns after it. tmp: a block's floats, twice.
+static void llm__gptq_row_type(float *w, const float *U, int64_t n, int type, uint8_t *dst, float *tmp) {
+    const struct llm__type_info *ti = llm__type_info((uint32_t)type);
+    const int64_t bs = ti->blck;
+    float *err = tmp + bs;
+    for (int64_t k0 = 0; k0 < n; k0 += bs) {
+        uint8_t *blk = dst + (size_t)(k0 / bs) * ti->block_bytes;
+        llm__quantize_row(type, w + k0, blk, bs);
+        llm__dequantize_row(type, blk, tmp, bs);
+        for (int64_t k = 0; k < bs; k++) {
+            double e = (double)w[k0 + k] - tmp[k];
+            for (int64_t m = 0; m < k; m++) e -= (double)err[m] * U[(k0 + m) * n + k0 + k];
+            err[k] = (float)(e / U[(k0 + k) * n + k0 + k]);
+        }
+        for (int64_t m = 0; m < bs; m++) {
+            const float *u = U + (k0 + m) * n;
+            for (int64_t j = k0 + bs; j < n; j++) w[j] -= err[m] * u[j];
+        }
+    }
+}
+
+// --- the matrices of a calibrated quantization ---
+
+// A layer's matrix being quantized (a 2-D tensor of the model's GGUF view).
+struct llm__qmat {
+    int64_t tensor;            // index in the model's tensors
+    int layer, slot;           // its input: LLM__CAL_*
+    bool qk;                   // attn_q / attn_k (AWQ does not clip them)
+    int64_t rows, n;
+    float *w;                  // (rows, n) its values (AWQ: scaled, clipped); freed once quantized
+    int type;                  // GGUF: the llama.cpp type; hf: -1
+    uint8_t *data;             // GGUF: the quantized rows
+    uint8_t *q;                // hf: (rows, n) codes, columns in the input's order
+    float *scale;              // hf: (rows, n_groups)
+    int32_t *zero;             // hf: (rows, n_groups)
+    int32_t *g_idx;            // hf act-order: (n) each input's group; NULL: input / group
+};
+
+struct llm__cq {
+    const struct llm_quantize_params *p;
+    llm_engine *E;
+    struct llm__gguf *g;
+    struct llm__calib cal;
+    bool hf, awq;
+    int bits;
+    int64_t group;             // hf: inputs a group (a row: n)
+    struct llm__qmat *mats;    // (n_mats)
+    int n_mats;
+    float **vecs;              // AWQ: per tensor, new f32 values of a norm or bias, or NULL
+    int *types;                // GGUF: per tensor, the mix's type
+    double done, total;        // progress (matrix elements)
+};
+
+static int llm__cq_slot(const char *name, bool *qk) {
+    static const struct { const char *sfx; int slot; bool qk; } map[] = {
+        {".attn_q.weight", LLM__CAL_ATTN_IN, true},   {".attn_k.weight", LLM__CAL_ATTN_IN, true},
+        {".attn_v.weight", LLM__CAL_ATTN_IN, false},  {".attn_qkv.weight", LLM__CAL_ATTN_IN, false},
+        {".attn_output.weight", LLM__CAL_ATTN_OUT, false}, {".ffn_gate.weight", LLM__CAL_FFN_IN, false},
+        {".ffn_up.weight", LLM__CAL_FFN_IN, false},   {".ffn_down.weight", LLM__CAL_FFN_ACT, false},
+    };
+    const size_t n = strlen(name);
+    for (size_t i = 0; i < LLM__ARRAY_LEN(map); i++) {
+        const size_t k = strlen(map[i].sfx);
+        if (n > k && !strcmp(name + n - k, map[i].sfx)) { *qk = map[i].qk; return map[i].slot; }
+    }
+    return -1;
+}
+
+static struct llm__qmat *llm__cq_find(struct llm__cq *c, int layer, const char *what) {
+    char name[64];
+    snprintf(name, sizeof(name), "blk.%d.%s.weight", layer, what);
+    for (int i = 0; i < c->n_mats; i++)
+        if (!strcmp(c->g->tensors[c->mats[i].tensor].name, name)) return &c->mats[i];
+    return NULL;
+}
+
+// The f32 values of a matrix (dequantized from its file type).
+static bool llm__cq_load(struct llm__cq *c, struct llm__qmat *mt) {
+    const struct llm__gguf_tensor *t = &c->g->tensors[mt->tensor];
+    if (!(mt->w = malloc(sizeof(float) * (size_t)(mt->rows * mt->n)))) return false;
+    const size_t rb = llm__row_bytes((int)t->type, mt->n);
+    for (int64_t r = 0; r < mt->rows; r++) llm__dequantize_row((int)t->type, (const uint8_t *)t->data + (size_t)r * rb, mt->w + r * mt->n, mt->n);
+    return true;
+}
+
+static bool llm__cq_alloc_out(struct llm__cq *c, struct llm__qmat *mt) {
+    if (!c->hf) return (mt->data = malloc(llm__row_bytes(mt->type, mt->n) * (size_t)mt->rows)) != NULL;
+    const int64_t ng = (mt->n + c->group - 1) / c->group;
+    mt->q = malloc((size_t)(mt->rows * mt->n));
+    mt->scale = malloc(sizeof(float) * (size_t)(mt->rows * ng));
+    mt->zero = malloc(sizeof(int32_t) * (size_t)(mt->rows * ng));
+    return mt->q && mt->scale && mt->zero;
+}
+
+static void llm__cq_progress(struct llm__cq *c, const struct llm__qmat *mt) {
+    c->done += (double)(mt->rows * mt->n);
+    if (c->p->progress) c->p->progress(c->p->progress_user, c->done / c->total, c->g->tensors[mt->tensor].name);
+}
+
+// --- GPTQ of a layer's matrices ---
+
+struct llm__gptq_job {
+    struct llm__cq *c;
+    struct llm__qmat *mt;
+    const float *U;
+    const int32_t *order;
+    const uint8_t *dead;
+    bool fail;
+};
+
+static void llm__gptq_worker(void *arg, int ith, int nth) {
+    struct llm__gptq_job *j = arg;
+    struct llm__qmat *mt = j->mt;
+    const int64_t n = mt->n, ng = (n + j->c->group - 1) / j->c->group;
+    int64_t r0, r1;
+    llm__split(mt->rows, ith, nth, &r0, &r1);
+    float *wp = malloc(sizeof(float) * (size_t)(n + 2 * 256));
+    uint8_t *qp = malloc((size_t)n);
+    if (!wp || !qp) { j->fail = true; free(wp); free(qp); return; }
+    for (int64_t r = r0; r < r1; r++) {
+        const float *w = mt->w + r * n;
+        for (int64_t k = 0; k < n; k++) wp[k] = j->dead[j->order[k]] ? 0.0f : w[j->order[k]];
+        if (j->c->hf) {
+            llm__gptq_row(wp, j->U, n, j->c->bits, j->c->group, false, 1, qp, mt->scale + r * ng, mt->zero + r * ng);
+            for (int64_t k = 0; k < n; k++) mt->q[r * n + j->order[k]] = qp[k];
+        } else {
+            llm__gptq_row_type(wp, j->U, n, mt->type, mt->data + (size_t)r * llm__row_bytes(mt->type, n), wp + n);
+        }
+    }
+    free(wp);
+    free(qp);
+}
+
+static enum llm_status llm__cq_gptq_layer(struct llm__cq *c, int layer, struct llm__pool *pool, struct llm__err *e) {
+    for (int slot = 0; slot < LLM__CAL_SLOTS; slot++) {
+        const struct llm__cal_in *ci = &c->cal.in[layer * LLM__CAL_SLOTS + slot];
+        bool any = false;
+        for (int i = 0; i < c->n_mats; i++) any |= c->mats[i].layer == layer && c->mats[i].slot == slot;
+        if (!any) continue;
+        if (!ci->h || ci->tokens == 0) return llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d's inputs were not seen", layer);
+        const int64_t n = ci->n;
+        float *U = malloc(sizeof(float) * (size_t)n * (size_t)n);
+        int32_t *order = malloc(sizeof(int32_t) * (size_t)n);
+        uint8_t *dead = malloc((size_t)n);
+        const bool act = c->hf && c->p->act_order;
+        if (!U || !order || !dead || !llm__gptq_factor(ci, c->p->damp > 0 ? c->p->damp : 0.01, act, order, dead, U)) {
+            free(U), free(order), free(dead);
+            return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+        }
+        enum llm_status st = LLM_OK;
+        for (int i = 0; i < c->n_mats && !st; i++) {
+            struct llm__qmat *mt = &c->mats[i];
+            if (mt->layer != layer || mt->slot != slot) continue;
+            if (mt->n != n) { st = llm__fail(e, LLM_ERR_FORMAT, "quantize: '%s' has %lld columns, its input %lld",
+                                             c->g->tensors[mt->tensor].name, (long long)mt->n, (long long)n); break; }
+            if (!llm__cq_load(c, mt) || !llm__cq_alloc_out(c, mt)) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
+            if (act) {
+                if (!(mt->g_idx = malloc(sizeof(int32_t) * (size_t)n))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); break; }
+                for (int64_t k = 0; k < n; k++) mt->g_idx[order[k]] = (int32_t)(k / c->group);
+            }
+            struct llm__gptq_job job = {c, mt, U, order, dead, false};
+            llm__pool_run(pool, llm__gptq_worker, &job);
+            if (job.fail) st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+            free(mt->w);
+            mt->w = NULL;
+            llm__cq_progress(c, mt);
+        }
+        free(U), free(order), free(dead);
+        if (st) return st;
+    }
+    return LLM_OK;
+}
+
+// --- AWQ of a layer's matrices ---
+
+// w (n) rounded and back: hf, AWQ's groups (asymmetric over [min, max]); GGUF, the type's
+// quantizer. tmp: a row of the type.
+static void llm__awq_qdq(const struct llm__cq *c, int type, const float *w, int64_t n, float *out, uint8_t *tmp) {
+    if (!c->hf) {
+        llm__quantize_row(type, w, tmp, n);
+        llm__dequantize_row(type, tmp, out, n);
+        return;
+    }
+    const int maxq = (1 << c->bits) - 1;
+    for (int64_t g0 = 0; g0 < n; g0 += c->group) {
+        const int64_t len = LLM__MIN(c->group, n - g0);
+        float s;
+        int z;
+        llm__gq_params(w + g0, len, c->bits, false, false, 0, &s, &z);
+        for (int64_t i = g0; i < g0 + len; i++) out[i] = s * (float)(llm__gq_round(w[i], s, z, maxq) - z);
+    }
+}
+
+struct llm__awq_job {
+    const struct llm__cq *c;
+    struct llm__qmat *const *lin;
+    int nl;
+    const float *s;            // (n) the scales tried; NULL: clip search
+    const struct llm__cal_in *ci;
+    double part[LLM__MAX_THREADS_AWQ];
+    bool fail;
+};
+
+// The squared error of the scaled, quantized matrices' outputs on the sampled tokens, over a share
+// of their rows.
+static void llm__awq_loss_worker(void *arg, int ith, int nth) {
+    struct llm__awq_job *j = arg;
+    const int64_t n = j->ci->n;
+    int64_t total = 0;
+    for (int k = 0; k < j->nl; k++) total += j->lin[k]->rows;
+    int64_t r0, r1;
+    llm__split(total, ith, nth, &r0, &r1);
+    float *buf = malloc(sizeof(float) * (size_t)n * 3);
+    uint8_t *tmp = malloc(llm__row_bytes(LLM__TYPE_F32, n));
+    if (!buf || !tmp) { j->fail = true; free(buf); free(tmp); return; }
+    float *ws = buf, *dq = buf + n, *d = buf + 2 * n;
+    double err = 0;
+    for (int64_t gr = r0; gr < r1; gr++) {
+        int k = 0;
+        int64_t r = gr;
+        while (r >= j->lin[k]->rows) r -= j->lin[k]->rows, k++;
+        const struct llm__qmat *mt = j->lin[k];
+        const float *w = mt->w + r * n;
+        for (int64_t i = 0; i < n; i++) ws[i] = w[i] * j->s[i];
+        llm__awq_qdq(j->c, mt->type, ws, n, dq, tmp);
+        for (int64_t i = 0; i < n; i++) d[i] = w[i] - dq[i] / j->s[i];
+        for (int t = 0; t < j->ci->n_xs; t++) {
+            float v;
+            j->c->cal.dot(n, &v, d, j->ci->xs + (size_t)t * (size_t)n);
+            err += (double)v * v;
+        }
+    }
+    j->part[ith] = err;
+    free(buf);
+    free(tmp);
+}
+
+// Clipping: each group (hf) or block (GGUF) of each row of lin[0] limited to +-(1 - k/20) of its
+// largest magnitude, k = 0..9, the k whose group outputs on the samples err least.
+static void llm__awq_clip_worker(void *arg, int ith, int nth) {
+    struct llm__awq_job *j = arg;
+    struct llm__qmat *mt = j->lin[0];
+    const int64_t n = mt->n, gs = j->c->hf ? LLM__MIN(j->c->group, n) : llm__type_info((uint32_t)mt->type)->blck;
+    const int S = j->ci->n_xs;
+    int64_t r0, r1;
+    llm__split(mt->rows, ith, nth, &r0, &r1);
+    float *buf = malloc(sizeof(float) * (size_t)(3 * gs + S));
+    uint8_t *tmp = malloc(llm__row_bytes(LLM__TYPE_F32, gs));
+    if (!buf || !tmp) { j->fail = true; free(buf); free(tmp); return; }
+    float *cur = buf, *dq = buf + gs, *org = buf + 3 * gs;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t g0 = 0; g0 + gs <= n; g0 += gs) {
+            float *w = mt->w + r * n + g0, amax = 0.0f;
+            for (int64_t i = 0; i < gs; i++) amax = LLM__MAX(amax, fabsf(w[i]));
+            if (amax == 0.0f) continue;
+            for (int t = 0; t < S; t++) j->c->cal.dot(gs, &org[t], w, j->ci->xs + (size_t)t * (size_t)n + g0);
+            double best = INFINITY;
+            float best_mx = amax;
+            for (int k = 0; k < 10; k++) {
+                const float mx = amax * (1.0f - (float)k / 20.0f);
+                for (int64_t i = 0; i < gs; i++) cur[i] = LLM__MAX(-mx, LLM__MIN(mx, w[i]));
+                llm__awq_qdq(j->c, mt->type, cur, gs, dq, tmp);
+                double err = 0;
+                for (int t = 0; t < S; t++) {
+                    float v;
+                    j->c->cal.dot(gs, &v, dq, j->ci->xs + (size_t)t * (size_t)n + g0);
+                    err += ((double)v - org[t]) * ((double)v - org[t]);
+                }
+                if (err < best) best = err, best_mx = mx;
+            }
+            for (int64_t i = 0; i < gs; i++) w[i] = LLM__MAX(-best_mx, LLM__MIN(best_mx, w[i]));
+        }
+    free(buf);
+    free(tmp);
+}
+
+static double llm__awq_loss(struct llm__cq *c, struct llm__pool *pool, struct llm__qmat *const *lin, int nl,
+                            const float *s, const struct llm__cal_in *ci, bool *fail) {
+    struct llm__awq_job job = {c, lin, nl, s, ci, {0}, false};
+    llm__pool_run(pool, llm__awq_loss_worker, &job);
+    double sum = 0;
+    for (int i = 0; i < LLM__MAX_THREADS_AWQ; i++) sum += job.part[i];
+    *fail |= job.fail;
+    return sum;
+}
+
+// The scales of one input (see the section's head) into s; false: out of memory.
+static bool llm__awq_search(struct llm__cq *c, struct llm__pool *pool, struct llm__qmat *const *lin, int nl,
+                            const struct llm__cal_in *ci, float *s) {
+    const int64_t n = ci->n;
+    double *wm = calloc((size_t)n, sizeof(double));
+    float *xm = malloc(sizeof(float) * (size_t)n), *try = malloc(sizeof(float) * (size_t)n);
+    bool fail = !wm || !xm || !try;
+    int64_t rows = 0;
+    const int64_t gs = c->hf ? LLM__MIN(c->group, n) : 32;   // w relative to its group's largest
+    for (int k = 0; k < nl && !fail; k++, rows += lin[k - 1]->rows)
+        for (int64_t r = 0; r < lin[k]->rows; r++)
+            for (int64_t g0 = 0; g0 < n; g0 += gs) {
+                const float *w = lin[k]->w + r * n + g0;
+                const int64_t len = LLM__MIN(gs, n - g0);
+                float mx = 0.0f;
+                for (int64_t i = 0; i < len; i++) mx = LLM__MAX(mx, fabsf(w[i]));
+                for (int64_t i = 0; i < len; i++) wm[g0 + i] += fabsf(w[i]) / (mx + 1e-6f);
+            }
+    double best = INFINITY;
+    for (int64_t i = 0; i < n && !fail; i++) s[i] = 1.0f, xm[i] = (float)(ci->abs_sum[i] / (double)LLM__MAX(ci->tokens, 1));
+    if (!fail) best = llm__awq_loss(c, pool, lin, nl, s, ci, &fail);   // no scaling at all: kept unless beaten
+    for (int g = 0; g < 20 && !fail; g++) {
+        const double a = g / 20.0;
+        float lo = INFINITY, hi = 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            const double v = pow((double)xm[i], a) / (pow(wm[i] / (double)LLM__MAX(rows, 1), 1.0 - a) + 1e-4);
+            try[i] = (float)LLM__MAX(v, 1e-4);
+            lo = LLM__MIN(lo, try[i]), hi = LLM__MAX(hi, try[i]);
+        }
+        const float norm = sqrtf(lo * hi);
+        for (int64_t i = 0; i < n; i++) try[i] /= norm;
+        const double loss = llm__awq_loss(c, pool, lin, nl, try, ci, &fail);
+        if (loss < best) best = loss, memcpy(s, try, sizeof(float) * (size_t)n);
+    }
+    free(wm), free(xm), free(try);
+    return !fail;
+}
+
+// A norm's or bias's values (f32), for AWQ to divide: c->vecs[tensor], made on first use.
+static float *llm__cq_vec(struct llm__cq *c, const char *name) {
+    const struct llm__gguf_tensor *t = llm__gguf_find_tensor(c->g, name);
+    if (!t) return NULL;
+    const int64_t i = t - c->g->tensors;
+    if (!c->vecs[i] && (c->vecs[i] = malloc(sizeof(float) * (size_t)t->ne[0])))
+        llm__dequantize_row((int)t->type, t->data, c->vecs[i], t->ne[0]);
+    return c->vecs[i];
+}
+
+// Round-to-nearest of mt's values (hf: groups over [min, max], zero points at least zmin; GGUF:
+// the type's quantizer) into its outputs.
+static bool llm__cq_round(struct llm__cq *c, struct llm__qmat *mt, int zmin) {
+    if (!llm__cq_alloc_out(c, mt)) return false;
+    const int64_t n = mt->n, ng = (n + c->group - 1) / c->group;
+    const int maxq = (1 << c->bits) - 1;
+    for (int64_t r = 0; r < mt->rows; r++) {
+        const float *w = mt->w + r * n;
+        if (!c->hf) {
+            llm__quantize_row(mt->type, w, mt->data + (size_t)r * llm__row_bytes(mt->type, n), n);
+            continue;
+        }
+        for (int64_t g0 = 0; g0 < n; g0 += c->group) {
+            const int64_t len = LLM__MIN(c->group, n - g0);
+            float s;
+            int z;
+            llm__gq_params(w + g0, len, c->bits, false, false, zmin, &s, &z);
+            mt->scale[r * ng + g0 / c->group] = s, mt->zero[r * ng + g0 / c->group] = z;
+            for (int64_t j = g0; j < g0 + len; j++) mt->q[r * n + j] = (uint8_t)llm__gq_round(w[j], s, z, maxq);
+        }
+    }
+    return true;
+}
+
+static enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct llm__pool *pool, struct llm__err *e) {
+    struct llm__qmat *q = llm__cq_find(c, layer, "attn_q"), *k = llm__cq_find(c, layer, "attn_k");
+    struct llm__qmat *v = llm__cq_find(c, layer, "attn_v"), *qkv = llm__cq_find(c, layer, "attn_qkv");
+    struct llm__qmat *o = llm__cq_find(c, layer, "attn_output"), *gate = llm__cq_find(c, layer, "ffn_gate");
+    struct llm__qmat *up = llm__cq_find(c, layer, "ffn_up"), *down = llm__cq_find(c, layer, "ffn_down");
+    for (int i = 0; i < c->n_mats; i++)
+        if (c->mats[i].layer == layer && !llm__cq_load(c, &c->mats[i])) return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+    char name[64];
+    struct {
+        struct llm__qmat *lin[3];
+        int nl, slot;
+        const char *norm;          // the norm before (a vector), or
+        struct llm__qmat *prev;    // the matrix before: its rows [row0, row0 + n)
+        int64_t row0;
+        const char *bias;          // prev's bias, divided too
+    } grp[4] = {
+        {{qkv ? qkv : q, qkv ? NULL : k, qkv ? NULL : v}, qkv ? 1 : 3, LLM__CAL_ATTN_IN, "attn_norm", NULL, 0, NULL},
+        {{o, NULL, NULL}, 1, LLM__CAL_ATTN_OUT, NULL, v && o && v->rows == o->n ? v : NULL, 0, "attn_v"},
+        {{gate ? gate : up, gate ? up : NULL, NULL}, gate ? 2 : 1, LLM__CAL_FFN_IN, "ffn_norm", NULL, 0, NULL},
+        {{down, NULL, NULL}, 1, LLM__CAL_FFN_ACT, NULL, up, gate || !down ? 0 : down->n, NULL},
+    };
+    for (int gi = 0; gi < 4; gi++) {
+        bool ok = true;
+        for (int i = 0; i < grp[gi].nl; i++) ok &= grp[gi].lin[i] != NULL;
+        float *norm = NULL;
+        if (grp[gi].norm) {
+            snprintf(name, sizeof(name), "blk.%d.%s.weight", layer, grp[gi].norm);
+            ok &= (norm = llm__cq_vec(c, name)) != NULL;
+        } else {
+            ok &= grp[gi].prev && grp[gi].prev->rows >= grp[gi].row0 + grp[gi].lin[0]->n;
+        }
+        if (!ok) continue;   // nothing to fold the scales into (e.g. v and o under grouped-query attention)
+        const struct llm__cal_in *ci = &c->cal.in[layer * LLM__CAL_SLOTS + grp[gi].slot];
+        const int64_t n = grp[gi].lin[0]->n;
+        if (ci->n != n || ci->n_xs == 0) return llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d's inputs were not seen", layer);
+        float *s = malloc(sizeof(float) * (size_t)n);
+        if (!s || !llm__awq_search(c, pool, grp[gi].lin, grp[gi].nl, ci, s)) { free(s); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
+        for (int i = 0; i < grp[gi].nl; i++)
+            for (int64_t r = 0; r < grp[gi].lin[i]->rows; r++)
+                for (int64_t j = 0; j < n; j++) grp[gi].lin[i]->w[r * n + j] *= s[j];
+        if (norm) {
+            for (int64_t j = 0; j < n; j++) norm[j] /= s[j];
+        } else {
+            struct llm__qmat *pv = grp[gi].prev;
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t i = 0; i < pv->n; i++) pv->w[(grp[gi].row0 + j) * pv->n + i] /= s[j];
+            float *bias = NULL;
+            if (grp[gi].bias) {
+                snprintf(name, sizeof(name), "blk.%d.%s.bias", layer, grp[gi].bias);
+                if (llm__gguf_find_tensor(c->g, name) && !(bias = llm__cq_vec(c, name))) { free(s); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
+            }
+            for (int64_t j = 0; bias && j < n; j++) bias[grp[gi].row0 + j] /= s[j];
+        }
+        free(s);
+    }
+    // clipping, then rounding
+    for (int i = 0; i < c->n_mats; i++) {
+        struct llm__qmat *mt = &c->mats[i];
+        if (mt->layer != layer) continue;
+        const struct llm__cal_in *ci = &c->cal.in[layer * LLM__CAL_SLOTS + mt->slot];
+        if (!mt->qk && mt != qkv && ci->n == mt->n && ci->n_xs > 0) {
+            struct llm__qmat *one[1] = {mt};
+            struct llm__awq_job job = {c, one, 1, NULL, ci, {0}, false};
+            llm__pool_run(pool, llm__awq_clip_worker, &job);
+            if (job.fail) return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+        }
+        if (!llm__cq_round(c, mt, 0)) return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+        llm__cq_progress(c, mt);
+    }
+    for (int i = 0; i < c->n_mats; i++)
+        if (c->mats[i].layer == layer) free(c->mats[i].w), c->mats[i].w = NULL;
+    return LLM_OK;
+}
+
+// --- writing an AWQ or GPTQ checkpoint ---
+
+// The row of the checkpoint's matrix that the engine's row r came from (q and k of llama-style
+// models were permuted at load, see llm__hf_permute_rows): its inverse.
+static int64_t llm__hf_row(const struct llm__hf_owned *o, bool qk, int64_t rows, int64_t r) {
+    const int64_t hd = o->hp[2];
+    if (!qk || !o->permute || hd < 2 || rows % hd) return r;
+    const int64_t h = r / hd, i = (r % hd) / 2, j = r % 2;
+    return h * hd + j * (hd / 2) + i;
+}
+
+// The packed tensors of a matrix: AWQ (qweight [n, rows/8], nibbles in AutoAWQ's order) or GPTQ
+// (qweight [n*bits/32, rows] packed along the input; zeros stored less one). which: 0 qweight,
+// 1 qzeros, 2 scales (fp16), 3 g_idx. Returns the bytes written to out (NULL: just counted) and
+// the shape.
+static size_t llm__hf_pack(const struct llm__cq *c, const struct llm__hf_owned *o, const struct llm__qmat *mt, bool qk,
+                           int which, uint8_t *out, int64_t shape[2]) {
+    static const int awq_order[8] = {0, 2, 4, 6, 1, 3, 5, 7};   // nibble k holds output 8c + awq_order[k]
+    const int64_t n = mt->n, rows = mt->rows, ng = (n + c->group - 1) / c->group, per = 32 / c->bits;
+    int64_t *src = malloc(sizeof(int64_t) * (size_t)rows);   // checkpoint row -> engine row
+    if (!src) return 0;
+    for (int64_t r = 0; r < rows; r++) src[llm__hf_row(o, qk, rows, r)] = r;
+    size_t bytes = 0;
+    if (which == 0 && c->awq) {
+        shape[0] = n, shape[1] = rows / 8, bytes = (size_t)(n * rows / 8) * 4;
+        for (int64_t i = 0; out && i < n; i++)
+            for (int64_t w = 0; w < rows / 8; w++) {
+                uint32_t v = 0;
+                for (int k = 0; k < 8; k++) v |= (uint32_t)mt->q[src[8 * w + awq_order[k]] * n + i] << (4 * k);
+                memcpy(out + 4 * (size_t)(i * (rows / 8) + w), &v, 4);
+            }
+    } else if (which == 0) {
+        shape[0] = n / per, shape[1] = rows, bytes = (size_t)(n / per * rows) * 4;
+        for (int64_t w = 0; out && w < n / per; w++)
+            for (int64_t r = 0; r < rows; r++) {
+                uint32_t v = 0;
+                for (int k = 0; k < per; k++) v |= (uint32_t)mt->q[src[r] * n + w * per + k] << (c->bits * k);
+                memcpy(out + 4 * (size_t)(w * rows + r), &v, 4);
+            }
+    } else if (which == 1) {
+        const int64_t words = rows * c->bits / 32;
+        shape[0] = ng, shape[1] = words, bytes = (size_t)(ng * words) * 4;
+        for (int64_t g = 0; out && g < ng; g++)
+            for (int64_t w = 0; w < words; w++) {
+                uint32_t v = 0;
+                for (int k = 0; k < per; k++) {
+                    const int64_t r = c->awq ? 8 * w + awq_order[k] : w * per + k;
+                    const uint32_t z = (uint32_t)(mt->zero[src[r] * ng + g] - (c->awq ? 0 : 1)) & ((1u << c->bits) - 1);
+                    v |= z << (c->bits * k);
+                }
+                memcpy(out + 4 * (size_t)(g * words + w), &v, 4);
+            }
+    } else if (which == 2) {
+        shape[0] = ng, shape[1] = rows, bytes = (size_t)(ng * rows) * 2;
+        for (int64_t g = 0; out && g < ng; g++)
+            for (int64_t r = 0; r < rows; r++) {
+                const uint16_t h = llm__fp32_to_fp16(mt->scale[src[r] * ng + g]);
+                memcpy(out + 2 * (size_t)(g * rows + r), &h, 2);
+            }
+    } else {
+        shape[0] = n, shape[1] = 0, bytes = (size_t)n * 4;
+        for (int64_t i = 0; out && i < n; i++) {
+            const int32_t gi = mt->g_idx ? mt->g_idx[i] : (int32_t)(i / c->group);
+            memcpy(out + 4 * (size_t)i, &gi, 4);
+        }
+    }
+    free(src);
+    return bytes;
+}
+
+static bool llm__copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = a ? fopen(to, "wb") : NULL;
+    bool ok = a && b;
+    char buf[1 << 16];
+    size_t k;
+    while (ok && (k = fread(buf, 1, sizeof(buf), a)) > 0) ok = fwrite(buf, 1, k, b) == k;
+    ok = ok && !ferror(a);
+    if (a) fclose(a);
+    if (b && fclose(b) != 0) ok = false;
+    return ok;
+}
+
+static void llm__json_str(struct llm__outbuf *o, const char *s) {
+    llm__outbuf_put(o, "\"", 1);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') llm__outbuf_put(o, "\\", 1);
+        llm__outbuf_put(o, s, 1);
+    }
+    llm__outbuf_put(o, "\"", 1);
+}
+
+// The checkpoint: OUTPUT/config.json (the input's with a quantization_config), OUTPUT/model.safetensors
+// (the input's tensors, the layers' matrices packed, AWQ's divided norms and biases), and the
+// input directory's other files (tokenizer, generation config, ...) copied.
+static enum llm_status llm__cq_write_hf(struct llm__cq *c, struct llm__err *e) {
+    const struct llm__hf_owned *o = c->g->extra;
+    const char *in = c->p->input, *out = c->p->output;
+    struct stat sb;
+    if (stat(out, &sb) == 0 ? !S_ISDIR(sb.st_mode) : mkdir(out, 0755) != 0)
+        return llm__fail(e, LLM_ERR_IO, "quantize: cannot make the directory '%s': %s", out,
+                         stat(out, &sb) == 0 ? "a file is in the way" : strerror(errno));
+    char *from = NULL, *to = NULL;
+    struct llm__outbuf hdr = {0}, cfg = {0};
+    enum llm_status st = LLM_OK;
+    const size_t pl = strlen(in) + strlen(out) + 300;
+    if (!(from = malloc(pl)) || !(to = malloc(pl))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
+    // the other files
+    DIR *d = opendir(in);
+    if (!d) { st = llm__fail(e, LLM_ERR_IO, "quantize: cannot read the directory '%s': %s", in, strerror(errno)); goto done; }
+    for (struct dirent *de; (de = readdir(d)) != NULL && !st;) {
+        const char *nm = de->d_name;
+        const size_t nl = strlen(nm);
+        if (nm[0] == '.' || nl > 200 || (nl >= 12 && !strcmp(nm + nl - 12, ".safetensors")) ||
+            !strcmp(nm, "model.safetensors.index.json") || !strcmp(nm, "config.json") || !strcmp(nm, "quantize_config.json"))
+            continue;
+        snprintf(from, pl, "%s/%s", in, nm);
+        snprintf(to, pl, "%s/%s", out, nm);
+        if (stat(from, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        if (!llm__copy_file(from, to)) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot copy '%s' to '%s'", from, to);
+    }
+    closedir(d);
+    if (st) goto done;
+    // config.json with the quantization_config
+    snprintf(from, pl, "%s/config.json", in);
+    char *text = NULL;
+    size_t len = 0;
+    if ((st = llm__hf_read(in, "config.json", (size_t)1 << 24, true, &text, &len, e))) goto done;
+    size_t end = len;
+    while (end > 0 && text[end - 1] != '}') end--;
+    if (end == 0) { free(text); st = llm__fail(e, LLM_ERR_FORMAT, "quantize: '%s' is not a JSON object", from); goto done; }
+    char qc[400];
+    if (c->awq)
+        snprintf(qc, sizeof(qc), ",\n  \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": %d, \"group_size\": %lld, "
+                 "\"zero_point\": true, \"version\": \"gemm\"}\n}\n", c->bits, (long long)(c->p->group_size == -1 ? -1 : c->group));
+    else
+        snprintf(qc, sizeof(qc), ",\n  \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": %d, \"group_size\": %lld, "
+                 "\"desc_act\": %s, \"sym\": false, \"static_groups\": false, \"true_sequential\": true, \"damp_percent\": %g, "
+                 "\"checkpoint_format\": \"gptq\"}\n}\n", c->bits, (long long)(c->p->group_size == -1 ? -1 : c->group),
+                 c->p->act_order ? "true" : "false", c->p->damp > 0 ? c->p->damp : 0.01);
+    size_t body = end - 1;
+    while (body > 0 && isspace((unsigned char)text[body - 1])) body--;
+    llm__outbuf_put(&cfg, text, body);
+    llm__outbuf_put(&cfg, qc, strlen(qc));
+    free(text);
+    snprintf(to, pl, "%s/config.json", out);
+    FILE *f = fopen(to, "wb");
+    bool ok = f && !cfg.fail && llm__fwrite(f, cfg.p, cfg.n);
+    if (f && fclose(f) != 0) ok = false;
+    if (!ok) { st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s'", to); goto done; }
+    // model.safetensors: the header, then the data in its order
+    static const char *const sfx[4] = {"qweight", "qzeros", "scales", "g_idx"};
+    for (int pass = 0; pass < 2 && !st; pass++) {
+        size_t off = 0;
+        uint8_t *buf = NULL;
+        FILE *sf = NULL;
+        if (pass == 1) {
+            while ((hdr.n + 1) % 8) llm__outbuf_put(&hdr, " ", 1);
+            llm__outbuf_put(&hdr, "}", 1);
+            if (hdr.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); break; }
+            snprintf(to, pl, "%s/model.safetensors.part", out);
+            if (!(sf = fopen(to, "wb"))) { st = llm__fail(e, LLM_ERR_IO, "quantize: cannot create '%s': %s", to, strerror(errno)); break; }
+            const uint64_t hl = hdr.n;
+            ok = llm__fwrite(sf, &hl, 8) && llm__fwrite(sf, hdr.p, hdr.n);
+        } else {
+            llm__outbuf_put(&hdr, "{\"__metadata__\":{\"format\":\"pt\"}", 31);
+        }
+        for (int fi = 0; fi < o->n_files && !st && ok; fi++)
+            for (int64_t ti = 0; ti < o->files[fi].n && !st && ok; ti++) {
+                const struct llm__st_tensor *s = &o->files[fi].t[ti];
+                char gname[LLM__GGUF_MAX_NAME + 16], base[512];
+                int qkf = 0;
+                const bool mapped = llm__hf_name(s->name, o->gemma, gname, sizeof(gname), &qkf);
+                const struct llm__gguf_tensor *gt = mapped ? llm__gguf_find_tensor(c->g, gname) : NULL;
+                const struct llm__qmat *mt = NULL;
+                for (int i = 0; gt && i < c->n_mats; i++)
+                    if (c->mats[i].tensor == gt - c->g->tensors) mt = &c->mats[i];
+                const float *vec = gt ? c->vecs[gt - c->g->tensors] : NULL;
+                if (mt) {   // the packed parts, in place of NAME.weight
+                    const size_t bl = strlen(s->name) - strlen(".weight");
+                    snprintf(base, sizeof(base), "%.*s", (int)bl, s->name);
+                    for (int w = 0; w < (c->awq ? 3 : 4) && !st; w++) {
+                        int64_t shape[2];
+                        const size_t bytes = llm__hf_pack(c, o, mt, qkf != 0, w, NULL, shape);
+                        if (pass == 0) {
+                            char ent[800], dims[48];
+                            if (w == 3) snprintf(dims, sizeof(dims), "%lld", (long long)shape[0]);
+                            else snprintf(dims, sizeof(dims), "%lld,%lld", (long long)shape[0], (long long)shape[1]);
+                            snprintf(ent, sizeof(ent), ",\"%s.%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                                     base, sfx[w], w == 2 ? "F16" : "I32", dims, off, off + bytes);
+                            llm__outbuf_put(&hdr, ent, strlen(ent));
+                        } else {
+                            if (!(buf = malloc(bytes ? bytes : 1))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); break; }
+                            llm__hf_pack(c, o, mt, qkf != 0, w, buf, shape);
+                            ok = llm__fwrite(sf, buf, bytes);
+                            free(buf);
+                            buf = NULL;
+                        }
+                        off += bytes;
+                    }
+                    continue;
+                }
+                // as it is, or a divided norm or bias in the checkpoint's dtype (Gemma's norms as w, not 1 + w)
+                if (pass == 0) {
+                    llm__outbuf_put(&hdr, ",", 1);
+                    llm__json_str(&hdr, s->name);
+                    char ent[200];
+                    int k = snprintf(ent, sizeof(ent), ":{\"dtype\":\"%s\",\"shape\":[", s->type == LLM__TYPE_F16 ? "F16" :
+                                     s->type == LLM__TYPE_BF16 ? "BF16" : "F32");
+                    for (int dd = 0; dd < s->n_dims; dd++) k += snprintf(ent + k, sizeof(ent) - (size_t)k, "%s%lld", dd ? "," : "", (long long)s->shape[dd]);
+                    snprintf(ent + k, sizeof(ent) - (size_t)k, "],\"data_offsets\":[%zu,%zu]}", off, off + s->size);
+                    llm__outbuf_put(&hdr, ent, strlen(ent));
+                } else if (!vec) {
+                    ok = llm__fwrite(sf, s->data, s->size);
+                } else {
+                    const int64_t cnt = gt->ne[0];
+                    const size_t es = s->size / (size_t)cnt;
+                    if (!(buf = malloc(s->size))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); break; }
+                    const bool gemma_norm = o->gemma && strstr(gname, "norm.weight");
+                    for (int64_t i = 0; i < cnt; i++) {
+                        const float v = vec[i] - (gemma_norm ? 1.0f : 0.0f);
+                        if (es == 4) memcpy(buf + 4 * i, &v, 4);
+                        else {
+                            const uint16_t h = s->type == LLM__TYPE_F16 ? llm__fp32_to_fp16(v) : llm__fp32_to_bf16(v);
+                            memcpy(buf + 2 * i, &h, 2);
+                        }
+                    }
+                    ok = llm__fwrite(sf, buf, s->size);
+                    free(buf);
+                    buf = NULL;
+                }
+                off += s->size;
+            }
+        if (pass == 1 && sf) {
+            if (fclose(sf) != 0) ok = false;
+            snprintf(from, pl, "%s/model.safetensors.part", out);
+            snprintf(to, pl, "%s/model.safetensors", out);
+            if (!st && (!ok || rename(from, to) != 0)) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s': %s", to, strerror(errno));
+            if (st) remove(from);
+        }
+    }
+done:
+    free(hdr.p);
+    free(cfg.p);
+    free(from);
+    free(to);
+    return st;
+}
+
+// --- llm_quantize ---
+
+static enum llm_status llm__quantize_calibrated(const struct llm_quantize_params *p, struct llm_quantize_stats *stats,
+                                                struct llm__err *e) {
+    struct llm__cq c;
+    memset(&c, 0, sizeof(c));
+    c.p = p;
+    c.awq = !strcmp(p->method, "awq");
+    const bool rtn = !strcmp(p->method, "rtn");   // (here: a checkpoint of round-to-nearest groups)
+    if (!c.awq && !rtn && strcmp(p->method, "gptq") != 0)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a method (gptq, awq, rtn)", p->method);
+    c.hf = !p->format || !strcmp(p->format, "hf");
+    if (!c.hf && strcmp(p->format, "gguf") != 0)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not an output format (hf, gguf)", p->format);
+    c.bits = p->bits ? p->bits : 4;
+    if (c.bits != 4 && (c.bits != 8 || c.awq))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: %d bits: %s", c.bits, c.awq ? "AWQ is 4-bit" : "GPTQ is 4- or 8-bit");
+    const int gsz = p->group_size ? p->group_size : 128;
+    if (gsz != 32 && gsz != 64 && gsz != 128 && gsz != -1)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: group size %d: 32, 64, 128 or -1 (a row)", gsz);
+    if (p->act_order && (c.awq || !c.hf))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: act-order is GPTQ's, for Hugging Face checkpoints (--format hf)");
+    const struct llm__ftype *ft = c.hf ? NULL : llm__ftype_by_name(p->type);
+    if (!c.hf && (!ft || ft->type == LLM__TYPE_F32 || ft->type == LLM__TYPE_F16 || ft->type == LLM__TYPE_BF16))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a quantized file type (q4_0, q4_K_M, ...)", p->type ? p->type : "(none)");
+    if (!p->calib_path && !rtn) return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: %s needs a calibration text (--calib FILE)", p->method);
+    const int samples = p->n_samples > 0 ? p->n_samples : 128, seq = p->seq_len > 0 ? p->seq_len : 512;
+    if (seq < 16 || seq > 16384) return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: --seq-len %d: 16 to 16384", seq);
+    struct stat sb;
+    if (c.hf && (stat(p->input, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: a checkpoint (--format hf) is made from a Hugging Face directory; "
+                         "'%s' is not one (--format gguf writes a GGUF file)", p->input);
+    // the calibration text
+    FILE *tf = fopen(rtn ? "/dev/null" : p->calib_path, "rb");
+    if (!tf) return llm__fail(e, LLM_ERR_IO, "quantize: cannot open '%s': %s", p->calib_path, strerror(errno));
+    struct llm__outbuf text = {0};
+    char chunk[1 << 16];
+    for (size_t k; (k = fread(chunk, 1, sizeof(chunk), tf)) > 0 && text.n < ((size_t)1 << 30);) llm__outbuf_put(&text, chunk, k);
+    const bool rerr = ferror(tf);
+    fclose(tf);
+    if (rerr || text.fail) { free(text.p); return llm__fail(e, LLM_ERR_IO, "quantize: cannot read '%s'", p->calib_path); }
+
+    // the engine: the model as it is, one sequence of a window at a time
+    struct llm_engine_params ep = llm_engine_params_default();
+    ep.model_path = p->input;
+    ep.n_threads = p->n_threads;
+    ep.max_model_len = seq + 1;
+    ep.max_num_batched_tokens = seq + 1;
+    ep.max_num_seqs = 1;
+    char err[512];
+    enum llm_status st = LLM_OK;
+    int32_t *toks = NULL, *win = NULL;
+    struct llm__pool *pool = NULL;
+    struct llm__qrepl *repl = NULL;
+    llm_engine *E = llm_engine_create(&ep, err, sizeof(err));
+    if (!E) { free(text.p); return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: %s", err); }
+    c.E = E;
+    c.g = &E->model.gguf;
+    struct llm__model *m = &E->model;
+    if (c.hf && (c.g->extra_free != llm__hf_owned_free || ((struct llm__hf_owned *)c.g->extra)->quantized)) {
+        st = llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is quantized already; a checkpoint is made from F32/F16/BF16 weights", p->input);
+        goto out;
+    }
+    c.vecs = calloc((size_t)c.g->n_tensors + 1, sizeof(float *));
+    c.types = calloc((size_t)c.g->n_tensors + 1, sizeof(int));
+    c.mats = calloc((size_t)c.g->n_tensors + 1, sizeof(*c.mats));
+    if (!c.vecs || !c.types || !c.mats) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
+    if (!c.hf) {   // the mix's types, as llama-quantize gives them (the calibrated matrices get theirs)
+        struct llm__qmix q = {.ftype = ft->ftype, .type = ft->type, .pure = p->pure != 0, .tied = true};
+        if ((st = llm__qmix_init(c.g, &q, e))) goto out;
+        const struct llm__gguf_tensor **ord = malloc(sizeof(*ord) * (size_t)(c.g->n_tensors + 1));
+        if (!ord) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
+        for (int64_t i = 0; i < c.g->n_tensors; i++) ord[i] = &c.g->tensors[i];
+        qsort(ord, (size_t)c.g->n_tensors, sizeof(*ord), llm__tensor_order);
+        for (int64_t i = 0; i < c.g->n_tensors; i++) c.types[ord[i] - c.g->tensors] = llm__qmix_type(&q, ord[i]);
+        free(ord);
+    }
+    for (int64_t i = 0; i < c.g->n_tensors; i++) {
+        const struct llm__gguf_tensor *t = &c.g->tensors[i];
+        bool qk = false;
+        const int slot = llm__cq_slot(t->name, &qk), layer = llm__tensor_layer(t->name);
+        if (slot < 0 || layer < 0 || layer >= m->n_layer || t->n_dims != 2) continue;
+        if (t->type != LLM__TYPE_F32 && t->type != LLM__TYPE_F16 && t->type != LLM__TYPE_BF16) {
+            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s; %s quantizes F32/F16/BF16 weights", t->name,
+                           llm__type_info(t->type)->name, p->method);
+            goto out;
+        }
+        struct llm__qmat *mt = &c.mats[c.n_mats++];
+        *mt = (struct llm__qmat){.tensor = i, .layer = layer, .slot = slot, .qk = qk, .rows = t->ne[1], .n = t->ne[0],
+                                 .type = c.hf ? -1 : c.types[i]};
+        c.total += (double)(mt->rows * mt->n);
+        if (c.hf && ((c.awq && gsz > 0 && mt->n % gsz) || mt->n % 32 || mt->rows % 8)) {   // (GPTQ's last group may be partial)
+            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %lld x %lld: a checkpoint needs rows a multiple of 8 and "
+                           "columns of whole groups of %d%s", t->name, (long long)mt->rows, (long long)mt->n,
+                           c.awq && gsz > 0 ? gsz : 32, c.awq ? " (AWQ: a smaller --group-size may divide them)" : "");
+            goto out;
+        }
+        if (!c.hf && llm__type_info((uint32_t)mt->type)->blck == 1) c.n_mats--, c.total -= (double)(mt->rows * mt->n);
+    }
+    if (!c.n_mats) { st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: the model has no layer matrices to quantize"); goto out; }
+    c.group = gsz > 0 ? gsz : 1 << 30;
+
+    if (rtn) {
+        for (int i = 0; i < c.n_mats && !st; i++) {
+            if (!llm__cq_load(&c, &c.mats[i]) || !llm__cq_round(&c, &c.mats[i], 1)) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+            free(c.mats[i].w);
+            c.mats[i].w = NULL;
+            llm__cq_progress(&c, &c.mats[i]);
+        }
+        if (st) goto out;
+        goto write;
+    }
+    // calibration
+    const int n_tok = llm_tokenize(E, text.p, text.n, 0, NULL, 0);
+    if (n_tok < 0) { st = llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: cannot tokenize '%s': %s", p->calib_path, llm_last_error(E)); goto out; }
+    if (!(toks = malloc(sizeof(int32_t) * (size_t)(n_tok + 1))) || !(win = malloc(sizeof(int32_t) * (size_t)(seq + 1)))) {
+        st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    llm_tokenize(E, text.p, text.n, 0, toks, n_tok);
+    const int windows = LLM__MIN(samples, n_tok / seq);
+    if (windows < 1) {
+        st = llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is %d tokens, less than one window of --seq-len %d", p->calib_path, n_tok, seq);
+        goto out;
+    }
+    const int threads = LLM__MIN(E->params.n_threads > 0 ? E->params.n_threads : llm__online_cpus(), LLM__MAX_THREADS_AWQ);
+    if (!(pool = llm__pool_new(threads, e))) { st = LLM_ERR_BACKEND; goto out; }
+    c.cal.n_layer = m->n_layer;
+    c.cal.want_h = !c.awq;
+    c.cal.max_xs = c.awq ? 512 : 0;
+    c.cal.stride = LLM__MAX(1, (int64_t)windows * (seq + 1) / 512);
+    c.cal.pool = pool;
+    c.cal.dot = llm__vec_dot_kernel(LLM__TYPE_F32, llm__simd_best());
+    if (!(c.cal.in = calloc((size_t)m->n_layer * LLM__CAL_SLOTS, sizeof(*c.cal.in)))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
+    m->calib = &c.cal;
+    const int bos = E->vocab.bos;
+    for (int w = 0; w < windows && !st; w++) {
+        int k = 0;
+        if (E->vocab.add_bos && bos >= 0) win[k++] = bos;
+        memcpy(win + k, toks + (size_t)w * (size_t)seq, sizeof(int32_t) * (size_t)seq);
+        const int sid = llm_seq_new(E);
+        if (sid < 0) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: %s", llm_last_error(E)); break; }
+        if (llm_seq_eval(E, sid, win, k + seq, NULL, 0) != LLM_OK) st = llm__fail(e, llm_last_status(E), "quantize: %s", llm_last_error(E));
+        llm_seq_free(E, sid);
+        if (p->progress) p->progress(p->progress_user, (double)(w + 1) / windows, "calibration");
+    }
+    m->calib = NULL;
+    if (!st && c.cal.fail) st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory for the calibration's statistics");
+    if (st) goto out;
+    c.cal.pool = NULL;
+
+    // the layers
+    for (int l = 0; l < m->n_layer && !st; l++) st = c.awq ? llm__cq_awq_layer(&c, l, pool, e) : llm__cq_gptq_layer(&c, l, pool, e);
+    if (st) goto out;
+write:
+    if (c.hf) {
+        st = llm__cq_write_hf(&c, e);
+        if (stats) {
+            memset(stats, 0, sizeof(*stats));
+            stats->n_quantized = c.n_mats;
+            stats->n_tensors = (int)c.g->n_tensors;
+            for (int i = 0; i < c.n_mats; i++) {
+                const struct llm__gguf_tensor *t = &c.g->tensors[c.mats[i].tensor];
+                stats->bytes_in += t->size;
+                stats->bytes_out += (size_t)(c.mats[i].rows * c.mats[i].n) * (size_t)c.bits / 8 +
+                                    (size_t)(c.mats[i].rows * ((c.mats[i].n + c.group - 1) / c.group)) * (2 + (size_t)c.bits / 8);
+                stats->n_params += c.mats[i].rows * c.mats[i].n;
+            }
+        }
+    } else {
+        if (!(repl = calloc((size_t)c.g->n_tensors + 1, sizeof(*repl)))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
+        for (int i = 0; i < c.n_mats; i++)
+            repl[c.mats[i].tensor] = (struct llm__qrepl){c.mats[i].type, c.mats[i].data, llm__row_bytes(c.mats[i].type, c.mats[i].n) * (size_t)c.mats[i].rows};
+        for (int64_t i = 0; i < c.g->n_tensors; i++)
+            if (c.vecs[i]) repl[i] = (struct llm__qrepl){LLM__TYPE_F32, c.vecs[i], sizeof(float) * (size_t)c.g->tensors[i].ne[0]};
+        struct llm_quantize_stats s0 = {0};
+        st = llm__quantize_gguf(c.g, p, ft, repl, &s0, e);
+        if (stats) *stats = s0;
+    }
+out:
+    m->calib = NULL;
+    if (c.cal.pool == NULL) c.cal.pool = pool;
+    llm__calib_free(&c.cal);
+    for (int i = 0; c.mats && i < c.n_mats; i++) {
+        struct llm__qmat *mt = &c.mats[i];
+        free(mt->w), free(mt->data), free(mt->q), free(mt->scale), free(mt->zero), free(mt->g_idx);
+    }
+    for (int64_t i = 0; c.vecs && i < c.g->n_tensors; i++) free(c.vecs[i]);
+    free(c.vecs), free(c.types), free(c.mats), free(repl), free(toks), free(win), free(text.p);
+    llm_engine_free(E);
+    return st;
+}
+
+enum llm_status llm_quantize(const struct llm_quantize_params *params, struct llm_quantize_stats *stats, char *err,
+                             size_t err_size) {
+    struct llm__err e = {{0}, LLM_OK};
+    struct llm_quantize_stats st_ = {0};
+    struct llm__gguf g;
+    memset(&g, 0, sizeof(g));
+    enum llm_status st = LLM_OK;
+    struct stat si, so;
+    // round-to-nearest to a GGUF file, unless a checkpoint (--format hf) is asked for
+    const bool rtn = params && (!params->method || (!strcmp(params->method, "rtn") && !(params->format && !strcmp(params->format, "hf"))));
+    const struct llm__ftype *ft = params && rtn ? llm__ftype_by_name(params->type) : NULL;
+    if (!params || !params->input || !params->output)
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: an input model and an output file are needed");
+    else if (rtn && !ft)
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a file type (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, "
+                       "iq4_xs, q2_K, q3_K_S, q3_K_M, q3_K_L, q4_K_S, q4_K_M, q5_K_S, q5_K_M, q6_K, f16, bf16, f32)",
+                       params->type ? params->type : "(none)");
+    else if (stat(params->output, &so) == 0 && stat(params->input, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: the output '%s' is the input", params->output);
+    else if (!rtn)
+        st = llm__quantize_calibrated(params, &st_, &e);
+    else if (!(st = llm__model_open(&g, params->input, false, &e)))
+        st = llm__quantize_gguf(&g, params, ft, NULL, &st_, &e);
+    llm__gguf_close(&g);
+    if (stats) *stats = st_;
+    if (st && err && err_size) snprintf(err, err_size, "%s", e.msg[0] ? e.msg : llm_status_str(st));
+    return st;
 }

@@ -506,8 +506,28 @@ struct llm_quantize_params {
     int pure;                  // 1: every matrix at the type itself (llama-quantize --pure)
     int allow_requantize;      // 1: matrices already quantized are requantized from their values
                                // (0: such a matrix that would change type is an error)
-    void (*progress)(void *user, double done, const char *tensor);   // after each tensor, done in [0, 1]
+    void (*progress)(void *user, double done, const char *what);   // now and then, done in [0, 1]
     void *progress_user;
+    // Calibrated quantization: the engine runs the model (CPU) over a calibration text, collects
+    // each linear layer's inputs and quantizes the layers' matrices with
+    //   "gptq": H = X X^T per input, dampened; each row column by column, every rounding error
+    //           spread over the columns not yet rounded through the Cholesky factor of H^-1;
+    //   "awq":  per input channel a scale s = mean|x|^a / mean|w|^(1-a), a searched on a grid per
+    //           group of matrices sharing an input (the error of their outputs on the samples),
+    //           folded into the norm or matrix before; then each group's range clipped (searched).
+    // NULL or "rtn": rounding to nearest, as above.
+    const char *method;
+    const char *calib_path;    // the calibration text (a file; UTF-8)
+    const char *format;        // "hf" (default with a method): an AWQ or GPTQ checkpoint directory
+                               // at output (int4/int8 groups; the input must be a Hugging Face
+                               // directory, whose other files are copied); "gguf": a GGUF file of
+                               // `type`, the layers' matrices quantized with the method
+    int bits;                  // hf: 4 (default) or 8 (gptq only)
+    int group_size;            // hf: 32, 64 or 128 (default), or -1 (a group per row)
+    int n_samples, seq_len;    // calibration windows of the text (defaults 128 and 512; fewer when
+                               // the text is shorter)
+    int act_order;             // gptq, hf: columns in order of decreasing H diagonal (desc_act, g_idx)
+    double damp;               // gptq: H's diagonal mean times this is added (default 0.01)
 };
 struct llm_quantize_stats {
     size_t bytes_in, bytes_out;   // tensor data, before and after

@@ -1,5 +1,6 @@
 // quantize.c — llm quantize IN OUT TYPE: a model's weights to a llama-quantize file type, as a
-// GGUF file (llm_quantize), with a progress bar on a terminal.
+// GGUF file; llm quantize IN OUT --method gptq|awq --calib FILE: calibrated, as an AWQ / GPTQ
+// checkpoint or a GGUF file (llm_quantize); a progress bar on a terminal.
 #include "cli.h"
 
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 static const char quantize_usage[] =
     "usage: llm quantize [options] IN OUT [TYPE]\n"
+    "       llm quantize --method gptq|awq --calib FILE [options] IN OUT [TYPE]\n"
     "  IN    a GGUF file or a Hugging Face model directory (F32, F16, BF16 weights)\n"
     "  OUT   the GGUF file to write (written as OUT.part, renamed when complete)\n"
     "  TYPE  (or --type TYPE) a llama-quantize file type: q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl,\n"
@@ -23,6 +25,25 @@ static const char quantize_usage[] =
     "  --allow-requantize    requantize matrices that are quantized already (AWQ/GPTQ directories,\n"
     "                        quantized GGUF files); without it such a matrix is an error\n"
     "  -t, --threads N       threads (default: the cores this process may use)\n"
+    "calibrated quantization (the engine runs the model over the text and quantizes each layer's\n"
+    "matrices by what their inputs were):\n"
+    "  --method M            gptq: each row rounded column by column, the errors spread over the\n"
+    "                        columns left through the inverse of the inputs' X X^T (Hessian);\n"
+    "                        awq: per input channel scales searched to protect the channels with\n"
+    "                        large activations, folded into the norm or matrix before, then each\n"
+    "                        group's range clipped (searched); rtn (default): rounding to nearest\n"
+    "  --calib FILE          the calibration text (required with gptq or awq)\n"
+    "  --format F            hf (default): OUT is a directory, an AWQ (GEMM) or GPTQ checkpoint as\n"
+    "                        AutoAWQ / GPTQModel write them (vLLM, transformers and llm load it; IN\n"
+    "                        must be a Hugging Face directory, whose other files are copied);\n"
+    "                        gguf: OUT is a GGUF file of TYPE (as above, llama-quantize's mix) whose\n"
+    "                        layer matrices the method quantized (llama.cpp loads it)\n"
+    "  --bits N              hf: 4 (default) or 8 (gptq)\n"
+    "  --group-size N        hf: 32, 64, 128 (default) or -1 (one group a row)\n"
+    "  --samples N           calibration windows, at most (default 128)\n"
+    "  --seq-len N           tokens a window (default 512)\n"
+    "  --act-order           gptq, hf: columns by decreasing activation energy (desc_act, g_idx)\n"
+    "  --damp X              gptq: dampening, a share of the Hessian's mean diagonal (default 0.01)\n"
     "  -h, --help            this help\n";
 
 struct quantize_bar { bool tty; int shown; };
@@ -56,6 +77,15 @@ int cli_cmd_quantize(int argc, char **argv) {
         else if (!strcmp(a, "--pure")) p.pure = 1;
         else if (!strcmp(a, "--allow-requantize")) p.allow_requantize = 1;
         else if (FLAG("-t") || FLAG("--threads")) p.n_threads = (int)cli_parse_int("--threads", VALUE(), 1, 1024);
+        else if (FLAG("--method")) p.method = VALUE();
+        else if (FLAG("--calib")) p.calib_path = VALUE();
+        else if (FLAG("--format")) p.format = VALUE();
+        else if (FLAG("--bits")) p.bits = (int)cli_parse_int("--bits", VALUE(), 2, 8);
+        else if (FLAG("--group-size")) p.group_size = (int)cli_parse_int("--group-size", VALUE(), -1, 1 << 20);
+        else if (FLAG("--samples") || FLAG("--nsamples")) p.n_samples = (int)cli_parse_int("--samples", VALUE(), 1, 1 << 20);
+        else if (FLAG("--seq-len")) p.seq_len = (int)cli_parse_int("--seq-len", VALUE(), 1, 1 << 20);
+        else if (!strcmp(a, "--act-order") || !strcmp(a, "--desc-act")) p.act_order = 1;
+        else if (FLAG("--damp")) p.damp = cli_parse_float("--damp", VALUE(), 1e-6, 10.0);
         else if (a[0] == '-' && a[1]) cli_die("quantize: unknown flag '%s' (see llm quantize --help)", a);
         else if (n_pos < 3) pos[n_pos++] = a;
         else cli_die("quantize: too many arguments (see llm quantize --help)");
@@ -80,8 +110,9 @@ int cli_cmd_quantize(int argc, char **argv) {
     if (bar.tty && bar.shown >= 0) fprintf(stderr, "\r%80s\r", "");
     if (st) cli_die("%s", err);
     fprintf(stderr, "llm: %s: %d tensors, %d quantized (%d at a fallback type); %.2f MiB -> %.2f MiB (%.2f bits per "
-            "weight) in %.1f s\n", p.output, s.n_tensors, s.n_quantized, s.n_fallback, (double)s.bytes_in / 1048576.0,
+            "weight%s) in %.1f s\n", p.output, s.n_tensors, s.n_quantized, s.n_fallback, (double)s.bytes_in / 1048576.0,
             (double)s.bytes_out / 1048576.0, s.n_params ? 8.0 * (double)s.bytes_out / (double)s.n_params : 0.0,
+            p.method && strcmp(p.method, "rtn") && (!p.format || !strcmp(p.format, "hf")) ? ", the layers' matrices" : "",
             cli_now() - t0);
     return 0;
 }

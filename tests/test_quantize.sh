@@ -85,5 +85,68 @@ if [ -d "$hf/tiny-qwen3-awq" ]; then
     "$llm" quantize --allow-requantize "$hf/tiny-qwen3-awq" "$tmp/awq.gguf" q8_0 2>/dev/null &&
         "$llm" run -m "$tmp/awq.gguf" -p hi -n 2 --temp 0 >/dev/null 2>&1 && ok || bad "AWQ directory to GGUF"
 fi
+# calibrated quantization (tests/test_quantize.c checks the algorithms): checkpoints of a Hugging
+# Face directory that the engine loads and that agree with their numpy dequantization
+# (tests/hf/awq_gptq.py, the formats' documented packing): the first token's top-5 log-probabilities
+# alike within 0.15 (the engine rounds the activations of int4 matrices to 8 bits)
+calib=$tmp/calib.txt
+for i in $(seq 40); do echo "The quick brown fox $i jumps over the lazy dog; a stitch in time saves nine, said $i."; done > "$calib"
+d=$hf/tiny-qwen3-f32
+if [ -d "$d" ]; then
+    # ... and whose next-token distributions stay near the model's (mean KL divergence over the
+    # calibration text: a packing error gives about 4), GPTQ's and AWQ's nearer than round-to-nearest's
+    "$llm" perplexity -m "$d" -f "$calib" -c 64 --kl-divergence-base "$tmp/base.kld" >/dev/null 2>&1 || bad "the base's log-probabilities"
+    for m in "gptq --group-size 64" "gptq --act-order" "gptq --bits 8 --group-size 32" "awq --group-size 64" "rtn --format hf --group-size 64"; do
+        set -- $m
+        o=$tmp/ck-$1-$#
+        if "$llm" quantize --method $m --calib "$calib" --samples 8 --seq-len 32 "$d" "$o" 2>"$tmp/err"; then ok; else bad "quantize --method $m: $(cat "$tmp/err")"; continue; fi
+        [ -f "$o/tokenizer.json" ] && grep -q '"quant_method": "'"$( [ "$1" = awq ] && echo awq || echo gptq)"'"' "$o/config.json" && ok ||
+            bad "$m: config.json or tokenizer.json"
+        kl=$("$llm" perplexity -m "$o" --kl-divergence-base "$tmp/base.kld" --kl-divergence 2>&1 | awk '/^Mean +KLD:/ { print $3 }')
+        eval "kl_$1_$#=\$kl"
+        case "$m" in *"--bits 8"*) lim=0.02 ;; *) lim=1.0 ;; esac
+        [ -n "$kl" ] && awk -v k="$kl" -v l="$lim" 'BEGIN { exit !(k < l) }' && ok || bad "--method $m: mean KL divergence ${kl:-none}, not below $lim"
+        "$py" tests/hf/awq_gptq.py dequant "$o" "$o-ref" >/dev/null 2>"$tmp/err" || { bad "awq_gptq.py dequant of --method $m: $(tail -2 "$tmp/err")"; continue; }
+        a=$("$llm" run -m "$o" -p "Once upon a time" -n 1 --temp 0 --json --logprobs 5 2>/dev/null)
+        b=$("$llm" run -m "$o-ref" -p "Once upon a time" -n 1 --temp 0 --json --logprobs 5 2>/dev/null)
+        "$py" - "$a" "$b" <<'PY' && ok || bad "--method $m: the checkpoint and its numpy dequantization disagree: $a / $b"
+import json, sys
+a, b = (json.loads(x)["logprobs"][0] for x in sys.argv[1:3])
+ta, tb = {e["id"]: e["logprob"] for e in a}, {e["id"]: e["logprob"] for e in b}
+sys.exit(not (a[0]["id"] == b[0]["id"] and all(abs(ta[i] - tb[i]) < 0.15 for i in ta if i in tb) and len(set(ta) & set(tb)) >= 4))
+PY
+    done
+    echo "mean KL divergence, groups of 64: gptq ${kl_gptq_3:-} awq ${kl_awq_3:-} rtn ${kl_rtn_5:-}; act-order (g128) ${kl_gptq_2:-}; 8-bit ${kl_gptq_5:-}"
+    for m in gptq_3 awq_3; do
+        eval "k=\${kl_$m:-}"
+        awk -v k="$k" -v r="${kl_rtn_5:-}" 'BEGIN { exit !(k != "" && r != "" && k < r) }' && ok ||
+            bad "${m%_*} (mean KL ${k:-none}) is not nearer the model than round-to-nearest (${kl_rtn_5:-none}), groups of 64"
+    done
+    # a GGUF file of the calibrated weights: llama-quantize's mix, header and all, other values
+    g=$hf/tiny-qwen3-f32.gguf
+    "$llm" quantize "$g" "$tmp/rtn.gguf" q4_K_M 2>/dev/null
+    for m in gptq awq; do
+        if "$llm" quantize --method $m --format gguf --calib "$calib" --samples 8 --seq-len 32 "$g" "$tmp/$m.gguf" q4_K_M 2>"$tmp/err"; then
+            h=$("$py" -c 'import sys; from gguf import GGUFReader; print(GGUFReader(sys.argv[1]).data_offset)' "$tmp/rtn.gguf")
+            [ "$(head -c "$h" "$tmp/$m.gguf" | cksum)" = "$(head -c "$h" "$tmp/rtn.gguf" | cksum)" ] && ok || bad "$m gguf: header differs from RTN's"
+            cmp -s "$tmp/$m.gguf" "$tmp/rtn.gguf" && bad "$m gguf: the same bytes as RTN's" || ok
+            "$llm" run -m "$tmp/$m.gguf" -p hi -n 2 --temp 0 >/dev/null 2>&1 && ok || bad "$m gguf does not run"
+        else
+            bad "quantize --method $m --format gguf: $(cat "$tmp/err")"
+        fi
+    done
+    # bad calibrated requests
+    expect_fail "unknown method" "not a method" --method bogus --calib "$calib" "$d" "$tmp/out.gguf"
+    expect_fail "no calibration text" "needs a calibration text" --method gptq "$d" "$tmp/out.gguf"
+    expect_fail "missing calibration text" "cannot open" --method gptq --calib "$tmp/none.txt" "$d" "$tmp/out.gguf"
+    expect_fail "short calibration text" "less than one window" --method gptq --calib "$calib" --seq-len 5000 "$d" "$tmp/out.gguf"
+    expect_fail "checkpoint from GGUF" "is not one" --method gptq --calib "$calib" "$g" "$tmp/out.gguf"
+    expect_fail "AWQ at 8 bits" "AWQ is 4-bit" --method awq --bits 8 --calib "$calib" "$d" "$tmp/out.gguf"
+    expect_fail "group size" "group size 48" --method gptq --group-size 48 --calib "$calib" "$d" "$tmp/out.gguf"
+    expect_fail "act-order with AWQ" "act-order" --method awq --act-order --calib "$calib" "$d" "$tmp/out.gguf"
+    expect_fail "quantized input" "quantized already" --method gptq --calib "$calib" "$tmp/ck-gptq-3" "$tmp/out.gguf"
+    : > "$tmp/afile"
+    expect_fail "output is a file" "a file is in the way" --method gptq --calib "$calib" --samples 2 --seq-len 32 "$d" "$tmp/afile"
+fi
 echo "test_quantize: $pass passed, $fail failed"
 [ $fail -eq 0 ]
