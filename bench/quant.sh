@@ -12,9 +12,16 @@
 #            in turn (a noisy neighbour hurts them alike), the median of the rounds' medians.
 #
 # Rows: the base (F16); round-to-nearest at load (--quantize q8_0, q4_0, q4_1, q4_K: SmolLM2's
-# 576-wide rows take q4_K's fallback, q5_0, where 256 does not divide them); and every AWQ/GPTQ
-# checkpoint directory of CHECKPOINTS, NAME=DIR pairs (e.g. those bench/quant_tools.sh makes with
-# GPTQModel: CHECKPOINTS="gptq-g128=build/bench/quant/tools/gptq-g128 ...").
+# 576-wide rows take q4_K's fallback, q5_0, where 256 does not divide them); the engine's own
+# checkpoints (OURS, made by llm quantize, calibrated as the tools' are: 32 windows of 256 tokens
+# of /usr/share/common-licenses/GPL-3): ours-rtn-gN (round-to-nearest int4 groups of N,
+# asymmetric: the baseline at the same bits and groups), ours-gptq-g128, ours-gptq-g128-act
+# (act-order), ours-awq-g64 (AWQ's groups must divide 576), and GGUF files of llama.cpp's q4_0 mix
+# (GGUF): file-rtn-q4_0 (llm quantize, llama-quantize's bytes), file-gptq-q4_0, file-awq-q4_0 (the
+# layers' matrices calibrated); and every AWQ/GPTQ checkpoint directory of CHECKPOINTS, NAME=DIR
+# pairs (e.g. those bench/quant_tools.sh makes with GPTQModel:
+# CHECKPOINTS="gptq-g128=build/bench/quant/tools/gptq-g128 ..."). The time each quantization
+# took is in build/bench/quant/ours/*.log (llm quantize's last line).
 # Prints a Markdown table; the raw outputs stay in build/bench/quant/.
 set -eu
 FIXTURES=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}
@@ -24,6 +31,8 @@ ROUNDS=${ROUNDS:-3}
 CTX=${CTX:-512}
 RTN=${RTN-"q8_0 q4_0 q4_1 q4_K"}
 CHECKPOINTS=${CHECKPOINTS-}
+OURS=${OURS-"rtn-g128 gptq-g128 gptq-g128-act rtn-g64 awq-g64"}
+GGUF=${GGUF-"rtn gptq awq"}
 out=build/bench/quant
 mkdir -p "$out"
 [ -d "$BASE" ] || { echo "bench/quant.sh: $BASE not found (make fixtures)" >&2; exit 1; }
@@ -33,13 +42,46 @@ if [ ! -f "$TEXT" ]; then
     cat /usr/share/common-licenses/Apache-2.0 /usr/share/common-licenses/MPL-2.0 /usr/share/common-licenses/GFDL-1.3 > "$TEXT"
 fi
 
+# The engine's quantizations (each made once; remove build/bench/quant/ours to redo them)
+mkdir -p "$out/ours"
+CALIB=/usr/share/common-licenses/GPL-3
+for o in $OURS; do
+    d=$out/ours/$o
+    [ -d "$d" ] && continue
+    g=${o##*-g}
+    case "$o" in
+    rtn-*) flags="--method rtn --format hf --group-size $g" ;;
+    gptq-*-act) g=${g%-act}; flags="--method gptq --group-size $g --act-order" ;;
+    gptq-*) flags="--method gptq --group-size $g" ;;
+    awq-*) flags="--method awq --group-size $g" ;;
+    esac
+    echo "bench/quant.sh: llm quantize $flags -> $d" >&2
+    # shellcheck disable=SC2086
+    build/llm quantize $flags --calib "$CALIB" --samples 32 --seq-len 256 -t "$THREADS" \
+        "$BASE" "$d" > "$out/ours/$o.log" 2>&1 || { tail -n 3 "$out/ours/$o.log" >&2; exit 1; }
+done
+for m in $GGUF; do
+    f=$out/ours/file-$m-q4_0.gguf
+    [ -f "$f" ] && continue
+    flags=""
+    [ "$m" = rtn ] || flags="--method $m --format gguf --calib $CALIB --samples 32 --seq-len 256"
+    echo "bench/quant.sh: llm quantize $flags $BASE.gguf -> $f" >&2
+    # shellcheck disable=SC2086
+    build/llm quantize $flags -t "$THREADS" "$BASE.gguf" "$f" q4_0 \
+        > "$out/ours/file-$m-q4_0.log" 2>&1 || { tail -n 3 "$out/ours/file-$m-q4_0.log" >&2; exit 1; }
+done
+
 # The rows: NAME MODEL [FLAGS...], one a line
 rows="$out/rows.txt"
 echo "f16 $BASE" > "$rows"
 for t in $RTN; do echo "rtn-$t $BASE --quantize $t" >> "$rows"; done
 # (each checkpoint also with its F16 embedding table at q4_0, as the RTN rows have theirs: the same
 # bytes read a token outside the int4 matrices)
-for c in $CHECKPOINTS; do echo "${c%%=*} ${c#*=}" >> "$rows"; echo "${c%%=*}+q4_0-embd ${c#*=} --quantize q4_0" >> "$rows"; done
+for c in $(for o in $OURS; do echo "ours-$o=$out/ours/$o"; done) $CHECKPOINTS; do
+    echo "${c%%=*} ${c#*=}" >> "$rows"
+    echo "${c%%=*}+q4_0-embd ${c#*=} --quantize q4_0" >> "$rows"
+done
+for m in $GGUF; do echo "file-$m-q4_0 $out/ours/file-$m-q4_0.gguf" >> "$rows"; done
 
 echo "bench/quant.sh: the base's log-probabilities ($TEXT, chunks of $CTX)" >&2
 build/llm perplexity -m "$BASE" -f "$TEXT" -c "$CTX" -t "$THREADS" --kl-divergence-base "$out/base.kld" > "$out/f16.ppl" 2>&1
