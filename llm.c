@@ -14174,6 +14174,7 @@ struct llm__cal_in {           // one input of a layer's linear layers
 struct llm__calib {
     struct llm__cal_in *in;    // (n_layer x LLM__CAL_SLOTS)
     int n_layer, max_xs;
+    int l0, l1;                // the layers taken in this pass (the others' inputs are passed over)
     bool want_h, fail;         // fail: out of memory
     int64_t stride;
     struct llm__pool *pool;
@@ -14195,7 +14196,8 @@ static void llm__calib_h_worker(void *arg, int ith, int nth) {
 }
 
 static void llm__calib_take(struct llm__calib *c, int layer, int slot, struct llm__tensor x) {
-    if (c->fail || layer >= c->n_layer) return;
+    if (c->fail || layer < c->l0 || layer >= c->l1) return;
+    if (!x.buf->data) { c->fail = true; return; }   // (the CPU backend's buffers are host memory)
     struct llm__cal_in *ci = &c->in[layer * LLM__CAL_SLOTS + slot];
     const int64_t n = x.ne0, T = x.ne1;
     const char *base = (const char *)x.buf->data + x.offs;
@@ -15182,25 +15184,40 @@ static enum llm_status llm__quantize_calibrated(const struct llm_quantize_params
     c.cal.pool = pool;
     c.cal.dot = llm__vec_dot_kernel(LLM__TYPE_F32, llm__simd_best());
     if (!(c.cal.in = calloc((size_t)m->n_layer * LLM__CAL_SLOTS, sizeof(*c.cal.in)))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
-    m->calib = &c.cal;
+    // passes over the text, each taking as many layers' statistics as a third of the free memory holds
+    const size_t widths[LLM__CAL_SLOTS] = {(size_t)m->n_embd, (size_t)m->n_head * (size_t)m->head_dim, (size_t)m->n_embd, (size_t)m->n_ff};
+    size_t per_layer = 1, budget = llm__mem_available() / 3;
+    for (int i = 0; i < LLM__CAL_SLOTS; i++) per_layer += c.awq ? widths[i] * 512 * 4 : widths[i] * widths[i] * 4;
+    if (!budget) budget = (size_t)1 << 30;
+    const int per_pass = (int)LLM__MAX(1, LLM__MIN((size_t)m->n_layer, budget / per_layer));
+    const int passes = (m->n_layer + per_pass - 1) / per_pass;
     const int bos = E->vocab.bos;
-    for (int w = 0; w < windows && !st; w++) {
-        int k = 0;
-        if (E->vocab.add_bos && bos >= 0) win[k++] = bos;
-        memcpy(win + k, toks + (size_t)w * (size_t)seq, sizeof(int32_t) * (size_t)seq);
-        const int sid = llm_seq_new(E);
-        if (sid < 0) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: %s", llm_last_error(E)); break; }
-        if (llm_seq_eval(E, sid, win, k + seq, NULL, 0) != LLM_OK) st = llm__fail(e, llm_last_status(E), "quantize: %s", llm_last_error(E));
-        llm_seq_free(E, sid);
-        if (p->progress) p->progress(p->progress_user, (double)(w + 1) / windows, "calibration");
+    for (int pass = 0; pass < passes && !st; pass++) {
+        c.cal.l0 = pass * per_pass;
+        c.cal.l1 = LLM__MIN(m->n_layer, c.cal.l0 + per_pass);
+        c.cal.pool = pool;
+        m->calib = &c.cal;
+        for (int w = 0; w < windows && !st; w++) {
+            int k = 0;
+            if (E->vocab.add_bos && bos >= 0) win[k++] = bos;
+            memcpy(win + k, toks + (size_t)w * (size_t)seq, sizeof(int32_t) * (size_t)seq);
+            const int sid = llm_seq_new(E);
+            if (sid < 0) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: %s", llm_last_error(E)); break; }
+            if (llm_seq_eval(E, sid, win, k + seq, NULL, 0) != LLM_OK) st = llm__fail(e, llm_last_status(E), "quantize: %s", llm_last_error(E));
+            llm_seq_free(E, sid);
+            if (p->progress) p->progress(p->progress_user, (double)(pass * windows + w + 1) / (passes * windows), "calibration");
+        }
+        m->calib = NULL;
+        if (!st && c.cal.fail) st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory for the calibration's statistics");
+        // the pass's layers, then their statistics given back
+        for (int l = c.cal.l0; l < c.cal.l1 && !st; l++) st = c.awq ? llm__cq_awq_layer(&c, l, pool, e) : llm__cq_gptq_layer(&c, l, pool, e);
+        for (int i = c.cal.l0 * LLM__CAL_SLOTS; i < c.cal.l1 * LLM__CAL_SLOTS; i++) {
+            struct llm__cal_in *ci = &c.cal.in[i];
+            free(ci->h), free(ci->abs_sum), free(ci->xs);
+            ci->h = NULL, ci->abs_sum = NULL, ci->xs = NULL;
+        }
     }
-    m->calib = NULL;
-    if (!st && c.cal.fail) st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory for the calibration's statistics");
-    if (st) goto out;
     c.cal.pool = NULL;
-
-    // the layers
-    for (int l = 0; l < m->n_layer && !st; l++) st = c.awq ? llm__cq_awq_layer(&c, l, pool, e) : llm__cq_gptq_layer(&c, l, pool, e);
     if (st) goto out;
 write:
     if (c.hf) {
