@@ -14,9 +14,12 @@
 //   7. KV cache blocks
 //   8. sampler
 //   9. tokenizer
-//  10. public API, then serving: requests, the scheduler, steps
+//  10. quantizing model files (llm_quantize: llama-quantize's types, mixes and files)
+//  11. public API, then serving: requests, the scheduler, steps
+//  12. calibrated quantization: the calibration's statistics, GPTQ, AWQ, AWQ/GPTQ checkpoints
 // The llm program (cli/) is built against llm.h alone; the GGUF writer of the tests and the
-// model generator is tests/gguf_writer.h.
+// model generator is tests/gguf_writer.h (llm_quantize has its own, for files as llama-quantize
+// writes them).
 //
 // Portability: C11 and POSIX.1-2008 (threads, mmap, clock_gettime, sysconf). Linux-only calls
 // are guarded, each with a fallback: madvise's MADV_HUGEPAGE and MADV_DONTNEED (skipped where
@@ -2975,7 +2978,7 @@ static void llm__quantize_row(int type, const float *src, void *dst, int64_t n) 
 //   with is not (the model loader decides, and can then name the tensor and the type).
 //
 // The reader assumes a little-endian host (x86, ARM): GGUF integers are read with memcpy. The
-// writer, which only the tests and the model generator need, is tests/gguf_writer.h.
+// writers: tests/gguf_writer.h (the tests and the model generator) and llm_quantize's (section 10).
 
 enum llm__gguf_type {
     LLM__GGUF_U8 = 0, LLM__GGUF_I8 = 1, LLM__GGUF_U16 = 2, LLM__GGUF_I16 = 3,
@@ -14493,7 +14496,7 @@ static void llm__gptq_worker(void *arg, int ith, int nth) {
         const float *w = mt->w + r * n;
         for (int64_t k = 0; k < n; k++) wp[k] = j->dead[j->order[k]] ? 0.0f : w[j->order[k]];
         if (j->c->hf) {
-            llm__gptq_row(wp, j->U, n, j->c->bits, j->c->group, false, 1, qp, mt->scale + r * ng, mt->zero + r * ng);
+            llm__gptq_row(wp, j->U, n, j->c->bits, j->c->group, false, 0, qp, mt->scale + r * ng, mt->zero + r * ng);
             for (int64_t k = 0; k < n; k++) mt->q[r * n + j->order[k]] = qp[k];
         } else {
             llm__gptq_row_type(wp, j->U, n, mt->type, mt->data + (size_t)r * llm__row_bytes(mt->type, n), wp + n);
@@ -14814,7 +14817,9 @@ static int64_t llm__hf_row(const struct llm__hf_owned *o, bool qk, int64_t rows,
 }
 
 // The packed tensors of a matrix: AWQ (qweight [n, rows/8], nibbles in AutoAWQ's order) or GPTQ
-// (qweight [n*bits/32, rows] packed along the input; zeros stored less one). which: 0 qweight,
+// (qweight [n*bits/32, rows] packed along the input; zeros as they are: checkpoint_format gptq_v2,
+// the format for asymmetric groups: v1's zeros less one cannot hold a zero point of 0, and
+// GPTQModel loads asymmetric v1 only from its own hand). which: 0 qweight,
 // 1 qzeros, 2 scales (fp16), 3 g_idx. Returns the bytes written to out (NULL: just counted) and
 // the shape.
 static size_t llm__hf_pack(const struct llm__cq *c, const struct llm__hf_owned *o, const struct llm__qmat *mt, bool qk,
@@ -14849,7 +14854,7 @@ static size_t llm__hf_pack(const struct llm__cq *c, const struct llm__hf_owned *
                 uint32_t v = 0;
                 for (int k = 0; k < per; k++) {
                     const int64_t r = c->awq ? 8 * w + awq_order[k] : w * per + k;
-                    const uint32_t z = (uint32_t)(mt->zero[src[r] * ng + g] - (c->awq ? 0 : 1)) & ((1u << c->bits) - 1);
+                    const uint32_t z = (uint32_t)mt->zero[src[r] * ng + g] & ((1u << c->bits) - 1);
                     v |= z << (c->bits * k);
                 }
                 memcpy(out + 4 * (size_t)(g * words + w), &v, 4);
@@ -14939,7 +14944,7 @@ static enum llm_status llm__cq_write_hf(struct llm__cq *c, struct llm__err *e) {
     else
         snprintf(qc, sizeof(qc), ",\n  \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": %d, \"group_size\": %lld, "
                  "\"desc_act\": %s, \"sym\": false, \"static_groups\": false, \"true_sequential\": true, \"damp_percent\": %g, "
-                 "\"checkpoint_format\": \"gptq\"}\n}\n", c->bits, (long long)(c->p->group_size == -1 ? -1 : c->group),
+                 "\"checkpoint_format\": \"gptq_v2\"}\n}\n", c->bits, (long long)(c->p->group_size == -1 ? -1 : c->group),
                  c->p->act_order ? "true" : "false", c->p->damp > 0 ? c->p->damp : 0.01);
     size_t body = end - 1;
     while (body > 0 && isspace((unsigned char)text[body - 1])) body--;
@@ -15154,7 +15159,7 @@ static enum llm_status llm__quantize_calibrated(const struct llm_quantize_params
 
     if (rtn) {
         for (int i = 0; i < c.n_mats && !st; i++) {
-            if (!llm__cq_load(&c, &c.mats[i]) || !llm__cq_round(&c, &c.mats[i], 1)) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+            if (!llm__cq_load(&c, &c.mats[i]) || !llm__cq_round(&c, &c.mats[i], 0)) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
             free(c.mats[i].w);
             c.mats[i].w = NULL;
             llm__cq_progress(&c, &c.mats[i]);
