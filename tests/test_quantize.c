@@ -51,7 +51,7 @@ static void test_factor(void) {
     for (int t = 0; t < T; t++) x[(size_t)t * n + 5] = 0.0f;   // a dead input
     struct llm__err e;
     struct llm__calib c = {0};
-    c.n_layer = 1, c.want_h = true, c.stride = 1, c.max_xs = 8;
+    c.n_layer = 1, c.l1 = 1, c.want_h = true, c.stride = 1, c.max_xs = 8;
     c.in = calloc(LLM__CAL_SLOTS, sizeof(*c.in));
     c.pool = llm__pool_new(2, &e);
     c.dot = llm__vec_dot_kernel(LLM__TYPE_F32, llm__simd_best());
@@ -114,7 +114,7 @@ static void test_gptq_rows(void) {
     for (int i = 0; i < rows * n; i++) w[i] = 0.05f * gauss();
     struct llm__err e;
     struct llm__calib c = {0};
-    c.n_layer = 1, c.want_h = true, c.stride = 1;
+    c.n_layer = 1, c.l1 = 1, c.want_h = true, c.stride = 1;
     c.in = calloc(LLM__CAL_SLOTS, sizeof(*c.in));
     c.pool = llm__pool_new(1, &e);
     c.dot = llm__vec_dot_kernel(LLM__TYPE_F32, llm__simd_best());
