@@ -14256,7 +14256,7 @@ static double llm__dot_f64(const double *a, const double *b, int64_t n) {
 // U (n x n, upper; rows and columns in the processing order `order`) with H^-1 = U^T U, where H is
 // ci's sum of x x^T over its tokens, with its diagonal raised by damp x its mean. order: identity,
 // or with act_order the inputs by decreasing diagonal. dead[i]: input i was always zero (its
-// diagonal is set to 1 and its weights must be zeroed). false: out of memory.
+// diagonal is set to 1 and its weights must be zeroed). false: out of memory, or H not finite.
 static bool llm__gptq_factor(const struct llm__cal_in *ci, double damp, bool act_order, int32_t *order, uint8_t *dead,
                              float *U) {
     const int64_t n = ci->n;
@@ -14296,30 +14296,22 @@ static bool llm__gptq_factor(const struct llm__cal_in *ci, double damp, bool act
                     A[i * n + j] = s / A[j * n + j];
                 }
             }
-        if (pd || extra > 1e6) break;   // not positive definite: dampen more (H of rank < n)
+        if (pd) break;
+        if (extra > 1e6) { free(A); return false; }   // not finite (NaN activations): no factor
+        // not positive definite (H of rank < n in floating point): dampen more
     }
-    // M = L^-1 (lower), row by row: M[i][:i] = -(L[i][:i] M[:i][:i]) / L[i][i], into the upper
-    // triangle of A (transposed: A[j][i] = M[i][j]) so that L stays readable
-    double *row = malloc(sizeof(double) * (size_t)n);
-    if (!row) { free(A); return false; }
-    for (int64_t i = 0; i < n; i++) {
-        memset(row, 0, sizeof(double) * (size_t)i);
-        for (int64_t k = 0; k < i; k++) {
-            const double l = A[i * n + k];
-            if (l == 0.0) continue;
-            // M[k][0..k] is stored as A[0..k][k] (column k of the upper triangle) and A[k][k]'s inverse
-            for (int64_t j = 0; j < k; j++) row[j] += l * A[j * n + k];
-            row[k] += l / A[k * n + k];
-        }
-        for (int64_t j = 0; j < i; j++) A[j * n + i] = -row[j] / A[i * n + i];
-    }
+    // M = L^-1 (lower), row by row: M[i][j] = -(sum_{k=j..i-1} L[i][k] M[k][j]) / L[i][i], into the
+    // upper triangle of A transposed (A[j][i] = M[i][j], i > j) so that L stays readable and both
+    // factors of each sum lie contiguous (L[i][j..i-1] and M[j..i-1][j] = A[j][j..i-1]); M[j][j] = 1 / L[j][j]
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < i; j++)
+            A[j * n + i] = -(A[i * n + j] / A[j * n + j] + llm__dot_f64(A + i * n + j + 1, A + j * n + j + 1, i - 1 - j)) / A[i * n + i];
     // U = J M J: U[a][b] = M[n-1-a][n-1-b] for b >= a; the diagonal is 1 / L's
     for (int64_t a = 0; a < n; a++)
         for (int64_t b = 0; b < n; b++) {
             const int64_t i = n - 1 - a, j = n - 1 - b;   // M[i][j], j <= i
             U[a * n + b] = b < a ? 0.0f : (float)(i == j ? 1.0 / A[i * n + i] : A[j * n + i]);
         }
-    free(row);
     free(A);
     return true;
 }
@@ -14424,7 +14416,18 @@ struct llm__cq {
     float **vecs;              // AWQ: per tensor, new f32 values of a norm or bias, or NULL
     int *types;                // GGUF: per tensor, the mix's type
     double done, total;        // progress (matrix elements)
+    char *outdir;              // hf: OUTPUT.part, the directory written, renamed OUTPUT when complete
 };
+
+// Removes directory d and the regular files in it (a checkpoint that was not completed).
+static void llm__rm_dir(const char *d) {
+    DIR *dir = opendir(d);
+    char path[4200];
+    for (struct dirent *de; dir && (de = readdir(dir)) != NULL;)
+        if (de->d_name[0] != '.' && snprintf(path, sizeof(path), "%s/%s", d, de->d_name) < (int)sizeof(path)) remove(path);
+    if (dir) closedir(dir);
+    rmdir(d);
+}
 
 static int llm__cq_slot(const char *name, bool *qk) {
     static const struct { const char *sfx; int slot; bool qk; } map[] = {
@@ -14519,8 +14522,11 @@ static enum llm_status llm__cq_gptq_layer(struct llm__cq *c, int layer, struct l
         uint8_t *dead = malloc((size_t)n);
         const bool act = c->hf && c->p->act_order;
         if (!U || !order || !dead || !llm__gptq_factor(ci, c->p->damp > 0 ? c->p->damp : 0.01, act, order, dead, U)) {
+            const bool mem = !U || !order || !dead;
             free(U), free(order), free(dead);
-            return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+            return mem ? llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory")
+                       : llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d: the inputs' X X^T has no Cholesky factor (not finite: "
+                                   "the model's activations overflow?)", layer);
         }
         enum llm_status st = LLM_OK;
         for (int i = 0; i < c->n_mats && !st; i++) {
@@ -14572,6 +14578,8 @@ struct llm__awq_job {
     int nl;
     const float *s;            // (n) the scales tried; NULL: clip search
     const struct llm__cal_in *ci;
+    const float *sinv;         // clip search: (n) 1 / the scales the columns were multiplied by (the
+                               // samples are the inputs before the scaling); NULL: none
     double part[LLM__MAX_THREADS_AWQ];
     bool fail;
 };
@@ -14619,7 +14627,7 @@ static void llm__awq_clip_worker(void *arg, int ith, int nth) {
     const int S = j->ci->n_xs;
     int64_t r0, r1;
     llm__split(mt->rows, ith, nth, &r0, &r1);
-    float *buf = malloc(sizeof(float) * (size_t)(3 * gs + S));
+    float *buf = malloc(sizeof(float) * (size_t)(3 * gs + S + 1));
     uint8_t *tmp = malloc(llm__row_bytes(LLM__TYPE_F32, gs));
     if (!buf || !tmp) { j->fail = true; free(buf); free(tmp); return; }
     float *cur = buf, *dq = buf + gs, *org = buf + 3 * gs;
@@ -14628,13 +14636,17 @@ static void llm__awq_clip_worker(void *arg, int ith, int nth) {
             float *w = mt->w + r * n + g0, amax = 0.0f;
             for (int64_t i = 0; i < gs; i++) amax = LLM__MAX(amax, fabsf(w[i]));
             if (amax == 0.0f) continue;
-            for (int t = 0; t < S; t++) j->c->cal.dot(gs, &org[t], w, j->ci->xs + (size_t)t * (size_t)n + g0);
+            // outputs on the samples, x / s against the scaled columns: of w, and of each trial's values
+            const float *si = j->sinv ? j->sinv + g0 : NULL;
+            for (int64_t i = 0; i < gs; i++) cur[i] = si ? w[i] * si[i] : w[i];
+            for (int t = 0; t < S; t++) j->c->cal.dot(gs, &org[t], cur, j->ci->xs + (size_t)t * (size_t)n + g0);
             double best = INFINITY;
             float best_mx = amax;
             for (int k = 0; k < 10; k++) {
                 const float mx = amax * (1.0f - (float)k / 20.0f);
                 for (int64_t i = 0; i < gs; i++) cur[i] = LLM__MAX(-mx, LLM__MIN(mx, w[i]));
                 llm__awq_qdq(j->c, mt->type, cur, gs, dq, tmp);
+                for (int64_t i = 0; si && i < gs; i++) dq[i] *= si[i];
                 double err = 0;
                 for (int t = 0; t < S; t++) {
                     float v;
@@ -14651,7 +14663,7 @@ static void llm__awq_clip_worker(void *arg, int ith, int nth) {
 
 static double llm__awq_loss(struct llm__cq *c, struct llm__pool *pool, struct llm__qmat *const *lin, int nl,
                             const float *s, const struct llm__cal_in *ci, bool *fail) {
-    struct llm__awq_job job = {c, lin, nl, s, ci, {0}, false};
+    struct llm__awq_job job = {c, lin, nl, s, ci, NULL, {0}, false};
     llm__pool_run(pool, llm__awq_loss_worker, &job);
     double sum = 0;
     for (int i = 0; i < LLM__MAX_THREADS_AWQ; i++) sum += job.part[i];
@@ -14752,6 +14764,8 @@ static enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct ll
         {{gate ? gate : up, gate ? up : NULL, NULL}, gate ? 2 : 1, LLM__CAL_FFN_IN, "ffn_norm", NULL, 0, NULL},
         {{down, NULL, NULL}, 1, LLM__CAL_FFN_ACT, NULL, up, gate || !down ? 0 : down->n, NULL},
     };
+    float *sinv[LLM__CAL_SLOTS] = {NULL, NULL, NULL, NULL};   // each input's 1 / scales, for the clipping
+    enum llm_status st = LLM_OK;
     for (int gi = 0; gi < 4; gi++) {
         bool ok = true;
         for (int i = 0; i < grp[gi].nl; i++) ok &= grp[gi].lin[i] != NULL;
@@ -14759,15 +14773,21 @@ static enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct ll
         if (grp[gi].norm) {
             snprintf(name, sizeof(name), "blk.%d.%s.weight", layer, grp[gi].norm);
             ok &= (norm = llm__cq_vec(c, name)) != NULL;
+            if (!norm && llm__gguf_find_tensor(c->g, name)) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); goto done; }
         } else {
             ok &= grp[gi].prev && grp[gi].prev->rows >= grp[gi].row0 + grp[gi].lin[0]->n;
         }
         if (!ok) continue;   // nothing to fold the scales into (e.g. v and o under grouped-query attention)
         const struct llm__cal_in *ci = &c->cal.in[layer * LLM__CAL_SLOTS + grp[gi].slot];
         const int64_t n = grp[gi].lin[0]->n;
-        if (ci->n != n || ci->n_xs == 0) return llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d's inputs were not seen", layer);
+        if (ci->n != n || ci->n_xs == 0) { st = llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d's inputs were not seen", layer); goto done; }
         float *s = malloc(sizeof(float) * (size_t)n);
-        if (!s || !llm__awq_search(c, pool, grp[gi].lin, grp[gi].nl, ci, s)) { free(s); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
+        if (!s || !llm__awq_search(c, pool, grp[gi].lin, grp[gi].nl, ci, s) || !(sinv[grp[gi].slot] = malloc(sizeof(float) * (size_t)n))) {
+            free(s);
+            st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+            goto done;
+        }
+        for (int64_t j = 0; j < n; j++) sinv[grp[gi].slot][j] = 1.0f / s[j];
         for (int i = 0; i < grp[gi].nl; i++)
             for (int64_t r = 0; r < grp[gi].lin[i]->rows; r++)
                 for (int64_t j = 0; j < n; j++) grp[gi].lin[i]->w[r * n + j] *= s[j];
@@ -14780,7 +14800,11 @@ static enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct ll
             float *bias = NULL;
             if (grp[gi].bias) {
                 snprintf(name, sizeof(name), "blk.%d.%s.bias", layer, grp[gi].bias);
-                if (llm__gguf_find_tensor(c->g, name) && !(bias = llm__cq_vec(c, name))) { free(s); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
+                if (llm__gguf_find_tensor(c->g, name) && !(bias = llm__cq_vec(c, name))) {
+                    free(s);
+                    st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+                    goto done;
+                }
             }
             for (int64_t j = 0; bias && j < n; j++) bias[grp[gi].row0 + j] /= s[j];
         }
@@ -14793,13 +14817,16 @@ static enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct ll
         const struct llm__cal_in *ci = &c->cal.in[layer * LLM__CAL_SLOTS + mt->slot];
         if (!mt->qk && mt != qkv && ci->n == mt->n && ci->n_xs > 0) {
             struct llm__qmat *one[1] = {mt};
-            struct llm__awq_job job = {c, one, 1, NULL, ci, {0}, false};
+            struct llm__awq_job job = {c, one, 1, NULL, ci, sinv[mt->slot], {0}, false};
             llm__pool_run(pool, llm__awq_clip_worker, &job);
-            if (job.fail) return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+            if (job.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
         }
-        if (!llm__cq_round(c, mt, 0)) return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+        if (!llm__cq_round(c, mt, 0)) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
         llm__cq_progress(c, mt);
     }
+done:
+    for (int i = 0; i < LLM__CAL_SLOTS; i++) free(sinv[i]);
+    if (st) return st;
     for (int i = 0; i < c->n_mats; i++)
         if (c->mats[i].layer == layer) free(c->mats[i].w), c->mats[i].w = NULL;
     return LLM_OK;
@@ -14821,13 +14848,13 @@ static int64_t llm__hf_row(const struct llm__hf_owned *o, bool qk, int64_t rows,
 // the format for asymmetric groups: v1's zeros less one cannot hold a zero point of 0, and
 // GPTQModel loads asymmetric v1 only from its own hand). which: 0 qweight,
 // 1 qzeros, 2 scales (fp16), 3 g_idx. Returns the bytes written to out (NULL: just counted) and
-// the shape.
+// the shape; SIZE_MAX: out of memory.
 static size_t llm__hf_pack(const struct llm__cq *c, const struct llm__hf_owned *o, const struct llm__qmat *mt, bool qk,
                            int which, uint8_t *out, int64_t shape[2]) {
     static const int awq_order[8] = {0, 2, 4, 6, 1, 3, 5, 7};   // nibble k holds output 8c + awq_order[k]
     const int64_t n = mt->n, rows = mt->rows, ng = (n + c->group - 1) / c->group, per = 32 / c->bits;
     int64_t *src = malloc(sizeof(int64_t) * (size_t)rows);   // checkpoint row -> engine row
-    if (!src) return 0;
+    if (!src) return SIZE_MAX;
     for (int64_t r = 0; r < rows; r++) src[llm__hf_row(o, qk, rows, r)] = r;
     size_t bytes = 0;
     if (which == 0 && c->awq) {
@@ -14903,11 +14930,8 @@ static void llm__json_str(struct llm__outbuf *o, const char *s) {
 // input directory's other files (tokenizer, generation config, ...) copied.
 static enum llm_status llm__cq_write_hf(struct llm__cq *c, struct llm__err *e) {
     const struct llm__hf_owned *o = c->g->extra;
-    const char *in = c->p->input, *out = c->p->output;
+    const char *in = c->p->input, *out = c->outdir;
     struct stat sb;
-    if (stat(out, &sb) == 0 ? !S_ISDIR(sb.st_mode) : mkdir(out, 0755) != 0)
-        return llm__fail(e, LLM_ERR_IO, "quantize: cannot make the directory '%s': %s", out,
-                         stat(out, &sb) == 0 ? "a file is in the way" : strerror(errno));
     char *from = NULL, *to = NULL;
     struct llm__outbuf hdr = {0}, cfg = {0};
     enum llm_status st = LLM_OK;
@@ -14919,9 +14943,12 @@ static enum llm_status llm__cq_write_hf(struct llm__cq *c, struct llm__err *e) {
     for (struct dirent *de; (de = readdir(d)) != NULL && !st;) {
         const char *nm = de->d_name;
         const size_t nl = strlen(nm);
-        if (nm[0] == '.' || nl > 200 || (nl >= 12 && !strcmp(nm + nl - 12, ".safetensors")) ||
-            !strcmp(nm, "model.safetensors.index.json") || !strcmp(nm, "config.json") || !strcmp(nm, "quantize_config.json"))
-            continue;
+        static const char *const weights[] = {".safetensors", ".bin", ".pth", ".pt", ".gguf", ".h5", ".msgpack", ".onnx", ".ckpt"};
+        bool skip = nm[0] == '.' || nl > 200 || !strcmp(nm, "model.safetensors.index.json") || !strcmp(nm, "config.json") ||
+                    !strcmp(nm, "quantize_config.json");
+        for (size_t k = 0; k < LLM__ARRAY_LEN(weights) && !skip; k++)   // (other copies of the weights)
+            skip = nl > strlen(weights[k]) && !strcmp(nm + nl - strlen(weights[k]), weights[k]);
+        if (skip) continue;
         snprintf(from, pl, "%s/%s", in, nm);
         snprintf(to, pl, "%s/%s", out, nm);
         if (stat(from, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
@@ -14949,7 +14976,7 @@ static enum llm_status llm__cq_write_hf(struct llm__cq *c, struct llm__err *e) {
     size_t body = end - 1;
     while (body > 0 && isspace((unsigned char)text[body - 1])) body--;
     llm__outbuf_put(&cfg, text, body);
-    llm__outbuf_put(&cfg, qc, strlen(qc));
+    llm__outbuf_put(&cfg, qc + (body > 0 && text[body - 1] == '{'), strlen(qc) - (body > 0 && text[body - 1] == '{'));   // {} has no member before
     free(text);
     snprintf(to, pl, "%s/config.json", out);
     FILE *f = fopen(to, "wb");
@@ -14990,6 +15017,7 @@ static enum llm_status llm__cq_write_hf(struct llm__cq *c, struct llm__err *e) {
                     for (int w = 0; w < (c->awq ? 3 : 4) && !st; w++) {
                         int64_t shape[2];
                         const size_t bytes = llm__hf_pack(c, o, mt, qkf != 0, w, NULL, shape);
+                        if (bytes == SIZE_MAX) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); break; }
                         if (pass == 0) {
                             char ent[800], dims[48];
                             if (w == 3) snprintf(dims, sizeof(dims), "%lld", (long long)shape[0]);
@@ -14999,8 +15027,7 @@ static enum llm_status llm__cq_write_hf(struct llm__cq *c, struct llm__err *e) {
                             llm__outbuf_put(&hdr, ent, strlen(ent));
                         } else {
                             if (!(buf = malloc(bytes ? bytes : 1))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); break; }
-                            llm__hf_pack(c, o, mt, qkf != 0, w, buf, shape);
-                            ok = llm__fwrite(sf, buf, bytes);
+                            ok = llm__hf_pack(c, o, mt, qkf != 0, w, buf, shape) == bytes && llm__fwrite(sf, buf, bytes);
                             free(buf);
                             buf = NULL;
                         }
@@ -15062,10 +15089,11 @@ static enum llm_status llm__quantize_calibrated(const struct llm_quantize_params
     struct llm__cq c;
     memset(&c, 0, sizeof(c));
     c.p = p;
-    c.awq = !strcmp(p->method, "awq");
-    const bool rtn = !strcmp(p->method, "rtn");   // (here: a checkpoint of round-to-nearest groups)
-    if (!c.awq && !rtn && strcmp(p->method, "gptq") != 0)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a method (gptq, awq, rtn)", p->method);
+    const char *method = p->method ? p->method : "rtn";
+    c.awq = !strcmp(method, "awq");
+    const bool rtn = !strcmp(method, "rtn");   // (here: a checkpoint of round-to-nearest groups)
+    if (!c.awq && !rtn && strcmp(method, "gptq") != 0)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a method (gptq, awq, rtn)", method);
     c.hf = !p->format || !strcmp(p->format, "hf");
     if (!c.hf && strcmp(p->format, "gguf") != 0)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not an output format (hf, gguf)", p->format);
@@ -15075,12 +15103,13 @@ static enum llm_status llm__quantize_calibrated(const struct llm_quantize_params
     const int gsz = p->group_size ? p->group_size : 128;
     if (gsz != 32 && gsz != 64 && gsz != 128 && gsz != -1)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: group size %d: 32, 64, 128 or -1 (a row)", gsz);
+    if (c.awq && gsz == -1) return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: AWQ's groups are 32, 64 or 128 inputs (AutoAWQ's format has no whole-row group)");
     if (p->act_order && (c.awq || !c.hf))
         return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: act-order is GPTQ's, for Hugging Face checkpoints (--format hf)");
     const struct llm__ftype *ft = c.hf ? NULL : llm__ftype_by_name(p->type);
     if (!c.hf && (!ft || ft->type == LLM__TYPE_F32 || ft->type == LLM__TYPE_F16 || ft->type == LLM__TYPE_BF16))
         return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a quantized file type (q4_0, q4_K_M, ...)", p->type ? p->type : "(none)");
-    if (!p->calib_path && !rtn) return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: %s needs a calibration text (--calib FILE)", p->method);
+    if (!p->calib_path && !rtn) return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: %s needs a calibration text (--calib FILE)", method);
     const int samples = p->n_samples > 0 ? p->n_samples : 128, seq = p->seq_len > 0 ? p->seq_len : 512;
     if (seq < 16 || seq > 16384) return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: --seq-len %d: 16 to 16384", seq);
     struct stat sb;
@@ -15096,6 +15125,34 @@ static enum llm_status llm__quantize_calibrated(const struct llm_quantize_params
     const bool rerr = ferror(tf);
     fclose(tf);
     if (rerr || text.fail) { free(text.p); return llm__fail(e, LLM_ERR_IO, "quantize: cannot read '%s'", p->calib_path); }
+    // the output, checked before the calibration: a checkpoint is written to OUTPUT.part and renamed
+    // when complete (OUTPUT must not exist or be empty); a GGUF file's directory must be writable
+    const size_t ol = strlen(p->output);
+    char *part = malloc(ol + 6);
+    if (!part) { free(text.p); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
+    memcpy(part, p->output, ol), memcpy(part + ol, ".part", 6);
+    enum llm_status st0 = LLM_OK;
+    if (c.hf) {
+        DIR *od = stat(p->output, &sb) == 0 && S_ISDIR(sb.st_mode) ? opendir(p->output) : NULL;
+        bool empty = true;
+        for (struct dirent *de; od && (de = readdir(od)) != NULL;) empty &= !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+        if (od) closedir(od);
+        if (stat(p->output, &sb) == 0 && !S_ISDIR(sb.st_mode))
+            st0 = llm__fail(e, LLM_ERR_IO, "quantize: '%s': a file is in the way (a checkpoint is a directory)", p->output);
+        else if (!empty)
+            st0 = llm__fail(e, LLM_ERR_IO, "quantize: '%s' is not empty: remove it, or write the checkpoint elsewhere", p->output);
+        else {
+            llm__rm_dir(part);   // what an interrupted run left
+            if (mkdir(part, 0755) != 0) st0 = llm__fail(e, LLM_ERR_IO, "quantize: cannot make the directory '%s': %s", part, strerror(errno));
+            else c.outdir = part, part = NULL;
+        }
+    } else {
+        FILE *pf = fopen(part, "wb");
+        if (!pf) st0 = llm__fail(e, LLM_ERR_IO, "quantize: cannot create '%s': %s", part, strerror(errno));
+        else fclose(pf), remove(part);
+    }
+    free(part);
+    if (st0) { free(text.p); return st0; }
 
     // the engine: the model as it is, one sequence of a window at a time
     struct llm_engine_params ep = llm_engine_params_default();
@@ -15110,7 +15167,11 @@ static enum llm_status llm__quantize_calibrated(const struct llm_quantize_params
     struct llm__pool *pool = NULL;
     struct llm__qrepl *repl = NULL;
     llm_engine *E = llm_engine_create(&ep, err, sizeof(err));
-    if (!E) { free(text.p); return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: %s", err); }
+    if (!E) {
+        free(text.p);
+        if (c.outdir) llm__rm_dir(c.outdir), free(c.outdir);
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: %s", err);
+    }
     c.E = E;
     c.g = &E->model.gguf;
     struct llm__model *m = &E->model;
@@ -15139,7 +15200,7 @@ static enum llm_status llm__quantize_calibrated(const struct llm_quantize_params
         if (slot < 0 || layer < 0 || layer >= m->n_layer || t->n_dims != 2) continue;
         if (t->type != LLM__TYPE_F32 && t->type != LLM__TYPE_F16 && t->type != LLM__TYPE_BF16) {
             st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s; %s quantizes F32/F16/BF16 weights", t->name,
-                           llm__type_info(t->type)->name, p->method);
+                           llm__type_info(t->type)->name, method);
             goto out;
         }
         struct llm__qmat *mt = &c.mats[c.n_mats++];
@@ -15227,6 +15288,9 @@ static enum llm_status llm__quantize_calibrated(const struct llm_quantize_params
 write:
     if (c.hf) {
         st = llm__cq_write_hf(&c, e);
+        if (!st && stat(p->output, &sb) == 0) rmdir(p->output);   // (empty)
+        if (!st && rename(c.outdir, p->output) != 0)
+            st = llm__fail(e, LLM_ERR_IO, "quantize: cannot rename '%s' to '%s': %s", c.outdir, p->output, strerror(errno));
         if (stats) {
             memset(stats, 0, sizeof(*stats));
             stats->n_quantized = c.n_mats;
@@ -15251,6 +15315,8 @@ write:
     }
 out:
     m->calib = NULL;
+    if (st && c.outdir) llm__rm_dir(c.outdir);
+    free(c.outdir);
     if (c.cal.pool == NULL) c.cal.pool = pool;
     llm__calib_free(&c.cal);
     for (int i = 0; c.mats && i < c.n_mats; i++) {
@@ -15272,7 +15338,7 @@ enum llm_status llm_quantize(const struct llm_quantize_params *params, struct ll
     enum llm_status st = LLM_OK;
     struct stat si, so;
     // round-to-nearest to a GGUF file, unless a checkpoint (--format hf) is asked for
-    const bool rtn = params && (!params->method || (!strcmp(params->method, "rtn") && !(params->format && !strcmp(params->format, "hf"))));
+    const bool rtn = params && (!params->method || !strcmp(params->method, "rtn")) && !(params->format && !strcmp(params->format, "hf"));
     const struct llm__ftype *ft = params && rtn ? llm__ftype_by_name(params->type) : NULL;
     if (!params || !params->input || !params->output)
         st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: an input model and an output file are needed");

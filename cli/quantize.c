@@ -33,9 +33,10 @@ static const char quantize_usage[] =
     "                        large activations, folded into the norm or matrix before, then each\n"
     "                        group's range clipped (searched); rtn (default): rounding to nearest\n"
     "  --calib FILE          the calibration text (required with gptq or awq)\n"
-    "  --format F            hf (default): OUT is a directory, an AWQ (GEMM) or GPTQ checkpoint as\n"
-    "                        AutoAWQ / GPTQModel write them (vLLM, transformers and llm load it; IN\n"
-    "                        must be a Hugging Face directory, whose other files are copied);\n"
+    "  --format F            hf (default with gptq or awq): OUT is a directory, an AWQ (GEMM) or\n"
+    "                        GPTQ (gptq_v2: asymmetric) checkpoint as AutoAWQ / GPTQModel write\n"
+    "                        them (GPTQModel and llm load it; IN must be a Hugging Face directory,\n"
+    "                        whose other files are copied; OUT must not exist or be empty);\n"
     "                        gguf: OUT is a GGUF file of TYPE (as above, llama-quantize's mix) whose\n"
     "                        layer matrices the method quantized (llama.cpp loads it)\n"
     "  --bits N              hf: 4 (default) or 8 (gptq)\n"
@@ -97,6 +98,12 @@ int cli_cmd_quantize(int argc, char **argv) {
         return 1;
     }
     if (pos[2] && type && strcmp(pos[2], type) != 0) cli_die("quantize: two types given: '%s' and --type %s", pos[2], type);
+    const bool hf = p.format ? !strcmp(p.format, "hf") : p.method && strcmp(p.method, "rtn") != 0;
+    if (hf && (pos[2] || type))
+        cli_die("quantize: a file type is for GGUF output (--format gguf); a checkpoint's are --bits and --group-size");
+    if (p.group_size == 0 && argc > 2)
+        for (int i = 2; i < argc; i++)
+            if (!strncmp(argv[i], "--group-size", 12)) cli_die("quantize: --group-size 0: 32, 64, 128 or -1 (a row)");
     p.input = pos[0];
     p.output = pos[1];
     if (pos[2] || type) p.type = pos[2] ? pos[2] : type;

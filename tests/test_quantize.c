@@ -200,7 +200,7 @@ static void test_awq_search(void) {
     // clipping never raises a group's error over the samples
     float *w0 = malloc(sizeof(float) * rows * n);
     memcpy(w0, w, sizeof(float) * rows * n);
-    struct llm__awq_job job = {&c, lin, 1, NULL, &ci, {0}, false};
+    struct llm__awq_job job = {&c, lin, 1, NULL, &ci, NULL, {0}, false};
     llm__pool_run(pool, llm__awq_clip_worker, &job);
     float *q0 = malloc(sizeof(float) * rows * n), *q1 = malloc(sizeof(float) * rows * n);
     for (int r = 0; r < rows; r++) {

@@ -147,6 +147,15 @@ PY
     expect_fail "quantized input" "quantized already" --method gptq --calib "$calib" "$tmp/ck-gptq-3" "$tmp/out.gguf"
     : > "$tmp/afile"
     expect_fail "output is a file" "a file is in the way" --method gptq --calib "$calib" --samples 2 --seq-len 32 "$d" "$tmp/afile"
+    expect_fail "output not empty" "is not empty" --method gptq --calib "$calib" --samples 2 --seq-len 32 "$d" "$tmp/ck-gptq-3"
+    expect_fail "a type for a checkpoint" "a file type is for GGUF output" --method gptq --calib "$calib" "$d" "$tmp/out.gguf" q4_0
+    expect_fail "group size 0" "group-size 0" --method gptq --group-size 0 --calib "$calib" "$d" "$tmp/out.gguf"
+    expect_fail "AWQ, a group a row" "no whole-row group" --method awq --group-size -1 --calib "$calib" "$d" "$tmp/out.gguf"
+    # a failed checkpoint leaves nothing (nor OUT.part); --format hf alone is round-to-nearest's checkpoint
+    "$llm" quantize --method gptq --calib "$calib" --seq-len 5000 "$d" "$tmp/gone" >/dev/null 2>&1
+    [ ! -e "$tmp/gone" ] && [ ! -e "$tmp/gone.part" ] && ok || bad "a failed checkpoint left $tmp/gone or $tmp/gone.part"
+    "$llm" quantize --format hf "$d" "$tmp/plain" 2>/dev/null && grep -q '"quant_method": "gptq"' "$tmp/plain/config.json" &&
+        [ ! -e "$tmp/plain.part" ] && ok || bad "--format hf without a method"
 fi
 echo "test_quantize: $pass passed, $fail failed"
 [ $fail -eq 0 ]
