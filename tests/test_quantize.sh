@@ -11,6 +11,17 @@ nano-k8/q2_K nano-k8/q3_K_S nano-k8/q3_K_M nano-k8/q3_K_L nano-k8/q4_K_S nano-k8
 nano-k8/q5_K_M nano-k8/q6_K nano-k8/f16 nano-k8/bf16 nano-k8/f32 nano-k8/pure-q4_K nano-k8/pure-q6_K
 tiny-576/q4_0 tiny-576/q8_0 tiny-576/q4_K_M tiny-576/q3_K_M tiny-576/iq4_xs"
 [ "$1" = --keys ] && { echo "$KEYS"; exit 0; }
+# Under sanitizers (make test SAN=1 sets LLM_TEST_SAN=1) a subset: 6 of the file types (4 of them
+# whole files the same as llama-quantize's, one K-quant mix) and 3 of the 5 calibrated checkpoints,
+# 1 of the 2 calibrated GGUF files; make test runs them all.
+METHODS="gptq --group-size 64|gptq --act-order|gptq --bits 8 --group-size 32|awq --group-size 64|rtn --format hf --group-size 64"
+GGUF_METHODS="gptq awq"
+if [ "${LLM_TEST_SAN:-}" = 1 ]; then
+    KEYS="nano-k8/q8_0 nano-k8/f16 nano-k8/bf16 nano-k8/f32 nano-k8/q4_K_M tiny-576/q8_0"
+    METHODS="gptq --group-size 64|awq --group-size 64|rtn --format hf --group-size 64"
+    GGUF_METHODS="gptq"
+    echo "SKIP test_quantize: under sanitizers 6 of 26 file types and 4 of 7 calibrated quantizations (make test runs all)"
+fi
 llm=${1:-build/llm}
 py=${LLM_PYTHON:-python3}
 hf=${2:-build/models}/hf   # the tiny models as Hugging Face directories (make models)
@@ -96,7 +107,9 @@ if [ -d "$d" ]; then
     # ... and whose next-token distributions stay near the model's (mean KL divergence over the
     # calibration text: a packing error gives about 4), GPTQ's and AWQ's nearer than round-to-nearest's
     "$llm" perplexity -m "$d" -f "$calib" -c 64 --kl-divergence-base "$tmp/base.kld" >/dev/null 2>&1 || bad "the base's log-probabilities"
-    for m in "gptq --group-size 64" "gptq --act-order" "gptq --bits 8 --group-size 32" "awq --group-size 64" "rtn --format hf --group-size 64"; do
+    IFS='|'
+    for m in $METHODS; do
+        IFS=' '
         set -- $m
         o=$tmp/ck-$1-$#
         if "$llm" quantize --method $m --calib "$calib" --samples 8 --seq-len 32 "$d" "$o" 2>"$tmp/err"; then ok; else bad "quantize --method $m: $(cat "$tmp/err")"; continue; fi
@@ -116,6 +129,7 @@ ta, tb = {e["id"]: e["logprob"] for e in a}, {e["id"]: e["logprob"] for e in b}
 sys.exit(not (a[0]["id"] == b[0]["id"] and all(abs(ta[i] - tb[i]) < 0.15 for i in ta if i in tb) and len(set(ta) & set(tb)) >= 4))
 PY
     done
+    unset IFS
     echo "mean KL divergence, groups of 64: gptq ${kl_gptq_3:-} awq ${kl_awq_3:-} rtn ${kl_rtn_5:-}; act-order (g128) ${kl_gptq_2:-}; 8-bit ${kl_gptq_5:-}"
     for m in gptq_3 awq_3; do
         eval "k=\${kl_$m:-}"
@@ -125,7 +139,7 @@ PY
     # a GGUF file of the calibrated weights: llama-quantize's mix, header and all, other values
     g=$hf/tiny-qwen3-f32.gguf
     "$llm" quantize "$g" "$tmp/rtn.gguf" q4_K_M 2>/dev/null
-    for m in gptq awq; do
+    for m in $GGUF_METHODS; do
         if "$llm" quantize --method $m --format gguf --calib "$calib" --samples 8 --seq-len 32 "$g" "$tmp/$m.gguf" q4_K_M 2>"$tmp/err"; then
             h=$("$py" -c 'import sys; from gguf import GGUFReader; print(GGUFReader(sys.argv[1]).data_offset)' "$tmp/rtn.gguf")
             [ "$(head -c "$h" "$tmp/$m.gguf" | cksum)" = "$(head -c "$h" "$tmp/rtn.gguf" | cksum)" ] && ok || bad "$m gguf: header differs from RTN's"
