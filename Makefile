@@ -10,6 +10,8 @@
 #   make fuzz          run each fuzzer (tests/fuzz/fuzz_*.c: clang's libFuzzer, ASan + UBSan) for
 #                      FUZZ_S seconds (default 60); fails on any crash, leak, UB or broken invariant
 #   make VULKAN=1 ...  the same with the Vulkan backend built in (outputs in build/vulkan)
+#   make CUDA=1 ...    the same with the CUDA backend built in (outputs in build/cuda; nvcc);
+#                      make CUDA_EMU=1 ... on the tests' CPU emulator of a CUDA device
 #   make bench         CPU speed against llama.cpp on the same files (bench/bench.sh: one sequence;
 #                      bench/serve.sh: continuous batching and prefix caching)
 # Objects live in the build folder, which records the configuration they were built with
@@ -61,6 +63,29 @@ VK_DEFS  := -DLLM_VULKAN -I$(BUILD)/shaders
 LDLIBS   += -lvulkan
 endif
 
+# make CUDA=1: the CUDA backend (backends/cuda.c in the engine; the kernels of backends/cuda.cu
+# compiled by nvcc for CUDA_ARCHS, default sm_80 (A100) and sm_90 (H100/H200)), linked with the
+# CUDA runtime, statically (no libcudart at run time; the driver, libcuda, is loaded by it).
+# make CUDA_EMU=1: the same backend on the tests' CPU emulator of a CUDA device (tests/cuda_emu/:
+# the kernels compiled by the C++ compiler and run block by block on the CPU), so that every
+# kernel is tested where there is no GPU. Outputs in build/cuda and build/cuda-emu.
+ifeq ($(CUDA),1)
+override BUILD := $(BUILD)/cuda
+NVCC       ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCHS ?= 80 90
+NVCCFLAGS  ?= -O3
+CU_DEFS    := -DLLM_CUDA -I$(CUDA_HOME)/include
+CU_OBJ     := $(BUILD)/cuda/kernels.o
+LDLIBS     += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+else ifeq ($(CUDA_EMU),1)
+override BUILD := $(BUILD)/cuda-emu
+CU_DEFS    := -DLLM_CUDA -Itests/cuda_emu
+CU_OBJ     := $(BUILD)/cuda/kernels.o $(BUILD)/cuda/emu.o
+LDLIBS     += -lstdc++
+endif
+GPU_DEFS := $(VK_DEFS) $(CU_DEFS)
+
 # The library's version, from llm.h: libllm.so.$(MAJOR) is its soname.
 MAJOR   := $(shell awk '$$2 == "LLM_VERSION_MAJOR" { print $$3 }' llm.h)
 VERSION := $(shell awk '$$2 == "LLM_VERSION" { gsub(/"/, "", $$3); print $$3 }' llm.h)
@@ -69,11 +94,14 @@ VERSION := $(shell awk '$$2 == "LLM_VERSION" { gsub(/"/, "", $$3); print $$3 }' 
 # with a message.
 HAVE_CXX := $(shell command -v $(firstword $(CXX)) >/dev/null 2>&1 && echo 1)
 
-ENGINE  := llm.c llm.h $(wildcard backends/*.c) $(VK_INC)
+ENGINE  := llm.c llm.h $(wildcard backends/*.c backends/*.h) $(VK_INC) $(CU_OBJ)
 CLI_OBJ := $(patsubst cli/%.c,$(BUILD)/cli/%.o,$(wildcard cli/*.c))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c)) $(BUILD)/examples/hello
 ifneq ($(VULKAN),1)
 TESTS   := $(filter-out $(BUILD)/tests/test_vulkan,$(TESTS))
+endif
+ifeq ($(CU_OBJ),)
+TESTS   := $(filter-out $(BUILD)/tests/test_cuda,$(TESTS))
 endif
 ifeq ($(HAVE_CXX),1)
 TESTS   += $(BUILD)/tests/test_cpp
@@ -84,12 +112,12 @@ FUZZERS := gguf tokenizer request safetensors
 TESTS   += $(patsubst %,$(BUILD)/tests/fuzz_%,$(FUZZERS))
 
 # Everything compiled depends on the configuration stamp, rewritten only when it changes.
-CONFIG  := $(CC) | $(CFLAGS) | $(STD) $(CLI_DEFS) $(VK_DEFS) $(LIB_CFLAGS) | $(LDLIBS) $(CLI_LIBS) | $(CXX) $(CXXFLAGS)
+CONFIG  := $(CC) | $(CFLAGS) | $(STD) $(CLI_DEFS) $(GPU_DEFS) $(LIB_CFLAGS) | $(LDLIBS) $(CLI_LIBS) | $(CXX) $(CXXFLAGS) | $(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS)
 STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: all lib install uninstall test build-tests test-arm64 test-vulkan bench clean models demo fixtures portability jansson-check curl-check microhttpd-check fuzz fuzz-check FORCE
+.PHONY: all lib install uninstall test build-tests test-arm64 test-vulkan test-cuda bench clean models demo fixtures portability jansson-check curl-check microhttpd-check fuzz fuzz-check FORCE
 
 all: llm
 
@@ -131,20 +159,20 @@ $(BUILD)/cli/%.o: cli/%.c cli/cli.h llm.h $(STAMP) | jansson-check curl-check mi
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -c -o $@ $<
 
-$(BUILD)/llm: $(BUILD)/pic/llm.o $(CLI_OBJ)
+$(BUILD)/llm: $(BUILD)/pic/llm.o $(CU_OBJ) $(CLI_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LIBS)
 
 # --- the library: position-independent, only LLM_API (llm_*) symbols visible ---
 
 $(BUILD)/pic/llm.o: $(ENGINE) $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(STD) $(CFLAGS) $(VK_DEFS) $(LIB_CFLAGS) -c -o $@ llm.c
+	$(CC) $(STD) $(CFLAGS) $(GPU_DEFS) $(LIB_CFLAGS) -c -o $@ llm.c
 
-$(BUILD)/libllm.a: $(BUILD)/pic/llm.o
+$(BUILD)/libllm.a: $(BUILD)/pic/llm.o $(CU_OBJ)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/libllm.so.$(MAJOR): $(BUILD)/pic/llm.o
+$(BUILD)/libllm.so.$(MAJOR): $(BUILD)/pic/llm.o $(CU_OBJ)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,libllm.so.$(MAJOR) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libllm.so: $(BUILD)/libllm.so.$(MAJOR)
@@ -187,7 +215,7 @@ TEST_CFLAGS := $(patsubst -g,-g1,$(CFLAGS))
 $(BUILD)/tests/test_backend: TILES :=
 $(BUILD)/tests/%: tests/%.c tests/test.h tests/gguf_writer.h $(ENGINE) $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(STD) $(TEST_CFLAGS) $(TILES) $(VK_DEFS) -o $@ $< $(LDLIBS)
+	$(CC) $(STD) $(TEST_CFLAGS) $(TILES) $(GPU_DEFS) -o $@ $< $(CU_OBJ) $(LDLIBS)
 
 # Tests of the interface alone (llm.h), linked with the library: the engine is not compiled again.
 API_TESTS := $(BUILD)/tests/test_sampler
@@ -204,17 +232,34 @@ $(BUILD)/tests/test_cpp: tests/test_cpp.cpp tests/test.h llm.h $(BUILD)/libllm.a
 # includes the program's request parser (cli/request.c, cli/serve.c, cli/args.c) and links the engine's object.
 $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(ENGINE) $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(STD) $(TEST_CFLAGS) $(TILES) $(VK_DEFS) -o $@ $< $(LDLIBS)
+	$(CC) $(STD) $(TEST_CFLAGS) $(TILES) $(GPU_DEFS) -o $@ $< $(CU_OBJ) $(LDLIBS)
 
 $(BUILD)/tests/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h cli/args.c cli/request.c cli/serve.c cli/cli.h llm.h \
                              $(BUILD)/pic/llm.o $(STAMP) | jansson-check
 	@mkdir -p $(@D)
-	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -o $@ $< $(BUILD)/pic/llm.o $(LDLIBS) $(CLI_LIBS)
+	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -o $@ $< $(BUILD)/pic/llm.o $(CU_OBJ) $(LDLIBS) $(CLI_LIBS)
 
 # The README's embedding example, against llm.h and the library (tests/test_package.sh runs it).
 $(BUILD)/examples/hello: examples/hello.c llm.h $(BUILD)/libllm.a $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) -I. -o $@ $< $(BUILD)/libllm.a $(LDLIBS)
+
+# The CUDA kernels: nvcc's (CUDA=1), or the C++ compiler's against the emulator (CUDA_EMU=1).
+$(BUILD)/cuda/kernels.o: backends/cuda.cu backends/cuda.h tests/cuda_emu/emu.h $(STAMP)
+	@mkdir -p $(@D)
+ifeq ($(CUDA),1)
+	@command -v $(NVCC) >/dev/null 2>&1 || { echo "make CUDA=1: $(NVCC) was not found: install NVIDIA's CUDA" \
+	    "toolkit (12 or newer) and put nvcc on PATH, or give NVCC=/path/to/nvcc" >&2; exit 1; }
+	$(NVCC) -std=c++17 $(NVCCFLAGS) $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+	    -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror -Werror all-warnings -Ibackends -c -o $@ $<
+else
+	$(CXX) -std=c++17 $(CXXFLAGS) -fPIC -fvisibility=hidden -Wall -Wextra -Werror -include tests/cuda_emu/emu.h \
+	    -Itests/cuda_emu -Ibackends -x c++ -c -o $@ $<
+endif
+
+$(BUILD)/cuda/emu.o: tests/cuda_emu/emu.cpp tests/cuda_emu/emu.h tests/cuda_emu/cuda_runtime_api.h $(STAMP)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 $(CXXFLAGS) -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Itests/cuda_emu -c -o $@ $<
 
 # Shaders that test USE_SUBGROUP / USE_16BIT are also compiled with them (NAME_sg, NAME_f16,
 # NAME_sg_f16); the backend picks the variant the device supports.
@@ -266,6 +311,13 @@ endif
 VK_TESTS := $(BUILD)/tests/test_vulkan $(BUILD)/tests/test_backend tests/test_chat_cli.sh tests/test_package.sh
 test-vulkan: fixtures $(filter $(BUILD)/%,$(VK_TESTS)) $(BUILD)/llm lib $(BUILD)/examples/hello models
 	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_HF_DIR="$(LLM_FIXTURES)/hf" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(VK_TESTS)
+
+# With the CUDA backend built in: make CUDA=1 test-cuda on an NVIDIA GPU (test_cuda prints SKIP
+# without one), make CUDA_EMU=1 test-cuda on the CPU emulator (CI runs it): test_cuda (every
+# kernel against the CPU backend, whole models, graphs) and test_backend.
+CUDA_TESTS := $(BUILD)/tests/test_cuda $(BUILD)/tests/test_backend
+test-cuda: fixtures $(CUDA_TESTS) $(BUILD)/llm lib models
+	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_HF_DIR="$(LLM_FIXTURES)/hf" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(CUDA_TESTS)
 
 # The tensor type kernels on aarch64 (NEON) under qemu-user: test_types cross-compiled for
 # armv8-a (widening multiplies) and for armv8.2-a+dotprod (sdot). Needs the Debian packages

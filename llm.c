@@ -6216,7 +6216,7 @@ struct llm__attn {
 };
 
 struct llm_backend_i {
-    const char *name;   // "cpu", "vulkan": llm_get_engine_info's backend_name
+    const char *name;   // "cpu", "vulkan", "cuda": llm_get_engine_info's backend_name
     void (*free)(void *ctx);   // frees the backend; every buffer and weight was freed before
 
     // --- memory (may allocate; never between begin_step and end_step) ---
@@ -8867,6 +8867,9 @@ static enum llm_status llm__cpu_backend_new(struct llm_backend *be, int n_thread
     return LLM_OK;
 }
 
+#ifdef LLM_CUDA
+#include "backends/cuda.c"
+#endif
 #ifdef LLM_VULKAN
 #include "backends/vulkan.c"
 #endif
@@ -12165,10 +12168,14 @@ static int llm__list_devices(struct llm_device *out, int max, struct llm__err *e
     int k = llm__vk_list_devices(out, max, e);
     if (k < 0) return -1;
     n += k;
-#else
+#endif
+#ifdef LLM_CUDA
+    int kc = llm__cu_list_devices(out + n, max - n, e);
+    if (kc < 0) return -1;
+    n += kc;
+#endif
     (void)out;
     (void)e;
-#endif
     return n;
 }
 
@@ -12324,7 +12331,8 @@ static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm
                          p->max_num_batched_tokens);
     if (p->scheduling_policy != LLM_SCHED_FCFS && p->scheduling_policy != LLM_SCHED_PRIORITY)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "unknown scheduling policy %d", (int)p->scheduling_policy);
-    if (p->backend != LLM_BACKEND_CPU && p->backend != LLM_BACKEND_AUTO && p->backend != LLM_BACKEND_VULKAN)
+    if (p->backend != LLM_BACKEND_CPU && p->backend != LLM_BACKEND_AUTO && p->backend != LLM_BACKEND_VULKAN &&
+        p->backend != LLM_BACKEND_CUDA)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "unknown backend %d", (int)p->backend);
     if (p->device < LLM_DEVICE_AUTO)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "device must be LLM_DEVICE_AUTO or an index >= 0 (got %d)", p->device);
@@ -12332,7 +12340,13 @@ static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm
         return llm__fail(e, LLM_ERR_INVALID_ARG, "unknown load mode %d", (int)p->load);
 #ifndef LLM_VULKAN
     if (p->backend == LLM_BACKEND_VULKAN)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "backend 'vulkan' is not in this build (make VULKAN=1); available: cpu");
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "backend 'vulkan' is not in this build (make VULKAN=1); available: cpu%s",
+                         llm_has_backend(LLM_BACKEND_CUDA) ? ", cuda" : "");
+#endif
+#ifndef LLM_CUDA
+    if (p->backend == LLM_BACKEND_CUDA)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "backend 'cuda' is not in this build (make CUDA=1); available: cpu%s",
+                         llm_has_backend(LLM_BACKEND_VULKAN) ? ", vulkan" : "");
 #endif
     return LLM_OK;
 }
@@ -12343,12 +12357,23 @@ static void llm__backend_close(struct llm_backend *be) {
     memset(be, 0, sizeof(*be));
 }
 
-// The backend the parameters ask for, its table checked (llm__backend_check). "auto": the Vulkan
-// backend on its preferred device when it is built in and opens; otherwise the CPU.
+// The backend the parameters ask for, its table checked (llm__backend_check). "auto": the CUDA
+// backend when it is built in and opens, else the Vulkan backend on its preferred device when it
+// is built in and opens; otherwise the CPU.
 static enum llm_status llm__backend_open(struct llm_backend *be, const struct llm_engine_params *p, struct llm__err *e) {
     enum llm_status st;
+#ifdef LLM_CUDA
+    if (p->backend == LLM_BACKEND_CUDA || p->backend == LLM_BACKEND_AUTO) {
+        st = llm__cu_backend_new(be, p->device, e);
+        if (st == LLM_OK) st = llm__backend_check(be->iface, e);
+        if (st == LLM_OK) return LLM_OK;
+        llm__backend_close(be);
+        if (p->backend == LLM_BACKEND_CUDA) return st;
+        *e = (struct llm__err){{0}, LLM_OK};   // auto: Vulkan or the CPU instead
+    }
+#endif
 #ifdef LLM_VULKAN
-    if (p->backend != LLM_BACKEND_CPU) {
+    if (p->backend == LLM_BACKEND_VULKAN || p->backend == LLM_BACKEND_AUTO) {
         st = llm__vk_backend_new(be, p->device, 0, e);
         if (st == LLM_OK) st = llm__backend_check(be->iface, e);
         if (st == LLM_OK) return LLM_OK;
@@ -12573,7 +12598,7 @@ void llm_get_model_info(const llm_engine *E, struct llm_model_info *info) {
 void llm_get_engine_info(const llm_engine *E, struct llm_engine_info *info) {
     memset(info, 0, sizeof(*info));
     const char *bn = E->be.iface ? E->be.iface->name : "none";
-    info->backend = !strcmp(bn, "vulkan") ? LLM_BACKEND_VULKAN : LLM_BACKEND_CPU;
+    info->backend = !strcmp(bn, "vulkan") ? LLM_BACKEND_VULKAN : !strcmp(bn, "cuda") ? LLM_BACKEND_CUDA : LLM_BACKEND_CPU;
     info->backend_name = bn;
     info->device_name = E->be.iface && E->be.iface->device_name ? E->be.iface->device_name(E->be.ctx) : "";
     info->n_threads = E->params.n_threads;
@@ -12647,6 +12672,9 @@ int llm_list_devices(struct llm_device *devices, int max, char *err, size_t err_
 int llm_has_backend(enum llm_backend_kind backend) {
 #ifdef LLM_VULKAN
     if (backend == LLM_BACKEND_VULKAN) return 1;
+#endif
+#ifdef LLM_CUDA
+    if (backend == LLM_BACKEND_CUDA) return 1;
 #endif
     return backend == LLM_BACKEND_CPU || backend == LLM_BACKEND_AUTO;
 }

@@ -82,6 +82,7 @@ enum llm_backend_kind {
     LLM_BACKEND_CPU = 0,   // always there
     LLM_BACKEND_VULKAN,    // builds made with make VULKAN=1 (any GPU with a Vulkan driver)
     LLM_BACKEND_AUTO,      // a GPU backend when one is built in and can take the model, else the CPU
+    LLM_BACKEND_CUDA,      // builds made with make CUDA=1 (NVIDIA GPUs of compute capability 8.0 or newer)
 };
 enum llm_kv_dtype { LLM_KV_F16 = 0, LLM_KV_F32 };
 enum llm_sched_policy {
@@ -191,7 +192,7 @@ LLM_API void llm_get_model_info(const llm_engine *engine, struct llm_model_info 
 // How the engine runs it.
 struct llm_engine_info {
     enum llm_backend_kind backend;   // the backend in use (never LLM_BACKEND_AUTO)
-    const char *backend_name;  // "cpu", "vulkan"; "none" for LLM_LOAD_VOCAB / METADATA engines
+    const char *backend_name;  // "cpu", "vulkan", "cuda"; "none" for LLM_LOAD_VOCAB / METADATA engines
     const char *device_name;   // the GPU's name, or the CPU's features (e.g. "x86-64 AVX-512")
     int n_threads;             // CPU worker threads (at most; see "Threads" above)
     int max_model_len;         // context length in use
@@ -236,11 +237,13 @@ struct llm_device {
     char type[24];             // "discrete", "integrated", "virtual", "cpu", "other"
     size_t memory_bytes;       // device-local memory
     int subgroup_size, subgroup_arithmetic, storage_16bit;
-    char api_version[24];
+    char api_version[24];      // Vulkan: the API version; CUDA: the driver's version
+    int compute_units;         // CUDA: streaming multiprocessors; Vulkan: 0 (not reported)
+    char compute_capability[8];   // CUDA: "8.0", "9.0", ...; Vulkan: ""
 };
 LLM_API int llm_list_devices(struct llm_device *devices, int max, char *err, size_t err_size);
 // 1 when this build of the library has the backend built in (LLM_BACKEND_CPU and LLM_BACKEND_AUTO:
-// always; LLM_BACKEND_VULKAN: builds made with make VULKAN=1), else 0.
+// always; LLM_BACKEND_VULKAN: builds made with make VULKAN=1; LLM_BACKEND_CUDA: make CUDA=1), else 0.
 LLM_API int llm_has_backend(enum llm_backend_kind backend);
 
 // The memory bandwidth the engine's device reaches copying a large buffer, in GB/s (the roofline

@@ -315,8 +315,8 @@ static const struct { const char *flag, *hint; } cli_foreign_flags[] = {
     {"-cnv", "a conversation is the llm chat command here"},
     {"--conversation", "a conversation is the llm chat command here"},
     {"--reverse-prompt", "text that stops generation is --stop TEXT here"},
-    {"-mg", "the GPU is chosen with --backend vulkan --device N here"},
-    {"--main-gpu", "the GPU is chosen with --backend vulkan --device N here"},
+    {"-mg", "the GPU is chosen with --backend cuda|vulkan --device N here"},
+    {"--main-gpu", "the GPU is chosen with --backend cuda|vulkan --device N here"},
     {"--max-tokens", "the number of tokens to generate is -n N here"},
     {"--max-new-tokens", "the number of tokens to generate is -n N here"},
     {"--temperature", "the temperature is --temp T here"},
@@ -415,8 +415,9 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
             const char *v = CLI_ARG();
             if (!strcmp(v, "cpu")) c->ep.backend = LLM_BACKEND_CPU;
             else if (!strcmp(v, "vulkan")) c->ep.backend = LLM_BACKEND_VULKAN;
+            else if (!strcmp(v, "cuda")) c->ep.backend = LLM_BACKEND_CUDA;
             else if (!strcmp(v, "auto")) c->ep.backend = LLM_BACKEND_AUTO;
-            else cli_die("--backend: cpu, vulkan or auto, not '%s'", v);
+            else cli_die("--backend: cpu, cuda, vulkan or auto, not '%s'", v);
         }
         else if (!strcmp(a, "--device")) c->ep.device = (int)cli_parse_int(a, CLI_ARG(), 0, 63);
         else if (!strcmp(a, "--max-num-seqs")) c->ep.max_num_seqs = (int)cli_parse_int(a, CLI_ARG(), 1, 65536);
@@ -506,8 +507,8 @@ llm_engine *cli_engine(struct cli *c) {
         fprintf(stderr, "llm: warning: the context of %d tokens (-c) is longer than the %d the model was trained "
                         "with: text past %d tokens may be poor\n", ei.max_model_len, mi.n_ctx_train, mi.n_ctx_train);
     if (c->n_gpu_layers > 0 && ei.backend == LLM_BACKEND_CPU)
-        fprintf(stderr, "llm: note: -ngl changes nothing here: the CPU backend runs every layer (--backend vulkan "
-                        "runs the whole model on a GPU)\n");
+        fprintf(stderr, "llm: note: -ngl changes nothing here: the CPU backend runs every layer (--backend cuda "
+                        "or vulkan runs the whole model on a GPU)\n");
     else if (c->n_gpu_layers == 0 && ei.backend != LLM_BACKEND_CPU)
         fprintf(stderr, "llm: note: -ngl 0 changes nothing here: the %s backend runs every layer (--backend cpu runs "
                         "the model on the CPU)\n", ei.backend_name);

@@ -251,21 +251,29 @@ int cli_cmd_devices(void) {
     char err[512];
     int n = llm_list_devices(devs, 16, err, sizeof(err));
     if (n < 0) cli_die("%s", err);
-    if (!llm_has_backend(LLM_BACKEND_VULKAN)) {
-        printf("this build has no GPU backend (make VULKAN=1 adds Vulkan); the CPU backend is always there\n");
+    if (!llm_has_backend(LLM_BACKEND_VULKAN) && !llm_has_backend(LLM_BACKEND_CUDA)) {
+        printf("this build has no GPU backend (make CUDA=1 adds CUDA, make VULKAN=1 Vulkan); the CPU backend is always there\n");
         return 0;
     }
-    printf("Vulkan devices:\n");
-    int shown = 0;
-    for (int i = 0; i < n && i < 16; i++) {
-        if (devs[i].backend != LLM_BACKEND_VULKAN) continue;
-        printf("  %d: %s (%s), %.1f GiB, subgroup size %d%s, 16-bit storage %s, Vulkan %s\n", devs[i].index,
-               devs[i].name, devs[i].type, (double)devs[i].memory_bytes / (1 << 30), devs[i].subgroup_size,
-               devs[i].subgroup_arithmetic ? " (arithmetic)" : "", devs[i].storage_16bit ? "yes" : "no",
-               devs[i].api_version);
-        shown++;
+    for (int b = 0; b < 2; b++) {
+        enum llm_backend_kind kind = b == 0 ? LLM_BACKEND_CUDA : LLM_BACKEND_VULKAN;
+        if (!llm_has_backend(kind)) continue;
+        printf("%s devices:\n", b == 0 ? "CUDA" : "Vulkan");
+        int shown = 0;
+        for (int i = 0; i < n && i < 16; i++) {
+            const struct llm_device *d = &devs[i];
+            if (d->backend != kind) continue;
+            if (kind == LLM_BACKEND_CUDA)
+                printf("  %d: %s, %.1f GiB, %d SMs, compute capability %s, driver %s\n", d->index, d->name,
+                       (double)d->memory_bytes / (1 << 30), d->compute_units, d->compute_capability, d->api_version);
+            else
+                printf("  %d: %s (%s), %.1f GiB, subgroup size %d%s, 16-bit storage %s, Vulkan %s\n", d->index, d->name,
+                       d->type, (double)d->memory_bytes / (1 << 30), d->subgroup_size,
+                       d->subgroup_arithmetic ? " (arithmetic)" : "", d->storage_16bit ? "yes" : "no", d->api_version);
+            shown++;
+        }
+        if (shown == 0) printf("  (none)\n");
     }
-    if (shown == 0) printf("  (none)\n");
     return 0;
 }
 

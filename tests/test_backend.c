@@ -635,10 +635,10 @@ static void check_missing_arch_ops(void) {
     }
 }
 
-// A CPU-only build lists no device (the Vulkan build's list is checked against Vulkan's own in
-// test_vulkan); the CPU backend has no bandwidth probe.
+// A CPU-only build lists no device (the GPU builds' lists are checked against Vulkan's and CUDA's
+// own in test_vulkan and test_cuda); the CPU backend has no bandwidth probe.
 static void check_devices_and_bandwidth(void) {
-#ifndef LLM_VULKAN
+#if !defined(LLM_VULKAN) && !defined(LLM_CUDA)
     struct llm_device devs[4];
     char err[256] = "";
     EXPECT(llm_list_devices(devs, 4, err, sizeof(err)) == 0, "devices of a CPU-only build: %s", err);
@@ -1026,6 +1026,9 @@ int main(void) {
     check_contract_entries(&llm__cpu_iface);
 #ifdef LLM_VULKAN
     check_contract_entries(&llm__vk_iface);
+#endif
+#ifdef LLM_CUDA
+    check_contract_entries(&llm__cu_iface);
 #endif
     check_sync_errors();
     check_devices_and_bandwidth();

@@ -111,17 +111,19 @@ else
     bad "$q is missing (make models)"
 fi
 
-# On the Vulkan backend (a build with it and a device): the same conversation gives the same
-# answers as on the CPU (an f32 model, whose results the two backends share to ~1e-4).
+# On a GPU backend (a build with CUDA or Vulkan and a device): the same conversation gives the same
+# answers as on the CPU (an f32 model, whose results the backends share to ~1e-4).
 f=$models/tiny-f32.gguf
-if "$llm" info --devices 2>/dev/null | grep -q '^  0:'; then
+gpu=$("$llm" info --devices 2>/dev/null | awk '/^CUDA devices:/ { b = "cuda" } /^Vulkan devices:/ { b = "vulkan" }
+                                            /^  0:/ && b != "" { print b; exit }')
+if [ -n "$gpu" ]; then
     printf 'hello there\nand then?\n' | "$llm" chat -m "$f" -n 8 --temp 0 -t 2 --chat-template zephyr > "$tmp/cpu" 2>/dev/null
-    printf 'hello there\nand then?\n' | "$llm" chat -m "$f" -n 8 --temp 0 -t 2 --chat-template zephyr --backend vulkan \
+    printf 'hello there\nand then?\n' | "$llm" chat -m "$f" -n 8 --temp 0 -t 2 --chat-template zephyr --backend "$gpu" \
         > "$tmp/vk" 2> "$tmp/err"
     [ "$(wc -l < "$tmp/vk")" = 2 ] && cmp -s "$tmp/cpu" "$tmp/vk" && ok ||
-        bad "chat on vulkan: '$(cat "$tmp/vk")' vs the CPU's '$(cat "$tmp/cpu")' $(cat "$tmp/err")"
+        bad "chat on $gpu: '$(cat "$tmp/vk")' vs the CPU's '$(cat "$tmp/cpu")' $(cat "$tmp/err")"
 else
-    echo "SKIP test_chat_cli: no Vulkan device or a build without it (the chat on --backend vulkan)"
+    echo "SKIP test_chat_cli: no GPU device or a build without a GPU backend (the chat on --backend cuda or vulkan)"
 fi
 
 # On a terminal (script(1) gives one): with libedit, the lines typed are kept in

@@ -1,0 +1,755 @@
+// === CUDA backend ===
+//
+// Included by llm.c when built with -DLLM_CUDA (make CUDA=1: NVIDIA's runtime; make CUDA_EMU=1:
+// the CPU emulator of the tests, tests/cuda_emu/, behind the same runtime calls). The kernels
+// are backends/cuda.cu's; this half fills the backend vtable and decides what runs.
+//
+// One stream. Ops do not launch at once: each records its kernel and parameters (struct
+// llm__cu_rec), and end_step runs the step's records. A step whose records were seen before (the
+// same kernels, shapes and buffers: the key is a hash of the records) is replayed as a CUDA graph
+// captured the second time such a step came, so a decode step of a given batch size is one
+// graph launch, not hundreds of kernel launches; other steps launch their kernels one by one. The
+// parameters never hold the step's data, which kernels read from the step's arrays on the device
+// (uploaded in begin_step from pinned memory, before the step's kernels), so a graph stays valid
+// from step to step. As the backend contract asks (llm.c, "backend vtable"), memory is allocated
+// only by buf_alloc, weight_load and reserve (the activations' scratch, flash-decoding's partial
+// results, the step's arrays on the device and pinned on the host, the records); graphs are made
+// by end_step, outside the ops.
+//
+// Weights are repacked at load (backends/cuda.h, struct llm__cu_w: quants in a plane of their own
+// for 128-bit loads). Products of up to LLM__CU_MATVEC_MAX tokens take the GEMV kernels (the
+// activations rounded to 8 bits first for the quantized types), more tokens the tensor-core GEMM.
+// Attention: steps that are mostly prefill (two tokens or more per tile on average) take the
+// tiled prefill kernel, others the decode kernel, split over the keys when there are few (head,
+// token) pairs and long contexts (flash-decoding).
+
+#include <cuda_runtime_api.h>
+#include "cuda.h"
+
+#define LLM__CU_GRAPHS 16            // graphs kept (least recently used replaced)
+#define LLM__CU_GRAPH_TOKENS 512     // steps of more tokens run without graphs (prefill: launches are a sliver)
+#define LLM__CU_RECS 16384           // records a step at most; beyond, the step's kernels launch directly
+#define LLM__CU_SPLIT_KEYS 256       // flash-decoding: keys per split at least
+#define LLM__CU_SPLIT_MAX 32         // ... and at most this many splits
+#define LLM__CU_PART_BYTES ((size_t)64 << 20)
+#define LLM__CU_PINNED_BYTES ((size_t)8 << 20)   // downloads go through this much pinned memory at a time
+
+struct llm__cu_rec {
+    int kernel;
+    union llm__cu_params p;
+};
+
+struct llm__cu_graph {
+    uint64_t key;
+    cudaGraphExec_t exec;   // NULL: seen once, not captured yet
+    uint64_t used;          // the step it was last used in (LRU)
+};
+
+struct llm__cu {
+    int dev;
+    char name[256];
+    struct cudaDeviceProp prop;
+    cudaStream_t stream;
+    bool graphs_off;             // LLM_CUDA_GRAPHS=0 in the environment: every step launches its kernels
+    // scratch: rounded activations (q: max_tokens x max_cols int8, then dq), flash-decoding's
+    // partial results, the step's arrays
+    struct llm__buf act, part, stepbuf;
+    int64_t act_cols, act_rows;
+    int32_t *host;               // pinned: the step's arrays gathered before their upload
+    size_t host_words;
+    void *pinned;                // pinned: downloads
+    int bt_stride;               // block table columns on the device (reserve's max_blocks)
+    const struct llm__step *step;
+    struct llm__cu_stepv sv;     // the step's arrays on the device
+    int max_pos;
+    // the step's records
+    struct llm__cu_rec *recs;
+    int n_recs;
+    bool direct;                 // the step overflowed its records: launched as it went
+    struct llm__cu_graph graphs[LLM__CU_GRAPHS];
+    uint64_t steps;
+    long long graph_hits, graph_captures;   // (for the tests)
+    struct llm__err err;         // the first failure of the step's ops
+    size_t allocated;
+};
+
+static const char *llm__cu_strerror(int code) { return cudaGetErrorString((cudaError_t)code); }
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void llm__cu_error(struct llm__cu *cu, enum llm_status st, const char *fmt, ...) {
+    if (cu->err.msg[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cu->err.msg, sizeof(cu->err.msg), fmt, ap);
+    va_end(ap);
+    cu->err.status = st;
+}
+
+// Describes up to max CUDA devices (entry i: device i of llm__cu_backend_new). The number of
+// devices (0 when there is no driver or no device), or -1 with the reason in e.
+static int llm__cu_list_devices(struct llm_device *out, int max, struct llm__err *e) {
+    int n = 0;
+    (void)e;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();   // (no driver, no device: none listed)
+        return 0;
+    }
+    int drv = 0;
+    cudaDriverGetVersion(&drv);
+    for (int i = 0; i < n && i < max; i++) {
+        struct cudaDeviceProp p;
+        if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+        struct llm_device *d = &out[i];
+        memset(d, 0, sizeof(*d));
+        d->backend = LLM_BACKEND_CUDA;
+        d->index = i;
+        snprintf(d->name, sizeof(d->name), "%s", p.name);
+        snprintf(d->type, sizeof(d->type), "discrete");
+        d->memory_bytes = p.totalGlobalMem;
+        d->subgroup_size = p.warpSize;
+        d->subgroup_arithmetic = 1;
+        d->storage_16bit = 1;
+        d->compute_units = p.multiProcessorCount;
+        snprintf(d->api_version, sizeof(d->api_version), "%d.%d", drv / 1000, drv % 1000 / 10);
+        snprintf(d->compute_capability, sizeof(d->compute_capability), "%d.%d", p.major, p.minor);
+    }
+    return LLM__MIN(n, max);
+}
+
+static void llm__cu_buf_free(void *ctx, struct llm__buf *b);
+
+static void llm__cu_graphs_clear(struct llm__cu *cu) {
+    for (int i = 0; i < LLM__CU_GRAPHS; i++)
+        if (cu->graphs[i].exec) cudaGraphExecDestroy(cu->graphs[i].exec);
+    memset(cu->graphs, 0, sizeof(cu->graphs));
+}
+
+static void llm__cu_free(void *ctx) {
+    struct llm__cu *cu = ctx;
+    if (!cu) return;
+    if (cu->stream) {
+        cudaStreamSynchronize(cu->stream);
+        llm__cu_graphs_clear(cu);
+        struct llm__buf *scratch[] = {&cu->act, &cu->part, &cu->stepbuf};
+        for (size_t i = 0; i < LLM__ARRAY_LEN(scratch); i++)
+            if (scratch[i]->handle) llm__cu_buf_free(cu, scratch[i]);
+        if (cu->host) cudaFreeHost(cu->host);
+        if (cu->pinned) cudaFreeHost(cu->pinned);
+        cudaStreamDestroy(cu->stream);
+    }
+    free(cu->recs);
+    free(cu);
+}
+
+static enum llm_status llm__cu_buf_alloc(void *ctx, struct llm__buf *b, size_t size, struct llm__err *e) {
+    struct llm__cu *cu = ctx;
+    memset(b, 0, sizeof(*b));
+    void *p = NULL;
+    // (rounded up to 16 bytes: kernels read 16 bytes at a time)
+    cudaError_t r = cudaMalloc(&p, LLM__MAX((size + 15) & ~(size_t)15, 16));
+    if (r != cudaSuccess) {
+        cudaGetLastError();
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        return llm__fail(e, LLM_ERR_NOMEM, "cuda: not enough device memory for %.1f MiB more (%s; %.2f GiB free of %.2f GiB "
+                         "on %s, %.2f GiB of it this engine's); use a smaller model, --kv-cache-memory, "
+                         "--gpu-memory-utilization or --max-num-batched-tokens, or --backend cpu",
+                         (double)size / (1 << 20), cudaGetErrorString(r), (double)fr / (1 << 30), (double)tot / (1 << 30),
+                         cu->name, (double)cu->allocated / (1 << 30));
+    }
+    b->handle = p;
+    b->size = size;
+    cu->allocated += size;
+    return LLM_OK;
+}
+
+static void llm__cu_buf_free(void *ctx, struct llm__buf *b) {
+    struct llm__cu *cu = ctx;
+    if (b->handle) {
+        cudaFree(b->handle);
+        cu->allocated -= b->size;
+    }
+    memset(b, 0, sizeof(*b));
+}
+
+static inline char *llm__cu_ptr(const struct llm__buf *b, size_t offs) { return (char *)b->handle + offs; }
+
+// (on the backend's stream, which does not wait for the legacy default stream's copies)
+static void llm__cu_upload(void *ctx, struct llm__buf *b, size_t offs, const void *src, size_t n) {
+    struct llm__cu *cu = ctx;
+    cudaError_t r = cudaMemcpyAsync(llm__cu_ptr(b, offs), src, n, cudaMemcpyHostToDevice, cu->stream);
+    if (r == cudaSuccess) r = cudaStreamSynchronize(cu->stream);
+    if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: upload of %zu bytes failed (%s)", n, cudaGetErrorString(r));
+}
+
+// Downloads go through pinned memory (a copy from the device into pageable memory would be staged
+// by the driver anyway, at a lower rate), in pieces of its size.
+static void llm__cu_download(void *ctx, const struct llm__buf *b, size_t offs, void *dst, size_t n) {
+    struct llm__cu *cu = ctx;
+    for (size_t done = 0; done < n;) {
+        size_t len = cu->pinned ? LLM__MIN(n - done, LLM__CU_PINNED_BYTES) : n - done;
+        void *to = cu->pinned ? cu->pinned : (char *)dst + done;
+        cudaError_t r = cudaMemcpyAsync(to, llm__cu_ptr(b, offs + done), len, cudaMemcpyDeviceToHost, cu->stream);
+        if (r == cudaSuccess) r = cudaStreamSynchronize(cu->stream);
+        if (r != cudaSuccess) {
+            llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: download of %zu bytes failed (%s)", n, cudaGetErrorString(r));
+            memset((char *)dst + done, 0, n - done);
+            return;
+        }
+        if (cu->pinned) memcpy((char *)dst + done, cu->pinned, len);
+        done += len;
+    }
+}
+
+// The weight types with kernels (llm__cu_layout): every type the CPU multiplies.
+static enum llm_status llm__cu_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
+                                           const void *data, struct llm__err *e) {
+    struct llm__cu *cu = ctx;
+    int off, len, hdr;
+    const struct llm__type_info *ti = llm__type_info((uint32_t)type);
+    if (!ti || !llm__cu_layout(type, &off, &len, &hdr))
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: weights of type %s are not supported (f32, f16, bf16, q8_0, q4_0, "
+                         "q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
+                         ti ? ti->name : "unknown");
+    size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;
+    enum llm_status st = llm__cu_buf_alloc(cu, &w->buf, n, e);
+    if (st) return st;
+    if (len == 0) {   // float types, as they are
+        llm__cu_upload(cu, &w->buf, 0, data, n);
+    } else {          // quants to the body plane, the rest of each block to the header plane
+        const size_t nb = n / ti->block_bytes, body = nb * (size_t)len;
+        uint8_t *h = malloc(n);
+        if (!h) {
+            llm__cu_buf_free(cu, &w->buf);
+            return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        }
+        const uint8_t *src = data;
+        for (size_t i = 0; i < nb; i++) {
+            const uint8_t *blk = src + i * ti->block_bytes;
+            memcpy(h + i * (size_t)len, blk + off, (size_t)len);
+            memcpy(h + body + i * (size_t)hdr, blk, (size_t)off);
+            memcpy(h + body + i * (size_t)hdr + off, blk + off + len, (size_t)hdr - (size_t)off);
+        }
+        llm__cu_upload(cu, &w->buf, 0, h, n);
+        free(h);
+    }
+    if (cu->err.msg[0]) {
+        llm__cu_buf_free(cu, &w->buf);
+        enum llm_status s = llm__fail(e, cu->err.status, "%s", cu->err.msg);
+        cu->err = (struct llm__err){{0}, LLM_OK};
+        return s;
+    }
+    w->type = type;
+    w->ne0 = ne0;
+    w->ne1 = ne1;
+    w->layout = len ? 1 : 0;
+    return LLM_OK;
+}
+
+static void llm__cu_weight_free(void *ctx, struct llm__weight *w) { llm__cu_buf_free(ctx, &w->buf); }
+
+static struct llm__cu_w llm__cu_wview(const struct llm__weight *w) {
+    int off = 0, len = 0, hdr = 0;
+    llm__cu_layout(w->type, &off, &len, &hdr);
+    const uint8_t *base = w->buf.handle;
+    size_t n = llm__row_bytes(w->type, w->ne0) * (size_t)w->ne1;
+    size_t body = len ? n / llm__type_info((uint32_t)w->type)->block_bytes * (size_t)len : n;
+    return (struct llm__cu_w){base, len ? base + body : NULL, w->type, w->ne0, w->ne1};
+}
+
+static enum llm_status llm__cu_scratch(struct llm__cu *cu, struct llm__buf *b, size_t n, struct llm__err *e) {
+    if (b->handle && b->size >= n) return LLM_OK;
+    if (b->handle) llm__cu_buf_free(cu, b);
+    return llm__cu_buf_alloc(cu, b, n, e);
+}
+
+// Words of the step's arrays: tokens, positions, seq_idx, slot_mapping (n each), out_rows (n_out),
+// the block table (n_seqs x the reserved columns), prefill tiles (2 n).
+static size_t llm__cu_step_words(size_t n, size_t n_out, size_t n_seqs, size_t cols) { return 6 * n + n_out + n_seqs * cols; }
+
+static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape, struct llm__err *e) {
+    struct llm__cu *cu = ctx;
+    if (shape->head_dim > LLM__CU_MAX_HEAD_DIM)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: heads of %d dimensions (at most %d)", shape->head_dim, LLM__CU_MAX_HEAD_DIM);
+    if (shape->n_head_kv < 1 || shape->n_head % shape->n_head_kv)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: %d query heads over %d KV heads", shape->n_head, shape->n_head_kv);
+    cu->bt_stride = LLM__MAX(shape->max_blocks, 1);
+    size_t words = llm__cu_step_words((size_t)shape->max_tokens, (size_t)shape->max_out, (size_t)shape->max_seqs,
+                                      (size_t)cu->bt_stride);
+    int64_t cols = (shape->max_cols + 31) / 32 * 32;
+    // rounded activations: q (max_tokens x cols int8), then dq (a float a 32)
+    cu->act_rows = LLM__MAX(shape->max_tokens, LLM__CU_MATVEC_MAX);
+    enum llm_status st = llm__cu_scratch(cu, &cu->act, (size_t)cu->act_rows * (size_t)cols * 9 / 8, e);
+    if (!st) st = llm__cu_scratch(cu, &cu->part, LLM__CU_PART_BYTES, e);
+    if (!st) st = llm__cu_scratch(cu, &cu->stepbuf, words * 4, e);
+    if (st) return st;
+    cu->act_cols = cols;
+    if (words > cu->host_words) {
+        if (cu->host) cudaFreeHost(cu->host);
+        cu->host = NULL;
+        cu->host_words = 0;
+        if (cudaMallocHost((void **)&cu->host, words * 4) != cudaSuccess)
+            return cudaGetLastError(), llm__fail(e, LLM_ERR_NOMEM, "cuda: no pinned host memory for the step's arrays");
+        cu->host_words = words;
+    }
+    if (!cu->pinned && cudaMallocHost(&cu->pinned, LLM__CU_PINNED_BYTES) != cudaSuccess) {
+        cudaGetLastError();
+        cu->pinned = NULL;   // (downloads then go straight to pageable memory)
+    }
+    if (!cu->recs && !(cu->recs = malloc(sizeof(*cu->recs) * LLM__CU_RECS))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    llm__cu_graphs_clear(cu);   // (their buffers may have moved)
+    return LLM_OK;
+}
+
+// Device memory left for the KV cache: what is free, less a margin for the activations, scratch
+// and graphs allocated after it (512 MiB or 2% of the device, the larger).
+static size_t llm__cu_mem_free(void *ctx) {
+    struct llm__cu *cu = ctx;
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return cudaGetLastError(), 0;
+    size_t margin = LLM__MAX((size_t)512 << 20, tot / 50);
+    (void)cu;
+    return fr > margin ? fr - margin : 0;
+}
+
+// Records kernel k (run at end_step); a step with more records than the array holds launches the
+// ones recorded and then each as it comes.
+static void llm__cu_rec(struct llm__cu *cu, int kernel, const union llm__cu_params *p) {
+    if (cu->err.msg[0]) return;
+    if (!cu->direct && cu->n_recs == LLM__CU_RECS) {
+        cu->direct = true;
+        for (int i = 0; i < cu->n_recs && !cu->err.msg[0]; i++) {
+            int r = llm__cu_launch(cu->recs[i].kernel, &cu->recs[i].p, cu->stream);
+            if (r) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a kernel launch failed (%s)", llm__cu_strerror(r));
+        }
+        cu->n_recs = 0;
+    }
+    if (cu->direct) {
+        int r = llm__cu_launch(kernel, p, cu->stream);
+        if (r) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a kernel launch failed (%s)", llm__cu_strerror(r));
+        return;
+    }
+    cu->recs[cu->n_recs].kernel = kernel;
+    cu->recs[cu->n_recs].p = *p;
+    cu->n_recs++;
+}
+
+static void llm__cu_begin_step(void *ctx, const struct llm__step *step) {
+    struct llm__cu *cu = ctx;
+    cu->step = step;
+    cu->err = (struct llm__err){{0}, LLM_OK};
+    cu->n_recs = 0;
+    cu->direct = false;
+    // block tables at the reserved width (kernels' parameters then stay the same from step to step),
+    // or the step's when wider (a step of fewer sequences than reserved may have longer tables)
+    const int stride = LLM__MAX(cu->bt_stride, step->max_blocks);
+    size_t n = (size_t)step->n_tokens, nbt = (size_t)step->n_seqs * (size_t)stride;
+    size_t words = llm__cu_step_words(n, (size_t)step->n_out, (size_t)step->n_seqs, (size_t)stride);
+    if (!cu->recs || words > cu->host_words || words * 4 > cu->stepbuf.size) {
+        llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a step of %d tokens, %d sequences x %d blocks is larger than the shape "
+                      "reserved", step->n_tokens, step->n_seqs, step->max_blocks);
+        return;
+    }
+    // tokens, positions, seq_idx, slot_mapping, out_rows, block tables (bt_stride columns), tiles
+    int32_t *h = cu->host;
+    const size_t o_pos = n, o_seq = 2 * n, o_slot = 3 * n, o_out = 4 * n, o_bt = 4 * n + (size_t)step->n_out, o_tiles = o_bt + nbt;
+    const int32_t *src[5] = {step->tokens, step->positions, step->seq_idx, step->slot_mapping, step->out_rows};
+    const size_t len[5] = {n, n, n, n, (size_t)step->n_out}, at[5] = {0, o_pos, o_seq, o_slot, o_out};
+    for (int i = 0; i < 5; i++) {
+        if (src[i] && len[i]) memcpy(h + at[i], src[i], len[i] * 4);
+        else memset(h + at[i], 0, len[i] * 4);
+    }
+    for (int s = 0; s < step->n_seqs; s++) {
+        int32_t *row = h + o_bt + (size_t)s * (size_t)stride;
+        memset(row, 0, (size_t)stride * 4);
+        if (step->block_tables) memcpy(row, step->block_tables + (size_t)s * (size_t)step->max_blocks, (size_t)step->max_blocks * 4);
+    }
+    // prefill tiles: runs of tokens of one sequence, cut every LLM__CU_TILE_Q tokens
+    int n_tiles = 0;
+    cu->max_pos = 0;
+    for (size_t i = 0; step->positions && i < n; i++) cu->max_pos = LLM__MAX(cu->max_pos, step->positions[i]);
+    for (size_t i = 0; step->seq_idx && i < n; n_tiles++) {
+        size_t i0 = i;
+        while (i < n && step->seq_idx[i] == step->seq_idx[i0] && i - i0 < LLM__CU_TILE_Q) i++;
+        h[o_tiles + 2 * (size_t)n_tiles] = (int32_t)i0;
+        h[o_tiles + 2 * (size_t)n_tiles + 1] = (int32_t)(i - i0);
+    }
+    const int32_t *d = (const int32_t *)cu->stepbuf.handle;
+    cu->sv = (struct llm__cu_stepv){d, d + o_pos, d + o_seq, d + o_slot, d + o_out, d + o_bt, d + o_tiles, step->n_tokens,
+                                    step->n_out, stride, step->block_size, n_tiles};
+    cudaError_t r = cudaMemcpyAsync(cu->stepbuf.handle, h, (o_tiles + 2 * (size_t)n_tiles) * 4, cudaMemcpyHostToDevice, cu->stream);
+    if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: the step's upload failed (%s)", cudaGetErrorString(r));
+}
+
+static uint64_t llm__cu_hash(const struct llm__cu_rec *recs, int n) {
+    uint64_t h = 1469598103934665603ull;   // FNV-1a over the records' bytes
+    const unsigned char *p = (const unsigned char *)recs;
+    for (size_t i = 0; i < (size_t)n * sizeof(*recs); i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h ^ (uint64_t)n;
+}
+
+// Runs the step's records: as a graph when this step's key has a graph (or is seen the second
+// time: captured now), else kernel by kernel.
+static void llm__cu_run_records(struct llm__cu *cu) {
+    if (cu->err.msg[0] || cu->direct || cu->n_recs == 0) return;
+    cu->steps++;
+    struct llm__cu_graph *g = NULL;
+    if (!cu->graphs_off && cu->step && cu->step->n_tokens <= LLM__CU_GRAPH_TOKENS) {
+        uint64_t key = llm__cu_hash(cu->recs, cu->n_recs);
+        struct llm__cu_graph *lru = &cu->graphs[0];
+        for (int i = 0; i < LLM__CU_GRAPHS && !g; i++) {
+            if (cu->graphs[i].used && cu->graphs[i].key == key) g = &cu->graphs[i];
+            else if (cu->graphs[i].used < lru->used) lru = &cu->graphs[i];
+        }
+        if (!g) {   // first sight: remembered, run without a graph
+            if (lru->exec) cudaGraphExecDestroy(lru->exec);
+            *lru = (struct llm__cu_graph){key, NULL, cu->steps};
+        } else if (!g->exec) {   // second: captured
+            cudaGraph_t graph = NULL;
+            cudaError_t r = cudaStreamBeginCapture(cu->stream, cudaStreamCaptureModeThreadLocal);
+            if (r == cudaSuccess) {
+                for (int i = 0; r == cudaSuccess && i < cu->n_recs; i++)
+                    r = (cudaError_t)llm__cu_launch(cu->recs[i].kernel, &cu->recs[i].p, cu->stream);
+                cudaError_t r2 = cudaStreamEndCapture(cu->stream, &graph);
+                if (r == cudaSuccess) r = r2;
+            }
+            if (r == cudaSuccess) r = cudaGraphInstantiate(&g->exec, graph, 0);
+            if (graph) cudaGraphDestroy(graph);
+            if (r != cudaSuccess) {
+                cudaGetLastError();
+                g->exec = NULL;
+                g->used = 0;
+                g = NULL;   // (run without one)
+            } else {
+                cu->graph_captures++;
+            }
+        }
+        if (g) {
+            g->used = cu->steps;
+            if (g->exec) {
+                cudaError_t r = cudaGraphLaunch(g->exec, cu->stream);
+                if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a graph launch failed (%s)", cudaGetErrorString(r));
+                else cu->graph_hits++;
+                cu->n_recs = 0;
+                return;
+            }
+        }
+    }
+    for (int i = 0; i < cu->n_recs && !cu->err.msg[0]; i++) {
+        int r = llm__cu_launch(cu->recs[i].kernel, &cu->recs[i].p, cu->stream);
+        if (r) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a kernel launch failed (%s)", llm__cu_strerror(r));
+    }
+    cu->n_recs = 0;
+}
+
+static enum llm_status llm__cu_end_step(void *ctx, struct llm__err *e) {
+    struct llm__cu *cu = ctx;
+    llm__cu_run_records(cu);
+    cudaError_t r = cudaStreamSynchronize(cu->stream);
+    if (r == cudaSuccess) r = cudaGetLastError();
+    if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: the step failed (%s)", cudaGetErrorString(r));
+    cu->step = NULL;
+    if (cu->err.msg[0]) return llm__fail(e, cu->err.status ? cu->err.status : LLM_ERR_BACKEND, "%s", cu->err.msg);
+    return LLM_OK;
+}
+
+// Profiling: what is recorded runs now, kernel by kernel, and is waited for.
+static enum llm_status llm__cu_sync(void *ctx, struct llm__err *e) {
+    struct llm__cu *cu = ctx;
+    for (int i = 0; i < cu->n_recs && !cu->err.msg[0]; i++) {
+        int r = llm__cu_launch(cu->recs[i].kernel, &cu->recs[i].p, cu->stream);
+        if (r) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a kernel launch failed (%s)", llm__cu_strerror(r));
+    }
+    cu->n_recs = 0;
+    cu->direct = true;   // (the rest of the step too: a graph of part of a step would not be the step's)
+    cudaError_t r = cudaStreamSynchronize(cu->stream);
+    if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: the step failed (%s)", cudaGetErrorString(r));
+    if (cu->err.msg[0]) return llm__fail(e, cu->err.status ? cu->err.status : LLM_ERR_BACKEND, "%s", cu->err.msg);
+    return LLM_OK;
+}
+
+#define LLM__CU_F(t) ((float *)llm__cu_ptr((t).buf, (t).offs))
+
+static void llm__cu_eltwise_op(struct llm__cu *cu, int op, struct llm__tensor d, struct llm__tensor a, struct llm__tensor b,
+                               float s) {
+    if (d.ne1 <= 0 || d.ne0 <= 0) return;
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    p.eltwise = (struct llm__cu_eltwise){LLM__CU_F(d), LLM__CU_F(a), b.buf ? LLM__CU_F(b) : NULL, d.ne1, d.ne0,
+                                         (int64_t)(d.nb1 / 4), (int64_t)(a.nb1 / 4), b.buf ? (int64_t)(b.nb1 / 4) : 0, op, s};
+    llm__cu_rec(cu, LLM__CU_ELTWISE, &p);
+}
+
+static void llm__cu_add(void *ctx, struct llm__tensor d, struct llm__tensor a, struct llm__tensor b) {
+    llm__cu_eltwise_op(ctx, 0, d, a, b, 0.0f);
+}
+static void llm__cu_silu_mul(void *ctx, struct llm__tensor d, struct llm__tensor g, struct llm__tensor u) {
+    llm__cu_eltwise_op(ctx, 1, d, g, u, 0.0f);
+}
+static void llm__cu_gelu_mul(void *ctx, struct llm__tensor d, struct llm__tensor g, struct llm__tensor u) {
+    llm__cu_eltwise_op(ctx, 2, d, g, u, 0.0f);
+}
+static void llm__cu_scale(void *ctx, struct llm__tensor d, struct llm__tensor x, float s) {
+    struct llm__tensor none = {0};
+    llm__cu_eltwise_op(ctx, 3, d, x, none, s);
+}
+
+static void llm__cu_rmsnorm(void *ctx, struct llm__tensor d, struct llm__tensor x, struct llm__tensor w, float eps) {
+    if (d.ne1 <= 0) return;
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    p.rmsnorm = (struct llm__cu_rmsnorm){LLM__CU_F(d), LLM__CU_F(x), LLM__CU_F(w), d.ne1, d.ne0, (int64_t)(d.nb1 / 4),
+                                         (int64_t)(x.nb1 / 4), eps};
+    llm__cu_rec(ctx, LLM__CU_RMSNORM, &p);
+}
+
+static void llm__cu_rows_op(struct llm__cu *cu, int mode, struct llm__tensor d, const float *src, int64_t ssrc,
+                            const int32_t *idx, const struct llm__weight *w, int64_t rows) {
+    if (rows <= 0 || d.ne0 <= 0) return;
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    p.rows.mode = mode;
+    p.rows.d = LLM__CU_F(d);
+    p.rows.src = src;
+    p.rows.idx = idx;
+    if (w) p.rows.w = llm__cu_wview(w);
+    p.rows.rows = rows;
+    p.rows.cols = d.ne0;
+    p.rows.sd = (int64_t)(d.nb1 / 4);
+    p.rows.ssrc = ssrc;
+    llm__cu_rec(cu, LLM__CU_ROWS, &p);
+}
+
+static void llm__cu_get_rows(void *ctx, struct llm__tensor d, struct llm__tensor src) {
+    struct llm__cu *cu = ctx;
+    if (!cu->step) return;
+    llm__cu_rows_op(cu, 0, d, LLM__CU_F(src), (int64_t)(src.nb1 / 4), cu->sv.out_rows, NULL, cu->step->n_out);
+}
+
+static void llm__cu_gather_cols(void *ctx, struct llm__tensor d, struct llm__tensor x, struct llm__tensor perm) {
+    llm__cu_rows_op(ctx, 1, d, LLM__CU_F(x), (int64_t)(x.nb1 / 4), (const int32_t *)llm__cu_ptr(perm.buf, perm.offs), NULL, x.ne1);
+}
+
+static void llm__cu_embed(void *ctx, struct llm__tensor d, const struct llm__weight *table) {
+    struct llm__cu *cu = ctx;
+    if (!cu->step) return;
+    llm__cu_rows_op(cu, 2, d, NULL, 0, cu->sv.tokens, table, cu->step->n_tokens);
+}
+
+static void llm__cu_rope(void *ctx, struct llm__tensor x, int n_head, int head_dim, const struct llm__rope *r) {
+    struct llm__cu *cu = ctx;
+    if (x.ne1 <= 0 || r->n_rot < 2) return;
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    // (freq_base carries theta_scale = base^(-2 / n_rot), computed here as the CPU backend does)
+    p.rope = (struct llm__cu_rope){LLM__CU_F(x), cu->sv.positions,
+                                   r->freq_factors.buf ? LLM__CU_F(r->freq_factors) : NULL, x.ne1, (int64_t)(x.nb1 / 4),
+                                   n_head, head_dim, r->n_rot, r->neox, powf(r->freq_base, -2.0f / (float)r->n_rot),
+                                   r->freq_scale};
+    llm__cu_rec(cu, LLM__CU_ROPE, &p);
+}
+
+// K/V cache rows are [slot][n_kv] of f16 or f32 (this backend's layout).
+static void llm__cu_kv_store(void *ctx, struct llm__tensor kc, struct llm__tensor vc, struct llm__tensor k, struct llm__tensor v) {
+    struct llm__cu *cu = ctx;
+    if (k.ne1 <= 0) return;
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    p.kv_store = (struct llm__cu_kv_store){llm__cu_ptr(kc.buf, kc.offs), llm__cu_ptr(vc.buf, vc.offs), LLM__CU_F(k), LLM__CU_F(v),
+                                           cu->sv.slot_mapping, k.ne1, k.ne0, (int64_t)(k.nb1 / 4), (int64_t)(v.nb1 / 4),
+                                           kc.type == LLM__TYPE_F16};
+    llm__cu_rec(cu, LLM__CU_KV_STORE, &p);
+}
+
+static void llm__cu_attention(void *ctx, struct llm__tensor out, struct llm__tensor q, struct llm__tensor kc,
+                              struct llm__tensor vc, const struct llm__attn *a) {
+    struct llm__cu *cu = ctx;
+    if (q.ne1 <= 0 || !cu->step) return;
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    struct llm__cu_attn *t = &p.attn;
+    t->out = LLM__CU_F(out);
+    t->q = LLM__CU_F(q);
+    t->kc = llm__cu_ptr(kc.buf, kc.offs);
+    t->vc = llm__cu_ptr(vc.buf, vc.offs);
+    t->part = (float *)cu->part.handle;
+    t->st = cu->sv;
+    t->sq = (int64_t)(q.nb1 / 4);
+    t->so = (int64_t)(out.nb1 / 4);
+    t->n_tok = q.ne1;
+    t->n_head = a->n_head;
+    t->n_head_kv = a->n_head_kv;
+    t->head_dim = a->head_dim;
+    t->f16 = kc.type == LLM__TYPE_F16;
+    t->window = a->window;
+    t->scale = a->scale;
+    t->softcap = a->softcap;
+    t->nsplit = 1;
+    if (cu->sv.n_tiles * 2 <= q.ne1) {
+        llm__cu_rec(cu, LLM__CU_ATTN_PREFILL, &p);
+        return;
+    }
+    // few (head, token) pairs and long contexts: split the keys (flash-decoding)
+    const size_t per_split = (size_t)(a->head_dim + 2) * 4 * (size_t)a->n_head * (size_t)q.ne1;
+    if ((size_t)q.ne1 * (size_t)a->n_head < 4u * (size_t)cu->prop.multiProcessorCount * 8u) {
+        int ctxlen = a->window > 0 ? LLM__MIN(cu->max_pos + 1, a->window) : cu->max_pos + 1;
+        size_t ns = (size_t)LLM__MIN((ctxlen + LLM__CU_SPLIT_KEYS - 1) / LLM__CU_SPLIT_KEYS, LLM__CU_SPLIT_MAX);
+        ns = LLM__MIN(ns, cu->part.size / per_split);
+        t->nsplit = (int)LLM__MAX(ns, (size_t)1);
+    }
+    llm__cu_rec(cu, LLM__CU_ATTN_DECODE, &p);
+    if (t->nsplit > 1) llm__cu_rec(cu, LLM__CU_ATTN_REDUCE, &p);
+}
+
+// Products: per weight, the GEMV for up to LLM__CU_MATVEC_MAX tokens (quantized types: the
+// activations rounded to 8 bits first, once per call) or the GEMM.
+static void llm__cu_matmul(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
+                           const struct llm__tensor *bias, struct llm__tensor x) {
+    struct llm__cu *cu = ctx;
+    assert(n >= 1 && n <= LLM__MAX_MATMUL_WEIGHTS);
+    const int64_t ntok = x.ne1;
+    if (ntok <= 0) return;
+    int rounded = 0;   // the rounding the activations' scratch holds: 0 none, 1 Q8_0, 2 Q8_K
+    for (int j = 0; j < n; j++) {
+        const int64_t K = w[j]->ne0;
+        const bool fl = w[j]->type == LLM__TYPE_F32 || w[j]->type == LLM__TYPE_F16 || w[j]->type == LLM__TYPE_BF16;
+        union llm__cu_params p;
+        memset(&p, 0, sizeof(p));
+        p.matmul.w = llm__cu_wview(w[j]);
+        p.matmul.d = LLM__CU_F(dst[j]);
+        p.matmul.x = LLM__CU_F(x);
+        p.matmul.bias = bias && bias[j].buf ? LLM__CU_F(bias[j]) : NULL;
+        p.matmul.ntok = ntok;
+        p.matmul.sd = (int64_t)(dst[j].nb1 / 4);
+        p.matmul.sx = (int64_t)(x.nb1 / 4);
+        if (!fl) {   // integer products: the activations rounded to 8 bits as the CPU rounds them, once per call
+            if (K > cu->act_cols || ntok > cu->act_rows) {
+                llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a product of %lld tokens x %lld columns is larger than the shape "
+                              "reserved", (long long)ntok, (long long)K);
+                return;
+            }
+            const int mode = llm__type_info((uint32_t)w[j]->type)->vec_dot_type == LLM__TYPE_Q8_K ? 1 : 0;
+            int8_t *q = (int8_t *)cu->act.handle;
+            float *dq = (float *)(q + (size_t)cu->act_rows * (size_t)cu->act_cols);
+            if (rounded != mode + 1) {   // (weights sharing an input and a rounding share it)
+                union llm__cu_params r;
+                memset(&r, 0, sizeof(r));
+                r.quant_act = (struct llm__cu_quant_act){q, dq, LLM__CU_F(x), ntok, K, (int64_t)(x.nb1 / 4), mode};
+                llm__cu_rec(cu, LLM__CU_QUANT_ACT, &r);
+                rounded = mode + 1;
+            }
+            p.matmul.q = q;
+            p.matmul.dq = dq;
+        }
+        if (ntok > LLM__CU_MATVEC_MAX) {
+            llm__cu_rec(cu, LLM__CU_MATMUL, &p);
+            continue;
+        }
+        llm__cu_rec(cu, LLM__CU_MATVEC, &p);
+    }
+}
+
+// Device memory bandwidth as a copy kernel measures it: (bytes read + bytes written) / seconds over
+// 10 copies of up to 1 GiB, after a warm-up copy.
+static enum llm_status llm__cu_bandwidth(void *ctx, double *gbps, struct llm__err *err) {
+    struct llm__cu *cu = ctx;
+    struct llm__err e = {{0}, LLM_OK};
+    struct llm__buf a = {0}, b = {0};
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
+    size_t n = LLM__MIN((size_t)1 << 30, fr / 8) & ~(size_t)255;
+    *gbps = 0;
+    if (n < (1 << 20) || llm__cu_buf_alloc(cu, &a, n, &e) || llm__cu_buf_alloc(cu, &b, n, &e)) {
+        if (a.handle) llm__cu_buf_free(cu, &a);
+        return llm__fail(err, LLM_ERR_NOMEM, "cuda: bandwidth probe: %s", e.msg[0] ? e.msg : "no memory free");
+    }
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    p.copy = (struct llm__cu_copy){b.handle, a.handle, n};
+    cudaEvent_t t0 = NULL, t1 = NULL;
+    cudaError_t r = cudaEventCreate(&t0);
+    if (r == cudaSuccess) r = cudaEventCreate(&t1);
+    if (r == cudaSuccess) r = (cudaError_t)llm__cu_launch(LLM__CU_COPY, &p, cu->stream);
+    if (r == cudaSuccess) r = cudaEventRecord(t0, cu->stream);
+    for (int i = 0; i < 10 && r == cudaSuccess; i++) r = (cudaError_t)llm__cu_launch(LLM__CU_COPY, &p, cu->stream);
+    if (r == cudaSuccess) r = cudaEventRecord(t1, cu->stream);
+    if (r == cudaSuccess) r = cudaEventSynchronize(t1);
+    float ms = 0;
+    if (r == cudaSuccess) r = cudaEventElapsedTime(&ms, t0, t1);
+    if (t0) cudaEventDestroy(t0);
+    if (t1) cudaEventDestroy(t1);
+    llm__cu_buf_free(cu, &a);
+    llm__cu_buf_free(cu, &b);
+    if (r != cudaSuccess) return cudaGetLastError(), llm__fail(err, LLM_ERR_BACKEND, "cuda: bandwidth probe: %s", cudaGetErrorString(r));
+    *gbps = ms > 0 ? 2.0 * (double)n * 10 / (ms / 1e3) / 1e9 : 0;
+    return LLM_OK;
+}
+
+static const char *llm__cu_device_name(void *ctx) { return ((struct llm__cu *)ctx)->name; }
+
+static const struct llm_backend_i llm__cu_iface = {
+    .name = "cuda",
+    .free = llm__cu_free,
+    .buf_alloc = llm__cu_buf_alloc,
+    .buf_free = llm__cu_buf_free,
+    .weight_load = llm__cu_weight_load,
+    .weight_free = llm__cu_weight_free,
+    .upload = llm__cu_upload,
+    .download = llm__cu_download,
+    .reserve = llm__cu_reserve,
+    .mem_free = llm__cu_mem_free,
+    .begin_step = llm__cu_begin_step,
+    .end_step = llm__cu_end_step,
+    .sync = llm__cu_sync,
+    .embed = llm__cu_embed,
+    .rmsnorm = llm__cu_rmsnorm,
+    .matmul = llm__cu_matmul,
+    .rope = llm__cu_rope,
+    .kv_store = llm__cu_kv_store,
+    .attention = llm__cu_attention,
+    .silu_mul = llm__cu_silu_mul,
+    .add = llm__cu_add,
+    .get_rows = llm__cu_get_rows,
+    .gather_cols = llm__cu_gather_cols,
+    .scale = llm__cu_scale,
+    .gelu_mul = llm__cu_gelu_mul,
+    .attention_window = llm__cu_attention,
+    .device_name = llm__cu_device_name,
+    .bandwidth = llm__cu_bandwidth,
+};
+
+// Opens CUDA device `index` (-1: device 0). On failure be holds what was made, for its free.
+static enum llm_status llm__cu_backend_new(struct llm_backend *be, int index, struct llm__err *e) {
+    struct llm__cu *cu = calloc(1, sizeof(*cu));
+    if (!cu) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    be->iface = &llm__cu_iface;
+    be->ctx = cu;
+    int n = 0;
+    cudaError_t r = cudaGetDeviceCount(&n);
+    if (r != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return llm__fail(e, LLM_ERR_BACKEND, "cuda: no CUDA device (%s); use --backend cpu",
+                         r != cudaSuccess ? cudaGetErrorString(r) : "none found");
+    }
+    if (index >= n) return llm__fail(e, LLM_ERR_INVALID_ARG, "cuda: no device %d (there are %d)", index, n);
+    cu->dev = index < 0 ? 0 : index;
+    r = cudaSetDevice(cu->dev);
+    if (r == cudaSuccess) r = cudaGetDeviceProperties(&cu->prop, cu->dev);
+    if (r == cudaSuccess && cu->prop.major < 8) {
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: %s is compute capability %d.%d; this build's kernels need 8.0 or "
+                         "newer (A100, H100, H200, RTX 30xx and later); use --backend vulkan or cpu",
+                         cu->prop.name, cu->prop.major, cu->prop.minor);
+    }
+    if (r == cudaSuccess) r = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking);
+    if (r == cudaSuccess) r = (cudaError_t)llm__cu_setup();
+    if (r != cudaSuccess) {
+        cudaGetLastError();
+        return llm__fail(e, LLM_ERR_BACKEND, "cuda: cannot open device %d (%s)", cu->dev, cudaGetErrorString(r));
+    }
+    snprintf(cu->name, sizeof(cu->name), "%s", cu->prop.name);
+    const char *g = getenv("LLM_CUDA_GRAPHS");
+    cu->graphs_off = g && strcmp(g, "0") == 0;
+    return LLM_OK;
+}

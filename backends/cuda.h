@@ -1,0 +1,162 @@
+// The CUDA backend's two halves meet here: backends/cuda.c (host code, included by llm.c under
+// -DLLM_CUDA, C) fills the backend vtable and decides what runs; backends/cuda.cu (kernels,
+// compiled by nvcc, or as C++ on the CPU emulator of the tests) runs it. Every kernel takes one
+// parameter struct of this header; the host records it and hands it to llm__cu_launch, directly or
+// while a CUDA graph is captured. Plain C types only (C and C++ include this file).
+#ifndef LLM_BACKENDS_CUDA_H
+#define LLM_BACKENDS_CUDA_H
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum llm__cu_kernel {
+    LLM__CU_ELTWISE,      // struct llm__cu_eltwise
+    LLM__CU_RMSNORM,      // struct llm__cu_rmsnorm
+    LLM__CU_ROWS,         // struct llm__cu_rows: get_rows, gather_cols, embed
+    LLM__CU_ROPE,         // struct llm__cu_rope
+    LLM__CU_KV_STORE,     // struct llm__cu_kv_store
+    LLM__CU_QUANT_ACT,    // struct llm__cu_quant_act
+    LLM__CU_MATVEC,       // struct llm__cu_matmul, up to LLM__CU_MATVEC_MAX tokens
+    LLM__CU_MATMUL,       // struct llm__cu_matmul, tensor cores
+    LLM__CU_ATTN_DECODE,  // struct llm__cu_attn
+    LLM__CU_ATTN_REDUCE,  // struct llm__cu_attn
+    LLM__CU_ATTN_PREFILL, // struct llm__cu_attn
+    LLM__CU_COPY,         // struct llm__cu_copy (the bandwidth probe)
+    LLM__CU_N
+};
+
+#define LLM__CU_MATVEC_MAX 8   // tokens up to which products take the GEMV kernel
+#define LLM__CU_TILE_Q 16      // attention prefill: queries per tile
+#define LLM__CU_MAX_HEAD_DIM 256
+
+// A weight as the device holds it. Quantized types are repacked at load into two planes so that
+// quants are read with aligned 128-bit loads: `body` holds each block's quants (llm__cu_layout:
+// a contiguous run of the block, a multiple of 16 bytes), block after block, row after row;
+// `hdr` the rest of each block (scales, mins, high bits), in the block's order, hdr_len bytes a
+// block. F32 / F16 / BF16 rows are kept as they are (body; hdr NULL).
+struct llm__cu_w {
+    const uint8_t *body, *hdr;
+    int type;
+    int64_t K, N;       // columns (inputs), rows (outputs)
+};
+
+// The step's arrays on the device (int32 each), valid for the kernels of one step.
+struct llm__cu_stepv {
+    const int32_t *tokens, *positions, *seq_idx, *slot_mapping, *out_rows, *block_tables, *tiles;
+    int32_t n_tokens, n_out, bt_stride, block_size, n_tiles;
+};
+
+// d = op(a, b) row by row: 0 add, 1 silu(a) * b, 2 gelu(a) * b, 3 a * s
+struct llm__cu_eltwise {
+    float *d;
+    const float *a, *b;
+    int64_t rows, cols, sd, sa, sb;   // strides in floats
+    int op;
+    float s;
+};
+
+struct llm__cu_rmsnorm {
+    float *d;
+    const float *x, *w;
+    int64_t rows, cols, sd, sx;
+    float eps;
+};
+
+// d[i] = row idx[i] of src (mode 0: get_rows, f32 src, idx = out_rows, n = n_out rows; mode 2:
+// embed, a weight table w, idx = tokens) or d[i][k] = x[i][perm[k]] (mode 1: gather_cols)
+struct llm__cu_rows {
+    int mode;
+    float *d;
+    const float *src;
+    const int32_t *idx;
+    struct llm__cu_w w;
+    int64_t rows, cols, sd, ssrc;
+};
+
+struct llm__cu_rope {
+    float *x;
+    const int32_t *positions;
+    const float *freq_factors;   // n_rot / 2 or NULL
+    int64_t rows, sx;
+    int n_head, head_dim, n_rot, neox;
+    float freq_base, freq_scale;   // (freq_base: theta_scale = base^(-2 / n_rot), the host's)
+};
+
+struct llm__cu_kv_store {
+    void *kc, *vc;               // rows of n_kv values (f16 or f32), slot after slot
+    const float *k, *v;
+    const int32_t *slots;
+    int64_t rows, n_kv, sk, sv;
+    int f16;
+};
+
+// Activations rounded to 8 bits for the integer products: per row of K, K int8 quants (q) and
+// K / 32 float scales (dq), x = dq[j / 32] * q[j].
+struct llm__cu_quant_act {
+    int8_t *q;
+    float *dq;
+    const float *x;
+    int64_t rows, K, sx;
+    int mode;   // 0: as Q8_0 (blocks of 32), 1: as Q8_K (blocks of 256)
+};
+
+// dst[t][n] = sum_k w[n][k] x[t][k] (+ bias[n]) for t < ntok. Integer types take the rounded
+// activations (q, dq: llm__cu_quant_act's layout); float types and the tensor-core GEMM take x.
+struct llm__cu_matmul {
+    struct llm__cu_w w;
+    float *d;
+    const float *x, *bias;
+    const int8_t *q;
+    const float *dq;
+    int64_t ntok, sd, sx;
+};
+
+// Paged attention of n_tok queries (rows of q, n_head heads of head_dim) over the cache (rows of
+// n_head_kv * head_dim per slot), as struct llm__attn says; decode splits each query's keys into
+// nsplit parts (partial results in part: per (token, head, split) head_dim sums, max, sum) that
+// ATTN_REDUCE combines.
+struct llm__cu_attn {
+    float *out;
+    const float *q;
+    const void *kc, *vc;
+    float *part;
+    struct llm__cu_stepv st;
+    int64_t sq, so, n_tok;
+    int n_head, n_head_kv, head_dim, f16, nsplit, window;
+    float scale, softcap;
+};
+
+struct llm__cu_copy {
+    void *dst;
+    const void *src;
+    size_t n;   // bytes, a multiple of 16
+};
+
+union llm__cu_params {
+    struct llm__cu_eltwise eltwise;
+    struct llm__cu_rmsnorm rmsnorm;
+    struct llm__cu_rows rows;
+    struct llm__cu_rope rope;
+    struct llm__cu_kv_store kv_store;
+    struct llm__cu_quant_act quant_act;
+    struct llm__cu_matmul matmul;
+    struct llm__cu_attn attn;
+    struct llm__cu_copy copy;
+};
+
+// Where a quantized type's quants lie in its block (the body plane), and the header's length; 0
+// when the type has no kernels (llm__cu_layout returns 0) or is a float type (returns 1, body_len
+// 0: kept as it is).
+int llm__cu_layout(int type, int *body_off, int *body_len, int *hdr_len);
+// Launches kernel `kernel` with its parameters on `stream` (a cudaStream_t); the launch's error
+// code (cudaError_t; 0: none).
+int llm__cu_launch(int kernel, const union llm__cu_params *p, void *stream);
+// Once per process, before the first launch: per-kernel settings (shared memory beyond 48 KB).
+int llm__cu_setup(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,94 @@
+#!/bin/sh
+# The CUDA backend on an NVIDIA GPU, in one run: builds with CUDA=1 (unless build/cuda is there
+# already), runs test_cuda (every kernel against the CPU backend, whole models, graphs, the real
+# models' goldens), then measures on a model shape with random weights made here by the generator:
+# decode (tg128) at batch 1 and its share of the copy bandwidth (llm bench measures it with a copy
+# kernel in the same run), prefill of a 2048-token prompt (pp2048) and its TFLOP/s, and serving
+# throughput at 64 and 256 concurrent requests of 128 + 128 tokens. With LLAMA_BENCH (a
+# llama-bench built with -DGGML_CUDA=ON, e.g. by LLAMA_SRC=<llama.cpp source> below) the same
+# files on llama.cpp in the same run: its tg128 / pp2048 and our ratios.
+#
+#   sh bench/cuda.sh                                  llama-2-7b at f16, q8_0, q4_0, q4_k
+#   SHAPE=tiny TYPES=q4_0 REPS=2 TEST=0 sh bench/cuda.sh    a quick run
+#   LLAMA_SRC=path/to/llama.cpp sh bench/cuda.sh      also builds llama.cpp's CUDA llama-bench
+#                                                     (in the background, from the start)
+#
+# PEAK_TFLOPS (the device's dense f16 tensor-core peak from its data sheet; H200 SXM: 989) adds
+# prefill's share of it. Results: build/bench/cuda-*.json and Markdown tables on stdout.
+set -eu
+SHAPE=${SHAPE:-llama-2-7b}
+TYPES=${TYPES:-"f16 q8_0 q4_0 q4_k"}
+REPS=${REPS:-3}
+DEVICE=${DEVICE:-0}
+TEST=${TEST:-1}
+PEAK=${PEAK_TFLOPS:-0}
+mkdir -p build/models build/bench
+J=$(nproc 2>/dev/null || echo 4)
+if [ -n "${LLAMA_SRC:-}" ] && [ -z "${LLAMA_BENCH:-}" ]; then   # llama.cpp's CUDA build, beside ours
+    ( cmake -S "$LLAMA_SRC" -B build/llama-cuda -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF \
+          -DCMAKE_BUILD_TYPE=Release >build/bench/llama-cuda-build.log 2>&1 &&
+      cmake --build build/llama-cuda -j "$J" --target llama-bench >>build/bench/llama-cuda-build.log 2>&1 ) &
+    llama_pid=$!
+    LLAMA_BENCH=build/llama-cuda/bin/llama-bench
+fi
+[ -x build/cuda/llm ] || make -s -j "$J" CUDA=1 build/cuda/llm
+[ -x build/gen_model ] || make -s -j "$J" build/gen_model
+LLM=build/cuda/llm
+$LLM info --devices
+if [ "$TEST" = 1 ]; then
+    [ -x build/cuda/tests/test_cuda ] || make -s -j "$J" CUDA=1 build/cuda/tests/test_cuda
+    build/cuda/tests/test_cuda > build/bench/test_cuda.log 2>&1 || true
+    grep -E '^(FAIL|SKIP)' build/bench/test_cuda.log | head -40 || true
+    tail -n 1 build/bench/test_cuda.log
+fi
+for t in $TYPES; do
+    m=build/models/bench-$SHAPE-$t.gguf
+    [ -f "$m" ] || build/gen_model --shape "$SHAPE" --type "$t" --vocab synthetic:32000 --seed 1 -o "$m"
+done
+field() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p"; }
+echo
+echo "| $SHAPE | decode tg128 | copy bandwidth | share of it | prefill pp2048 | TFLOP/s |"
+echo "|---|---:|---:|---:|---:|---:|"
+for t in $TYPES; do
+    m=build/models/bench-$SHAPE-$t.gguf
+    j=$($LLM bench -m "$m" --backend cuda --device "$DEVICE" -p 2048 -n 128 -r "$REPS" --json)
+    echo "$j" > "build/bench/cuda-$SHAPE-$t.json"
+    echo "$j" | awk -v t="$t" -v peak="$PEAK" '{
+        match($0, /"pp_tps":[0-9.]+/); pp = substr($0, RSTART + 9, RLENGTH - 9);
+        match($0, /"tg_tps":[0-9.]+/); tg = substr($0, RSTART + 9, RLENGTH - 9);
+        match($0, /"bytes_per_token":[0-9]+/); bpt = substr($0, RSTART + 18, RLENGTH - 18);
+        match($0, /"copy_gbps":[0-9.]+/); bw = substr($0, RSTART + 12, RLENGTH - 12);
+        bpw = 4; if (t == "f16") bpw = 2; if (t == "q4_0" || t == "q4_k") bpw = 0.5625; if (t == "q8_0") bpw = 1.0625;
+        tf = 2 * bpt / bpw * pp / 1e12;   # 2 flops per weight per token
+        roof = 0; if (bw > 0) roof = 100 * bpt * tg / 1e9 / bw;
+        share = ""; if (peak > 0) share = sprintf(" (%.0f%% of %s)", 100 * tf / peak, peak);
+        printf "| %s | %.1f t/s | %.0f GB/s | %.0f%% | %.0f t/s | %.1f%s |\n", t, tg, bw, roof, pp, tf, share }'
+done
+echo
+echo "| $SHAPE serving, 128 + 128 tokens | 64 requests | 256 requests |"
+echo "|---|---:|---:|"
+for t in $TYPES; do
+    m=build/models/bench-$SHAPE-$t.gguf
+    row="| $t"
+    for n in 64 256; do
+        j=$($LLM bench -m "$m" --backend cuda --device "$DEVICE" --num-prompts "$n" --input-len 128 --output-len 128 \
+            --max-num-seqs "$n" --json)
+        echo "$j" > "build/bench/cuda-serve-$SHAPE-$t-$n.json"
+        row="$row | $(field "$j" output_tps) t/s"
+    done
+    echo "$row |"
+done
+if [ -n "${LLAMA_BENCH:-}" ]; then
+    [ -n "${llama_pid:-}" ] && { wait "$llama_pid" || { tail -n 20 build/bench/llama-cuda-build.log; exit 1; }; }
+    echo
+    echo "| $SHAPE, llama.cpp CUDA (llama-bench -fa 1) | tg128 | pp2048 | ours / llama.cpp: tg | pp |"
+    echo "|---|---:|---:|---:|---:|"
+    for t in $TYPES; do
+        m=build/models/bench-$SHAPE-$t.gguf
+        out=$("$LLAMA_BENCH" -m "$m" -p 2048 -n 128 -r "$REPS" -ngl 99 -fa 1 -o csv 2>/dev/null)
+        pp=$(echo "$out" | awk -F, 'NR > 1 && $0 ~ /2048,0/ { gsub(/"/, ""); print $(NF - 1) }' | tail -n 1)
+        tg=$(echo "$out" | awk -F, 'NR > 1 && $0 ~ /,0,128,/ { gsub(/"/, ""); print $(NF - 1) }' | tail -n 1)
+        ours=$(cat "build/bench/cuda-$SHAPE-$t.json")
+        echo "| $t | ${tg:-?} t/s | ${pp:-?} t/s | $(awk -v a="$(field "$ours" tg_tps)" -v b="${tg:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b }') | $(awk -v a="$(field "$ours" pp_tps)" -v b="${pp:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b }') |"
+    done
+fi

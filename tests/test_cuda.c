@@ -1,0 +1,192 @@
+// The CUDA backend's ops against the CPU backend on random inputs (normalised mean squared error,
+// as ggml's test-backend-ops), for several shapes, at odd offsets and padded strides; whole
+// models, the scheduler's features, the real models (tests/gpu_tests.h, shared with test_vulkan);
+// and what is CUDA's own: the device list, decode steps replayed as CUDA graphs giving the logits
+// of steps launched kernel by kernel, memory errors. On a GPU with make CUDA=1 test-cuda; on the
+// CPU emulator of a CUDA device (tests/cuda_emu/) with make CUDA_EMU=1 test-cuda, where the real
+// models are left out (minutes each there). Prints SKIP when the build has no CUDA or there is no
+// device.
+#include "../llm.c"
+#include "test.h"
+#include "json.h"
+
+#ifdef LLM_CUDA
+#define GPU_NAME "cuda"
+#define GPU_LABEL "CUDA"
+#define GPU_KIND LLM_BACKEND_CUDA
+#include "gpu_tests.h"
+
+// llm_list_devices gives the devices the runtime counts, in its order, with what llm info shows.
+static void test_device_list(void) {
+    int n = 0;
+    cudaGetDeviceCount(&n);
+    struct llm_device devs[16];
+    char err[256] = "";
+    int got = llm_list_devices(devs, 16, err, sizeof(err)), cuda = 0;
+    for (int i = 0; i < got; i++) {
+        if (devs[i].backend != LLM_BACKEND_CUDA) continue;
+        struct cudaDeviceProp p;
+        cudaGetDeviceProperties(&p, devs[i].index);
+        char cc[8];
+        snprintf(cc, sizeof(cc), "%d.%d", p.major, p.minor);
+        EXPECT(devs[i].index == cuda && !strcmp(devs[i].name, p.name) && devs[i].memory_bytes == p.totalGlobalMem &&
+               devs[i].compute_units == p.multiProcessorCount && !strcmp(devs[i].compute_capability, cc),
+               "device %d: '%s' %zu bytes, %d SMs, %s (the runtime: '%s', %zu, %d, %s)", devs[i].index, devs[i].name,
+               devs[i].memory_bytes, devs[i].compute_units, devs[i].compute_capability, p.name, p.totalGlobalMem,
+               p.multiProcessorCount, cc);
+        cuda++;
+    }
+    EXPECT(cuda == n, "llm_list_devices: %d CUDA devices, the runtime has %d (%s)", cuda, n, err);
+    struct llm_backend bad = {0};
+    struct llm__err e = {{0}, LLM_OK};
+    EXPECT(llm__cu_backend_new(&bad, n + 3, &e) == LLM_ERR_INVALID_ARG && strstr(e.msg, "no device"), "device %d: %s", n + 3, e.msg);
+    if (bad.iface) bad.iface->free(bad.ctx);
+}
+
+// Decode steps as CUDA graphs: the same sequence decoded twice, with graphs and with every step's
+// kernels launched one by one, gives the same logits, and the first engine replayed graphs (a
+// step's graph is captured the second time its shape comes, then replayed).
+static void test_graphs(const char *name) {
+    char path[512];
+    if (!model_path(name, path, sizeof(path))) return;
+    llm_engine *G[2] = {open_engine(path, GPU_NAME), open_engine(path, GPU_NAME)};
+    if (!G[0] || !G[1]) { llm_engine_free(G[0]); llm_engine_free(G[1]); return; }
+    ((struct llm__cu *)G[1]->be.ctx)->graphs_off = true;
+    const int nv = G[0]->model.n_vocab, n = 12;
+    float *lg[2] = {malloc(sizeof(float) * (size_t)nv * n), malloc(sizeof(float) * (size_t)nv * n)};
+    int32_t toks[12] = {1, 300, 17, 3000, 42, 8, 99, 1234, 7, 5, 600, 21};
+    for (int k = 0; k < 2; k++) {
+        int s = llm_seq_new(G[k]);
+        EXPECT(llm_seq_eval(G[k], s, toks, 4, lg[k], 1) == LLM_OK, "eval: %s", llm_last_error(G[k]));
+        for (int i = 4; i < n; i++)   // one token a step: steps of one shape
+            EXPECT(llm_seq_eval(G[k], s, &toks[i], 1, lg[k] + (size_t)i * nv, 0) == LLM_OK, "eval: %s", llm_last_error(G[k]));
+    }
+    const struct llm__cu *a = G[0]->be.ctx, *b = G[1]->be.ctx;
+    double err = nmse(lg[0] + 4 * (size_t)nv, lg[1] + 4 * (size_t)nv, (size_t)nv * (n - 4));
+    EXPECT(err == 0.0, "%s: decode logits with graphs differ from without (NMSE %.3g)", name, err);
+    EXPECT(a->graph_captures >= 1 && a->graph_hits >= 5 && b->graph_hits == 0, "%s: %lld graphs captured, %lld replayed "
+           "(without: %lld)", name, a->graph_captures, a->graph_hits, b->graph_hits);
+    printf("  graphs: %s, 8 decode steps: %lld captured, %lld replayed; logits the same as without graphs\n", name,
+           a->graph_captures, a->graph_hits);
+    free(lg[0]);
+    free(lg[1]);
+    llm_engine_free(G[0]);
+    llm_engine_free(G[1]);
+}
+
+// The KV cache from --gpu-memory-utilization: a larger fraction gives a larger cache, within what
+// the device has free.
+static void test_utilization(const char *name) {
+    char path[512], err[512];
+    if (!model_path(name, path, sizeof(path))) return;
+    size_t got[2] = {0, 0};
+    const float util[2] = {0.1f, 0.3f};
+    for (int k = 0; k < 2; k++) {
+        struct llm_engine_params p = llm_engine_params_default();
+        p.model_path = path;
+        p.backend = GPU_KIND;
+        p.gpu_memory_utilization = util[k];
+        llm_engine *E = llm_engine_create(&p, err, sizeof(err));
+        EXPECT(E != NULL, "--gpu-memory-utilization %.1f: %s", util[k], err);
+        if (!E) return;
+        struct llm_engine_info ei;
+        llm_get_engine_info(E, &ei);
+        got[k] = ei.kv_cache_bytes;
+        llm_engine_free(E);
+    }
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
+    EXPECT(got[1] > 2 * got[0] && got[1] < fr, "KV caches of %zu and %zu bytes for 0.1 and 0.3 (%zu free)", got[0], got[1], fr);
+    printf("  --gpu-memory-utilization 0.1 / 0.3: KV caches of %.2f / %.2f GiB\n", (double)got[0] / (1 << 30),
+           (double)got[1] / (1 << 30));
+}
+#endif
+
+int main(void) {
+#ifndef LLM_CUDA
+    SKIP("built without CUDA (make CUDA=1 test-cuda on a GPU; make CUDA_EMU=1 test-cuda on the CPU emulator)");
+#else
+    struct llm__err e = {{0}, LLM_OK};
+    struct llm_device devs[16];
+    int n = llm__cu_list_devices(devs, 16, &e);
+    for (int i = 0; i < n && i < 16; i++)
+        printf("  device %d: %s, %.1f GiB, %d SMs, compute capability %s\n", devs[i].index, devs[i].name,
+               (double)devs[i].memory_bytes / (1 << 30), devs[i].compute_units, devs[i].compute_capability);
+    if (n <= 0) {
+        SKIP("no CUDA device: %s", n < 0 ? e.msg : "none found (make CUDA_EMU=1 test-cuda runs these tests on the CPU)");
+        return test_summary("test_cuda");
+    }
+#ifdef LLM_CUDA_EMU_RUNTIME_H
+    const bool emulated = true;
+#else
+    const bool emulated = false;
+#define llm_emu_set_memory(n) ((void)(n))
+#endif
+    if (emulated) llm_emu_set_memory((size_t)4 << 30);   // (caches sized from it are filled on the host)
+    struct llm_backend gpu = {0}, cpu = {0};
+    EXPECT(llm__cu_backend_new(&gpu, -1, &e) == LLM_OK, "cuda backend: %s", e.msg);
+    EXPECT(llm__cpu_backend_new(&cpu, 2, -1, &e) == LLM_OK, "cpu backend: %s", e.msg);
+    if (gpu.iface && cpu.iface && !e.msg[0]) {
+        // covers every test: 512 tokens a step, rows of up to 16640, 4 query heads per KV head of 128
+        struct llm__shape shape = {.max_tokens = 512, .max_out = 512, .max_seqs = 4, .max_blocks = 128, .max_cols = 16640,
+                                   .n_head = 8, .n_head_kv = 2, .head_dim = 128, .block_size = 16};
+        EXPECT(gpu.iface->reserve(gpu.ctx, &shape, &e) == LLM_OK, "cuda reserve: %s", e.msg);
+        EXPECT(cpu.iface->reserve(cpu.ctx, &shape, &e) == LLM_OK, "cpu reserve: %s", e.msg);
+        test_ops(&gpu, &cpu);
+        test_gather_cols(&gpu, &cpu);
+        test_rows(&gpu, &cpu);
+        test_matmul(&gpu, &cpu);
+        test_rope(&gpu, &cpu);
+        test_attention(&gpu, &cpu);
+        test_step_limits(&gpu);
+    }
+    test_device_list();
+    test_bandwidth("tiny-f32");
+    test_profiling("tiny-q4_k");
+    test_graphs("tiny-q4_0");
+    test_graphs("tiny-llama3-f32");
+    test_utilization("tiny-f32");
+    // Whole models, bounds as test_vulkan's (see there). On the emulator (about 10 s a model) one
+    // of each kind of product and architecture; every op and weight type is tested above.
+    static const struct { const char *name; double tol; bool emu; } models[] = {
+        {"tiny-f32", 1e-3, true},         {"tiny-f16", 1e-2, true},        {"tiny-bf16", 4e-2, true},
+        {"tiny-q8_0", 0.15, false},       {"tiny-q4_0", 0.15, true},       {"tiny-q4_k", 0.15, true},
+        {"tiny-q5_k", 0.15, false},       {"tiny-q6_k", 0.15, false},      {"tiny-q4_k_m", 0.15, false},
+        {"tiny-iq4_xs", 0.15, false},     {"nano-k-q3_k", 0.15, false},    {"nano-k-q2_k", 0.15, false},
+        {"nano-k-iq4_xs", 0.15, false},   {"tiny-q4_1", 0.15, true},       {"tiny-q5_0", 0.15, false},
+        {"tiny-q5_1", 0.15, false},       {"tiny-iq4_nl", 0.15, false},    {"tiny-576-q4_k_m", 0.15, true},
+        {"tiny-qwen2-f32", 1e-3, true},   {"tiny-qwen2-q4_k", 0.15, false}, {"tiny-llama3-f32", 1e-3, true},
+        {"tiny-llama3-f16", 1e-2, false}, {"tiny-llama3-q6_k", 0.15, false}, {"tiny-qwen3-f32", 1e-3, true},
+        {"tiny-phi3-q4_0", 0.15, true},   {"tiny-gemma3-f32", 1e-2, true}, {"tiny-gemma2-f32", 1e-2, false},
+        {"tiny-gemma2-q8_0", 0.15, true}, {"hf/tiny-qwen3-awq", 0.15, true}, {"hf/tiny-phi3-gptq", 0.15, true},
+        {"hf/tiny-gemma2-gptq8", 0.15, false},
+    };
+    int left = 0;
+    for (size_t i = 0; i < LLM__ARRAY_LEN(models); i++) {
+        if (emulated && !models[i].emu) { left++; continue; }
+        test_model(models[i].name, models[i].tol);
+        if (!strcmp(models[i].name, "tiny-llama3-f32")) test_serving("tiny-llama3-f32");
+    }
+    if (left) printf("  (%d of the %zu tiny models left out on the emulator: they run on a GPU)\n", left, LLM__ARRAY_LEN(models));
+    // The real models: all 18 goldens on a GPU; none on the emulator (minutes a golden there)
+    static const char *const prompts[] = {"prose", "chat", "code_py", "chinese", "code_c", "french", "list", "math", "recipe"};
+    if (emulated) {
+        printf("  (the real models' goldens are left out on the emulator: they run on a GPU)\n");
+    } else {
+        for (int mi = 0; mi < 2; mi++)
+            for (size_t pi = 0; pi < LLM__ARRAY_LEN(prompts); pi++) {
+                char name[64];
+                snprintf(name, sizeof(name), "%s.%s", mi ? "gemma3" : "smollm2", prompts[pi]);
+                test_real(name, 1.75, 27);
+            }
+    }
+    if (gpu.iface) {
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        test_memory("tiny-f32", tot);
+        gpu.iface->free(gpu.ctx);
+    }
+    if (cpu.iface) cpu.iface->free(cpu.ctx);
+#endif
+    return test_summary("test_cuda");
+}
