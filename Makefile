@@ -64,7 +64,8 @@ LDLIBS   += -lvulkan
 endif
 
 # make CUDA=1: the CUDA backend (backends/cuda.c in the engine; the kernels of backends/cuda.cu
-# compiled by nvcc for CUDA_ARCHS, default sm_80 (A100) and sm_90 (H100/H200)), linked with the
+# compiled by nvcc for CUDA_ARCHS, default sm_80 (A100) and sm_90 (H100/H200), plus the last one's
+# PTX for newer GPUs to compile at load), linked with the
 # CUDA runtime, statically (no libcudart at run time; the driver, libcuda, is loaded by it).
 # make CUDA_EMU=1: the same backend on the tests' CPU emulator of a CUDA device (tests/cuda_emu/:
 # the kernels compiled by the C++ compiler and run block by block on the CPU), so that every
@@ -251,6 +252,7 @@ ifeq ($(CUDA),1)
 	@command -v $(NVCC) >/dev/null 2>&1 || { echo "make CUDA=1: $(NVCC) was not found: install NVIDIA's CUDA" \
 	    "toolkit (12 or newer) and put nvcc on PATH, or give NVCC=/path/to/nvcc" >&2; exit 1; }
 	$(NVCC) -std=c++17 $(NVCCFLAGS) $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+	    -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS)) \
 	    -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror -Werror all-warnings -Ibackends -c -o $@ $<
 else
 	$(CXX) -std=c++17 $(CXXFLAGS) -fPIC -fvisibility=hidden -Wall -Wextra -Werror -include tests/cuda_emu/emu.h \

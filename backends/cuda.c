@@ -26,6 +26,13 @@
 #include <cuda_runtime_api.h>
 #include "cuda.h"
 
+// (the kernels' parameters are hashed as bytes: no padding in them; see backends/cuda.h)
+_Static_assert(sizeof(struct llm__cu_w) == 40 && sizeof(struct llm__cu_stepv) == 80 && sizeof(struct llm__cu_rmsnorm) == 64 &&
+               sizeof(struct llm__cu_rows) == 104 && sizeof(struct llm__cu_kv_store) == 80 &&
+               sizeof(struct llm__cu_quant_act) == 56 && sizeof(struct llm__cu_attn) == 176 &&
+               sizeof(struct llm__cu_eltwise) == 72 && sizeof(struct llm__cu_rope) == 64 && sizeof(struct llm__cu_matmul) == 104,
+               "padding in a kernel's parameters");
+
 #define LLM__CU_GRAPHS 16            // graphs kept (least recently used replaced)
 #define LLM__CU_GRAPH_TOKENS 512     // steps of more tokens run without graphs (prefill: launches are a sliver)
 #define LLM__CU_RECS 16384           // records a step at most; beyond, the step's kernels launch directly
@@ -74,6 +81,10 @@ struct llm__cu {
 };
 
 static const char *llm__cu_strerror(int code) { return cudaGetErrorString((cudaError_t)code); }
+
+// The runtime's current device is per thread: every entry that touches the device makes it this
+// backend's first (engines on different devices may be driven from one thread).
+static void llm__cu_here(const struct llm__cu *cu) { cudaSetDevice(cu->dev); }
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -129,6 +140,7 @@ static void llm__cu_graphs_clear(struct llm__cu *cu) {
 static void llm__cu_free(void *ctx) {
     struct llm__cu *cu = ctx;
     if (!cu) return;
+    llm__cu_here(cu);
     if (cu->stream) {
         cudaStreamSynchronize(cu->stream);
         llm__cu_graphs_clear(cu);
@@ -145,6 +157,7 @@ static void llm__cu_free(void *ctx) {
 
 static enum llm_status llm__cu_buf_alloc(void *ctx, struct llm__buf *b, size_t size, struct llm__err *e) {
     struct llm__cu *cu = ctx;
+    llm__cu_here(cu);
     memset(b, 0, sizeof(*b));
     void *p = NULL;
     // (rounded up to 16 bytes: kernels read 16 bytes at a time)
@@ -179,6 +192,7 @@ static inline char *llm__cu_ptr(const struct llm__buf *b, size_t offs) { return 
 // (on the backend's stream, which does not wait for the legacy default stream's copies)
 static void llm__cu_upload(void *ctx, struct llm__buf *b, size_t offs, const void *src, size_t n) {
     struct llm__cu *cu = ctx;
+    llm__cu_here(cu);
     cudaError_t r = cudaMemcpyAsync(llm__cu_ptr(b, offs), src, n, cudaMemcpyHostToDevice, cu->stream);
     if (r == cudaSuccess) r = cudaStreamSynchronize(cu->stream);
     if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: upload of %zu bytes failed (%s)", n, cudaGetErrorString(r));
@@ -188,6 +202,7 @@ static void llm__cu_upload(void *ctx, struct llm__buf *b, size_t offs, const voi
 // by the driver anyway, at a lower rate), in pieces of its size.
 static void llm__cu_download(void *ctx, const struct llm__buf *b, size_t offs, void *dst, size_t n) {
     struct llm__cu *cu = ctx;
+    llm__cu_here(cu);
     for (size_t done = 0; done < n;) {
         size_t len = cu->pinned ? LLM__MIN(n - done, LLM__CU_PINNED_BYTES) : n - done;
         void *to = cu->pinned ? cu->pinned : (char *)dst + done;
@@ -256,7 +271,7 @@ static struct llm__cu_w llm__cu_wview(const struct llm__weight *w) {
     const uint8_t *base = w->buf.handle;
     size_t n = llm__row_bytes(w->type, w->ne0) * (size_t)w->ne1;
     size_t body = len ? n / llm__type_info((uint32_t)w->type)->block_bytes * (size_t)len : n;
-    return (struct llm__cu_w){base, len ? base + body : NULL, w->type, w->ne0, w->ne1};
+    return (struct llm__cu_w){base, len ? base + body : NULL, w->ne0, w->ne1, w->type, 0};
 }
 
 static enum llm_status llm__cu_scratch(struct llm__cu *cu, struct llm__buf *b, size_t n, struct llm__err *e) {
@@ -271,6 +286,7 @@ static size_t llm__cu_step_words(size_t n, size_t n_out, size_t n_seqs, size_t c
 
 static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape, struct llm__err *e) {
     struct llm__cu *cu = ctx;
+    llm__cu_here(cu);
     if (shape->head_dim > LLM__CU_MAX_HEAD_DIM)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: heads of %d dimensions (at most %d)", shape->head_dim, LLM__CU_MAX_HEAD_DIM);
     if (shape->n_head_kv < 1 || shape->n_head % shape->n_head_kv)
@@ -307,10 +323,10 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
 // and graphs allocated after it (512 MiB or 2% of the device, the larger).
 static size_t llm__cu_mem_free(void *ctx) {
     struct llm__cu *cu = ctx;
+    llm__cu_here(cu);
     size_t fr = 0, tot = 0;
     if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return cudaGetLastError(), 0;
     size_t margin = LLM__MAX((size_t)512 << 20, tot / 50);
-    (void)cu;
     return fr > margin ? fr - margin : 0;
 }
 
@@ -338,8 +354,8 @@ static void llm__cu_rec(struct llm__cu *cu, int kernel, const union llm__cu_para
 
 static void llm__cu_begin_step(void *ctx, const struct llm__step *step) {
     struct llm__cu *cu = ctx;
-    cu->step = step;
-    cu->err = (struct llm__err){{0}, LLM_OK};
+    llm__cu_here(cu);
+    cu->step = step;   // (cu->err may hold a failed copy since the last step: end_step reports it)
     cu->n_recs = 0;
     cu->direct = false;
     // block tables at the reserved width (kernels' parameters then stay the same from step to step),
@@ -378,7 +394,7 @@ static void llm__cu_begin_step(void *ctx, const struct llm__step *step) {
     }
     const int32_t *d = (const int32_t *)cu->stepbuf.handle;
     cu->sv = (struct llm__cu_stepv){d, d + o_pos, d + o_seq, d + o_slot, d + o_out, d + o_bt, d + o_tiles, step->n_tokens,
-                                    step->n_out, stride, step->block_size, n_tiles};
+                                    step->n_out, stride, step->block_size, n_tiles, 0};
     cudaError_t r = cudaMemcpyAsync(cu->stepbuf.handle, h, (o_tiles + 2 * (size_t)n_tiles) * 4, cudaMemcpyHostToDevice, cu->stream);
     if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: the step's upload failed (%s)", cudaGetErrorString(r));
 }
@@ -446,18 +462,24 @@ static void llm__cu_run_records(struct llm__cu *cu) {
 
 static enum llm_status llm__cu_end_step(void *ctx, struct llm__err *e) {
     struct llm__cu *cu = ctx;
+    llm__cu_here(cu);
     llm__cu_run_records(cu);
     cudaError_t r = cudaStreamSynchronize(cu->stream);
     if (r == cudaSuccess) r = cudaGetLastError();
     if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: the step failed (%s)", cudaGetErrorString(r));
     cu->step = NULL;
-    if (cu->err.msg[0]) return llm__fail(e, cu->err.status ? cu->err.status : LLM_ERR_BACKEND, "%s", cu->err.msg);
+    if (cu->err.msg[0]) {
+        enum llm_status st = llm__fail(e, cu->err.status ? cu->err.status : LLM_ERR_BACKEND, "%s", cu->err.msg);
+        cu->err = (struct llm__err){{0}, LLM_OK};
+        return st;
+    }
     return LLM_OK;
 }
 
 // Profiling: what is recorded runs now, kernel by kernel, and is waited for.
 static enum llm_status llm__cu_sync(void *ctx, struct llm__err *e) {
     struct llm__cu *cu = ctx;
+    llm__cu_here(cu);
     for (int i = 0; i < cu->n_recs && !cu->err.msg[0]; i++) {
         int r = llm__cu_launch(cu->recs[i].kernel, &cu->recs[i].p, cu->stream);
         if (r) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a kernel launch failed (%s)", llm__cu_strerror(r));
@@ -501,7 +523,7 @@ static void llm__cu_rmsnorm(void *ctx, struct llm__tensor d, struct llm__tensor 
     union llm__cu_params p;
     memset(&p, 0, sizeof(p));
     p.rmsnorm = (struct llm__cu_rmsnorm){LLM__CU_F(d), LLM__CU_F(x), LLM__CU_F(w), d.ne1, d.ne0, (int64_t)(d.nb1 / 4),
-                                         (int64_t)(x.nb1 / 4), eps};
+                                         (int64_t)(x.nb1 / 4), eps, 0};
     llm__cu_rec(ctx, LLM__CU_RMSNORM, &p);
 }
 
@@ -559,7 +581,7 @@ static void llm__cu_kv_store(void *ctx, struct llm__tensor kc, struct llm__tenso
     memset(&p, 0, sizeof(p));
     p.kv_store = (struct llm__cu_kv_store){llm__cu_ptr(kc.buf, kc.offs), llm__cu_ptr(vc.buf, vc.offs), LLM__CU_F(k), LLM__CU_F(v),
                                            cu->sv.slot_mapping, k.ne1, k.ne0, (int64_t)(k.nb1 / 4), (int64_t)(v.nb1 / 4),
-                                           kc.type == LLM__TYPE_F16};
+                                           kc.type == LLM__TYPE_F16, 0};
     llm__cu_rec(cu, LLM__CU_KV_STORE, &p);
 }
 
@@ -636,7 +658,7 @@ static void llm__cu_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
             if (rounded != mode + 1) {   // (weights sharing an input and a rounding share it)
                 union llm__cu_params r;
                 memset(&r, 0, sizeof(r));
-                r.quant_act = (struct llm__cu_quant_act){q, dq, LLM__CU_F(x), ntok, K, (int64_t)(x.nb1 / 4), mode};
+                r.quant_act = (struct llm__cu_quant_act){q, dq, LLM__CU_F(x), ntok, K, (int64_t)(x.nb1 / 4), mode, 0};
                 llm__cu_rec(cu, LLM__CU_QUANT_ACT, &r);
                 rounded = mode + 1;
             }
@@ -655,6 +677,7 @@ static void llm__cu_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
 // 10 copies of up to 1 GiB, after a warm-up copy.
 static enum llm_status llm__cu_bandwidth(void *ctx, double *gbps, struct llm__err *err) {
     struct llm__cu *cu = ctx;
+    llm__cu_here(cu);
     struct llm__err e = {{0}, LLM_OK};
     struct llm__buf a = {0}, b = {0};
     size_t fr = 0, tot = 0;

@@ -26,9 +26,11 @@
 #ifndef LLM_CUDA_EMULATED
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
+#include <cuda_bf16.h>
 #include <mma.h>
 #endif
 #include <stdint.h>
+#include <type_traits>
 #include "cuda.h"
 
 // LLM_CU_LAUNCH_FLAT: a kernel without barriers or shuffles (the emulator runs its threads one
@@ -81,9 +83,11 @@ extern "C" int llm__cu_layout(int type, int *body_off, int *body_len, int *hdr_l
 
 static __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 static __device__ __forceinline__ float bf2f(uint16_t h) { return __int_as_float((int)((uint32_t)h << 16)); }
-static __device__ __forceinline__ __half f2h(float f) {   // saturating: no infinities from large activations
-    return __float2half(fminf(fmaxf(f, -65504.0f), 65504.0f));
-}
+// a GEMM tile's element type: f16, or bf16 for BF16 weights (their values and the CPU's bf16
+// activations exactly); converted as the CPU converts (to nearest even, overflow to infinity)
+template <class E> static __device__ __forceinline__ E to_elem(float f);
+template <> __device__ __forceinline__ __half to_elem<__half>(float f) { return __float2half(f); }
+template <> __device__ __forceinline__ __nv_bfloat16 to_elem<__nv_bfloat16>(float f) { return __float2bfloat16(f); }
 // as the CPU backend rounds activations for BF16 weights: to nearest even (NaN kept a NaN)
 static __device__ __forceinline__ float bf16_round(float f) {
     uint32_t u = (uint32_t)__float_as_int(f);
@@ -113,10 +117,14 @@ static __device__ __forceinline__ int spread4(uint32_t x) {
     return (int)(((x & 1u) << 4) | ((x & 2u) << 11) | ((x & 4u) << 18) | ((x & 8u) << 25));
 }
 
-__constant__ int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-static __device__ __forceinline__ int iq4_word(uint32_t nib) {   // 4 nibbles (one per byte) to their levels
-    return (int)((uint32_t)(uint8_t)iq4nl_values[nib & 15] | (uint32_t)(uint8_t)iq4nl_values[nib >> 8 & 15] << 8 |
-                 (uint32_t)(uint8_t)iq4nl_values[nib >> 16 & 15] << 16 | (uint32_t)(uint8_t)iq4nl_values[nib >> 24 & 15] << 24);
+// IQ4_NL's 16 levels (-127, -104, ..., 113; llm.c: llm__iq4nl_values) as bytes of 4 words: 4
+// nibbles (one a byte) become their levels by two byte permutations and a select on bit 3, with
+// no table in memory (a __constant__ one would serialise lanes reading different entries)
+static __device__ __forceinline__ int iq4_word(uint32_t nib) {
+    const uint32_t sel = (nib & 7u) | (nib >> 8 & 7u) << 4 | (nib >> 16 & 7u) << 8 | (nib >> 24 & 7u) << 12;
+    const uint32_t lo = __byte_perm(0xBFAD9881u, 0xF6EADDCFu, sel), hi = __byte_perm(0x26190D01u, 0x71594535u, sel);
+    const uint32_t m = (nib >> 3 & 0x01010101u) * 0xFFu;
+    return (int)((lo & ~m) | (hi & m));
 }
 
 // 32 consecutive weights of a row: w[i] = d[i / 16] * q[i] + m[i / 16], q[i] the int8 in byte i % 4
@@ -517,15 +525,16 @@ template <int T> __global__ void __launch_bounds__(128) k_matvec_q(llm__cu_matmu
 
 // The GEMM: a block of 4 warps computes 64 weight rows x 64 tokens, a 32-column slice of K at a
 // time through shared memory: the weights dequantized (threads 0-63, a row each), the
-// activations (all threads). TC: f16 tiles and WMMA (each warp 32 x 32: 2 x 2 fragments); else
+// activations (all threads). TC: f16 (bf16 for BF16 weights) tiles and WMMA (each warp 32 x 32: 2 x 2 fragments); else
 // f32 tiles and multiply-adds (each thread 4 rows x 8 tokens).
 #define GB 64   // rows and tokens a block
 #define GK 32   // columns a slice
 #define GP 8    // padding of a tile's rows (f16 elements)
 
 template <int T, bool TC> struct gemm_smem;
+template <int T> using gemm_elem = typename std::conditional<T == T_BF16, __nv_bfloat16, __half>::type;
 template <int T> struct __align__(128) gemm_smem<T, true> {
-    __half w[GB][GK + GP], x[GB][GK + GP];
+    gemm_elem<T> w[GB][GK + GP], x[GB][GK + GP];
     float c[GB][GB + 4];
 };
 template <int T> struct __align__(128) gemm_smem<T, false> {
@@ -569,7 +578,7 @@ template <int T, bool TC> __global__ void __launch_bounds__(128) k_matmul(llm__c
             float w[GK];
             gemm_load_w<T>(p, n0, k0, w, n0 + tid);
             for (int i = 0; i < GK; i++) {
-                if (TC) ((__half *)sm.w[tid])[i] = f2h(w[i]);
+                if (TC) ((gemm_elem<T> *)sm.w[tid])[i] = to_elem<gemm_elem<T>>(w[i]);
                 else ((float *)sm.w[tid])[i] = w[i];
             }
         }
@@ -577,17 +586,17 @@ template <int T, bool TC> __global__ void __launch_bounds__(128) k_matmul(llm__c
             const int tt = e / GK, kk = e % GK;
             const int64_t t = t0 + tt, k = k0 + kk;
             const float v = t < p.ntok && k < K ? round_act<T>(p.x[t * p.sx + k]) : 0.0f;
-            if (TC) ((__half *)sm.x[tt])[kk] = f2h(v);
+            if (TC) ((gemm_elem<T> *)sm.x[tt])[kk] = to_elem<gemm_elem<T>>(v);
             else ((float *)sm.x[tt])[kk] = v;
         }
         __syncthreads();
         if (TC) {
             const int wr = (warp / 2) * 32, wt = (warp % 2) * 32;
             for (int ks = 0; ks < GK; ks += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a[2];
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b[2];
-                for (int i = 0; i < 2; i++) wmma::load_matrix_sync(a[i], (const __half *)&sm.w[wr + 16 * i][ks], GK + GP);
-                for (int j = 0; j < 2; j++) wmma::load_matrix_sync(b[j], (const __half *)&sm.x[wt + 16 * j][ks], GK + GP);
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, gemm_elem<T>, wmma::row_major> a[2];
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, gemm_elem<T>, wmma::col_major> b[2];
+                for (int i = 0; i < 2; i++) wmma::load_matrix_sync(a[i], (const gemm_elem<T> *)&sm.w[wr + 16 * i][ks], GK + GP);
+                for (int j = 0; j < 2; j++) wmma::load_matrix_sync(b[j], (const gemm_elem<T> *)&sm.x[wt + 16 * j][ks], GK + GP);
                 for (int i = 0; i < 2; i++)
                     for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
             }
@@ -726,12 +735,12 @@ static __device__ __forceinline__ float softcap(float s, float cap) { return cap
 
 #define AD_MAXD (LLM__CU_MAX_HEAD_DIM / 32)   // dimensions a lane holds
 
-// grid (n_head, n_tok, nsplit), 4 warps: warp w takes keys w, w + 4, ... of the split's range
+// grid (n_tok, n_head, nsplit), 4 warps: warp w takes keys w, w + 4, ... of the split's range
 __global__ void __launch_bounds__(128) k_attn_decode(llm__cu_attn p) {
     __shared__ float sm_acc[4][LLM__CU_MAX_HEAD_DIM];
     __shared__ float sm_ml[4][2];
-    const int h = blockIdx.x, s = blockIdx.z, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int64_t i = blockIdx.y;
+    const int h = blockIdx.y, s = blockIdx.z, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int64_t i = blockIdx.x;
     const int hd = p.head_dim, kvh = h / (p.n_head / p.n_head_kv);
     const int pos = p.st.positions[i], seq = p.st.seq_idx[i];
     const int lo = p.window > 0 ? max(0, pos - p.window + 1) : 0, n = pos + 1 - lo;
@@ -787,10 +796,10 @@ __global__ void __launch_bounds__(128) k_attn_decode(llm__cu_attn p) {
     }
 }
 
-// grid (n_head, n_tok): the splits' sums combined
+// grid (n_tok, n_head): the splits' sums combined
 __global__ void __launch_bounds__(128) k_attn_reduce(llm__cu_attn p) {
-    const int h = blockIdx.x, hd = p.head_dim;
-    const int64_t i = blockIdx.y;
+    const int h = blockIdx.y, hd = p.head_dim;
+    const int64_t i = blockIdx.x;
     const float *pt = p.part + (i * p.n_head + h) * p.nsplit * (int64_t)(hd + 2);
     float M = -INFINITY;
     for (int s = 0; s < p.nsplit; s++)
@@ -810,14 +819,14 @@ __global__ void __launch_bounds__(128) k_attn_reduce(llm__cu_attn p) {
     }
 }
 
-// grid (n_head, n_tiles), 4 warps; tile = (first token, count <= 16) of one sequence, at
+// grid (n_tiles, n_head), 4 warps; tile = (first token, count <= 16) of one sequence, at
 // st.tiles. Shared memory: the tile's queries (16 x hd) and a key tile's K and V (32 x (hd + 1)).
 #define AP_TK 32
 __global__ void __launch_bounds__(128) k_attn_prefill(llm__cu_attn p) {
     LLM_CU_DYN_SMEM(float, sm);
-    const int hd = p.head_dim, ld = hd + 1, h = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int hd = p.head_dim, ld = hd + 1, h = blockIdx.y, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int kvh = h / (p.n_head / p.n_head_kv);
-    const int i0 = p.st.tiles[2 * blockIdx.y], cnt = p.st.tiles[2 * blockIdx.y + 1];
+    const int i0 = p.st.tiles[2 * blockIdx.x], cnt = p.st.tiles[2 * blockIdx.x + 1];
     float *Q = sm, *Ks = sm + LLM__CU_TILE_Q * hd, *Vs = Ks + AP_TK * ld;
     const int seq = p.st.seq_idx[i0];
     const int32_t *bt = p.st.block_tables + (int64_t)seq * p.st.bt_stride;
@@ -965,16 +974,16 @@ extern "C" int llm__cu_launch(int kernel, const union llm__cu_params *u, void *s
     }
     case LLM__CU_ATTN_DECODE: {
         const llm__cu_attn &p = u->attn;
-        return (int)LLM_CU_LAUNCH(k_attn_decode, dim3((unsigned)p.n_head, (unsigned)p.n_tok, (unsigned)p.nsplit), dim3(128),
+        return (int)LLM_CU_LAUNCH(k_attn_decode, dim3((unsigned)p.n_tok, (unsigned)p.n_head, (unsigned)p.nsplit), dim3(128),
                                   0, st, p);
     }
     case LLM__CU_ATTN_REDUCE: {
         const llm__cu_attn &p = u->attn;
-        return (int)LLM_CU_LAUNCH(k_attn_reduce, dim3((unsigned)p.n_head, (unsigned)p.n_tok), dim3(128), 0, st, p);
+        return (int)LLM_CU_LAUNCH(k_attn_reduce, dim3((unsigned)p.n_tok, (unsigned)p.n_head), dim3(128), 0, st, p);
     }
     case LLM__CU_ATTN_PREFILL: {
         const llm__cu_attn &p = u->attn;
-        return (int)LLM_CU_LAUNCH(k_attn_prefill, dim3((unsigned)p.n_head, (unsigned)p.st.n_tiles), dim3(128),
+        return (int)LLM_CU_LAUNCH(k_attn_prefill, dim3((unsigned)p.st.n_tiles, (unsigned)p.n_head), dim3(128),
                                   attn_prefill_smem(p.head_dim), st, p);
     }
     case LLM__CU_COPY: {

@@ -2,7 +2,9 @@
 // -DLLM_CUDA, C) fills the backend vtable and decides what runs; backends/cuda.cu (kernels,
 // compiled by nvcc, or as C++ on the CPU emulator of the tests) runs it. Every kernel takes one
 // parameter struct of this header; the host records it and hands it to llm__cu_launch, directly or
-// while a CUDA graph is captured. Plain C types only (C and C++ include this file).
+// while a CUDA graph is captured. Plain C types only (C and C++ include this file). The structs
+// have no padding (pad_ fields where the layout would have some): the host hashes their bytes to
+// find a step's graph.
 #ifndef LLM_BACKENDS_CUDA_H
 #define LLM_BACKENDS_CUDA_H
 #include <stddef.h>
@@ -38,14 +40,14 @@ enum llm__cu_kernel {
 // block. F32 / F16 / BF16 rows are kept as they are (body; hdr NULL).
 struct llm__cu_w {
     const uint8_t *body, *hdr;
-    int type;
     int64_t K, N;       // columns (inputs), rows (outputs)
+    int32_t type, pad_;
 };
 
 // The step's arrays on the device (int32 each), valid for the kernels of one step.
 struct llm__cu_stepv {
     const int32_t *tokens, *positions, *seq_idx, *slot_mapping, *out_rows, *block_tables, *tiles;
-    int32_t n_tokens, n_out, bt_stride, block_size, n_tiles;
+    int32_t n_tokens, n_out, bt_stride, block_size, n_tiles, pad_;
 };
 
 // d = op(a, b) row by row: 0 add, 1 silu(a) * b, 2 gelu(a) * b, 3 a * s
@@ -62,17 +64,18 @@ struct llm__cu_rmsnorm {
     const float *x, *w;
     int64_t rows, cols, sd, sx;
     float eps;
+    int32_t pad_;
 };
 
 // d[i] = row idx[i] of src (mode 0: get_rows, f32 src, idx = out_rows, n = n_out rows; mode 2:
 // embed, a weight table w, idx = tokens) or d[i][k] = x[i][perm[k]] (mode 1: gather_cols)
 struct llm__cu_rows {
-    int mode;
     float *d;
     const float *src;
     const int32_t *idx;
     struct llm__cu_w w;
     int64_t rows, cols, sd, ssrc;
+    int32_t mode, pad_;
 };
 
 struct llm__cu_rope {
@@ -89,7 +92,7 @@ struct llm__cu_kv_store {
     const float *k, *v;
     const int32_t *slots;
     int64_t rows, n_kv, sk, sv;
-    int f16;
+    int32_t f16, pad_;
 };
 
 // Activations rounded to 8 bits for the integer products: per row of K, K int8 quants (q) and
@@ -99,7 +102,7 @@ struct llm__cu_quant_act {
     float *dq;
     const float *x;
     int64_t rows, K, sx;
-    int mode;   // 0: as Q8_0 (blocks of 32), 1: as Q8_K (blocks of 256)
+    int32_t mode, pad_;   // mode 0: as Q8_0 (blocks of 32), 1: as Q8_K (blocks of 256)
 };
 
 // dst[t][n] = sum_k w[n][k] x[t][k] (+ bias[n]) for t < ntok. Integer types take the rounded
@@ -124,7 +127,7 @@ struct llm__cu_attn {
     float *part;
     struct llm__cu_stepv st;
     int64_t sq, so, n_tok;
-    int n_head, n_head_kv, head_dim, f16, nsplit, window;
+    int32_t n_head, n_head_kv, head_dim, f16, nsplit, window;
     float scale, softcap;
 };
 

@@ -9,7 +9,7 @@
 # files on llama.cpp in the same run: its tg128 / pp2048 and our ratios.
 #
 #   sh bench/cuda.sh                                  llama-2-7b at f16, q8_0, q4_0, q4_k
-#   SHAPE=tiny TYPES=q4_0 REPS=2 TEST=0 sh bench/cuda.sh    a quick run
+#   SHAPE=tiny TYPES=q4_0 REPS=2 TEST=0 PP=256 sh bench/cuda.sh    a quick run
 #   LLAMA_SRC=path/to/llama.cpp sh bench/cuda.sh      also builds llama.cpp's CUDA llama-bench
 #                                                     (in the background, from the start)
 #
@@ -21,7 +21,7 @@ TYPES=${TYPES:-"f16 q8_0 q4_0 q4_k"}
 REPS=${REPS:-3}
 DEVICE=${DEVICE:-0}
 TEST=${TEST:-1}
-PEAK=${PEAK_TFLOPS:-0}
+PP=${PP:-2048}
 mkdir -p build/models build/bench
 J=$(nproc 2>/dev/null || echo 4)
 if [ -n "${LLAMA_SRC:-}" ] && [ -z "${LLAMA_BENCH:-}" ]; then   # llama.cpp's CUDA build, beside ours
@@ -31,9 +31,9 @@ if [ -n "${LLAMA_SRC:-}" ] && [ -z "${LLAMA_BENCH:-}" ]; then   # llama.cpp's CU
     llama_pid=$!
     LLAMA_BENCH=build/llama-cuda/bin/llama-bench
 fi
-[ -x build/cuda/llm ] || make -s -j "$J" CUDA=1 build/cuda/llm
+LLM=${LLM:-build/cuda/llm}   # (LLM=build/cuda-emu/llm: the script itself tried on the CPU emulator)
+[ -x "$LLM" ] || make -s -j "$J" CUDA=1 build/cuda/llm
 [ -x build/gen_model ] || make -s -j "$J" build/gen_model
-LLM=build/cuda/llm
 $LLM info --devices
 if [ "$TEST" = 1 ]; then
     [ -x build/cuda/tests/test_cuda ] || make -s -j "$J" CUDA=1 build/cuda/tests/test_cuda
@@ -47,22 +47,13 @@ for t in $TYPES; do
 done
 field() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p"; }
 echo
-echo "| $SHAPE | decode tg128 | copy bandwidth | share of it | prefill pp2048 | TFLOP/s |"
+echo "| $SHAPE | decode tg128 | copy bandwidth | share of it | prefill pp$PP | TFLOP/s |"
 echo "|---|---:|---:|---:|---:|---:|"
 for t in $TYPES; do
     m=build/models/bench-$SHAPE-$t.gguf
-    j=$($LLM bench -m "$m" --backend cuda --device "$DEVICE" -p 2048 -n 128 -r "$REPS" --json)
+    j=$($LLM bench -m "$m" --backend cuda --device "$DEVICE" -p "$PP" -n 128 -r "$REPS" --json)
     echo "$j" > "build/bench/cuda-$SHAPE-$t.json"
-    echo "$j" | awk -v t="$t" -v peak="$PEAK" '{
-        match($0, /"pp_tps":[0-9.]+/); pp = substr($0, RSTART + 9, RLENGTH - 9);
-        match($0, /"tg_tps":[0-9.]+/); tg = substr($0, RSTART + 9, RLENGTH - 9);
-        match($0, /"bytes_per_token":[0-9]+/); bpt = substr($0, RSTART + 18, RLENGTH - 18);
-        match($0, /"copy_gbps":[0-9.]+/); bw = substr($0, RSTART + 12, RLENGTH - 12);
-        bpw = 4; if (t == "f16") bpw = 2; if (t == "q4_0" || t == "q4_k") bpw = 0.5625; if (t == "q8_0") bpw = 1.0625;
-        tf = 2 * bpt / bpw * pp / 1e12;   # 2 flops per weight per token
-        roof = 0; if (bw > 0) roof = 100 * bpt * tg / 1e9 / bw;
-        share = ""; if (peak > 0) share = sprintf(" (%.0f%% of %s)", 100 * tf / peak, peak);
-        printf "| %s | %.1f t/s | %.0f GB/s | %.0f%% | %.0f t/s | %.1f%s |\n", t, tg, bw, roof, pp, tf, share }'
+    echo "$j" | awk -v t="$t" -v peak="${PEAK_TFLOPS:-0}" -f bench/gpu_row.awk
 done
 echo
 echo "| $SHAPE serving, 128 + 128 tokens | 64 requests | 256 requests |"
@@ -81,13 +72,17 @@ done
 if [ -n "${LLAMA_BENCH:-}" ]; then
     [ -n "${llama_pid:-}" ] && { wait "$llama_pid" || { tail -n 20 build/bench/llama-cuda-build.log; exit 1; }; }
     echo
-    echo "| $SHAPE, llama.cpp CUDA (llama-bench -fa 1) | tg128 | pp2048 | ours / llama.cpp: tg | pp |"
+    echo "| $SHAPE, llama.cpp CUDA (llama-bench -fa 1) | tg128 | pp$PP | ours / llama.cpp: tg | pp |"
     echo "|---|---:|---:|---:|---:|"
     for t in $TYPES; do
         m=build/models/bench-$SHAPE-$t.gguf
-        out=$("$LLAMA_BENCH" -m "$m" -p 2048 -n 128 -r "$REPS" -ngl 99 -fa 1 -o csv 2>/dev/null)
-        pp=$(echo "$out" | awk -F, 'NR > 1 && $0 ~ /2048,0/ { gsub(/"/, ""); print $(NF - 1) }' | tail -n 1)
-        tg=$(echo "$out" | awk -F, 'NR > 1 && $0 ~ /,0,128,/ { gsub(/"/, ""); print $(NF - 1) }' | tail -n 1)
+        out=$("$LLAMA_BENCH" -m "$m" -p "$PP" -n 128 -r "$REPS" -ngl 99 -fa 1 -o csv 2>/dev/null)
+        col() {   # the avg_ts of the row with n_prompt $1 and n_gen $2 (columns found by the header's names)
+            echo "$out" | awk -F, -v p="$1" -v g="$2" 'NR == 1 { gsub(/"/, ""); for (i = 1; i <= NF; i++) c[$i] = i; next }
+                { gsub(/"/, ""); if ($c["n_prompt"] == p && $c["n_gen"] == g) print $c["avg_ts"] }' | tail -n 1
+        }
+        pp=$(col "$PP" 0)
+        tg=$(col 0 128)
         ours=$(cat "build/bench/cuda-$SHAPE-$t.json")
         echo "| $t | ${tg:-?} t/s | ${pp:-?} t/s | $(awk -v a="$(field "$ours" tg_tps)" -v b="${tg:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b }') | $(awk -v a="$(field "$ours" pp_tps)" -v b="${pp:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b }') |"
     done

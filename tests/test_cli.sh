@@ -131,7 +131,7 @@ out=$("$llm" run --model="$m" --prompt=hello --max-model-len=64 --top-k=5 --top-
     bad "--flag=value: $out"
 expect_fail "--ctx-size=8" "context" "$llm" run -m "$m" --ctx-size=8 --tokens 1,2,3,4,5,6,7,8,9,10
 expect_fail "--json=1" "takes no value" "$llm" run -m "$m" -p hi --json=1
-"$llm" run -m "$m" -p hi -n 1 -ngl 99 2>&1 >/dev/null | grep -q 'note: -ngl.*--backend vulkan' && ok || bad "-ngl 99: no note"
+"$llm" run -m "$m" -p hi -n 1 -ngl 99 2>&1 >/dev/null | grep -q 'note: -ngl.*--backend cuda or vulkan' && ok || bad "-ngl 99: no note"
 "$llm" run -m "$m" -p hi -n 1 --n-gpu-layers=99 2>&1 >/dev/null | grep -q 'note: -ngl' && ok || bad "--n-gpu-layers=99: no note"
 "$llm" run -m "$m" -p hi -n 1 -fa 2>&1 >/dev/null | grep -q 'note: -fa.*flash' && ok || bad "-fa: no note"
 "$llm" run -m "$m" -p hi -n 1 --flash-attn on 2>&1 >/dev/null | grep -q 'note: -fa' && ok || bad "--flash-attn on: no note"

@@ -80,6 +80,12 @@ static inline int __dp4a(int a, int b, int c) {
     for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> 8 * i) * (int)(int8_t)(b >> 8 * i);
     return c;
 }
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long v = (unsigned long long)y << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)(v >> 8 * (s >> 4 * i & 7) & 0xFF) << 8 * i;
+    return r;
+}
 static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
@@ -117,6 +123,22 @@ static inline __half __float2half(float f) {
     h.x = (uint16_t)(s | ((m - 0x38000000u) >> 13));
     return h;
 }
+// bfloat16: the top half of a float, rounded to nearest even
+struct __nv_bfloat16 { uint16_t x; };
+static inline float __bfloat162float(__nv_bfloat16 h) {
+    uint32_t u = (uint32_t)h.x << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+static inline __nv_bfloat16 __float2bfloat16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    __nv_bfloat16 h;
+    if ((u & 0x7fffffffu) > 0x7f800000u) h.x = (uint16_t)(u >> 16 | 0x40);   // NaN stays NaN
+    else h.x = (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+    return h;
+}
 static inline __half __ushort_as_half(unsigned short v) { __half h; h.x = v; return h; }
 static inline unsigned short __half_as_ushort(__half h) { return h.x; }
 
@@ -140,6 +162,7 @@ template <class Use, int M, int N, int K, class T, class Layout = void> struct f
     float x[256];   // element (r, c) at r * 16 + c (int8 inputs and int32 sums below 2^24 are exact)
 };
 static inline float llm_emu_value(__half h) { return __half2float(h); }
+static inline float llm_emu_value(__nv_bfloat16 h) { return __bfloat162float(h); }
 static inline float llm_emu_value(signed char v) { return (float)v; }
 static inline float llm_emu_value(unsigned char v) { return (float)v; }
 template <class Use, class T, class L>
