@@ -102,7 +102,7 @@ ifneq ($(VULKAN),1)
 TESTS   := $(filter-out $(BUILD)/tests/test_vulkan,$(TESTS))
 endif
 ifeq ($(CU_OBJ),)
-TESTS   := $(filter-out $(BUILD)/tests/test_cuda,$(TESTS))
+TESTS   := $(filter-out $(BUILD)/tests/test_cuda $(BUILD)/tests/test_cuda_models,$(TESTS))
 endif
 ifeq ($(HAVE_CXX),1)
 TESTS   += $(BUILD)/tests/test_cpp
@@ -214,6 +214,9 @@ uninstall:
 TILES := -DLLM_GENERIC_TILES
 TEST_CFLAGS := $(patsubst -g,-g1,$(CFLAGS))
 $(BUILD)/tests/test_backend: TILES :=
+$(BUILD)/tests/test_cuda_models: tests/test_cuda.c tests/gpu_tests.h
+$(BUILD)/tests/test_cuda: tests/gpu_tests.h
+$(BUILD)/tests/test_vulkan: tests/gpu_tests.h
 $(BUILD)/tests/%: tests/%.c tests/test.h tests/gguf_writer.h $(ENGINE) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(TEST_CFLAGS) $(TILES) $(GPU_DEFS) -o $@ $< $(CU_OBJ) $(LDLIBS)
@@ -316,9 +319,10 @@ test-vulkan: fixtures $(filter $(BUILD)/%,$(VK_TESTS)) $(BUILD)/llm lib $(BUILD)
 
 # With the CUDA backend built in: make CUDA=1 test-cuda on an NVIDIA GPU (test_cuda prints SKIP
 # without one), make CUDA_EMU=1 test-cuda on the CPU emulator (CI runs it): test_cuda (every
-# kernel against the CPU backend, whole models, graphs) and test_backend.
-CUDA_TESTS := $(BUILD)/tests/test_cuda $(BUILD)/tests/test_backend
-test-cuda: fixtures $(CUDA_TESTS) $(BUILD)/llm lib models
+# kernel against the CPU backend, graphs, memory), test_cuda_models (whole models), the chat on
+# --backend cuda. make CUDA=1 test runs the whole suite with the backend built in.
+CUDA_TESTS := $(BUILD)/tests/test_cuda $(BUILD)/tests/test_cuda_models tests/test_chat_cli.sh
+test-cuda: fixtures $(filter $(BUILD)/%,$(CUDA_TESTS)) $(BUILD)/llm models
 	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_HF_DIR="$(LLM_FIXTURES)/hf" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(CUDA_TESTS)
 
 # The tensor type kernels on aarch64 (NEON) under qemu-user: test_types cross-compiled for

@@ -13,6 +13,11 @@
 #   LLAMA_SRC=path/to/llama.cpp sh bench/cuda.sh      also builds llama.cpp's CUDA llama-bench
 #                                                     (in the background, from the start)
 #
+# On a GPU machine without the network or a CUDA toolkit: build here (make CUDA=1 build/cuda/llm
+# build/cuda/tests/test_cuda build/gen_model; the CUDA runtime is linked in, the driver is all it
+# needs there), copy the fixtures' vocabularies (tests/fixtures.sh's cache, vocab/) to
+# build/vocab, and take build/cuda, build/gen_model and build/vocab along.
+#
 # PEAK_TFLOPS (the device's dense f16 tensor-core peak from its data sheet; H200 SXM: 989) adds
 # prefill's share of it. Results: build/bench/cuda-*.json and Markdown tables on stdout.
 set -eu
@@ -37,6 +42,11 @@ LLM=${LLM:-build/cuda/llm}   # (LLM=build/cuda-emu/llm: the script itself tried 
 $LLM info --devices
 if [ "$TEST" = 1 ]; then
     [ -x build/cuda/tests/test_cuda ] || make -s -j "$J" CUDA=1 build/cuda/tests/test_cuda
+    # the test models (a machine without the network: the vocabularies in build/vocab, copied from
+    # the fixtures' cache; models that cannot be made, the Hugging Face directories without Python's
+    # packages, are tests that SKIP)
+    [ -d build/models ] || LLM_VOCAB_DIR=${LLM_VOCAB_DIR:-build/vocab} sh tests/make_models.sh build/gen_model build/models ||
+        echo "(some test models could not be made: their tests print SKIP)"
     build/cuda/tests/test_cuda > build/bench/test_cuda.log 2>&1 || true
     grep -E '^(FAIL|SKIP)' build/bench/test_cuda.log | head -40 || true
     tail -n 1 build/bench/test_cuda.log

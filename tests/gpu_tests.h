@@ -4,7 +4,8 @@
 // squared error, as ggml's test-backend-ops), for several shapes, at odd offsets and padded
 // strides with guard words around outputs; whole models against the CPU (top-5 log-probabilities);
 // the scheduler's features; the real models against llama.cpp's goldens; profiling, step limits,
-// memory errors.
+// memory errors. (A program may use only some of them.)
+#pragma GCC diagnostic ignored "-Wunused-function"
 static double nmse(const float *a, const float *ref, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) { num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]); den += (double)ref[i] * ref[i]; }
