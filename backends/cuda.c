@@ -330,17 +330,22 @@ static size_t llm__cu_mem_free(void *ctx) {
     return fr > margin ? fr - margin : 0;
 }
 
+// Launches the step's records so far, kernel by kernel (the first failure kept), and empties them.
+static void llm__cu_launch_recs(struct llm__cu *cu) {
+    for (int i = 0; i < cu->n_recs && !cu->err.msg[0]; i++) {
+        int r = llm__cu_launch(cu->recs[i].kernel, &cu->recs[i].p, cu->stream);
+        if (r) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a kernel launch failed (%s)", llm__cu_strerror(r));
+    }
+    cu->n_recs = 0;
+}
+
 // Records kernel k (run at end_step); a step with more records than the array holds launches the
 // ones recorded and then each as it comes.
 static void llm__cu_rec(struct llm__cu *cu, int kernel, const union llm__cu_params *p) {
     if (cu->err.msg[0]) return;
     if (!cu->direct && cu->n_recs == LLM__CU_RECS) {
         cu->direct = true;
-        for (int i = 0; i < cu->n_recs && !cu->err.msg[0]; i++) {
-            int r = llm__cu_launch(cu->recs[i].kernel, &cu->recs[i].p, cu->stream);
-            if (r) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a kernel launch failed (%s)", llm__cu_strerror(r));
-        }
-        cu->n_recs = 0;
+        llm__cu_launch_recs(cu);
     }
     if (cu->direct) {
         int r = llm__cu_launch(kernel, p, cu->stream);
@@ -453,11 +458,7 @@ static void llm__cu_run_records(struct llm__cu *cu) {
             }
         }
     }
-    for (int i = 0; i < cu->n_recs && !cu->err.msg[0]; i++) {
-        int r = llm__cu_launch(cu->recs[i].kernel, &cu->recs[i].p, cu->stream);
-        if (r) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a kernel launch failed (%s)", llm__cu_strerror(r));
-    }
-    cu->n_recs = 0;
+    llm__cu_launch_recs(cu);
 }
 
 static enum llm_status llm__cu_end_step(void *ctx, struct llm__err *e) {
@@ -480,11 +481,7 @@ static enum llm_status llm__cu_end_step(void *ctx, struct llm__err *e) {
 static enum llm_status llm__cu_sync(void *ctx, struct llm__err *e) {
     struct llm__cu *cu = ctx;
     llm__cu_here(cu);
-    for (int i = 0; i < cu->n_recs && !cu->err.msg[0]; i++) {
-        int r = llm__cu_launch(cu->recs[i].kernel, &cu->recs[i].p, cu->stream);
-        if (r) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a kernel launch failed (%s)", llm__cu_strerror(r));
-    }
-    cu->n_recs = 0;
+    llm__cu_launch_recs(cu);
     cu->direct = true;   // (the rest of the step too: a graph of part of a step would not be the step's)
     cudaError_t r = cudaStreamSynchronize(cu->stream);
     if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: the step failed (%s)", cudaGetErrorString(r));
