@@ -30,7 +30,7 @@
 _Static_assert(sizeof(struct llm__cu_w) == 40 && sizeof(struct llm__cu_stepv) == 80 && sizeof(struct llm__cu_rmsnorm) == 64 &&
                sizeof(struct llm__cu_rows) == 104 && sizeof(struct llm__cu_kv_store) == 80 &&
                sizeof(struct llm__cu_quant_act) == 56 && sizeof(struct llm__cu_attn) == 176 &&
-               sizeof(struct llm__cu_eltwise) == 72 && sizeof(struct llm__cu_rope) == 64 && sizeof(struct llm__cu_matmul) == 104,
+               sizeof(struct llm__cu_eltwise) == 72 && sizeof(struct llm__cu_rope) == 64 && sizeof(struct llm__cu_matmul) == 120,
                "padding in a kernel's parameters");
 
 #define LLM__CU_GRAPHS 16            // graphs kept (least recently used replaced)
@@ -38,6 +38,7 @@ _Static_assert(sizeof(struct llm__cu_w) == 40 && sizeof(struct llm__cu_stepv) ==
 #define LLM__CU_RECS 16384           // records a step at most; beyond, the step's kernels launch directly
 #define LLM__CU_SPLIT_KEYS 256       // flash-decoding: keys per split at least
 #define LLM__CU_SPLIT_MAX 32         // ... and at most this many splits
+#define LLM__CU_SPLIT_K_MAX 16       // GEMV split-K: slices of K at most
 #define LLM__CU_PART_BYTES ((size_t)64 << 20)
 #define LLM__CU_PINNED_BYTES ((size_t)8 << 20)   // downloads go through this much pinned memory at a time
 
@@ -622,6 +623,20 @@ static void llm__cu_attention(void *ctx, struct llm__tensor out, struct llm__ten
     if (t->nsplit > 1) llm__cu_rec(cu, LLM__CU_ATTN_REDUCE, &p);
 }
 
+// Split-K for the GEMV (a warp per row, 4 rows a block): a product of so few rows that its blocks
+// would leave SMs idle (fewer than 4 per SM) is split along K into up to LLM__CU_SPLIT_K_MAX
+// slices (each at least one step of a warp: 256 columns of a float row, 32 chunks of 32 quants),
+// whose partial sums MATVEC_REDUCE adds up. 1: not split.
+static int llm__cu_matvec_splits(const struct llm__cu *cu, int type, int64_t K, int64_t N, int64_t ntok) {
+    const bool fl = type == LLM__TYPE_F32 || type == LLM__TYPE_F16 || type == LLM__TYPE_BF16;
+    const int64_t blocks = (N + 3) / 4, want = 4 * (int64_t)cu->prop.multiProcessorCount;
+    const int64_t units = fl ? (K / 8 * 8 + 255) / 256 : (K / 32 + 31) / 32;
+    if (blocks >= want || units < 2) return 1;
+    int64_t s = LLM__MIN(LLM__MIN(units, (int64_t)LLM__CU_SPLIT_K_MAX), (want + blocks - 1) / blocks);
+    s = LLM__MIN(s, (int64_t)(cu->part.size / ((size_t)ntok * (size_t)N * sizeof(float))));
+    return s > 1 ? (int)s : 1;
+}
+
 // Products: per weight, the GEMV for up to LLM__CU_MATVEC_MAX tokens (quantized types: the
 // activations rounded to 8 bits first, once per call) or the GEMM.
 static void llm__cu_matmul(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
@@ -666,7 +681,10 @@ static void llm__cu_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
             llm__cu_rec(cu, LLM__CU_MATMUL, &p);
             continue;
         }
+        p.matmul.nsplit = llm__cu_matvec_splits(cu, w[j]->type, K, w[j]->ne1, ntok);
+        p.matmul.part = p.matmul.nsplit > 1 ? (float *)cu->part.handle : NULL;
         llm__cu_rec(cu, LLM__CU_MATVEC, &p);
+        if (p.matmul.nsplit > 1) llm__cu_rec(cu, LLM__CU_MATVEC_REDUCE, &p);
     }
 }
 

@@ -455,6 +455,26 @@ template <int T> static __device__ __forceinline__ void load8(const uint8_t *row
     }
 }
 
+// Split-K: split blockIdx.y of nsplit takes units [s U / S, (s + 1) U / S) of U (a unit: what a warp
+// reads in one step).
+static __device__ __forceinline__ void split_range(const llm__cu_matmul &p, int64_t units, int64_t *lo, int64_t *hi) {
+    const int64_t s = blockIdx.y, S = p.nsplit > 1 ? p.nsplit : 1;
+    *lo = s * units / S;
+    *hi = (s + 1) * units / S;
+}
+
+// A warp's sums of row n (lane 0 writes): to d, with the bias, or to the split's partial results.
+static __device__ __forceinline__ void matvec_out(const llm__cu_matmul &p, int64_t n, const float acc[LLM__CU_MATVEC_MAX]) {
+    const int lane = threadIdx.x % 32;
+    for (int t = 0; t < LLM__CU_MATVEC_MAX; t++)
+        if (t < p.ntok) {
+            const float s = warp_sum(acc[t]);
+            if (lane != 0) continue;
+            if (p.nsplit > 1) p.part[((int64_t)blockIdx.y * p.ntok + t) * p.w.N + n] = s;
+            else p.d[t * p.sd + n] = s + (p.bias ? p.bias[n] : 0.0f);
+        }
+}
+
 template <int T> __global__ void __launch_bounds__(128) k_matvec_f(llm__cu_matmul p) {
     const int lane = threadIdx.x % 32;
     const int64_t n = (int64_t)blockIdx.x * 4 + threadIdx.x / 32;
@@ -465,7 +485,10 @@ template <int T> __global__ void __launch_bounds__(128) k_matvec_f(llm__cu_matmu
     const bool vec = (K * (int64_t)esz) % 16 == 0;
     float acc[LLM__CU_MATVEC_MAX] = {0};
     const int64_t K8 = K / 8 * 8;
-    for (int64_t k = lane * 8; k < K8; k += 256) {
+    int64_t lo, hi;
+    split_range(p, (K8 + 255) / 256, &lo, &hi);
+    const int64_t kend = hi * 256 < K8 ? hi * 256 : K8;
+    for (int64_t k = lo * 256 + lane * 8; k < kend; k += 256) {
         float w[8];
         load8<T>(row, k, vec, w);
         for (int t = 0; t < LLM__CU_MATVEC_MAX; t++)
@@ -476,17 +499,13 @@ template <int T> __global__ void __launch_bounds__(128) k_matvec_f(llm__cu_matmu
                 acc[t] += s;
             }
     }
-    for (int64_t k = K8 + lane; k < K; k += 32) {   // a tail of fewer than 8 columns
+    for (int64_t k = K8 + lane; k < K && blockIdx.y + 1 == gridDim.y; k += 32) {   // a tail of fewer than 8 columns
         const float w = T == T_F32 ? ((const float *)row)[k] : T == T_F16 ? h2f(((const uint16_t *)row)[k])
                                                                           : bf2f(((const uint16_t *)row)[k]);
         for (int t = 0; t < LLM__CU_MATVEC_MAX; t++)
             if (t < p.ntok) acc[t] += w * round_act<T>(p.x[t * p.sx + k]);
     }
-    for (int t = 0; t < LLM__CU_MATVEC_MAX; t++)
-        if (t < p.ntok) {
-            const float s = warp_sum(acc[t]);
-            if (lane == 0) p.d[t * p.sd + n] = s + (p.bias ? p.bias[n] : 0.0f);
-        }
+    matvec_out(p, n, acc);
 }
 
 // Quantized weights, up to 8 tokens: a lane per 32-weight chunk, integer dot products with the
@@ -498,7 +517,10 @@ template <int T> __global__ void __launch_bounds__(128) k_matvec_q(llm__cu_matmu
     const int64_t K = p.w.K, nc = K / 32, bpr = K / tinfo<T>::blck;
     const int cpb = tinfo<T>::blck / 32;
     float acc[LLM__CU_MATVEC_MAX] = {0};
-    for (int64_t ci = lane; ci < nc; ci += 32) {
+    int64_t lo, hi;
+    split_range(p, (nc + 31) / 32, &lo, &hi);
+    const int64_t cend = hi * 32 < nc ? hi * 32 : nc;
+    for (int64_t ci = lo * 32 + lane; ci < cend; ci += 32) {
         chunk w;
         decode<T>(p.w.body, p.w.hdr, n * bpr + ci / cpb, (int)(ci % cpb), w);
         for (int t = 0; t < LLM__CU_MATVEC_MAX; t++)
@@ -516,11 +538,17 @@ template <int T> __global__ void __launch_bounds__(128) k_matvec_q(llm__cu_matmu
                 acc[t] += p.dq[t * nc + ci] * (w.d0 * (float)s0 + w.m0 * (float)z0 + w.d1 * (float)s1 + w.m1 * (float)z1);
             }
     }
-    for (int t = 0; t < LLM__CU_MATVEC_MAX; t++)
-        if (t < p.ntok) {
-            const float s = warp_sum(acc[t]);
-            if (lane == 0) p.d[t * p.sd + n] = s + (p.bias ? p.bias[n] : 0.0f);
-        }
+    matvec_out(p, n, acc);
+}
+
+// d[t][n] = the splits' partial sums of (t, n), in split order, + bias[n]: a thread per output
+__global__ void k_matvec_reduce(llm__cu_matmul p) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.ntok * p.w.N) return;
+    const int64_t t = i / p.w.N, n = i % p.w.N;
+    float s = 0.0f;
+    for (int j = 0; j < p.nsplit; j++) s += p.part[((int64_t)j * p.ntok + t) * p.w.N + n];
+    p.d[t * p.sd + n] = s + (p.bias ? p.bias[n] : 0.0f);
 }
 
 // The GEMM: a block of 4 warps computes 64 weight rows x 64 tokens, a 32-column slice of K at a
@@ -933,7 +961,7 @@ template <int T> static cudaError_t launch_typed(int kernel, const llm__cu_param
     }
     case LLM__CU_MATVEC: {
         const llm__cu_matmul &p = u->matmul;
-        const dim3 g((unsigned)((p.w.N + 3) / 4));
+        const dim3 g((unsigned)((p.w.N + 3) / 4), (unsigned)(p.nsplit > 1 ? p.nsplit : 1));
         void (*k)(llm__cu_matmul) = fl ? k_matvec_f<(fl ? T : T_F32)> : k_matvec_q<(fl ? T_Q8_0 : T)>;
         return LLM_CU_LAUNCH(k, g, dim3(128), 0, st, p);
     }
@@ -985,6 +1013,10 @@ extern "C" int llm__cu_launch(int kernel, const union llm__cu_params *u, void *s
         const llm__cu_attn &p = u->attn;
         return (int)LLM_CU_LAUNCH(k_attn_prefill, dim3((unsigned)p.st.n_tiles, (unsigned)p.n_head), dim3(128),
                                   attn_prefill_smem(p.head_dim), st, p);
+    }
+    case LLM__CU_MATVEC_REDUCE: {
+        const llm__cu_matmul &p = u->matmul;
+        return (int)LLM_CU_LAUNCH_FLAT(k_matvec_reduce, dim3((unsigned)((p.ntok * p.w.N + 255) / 256)), dim3(256), 0, st, p);
     }
     case LLM__CU_COPY: {
         const llm__cu_copy &p = u->copy;

@@ -22,6 +22,7 @@ enum llm__cu_kernel {
     LLM__CU_QUANT_ACT,    // struct llm__cu_quant_act
     LLM__CU_MATVEC,       // struct llm__cu_matmul, up to LLM__CU_MATVEC_MAX tokens
     LLM__CU_MATMUL,       // struct llm__cu_matmul, tensor cores
+    LLM__CU_MATVEC_REDUCE,// struct llm__cu_matmul: sums a split GEMV's partial results
     LLM__CU_ATTN_DECODE,  // struct llm__cu_attn
     LLM__CU_ATTN_REDUCE,  // struct llm__cu_attn
     LLM__CU_ATTN_PREFILL, // struct llm__cu_attn
@@ -107,13 +108,17 @@ struct llm__cu_quant_act {
 
 // dst[t][n] = sum_k w[n][k] x[t][k] (+ bias[n]) for t < ntok. Integer types take the rounded
 // activations (q, dq: llm__cu_quant_act's layout); float types and the tensor-core GEMM take x.
+// Split-K (GEMV of few rows): nsplit > 1 blocks share a row, each over a slice of K, writing
+// partial sums to part ([split][token][row]) that MATVEC_REDUCE adds up (with the bias) into d.
 struct llm__cu_matmul {
     struct llm__cu_w w;
     float *d;
     const float *x, *bias;
     const int8_t *q;
     const float *dq;
+    float *part;
     int64_t ntok, sd, sx;
+    int32_t nsplit, pad_;
 };
 
 // Paged attention of n_tok queries (rows of q, n_head heads of head_dim) over the cache (rows of

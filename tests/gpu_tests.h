@@ -353,14 +353,15 @@ static bool matmul_case(struct llm_backend *vk, struct llm_backend *cpu, int t0,
 
 // Every weight type on shapes (K, N, T) for decode (T = 1; K = 16640 is more than the GEMV keeps
 // in shared memory on any device), small batches, N not a multiple of 64 (tile edges) and
-// T > 64; then weights of different types in one call.
+// T > 64, few rows of a long K (the CUDA GEMV splits K: the last two shapes); then weights of
+// different types in one call.
 static void test_matmul(struct llm_backend *vk, struct llm_backend *cpu) {
     static const int types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,
                                 LLM__TYPE_Q4_0, LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1,
                                 LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
                                 LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS, LLM__TYPE_G4_32,
                                 LLM__TYPE_G4_64, LLM__TYPE_G4_128, LLM__TYPE_G8_32, LLM__TYPE_G8_64, LLM__TYPE_G8_128};
-    static const int shapes[][3] = {{256, 64, 1}, {512, 96, 3}, {256, 130, 17}, {768, 67, 70}, {1024, 256, 8}, {16640, 16, 1}};
+    static const int shapes[][3] = {{256, 64, 1}, {512, 96, 3}, {256, 130, 17}, {768, 67, 70}, {1024, 256, 8}, {16640, 16, 1}, {4096, 14, 5}};
     static const int mixed[][2] = {{LLM__TYPE_Q4_K, LLM__TYPE_Q6_K}, {LLM__TYPE_Q8_0, LLM__TYPE_F16},
                                    {LLM__TYPE_Q4_0, LLM__TYPE_F32}, {LLM__TYPE_Q5_0, LLM__TYPE_Q4_1}};
     unsigned long long seed = 21;
