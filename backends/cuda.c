@@ -19,6 +19,7 @@
 // Weights are repacked at load (backends/cuda.h, struct llm__cu_w: quants in a plane of their own
 // for 128-bit loads). Products of up to LLM__CU_MATVEC_MAX tokens take the GEMV kernels (the
 // activations rounded to 8 bits first for the quantized types), more tokens the tensor-core GEMM.
+// F32 / F16 / BF16 products of more tokens may go to cuBLAS instead (see "cuBLAS" below).
 // Attention: steps that are mostly prefill (two tokens or more per tile on average) take the
 // tiled prefill kernel, others the decode kernel, split over the keys when there are few (head,
 // token) pairs and long contexts (flash-decoding).
@@ -42,10 +43,17 @@ _Static_assert(sizeof(struct llm__cu_w) == 40 && sizeof(struct llm__cu_stepv) ==
 #define LLM__CU_PART_BYTES ((size_t)64 << 20)
 #define LLM__CU_PINNED_BYTES ((size_t)8 << 20)   // downloads go through this much pinned memory at a time
 
+#define LLM__CU_BLAS LLM__CU_N      // a record that is a cuBLAS product (struct llm__cu_matmul), not a kernel
+
 struct llm__cu_rec {
     int kernel;
     union llm__cu_params p;
 };
+
+// cublasGemmEx's C signature (cuBLAS's enums are ints)
+typedef int (*llm__cublas_gemm_fn)(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A, int at,
+                                   int lda, const void *B, int bt, int ldb, const void *beta, void *C, int ct, int ldc,
+                                   int compute, int algo);
 
 struct llm__cu_graph {
     uint64_t key;
@@ -79,9 +87,33 @@ struct llm__cu {
     long long graph_hits, graph_captures;   // (for the tests)
     struct llm__err err;         // the first failure of the step's ops
     size_t allocated;
+    // cuBLAS (opened by reserve when the model has float weights; see "cuBLAS")
+    int blas_env;                // LLM_CUDA_CUBLAS: -1 not set (measure), 0 never, 1 always
+    bool blas_tried;
+    void *blas_lib, *blas;       // the library, its handle
+    int (*blas_destroy)(void *);
+    llm__cublas_gemm_fn blas_gemm;
+    struct llm__buf blas_ws;     // its workspace (cuBLAS allocates none while a graph is captured)
+    int64_t fl_K[3], fl_N[3];    // per float type (F32, F16, BF16): the largest weight loaded
+    bool blas_use[3];            // ... its GEMMs go to cuBLAS
+    float blas_ms[3][2];         // ... as measured: own GEMM, cuBLAS (ms; 0 not measured)
+    char desc[320];              // the device's name and what reserve chose
 };
 
-static const char *llm__cu_strerror(int code) { return cudaGetErrorString((cudaError_t)code); }
+// code > 0: a cudaError_t; < 0: a cuBLAS status, negated
+static const char *llm__cu_strerror(int code) {
+    if (code >= 0) return cudaGetErrorString((cudaError_t)code);
+    switch (-code) {
+    case 1: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case 3: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case 7: return "CUBLAS_STATUS_INVALID_VALUE";
+    case 8: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case 13: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case 14: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case 15: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "a cuBLAS error";
+    }
+}
 
 // The runtime's current device is per thread: every entry that touches the device makes it this
 // backend's first (engines on different devices may be driven from one thread).
@@ -97,6 +129,56 @@ static void llm__cu_error(struct llm__cu *cu, enum llm_status st, const char *fm
     vsnprintf(cu->err.msg, sizeof(cu->err.msg), fmt, ap);
     va_end(ap);
     cu->err.status = st;
+}
+
+// --- cuBLAS ---
+//
+// F32, F16 and BF16 products of more than LLM__CU_MATVEC_MAX tokens may run as cuBLAS's GEMM
+// (cublasGemmEx: f32, f16 or bf16 inputs, f32 sums and results; the activations converted to the
+// weights' type first, as the CPU rounds them) instead of this backend's own. cuBLAS is opened at
+// run time, not linked (the build then runs where only the driver is, and a machine without
+// cuBLAS keeps the own GEMM): libcublas.so.<the runtime's major version>, from the library path,
+// $CUDA_HOME/lib64 or /usr/local/cuda/lib64. reserve, when the model has float weights, measures
+// both on a product of the largest such weight's shape (up to LLM__CU_TUNE_K x LLM__CU_TUNE_N,
+// LLM__CU_TUNE_T tokens) and keeps the faster for that type. LLM_CUDA_CUBLAS=0 never uses cuBLAS,
+// =1 always (when it opens). The choice and the times are in the device's name (llm run -v,
+// llm bench).
+#ifdef LLM_CUDA_EMU_RUNTIME_H   // the tests' emulator has a cuBLAS of its own
+#define LLM__CU_TUNE_K 64   // (the emulator is slow: a small product)
+#define LLM__CU_TUNE_N 64
+#define LLM__CU_TUNE_T 16
+static void *llm__cu_dlopen(const char *name) { return llm_emu_cublas_open(name); }
+static void *llm__cu_dlsym(void *lib, const char *name) { return llm_emu_cublas_sym(lib, name); }
+static void llm__cu_dlclose(void *lib) { (void)lib; }
+#else
+#include <dlfcn.h>
+#define LLM__CU_TUNE_K 4096
+#define LLM__CU_TUNE_N 4096
+#define LLM__CU_TUNE_T 512
+static void *llm__cu_dlopen(const char *name) { return dlopen(name, RTLD_NOW | RTLD_LOCAL); }
+static void *llm__cu_dlsym(void *lib, const char *name) { return dlsym(lib, name); }
+static void llm__cu_dlclose(void *lib) { dlclose(lib); }
+#endif
+#define LLM__CU_BLAS_WS ((size_t)32 << 20)   // cuBLAS's workspace (what it asks for on Hopper)
+
+// F32 0, F16 1, BF16 2; -1 for other types
+static int llm__cu_float_index(int type) {
+    return type == LLM__TYPE_F32 ? 0 : type == LLM__TYPE_F16 ? 1 : type == LLM__TYPE_BF16 ? 2 : -1;
+}
+
+// d (ntok x N, rows sd apart) = x w^T: for cuBLAS (column-major), d^T (N x ntok) = w^T (w: K x N
+// column-major, transposed) times x^T (K x ntok). F16 / BF16 take the converted activations (q:
+// ntok rows of K), F32 x itself. 0, or a cuBLAS status negated.
+static int llm__cu_blas_gemm(struct llm__cu *cu, const struct llm__cu_matmul *p) {
+    static const int dtype[3] = {0, 2, 14};   // CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF
+    const int fi = llm__cu_float_index(p->w.type);
+    if (!cu->blas || fi < 0) return -1;
+    const float one = 1.0f, zero = 0.0f;
+    const void *b = fi == 0 ? (const void *)p->x : (const void *)p->q;
+    const int64_t ldb = fi == 0 ? p->sx : p->w.K;
+    int st = cu->blas_gemm(cu->blas, 1, 0, (int)p->w.N, (int)p->ntok, (int)p->w.K, &one, p->w.body, dtype[fi], (int)p->w.K,
+                           b, dtype[fi], (int)ldb, &zero, p->d, 0, (int)p->sd, 68 /* CUBLAS_COMPUTE_32F */, -1);
+    return st ? -st : 0;
 }
 
 // Describes up to max CUDA devices (entry i: device i of llm__cu_backend_new). The number of
@@ -145,13 +227,15 @@ static void llm__cu_free(void *ctx) {
     if (cu->stream) {
         cudaStreamSynchronize(cu->stream);
         llm__cu_graphs_clear(cu);
-        struct llm__buf *scratch[] = {&cu->act, &cu->part, &cu->stepbuf};
+        if (cu->blas) cu->blas_destroy(cu->blas);
+        struct llm__buf *scratch[] = {&cu->act, &cu->part, &cu->stepbuf, &cu->blas_ws};
         for (size_t i = 0; i < LLM__ARRAY_LEN(scratch); i++)
             if (scratch[i]->handle) llm__cu_buf_free(cu, scratch[i]);
         if (cu->host) cudaFreeHost(cu->host);
         if (cu->pinned) cudaFreeHost(cu->pinned);
         cudaStreamDestroy(cu->stream);
     }
+    if (cu->blas_lib) llm__cu_dlclose(cu->blas_lib);
     free(cu->recs);
     free(cu);
 }
@@ -261,6 +345,8 @@ static enum llm_status llm__cu_weight_load(void *ctx, struct llm__weight *w, int
     w->ne0 = ne0;
     w->ne1 = ne1;
     w->layout = len ? 1 : 0;
+    const int fi = llm__cu_float_index(type);
+    if (fi >= 0 && ne0 * ne1 > cu->fl_K[fi] * cu->fl_N[fi]) cu->fl_K[fi] = ne0, cu->fl_N[fi] = ne1;
     return LLM_OK;
 }
 
@@ -285,6 +371,123 @@ static enum llm_status llm__cu_scratch(struct llm__cu *cu, struct llm__buf *b, s
 // the block table (n_seqs x the reserved columns), prefill tiles (2 n).
 static size_t llm__cu_step_words(size_t n, size_t n_out, size_t n_seqs, size_t cols) { return 6 * n + n_out + n_seqs * cols; }
 
+static int llm__cu_run(struct llm__cu *cu, int kernel, const union llm__cu_params *p);
+
+// Opens cuBLAS (once): false when it is not there or fails to start (the own GEMM then).
+static bool llm__cu_blas_open(struct llm__cu *cu) {
+    if (cu->blas_tried) return cu->blas != NULL;
+    cu->blas_tried = true;
+    int rt = 0;
+    cudaRuntimeGetVersion(&rt);
+    char name[3][300];
+    const char *home = getenv("CUDA_HOME");
+    snprintf(name[0], sizeof(name[0]), "libcublas.so.%d", rt / 1000);
+    snprintf(name[1], sizeof(name[1]), "%s/lib64/libcublas.so.%d", home && *home ? home : "/usr/local/cuda", rt / 1000);
+    snprintf(name[2], sizeof(name[2]), "/usr/local/cuda/lib64/libcublas.so.%d", rt / 1000);
+    for (int i = 0; i < 3 && !cu->blas_lib; i++) cu->blas_lib = llm__cu_dlopen(name[i]);
+    if (!cu->blas_lib) return false;
+    int (*create)(void **) = (int (*)(void **))llm__cu_dlsym(cu->blas_lib, "cublasCreate_v2");
+    int (*set_stream)(void *, cudaStream_t) = (int (*)(void *, cudaStream_t))llm__cu_dlsym(cu->blas_lib, "cublasSetStream_v2");
+    int (*set_ws)(void *, void *, size_t) = (int (*)(void *, void *, size_t))llm__cu_dlsym(cu->blas_lib, "cublasSetWorkspace_v2");
+    cu->blas_destroy = (int (*)(void *))llm__cu_dlsym(cu->blas_lib, "cublasDestroy_v2");
+    cu->blas_gemm = (llm__cublas_gemm_fn)llm__cu_dlsym(cu->blas_lib, "cublasGemmEx");
+    void *h = NULL;
+    if (!create || !set_stream || !set_ws || !cu->blas_destroy || !cu->blas_gemm || create(&h) || !h) {
+        llm__cu_dlclose(cu->blas_lib);
+        cu->blas_lib = NULL;
+        return false;
+    }
+    cu->blas = h;
+    struct llm__err ws_e = {{0}, LLM_OK};
+    if (set_stream(h, cu->stream) || llm__cu_buf_alloc(cu, &cu->blas_ws, LLM__CU_BLAS_WS, &ws_e) ||
+        set_ws(h, cu->blas_ws.handle, LLM__CU_BLAS_WS)) {
+        if (cu->blas_ws.handle) llm__cu_buf_free(cu, &cu->blas_ws);
+        cu->blas_destroy(h);
+        cu->blas = NULL;
+        llm__cu_dlclose(cu->blas_lib);
+        cu->blas_lib = NULL;
+        return false;
+    }
+    return true;
+}
+
+// The records of one product of float type fi, ntok > LLM__CU_MATVEC_MAX, by the own GEMM (blas
+// false) or cuBLAS (with the activations' conversion first): up to 2 in r. How many.
+static int llm__cu_gemm_recs(const struct llm__cu *cu, int fi, bool blas, const struct llm__cu_matmul *m,
+                             struct llm__cu_rec r[2]) {
+    int n = 0;
+    memset(r, 0, 2 * sizeof(*r));
+    if (blas && fi > 0) {
+        r[n].kernel = LLM__CU_QUANT_ACT;
+        r[n++].p.quant_act = (struct llm__cu_quant_act){(int8_t *)cu->act.handle, NULL, m->x, m->ntok, m->w.K, m->sx, 1 + fi, 0};
+    }
+    r[n].kernel = blas ? LLM__CU_BLAS : LLM__CU_MATMUL;
+    r[n].p.matmul = *m;
+    if (blas && fi > 0) r[n].p.matmul.q = (const int8_t *)cu->act.handle;
+    return n + 1;
+}
+
+// Times a product of float type fi (K x N weights, T tokens of input) by the own GEMM and by
+// cuBLAS: ms[0], ms[1] (the best of 3 runs after a warm-up). False when it could not be run
+// (no memory: the buffers are its own).
+static bool llm__cu_blas_measure(struct llm__cu *cu, int fi, int64_t K, int64_t N, int64_t T, float ms[2]) {
+    static const int types[3] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16};
+    struct llm__err e = {{0}, LLM_OK};
+    struct llm__buf w = {0}, x = {0}, d = {0};
+    cudaEvent_t ev[2] = {NULL, NULL};
+    bool ok = !llm__cu_buf_alloc(cu, &w, (size_t)(K * N) * (fi ? 2 : 4), &e) && !llm__cu_buf_alloc(cu, &x, (size_t)(T * K) * 4, &e) &&
+              !llm__cu_buf_alloc(cu, &d, (size_t)(T * N) * 4, &e) && cudaEventCreate(&ev[0]) == cudaSuccess &&
+              cudaEventCreate(&ev[1]) == cudaSuccess && T * K <= cu->act_rows * cu->act_cols;
+    ok = ok && cudaMemsetAsync(w.handle, 0x3c, w.size, cu->stream) == cudaSuccess &&   // (f16 1.06, bf16 0.011, f32 0.011)
+         cudaMemsetAsync(x.handle, 0x3c, x.size, cu->stream) == cudaSuccess;
+    struct llm__cu_matmul m = {{w.handle, NULL, K, N, types[fi], 0}, d.handle, x.handle, NULL, NULL, NULL, NULL, T, N, K, 1, 0};
+    for (int b = 0; b < 2 && ok; b++) {
+        struct llm__cu_rec r[2];
+        const int n = llm__cu_gemm_recs(cu, fi, b == 1, &m, r);
+        ms[b] = 0;
+        for (int rep = 0; rep < 4 && ok; rep++) {
+            ok = cudaEventRecord(ev[0], cu->stream) == cudaSuccess;
+            for (int i = 0; i < n && ok; i++) ok = llm__cu_run(cu, r[i].kernel, &r[i].p) == 0;
+            float t = 0;
+            ok = ok && cudaEventRecord(ev[1], cu->stream) == cudaSuccess && cudaEventSynchronize(ev[1]) == cudaSuccess &&
+                 cudaEventElapsedTime(&t, ev[0], ev[1]) == cudaSuccess;
+            if (rep > 0 && (rep == 1 || t < ms[b])) ms[b] = t;   // (run 0: the warm-up)
+        }
+    }
+    cudaStreamSynchronize(cu->stream);
+    cudaGetLastError();
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    struct llm__buf *bufs[] = {&w, &x, &d};
+    for (int i = 0; i < 3; i++)
+        if (bufs[i]->handle) llm__cu_buf_free(cu, bufs[i]);
+    return ok;
+}
+
+// reserve's choice, per float type the model has: cuBLAS or the own GEMM (see "cuBLAS").
+static void llm__cu_blas_choose(struct llm__cu *cu, const struct llm__shape *shape) {
+    static const char *tname[3] = {"f32", "f16", "bf16"};
+    snprintf(cu->desc, sizeof(cu->desc), "%s", cu->name);
+    for (int fi = 0; fi < 3; fi++) {
+        cu->blas_use[fi] = false;
+        if (!cu->fl_K[fi] || !cu->blas || shape->max_tokens <= LLM__CU_MATVEC_MAX) continue;
+        float *ms = cu->blas_ms[fi];
+        if (cu->blas_env < 0 && !ms[0]) {
+            const int64_t T = LLM__MIN((int64_t)shape->max_tokens, (int64_t)LLM__CU_TUNE_T);
+            if (!llm__cu_blas_measure(cu, fi, LLM__MIN(cu->fl_K[fi], (int64_t)LLM__CU_TUNE_K),
+                                      LLM__MIN(cu->fl_N[fi], (int64_t)LLM__CU_TUNE_N), T, ms))
+                ms[0] = ms[1] = 0;
+        }
+        cu->blas_use[fi] = cu->blas_env == 1 || (cu->blas_env < 0 && ms[1] > 0 && ms[1] < ms[0]);
+        size_t at = strlen(cu->desc);
+        if (ms[0] > 0)
+            snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: %s (cuBLAS %.3f ms, own %.3f ms)", tname[fi],
+                     cu->blas_use[fi] ? "cuBLAS" : "own", (double)ms[1], (double)ms[0]);
+        else
+            snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: %s", tname[fi], cu->blas_use[fi] ? "cuBLAS" : "own");
+    }
+}
+
 static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape, struct llm__err *e) {
     struct llm__cu *cu = ctx;
     llm__cu_here(cu);
@@ -298,7 +501,11 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
     int64_t cols = (shape->max_cols + 31) / 32 * 32;
     // rounded activations: q (max_tokens x cols int8), then dq (a float a 32)
     cu->act_rows = LLM__MAX(shape->max_tokens, LLM__CU_MATVEC_MAX);
-    enum llm_status st = llm__cu_scratch(cu, &cu->act, (size_t)cu->act_rows * (size_t)cols * 9 / 8, e);
+    // (cuBLAS for float weights: the activations converted to f16 / bf16 there, 2 bytes each)
+    bool blas = cu->blas_env != 0 && (cu->fl_K[0] || cu->fl_K[1] || cu->fl_K[2]) && shape->max_tokens > LLM__CU_MATVEC_MAX &&
+                llm__cu_blas_open(cu);
+    const size_t act = (size_t)cu->act_rows * (size_t)cols;
+    enum llm_status st = llm__cu_scratch(cu, &cu->act, blas ? act * 2 : act * 9 / 8, e);
     if (!st) st = llm__cu_scratch(cu, &cu->part, LLM__CU_PART_BYTES, e);
     if (!st) st = llm__cu_scratch(cu, &cu->stepbuf, words * 4, e);
     if (st) return st;
@@ -317,6 +524,7 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
     }
     if (!cu->recs && !(cu->recs = malloc(sizeof(*cu->recs) * LLM__CU_RECS))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     llm__cu_graphs_clear(cu);   // (their buffers may have moved)
+    llm__cu_blas_choose(cu, shape);
     return LLM_OK;
 }
 
@@ -331,10 +539,15 @@ static size_t llm__cu_mem_free(void *ctx) {
     return fr > margin ? fr - margin : 0;
 }
 
+// Runs a record on the stream: its kernel, or its cuBLAS product. 0, or llm__cu_strerror's code.
+static int llm__cu_run(struct llm__cu *cu, int kernel, const union llm__cu_params *p) {
+    return kernel == LLM__CU_BLAS ? llm__cu_blas_gemm(cu, &p->matmul) : llm__cu_launch(kernel, p, cu->stream);
+}
+
 // Launches the step's records so far, kernel by kernel (the first failure kept), and empties them.
 static void llm__cu_launch_recs(struct llm__cu *cu) {
     for (int i = 0; i < cu->n_recs && !cu->err.msg[0]; i++) {
-        int r = llm__cu_launch(cu->recs[i].kernel, &cu->recs[i].p, cu->stream);
+        int r = llm__cu_run(cu, cu->recs[i].kernel, &cu->recs[i].p);
         if (r) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a kernel launch failed (%s)", llm__cu_strerror(r));
     }
     cu->n_recs = 0;
@@ -349,7 +562,7 @@ static void llm__cu_rec(struct llm__cu *cu, int kernel, const union llm__cu_para
         llm__cu_launch_recs(cu);
     }
     if (cu->direct) {
-        int r = llm__cu_launch(kernel, p, cu->stream);
+        int r = llm__cu_run(cu, kernel, p);
         if (r) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a kernel launch failed (%s)", llm__cu_strerror(r));
         return;
     }
@@ -433,7 +646,7 @@ static void llm__cu_run_records(struct llm__cu *cu) {
             cudaError_t r = cudaStreamBeginCapture(cu->stream, cudaStreamCaptureModeThreadLocal);
             if (r == cudaSuccess) {
                 for (int i = 0; r == cudaSuccess && i < cu->n_recs; i++)
-                    r = (cudaError_t)llm__cu_launch(cu->recs[i].kernel, &cu->recs[i].p, cu->stream);
+                    r = llm__cu_run(cu, cu->recs[i].kernel, &cu->recs[i].p) ? cudaErrorUnknown : cudaSuccess;
                 cudaError_t r2 = cudaStreamEndCapture(cu->stream, &graph);
                 if (r == cudaSuccess) r = r2;
             }
@@ -638,17 +851,19 @@ static int llm__cu_matvec_splits(const struct llm__cu *cu, int type, int64_t K, 
 }
 
 // Products: per weight, the GEMV for up to LLM__CU_MATVEC_MAX tokens (quantized types: the
-// activations rounded to 8 bits first, once per call) or the GEMM.
+// activations rounded to 8 bits first, once per call), or the GEMM: the own, or cuBLAS's for the
+// float types reserve chose it for (F16 / BF16: the activations converted first, once per call).
 static void llm__cu_matmul(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
                            const struct llm__tensor *bias, struct llm__tensor x) {
     struct llm__cu *cu = ctx;
     assert(n >= 1 && n <= LLM__MAX_MATMUL_WEIGHTS);
     const int64_t ntok = x.ne1;
     if (ntok <= 0) return;
-    int rounded = 0;   // the rounding the activations' scratch holds: 0 none, 1 Q8_0, 2 Q8_K
+    int rounded = -1;   // what the activations' scratch holds: llm__cu_quant_act's mode, -1 nothing
     for (int j = 0; j < n; j++) {
         const int64_t K = w[j]->ne0;
-        const bool fl = w[j]->type == LLM__TYPE_F32 || w[j]->type == LLM__TYPE_F16 || w[j]->type == LLM__TYPE_BF16;
+        const int fi = llm__cu_float_index(w[j]->type);
+        const bool blas = fi >= 0 && ntok > LLM__CU_MATVEC_MAX && cu->blas_use[fi];
         union llm__cu_params p;
         memset(&p, 0, sizeof(p));
         p.matmul.w = llm__cu_wview(w[j]);
@@ -658,24 +873,38 @@ static void llm__cu_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
         p.matmul.ntok = ntok;
         p.matmul.sd = (int64_t)(dst[j].nb1 / 4);
         p.matmul.sx = (int64_t)(x.nb1 / 4);
-        if (!fl) {   // integer products: the activations rounded to 8 bits as the CPU rounds them, once per call
+        // the activations rounded to 8 bits as the CPU rounds them (integer products), or converted
+        // for cuBLAS (F16 / BF16), once per call: weights sharing an input and a rounding share it
+        const int mode = fi < 0 ? (llm__type_info((uint32_t)w[j]->type)->vec_dot_type == LLM__TYPE_Q8_K ? 1 : 0)
+                                : blas && fi > 0 ? 1 + fi : -1;
+        int8_t *q = (int8_t *)cu->act.handle;
+        if (mode >= 0) {
             if (K > cu->act_cols || ntok > cu->act_rows) {
                 llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a product of %lld tokens x %lld columns is larger than the shape "
                               "reserved", (long long)ntok, (long long)K);
                 return;
             }
-            const int mode = llm__type_info((uint32_t)w[j]->type)->vec_dot_type == LLM__TYPE_Q8_K ? 1 : 0;
-            int8_t *q = (int8_t *)cu->act.handle;
             float *dq = (float *)(q + (size_t)cu->act_rows * (size_t)cu->act_cols);
-            if (rounded != mode + 1) {   // (weights sharing an input and a rounding share it)
+            if (rounded != mode) {
                 union llm__cu_params r;
                 memset(&r, 0, sizeof(r));
-                r.quant_act = (struct llm__cu_quant_act){q, dq, LLM__CU_F(x), ntok, K, (int64_t)(x.nb1 / 4), mode, 0};
+                r.quant_act = (struct llm__cu_quant_act){q, mode < 2 ? dq : NULL, LLM__CU_F(x), ntok, K, (int64_t)(x.nb1 / 4), mode, 0};
                 llm__cu_rec(cu, LLM__CU_QUANT_ACT, &r);
-                rounded = mode + 1;
+                rounded = mode;
             }
             p.matmul.q = q;
-            p.matmul.dq = dq;
+            p.matmul.dq = mode < 2 ? dq : NULL;
+        }
+        if (blas) {   // (cuBLAS has no bias: added after)
+            llm__cu_rec(cu, LLM__CU_BLAS, &p);
+            if (p.matmul.bias) {
+                union llm__cu_params a;
+                memset(&a, 0, sizeof(a));
+                a.eltwise = (struct llm__cu_eltwise){p.matmul.d, p.matmul.d, p.matmul.bias, ntok, p.matmul.w.N, p.matmul.sd,
+                                                     p.matmul.sd, 0, 0, 0.0f};
+                llm__cu_rec(cu, LLM__CU_ELTWISE, &a);
+            }
+            continue;
         }
         if (ntok > LLM__CU_MATVEC_MAX) {
             llm__cu_rec(cu, LLM__CU_MATMUL, &p);
@@ -725,7 +954,10 @@ static enum llm_status llm__cu_bandwidth(void *ctx, double *gbps, struct llm__er
     return LLM_OK;
 }
 
-static const char *llm__cu_device_name(void *ctx) { return ((struct llm__cu *)ctx)->name; }
+static const char *llm__cu_device_name(void *ctx) {
+    const struct llm__cu *cu = ctx;
+    return cu->desc[0] ? cu->desc : cu->name;
+}
 
 static const struct llm_backend_i llm__cu_iface = {
     .name = "cuda",
@@ -789,5 +1021,7 @@ static enum llm_status llm__cu_backend_new(struct llm_backend *be, int index, st
     snprintf(cu->name, sizeof(cu->name), "%s", cu->prop.name);
     const char *g = getenv("LLM_CUDA_GRAPHS");
     cu->graphs_off = g && strcmp(g, "0") == 0;
+    const char *b = getenv("LLM_CUDA_CUBLAS");
+    cu->blas_env = b && *b ? (strcmp(b, "0") == 0 ? 0 : 1) : -1;
     return LLM_OK;
 }

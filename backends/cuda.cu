@@ -383,7 +383,7 @@ __global__ void k_kv_store(llm__cu_kv_store p) {
 }
 
 // Activations rounded to 8 bits as the CPU backend rounds them for the weight type (llm.c:
-// llm__quantize_q8_0, llm__quantize_q8_K). Mode 0 (Q8_0, for blocks of 32): a warp per 32, d =
+// llm__quantize_q8_0, llm__quantize_q8_K), or converted for cuBLAS (modes 2, 3; see cuda.h). Mode 0 (Q8_0, for blocks of 32): a warp per 32, d =
 // amax / 127 kept as f16, q = round(x / d) half away from zero. Mode 1 (Q8_K, for blocks of 256):
 // a block per 256, iscale = -127 / (the element of largest magnitude, the first of equals), q =
 // nearest (even) of x * iscale at most 127, d = 1 / iscale for each of its 8 chunks.
@@ -393,6 +393,14 @@ __global__ void __launch_bounds__(256) k_quant_act(llm__cu_quant_act p) {
     const int64_t r = blockIdx.y + (int64_t)blockIdx.z * gridDim.y;
     if (r >= p.rows) return;   // (whole blocks)
     const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p.mode >= 2) {   // converted for cuBLAS: to f16 (2) or bf16 (3), as the CPU rounds them, 2 bytes each
+        if (k < p.K) {
+            const float x = p.x[r * p.sx + k];
+            if (p.mode == 2) ((__half *)p.q)[r * p.K + k] = __float2half(x);
+            else ((__nv_bfloat16 *)p.q)[r * p.K + k] = __float2bfloat16(x);
+        }
+        return;
+    }
     const bool in = k < p.K;   // K is a multiple of 32 (mode 1: of 256): whole warps (blocks) are in or out
     if (!in) return;
     const float x = p.x[r * p.sx + k];

@@ -103,7 +103,8 @@ struct llm__cu_quant_act {
     float *dq;
     const float *x;
     int64_t rows, K, sx;
-    int32_t mode, pad_;   // mode 0: as Q8_0 (blocks of 32), 1: as Q8_K (blocks of 256)
+    int32_t mode, pad_;   // mode 0: as Q8_0 (blocks of 32), 1: as Q8_K (blocks of 256); 2: to f16, 3: to
+                          // bf16 (cuBLAS's input: K 2-byte values a row in q, no dq)
 };
 
 // dst[t][n] = sum_k w[n][k] x[t][k] (+ bias[n]) for t < ntok. Integer types take the rounded

@@ -451,6 +451,7 @@ int cli_cmd_bench(struct cli *c) {
         json_t *o = cli_jcheck(json_object());
         cli_jset(o, "model", cli_json_cstr(c->ep.model_path));
         cli_jset(o, "backend", cli_json_cstr(bname));
+        cli_jset(o, "device", cli_json_cstr(ei.device_name ? ei.device_name : ""));
         cli_jset(o, "threads", cli_json_int(ei.n_threads));
         cli_jset(o, "n_prompt", cli_json_int(n_prompt));
         cli_jset(o, "n_gen", cli_json_int(n_gen));

@@ -45,31 +45,40 @@ static void test_device_list(void) {
     if (bad.iface) bad.iface->free(bad.ctx);
 }
 
-// Decode steps as CUDA graphs: the same sequence decoded twice, with graphs and with every step's
+// Steps as CUDA graphs: the same sequence evaluated twice, with graphs and with every step's
 // kernels launched one by one, gives the same logits, and the first engine replayed graphs (a
-// step's graph is captured the second time its shape comes, then replayed).
-static void test_graphs(const char *name) {
+// step's graph is captured the second time its shape comes, then replayed). Steps of `chunk`
+// tokens: 1 (decode: the GEMV), or more than 8 (the GEMM; with blas, cuBLAS's, which must then be
+// captured too).
+static void test_graphs(const char *name, int chunk, bool blas) {
     char path[512];
     if (!model_path(name, path, sizeof(path))) return;
+    setenv("LLM_CUDA_CUBLAS", blas ? "1" : "0", 1);
     llm_engine *G[2] = {open_engine(path, GPU_NAME), open_engine(path, GPU_NAME)};
+    unsetenv("LLM_CUDA_CUBLAS");
     if (!G[0] || !G[1]) { llm_engine_free(G[0]); llm_engine_free(G[1]); return; }
     ((struct llm__cu *)G[1]->be.ctx)->graphs_off = true;
-    const int nv = G[0]->model.n_vocab, n = 12;
-    float *lg[2] = {malloc(sizeof(float) * (size_t)nv * n), malloc(sizeof(float) * (size_t)nv * n)};
-    int32_t toks[12] = {1, 300, 17, 3000, 42, 8, 99, 1234, 7, 5, 600, 21};
+    const int nv = G[0]->model.n_vocab, steps = 8, n = 4 + steps * chunk;
+    // (a step's logits: its last token's row; the other rows stay 0)
+    float *lg[2] = {calloc((size_t)nv * (size_t)n, sizeof(float)), calloc((size_t)nv * (size_t)n, sizeof(float))};
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) toks[i] = 1 + (int32_t)((i * 7919 + 300) % (nv - 1));
     for (int k = 0; k < 2; k++) {
         int s = llm_seq_new(G[k]);
         EXPECT(llm_seq_eval(G[k], s, toks, 4, lg[k], 1) == LLM_OK, "eval: %s", llm_last_error(G[k]));
-        for (int i = 4; i < n; i++)   // one token a step: steps of one shape
-            EXPECT(llm_seq_eval(G[k], s, &toks[i], 1, lg[k] + (size_t)i * nv, 0) == LLM_OK, "eval: %s", llm_last_error(G[k]));
+        for (int i = 4; i < n; i += chunk)   // steps of one shape
+            EXPECT(llm_seq_eval(G[k], s, &toks[i], chunk, lg[k] + (size_t)i * nv, 0) == LLM_OK, "eval: %s", llm_last_error(G[k]));
     }
     const struct llm__cu *a = G[0]->be.ctx, *b = G[1]->be.ctx;
-    double err = nmse(lg[0] + 4 * (size_t)nv, lg[1] + 4 * (size_t)nv, (size_t)nv * (n - 4));
-    EXPECT(err == 0.0, "%s: decode logits with graphs differ from without (NMSE %.3g)", name, err);
-    EXPECT(a->graph_captures >= 1 && a->graph_hits >= 5 && b->graph_hits == 0, "%s: %lld graphs captured, %lld replayed "
+    EXPECT(a->blas_use[0] == blas && (!blas || a->blas), "%s: cuBLAS %s (%s)", name, a->blas_use[0] ? "used" : "not used",
+           a->desc);
+    double err = nmse(lg[0] + 4 * (size_t)nv, lg[1] + 4 * (size_t)nv, (size_t)nv * (size_t)(n - 4));
+    EXPECT(err == 0.0, "%s: logits with graphs differ from without (NMSE %.3g)", name, err);
+    EXPECT(a->graph_captures >= 1 && a->graph_hits >= steps - 3 && b->graph_hits == 0, "%s: %lld graphs captured, %lld replayed "
            "(without: %lld)", name, a->graph_captures, a->graph_hits, b->graph_hits);
-    printf("  graphs: %s, 8 decode steps: %lld captured, %lld replayed; logits the same as without graphs\n", name,
-           a->graph_captures, a->graph_hits);
+    printf("  graphs: %s, %d steps of %d token%s%s: %lld captured, %lld replayed; logits the same as without graphs\n", name,
+           steps, chunk, chunk > 1 ? "s" : "", blas ? " (cuBLAS)" : "", a->graph_captures, a->graph_hits);
+    free(toks);
     free(lg[0]);
     free(lg[1]);
     llm_engine_free(G[0]);
@@ -104,6 +113,64 @@ static void test_utilization(const char *name) {
 }
 #endif
 
+#ifndef TEST_CUDA_MODELS
+// cuBLAS for the float types' GEMM: with LLM_CUDA_CUBLAS=1, products of more than 8 tokens of F32,
+// F16 and BF16 weights (alone, with a bias, beside a quantized weight) against the CPU, run as
+// cuBLAS products; without the variable reserve measures both GEMMs and names its choice.
+static void test_blas(struct llm_backend *cpu, const struct llm__shape *shape) {
+    struct llm_backend gpu = {0};
+    struct llm__err e = {{0}, LLM_OK};
+    setenv("LLM_CUDA_CUBLAS", "1", 1);
+    enum llm_status st = llm__cu_backend_new(&gpu, -1, &e);
+    unsetenv("LLM_CUDA_CUBLAS");
+    EXPECT(st == LLM_OK, "cuda backend: %s", e.msg);
+    struct llm__cu *cu = gpu.ctx;
+    if (st == LLM_OK) {
+        for (int i = 0; i < 3; i++) cu->fl_K[i] = cu->fl_N[i] = 64;   // (as if the model had float weights)
+        EXPECT(gpu.iface->reserve(gpu.ctx, shape, &e) == LLM_OK, "cuda reserve: %s", e.msg);
+    }
+    if (st != LLM_OK || !cu->blas) {
+#ifdef LLM_CUDA_EMU_RUNTIME_H
+        EXPECT(cu && cu->blas, "the emulator's cuBLAS did not open");
+#else
+        SKIP("cuBLAS (libcublas.so) not found: the own GEMM is used for every type");
+#endif
+        if (gpu.iface) gpu.iface->free(gpu.ctx);
+        return;
+    }
+    EXPECT(cu->blas_use[0] && cu->blas_use[1] && cu->blas_use[2], "LLM_CUDA_CUBLAS=1: not chosen (%s)", cu->desc);
+#ifdef LLM_CUDA_EMU_RUNTIME_H
+    const long long g0 = llm_emu_cublas_gemms();
+#endif
+    static const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16};
+    static const int shapes[][3] = {{256, 130, 17}, {768, 67, 70}};
+    unsigned long long seed = 91;
+    int cases = 0;
+    for (size_t t = 0; t < LLM__ARRAY_LEN(types); t++)
+        for (size_t s = 0; s < LLM__ARRAY_LEN(shapes); s++, cases += 2)
+            matmul_case(&gpu, cpu, types[t], types[t], shapes[s][0], shapes[s][1], shapes[s][2], seed++);
+    matmul_case(&gpu, cpu, LLM__TYPE_Q8_0, LLM__TYPE_F16, 512, 80, 17, seed++);
+    matmul_case(&gpu, cpu, LLM__TYPE_BF16, LLM__TYPE_Q4_K, 512, 80, 33, seed++);
+    cases += 2;
+#ifdef LLM_CUDA_EMU_RUNTIME_H
+    const long long ran = llm_emu_cublas_gemms() - g0;
+    EXPECT(ran == cases, "%lld cuBLAS products for %d float GEMMs", ran, cases);
+#endif
+    // the measured choice
+    cu->blas_env = -1;
+    memset(cu->blas_ms, 0, sizeof(cu->blas_ms));
+    llm__cu_blas_choose(cu, shape);
+    for (int i = 0; i < 3; i++)
+        EXPECT(cu->blas_ms[i][0] > 0 && cu->blas_ms[i][1] > 0 && cu->blas_use[i] == (cu->blas_ms[i][1] < cu->blas_ms[i][0]),
+               "type %d: own %.3f ms, cuBLAS %.3f ms, cuBLAS %s", i, (double)cu->blas_ms[i][0], (double)cu->blas_ms[i][1],
+               cu->blas_use[i] ? "chosen" : "not chosen");
+    const char *name = gpu.iface->device_name(gpu.ctx);
+    EXPECT(strstr(name, "; f16 GEMM: ") && strstr(name, " ms)"), "device name: %s", name);
+    printf("  cuBLAS: %d float GEMMs as cuBLAS products; measured: %s\n", cases, name);
+    gpu.iface->free(gpu.ctx);
+}
+#endif
+
 #ifdef TEST_CUDA_MODELS
 #define TEST_NAME "test_cuda_models"
 #else
@@ -133,7 +200,9 @@ int main(void) {
     if (emulated) llm_emu_set_memory((size_t)4 << 30);   // (caches sized from it are filled on the host)
 #ifndef TEST_CUDA_MODELS
     struct llm_backend gpu = {0}, cpu = {0};
+    setenv("LLM_CUDA_CUBLAS", "0", 1);   // (the own kernels; test_blas tests cuBLAS)
     EXPECT(llm__cu_backend_new(&gpu, -1, &e) == LLM_OK, "cuda backend: %s", e.msg);
+    unsetenv("LLM_CUDA_CUBLAS");
     EXPECT(llm__cpu_backend_new(&cpu, 2, -1, &e) == LLM_OK, "cpu backend: %s", e.msg);
     if (gpu.iface && cpu.iface && !e.msg[0]) {
         // covers every test: 512 tokens a step, rows of up to 16640, 4 query heads per KV head of 128
@@ -148,12 +217,14 @@ int main(void) {
         test_rope(&gpu, &cpu);
         test_attention(&gpu, &cpu);
         test_step_limits(&gpu);
+        test_blas(&cpu, &shape);
     }
     test_device_list();
     test_bandwidth("tiny-f32");
     test_profiling("tiny-q4_k");
-    test_graphs("tiny-q4_0");
-    test_graphs("tiny-llama3-f32");
+    test_graphs("tiny-q4_0", 1, false);
+    test_graphs("tiny-llama3-f32", 1, false);
+    test_graphs("tiny-llama3-f32", 12, true);
     test_utilization("tiny-f32");
     if (gpu.iface) {
         size_t fr = 0, tot = 0;
@@ -181,7 +252,10 @@ int main(void) {
     int left = 0;
     for (size_t i = 0; i < LLM__ARRAY_LEN(models); i++) {
         if (emulated && !models[i].emu) { left++; continue; }
+        // float models' GEMMs: cuBLAS for every other model, the own GEMM for the rest
+        setenv("LLM_CUDA_CUBLAS", i % 2 ? "1" : "0", 1);
         test_model(models[i].name, models[i].tol);
+        unsetenv("LLM_CUDA_CUBLAS");
         if (!strcmp(models[i].name, "tiny-llama3-f32")) test_serving("tiny-llama3-f32");
     }
     if (left) printf("  (%d of the %zu tiny models left out on the emulator: they run on a GPU)\n", left, LLM__ARRAY_LEN(models));

@@ -79,6 +79,16 @@ const char *cudaGetErrorString(cudaError_t e);
 // The emulator's own: how much device memory it pretends to have (tests of the out-of-memory
 // paths), and how many graphs it has replayed and kernels it has run (tests of the graph cache).
 void llm_emu_set_memory(size_t total_bytes);
+
+// The emulator's cuBLAS. backends/cuda.c opens NVIDIA's library at run time (dlopen) and takes the
+// few functions it calls by name (dlsym); on the emulator it asks these two instead, which give it
+// the emulator's versions of those functions: the products computed on the CPU in double, on the
+// stream (recorded while it is captured), with the arguments checked as cuBLAS checks them.
+// llm_emu_cublas_open returns NULL for a name that is not cuBLAS's soname of this runtime's major
+// version (libcublas.so.13), as a missing library would.
+void *llm_emu_cublas_open(const char *soname);
+void *llm_emu_cublas_sym(void *lib, const char *name);
+long long llm_emu_cublas_gemms(void);   // products run so far (for the tests)
 long long llm_emu_graph_launches(void);
 long long llm_emu_kernel_runs(void);
 

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <vector>
 #include <map>
+#include <atomic>
+#include <cstring>
 
 namespace {
 
@@ -275,7 +277,96 @@ cudaError_t llm_emu_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t s, b
     return cudaSuccess;
 }
 
+// --- cuBLAS: the calls backends/cuda.c makes, by their names and C signatures (enums as int) ---
+
+namespace {
+
+struct blas_handle {
+    cudaStream_t stream = nullptr;
+    void *workspace = nullptr;
+    size_t workspace_bytes = 0;
+};
+std::atomic<long long> blas_gemms{0};
+
+enum { BLAS_OK = 0, BLAS_NOT_INITIALIZED = 1, BLAS_INVALID_VALUE = 7, BLAS_NOT_SUPPORTED = 15 };
+enum { R_32F = 0, R_16F = 2, R_16BF = 14, COMPUTE_32F = 68 };
+
+int blas_create(blas_handle **h) { *h = new blas_handle(); return BLAS_OK; }
+int blas_destroy(blas_handle *h) { delete h; return BLAS_OK; }
+int blas_set_stream(blas_handle *h, cudaStream_t s) { if (!h) return BLAS_NOT_INITIALIZED; h->stream = s; return BLAS_OK; }
+int blas_set_workspace(blas_handle *h, void *w, size_t n) {
+    if (!h) return BLAS_NOT_INITIALIZED;
+    if (n && !device_ptr(w)) return BLAS_INVALID_VALUE;
+    h->workspace = w, h->workspace_bytes = n;
+    return BLAS_OK;
+}
+
+double blas_elem(const void *p, int type, size_t i) {
+    if (type == R_32F) return ((const float *)p)[i];
+    uint16_t h;
+    std::memcpy(&h, (const unsigned char *)p + 2 * i, 2);
+    if (type == R_16BF) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        std::memcpy(&f, &u, 4);
+        return f;
+    }
+    return (double)__half2float(__half{h});
+}
+
+// C (m x n, column-major, ldc) = alpha op(A) op(B) + beta C; op(A) m x k, op(B) k x n
+int blas_gemm_ex(blas_handle *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A, int at, int lda,
+                 const void *B, int bt, int ldb, const void *beta, void *C, int ct, int ldc, int compute, int algo) {
+    if (!h) return BLAS_NOT_INITIALIZED;
+    if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1) || m < 0 || n < 0 || k < 0 || lda < std::max(1, ta ? k : m) ||
+        ldb < std::max(1, tb ? n : k) || ldc < std::max(1, m) || !alpha || !beta)
+        return BLAS_INVALID_VALUE;
+    if (at != bt || (at != R_32F && at != R_16F && at != R_16BF) || ct != R_32F || compute != COMPUTE_32F || algo != -1)
+        return BLAS_NOT_SUPPORTED;
+    if (!device_ptr(A) || !device_ptr(B) || !device_ptr(C)) {
+        std::fprintf(stderr, "cuda emulator: cublasGemmEx with a host pointer\n");
+        return BLAS_INVALID_VALUE;
+    }
+    if (h->stream && h->stream->capturing && !h->workspace_bytes) {
+        std::fprintf(stderr, "cuda emulator: cublasGemmEx captured without a workspace of its own (cublasSetWorkspace)\n");
+        return BLAS_NOT_SUPPORTED;
+    }
+    const float al = *(const float *)alpha, be = *(const float *)beta;   // (host pointer mode: read now)
+    auto work = [=] {
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double s = 0;
+                for (int l = 0; l < k; l++)
+                    s += blas_elem(A, at, ta ? (size_t)i * lda + l : (size_t)l * lda + i) *
+                         blas_elem(B, bt, tb ? (size_t)l * ldb + j : (size_t)j * ldb + l);
+                float *c = (float *)C + (size_t)j * ldc + i;
+                *c = (float)(al * s + (be != 0.0f ? be * (double)*c : 0.0));
+            }
+        blas_gemms++;
+    };
+    if (h->stream && h->stream->capturing) h->stream->graph->work.push_back(work);
+    else work();
+    return BLAS_OK;
+}
+
+}  // namespace
+
 extern "C" {
+
+void *llm_emu_cublas_open(const char *soname) {
+    static char lib;
+    return std::strcmp(soname, "libcublas.so.13") == 0 ? &lib : nullptr;
+}
+void *llm_emu_cublas_sym(void *lib, const char *name) {
+    static const struct { const char *name; void *fn; } fns[] = {
+        {"cublasCreate_v2", (void *)blas_create}, {"cublasDestroy_v2", (void *)blas_destroy},
+        {"cublasSetStream_v2", (void *)blas_set_stream}, {"cublasSetWorkspace_v2", (void *)blas_set_workspace},
+        {"cublasGemmEx", (void *)blas_gemm_ex}};
+    for (auto &f : fns)
+        if (lib && std::strcmp(f.name, name) == 0) return f.fn;
+    return nullptr;
+}
+long long llm_emu_cublas_gemms(void) { return blas_gemms; }
 
 void llm_emu_set_memory(size_t total_bytes) { dev().total = total_bytes; }
 long long llm_emu_graph_launches(void) { return dev().graph_launches; }
