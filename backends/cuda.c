@@ -19,7 +19,7 @@
 // Weights are repacked at load (backends/cuda.h, struct llm__cu_w: quants in a plane of their own
 // for 128-bit loads). Products of up to LLM__CU_MATVEC_MAX tokens take the GEMV kernels (the
 // activations rounded to 8 bits first for the quantized types), more tokens the tensor-core GEMM.
-// F32 / F16 / BF16 products of more tokens may go to cuBLAS instead (see "cuBLAS" below).
+// Products of more tokens may go to cuBLAS instead (see "cuBLAS" below).
 // Attention: steps that are mostly prefill (two tokens or more per tile on average) take the
 // tiled prefill kernel, others the decode kernel, split over the keys when there are few (head,
 // token) pairs and long contexts (flash-decoding).
@@ -44,6 +44,10 @@ _Static_assert(sizeof(struct llm__cu_w) == 40 && sizeof(struct llm__cu_stepv) ==
 #define LLM__CU_PINNED_BYTES ((size_t)8 << 20)   // downloads go through this much pinned memory at a time
 
 #define LLM__CU_BLAS LLM__CU_N      // a record that is a cuBLAS product (struct llm__cu_matmul), not a kernel
+#define LLM__CU_NTYPES 72            // weight type numbers are below this
+#define LLM__CU_DEQ_BYTES ((size_t)64 << 20)   // cuBLAS for quantized weights: f16 rows at a time, at most
+#define LLM__CU_DEQ_SLICES 32        // ... in at most this many slices (else the own GEMM)
+#define LLM__CU_PRODUCT_RECS (3 + 2 * LLM__CU_DEQ_SLICES)   // a product's records at most
 
 struct llm__cu_rec {
     int kernel;
@@ -87,17 +91,18 @@ struct llm__cu {
     long long graph_hits, graph_captures;   // (for the tests)
     struct llm__err err;         // the first failure of the step's ops
     size_t allocated;
-    // cuBLAS (opened by reserve when the model has float weights; see "cuBLAS")
+    // cuBLAS (opened by reserve; see "cuBLAS")
     int blas_env;                // LLM_CUDA_CUBLAS: -1 not set (measure), 0 never, 1 always
     bool blas_tried;
     void *blas_lib, *blas;       // the library, its handle
     int (*blas_destroy)(void *);
     llm__cublas_gemm_fn blas_gemm;
     struct llm__buf blas_ws;     // its workspace (cuBLAS allocates none while a graph is captured)
-    int64_t fl_K[3], fl_N[3];    // per float type (F32, F16, BF16): the largest weight loaded
-    bool blas_use[3];            // ... its GEMMs go to cuBLAS
-    float blas_ms[3][2];         // ... as measured: own GEMM, cuBLAS (ms; 0 not measured)
-    char desc[320];              // the device's name and what reserve chose
+    int64_t wK[LLM__CU_NTYPES], wN[LLM__CU_NTYPES];   // per weight type: the largest weight loaded
+    bool blas_on[LLM__CU_NTYPES];   // ... its GEMMs go to cuBLAS
+    float blas_ms[LLM__CU_NTYPES][2];   // ... as measured: own GEMM, cuBLAS (ms; 0 not measured)
+    struct llm__buf deq;         // quantized weights as f16 for cuBLAS, a slice of rows at a time
+    char desc[640];              // the device's name and what reserve chose
 };
 
 // code > 0: a cudaError_t; < 0: a cuBLAS status, negated
@@ -133,16 +138,18 @@ static void llm__cu_error(struct llm__cu *cu, enum llm_status st, const char *fm
 
 // --- cuBLAS ---
 //
-// F32, F16 and BF16 products of more than LLM__CU_MATVEC_MAX tokens may run as cuBLAS's GEMM
-// (cublasGemmEx: f32, f16 or bf16 inputs, f32 sums and results; the activations converted to the
-// weights' type first, as the CPU rounds them) instead of this backend's own. cuBLAS is opened at
-// run time, not linked (the build then runs where only the driver is, and a machine without
-// cuBLAS keeps the own GEMM): libcublas.so.<the runtime's major version>, from the library path,
-// $CUDA_HOME/lib64 or /usr/local/cuda/lib64. reserve, when the model has float weights, measures
-// both on a product of the largest such weight's shape (up to LLM__CU_TUNE_K x LLM__CU_TUNE_N,
-// LLM__CU_TUNE_T tokens) and keeps the faster for that type. LLM_CUDA_CUBLAS=0 never uses cuBLAS,
-// =1 always (when it opens). The choice and the times are in the device's name (llm run -v,
-// llm bench).
+// Products of more than LLM__CU_MATVEC_MAX tokens may run as cuBLAS's GEMM (cublasGemmEx: f32,
+// f16 or bf16 inputs, f32 sums and results) instead of this backend's own: F32, F16 and BF16
+// weights as they are (the activations converted to their type first, as the CPU rounds them),
+// quantized weights dequantized to f16 a slice of rows at a time (LLM__CU_DEQ_BYTES of scratch;
+// the activations rounded to 8 bits as the CPU rounds them, then given to cuBLAS as f16).
+// cuBLAS is opened at run time, not linked (the build then runs where only the driver is, and a
+// machine without cuBLAS keeps the own GEMM): libcublas.so.<the runtime's major version>, from
+// the library path, $CUDA_HOME/lib64 or /usr/local/cuda/lib64. reserve measures both, per weight
+// type the model has, on a product of the largest such weight's shape (up to LLM__CU_TUNE_K x
+// LLM__CU_TUNE_N, LLM__CU_TUNE_T tokens) and keeps the faster for that type. LLM_CUDA_CUBLAS=0
+// never uses cuBLAS, =1 always (when it opens). The choice and the times are in the device's
+// name (llm run -v, llm bench --json).
 #ifdef LLM_CUDA_EMU_RUNTIME_H   // the tests' emulator has a cuBLAS of its own
 #define LLM__CU_TUNE_K 64   // (the emulator is slow: a small product)
 #define LLM__CU_TUNE_N 64
@@ -228,7 +235,7 @@ static void llm__cu_free(void *ctx) {
         cudaStreamSynchronize(cu->stream);
         llm__cu_graphs_clear(cu);
         if (cu->blas) cu->blas_destroy(cu->blas);
-        struct llm__buf *scratch[] = {&cu->act, &cu->part, &cu->stepbuf, &cu->blas_ws};
+        struct llm__buf *scratch[] = {&cu->act, &cu->part, &cu->stepbuf, &cu->blas_ws, &cu->deq};
         for (size_t i = 0; i < LLM__ARRAY_LEN(scratch); i++)
             if (scratch[i]->handle) llm__cu_buf_free(cu, scratch[i]);
         if (cu->host) cudaFreeHost(cu->host);
@@ -345,21 +352,21 @@ static enum llm_status llm__cu_weight_load(void *ctx, struct llm__weight *w, int
     w->ne0 = ne0;
     w->ne1 = ne1;
     w->layout = len ? 1 : 0;
-    const int fi = llm__cu_float_index(type);
-    if (fi >= 0 && ne0 * ne1 > cu->fl_K[fi] * cu->fl_N[fi]) cu->fl_K[fi] = ne0, cu->fl_N[fi] = ne1;
+    if (type < LLM__CU_NTYPES && ne0 * ne1 > cu->wK[type] * cu->wN[type]) cu->wK[type] = ne0, cu->wN[type] = ne1;
     return LLM_OK;
 }
 
 static void llm__cu_weight_free(void *ctx, struct llm__weight *w) { llm__cu_buf_free(ctx, &w->buf); }
 
-static struct llm__cu_w llm__cu_wview(const struct llm__weight *w) {
+// the kernels' view of K x N weights of a type at base, as weight_load lays them out
+static struct llm__cu_w llm__cu_wview_of(const void *base, int type, int64_t K, int64_t N) {
     int off = 0, len = 0, hdr = 0;
-    llm__cu_layout(w->type, &off, &len, &hdr);
-    const uint8_t *base = w->buf.handle;
-    size_t n = llm__row_bytes(w->type, w->ne0) * (size_t)w->ne1;
-    size_t body = len ? n / llm__type_info((uint32_t)w->type)->block_bytes * (size_t)len : n;
-    return (struct llm__cu_w){base, len ? base + body : NULL, w->ne0, w->ne1, w->type, 0};
+    llm__cu_layout(type, &off, &len, &hdr);
+    size_t n = llm__row_bytes(type, K) * (size_t)N;
+    size_t body = len ? n / llm__type_info((uint32_t)type)->block_bytes * (size_t)len : n;
+    return (struct llm__cu_w){base, len ? (const uint8_t *)base + body : NULL, K, N, type, 0};
 }
+static struct llm__cu_w llm__cu_wview(const struct llm__weight *w) { return llm__cu_wview_of(w->buf.handle, w->type, w->ne0, w->ne1); }
 
 static enum llm_status llm__cu_scratch(struct llm__cu *cu, struct llm__buf *b, size_t n, struct llm__err *e) {
     if (b->handle && b->size >= n) return LLM_OK;
@@ -411,41 +418,122 @@ static bool llm__cu_blas_open(struct llm__cu *cu) {
     return true;
 }
 
-// The records of one product of float type fi, ntok > LLM__CU_MATVEC_MAX, by the own GEMM (blas
-// false) or cuBLAS (with the activations' conversion first): up to 2 in r. How many.
-static int llm__cu_gemm_recs(const struct llm__cu *cu, int fi, bool blas, const struct llm__cu_matmul *m,
-                             struct llm__cu_rec r[2]) {
-    int n = 0;
-    memset(r, 0, 2 * sizeof(*r));
-    if (blas && fi > 0) {
-        r[n].kernel = LLM__CU_QUANT_ACT;
-        r[n++].p.quant_act = (struct llm__cu_quant_act){(int8_t *)cu->act.handle, NULL, m->x, m->ntok, m->w.K, m->sx, 1 + fi, 0};
-    }
-    r[n].kernel = blas ? LLM__CU_BLAS : LLM__CU_MATMUL;
-    r[n].p.matmul = *m;
-    if (blas && fi > 0) r[n].p.matmul.q = (const int8_t *)cu->act.handle;
-    return n + 1;
+// Split-K for the GEMV (a warp per row, 4 rows a block): a product of so few rows that its blocks
+// would leave SMs idle (fewer than 4 per SM) is split along K into up to LLM__CU_SPLIT_K_MAX
+// slices (each at least one step of a warp: 256 columns of a float row, 32 chunks of 32 quants),
+// whose partial sums MATVEC_REDUCE adds up. 1: not split.
+static int llm__cu_matvec_splits(const struct llm__cu *cu, int type, int64_t K, int64_t N, int64_t ntok) {
+    const bool fl = type == LLM__TYPE_F32 || type == LLM__TYPE_F16 || type == LLM__TYPE_BF16;
+    const int64_t blocks = (N + 3) / 4, want = 4 * (int64_t)cu->prop.multiProcessorCount;
+    const int64_t units = fl ? (K / 8 * 8 + 255) / 256 : (K / 32 + 31) / 32;
+    if (blocks >= want || units < 2) return 1;
+    int64_t s = LLM__MIN(LLM__MIN(units, (int64_t)LLM__CU_SPLIT_K_MAX), (want + blocks - 1) / blocks);
+    s = LLM__MIN(s, (int64_t)(cu->part.size / ((size_t)ntok * (size_t)N * sizeof(float))));
+    return s > 1 ? (int)s : 1;
 }
 
-// Times a product of float type fi (K x N weights, T tokens of input) by the own GEMM and by
-// cuBLAS: ms[0], ms[1] (the best of 3 runs after a warm-up). False when it could not be run
-// (no memory: the buffers are its own).
-static bool llm__cu_blas_measure(struct llm__cu *cu, int fi, int64_t K, int64_t N, int64_t T, float ms[2]) {
-    static const int types[3] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16};
+// Whether K x N weights of a type can go to cuBLAS: a float type, or a quantized one whose rows
+// as f16 fit the scratch in at most LLM__CU_DEQ_SLICES slices.
+static bool llm__cu_blas_fits(const struct llm__cu *cu, int type, int64_t K, int64_t N) {
+    if (llm__cu_float_index(type) >= 0) return true;
+    const int64_t rows = (int64_t)(cu->deq.size / ((size_t)K * 2));
+    return rows > 0 && (N + rows - 1) / rows <= LLM__CU_DEQ_SLICES;
+}
+
+// Whether product m goes to cuBLAS: more than LLM__CU_MATVEC_MAX tokens of a type reserve chose
+// cuBLAS for, that fits.
+static bool llm__cu_use_blas(const struct llm__cu *cu, const struct llm__cu_matmul *m) {
+    return m->ntok > LLM__CU_MATVEC_MAX && m->w.type >= 0 && m->w.type < LLM__CU_NTYPES && cu->blas_on[m->w.type] &&
+           llm__cu_blas_fits(cu, m->w.type, m->w.K, m->w.N);
+}
+
+// The records of product m into r (LLM__CU_PRODUCT_RECS at most): by the own kernels (the GEMV
+// with split-K where it pays, the GEMM) or (blas) by cuBLAS. The activations are rounded first to
+// 8 bits as the CPU rounds them for the weight type (quantized types; for cuBLAS the rounded
+// values then written as f16) or converted to f16 / bf16 (cuBLAS, F16 / BF16), unless *rounded
+// says the scratch holds them so already (it is updated: the weights of one call share their
+// input). A quantized weight goes to cuBLAS as f16, a slice of its rows at a time. How many
+// records.
+static int llm__cu_product_recs(const struct llm__cu *cu, const struct llm__cu_matmul *m, bool blas, int *rounded,
+                                struct llm__cu_rec *r) {
+    const int type = m->w.type, fi = llm__cu_float_index(type);
+    const int q8 = fi >= 0 ? -1 : llm__type_info((uint32_t)type)->vec_dot_type == LLM__TYPE_Q8_K ? 1 : 0;
+    const int mode = !blas ? q8 : fi < 0 ? 4 + q8 : type == LLM__TYPE_F32 ? -1 : type == LLM__TYPE_BF16 ? 3 : 2;
+    int8_t *q = (int8_t *)cu->act.handle;
+    float *dq = (float *)(q + (size_t)cu->act_rows * (size_t)cu->act_cols);
+    struct llm__cu_matmul p = *m;
+    int n = 0;
+    memset(r, 0, LLM__CU_PRODUCT_RECS * sizeof(*r));   // (records are hashed as bytes)
+    if (mode >= 0) {
+        if (*rounded != mode) {
+            r[n].kernel = LLM__CU_QUANT_ACT;
+            r[n++].p.quant_act = (struct llm__cu_quant_act){q, mode < 2 ? dq : NULL, m->x, m->ntok, m->w.K, m->sx, mode, 0};
+            *rounded = mode;
+        }
+        p.q = q;
+        p.dq = mode < 2 ? dq : NULL;
+    }
+    if (!blas) {
+        if (m->ntok <= LLM__CU_MATVEC_MAX) {
+            p.nsplit = llm__cu_matvec_splits(cu, type, m->w.K, m->w.N, m->ntok);
+            p.part = p.nsplit > 1 ? (float *)cu->part.handle : NULL;
+        }
+        r[n].kernel = m->ntok > LLM__CU_MATVEC_MAX ? LLM__CU_MATMUL : LLM__CU_MATVEC;
+        r[n++].p.matmul = p;
+        if (p.nsplit > 1) {
+            r[n].kernel = LLM__CU_MATVEC_REDUCE;
+            r[n++].p.matmul = p;
+        }
+        return n;
+    }
+    p.bias = NULL;   // (cuBLAS has none: added after)
+    if (fi >= 0) {
+        r[n].kernel = LLM__CU_BLAS;
+        r[n++].p.matmul = p;
+    } else {
+        const int64_t step = (int64_t)(cu->deq.size / ((size_t)m->w.K * 2));
+        for (int64_t n0 = 0; n0 < m->w.N; n0 += step) {
+            const int64_t rows = LLM__MIN(step, m->w.N - n0);
+            r[n].kernel = LLM__CU_DEQUANT;
+            r[n++].p.dequant = (struct llm__cu_dequant){m->w, cu->deq.handle, n0, rows};
+            r[n].kernel = LLM__CU_BLAS;
+            r[n].p.matmul = p;
+            r[n].p.matmul.w = (struct llm__cu_w){cu->deq.handle, NULL, m->w.K, rows, LLM__TYPE_F16, 0};
+            r[n++].p.matmul.d = m->d + n0;
+        }
+    }
+    if (m->bias) {
+        r[n].kernel = LLM__CU_ELTWISE;
+        r[n++].p.eltwise = (struct llm__cu_eltwise){m->d, m->d, m->bias, m->ntok, m->w.N, m->sd, m->sd, 0, 0, 0.0f};
+    }
+    return n;
+}
+
+// Times a product of weight type `type` (K x N, T tokens of input) by the own GEMM and by cuBLAS:
+// ms[0], ms[1] (the best of 3 runs after a warm-up). False when it could not be run (no memory:
+// the buffers are its own).
+static bool llm__cu_blas_measure(struct llm__cu *cu, int type, int64_t K, int64_t N, int64_t T, float ms[2]) {
     struct llm__err e = {{0}, LLM_OK};
     struct llm__buf w = {0}, x = {0}, d = {0};
     cudaEvent_t ev[2] = {NULL, NULL};
-    bool ok = !llm__cu_buf_alloc(cu, &w, (size_t)(K * N) * (fi ? 2 : 4), &e) && !llm__cu_buf_alloc(cu, &x, (size_t)(T * K) * 4, &e) &&
+    bool ok = !llm__cu_buf_alloc(cu, &w, llm__row_bytes(type, K) * (size_t)N, &e) && !llm__cu_buf_alloc(cu, &x, (size_t)(T * K) * 4, &e) &&
               !llm__cu_buf_alloc(cu, &d, (size_t)(T * N) * 4, &e) && cudaEventCreate(&ev[0]) == cudaSuccess &&
               cudaEventCreate(&ev[1]) == cudaSuccess && T * K <= cu->act_rows * cu->act_cols;
-    ok = ok && cudaMemsetAsync(w.handle, 0x3c, w.size, cu->stream) == cudaSuccess &&   // (f16 1.06, bf16 0.011, f32 0.011)
+    // (bytes 0x3c: f16 1.06, bf16 and f32 0.011; quantized blocks of such scales and quants)
+    ok = ok && cudaMemsetAsync(w.handle, 0x3c, w.size, cu->stream) == cudaSuccess &&
          cudaMemsetAsync(x.handle, 0x3c, x.size, cu->stream) == cudaSuccess;
-    struct llm__cu_matmul m = {{w.handle, NULL, K, N, types[fi], 0}, d.handle, x.handle, NULL, NULL, NULL, NULL, T, N, K, 1, 0};
+    struct llm__cu_matmul m;
+    memset(&m, 0, sizeof(m));
+    if (ok) {
+        m = (struct llm__cu_matmul){llm__cu_wview_of(w.handle, type, K, N), d.handle, x.handle, NULL, NULL, NULL, NULL, T, N, K, 1, 0};
+        ok = llm__cu_blas_fits(cu, type, K, N);
+    }
+    struct llm__cu_rec r[LLM__CU_PRODUCT_RECS];
     for (int b = 0; b < 2 && ok; b++) {
-        struct llm__cu_rec r[2];
-        const int n = llm__cu_gemm_recs(cu, fi, b == 1, &m, r);
         ms[b] = 0;
         for (int rep = 0; rep < 4 && ok; rep++) {
+            int rounded = -1;
+            const int n = llm__cu_product_recs(cu, &m, b == 1, &rounded, r);
             ok = cudaEventRecord(ev[0], cu->stream) == cudaSuccess;
             for (int i = 0; i < n && ok; i++) ok = llm__cu_run(cu, r[i].kernel, &r[i].p) == 0;
             float t = 0;
@@ -464,27 +552,33 @@ static bool llm__cu_blas_measure(struct llm__cu *cu, int fi, int64_t K, int64_t 
     return ok;
 }
 
-// reserve's choice, per float type the model has: cuBLAS or the own GEMM (see "cuBLAS").
+// reserve's choice, per weight type the model has: cuBLAS or the own GEMM (see "cuBLAS").
 static void llm__cu_blas_choose(struct llm__cu *cu, const struct llm__shape *shape) {
-    static const char *tname[3] = {"f32", "f16", "bf16"};
     snprintf(cu->desc, sizeof(cu->desc), "%s", cu->name);
-    for (int fi = 0; fi < 3; fi++) {
-        cu->blas_use[fi] = false;
-        if (!cu->fl_K[fi] || !cu->blas || shape->max_tokens <= LLM__CU_MATVEC_MAX) continue;
-        float *ms = cu->blas_ms[fi];
+    for (int t = 0; t < LLM__CU_NTYPES; t++) {
+        cu->blas_on[t] = false;
+        if (!cu->wK[t] || shape->max_tokens <= LLM__CU_MATVEC_MAX) continue;
+        const char *tn = llm__type_info((uint32_t)t)->name;
+        size_t at = strlen(cu->desc);
+        if (!cu->blas) {
+            snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: own (%s)", tn,
+                     cu->blas_env == 0 ? "LLM_CUDA_CUBLAS=0" : "no cuBLAS");
+            continue;
+        }
+        float *ms = cu->blas_ms[t];
         if (cu->blas_env < 0 && !ms[0]) {
             const int64_t T = LLM__MIN((int64_t)shape->max_tokens, (int64_t)LLM__CU_TUNE_T);
-            if (!llm__cu_blas_measure(cu, fi, LLM__MIN(cu->fl_K[fi], (int64_t)LLM__CU_TUNE_K),
-                                      LLM__MIN(cu->fl_N[fi], (int64_t)LLM__CU_TUNE_N), T, ms))
+            const int64_t blck = (int64_t)llm__type_info((uint32_t)t)->blck;   // (K: whole blocks)
+            const int64_t K = LLM__MIN(cu->wK[t], LLM__MAX((int64_t)LLM__CU_TUNE_K / blck, (int64_t)1) * blck);
+            if (!llm__cu_blas_measure(cu, t, K, LLM__MIN(cu->wN[t], (int64_t)LLM__CU_TUNE_N), T, ms))
                 ms[0] = ms[1] = 0;
         }
-        cu->blas_use[fi] = cu->blas_env == 1 || (cu->blas_env < 0 && ms[1] > 0 && ms[1] < ms[0]);
-        size_t at = strlen(cu->desc);
+        cu->blas_on[t] = cu->blas_env == 1 || (cu->blas_env < 0 && ms[1] > 0 && ms[1] < ms[0]);
         if (ms[0] > 0)
-            snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: %s (cuBLAS %.3f ms, own %.3f ms)", tname[fi],
-                     cu->blas_use[fi] ? "cuBLAS" : "own", (double)ms[1], (double)ms[0]);
+            snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: %s (cuBLAS %.3f ms, own %.3f ms)", tn,
+                     cu->blas_on[t] ? "cuBLAS" : "own", (double)ms[1], (double)ms[0]);
         else
-            snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: %s", tname[fi], cu->blas_use[fi] ? "cuBLAS" : "own");
+            snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: %s", tn, cu->blas_on[t] ? "cuBLAS" : "own");
     }
 }
 
@@ -502,10 +596,16 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
     // rounded activations: q (max_tokens x cols int8), then dq (a float a 32)
     cu->act_rows = LLM__MAX(shape->max_tokens, LLM__CU_MATVEC_MAX);
     // (cuBLAS for float weights: the activations converted to f16 / bf16 there, 2 bytes each)
-    bool blas = cu->blas_env != 0 && (cu->fl_K[0] || cu->fl_K[1] || cu->fl_K[2]) && shape->max_tokens > LLM__CU_MATVEC_MAX &&
-                llm__cu_blas_open(cu);
+    size_t deq = 0;   // (the largest quantized weight as f16, up to LLM__CU_DEQ_BYTES)
+    bool any = false;
+    for (int t = 0; t < LLM__CU_NTYPES; t++) {
+        any = any || cu->wK[t];
+        if (cu->wK[t] && llm__cu_float_index(t) < 0) deq = LLM__MAX(deq, (size_t)(cu->wK[t] * cu->wN[t]) * 2);
+    }
+    bool blas = cu->blas_env != 0 && any && shape->max_tokens > LLM__CU_MATVEC_MAX && llm__cu_blas_open(cu);
     const size_t act = (size_t)cu->act_rows * (size_t)cols;
     enum llm_status st = llm__cu_scratch(cu, &cu->act, blas ? act * 2 : act * 9 / 8, e);
+    if (!st && blas && deq) st = llm__cu_scratch(cu, &cu->deq, LLM__MIN(deq, LLM__CU_DEQ_BYTES), e);
     if (!st) st = llm__cu_scratch(cu, &cu->part, LLM__CU_PART_BYTES, e);
     if (!st) st = llm__cu_scratch(cu, &cu->stepbuf, words * 4, e);
     if (st) return st;
@@ -836,84 +936,34 @@ static void llm__cu_attention(void *ctx, struct llm__tensor out, struct llm__ten
     if (t->nsplit > 1) llm__cu_rec(cu, LLM__CU_ATTN_REDUCE, &p);
 }
 
-// Split-K for the GEMV (a warp per row, 4 rows a block): a product of so few rows that its blocks
-// would leave SMs idle (fewer than 4 per SM) is split along K into up to LLM__CU_SPLIT_K_MAX
-// slices (each at least one step of a warp: 256 columns of a float row, 32 chunks of 32 quants),
-// whose partial sums MATVEC_REDUCE adds up. 1: not split.
-static int llm__cu_matvec_splits(const struct llm__cu *cu, int type, int64_t K, int64_t N, int64_t ntok) {
-    const bool fl = type == LLM__TYPE_F32 || type == LLM__TYPE_F16 || type == LLM__TYPE_BF16;
-    const int64_t blocks = (N + 3) / 4, want = 4 * (int64_t)cu->prop.multiProcessorCount;
-    const int64_t units = fl ? (K / 8 * 8 + 255) / 256 : (K / 32 + 31) / 32;
-    if (blocks >= want || units < 2) return 1;
-    int64_t s = LLM__MIN(LLM__MIN(units, (int64_t)LLM__CU_SPLIT_K_MAX), (want + blocks - 1) / blocks);
-    s = LLM__MIN(s, (int64_t)(cu->part.size / ((size_t)ntok * (size_t)N * sizeof(float))));
-    return s > 1 ? (int)s : 1;
-}
-
-// Products: per weight, the GEMV for up to LLM__CU_MATVEC_MAX tokens (quantized types: the
-// activations rounded to 8 bits first, once per call), or the GEMM: the own, or cuBLAS's for the
-// float types reserve chose it for (F16 / BF16: the activations converted first, once per call).
+// Products: per weight, the GEMV (up to LLM__CU_MATVEC_MAX tokens) or the GEMM, the own or
+// cuBLAS's for the types reserve chose it for (llm__cu_product_recs).
 static void llm__cu_matmul(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
                            const struct llm__tensor *bias, struct llm__tensor x) {
     struct llm__cu *cu = ctx;
     assert(n >= 1 && n <= LLM__MAX_MATMUL_WEIGHTS);
     const int64_t ntok = x.ne1;
     if (ntok <= 0) return;
-    int rounded = -1;   // what the activations' scratch holds: llm__cu_quant_act's mode, -1 nothing
+    int rounded = -1;   // what the activations' scratch holds (llm__cu_quant_act's mode; -1 nothing)
+    struct llm__cu_rec r[LLM__CU_PRODUCT_RECS];
     for (int j = 0; j < n; j++) {
         const int64_t K = w[j]->ne0;
-        const int fi = llm__cu_float_index(w[j]->type);
-        const bool blas = fi >= 0 && ntok > LLM__CU_MATVEC_MAX && cu->blas_use[fi];
-        union llm__cu_params p;
-        memset(&p, 0, sizeof(p));
-        p.matmul.w = llm__cu_wview(w[j]);
-        p.matmul.d = LLM__CU_F(dst[j]);
-        p.matmul.x = LLM__CU_F(x);
-        p.matmul.bias = bias && bias[j].buf ? LLM__CU_F(bias[j]) : NULL;
-        p.matmul.ntok = ntok;
-        p.matmul.sd = (int64_t)(dst[j].nb1 / 4);
-        p.matmul.sx = (int64_t)(x.nb1 / 4);
-        // the activations rounded to 8 bits as the CPU rounds them (integer products), or converted
-        // for cuBLAS (F16 / BF16), once per call: weights sharing an input and a rounding share it
-        const int mode = fi < 0 ? (llm__type_info((uint32_t)w[j]->type)->vec_dot_type == LLM__TYPE_Q8_K ? 1 : 0)
-                                : blas && fi > 0 ? 1 + fi : -1;
-        int8_t *q = (int8_t *)cu->act.handle;
-        if (mode >= 0) {
-            if (K > cu->act_cols || ntok > cu->act_rows) {
-                llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a product of %lld tokens x %lld columns is larger than the shape "
-                              "reserved", (long long)ntok, (long long)K);
-                return;
-            }
-            float *dq = (float *)(q + (size_t)cu->act_rows * (size_t)cu->act_cols);
-            if (rounded != mode) {
-                union llm__cu_params r;
-                memset(&r, 0, sizeof(r));
-                r.quant_act = (struct llm__cu_quant_act){q, mode < 2 ? dq : NULL, LLM__CU_F(x), ntok, K, (int64_t)(x.nb1 / 4), mode, 0};
-                llm__cu_rec(cu, LLM__CU_QUANT_ACT, &r);
-                rounded = mode;
-            }
-            p.matmul.q = q;
-            p.matmul.dq = mode < 2 ? dq : NULL;
+        struct llm__cu_matmul m;
+        memset(&m, 0, sizeof(m));
+        m.w = llm__cu_wview(w[j]);
+        m.d = LLM__CU_F(dst[j]);
+        m.x = LLM__CU_F(x);
+        m.bias = bias && bias[j].buf ? LLM__CU_F(bias[j]) : NULL;
+        m.ntok = ntok;
+        m.sd = (int64_t)(dst[j].nb1 / 4);
+        m.sx = (int64_t)(x.nb1 / 4);
+        if ((llm__cu_float_index(w[j]->type) < 0 || ntok > LLM__CU_MATVEC_MAX) && (K > cu->act_cols || ntok > cu->act_rows)) {
+            llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a product of %lld tokens x %lld columns is larger than the shape "
+                          "reserved", (long long)ntok, (long long)K);
+            return;
         }
-        if (blas) {   // (cuBLAS has no bias: added after)
-            llm__cu_rec(cu, LLM__CU_BLAS, &p);
-            if (p.matmul.bias) {
-                union llm__cu_params a;
-                memset(&a, 0, sizeof(a));
-                a.eltwise = (struct llm__cu_eltwise){p.matmul.d, p.matmul.d, p.matmul.bias, ntok, p.matmul.w.N, p.matmul.sd,
-                                                     p.matmul.sd, 0, 0, 0.0f};
-                llm__cu_rec(cu, LLM__CU_ELTWISE, &a);
-            }
-            continue;
-        }
-        if (ntok > LLM__CU_MATVEC_MAX) {
-            llm__cu_rec(cu, LLM__CU_MATMUL, &p);
-            continue;
-        }
-        p.matmul.nsplit = llm__cu_matvec_splits(cu, w[j]->type, K, w[j]->ne1, ntok);
-        p.matmul.part = p.matmul.nsplit > 1 ? (float *)cu->part.handle : NULL;
-        llm__cu_rec(cu, LLM__CU_MATVEC, &p);
-        if (p.matmul.nsplit > 1) llm__cu_rec(cu, LLM__CU_MATVEC_REDUCE, &p);
+        const int nr = llm__cu_product_recs(cu, &m, llm__cu_use_blas(cu, &m), &rounded, r);
+        for (int i = 0; i < nr; i++) llm__cu_rec(cu, r[i].kernel, &r[i].p);
     }
 }
 

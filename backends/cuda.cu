@@ -382,18 +382,30 @@ __global__ void k_kv_store(llm__cu_kv_store p) {
     }
 }
 
+// an activation rounded to 8 bits, q x d: as q (and the chunk's d, by its first lane), or (modes
+// 4, 5: for cuBLAS) as the f16 of q d
+static __device__ __forceinline__ void put_act(const llm__cu_quant_act &p, int64_t r, int64_t k, int q, float d) {
+    if (p.mode >= 4) {
+        ((__half *)p.q)[r * p.K + k] = __float2half((float)q * d);
+        return;
+    }
+    p.q[r * p.K + k] = (int8_t)q;
+    if (threadIdx.x % 32 == 0) p.dq[r * (p.K / 32) + k / 32] = d;
+}
+
 // Activations rounded to 8 bits as the CPU backend rounds them for the weight type (llm.c:
-// llm__quantize_q8_0, llm__quantize_q8_K), or converted for cuBLAS (modes 2, 3; see cuda.h). Mode 0 (Q8_0, for blocks of 32): a warp per 32, d =
-// amax / 127 kept as f16, q = round(x / d) half away from zero. Mode 1 (Q8_K, for blocks of 256):
-// a block per 256, iscale = -127 / (the element of largest magnitude, the first of equals), q =
-// nearest (even) of x * iscale at most 127, d = 1 / iscale for each of its 8 chunks.
+// llm__quantize_q8_0, llm__quantize_q8_K), or converted for cuBLAS (modes 2-5; see cuda.h). Mode
+// 0 (Q8_0, for blocks of 32): a warp per 32, d = amax / 127 kept as f16, q = round(x / d) half
+// away from zero. Mode 1 (Q8_K, for blocks of 256): a block per 256, iscale = -127 / (the element
+// of largest magnitude, the first of equals), q = nearest (even) of x * iscale at most 127, d =
+// 1 / iscale for each of its 8 chunks. Modes 4, 5: rounded as 0, 1, written as f16 values.
 __global__ void __launch_bounds__(256) k_quant_act(llm__cu_quant_act p) {
     __shared__ float s_amax[8];
     __shared__ int s_idx[8];
     const int64_t r = blockIdx.y + (int64_t)blockIdx.z * gridDim.y;
     if (r >= p.rows) return;   // (whole blocks)
     const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p.mode >= 2) {   // converted for cuBLAS: to f16 (2) or bf16 (3), as the CPU rounds them, 2 bytes each
+    if (p.mode == 2 || p.mode == 3) {   // converted for cuBLAS: to f16 (2) or bf16 (3), as the CPU rounds them
         if (k < p.K) {
             const float x = p.x[r * p.sx + k];
             if (p.mode == 2) ((__half *)p.q)[r * p.K + k] = __float2half(x);
@@ -404,12 +416,11 @@ __global__ void __launch_bounds__(256) k_quant_act(llm__cu_quant_act p) {
     const bool in = k < p.K;   // K is a multiple of 32 (mode 1: of 256): whole warps (blocks) are in or out
     if (!in) return;
     const float x = p.x[r * p.sx + k];
-    if (p.mode == 0) {
+    if (p.mode == 0 || p.mode == 4) {
         const float amax = warp_max(fabsf(x));
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         const float v = fminf(fmaxf(x * id, -127.0f), 127.0f);
-        p.q[r * p.K + k] = (int8_t)(int)roundf(v);
-        if (threadIdx.x % 32 == 0) p.dq[r * (p.K / 32) + k / 32] = __half2float(__float2half(d));
+        put_act(p, r, k, (int)roundf(v), __half2float(__float2half(d)));
         return;
     }
     float a = fabsf(x);
@@ -427,14 +438,12 @@ __global__ void __launch_bounds__(256) k_quant_act(llm__cu_quant_act p) {
         if (s_amax[w] > am) am = s_amax[w], im = s_idx[w];
     const float mx = p.x[r * p.sx + (k - threadIdx.x) + im];
     if (am == 0.0f) {
-        p.q[r * p.K + k] = 0;
-        if (threadIdx.x % 32 == 0) p.dq[r * (p.K / 32) + k / 32] = 0.0f;
+        put_act(p, r, k, 0, 0.0f);
         return;
     }
     const float iscale = -127.0f / mx;
     const float v = fminf(fmaxf(iscale * x, -127.0f), 127.0f);
-    p.q[r * p.K + k] = (int8_t)min(127, __float2int_rn(v));
-    if (threadIdx.x % 32 == 0) p.dq[r * (p.K / 32) + k / 32] = 1.0f / iscale;
+    put_act(p, r, k, min(127, __float2int_rn(v)), 1.0f / iscale);
 }
 
 // --- products ---
@@ -940,6 +949,26 @@ __global__ void __launch_bounds__(128) k_attn_prefill(llm__cu_attn p) {
 
 static size_t attn_prefill_smem(int hd) { return sizeof(float) * ((size_t)LLM__CU_TILE_Q * hd + 2 * AP_TK * (size_t)(hd + 1)); }
 
+// a thread per 32-weight chunk: decoded, rounded to f16, stored as 4 x 16 bytes (K % 32 == 0, out
+// 16-byte aligned)
+template <int T> __global__ void k_dequant(llm__cu_dequant p) {
+    const int64_t nc = p.w.K / 32, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.rows * nc) return;
+    const int64_t r = i / nc, ci = i % nc, n = p.row0 + r;
+    const int cpb = tinfo<T>::blck / 32;
+    chunk ch;
+    decode<T>(p.w.body, p.w.hdr, n * (p.w.K / tinfo<T>::blck) + ci / cpb, (int)(ci % cpb), ch);
+    uint4 *o = (uint4 *)((__half *)p.out + r * p.w.K + ci * 32);
+    for (int v = 0; v < 4; v++) {
+        uint32_t u[4];
+        for (int j = 0; j < 4; j++) {
+            const __half lo = __float2half(chunk_value(ch, v * 8 + 2 * j)), hi = __float2half(chunk_value(ch, v * 8 + 2 * j + 1));
+            u[j] = (uint32_t)__half_as_ushort(lo) | (uint32_t)__half_as_ushort(hi) << 16;
+        }
+        o[v] = make_uint4(u[0], u[1], u[2], u[3]);
+    }
+}
+
 __global__ void k_copy(llm__cu_copy p) {
     const uint4 *s = (const uint4 *)p.src;
     uint4 *d = (uint4 *)p.dst;
@@ -979,6 +1008,12 @@ template <int T> static cudaError_t launch_typed(int kernel, const llm__cu_param
         void (*k)(llm__cu_matmul) = T == T_F32 ? k_matmul<T_F32, false> : fl ? k_matmul<(fl ? T : T_F16), true>
                                                                                : k_matmul_q<(fl ? T_Q8_0 : T)>;
         return LLM_CU_LAUNCH(k, g, dim3(128), 0, st, p);
+    }
+    case LLM__CU_DEQUANT: {
+        if (fl) return cudaErrorInvalidValue;
+        const llm__cu_dequant &p = u->dequant;
+        void (*k)(llm__cu_dequant) = k_dequant<(fl ? T_Q8_0 : T)>;
+        return LLM_CU_LAUNCH_FLAT(k, dim3((unsigned)((p.rows * (p.w.K / 32) + 255) / 256)), dim3(256), 0, st, p);
     }
     default: return cudaErrorInvalidValue;
     }
@@ -1030,8 +1065,8 @@ extern "C" int llm__cu_launch(int kernel, const union llm__cu_params *u, void *s
         const llm__cu_copy &p = u->copy;
         return (int)LLM_CU_LAUNCH_FLAT(k_copy, dim3(1024), dim3(256), 0, st, p);
     }
-    case LLM__CU_ROWS: case LLM__CU_MATVEC: case LLM__CU_MATMUL: {
-        const int type = kernel == LLM__CU_ROWS ? u->rows.w.type : u->matmul.w.type;
+    case LLM__CU_ROWS: case LLM__CU_MATVEC: case LLM__CU_MATMUL: case LLM__CU_DEQUANT: {
+        const int type = kernel == LLM__CU_ROWS ? u->rows.w.type : kernel == LLM__CU_DEQUANT ? u->dequant.w.type : u->matmul.w.type;
         if (kernel == LLM__CU_ROWS && u->rows.mode != 2) return (int)launch_typed<T_F32>(kernel, u, st);
         switch (type) {
 #define LLM_CU_CASE(T) \

@@ -27,6 +27,7 @@ enum llm__cu_kernel {
     LLM__CU_ATTN_REDUCE,  // struct llm__cu_attn
     LLM__CU_ATTN_PREFILL, // struct llm__cu_attn
     LLM__CU_COPY,         // struct llm__cu_copy (the bandwidth probe)
+    LLM__CU_DEQUANT,      // struct llm__cu_dequant
     LLM__CU_N
 };
 
@@ -103,8 +104,9 @@ struct llm__cu_quant_act {
     float *dq;
     const float *x;
     int64_t rows, K, sx;
-    int32_t mode, pad_;   // mode 0: as Q8_0 (blocks of 32), 1: as Q8_K (blocks of 256); 2: to f16, 3: to
-                          // bf16 (cuBLAS's input: K 2-byte values a row in q, no dq)
+    int32_t mode, pad_;   // mode 0: as Q8_0 (blocks of 32), 1: as Q8_K (blocks of 256); for cuBLAS (K
+                          // 2-byte values a row in q, no dq): 2 to f16, 3 to bf16, 4 and 5 rounded as
+                          // 0 and 1, as f16
 };
 
 // dst[t][n] = sum_k w[n][k] x[t][k] (+ bias[n]) for t < ntok. Integer types take the rounded
@@ -137,6 +139,14 @@ struct llm__cu_attn {
     float scale, softcap;
 };
 
+// Rows row0 .. row0 + rows - 1 of a quantized weight as f16 (out: rows x K, row after row), for
+// cuBLAS's GEMM.
+struct llm__cu_dequant {
+    struct llm__cu_w w;
+    void *out;
+    int64_t row0, rows;
+};
+
 struct llm__cu_copy {
     void *dst;
     const void *src;
@@ -153,6 +163,7 @@ union llm__cu_params {
     struct llm__cu_matmul matmul;
     struct llm__cu_attn attn;
     struct llm__cu_copy copy;
+    struct llm__cu_dequant dequant;
 };
 
 // Where a quantized type's quants lie in its block (the body plane), and the header's length; 0

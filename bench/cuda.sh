@@ -18,7 +18,7 @@
 # needs there), copy the fixtures' vocabularies (tests/fixtures.sh's cache, vocab/) to
 # build/vocab, and take build/cuda, build/gen_model and build/vocab along.
 #
-# For F32/F16/BF16 files also prefill by the own GEMM and by cuBLAS's (LLM_CUDA_CUBLAS=0 / 1).
+# Each type's prefill also by the own GEMM and by cuBLAS's (LLM_CUDA_CUBLAS=0 / 1).
 # PEAK_TFLOPS (the device's dense f16 tensor-core peak from its data sheet; H200 SXM: 989) adds
 # prefill's share of it. Results: build/bench/cuda-*.json and Markdown tables on stdout.
 set -eu
@@ -66,10 +66,9 @@ for t in $TYPES; do
     echo "$j" > "build/bench/cuda-$SHAPE-$t.json"
     echo "$j" | awk -v t="$t" -v peak="${PEAK_TFLOPS:-0}" -f bench/gpu_row.awk
 done
-# the float types' GEMM: the own and cuBLAS's (the engine times both at load and keeps the faster:
-# its choice is in the device's name)
+# prefill by the own GEMM and by cuBLAS's (the engine times both at load and keeps the faster per
+# weight type: its choice is in the device's name)
 for t in $TYPES; do
-    case $t in f32|f16|bf16) ;; *) continue ;; esac
     m=build/models/bench-$SHAPE-$t.gguf
     echo
     echo "$t: $(sed -n 's/.*"device":"\([^"]*\)".*/\1/p' "build/bench/cuda-$SHAPE-$t.json")"

@@ -70,8 +70,8 @@ static void test_graphs(const char *name, int chunk, bool blas) {
             EXPECT(llm_seq_eval(G[k], s, &toks[i], chunk, lg[k] + (size_t)i * nv, 0) == LLM_OK, "eval: %s", llm_last_error(G[k]));
     }
     const struct llm__cu *a = G[0]->be.ctx, *b = G[1]->be.ctx;
-    EXPECT(a->blas_use[0] == blas && (!blas || a->blas), "%s: cuBLAS %s (%s)", name, a->blas_use[0] ? "used" : "not used",
-           a->desc);
+    EXPECT(a->blas_on[LLM__TYPE_F32] == blas && (!blas || a->blas), "%s: cuBLAS %s (%s)", name,
+           a->blas_on[LLM__TYPE_F32] ? "used" : "not used", a->desc);
     double err = nmse(lg[0] + 4 * (size_t)nv, lg[1] + 4 * (size_t)nv, (size_t)nv * (size_t)(n - 4));
     EXPECT(err == 0.0, "%s: logits with graphs differ from without (NMSE %.3g)", name, err);
     EXPECT(a->graph_captures >= 1 && a->graph_hits >= steps - 3 && b->graph_hits == 0, "%s: %lld graphs captured, %lld replayed "
@@ -114,10 +114,13 @@ static void test_utilization(const char *name) {
 #endif
 
 #ifndef TEST_CUDA_MODELS
-// cuBLAS for the float types' GEMM: with LLM_CUDA_CUBLAS=1, products of more than 8 tokens of F32,
-// F16 and BF16 weights (alone, with a bias, beside a quantized weight) against the CPU, run as
-// cuBLAS products; without the variable reserve measures both GEMMs and names its choice.
+// cuBLAS's GEMM: with LLM_CUDA_CUBLAS=1, products of more than 8 tokens of F32, F16 and BF16
+// weights and of quantized ones (as f16, in slices of rows) alone, with a bias, beside another
+// type, against the CPU, run as cuBLAS products; without the variable reserve measures both GEMMs
+// and names its choice.
 static void test_blas(struct llm_backend *cpu, const struct llm__shape *shape) {
+    static const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16,  LLM__TYPE_BF16,   LLM__TYPE_Q8_0,  LLM__TYPE_Q4_0,
+                                LLM__TYPE_Q4_1, LLM__TYPE_Q4_K, LLM__TYPE_Q6_K, LLM__TYPE_IQ4_XS, LLM__TYPE_G4_128};
     struct llm_backend gpu = {0};
     struct llm__err e = {{0}, LLM_OK};
     setenv("LLM_CUDA_CUBLAS", "1", 1);
@@ -126,7 +129,7 @@ static void test_blas(struct llm_backend *cpu, const struct llm__shape *shape) {
     EXPECT(st == LLM_OK, "cuda backend: %s", e.msg);
     struct llm__cu *cu = gpu.ctx;
     if (st == LLM_OK) {
-        for (int i = 0; i < 3; i++) cu->fl_K[i] = cu->fl_N[i] = 64;   // (as if the model had float weights)
+        for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++) cu->wK[types[i]] = cu->wN[types[i]] = 1024;   // (as if loaded)
         EXPECT(gpu.iface->reserve(gpu.ctx, shape, &e) == LLM_OK, "cuda reserve: %s", e.msg);
     }
     if (st != LLM_OK || !cu->blas) {
@@ -138,35 +141,43 @@ static void test_blas(struct llm_backend *cpu, const struct llm__shape *shape) {
         if (gpu.iface) gpu.iface->free(gpu.ctx);
         return;
     }
-    EXPECT(cu->blas_use[0] && cu->blas_use[1] && cu->blas_use[2], "LLM_CUDA_CUBLAS=1: not chosen (%s)", cu->desc);
+    for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++)
+        EXPECT(cu->blas_on[types[i]], "LLM_CUDA_CUBLAS=1: not chosen for %s (%s)", llm__type_info((uint32_t)types[i])->name,
+               cu->desc);
 #ifdef LLM_CUDA_EMU_RUNTIME_H
     const long long g0 = llm_emu_cublas_gemms();
 #endif
-    static const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16};
     static const int shapes[][3] = {{256, 130, 17}, {768, 67, 70}};
     unsigned long long seed = 91;
-    int cases = 0;
+    long long gemms = 0;
     for (size_t t = 0; t < LLM__ARRAY_LEN(types); t++)
-        for (size_t s = 0; s < LLM__ARRAY_LEN(shapes); s++, cases += 2)
+        for (size_t s = 0; s < LLM__ARRAY_LEN(shapes); s++, gemms += 2)
             matmul_case(&gpu, cpu, types[t], types[t], shapes[s][0], shapes[s][1], shapes[s][2], seed++);
     matmul_case(&gpu, cpu, LLM__TYPE_Q8_0, LLM__TYPE_F16, 512, 80, 17, seed++);
     matmul_case(&gpu, cpu, LLM__TYPE_BF16, LLM__TYPE_Q4_K, 512, 80, 33, seed++);
-    cases += 2;
+    gemms += 4;
+    // a quantized weight in slices of 48 rows (the scratch made small): 3 + 3 products
+    const size_t deq = cu->deq.size;
+    cu->deq.size = 256 * 2 * 48;
+    matmul_case(&gpu, cpu, LLM__TYPE_Q4_K, LLM__TYPE_Q4_K, 256, 130, 17, seed++);
+    cu->deq.size = deq;
+    gemms += 6;
 #ifdef LLM_CUDA_EMU_RUNTIME_H
     const long long ran = llm_emu_cublas_gemms() - g0;
-    EXPECT(ran == cases, "%lld cuBLAS products for %d float GEMMs", ran, cases);
+    EXPECT(ran == gemms, "%lld cuBLAS products for %lld", ran, gemms);
 #endif
     // the measured choice
     cu->blas_env = -1;
     memset(cu->blas_ms, 0, sizeof(cu->blas_ms));
     llm__cu_blas_choose(cu, shape);
-    for (int i = 0; i < 3; i++)
-        EXPECT(cu->blas_ms[i][0] > 0 && cu->blas_ms[i][1] > 0 && cu->blas_use[i] == (cu->blas_ms[i][1] < cu->blas_ms[i][0]),
-               "type %d: own %.3f ms, cuBLAS %.3f ms, cuBLAS %s", i, (double)cu->blas_ms[i][0], (double)cu->blas_ms[i][1],
-               cu->blas_use[i] ? "chosen" : "not chosen");
+    for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++) {
+        const float *ms = cu->blas_ms[types[i]];
+        EXPECT(ms[0] > 0 && ms[1] > 0 && cu->blas_on[types[i]] == (ms[1] < ms[0]), "%s: own %.3f ms, cuBLAS %.3f ms, cuBLAS %s",
+               llm__type_info((uint32_t)types[i])->name, (double)ms[0], (double)ms[1], cu->blas_on[types[i]] ? "chosen" : "not");
+    }
     const char *name = gpu.iface->device_name(gpu.ctx);
-    EXPECT(strstr(name, "; f16 GEMM: ") && strstr(name, " ms)"), "device name: %s", name);
-    printf("  cuBLAS: %d float GEMMs as cuBLAS products; measured: %s\n", cases, name);
+    EXPECT(strstr(name, "; f16 GEMM: ") && strstr(name, "; q4_K GEMM: ") && strstr(name, " ms)"), "device name: %s", name);
+    printf("  cuBLAS: %lld products as cuBLAS's; measured: %s\n", gemms, name);
     gpu.iface->free(gpu.ctx);
 }
 #endif
@@ -252,9 +263,14 @@ int main(void) {
     int left = 0;
     for (size_t i = 0; i < LLM__ARRAY_LEN(models); i++) {
         if (emulated && !models[i].emu) { left++; continue; }
-        // float models' GEMMs: cuBLAS for every other model, the own GEMM for the rest
-        setenv("LLM_CUDA_CUBLAS", i % 2 ? "1" : "0", 1);
-        test_model(models[i].name, models[i].tol);
+        // the GEMMs: cuBLAS's for every other model, the own for the rest. Quantized models (bound
+        // 0.15) on cuBLAS: twice the bound. cuBLAS multiplies their weights as f16 where the CPU and
+        // the own kernels sum integers exactly (products' NMSE 1e-7 against 1e-14, test_blas), and
+        // these random tiny models magnify it: measured on the emulator, tiny-q4_k 0.10 -> 0.215,
+        // tiny-q4_0 0.02 -> 0.13, tiny-gemma2-q8_0 0.02 -> 0.06; a wrong product is off by nats.
+        const bool blas = i % 2;
+        setenv("LLM_CUDA_CUBLAS", blas ? "1" : "0", 1);
+        test_model(models[i].name, blas && models[i].tol >= 0.15 ? 2 * models[i].tol : models[i].tol);
         unsetenv("LLM_CUDA_CUBLAS");
         if (!strcmp(models[i].name, "tiny-llama3-f32")) test_serving("tiny-llama3-f32");
     }
