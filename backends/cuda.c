@@ -45,6 +45,7 @@ _Static_assert(sizeof(struct llm__cu_w) == 40 && sizeof(struct llm__cu_stepv) ==
 
 #define LLM__CU_BLAS LLM__CU_N      // a record that is a cuBLAS product (struct llm__cu_matmul), not a kernel
 #define LLM__CU_NTYPES 72            // weight type numbers are below this
+#define LLM__CU_TUNE_SIZES 3         // the GEMMs are timed at up to 3 token counts (llm__cu_blas_choose)
 #define LLM__CU_DEQ_BYTES ((size_t)64 << 20)   // cuBLAS for quantized weights: f16 rows at a time, at most
 #define LLM__CU_DEQ_SLICES 32        // ... in at most this many slices (else the own GEMM)
 #define LLM__CU_PRODUCT_RECS (3 + 2 * LLM__CU_DEQ_SLICES)   // a product's records at most
@@ -99,10 +100,10 @@ struct llm__cu {
     llm__cublas_gemm_fn blas_gemm;
     struct llm__buf blas_ws;     // its workspace (cuBLAS allocates none while a graph is captured)
     int64_t wK[LLM__CU_NTYPES], wN[LLM__CU_NTYPES];   // per weight type: the largest weight loaded
-    bool blas_on[LLM__CU_NTYPES];   // ... its GEMMs go to cuBLAS
-    float blas_ms[LLM__CU_NTYPES][2];   // ... as measured: own GEMM, cuBLAS (ms; 0 not measured)
+    int blas_from[LLM__CU_NTYPES];      // ... its products of this many tokens or more go to cuBLAS (0: none)
+    float blas_ms[LLM__CU_NTYPES][LLM__CU_TUNE_SIZES][2];   // ... measured: own GEMM, cuBLAS (ms; 0: not)
     struct llm__buf deq;         // quantized weights as f16 for cuBLAS, a slice of rows at a time
-    char desc[640];              // the device's name and what reserve chose
+    char desc[1024];             // the device's name and what reserve chose
 };
 
 // code > 0: a cudaError_t; < 0: a cuBLAS status, negated
@@ -146,8 +147,8 @@ static void llm__cu_error(struct llm__cu *cu, enum llm_status st, const char *fm
 // cuBLAS is opened at run time, not linked (the build then runs where only the driver is, and a
 // machine without cuBLAS keeps the own GEMM): libcublas.so.<the runtime's major version>, from
 // the library path, $CUDA_HOME/lib64 or /usr/local/cuda/lib64. reserve measures both, per weight
-// type the model has, on a product of the largest such weight's shape (up to LLM__CU_TUNE_K x
-// LLM__CU_TUNE_N, LLM__CU_TUNE_T tokens) and keeps the faster for that type. LLM_CUDA_CUBLAS=0
+// type the model has, on products of the largest such weight's shape (up to LLM__CU_TUNE_K x
+// LLM__CU_TUNE_N) at up to 3 token counts, and keeps the faster (llm__cu_blas_choose). LLM_CUDA_CUBLAS=0
 // never uses cuBLAS, =1 always (when it opens). The choice and the times are in the device's
 // name (llm run -v, llm bench --json).
 #ifdef LLM_CUDA_EMU_RUNTIME_H   // the tests' emulator has a cuBLAS of its own
@@ -167,6 +168,7 @@ static void *llm__cu_dlsym(void *lib, const char *name) { return dlsym(lib, name
 static void llm__cu_dlclose(void *lib) { dlclose(lib); }
 #endif
 #define LLM__CU_BLAS_WS ((size_t)32 << 20)   // cuBLAS's workspace (what it asks for on Hopper)
+#define LLM__CU_TUNE_RUNS 10                  // products timed together (launch costs amortised as in a graph)
 
 // F32 0, F16 1, BF16 2; -1 for other types
 static int llm__cu_float_index(int type) {
@@ -242,7 +244,7 @@ static void llm__cu_free(void *ctx) {
         if (cu->pinned) cudaFreeHost(cu->pinned);
         cudaStreamDestroy(cu->stream);
     }
-    if (cu->blas_lib) llm__cu_dlclose(cu->blas_lib);
+    // (cuBLAS's library stays loaded: unloading it and cuBLASLt is known to crash at exit)
     free(cu->recs);
     free(cu);
 }
@@ -352,7 +354,7 @@ static enum llm_status llm__cu_weight_load(void *ctx, struct llm__weight *w, int
     w->ne0 = ne0;
     w->ne1 = ne1;
     w->layout = len ? 1 : 0;
-    if (type < LLM__CU_NTYPES && ne0 * ne1 > cu->wK[type] * cu->wN[type]) cu->wK[type] = ne0, cu->wN[type] = ne1;
+    if (type >= 0 && type < LLM__CU_NTYPES && ne0 * ne1 > cu->wK[type] * cu->wN[type]) cu->wK[type] = ne0, cu->wN[type] = ne1;
     return LLM_OK;
 }
 
@@ -400,6 +402,7 @@ static bool llm__cu_blas_open(struct llm__cu *cu) {
     cu->blas_gemm = (llm__cublas_gemm_fn)llm__cu_dlsym(cu->blas_lib, "cublasGemmEx");
     void *h = NULL;
     if (!create || !set_stream || !set_ws || !cu->blas_destroy || !cu->blas_gemm || create(&h) || !h) {
+        cudaGetLastError();
         llm__cu_dlclose(cu->blas_lib);
         cu->blas_lib = NULL;
         return false;
@@ -411,8 +414,7 @@ static bool llm__cu_blas_open(struct llm__cu *cu) {
         if (cu->blas_ws.handle) llm__cu_buf_free(cu, &cu->blas_ws);
         cu->blas_destroy(h);
         cu->blas = NULL;
-        llm__cu_dlclose(cu->blas_lib);
-        cu->blas_lib = NULL;
+        cudaGetLastError();
         return false;
     }
     return true;
@@ -440,11 +442,11 @@ static bool llm__cu_blas_fits(const struct llm__cu *cu, int type, int64_t K, int
     return rows > 0 && (N + rows - 1) / rows <= LLM__CU_DEQ_SLICES;
 }
 
-// Whether product m goes to cuBLAS: more than LLM__CU_MATVEC_MAX tokens of a type reserve chose
-// cuBLAS for, that fits.
+// Whether product m goes to cuBLAS: as many tokens as reserve chose cuBLAS for, for its type, and
+// it fits.
 static bool llm__cu_use_blas(const struct llm__cu *cu, const struct llm__cu_matmul *m) {
-    return m->ntok > LLM__CU_MATVEC_MAX && m->w.type >= 0 && m->w.type < LLM__CU_NTYPES && cu->blas_on[m->w.type] &&
-           llm__cu_blas_fits(cu, m->w.type, m->w.K, m->w.N);
+    return m->ntok > LLM__CU_MATVEC_MAX && m->w.type >= 0 && m->w.type < LLM__CU_NTYPES && cu->blas_from[m->w.type] &&
+           m->ntok >= cu->blas_from[m->w.type] && llm__cu_blas_fits(cu, m->w.type, m->w.K, m->w.N);
 }
 
 // The records of product m into r (LLM__CU_PRODUCT_RECS at most): by the own kernels (the GEMV
@@ -491,7 +493,8 @@ static int llm__cu_product_recs(const struct llm__cu *cu, const struct llm__cu_m
         r[n].kernel = LLM__CU_BLAS;
         r[n++].p.matmul = p;
     } else {
-        const int64_t step = (int64_t)(cu->deq.size / ((size_t)m->w.K * 2));
+        int64_t step = (int64_t)(cu->deq.size / ((size_t)m->w.K * 2));
+        step = step >= 64 ? step / 64 * 64 : step;   // (slices of whole 64-row tiles: aligned outputs)
         for (int64_t n0 = 0; n0 < m->w.N; n0 += step) {
             const int64_t rows = LLM__MIN(step, m->w.N - n0);
             r[n].kernel = LLM__CU_DEQUANT;
@@ -509,77 +512,110 @@ static int llm__cu_product_recs(const struct llm__cu *cu, const struct llm__cu_m
     return n;
 }
 
-// Times a product of weight type `type` (K x N, T tokens of input) by the own GEMM and by cuBLAS:
-// ms[0], ms[1] (the best of 3 runs after a warm-up). False when it could not be run (no memory:
-// the buffers are its own).
-static bool llm__cu_blas_measure(struct llm__cu *cu, int type, int64_t K, int64_t N, int64_t T, float ms[2]) {
+// Times products of weight type `type` (K x N, at each of ns token counts T[i]) by the own GEMM
+// and by cuBLAS: ms[i][0], ms[i][1], per product, the best of 2 rounds (after a warm-up round) of
+// LLM__CU_TUNE_RUNS products between two events, the two ways alternating. 0: not run (no memory
+// for its buffers, which are its own). LLM_ERR_BACKEND when the device failed (an error that
+// stays: the context is lost).
+static enum llm_status llm__cu_blas_measure(struct llm__cu *cu, int type, int64_t K, int64_t N, const int64_t *T, int ns,
+                                            float (*ms)[2], struct llm__err *err) {
     struct llm__err e = {{0}, LLM_OK};
     struct llm__buf w = {0}, x = {0}, d = {0};
     cudaEvent_t ev[2] = {NULL, NULL};
-    bool ok = !llm__cu_buf_alloc(cu, &w, llm__row_bytes(type, K) * (size_t)N, &e) && !llm__cu_buf_alloc(cu, &x, (size_t)(T * K) * 4, &e) &&
-              !llm__cu_buf_alloc(cu, &d, (size_t)(T * N) * 4, &e) && cudaEventCreate(&ev[0]) == cudaSuccess &&
-              cudaEventCreate(&ev[1]) == cudaSuccess && T * K <= cu->act_rows * cu->act_cols;
+    const int64_t Tmax = T[ns - 1];
+    memset(ms, 0, sizeof(float) * 2 * (size_t)ns);
+    bool ok = llm__cu_blas_fits(cu, type, K, N) && Tmax * K <= cu->act_rows * cu->act_cols &&
+              !llm__cu_buf_alloc(cu, &w, llm__row_bytes(type, K) * (size_t)N, &e) &&
+              !llm__cu_buf_alloc(cu, &x, (size_t)(Tmax * K) * 4, &e) && !llm__cu_buf_alloc(cu, &d, (size_t)(Tmax * N) * 4, &e) &&
+              cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess;
     // (bytes 0x3c: f16 1.06, bf16 and f32 0.011; quantized blocks of such scales and quants)
     ok = ok && cudaMemsetAsync(w.handle, 0x3c, w.size, cu->stream) == cudaSuccess &&
          cudaMemsetAsync(x.handle, 0x3c, x.size, cu->stream) == cudaSuccess;
-    struct llm__cu_matmul m;
-    memset(&m, 0, sizeof(m));
-    if (ok) {
-        m = (struct llm__cu_matmul){llm__cu_wview_of(w.handle, type, K, N), d.handle, x.handle, NULL, NULL, NULL, NULL, T, N, K, 1, 0};
-        ok = llm__cu_blas_fits(cu, type, K, N);
-    }
     struct llm__cu_rec r[LLM__CU_PRODUCT_RECS];
-    for (int b = 0; b < 2 && ok; b++) {
-        ms[b] = 0;
-        for (int rep = 0; rep < 4 && ok; rep++) {
-            int rounded = -1;
-            const int n = llm__cu_product_recs(cu, &m, b == 1, &rounded, r);
-            ok = cudaEventRecord(ev[0], cu->stream) == cudaSuccess;
-            for (int i = 0; i < n && ok; i++) ok = llm__cu_run(cu, r[i].kernel, &r[i].p) == 0;
-            float t = 0;
-            ok = ok && cudaEventRecord(ev[1], cu->stream) == cudaSuccess && cudaEventSynchronize(ev[1]) == cudaSuccess &&
-                 cudaEventElapsedTime(&t, ev[0], ev[1]) == cudaSuccess;
-            if (rep > 0 && (rep == 1 || t < ms[b])) ms[b] = t;   // (run 0: the warm-up)
-        }
+    for (int i = 0; i < ns && ok; i++) {
+        struct llm__cu_matmul m;
+        memset(&m, 0, sizeof(m));
+        m = (struct llm__cu_matmul){llm__cu_wview_of(w.handle, type, K, N), d.handle, x.handle, NULL, NULL, NULL, NULL, T[i], N, K, 1, 0};
+        for (int round = 0; round < 3 && ok; round++)
+            for (int b = 0; b < 2 && ok; b++) {
+                ok = cudaEventRecord(ev[0], cu->stream) == cudaSuccess;
+                for (int run = 0; run < LLM__CU_TUNE_RUNS && ok; run++) {
+                    int rounded = -1;   // (each product converts its input, as in a step)
+                    const int n = llm__cu_product_recs(cu, &m, b == 1, &rounded, r);
+                    for (int j = 0; j < n && ok; j++) ok = llm__cu_run(cu, r[j].kernel, &r[j].p) == 0;
+                }
+                float t = 0;
+                ok = ok && cudaEventRecord(ev[1], cu->stream) == cudaSuccess && cudaEventSynchronize(ev[1]) == cudaSuccess &&
+                     cudaEventElapsedTime(&t, ev[0], ev[1]) == cudaSuccess;
+                t /= LLM__CU_TUNE_RUNS;
+                if (ok && round > 0 && (round == 1 || t < ms[i][b])) ms[i][b] = t;   // (round 0: the warm-up)
+            }
     }
-    cudaStreamSynchronize(cu->stream);
+    cudaError_t sync = cudaStreamSynchronize(cu->stream);
     cudaGetLastError();
     for (int i = 0; i < 2; i++)
         if (ev[i]) cudaEventDestroy(ev[i]);
     struct llm__buf *bufs[] = {&w, &x, &d};
     for (int i = 0; i < 3; i++)
         if (bufs[i]->handle) llm__cu_buf_free(cu, bufs[i]);
-    return ok;
+    if (!ok) memset(ms, 0, sizeof(float) * 2 * (size_t)ns);
+    if (sync != cudaSuccess)
+        return llm__fail(err, LLM_ERR_BACKEND, "cuda: timing the GEMMs of %s weights failed (%s)",
+                         llm__type_info((uint32_t)type)->name, cudaGetErrorString(sync));
+    return LLM_OK;
 }
 
-// reserve's choice, per weight type the model has: cuBLAS or the own GEMM (see "cuBLAS").
-static void llm__cu_blas_choose(struct llm__cu *cu, const struct llm__shape *shape) {
+// reserve's choice, per weight type the model has: cuBLAS or the own GEMM (see "cuBLAS"). Both
+// are timed at up to LLM__CU_TUNE_SIZES token counts (LLM__CU_TUNE_T / 32, / 4 and itself, within
+// the step's tokens); products of a type go to cuBLAS from the smallest count from which cuBLAS
+// was the faster at every count measured (a quantized weight is dequantized whole for each
+// product: cuBLAS pays off for enough tokens only).
+static enum llm_status llm__cu_blas_choose(struct llm__cu *cu, const struct llm__shape *shape, struct llm__err *e) {
     snprintf(cu->desc, sizeof(cu->desc), "%s", cu->name);
+    static const int shift[LLM__CU_TUNE_SIZES] = {5, 2, 0};
+    int64_t T[LLM__CU_TUNE_SIZES];
+    int ns = 0;
+    for (int i = 0; i < LLM__CU_TUNE_SIZES; i++) {
+        int64_t t = LLM__MIN((int64_t)shape->max_tokens, LLM__MAX((int64_t)LLM__CU_TUNE_T >> shift[i], (int64_t)LLM__CU_MATVEC_MAX + 1));
+        if (!ns || t > T[ns - 1]) T[ns++] = t;
+    }
     for (int t = 0; t < LLM__CU_NTYPES; t++) {
-        cu->blas_on[t] = false;
+        cu->blas_from[t] = 0;
         if (!cu->wK[t] || shape->max_tokens <= LLM__CU_MATVEC_MAX) continue;
         const char *tn = llm__type_info((uint32_t)t)->name;
         size_t at = strlen(cu->desc);
-        if (!cu->blas) {
+        if (!cu->blas || !llm__cu_blas_fits(cu, t, cu->wK[t], 1)) {
             snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: own (%s)", tn,
-                     cu->blas_env == 0 ? "LLM_CUDA_CUBLAS=0" : "no cuBLAS");
+                     cu->blas_env == 0 ? "LLM_CUDA_CUBLAS=0" : !cu->blas ? "no cuBLAS" : "no memory for cuBLAS");
             continue;
         }
-        float *ms = cu->blas_ms[t];
-        if (cu->blas_env < 0 && !ms[0]) {
-            const int64_t T = LLM__MIN((int64_t)shape->max_tokens, (int64_t)LLM__CU_TUNE_T);
+        if (cu->blas_env == 1) {
+            cu->blas_from[t] = LLM__CU_MATVEC_MAX + 1;
+            snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: cuBLAS (LLM_CUDA_CUBLAS=1)", tn);
+            continue;
+        }
+        float (*ms)[2] = cu->blas_ms[t];
+        if (!ms[ns - 1][0]) {
             const int64_t blck = (int64_t)llm__type_info((uint32_t)t)->blck;   // (K: whole blocks)
             const int64_t K = LLM__MIN(cu->wK[t], LLM__MAX((int64_t)LLM__CU_TUNE_K / blck, (int64_t)1) * blck);
-            if (!llm__cu_blas_measure(cu, t, K, LLM__MIN(cu->wN[t], (int64_t)LLM__CU_TUNE_N), T, ms))
-                ms[0] = ms[1] = 0;
+            enum llm_status st = llm__cu_blas_measure(cu, t, K, LLM__MIN(cu->wN[t], (int64_t)LLM__CU_TUNE_N), T, ns, ms, e);
+            if (st) return st;
         }
-        cu->blas_on[t] = cu->blas_env == 1 || (cu->blas_env < 0 && ms[1] > 0 && ms[1] < ms[0]);
-        if (ms[0] > 0)
-            snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: %s (cuBLAS %.3f ms, own %.3f ms)", tn,
-                     cu->blas_on[t] ? "cuBLAS" : "own", (double)ms[1], (double)ms[0]);
-        else
-            snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: %s", tn, cu->blas_on[t] ? "cuBLAS" : "own");
+        if (!ms[ns - 1][0]) {
+            snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: own (not measured: no memory)", tn);
+            continue;
+        }
+        for (int i = ns - 1; i >= 0 && ms[i][1] < ms[i][0]; i--) cu->blas_from[t] = i ? (int)T[i - 1] + 1 : LLM__CU_MATVEC_MAX + 1;
+        at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: ", tn);
+        if (at < sizeof(cu->desc)) {
+            if (cu->blas_from[t]) at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "cuBLAS from %d tokens", cu->blas_from[t]);
+            else at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "own");
+        }
+        for (int i = 0; i < ns && at < sizeof(cu->desc); i++)
+            at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "%s%lld: cuBLAS %.3f / own %.3f ms%s", i ? ", " : " (",
+                                   (long long)T[i], (double)ms[i][1], (double)ms[i][0], i == ns - 1 ? ")" : "");
     }
+    return LLM_OK;
 }
 
 static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape, struct llm__err *e) {
@@ -604,8 +640,18 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
     }
     bool blas = cu->blas_env != 0 && any && shape->max_tokens > LLM__CU_MATVEC_MAX && llm__cu_blas_open(cu);
     const size_t act = (size_t)cu->act_rows * (size_t)cols;
+    struct llm__err blas_e = {{0}, LLM_OK};   // (cuBLAS's buffers: without them, the own GEMM)
+    if (blas && (llm__cu_scratch(cu, &cu->act, act * 2, &blas_e) ||
+                 (deq && llm__cu_scratch(cu, &cu->deq, LLM__MIN(deq, LLM__CU_DEQ_BYTES), &blas_e)))) {
+        if (cu->deq.handle) llm__cu_buf_free(cu, &cu->deq);
+        blas = false;
+    }
+    if (!blas && cu->blas) {   // (not needed, or no memory for its buffers: the own GEMM from now on)
+        cu->blas_destroy(cu->blas);
+        cu->blas = NULL;
+        llm__cu_buf_free(cu, &cu->blas_ws);
+    }
     enum llm_status st = llm__cu_scratch(cu, &cu->act, blas ? act * 2 : act * 9 / 8, e);
-    if (!st && blas && deq) st = llm__cu_scratch(cu, &cu->deq, LLM__MIN(deq, LLM__CU_DEQ_BYTES), e);
     if (!st) st = llm__cu_scratch(cu, &cu->part, LLM__CU_PART_BYTES, e);
     if (!st) st = llm__cu_scratch(cu, &cu->stepbuf, words * 4, e);
     if (st) return st;
@@ -622,10 +668,10 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
         cudaGetLastError();
         cu->pinned = NULL;   // (downloads then go straight to pageable memory)
     }
-    if (!cu->recs && !(cu->recs = malloc(sizeof(*cu->recs) * LLM__CU_RECS))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    // (zeroed: records are hashed as bytes, the padding after their kernel number too)
+    if (!cu->recs && !(cu->recs = calloc(LLM__CU_RECS, sizeof(*cu->recs)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     llm__cu_graphs_clear(cu);   // (their buffers may have moved)
-    llm__cu_blas_choose(cu, shape);
-    return LLM_OK;
+    return llm__cu_blas_choose(cu, shape, e);
 }
 
 // Device memory left for the KV cache: what is free, less a margin for the activations, scratch
@@ -957,12 +1003,13 @@ static void llm__cu_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
         m.ntok = ntok;
         m.sd = (int64_t)(dst[j].nb1 / 4);
         m.sx = (int64_t)(x.nb1 / 4);
-        if ((llm__cu_float_index(w[j]->type) < 0 || ntok > LLM__CU_MATVEC_MAX) && (K > cu->act_cols || ntok > cu->act_rows)) {
+        const bool blas = llm__cu_use_blas(cu, &m);
+        if ((llm__cu_float_index(w[j]->type) < 0 || blas) && (K > cu->act_cols || ntok > cu->act_rows)) {
             llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a product of %lld tokens x %lld columns is larger than the shape "
                           "reserved", (long long)ntok, (long long)K);
             return;
         }
-        const int nr = llm__cu_product_recs(cu, &m, llm__cu_use_blas(cu, &m), &rounded, r);
+        const int nr = llm__cu_product_recs(cu, &m, blas, &rounded, r);
         for (int i = 0; i < nr; i++) llm__cu_rec(cu, r[i].kernel, &r[i].p);
     }
 }

@@ -385,8 +385,8 @@ __global__ void k_kv_store(llm__cu_kv_store p) {
 // an activation rounded to 8 bits, q x d: as q (and the chunk's d, by its first lane), or (modes
 // 4, 5: for cuBLAS) as the f16 of q d
 static __device__ __forceinline__ void put_act(const llm__cu_quant_act &p, int64_t r, int64_t k, int q, float d) {
-    if (p.mode >= 4) {
-        ((__half *)p.q)[r * p.K + k] = __float2half((float)q * d);
+    if (p.mode >= 4) {   // (beyond f16's range: its largest value, as cuBLAS's f16 products cannot do better)
+        ((__half *)p.q)[r * p.K + k] = __float2half(fminf(fmaxf((float)q * d, -65504.0f), 65504.0f));
         return;
     }
     p.q[r * p.K + k] = (int8_t)q;

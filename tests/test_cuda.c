@@ -70,10 +70,23 @@ static void test_graphs(const char *name, int chunk, bool blas) {
             EXPECT(llm_seq_eval(G[k], s, &toks[i], chunk, lg[k] + (size_t)i * nv, 0) == LLM_OK, "eval: %s", llm_last_error(G[k]));
     }
     const struct llm__cu *a = G[0]->be.ctx, *b = G[1]->be.ctx;
-    EXPECT(a->blas_on[LLM__TYPE_F32] == blas && (!blas || a->blas), "%s: cuBLAS %s (%s)", name,
-           a->blas_on[LLM__TYPE_F32] ? "used" : "not used", a->desc);
+#ifndef LLM_CUDA_EMU_RUNTIME_H
+    if (blas && !a->blas) {
+        SKIP("%s: cuBLAS (libcublas.so) not found: no steps through cuBLAS to capture", name);
+        blas = false;
+    } else
+#endif
+    EXPECT((a->blas_from[LLM__TYPE_F32] > 0) == blas && (!blas || a->blas), "%s: cuBLAS %s (%s)", name,
+           a->blas_from[LLM__TYPE_F32] ? "used" : "not used", a->desc);
+    // (the same kernels give the same logits; cuBLAS on a GPU promises that for the same algorithm
+    // only, which a graph's capture need not keep: close enough then)
     double err = nmse(lg[0] + 4 * (size_t)nv, lg[1] + 4 * (size_t)nv, (size_t)nv * (size_t)(n - 4));
-    EXPECT(err == 0.0, "%s: logits with graphs differ from without (NMSE %.3g)", name, err);
+#ifdef LLM_CUDA_EMU_RUNTIME_H
+    const double bound = 0.0;
+#else
+    const double bound = blas ? 1e-10 : 0.0;
+#endif
+    EXPECT(err <= bound, "%s: logits with graphs differ from without (NMSE %.3g)", name, err);
     EXPECT(a->graph_captures >= 1 && a->graph_hits >= steps - 3 && b->graph_hits == 0, "%s: %lld graphs captured, %lld replayed "
            "(without: %lld)", name, a->graph_captures, a->graph_hits, b->graph_hits);
     printf("  graphs: %s, %d steps of %d token%s%s: %lld captured, %lld replayed; logits the same as without graphs\n", name,
@@ -118,7 +131,7 @@ static void test_utilization(const char *name) {
 // weights and of quantized ones (as f16, in slices of rows) alone, with a bias, beside another
 // type, against the CPU, run as cuBLAS products; without the variable reserve measures both GEMMs
 // and names its choice.
-static void test_blas(struct llm_backend *cpu, const struct llm__shape *shape) {
+static void test_blas(struct llm_backend *cpu, const struct llm__shape *shape, bool emulated) {
     static const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16,  LLM__TYPE_BF16,   LLM__TYPE_Q8_0,  LLM__TYPE_Q4_0,
                                 LLM__TYPE_Q4_1, LLM__TYPE_Q4_K, LLM__TYPE_Q6_K, LLM__TYPE_IQ4_XS, LLM__TYPE_G4_128};
     struct llm_backend gpu = {0};
@@ -142,8 +155,8 @@ static void test_blas(struct llm_backend *cpu, const struct llm__shape *shape) {
         return;
     }
     for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++)
-        EXPECT(cu->blas_on[types[i]], "LLM_CUDA_CUBLAS=1: not chosen for %s (%s)", llm__type_info((uint32_t)types[i])->name,
-               cu->desc);
+        EXPECT(cu->blas_from[types[i]] == LLM__CU_MATVEC_MAX + 1, "LLM_CUDA_CUBLAS=1: not chosen for %s (%s)",
+               llm__type_info((uint32_t)types[i])->name, cu->desc);
 #ifdef LLM_CUDA_EMU_RUNTIME_H
     const long long g0 = llm_emu_cublas_gemms();
 #endif
@@ -166,14 +179,19 @@ static void test_blas(struct llm_backend *cpu, const struct llm__shape *shape) {
     const long long ran = llm_emu_cublas_gemms() - g0;
     EXPECT(ran == gemms, "%lld cuBLAS products for %lld", ran, gemms);
 #endif
-    // the measured choice
+    // the measured choice: from the smallest token count from which cuBLAS was the faster at every
+    // count measured (on the emulator 9 and 16 tokens)
     cu->blas_env = -1;
     memset(cu->blas_ms, 0, sizeof(cu->blas_ms));
-    llm__cu_blas_choose(cu, shape);
+    EXPECT(llm__cu_blas_choose(cu, shape, &e) == LLM_OK, "choose: %s", e.msg);
     for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++) {
-        const float *ms = cu->blas_ms[types[i]];
-        EXPECT(ms[0] > 0 && ms[1] > 0 && cu->blas_on[types[i]] == (ms[1] < ms[0]), "%s: own %.3f ms, cuBLAS %.3f ms, cuBLAS %s",
-               llm__type_info((uint32_t)types[i])->name, (double)ms[0], (double)ms[1], cu->blas_on[types[i]] ? "chosen" : "not");
+        float (*ms)[2] = cu->blas_ms[types[i]];
+        int ns = 0, from = 0;
+        while (ns < LLM__CU_TUNE_SIZES && ms[ns][0] > 0 && ms[ns][1] > 0) ns++;
+        const int64_t T[2] = {9, 16};   // (LLM__CU_TUNE_T 16 on the emulator)
+        for (int k = ns - 1; k >= 0 && ms[k][1] < ms[k][0]; k--) from = k ? (int)T[k - 1] + 1 : 9;
+        EXPECT(ns == (emulated ? 2 : 3) && cu->blas_from[types[i]] == from, "%s: %d counts timed, cuBLAS from %d tokens (%s)",
+               llm__type_info((uint32_t)types[i])->name, ns, cu->blas_from[types[i]], cu->desc);
     }
     const char *name = gpu.iface->device_name(gpu.ctx);
     EXPECT(strstr(name, "; f16 GEMM: ") && strstr(name, "; q4_K GEMM: ") && strstr(name, " ms)"), "device name: %s", name);
@@ -228,7 +246,7 @@ int main(void) {
         test_rope(&gpu, &cpu);
         test_attention(&gpu, &cpu);
         test_step_limits(&gpu);
-        test_blas(&cpu, &shape);
+        test_blas(&cpu, &shape, emulated);
     }
     test_device_list();
     test_bandwidth("tiny-f32");
