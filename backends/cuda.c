@@ -148,9 +148,9 @@ static void llm__cu_error(struct llm__cu *cu, enum llm_status st, const char *fm
 // machine without cuBLAS keeps the own GEMM): libcublas.so.<the runtime's major version>, from
 // the library path, $CUDA_HOME/lib64 or /usr/local/cuda/lib64. reserve measures both, per weight
 // type the model has, on products of the largest such weight's shape (up to LLM__CU_TUNE_K x
-// LLM__CU_TUNE_N) at up to 3 token counts, and keeps the faster (llm__cu_blas_choose). LLM_CUDA_CUBLAS=0
-// never uses cuBLAS, =1 always (when it opens). The choice and the times are in the device's
-// name (llm run -v, llm bench --json).
+// LLM__CU_TUNE_N) at up to 3 token counts, and keeps the faster (llm__cu_blas_choose).
+// LLM_CUDA_CUBLAS=0 never uses cuBLAS, =1 always (when it opens). The choice and the times are in
+// the device's name (llm run -v, llm bench --json).
 #ifdef LLM_CUDA_EMU_RUNTIME_H   // the tests' emulator has a cuBLAS of its own
 #define LLM__CU_TUNE_K 64   // (the emulator is slow: a small product)
 #define LLM__CU_TUNE_N 64
