@@ -8,6 +8,10 @@
 //        the checks: its size against the server's (Content-Length, Content-Range, X-Linked-Size)
 //        and its sha256 against the one the server gives (Hugging Face sends it for LFS files as
 //        X-Linked-Etag on its redirect to the CDN; a plain ETag of 64 hex digits counts too).
+//        A server that sends more than the size it announced is refused as soon as it does (the
+//        size check would fail anyway). A pull that fails takes back what it made: the folders
+//        it created, when they are empty, and its .part, when nothing arrived in it; a .part with
+//        bytes stays for the next pull to resume.
 #include "cli.h"
 
 #include <ctype.h>
@@ -123,16 +127,23 @@ static bool hf_valid_file(const char *file) {
     return true;
 }
 
-static char *str_printf(const char *fmt, ...) {
-    va_list ap, ap2;
-    va_start(ap, fmt);
+static char *str_vprintf(const char *fmt, va_list ap) {
+    va_list ap2;
     va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
     char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
     if (!s) cli_die("out of memory");
-    vsnprintf(s, (size_t)n + 1, fmt, ap2);
-    va_end(ap2);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    return s;
+}
+
+__attribute__((format(printf, 1, 2)))
+static char *str_printf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = str_vprintf(fmt, ap);
+    va_end(ap);
     return s;
 }
 
@@ -144,16 +155,59 @@ static char *hf_cache_path(const char *repo, const char *file) {
     return str_printf("%s/.cache/llm.c/hf/%s/%s", home, repo, file);
 }
 
-// mkdir -p of the folders above path.
-static void make_parents(const char *path) {
-    char *p = strdup(path);
-    if (!p) cli_die("out of memory");
+// What a pull made in the cache, taken back when it fails (pull_die): the folders it created
+// and whether it created the .part. Only these: a folder or a .part that was there before may
+// hold another pull's bytes or the user's files.
+struct pull_made {
+    char *path;        // the download's path (a copy: cut at dirs[i] it names a folder)
+    size_t *dirs;      // the lengths of the folders' names in path that this pull created, outermost first
+    int n_dirs;
+    const char *part;
+    int fd;            // the .part once this pull holds its lock, else -1
+    bool made_part;    // the .part was created by this pull (O_EXCL)
+};
+
+// Takes back what m records: the .part while it is empty and still the file this pull created
+// and locked (with bytes it stays, to be resumed), then the created folders, innermost first,
+// each only if empty (rmdir fails on anything else: a file that arrived meanwhile stays).
+static void pull_unmake(struct pull_made *m) {
+    struct stat a, b;
+    if (m->made_part && m->fd >= 0 && fstat(m->fd, &a) == 0 && a.st_size == 0 && lstat(m->part, &b) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        unlink(m->part);
+    for (int i = m->n_dirs - 1; i >= 0; i--) {
+        m->path[m->dirs[i]] = 0;
+        rmdir(m->path);
+        m->path[m->dirs[i]] = '/';
+    }
+    m->n_dirs = 0;
+}
+
+// cli_die after taking back what the pull made.
+__attribute__((format(printf, 2, 3), noreturn))
+static void pull_die(struct pull_made *m, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = str_vprintf(fmt, ap);
+    va_end(ap);
+    pull_unmake(m);
+    cli_die("%s", msg);
+}
+
+// mkdir -p of the folders above m->path, recording those it creates.
+static void make_parents(struct pull_made *m) {
+    char *p = m->path;
     for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
         *s = 0;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) cli_die("cannot create the folder '%s': %s", p, strerror(errno));
+        if (mkdir(p, 0755) == 0) {
+            m->dirs[m->n_dirs++] = (size_t)(s - p);
+        } else if (errno != EEXIST) {
+            char *msg = str_printf("cannot create the folder '%s': %s", p, strerror(errno));
+            *s = '/';
+            pull_die(m, "%s", msg);
+        }
         *s = '/';
     }
-    free(p);
 }
 
 // --- the transfer ---
@@ -171,6 +225,7 @@ struct pull {
     char linked_etag[80];
     long long linked_size;
     int write_errno;
+    long long overrun;     // the size announced when more bytes came, else -1
     bool tty;
     double t0, last_draw;
 };
@@ -211,8 +266,12 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *user) {
     return n;
 }
 
+static long long pull_total(const struct pull *P);
+
 // The body: appended to the .part file. A 200 answer to a Range request (a server that does not
-// do ranges) is the whole file: the .part starts over.
+// do ranges) is the whole file: the .part starts over. Bytes beyond an announced size end the
+// transfer (overrun): the size check after it would refuse the file, and the progress bar knows
+// no share above 100%.
 static size_t on_body(char *data, size_t size, size_t nmemb, void *user) {
     struct pull *P = user;
     size_t n = size * nmemb;
@@ -222,6 +281,13 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user) {
     }
     if (P->status == 206 && P->range_start >= 0 && P->offset == P->start && P->range_start != P->start) {
         P->write_errno = EPROTO;   // a range other than the one asked for
+        return 0;
+    }
+    // the smallest size announced (the response's, Hugging Face's X-Linked-Size), -1: none
+    long long limit = pull_total(P);
+    if (P->linked_size >= 0 && (limit < 0 || P->linked_size < limit)) limit = P->linked_size;
+    if (limit >= 0 && (P->offset > limit || (unsigned long long)n > (unsigned long long)(limit - P->offset))) {
+        P->overrun = limit;
         return 0;
     }
     for (size_t done = 0; done < n;) {
@@ -258,7 +324,7 @@ static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_of
     long long total = pull_total(P);
     char a[32], b[32], r[32];
     double rate = (double)(P->offset - P->start) / CLI_MAX(now - P->t0, 1e-3);
-    if (total > 0) {
+    if (total > 0 && P->offset <= total) {   // (on_body keeps the offset within it)
         int pct = (int)(100.0 * (double)P->offset / (double)total), fill = pct * 30 / 100;
         fprintf(stderr, "\r%3d%% [%.*s%*s] %s / %s  %s/s   ", pct, fill, "==============================",
                 30 - fill, "", human_size((double)P->offset, a, sizeof(a)), human_size((double)total, b, sizeof(b)),
@@ -325,15 +391,22 @@ static char *hf_pull(const char *repo, const char *file, bool quiet_if_cached) {
         p += k + (p[k] == '/');
     }
     char *part = str_printf("%s.part", path);
-    make_parents(path);
-    int fd = open(part, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd < 0) cli_die("cannot write '%s': %s", part, strerror(errno));
+    struct pull_made made = {.path = strdup(path), .dirs = calloc(strlen(path) + 1, sizeof(size_t)), .part = part,
+                             .fd = -1};
+    if (!made.path || !made.dirs) cli_die("out of memory");
+    make_parents(&made);
+    // O_EXCL first, to know whether this pull made the .part (a failure takes back only that)
+    int fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
+    made.made_part = fd >= 0;
+    if (fd < 0 && errno == EEXIST) fd = open(part, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) pull_die(&made, "cannot write '%s': %s", part, strerror(errno));
     // one pull of a file at a time: two appending to the same .part would interleave
     struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     if (fcntl(fd, F_SETLK, &lk) != 0)
-        cli_die("'%s' is being downloaded by another llm pull (it holds a lock on %s)", file, part);
+        pull_die(&made, "'%s' is being downloaded by another llm pull (it holds a lock on %s)", file, part);
+    made.fd = fd;
 
-    struct pull P = {.url = url.p, .part = part, .fd = fd, .linked_size = -1, .tty = isatty(2)};
+    struct pull P = {.url = url.p, .part = part, .fd = fd, .linked_size = -1, .overrun = -1, .tty = isatty(2)};
     char sum[65] = "", errbuf[CURL_ERROR_SIZE];
     fprintf(stderr, "llm: downloading %s\n     into %s\n", url.p, path);
     curl_easy_setopt(h, CURLOPT_URL, url.p);
@@ -357,7 +430,7 @@ static char *hf_pull(const char *repo, const char *file, bool quiet_if_cached) {
     CURLcode rc = CURLE_OK;
     for (int tries = 0, stalled = 0; stalled < 3; tries++) {
         struct stat ps;
-        if (fstat(fd, &ps) != 0) cli_die("cannot read '%s': %s", part, strerror(errno));
+        if (fstat(fd, &ps) != 0) pull_die(&made, "cannot read '%s': %s", part, strerror(errno));
         P.offset = P.start = (long long)ps.st_size;
         P.status = 0;
         P.write_errno = 0;
@@ -374,76 +447,81 @@ static char *hf_pull(const char *repo, const char *file, bool quiet_if_cached) {
         if (rc == CURLE_OK) break;
         if (rc == CURLE_HTTP_RETURNED_ERROR && code == 416 && P.start > 0) {
             // the .part is no prefix of the file (longer: the file changed): start over
-            if (ftruncate(fd, 0) != 0) cli_die("cannot write '%s': %s", part, strerror(errno));
+            if (ftruncate(fd, 0) != 0) pull_die(&made, "cannot write '%s': %s", part, strerror(errno));
             fprintf(stderr, "llm: the server refused to resume at byte %lld (HTTP 416): starting over\n", P.start);
             stalled++;
             continue;
         }
         if (rc == CURLE_HTTP_RETURNED_ERROR) {
             if (code == 404)
-                cli_die("%s/%s was not found (HTTP 404 from %s): check the repository and the file name "
-                        "(they are case-sensitive)", repo, file, url.p);
+                pull_die(&made, "%s/%s was not found (HTTP 404 from %s): check the repository and the file name "
+                                "(they are case-sensitive)", repo, file, url.p);
             if (code == 401 || code == 403)
-                cli_die("%s/%s: access refused (HTTP %ld from %s): a private or gated repository (accept its terms "
-                        "on huggingface.co and download the file yourself; llm pull sends no token)",
-                        repo, file, code, url.p);
-            cli_die("%s: HTTP %ld from the server", url.p, code);
+                pull_die(&made, "%s/%s: access refused (HTTP %ld from %s): a private or gated repository (accept its "
+                                "terms on huggingface.co and download the file yourself; llm pull sends no token)",
+                                repo, file, code, url.p);
+            pull_die(&made, "%s: HTTP %ld from the server", url.p, code);
+        }
+        if (rc == CURLE_WRITE_ERROR && P.overrun >= 0) {
+            unlink(part);
+            pull_die(&made, "%s: the server sent more than the %lld bytes it announced: the download was deleted; "
+                            "try again", url.p, P.overrun);
         }
         if (rc == CURLE_WRITE_ERROR && P.write_errno)
-            cli_die("cannot write '%s': %s (%lld bytes are there; llm pull again resumes)", part,
-                    P.write_errno == EPROTO ? "the server sent another range than the one asked for"
-                                            : strerror(P.write_errno), P.offset);
+            pull_die(&made, "cannot write '%s': %s (%lld bytes are there; llm pull again resumes)", part,
+                            P.write_errno == EPROTO ? "the server sent another range than the one asked for"
+                                                    : strerror(P.write_errno), P.offset);
         if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_PROXY)
-            cli_die("cannot reach %s: %s (no network? LLM_HF_ENDPOINT chooses another server)", ep,
-                    errbuf[0] ? errbuf : curl_easy_strerror(rc));
+            pull_die(&made, "cannot reach %s: %s (no network? LLM_HF_ENDPOINT chooses another server)", ep,
+                            errbuf[0] ? errbuf : curl_easy_strerror(rc));
         if (!transient(rc) || tries >= 100)
-            cli_die("%s: %s (%lld bytes are in %s; llm pull again resumes)", url.p,
-                    errbuf[0] ? errbuf : curl_easy_strerror(rc), P.offset, part);
+            pull_die(&made, "%s: %s (%lld bytes are in %s; llm pull again resumes)", url.p,
+                            errbuf[0] ? errbuf : curl_easy_strerror(rc), P.offset, part);
         stalled = P.offset > P.start ? 0 : stalled + 1;
         fprintf(stderr, "llm: the transfer stopped after %lld bytes (%s): resuming\n", P.offset,
                 errbuf[0] ? errbuf : curl_easy_strerror(rc));
     }
     if (rc != CURLE_OK)
-        cli_die("%s: the transfer keeps stopping with no progress (%lld bytes are in %s; llm pull again resumes)",
-                url.p, P.offset, part);
+        pull_die(&made, "%s: the transfer keeps stopping with no progress (%lld bytes are in %s; llm pull again "
+                        "resumes)", url.p, P.offset, part);
     curl_easy_cleanup(h);
 
     // the checks: size, then sha256 of the whole file (the .part may hold bytes of earlier runs)
     struct stat ps;
-    if (fstat(fd, &ps) != 0) cli_die("cannot read '%s': %s", part, strerror(errno));
+    if (fstat(fd, &ps) != 0) pull_die(&made, "cannot read '%s': %s", part, strerror(errno));
     long long total = pull_total(&P), size = (long long)ps.st_size;
     if ((total >= 0 && size != total) || (P.linked_size >= 0 && size != P.linked_size)) {
-        close(fd);
         unlink(part);
-        cli_die("%s: %lld bytes arrived, the server announced %lld: the download was deleted; try again", url.p,
-                size, P.linked_size >= 0 ? P.linked_size : total);
+        pull_die(&made, "%s: %lld bytes arrived, the server announced %lld: the download was deleted; try again", url.p,
+                        size, P.linked_size >= 0 ? P.linked_size : total);
     }
     const char *want = etag_sha256(P.linked_etag, sum);
     if (!want) want = etag_sha256(P.etag, sum);
     if (want) {
         if (P.tty) fprintf(stderr, "llm: checking the sha256\n");
         FILE *f = fopen(part, "rb");
-        if (!f) cli_die("cannot read '%s': %s", part, strerror(errno));
+        if (!f) pull_die(&made, "cannot read '%s': %s", part, strerror(errno));
         struct sha256 s;
         sha256_init(&s);
         static uint8_t buf[1 << 16];
         size_t k;
         while ((k = fread(buf, 1, sizeof(buf), f)) > 0) sha256_update(&s, buf, k);
-        if (ferror(f)) cli_die("cannot read '%s': %s", part, strerror(errno));
+        if (ferror(f)) pull_die(&made, "cannot read '%s': %s", part, strerror(errno));
         fclose(f);
         char got[65];
         sha256_hex(&s, got);
         if (strcmp(got, want)) {
-            close(fd);
             unlink(part);
-            cli_die("%s: the sha256 of the download is %s, the server's is %s: the file is damaged and was deleted; "
-                    "try again", url.p, got, want);
+            pull_die(&made, "%s: the sha256 of the download is %s, the server's is %s: the file is damaged and was "
+                            "deleted; try again", url.p, got, want);
         }
     } else {
         fprintf(stderr, "llm: note: the server gave no sha256 for %s (only the size was checked)\n", file);
     }
-    if (rename(part, path) != 0) cli_die("cannot rename '%s' to '%s': %s", part, path, strerror(errno));
+    if (rename(part, path) != 0) pull_die(&made, "cannot rename '%s' to '%s': %s", part, path, strerror(errno));
     close(fd);
+    free(made.path);
+    free(made.dirs);
     char sz[32];
     fprintf(stderr, "llm: %s/%s: %s%s\n", repo, file, human_size((double)size, sz, sizeof(sz)),
             want ? ", sha256 checked" : "");

@@ -12,6 +12,8 @@ every case:
             sha256) and X-Linked-Size; the CDN's answer has an ETag that is not a sha256
   badsum    the ETag is the sha256 of other bytes
   norange   Range is ignored: always 200 and the whole file
+  overlong  a 206 announcing a 1-byte file (Content-Range: bytes 0-0/1) whose body is 4 MB, sent
+            a megabyte at a time with pauses (a client's progress bar is drawn meanwhile)
 Each request is logged to --log as "PATH RANGE" (RANGE: the Range header, or -).
 Usage: hf_server.py --root DIR --port-file F --log F [--cut N]; it writes its port to F.
 """
@@ -21,6 +23,7 @@ import http.server
 import os
 import socketserver
 import sys
+import time
 import urllib.parse
 
 
@@ -54,6 +57,8 @@ def main():
             path = self.file_path(name)
             if path is None:
                 return self.send_error(404)
+            if mode == "overlong":
+                return self.send_overlong()
             if mode == "redirect":
                 data = open(path, "rb").read()
                 self.send_response(302)
@@ -65,6 +70,20 @@ def main():
                 self.end_headers()
                 return
             self.send_file(name, rng, mode)
+
+        def send_overlong(self):
+            self.send_response(206)
+            self.send_header("Content-Range", "bytes 0-0/1")
+            self.send_header("Content-Length", str(4 << 20))
+            self.end_headers()
+            try:
+                for _ in range(4):
+                    self.wfile.write(bytes(1 << 20))
+                    self.wfile.flush()
+                    time.sleep(0.25)
+            except OSError:   # the client hung up (it refused the body)
+                pass
+            self.close_connection = True
 
         def file_path(self, name):
             if ".." in name.split("/"):

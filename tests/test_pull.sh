@@ -102,6 +102,54 @@ grep -q "^/plain/r/resolve/main/sub/small%20file.gguf " "$tmp/log" && ok || bad 
 # errors: 404, no server, a full disk (the .part is /dev/full)
 expect_fail "404" "not found (HTTP 404" "$llm" pull plain/r missing.gguf
 expect_fail "no network" "cannot reach" env LLM_HF_ENDPOINT=http://127.0.0.1:1 "$llm" pull plain/net data.gguf
+
+# a failed pull takes away what it made and holds nothing: its empty .part and the folders it
+# created (a new cache's too), but no folder that was there before, and no .part with bytes in it
+# (the next pull resumes from them)
+[ -d "$hf/plain/r" ] && [ ! -e "$hf/plain/r/missing.gguf.part" ] && ok || bad "404: an empty .part is left in $hf/plain/r"
+[ ! -e "$hf/plain/net" ] && ok || bad "no network: the folders of the failed pull are left: $(ls -R "$hf/plain/net" 2>&1)"
+mkdir -p "$tmp/fresh"
+expect_fail "404 in a new cache" "not found (HTTP 404" env XDG_CACHE_HOME="$tmp/fresh/cache" "$llm" pull gone/r deep/er/missing.gguf
+[ -d "$tmp/fresh" ] && [ ! -e "$tmp/fresh/cache" ] && ok || bad "404 in a new cache: left $(find "$tmp/fresh" 2>&1 | tr '\n' ' ')"
+mkdir -p "$hf/keep"
+expect_fail "404 under a folder that was there" "not found (HTTP 404" "$llm" pull keep/r sub/missing.gguf
+[ -d "$hf/keep" ] && [ ! -e "$hf/keep/r" ] && ok || bad "404 under $hf/keep: left $(find "$hf/keep" 2>&1 | tr '\n' ' ')"
+mkdir -p "$hf/plain/net2"
+head -c 1000 "$tmp/root/data.gguf" > "$hf/plain/net2/data.gguf.part"
+expect_fail "no network, a .part with bytes" "cannot reach" env LLM_HF_ENDPOINT=http://127.0.0.1:1 "$llm" pull plain/net2 data.gguf
+[ "$(wc -c < "$hf/plain/net2/data.gguf.part" 2>/dev/null | tr -d ' ')" = 1000 ] && ok || bad "no network: the .part with bytes was not kept"
+
+# on_tty OUT CMD...: CMD with its stderr on a pseudo-terminal (where pull draws its progress
+# bar), what it wrote there in OUT; returns CMD's exit status
+on_tty() {
+    python3 - "$@" <<'EOF_PY'
+import os, pty, subprocess, sys
+m, s = pty.openpty()
+p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=s)
+os.close(s)
+with open(sys.argv[1], "wb") as f:
+    while True:
+        try:
+            b = os.read(m, 1 << 16)
+        except OSError:   # EIO: the program and its children closed the terminal
+            break
+        if not b:
+            break
+        f.write(b)
+rc = p.wait()
+sys.exit(rc if rc >= 0 else 128 - rc)
+EOF_PY
+}
+# a server that sends more than it announced (Content-Range: bytes 0-0/1, then 4 MB): refused as
+# a size mismatch as soon as the announced size is passed, the bytes deleted; the progress bar on
+# the terminal stays within its line (its width once came from the overshoot: a signed overflow,
+# megabytes of spaces)
+on_tty "$tmp/tty" "$llm" pull overlong/r data.gguf; rc=$?
+[ "$rc" -eq 1 ] && ok || bad "overlong: exit status $rc (want 1): $(tail -c 800 "$tmp/tty")"
+grep -q "more than the 1 bytes it announced" "$tmp/tty" && ok || bad "overlong: message '$(tail -c 800 "$tmp/tty")'"
+size=$(wc -c < "$tmp/tty" | tr -d ' ')
+[ "$size" -lt 4096 ] && ok || bad "overlong: $size bytes on the terminal"
+[ ! -e "$hf/overlong/r/data.gguf" ] && [ ! -e "$hf/overlong/r/data.gguf.part" ] && ok || bad "overlong: a download is left"
 mkdir -p "$hf/plain/full"
 ln -s /dev/full "$hf/plain/full/data.gguf.part"
 expect_fail "disk full" "No space left on device" "$llm" pull plain/full data.gguf
