@@ -87,6 +87,31 @@ expect_fail "requantize" "needs --allow-requantize" "$tmp/q4.gguf" "$tmp/out.ggu
 printf 'GGUF\003\000\000\000junk' > "$tmp/corrupt.gguf"
 expect_fail "corrupt input" "gguf" "$tmp/corrupt.gguf" "$tmp/out.gguf" q4_0
 expect_fail "unwritable output" "cannot create" "$src" "$tmp/no/such/dir/out.gguf" q4_0
+# an output that is the input or lies inside it (through symbolic links too, existing or not):
+# refused before anything is written, the input left as it was
+d=$hf/tiny-qwen3-f32
+if [ -d "$d" ]; then
+    cp -R "$d" "$tmp/in"
+    ln -s "$tmp/in" "$tmp/in-link"
+    ln -s "$tmp/in/model.safetensors" "$tmp/out-link.gguf"
+    printf 'the calibration text\n' > "$tmp/calib-in.txt"
+    expect_fail "output is a file of the input" "is inside the input" "$tmp/in" "$tmp/in/model.safetensors" q8_0
+    expect_fail "output new in the input" "is inside the input" "$tmp/in" "$tmp/in/new.gguf" q8_0
+    expect_fail "output in a new folder in the input" "is inside the input" "$tmp/in" "$tmp/in/sub/new.gguf" q8_0
+    expect_fail "output through a link to the input" "is inside the input" "$tmp/in" "$tmp/in-link/model.safetensors" q8_0
+    expect_fail "input through a link" "is inside the input" "$tmp/in-link" "$tmp/in/model.safetensors" q8_0
+    expect_fail "output a link into the input" "is inside the input" "$tmp/in" "$tmp/out-link.gguf" q8_0
+    expect_fail "output is the input's directory" "is the input" --format hf "$tmp/in" "$tmp/in-link"
+    cp "$src" "$tmp/m.gguf.part"
+    expect_fail "output's .part is the input" "is the input" "$tmp/m.gguf.part" "$tmp/m.gguf" q8_0
+    cmp -s "$src" "$tmp/m.gguf.part" && [ ! -e "$tmp/m.gguf" ] && ok || bad "the input named as the output's .part changed"
+    expect_fail "output is the calibration text" "is the calibration text" --method gptq --calib "$tmp/calib-in.txt" \
+        --format gguf "$tmp/in" "$tmp/calib-in.txt" q8_0
+    diff -r "$d" "$tmp/in" >/dev/null && [ "$(ls "$tmp/in" | wc -l)" = "$(ls "$d" | wc -l)" ] && ok ||
+        bad "the input directory changed: $(diff -r "$d" "$tmp/in" 2>&1 | head -c 300)"
+    [ -L "$tmp/out-link.gguf" ] && [ "$(cat "$tmp/calib-in.txt")" = "the calibration text" ] && ok ||
+        bad "the link or the calibration text changed"
+fi
 "$llm" quantize --allow-requantize "$tmp/q4.gguf" "$tmp/rq.gguf" q8_0 2>/dev/null && "$llm" run -m "$tmp/rq.gguf" -p hi -n 2 --temp 0 >/dev/null 2>&1 &&
     ok || bad "--allow-requantize"
 "$llm" quantize --help | grep -q "allow-requantize" && ok || bad "llm quantize --help"
