@@ -248,18 +248,29 @@ static char *cli_read_upto(FILE *f, const char *name, size_t max, size_t *len, b
     return b.p;
 }
 
+// The end of a read that found more than max bytes: p (up to max bytes, 1 GiB for some) is freed
+// rather than left for the exit to find.
+__attribute__((noreturn))
+static void cli_read_too_long(char *p, const char *name, size_t max) {
+    char lim[32];
+    free(p);
+    cli_die("'%s' holds more than %s, the most llm reads from it", name, cli_size_text(max, lim));
+}
+
 char *cli_read_stream(FILE *f, const char *name, size_t max, size_t *len) {
     bool more;
-    char *p = cli_read_upto(f, name, max, len, &more), lim[32];
-    if (more) cli_die("'%s' holds more than %s, the most llm reads from it", name, cli_size_text(max, lim));
+    char *p = cli_read_upto(f, name, max, len, &more);
+    if (more) cli_read_too_long(p, name, max);
     return p;
 }
 
 char *cli_read_file(const char *path, size_t max, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) cli_die("cannot open '%s': %s", path, strerror(errno));
-    char *p = cli_read_stream(f, path, max, len);
+    bool more;
+    char *p = cli_read_upto(f, path, max, len, &more);
     fclose(f);
+    if (more) cli_read_too_long(p, path, max);
     return p;
 }
 
@@ -531,7 +542,7 @@ int32_t *cli_prompt(llm_engine *E, const struct cli *c, int max_tokens, int *n_p
     llm_get_model_info(E, &mi);
     size_t max = CLI_MAX_INPUT, len;
     if (max_tokens > 0 && mi.max_token_bytes > 0) max = CLI_MIN(max, (size_t)max_tokens * mi.max_token_bytes);
-    char *text = NULL, lim[32];
+    char *text = NULL;
     bool more = false;
     if (c->prompt_file) {
         FILE *f = fopen(c->prompt_file, "rb");
@@ -544,12 +555,13 @@ int32_t *cli_prompt(llm_engine *E, const struct cli *c, int max_tokens, int *n_p
         more = len > max;
     }
     if (!text) cli_die("out of memory");
-    if (more && max < CLI_MAX_INPUT)
+    if (more && max < CLI_MAX_INPUT) {
+        free(text);
         cli_die("the prompt %s more than %zu bytes: more than the context of %d tokens (-c) can hold (a token of this "
                 "vocabulary stands for at most %zu bytes)", c->prompt_file ? "file holds" : "has", max, max_tokens,
                 mi.max_token_bytes);
-    if (more) cli_die("'%s' holds more than %s, the most llm reads from it", c->prompt_file ? c->prompt_file : "-p",
-                      cli_size_text(max, lim));
+    }
+    if (more) cli_read_too_long(text, c->prompt_file ? c->prompt_file : "-p", max);
     int flags = (c->no_bos ? 0 : LLM_TOKENIZE_ADD_SPECIAL) | (c->special ? LLM_TOKENIZE_PARSE_SPECIAL : 0);
     int n = llm_tokenize(E, text, len, flags, NULL, 0);
     if (n < 0) cli_die("%s", llm_last_error(E));
