@@ -10016,6 +10016,7 @@ struct llm_sampler {
     float *work;              // [n_vocab] penalised logits
     int32_t *hist;            // the last penalty_last_n tokens, a ring
     int n_hist, hist_pos;
+    int32_t *count;           // [n_vocab] zeros, but while the penalties count occurrences
 };
 
 static uint64_t llm__splitmix64(uint64_t *x) {
@@ -10071,9 +10072,11 @@ llm_sampler *llm_sampler_create(const struct llm_sampling_params *params, int n_
     s->n_vocab = n_vocab;
     s->probs = malloc((size_t)n_vocab * sizeof(float));
     s->idx = malloc((size_t)n_vocab * sizeof(int32_t));
-    s->work = llm__penalties_on(params) ? malloc((size_t)n_vocab * sizeof(float)) : NULL;
+    bool pen = llm__penalties_on(params);
+    s->work = pen ? malloc((size_t)n_vocab * sizeof(float)) : NULL;
+    s->count = pen ? calloc((size_t)n_vocab, sizeof(int32_t)) : NULL;
     s->hist = params->penalty_last_n > 0 ? malloc((size_t)params->penalty_last_n * sizeof(int32_t)) : NULL;
-    if (!s->probs || !s->idx || (llm__penalties_on(params) && !s->work) || (params->penalty_last_n > 0 && !s->hist)) {
+    if (!s->probs || !s->idx || (pen && (!s->work || !s->count)) || (params->penalty_last_n > 0 && !s->hist)) {
         llm_sampler_free(s);
         return NULL;
     }
@@ -10087,6 +10090,7 @@ void llm_sampler_free(llm_sampler *s) {
     free(s->probs);
     free(s->idx);
     free(s->work);
+    free(s->count);
     free(s->hist);
     free(s);
 }
@@ -10182,27 +10186,22 @@ static int llm__top_k(int32_t *idx, int n, int k, const float *key) {
     return m;
 }
 
-static int llm__cmp_i32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 // Repetition (divides positive logits, multiplies negative ones), frequency (per occurrence)
 // and presence (once) penalties for the tokens of the recent history, as llama.cpp applies them.
+// Occurrences are counted in s->count, which is left zero again: time linear in the history (and
+// the copy of the row), whatever it holds.
 static const float *llm__apply_penalties(llm_sampler *s, const float *logits) {
     if (!llm__penalties_on(&s->p) || s->n_hist == 0) return logits;
     memcpy(s->work, logits, (size_t)s->n_vocab * sizeof(float));
-    int32_t *h = s->idx;   // scratch: the history sorted, to count occurrences
-    memcpy(h, s->hist, (size_t)s->n_hist * sizeof(int32_t));
-    qsort(h, (size_t)s->n_hist, sizeof(int32_t), llm__cmp_i32);
-    for (int i = 0; i < s->n_hist;) {
-        int j = i;
-        while (j < s->n_hist && h[j] == h[i]) j++;
-        float *x = &s->work[h[i]];
+    for (int i = 0; i < s->n_hist; i++) s->count[s->hist[i]]++;
+    for (int i = 0; i < s->n_hist; i++) {
+        int32_t t = s->hist[i];
+        if (!s->count[t]) continue;   // done at its first occurrence
+        float *x = &s->work[t];
         if (*x <= 0.0f) *x *= s->p.repeat_penalty;
         else *x /= s->p.repeat_penalty;
-        *x -= (float)(j - i) * s->p.frequency_penalty + s->p.presence_penalty;
-        i = j;
+        *x -= (float)s->count[t] * s->p.frequency_penalty + s->p.presence_penalty;
+        s->count[t] = 0;
     }
     return s->work;
 }
@@ -12902,6 +12901,127 @@ enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int 
 
 enum llm__req_state { LLM__REQ_WAITING, LLM__REQ_RUNNING, LLM__REQ_DONE };
 
+// --- stop strings: one automaton over all of a request's stop strings (Aho-Corasick) ---
+//
+// The trie of the strings, each node a prefix of some string; a node's fail link is the node of
+// the longest proper suffix of its prefix that is also a prefix of some string. Children are found
+// in a hash table keyed by (node, byte). Scanning the text byte by byte keeps the node of the
+// longest end of the text that is a prefix of a stop string: every byte moves down one edge or
+// follows fail links up (each step up shortens that end, which only moves down one byte per byte
+// read), so the whole text costs O(its length) however many or long the strings are, and each
+// new token costs only what its bytes can complete.
+#define LLM__MAX_STOP 64            // stop strings per request, at most
+#define LLM__MAX_STOP_BYTES 16384   // their bytes in all, at most
+
+struct llm__stop_node {
+    int32_t parent, fail;
+    int32_t depth;     // the prefix's length
+    int32_t out;       // the longest stop string that ends the prefix (0: none)
+    uint8_t byte;      // the edge from the parent
+    bool final;        // the prefix is a whole stop string
+};
+
+struct llm__stops {
+    struct llm__stop_node *node;   // [n_node]; node 0 is the empty prefix
+    int n_node;
+    uint32_t *key;     // [mask + 1] hash table: (node << 8 | byte) + 1, 0 for an empty slot
+    int32_t *child;    // [mask + 1] the child of that key
+    uint32_t mask;
+    int32_t state;     // the node of the text scanned so far
+    size_t scanned;    // bytes of the text scanned
+    uint64_t steps;    // edges and fail links taken (the tests check it stays linear)
+};
+
+static void llm__stops_free(struct llm__stops *a) {
+    free(a->node);
+    free(a->key);
+    free(a->child);
+    memset(a, 0, sizeof(*a));
+}
+
+static uint32_t llm__stops_slot(const struct llm__stops *a, uint32_t key) {
+    uint32_t h = (key * 0x9E3779B1u) & a->mask;
+    while (a->key[h] && a->key[h] != key) h = (h + 1) & a->mask;
+    return h;
+}
+
+static int32_t llm__stops_child(const struct llm__stops *a, int32_t v, uint8_t c) {
+    uint32_t h = llm__stops_slot(a, ((uint32_t)v << 8 | c) + 1);
+    return a->key[h] ? a->child[h] : -1;
+}
+
+// The automaton of stops[0..n) (non-empty strings, checked by the caller); false: out of memory.
+static bool llm__stops_build(struct llm__stops *a, const char *const *stops, int n) {
+    memset(a, 0, sizeof(*a));
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += strlen(stops[i]);
+    uint32_t cap = 16;
+    while (cap < 2 * total + 2) cap *= 2;   // at most half full
+    a->node = calloc(total + 1, sizeof(*a->node));
+    a->key = calloc(cap, sizeof(*a->key));
+    a->child = malloc(cap * sizeof(*a->child));
+    if (!a->node || !a->key || !a->child) return llm__stops_free(a), false;
+    a->mask = cap - 1;
+    a->n_node = 1;
+    for (int i = 0; i < n; i++) {
+        int32_t v = 0;
+        for (const uint8_t *p = (const uint8_t *)stops[i]; *p; p++) {
+            uint32_t key = ((uint32_t)v << 8 | *p) + 1, h = llm__stops_slot(a, key);
+            if (!a->key[h]) {
+                struct llm__stop_node *w = &a->node[a->n_node];
+                w->parent = v, w->byte = *p, w->depth = a->node[v].depth + 1;
+                a->key[h] = key;
+                a->child[h] = a->n_node++;
+            }
+            v = a->child[h];
+        }
+        a->node[v].final = true;
+    }
+    // fail links and outputs in order of depth (a node's fail link is shallower): nodes sorted
+    // by depth with a counting sort
+    int32_t *order = malloc((size_t)a->n_node * sizeof(int32_t)), *start = calloc(total + 2, sizeof(int32_t));
+    if (!order || !start) return free(order), free(start), llm__stops_free(a), false;
+    for (int v = 0; v < a->n_node; v++) start[a->node[v].depth + 1]++;
+    for (size_t d = 1; d <= total + 1; d++) start[d] += start[d - 1];
+    for (int v = 0; v < a->n_node; v++) order[start[a->node[v].depth]++] = v;
+    for (int i = 1; i < a->n_node; i++) {
+        struct llm__stop_node *w = &a->node[order[i]];
+        int32_t f = -1;
+        if (w->parent != 0)
+            for (int32_t u = a->node[w->parent].fail; f < 0; u = a->node[u].fail) {
+                f = llm__stops_child(a, u, w->byte);
+                if (u == 0) break;
+            }
+        w->fail = f < 0 ? 0 : f;
+        w->out = w->final ? w->depth : a->node[w->fail].out;
+    }
+    free(order);
+    free(start);
+    return true;
+}
+
+// Scans text[a->scanned..n) (the text may only have grown since the last call): the offset of
+// the earliest stop string that ends in it, or -1; *hold: the length of the longest end of the
+// text that could still become a stop string (not to be shown yet).
+static long llm__stops_scan(struct llm__stops *a, const char *text, size_t n, size_t *hold) {
+    long best = -1;
+    int32_t v = a->state;
+    for (size_t i = a->scanned; i < n; i++) {
+        uint8_t c = (uint8_t)text[i];
+        int32_t w;
+        while ((w = llm__stops_child(a, v, c)) < 0 && v != 0) { v = a->node[v].fail; a->steps++; }
+        v = w < 0 ? 0 : w;
+        a->steps++;
+        // the longest stop string ending here starts earliest among those ending here
+        long at = (long)(i + 1) - a->node[v].out;
+        if (a->node[v].out && (best < 0 || at < best)) best = at;
+    }
+    a->state = v;
+    a->scanned = n;
+    *hold = (size_t)a->node[v].depth;
+    return best;
+}
+
 struct llm__req {
     int id;
     enum llm__req_state state;
@@ -12915,8 +13035,8 @@ struct llm__req {
     struct llm__seq seq;
     llm_sampler *smp;
     struct llm_request_params p;   // n_stop / n_stop_token_ids: of the copies below
-    char **stop;                // copies
-    int32_t *stop_ids;
+    struct llm__stops stops;    // the automaton of the stop strings (p.n_stop of them)
+    int32_t *stop_ids;          // a copy
     long long arrival;          // order of arrival
     double t_arrival, t_first, t_last;
     float *itl;
@@ -12944,8 +13064,7 @@ static void llm__req_free(llm_engine *E, struct llm__req *r) {
     if (E->draft) llm__blocks_release(&E->draft->blocks, &r->dseq);
     llm_sampler_free(r->smp);
     llm_sampler_free(r->dsmp);
-    if (r->stop) for (int i = 0; i < r->p.n_stop; i++) free(r->stop[i]);
-    free(r->stop);
+    llm__stops_free(&r->stops);
     free(r->stop_ids);
     free(r->tokens);
     free(r->logprobs);
@@ -13113,8 +13232,16 @@ static bool llm__req_params_ok(llm_engine *E, const struct llm_prompt *prompt, c
     if (p->num_speculative_tokens < -1 || p->num_speculative_tokens > LLM__MAX_SPEC)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "request: num_speculative_tokens must be in [-1, %d] (got %d)", LLM__MAX_SPEC,
                          p->num_speculative_tokens), false;
-    for (int i = 0; i < p->n_stop; i++)
+    if (p->n_stop > LLM__MAX_STOP)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: %d stop strings: at most %d", p->n_stop, LLM__MAX_STOP), false;
+    size_t stop_bytes = 0;
+    for (int i = 0; i < p->n_stop; i++) {
         if (!p->stop[i] || !p->stop[i][0]) return llm__fail(e, LLM_ERR_INVALID_ARG, "request: stop string %d is empty", i), false;
+        stop_bytes += strnlen(p->stop[i], LLM__MAX_STOP_BYTES + 1);
+        if (stop_bytes > LLM__MAX_STOP_BYTES)
+            return llm__fail(e, LLM_ERR_INVALID_ARG, "request: the stop strings are longer than %d bytes in all",
+                             LLM__MAX_STOP_BYTES), false;
+    }
     if (!llm__ids_ok(E, p->stop_token_ids, p->n_stop_token_ids, "request: stop_token_ids")) return false;
     if (!llm__sampling_params_ok(&p->sampling))
         return llm__fail(e, LLM_ERR_INVALID_ARG, "request: bad sampling parameters (negative or not a number, "
@@ -13173,12 +13300,12 @@ static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, co
     return llm__ids_ok(E, r->tokens, n, "request: tokenized prompt") ? LLM_OK : e->status;
 }
 
-// Copies of the stop strings and ids (the caller's may go away); false: out of memory.
+// The stop strings' automaton and a copy of the stop ids (the caller's may go away); false: out
+// of memory.
 static bool llm__req_copy_stops(struct llm__req *r, const struct llm_request_params *p) {
     if (p->n_stop) {
-        if (!(r->stop = calloc((size_t)p->n_stop, sizeof(char *)))) return false;
-        r->p.n_stop = p->n_stop;   // llm__req_free frees the copies made so far
-        for (int i = 0; i < p->n_stop; i++) if (!(r->stop[i] = strdup(p->stop[i]))) return false;
+        if (!llm__stops_build(&r->stops, p->stop, p->n_stop)) return false;
+        r->p.n_stop = p->n_stop;
     }
     if (p->n_stop_token_ids) {
         if (!(r->stop_ids = malloc((size_t)p->n_stop_token_ids * sizeof(int32_t)))) return false;
@@ -13277,25 +13404,9 @@ static void llm__req_text(struct llm__req *r, const struct llm__vocab *v, int32_
     if (last) llm__stream_feed(&r->ts, "", 0, &r->text, true);
 }
 
-// The earliest of n stop strings in text[from - longest + 1 ..n) (its offset, or -1); *hold: the
-// length of the longest end of the text that could still become a stop string (not to be shown
-// yet). Used by requests and by llm run / llm chat.
-static long llm__find_stop(const char *const *stops, int n_stops, const char *text, size_t n, size_t from, size_t *hold) {
-    long best = -1;
-    *hold = 0;
-    for (int i = 0; i < n_stops; i++) {
-        size_t m = strlen(stops[i]), start = from > m ? from - m : 0;
-        const char *hit = n >= start + m ? llm__memmem(text + start, n - start, stops[i], m) : NULL;
-        if (hit && (best < 0 || hit - text < best)) best = hit - text;
-        for (size_t k = LLM__MIN(m - 1, n); k > *hold; k--)
-            if (memcmp(text + n - k, stops[i], k) == 0) { *hold = k; break; }
-    }
-    return best;
-}
-
-// Checks the stop strings in the text added since `from`; cuts the text at the first one.
-static bool llm__req_stop_string(struct llm__req *r, size_t from, size_t *hold) {
-    long best = llm__find_stop((const char *const *)r->stop, r->p.n_stop, r->text.p, r->text.n, from, hold);
+// Checks the stop strings in the text added since the last check; cuts the text at the first one.
+static bool llm__req_stop_string(struct llm__req *r, size_t *hold) {
+    long best = llm__stops_scan(&r->stops, r->text.p, r->text.n, hold);
     if (best < 0) return false;
     r->text.n = (size_t)best;
     *hold = 0;
@@ -13321,9 +13432,9 @@ static void llm__req_check_end(llm_engine *E, struct llm__req *r, int32_t tok) {
     bool stop_tok = !r->p.ignore_eos && llm_token_is_eog(E, tok);
     for (int i = 0; i < r->p.n_stop_token_ids; i++) stop_tok |= tok == r->stop_ids[i];
     bool at_max = r->n_tokens - r->n_prompt >= r->p.max_tokens, at_len = at_max || r->n_tokens >= E->max_model_len;
-    size_t before = r->text.n, hold = 0;
+    size_t hold = 0;
     llm__req_text(r, &E->vocab, tok, !stop_tok, stop_tok || at_len);
-    bool stop_str = r->p.n_stop && llm__req_stop_string(r, before, &hold);
+    bool stop_str = r->p.n_stop && llm__req_stop_string(r, &hold);
     r->text_hold = stop_str || stop_tok || at_len ? 0 : hold;
     if (stop_tok || stop_str) llm__req_finish(E, r, LLM_FINISH_STOP);
     else if (at_len) llm__req_finish(E, r, at_max ? LLM_FINISH_LENGTH : LLM_FINISH_CONTEXT);

@@ -384,8 +384,9 @@ struct llm_request_params {
                                // tokens, its prompt checked and tokenized but not computed
     int priority;              // LLM_SCHED_PRIORITY: lower values first (default 0)
     int ignore_eos;            // 1: end-of-generation tokens do not stop it
-    const char *const *stop;   // stop strings: the text ends before the first one (not included)
-    int n_stop;
+    const char *const *stop;   // stop strings: the text ends before the first one (not included);
+    int n_stop;                // at most 64 non-empty strings of 16384 bytes in all
+                               // (LLM_ERR_INVALID_ARG beyond)
     const int32_t *stop_token_ids;  // ids that stop it (included in the tokens)
     int n_stop_token_ids;
     int add_special;           // text prompts: BOS as the vocabulary asks (default 1; -1: no)

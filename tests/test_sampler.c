@@ -117,6 +117,35 @@ int main(void) {
         llm_sampler_free(s);
     }
 
+    // a window longer than the vocabulary (every token counted many times), greedy: the argmax of
+    // the logits with the penalties applied here
+    {
+        enum { N = 3 * V + 7 };
+        p = llm_sampling_params_default();
+        p.temperature = 0; p.penalty_last_n = 4 * V; p.repeat_penalty = 1.3f; p.frequency_penalty = 0.4f;
+        p.presence_penalty = 0.25f;
+        s = llm_sampler_create(&p, V);
+        int count[V] = {0};
+        for (int i = 0; i < N; i++) {
+            int t = (i * i + 3 * i) % V;
+            llm_sampler_accept(s, t);
+            count[t]++;
+        }
+        int want = 0;
+        float pen[V];
+        for (int i = 0; i < V; i++) {
+            pen[i] = logits[i];
+            if (count[i]) {
+                pen[i] = pen[i] <= 0 ? pen[i] * p.repeat_penalty : pen[i] / p.repeat_penalty;
+                pen[i] -= (float)count[i] * p.frequency_penalty + p.presence_penalty;
+            }
+            if (pen[i] > pen[want]) want = i;
+        }
+        int got = llm_sampler_sample(s, logits);
+        EXPECT(got == want, "a window of %d over %d tokens: %d, want %d", p.penalty_last_n, V, got, want);
+        llm_sampler_free(s);
+    }
+
     // the penalty window: only the last penalty_last_n tokens count; greedy sees penalties too
     p = llm_sampling_params_default();
     p.temperature = 0; p.repeat_penalty = 1000.0f; p.penalty_last_n = 2;

@@ -1069,6 +1069,110 @@ static void test_stop_string(llm_engine *E, const struct llm_prompt *pr, struct 
     EXPECT(llm_add_request(E, pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG, "an empty stop string accepted");
 }
 
+// The stop strings' automaton against a plain search: texts over a 3-letter alphabet fed in
+// random pieces, random sets of stop strings (prefixes and suffixes of each other, repeats); at
+// each piece the earliest stop string that ends in it and the longest end of the text that is a
+// proper prefix of some string (what is held back).
+static void test_stop_automaton(void) {
+    uint64_t seed = 77;
+    int bad = 0;
+    for (int round = 0; round < 2000 && bad < 5; round++) {
+        char buf[8][12];
+        const char *stops[8];
+        int ns = 1 + (int)(llm__splitmix64(&seed) % 8);
+        for (int i = 0; i < ns; i++) {
+            int len = 1 + (int)(llm__splitmix64(&seed) % 10);
+            for (int j = 0; j < len; j++) buf[i][j] = (char)('a' + llm__splitmix64(&seed) % 3);
+            buf[i][len] = 0;
+            stops[i] = buf[i];
+        }
+        struct llm__stops a;
+        if (!llm__stops_build(&a, stops, ns)) { EXPECT(0, "out of memory"); return; }
+        char text[200];
+        size_t n = 0, from = 0;
+        while (n < sizeof(text) - 8) {
+            size_t piece = llm__splitmix64(&seed) % 5;   // 0: a token that adds no text
+            for (size_t j = 0; j < piece; j++) text[n++] = (char)('a' + llm__splitmix64(&seed) % 3);
+            size_t hold;
+            long got = llm__stops_scan(&a, text, n, &hold);
+            long want = -1;   // the earliest start among occurrences ending in text[from..n)
+            size_t want_hold = 0;
+            for (int i = 0; i < ns; i++) {
+                size_t m = strlen(stops[i]);
+                for (size_t s = 0; s + m <= n; s++)
+                    if (s + m > from && !memcmp(text + s, stops[i], m) && (want < 0 || (long)s < want)) want = (long)s;
+                for (size_t k = LLM__MIN(m - 1, n); k > want_hold; k--)
+                    if (!memcmp(text + n - k, stops[i], k)) { want_hold = k; break; }
+            }
+            if (got != want || (want < 0 && hold != want_hold)) {
+                if (bad++ < 5) EXPECT(0, "round %d: at %zu bytes: stop at %ld (want %ld), hold %zu (want %zu)", round, n, got,
+                                      want, hold, want_hold);
+                break;
+            }
+            if (got >= 0) break;   // the request would end here
+            from = n;
+        }
+        llm__stops_free(&a);
+    }
+    EXPECT(bad == 0, "%d rounds disagree with the plain search", bad);
+}
+
+// Stop strings against hostile text: 64 strings "!"*P + "Z" + "!"*Q (16 KB in all) and an output
+// of '!' only, which keeps every string almost matched: the automaton's work (edges and fail links
+// taken) stays within twice the text's bytes, whatever the strings' lengths. A search of every
+// suffix of the text for every string (what requests did) costs P for each string and byte.
+static void test_stop_hostile(void) {
+    static char buf[64][257];
+    const char *stops[64];
+    for (int i = 0; i < 64; i++) {
+        memset(buf[i], '!', 256);   // P = 100 + i, Q = 155 - i
+        buf[i][100 + i] = 'Z';
+        buf[i][256] = 0;
+        stops[i] = buf[i];
+    }
+    struct llm__stops a;
+    if (!llm__stops_build(&a, stops, 64)) { EXPECT(0, "out of memory"); return; }
+    static char text[1 << 20];
+    memset(text, '!', sizeof(text));
+    size_t hold = 0;
+    long hit = -1;
+    size_t n = 3;   // 3 bytes a token; a scan that is not linear is stopped at once
+    for (; n <= sizeof(text) && hit < 0 && a.steps <= 2 * n; n += 3) hit = llm__stops_scan(&a, text, n, &hold);
+    EXPECT(hit < 0 && hold == 163, "hostile: a stop at %ld, hold %zu (want none, 163: the longest run of '!')", hit, hold);
+    EXPECT(n > sizeof(text) && a.steps <= 2 * sizeof(text), "hostile: %llu steps for %zu bytes (not linear)",
+           (unsigned long long)a.steps, n - 3);
+    llm__stops_free(&a);
+}
+
+// The limits of stop strings: 64 of 16384 bytes in all are taken, one more string or byte is
+// refused (LLM_ERR_INVALID_ARG, a message naming the limit).
+static void test_stop_limits(llm_engine *E, const struct llm_prompt *pr) {
+    static char big[16385];
+    memset(big, 'x', sizeof(big) - 1);
+    const char *stops[65];
+    for (int i = 0; i < 65; i++) stops[i] = "never";
+    struct llm_request_params rp = greedy(1);
+    rp.stop = stops;
+    rp.n_stop = 64;
+    int id = llm_add_request(E, pr, &rp);
+    EXPECT(id >= 0, "64 stop strings refused: %s", llm_last_error(E));
+    if (id >= 0) llm_abort_request(E, id);
+    rp.n_stop = 65;
+    EXPECT(llm_add_request(E, pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG &&
+           strstr(llm_last_error(E), "at most 64"), "65 stop strings: %s", llm_last_error(E));
+    stops[0] = big + 1;   // 16383 bytes, and "never" 5: over
+    rp.n_stop = 2;
+    EXPECT(llm_add_request(E, pr, &rp) == -1 && llm_last_status(E) == LLM_ERR_INVALID_ARG &&
+           strstr(llm_last_error(E), "16384 bytes"), "16388 bytes of stop strings: %s", llm_last_error(E));
+    stops[0] = big;
+    rp.n_stop = 1;
+    id = llm_add_request(E, pr, &rp);
+    EXPECT(id >= 0, "16384 bytes of stop strings refused: %s", llm_last_error(E));
+    if (id >= 0) llm_abort_request(E, id);
+    const struct llm_output *out;
+    while (llm_has_unfinished_requests(E)) if (llm_step(E, &out) < 0) break;
+}
+
 // Finish reasons: a stop token (included), the context (LLM_FINISH_CONTEXT, unless max_tokens is
 // reached with its last token), a KV cache too small for the request alone or holding no room
 // to admit it (LLM_FINISH_CONTEXT), bad sampling parameters rejected.
@@ -1284,6 +1388,8 @@ int main(void) {
     test_blocks_lru();
     test_blocks_stress(true);
     test_blocks_stress(false);
+    test_stop_automaton();
+    test_stop_hostile();
 
     FILE *f = fopen(model_path(), "rb");
     if (!f) { SKIP("%s is absent (make models): the engine's tests did not run", model_path()); return test_summary("test_serving"); }
@@ -1398,6 +1504,7 @@ int main(void) {
     EXPECT(res[1].finish_reason == LLM_FINISH_LENGTH && res[1].n_tokens == 24 && !memcmp(res[1].tokens, alone[0], 24 * 4),
            "the other request was affected: %s, %d tokens", llm_finish_reason_str(res[1].finish_reason), res[1].n_tokens);
     test_stop_string(E, &two[1], rp, res[1].text);
+    test_stop_limits(E, &two[1]);
     llm_results_free(res, 2);
     int id = llm_add_request(E, &two[1], &rp);
     const struct llm_output *out;
