@@ -116,33 +116,46 @@ static void cli_answer_add(struct cli_answer *a, const struct llm_output *o) {
 
 // Adds the request and steps the engine until it ends, writing its text to out (unless NULL) as
 // it comes. A SIGINT (blocked, polled between steps) aborts the request: it ends with
-// LLM_FINISH_ABORT and what it had generated. Returns 0, or -1 when the request was not accepted,
-// a step failed or the request ended with an error (the model's logits were not finite): the
-// message in llm_last_error.
+// LLM_FINISH_ABORT and what had been shown of it; nothing it generated after the signal was seen
+// is written or kept. Returns 0, or -1 when the request was not accepted, a step failed or the
+// request ended with an error (the model's logits were not finite): the message in llm_last_error.
 static int cli_answer_run(llm_engine *E, const struct llm_prompt *prompt, const struct llm_request_params *rp,
                           FILE *out, struct cli_answer *a) {
     a->k = rp->logprobs;
     int id = llm_add_request(E, prompt, rp);
     if (id < 0) return -1;
-    bool aborted = false;
+    bool stopped = false;
     double next_poll = 0;
     for (;;) {
-        // sigpending is a system call (a microsecond or two, as long as a small model's step):
-        // asked at most every 10 ms; the clock is read without one
-        double now = cli_now();
-        if (!aborted && now >= next_poll) {
-            next_poll = now + 0.01;
-            if (cli_sigint_taken()) aborted = llm_abort_request(E, id) == LLM_OK;
-        }
         const struct llm_output *outs;
         int n = llm_step(E, &outs);
         if (n < 0) {
             llm_abort_request(E, id);   // its blocks were freed; it leaves at the next step
             return -1;
         }
+        // The signal is looked for after the step and before its text is written, so that the
+        // token of a step that a Ctrl-C came during is not printed after the ^C. sigpending is a
+        // system call (a microsecond or two, as long as a small model's step): asked before each
+        // write, itself one, and otherwise at most every 10 ms (the clock is read without one).
+        bool writes = false;
+        for (int i = 0; out && i < n; i++) writes |= outs[i].request_id == id && outs[i].n_new_text > 0;
+        double now = cli_now();
+        if (!stopped && (writes || now >= next_poll)) {
+            next_poll = now + 0.01;
+            // the abort fails only when the request ended in this very step: it is stopped all the same
+            if (cli_sigint_taken()) stopped = true, llm_abort_request(E, id);
+        }
         for (int i = 0; i < n; i++) {
             const struct llm_output *o = &outs[i];
             if (o->request_id != id) continue;   // an earlier request, reported once more
+            if (stopped) {
+                // what came after the signal (this step's tokens, text held back for a stop string)
+                // is dropped: the answer is what was shown
+                if (!o->finished) continue;
+                a->finish = LLM_FINISH_ABORT;
+                a->e2e_ms = o->e2e_ms;
+                return 0;
+            }
             cli_answer_add(a, o);
             if (out && o->n_new_text) {
                 fwrite(o->new_text, 1, (size_t)o->n_new_text, out);
