@@ -12,7 +12,7 @@
 # (default: the fixtures SmolLM2-135M-Instruct Q4_1 and Gemma-3-270M Q4_K_M). Needs 4 GB of
 # scratch space in $TMPDIR for the F32 files and the base files.
 set -eu
-FIXTURES=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}
+FIXTURES=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}
 BIN=${LLM_PEER_DIR:-$HOME/.cache/llm-peer}/llama.cpp/build/bin
 CHUNKS=${CHUNKS:-14}
 text=/usr/share/common-licenses/GPL-3

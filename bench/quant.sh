@@ -24,7 +24,7 @@
 # took is in build/bench/quant/ours/*.log (llm quantize's last line).
 # Prints a Markdown table; the raw outputs stay in build/bench/quant/.
 set -eu
-FIXTURES=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}
+FIXTURES=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}
 BASE=${BASE:-$FIXTURES/hf/smollm2-f16}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}

@@ -15,7 +15,7 @@
 # Then it prints the CHECKPOINTS= line for bench/quant.sh. Each step is skipped when its output
 # exists; remove the folder to redo it.
 set -eu
-FIXTURES=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}
+FIXTURES=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}
 BASE=${BASE:-$FIXTURES/hf/smollm2-f16}
 out=build/bench/quant/tools
 venv=$out/venv

@@ -5,7 +5,7 @@ tests/test_chat.c, as C string literals for that file (its goldens come from thi
 Usage: python3 tests/chat_goldens.py
   needs llama-cpp-python (pip install llama-cpp-python) and jinja2, and the llama-cpp-python
   source package that tests/fixtures.sh keeps in its cache ($LLM_FIXTURES, default
-  ~/.cache/llm.c): its vendor/llama.cpp/models/templates/ hold official Jinja templates.
+  ~/.cache/llm.c-tests): its vendor/llama.cpp/models/templates/ hold official Jinja templates.
 
 Each template is given by llama.cpp's name for it ("gemma", "phi3", "chatml") and by an excerpt
 with the markers llama.cpp recognises in a model file's tokenizer.chat_template; both must render

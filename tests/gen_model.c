@@ -2,7 +2,7 @@
 // real vocabulary file (or a synthetic one), that llama.cpp loads. Test models for llm.c of any size without a
 // download:
 //
-//   gen_model --shape tiny --type q4_k_m --vocab ~/.cache/llm.c/vocab/ggml-vocab-llama-spm.gguf
+//   gen_model --shape tiny --type q4_k_m --vocab ~/.cache/llm.c-tests/vocab/ggml-vocab-llama-spm.gguf
 //             --seed 1 -o tiny-q4_k_m.gguf [--layers N] [--ctx N] [--threads N]
 //
 // Every tokenizer.* key is copied from the vocabulary file; the vocabulary size is its token
@@ -636,7 +636,7 @@ static void gm_usage(void) {
     fprintf(stderr, "\ntypes:");
     for (size_t i = 0; i < LLM__ARRAY_LEN(gm_ftypes); i++) fprintf(stderr, " %s", gm_ftypes[i].name);
     fprintf(stderr, "\nvocabularies: a GGUF file with tokenizer.* keys (e.g. the ggml-vocab-*.gguf files\n"
-                    "              that tests/fixtures.sh fetches into ~/.cache/llm.c/vocab),\n"
+                    "              that tests/fixtures.sh fetches into ~/.cache/llm.c-tests/vocab),\n"
                     "              or synthetic:N for a made-up SentencePiece vocabulary of N tokens,\n"
                     "              or substrings:FILE for a BPE vocabulary of every piece of the cases of FILE\n");
 }

@@ -3,7 +3,7 @@
 # made: copied from tests/models), skipping those that exist (delete build/models to regenerate). A vocabulary that is not synthetic is a file of
 # $LLM_VOCAB_DIR (fetched by tests/fixtures.sh; make models sets it); a missing one is an error.
 gen=$1; out=$2
-vocab_dir=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/vocab}
+vocab_dir=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}/vocab}
 mkdir -p "$out"
 grep -v '^#' tests/models.txt | while read -r name shape type vocab pre; do
     [ -n "$name" ] || continue
@@ -28,7 +28,7 @@ done || exit 1
 # dequantizations (NAME-ref) by tests/hf/awq_gptq.py: the layouts' variants between them (AWQ;
 # GPTQ v1 and v2, 4 and 8 bits, symmetric or not, act-order, groups of 32, 64, 128 and whole
 # rows; Phi-3's fused projections, Gemma's norms). Remade when the scripts change.
-py=${LLM_PYTHON:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/venv/bin/python}
+py=${LLM_PYTHON:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}/venv/bin/python}
 stamp="$(cksum < tests/hf/gguf_to_hf.py) $(cksum < tests/hf/awq_gptq.py)"
 if [ ! -f "$out/hf/stamp" ] || [ "$(cat "$out/hf/stamp")" != "$stamp" ]; then
     rm -rf "$out/hf" && mkdir -p "$out/hf" || exit 1

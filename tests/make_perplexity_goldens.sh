@@ -27,7 +27,7 @@ peer() { "$bin/llama-perplexity" -t 2 -ctk f32 -ctv f32 -fa off "$@"; }
         echo "ppl $1 $2 $3 $r"
     done
     # the real models tests/fixtures.sh fetches: 2 chunks (tested) and 14 (for the record)
-    real=${LLM_REAL_MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c/models}
+    real=${LLM_REAL_MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests/models}
     echo "# real models (\$LLM_REAL_MODELS/MODEL.gguf), the same command with -c 512 --chunks K;"
     echo "# real MODEL CTX CHUNKS PPL ERR TOLERANCE (tests/test_perplexity.sh says why)"
     for spec in "SmolLM2-135M-Instruct.Q4_1 0.004" "gemma-3-270m-q4_k_m 0.006"; do

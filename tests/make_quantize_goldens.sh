@@ -9,7 +9,7 @@
 #   LLM_LLAMA_QUANTIZE   llama-quantize (default: the peer's)
 set -e
 quantize=${LLM_LLAMA_QUANTIZE:-${LLM_PEER_DIR:-$HOME/.cache/llm-peer}/llama.cpp/build/bin/llama-quantize}
-py=${LLM_PYTHON:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c/venv/bin/python}
+py=${LLM_PYTHON:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests/venv/bin/python}
 [ -x "$quantize" ] || { echo "make_quantize_goldens: $quantize not found (../shared/peer/setup.sh --native)" >&2; exit 1; }
 export LD_LIBRARY_PATH="$(dirname "$quantize")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 tmp=$(mktemp -d)

@@ -8,11 +8,11 @@
 # (ChatML for SmolLM2, Gemma's turns for Gemma 3) and tokenized with its control tokens parsed;
 # the golden gets "prompt": {"special": true} so that test_golden tokenizes it the same way.
 # Run from the repository root.
-#   LLM_REAL_MODELS   the models (default ${XDG_CACHE_HOME:-$HOME/.cache}/llm.c/models)
+#   LLM_REAL_MODELS   the models (default ${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests/models)
 #   LLM_PEER_SCRIPT   the runner (default ../shared/peer/llamacpp.py)
 set -e
 peer=${LLM_PEER_SCRIPT:-../shared/peer/llamacpp.py}
-models=${LLM_REAL_MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c/models}
+models=${LLM_REAL_MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests/models}
 [ -f "$peer" ] || { echo "make_real_goldens: $peer not found (../shared/peer/setup.sh --python)" >&2; exit 1; }
 out=tests/golden/real
 mkdir -p "$out"

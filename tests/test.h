@@ -47,15 +47,15 @@ static int test_passed_, test_failed_;
 
 // The folder of the vocabulary files that tests/fixtures.sh fetches: $LLM_VOCAB_DIR (make test
 // sets it), else vocab/ in that script's cache:
-// ${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/vocab.
+// ${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}/vocab.
 static inline const char *test_vocab_dir(void) {
     static char buf[1024];
     const char *dir = getenv("LLM_VOCAB_DIR"), *fx = getenv("LLM_FIXTURES"), *xdg = getenv("XDG_CACHE_HOME"),
                *home = getenv("HOME");
     if (dir && *dir) return dir;
     if (fx && *fx) snprintf(buf, sizeof buf, "%s/vocab", fx);
-    else if (xdg && *xdg) snprintf(buf, sizeof buf, "%s/llm.c/vocab", xdg);
-    else snprintf(buf, sizeof buf, "%s/.cache/llm.c/vocab", home && *home ? home : ".");
+    else if (xdg && *xdg) snprintf(buf, sizeof buf, "%s/llm.c-tests/vocab", xdg);
+    else snprintf(buf, sizeof buf, "%s/.cache/llm.c-tests/vocab", home && *home ? home : ".");
     return buf;
 }
 

@@ -209,7 +209,7 @@ expect_fail "run -f /dev/zero" "more than the context of 64 tokens" limit "$llm"
 expect_fail "generate --requests /dev/zero" "line 1 is longer than 16 MiB" limit "$llm" generate -m "$m" --requests /dev/zero
 expect_fail "chat < /dev/zero" "longer than 16 MiB" limit sh -c '"$0" chat -m "$1" < /dev/zero' "$llm" "$m"
 # a vocabulary-only file (fetched by tests/fixtures.sh; make test sets LLM_VOCAB_DIR)
-v=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/vocab}/ggml-vocab-qwen2.gguf
+v=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}/vocab}/ggml-vocab-qwen2.gguf
 if [ -f "$v" ]; then
     expect_fail "vocab-only file run" "vocabulary-only" "$llm" run -m "$v" -p hi
 else
@@ -293,7 +293,7 @@ printf '%s' "$out" | LC_ALL=C grep -q "$(printf '[\033\007\233]')" && bad "info 
 printf '%s\n' "$out" | grep -qF 'architecture:  llama, \x1B]0;x\x07\x1B[2J\n\u009B\xFF\x7Fz' && ok || bad "info: the name escaped: $out"
 r=$("$llm" info -m "$tmp/esc.gguf" --json | jpy 'd["name"] == "\x1b]0;x\x07\x1b[2J\n\x9b\ufffd\x7fz"')
 [ "$r" = true ] && ok || bad "info --json: the name: $r"
-vd=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/vocab}
+vd=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}/vocab}
 if [ -f "$vd/ggml-vocab-qwen2.gguf" ] && [ -f "$vd/ggml-vocab-llama-spm.gguf" ]; then
     # a chat template (many lines) on one line, escaped; in full in --json
     out=$("$llm" info -m "$vd/ggml-vocab-qwen2.gguf") && ok || bad "info on a vocabulary-only file failed"

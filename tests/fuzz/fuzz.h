@@ -76,8 +76,8 @@ static inline void fuzz_vocab_path(const char *file, char *buf, size_t size) {
                *home = getenv("HOME");
     if (dir && *dir) snprintf(buf, size, "%s/%s", dir, file);
     else if (fx && *fx) snprintf(buf, size, "%s/vocab/%s", fx, file);
-    else if (xdg && *xdg) snprintf(buf, size, "%s/llm.c/vocab/%s", xdg, file);
-    else snprintf(buf, size, "%s/.cache/llm.c/vocab/%s", home && *home ? home : ".", file);
+    else if (xdg && *xdg) snprintf(buf, size, "%s/llm.c-tests/vocab/%s", xdg, file);
+    else snprintf(buf, size, "%s/.cache/llm.c-tests/vocab/%s", home && *home ? home : ".", file);
 }
 
 // Dies with a message: the harness cannot run at all (a missing model or vocabulary file).

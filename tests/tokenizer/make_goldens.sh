@@ -14,7 +14,7 @@
 #   LLM_PEER_DIR   where llama.cpp is built (default $HOME/.cache/llm-peer; the tool is
 #                  $LLM_PEER_DIR/llama.cpp/build/bin/llama-tokenize)
 #   LLM_VOCAB_DIR  the ggml-vocab-*.gguf files (default: vocab/ in the cache of tests/fixtures.sh,
-#                  ${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}, where it puts them)
+#                  ${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}, where it puts them)
 #   VOCABS         which of them (default "llama-spm llama-bpe qwen2 gpt-2 phi-3"; VOCABS= does
 #                  none of them)
 #   PRES           which test models of pre-tokenizers (below; default all, PRES= none)
@@ -26,7 +26,7 @@
 set -e
 peer=${LLM_PEER_DIR:-$HOME/.cache/llm-peer}
 tok=$peer/llama.cpp/build/bin/llama-tokenize
-vocab_dir=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/vocab}
+vocab_dir=${LLM_VOCAB_DIR:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}/vocab}
 here=tests/tokenizer
 [ -x "$tok" ] || { echo "no llama-tokenize at $tok" >&2; exit 1; }
 [ -f "$here/corpus.inp" ] || { echo "run from the repository root" >&2; exit 1; }
@@ -118,11 +118,11 @@ for name in ${PRES-pre-default pre-smollm pre-tekken}; do
 done
 
 # Real models' vocabularies (llama-tokenize reads only the vocabulary of the file).
-real=${LLM_REAL_MODELS:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/models}
+real=${LLM_REAL_MODELS:-${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}/models}
 for name in ${REAL-gemma-3 tekken}; do
     case $name in
         gemma-3) v=$real/gemma-3-270m-q4_k_m.gguf ;;
-        tekken) v=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c}/tekken/ggml-vocab-tekken.gguf ;;
+        tekken) v=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}/tekken/ggml-vocab-tekken.gguf ;;
         *) echo "unknown real model $name" >&2; exit 1 ;;
     esac
     [ -f "$v" ] || { echo "missing $v (tests/fixtures.sh fetches it)" >&2; exit 1; }
