@@ -355,6 +355,10 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         c->timeout_s = 60;
         c->shutdown_timeout_s = 10;
         c->max_connections = 512;
+        c->header_timeout_s = 10;
+        c->body_min_rate = 4096;
+        c->max_body_memory = -1;
+        c->max_connections_per_ip = -1;
     }
     char name[64];
     const bool perplexity = !strcmp(argv[1], "perplexity");
@@ -453,6 +457,10 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         else if (!strcmp(a, "--timeout")) c->timeout_s = (int)cli_parse_int(a, CLI_ARG(), 1, 86400);
         else if (!strcmp(a, "--shutdown-timeout")) c->shutdown_timeout_s = (int)cli_parse_int(a, CLI_ARG(), 0, 86400);
         else if (!strcmp(a, "--max-connections")) c->max_connections = (int)cli_parse_int(a, CLI_ARG(), 1, 65536);
+        else if (!strcmp(a, "--max-connections-per-ip")) c->max_connections_per_ip = (int)cli_parse_int(a, CLI_ARG(), 0, 65536);
+        else if (!strcmp(a, "--header-timeout")) c->header_timeout_s = (int)cli_parse_int(a, CLI_ARG(), 1, 86400);
+        else if (!strcmp(a, "--body-min-rate")) c->body_min_rate = cli_parse_int(a, CLI_ARG(), 0, 1ll << 40);
+        else if (!strcmp(a, "--max-body-memory")) c->max_body_memory = cli_parse_int(a, CLI_ARG(), 1024, 1ll << 46);
         else if (!strcmp(a, "--no-mmap")) c->ep.no_mmap = 1;
         else if (!strcmp(a, "--quantize")) c->ep.quantize = CLI_ARG();
         else if (!strcmp(a, "--scheduling-policy")) {

@@ -66,6 +66,10 @@ struct cli {
     int max_concurrency;               // bench --max-concurrency (0: all at once)
     int port, max_queued, timeout_s, shutdown_timeout_s, max_connections;
     long long max_body;
+    int header_timeout_s;              // --header-timeout
+    long long body_min_rate;           // --body-min-rate (bytes/s; 0: none)
+    long long max_body_memory;         // --max-body-memory (-1: the default)
+    int max_connections_per_ip;        // --max-connections-per-ip (-1: the default, 0: none)
 };
 
 extern const char cli_usage[];

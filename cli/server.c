@@ -13,7 +13,19 @@
 //     requests in flight finish within --shutdown-timeout, aborts the rest, exits 0).
 // Locks: S->emu guards the engine (llm.h: one thread at a time): the engine thread holds it while
 // it steps, a connection takes it to add, abort, tokenize. S->mu guards the requests' buffers and
-// the metrics. Order: emu, then mu.
+// the metrics. Order: emu, then mu. S->cmu guards the connections' list and the bodies' budget;
+// no other lock is taken while it is held.
+//
+// Hostile clients. What the request line and headers decide (the route, the method, the API
+// key, a Content-Length over --max-body-size, the budget for bodies in flight) is answered
+// before a byte of the body is read. The main thread looks at every connection five times a
+// second (srv_watch): a request header not complete within --header-timeout, or a body that
+// falls behind --body-min-rate, closes its connection however steadily it trickles in (the idle
+// timeout restarts with every byte). libmicrohttpd limits the connections per address. When
+// --max-connections are open, a new one makes room by closing the connection that has waited
+// longest for its request header (a slowloris, or an idle keep-alive connection), and when none
+// waits, up to SRV_RESERVE_CONNS more are taken for GET /health and /metrics alone (others get
+// 503), so that a monitor gets its answer however the connections are held.
 #include "cli.h"
 
 #include <microhttpd.h>
@@ -102,9 +114,60 @@ struct srv_call {
     bool done_sent;
 };
 
+// Connections beyond --max-connections, for GET /health and /metrics while all are held.
+#define SRV_RESERVE_CONNS 16
+
+// What a connection waits for, for srv_watch's deadlines.
+enum srv_phase {
+    SRV_HEADER,                // a request line and headers (a new connection, or keep-alive)
+    SRV_BODY,                  // the request's body
+    SRV_ANSWER,                // the request is read: its answer is computed or sent
+};
+
+// One connection (libmicrohttpd's socket context), in S->socks from its start to its close.
+struct srv_sock {
+    struct srv_sock *prev, *next;
+    int fd;
+    enum srv_phase phase;      // under cmu
+    double since;              // under cmu: when the phase began
+    long long received;        // under cmu: body bytes received in SRV_BODY
+    bool reserve;              // under cmu: beyond --max-connections: /health and /metrics only
+    bool closing;              // under cmu: shut down by srv_watch or to make room
+};
+
+// The endpoints.
+enum srv_route { SRV_R_NONE, SRV_R_HEALTH, SRV_R_METRICS, SRV_R_OPTIONS, SRV_R_MODELS, SRV_R_MODEL,
+                 SRV_R_CHAT, SRV_R_COMPLETIONS, SRV_R_TOKENIZE, SRV_R_DETOKENIZE };
+
+// A JSON body scanned as it arrives, never built: the token ids in each prompt of the top-level
+// "prompt" (/v1/completions), so that a prompt certain to exceed the context is refused before
+// the body is kept and parsed whole (Jansson takes some 40 bytes per id). Exact for valid JSON;
+// what it counts in invalid JSON does not matter: such a body is refused either way.
+struct srv_scan {
+    int depth;                 // arrays and objects open
+    bool str, esc, atom;       // in a string; after its backslash; in a number or literal
+    int hex;                   // \uXXXX digits still to come
+    unsigned cp;               // their value so far
+    bool want_key, in_key;     // depth 1: the next string is a key; reading one
+    char key[8];               // the key's first characters, decoded (0x80: not ASCII)
+    int key_len;
+    bool key_prompt;           // the last key of depth 1 was "prompt"
+    bool prompt;               // in the value of "prompt"
+    long long ids, max_ids;    // ids in the prompt being read, the most in one
+};
+
 struct srv_conn {              // one HTTP request, as it arrives
+    struct srv_sock *sock;     // its connection (NULL: libmicrohttpd gave none)
+    enum srv_route route;      // decided from the request line and headers
     struct cli_strbuf body;
+    long long reserved;        // bytes of the bodies' budget it holds (the body's capacity)
     bool too_big;
+    int refuse;                // a status found while the body came (its message: refuse_msg)
+    const char *refuse_param;
+    char *refuse_msg;
+    struct srv_scan scan;
+    bool has_body;             // a Content-Length above 0, or chunked
+    bool answered_early;       // answered from its headers (a body it has is then not read)
     int status;                // the answer's, for the log (0: none)
     double t0;
     int n_prompt, n_gen;
@@ -128,6 +191,16 @@ struct srv {
     const char *model_name, *api_key, *tmpl;
     int max_model_len, n_vocab, max_num_seqs, max_queued;
     long long max_body;
+    int max_prompt_ids;        // the most ids a prompt can have (max_model_len, the KV cache)
+    int max_connections;
+    double header_timeout;     // --header-timeout: seconds for a request line and headers
+    long long body_min_rate;   // --body-min-rate: bytes per second after header_timeout (0: none)
+    // connections and bodies (under cmu)
+    pthread_mutex_t cmu;
+    struct srv_sock *socks, *socks_tail;   // open connections, oldest first
+    int n_socks, n_closing;
+    long long body_bytes, max_body_memory;   // bodies' budget: held, at most (--max-body-memory)
+    long long closed_header, closed_body, evicted;
     struct llm_sampling_params sp;   // defaults of a request's sampling
     bool prefix_caching;
     // metrics (under mu)
@@ -306,6 +379,181 @@ static void *srv_engine_main(void *arg) {
     return NULL;
 }
 
+// --- connections: deadlines, room, the bodies' budget ---
+
+// libmicrohttpd's notices of a connection's start and close (S->socks). A connection beyond
+// --max-connections makes room by shutting down the one that has waited longest for a request
+// header; when none waits, it is one of the reserve (/health and /metrics only).
+static void srv_notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                                  enum MHD_ConnectionNotificationCode code) {
+    struct srv *S = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        struct srv_sock *k = calloc(1, sizeof(*k));
+        if (!k) cli_die("out of memory");
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        k->fd = ci ? ci->connect_fd : -1;
+        k->phase = SRV_HEADER;
+        k->since = cli_now();
+        pthread_mutex_lock(&S->cmu);
+        k->prev = S->socks_tail;
+        if (S->socks_tail) S->socks_tail->next = k;
+        else S->socks = k;
+        S->socks_tail = k;
+        S->n_socks++;
+        if (S->n_socks - S->n_closing > S->max_connections) {
+            struct srv_sock *old = NULL;
+            for (struct srv_sock *x = S->socks; x; x = x->next)
+                if (x != k && !x->closing && x->fd >= 0 && x->phase == SRV_HEADER && (!old || x->since < old->since)) old = x;
+            if (old) {
+                // its thread sees the end of the stream and closes it (the socket stays
+                // libmicrohttpd's: it is closed only after this list has let go of it)
+                shutdown(old->fd, SHUT_RDWR);
+                old->closing = true;
+                S->n_closing++;
+                S->evicted++;
+            } else {
+                k->reserve = true;
+            }
+        }
+        pthread_mutex_unlock(&S->cmu);
+        *socket_context = k;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        struct srv_sock *k = *socket_context;
+        pthread_mutex_lock(&S->cmu);
+        if (k->prev) k->prev->next = k->next;
+        else S->socks = k->next;
+        if (k->next) k->next->prev = k->prev;
+        else S->socks_tail = k->prev;
+        S->n_socks--;
+        if (k->closing) S->n_closing--;
+        pthread_mutex_unlock(&S->cmu);
+        free(k);
+        *socket_context = NULL;
+    }
+}
+
+// A request of connection k has its headers (SRV_BODY: its body comes) or is read (SRV_ANSWER).
+// Returns whether the connection is one of the reserve (beyond --max-connections, and still no
+// room).
+static bool srv_phase(struct srv *S, struct srv_sock *k, enum srv_phase phase) {
+    if (!k) return false;
+    pthread_mutex_lock(&S->cmu);
+    k->phase = phase;
+    k->since = cli_now();
+    k->received = 0;
+    if (k->reserve && S->n_socks - S->n_closing <= S->max_connections) k->reserve = false;
+    bool reserve = k->reserve;
+    pthread_mutex_unlock(&S->cmu);
+    return reserve;
+}
+
+// A request of connection k has ended: the next one's header is awaited (SRV_HEADER), or the
+// connection is closing.
+static void srv_ended(struct srv *S, struct srv_sock *k, bool closes) {
+    if (!k) return;
+    pthread_mutex_lock(&S->cmu);
+    k->phase = SRV_HEADER;
+    k->since = cli_now();
+    k->received = 0;
+    if (closes && !k->closing) {
+        k->closing = true;
+        S->n_closing++;
+    }
+    pthread_mutex_unlock(&S->cmu);
+}
+
+// Whether a Connection header's list has the token "close".
+static bool srv_has_close(const char *h) {
+    for (const char *p = h; *p;) {
+        while (*p == ' ' || *p == '\t' || *p == ',') p++;
+        size_t n = strcspn(p, " \t,");
+        if (n == 5 && !strncasecmp(p, "close", 5)) return true;
+        p += n;
+    }
+    return false;
+}
+
+// The deadlines, from the main thread five times a second: a request header not complete
+// --header-timeout seconds after it was awaited, or a body behind --body-min-rate after that
+// long (its client gets a 408 first), has its connection shut down; the connection's thread
+// then sees the end of the stream and closes it.
+static void srv_watch(struct srv *S) {
+    static const char body[] = "{\"error\":{\"message\":\"the request body came slower than --body-min-rate allows\","
+                               "\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"request_timeout\"}}";
+    char answer[512];
+    int len = snprintf(answer, sizeof(answer), "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
+                       "Content-Type: application/json\r\nAccess-Control-Allow-Origin: *\r\nContent-Length: %zu\r\n\r\n%s",
+                       sizeof(body) - 1, body);
+    double now = cli_now();
+    int n408 = 0;
+    pthread_mutex_lock(&S->cmu);
+    for (struct srv_sock *k = S->socks; k; k = k->next) {
+        if (k->closing || k->fd < 0) continue;
+        bool header = k->phase == SRV_HEADER && now - k->since > S->header_timeout;
+        bool body_late = k->phase == SRV_BODY && S->body_min_rate > 0 &&
+                         now - k->since > S->header_timeout + (double)k->received / (double)S->body_min_rate;
+        if (!header && !body_late) continue;
+        if (body_late) {   // nothing else writes to it while its body is read
+            if (send(k->fd, answer, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) > 0) n408++;
+            S->closed_body++;
+        } else {
+            S->closed_header++;
+        }
+        shutdown(k->fd, SHUT_RDWR);
+        k->closing = true;
+        S->n_closing++;
+    }
+    pthread_mutex_unlock(&S->cmu);
+    if (n408) {
+        pthread_mutex_lock(&S->mu);
+        S->http[4] += n408;
+        pthread_mutex_unlock(&S->mu);
+    }
+}
+
+// n more bytes of the bodies' budget for request k; false when they are not there (*held: the
+// bytes the bodies in flight hold).
+static bool srv_budget_take(struct srv *S, struct srv_conn *k, long long n, long long *held) {
+    pthread_mutex_lock(&S->cmu);
+    bool ok = S->body_bytes + n <= S->max_body_memory;
+    if (ok) {
+        S->body_bytes += n;
+        k->reserved += n;
+    }
+    *held = S->body_bytes;
+    pthread_mutex_unlock(&S->cmu);
+    return ok;
+}
+
+// k's body is dropped, its share of the budget given back.
+static void srv_body_drop(struct srv *S, struct srv_conn *k) {
+    free(k->body.p);
+    k->body = (struct cli_strbuf){0};
+    pthread_mutex_lock(&S->cmu);
+    S->body_bytes -= k->reserved;
+    pthread_mutex_unlock(&S->cmu);
+    k->reserved = 0;
+}
+
+// n more bytes of k's body (at most --max-body-size in all), in room taken from the budget: a
+// Content-Length's whole at its headers, a chunked body's as its buffer doubles; false when the
+// budget is spent (*held: what the bodies in flight hold). (The budget counts the body's bytes,
+// not the NUL after them.)
+static bool srv_body_put(struct srv *S, struct srv_conn *k, const char *p, size_t n, long long *held) {
+    size_t need = k->body.n + n;
+    if (need + 1 > k->body.cap) {
+        size_t room = CLI_MAX(need, CLI_MAX(k->body.cap ? 2 * (k->body.cap - 1) : 0, (size_t)k->reserved));
+        room = CLI_MAX(need, CLI_MIN(room, (size_t)S->max_body));
+        if ((long long)room > k->reserved && !srv_budget_take(S, k, (long long)room - k->reserved, held)) return false;
+        char *q = realloc(k->body.p, room + 1);
+        if (!q) cli_die("out of memory");
+        k->body.p = q;
+        k->body.cap = room + 1;
+    }
+    cli_sb_put(&k->body, p, n);
+    return true;
+}
+
 // --- HTTP answers ---
 
 static enum MHD_Result srv_send(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, int status,
@@ -315,11 +563,15 @@ static enum MHD_Result srv_send(struct srv *S, struct MHD_Connection *conn, stru
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    // a full queue, a full budget for bodies, every connection held: a second later may do
+    if (status == 429 || status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (k) srv_phase(S, k->sock, SRV_ANSWER);   // no deadline while it is sent (one answered from the headers too)
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
     MHD_destroy_response(r);
     if (k) k->status = status;
     pthread_mutex_lock(&S->mu);
     S->http[status / 100 % 6]++;
+    if (k && (k->route == SRV_R_CHAT || k->route == SRV_R_COMPLETIONS) && status >= 400) S->rejected++;
     pthread_mutex_unlock(&S->mu);
     return ret;
 }
@@ -959,6 +1211,10 @@ static void srv_metric_hist(struct cli_strbuf *b, const char *name, const char *
 static enum MHD_Result srv_metrics(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k) {
     struct cli_strbuf b = {0};
     const char *m = S->model_name;
+    pthread_mutex_lock(&S->cmu);   // (before mu: no lock is taken while cmu is held)
+    long long conns = S->n_socks, body_bytes = S->body_bytes;
+    long long closed[3] = {S->closed_header, S->closed_body, S->evicted};
+    pthread_mutex_unlock(&S->cmu);
     pthread_mutex_lock(&S->mu);
     const struct llm_engine_stats *st = &S->stats;
     srv_metric(&b, "llm:num_requests_running", "gauge", "Requests in the engine's running batch.", m, NULL, st->n_running);
@@ -992,6 +1248,20 @@ static enum MHD_Result srv_metrics(struct srv *S, struct MHD_Connection *conn, s
         snprintf(lab, sizeof(lab), "status=\"%dxx\"", i);
         srv_metric(&b, "llm:http_responses_total", i == 1 ? "counter" : NULL, "HTTP answers by status class.", m, lab,
                    (double)S->http[i]);
+    }
+    srv_metric(&b, "llm:http_connections", "gauge", "HTTP connections open.", m, NULL, (double)conns);
+    srv_metric(&b, "llm:http_requests_in_flight", "gauge", "HTTP requests begun and not yet completed (this one too).", m,
+               NULL, (double)atomic_load(&S->n_open));
+    srv_metric(&b, "llm:http_body_bytes", "gauge", "Bytes of the request bodies' budget in use (--max-body-memory).", m, NULL,
+               (double)body_bytes);
+    static const char *const why[] = {"header_timeout", "body_timeout", "evicted"};
+    for (int i = 0; i < 3; i++) {
+        char lab[64];
+        snprintf(lab, sizeof(lab), "reason=\"%s\"", why[i]);
+        srv_metric(&b, "llm:http_connections_closed_total", i == 0 ? "counter" : NULL,
+                   "Connections closed by the server: a request header not complete within --header-timeout, a body "
+                   "slower than --body-min-rate, room made for a new connection beyond --max-connections.", m, lab,
+                   (double)closed[i]);
     }
     long long drafts = 0, kept = 0;
     for (int i = 0; i < 16; i++) { drafts += st->spec_proposed[i]; kept += st->spec_accepted[i]; }
@@ -1036,62 +1306,214 @@ static enum MHD_Result srv_count_content_length(void *cls, enum MHD_ValueKind ki
     return MHD_YES;
 }
 
+// A status for k found while its body came, answered when the body is read (libmicrohttpd
+// answers only then); the body is not kept.
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static void srv_refuse(struct srv *S, struct srv_conn *k, int status, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    k->refuse = status;
+    if (!(k->refuse_msg = strdup(msg))) cli_die("out of memory");
+    srv_body_drop(S, k);
+}
+
+static int srv_hexval(unsigned char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 0;
+}
+
+static void srv_scan_key(struct srv_scan *z, unsigned c) {
+    if (z->key_len < (int)sizeof(z->key)) z->key[z->key_len] = c < 0x80 ? (char)c : (char)0x80;
+    if (z->key_len < INT_MAX) z->key_len++;
+}
+
+// n more bytes of a body through the scanner; returns the most token ids seen in one prompt.
+static long long srv_scan(struct srv_scan *z, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (z->str) {
+            if (z->hex) {
+                z->cp = z->cp * 16 + (unsigned)srv_hexval(c);
+                if (--z->hex == 0 && z->in_key) srv_scan_key(z, z->cp);
+            } else if (z->esc) {
+                z->esc = false;
+                if (c == 'u') z->hex = 4, z->cp = 0;
+                else if (z->in_key) srv_scan_key(z, c == '"' || c == '\\' || c == '/' ? c : 1);   // \n, \t...: not letters
+            } else if (c == '\\') {
+                z->esc = true;
+            } else if (c == '"') {
+                z->str = false;
+                if (z->in_key) {
+                    z->in_key = false;
+                    z->key_prompt = z->key_len == 6 && !memcmp(z->key, "prompt", 6);
+                }
+            } else if (z->in_key) {
+                srv_scan_key(z, c);
+            }
+            continue;
+        }
+        if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+            // a number or literal begins: in the prompt's array, or in an array of it, an id
+            if (!z->atom && z->prompt && (z->depth == 2 || z->depth == 3) && ++z->ids > z->max_ids) z->max_ids = z->ids;
+            z->atom = true;
+            continue;
+        }
+        z->atom = false;
+        switch (c) {
+        case '"':
+            z->str = true;
+            if (z->depth == 1 && z->want_key) z->in_key = true, z->want_key = false, z->key_len = 0;
+            break;
+        case '{':
+            if (++z->depth == 1) z->want_key = true;
+            break;
+        case '[':
+            if (++z->depth <= 3) z->ids = 0;   // a prompt of ids, or a list of them, begins
+            break;
+        case ']':
+        case '}':
+            if (z->depth > 0 && --z->depth == 0) z->prompt = false;
+            break;
+        case ',':
+            if (z->depth == 1) z->want_key = true, z->prompt = false;
+            break;
+        case ':':
+            if (z->depth == 1) z->prompt = z->key_prompt;
+            break;
+        default:
+            break;
+        }
+    }
+    return z->max_ids;
+}
+
+// --- routes ---
+
+// A request's route from its line and headers, and what they decide answered at once, before a
+// byte of the body is read: 405, 404, 401, a reserve connection's 503, 503 while shutting down
+// or beyond the bodies' budget. Else MHD_YES: the body (if any) comes, then srv_access answers.
+static enum MHD_Result srv_route(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, const char *url,
+                                 const char *method, bool reserve) {
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (!strcmp(url, "/health") || !strcmp(url, "/metrics")) {
+        if (!get) return srv_error(S, conn, k, 405, NULL, NULL, "use GET %s", url);
+        k->route = !strcmp(url, "/health") ? SRV_R_HEALTH : SRV_R_METRICS;
+        return MHD_YES;
+    }
+    if (reserve)
+        return srv_error(S, conn, k, 503, NULL, NULL, "all %d connections (--max-connections) are in use; one beyond them "
+                         "may only ask GET /health or /metrics", S->max_connections);
+    if (!strcmp(method, "OPTIONS")) {   // a browser's CORS preflight, of any path
+        k->route = SRV_R_OPTIONS;
+        return MHD_YES;
+    }
+    static const struct { const char *url; enum srv_route route; } posts[] = {
+        {"/v1/chat/completions", SRV_R_CHAT}, {"/v1/completions", SRV_R_COMPLETIONS},
+        {"/tokenize", SRV_R_TOKENIZE}, {"/detokenize", SRV_R_DETOKENIZE}};
+    for (size_t i = 0; i < CLI_ARRAY_LEN(posts); i++)
+        if (!strcmp(url, posts[i].url)) k->route = posts[i].route;
+    if (!strcmp(url, "/v1/models")) k->route = SRV_R_MODELS;
+    else if (!strncmp(url, "/v1/models/", 11)) k->route = SRV_R_MODEL;
+    if (k->route == SRV_R_NONE) return srv_error(S, conn, k, 404, NULL, "not_found", "no such endpoint: %.200s %.200s", method, url);
+    if (!srv_authorized(S, conn))
+        return srv_error(S, conn, k, 401, NULL, "invalid_api_key", "a valid API key is needed (Authorization: Bearer KEY)");
+    if (k->route == SRV_R_MODELS || k->route == SRV_R_MODEL)
+        return get ? MHD_YES : srv_error(S, conn, k, 405, NULL, NULL, "use GET %.200s", url);
+    if (!post) return srv_error(S, conn, k, 405, NULL, NULL, "use POST %s", url);
+    if ((k->route == SRV_R_CHAT || k->route == SRV_R_COMPLETIONS) && atomic_load(&S->draining))
+        return srv_error(S, conn, k, 503, NULL, NULL, "the server is shutting down");
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    long long n = cl ? (long long)strtoull(cl, NULL, 10) : 0, held = 0;   // (at most --max-body-size: checked)
+    if (n > 0 && !srv_budget_take(S, k, n, &held))   // a Content-Length's room at once
+        return srv_error(S, conn, k, 503, NULL, NULL, "request bodies in flight hold %lld bytes of the %lld that "
+                         "--max-body-memory allows; try again later", held, S->max_body_memory);
+    return MHD_YES;
+}
+
 static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **ctx) {
     (void)version;
     struct srv *S = cls;
     struct srv_conn *k = *ctx;
-    if (!k) {
+    if (!k) {   // the request line and headers are in; the body, if any, is still to come
         if (!(k = calloc(1, sizeof(*k)))) return MHD_NO;
         k->t0 = cli_now();
         *ctx = k;
         atomic_fetch_add(&S->n_open, 1);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        k->sock = ci ? ci->socket_context : NULL;
+        bool reserve = srv_phase(S, k->sock, SRV_BODY);
         // framing libmicrohttpd lets through: Content-Length twice, a transfer coding other than chunked
         int n_cl = 0;
         MHD_get_connection_values(conn, MHD_HEADER_KIND, srv_count_content_length, &n_cl);
         const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        k->answered_early = true;
         if (n_cl > 1) return srv_error(S, conn, k, 400, NULL, NULL, "the request has %d Content-Length headers", n_cl);
         if (te && strcasecmp(te, "chunked"))
             return srv_error(S, conn, k, 501, NULL, NULL, "Transfer-Encoding '%.100s' is not supported (only chunked)", te);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)S->max_body) {   // refused before it is read
+        k->has_body = te || (cl && strtoull(cl, NULL, 10) > 0);
+        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)S->max_body) {
             k->too_big = true;
             return srv_error(S, conn, k, 413, NULL, NULL, "the request body is larger than %lld bytes (--max-body-size)", S->max_body);
         }
-        return MHD_YES;
+        enum MHD_Result r = srv_route(S, conn, k, url, method, reserve);
+        k->answered_early = k->status != 0;
+        return r;
     }
     if (*upload_size) {
-        if (!k->too_big && k->body.n + *upload_size > (size_t)S->max_body) {
-            k->too_big = true;
-            free(k->body.p);
-            k->body = (struct cli_strbuf){0};
-        }
-        if (!k->too_big) cli_sb_put(&k->body, upload, *upload_size);
+        size_t n = *upload_size;
         *upload_size = 0;
+        if (k->sock) {
+            pthread_mutex_lock(&S->cmu);
+            k->sock->received += (long long)n;
+            pthread_mutex_unlock(&S->cmu);
+        }
+        bool reads = k->route == SRV_R_CHAT || k->route == SRV_R_COMPLETIONS || k->route == SRV_R_TOKENIZE ||
+                     k->route == SRV_R_DETOKENIZE;
+        bool keep = reads && !k->refuse && !k->too_big;
+        if (!keep) return MHD_YES;   // read and dropped: a body no endpoint reads, or refused already
+        if (k->body.n + n > (size_t)S->max_body) {   // a body without Content-Length that grew too big
+            k->too_big = true;
+            srv_body_drop(S, k);
+            return MHD_YES;
+        }
+        long long held = 0;
+        if (!srv_body_put(S, k, upload, n, &held)) {
+            srv_refuse(S, k, 503, "request bodies in flight hold %lld bytes of the %lld that --max-body-memory allows; try "
+                       "again later", held, S->max_body_memory);
+            return MHD_YES;
+        }
+        if (k->route == SRV_R_COMPLETIONS && srv_scan(&k->scan, upload, n) > S->max_prompt_ids) {
+            k->refuse_param = "prompt";
+            if (S->max_prompt_ids == S->max_model_len)
+                srv_refuse(S, k, 400, "prompt: more than %d token ids in one prompt, more than max_model_len (%d) allows",
+                           S->max_prompt_ids, S->max_model_len);
+            else
+                srv_refuse(S, k, 400, "prompt: more than %d token ids in one prompt, more than the KV cache holds with the "
+                           "first output token (%d tokens)", S->max_prompt_ids, S->max_prompt_ids + 1);
+        }
         return MHD_YES;
     }
-    if (k->too_big) {   // a body without Content-Length that grew too big: read, dropped, refused
-        if (k->status) return MHD_YES;   // answered already (Content-Length)
+    srv_phase(S, k->sock, SRV_ANSWER);
+    if (k->status) return MHD_YES;   // answered from the headers
+    if (k->too_big)   // a body without Content-Length that grew too big: read, dropped, refused
         return srv_error(S, conn, k, 413, NULL, NULL, "the request body is larger than %lld bytes (--max-body-size)", S->max_body);
-    }
-    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
-    if (!strcmp(url, "/health")) {
-        if (!get) return srv_error(S, conn, k, 405, NULL, NULL, "use GET %s", url);
+    if (k->refuse) return srv_error(S, conn, k, k->refuse, k->refuse_param, NULL, "%s", k->refuse_msg);
+    switch (k->route) {
+    case SRV_R_HEALTH: {
         if (atomic_load(&S->draining)) return srv_error(S, conn, k, 503, NULL, NULL, "the server is shutting down");
         json_t *o = cli_jcheck(json_object());
         cli_jset(o, "status", cli_json_cstr("ok"));
         return srv_json(S, conn, k, 200, o);
     }
-    if (!strcmp(url, "/metrics")) {
-        if (!get) return srv_error(S, conn, k, 405, NULL, NULL, "use GET %s", url);
+    case SRV_R_METRICS:
         return srv_metrics(S, conn, k);
-    }
-    static const char *const posts[] = {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"};
-    int route = -1;
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(url, posts[i])) route = i;
-    bool models = !strcmp(url, "/v1/models"), model_id = !strncmp(url, "/v1/models/", 11);
-    if (!strcmp(method, "OPTIONS")) {   // a browser's CORS preflight: any origin, as vLLM and llama-server
+    case SRV_R_OPTIONS: {   // any origin, as vLLM and llama-server
         struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
         if (!r) return MHD_NO;
         MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
@@ -1103,36 +1525,38 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         k->status = 204;
         return ret;
     }
-    if (route < 0 && !models && !model_id) return srv_error(S, conn, k, 404, NULL, "not_found", "no such endpoint: %.200s %.200s", method, url);
-    if (!srv_authorized(S, conn))
-        return srv_error(S, conn, k, 401, NULL, "invalid_api_key", "a valid API key is needed (Authorization: Bearer KEY)");
-    if (models) return get ? srv_models(S, conn, k, NULL) : srv_error(S, conn, k, 405, NULL, NULL, "use GET %s", url);
-    if (model_id) {
-        if (!get) return srv_error(S, conn, k, 405, NULL, NULL, "use GET %.200s", url);
+    case SRV_R_MODELS:
+        return srv_models(S, conn, k, NULL);
+    case SRV_R_MODEL:
         if (strcmp(url + 11, S->model_name))
             return srv_error(S, conn, k, 404, "model", "model_not_found", "the model '%.200s' does not exist: this server has '%s'",
                              url + 11, S->model_name);
         return srv_models(S, conn, k, url + 11);
+    case SRV_R_TOKENIZE:
+        return srv_tokenize(S, conn, k);
+    case SRV_R_DETOKENIZE:
+        return srv_detokenize(S, conn, k);
+    case SRV_R_CHAT:
+    case SRV_R_COMPLETIONS:
+        return srv_complete(S, conn, k, k->route == SRV_R_CHAT);
+    case SRV_R_NONE:
+        break;
     }
-    if (!post) return srv_error(S, conn, k, 405, NULL, NULL, "use POST %s", url);
-    if (route >= 2) return route == 2 ? srv_tokenize(S, conn, k) : srv_detokenize(S, conn, k);
-    enum MHD_Result r = srv_complete(S, conn, k, route == 0);
-    if (k->status >= 400) {
-        pthread_mutex_lock(&S->mu);
-        S->rejected++;
-        pthread_mutex_unlock(&S->mu);
-    }
-    return r;
+    return srv_error(S, conn, k, 404, NULL, "not_found", "no such endpoint: %.200s %.200s", method, url);
 }
 
 static void srv_completed(void *cls, struct MHD_Connection *conn, void **ctx, enum MHD_RequestTerminationCode why) {
-    (void)conn;
     struct srv *S = cls;
     struct srv_conn *k = *ctx;
     if (!k) return;
     atomic_fetch_sub(&S->n_open, 1);
     if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK && k->status == 0) k->status = -1;
-    free(k->body.p);
+    srv_body_drop(S, k);
+    // a keep-alive connection's next request header is awaited; one that libmicrohttpd closes now
+    // (an error, the client's "Connection: close", a body not read) makes no room for another
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION);
+    srv_ended(S, k->sock, why != MHD_REQUEST_TERMINATED_COMPLETED_OK || (h && srv_has_close(h)) || (k->answered_early && k->has_body));
+    free(k->refuse_msg);
     free(k);
     *ctx = NULL;
 }
@@ -1199,6 +1623,19 @@ int cli_cmd_serve(struct cli *c) {
     S->prefix_caching = ei.enable_prefix_caching;
     S->max_queued = c->max_queued;
     S->max_body = c->max_body;
+    // a prompt of more ids than this is refused by the engine: the context, or the KV cache
+    // with the prompt's first output token
+    S->max_prompt_ids = CLI_MIN(ei.max_model_len, ei.kv_tokens - 1);
+    S->max_connections = c->max_connections;
+    S->header_timeout = c->header_timeout_s;
+    S->body_min_rate = c->body_min_rate;
+    // 256 MiB: sixteen bodies of the default --max-body-size at once, or one of a larger one
+    S->max_body_memory = c->max_body_memory >= 0 ? c->max_body_memory : CLI_MAX(256ll << 20, c->max_body);
+    if (S->max_body_memory < c->max_body)
+        cli_die("--max-body-memory %lld is less than --max-body-size %lld: a body of that size could never be read",
+                S->max_body_memory, c->max_body);
+    // a quarter of the connections from one address, by default
+    int per_ip = c->max_connections_per_ip >= 0 ? c->max_connections_per_ip : CLI_MAX(1, c->max_connections / 4);
     S->api_key = c->api_key && c->api_key[0] ? c->api_key : NULL;
     // the model's name: --served-model-name, else the file's (or directory's) name without .gguf
     char *name = NULL;
@@ -1235,6 +1672,7 @@ int cli_cmd_serve(struct cli *c) {
     S->e2e = (struct srv_hist){srv_e2e_bounds, (int)CLI_ARRAY_LEN(srv_e2e_bounds), {0}, 0, 0};
     pthread_mutex_init(&S->emu, NULL);
     pthread_mutex_init(&S->mu, NULL);
+    pthread_mutex_init(&S->cmu, NULL);
     pthread_cond_init(&S->ework, NULL);
     pthread_cond_init(&S->cv, NULL);
     llm_get_stats(S->E, &S->stats);
@@ -1243,7 +1681,9 @@ int cli_cmd_serve(struct cli *c) {
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC, 0, NULL, NULL,
         srv_access, S, MHD_OPTION_LISTEN_SOCKET, lfd, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->max_connections, MHD_OPTION_NOTIFY_COMPLETED, srv_completed, S,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(c->max_connections + SRV_RESERVE_CONNS),
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_ip, MHD_OPTION_NOTIFY_COMPLETED, srv_completed, S,
+        MHD_OPTION_NOTIFY_CONNECTION, srv_notify_connection, S,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 << 10), MHD_OPTION_END);
     if (!d) cli_die("cannot start the HTTP server (libmicrohttpd) on %s:%d", c->host, port);
     fprintf(stderr, "llm serve: %s (%s, %d tokens of context, chat template %s) on http://%s%s%s:%d\n", S->model_name,
@@ -1252,7 +1692,11 @@ int cli_cmd_serve(struct cli *c) {
     fflush(stderr);
 
     int sig = 0;
-    sigwait(&sigs, &sig);
+    while (sig <= 0) {   // the deadlines of the connections, five times a second, until a signal
+        struct timespec ts = {0, 200000000};
+        sig = sigtimedwait(&sigs, NULL, &ts);
+        srv_watch(S);
+    }
     fprintf(stderr, "llm serve: %s: no new requests; finishing those in flight (at most %d s)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", c->shutdown_timeout_s);
     atomic_store(&S->draining, true);
@@ -1264,6 +1708,7 @@ int cli_cmd_serve(struct cli *c) {
         int busy = S->n_active + S->n_pending;
         pthread_mutex_unlock(&S->mu);
         if (!busy || cli_now() >= t_end) break;
+        srv_watch(S);
         struct timespec ts = {0, 50000000};
         if (sigtimedwait(&sigs, NULL, &ts) > 0) {   // a second SIGINT/SIGTERM: abort now
             fprintf(stderr, "llm serve: a second signal: aborting what is in flight\n");
@@ -1303,6 +1748,7 @@ int cli_cmd_serve(struct cli *c) {
     free(name);
     pthread_mutex_destroy(&S->emu);
     pthread_mutex_destroy(&S->mu);
+    pthread_mutex_destroy(&S->cmu);
     pthread_cond_destroy(&S->ework);
     pthread_cond_destroy(&S->cv);
     free(S);

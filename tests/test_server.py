@@ -10,7 +10,10 @@ type; SSE framing byte for byte (curl); 64 concurrent streaming clients equal to
 with /metrics adding up; a client that disconnects is aborted and its KV blocks freed; hostile
 clients (slowloris, a 100 MB body, invalid UTF-8, deep nesting, truncated requests, random bytes,
 huge headers) do not crash or wedge it; the API key; a full queue; the idle timeout; SIGTERM
-finishes what is in flight and exits 0.
+finishes what is in flight and exits 0. Before a body is read: 401/404/405 from the headers, 503
+beyond the budget for bodies in flight, token ids beyond the context refused while they arrive
+(not parsed); the header deadline and the body's minimum rate; connections per address;
+/health answered while slow clients from several loopback addresses fill the connections.
 """
 import json
 import os
@@ -138,6 +141,107 @@ def metrics(port):
     return out
 
 
+def vm(pid, key):
+    """A field of /proc/PID/status in kB (VmRSS, VmHWM)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def head_of(port, raw, secs=5, src="127.0.0.1"):
+    """Sends raw bytes on a fresh connection from address src and reads until the end of an
+    answer's headers: (what came, seconds it took); b"" when the server closed the connection
+    without an answer or nothing came within secs."""
+    s = socket.socket()
+    s.settimeout(secs)
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    t0 = time.time()
+    got = b""
+    try:
+        s.sendall(raw)
+        while b"\r\n\r\n" not in got:
+            b = s.recv(4096)
+            if not b:
+                break
+            got += b
+    except OSError:
+        pass
+    s.close()
+    return got, time.time() - t0
+
+
+class Slow:
+    """Clients that hold connections from the addresses src: each sends `start` and then a
+    byte every `every` seconds and never finishes its request; a connection the server closes
+    is opened again (when reopen). closed: how many the server closed; answers: the status
+    lines it sent before closing them."""
+
+    def __init__(self, port, srcs, start, every=0.5, reopen=True):
+        self.port, self.start_bytes, self.every, self.reopen = port, start, every, reopen
+        self.socks = [None] * len(srcs)
+        self.srcs = srcs
+        self.closed = 0
+        self.closed_at = []   # seconds since the start
+        self.t0 = time.time()
+        self.answers = []
+        self.stop_flag = False
+        for i in range(len(srcs)):
+            self._open(i)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _open(self, i):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")   # closed with a reset: no TIME_WAIT
+        try:
+            s.bind((self.srcs[i], 0))
+            s.settimeout(5)
+            s.connect(("127.0.0.1", self.port))
+            s.sendall(self.start_bytes)
+            s.settimeout(0)
+            self.socks[i] = s
+        except OSError:
+            s.close()
+            self.socks[i] = None
+
+    def _run(self):
+        while not self.stop_flag:
+            for i, s in enumerate(self.socks):
+                if s is None:
+                    if self.reopen:
+                        self._open(i)
+                    continue
+                gone = False
+                try:
+                    b = s.recv(4096)
+                    if b:
+                        self.answers.append(b.split(b"\r\n")[0])
+                    gone = True
+                except BlockingIOError:
+                    try:
+                        s.sendall(b"X")
+                    except OSError:
+                        gone = True
+                except OSError:
+                    gone = True
+                if gone:
+                    self.closed += 1
+                    self.closed_at.append(time.time() - self.t0)
+                    s.close()
+                    self.socks[i] = None
+            time.sleep(self.every)
+
+    def stop(self):
+        self.stop_flag = True
+        self.thread.join(30)
+        for s in self.socks:
+            if s is not None:
+                s.close()
+
+
 def tokens_of(port, **body):
     st, _, b = http(port, "POST", "/tokenize", body)
     return json.loads(b)["tokens"] if st == 200 else None
@@ -171,6 +275,69 @@ check(len(models.data) == 1 and models.data[0].id == os.path.basename(MODEL)[:-5
 check(getattr(models.data[0], "max_model_len", None) == 4096, "models: max_model_len %s" % models.data[0])
 st, _, b = http(S.port, "GET", "/health")
 check(st == 200 and json.loads(b) == {"status": "ok"}, "health: %d %s" % (st, b))
+
+# --- bodies: what the headers decide is answered before a byte of the body is read ---
+section("bodies: answered from the headers, a budget for bodies in flight, token ids beyond the context")
+# 7 million token ids (14 MB) in one prompt of a 4096-token context: refused while it is read,
+# not parsed (Jansson would hold some 300 MB for it)
+try:
+    with open("/proc/%d/clear_refs" % S.proc.pid, "w") as f:
+        f.write("5")   # VmHWM from here
+except OSError:
+    pass
+hwm0 = vm(S.proc.pid, "VmHWM")
+t0 = time.time()
+st, _, b = http(S.port, "POST", "/v1/completions", b'{"prompt":[' + b"1," * 7000000 + b'1],"max_tokens":1}')
+grew = vm(S.proc.pid, "VmHWM") - hwm0
+err = json.loads(b)["error"] if st == 400 else {}
+check(st == 400 and err.get("param") == "prompt" and "max_model_len" in err.get("message", "") and grew < 32768,
+      "7 million token ids: %d %s, peak resident memory grew by %d kB in %.1f s" % (st, b[:200], grew, time.time() - t0))
+# an unknown path, a wrong method: answered at once, the body never sent
+for raw, want_st in [(b"POST /v1/nothing HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n", b"404"),
+                     (b"GET /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n", b"405"),
+                     (b"POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n", b"405")]:
+    got, secs = head_of(S.port, raw)
+    check(got.startswith(b"HTTP/1.1 " + want_st) and secs < 4, "%r: %r after %.1f s, want %s before the body" %
+          (raw[:30], got[:60], secs, want_st.decode()))
+# bodies in flight: --max-body-memory (256 MiB: sixteen of 16 MiB); the next is refused at once
+# with 503 and Retry-After, before its body
+held = []
+for i in range(20):
+    s = socket.create_connection(("127.0.0.1", S.port), timeout=10)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (16 << 20))
+    held.append(s)
+    time.sleep(0.02)
+refused = []
+t0 = time.time()
+for s in held:
+    s.settimeout(max(0.1, 2 - (time.time() - t0)))
+    try:
+        got = s.recv(4096)
+    except OSError:
+        got = None
+    refused.append(got)
+waiting = sum(1 for g in refused if g is None)
+ok503 = sum(1 for g in refused if g and g.startswith(b"HTTP/1.1 503") and b"retry-after:" in g.lower())
+check(waiting == 16 and ok503 == 4, "20 bodies of 16 MiB: %d waited for their body, %d got 503 with Retry-After: %r" %
+      (waiting, ok503, [g[:40] if g else g for g in refused]))
+m = metrics(S.port)
+check(m.get("llm:http_body_bytes") == 16 * (16 << 20), "bodies in flight: %s bytes" % m.get("llm:http_body_bytes"))
+for s in held:
+    s.close()
+t0 = time.time()
+while time.time() - t0 < 10 and metrics(S.port).get("llm:http_body_bytes") != 0:
+    time.sleep(0.05)
+st, _, b = http(S.port, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 1})
+check(st == 200 and metrics(S.port).get("llm:http_body_bytes") == 0, "after the bodies went away: %d %s, %s bytes held" %
+      (st, b[:100], metrics(S.port).get("llm:http_body_bytes")))
+
+# slow clients (checked later, they take 10 s): a request header a byte a second, closed at
+# --header-timeout (10 s) although it never stops sending; a body a byte a second, closed at
+# --header-timeout + its bytes at --body-min-rate (4096 bytes/s), with a 408
+slow_header = Slow(S.port, ["127.0.0.1"], b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n", every=1.0, reopen=False)
+slow_body = Slow(S.port, ["127.0.0.1"], b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{",
+                 every=1.0, reopen=False)
+slow_t0 = time.time()
 
 # --- chat, whole: a real answer, usage equal to the token counts, logprobs ---
 section("chat, whole: a real answer, usage equal to the token counts, logprobs")
@@ -446,6 +613,14 @@ for stream in (True, False):
 
 # --- hostile clients ---
 section("hostile clients")
+# the slow clients begun after the health check (a request header, a body, a byte a second)
+time.sleep(max(0.0, 20 - (time.time() - slow_t0)))
+slow_header.stop()
+slow_body.stop()
+check(slow_header.closed == 1 and 8 < slow_header.closed_at[0] < 16,
+      "a request header a byte a second: closed %d times, at %s s (--header-timeout 10)" % (slow_header.closed, slow_header.closed_at))
+check(slow_body.closed == 1 and 8 < slow_body.closed_at[0] < 16 and slow_body.answers[:1] == [b"HTTP/1.1 408 Request Timeout"],
+      "a body a byte a second: closed %d times, at %s s, answers %s" % (slow_body.closed, slow_body.closed_at, slow_body.answers))
 # a slow reader: a streaming answer it does not read (a tiny receive buffer) stalls no one else
 m0 = metrics(S.port)
 slow_reader = socket.socket()
@@ -541,6 +716,10 @@ e = error_of(lambda: S.client("wrong").models.list(), openai.AuthenticationError
 check(e is not None and e.status_code == 401, "a wrong key: %r" % e)
 st, _, b = http(S.port, "GET", "/v1/models")
 check(st == 401, "no key: %d" % st)
+# the key is checked before the body is read: 401 at once, the megabyte never sent
+got, secs = head_of(S.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n"
+                    b"Content-Length: 1000000\r\n\r\n")
+check(got.startswith(b"HTTP/1.1 401") and secs < 1.5, "a wrong key and a body to come: %r after %.1f s" % (got[:60], secs))
 st, _, b = http(S.port, "GET", "/health")
 check(st == 200, "health needs no key: %d" % st)
 c = S.client("sekret")
@@ -590,6 +769,55 @@ rc = S.stop(signal.SIGTERM)
 t.join(60)
 check(rc == 0 and holder.get("fin") == "length" and len(holder.get("text", "")) > 0,
       "SIGTERM: exit status %s, the request in flight %s" % (rc, holder))
+
+# --- a server full of slow clients from several addresses (127.0.0.2.. are loopback too) ---
+section("a server full of slow clients: connections per address, /health answered")
+S = Server("--max-connections", "16")   # at most 4 from one address (a quarter)
+# a fifth connection from one address is closed at once
+mine = [socket.create_connection(("127.0.0.1", S.port), timeout=2, source_address=("127.0.0.9", 0)) for _ in range(5)]
+try:
+    fifth = mine[4].recv(100)
+except OSError:
+    fifth = None
+check(fifth == b"", "a fifth connection from 127.0.0.9 (a quarter of --max-connections 16): %r, want it closed" % fifth)
+try:
+    first = mine[0].recv(100)
+except socket.timeout:
+    first = None
+check(first is None, "the first four connections from 127.0.0.9 stay open: %r" % first)
+for s in mine:
+    s.close()
+# slowloris from 7 addresses, 28 connections that send a byte of their request header every
+# 0.5 s and come back when closed: GET /health answers at once all the same (the connections
+# still waiting for their request header longest make room for new ones)
+slow = Slow(S.port, ["127.0.0.%d" % (2 + i // 4) for i in range(28)], b"GET /health HTTP/1.1\r\nHost: x\r\n")
+time.sleep(2)
+for i in range(3):
+    t0 = time.time()
+    st, _, b = http(S.port, "GET", "/health", timeout=5)
+    check(st == 200 and time.time() - t0 < 3, "/health among 28 slowloris connections (--max-connections 16): %d after %.1f s" %
+          (st, time.time() - t0))
+m = metrics(S.port)
+slow.stop()
+check(m.get('llm:http_connections_closed_total{reason="evicted"}', 0) > 0,
+      "slowloris: no connection made room for another: %s" % {k: v for k, v in m.items() if "connections" in k})
+# 16 slow bodies (not evicted: they are requests under way): GET /health still answers in the
+# connections kept beyond --max-connections, where other requests get 503 with Retry-After
+time.sleep(1)
+slow = Slow(S.port, ["127.0.0.%d" % (2 + i // 4) for i in range(16)],
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{", reopen=False)
+time.sleep(2)
+t0 = time.time()
+st, _, b = http(S.port, "GET", "/health", timeout=5)
+check(st == 200 and time.time() - t0 < 3, "/health beside 16 slow bodies (--max-connections 16): %d after %.1f s" % (st, time.time() - t0))
+t0 = time.time()
+st, head, b = http(S.port, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 1}, timeout=5)
+check(st == 503 and "retry-after:" in head.lower() and time.time() - t0 < 3,
+      "a completion beside 16 slow bodies (--max-connections 16): %d %s after %.1f s" % (st, b[:100], time.time() - t0))
+check(slow.closed == 0, "the slow bodies: %d closed within 5 s" % slow.closed)
+slow.stop()
+rc = S.stop(signal.SIGINT)
+check(rc == 0, "the server of slow clients: exit status %s" % rc)
 
 # a second SIGINT aborts what is in flight at once
 S = Server("--shutdown-timeout", "60")
