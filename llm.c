@@ -4116,16 +4116,24 @@ struct llm__safetensors {
     bool owns_map, owns_buf;
     int64_t n;                  // tensors
     struct llm__st_tensor *t;   // (n), in header order
+    struct llm__gguf_index ix;  // their names (duplicates refused, lookups in O(1))
     char *path_name;            // a shard's file name (Hugging Face directories), or NULL
 };
 
 static void llm__st_close(struct llm__safetensors *s) {
     for (int64_t i = 0; i < s->n; i++) free(s->t[i].name);
     free(s->t);
+    free(s->ix.slots);
     free(s->path_name);
     if (s->owns_map && s->map) munmap(s->map, s->size);
     if (s->owns_buf) free(s->map);
     memset(s, 0, sizeof(*s));
+}
+
+// The tensor `name` of s, or NULL.
+static const struct llm__st_tensor *llm__st_find(const struct llm__safetensors *s, const char *name) {
+    int64_t i = llm__gguf_index_find(&s->ix, s->t, sizeof(*s->t), name, NULL);
+    return i < 0 ? NULL : &s->t[i];
 }
 
 // A safetensors dtype: the type id and the element size in bytes (0: unknown).
@@ -4168,7 +4176,7 @@ static enum llm_status llm__st_parse(struct llm__safetensors *s, struct llm__err
     }
     s->t = calloc((size_t)j.nodes[0].n + 1, sizeof(*s->t));
     struct llm__st_span *spans = calloc((size_t)j.nodes[0].n + 1, sizeof(*spans));
-    if (!s->t || !spans) {
+    if (!s->t || !spans || !llm__gguf_index_init(&s->ix, j.nodes[0].n)) {
         free(spans);
         llm__json_free(&j);
         return llm__fail(e, LLM_ERR_NOMEM, "safetensors: out of memory for %d tensors", (int)j.nodes[0].n);
@@ -4193,9 +4201,12 @@ static enum llm_status llm__st_parse(struct llm__safetensors *s, struct llm__err
         t->name = name;
         s->n++;
         if (nlen == 0 || strlen(name) != nlen) { st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: a tensor name is empty or holds a NUL byte"); break; }
-        for (int64_t q = 0; q + 1 < s->n; q++)
-            if (strcmp(s->t[q].name, name) == 0) st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s' is named twice", pr);
-        if (st) break;
+        uint64_t slot;
+        if (llm__gguf_index_find(&s->ix, s->t, sizeof(*s->t), name, &slot) >= 0) {
+            st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s' is named twice", pr);
+            break;
+        }
+        s->ix.slots[slot] = s->n - 1;
         const int32_t dt = llm__json_get(&j, v, "dtype"), sh = llm__json_get(&j, v, "shape"), of = llm__json_get(&j, v, "data_offsets");
         if (dt < 0 || sh < 0 || of < 0) { st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s' lacks dtype, shape or data_offsets", pr); break; }
         size_t esize = llm__st_dtype(&j, dt, &t->type);
@@ -4350,6 +4361,9 @@ struct llm__hf_owned {
     // hp[0] / hp[1] heads of hp[2] rows), Gemma's norms stored as 1 + w, AWQ/GPTQ weights
     bool permute, gemma, quantized;
     int64_t hp[3];
+    // every tensor of every file by name (llm__hf_index): lookups in O(1) however many files
+    struct llm__hf_name { const char *name; const struct llm__st_tensor *t; } *names;
+    struct llm__gguf_index names_ix;
 };
 
 static void llm__hf_owned_free(void *p) {
@@ -4359,7 +4373,26 @@ static void llm__hf_owned_free(void *p) {
     for (int64_t i = 0; i < o->n_copies; i++) free(o->copies[i]);
     free(o->files);
     free(o->copies);
+    free(o->names);
+    free(o->names_ix.slots);
     free(o);
+}
+
+// Indexes the tensors of all of o's files by name (of a name in several files, the first file's).
+static enum llm_status llm__hf_index(struct llm__hf_owned *o, struct llm__err *e) {
+    int64_t n = 0, k = 0;
+    for (int f = 0; f < o->n_files; f++) n += o->files[f].n;
+    if (!(o->names = malloc((size_t)(n + 1) * sizeof(*o->names))) || !llm__gguf_index_init(&o->names_ix, n))
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory for the names of %lld tensors", (long long)n);
+    for (int f = 0; f < o->n_files; f++)
+        for (int64_t i = 0; i < o->files[f].n; i++) {
+            uint64_t slot;
+            const struct llm__st_tensor *t = &o->files[f].t[i];
+            if (llm__gguf_index_find(&o->names_ix, o->names, sizeof(*o->names), t->name, &slot) >= 0) continue;
+            o->names[k] = (struct llm__hf_name){t->name, t};
+            o->names_ix.slots[slot] = k++;
+        }
+    return LLM_OK;
 }
 
 // A config.json integer in [lo, hi] into *out (left as it is when absent and not required), or an
@@ -4683,12 +4716,10 @@ static void llm__hf_permute_rows(uint8_t *dst, const uint8_t *src, size_t row, i
 
 static void llm__map_release(const void *p, size_t n);
 
-// The tensor `name` in any file of the directory, or NULL.
+// The tensor `name` in any file of the directory (the first file that has it), or NULL.
 static const struct llm__st_tensor *llm__hf_find(const struct llm__hf_owned *o, const char *name) {
-    for (int f = 0; f < o->n_files; f++)
-        for (int64_t i = 0; i < o->files[f].n; i++)
-            if (strcmp(o->files[f].t[i].name, name) == 0) return &o->files[f].t[i];
-    return NULL;
+    int64_t i = llm__gguf_index_find(&o->names_ix, o->names, sizeof(*o->names), name, NULL);
+    return i < 0 ? NULL : o->names[i].t;
 }
 
 // Element (r, c) of a 2-D int32 tensor of `cols` columns (little-endian, maybe unaligned).
@@ -5334,9 +5365,10 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
     int64_t gen_eos[2] = {-1, -1};   // generation_config.json's other ends
     const int32_t ge = tx->gen_cfg ? llm__json_get(&jg, 0, "eos_token_id") : -1;
     if (ids[1] < 0) ids[1] = llm__hf_json_id(&jg, ge, t.n);
-    for (int32_t i = 0, ng = 0; ge >= 0 && jg.nodes[ge].type == LLM__JSON_ARR && i < jg.nodes[ge].n && ng < 2; i++) {
+    for (int32_t i = 0, ng = 0, k = ge + 1; ge >= 0 && jg.nodes[ge].type == LLM__JSON_ARR && i < jg.nodes[ge].n && ng < 2;
+         i++, k = jg.nodes[k].next) {
         int64_t id;
-        if (llm__json_int(&jg, llm__json_at(&jg, ge, i), 0, t.n - 1, &id) && id != ids[1]) gen_eos[ng++] = id;
+        if (llm__json_int(&jg, k, 0, t.n - 1, &id) && id != ids[1]) gen_eos[ng++] = id;
     }
     for (int s = 0; s < 4; s++)
         if (ids[s] >= 0) llm__gbuf_u32(b, NULL, kinds[s][2], (uint32_t)ids[s]);
@@ -5437,9 +5469,18 @@ static enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_t
     struct llm__hf_quant quant = {0};
     char hdr[24] = "GGUF";
     llm__gbuf_put(&b, hdr, 24);   // magic, version, counts: filled in below
-    enum llm_status st = llm__hf_config(tx->cfg, tx->cfg_len, &b, &arch, &permute, hp, &quant, e);
+    enum llm_status st = llm__hf_index(o, e);
+    if (st == LLM_OK) st = llm__hf_config(tx->cfg, tx->cfg_len, &b, &arch, &permute, hp, &quant, e);
     const bool gemma = st == LLM_OK && (!strcmp(arch, "gemma2") || !strcmp(arch, "gemma3"));
     if (st == LLM_OK && tx->name) llm__gbuf_s(&b, NULL, "general.name", tx->name);
+    // the vocabulary is as large as the embedding's rows, checked before the tokenizer makes a
+    // token for every id below vocab_size: memory in proportion to what the files hold
+    const struct llm__st_tensor *emb = st == LLM_OK && tx->tok ? llm__hf_find(o, "model.embed_tokens.weight") : NULL;
+    if (st == LLM_OK && tx->tok && !emb)
+        st = llm__fail(e, LLM_ERR_FORMAT, "hf: no tensor model.embed_tokens.weight (the token embeddings)");
+    else if (emb && (emb->n_dims != 2 || emb->shape[0] != hp[4]))
+        st = llm__fail(e, LLM_ERR_FORMAT, "hf: config.json's vocab_size is %lld, but model.embed_tokens.weight has %lld rows",
+                       (long long)hp[4], emb->n_dims == 2 ? (long long)emb->shape[0] : -1LL);
     if (st == LLM_OK && tx->tok) st = llm__hf_tokenizer(tx, hp[4], &b, e);
     if (st) {
         free(b.o.p);
@@ -5529,7 +5570,12 @@ static enum llm_status llm__hf_open_dir(struct llm__gguf *g, const char *dir, bo
             const int32_t wm = st ? -1 : llm__json_get(&j, 0, "weight_map");
             if (st == LLM_OK && (wm < 0 || j.nodes[wm].type != LLM__JSON_OBJ || j.nodes[wm].n == 0))
                 st = llm__fail(e, LLM_ERR_FORMAT, "model.safetensors.index.json: no weight_map object of tensor names and files");
-            if (st == LLM_OK && !(o->files = calloc((size_t)j.nodes[wm].n, sizeof(*o->files))))
+            // the shards' names, indexed (a weight_map of many tensors names its few files again and again)
+            struct llm__gguf_index shard_ix = {0};
+            const char **shard = NULL;
+            if (st == LLM_OK && (!(o->files = calloc((size_t)j.nodes[wm].n, sizeof(*o->files))) ||
+                                 !(shard = malloc((size_t)j.nodes[wm].n * sizeof(*shard))) ||
+                                 !llm__gguf_index_init(&shard_ix, j.nodes[wm].n)))
                 st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
             for (int32_t m = 0, k = wm + 1; st == LLM_OK && m < j.nodes[wm].n; m++, k = j.nodes[k + 1].next) {
                 size_t fl = 0, tl = 0;
@@ -5538,24 +5584,26 @@ static enum llm_status llm__hf_open_dir(struct llm__gguf *g, const char *dir, bo
                     st = llm__fail(e, LLM_ERR_FORMAT, "model.safetensors.index.json: '%s' is not a file name in the directory",
                                    file ? llm__gguf_printable(pr, file, fl) : "(not a string)");
                 } else {
-                    int f = 0;   // the shard, opened on its first mention
-                    while (f < o->n_files && strcmp(o->files[f].path_name, file) != 0) f++;
-                    if (f == o->n_files) {
+                    uint64_t slot;   // the shard, opened on its first mention
+                    int64_t f = llm__gguf_index_find(&shard_ix, shard, sizeof(*shard), file, &slot);
+                    if (f < 0) {
+                        f = o->n_files;
                         snprintf(path, sizeof(path), "%s/%s", dir, file);
                         if ((st = llm__st_open(&o->files[f], path, read_all, e)) == LLM_OK) {
                             o->n_files++;
                             if (!(o->files[f].path_name = llm__strndup(file, fl))) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+                            else shard[f] = o->files[f].path_name, shard_ix.slots[slot] = f;
                         }
                     }
-                    bool found = false;
-                    for (int64_t t = 0; st == LLM_OK && !found && t < o->files[f].n; t++) found = strcmp(o->files[f].t[t].name, tname) == 0;
-                    if (st == LLM_OK && !found)
+                    if (st == LLM_OK && !llm__st_find(&o->files[f], tname))
                         st = llm__fail(e, LLM_ERR_FORMAT, "model.safetensors.index.json: tensor '%s' is not in %s",
                                        llm__gguf_printable(pr, tname, tl), file);
                 }
                 free(file);
                 free(tname);
             }
+            free(shard);
+            free(shard_ix.slots);
         } else {
             snprintf(path, sizeof(path), "%s/model.safetensors", dir);
             if (access(path, F_OK) != 0)
@@ -10171,10 +10219,36 @@ static void llm__sort_desc(int32_t *idx, int n, const float *key) {
 #undef LLM__BEFORE
 }
 
-// Keeps the k best of idx[0..n) in idx[0..k), sorted best first.
+// Keeps the k best of idx[0..n) in idx[0..k), sorted best first (of equal keys, the lower ids).
+#define LLM__TOP_K_INSERT 64   // k up to this: insertion into a sorted buffer, else a heap
 static int llm__top_k(int32_t *idx, int n, int k, const float *key) {
     if (k <= 0 || k >= n) { llm__sort_desc(idx, n, key); return n; }
-    // One pass with a small sorted buffer when k is small relative to n.
+    if (k > LLM__TOP_K_INSERT) {
+        // A large k (a request may ask for top_k = n_vocab - 1): the k best kept in a heap whose
+        // root is the worst of them, O(n log k) (the buffer below would cost O(n k) when the keys
+        // rise), then sorted.
+#define LLM__WORSE(a, b) (key[a] < key[b] || (key[a] == key[b] && (a) > (b)))
+#define LLM__SIFT(r0)                                                                   \
+        for (int r = (r0);;) {                                                          \
+            int c = 2 * r + 1;                                                          \
+            if (c >= k) break;                                                          \
+            if (c + 1 < k && LLM__WORSE(idx[c + 1], idx[c])) c++;                       \
+            if (!LLM__WORSE(idx[c], idx[r])) break;                                     \
+            int32_t t = idx[r]; idx[r] = idx[c]; idx[c] = t;                            \
+            r = c;                                                                      \
+        }
+        for (int top = k / 2 - 1; top >= 0; top--) LLM__SIFT(top)
+        for (int i = k; i < n; i++)
+            if (LLM__WORSE(idx[0], idx[i])) {
+                idx[0] = idx[i];
+                LLM__SIFT(0)
+            }
+#undef LLM__SIFT
+#undef LLM__WORSE
+        llm__sort_desc(idx, k, key);
+        return k;
+    }
+    // One pass with a small sorted buffer when k is small: at most k moves per key.
     int m = 0;
     for (int i = 0; i < n; i++) {
         int32_t id = idx[i];

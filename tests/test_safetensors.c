@@ -4,6 +4,8 @@
 // overlaps, random bit flips), each refused with a message and no crash.
 #include "../llm.c"
 #include "test.h"
+#include <sys/resource.h>
+#include <time.h>
 
 // --- JSON ---
 
@@ -427,6 +429,8 @@ static void write_file(const char *dir, const char *name, const void *p, size_t 
     if (f) fclose(f);
 }
 
+static void test_hf_many(const char *dir);
+
 static void test_hf_dir(void) {
     char dir[] = "/tmp/llm_test_hf_XXXXXX";
     EXPECT(mkdtemp(dir) != NULL, "mkdtemp");
@@ -466,6 +470,34 @@ static void test_hf_dir(void) {
                "3 tensors from 2 shards");
         llm__gguf_close(&g);
     }
+    // config.json's vocab_size against the embedding's rows, before the tokenizer makes a token for
+    // every id below it: 2^24 with an added token of id 2^24 - 1 (16.7 million placeholder tokens,
+    // 1.4 GB, were made from a few bytes of text) is refused, and the memory stays small
+    {
+        const char *big_cfg = "{\"architectures\": [\"Qwen3ForCausalLM\"], \"hidden_size\": 8, \"num_hidden_layers\": 1, "
+                              "\"intermediate_size\": 16, \"num_attention_heads\": 2, \"vocab_size\": 16777216, \"head_dim\": 4}";
+        const char *big_tok = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}, "
+                              "\"added_tokens\": [{\"id\": 16777215, \"content\": \"<|x|>\", \"special\": true}], "
+                              "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}}";
+        write_file(dir, "config.json", big_cfg, strlen(big_cfg));
+        write_file(dir, "tokenizer.json", big_tok, strlen(big_tok));
+        struct rusage ru0, ru1;
+        getrusage(RUSAGE_SELF, &ru0);
+        enum llm_status st = llm__hf_open_dir(&g, dir, false, &e);
+        getrusage(RUSAGE_SELF, &ru1);
+        EXPECT(st == LLM_ERR_FORMAT && strstr(e.msg, "vocab_size is 16777216, but model.embed_tokens.weight has 4 rows"),
+               "vocab_size 2^24, 4 embedding rows: %s", e.msg);
+        if (st == LLM_OK) llm__gguf_close(&g);
+        EXPECT(ru1.ru_maxrss - ru0.ru_maxrss < 256 * 1024, "vocab_size 2^24: the peak memory grew by %ld MB",
+               (ru1.ru_maxrss - ru0.ru_maxrss) / 1024);
+        write_file(dir, "config.json", cfg, strlen(cfg));
+        write_file(dir, "tokenizer.json", tok, strlen(tok));
+        // the embedding's rows must be vocab_size's, and it must be there
+        const char *idx3 = "{\"weight_map\": {\"model.norm.weight\": \"model-00002-of-00002.safetensors\"}}";
+        write_file(dir, "model.safetensors.index.json", idx3, strlen(idx3));
+        EXPECT(llm__hf_open_dir(&g, dir, false, &e) == LLM_ERR_FORMAT && strstr(e.msg, "no tensor model.embed_tokens.weight"),
+               "no embedding: %s", e.msg);
+    }
     // an index that names a file outside the directory, a missing shard, a tensor not in its shard
     const char *bad[][2] = {
         {"{\"weight_map\": {\"model.norm.weight\": \"../model-00002-of-00002.safetensors\"}}", "not a file name"},
@@ -481,6 +513,7 @@ static void test_hf_dir(void) {
         EXPECT(llm__hf_open_dir(&g, dir, false, &e) != LLM_OK && strstr(e.msg, bad[i][1]) && !g.map, "index %s: want '%s', got '%s'",
                bad[i][0], bad[i][1], e.msg);
     }
+    test_hf_many(dir);
     char path[512];
     const char *files[] = {"config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json",
                            "tokenizer.json"};
@@ -491,6 +524,86 @@ static void test_hf_dir(void) {
     rmdir(dir);
     free(a.p);
     free(b.p);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// Many tensors: a header of 200,000 (empty) tensors parses in time linear in its size (the
+// duplicate check is a hash set: a pairwise check takes minutes here), and a name repeated at its
+// end is found. A directory whose index maps 200,000 tensors to two shards of 100,000 each is
+// read as fast (the shards and each tensor's shard are looked up by name, not searched).
+// The bound of 10 s is far above the linear time (well under a second, ASan included) and far
+// below the quadratic one.
+enum { MANY = 200000 };
+static char *many_header(int from, int to, const char *extra) {
+    size_t cap = (size_t)(to - from) * 96 + 256, n = 0;
+    char *h = malloc(cap);
+    n += (size_t)snprintf(h + n, cap - n, "{");
+    for (int i = from; i < to; i++)
+        n += (size_t)snprintf(h + n, cap - n, "%s\"t%06d\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}",
+                              i > from ? ", " : "", i);
+    snprintf(h + n, cap - n, "%s}", extra);
+    return h;
+}
+
+static void test_st_many(void) {
+    char *h = many_header(0, MANY, "");
+    struct st_file f = st_make(h, 0);
+    struct llm__safetensors s;
+    struct llm__err e = {{0}, LLM_OK};
+    double t0 = now_s();
+    enum llm_status st = st_parse_mem(f.p, f.n, &s, &e);
+    double dt = now_s() - t0;
+    EXPECT(st == LLM_OK && s.n == MANY && llm__st_find(&s, "t123456") == &s.t[123456] && !llm__st_find(&s, "t1234567"),
+           "%d tensors: %s", MANY, e.msg);
+    EXPECT(dt < 10.0, "%d tensors: %.1f s (not linear)", MANY, dt);
+    printf("  a header of %d tensors: %.3f s\n", MANY, dt);
+    llm__st_close(&s);
+    free(f.p);
+    free(h);
+    h = many_header(0, MANY, ", \"t000007\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}");
+    f = st_make(h, 0);
+    t0 = now_s();
+    st = st_parse_mem(f.p, f.n, &s, &e);
+    dt = now_s() - t0;
+    EXPECT(st == LLM_ERR_FORMAT && strstr(e.msg, "'t000007' is named twice"), "a repeated name: %s", e.msg);
+    EXPECT(dt < 10.0, "a repeated name among %d: %.1f s (not linear)", MANY, dt);
+    llm__st_close(&s);
+    free(f.p);
+    free(h);
+}
+
+static void test_hf_many(const char *dir) {
+    for (int k = 0; k < 2; k++) {
+        char *h = many_header(k * MANY / 2, (k + 1) * MANY / 2, "");
+        struct st_file f = st_make(h, 0);
+        char name[64];
+        snprintf(name, sizeof(name), "model-%05d-of-00002.safetensors", k + 1);
+        write_file(dir, name, f.p, f.n);
+        free(f.p);
+        free(h);
+    }
+    size_t cap = (size_t)MANY * 64 + 64, n = 0;
+    char *idx = malloc(cap);
+    n += (size_t)snprintf(idx + n, cap - n, "{\"weight_map\": {");
+    for (int i = 0; i < MANY; i++)
+        n += (size_t)snprintf(idx + n, cap - n, "%s\"t%06d\": \"model-%05d-of-00002.safetensors\"", i ? ", " : "", i, 1 + i / (MANY / 2));
+    n += (size_t)snprintf(idx + n, cap - n, "}}");
+    write_file(dir, "model.safetensors.index.json", idx, n);
+    free(idx);
+    struct llm__gguf g;
+    struct llm__err e = {{0}, LLM_OK};
+    double t0 = now_s();
+    enum llm_status st = llm__hf_open_dir(&g, dir, false, &e);
+    double dt = now_s() - t0;
+    // every shard and tensor found; then refused for what the model lacks
+    EXPECT(st == LLM_ERR_FORMAT && strstr(e.msg, "no tensor model.embed_tokens.weight"), "%d tensors in 2 shards: %s", MANY, e.msg);
+    EXPECT(dt < 10.0, "%d tensors in 2 shards: %.1f s (not linear)", MANY, dt);
+    printf("  a directory of %d tensors in 2 shards: %.3f s\n", MANY, dt);
 }
 
 // --- AWQ / GPTQ: quantization_config and quantized tensors ---
@@ -624,6 +737,7 @@ int main(void) {
     test_json_bad();
     test_st_good();
     test_st_bad();
+    test_st_many();
     test_hf_build();
     test_hf_dir();
     test_hf_quant();

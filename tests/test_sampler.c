@@ -3,7 +3,11 @@
 // (chi-square bound), in llama.cpp's order: penalties, top-k, top-p, min-p, temperature;
 // log-probabilities are a log-softmax.
 // Through llm.h alone, linked with the library.
+#define _POSIX_C_SOURCE 200809L   // clock_gettime
 #include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include "../llm.h"
@@ -19,6 +23,11 @@ static double chi2(const int *count, const double *p, int n, int draws) {
     for (int i = 0; i < n; i++)
         if (p[i] > 0) x += (count[i] - draws * p[i]) * (count[i] - draws * p[i]) / (draws * p[i]);
     return x;
+}
+
+static int cmp_float_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
 }
 
 int main(void) {
@@ -144,6 +153,40 @@ int main(void) {
         int got = llm_sampler_sample(s, logits);
         EXPECT(got == want, "a window of %d over %d tokens: %d, want %d", p.penalty_last_n, V, got, want);
         llm_sampler_free(s);
+    }
+
+    // a large top_k over a large vocabulary with rising logits (each logit displaces every kept
+    // one from a sorted buffer: k moves per logit, minutes per token for a top_k of n_vocab - 1):
+    // the token left out is the lowest, and a draw takes well under the 5 s bound (a whole sort)
+    {
+        enum { BIG = 200000 };
+        float *rise = malloc(sizeof(float) * BIG);
+        for (int i = 0; i < BIG; i++) rise[i] = (float)i * 1e-4f;
+        p = llm_sampling_params_default();
+        p.temperature = 1.0f; p.top_k = BIG - 1; p.top_p = 1.0f; p.min_p = 0.0f; p.seed = 5;
+        s = llm_sampler_create(&p, BIG);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int low = 0;
+        for (int i = 0; i < 3; i++) low += llm_sampler_sample(s, rise) == 0;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        EXPECT(low == 0, "top_k %d of %d: the lowest token drawn", BIG - 1, BIG);
+        EXPECT(dt < 5.0, "top_k %d of %d with rising logits: %.1f s for 3 draws", BIG - 1, BIG, dt);
+        llm_sampler_free(s);
+        // top_k 100 (past the buffer's limit): only the 100 best are drawn
+        for (int i = 0; i < BIG; i++) rise[i] = (float)test_rng_normal(&seed);
+        float *sorted = malloc(sizeof(float) * BIG);   // the reference: the 100th largest
+        memcpy(sorted, rise, sizeof(float) * BIG);
+        qsort(sorted, BIG, sizeof(float), cmp_float_desc);
+        p.top_k = 100;
+        s = llm_sampler_create(&p, BIG);
+        int outside = 0;
+        for (int i = 0; i < 300; i++) outside += rise[llm_sampler_sample(s, rise)] < sorted[99];
+        free(sorted);
+        EXPECT(outside == 0, "top_k 100: %d of 300 draws outside the 100 best", outside);
+        llm_sampler_free(s);
+        free(rise);
     }
 
     // the penalty window: only the last penalty_last_n tokens count; greedy sees penalties too

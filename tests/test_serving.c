@@ -1144,6 +1144,27 @@ static void test_stop_hostile(void) {
     llm__stops_free(&a);
 }
 
+// The sampler's top-k (a sorted buffer for small k, a heap for large k) against a whole sort:
+// the same ids in the same order, ties (few distinct keys) to the lower ids.
+static void test_top_k(void) {
+    enum { N = 3000 };
+    static float key[N];
+    static int32_t a[N], b[N];
+    uint64_t seed = 5;
+    int bad = 0;
+    for (int round = 0; round < 40; round++) {
+        int distinct = round % 2 ? 7 : 1 << 20;
+        for (int i = 0; i < N; i++) key[i] = (float)(llm__splitmix64(&seed) % (uint64_t)distinct);
+        if (round % 5 == 4) for (int i = 0; i < N; i++) key[i] = (float)i;   // rising: the buffer's worst case
+        int k = (int)(1 + llm__splitmix64(&seed) % (round < 20 ? LLM__TOP_K_INSERT : N - 1));
+        for (int i = 0; i < N; i++) a[i] = b[i] = i;
+        llm__sort_desc(a, N, key);
+        int m = llm__top_k(b, N, k, key);
+        bad += m != k || memcmp(a, b, (size_t)k * sizeof(int32_t)) != 0;
+    }
+    EXPECT(bad == 0, "top-k: %d of 40 rounds differ from a whole sort", bad);
+}
+
 // The limits of stop strings: 64 of 16384 bytes in all are taken, one more string or byte is
 // refused (LLM_ERR_INVALID_ARG, a message naming the limit).
 static void test_stop_limits(llm_engine *E, const struct llm_prompt *pr) {
@@ -1390,6 +1411,7 @@ int main(void) {
     test_blocks_stress(false);
     test_stop_automaton();
     test_stop_hostile();
+    test_top_k();
 
     FILE *f = fopen(model_path(), "rb");
     if (!f) { SKIP("%s is absent (make models): the engine's tests did not run", model_path()); return test_summary("test_serving"); }
