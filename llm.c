@@ -3024,8 +3024,9 @@ struct llm__gguf_tensor {
 };
 
 // Open-addressing hash from names to item indices (-1: empty slot), for duplicate checks
-// and O(1) lookups.
-struct llm__gguf_index { int64_t *slots; uint64_t mask; };
+// and O(1) lookups. The hash is keyed with a seed of each index's own (its address and the
+// clock), so that a hostile file cannot name its tensors to collide and make the probes quadratic.
+struct llm__gguf_index { int64_t *slots; uint64_t mask, seed; };
 
 struct llm__gguf {
     void *map;                 // the whole file
@@ -3076,9 +3077,12 @@ static bool llm__gguf_mul_i64(int64_t a, int64_t b, int64_t *out) {
 
 // === GGUF: name index ===
 
-static uint64_t llm__gguf_hash(const char *s, size_t n) {   // FNV-1a
-    uint64_t h = 0xcbf29ce484222325ull;
+static uint64_t llm__gguf_hash(const char *s, size_t n, uint64_t seed) {   // FNV-1a from the seed, mixed
+    uint64_t h = 0xcbf29ce484222325ull ^ seed;
     for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
+    h ^= h >> 33;   // the slot is the low bits: every bit of the state in them
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
     return h;
 }
 
@@ -3089,6 +3093,10 @@ static bool llm__gguf_index_init(struct llm__gguf_index *ix, int64_t n) {
     if (!ix->slots) return false;
     for (uint64_t i = 0; i < cap; i++) ix->slots[i] = -1;
     ix->mask = cap - 1;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t x = ((uint64_t)(uintptr_t)ix ^ (uint64_t)ts.tv_nsec << 20 ^ (uint64_t)ts.tv_sec) * 0x9E3779B97F4A7C15ull;
+    ix->seed = x ^ x >> 29;
     return true;
 }
 
@@ -3099,7 +3107,7 @@ static int64_t llm__gguf_index_find(const struct llm__gguf_index *ix, const void
                                     size_t stride, const char *name, uint64_t *slot) {
     if (!ix->slots) return -1;
     size_t n = strlen(name);
-    uint64_t i = llm__gguf_hash(name, n) & ix->mask;
+    uint64_t i = llm__gguf_hash(name, n, ix->seed) & ix->mask;
     for (;; i = (i + 1) & ix->mask) {
         int64_t at = ix->slots[i];
         if (at < 0) break;

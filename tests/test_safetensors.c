@@ -421,6 +421,47 @@ static void test_hf_build(void) {
     EXPECT(!llm__hf_name("model.layers.1.mlp.up_proj.weightx", false, out, sizeof(out), &qk), "suffix");
 }
 
+// The name index against names made to collide: 2,000 names whose FNV-1a hashes (unkeyed) share
+// their low 12 bits would fill one run of slots (2,000 probes a lookup); with the index's seed
+// their slots spread, and the longest run of taken slots stays short.
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static void test_index_collisions(void) {
+    enum { N = 2000 };
+    static char names[N][16];
+    static struct { char *name; } items[N];
+    int n = 0;
+    for (unsigned i = 0; n < N; i++) {
+        char s[16];
+        snprintf(s, sizeof(s), "w%u", i);
+        if ((fnv1a(s) & 4095) != 0) continue;
+        memcpy(names[n], s, sizeof(s));
+        items[n].name = names[n];
+        n++;
+    }
+    struct llm__gguf_index ix;
+    EXPECT(llm__gguf_index_init(&ix, N), "init");
+    for (int i = 0; i < N; i++) {
+        uint64_t slot;
+        EXPECT(llm__gguf_index_find(&ix, items, sizeof(items[0]), items[i].name, &slot) < 0, "%s found before it was added",
+               items[i].name);
+        ix.slots[slot] = i;
+    }
+    int longest = 0, run = 0, found = 0;
+    for (uint64_t s = 0; s <= 2 * ix.mask + 1; s++) {   // twice round: a run may wrap
+        run = ix.slots[s & ix.mask] >= 0 ? run + 1 : 0;
+        longest = run > longest ? run : longest;
+    }
+    for (int i = 0; i < N; i++) found += llm__gguf_index_find(&ix, items, sizeof(items[0]), items[i].name, NULL) == i;
+    EXPECT(found == N, "%d of %d names found", found, N);
+    EXPECT(longest < 100, "names that collide without the seed: a run of %d taken slots", longest);
+    free(ix.slots);
+}
+
 static void write_file(const char *dir, const char *name, const void *p, size_t n) {
     char path[512];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -738,6 +779,7 @@ int main(void) {
     test_st_good();
     test_st_bad();
     test_st_many();
+    test_index_collisions();
     test_hf_build();
     test_hf_dir();
     test_hf_quant();
