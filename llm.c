@@ -15550,6 +15550,68 @@ out:
     return st;
 }
 
+// Where a path to be written lies against a file or directory being read: 0 apart, 1 it is that
+// file, 2 it lies inside that directory, -1 no memory. Files are compared by device and inode,
+// symbolic links followed: the path itself when it exists, then every folder above its real path
+// up to '/'; a path that does not exist yet stands for the nearest part of it that does (where it
+// would be created).
+static int llm__path_overlap(const char *out, const char *in) {
+    struct stat si, so;
+    if (!in || stat(in, &si) != 0) return 0;   // a missing input: its reader's message names it
+    const size_t n_out = strlen(out);
+    char *p = malloc(n_out + 2);   // room for "." when out is a single name or empty
+    if (!p) return -1;
+    memcpy(p, out, n_out + 1);
+    bool exists = true;
+    while (stat(p, &so) != 0) {
+        exists = false;
+        if (!strcmp(p, ".") || !strcmp(p, "/")) { free(p); return 0; }
+        // up one name: trailing slashes, then the last name; a name alone is in "."
+        size_t n = strlen(p);
+        while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+        char *slash = strrchr(p, '/');
+        if (slash == p) p[1] = 0;
+        else if (slash) *slash = 0;
+        else strcpy(p, ".");
+    }
+    int overlap = so.st_dev == si.st_dev && so.st_ino == si.st_ino ? exists ? 1 : 2 : 0;
+    char *r = overlap ? NULL : realpath(p, NULL);
+    free(p);
+    while (r && !overlap && strcmp(r, "/") != 0) {
+        char *slash = strrchr(r, '/');
+        if (slash == r) slash[1] = 0;
+        else *slash = 0;
+        if (stat(r, &so) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino) overlap = 2;
+    }
+    free(r);
+    return overlap;
+}
+
+// Refuses an output that is an input or lies inside one (LLM_ERR_INVALID_ARG): OUT.part renamed
+// over a file of a model directory, a checkpoint written into the directory being read, or
+// OUT.part (written first) being the input file destroys what is being read, even while it is
+// read (the input is mapped).
+static enum llm_status llm__quantize_output_ok(const char *out, const char *in, const char *what, struct llm__err *e) {
+    size_t n = strlen(out);
+    char *part = malloc(n + 6);
+    if (!part) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    memcpy(part, out, n);
+    memcpy(part + n, ".part", 6);
+    enum llm_status st = LLM_OK;
+    for (int i = 0; i < 2 && st == LLM_OK; i++) {
+        int o = llm__path_overlap(i ? part : out, in);
+        if (o < 0) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        else if (o && i)
+            st = llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: the output '%s' is written first as '%s', which %s the %s '%s': "
+                           "write it elsewhere", out, part, o == 1 ? "is" : "is inside", what, in);
+        else if (o)
+            st = llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: the output '%s' %s the %s '%s': write it elsewhere", out,
+                           o == 1 ? "is" : "is inside", what, in);
+    }
+    free(part);
+    return st;
+}
+
 enum llm_status llm_quantize(const struct llm_quantize_params *params, struct llm_quantize_stats *stats, char *err,
                              size_t err_size) {
     struct llm__err e = {{0}, LLM_OK};
@@ -15557,7 +15619,6 @@ enum llm_status llm_quantize(const struct llm_quantize_params *params, struct ll
     struct llm__gguf g;
     memset(&g, 0, sizeof(g));
     enum llm_status st = LLM_OK;
-    struct stat si, so;
     // round-to-nearest to a GGUF file, unless a checkpoint (--format hf) is asked for
     const bool rtn = params && (!params->method || !strcmp(params->method, "rtn")) && !(params->format && !strcmp(params->format, "hf"));
     const struct llm__ftype *ft = params && rtn ? llm__ftype_by_name(params->type) : NULL;
@@ -15567,12 +15628,11 @@ enum llm_status llm_quantize(const struct llm_quantize_params *params, struct ll
         st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a file type (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, "
                        "iq4_xs, q2_K, q3_K_S, q3_K_M, q3_K_L, q4_K_S, q4_K_M, q5_K_S, q5_K_M, q6_K, f16, bf16, f32)",
                        params->type ? params->type : "(none)");
-    else if (stat(params->output, &so) == 0 && stat(params->input, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: the output '%s' is the input", params->output);
-    else if (!rtn)
-        st = llm__quantize_calibrated(params, &st_, &e);
-    else if (!(st = llm__model_open(&g, params->input, false, &e)))
-        st = llm__quantize_gguf(&g, params, ft, NULL, &st_, &e);
+    else if ((st = llm__quantize_output_ok(params->output, params->input, "input", &e)) == LLM_OK &&
+             (st = llm__quantize_output_ok(params->output, params->calib_path, "calibration text", &e)) == LLM_OK) {
+        if (!rtn) st = llm__quantize_calibrated(params, &st_, &e);
+        else if (!(st = llm__model_open(&g, params->input, false, &e))) st = llm__quantize_gguf(&g, params, ft, NULL, &st_, &e);
+    }
     llm__gguf_close(&g);
     if (stats) *stats = st_;
     if (st && err && err_size) snprintf(err, err_size, "%s", e.msg[0] ? e.msg : llm_status_str(st));

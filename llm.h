@@ -504,7 +504,8 @@ LLM_API void llm_results_free(struct llm_result *results, int n);
 // llama-quantize's. The output is written to OUTPUT.part and renamed when complete.
 struct llm_quantize_params {
     const char *input;         // a GGUF file or a Hugging Face model directory
-    const char *output;        // the GGUF file to write (not the input)
+    const char *output;        // the GGUF file to write (neither it nor OUTPUT.part the input or the
+                               // calibration text, nor inside an input directory: LLM_ERR_INVALID_ARG)
     const char *type;          // the file type (above)
     int n_threads;             // 0: the cores this process may use
     int pure;                  // 1: every matrix at the type itself (llama-quantize --pure)

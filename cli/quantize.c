@@ -1,12 +1,10 @@
 // quantize.c — llm quantize IN OUT TYPE: a model's weights to a llama-quantize file type, as a
 // GGUF file; llm quantize IN OUT --method gptq|awq --calib FILE: calibrated, as an AWQ / GPTQ
 // checkpoint or a GGUF file (llm_quantize); a progress bar on a terminal.
-#define _XOPEN_SOURCE 700   // realpath (before cli.h, which asks for POSIX.1-2008 alone)
 #include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static const char quantize_usage[] =
@@ -65,62 +63,6 @@ static void quantize_progress(void *user, double done, const char *tensor) {
     fflush(stderr);
 }
 
-// Where a path to be written lies against a file or directory being read: 0 apart, 1 it is that
-// file, 2 it lies inside that directory. Files are compared by device and inode, symbolic links
-// followed: the path itself when it exists, then every folder above its real path up to '/'; a
-// path that does not exist yet stands for the nearest part of it that does (where it would be
-// created).
-static int quantize_overlap(const char *out, const char *in) {
-    struct stat si, so;
-    if (!in || stat(in, &si) != 0) return 0;   // a missing input: the engine's message names it
-    const size_t n_out = strlen(out);
-    char *p = malloc(n_out + 2);   // room for "." when out is a single name or empty
-    if (!p) cli_die("out of memory");
-    memcpy(p, out, n_out + 1);
-    bool exists = true;
-    while (stat(p, &so) != 0) {
-        exists = false;
-        if (!strcmp(p, ".") || !strcmp(p, "/")) { free(p); return 0; }
-        // up one name: trailing slashes, then the last name; a name alone is in "."
-        size_t n = strlen(p);
-        while (n > 1 && p[n - 1] == '/') p[--n] = 0;
-        char *slash = strrchr(p, '/');
-        if (slash == p) p[1] = 0;
-        else if (slash) *slash = 0;
-        else strcpy(p, ".");
-    }
-    int overlap = so.st_dev == si.st_dev && so.st_ino == si.st_ino ? exists ? 1 : 2 : 0;
-    char *r = overlap ? NULL : realpath(p, NULL);
-    free(p);
-    while (r && !overlap && strcmp(r, "/") != 0) {
-        char *slash = strrchr(r, '/');
-        if (slash == r) slash[1] = 0;
-        else *slash = 0;
-        if (stat(r, &so) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino) overlap = 2;
-    }
-    free(r);
-    return overlap;
-}
-
-// Refuses an output that is an input or lies inside one: OUT.part renamed over a file of a model
-// directory, a checkpoint written into the directory being read, or OUT.part (written first)
-// being the input file destroys what is being read, even while it is read (the input is mapped).
-static void quantize_check_output(const char *out, const char *in, const char *what) {
-    char *part = malloc(strlen(out) + 6);
-    if (!part) cli_die("out of memory");
-    strcpy(part, out);
-    strcat(part, ".part");
-    const char *path[2] = {out, part};
-    for (int i = 0; i < 2; i++) {
-        int o = quantize_overlap(path[i], in);
-        if (o && i)
-            cli_die("quantize: the output '%s' is written first as '%s', which %s the %s '%s': write it elsewhere",
-                    out, part, o == 1 ? "is" : "is inside", what, in);
-        if (o) cli_die("quantize: the output '%s' %s the %s '%s': write it elsewhere", out, o == 1 ? "is" : "is inside", what, in);
-    }
-    free(part);
-}
-
 int cli_cmd_quantize(int argc, char **argv) {
     struct llm_quantize_params p = llm_quantize_params_default();
     const char *pos[3] = {NULL, NULL, NULL};
@@ -166,8 +108,6 @@ int cli_cmd_quantize(int argc, char **argv) {
     p.input = pos[0];
     p.output = pos[1];
     if (pos[2] || type) p.type = pos[2] ? pos[2] : type;
-    quantize_check_output(p.output, p.input, "input");
-    quantize_check_output(p.output, p.calib_path, "calibration text");
     struct quantize_bar bar = {isatty(2) != 0, -1};
     p.progress = quantize_progress;
     p.progress_user = &bar;
