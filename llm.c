@@ -13138,6 +13138,7 @@ struct llm__req {
                                      // (decayed counts; the acceptance estimate)
     bool reported_done;
     int wait_pos;               // its index in the waiting heap E->q_wait, -1 when not waiting
+    uint64_t ngram_steps;       // tokens compared by its n-gram lookups (the tests check the bound)
 };
 
 static void llm__req_free(llm_engine *E, struct llm__req *r) {
@@ -13626,7 +13627,8 @@ static void llm__plan_cut_drafts(struct llm__plan *plan, struct llm__plan_entry 
     plan->n_drafts -= cut;
 }
 
-// Up to k drafts for r into r->tokens[n_tokens ..] (the room is there); returns how many.
+// Up to k drafts for r into r->tokens[n_tokens ..] (the room is there); returns how many. At most
+// (1 + n) comparisons per earlier token for each n: linear in the tokens, whatever they are.
 static int llm__spec_ngram(const llm_engine *E, struct llm__req *r, int k) {
     const int32_t *t = r->tokens;
     const int n = r->n_tokens;
@@ -13634,7 +13636,10 @@ static int llm__spec_ngram(const llm_engine *E, struct llm__req *r, int k) {
         const int32_t *tail = t + n - g;
         // the latest earlier occurrence: starts at i < n - g, and something follows it
         for (int i = n - g - 1; i >= 0; i--) {
-            if (t[i] != tail[0] || memcmp(t + i, tail, (size_t)g * sizeof(int32_t))) continue;
+            r->ngram_steps++;
+            if (t[i] != tail[0]) continue;
+            r->ngram_steps += (uint64_t)g;
+            if (memcmp(t + i, tail, (size_t)g * sizeof(int32_t))) continue;
             int m = LLM__MIN(k, n - (i + g));
             memmove(r->tokens + n, t + i + g, (size_t)m * sizeof(int32_t));
             return m;

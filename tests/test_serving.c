@@ -1165,6 +1165,39 @@ static void test_top_k(void) {
     EXPECT(bad == 0, "top-k: %d of 40 rounds differ from a whole sort", bad);
 }
 
+// n-gram lookup against hostile tokens: 100,000 copies of one token ending in n-grams that never
+// occurred (each earlier position matches their first token, so every n is compared at every
+// position): the comparisons stay within (1 + n) per token for each n, and nothing is proposed;
+// a planted occurrence is found, the latest one.
+static void test_ngram_hostile(void) {
+    enum { N = 100000 };
+    static llm_engine E0;
+    static struct llm__req r;
+    static int32_t toks[N + 16];
+    E0.params.prompt_lookup_min = 2;
+    E0.params.prompt_lookup_max = 4;
+    for (int i = 0; i < N; i++) toks[i] = 7;
+    toks[N - 1] = 9;   // the tail ends in a token seen nowhere else
+    r.tokens = toks;
+    r.n_tokens = N;
+    r.cap_tokens = N + 16;
+    r.ngram_steps = 0;
+    int got = llm__spec_ngram(&E0, &r, 4);
+    uint64_t bound = 0;
+    for (int g = 2; g <= 4; g++) bound += (uint64_t)(1 + g) * N;
+    EXPECT(got == 0, "hostile n-grams: %d drafts from tokens where the tail never occurred", got);
+    EXPECT(r.ngram_steps <= bound, "hostile n-grams: %llu tokens compared for %d tokens (bound %llu)",
+           (unsigned long long)r.ngram_steps, N, (unsigned long long)bound);
+    // the tail 7 7 7 9 after ... 7 7 7 9 5 6 at 50,000 and 60,000: the later one's followers
+    for (int at = 50000; at <= 60000; at += 10000) {
+        toks[at] = 9;
+        toks[at + 1] = 5 + (at == 60000);
+        toks[at + 2] = 6;
+    }
+    got = llm__spec_ngram(&E0, &r, 2);
+    EXPECT(got == 2 && toks[N] == 6 && toks[N + 1] == 6, "the latest occurrence: %d drafts %d %d", got, toks[N], toks[N + 1]);
+}
+
 // The limits of stop strings: 64 of 16384 bytes in all are taken, one more string or byte is
 // refused (LLM_ERR_INVALID_ARG, a message naming the limit).
 static void test_stop_limits(llm_engine *E, const struct llm_prompt *pr) {
@@ -1412,6 +1445,7 @@ int main(void) {
     test_stop_automaton();
     test_stop_hostile();
     test_top_k();
+    test_ngram_hostile();
 
     FILE *f = fopen(model_path(), "rb");
     if (!f) { SKIP("%s is absent (make models): the engine's tests did not run", model_path()); return test_summary("test_serving"); }
