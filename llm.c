@@ -3077,13 +3077,14 @@ static bool llm__gguf_mul_i64(int64_t a, int64_t b, int64_t *out) {
 
 // === GGUF: name index ===
 
-static uint64_t llm__gguf_hash(const char *s, size_t n, uint64_t seed) {   // FNV-1a from the seed, mixed
+// The index's hash: FNV-1a from the index's seed, mixed so that every bit of the state reaches
+// the slot (its low bits).
+static uint64_t llm__gguf_hash_keyed(const char *s, size_t n, uint64_t seed) {
     uint64_t h = 0xcbf29ce484222325ull ^ seed;
     for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
-    h ^= h >> 33;   // the slot is the low bits: every bit of the state in them
-    h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;
-    return h;
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ h >> 33;
 }
 
 static bool llm__gguf_index_init(struct llm__gguf_index *ix, int64_t n) {
@@ -3107,7 +3108,7 @@ static int64_t llm__gguf_index_find(const struct llm__gguf_index *ix, const void
                                     size_t stride, const char *name, uint64_t *slot) {
     if (!ix->slots) return -1;
     size_t n = strlen(name);
-    uint64_t i = llm__gguf_hash(name, n, ix->seed) & ix->mask;
+    uint64_t i = llm__gguf_hash_keyed(name, n, ix->seed) & ix->mask;
     for (;; i = (i + 1) & ix->mask) {
         int64_t at = ix->slots[i];
         if (at < 0) break;

@@ -107,6 +107,12 @@ static bool gm_use_more_bits(int i_layer, int n_layer) {
 
 // --- random numbers ---
 
+static uint64_t gm_fnv1a(const char *s) {   // a tensor's seed from its name (FNV-1a)
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
 static uint64_t gm_mix(uint64_t z) {   // splitmix64's finalizer
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -325,7 +331,7 @@ static enum llm_status gm_write_tensor(struct llm__gguf_writer *w, const struct 
     int64_t n_rows = t->ne[1] * t->ne[2] * t->ne[3];
     int64_t rows_per_batch = (int64_t)(batch_cap / row_bytes);
     if (rows_per_batch < 1) rows_per_batch = 1;
-    uint64_t tseed = gm_mix(seed ^ gm_mix(llm__gguf_hash(t->name, strlen(t->name))));
+    uint64_t tseed = gm_mix(seed ^ gm_mix(gm_fnv1a(t->name)));
     if (t->fill == GM_ROPE_FREQS) gm_rope_freqs(bufs[0], m->head_dim, m->s->rope_base);
     for (int64_t r0 = 0; r0 < n_rows; r0 += rows_per_batch) {
         int64_t nb = LLM__MIN(rows_per_batch, n_rows - r0);
