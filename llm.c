@@ -15556,40 +15556,62 @@ out:
     return st;
 }
 
+// p with "/suffix" appended (p freed), or NULL (p freed) when there is no memory.
+static char *llm__path_join(char *p, const char *suffix) {
+    size_t n = strlen(p), m = strlen(suffix);
+    char *q = realloc(p, n + m + 2);
+    if (!q) return free(p), NULL;
+    q[n] = '/';
+    memcpy(q + n + 1, suffix, m + 1);
+    return q;
+}
+
+// The folder that holds p, as a path (p freed): its text up to the last '/', "/" or ".".
+static char *llm__path_dir(char *p) {
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    char *slash = strrchr(p, '/');
+    if (slash == p) p[1] = 0;
+    else if (slash) *slash = 0;
+    else { free(p); p = llm__strndup(".", 1); }
+    return p;
+}
+
 // Where a path to be written lies against a file or directory being read: 0 apart, 1 it is that
 // file, 2 it lies inside that directory, -1 no memory. Files are compared by device and inode,
-// symbolic links followed: the path itself when it exists, then every folder above its real path
-// up to '/'; a path that does not exist yet stands for the nearest part of it that does (where it
-// would be created).
+// symbolic links followed: the path when it exists, else the nearest part of it that does (where
+// it would be created); then the folder that holds it (a link to a file: its target's), and every
+// folder above that, reached through "/.." (which leaves a folder physically, links resolved),
+// up to the root. POSIX.1-2008 alone (no realpath).
 static int llm__path_overlap(const char *out, const char *in) {
-    struct stat si, so;
+    struct stat si, so, sl, up;
     if (!in || stat(in, &si) != 0) return 0;   // a missing input: its reader's message names it
-    const size_t n_out = strlen(out);
-    char *p = malloc(n_out + 2);   // room for "." when out is a single name or empty
+    char *p = llm__strndup(out, strlen(out));
     if (!p) return -1;
-    memcpy(p, out, n_out + 1);
     bool exists = true;
     while (stat(p, &so) != 0) {
         exists = false;
         if (!strcmp(p, ".") || !strcmp(p, "/")) { free(p); return 0; }
-        // up one name: trailing slashes, then the last name; a name alone is in "."
-        size_t n = strlen(p);
-        while (n > 1 && p[n - 1] == '/') p[--n] = 0;
-        char *slash = strrchr(p, '/');
-        if (slash == p) p[1] = 0;
-        else if (slash) *slash = 0;
-        else strcpy(p, ".");
+        if (!(p = llm__path_dir(p))) return -1;
     }
-    int overlap = so.st_dev == si.st_dev && so.st_ino == si.st_ino ? exists ? 1 : 2 : 0;
-    char *r = overlap ? NULL : realpath(p, NULL);
+    if (so.st_dev == si.st_dev && so.st_ino == si.st_ino) { free(p); return exists ? 1 : 2; }
+    for (int hops = 0; hops < 40 && lstat(p, &sl) == 0 && S_ISLNK(sl.st_mode); hops++) {   // to the link's target
+        char target[4096];
+        ssize_t k = readlink(p, target, sizeof(target) - 1);
+        if (k <= 0) break;
+        target[k] = 0;
+        if (target[0] == '/') { free(p); p = llm__strndup(target, (size_t)k); }
+        else if ((p = llm__path_dir(p))) p = llm__path_join(p, target);
+        if (!p) return -1;
+    }
+    if (!S_ISDIR(so.st_mode) && !(p = llm__path_dir(p))) return -1;
+    int overlap = 0;
+    for (int depth = 0; !overlap && depth < 1024 && stat(p, &so) == 0; depth++) {
+        if (so.st_dev == si.st_dev && so.st_ino == si.st_ino) overlap = 2;
+        if (!(p = llm__path_join(p, ".."))) return -1;
+        if (stat(p, &up) != 0 || (up.st_dev == so.st_dev && up.st_ino == so.st_ino)) break;   // the root
+    }
     free(p);
-    while (r && !overlap && strcmp(r, "/") != 0) {
-        char *slash = strrchr(r, '/');
-        if (slash == r) slash[1] = 0;
-        else *slash = 0;
-        if (stat(r, &so) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino) overlap = 2;
-    }
-    free(r);
     return overlap;
 }
 
