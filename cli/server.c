@@ -1451,12 +1451,12 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         int n_cl = 0;
         MHD_get_connection_values(conn, MHD_HEADER_KIND, srv_count_content_length, &n_cl);
         const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        k->has_body = te || (cl && strtoull(cl, NULL, 10) > 0);
         k->answered_early = true;
         if (n_cl > 1) return srv_error(S, conn, k, 400, NULL, NULL, "the request has %d Content-Length headers", n_cl);
         if (te && strcasecmp(te, "chunked"))
             return srv_error(S, conn, k, 501, NULL, NULL, "Transfer-Encoding '%.100s' is not supported (only chunked)", te);
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        k->has_body = te || (cl && strtoull(cl, NULL, 10) > 0);
         if (cl && strtoull(cl, NULL, 10) > (unsigned long long)S->max_body) {
             k->too_big = true;
             return srv_error(S, conn, k, 413, NULL, NULL, "the request body is larger than %lld bytes (--max-body-size)", S->max_body);
