@@ -146,7 +146,8 @@ expect_fail "llama.cpp's -cnv" "llm chat" "$llm" run -m "$m" -p hi -cnv
 "$llm" run --help | grep -q -- "--top-p" && ok || bad "run --help does not list --top-p"
 for f in --min-p --repeat-penalty --frequency-penalty --presence-penalty --repeat-last-n --stop --stop-token-ids \
          --chat-template --system --special --host --port --api-key --served-model-name --max-queued-requests \
-         --max-body-size --timeout --max-connections --shutdown-timeout --no-enable-prefix-caching \
+         --max-body-size --max-body-memory --header-timeout --body-min-rate --max-connections-per-ip \
+         --timeout --max-connections --shutdown-timeout --no-enable-prefix-caching \
          --speculative-model --speculative-ngram --num-speculative-tokens --prompt-lookup-min --prompt-lookup-max; do
     "$llm" --help | grep -q -- "$f" && ok || bad "--help does not list $f"
 done
