@@ -64,7 +64,9 @@ static void fuzz_hf_json(const char *p, size_t n) {
     struct llm__err e = {{0}, LLM_OK};
     if (llm__hf_config(p, n, &b, &arch, &permute, hp, &quant, &e) != LLM_OK) FUZZ_CHECK(e.msg[0], "config.json refused without a message");
     free(b.o.p);
-    fuzz_tokenizer_json(p, n, NULL, 0, n % 2 ? 0 : 64);   // (also padded to a model's vocabulary)
+    // as a model of 4,096 tokens or of 64 (padded: tokens beyond the file's, as vocab_size asks);
+    // a real directory's vocab_size is its embedding's rows, so ids are bounded by what it holds
+    fuzz_tokenizer_json(p, n, NULL, 0, n % 2 ? 4096 : 64);
     static const char tok[] = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}, "
                               "\"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"special\": true}], "
                               "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}, "
