@@ -10269,6 +10269,11 @@ static int llm__top_k(int32_t *idx, int n, int k, const float *key) {
     return m;
 }
 
+static int llm__cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 // Repetition (divides positive logits, multiplies negative ones), frequency (per occurrence)
 // and presence (once) penalties for the tokens of the recent history, as llama.cpp applies them.
 // Occurrences are counted in s->count, which is left zero again: time linear in the history (and
@@ -13119,7 +13124,7 @@ struct llm__req {
     llm_sampler *smp;
     struct llm_request_params p;   // n_stop / n_stop_token_ids: of the copies below
     struct llm__stops stops;    // the automaton of the stop strings (p.n_stop of them)
-    int32_t *stop_ids;          // a copy
+    int32_t *stop_ids;          // a copy, sorted, without repeats (p.n_stop_token_ids of them)
     long long arrival;          // order of arrival
     double t_arrival, t_first, t_last;
     float *itl;
@@ -13394,7 +13399,13 @@ static bool llm__req_copy_stops(struct llm__req *r, const struct llm_request_par
     if (p->n_stop_token_ids) {
         if (!(r->stop_ids = malloc((size_t)p->n_stop_token_ids * sizeof(int32_t)))) return false;
         memcpy(r->stop_ids, p->stop_token_ids, (size_t)p->n_stop_token_ids * sizeof(int32_t));
-        r->p.n_stop_token_ids = p->n_stop_token_ids;
+        // sorted and without repeats: each token is looked up in O(log n_vocab), however long
+        // the list the request brought
+        qsort(r->stop_ids, (size_t)p->n_stop_token_ids, sizeof(int32_t), llm__cmp_i32);
+        int n = 0;
+        for (int i = 0; i < p->n_stop_token_ids; i++)
+            if (n == 0 || r->stop_ids[i] != r->stop_ids[n - 1]) r->stop_ids[n++] = r->stop_ids[i];
+        r->p.n_stop_token_ids = n;
     }
     return true;
 }
@@ -13514,7 +13525,8 @@ static void llm__req_time(struct llm__req *r, double now) {
 // Whether the token just appended ends the request (and its text up to now).
 static void llm__req_check_end(llm_engine *E, struct llm__req *r, int32_t tok) {
     bool stop_tok = !r->p.ignore_eos && llm_token_is_eog(E, tok);
-    for (int i = 0; i < r->p.n_stop_token_ids; i++) stop_tok |= tok == r->stop_ids[i];
+    stop_tok |= r->p.n_stop_token_ids &&
+                bsearch(&tok, r->stop_ids, (size_t)r->p.n_stop_token_ids, sizeof(int32_t), llm__cmp_i32) != NULL;
     bool at_max = r->n_tokens - r->n_prompt >= r->p.max_tokens, at_len = at_max || r->n_tokens >= E->max_model_len;
     size_t hold = 0;
     llm__req_text(r, &E->vocab, tok, !stop_tok, stop_tok || at_len);

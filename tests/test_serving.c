@@ -1225,6 +1225,28 @@ static void test_stop_limits(llm_engine *E, const struct llm_prompt *pr) {
     if (id >= 0) llm_abort_request(E, id);
     const struct llm_output *out;
     while (llm_has_unfinished_requests(E)) if (llm_step(E, &out) < 0) break;
+    // stop ids: 100,000 of them, all repeats of two: kept as those two (a token's look-up costs
+    // O(log n_vocab), not the list's length), and the one the model emits first still stops it
+    struct llm_result r1;
+    rp = greedy(1);
+    EXPECT(llm_generate(E, pr, 1, &rp, &r1) == LLM_OK && r1.n_tokens == 1, "generate: %s", llm_last_error(E));
+    static int32_t ids[100000];
+    for (int i = 0; i < 100000; i++) ids[i] = i == 77777 ? r1.tokens[0] : (r1.tokens[0] + 1) % 8;
+    llm_results_free(&r1, 1);
+    rp = greedy(8);
+    rp.stop_token_ids = ids;
+    rp.n_stop_token_ids = 100000;
+    id = llm_add_request(E, pr, &rp);
+    struct llm__req *q = id >= 0 ? llm__req_find(E, id) : NULL;
+    EXPECT(q && q->p.n_stop_token_ids == 2, "100,000 stop ids of 2 values kept as %d", q ? q->p.n_stop_token_ids : -1);
+    int n_out = 0;
+    enum llm_finish_reason why = LLM_FINISH_NONE;
+    while (llm_has_unfinished_requests(E)) {
+        int n = llm_step(E, &out);
+        if (n < 0) break;
+        for (int j = 0; j < n; j++) if (out[j].request_id == id && out[j].finished) { n_out = out[j].n_output_tokens; why = out[j].finish_reason; }
+    }
+    EXPECT(n_out == 1 && why == LLM_FINISH_STOP, "a stop id among 100,000: %d tokens, %s", n_out, llm_finish_reason_str(why));
 }
 
 // Finish reasons: a stop token (included), the context (LLM_FINISH_CONTEXT, unless max_tokens is
