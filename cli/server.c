@@ -154,7 +154,13 @@ struct srv_scan {
     bool key_prompt;           // the last key of depth 1 was "prompt"
     bool prompt;               // in the value of "prompt"
     long long ids, max_ids;    // ids in the prompt being read, the most in one
+    long long values;          // JSON values begun (keys included): what parsing it will hold
 };
+
+// What Jansson holds for one JSON value it parses (a json_t with its payload, an array slot or a
+// hashtable entry, malloc's overhead), at most: a body's parse is charged to the bodies' budget,
+// so that 16 MiB of "1," (8 million numbers, some 400 MB parsed) cannot be parsed by many at once.
+#define SRV_JSON_VALUE_BYTES 48
 
 struct srv_conn {              // one HTTP request, as it arrives
     struct srv_sock *sock;     // its connection (NULL: libmicrohttpd gave none)
@@ -1359,10 +1365,12 @@ static long long srv_scan(struct srv_scan *z, const char *p, size_t n) {
         if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
             // a number or literal begins: in the prompt's array, or in an array of it, an id
             if (!z->atom && z->prompt && (z->depth == 2 || z->depth == 3) && ++z->ids > z->max_ids) z->max_ids = z->ids;
+            z->values += !z->atom;
             z->atom = true;
             continue;
         }
         z->atom = false;
+        z->values += c == '"' || c == '{' || c == '[';
         switch (c) {
         case '"':
             z->str = true;
@@ -1488,7 +1496,8 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
                        "again later", held, S->max_body_memory);
             return MHD_YES;
         }
-        if (k->route == SRV_R_COMPLETIONS && srv_scan(&k->scan, upload, n) > S->max_prompt_ids) {
+        long long most_ids = srv_scan(&k->scan, upload, n);
+        if (k->route == SRV_R_COMPLETIONS && most_ids > S->max_prompt_ids) {
             k->refuse_param = "prompt";
             if (S->max_prompt_ids == S->max_model_len)
                 srv_refuse(S, k, 400, "prompt: more than %d token ids in one prompt, more than max_model_len (%d) allows",
@@ -1504,6 +1513,16 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
     if (k->too_big)   // a body without Content-Length that grew too big: read, dropped, refused
         return srv_error(S, conn, k, 413, NULL, NULL, "the request body is larger than %lld bytes (--max-body-size)", S->max_body);
     if (k->refuse) return srv_error(S, conn, k, k->refuse, k->refuse_param, NULL, "%s", k->refuse_msg);
+    if (k->body.n) {   // what parsing the body will hold, from the bodies' budget (given back with the body's)
+        long long parse = k->scan.values * SRV_JSON_VALUE_BYTES, held = 0;
+        if (parse > S->max_body_memory)
+            return srv_error(S, conn, k, 413, NULL, NULL, "the request body has %lld JSON values, which would take some %lld "
+                             "bytes to parse, more than --max-body-memory (%lld)", k->scan.values, parse, S->max_body_memory);
+        if (!srv_budget_take(S, k, parse, &held))
+            return srv_error(S, conn, k, 503, NULL, NULL, "request bodies in flight hold %lld bytes of the %lld that "
+                             "--max-body-memory allows (this one needs %lld to be parsed); try again later", held,
+                             S->max_body_memory, parse);
+    }
     switch (k->route) {
     case SRV_R_HEALTH: {
         if (atomic_load(&S->draining)) return srv_error(S, conn, k, 503, NULL, NULL, "the server is shutting down");

@@ -292,6 +292,13 @@ grew = vm(S.proc.pid, "VmHWM") - hwm0
 err = json.loads(b)["error"] if st == 400 else {}
 check(st == 400 and err.get("param") == "prompt" and "max_model_len" in err.get("message", "") and grew < 32768,
       "7 million token ids: %d %s, peak resident memory grew by %d kB in %.1f s" % (st, b[:200], grew, time.time() - t0))
+# 6 million stop token ids (12 MB): Jansson would hold some 300 MB for them; the parse is charged to
+# --max-body-memory (256 MiB), so the body is refused whole (413) and never parsed
+hwm0 = vm(S.proc.pid, "VmHWM")
+st, _, b = http(S.port, "POST", "/v1/completions", b'{"prompt":"hi","max_tokens":1,"stop_token_ids":[' + b"1," * 6000000 + b'1]}')
+grew = vm(S.proc.pid, "VmHWM") - hwm0
+check(st == 413 and b"JSON values" in b and grew < 32768,
+      "6 million stop ids: %d %s, peak resident memory grew by %d kB" % (st, b[:200], grew))
 # an unknown path, a wrong method: answered at once, the body never sent
 for raw, want_st in [(b"POST /v1/nothing HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n", b"404"),
                      (b"GET /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n", b"405"),
