@@ -5487,9 +5487,11 @@ static enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_t
     const struct llm__st_tensor *emb = st == LLM_OK && tx->tok ? llm__hf_find(o, "model.embed_tokens.weight") : NULL;
     if (st == LLM_OK && tx->tok && !emb)
         st = llm__fail(e, LLM_ERR_FORMAT, "hf: no tensor model.embed_tokens.weight (the token embeddings)");
-    else if (emb && (emb->n_dims != 2 || emb->shape[0] != hp[4]))
+    else if (emb && (emb->n_dims != 2 || emb->shape[1] < 1))
+        st = llm__fail(e, LLM_ERR_FORMAT, "hf: model.embed_tokens.weight is not a matrix of at least one column");
+    else if (emb && emb->shape[0] != hp[4])
         st = llm__fail(e, LLM_ERR_FORMAT, "hf: config.json's vocab_size is %lld, but model.embed_tokens.weight has %lld rows",
-                       (long long)hp[4], emb->n_dims == 2 ? (long long)emb->shape[0] : -1LL);
+                       (long long)hp[4], (long long)emb->shape[0]);
     if (st == LLM_OK && tx->tok) st = llm__hf_tokenizer(tx, hp[4], &b, e);
     if (st) {
         free(b.o.p);
@@ -13015,9 +13017,13 @@ struct llm__stops {
     uint32_t *key;     // [mask + 1] hash table: (node << 8 | byte) + 1, 0 for an empty slot
     int32_t *child;    // [mask + 1] the child of that key
     uint32_t mask;
+    int shift;         // 64 - log2(mask + 1)
+    uint64_t mult;     // the hash's odd multiplier, drawn for each automaton: the request chooses
+                       // every key (its bytes), so a fixed one could be steered into one run of slots
     int32_t state;     // the node of the text scanned so far
     size_t scanned;    // bytes of the text scanned
     uint64_t steps;    // edges and fail links taken (the tests check it stays linear)
+    uint64_t probes;   // hash table slots looked at (the tests check they stay few)
 };
 
 static void llm__stops_free(struct llm__stops *a) {
@@ -13027,13 +13033,13 @@ static void llm__stops_free(struct llm__stops *a) {
     memset(a, 0, sizeof(*a));
 }
 
-static uint32_t llm__stops_slot(const struct llm__stops *a, uint32_t key) {
-    uint32_t h = (key * 0x9E3779B1u) & a->mask;
-    while (a->key[h] && a->key[h] != key) h = (h + 1) & a->mask;
+static uint32_t llm__stops_slot(struct llm__stops *a, uint32_t key) {
+    uint32_t h = (uint32_t)(((uint64_t)key * a->mult) >> a->shift);   // multiply-shift: universal for a random odd mult
+    for (a->probes++; a->key[h] && a->key[h] != key; a->probes++) h = (h + 1) & a->mask;
     return h;
 }
 
-static int32_t llm__stops_child(const struct llm__stops *a, int32_t v, uint8_t c) {
+static int32_t llm__stops_child(struct llm__stops *a, int32_t v, uint8_t c) {
     uint32_t h = llm__stops_slot(a, ((uint32_t)v << 8 | c) + 1);
     return a->key[h] ? a->child[h] : -1;
 }
@@ -13044,12 +13050,19 @@ static bool llm__stops_build(struct llm__stops *a, const char *const *stops, int
     size_t total = 0;
     for (int i = 0; i < n; i++) total += strlen(stops[i]);
     uint32_t cap = 16;
-    while (cap < 2 * total + 2) cap *= 2;   // at most half full
+    int bits = 4;
+    while (cap < total + total / 3 + 2) cap *= 2, bits++;   // at most three quarters full
     a->node = calloc(total + 1, sizeof(*a->node));
     a->key = calloc(cap, sizeof(*a->key));
     a->child = malloc(cap * sizeof(*a->child));
     if (!a->node || !a->key || !a->child) return llm__stops_free(a), false;
     a->mask = cap - 1;
+    a->shift = 64 - bits;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t x = (uint64_t)(uintptr_t)a ^ (uint64_t)ts.tv_nsec << 24 ^ (uint64_t)ts.tv_sec;
+    for (int i = 0; i < 2; i++) x = (x ^ x >> 31) * 0xBF58476D1CE4E5B9ull;
+    a->mult = x | 1;
     a->n_node = 1;
     for (int i = 0; i < n; i++) {
         int32_t v = 0;

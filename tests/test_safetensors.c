@@ -534,6 +534,27 @@ static void test_hf_dir(void) {
         write_file(dir, "config.json", cfg, strlen(cfg));
         write_file(dir, "tokenizer.json", tok, strlen(tok));
         // the embedding's rows must be vocab_size's, and it must be there
+        // an embedding of vocab_size rows and no column (no bytes) stands for nothing
+        struct st_file empty = st_make("{\"model.embed_tokens.weight\": {\"dtype\": \"F16\", \"shape\": [16777216, 0], "
+                                       "\"data_offsets\": [0, 0]}}", 0);
+        write_file(dir, "empty.safetensors", empty.p, empty.n);
+        free(empty.p);
+        write_file(dir, "config.json", big_cfg, strlen(big_cfg));
+        write_file(dir, "tokenizer.json", big_tok, strlen(big_tok));
+        const char *idx4 = "{\"weight_map\": {\"model.embed_tokens.weight\": \"empty.safetensors\"}}";
+        write_file(dir, "model.safetensors.index.json", idx4, strlen(idx4));
+        getrusage(RUSAGE_SELF, &ru0);
+        st = llm__hf_open_dir(&g, dir, false, &e);
+        getrusage(RUSAGE_SELF, &ru1);
+        EXPECT(st == LLM_ERR_FORMAT && strstr(e.msg, "not a matrix of at least one column"), "an empty embedding: %s", e.msg);
+        if (st == LLM_OK) llm__gguf_close(&g);
+        EXPECT(ru1.ru_maxrss - ru0.ru_maxrss < 256 * 1024, "an empty embedding: the peak memory grew by %ld MB",
+               (ru1.ru_maxrss - ru0.ru_maxrss) / 1024);
+        char ep[512];
+        snprintf(ep, sizeof(ep), "%s/empty.safetensors", dir);
+        unlink(ep);
+        write_file(dir, "config.json", cfg, strlen(cfg));
+        write_file(dir, "tokenizer.json", tok, strlen(tok));
         const char *idx3 = "{\"weight_map\": {\"model.norm.weight\": \"model-00002-of-00002.safetensors\"}}";
         write_file(dir, "model.safetensors.index.json", idx3, strlen(idx3));
         EXPECT(llm__hf_open_dir(&g, dir, false, &e) == LLM_ERR_FORMAT && strstr(e.msg, "no tensor model.embed_tokens.weight"),

@@ -1198,6 +1198,36 @@ static void test_ngram_hostile(void) {
     EXPECT(got == 2 && toks[N] == 6 && toks[N + 1] == 6, "the latest occurrence: %d drafts %d %d", got, toks[N], toks[N + 1]);
 }
 
+// A stop string made to steer the automaton's hash table: each byte chosen so that its key
+// ((node << 8 | byte) + 1) lands next to slot 0 under a fixed multiplier (Fibonacci hashing, the
+// table's low 16 bits), which would put 16,384 keys in one run (hundreds of millions of probes
+// to build, thousands a byte to scan). With a multiplier drawn for each automaton, the probes
+// stay a few per key and per byte.
+static void test_stop_steered(void) {
+    static char s[16385];
+    for (uint32_t u = 0; u < 16384; u++) {
+        uint32_t best = 0xffffffffu;
+        for (uint32_t c = 0x20; c < 0x7f; c++) {
+            uint32_t h = ((((u << 8) | c) + 1) * 0x9E3779B1u) & 0xffff, d = h < 0x8000 ? h : 0x10000 - h;
+            if (d < best) best = d, s[u] = (char)c;
+        }
+    }
+    s[16384] = 0;
+    const char *stops[1] = {s};
+    struct llm__stops a;
+    if (!llm__stops_build(&a, stops, 1)) { EXPECT(0, "out of memory"); return; }
+    uint64_t build = a.probes;
+    static char text[1 << 16];
+    uint64_t seed = 9;
+    for (size_t i = 0; i < sizeof(text); i++) text[i] = s[llm__splitmix64(&seed) % 16384];
+    size_t hold;
+    llm__stops_scan(&a, text, sizeof(text), &hold);
+    uint64_t scan = a.probes - build;
+    EXPECT(build < 8 * 16384 && scan < 8 * 2 * sizeof(text), "a steered stop string: %llu probes to build (16,384 keys), %llu to "
+           "scan %zu bytes", (unsigned long long)build, (unsigned long long)scan, sizeof(text));
+    llm__stops_free(&a);
+}
+
 // The limits of stop strings: 64 of 16384 bytes in all are taken, one more string or byte is
 // refused (LLM_ERR_INVALID_ARG, a message naming the limit).
 static void test_stop_limits(llm_engine *E, const struct llm_prompt *pr) {
@@ -1466,6 +1496,7 @@ int main(void) {
     test_blocks_stress(false);
     test_stop_automaton();
     test_stop_hostile();
+    test_stop_steered();
     test_top_k();
     test_ngram_hostile();
 
