@@ -176,7 +176,7 @@ const char cli_usage[] =
     "                            (default 1024)\n"
     "      --max-body-size B     largest request body in bytes (default 16 MiB; 413 beyond)\n"
     "      --max-body-memory B   request bodies held at once, all together, and what parsing\n"
-    "                            them holds (48 bytes a JSON value) (default 256 MiB, at least\n"
+    "                            them holds (48-256 bytes a JSON value) (default 256 MiB, at least\n"
     "                            --max-body-size; beyond it 503 with Retry-After, before the body\n"
     "                            is read when it has a Content-Length; 413 for a body whose parse\n"
     "                            alone is more)\n"

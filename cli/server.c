@@ -154,13 +154,18 @@ struct srv_scan {
     bool key_prompt;           // the last key of depth 1 was "prompt"
     bool prompt;               // in the value of "prompt"
     long long ids, max_ids;    // ids in the prompt being read, the most in one
-    long long values;          // JSON values begun (keys included): what parsing it will hold
+    long long values;          // JSON values begun (keys included)
+    long long parse_bytes;     // what parsing them will hold (SRV_JSON_*: an estimate from above)
 };
 
-// What Jansson holds for one JSON value it parses (a json_t with its payload, an array slot or a
-// hashtable entry, malloc's overhead), at most: a body's parse is charged to the bodies' budget,
-// so that 16 MiB of "1," (8 million numbers, some 400 MB parsed) cannot be parsed by many at once.
-#define SRV_JSON_VALUE_BYTES 48
+// What Jansson holds for a JSON value it parses (the json_t with its payload, its slot in an
+// array or object, malloc's overhead; measured with glibc, rounded up): a body's parse is charged
+// to the bodies' budget, so that 16 MiB of "1," (8 million numbers, some 400 MB parsed) or of
+// "{}," cannot be parsed by many at once.
+#define SRV_JSON_ATOM_BYTES 48     // a number, true, false, null
+#define SRV_JSON_STRING_BYTES 96   // a string (a key too), plus its bytes
+#define SRV_JSON_ARRAY_BYTES 160
+#define SRV_JSON_OBJECT_BYTES 256
 
 struct srv_conn {              // one HTTP request, as it arrives
     struct srv_sock *sock;     // its connection (NULL: libmicrohttpd gave none)
@@ -1360,17 +1365,19 @@ static long long srv_scan(struct srv_scan *z, const char *p, size_t n) {
             } else if (z->in_key) {
                 srv_scan_key(z, c);
             }
+            z->parse_bytes++;
             continue;
         }
         if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
             // a number or literal begins: in the prompt's array, or in an array of it, an id
             if (!z->atom && z->prompt && (z->depth == 2 || z->depth == 3) && ++z->ids > z->max_ids) z->max_ids = z->ids;
-            z->values += !z->atom;
+            if (!z->atom) z->values++, z->parse_bytes += SRV_JSON_ATOM_BYTES;
             z->atom = true;
             continue;
         }
         z->atom = false;
         z->values += c == '"' || c == '{' || c == '[';
+        z->parse_bytes += c == '"' ? SRV_JSON_STRING_BYTES : c == '[' ? SRV_JSON_ARRAY_BYTES : c == '{' ? SRV_JSON_OBJECT_BYTES : 0;
         switch (c) {
         case '"':
             z->str = true;
@@ -1514,7 +1521,7 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
         return srv_error(S, conn, k, 413, NULL, NULL, "the request body is larger than %lld bytes (--max-body-size)", S->max_body);
     if (k->refuse) return srv_error(S, conn, k, k->refuse, k->refuse_param, NULL, "%s", k->refuse_msg);
     if (k->body.n) {   // what parsing the body will hold, from the bodies' budget (given back with the body's)
-        long long parse = k->scan.values * SRV_JSON_VALUE_BYTES, held = 0;
+        long long parse = k->scan.parse_bytes, held = 0;
         if (parse > S->max_body_memory)
             return srv_error(S, conn, k, 413, NULL, NULL, "the request body has %lld JSON values, which would take some %lld "
                              "bytes to parse, more than --max-body-memory (%lld)", k->scan.values, parse, S->max_body_memory);
