@@ -391,14 +391,19 @@ static char *hf_pull(const char *repo, const char *file, bool quiet_if_cached) {
         p += k + (p[k] == '/');
     }
     char *part = str_printf("%s.part", path);
-    struct pull_made made = {.path = strdup(path), .dirs = calloc(strlen(path) + 1, sizeof(size_t)), .part = part,
+    enum { TRIES = 3 };   // a folder can go between mkdir and open: another pull that made it failed
+    struct pull_made made = {.path = strdup(path), .dirs = calloc(TRIES * (strlen(path) + 1), sizeof(size_t)), .part = part,
                              .fd = -1};
     if (!made.path || !made.dirs) cli_die("out of memory");
-    make_parents(&made);
-    // O_EXCL first, to know whether this pull made the .part (a failure takes back only that)
-    int fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
-    made.made_part = fd >= 0;
-    if (fd < 0 && errno == EEXIST) fd = open(part, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int fd = -1;
+    for (int t = 0; t < TRIES && fd < 0; t++) {
+        make_parents(&made);
+        // O_EXCL first, to know whether this pull made the .part (a failure takes back only that)
+        fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
+        made.made_part = fd >= 0;
+        if (fd < 0 && errno == EEXIST) fd = open(part, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd < 0 && errno != ENOENT) break;
+    }
     if (fd < 0) pull_die(&made, "cannot write '%s': %s", part, strerror(errno));
     // one pull of a file at a time: two appending to the same .part would interleave
     struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
