@@ -13018,8 +13018,8 @@ struct llm__stops {
     int32_t *child;    // [mask + 1] the child of that key
     uint32_t mask;
     int shift;         // 64 - log2(mask + 1)
-    uint64_t mult;     // the hash's odd multiplier, drawn for each automaton: the request chooses
-                       // every key (its bytes), so a fixed one could be steered into one run of slots
+    uint64_t mult;     // the hash's seed, drawn for each automaton: the request chooses every key (its
+                       // bytes), so a fixed hash could be steered to put them in one run of slots
     int32_t state;     // the node of the text scanned so far
     size_t scanned;    // bytes of the text scanned
     uint64_t steps;    // edges and fail links taken (the tests check it stays linear)
@@ -13034,7 +13034,10 @@ static void llm__stops_free(struct llm__stops *a) {
 }
 
 static uint32_t llm__stops_slot(struct llm__stops *a, uint32_t key) {
-    uint32_t h = (uint32_t)(((uint64_t)key * a->mult) >> a->shift);   // multiply-shift: universal for a random odd mult
+    uint64_t x = (uint64_t)key ^ a->mult;   // mixed with the automaton's own seed (a request cannot aim at a slot)
+    x = (x ^ x >> 33) * 0xff51afd7ed558ccdull;
+    x = (x ^ x >> 33) * 0xc4ceb9fe1a85ec53ull;
+    uint32_t h = (uint32_t)((x ^ x >> 33) >> a->shift);
     for (a->probes++; a->key[h] && a->key[h] != key; a->probes++) h = (h + 1) & a->mask;
     return h;
 }
