@@ -114,6 +114,9 @@ struct srv_call {
     bool done_sent;
 };
 
+// The bodies' budget a request with a Content-Length takes at its headers (more as its body comes).
+#define SRV_BODY_FIRST (1ll << 20)
+
 // Connections beyond --max-connections, for GET /health and /metrics while all are held.
 #define SRV_RESERVE_CONNS 16
 
@@ -172,6 +175,7 @@ struct srv_conn {              // one HTTP request, as it arrives
     enum srv_route route;      // decided from the request line and headers
     struct cli_strbuf body;
     long long reserved;        // bytes of the bodies' budget it holds (the body's capacity)
+    long long expect;          // its Content-Length (0: none, or chunked)
     bool too_big;
     int refuse;                // a status found while the body came (its message: refuse_msg)
     const char *refuse_param;
@@ -554,7 +558,7 @@ static bool srv_body_put(struct srv *S, struct srv_conn *k, const char *p, size_
     size_t need = k->body.n + n;
     if (need + 1 > k->body.cap) {
         size_t room = CLI_MAX(need, CLI_MAX(k->body.cap ? 2 * (k->body.cap - 1) : 0, (size_t)k->reserved));
-        room = CLI_MAX(need, CLI_MIN(room, (size_t)S->max_body));
+        room = CLI_MAX(need, CLI_MIN(room, (size_t)(k->expect > 0 ? k->expect : S->max_body)));
         if ((long long)room > k->reserved && !srv_budget_take(S, k, (long long)room - k->reserved, held)) return false;
         char *q = realloc(k->body.p, room + 1);
         if (!q) cli_die("out of memory");
@@ -1443,7 +1447,11 @@ static enum MHD_Result srv_route(struct srv *S, struct MHD_Connection *conn, str
         return srv_error(S, conn, k, 503, NULL, NULL, "the server is shutting down");
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     long long n = cl ? (long long)strtoull(cl, NULL, 10) : 0, held = 0;   // (at most --max-body-size: checked)
-    if (n > 0 && !srv_budget_take(S, k, n, &held))   // a Content-Length's room at once
+    // the budget is taken as the bytes come (the buffer doubling up to the Content-Length), the
+    // first SRV_BODY_FIRST at once: a client that announces a large body and trickles it holds
+    // no more than it sent
+    k->expect = n;
+    if (n > 0 && !srv_budget_take(S, k, CLI_MIN(n, SRV_BODY_FIRST), &held))
         return srv_error(S, conn, k, 503, NULL, NULL, "request bodies in flight hold %lld bytes of the %lld that "
                          "--max-body-memory allows; try again later", held, S->max_body_memory);
     return MHD_YES;

@@ -312,29 +312,54 @@ for raw, want_st in [(b"POST /v1/nothing HTTP/1.1\r\nHost: x\r\nContent-Length: 
     got, secs = head_of(S.port, raw)
     check(got.startswith(b"HTTP/1.1 " + want_st) and secs < 4, "%r: %r after %.1f s, want %s before the body" %
           (raw[:30], got[:60], secs, want_st.decode()))
-# bodies in flight: --max-body-memory (256 MiB: sixteen of 16 MiB); the next is refused at once
-# with 503 and Retry-After, before its body
+# bodies in flight: --max-body-memory (256 MiB: sixteen of 16 MiB). An announced body takes 1 MiB
+# of it at its headers, the rest as it comes: twenty that announce 16 MiB and send nothing hold
+# 20 MiB, not the budget
 held = []
 for i in range(20):
     s = socket.create_connection(("127.0.0.1", S.port), timeout=10)
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (16 << 20))
     held.append(s)
-    time.sleep(0.02)
+time.sleep(0.5)
+m = metrics(S.port)
+check(m.get("llm:http_body_bytes") == 20 * (1 << 20), "20 bodies announced, none sent: %s bytes held" % m.get("llm:http_body_bytes"))
+for s in held:
+    s.close()
+t0 = time.time()
+while time.time() - t0 < 10 and metrics(S.port).get("llm:http_body_bytes") != 0:
+    time.sleep(0.05)
+# sixteen that send all but a byte of 16 MiB fill it; the next four are refused at once with 503
+# and Retry-After, before their body
+held = []
+for i in range(16):
+    s = socket.create_connection(("127.0.0.1", S.port), timeout=30)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (16 << 20))
+    s.sendall(b" " * ((16 << 20) - 1))
+    held.append(s)
+t0 = time.time()
+while time.time() - t0 < 30 and metrics(S.port).get("llm:http_body_bytes") != 16 * (16 << 20):
+    time.sleep(0.1)
+late = []
+for i in range(4):
+    s = socket.create_connection(("127.0.0.1", S.port), timeout=10)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (16 << 20))
+    late.append(s)
 refused = []
 t0 = time.time()
-for s in held:
+for s in held + late:
     s.settimeout(max(0.1, 2 - (time.time() - t0)))
     try:
         got = s.recv(4096)
     except OSError:
         got = None
     refused.append(got)
-waiting = sum(1 for g in refused if g is None)
-ok503 = sum(1 for g in refused if g and g.startswith(b"HTTP/1.1 503") and b"retry-after:" in g.lower())
-check(waiting == 16 and ok503 == 4, "20 bodies of 16 MiB: %d waited for their body, %d got 503 with Retry-After: %r" %
-      (waiting, ok503, [g[:40] if g else g for g in refused]))
+waiting = sum(1 for g in refused[:16] if g is None)
+ok503 = sum(1 for g in refused[16:] if g and g.startswith(b"HTTP/1.1 503") and b"retry-after:" in g.lower())
+check(waiting == 16 and ok503 == 4, "16 bodies of 16 MiB sent, 4 more announced: %d waited for the rest of their body, %d got "
+      "503 with Retry-After: %r" % (waiting, ok503, [g[:40] if g else g for g in refused]))
 m = metrics(S.port)
 check(m.get("llm:http_body_bytes") == 16 * (16 << 20), "bodies in flight: %s bytes" % m.get("llm:http_body_bytes"))
+held += late
 for s in held:
     s.close()
 t0 = time.time()
