@@ -13020,13 +13020,18 @@ struct llm__stops {
     int shift;         // 64 - log2(mask + 1)
     uint64_t mult;     // the hash's seed, drawn for each automaton: the request chooses every key (its
                        // bytes), so a fixed hash could be steered to put them in one run of slots
-    int32_t state;     // the node of the text scanned so far
-    size_t scanned;    // bytes of the text scanned
     uint64_t steps;    // edges and fail links taken (the tests check it stays linear)
     uint64_t probes;   // hash table slots looked at (the tests check they stay few)
+    // the n choices of a request (added one after the other with the same strings) share one
+    // automaton: its strings, to compare, and how many requests hold it
+    char *strs;        // the strings, each with its NUL
+    size_t strs_len;
+    int n_strs, refs;
+    struct llm__stop_pos { int32_t state; size_t scanned; } pos;   // the tests' own text (a request has its own)
 };
 
 static void llm__stops_free(struct llm__stops *a) {
+    free(a->strs);
     free(a->node);
     free(a->key);
     free(a->child);
@@ -13047,11 +13052,31 @@ static int32_t llm__stops_child(struct llm__stops *a, int32_t v, uint8_t c) {
     return a->key[h] ? a->child[h] : -1;
 }
 
+// Whether a's strings are stops[0..n).
+static bool llm__stops_same(const struct llm__stops *a, const char *const *stops, int n) {
+    if (a->n_strs != n) return false;
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        size_t m = strlen(stops[i]) + 1;
+        if (at + m > a->strs_len || memcmp(a->strs + at, stops[i], m)) return false;
+        at += m;
+    }
+    return true;
+}
+
 // The automaton of stops[0..n) (non-empty strings, checked by the caller); false: out of memory.
 static bool llm__stops_build(struct llm__stops *a, const char *const *stops, int n) {
     memset(a, 0, sizeof(*a));
-    size_t total = 0;
-    for (int i = 0; i < n; i++) total += strlen(stops[i]);
+    size_t total = 0, with_nuls = 1;
+    for (int i = 0; i < n; i++) total += strlen(stops[i]), with_nuls += strlen(stops[i]) + 1;
+    if (!(a->strs = malloc(with_nuls))) return false;
+    for (int i = 0; i < n; i++) {
+        size_t m = strlen(stops[i]) + 1;
+        memcpy(a->strs + a->strs_len, stops[i], m);
+        a->strs_len += m;
+    }
+    a->n_strs = n;
+    a->refs = 1;
     uint32_t cap = 16;
     int bits = 4;
     while (cap < total + total / 3 + 2) cap *= 2, bits++;   // at most three quarters full
@@ -13104,13 +13129,13 @@ static bool llm__stops_build(struct llm__stops *a, const char *const *stops, int
     return true;
 }
 
-// Scans text[a->scanned..n) (the text may only have grown since the last call): the offset of
-// the earliest stop string that ends in it, or -1; *hold: the length of the longest end of the
-// text that could still become a stop string (not to be shown yet).
-static long llm__stops_scan(struct llm__stops *a, const char *text, size_t n, size_t *hold) {
+// Scans text[pos->scanned..n) (the text may only have grown since the last call at pos): the
+// offset of the earliest stop string that ends in it, or -1; *hold: the length of the longest end
+// of the text that could still become a stop string (not to be shown yet).
+static long llm__stops_scan(struct llm__stops *a, struct llm__stop_pos *pos, const char *text, size_t n, size_t *hold) {
     long best = -1;
-    int32_t v = a->state;
-    for (size_t i = a->scanned; i < n; i++) {
+    int32_t v = pos->state;
+    for (size_t i = pos->scanned; i < n; i++) {
         uint8_t c = (uint8_t)text[i];
         int32_t w;
         while ((w = llm__stops_child(a, v, c)) < 0 && v != 0) { v = a->node[v].fail; a->steps++; }
@@ -13120,8 +13145,8 @@ static long llm__stops_scan(struct llm__stops *a, const char *text, size_t n, si
         long at = (long)(i + 1) - a->node[v].out;
         if (a->node[v].out && (best < 0 || at < best)) best = at;
     }
-    a->state = v;
-    a->scanned = n;
+    pos->state = v;
+    pos->scanned = n;
     *hold = (size_t)a->node[v].depth;
     return best;
 }
@@ -13139,7 +13164,8 @@ struct llm__req {
     struct llm__seq seq;
     llm_sampler *smp;
     struct llm_request_params p;   // n_stop / n_stop_token_ids: of the copies below
-    struct llm__stops stops;    // the automaton of the stop strings (p.n_stop of them)
+    struct llm__stops *stops;   // the automaton of the stop strings (p.n_stop of them), maybe shared
+    struct llm__stop_pos stop_pos;   // where this request's text is in it
     int32_t *stop_ids;          // a copy, sorted, without repeats (p.n_stop_token_ids of them)
     long long arrival;          // order of arrival
     double t_arrival, t_first, t_last;
@@ -13169,7 +13195,10 @@ static void llm__req_free(llm_engine *E, struct llm__req *r) {
     if (E->draft) llm__blocks_release(&E->draft->blocks, &r->dseq);
     llm_sampler_free(r->smp);
     llm_sampler_free(r->dsmp);
-    llm__stops_free(&r->stops);
+    if (r->stops && --r->stops->refs == 0) {
+        llm__stops_free(r->stops);
+        free(r->stops);
+    }
     free(r->stop_ids);
     free(r->tokens);
     free(r->logprobs);
@@ -13405,11 +13434,19 @@ static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, co
     return llm__ids_ok(E, r->tokens, n, "request: tokenized prompt") ? LLM_OK : e->status;
 }
 
-// The stop strings' automaton and a copy of the stop ids (the caller's may go away); false: out
-// of memory.
-static bool llm__req_copy_stops(struct llm__req *r, const struct llm_request_params *p) {
+// The stop strings' automaton (the last request's when it has the same strings: the choices of
+// one request share it) and a copy of the stop ids (the caller's may go away); false: out of
+// memory.
+static bool llm__req_copy_stops(llm_engine *E, struct llm__req *r, const struct llm_request_params *p) {
     if (p->n_stop) {
-        if (!llm__stops_build(&r->stops, p->stop, p->n_stop)) return false;
+        struct llm__req *last = E->n_reqs ? E->reqs[E->n_reqs - 1] : NULL;
+        if (last && last->stops && llm__stops_same(last->stops, p->stop, p->n_stop)) {
+            r->stops = last->stops;
+            r->stops->refs++;
+        } else {
+            if (!(r->stops = malloc(sizeof(*r->stops)))) return false;
+            if (!llm__stops_build(r->stops, p->stop, p->n_stop)) return free(r->stops), r->stops = NULL, false;
+        }
         r->p.n_stop = p->n_stop;
     }
     if (p->n_stop_token_ids) {
@@ -13454,7 +13491,7 @@ int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct
     enum llm_status st = llm__req_set_prompt(E, r, prompt);
     struct llm_sampling_params dp = p.sampling;   // the draft's draws: the same chain, its own random numbers
     dp.seed ^= 0x9E3779B97F4A7C15ull;
-    if (st == LLM_OK && (!(r->smp = llm_sampler_create(&p.sampling, E->model.n_vocab)) || !llm__req_copy_stops(r, &p) ||
+    if (st == LLM_OK && (!(r->smp = llm_sampler_create(&p.sampling, E->model.n_vocab)) || !llm__req_copy_stops(E, r, &p) ||
                          (E->draft && !(r->dsmp = llm_sampler_create(&dp, E->model.n_vocab))) || !llm__reqs_reserve(E)))
         st = llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");   // the parameters were checked above
     if (st != LLM_OK) {
@@ -13517,7 +13554,7 @@ static void llm__req_text(struct llm__req *r, const struct llm__vocab *v, int32_
 
 // Checks the stop strings in the text added since the last check; cuts the text at the first one.
 static bool llm__req_stop_string(struct llm__req *r, size_t *hold) {
-    long best = llm__stops_scan(&r->stops, r->text.p, r->text.n, hold);
+    long best = llm__stops_scan(r->stops, &r->stop_pos, r->text.p, r->text.n, hold);
     if (best < 0) return false;
     r->text.n = (size_t)best;
     *hold = 0;

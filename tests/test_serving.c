@@ -1094,7 +1094,7 @@ static void test_stop_automaton(void) {
             size_t piece = llm__splitmix64(&seed) % 5;   // 0: a token that adds no text
             for (size_t j = 0; j < piece; j++) text[n++] = (char)('a' + llm__splitmix64(&seed) % 3);
             size_t hold;
-            long got = llm__stops_scan(&a, text, n, &hold);
+            long got = llm__stops_scan(&a, &a.pos, text, n, &hold);
             long want = -1;   // the earliest start among occurrences ending in text[from..n)
             size_t want_hold = 0;
             for (int i = 0; i < ns; i++) {
@@ -1137,7 +1137,7 @@ static void test_stop_hostile(void) {
     size_t hold = 0;
     long hit = -1;
     size_t n = 3;   // 3 bytes a token; a scan that is not linear is stopped at once
-    for (; n <= sizeof(text) && hit < 0 && a.steps <= 2 * n; n += 3) hit = llm__stops_scan(&a, text, n, &hold);
+    for (; n <= sizeof(text) && hit < 0 && a.steps <= 2 * n; n += 3) hit = llm__stops_scan(&a, &a.pos, text, n, &hold);
     EXPECT(hit < 0 && hold == 163, "hostile: a stop at %ld, hold %zu (want none, 163: the longest run of '!')", hit, hold);
     EXPECT(n > sizeof(text) && a.steps <= 2 * sizeof(text), "hostile: %llu steps for %zu bytes (not linear)",
            (unsigned long long)a.steps, n - 3);
@@ -1221,7 +1221,7 @@ static void test_stop_steered(void) {
     uint64_t seed = 9;
     for (size_t i = 0; i < sizeof(text); i++) text[i] = s[llm__splitmix64(&seed) % 16384];
     size_t hold;
-    llm__stops_scan(&a, text, sizeof(text), &hold);
+    llm__stops_scan(&a, &a.pos, text, sizeof(text), &hold);
     uint64_t scan = a.probes - build;
     EXPECT(build < 8 * 16384 && scan < 8 * 2 * sizeof(text), "a steered stop string: %llu probes to build (16,384 keys), %llu to "
            "scan %zu bytes", (unsigned long long)build, (unsigned long long)scan, sizeof(text));
@@ -1254,6 +1254,23 @@ static void test_stop_limits(llm_engine *E, const struct llm_prompt *pr) {
     EXPECT(id >= 0, "16384 bytes of stop strings refused: %s", llm_last_error(E));
     if (id >= 0) llm_abort_request(E, id);
     const struct llm_output *out;
+    while (llm_has_unfinished_requests(E)) if (llm_step(E, &out) < 0) break;
+    // choices with the same stop strings, added one after the other, share one automaton (16 KB
+    // of stop strings build some 600 KB of tables: not once per choice); another set gets its own
+    stops[0] = big;
+    rp = greedy(1);
+    rp.stop = stops;
+    rp.n_stop = 1;
+    int ids4[4];
+    for (int i = 0; i < 4; i++) ids4[i] = llm_add_request(E, pr, &rp);
+    const char *two[2] = {"never", "again"};
+    rp.stop = two;
+    rp.n_stop = 2;
+    int other = llm_add_request(E, pr, &rp);
+    // (refs: 4, or 5 with the aborted request above when it is not yet gone from the engine's list)
+    struct llm__req *q0 = llm__req_find(E, ids4[0]), *q3 = llm__req_find(E, ids4[3]), *qo = llm__req_find(E, other);
+    EXPECT(q0 && q3 && qo && q0->stops == q3->stops && q0->stops->refs >= 4 && qo->stops != q0->stops && qo->stops->refs == 1,
+           "4 choices with the same stop strings: not one automaton shared (refs %d)", q0 && q0->stops ? q0->stops->refs : -1);
     while (llm_has_unfinished_requests(E)) if (llm_step(E, &out) < 0) break;
     // stop ids: 100,000 of them, all repeats of two: kept as those two (a token's look-up costs
     // O(log n_vocab), not the list's length), and the one the model emits first still stops it
