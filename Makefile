@@ -1,6 +1,6 @@
 # llm.c — build, test, install, benchmark.
 #   make               the CPU build: ./llm, the program (cli/*.c, built against llm.h alone)
-#                      linked with the engine (llm.c)
+#                      linked with the engine (src/*.c and backends/*.c, compiled module by module)
 #   make lib           build/libllm.a and build/libllm.so.0 (+ libllm.so): the engine as a
 #                      library that exports only the llm_* functions of llm.h
 #   make install       PREFIX=/usr/local (and DESTDIR): bin/llm, include/llm.h, lib/libllm.a,
@@ -10,6 +10,10 @@
 #   make fuzz          run each fuzzer (tests/fuzz/fuzz_*.c: clang's libFuzzer, ASan + UBSan) for
 #                      FUZZ_S seconds (default 60); fails on any crash, leak, UB or broken invariant
 #   make VULKAN=1 ...  the same with the Vulkan backend built in (outputs in build/vulkan)
+#   make AMALG=1 ...   the same built from the generated llm.c instead of src/ (outputs in build/amalg);
+#                      make test-amalg runs the program's tests on that build
+#   make llm.c         write llm.c from src/ and backends/ (tools/amalgamate.sh; any make does it
+#                      when a source file changed); make amalgamation-check: llm.c is up to date
 #   make CUDA=1 ...    the same with the CUDA backend built in (outputs in build/cuda; nvcc);
 #                      make CUDA_EMU=1 ... on the tests' CPU emulator of a CUDA device
 #   make bench         CPU speed against llama.cpp on the same files (bench/bench.sh: one sequence;
@@ -95,7 +99,25 @@ VERSION := $(shell awk '$$2 == "LLM_VERSION" { gsub(/"/, "", $$3); print $$3 }' 
 # with a message.
 HAVE_CXX := $(shell command -v $(firstword $(CXX)) >/dev/null 2>&1 && echo 1)
 
-ENGINE  := llm.c llm.h $(wildcard backends/*.c backends/*.h) $(VK_INC) $(CU_OBJ)
+# The engine is written in src/ and backends/ (one file per module) and generated into one file,
+# llm.c (tools/amalgamate.sh; committed, and rewritten here whenever a source file changed). The
+# program and the library link the modules compiled one by one (incremental, make -j); AMALG=1
+# builds them from llm.c instead (outputs in build/amalg). The unit tests include llm.c.
+ENGINE_SRC := $(wildcard src/*.c) backends/cpu.c backends/cpu_tiles.c
+ENGINE_HDR := llm.h src/internal.h backends/backend.h
+ifeq ($(VULKAN),1)
+ENGINE_SRC += backends/vulkan.c
+endif
+ifneq ($(CU_OBJ),)
+ENGINE_SRC += backends/cuda.c
+endif
+ifeq ($(AMALG),1)
+override BUILD := $(BUILD)/amalg
+ENGINE_OBJ := $(BUILD)/pic/llm.o
+else
+ENGINE_OBJ := $(patsubst %.c,$(BUILD)/pic/%.o,$(ENGINE_SRC))
+endif
+ENGINE  := llm.c llm.h $(VK_INC) $(CU_OBJ)
 CLI_OBJ := $(patsubst cli/%.c,$(BUILD)/cli/%.o,$(wildcard cli/*.c))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c)) $(BUILD)/examples/hello
 ifneq ($(VULKAN),1)
@@ -118,7 +140,7 @@ STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: all lib install uninstall test build-tests test-arm64 test-vulkan test-cuda bench clean models demo fixtures portability jansson-check curl-check microhttpd-check fuzz fuzz-check FORCE
+.PHONY: amalgamation-check test-amalg all lib install uninstall test build-tests test-arm64 test-vulkan test-cuda bench clean models demo fixtures portability jansson-check curl-check microhttpd-check fuzz fuzz-check FORCE
 
 all: llm
 
@@ -160,20 +182,37 @@ $(BUILD)/cli/%.o: cli/%.c cli/cli.h llm.h $(STAMP) | jansson-check curl-check mi
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -c -o $@ $<
 
-$(BUILD)/llm: $(BUILD)/pic/llm.o $(CU_OBJ) $(CLI_OBJ)
+$(BUILD)/llm: $(ENGINE_OBJ) $(CU_OBJ) $(CLI_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LIBS)
 
 # --- the library: position-independent, only LLM_API (llm_*) symbols visible ---
+
+# --- the amalgamation: llm.c from src/ and backends/ ---
+
+llm.c: tools/amalgamate.sh $(wildcard src/*.c src/*.h backends/*.c backends/backend.h)
+	sh tools/amalgamate.sh > $@.tmp && mv $@.tmp $@
+
+# CI: the committed llm.c is what the source tree generates.
+amalgamation-check:
+	@sh tools/amalgamate.sh | cmp -s - llm.c || { echo "llm.c differs from what tools/amalgamate.sh" \
+	    "writes from src/ and backends/: run make (or sh tools/amalgamate.sh > llm.c) and commit llm.c" >&2; exit 1; }
+
+# The modules, one object each (position-independent: the library's and the program's).
+$(BUILD)/pic/%.o: %.c $(ENGINE_HDR) $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(STD) $(CFLAGS) $(GPU_DEFS) $(LIB_CFLAGS) -c -o $@ $<
+$(BUILD)/pic/backends/vulkan.o: $(VK_INC)
+$(BUILD)/pic/backends/cuda.o: backends/cuda.h
 
 $(BUILD)/pic/llm.o: $(ENGINE) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) $(GPU_DEFS) $(LIB_CFLAGS) -c -o $@ llm.c
 
-$(BUILD)/libllm.a: $(BUILD)/pic/llm.o $(CU_OBJ)
+$(BUILD)/libllm.a: $(ENGINE_OBJ) $(CU_OBJ)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/libllm.so.$(MAJOR): $(BUILD)/pic/llm.o $(CU_OBJ)
+$(BUILD)/libllm.so.$(MAJOR): $(ENGINE_OBJ) $(CU_OBJ)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,libllm.so.$(MAJOR) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libllm.so: $(BUILD)/libllm.so.$(MAJOR)
@@ -239,9 +278,9 @@ $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(ENGINE) $(STAMP)
 	$(CC) $(STD) $(TEST_CFLAGS) $(TILES) $(GPU_DEFS) -o $@ $< $(CU_OBJ) $(LDLIBS)
 
 $(BUILD)/tests/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h cli/args.c cli/request.c cli/serve.c cli/cli.h llm.h \
-                             $(BUILD)/pic/llm.o $(STAMP) | jansson-check
+                             $(ENGINE_OBJ) $(STAMP) | jansson-check
 	@mkdir -p $(@D)
-	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -o $@ $< $(BUILD)/pic/llm.o $(CU_OBJ) $(LDLIBS) $(CLI_LIBS)
+	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -o $@ $< $(ENGINE_OBJ) $(CU_OBJ) $(LDLIBS) $(CLI_LIBS)
 
 # The README's embedding example, against llm.h and the library (tests/test_package.sh runs it).
 $(BUILD)/examples/hello: examples/hello.c llm.h $(BUILD)/libllm.a $(STAMP)
@@ -317,6 +356,17 @@ endif
 VK_TESTS := $(BUILD)/tests/test_vulkan $(BUILD)/tests/test_backend tests/test_chat_cli.sh tests/test_package.sh
 test-vulkan: fixtures $(filter $(BUILD)/%,$(VK_TESTS)) $(BUILD)/llm lib $(BUILD)/examples/hello models
 	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_HF_DIR="$(LLM_FIXTURES)/hf" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(VK_TESTS)
+
+# The program built from llm.c (make test-amalg: AMALG=1, in build/amalg) through the tests of the
+# program: it must be the program that `make` builds module by module (the unit tests include llm.c).
+AMALG_TESTS := tests/test_cli.sh tests/test_chat_cli.sh tests/test_serving_cli.sh tests/test_real_chat.sh tests/test_quantize.sh
+ifeq ($(AMALG),1)
+test-amalg: fixtures $(BUILD)/llm models
+	@LLM_TEST_MODELS=build/models LLM_VOCAB_DIR="$(LLM_FIXTURES)/vocab" LLM_REAL_MODELS="$(LLM_FIXTURES)/models" LLM_HF_DIR="$(LLM_FIXTURES)/hf" LLM_PYTHON="$(LLM_FIXTURES)/venv/bin/python" sh tests/run.sh $(BUILD) $(AMALG_TESTS)
+else
+test-amalg:
+	@$(MAKE) --no-print-directory AMALG=1 test-amalg
+endif
 
 # With the CUDA backend built in: make CUDA=1 test-cuda on an NVIDIA GPU (test_cuda prints SKIP
 # without one), make CUDA_EMU=1 test-cuda on the CPU emulator (CI runs it): test_cuda (every

@@ -1,3 +1,4 @@
+// CUDA backend: the vtable, memory, graphs (the kernels are backends/cuda.cu)
 // === CUDA backend ===
 //
 // Included by llm.c when built with -DLLM_CUDA (make CUDA=1: NVIDIA's runtime; make CUDA_EMU=1:
@@ -24,6 +25,7 @@
 // tiled prefill kernel, others the decode kernel, split over the keys when there are few (head,
 // token) pairs and long contexts (flash-decoding).
 
+#include "../src/internal.h"
 #include <cuda_runtime_api.h>
 #include "cuda.h"
 
@@ -1122,3 +1124,11 @@ static enum llm_status llm__cu_backend_new(struct llm_backend *be, int index, st
     cu->blas_env = b && *b ? (strcmp(b, "0") == 0 ? 0 : 1) : -1;
     return LLM_OK;
 }
+
+static enum llm_status llm__cu_open(struct llm_backend *be, const struct llm_engine_params *p, struct llm__err *e) {
+    return llm__cu_backend_new(be, p->device, e);
+}
+
+LLM__INTERNAL const struct llm__backend_desc llm__backend_cuda = {
+    .kind = LLM_BACKEND_CUDA, .name = "cuda", .open = llm__cu_open, .list_devices = llm__cu_list_devices,
+};

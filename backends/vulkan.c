@@ -1,3 +1,4 @@
+// Vulkan backend: the vtable, memory, pipelines (the kernels are shaders/*.comp)
 // === Vulkan backend ===
 //
 // Included by llm.c when built with -DLLM_VULKAN (make VULKAN=1); the compute shaders of
@@ -24,6 +25,7 @@
 // Shaders that can use subgroup arithmetic or 16-bit storage come in variants; the plain one is
 // used where the device lacks the feature (or the caller asks for the plain ones: the tests).
 
+#include "../src/internal.h"
 #include <vulkan/vulkan.h>
 #include "llm_shaders.inc"
 
@@ -999,3 +1001,11 @@ static enum llm_status llm__vk_backend_new(struct llm_backend *be, int index, in
     if (!st) st = llm__vk_build_pipelines(vk, e);
     return st;
 }
+
+static enum llm_status llm__vk_open(struct llm_backend *be, const struct llm_engine_params *p, struct llm__err *e) {
+    return llm__vk_backend_new(be, p->device, 0, e);
+}
+
+LLM__INTERNAL const struct llm__backend_desc llm__backend_vulkan = {
+    .kind = LLM_BACKEND_VULKAN, .name = "vulkan", .open = llm__vk_open, .list_devices = llm__vk_list_devices,
+};
