@@ -194,7 +194,7 @@ static enum llm_status llm__draft_open(llm_engine *E, struct llm__err *e) {
     char err[512];
     llm_engine *D = llm_engine_create(&dp, err, sizeof(err));
     if (!D) return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s: %s", dp.model_path, err);
-    E->draft = D;
+    E->spec.draft = D;
     if (E->model.n_vocab != D->model.n_vocab)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s has %d tokens, the model %d: their vocabularies must be the same",
                          dp.model_path, D->model.n_vocab, E->model.n_vocab);
@@ -213,7 +213,7 @@ static enum llm_status llm__draft_open(llm_engine *E, struct llm__err *e) {
         return llm__fail(e, LLM_ERR_BACKEND, "the draft model %s: %s", dp.model_path, llm_last_error(D));
     llm_seq_free(D, s);
     size_t n = (size_t)LLM__SPEC_REQS * (size_t)E->params.num_speculative_tokens * (size_t)E->model.n_vocab;
-    if (!(E->spec_q = malloc(n * sizeof(float)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    if (!(E->spec.q = malloc(n * sizeof(float)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     return LLM_OK;
 }
 
@@ -242,8 +242,8 @@ llm_engine *llm_engine_create(const struct llm_engine_params *params, char *err,
 void llm_engine_free(llm_engine *E) {
     if (!E) return;
     llm__serving_free(E);
-    llm_engine_free(E->draft);
-    free(E->spec_q);
+    llm_engine_free(E->spec.draft);
+    free(E->spec.q);
     if (E->be.iface && (E->acts.buf.data || E->acts.buf.handle)) E->be.iface->buf_free(E->be.ctx, &E->acts.buf);
     llm__kv_cache_free(&E->kv, &E->be);
     llm__model_free(&E->model, &E->be);

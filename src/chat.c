@@ -120,6 +120,36 @@ static bool llm__has_suffix(const char *s, const char *x) {
     return n >= k && memcmp(s + n - k, x, k) == 0;
 }
 
+// Qwen3: the last message that is the user's own (not a tool's response it carries).
+static int llm__chat_last_query(const struct llm_chat_message *msg, int n) {
+    for (int i = n - 1; i >= 0; i--) {
+        const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
+        if (!strcmp(role, "user") && !(llm__has_prefix(c, "<tool_response>") && llm__has_suffix(c, "</tool_response>")))
+            return i;
+    }
+    return n - 1;
+}
+
+// Llama 2 and Mistral: message i inside [INST] ... [/INST] turns (*in_turn: one is open).
+static void llm__chat_inst(struct llm__outbuf *o, bool llama2, int i, bool sys, bool user, const char *c, bool *in_turn) {
+    if (!*in_turn && (sys || user)) {
+        llm__outbuf_str(o, i == 0 ? "[INST] " : llama2 ? "<s>[INST] " : "[INST] ");
+        *in_turn = true;
+    }
+    if (sys) {
+        if (llama2) { llm__outbuf_str(o, "<<SYS>>\n"); llm__outbuf_trimmed(o, c); llm__outbuf_str(o, "\n<</SYS>>\n\n"); }
+        else { llm__outbuf_str(o, c); llm__outbuf_str(o, "\n\n"); }
+    } else if (user) {
+        if (llama2) llm__outbuf_trimmed(o, c);
+        else llm__outbuf_str(o, c);
+        llm__outbuf_str(o, " [/INST]");
+        *in_turn = false;
+    } else {
+        if (llama2) { llm__outbuf_str(o, " "); llm__outbuf_trimmed(o, c); llm__outbuf_str(o, " </s>"); }
+        else { llm__outbuf_str(o, c); llm__outbuf_str(o, "</s>"); }
+    }
+}
+
 int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
                            struct llm__outbuf *o) {
     int t = -1;
@@ -127,14 +157,7 @@ int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n,
         if (name && strcmp(name, llm__chat_names[i]) == 0) t = i;
     if (t < 0) return -1;
     bool in_turn = false;   // llama2/mistral: inside an open [INST] ... [/INST]
-    int last_query = n - 1;   // qwen3
-    for (int i = n - 1; t == LLM__CHAT_QWEN3 && i >= 0; i--) {
-        const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
-        if (!strcmp(role, "user") && !(llm__has_prefix(c, "<tool_response>") && llm__has_suffix(c, "</tool_response>"))) {
-            last_query = i;
-            break;
-        }
-    }
+    const int last_query = t == LLM__CHAT_QWEN3 ? llm__chat_last_query(msg, n) : n - 1;
     struct llm__outbuf sys_prefix = {0};   // gemma: system prompts waiting for the next user turn
     for (int i = 0; i < n; i++) {
         const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
@@ -184,22 +207,7 @@ int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n,
             break;
         case LLM__CHAT_LLAMA2:
         case LLM__CHAT_MISTRAL:
-            if (!in_turn && (sys || user)) {
-                llm__outbuf_str(o, i == 0 ? "[INST] " : t == 2 ? "<s>[INST] " : "[INST] ");
-                in_turn = true;
-            }
-            if (sys) {
-                if (t == 2) { llm__outbuf_str(o, "<<SYS>>\n"); llm__outbuf_trimmed(o, c); llm__outbuf_str(o, "\n<</SYS>>\n\n"); }
-                else { llm__outbuf_str(o, c); llm__outbuf_str(o, "\n\n"); }
-            } else if (user) {
-                if (t == 2) llm__outbuf_trimmed(o, c);
-                else llm__outbuf_str(o, c);
-                llm__outbuf_str(o, " [/INST]");
-                in_turn = false;
-            } else {
-                if (t == 2) { llm__outbuf_str(o, " "); llm__outbuf_trimmed(o, c); llm__outbuf_str(o, " </s>"); }
-                else { llm__outbuf_str(o, c); llm__outbuf_str(o, "</s>"); }
-            }
+            llm__chat_inst(o, t == LLM__CHAT_LLAMA2, i, sys, user, c, &in_turn);
             break;
         default:   // zephyr
             llm__outbuf_str(o, "<|");

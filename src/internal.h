@@ -1314,6 +1314,36 @@ LLM__INTERNAL void llm__serving_free(llm_engine *E);
 LLM__INTERNAL enum llm_status llm__seq_eval_chunk(llm_engine *E, struct llm__seq *s, const int32_t *tokens, int n,
                                            int n_logits, float *logits);
 
+// The serving queue of an engine (src/scheduler.c): its requests, a step's plan, its outputs.
+struct llm__sched {
+    struct llm__req **reqs, **q_run, **q_wait;   // [cap_reqs]; q_wait: a heap (see llm__wait_push)
+    struct llm__plan_entry *plan;                // [cap_reqs] a step's plan
+    int n_reqs, cap_reqs, next_id, n_wait;
+    long long n_arrivals, n_preemptions, n_steps;
+    long long prefix_query_tokens, prefix_hit_tokens;   // prompt tokens looked up in the prefix cache, found
+    struct llm_output *outs;
+    size_t *out_off;
+    int cap_outs;
+    struct llm__outbuf arena;  // the new text of a step's outputs
+};
+
+// Speculative decoding's state (src/speculative.c): its counters (llm_engine_stats), the step
+// times its cost model decides from, the draft model.
+struct llm__spec {
+    long long proposed[LLM__MAX_SPEC], accepted[LLM__MAX_SPEC], verifications, emitted;
+    double draft_seconds, verify_seconds;
+    double t_step[LLM__TSTEP + 1];   // measured forward-pass seconds of steps of T tokens (decayed mean; 0: none yet)
+    bool t_step_warm[LLM__TSTEP + 1];   // a step of T tokens has run (the first is not measured)
+    bool always;               // tests: every proposed draft is verified (no cost model)
+    llm_engine *draft;         // speculative_model's engine (its requests' sequences are the requests')
+    float *q;                  // [LLM__SPEC_REQS][K][n_vocab] the draft's distributions of a step's drafts
+    double t_draft;            // measured seconds of a draft round of one token per request (llm__time_update)
+    double t_draft0;           // the same for a first round, which also catches up (usually 1-3 tokens)
+    double t_busy;             // seconds of the steps that computed something (llm_step: schedule to execute)
+    double t_forced;           // seconds of the draft model's forced rounds (the first drafts, probes)
+    struct llm__plan_entry *de;   // [2 * LLM__SPEC_REQS] a draft round's plan (speculative_model)
+};
+
 struct llm_engine {
     struct llm_engine_params params;
     struct llm__err err;
@@ -1334,29 +1364,8 @@ struct llm_engine {
     struct llm__prof *prof;   // per-module times when profiling (&prof_data), else NULL
     struct llm__prof prof_data;
     char unsupported[512];    // LLM_LOAD_METADATA: why a full load would fail
-    // serving
-    struct llm__req **reqs, **q_run, **q_wait;   // [cap_reqs]; q_wait: a heap (see llm__wait_push)
-    struct llm__plan_entry *plan;                // [cap_reqs] a step's plan
-    int n_reqs, cap_reqs, next_id, n_wait;
-    long long n_arrivals, n_preemptions, n_steps;
-    long long prefix_query_tokens, prefix_hit_tokens;   // prompt tokens looked up in the prefix cache, found
-    // speculative decoding's counters (llm_engine_stats)
-    long long spec_proposed[LLM__MAX_SPEC], spec_accepted[LLM__MAX_SPEC], spec_verifications, spec_emitted;
-    double spec_draft_seconds, spec_verify_seconds;
-    double t_step[LLM__TSTEP + 1];   // measured forward-pass seconds of steps of T tokens (decayed mean; 0: none yet)
-    bool t_step_warm[LLM__TSTEP + 1];   // a step of T tokens has run (the first is not measured)
-    bool spec_always;          // tests: every proposed draft is verified (no cost model)
-    llm_engine *draft;         // speculative_model's engine (its requests' sequences are the requests')
-    float *spec_q;             // [LLM__SPEC_REQS][K][n_vocab] the draft's distributions of a step's drafts
-    double t_draft;            // measured seconds of a draft round of one token per request (llm__time_update)
-    double t_draft0;           // the same for a first round, which also catches up (usually 1-3 tokens)
-    double t_busy;             // seconds of the steps that computed something (llm_step: schedule to execute)
-    double t_forced;           // seconds of the draft model's forced rounds (the first drafts, probes)
-    struct llm__plan_entry *spec_de;   // [2 * LLM__SPEC_REQS] a draft round's plan (speculative_model)
-    struct llm_output *outs;
-    size_t *out_off;
-    int cap_outs;
-    struct llm__outbuf arena;  // the new text of a step's outputs
+    struct llm__sched sched;   // serving: the requests, their queues, a step's plan and outputs
+    struct llm__spec spec;     // speculative decoding
 };
 
 LLM__INTERNAL bool llm__ids_ok(llm_engine *E, const int32_t *ids, int n, const char *what);
@@ -1439,7 +1448,7 @@ struct llm__req {
     int n_preempt;
     struct llm__seq dseq;       // draft model: the KV of its tokens in the draft's cache
     llm_sampler *dsmp;          // draft model: the request's sampling on the draft's logits
-    int spec_q;                 // draft model, this step: its rows of E->spec_q (-1: none)
+    int spec_q;                 // draft model, this step: its rows of E->spec.q (-1: none)
     double spec_kept, spec_missed;   // speculation: drafts kept, and verifications that rejected one
                                      // (decayed counts; the acceptance estimate)
     bool reported_done;

@@ -593,6 +593,17 @@ static void llm__forward_matmul(const struct llm_backend_i *B, void *ctx, int n,
     }
 }
 
+// One op of the forward, timed into prof when profiling (each op waited for: B->sync).
+#define LLM__OP(cat, call)                                                          \
+    do {                                                                            \
+        double t0_ = prof ? llm__now() : 0.0;                                       \
+        call;                                                                       \
+        if (prof) {                                                                 \
+            if (B->sync && (st = B->sync(ctx, e)) != LLM_OK) goto finish;           \
+            prof->t[cat] += llm__now() - t0_;                                       \
+        }                                                                           \
+    } while (0)
+
 // Runs the model over one step; logits (n_out rows of n_vocab) are copied to host memory. With
 // prof, each op is timed (a backend whose ops run asynchronously is synchronized after each; a
 // failure there ends the step early and is returned).
@@ -603,15 +614,6 @@ enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be,
     const struct llm_backend_i *B = be->iface;
     void *ctx = be->ctx;
     enum llm_status st = LLM_OK;
-#define LLM__OP(cat, call)                                                          \
-    do {                                                                            \
-        double t0_ = prof ? llm__now() : 0.0;                                       \
-        call;                                                                       \
-        if (prof) {                                                                 \
-            if (B->sync && (st = B->sync(ctx, e)) != LLM_OK) goto finish;           \
-            prof->t[cat] += llm__now() - t0_;                                       \
-        }                                                                           \
-    } while (0)
     _Static_assert(LLM__MAX_MATMUL_WEIGHTS >= 3, "the q/k/v projections share one matmul call");
     const int T = s->n_tokens, E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
     assert(T >= 1 && T <= a->max_tokens && s->n_out <= a->max_out);

@@ -33,6 +33,65 @@
 //   LLM_FINISH_CONTEXT before max_tokens: max_model_len; a request the KV cache cannot hold even
 //                      when it runs alone (also when no host memory is left for its tokens)
 
+// --- requests and the waiting queue ---
+
+struct llm_request_params llm_request_params_default(void) {
+    struct llm_request_params p = {0};
+    p.sampling = llm_sampling_params_default();
+    p.max_tokens = 16;
+    p.add_special = 1;
+    return p;
+}
+
+struct llm__req *llm__req_find(const llm_engine *E, int id) {
+    for (int i = 0; i < E->sched.n_reqs; i++) if (E->sched.reqs[i]->id == id) return E->sched.reqs[i];
+    return NULL;
+}
+
+// Scheduling order: FCFS by arrival, or priority (lower first) then arrival.
+static bool llm__req_before(const llm_engine *E, const struct llm__req *a, const struct llm__req *b) {
+    if (E->params.scheduling_policy == LLM_SCHED_PRIORITY && a->p.priority != b->p.priority) return a->p.priority < b->p.priority;
+    return a->arrival < b->arrival;
+}
+
+// The waiting requests: a binary min-heap in scheduling order, E->q_wait[0] the first of them
+// (r->wait_pos is r's index, -1 when not waiting). A request enters when it is added or
+// preempted and leaves when admitted or finished, each in O(log n), so that admitting costs
+// the same with any number of waiting requests under either policy (sorting them all on every
+// step was quadratic under the priority policy: 20,000 requests took 200 s instead of 4).
+static void llm__wait_put(llm_engine *E, int i, struct llm__req *r) {
+    E->sched.q_wait[i] = r;
+    r->wait_pos = i;
+}
+
+// Moves r (at index i) up or down to its place.
+static void llm__wait_sift(llm_engine *E, int i, struct llm__req *r) {
+    while (i > 0 && llm__req_before(E, r, E->sched.q_wait[(i - 1) / 2])) {
+        llm__wait_put(E, i, E->sched.q_wait[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    for (int c; (c = 2 * i + 1) < E->sched.n_wait; i = c) {
+        if (c + 1 < E->sched.n_wait && llm__req_before(E, E->sched.q_wait[c + 1], E->sched.q_wait[c])) c++;
+        if (!llm__req_before(E, E->sched.q_wait[c], r)) break;
+        llm__wait_put(E, i, E->sched.q_wait[c]);
+    }
+    llm__wait_put(E, i, r);
+}
+
+// Room for it: q_wait has cap_reqs entries, and every waiting request is in E->sched.reqs.
+void llm__wait_push(llm_engine *E, struct llm__req *r) {
+    assert(E->sched.n_wait < E->sched.cap_reqs);
+    llm__wait_sift(E, E->sched.n_wait++, r);
+}
+
+void llm__wait_remove(llm_engine *E, struct llm__req *r) {
+    int i = r->wait_pos;
+    if (i < 0) return;
+    r->wait_pos = -1;
+    struct llm__req *last = E->sched.q_wait[--E->sched.n_wait];
+    if (i < E->sched.n_wait) llm__wait_sift(E, i, last);
+}
+
 #define LLM__MAX_LOGPROBS 20   // llm_request_params.logprobs at most
 
 // --- adding requests ---
@@ -45,7 +104,7 @@ static void llm__req_finish(llm_engine *E, struct llm__req *r, enum llm_finish_r
     if (!r->t_last) r->t_last = llm__now();
     llm__blocks_commit(&E->blocks, &r->seq, r->tokens);
     llm__blocks_release(&E->blocks, &r->seq);
-    if (E->draft) llm__blocks_release(&E->draft->blocks, &r->dseq);
+    if (E->spec.draft) llm__blocks_release(&E->spec.draft->blocks, &r->dseq);
 }
 
 // Checks a request before anything is allocated (LLM_ERR_INVALID_ARG, the message in E).
@@ -119,7 +178,7 @@ static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, co
 // memory.
 static bool llm__req_copy_stops(llm_engine *E, struct llm__req *r, const struct llm_request_params *p) {
     if (p->n_stop) {
-        struct llm__req *last = E->n_reqs ? E->reqs[E->n_reqs - 1] : NULL;
+        struct llm__req *last = E->sched.n_reqs ? E->sched.reqs[E->sched.n_reqs - 1] : NULL;
         if (last && last->stops && llm__stops_same(last->stops, p->stop, p->n_stop)) {
             r->stops = last->stops;
             r->stops->refs++;
@@ -145,16 +204,16 @@ static bool llm__req_copy_stops(llm_engine *E, struct llm__req *r, const struct 
 
 // Room for one more request in the engine's list, queues and plan; false: out of memory.
 static bool llm__reqs_reserve(llm_engine *E) {
-    if (E->n_reqs < E->cap_reqs) return true;
-    int cap = E->cap_reqs ? 2 * E->cap_reqs : 16;
-    struct llm__req **q[3] = {realloc(E->reqs, (size_t)cap * sizeof(*q[0])), NULL, NULL};
-    if (q[0]) E->reqs = q[0];
-    if ((q[1] = realloc(E->q_run, (size_t)cap * sizeof(*q[1])))) E->q_run = q[1];
-    if ((q[2] = realloc(E->q_wait, (size_t)cap * sizeof(*q[2])))) E->q_wait = q[2];
-    struct llm__plan_entry *pl = realloc(E->plan, (size_t)cap * sizeof(*pl));
-    if (pl) E->plan = pl;
+    if (E->sched.n_reqs < E->sched.cap_reqs) return true;
+    int cap = E->sched.cap_reqs ? 2 * E->sched.cap_reqs : 16;
+    struct llm__req **q[3] = {realloc(E->sched.reqs, (size_t)cap * sizeof(*q[0])), NULL, NULL};
+    if (q[0]) E->sched.reqs = q[0];
+    if ((q[1] = realloc(E->sched.q_run, (size_t)cap * sizeof(*q[1])))) E->sched.q_run = q[1];
+    if ((q[2] = realloc(E->sched.q_wait, (size_t)cap * sizeof(*q[2])))) E->sched.q_wait = q[2];
+    struct llm__plan_entry *pl = realloc(E->sched.plan, (size_t)cap * sizeof(*pl));
+    if (pl) E->sched.plan = pl;
     if (!q[0] || !q[1] || !q[2] || !pl) return false;
-    E->cap_reqs = cap;
+    E->sched.cap_reqs = cap;
     return true;
 }
 
@@ -172,18 +231,18 @@ int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct
     struct llm_sampling_params dp = p.sampling;   // the draft's draws: the same chain, its own random numbers
     dp.seed ^= 0x9E3779B97F4A7C15ull;
     if (st == LLM_OK && (!(r->smp = llm_sampler_create(&p.sampling, E->model.n_vocab)) || !llm__req_copy_stops(E, r, &p) ||
-                         (E->draft && !(r->dsmp = llm_sampler_create(&dp, E->model.n_vocab))) || !llm__reqs_reserve(E)))
+                         (E->spec.draft && !(r->dsmp = llm_sampler_create(&dp, E->model.n_vocab))) || !llm__reqs_reserve(E)))
         st = llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");   // the parameters were checked above
     if (st != LLM_OK) {
         llm__req_free(E, r);
         return -1;
     }
     for (int i = 0; i < r->n_prompt; i++) llm_sampler_accept(r->smp, r->tokens[i]);
-    r->id = E->next_id++;
-    r->arrival = E->n_arrivals++;
+    r->id = E->sched.next_id++;
+    r->arrival = E->sched.n_arrivals++;
     r->t_arrival = llm__now();
     r->state = LLM__REQ_WAITING;
-    E->reqs[E->n_reqs++] = r;
+    E->sched.reqs[E->sched.n_reqs++] = r;
     llm__wait_push(E, r);
     // max_tokens 0: an empty completion, reported by the next step; the prompt is not computed
     if (p.max_tokens == 0) llm__req_finish(E, r, LLM_FINISH_LENGTH);
@@ -206,7 +265,7 @@ enum llm_status llm_abort_request(llm_engine *E, int id) {
 // (max_tokens 0, llm_abort_request) is still to be reported, and a `while unfinished: step` loop
 // must not miss that report.
 int llm_has_unfinished_requests(const llm_engine *E) {
-    for (int i = 0; i < E->n_reqs; i++) if (!E->reqs[i]->reported_done) return 1;
+    for (int i = 0; i < E->sched.n_reqs; i++) if (!E->sched.reqs[i]->reported_done) return 1;
     return 0;
 }
 
@@ -214,7 +273,7 @@ int llm_has_unfinished_requests(const llm_engine *E) {
 // A running request back to waiting, its blocks freed: computed again from its first token.
 static void llm__req_requeue(llm_engine *E, struct llm__req *r) {
     llm__blocks_release(&E->blocks, &r->seq);
-    if (E->draft) llm__blocks_release(&E->draft->blocks, &r->dseq);
+    if (E->spec.draft) llm__blocks_release(&E->spec.draft->blocks, &r->dseq);
     r->n_computed = 0;
     r->state = LLM__REQ_WAITING;
     llm__wait_push(E, r);
@@ -223,7 +282,7 @@ static void llm__req_requeue(llm_engine *E, struct llm__req *r) {
 static void llm__req_preempt(llm_engine *E, struct llm__req *r) {
     llm__req_requeue(E, r);
     r->n_preempt++;
-    E->n_preemptions++;
+    E->sched.n_preemptions++;
 }
 
 // The text a new token adds; the stop strings; what is safe to report.
@@ -285,7 +344,7 @@ static void llm__req_fail_nonfinite(llm_engine *E, struct llm__req *r) {
     r->state = LLM__REQ_DONE;
     r->t_last = llm__now();
     llm__blocks_release(&E->blocks, &r->seq);
-    if (E->draft) llm__blocks_release(&E->draft->blocks, &r->dseq);
+    if (E->spec.draft) llm__blocks_release(&E->spec.draft->blocks, &r->dseq);
 }
 
 // After a token was sampled from a logit row: append it (and the row's top log-probabilities when
@@ -314,12 +373,12 @@ static int llm__req_cmp_priority(const void *x, const void *y) {
     return (a->arrival > b->arrival) - (a->arrival < b->arrival);
 }
 
-// The running requests in scheduling order. E->reqs is in order of arrival (requests are appended
+// The running requests in scheduling order. E->sched.reqs is in order of arrival (requests are appended
 // as they come, and leave without reordering), so FCFS needs no sorting; under the priority policy
 // they are sorted (at most max_num_seqs of them). Returns how many.
 static int llm__queue_running(const llm_engine *E, struct llm__req **q) {
     int n = 0;
-    for (int i = 0; i < E->n_reqs; i++) if (E->reqs[i]->state == LLM__REQ_RUNNING) q[n++] = E->reqs[i];
+    for (int i = 0; i < E->sched.n_reqs; i++) if (E->sched.reqs[i]->state == LLM__REQ_RUNNING) q[n++] = E->sched.reqs[i];
     if (E->params.scheduling_policy == LLM_SCHED_PRIORITY) qsort(q, (size_t)n, sizeof(*q), llm__req_cmp_priority);
     return n;
 }
@@ -327,12 +386,12 @@ static int llm__queue_running(const llm_engine *E, struct llm__req **q) {
 // Requests reported as finished in the previous step leave (their outputs pointed into them).
 static void llm__reqs_reap(llm_engine *E) {
     int w = 0;
-    for (int i = 0; i < E->n_reqs; i++) {
-        struct llm__req *r = E->reqs[i];
+    for (int i = 0; i < E->sched.n_reqs; i++) {
+        struct llm__req *r = E->sched.reqs[i];
         if (r->state == LLM__REQ_DONE && r->reported_done) llm__req_free(E, r);
-        else E->reqs[w++] = r;
+        else E->sched.reqs[w++] = r;
     }
-    E->n_reqs = w;
+    E->sched.n_reqs = w;
 }
 
 // r computes its next n tokens in this step (its blocks hold them).
@@ -369,22 +428,22 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
         const float *lg = rows + (size_t)j * nv;
         if (!llm__all_finite(lg, nv)) { llm__req_fail_nonfinite(E, r); break; }
         bool accepted = false;
-        const float *q = r->spec_q >= 0 ? E->spec_q + ((size_t)r->spec_q * (size_t)E->params.num_speculative_tokens + (size_t)j) * nv : NULL;
+        const float *q = r->spec_q >= 0 ? E->spec.q + ((size_t)r->spec_q * (size_t)E->params.num_speculative_tokens + (size_t)j) * nv : NULL;
         int32_t tok = j == k ? llm_sampler_sample(r->smp, lg) : llm__sampler_verify(r->smp, lg, draft[j], q, &accepted);
-        if (j < k) E->spec_proposed[j]++;
-        if (accepted) { E->spec_accepted[j]++; kept++; r->seq.len = ++r->n_computed; }   // its KV is the token's
+        if (j < k) E->spec.proposed[j]++;
+        if (accepted) { E->spec.accepted[j]++; kept++; r->seq.len = ++r->n_computed; }   // its KV is the token's
         llm__req_append(E, r, tok, lg, now);
         emitted++;
         if (!accepted || r->state != LLM__REQ_RUNNING) break;
     }
-    E->spec_verifications++;
-    E->spec_emitted += emitted;
+    E->spec.verifications++;
+    E->spec.emitted += emitted;
     r->spec_kept = 0.8 * r->spec_kept + kept;   // recent verifications weigh most
     r->spec_missed = 0.8 * r->spec_missed + (kept < k);
     if (r->state == LLM__REQ_RUNNING) {   // the cache holds the last token and the kept drafts
         llm__blocks_truncate(&E->blocks, &r->seq, pe->start + 1 + kept);   // (the blocks of the others go)
         r->n_computed = r->seq.len;
-        if (E->draft && r->dseq.len > r->seq.len) llm__blocks_truncate(&E->draft->blocks, &r->dseq, r->seq.len);
+        if (E->spec.draft && r->dseq.len > r->seq.len) llm__blocks_truncate(&E->spec.draft->blocks, &r->dseq, r->seq.len);
     }
 }
 
@@ -395,7 +454,7 @@ static void llm__postprocess(llm_engine *E, const struct llm__plan *plan, const 
     double t0 = llm__now();
     const size_t nv = (size_t)E->model.n_vocab;
     size_t row = 0;
-    E->n_steps++;
+    E->sched.n_steps++;
     for (int k = 0; k < plan->n; k++) {
         const struct llm__plan_entry *pe = &plan->e[k];
         struct llm__req *r = pe->r;
@@ -436,9 +495,9 @@ static void llm__output_fill(llm_engine *E, struct llm__req *r, struct llm_outpu
     out->new_logprobs = k > 0 && out->n_new_tokens > 0 ? r->logprobs + (size_t)r->out_sent * (size_t)k : NULL;
     out->new_token_logprobs = out->new_logprobs ? r->token_logprobs + r->out_sent : NULL;
     r->out_sent = n_gen;
-    *text_off = E->arena.n;
-    if (shown > r->text_sent) llm__outbuf_put(&E->arena, r->text.p + r->text_sent, shown - r->text_sent);
-    llm__outbuf_put(&E->arena, "", 1);
+    *text_off = E->sched.arena.n;
+    if (shown > r->text_sent) llm__outbuf_put(&E->sched.arena, r->text.p + r->text_sent, shown - r->text_sent);
+    llm__outbuf_put(&E->sched.arena, "", 1);
     out->n_new_text = (int)(shown > r->text_sent ? shown - r->text_sent : 0);
     r->text_sent = LLM__MAX(r->text_sent, shown);
     out->finished = r->state == LLM__REQ_DONE;
@@ -458,22 +517,22 @@ static void llm__output_fill(llm_engine *E, struct llm__req *r, struct llm_outpu
 // Memory for the step's outputs is found first, so that filling them (which marks what was
 // reported) cannot fail halfway.
 static bool llm__collect_reserve(llm_engine *E, int n_outs, size_t text) {
-    if (n_outs > E->cap_outs) {
-        int cap = LLM__MAX(n_outs, 2 * E->cap_outs);
-        struct llm_output *q = realloc(E->outs, (size_t)cap * sizeof(*q));
-        if (q) E->outs = q;
-        size_t *f = realloc(E->out_off, (size_t)cap * sizeof(size_t));
-        if (f) E->out_off = f;
+    if (n_outs > E->sched.cap_outs) {
+        int cap = LLM__MAX(n_outs, 2 * E->sched.cap_outs);
+        struct llm_output *q = realloc(E->sched.outs, (size_t)cap * sizeof(*q));
+        if (q) E->sched.outs = q;
+        size_t *f = realloc(E->sched.out_off, (size_t)cap * sizeof(size_t));
+        if (f) E->sched.out_off = f;
         if (!q || !f) return false;
-        E->cap_outs = cap;
+        E->sched.cap_outs = cap;
     }
-    E->arena.n = 0;
-    E->arena.fail = false;
-    if (text > E->arena.cap) {
-        char *p = realloc(E->arena.p, text);
+    E->sched.arena.n = 0;
+    E->sched.arena.fail = false;
+    if (text > E->sched.arena.cap) {
+        char *p = realloc(E->sched.arena.p, text);
         if (!p) return false;
-        E->arena.p = p;
-        E->arena.cap = text;
+        E->sched.arena.p = p;
+        E->sched.arena.cap = text;
     }
     return true;
 }
@@ -481,23 +540,23 @@ static bool llm__collect_reserve(llm_engine *E, int n_outs, size_t text) {
 static int llm__collect(llm_engine *E, const struct llm_output **outputs) {
     int n_outs = 0;
     size_t text = 0;
-    *outputs = E->outs;
-    for (int i = 0; i < E->n_reqs; i++) {
-        const struct llm__req *r = E->reqs[i];
+    *outputs = E->sched.outs;
+    for (int i = 0; i < E->sched.n_reqs; i++) {
+        const struct llm__req *r = E->sched.reqs[i];
         if (!llm__req_has_news(r)) continue;
         n_outs++;
         size_t shown = r->text.n - r->text_hold;
         text += (shown > r->text_sent ? shown - r->text_sent : 0) + 1;
     }
     if (!llm__collect_reserve(E, n_outs, text)) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
-    *outputs = E->outs;
+    *outputs = E->sched.outs;
     n_outs = 0;
-    for (int i = 0; i < E->n_reqs; i++)
-        if (llm__req_has_news(E->reqs[i])) {
-            llm__output_fill(E, E->reqs[i], &E->outs[n_outs], &E->out_off[n_outs]);
+    for (int i = 0; i < E->sched.n_reqs; i++)
+        if (llm__req_has_news(E->sched.reqs[i])) {
+            llm__output_fill(E, E->sched.reqs[i], &E->sched.outs[n_outs], &E->sched.out_off[n_outs]);
             n_outs++;
         }
-    for (int i = 0; i < n_outs; i++) E->outs[i].new_text = E->arena.p + E->out_off[i];   // the arena has stopped moving
+    for (int i = 0; i < n_outs; i++) E->sched.outs[i].new_text = E->sched.arena.p + E->sched.out_off[i];   // the arena has stopped moving
     return n_outs;
 }
 
@@ -540,8 +599,8 @@ static int llm__sched_admit(llm_engine *E, struct llm__plan *plan, struct llm__r
         return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory"), -1;
     }
     if (E->blocks.caching && !r->admitted_once) {
-        E->prefix_query_tokens += r->n_prompt;
-        E->prefix_hit_tokens += hit;
+        E->sched.prefix_query_tokens += r->n_prompt;
+        E->sched.prefix_hit_tokens += hit;
         r->n_cached = hit;
     }
     r->admitted_once = true;
@@ -563,7 +622,7 @@ static void llm__schedule_drafts(llm_engine *E, struct llm__plan *plan) {
     if (E->params.num_speculative_tokens <= 0) return;
     // every 16th step speculates nowhere: the step times without drafts, which the choice compares
     // against, keep being measured
-    if (E->n_steps % 16 == 15 && !E->spec_always) return;
+    if (E->sched.n_steps % 16 == 15 && !E->spec.always) return;
     for (int i = 0; i < plan->n; i++) {
         struct llm__req *r = plan->e[i].r;
         if (!r) continue;
@@ -573,7 +632,7 @@ static void llm__schedule_drafts(llm_engine *E, struct llm__plan *plan) {
         r->spec_kept *= 0.95;
         r->spec_missed *= 0.95;
     }
-    if (E->draft) {
+    if (E->spec.draft) {
         llm__spec_draft_model(E, plan);
         return;
     }
@@ -586,7 +645,7 @@ static void llm__schedule_drafts(llm_engine *E, struct llm__plan *plan) {
         pe->tokens = r->tokens + pe->start;   // the room for drafts may have moved the tokens
         if (m <= 0) continue;
         double a = (r->spec_kept + 1.0) / (r->spec_kept + r->spec_missed + 2.0), k_gain = 0.0;
-        int k = E->spec_always || E->n_steps % 64 == 31 ? m : llm__spec_choose(E, G, plan->n_tokens, a, m, &k_gain);
+        int k = E->spec.always || E->sched.n_steps % 64 == 31 ? m : llm__spec_choose(E, G, plan->n_tokens, a, m, &k_gain);
         if (k == 0 || !llm__blocks_can_allocate_free(&E->blocks, &r->seq, 1 + k)) continue;   // drafts never preempt nor evict
         if (!llm__blocks_allocate(&E->blocks, &r->seq, 1 + k)) continue;
         G += k_gain;
@@ -596,13 +655,13 @@ static void llm__schedule_drafts(llm_engine *E, struct llm__plan *plan) {
 
 // 1. The running requests, in order: the next token of each (or the next chunk of its prompt).
 static enum llm_status llm__schedule_running(llm_engine *E, struct llm__plan *plan) {
-    int n_run = llm__queue_running(E, E->q_run);
+    int n_run = llm__queue_running(E, E->sched.q_run);
     const int max = E->params.max_num_batched_tokens;
     for (int i = 0; i < n_run && plan->n_tokens < max; i++) {
-        struct llm__req *r = E->q_run[i];
+        struct llm__req *r = E->sched.q_run[i];
         if (r->state != LLM__REQ_RUNNING) continue;   // preempted for an earlier one
         int n = LLM__MIN(r->n_tokens - r->n_computed, max - plan->n_tokens);
-        if (!llm__sched_make_room(E, plan, r, n, E->q_run, n_run)) continue;
+        if (!llm__sched_make_room(E, plan, r, n, E->sched.q_run, n_run)) continue;
         if (!llm__blocks_allocate(&E->blocks, &r->seq, n)) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
         llm__plan_add(plan, r, n);
     }
@@ -614,9 +673,9 @@ static enum llm_status llm__schedule_running(llm_engine *E, struct llm__plan *pl
 // request leaves the heap, so the next one is at its top.
 static enum llm_status llm__schedule_waiting(llm_engine *E, struct llm__plan *plan) {
     int n_running = 0;
-    for (int i = 0; i < E->n_reqs; i++) n_running += E->reqs[i]->state == LLM__REQ_RUNNING;
-    while (E->n_wait > 0 && plan->n_tokens < E->params.max_num_batched_tokens && n_running < E->params.max_num_seqs) {
-        int a = llm__sched_admit(E, plan, E->q_wait[0], n_running);
+    for (int i = 0; i < E->sched.n_reqs; i++) n_running += E->sched.reqs[i]->state == LLM__REQ_RUNNING;
+    while (E->sched.n_wait > 0 && plan->n_tokens < E->params.max_num_batched_tokens && n_running < E->params.max_num_seqs) {
+        int a = llm__sched_admit(E, plan, E->sched.q_wait[0], n_running);
         if (a < 0) return E->err.status;
         if (a == 0) break;
         n_running++;
@@ -628,7 +687,7 @@ static enum llm_status llm__schedule_waiting(llm_engine *E, struct llm__plan *pl
 static enum llm_status llm__schedule(llm_engine *E, struct llm__plan *plan) {
     enum llm_status st;
     llm__reqs_reap(E);
-    *plan = (struct llm__plan){.e = E->plan};
+    *plan = (struct llm__plan){.e = E->sched.plan};
     if ((st = llm__schedule_running(E, plan))) return st;
     if (!plan->n_preempted && (st = llm__schedule_waiting(E, plan))) return st;
     llm__schedule_drafts(E, plan);
@@ -640,7 +699,7 @@ int llm_step(llm_engine *E, const struct llm_output **outputs) {
     struct llm__plan plan;
     struct llm__step step;
     double t0 = llm__now();
-    *outputs = E->outs;
+    *outputs = E->sched.outs;
     if (llm__schedule(E, &plan) != LLM_OK) return -1;
     if (plan.n > 0 && llm__prepare(E, &plan, &step) != LLM_OK) return -1;
     if (E->prof) E->prof->t[LLM_PROF_SCHEDULING] += llm__now() - t0;
@@ -654,11 +713,11 @@ int llm_step(llm_engine *E, const struct llm_output **outputs) {
     // for the first time and runs while the thread pool's tuner warms up for it (a first
     // verification of 3 tokens measured 3 times a decode step and stopped drafting for good)
     if (plan.n > 0 && plan.n_tokens <= LLM__TSTEP) {
-        if (E->t_step_warm[plan.n_tokens]) llm__time_update(&E->t_step[plan.n_tokens], t_done - t_exec);
-        E->t_step_warm[plan.n_tokens] = true;
+        if (E->spec.t_step_warm[plan.n_tokens]) llm__time_update(&E->spec.t_step[plan.n_tokens], t_done - t_exec);
+        E->spec.t_step_warm[plan.n_tokens] = true;
     }
-    if (plan.n_drafts > 0) E->spec_verify_seconds += t_done - t_exec;
-    if (plan.n > 0) E->t_busy += t_done - t0;
+    if (plan.n_drafts > 0) E->spec.verify_seconds += t_done - t_exec;
+    if (plan.n > 0) E->spec.t_busy += t_done - t0;
     if (plan.n > 0) llm__postprocess(E, &plan, E->step_logits);
     return llm__collect(E, outputs);
 }
@@ -670,22 +729,22 @@ void llm_get_stats(const llm_engine *E, struct llm_engine_stats *s) {
     s->kv_blocks_cached = bm->n_lru;
     s->kv_blocks_used = bm->n_blocks - bm->n_free - bm->n_lru;
     long long blocks = 0;
-    for (int i = 0; i < E->n_reqs; i++) {
-        const struct llm__req *r = E->reqs[i];
+    for (int i = 0; i < E->sched.n_reqs; i++) {
+        const struct llm__req *r = E->sched.reqs[i];
         if (r->state == LLM__REQ_RUNNING) { s->n_running++; s->kv_tokens_stored += r->seq.len; blocks += r->seq.n_blocks; }
         else if (r->state == LLM__REQ_WAITING) s->n_waiting++;
     }
     s->kv_utilization = blocks ? (double)s->kv_tokens_stored / ((double)blocks * bm->block_size) : 0.0;
-    s->prefix_query_tokens = E->prefix_query_tokens;
-    s->prefix_hit_tokens = E->prefix_hit_tokens;
-    s->n_preemptions = E->n_preemptions;
-    s->n_steps = E->n_steps;
-    memcpy(s->spec_proposed, E->spec_proposed, sizeof(s->spec_proposed));
-    memcpy(s->spec_accepted, E->spec_accepted, sizeof(s->spec_accepted));
-    s->spec_verifications = E->spec_verifications;
-    s->spec_emitted = E->spec_emitted;
-    s->spec_draft_seconds = E->spec_draft_seconds;
-    s->spec_verify_seconds = E->spec_verify_seconds;
+    s->prefix_query_tokens = E->sched.prefix_query_tokens;
+    s->prefix_hit_tokens = E->sched.prefix_hit_tokens;
+    s->n_preemptions = E->sched.n_preemptions;
+    s->n_steps = E->sched.n_steps;
+    memcpy(s->spec_proposed, E->spec.proposed, sizeof(s->spec_proposed));
+    memcpy(s->spec_accepted, E->spec.accepted, sizeof(s->spec_accepted));
+    s->spec_verifications = E->spec.verifications;
+    s->spec_emitted = E->spec.emitted;
+    s->spec_draft_seconds = E->spec.draft_seconds;
+    s->spec_verify_seconds = E->spec.verify_seconds;
 }
 
 // A finished request's result (copies: the request leaves at the next step).
@@ -781,7 +840,7 @@ enum llm_status llm__serving_init(llm_engine *E, struct llm__err *e) {
     if (st) return st;
     size_t T = (size_t)E->acts.max_tokens;
     E->step_logits = malloc((size_t)E->acts.max_out * (size_t)E->model.n_vocab * sizeof(float));
-    if (E->params.speculative_model && !(E->spec_de = calloc(2 * LLM__SPEC_REQS, sizeof(*E->spec_de))))
+    if (E->params.speculative_model && !(E->spec.de = calloc(2 * LLM__SPEC_REQS, sizeof(*E->spec.de))))
         return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     E->st_tokens = malloc(T * sizeof(int32_t));
     E->st_pos = malloc(T * sizeof(int32_t));
@@ -795,17 +854,17 @@ enum llm_status llm__serving_init(llm_engine *E, struct llm__err *e) {
 
 // Everything that holds blocks (requests, llm_seq_new's sequences), then the rest.
 void llm__serving_free(llm_engine *E) {
-    for (int i = 0; i < E->n_reqs; i++) llm__req_free(E, E->reqs[i]);
-    free(E->spec_de);
+    for (int i = 0; i < E->sched.n_reqs; i++) llm__req_free(E, E->sched.reqs[i]);
+    free(E->spec.de);
     for (int i = 0; i < E->n_seqs; i++) if (E->seqs[i].used) llm__blocks_release(&E->blocks, &E->seqs[i]);
-    free(E->reqs);
-    free(E->q_run);
-    free(E->q_wait);
-    free(E->plan);
+    free(E->sched.reqs);
+    free(E->sched.q_run);
+    free(E->sched.q_wait);
+    free(E->sched.plan);
     free(E->seqs);
-    free(E->outs);
-    free(E->out_off);
-    free(E->arena.p);
+    free(E->sched.outs);
+    free(E->sched.out_off);
+    free(E->sched.arena.p);
     free(E->step_logits);
     free(E->st_tokens);
     free(E->st_pos);
@@ -830,7 +889,7 @@ bool llm__ids_ok(llm_engine *E, const int32_t *ids, int n, const char *what) {
 void llm__req_free(llm_engine *E, struct llm__req *r) {
     if (!r) return;
     llm__blocks_release(&E->blocks, &r->seq);
-    if (E->draft) llm__blocks_release(&E->draft->blocks, &r->dseq);
+    if (E->spec.draft) llm__blocks_release(&E->spec.draft->blocks, &r->dseq);
     llm_sampler_free(r->smp);
     llm_sampler_free(r->dsmp);
     if (r->stops && --r->stops->refs == 0) {

@@ -391,7 +391,7 @@ static llm_engine *engine_spec_draft(int max_seqs, int max_tokens, size_t kv_byt
     p.prompt_lookup_min = lookup_min;
     llm_engine *E = llm_engine_create(&p, err, sizeof(err));
     EXPECT(E != NULL, "engine with speculation: %s", err);
-    if (E) E->spec_always = true;   // every draft verified: the checks see many (the cost model is tested apart)
+    if (E) E->spec.always = true;   // every draft verified: the checks see many (the cost model is tested apart)
     return E;
 }
 
@@ -510,7 +510,7 @@ static void test_spec_greedy(const int32_t want[][40], size_t per_token, const c
         EXPECT(st.kv_blocks_used == 0, "speculation, %s: %d blocks still used", cfg[c].what, st.kv_blocks_used);
         if (draft) {
             struct llm_engine_stats ds;
-            llm_get_stats(E->draft, &ds);
+            llm_get_stats(E->spec.draft, &ds);
             EXPECT(ds.kv_blocks_used == 0, "speculation, %s: %d of the draft's blocks still used", cfg[c].what, ds.kv_blocks_used);
         }
         // a request that asks for none proposes none
@@ -632,30 +632,30 @@ static void test_spec_cost_model(llm_engine *E) {
         double t1_after[4] = {0};
         while (llm_has_unfinished_requests(E) && steps < 4) {
             llm_step(E, &out);
-            t1_after[steps++] = E->t_step[1];
+            t1_after[steps++] = E->spec.t_step[1];
         }
-        EXPECT(steps == 4 && E->t_step[7] == 0.0 && t1_after[1] == 0.0 && t1_after[2] > 0.0,
+        EXPECT(steps == 4 && E->spec.t_step[7] == 0.0 && t1_after[1] == 0.0 && t1_after[2] > 0.0,
                "first steps measured: t(7) %g after the prompt's only step; t(1) %g after the first decode step, %g after the second",
-               E->t_step[7], t1_after[1], t1_after[2]);
+               E->spec.t_step[7], t1_after[1], t1_after[2]);
     }
     double saved[LLM__TSTEP + 1], gain;
-    memcpy(saved, E->t_step, sizeof(saved));
-    memset(E->t_step, 0, sizeof(E->t_step));
-    for (int t = 1; t <= 16; t++) E->t_step[t] = 1.0;
+    memcpy(saved, E->spec.t_step, sizeof(saved));
+    memset(E->spec.t_step, 0, sizeof(E->spec.t_step));
+    for (int t = 1; t <= 16; t++) E->spec.t_step[t] = 1.0;
     EXPECT(llm__spec_choose(E, 1, 1, 0.5, 4, &gain) == 4 && fabs(gain - 0.9375) < 1e-9, "free verification: not all 4 drafts");
     EXPECT(llm__spec_choose(E, 1, 1, 0.2, 4, &gain) == 4, "free verification, 20%% kept: not all 4");
     EXPECT(llm__spec_choose(E, 1, 1, 0.05, 4, &gain) == 0, "free verification, 5%% kept: drafts (a 5%% gain is within the margin)");
-    for (int t = 1; t <= 16; t++) E->t_step[t] = t;
+    for (int t = 1; t <= 16; t++) E->spec.t_step[t] = t;
     EXPECT(llm__spec_choose(E, 1, 1, 0.9, 4, &gain) == 0, "time proportional to tokens: drafts verified");
     EXPECT(fabs(llm__step_time(E, 20) - 20.0) < 1e-9, "extrapolated time %g for 20 tokens (want 20)", llm__step_time(E, 20));
     // a prompt's step far above says little about small steps: the optimistic guess instead
-    memset(E->t_step, 0, sizeof(E->t_step));
-    E->t_step[1] = 2.0;
-    E->t_step[128] = 240.0;
+    memset(E->spec.t_step, 0, sizeof(E->spec.t_step));
+    E->spec.t_step[1] = 2.0;
+    E->spec.t_step[128] = 240.0;
     EXPECT(fabs(llm__step_time(E, 5) - 2.8) < 1e-9, "t(5) with t(1) = 2 and t(128) = 240 measured: %g (want 2.8)", llm__step_time(E, 5));
     EXPECT(fabs(llm__step_time(E, 80) - 240.0 * 79 / 127 - 2.0 * 48 / 127) < 1e-6, "t(80): interpolated %g", llm__step_time(E, 80));
-    memset(E->t_step, 0, sizeof(E->t_step));
-    E->t_step[1] = 26; E->t_step[4] = 32; E->t_step[8] = 58; E->t_step[64] = 146;
+    memset(E->spec.t_step, 0, sizeof(E->spec.t_step));
+    E->spec.t_step[1] = 26; E->spec.t_step[4] = 32; E->spec.t_step[8] = 58; E->spec.t_step[64] = 146;
     EXPECT(fabs(llm__step_time(E, 2) - 28.0) < 1e-9 && fabs(llm__step_time(E, 6) - 45.0) < 1e-9, "interpolated times %g, %g",
            llm__step_time(E, 2), llm__step_time(E, 6));
     int k_hi = llm__spec_choose(E, 1, 1, 0.8, 8, &gain), k_lo = llm__spec_choose(E, 1, 1, 0.05, 8, &gain);
@@ -663,17 +663,17 @@ static void test_spec_cost_model(llm_engine *E) {
     EXPECT(k_hi >= 2 && k_hi <= 4, "alone, 80%% kept: %d drafts (want 2-4: 4 tokens cost little, 8 much)", k_hi);
     EXPECT(k_lo == 0, "alone, 5%% kept: %d drafts (one costs 8%%)", k_lo);
     EXPECT(k_batch == 0, "a batch of 64, 60%% kept: %d drafts", k_batch);
-    memcpy(E->t_step, saved, sizeof(saved));
+    memcpy(E->spec.t_step, saved, sizeof(saved));
     // a draft model's probes: while its forced rounds took at most 2% of the steps' time
-    double busy = E->t_busy, forced = E->t_forced;
-    E->t_busy = 10.0;
-    E->t_forced = 0.15;
+    double busy = E->spec.t_busy, forced = E->spec.t_forced;
+    E->spec.t_busy = 10.0;
+    E->spec.t_forced = 0.15;
     bool under = llm__spec_probe_allowed(E);
-    E->t_forced = 0.25;
+    E->spec.t_forced = 0.25;
     bool over = llm__spec_probe_allowed(E);
     EXPECT(under && !over, "probes after 0.15 s and 0.25 s of forced drafts in 10 s of steps: %d, %d (want 1, 0)", under, over);
-    E->t_busy = busy;
-    E->t_forced = forced;
+    E->spec.t_busy = busy;
+    E->spec.t_forced = forced;
 }
 
 // The verification of a draft (llm__sampler_verify) emits tokens with the sampler's own
@@ -1387,8 +1387,8 @@ static bool ref_before(bool by_priority, const struct llm__req *a, const struct 
 static int ref_queue(llm_engine *E, enum llm__req_state state, struct llm__req **q) {
     bool by_priority = E->params.scheduling_policy == LLM_SCHED_PRIORITY;
     int n = 0;
-    for (int i = 0; i < E->n_reqs; i++) {
-        struct llm__req *x = E->reqs[i];
+    for (int i = 0; i < E->sched.n_reqs; i++) {
+        struct llm__req *x = E->sched.reqs[i];
         if (x->state != state) continue;
         int j = n++;
         while (j > 0 && ref_before(by_priority, x, q[j - 1])) { q[j] = q[j - 1]; j--; }
@@ -1420,9 +1420,9 @@ static void test_sched_order(const char *policy, size_t per_token, int n_vocab) 
         if (test_rng_next(&s) % 10 == 0) llm_abort_request(E, ids[test_rng_next(&s) % (unsigned)n_added]);
         // the heap: exactly the waiting requests, each parent before its children
         int nw = ref_queue(E, LLM__REQ_WAITING, W), nr = ref_queue(E, LLM__REQ_RUNNING, R);
-        bool heap_ok = E->n_wait == nw;
-        for (int i = 0; i < nw; i++) heap_ok &= W[i]->wait_pos >= 0 && W[i]->wait_pos < E->n_wait && E->q_wait[W[i]->wait_pos] == W[i];
-        for (int i = 1; heap_ok && i < E->n_wait; i++) heap_ok &= !llm__req_before(E, E->q_wait[i], E->q_wait[(i - 1) / 2]);
+        bool heap_ok = E->sched.n_wait == nw;
+        for (int i = 0; i < nw; i++) heap_ok &= W[i]->wait_pos >= 0 && W[i]->wait_pos < E->sched.n_wait && E->sched.q_wait[W[i]->wait_pos] == W[i];
+        for (int i = 1; heap_ok && i < E->sched.n_wait; i++) heap_ok &= !llm__req_before(E, E->sched.q_wait[i], E->sched.q_wait[(i - 1) / 2]);
         n_heap_bad += !heap_ok;
         const struct llm_output *out;
         int n = llm_step(E, &out);
