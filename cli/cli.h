@@ -2,8 +2,8 @@
 // as SQLite's shell.c is built against sqlite3.h: it uses nothing of the engine but its public
 // interface, and is an example of it.
 //
-//   main.c   the command table and the usage text
-//   args.c   flags, number parsing, reading files, the prompt of run / tokenize, JSON output
+//   main.c   the usage text and main, which runs the command
+//   args.c   the table of flags, number parsing, reading files, the prompt of run / tokenize, JSON output
 //            (Jansson), UTF-8 checks, escaped text, token pieces
 //   run.c    llm run, llm chat
 //   info.c   llm info (and --devices), llm tokenize, llm detokenize

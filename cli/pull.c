@@ -439,7 +439,7 @@ static void hf_setopt(struct hf_download *d) {
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, &d->P);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, d->errbuf);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
-    // a transfer that stalls (under 1 byte/s for a minute) ends, and is resumed below
+    // a transfer that stalls (under 1 byte/s for a minute) ends, and hf_transfer resumes it
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
 }
