@@ -524,6 +524,17 @@ static const struct cli_flag cli_flags[] = {
     {{"-fa", "--flash-attn"}, .kind = CLI_FLAG_ONOFF, .off = CLI_FIELD(flash_attn, bool)},
     {{"-h", "--help"}, .kind = CLI_FLAG_HELP},
 };
+#undef CLI_FIELD
+#undef CLI_TRUE
+#undef CLI_SET
+#undef CLI_STR
+#undef CLI_INT
+#undef CLI_LLONG
+#undef CLI_SIZE
+#undef CLI_FLOAT
+#undef CLI_DOUBLE
+#undef CLI_FN
+#undef CLI_ALSO
 
 // The row of flag a for command cmd, or cli_die: an unknown flag (with what to use instead when
 // it is one of llama.cpp's or vLLM's).
