@@ -36,7 +36,8 @@ int cli_utf8_char(const char *s, size_t n) {
     const uint8_t *u = (const uint8_t *)s;
     if (n == 0) return 0;
     if (u[0] < 0x80) return 1;
-    int len = u[0] >= 0xC2 && u[0] <= 0xDF ? 2 : u[0] >= 0xE0 && u[0] <= 0xEF ? 3 : u[0] >= 0xF0 && u[0] <= 0xF4 ? 4 : 0;
+    int len = u[0] >= 0xC2 && u[0] <= 0xDF ? 2 : u[0] >= 0xE0 && u[0] <= 0xEF ? 3
+            : u[0] >= 0xF0 && u[0] <= 0xF4 ? 4 : 0;
     if (len == 0 || n < (size_t)len) return 0;
     for (int i = 1; i < len; i++)
         if ((u[i] & 0xC0) != 0x80) return 0;
@@ -134,7 +135,8 @@ void cli_jpush(json_t *arr, json_t *v) {
 void cli_json_finish(json_t *obj, enum llm_finish_reason reason) {
     bool context = reason == LLM_FINISH_CONTEXT;
     cli_jset(obj, "finish_reason", cli_json_cstr(context ? "length" : llm_finish_reason_str(reason)));
-    if (context || reason == LLM_FINISH_LENGTH) cli_jset(obj, "length_limit", cli_json_cstr(context ? "context" : "max_tokens"));
+    if (context || reason == LLM_FINISH_LENGTH)
+        cli_jset(obj, "length_limit", cli_json_cstr(context ? "context" : "max_tokens"));
 }
 
 void cli_json_print(FILE *f, json_t *v) {
@@ -341,12 +343,13 @@ static const struct { const char *flag, *hint; } cli_foreign_flags[] = {
     {"--hf-repo", "a Hugging Face model is -m hf://REPO/FILE here (or llm pull REPO FILE)"},
 };
 
-void cli_parse_args(int argc, char **argv, struct cli *c) {
+// The defaults every command starts from, and llm serve's own (vLLM's: prefix caching on).
+static void cli_args_defaults(struct cli *c, const char *cmd) {
     c->ep = llm_engine_params_default();
     c->sp = llm_sampling_params_default();
     c->n_predict = 64;
     c->n_gpu_layers = -1;
-    if (!strcmp(argv[1], "serve")) {   // the server's defaults (vLLM's: prefix caching on)
+    if (!strcmp(cmd, "serve")) {
         c->ep.enable_prefix_caching = 1;
         c->host = "127.0.0.1";
         c->port = 8080;
@@ -360,8 +363,245 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         c->max_body_memory = -1;
         c->max_connections_per_ip = -1;
     }
+}
+
+// The flags whose value is not a plain number or text: what they do with it.
+
+static void cli_flag_kv_dtype(struct cli *c, const char *flag, const char *v) {
+    if (!strcmp(v, "f16")) c->ep.kv_cache_dtype = LLM_KV_F16;
+    else if (!strcmp(v, "f32")) c->ep.kv_cache_dtype = LLM_KV_F32;
+    else cli_die("%s: f16 or f32, not '%s'", flag, v);
+}
+
+static void cli_flag_backend(struct cli *c, const char *flag, const char *v) {
+    if (!strcmp(v, "cpu")) c->ep.backend = LLM_BACKEND_CPU;
+    else if (!strcmp(v, "vulkan")) c->ep.backend = LLM_BACKEND_VULKAN;
+    else if (!strcmp(v, "cuda")) c->ep.backend = LLM_BACKEND_CUDA;
+    else if (!strcmp(v, "auto")) c->ep.backend = LLM_BACKEND_AUTO;
+    else cli_die("%s: cpu, cuda, vulkan or auto, not '%s'", flag, v);
+}
+
+static void cli_flag_sched(struct cli *c, const char *flag, const char *v) {
+    if (!strcmp(v, "fcfs")) c->ep.scheduling_policy = LLM_SCHED_FCFS;
+    else if (!strcmp(v, "priority")) c->ep.scheduling_policy = LLM_SCHED_PRIORITY;
+    else cli_die("%s: fcfs or priority, not '%s'", flag, v);
+}
+
+// -1: a random seed, as llama.cpp's; the serving benchmark's prompts take it too.
+static void cli_flag_seed(struct cli *c, const char *flag, const char *v) {
+    long long s = cli_parse_int(flag, v, -1, LLONG_MAX);
+    c->seed_set = s >= 0;
+    c->seed = c->sp.seed = s >= 0 ? (uint64_t)s : 0;
+}
+
+static void cli_flag_stop(struct cli *c, const char *flag, const char *v) {
+    if (!*v) cli_die("%s: empty text", flag);
+    if (c->n_stops == (int)CLI_ARRAY_LEN(c->stops)) cli_die("%s: at most %d", flag, (int)CLI_ARRAY_LEN(c->stops));
+    c->stops[c->n_stops++] = v;
+}
+
+static void cli_flag_stop_ids(struct cli *c, const char *flag, const char *v) {
+    c->n_stop_ids = cli_parse_id_list(flag, v, c->stop_ids, (int)CLI_ARRAY_LEN(c->stop_ids));
+}
+
+// What a flag takes and what it sets (a row of cli_flags).
+enum cli_flag_kind {
+    CLI_FLAG_TRUE,     // no value: the bool becomes true
+    CLI_FLAG_SET,      // no value: the int becomes lo
+    CLI_FLAG_STR,      // the value, as it is
+    CLI_FLAG_INT,      // an integer in [lo, hi] into an int, a long long or a size_t
+    CLI_FLAG_LLONG,
+    CLI_FLAG_SIZE,
+    CLI_FLAG_FLOAT,    // a number in [flo, fhi] into a float or a double
+    CLI_FLAG_DOUBLE,
+    CLI_FLAG_FN,       // the value, to fn
+    CLI_FLAG_ONOFF,    // llama.cpp's -fa: the bool becomes true; an optional on, off or auto
+    CLI_FLAG_HELP,     // the usage text, exit 0
+};
+struct cli_flag {
+    const char *names[3];
+    enum cli_flag_kind kind;
+    size_t off;              // the field it sets (offsetof struct cli)
+    long long lo, hi;
+    double flo, fhi;
+    void (*fn)(struct cli *c, const char *flag, const char *v);
+    size_t also;             // a bool it sets too (0: none; ep, which holds no bool, comes first)
+    const char *only;        // the one command that has it (NULL: every command)
+};
+
+// The offset of a field of struct cli, which must be of type T (else the build fails).
+#define CLI_FIELD(field, T) _Generic(((struct cli *)0)->field, T: offsetof(struct cli, field))
+#define CLI_TRUE(f) .kind = CLI_FLAG_TRUE, .off = CLI_FIELD(f, bool)
+#define CLI_SET(f, v) .kind = CLI_FLAG_SET, .off = CLI_FIELD(f, int), .lo = (v)
+#define CLI_STR(f) .kind = CLI_FLAG_STR, .off = CLI_FIELD(f, const char *)
+#define CLI_INT(f, l, h) .kind = CLI_FLAG_INT, .off = CLI_FIELD(f, int), .lo = (l), .hi = (h)
+#define CLI_LLONG(f, l, h) .kind = CLI_FLAG_LLONG, .off = CLI_FIELD(f, long long), .lo = (l), .hi = (h)
+#define CLI_SIZE(f, l, h) .kind = CLI_FLAG_SIZE, .off = CLI_FIELD(f, size_t), .lo = (l), .hi = (h)
+#define CLI_FLOAT(f, l, h) .kind = CLI_FLAG_FLOAT, .off = CLI_FIELD(f, float), .flo = (l), .fhi = (h)
+#define CLI_DOUBLE(f, l, h) .kind = CLI_FLAG_DOUBLE, .off = CLI_FIELD(f, double), .flo = (l), .fhi = (h)
+#define CLI_FN(f) .kind = CLI_FLAG_FN, .fn = (f)
+#define CLI_ALSO(f) .also = CLI_FIELD(f, bool)
+
+// Every flag of the commands that take struct cli (pull and quantize parse their own): its
+// spellings, its value and the field it sets. Messages name the spelling that was given.
+static const struct cli_flag cli_flags[] = {
+    {{"-m", "--model"}, CLI_STR(ep.model_path)},
+    {{"-t", "--threads"}, CLI_INT(ep.n_threads, 1, 512)},
+    {{"-c", "--max-model-len", "--ctx-size"}, CLI_INT(ep.max_model_len, 1, 1 << 24), CLI_ALSO(ctx_set)},
+    {{"--block-size"}, CLI_INT(ep.block_size, 8, 32)},
+    {{"--kv-cache-dtype"}, CLI_FN(cli_flag_kv_dtype)},
+    {{"--kv-cache-memory"}, CLI_SIZE(ep.kv_cache_bytes, 1, LLONG_MAX)},
+    {{"-p", "--prompt"}, CLI_STR(prompt)},
+    {{"-f", "--file"}, CLI_STR(prompt_file)},
+    {{"--tokens"}, CLI_STR(tokens)},
+    {{"--no-bos"}, CLI_TRUE(no_bos)},
+    {{"--special"}, CLI_TRUE(special)},
+    {{"-n", "--n-predict", "--n-gen"}, CLI_INT(n_predict, -1, 1 << 24), CLI_ALSO(n_predict_set)},
+    {{"--n-prompt"}, CLI_STR(prompt)},
+    {{"-r", "--repetitions"}, CLI_INT(reps, 1, 1000)},
+    {{"--ignore-eos"}, CLI_TRUE(ignore_eos)},
+    {{"--temp"}, CLI_FLOAT(sp.temperature, 0.0, 100.0)},
+    {{"--top-k"}, CLI_INT(sp.top_k, 0, INT_MAX)},
+    {{"--top-p"}, CLI_FLOAT(sp.top_p, 0.0, 1.0)},
+    {{"--min-p"}, CLI_FLOAT(sp.min_p, 0.0, 1.0)},
+    {{"--repeat-penalty"}, CLI_FLOAT(sp.repeat_penalty, 1e-3, 100.0)},
+    {{"--frequency-penalty"}, CLI_FLOAT(sp.frequency_penalty, -100.0, 100.0)},
+    {{"--presence-penalty"}, CLI_FLOAT(sp.presence_penalty, -100.0, 100.0)},
+    {{"--repeat-last-n"}, CLI_INT(sp.penalty_last_n, 0, 1 << 20)},
+    {{"-s", "--seed"}, CLI_FN(cli_flag_seed)},
+    {{"--stop"}, CLI_FN(cli_flag_stop)},
+    {{"--stop-token-ids"}, CLI_FN(cli_flag_stop_ids)},
+    {{"--chat-template"}, CLI_STR(chat_template)},
+    {{"-sys", "--system", "--system-prompt"}, CLI_STR(system)},
+    {{"--json"}, CLI_TRUE(json)},
+    {{"--ids"}, CLI_TRUE(ids)},
+    {{"--tensors"}, CLI_TRUE(tensors)},
+    {{"--backend"}, CLI_FN(cli_flag_backend)},
+    {{"--device"}, CLI_INT(ep.device, 0, 63)},
+    {{"--max-num-seqs"}, CLI_INT(ep.max_num_seqs, 1, 65536)},
+    {{"--max-num-batched-tokens"}, CLI_INT(ep.max_num_batched_tokens, 1, 65536)},
+    {{"--enable-prefix-caching"}, CLI_SET(ep.enable_prefix_caching, 1)},
+    {{"--no-enable-prefix-caching"}, CLI_SET(ep.enable_prefix_caching, 0)},
+    {{"--speculative-ngram"}, CLI_SET(ep.speculative_ngram, 1)},
+    {{"--speculative-model", "-md", "--model-draft"}, CLI_STR(ep.speculative_model)},
+    {{"--num-speculative-tokens", "--draft-max", "--draft"}, CLI_INT(ep.num_speculative_tokens, 0, 16)},
+    {{"--prompt-lookup-min"}, CLI_INT(ep.prompt_lookup_min, 1, 64)},
+    {{"--prompt-lookup-max"}, CLI_INT(ep.prompt_lookup_max, 1, 64)},
+    {{"--host"}, CLI_STR(host)},
+    {{"--base-url"}, CLI_STR(base_url), CLI_ALSO(serve)},
+    {{"--max-concurrency"}, CLI_INT(max_concurrency, 1, 4096), CLI_ALSO(serve)},
+    {{"--port"}, CLI_INT(port, 0, 65535)},
+    {{"--api-key"}, CLI_STR(api_key)},
+    {{"--served-model-name"}, CLI_STR(served_model_name)},
+    {{"--max-queued-requests"}, CLI_INT(max_queued, 0, 1 << 20)},
+    {{"--max-body-size"}, CLI_LLONG(max_body, 1024, 1ll << 32)},
+    {{"--timeout"}, CLI_INT(timeout_s, 1, 86400)},
+    {{"--shutdown-timeout"}, CLI_INT(shutdown_timeout_s, 0, 86400)},
+    {{"--max-connections"}, CLI_INT(max_connections, 1, 65536)},
+    {{"--max-connections-per-ip"}, CLI_INT(max_connections_per_ip, 0, 65536)},
+    {{"--header-timeout"}, CLI_INT(header_timeout_s, 1, 86400)},
+    {{"--body-min-rate"}, CLI_LLONG(body_min_rate, 0, 1ll << 40)},
+    {{"--max-body-memory"}, CLI_LLONG(max_body_memory, 1024, 1ll << 46)},
+    {{"--no-mmap"}, CLI_SET(ep.no_mmap, 1)},
+    {{"--quantize"}, CLI_STR(ep.quantize)},
+    {{"--scheduling-policy"}, CLI_FN(cli_flag_sched)},
+    {{"--gpu-memory-utilization"}, CLI_FLOAT(ep.gpu_memory_utilization, 1e-4, 1.0)},
+    {{"--requests"}, CLI_STR(requests)},
+    {{"--num-prompts"}, CLI_INT(num_prompts, 1, 1 << 20), CLI_ALSO(serve)},
+    {{"--input-len"}, CLI_INT(input_len, 1, 1 << 20), CLI_ALSO(serve)},
+    {{"--output-len"}, CLI_INT(output_len, 1, 1 << 20), CLI_ALSO(serve)},
+    {{"--request-rate"}, CLI_DOUBLE(request_rate, 0.0, 1e9), CLI_ALSO(serve)},
+    {{"--rag"}, CLI_TRUE(rag), CLI_ALSO(serve)},
+    {{"--context-len"}, CLI_INT(context_len, 1, 1 << 20), CLI_ALSO(serve)},
+    {{"--questions"}, CLI_INT(questions, 1, 1 << 20), CLI_ALSO(serve)},
+    {{"--logprobs"}, CLI_INT(logprobs, 0, 20)},
+    {{"-v", "--verbose"}, CLI_TRUE(verbose)},
+    {{"--chunks"}, CLI_INT(chunks, 1, INT_MAX)},
+    {{"-b", "--batch-size"}, CLI_INT(batch, 1, 1 << 24), .only = "perplexity"},   // elsewhere: cli_foreign_flags
+    {{"--kl-divergence-base", "--save-all-logits"}, CLI_STR(kld_base)},
+    {{"--kl-divergence"}, CLI_TRUE(kl_divergence)},
+    {{"-ngl", "--n-gpu-layers", "--gpu-layers"}, CLI_INT(n_gpu_layers, 0, INT_MAX)},
+    {{"-fa", "--flash-attn"}, .kind = CLI_FLAG_ONOFF, .off = CLI_FIELD(flash_attn, bool)},
+    {{"-h", "--help"}, .kind = CLI_FLAG_HELP},
+};
+#undef CLI_FIELD
+#undef CLI_TRUE
+#undef CLI_SET
+#undef CLI_STR
+#undef CLI_INT
+#undef CLI_LLONG
+#undef CLI_SIZE
+#undef CLI_FLOAT
+#undef CLI_DOUBLE
+#undef CLI_FN
+#undef CLI_ALSO
+
+// The row of flag a for command cmd, or cli_die: an unknown flag (with what to use instead when
+// it is one of llama.cpp's or vLLM's).
+static const struct cli_flag *cli_flag_find(const char *a, const char *cmd) {
+    for (size_t k = 0; k < CLI_ARRAY_LEN(cli_flags); k++) {
+        const struct cli_flag *f = &cli_flags[k];
+        for (size_t j = 0; j < CLI_ARRAY_LEN(f->names) && f->names[j]; j++)
+            if (!strcmp(a, f->names[j]) && (!f->only || !strcmp(f->only, cmd))) return f;
+    }
+    for (size_t k = 0; k < CLI_ARRAY_LEN(cli_foreign_flags); k++)
+        if (!strcmp(a, cli_foreign_flags[k].flag))
+            cli_die("unknown option '%s': %s (see llm --help)", a, cli_foreign_flags[k].hint);
+    cli_die("unknown option '%s' (see llm --help)", a);
+}
+
+// Sets what row f sets from value v (a: the flag as given, for messages).
+static void cli_flag_apply(const struct cli_flag *f, struct cli *c, const char *a, const char *v) {
+    char *field = (char *)c + f->off;
+    switch (f->kind) {
+    case CLI_FLAG_TRUE: *(bool *)field = true; break;
+    case CLI_FLAG_SET: *(int *)field = (int)f->lo; break;
+    case CLI_FLAG_STR: *(const char **)field = v; break;
+    case CLI_FLAG_INT: *(int *)field = (int)cli_parse_int(a, v, f->lo, f->hi); break;
+    case CLI_FLAG_LLONG: *(long long *)field = cli_parse_int(a, v, f->lo, f->hi); break;
+    case CLI_FLAG_SIZE: *(size_t *)field = (size_t)cli_parse_int(a, v, f->lo, f->hi); break;
+    case CLI_FLAG_FLOAT: *(float *)field = (float)cli_parse_float(a, v, f->flo, f->fhi); break;
+    case CLI_FLAG_DOUBLE: *(double *)field = cli_parse_float(a, v, f->flo, f->fhi); break;
+    case CLI_FLAG_FN: f->fn(c, a, v); break;
+    case CLI_FLAG_ONOFF: case CLI_FLAG_HELP: break;
+    }
+    if (f->also) *(bool *)((char *)c + f->also) = true;
+}
+
+// The value of flag a (argv[*i]): the one after '=' (taken: *inline_val becomes NULL), else the
+// next argument, else cli_die.
+static const char *cli_flag_value(const char *a, const char **inline_val, int argc, char **argv, int *i) {
+    if (*inline_val) return cli_take(inline_val);
+    if (*i + 1 < argc) return argv[++*i];
+    cli_die("%s needs a value", a);
+}
+
+// -fa / --flash-attn: llama.cpp's takes an optional on, off or auto (after '=', or the next
+// argument when it is one of them); none of them changes anything here.
+static void cli_flag_onoff(const struct cli_flag *f, struct cli *c, const char *a, const char **inline_val,
+                           int argc, char **argv, int *i) {
+    *(bool *)((char *)c + f->off) = true;
+    const char *v = *inline_val ? cli_take(inline_val) : NULL;
+    if (!v && *i + 1 < argc && (!strcmp(argv[*i + 1], "on") || !strcmp(argv[*i + 1], "off") ||
+                                !strcmp(argv[*i + 1], "auto")))
+        v = argv[++*i];
+    if (v && strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto")) cli_die("%s: on, off or auto, not '%s'", a, v);
+}
+
+// After the flags: a model was given, and the chat template (if any) is one llm knows.
+static void cli_args_check(const struct cli *c) {
+    if (!c->ep.model_path) cli_die("no model given: use -m FILE (see llm --help)");
+    if (c->chat_template) {
+        struct llm_chat_message m = {"user", "x"};
+        if (llm_chat_apply(c->chat_template, &m, 1, 1, NULL, 0) < 0)
+            cli_die("--chat-template: unknown template '%s' (chatml, llama3, llama2, mistral, zephyr, gemma, phi3, "
+                    "qwen3)", c->chat_template);
+    }
+}
+
+void cli_parse_args(int argc, char **argv, struct cli *c) {
+    cli_args_defaults(c, argv[1]);
     char name[64];
-    const bool perplexity = !strcmp(argv[1], "perplexity");
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *inline_val = NULL;
         // --flag=value: the value after '=' (long flags only, as getopt_long)
@@ -373,142 +613,14 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
             a = name;
             inline_val = eq + 1;
         }
-#define CLI_ARG() (inline_val ? cli_take(&inline_val) : i + 1 < argc ? argv[++i] : (cli_die("%s needs a value", a), (char *)NULL))
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) c->ep.model_path = CLI_ARG();
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) c->ep.n_threads = (int)cli_parse_int(a, CLI_ARG(), 1, 512);
-        else if (!strcmp(a, "-c") || !strcmp(a, "--max-model-len") || !strcmp(a, "--ctx-size")) {
-            c->ep.max_model_len = (int)cli_parse_int(a, CLI_ARG(), 1, 1 << 24);
-            c->ctx_set = true;
-        }
-        else if (!strcmp(a, "--block-size")) c->ep.block_size = (int)cli_parse_int(a, CLI_ARG(), 8, 32);
-        else if (!strcmp(a, "--kv-cache-dtype")) {
-            const char *v = CLI_ARG();
-            if (!strcmp(v, "f16")) c->ep.kv_cache_dtype = LLM_KV_F16;
-            else if (!strcmp(v, "f32")) c->ep.kv_cache_dtype = LLM_KV_F32;
-            else cli_die("--kv-cache-dtype: f16 or f32, not '%s'", v);
-        }
-        else if (!strcmp(a, "--kv-cache-memory")) c->ep.kv_cache_bytes = (size_t)cli_parse_int(a, CLI_ARG(), 1, LLONG_MAX);
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) c->prompt = CLI_ARG();
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) c->prompt_file = CLI_ARG();
-        else if (!strcmp(a, "--tokens")) c->tokens = CLI_ARG();
-        else if (!strcmp(a, "--no-bos")) c->no_bos = true;
-        else if (!strcmp(a, "--special")) c->special = true;
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict") || !strcmp(a, "--n-gen")) {
-            c->n_predict = (int)cli_parse_int(a, CLI_ARG(), -1, 1 << 24);
-            c->n_predict_set = true;
-        }
-        else if (!strcmp(a, "--n-prompt")) c->prompt = CLI_ARG();
-        else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) c->reps = (int)cli_parse_int(a, CLI_ARG(), 1, 1000);
-        else if (!strcmp(a, "--ignore-eos")) c->ignore_eos = true;
-        else if (!strcmp(a, "--temp")) c->sp.temperature = (float)cli_parse_float(a, CLI_ARG(), 0.0, 100.0);
-        else if (!strcmp(a, "--top-k")) c->sp.top_k = (int)cli_parse_int(a, CLI_ARG(), 0, INT_MAX);
-        else if (!strcmp(a, "--top-p")) c->sp.top_p = (float)cli_parse_float(a, CLI_ARG(), 0.0, 1.0);
-        else if (!strcmp(a, "--min-p")) c->sp.min_p = (float)cli_parse_float(a, CLI_ARG(), 0.0, 1.0);
-        else if (!strcmp(a, "--repeat-penalty")) c->sp.repeat_penalty = (float)cli_parse_float(a, CLI_ARG(), 1e-3, 100.0);
-        else if (!strcmp(a, "--frequency-penalty")) c->sp.frequency_penalty = (float)cli_parse_float(a, CLI_ARG(), -100.0, 100.0);
-        else if (!strcmp(a, "--presence-penalty")) c->sp.presence_penalty = (float)cli_parse_float(a, CLI_ARG(), -100.0, 100.0);
-        else if (!strcmp(a, "--repeat-last-n")) c->sp.penalty_last_n = (int)cli_parse_int(a, CLI_ARG(), 0, 1 << 20);
-        else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) {
-            long long v = cli_parse_int(a, CLI_ARG(), -1, LLONG_MAX);   // -1: random, as llama.cpp's
-            c->seed_set = v >= 0;
-            c->seed = c->sp.seed = v >= 0 ? (uint64_t)v : 0;
-        }
-        else if (!strcmp(a, "--stop")) {
-            const char *s = CLI_ARG();
-            if (!*s) cli_die("--stop: empty text");
-            if (c->n_stops == (int)CLI_ARRAY_LEN(c->stops)) cli_die("--stop: at most %d", (int)CLI_ARRAY_LEN(c->stops));
-            c->stops[c->n_stops++] = s;
-        }
-        else if (!strcmp(a, "--stop-token-ids"))
-            c->n_stop_ids = cli_parse_id_list(a, CLI_ARG(), c->stop_ids, (int)CLI_ARRAY_LEN(c->stop_ids));
-        else if (!strcmp(a, "--chat-template")) c->chat_template = CLI_ARG();
-        else if (!strcmp(a, "-sys") || !strcmp(a, "--system") || !strcmp(a, "--system-prompt")) c->system = CLI_ARG();
-        else if (!strcmp(a, "--json")) c->json = true;
-        else if (!strcmp(a, "--ids")) c->ids = true;
-        else if (!strcmp(a, "--tensors")) c->tensors = true;
-        else if (!strcmp(a, "--backend")) {
-            const char *v = CLI_ARG();
-            if (!strcmp(v, "cpu")) c->ep.backend = LLM_BACKEND_CPU;
-            else if (!strcmp(v, "vulkan")) c->ep.backend = LLM_BACKEND_VULKAN;
-            else if (!strcmp(v, "cuda")) c->ep.backend = LLM_BACKEND_CUDA;
-            else if (!strcmp(v, "auto")) c->ep.backend = LLM_BACKEND_AUTO;
-            else cli_die("--backend: cpu, cuda, vulkan or auto, not '%s'", v);
-        }
-        else if (!strcmp(a, "--device")) c->ep.device = (int)cli_parse_int(a, CLI_ARG(), 0, 63);
-        else if (!strcmp(a, "--max-num-seqs")) c->ep.max_num_seqs = (int)cli_parse_int(a, CLI_ARG(), 1, 65536);
-        else if (!strcmp(a, "--max-num-batched-tokens")) c->ep.max_num_batched_tokens = (int)cli_parse_int(a, CLI_ARG(), 1, 65536);
-        else if (!strcmp(a, "--enable-prefix-caching")) c->ep.enable_prefix_caching = 1;
-        else if (!strcmp(a, "--no-enable-prefix-caching")) c->ep.enable_prefix_caching = 0;
-        else if (!strcmp(a, "--speculative-ngram")) c->ep.speculative_ngram = 1;
-        else if (!strcmp(a, "--speculative-model") || !strcmp(a, "-md") || !strcmp(a, "--model-draft"))
-            c->ep.speculative_model = CLI_ARG();
-        else if (!strcmp(a, "--num-speculative-tokens") || !strcmp(a, "--draft-max") || !strcmp(a, "--draft"))
-            c->ep.num_speculative_tokens = (int)cli_parse_int(a, CLI_ARG(), 0, 16);
-        else if (!strcmp(a, "--prompt-lookup-min")) c->ep.prompt_lookup_min = (int)cli_parse_int(a, CLI_ARG(), 1, 64);
-        else if (!strcmp(a, "--prompt-lookup-max")) c->ep.prompt_lookup_max = (int)cli_parse_int(a, CLI_ARG(), 1, 64);
-        else if (!strcmp(a, "--host")) c->host = CLI_ARG();
-        else if (!strcmp(a, "--base-url")) { c->base_url = CLI_ARG(); c->serve = true; }
-        else if (!strcmp(a, "--max-concurrency")) { c->max_concurrency = (int)cli_parse_int(a, CLI_ARG(), 1, 4096); c->serve = true; }
-        else if (!strcmp(a, "--port")) c->port = (int)cli_parse_int(a, CLI_ARG(), 0, 65535);
-        else if (!strcmp(a, "--api-key")) c->api_key = CLI_ARG();
-        else if (!strcmp(a, "--served-model-name")) c->served_model_name = CLI_ARG();
-        else if (!strcmp(a, "--max-queued-requests")) c->max_queued = (int)cli_parse_int(a, CLI_ARG(), 0, 1 << 20);
-        else if (!strcmp(a, "--max-body-size")) c->max_body = cli_parse_int(a, CLI_ARG(), 1024, 1ll << 32);
-        else if (!strcmp(a, "--timeout")) c->timeout_s = (int)cli_parse_int(a, CLI_ARG(), 1, 86400);
-        else if (!strcmp(a, "--shutdown-timeout")) c->shutdown_timeout_s = (int)cli_parse_int(a, CLI_ARG(), 0, 86400);
-        else if (!strcmp(a, "--max-connections")) c->max_connections = (int)cli_parse_int(a, CLI_ARG(), 1, 65536);
-        else if (!strcmp(a, "--max-connections-per-ip")) c->max_connections_per_ip = (int)cli_parse_int(a, CLI_ARG(), 0, 65536);
-        else if (!strcmp(a, "--header-timeout")) c->header_timeout_s = (int)cli_parse_int(a, CLI_ARG(), 1, 86400);
-        else if (!strcmp(a, "--body-min-rate")) c->body_min_rate = cli_parse_int(a, CLI_ARG(), 0, 1ll << 40);
-        else if (!strcmp(a, "--max-body-memory")) c->max_body_memory = cli_parse_int(a, CLI_ARG(), 1024, 1ll << 46);
-        else if (!strcmp(a, "--no-mmap")) c->ep.no_mmap = 1;
-        else if (!strcmp(a, "--quantize")) c->ep.quantize = CLI_ARG();
-        else if (!strcmp(a, "--scheduling-policy")) {
-            const char *v = CLI_ARG();
-            if (!strcmp(v, "fcfs")) c->ep.scheduling_policy = LLM_SCHED_FCFS;
-            else if (!strcmp(v, "priority")) c->ep.scheduling_policy = LLM_SCHED_PRIORITY;
-            else cli_die("--scheduling-policy: fcfs or priority, not '%s'", v);
-        }
-        else if (!strcmp(a, "--gpu-memory-utilization")) c->ep.gpu_memory_utilization = (float)cli_parse_float(a, CLI_ARG(), 1e-4, 1.0);
-        else if (!strcmp(a, "--requests")) c->requests = CLI_ARG();
-        else if (!strcmp(a, "--num-prompts")) { c->num_prompts = (int)cli_parse_int(a, CLI_ARG(), 1, 1 << 20); c->serve = true; }
-        else if (!strcmp(a, "--input-len")) { c->input_len = (int)cli_parse_int(a, CLI_ARG(), 1, 1 << 20); c->serve = true; }
-        else if (!strcmp(a, "--output-len")) { c->output_len = (int)cli_parse_int(a, CLI_ARG(), 1, 1 << 20); c->serve = true; }
-        else if (!strcmp(a, "--request-rate")) { c->request_rate = cli_parse_float(a, CLI_ARG(), 0.0, 1e9); c->serve = true; }
-        else if (!strcmp(a, "--rag")) { c->rag = true; c->serve = true; }
-        else if (!strcmp(a, "--context-len")) { c->context_len = (int)cli_parse_int(a, CLI_ARG(), 1, 1 << 20); c->serve = true; }
-        else if (!strcmp(a, "--questions")) { c->questions = (int)cli_parse_int(a, CLI_ARG(), 1, 1 << 20); c->serve = true; }
-        else if (!strcmp(a, "--logprobs")) c->logprobs = (int)cli_parse_int(a, CLI_ARG(), 0, 20);
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) c->verbose = true;
-        else if (!strcmp(a, "--chunks")) c->chunks = (int)cli_parse_int(a, CLI_ARG(), 1, INT_MAX);
-        else if (perplexity && (!strcmp(a, "-b") || !strcmp(a, "--batch-size"))) c->batch = (int)cli_parse_int(a, CLI_ARG(), 1, 1 << 24);
-        else if (!strcmp(a, "--kl-divergence-base") || !strcmp(a, "--save-all-logits")) c->kld_base = CLI_ARG();
-        else if (!strcmp(a, "--kl-divergence")) c->kl_divergence = true;
-        else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers") || !strcmp(a, "--gpu-layers"))
-            c->n_gpu_layers = (int)cli_parse_int(a, CLI_ARG(), 0, INT_MAX);
-        else if (!strcmp(a, "-fa") || !strcmp(a, "--flash-attn")) {
-            c->flash_attn = true;   // llama.cpp's -fa takes an optional on, off or auto
-            const char *v = inline_val ? cli_take(&inline_val) : NULL;
-            if (!v && i + 1 < argc && (!strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off") || !strcmp(argv[i + 1], "auto")))
-                v = argv[++i];
-            if (v && strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto")) cli_die("%s: on, off or auto, not '%s'", a, v);
-        }
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(cli_usage, stdout); exit(0); }
-        else {
-            for (size_t k = 0; k < CLI_ARRAY_LEN(cli_foreign_flags); k++)
-                if (!strcmp(a, cli_foreign_flags[k].flag))
-                    cli_die("unknown option '%s': %s (see llm --help)", a, cli_foreign_flags[k].hint);
-            cli_die("unknown option '%s' (see llm --help)", a);
-        }
+        const struct cli_flag *f = cli_flag_find(a, argv[1]);
+        if (f->kind == CLI_FLAG_HELP) { fputs(cli_usage, stdout); exit(0); }
+        if (f->kind == CLI_FLAG_ONOFF) cli_flag_onoff(f, c, a, &inline_val, argc, argv, &i);
+        else if (f->kind == CLI_FLAG_TRUE || f->kind == CLI_FLAG_SET) cli_flag_apply(f, c, a, NULL);
+        else cli_flag_apply(f, c, a, cli_flag_value(a, &inline_val, argc, argv, &i));
         if (inline_val) cli_die("%s takes no value (got '%s')", a, inline_val);
-#undef CLI_ARG
     }
-    if (!c->ep.model_path) cli_die("no model given: use -m FILE (see llm --help)");
-    if (c->chat_template) {
-        struct llm_chat_message m = {"user", "x"};
-        if (llm_chat_apply(c->chat_template, &m, 1, 1, NULL, 0) < 0)
-            cli_die("--chat-template: unknown template '%s' (chatml, llama3, llama2, mistral, zephyr, gemma, phi3, qwen3)", c->chat_template);
-    }
+    cli_args_check(c);
 }
 
 // --- what the commands share ---
@@ -593,8 +705,8 @@ bool cli_spec_used(const struct llm_engine_stats *st) { return st->spec_proposed
 void cli_spec_print(FILE *f, const char *indent, const struct llm_engine_stats *st) {
     long long prop = 0, kept = 0;
     for (int i = 0; i < 16; i++) { prop += st->spec_proposed[i]; kept += st->spec_accepted[i]; }
-    fprintf(f, "%sspeculation: %lld of %lld drafts kept (%.1f%%), %.2f tokens per verification; kept by position:", indent,
-            kept, prop, prop ? 100.0 * (double)kept / (double)prop : 0.0,
+    fprintf(f, "%sspeculation: %lld of %lld drafts kept (%.1f%%), %.2f tokens per verification; kept by position:",
+            indent, kept, prop, prop ? 100.0 * (double)kept / (double)prop : 0.0,
             st->spec_verifications ? (double)st->spec_emitted / (double)st->spec_verifications : 0.0);
     for (int i = 0; i < 16 && st->spec_proposed[i]; i++)
         fprintf(f, " %.0f%%", 100.0 * (double)st->spec_accepted[i] / (double)st->spec_proposed[i]);
@@ -616,7 +728,8 @@ json_t *cli_spec_json(const struct llm_engine_stats *st) {
     cli_jset(o, "proposed_by_position", prop);
     cli_jset(o, "kept_by_position", kept);
     cli_jset(o, "verifications", cli_json_int(st->spec_verifications));
-    cli_jset(o, "tokens_per_verification", cli_json_num(st->spec_verifications ? (double)st->spec_emitted / (double)st->spec_verifications : 0.0, 3));
+    double per_verification = st->spec_verifications ? (double)st->spec_emitted / (double)st->spec_verifications : 0.0;
+    cli_jset(o, "tokens_per_verification", cli_json_num(per_verification, 3));
     cli_jset(o, "draft_ms", cli_json_num(st->spec_draft_seconds * 1e3, 3));
     cli_jset(o, "verify_ms", cli_json_num(st->spec_verify_seconds * 1e3, 3));
     return o;

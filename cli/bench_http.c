@@ -51,7 +51,8 @@ static void cli_hreq_event(struct cli_hreq *q, const char *data, size_t n) {
     json_t *err = json_object_get(v, "error");
     if (err) {
         q->failed = true;
-        snprintf(q->error, sizeof(q->error), "%s", json_string_value(json_object_get(err, "message")) ? json_string_value(json_object_get(err, "message")) : "an error event");
+        const char *msg = json_string_value(json_object_get(err, "message"));
+        snprintf(q->error, sizeof(q->error), "%s", msg ? msg : "an error event");
     }
     json_t *ch = json_array_get(json_object_get(v, "choices"), 0);
     const char *text = json_string_value(json_object_get(ch, "text"));
@@ -119,7 +120,8 @@ static void *cli_hbench_worker(void *arg) {
             nanosleep(&ts, NULL);
         }
         json_t *body = cli_jcheck(json_object()), *ids = cli_jcheck(json_array()), *so = cli_jcheck(json_object());
-        for (int t = 0; t < B->w->in_len; t++) cli_jpush(ids, cli_json_int(B->w->prompts[(size_t)i * (size_t)B->w->in_len + (size_t)t]));
+        const int32_t *prompt = B->w->prompts + (size_t)i * (size_t)B->w->in_len;
+        for (int t = 0; t < B->w->in_len; t++) cli_jpush(ids, cli_json_int(prompt[t]));
         cli_jset(body, "prompt", ids);
         cli_jset(body, "max_tokens", cli_json_int(c->output_len));
         cli_jset(body, "temperature", cli_jcheck(json_real(0.0)));
@@ -216,9 +218,13 @@ int cli_cmd_bench_http(struct cli *c) {
     R.output_tps = (double)R.n_output / R.elapsed;
     R.total_tps = (double)(R.n_output + R.n_prompt) / R.elapsed;
     const double ps[3] = {50, 90, 99};
-    for (int i = 0; i < 3; i++) { R.ttft[i] = cli_percentile(ttft, n_ok, ps[i]); R.itl[i] = cli_percentile(itl, n_itl, ps[i]); }
+    for (int i = 0; i < 3; i++) {
+        R.ttft[i] = cli_percentile(ttft, n_ok, ps[i]);
+        R.itl[i] = cli_percentile(itl, n_itl, ps[i]);
+    }
     cli_bench_print(c, &R, B.url);
-    if (first_error) fprintf(stderr, "llm: bench: %d of %d requests failed; the first: %s\n", R.n_failed, w.n, first_error);
+    if (first_error)
+        fprintf(stderr, "llm: bench: %d of %d requests failed; the first: %s\n", R.n_failed, w.n, first_error);
     for (int i = 0; i < w.n; i++) {
         free(B.r[i].itl);
         free(B.r[i].buf.p);

@@ -2,8 +2,8 @@
 // as SQLite's shell.c is built against sqlite3.h: it uses nothing of the engine but its public
 // interface, and is an example of it.
 //
-//   main.c   the command table and the usage text
-//   args.c   flags, number parsing, reading files, the prompt of run / tokenize, JSON output
+//   main.c   the usage text and main, which runs the command
+//   args.c   the table of flags, number parsing, reading files, the prompt of run / tokenize, JSON output
 //            (Jansson), UTF-8 checks, escaped text, token pieces
 //   run.c    llm run, llm chat
 //   info.c   llm info (and --devices), llm tokenize, llm detokenize
@@ -160,8 +160,8 @@ char *cli_read_stream(FILE *f, const char *name, size_t max, size_t *len);
 // program waiting for the answer.
 long long cli_getline(FILE *f, struct cli_strbuf *b, size_t max);
 
-// Parses argv[2..] (argv[1] is the command) over the defaults. Flags that take a value take it
-// as the next argument or after '=' (--temp=0.5).
+// Parses argv[2..] (argv[1] is the command) over the defaults, by the table of flags in args.c
+// (cli_flags). Flags that take a value take it as the next argument or after '=' (--temp=0.5).
 void cli_parse_args(int argc, char **argv, struct cli *c);
 // The engine of the flags, or cli_die with the model file's name and the message. Notes on
 // stderr for llama.cpp's flags that change nothing here (-ngl, -fa), and a warning when -c is

@@ -84,34 +84,49 @@ static void cli_meta_print(const struct llm_meta *kv) {
 
 static void cli_print_str(const char *s) { cli_print_escaped(stdout, s, strlen(s), 0); }
 
-// llm info: the file opened with LLM_LOAD_METADATA (any well-formed GGUF file), and when the
-// model can run, the engine the flags make (context in use, tokens the KV cache holds).
-int cli_cmd_info(struct cli *c) {
+// What llm info found: the file opened for its metadata (E), the engine that runs it (R, or NULL
+// and why not), and its tensors summed per type.
+struct cli_info {
+    llm_engine *E, *R;
+    struct llm_model_info mi;
+    struct llm_engine_info ei;
+    const char *why;           // why the model cannot run, or NULL
+    char err[512];
+    bool shape;                // the hyper-parameters could be read
+    struct cli_type_sum *sum;  // n_types, in the order of the type numbers
+    int n_types;
+};
+
+// Opens the file with LLM_LOAD_METADATA (any well-formed GGUF file), and when the model can run,
+// the engine the flags make (context in use, tokens the KV cache holds).
+static void cli_info_open(struct cli *c, struct cli_info *in) {
     struct llm_engine_params mp = c->ep;
     mp.load = LLM_LOAD_METADATA;
     mp.verbose = 0;
-    char err[512];
-    llm_engine *E = llm_engine_create(&mp, err, sizeof(err));
-    if (!E) cli_die("%s: %s", c->ep.model_path, err);
-    struct llm_model_info mi;
-    struct llm_engine_info ei;
-    memset(&ei, 0, sizeof(ei));
-    llm_get_model_info(E, &mi);
-    const char *why = mi.unsupported;
-    llm_engine *R = NULL;   // the engine that runs it
-    if (!why) {
+    in->E = llm_engine_create(&mp, in->err, sizeof(in->err));
+    if (!in->E) cli_die("%s: %s", c->ep.model_path, in->err);
+    memset(&in->ei, 0, sizeof(in->ei));
+    llm_get_model_info(in->E, &in->mi);
+    in->why = in->mi.unsupported;
+    in->R = NULL;
+    if (!in->why) {
         c->ep.verbose = 1;
-        if (!(R = llm_engine_create(&c->ep, err, sizeof(err)))) why = err;   // a reason the metadata did not show
-        else llm_get_engine_info(R, &ei);
+        // a reason the metadata did not show
+        if (!(in->R = llm_engine_create(&c->ep, in->err, sizeof(in->err)))) in->why = in->err;
+        else llm_get_engine_info(in->R, &in->ei);
     }
-    bool shape = mi.n_layer > 0;   // the hyper-parameters could be read
-    // tensor summary: count and bytes per type, in the order of the type numbers
-    struct cli_type_sum *sum = calloc((size_t)CLI_MAX(mi.n_tensors, 1), sizeof(*sum));
-    if (!sum) cli_die("out of memory");
+    in->shape = in->mi.n_layer > 0;
+}
+
+// The tensor summary: count and bytes per type, in the order of the type numbers.
+static void cli_info_sum_types(struct cli_info *in) {
+    in->sum = calloc((size_t)CLI_MAX(in->mi.n_tensors, 1), sizeof(*in->sum));
+    if (!in->sum) cli_die("out of memory");
+    struct cli_type_sum *sum = in->sum;
     int n_types = 0;
-    for (int64_t i = 0; i < mi.n_tensors; i++) {
+    for (int64_t i = 0; i < in->mi.n_tensors; i++) {
         struct llm_tensor_info t;
-        if (llm_model_tensor(E, i, &t) != LLM_OK) cli_die("%s", llm_last_error(E));
+        if (llm_model_tensor(in->E, i, &t) != LLM_OK) cli_die("%s", llm_last_error(in->E));
         int k = 0;
         while (k < n_types && sum[k].type < t.type) k++;
         if (k == n_types || sum[k].type != t.type) {
@@ -122,126 +137,167 @@ int cli_cmd_info(struct cli *c) {
         sum[k].count++;
         sum[k].bytes += t.bytes;
     }
+    in->n_types = n_types;
+}
 
-    if (c->json) {
-        json_t *o = cli_jcheck(json_object()), *x;
-        cli_jset(o, "file", cli_json_cstr(c->ep.model_path));
-        cli_jset(o, "format", cli_json_cstr(mi.gguf_version ? "gguf" : "huggingface"));
-        cli_jset(o, "gguf_version", cli_json_int(mi.gguf_version));
-        cli_jset(o, "architecture", cli_json_cstr(mi.arch));
-        cli_jset(o, "name", cli_json_cstr(mi.name));
-        if (shape) {
-            x = cli_jcheck(json_object());
-            cli_jset(x, "n_layer", cli_json_int(mi.n_layer));
-            cli_jset(x, "n_embd", cli_json_int(mi.n_embd));
-            cli_jset(x, "n_head", cli_json_int(mi.n_head));
-            cli_jset(x, "n_head_kv", cli_json_int(mi.n_head_kv));
-            cli_jset(x, "head_dim", cli_json_int(mi.head_dim));
-            cli_jset(x, "n_ff", cli_json_int(mi.n_ff));
-            cli_jset(x, "n_vocab", cli_json_int(mi.n_vocab));
-        } else {
-            x = cli_jcheck(json_null());
-        }
-        cli_jset(o, "shape", x);
-        cli_jset(o, "parameters", cli_json_int(mi.n_params));
-        cli_jset(o, "weight_bytes", cli_json_int((long long)mi.weight_bytes));
+// info --json's "shape" (null when the hyper-parameters could not be read) and "context".
+static void cli_info_json_shape(json_t *o, const struct cli_info *in) {
+    const struct llm_model_info *mi = &in->mi;
+    json_t *x;
+    if (in->shape) {
         x = cli_jcheck(json_object());
-        cli_jset(x, "trained", shape ? cli_json_int(mi.n_ctx_train) : cli_jcheck(json_null()));
-        cli_jset(x, "in_use", R ? cli_json_int(ei.max_model_len) : cli_jcheck(json_null()));
-        cli_jset(x, "kv_cache_tokens", R ? cli_json_int(ei.kv_tokens) : cli_jcheck(json_null()));
-        cli_jset(o, "context", x);
-        cli_jset(o, "unsupported", cli_json_cstr(why));
-        x = cli_jcheck(json_object());
-        for (int64_t i = 0; i < mi.n_metadata; i++) {
-            struct llm_meta kv;
-            if (llm_model_meta(E, i, &kv) != LLM_OK) cli_die("%s", llm_last_error(E));
-            json_t *key = cli_json_cstr(kv.key);   // the key as UTF-8 (a bad byte becomes U+FFFD)
-            cli_jset(x, json_string_value(key), cli_meta_json(&kv));
-            json_decref(key);
-        }
-        cli_jset(o, "metadata", x);
-        x = cli_jcheck(json_object());
-        for (int k = 0; k < n_types; k++) {
-            json_t *t = cli_jcheck(json_object());
-            cli_jset(t, "count", cli_json_int(sum[k].count));
-            cli_jset(t, "bytes", cli_json_int((long long)sum[k].bytes));
-            cli_jset(t, "supported", cli_jcheck(json_boolean(sum[k].supported)));
-            cli_jset(x, sum[k].name, t);
-        }
-        cli_jset(o, "tensors", x);
-        if (c->tensors) {
-            x = cli_jcheck(json_array());
-            for (int64_t i = 0; i < mi.n_tensors; i++) {
-                struct llm_tensor_info t;
-                if (llm_model_tensor(E, i, &t) != LLM_OK) cli_die("%s", llm_last_error(E));
-                json_t *e = cli_jcheck(json_object()), *sh = cli_jcheck(json_array());
-                cli_jset(e, "name", cli_json_cstr(t.name));
-                cli_jset(e, "type", cli_json_cstr(t.type_name));
-                for (int d = 0; d < t.n_dims; d++) cli_jpush(sh, cli_json_int(t.ne[d]));
-                cli_jset(e, "shape", sh);
-                cli_jset(e, "bytes", cli_json_int((long long)t.bytes));
-                cli_jset(e, "supported", cli_jcheck(json_boolean(t.supported)));
-                cli_jpush(x, e);
-            }
-            cli_jset(o, "tensor_list", x);
-        }
-        cli_json_print(stdout, o);
+        cli_jset(x, "n_layer", cli_json_int(mi->n_layer));
+        cli_jset(x, "n_embd", cli_json_int(mi->n_embd));
+        cli_jset(x, "n_head", cli_json_int(mi->n_head));
+        cli_jset(x, "n_head_kv", cli_json_int(mi->n_head_kv));
+        cli_jset(x, "head_dim", cli_json_int(mi->head_dim));
+        cli_jset(x, "n_ff", cli_json_int(mi->n_ff));
+        cli_jset(x, "n_vocab", cli_json_int(mi->n_vocab));
     } else {
-        printf("file:          ");
-        cli_print_str(c->ep.model_path);
-        if (mi.gguf_version)
-            printf(" (GGUF v%u, %lld tensors, %lld keys)\n", mi.gguf_version, (long long)mi.n_tensors, (long long)mi.n_metadata);
-        else   // a Hugging Face directory: its keys are those a converter would write
-            printf(" (Hugging Face directory, %lld tensors, %lld keys as GGUF)\n", (long long)mi.n_tensors, (long long)mi.n_metadata);
-        printf("architecture:  ");
-        cli_print_str(mi.arch[0] ? mi.arch : "(none)");
-        if (mi.name[0]) { printf(", "); cli_print_str(mi.name); }
-        printf("\nparameters:    %.3f B, %.2f GiB of weights\n", (double)mi.n_params / 1e9, (double)mi.weight_bytes / (1 << 30));
-        if (shape)
-            printf("shape:         %d layers, embedding %d, %d heads (%d KV) of %d, FFN %d, vocabulary %d\n",
-                   mi.n_layer, mi.n_embd, mi.n_head, mi.n_head_kv, mi.head_dim, mi.n_ff, mi.n_vocab);
-        if (R)
-            printf("context:       %d trained, %d in use; KV cache holds %d tokens\n", mi.n_ctx_train, ei.max_model_len,
-                   ei.kv_tokens);
-        else if (shape)
-            printf("context:       %d trained\n", mi.n_ctx_train);
-        if (why) {
-            printf("cannot run:    ");
-            cli_print_str(why);
-            printf("\n");
-        }
-        printf("\nmetadata:\n");
-        for (int64_t i = 0; i < mi.n_metadata; i++) {
-            struct llm_meta kv;
-            if (llm_model_meta(E, i, &kv) != LLM_OK) cli_die("%s", llm_last_error(E));
-            printf("  ");
-            size_t klen = strlen(kv.key);
-            cli_print_escaped(stdout, kv.key, klen, 0);
-            printf("%*s ", klen < 44 ? (int)(44 - klen) : 0, "");
-            cli_meta_print(&kv);
-            printf("\n");
-        }
-        printf("\ntensors:\n");
-        for (int k = 0; k < n_types; k++)
-            printf("  %-10s %5lld tensors %10.2f MiB%s\n", sum[k].name, sum[k].count, (double)sum[k].bytes / (1 << 20),
-                   sum[k].supported ? "" : "  (type not supported)");
-        if (c->tensors) {
-            printf("\n");
-            for (int64_t i = 0; i < mi.n_tensors; i++) {
-                struct llm_tensor_info t;
-                if (llm_model_tensor(E, i, &t) != LLM_OK) cli_die("%s", llm_last_error(E));
-                printf("  ");
-                size_t nlen = strlen(t.name);
-                cli_print_escaped(stdout, t.name, nlen, 0);
-                printf("%*s %-10s [", nlen < 32 ? (int)(32 - nlen) : 0, "", t.type_name);
-                for (int d = 0; d < t.n_dims; d++) printf("%s%lld", d ? ", " : "", (long long)t.ne[d]);
-                printf("]%s\n", t.supported ? "" : "  (type not supported)");
-            }
-        }
+        x = cli_jcheck(json_null());
     }
-    free(sum);
-    llm_engine_free(R);
-    llm_engine_free(E);
+    cli_jset(o, "shape", x);
+    cli_jset(o, "parameters", cli_json_int(mi->n_params));
+    cli_jset(o, "weight_bytes", cli_json_int((long long)mi->weight_bytes));
+    x = cli_jcheck(json_object());
+    cli_jset(x, "trained", in->shape ? cli_json_int(mi->n_ctx_train) : cli_jcheck(json_null()));
+    cli_jset(x, "in_use", in->R ? cli_json_int(in->ei.max_model_len) : cli_jcheck(json_null()));
+    cli_jset(x, "kv_cache_tokens", in->R ? cli_json_int(in->ei.kv_tokens) : cli_jcheck(json_null()));
+    cli_jset(o, "context", x);
+}
+
+// info --json's "metadata": every key with its value (arrays as {type, length}).
+static json_t *cli_info_json_metadata(const struct cli_info *in) {
+    json_t *x = cli_jcheck(json_object());
+    for (int64_t i = 0; i < in->mi.n_metadata; i++) {
+        struct llm_meta kv;
+        if (llm_model_meta(in->E, i, &kv) != LLM_OK) cli_die("%s", llm_last_error(in->E));
+        json_t *key = cli_json_cstr(kv.key);   // the key as UTF-8 (a bad byte becomes U+FFFD)
+        cli_jset(x, json_string_value(key), cli_meta_json(&kv));
+        json_decref(key);
+    }
+    return x;
+}
+
+// info --json's "tensors" (per type) and, with --tensors, "tensor_list" (every tensor).
+static void cli_info_json_tensors(json_t *o, const struct cli *c, const struct cli_info *in) {
+    json_t *x = cli_jcheck(json_object());
+    for (int k = 0; k < in->n_types; k++) {
+        json_t *t = cli_jcheck(json_object());
+        cli_jset(t, "count", cli_json_int(in->sum[k].count));
+        cli_jset(t, "bytes", cli_json_int((long long)in->sum[k].bytes));
+        cli_jset(t, "supported", cli_jcheck(json_boolean(in->sum[k].supported)));
+        cli_jset(x, in->sum[k].name, t);
+    }
+    cli_jset(o, "tensors", x);
+    if (!c->tensors) return;
+    x = cli_jcheck(json_array());
+    for (int64_t i = 0; i < in->mi.n_tensors; i++) {
+        struct llm_tensor_info t;
+        if (llm_model_tensor(in->E, i, &t) != LLM_OK) cli_die("%s", llm_last_error(in->E));
+        json_t *e = cli_jcheck(json_object()), *sh = cli_jcheck(json_array());
+        cli_jset(e, "name", cli_json_cstr(t.name));
+        cli_jset(e, "type", cli_json_cstr(t.type_name));
+        for (int d = 0; d < t.n_dims; d++) cli_jpush(sh, cli_json_int(t.ne[d]));
+        cli_jset(e, "shape", sh);
+        cli_jset(e, "bytes", cli_json_int((long long)t.bytes));
+        cli_jset(e, "supported", cli_jcheck(json_boolean(t.supported)));
+        cli_jpush(x, e);
+    }
+    cli_jset(o, "tensor_list", x);
+}
+
+// llm info --json: one JSON object.
+static void cli_info_json(const struct cli *c, const struct cli_info *in) {
+    json_t *o = cli_jcheck(json_object());
+    cli_jset(o, "file", cli_json_cstr(c->ep.model_path));
+    cli_jset(o, "format", cli_json_cstr(in->mi.gguf_version ? "gguf" : "huggingface"));
+    cli_jset(o, "gguf_version", cli_json_int(in->mi.gguf_version));
+    cli_jset(o, "architecture", cli_json_cstr(in->mi.arch));
+    cli_jset(o, "name", cli_json_cstr(in->mi.name));
+    cli_info_json_shape(o, in);
+    cli_jset(o, "unsupported", cli_json_cstr(in->why));
+    cli_jset(o, "metadata", cli_info_json_metadata(in));
+    cli_info_json_tensors(o, c, in);
+    cli_json_print(stdout, o);
+}
+
+// llm info's first lines: file, architecture, parameters, shape, context, why it cannot run.
+static void cli_info_print_summary(const struct cli *c, const struct cli_info *in) {
+    const struct llm_model_info *mi = &in->mi;
+    printf("file:          ");
+    cli_print_str(c->ep.model_path);
+    if (mi->gguf_version)
+        printf(" (GGUF v%u, %lld tensors, %lld keys)\n", mi->gguf_version, (long long)mi->n_tensors,
+               (long long)mi->n_metadata);
+    else   // a Hugging Face directory: its keys are those a converter would write
+        printf(" (Hugging Face directory, %lld tensors, %lld keys as GGUF)\n", (long long)mi->n_tensors,
+               (long long)mi->n_metadata);
+    printf("architecture:  ");
+    cli_print_str(mi->arch[0] ? mi->arch : "(none)");
+    if (mi->name[0]) { printf(", "); cli_print_str(mi->name); }
+    printf("\nparameters:    %.3f B, %.2f GiB of weights\n", (double)mi->n_params / 1e9,
+           (double)mi->weight_bytes / (1 << 30));
+    if (in->shape)
+        printf("shape:         %d layers, embedding %d, %d heads (%d KV) of %d, FFN %d, vocabulary %d\n",
+               mi->n_layer, mi->n_embd, mi->n_head, mi->n_head_kv, mi->head_dim, mi->n_ff, mi->n_vocab);
+    if (in->R)
+        printf("context:       %d trained, %d in use; KV cache holds %d tokens\n", mi->n_ctx_train,
+               in->ei.max_model_len, in->ei.kv_tokens);
+    else if (in->shape)
+        printf("context:       %d trained\n", mi->n_ctx_train);
+    if (in->why) {
+        printf("cannot run:    ");
+        cli_print_str(in->why);
+        printf("\n");
+    }
+}
+
+// llm info's metadata (a key a line) and tensors (per type; with --tensors, every one).
+static void cli_info_print_contents(const struct cli *c, const struct cli_info *in) {
+    printf("\nmetadata:\n");
+    for (int64_t i = 0; i < in->mi.n_metadata; i++) {
+        struct llm_meta kv;
+        if (llm_model_meta(in->E, i, &kv) != LLM_OK) cli_die("%s", llm_last_error(in->E));
+        printf("  ");
+        size_t klen = strlen(kv.key);
+        cli_print_escaped(stdout, kv.key, klen, 0);
+        printf("%*s ", klen < 44 ? (int)(44 - klen) : 0, "");
+        cli_meta_print(&kv);
+        printf("\n");
+    }
+    printf("\ntensors:\n");
+    for (int k = 0; k < in->n_types; k++)
+        printf("  %-10s %5lld tensors %10.2f MiB%s\n", in->sum[k].name, in->sum[k].count,
+               (double)in->sum[k].bytes / (1 << 20), in->sum[k].supported ? "" : "  (type not supported)");
+    if (!c->tensors) return;
+    printf("\n");
+    for (int64_t i = 0; i < in->mi.n_tensors; i++) {
+        struct llm_tensor_info t;
+        if (llm_model_tensor(in->E, i, &t) != LLM_OK) cli_die("%s", llm_last_error(in->E));
+        printf("  ");
+        size_t nlen = strlen(t.name);
+        cli_print_escaped(stdout, t.name, nlen, 0);
+        printf("%*s %-10s [", nlen < 32 ? (int)(32 - nlen) : 0, "", t.type_name);
+        for (int d = 0; d < t.n_dims; d++) printf("%s%lld", d ? ", " : "", (long long)t.ne[d]);
+        printf("]%s\n", t.supported ? "" : "  (type not supported)");
+    }
+}
+
+// llm info: a model's metadata and tensors, even when this build cannot run it (it says why).
+int cli_cmd_info(struct cli *c) {
+    struct cli_info in;
+    cli_info_open(c, &in);
+    cli_info_sum_types(&in);
+    if (c->json) {
+        cli_info_json(c, &in);
+    } else {
+        cli_info_print_summary(c, &in);
+        cli_info_print_contents(c, &in);
+    }
+    free(in.sum);
+    llm_engine_free(in.R);
+    llm_engine_free(in.E);
     return 0;
 }
 
@@ -252,7 +308,8 @@ int cli_cmd_devices(void) {
     int n = llm_list_devices(devs, 16, err, sizeof(err));
     if (n < 0) cli_die("%s", err);
     if (!llm_has_backend(LLM_BACKEND_VULKAN) && !llm_has_backend(LLM_BACKEND_CUDA)) {
-        printf("this build has no GPU backend (make CUDA=1 adds CUDA, make VULKAN=1 Vulkan); the CPU backend is always there\n");
+        printf("this build has no GPU backend (make CUDA=1 adds CUDA, make VULKAN=1 Vulkan); the CPU backend is "
+               "always there\n");
         return 0;
     }
     for (int b = 0; b < 2; b++) {

@@ -221,188 +221,240 @@ static void ppl_read(FILE *f, const char *path, void *p, size_t n, const char *w
                 path, what);
 }
 
-int cli_cmd_perplexity(struct cli *c) {
-    const bool kld = c->kl_divergence;
-    if (kld && !c->kld_base)
+// One run of llm perplexity: the tokens, how they are cut into chunks, the buffers a chunk is
+// evaluated with, and the running sums.
+struct ppl_run {
+    bool kld;                  // --kl-divergence: this model against the base file's
+    FILE *base;                // --kl-divergence: the base file, read as the chunks go
+    FILE *out;                 // --kl-divergence-base alone: the base file written
+    int32_t *tokens;
+    int n_tokens, n_ctx, n_vocab_file, n_chunk_file;
+    llm_engine *E;
+    int n_vocab, add_bos, bos_id;
+    int first, n_scored, n_chunk, batch;   // the scored positions of a chunk: first .. n_ctx - 2
+    size_t nv;                 // uint16 per base-file record
+    uint16_t *recs;            // batch records
+    float *kld_vals, *p_diff_vals;   // --kl-divergence: per scored position
+    float *logits;             // batch rows
+    int32_t *chunk;
+    double nll, nll2;
+    long long count;
+    struct ppl_kld k;
+};
+
+// The flags perplexity needs: a text (-f) or, with --kl-divergence, a base file.
+static void ppl_check_flags(const struct cli *c) {
+    if (c->kl_divergence && !c->kld_base)
         cli_die("--kl-divergence needs --kl-divergence-base FILE: the base model's log-probabilities, written by "
                 "llm perplexity --kl-divergence-base FILE (without --kl-divergence) or llama-perplexity");
-    if (!kld && !c->prompt_file) cli_die("perplexity: no text given: use -f FILE");
+    if (!c->kl_divergence && !c->prompt_file) cli_die("perplexity: no text given: use -f FILE");
     if (c->tokens || c->prompt) cli_die("perplexity: the text comes from a file: use -f FILE");
+}
 
-    int n_ctx = c->ctx_set ? c->ep.max_model_len : 512, n_vocab_file = 0, n_chunk_file = 0;
-    FILE *base = NULL;
-    int32_t *tokens = NULL;
-    int n_tokens = 0;
-    if (kld) {
-        // the base file's header, checked before the model is loaded
-        base = fopen(c->kld_base, "rb");
-        if (!base) cli_die("cannot open '%s': %s", c->kld_base, strerror(errno));
-        char magic[8];
-        int32_t hdr[3];
-        ppl_read(base, c->kld_base, magic, 8, "no header");
-        if (memcmp(magic, "_logits_", 8))
-            cli_die("%s: not a base file of log-probabilities (it does not start with \"_logits_\")", c->kld_base);
-        ppl_read(base, c->kld_base, hdr, sizeof(hdr), "no header");
-        if (hdr[0] < 3 || hdr[0] > (1 << 24) || hdr[1] < 1 || hdr[2] < 1)
-            cli_die("%s: a header that makes no sense (n_ctx %d, n_vocab %d, %d chunks)", c->kld_base, hdr[0], hdr[1],
-                    hdr[2]);
-        if (c->ctx_set && hdr[0] != n_ctx)
-            cli_die("%s was computed with a context of %d tokens, not %d (-c): leave -c out or give -c %d",
-                    c->kld_base, hdr[0], n_ctx, hdr[0]);
-        n_ctx = hdr[0];
-        n_vocab_file = hdr[1];
-        n_chunk_file = hdr[2];
-        // the size the header promises (in double: a corrupt header must not overflow), checked
-        // before anything is allocated for it
-        double want = 20.0 + 4.0 * n_chunk_file * n_ctx +
-                      2.0 * n_chunk_file * (n_ctx - 1 - n_ctx / 2) * (2.0 * ((n_vocab_file + 1LL) / 2) + 4);
-        if (fseeko(base, 0, SEEK_END) != 0) cli_die("cannot read '%s': %s", c->kld_base, strerror(errno));
-        double have = (double)ftello(base);
-        if (have < want)
-            cli_die("%s is cut short: its header (n_ctx %d, n_vocab %d, %d chunks) needs %.0f bytes, it has %.0f",
-                    c->kld_base, n_ctx, n_vocab_file, n_chunk_file, want, have);
-        if ((int64_t)n_chunk_file * n_ctx > INT32_MAX) cli_die("%s: too many tokens", c->kld_base);
-        if (fseeko(base, 20, SEEK_SET) != 0) cli_die("cannot read '%s': %s", c->kld_base, strerror(errno));
-        n_tokens = n_chunk_file * n_ctx;
-        if (!(tokens = malloc((size_t)n_tokens * sizeof(int32_t)))) cli_die("out of memory");
-        ppl_read(base, c->kld_base, tokens, (size_t)n_tokens * sizeof(int32_t), "its tokens are cut short");
-        if (c->prompt_file)
-            fprintf(stderr, "llm: note: --kl-divergence evaluates the tokens of %s; -f %s is not read\n",
-                    c->kld_base, c->prompt_file);
-    }
-    if (n_ctx < 3) cli_die("perplexity: -c %d is too short: a chunk of n_ctx tokens scores its last n_ctx/2 - 1 (-c 3 at least)", n_ctx);
+// --kl-divergence: the base file's header and tokens, checked before the model is loaded; the
+// file is left at the first record.
+static void ppl_open_base(const struct cli *c, struct ppl_run *r) {
+    r->base = fopen(c->kld_base, "rb");
+    if (!r->base) cli_die("cannot open '%s': %s", c->kld_base, strerror(errno));
+    char magic[8];
+    int32_t hdr[3];
+    ppl_read(r->base, c->kld_base, magic, 8, "no header");
+    if (memcmp(magic, "_logits_", 8))
+        cli_die("%s: not a base file of log-probabilities (it does not start with \"_logits_\")", c->kld_base);
+    ppl_read(r->base, c->kld_base, hdr, sizeof(hdr), "no header");
+    if (hdr[0] < 3 || hdr[0] > (1 << 24) || hdr[1] < 1 || hdr[2] < 1)
+        cli_die("%s: a header that makes no sense (n_ctx %d, n_vocab %d, %d chunks)", c->kld_base, hdr[0], hdr[1],
+                hdr[2]);
+    if (c->ctx_set && hdr[0] != r->n_ctx)
+        cli_die("%s was computed with a context of %d tokens, not %d (-c): leave -c out or give -c %d",
+                c->kld_base, hdr[0], r->n_ctx, hdr[0]);
+    r->n_ctx = hdr[0];
+    r->n_vocab_file = hdr[1];
+    r->n_chunk_file = hdr[2];
+    // the size the header promises (in double: a corrupt header must not overflow), checked
+    // before anything is allocated for it
+    double want = 20.0 + 4.0 * r->n_chunk_file * r->n_ctx +
+                  2.0 * r->n_chunk_file * (r->n_ctx - 1 - r->n_ctx / 2) * (2.0 * ((r->n_vocab_file + 1LL) / 2) + 4);
+    if (fseeko(r->base, 0, SEEK_END) != 0) cli_die("cannot read '%s': %s", c->kld_base, strerror(errno));
+    double have = (double)ftello(r->base);
+    if (have < want)
+        cli_die("%s is cut short: its header (n_ctx %d, n_vocab %d, %d chunks) needs %.0f bytes, it has %.0f",
+                c->kld_base, r->n_ctx, r->n_vocab_file, r->n_chunk_file, want, have);
+    if ((int64_t)r->n_chunk_file * r->n_ctx > INT32_MAX) cli_die("%s: too many tokens", c->kld_base);
+    if (fseeko(r->base, 20, SEEK_SET) != 0) cli_die("cannot read '%s': %s", c->kld_base, strerror(errno));
+    r->n_tokens = r->n_chunk_file * r->n_ctx;
+    if (!(r->tokens = malloc((size_t)r->n_tokens * sizeof(int32_t)))) cli_die("out of memory");
+    ppl_read(r->base, c->kld_base, r->tokens, (size_t)r->n_tokens * sizeof(int32_t), "its tokens are cut short");
+    if (c->prompt_file)
+        fprintf(stderr, "llm: note: --kl-divergence evaluates the tokens of %s; -f %s is not read\n",
+                c->kld_base, c->prompt_file);
+}
 
-    c->ep.max_model_len = n_ctx;
-    if (!c->ep.max_num_seqs) c->ep.max_num_seqs = 1;
-    llm_engine *E = cli_engine(c);
-    struct llm_model_info mi;
-    llm_get_model_info(E, &mi);
-    const int n_vocab = mi.n_vocab;
-    const int add_bos = mi.add_bos && mi.bos_id >= 0;
-
-    if (kld) {
-        if (n_vocab_file != n_vocab)
+// The tokens to evaluate: the base file's (checked against this vocabulary), or the text of -f.
+static void ppl_tokens(const struct cli *c, struct ppl_run *r) {
+    if (r->kld) {
+        if (r->n_vocab_file != r->n_vocab)
             cli_die("%s was made with a vocabulary of %d tokens; %s has %d: a base file compares models of the same "
-                    "vocabulary", c->kld_base, n_vocab_file, c->ep.model_path, n_vocab);
-        for (int i = 0; i < n_tokens; i++)
-            if (tokens[i] < 0 || tokens[i] >= n_vocab)
-                cli_die("%s: token %d is %d, outside this vocabulary of %d tokens", c->kld_base, i, tokens[i], n_vocab);
-    } else {
-        size_t len;
-        char *text = cli_read_file(c->prompt_file, CLI_MAX_INPUT, &len);
-        if (len > 0 && text[len - 1] == '\n') text[--len] = 0;   // as llama.cpp's -f
-        int n = llm_tokenize(E, text, len, LLM_TOKENIZE_ADD_SPECIAL, NULL, 0);
-        if (n < 0) cli_die("%s: %s", c->prompt_file, llm_last_error(E));
-        if (!(tokens = malloc(((size_t)n + 1) * sizeof(int32_t)))) cli_die("out of memory");
-        n_tokens = llm_tokenize(E, text, len, LLM_TOKENIZE_ADD_SPECIAL, tokens, n);
-        free(text);
-        // llama-perplexity's rule, kept so that the same -c and text give the same chunks
-        if (n_tokens < 2 * n_ctx)
-            cli_die("%s has %d tokens: perplexity with a context of %d tokens needs at least %d (2 x -c, as "
-                    "llama-perplexity); use a longer text or a smaller -c", c->prompt_file, n_tokens, n_ctx, 2 * n_ctx);
+                    "vocabulary", c->kld_base, r->n_vocab_file, c->ep.model_path, r->n_vocab);
+        for (int i = 0; i < r->n_tokens; i++)
+            if (r->tokens[i] < 0 || r->tokens[i] >= r->n_vocab)
+                cli_die("%s: token %d is %d, outside this vocabulary of %d tokens", c->kld_base, i, r->tokens[i],
+                        r->n_vocab);
+        return;
     }
+    size_t len;
+    char *text = cli_read_file(c->prompt_file, CLI_MAX_INPUT, &len);
+    if (len > 0 && text[len - 1] == '\n') text[--len] = 0;   // as llama.cpp's -f
+    int n = llm_tokenize(r->E, text, len, LLM_TOKENIZE_ADD_SPECIAL, NULL, 0);
+    if (n < 0) cli_die("%s: %s", c->prompt_file, llm_last_error(r->E));
+    if (!(r->tokens = malloc(((size_t)n + 1) * sizeof(int32_t)))) cli_die("out of memory");
+    r->n_tokens = llm_tokenize(r->E, text, len, LLM_TOKENIZE_ADD_SPECIAL, r->tokens, n);
+    free(text);
+    // llama-perplexity's rule, kept so that the same -c and text give the same chunks
+    if (r->n_tokens < 2 * r->n_ctx)
+        cli_die("%s has %d tokens: perplexity with a context of %d tokens needs at least %d (2 x -c, as "
+                "llama-perplexity); use a longer text or a smaller -c", c->prompt_file, r->n_tokens, r->n_ctx,
+                2 * r->n_ctx);
+}
 
-    const int first = n_ctx / 2, n_scored = n_ctx - 1 - first;
-    int n_chunk = kld ? n_chunk_file : n_tokens / n_ctx;
-    if (c->chunks > 0 && c->chunks < n_chunk) n_chunk = c->chunks;
-    const int batch = CLI_MIN(c->batch > 0 ? c->batch : 2048, n_ctx);
-    const size_t nv = 2 * (((size_t)n_vocab + 1) / 2) + 4;   // uint16 per base-file record
-
-    FILE *out = NULL;
-    uint16_t *recs = NULL;
-    float *kld_vals = NULL, *p_diff_vals = NULL;
-    if (!kld && c->kld_base) {
-        out = fopen(c->kld_base, "wb");
-        if (!out) cli_die("cannot write '%s': %s", c->kld_base, strerror(errno));
-        int32_t hdr[3] = {n_ctx, n_vocab, n_chunk};
-        if (fwrite("_logits_", 1, 8, out) != 8 || fwrite(hdr, sizeof(hdr), 1, out) != 1 ||
-            fwrite(tokens, sizeof(int32_t), (size_t)n_chunk * (size_t)n_ctx, out) != (size_t)n_chunk * (size_t)n_ctx)
+// The chunks (how many, the scored positions, the batch), the base file to write (its header and
+// tokens), and the buffers.
+static void ppl_prepare(const struct cli *c, struct ppl_run *r) {
+    r->first = r->n_ctx / 2;
+    r->n_scored = r->n_ctx - 1 - r->first;
+    r->n_chunk = r->kld ? r->n_chunk_file : r->n_tokens / r->n_ctx;
+    if (c->chunks > 0 && c->chunks < r->n_chunk) r->n_chunk = c->chunks;
+    r->batch = CLI_MIN(c->batch > 0 ? c->batch : 2048, r->n_ctx);
+    r->nv = 2 * (((size_t)r->n_vocab + 1) / 2) + 4;
+    if (!r->kld && c->kld_base) {
+        r->out = fopen(c->kld_base, "wb");
+        if (!r->out) cli_die("cannot write '%s': %s", c->kld_base, strerror(errno));
+        int32_t hdr[3] = {r->n_ctx, r->n_vocab, r->n_chunk};
+        size_t n = (size_t)r->n_chunk * (size_t)r->n_ctx;
+        if (fwrite("_logits_", 1, 8, r->out) != 8 || fwrite(hdr, sizeof(hdr), 1, r->out) != 1 ||
+            fwrite(r->tokens, sizeof(int32_t), n, r->out) != n)
             cli_die("cannot write '%s': %s", c->kld_base, strerror(errno));
     }
-    if (c->kld_base && !(recs = malloc((size_t)batch * nv * sizeof(uint16_t)))) cli_die("out of memory");
-    if (kld && (!(kld_vals = malloc((size_t)n_chunk * (size_t)n_scored * sizeof(float))) ||
-                !(p_diff_vals = malloc((size_t)n_chunk * (size_t)n_scored * sizeof(float)))))
+    if (c->kld_base && !(r->recs = malloc((size_t)r->batch * r->nv * sizeof(uint16_t)))) cli_die("out of memory");
+    size_t n_vals = (size_t)r->n_chunk * (size_t)r->n_scored;
+    if (r->kld && (!(r->kld_vals = malloc(n_vals * sizeof(float))) ||
+                   !(r->p_diff_vals = malloc(n_vals * sizeof(float)))))
         cli_die("out of memory");
-    float *logits = malloc((size_t)batch * (size_t)n_vocab * sizeof(float));
-    int32_t *chunk = malloc((size_t)n_ctx * sizeof(int32_t));
-    if (!logits || !chunk) cli_die("out of memory");
+    r->logits = malloc((size_t)r->batch * (size_t)r->n_vocab * sizeof(float));
+    r->chunk = malloc((size_t)r->n_ctx * sizeof(int32_t));
+    if (!r->logits || !r->chunk) cli_die("out of memory");
+}
+
+// The n rows of logits of chunk ci from position i on: each scored against the token after it
+// (against the base record, or into the sums and the base file written).
+static void ppl_score_rows(const struct cli *c, struct ppl_run *r, int ci, int i, int n) {
+    for (int j = 0; j < n; j++) {
+        const float *row = r->logits + (size_t)j * (size_t)r->n_vocab;
+        int next = r->chunk[i + j + 1];
+        if (r->kld) {
+            ppl_read(r->base, c->kld_base, r->recs, r->nv * sizeof(uint16_t), "its log-probabilities are cut short");
+            size_t at = (size_t)ci * (size_t)r->n_scored + (size_t)(i + j - r->first);
+            ppl_kld_row(r->n_vocab, row, r->recs, next, &r->k, r->kld_vals + at, r->p_diff_vals + at);
+        } else {
+            double v = r->out ? ppl_log_probs_u16(r->n_vocab, row, r->recs + (size_t)j * r->nv, next)
+                              : -ppl_log_softmax(r->n_vocab, row, next);
+            r->nll += v;
+            r->nll2 += v * v;
+        }
+    }
+    if (r->out && fwrite(r->recs, r->nv * sizeof(uint16_t), (size_t)n, r->out) != (size_t)n)
+        cli_die("cannot write '%s': %s", c->kld_base, strerror(errno));
+}
+
+// Chunk ci, evaluated alone in a new sequence, its second half scored.
+static void ppl_eval_chunk(const struct cli *c, struct ppl_run *r, int ci) {
+    memcpy(r->chunk, r->tokens + (size_t)ci * (size_t)r->n_ctx, (size_t)r->n_ctx * sizeof(int32_t));
+    if (r->add_bos) r->chunk[0] = r->bos_id;
+    int seq = llm_seq_new(r->E);
+    if (seq < 0) cli_die("%s", llm_last_error(r->E));
+    // the first half needs no logits; the second half's logits come batch rows at a time
+    // (the last token's are not used, so it is not evaluated)
+    for (int i = 0; i < r->n_ctx - 1;) {
+        int n = CLI_MIN(r->batch, (i < r->first ? r->first : r->n_ctx - 1) - i);
+        bool want = i >= r->first;
+        if (llm_seq_eval(r->E, seq, r->chunk + i, n, want ? r->logits : NULL, want) != LLM_OK)
+            cli_die("chunk %d: %s", ci + 1, llm_last_error(r->E));
+        if (want) ppl_score_rows(c, r, ci, i, n);
+        i += n;
+    }
+    llm_seq_free(r->E, seq);
+}
+
+// After the chunks: the final estimate, or --kl-divergence's summary statistics.
+static void ppl_finish(struct ppl_run *r) {
+    printf("\n");
+    if (r->kld) {
+        if (r->k.count >= 100) {
+            printf("\n");
+            ppl_kld_summary(&r->k, r->kld_vals, r->p_diff_vals, r->k.count);
+        } else {
+            fprintf(stderr, "llm: %zu scored tokens: too few for the summary statistics (100 at least, as "
+                            "llama-perplexity)\n", r->k.count);
+        }
+        return;
+    }
+    double mean = r->nll / (double)r->count, var = r->nll2 / (double)r->count - mean * mean, ppl = exp(mean);
+    if (var > 0) {
+        printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, sqrt(var / (double)(r->count - 1)) * ppl);
+    } else {
+        fprintf(stderr, "llm: the log-probabilities have no spread (variance %g): no error estimate\n", var);
+        printf("Final estimate: PPL = %.4f\n", ppl);
+    }
+}
+
+int cli_cmd_perplexity(struct cli *c) {
+    ppl_check_flags(c);
+    struct ppl_run r;
+    memset(&r, 0, sizeof(r));
+    r.kld = c->kl_divergence;
+    r.n_ctx = c->ctx_set ? c->ep.max_model_len : 512;
+    if (r.kld) ppl_open_base(c, &r);
+    if (r.n_ctx < 3)
+        cli_die("perplexity: -c %d is too short: a chunk of n_ctx tokens scores its last n_ctx/2 - 1 (-c 3 at least)",
+                r.n_ctx);
+
+    c->ep.max_model_len = r.n_ctx;
+    if (!c->ep.max_num_seqs) c->ep.max_num_seqs = 1;
+    r.E = cli_engine(c);
+    struct llm_model_info mi;
+    llm_get_model_info(r.E, &mi);
+    r.n_vocab = mi.n_vocab;
+    r.add_bos = mi.add_bos && mi.bos_id >= 0;
+    r.bos_id = mi.bos_id;
+    ppl_tokens(c, &r);
+    ppl_prepare(c, &r);
 
     fprintf(stderr, "llm: perplexity over %d chunks of %d tokens (of %d), scoring the last %d of each, batch %d\n",
-            n_chunk, n_ctx, n_tokens, n_scored, batch);
-    if (kld)
+            r.n_chunk, r.n_ctx, r.n_tokens, r.n_scored, r.batch);
+    if (r.kld)
         printf("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS"
                "            Same top p\n");
-    double nll = 0, nll2 = 0, t0 = cli_now();
-    long long count = 0;
-    struct ppl_kld k;
-    memset(&k, 0, sizeof(k));
-    for (int ci = 0; ci < n_chunk; ci++) {
-        memcpy(chunk, tokens + (size_t)ci * (size_t)n_ctx, (size_t)n_ctx * sizeof(int32_t));
-        if (add_bos) chunk[0] = mi.bos_id;
-        int seq = llm_seq_new(E);
-        if (seq < 0) cli_die("%s", llm_last_error(E));
-        // the first half needs no logits; the second half's logits come batch rows at a time
-        // (the last token's are not used, so it is not evaluated)
-        for (int i = 0; i < n_ctx - 1;) {
-            int n = CLI_MIN(batch, (i < first ? first : n_ctx - 1) - i);
-            bool want = i >= first;
-            if (llm_seq_eval(E, seq, chunk + i, n, want ? logits : NULL, want) != LLM_OK)
-                cli_die("chunk %d: %s", ci + 1, llm_last_error(E));
-            for (int r = 0; want && r < n; r++) {
-                const float *row = logits + (size_t)r * (size_t)n_vocab;
-                int next = chunk[i + r + 1];
-                if (kld) {
-                    ppl_read(base, c->kld_base, recs, nv * sizeof(uint16_t), "its log-probabilities are cut short");
-                    size_t at = (size_t)ci * (size_t)n_scored + (size_t)(i + r - first);
-                    ppl_kld_row(n_vocab, row, recs, next, &k, kld_vals + at, p_diff_vals + at);
-                } else {
-                    double v = out ? ppl_log_probs_u16(n_vocab, row, recs + (size_t)r * nv, next)
-                                   : -ppl_log_softmax(n_vocab, row, next);
-                    nll += v;
-                    nll2 += v * v;
-                }
-            }
-            if (want && out && fwrite(recs, nv * sizeof(uint16_t), (size_t)n, out) != (size_t)n)
-                cli_die("cannot write '%s': %s", c->kld_base, strerror(errno));
-            i += n;
-        }
-        llm_seq_free(E, seq);
+    double t0 = cli_now();
+    for (int ci = 0; ci < r.n_chunk; ci++) {
+        ppl_eval_chunk(c, &r, ci);
         if (ci == 0) fprintf(stderr, "llm: %.2f seconds per chunk\n", cli_now() - t0);
-        if (kld) {
-            ppl_kld_line(ci + 1, &k);
+        if (r.kld) {
+            ppl_kld_line(ci + 1, &r.k);
         } else {
-            count += n_scored;
-            printf("[%d]%.4f,", ci + 1, exp(nll / (double)count));
+            r.count += r.n_scored;
+            printf("[%d]%.4f,", ci + 1, exp(r.nll / (double)r.count));
             fflush(stdout);
         }
     }
-    printf("\n");
-    int rc = 0;
-    if (kld) {
-        if (k.count >= 100) {
-            printf("\n");
-            ppl_kld_summary(&k, kld_vals, p_diff_vals, k.count);
-        } else {
-            fprintf(stderr, "llm: %zu scored tokens: too few for the summary statistics (100 at least, as "
-                            "llama-perplexity)\n", k.count);
-        }
-    } else {
-        double mean = nll / (double)count, var = nll2 / (double)count - mean * mean, ppl = exp(mean);
-        if (var > 0) {
-            printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, sqrt(var / (double)(count - 1)) * ppl);
-        } else {
-            fprintf(stderr, "llm: the log-probabilities have no spread (variance %g): no error estimate\n", var);
-            printf("Final estimate: PPL = %.4f\n", ppl);
-        }
-    }
-    if (out && fclose(out) != 0) cli_die("cannot write '%s': %s", c->kld_base, strerror(errno));
-    if (base) fclose(base);
-    free(logits);
-    free(chunk);
-    free(recs);
-    free(kld_vals);
-    free(p_diff_vals);
-    free(tokens);
-    llm_engine_free(E);
-    return rc;
+    ppl_finish(&r);
+    if (r.out && fclose(r.out) != 0) cli_die("cannot write '%s': %s", c->kld_base, strerror(errno));
+    if (r.base) fclose(r.base);
+    free(r.logits);
+    free(r.chunk);
+    free(r.recs);
+    free(r.kld_vals);
+    free(r.p_diff_vals);
+    free(r.tokens);
+    llm_engine_free(r.E);
+    return 0;
 }

@@ -355,28 +355,32 @@ static bool transient(CURLcode rc) {
            rc == CURLE_HTTP2_STREAM;
 }
 
-// Downloads REPO/FILE into the cache unless it is there; returns its path (malloc'd).
-static char *hf_pull(const char *repo, const char *file, bool quiet_if_cached) {
+// One download of hf_pull: the names in its messages, its URL and files, what it made in the
+// cache (taken back when it fails), the transfer's state.
+struct hf_download {
+    const char *repo, *file, *path, *endpoint;
+    char *url, *part;
+    struct pull_made made;
+    struct pull P;
+    CURL *h;
+    char errbuf[CURL_ERROR_SIZE];
+    char sum[65];           // the sha256 the server gave, when it gave one
+};
+
+// cli_die unless REPO and FILE are names that can be downloaded (and made a cache path).
+static void hf_check_names(const char *repo, const char *file) {
     if (!hf_valid_repo(repo))
         cli_die("'%s' is not a Hugging Face repository name: OWNER/NAME, each of letters, digits, '.', '_', '-' "
                 "(e.g. unsloth/gemma-3-270m-it-GGUF)", repo);
     if (!hf_valid_file(file))
         cli_die("'%s' is not a file path in a repository: names separated by '/', none empty, '.' or '..', "
                 "no control characters (e.g. gemma-3-270m-it-Q4_K_M.gguf)", file);
-    char *path = hf_cache_path(repo, file);
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-        if (!quiet_if_cached) fprintf(stderr, "llm: %s/%s is in the cache\n", repo, file);
-        return path;
-    }
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) cli_die("cannot initialise libcurl");
-    CURL *h = curl_easy_init();
-    if (!h) cli_die("cannot initialise libcurl");
-    // the URL: each name of FILE percent-encoded
-    const char *ep = getenv("LLM_HF_ENDPOINT");
-    if (!ep || !*ep) ep = "https://huggingface.co";
+}
+
+// The URL of REPO/FILE at the endpoint (malloc'd): each name of FILE percent-encoded.
+static char *hf_url(CURL *h, const char *endpoint, const char *repo, const char *file) {
     struct cli_strbuf url = {0};
-    cli_sb_put(&url, ep, strlen(ep));
+    cli_sb_put(&url, endpoint, strlen(endpoint));
     while (url.n > 0 && url.p[url.n - 1] == '/') url.p[--url.n] = 0;
     cli_sb_put(&url, "/", 1);
     cli_sb_put(&url, repo, strlen(repo));
@@ -390,148 +394,200 @@ static char *hf_pull(const char *repo, const char *file, bool quiet_if_cached) {
         curl_free(e);
         p += k + (p[k] == '/');
     }
-    char *part = str_printf("%s.part", path);
+    return url.p;
+}
+
+// The .part, opened for appending (its folders made first) and locked; returns its descriptor.
+static int hf_open_part(struct hf_download *d) {
     enum { TRIES = 3 };   // a folder can go between mkdir and open: another pull that made it failed
-    struct pull_made made = {.path = strdup(path), .dirs = calloc(TRIES * (strlen(path) + 1), sizeof(size_t)), .part = part,
-                             .fd = -1};
-    if (!made.path || !made.dirs) cli_die("out of memory");
+    d->made = (struct pull_made){.path = strdup(d->path), .dirs = calloc(TRIES * (strlen(d->path) + 1), sizeof(size_t)),
+                                 .part = d->part, .fd = -1};
+    if (!d->made.path || !d->made.dirs) cli_die("out of memory");
     int fd = -1;
     for (int t = 0; t < TRIES && fd < 0; t++) {
-        make_parents(&made);
+        make_parents(&d->made);
         // O_EXCL first, to know whether this pull made the .part (a failure takes back only that)
-        fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
-        made.made_part = fd >= 0;
-        if (fd < 0 && errno == EEXIST) fd = open(part, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        fd = open(d->part, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
+        d->made.made_part = fd >= 0;
+        if (fd < 0 && errno == EEXIST) fd = open(d->part, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd < 0 && errno != ENOENT) break;
     }
-    if (fd < 0) pull_die(&made, "cannot write '%s': %s", part, strerror(errno));
+    if (fd < 0) pull_die(&d->made, "cannot write '%s': %s", d->part, strerror(errno));
     // one pull of a file at a time: two appending to the same .part would interleave
     struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     if (fcntl(fd, F_SETLK, &lk) != 0)
-        pull_die(&made, "'%s' is being downloaded by another llm pull (it holds a lock on %s)", file, part);
-    made.fd = fd;
+        pull_die(&d->made, "'%s' is being downloaded by another llm pull (it holds a lock on %s)", d->file, d->part);
+    d->made.fd = fd;
+    return fd;
+}
 
-    struct pull P = {.url = url.p, .part = part, .fd = fd, .linked_size = -1, .overrun = -1, .tty = isatty(2)};
-    char sum[65] = "", errbuf[CURL_ERROR_SIZE];
-    fprintf(stderr, "llm: downloading %s\n     into %s\n", url.p, path);
-    curl_easy_setopt(h, CURLOPT_URL, url.p);
+// The transfer's options: redirects followed, HTTP errors failing, headers, body and progress to
+// the callbacks, and a stalled transfer ended.
+static void hf_setopt(struct hf_download *d) {
+    CURL *h = d->h;
+    curl_easy_setopt(h, CURLOPT_URL, d->url);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
     curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "llm.c/" LLM_VERSION);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &P);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &d->P);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &P);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &d->P);
     curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &P);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &d->P);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, d->errbuf);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
-    // a transfer that stalls (under 1 byte/s for a minute) ends, and is resumed below
+    // a transfer that stalls (under 1 byte/s for a minute) ends, and hf_transfer resumes it
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
-    // A transfer cut short is resumed from where it stopped, as long as each try brings bytes.
+}
+
+// A try that failed with rc (HTTP status code): pull_die unless it is worth resuming (a transfer
+// cut short, at most 100 tries).
+static void hf_try_failed(struct hf_download *d, CURLcode rc, long code, int tries) {
+    const struct pull *P = &d->P;
+    const char *why = d->errbuf[0] ? d->errbuf : curl_easy_strerror(rc);
+    if (rc == CURLE_HTTP_RETURNED_ERROR) {
+        if (code == 404)
+            pull_die(&d->made, "%s/%s was not found (HTTP 404 from %s): check the repository and the file name "
+                               "(they are case-sensitive)", d->repo, d->file, d->url);
+        if (code == 401 || code == 403)
+            pull_die(&d->made, "%s/%s: access refused (HTTP %ld from %s): a private or gated repository (accept "
+                               "its terms on huggingface.co and download the file yourself; llm pull sends no token)",
+                               d->repo, d->file, code, d->url);
+        pull_die(&d->made, "%s: HTTP %ld from the server", d->url, code);
+    }
+    if (rc == CURLE_WRITE_ERROR && P->overrun >= 0) {
+        unlink(d->part);
+        pull_die(&d->made, "%s: the server sent more than the %lld bytes it announced: the download was deleted; "
+                           "try again", d->url, P->overrun);
+    }
+    if (rc == CURLE_WRITE_ERROR && P->write_errno)
+        pull_die(&d->made, "cannot write '%s': %s (%lld bytes are there; llm pull again resumes)", d->part,
+                           P->write_errno == EPROTO ? "the server sent another range than the one asked for"
+                                                    : strerror(P->write_errno), P->offset);
+    if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_PROXY)
+        pull_die(&d->made, "cannot reach %s: %s (no network? LLM_HF_ENDPOINT chooses another server)", d->endpoint,
+                           why);
+    if (!transient(rc) || tries >= 100)
+        pull_die(&d->made, "%s: %s (%lld bytes are in %s; llm pull again resumes)", d->url, why, P->offset, d->part);
+}
+
+// The transfer into the .part (fd): a transfer cut short is resumed from where it stopped, as
+// long as each try brings bytes.
+static void hf_transfer(struct hf_download *d, int fd) {
+    struct pull *P = &d->P;
     CURLcode rc = CURLE_OK;
     for (int tries = 0, stalled = 0; stalled < 3; tries++) {
         struct stat ps;
-        if (fstat(fd, &ps) != 0) pull_die(&made, "cannot read '%s': %s", part, strerror(errno));
-        P.offset = P.start = (long long)ps.st_size;
-        P.status = 0;
-        P.write_errno = 0;
-        P.t0 = cli_now();
+        if (fstat(fd, &ps) != 0) pull_die(&d->made, "cannot read '%s': %s", d->part, strerror(errno));
+        P->offset = P->start = (long long)ps.st_size;
+        P->status = 0;
+        P->write_errno = 0;
+        P->t0 = cli_now();
         char range[48];
-        snprintf(range, sizeof(range), "%lld-", P.start);
-        curl_easy_setopt(h, CURLOPT_RANGE, P.start > 0 ? range : NULL);
-        if (P.start > 0) fprintf(stderr, "llm: resuming at byte %lld\n", P.start);
-        errbuf[0] = 0;
-        rc = curl_easy_perform(h);
+        snprintf(range, sizeof(range), "%lld-", P->start);
+        curl_easy_setopt(d->h, CURLOPT_RANGE, P->start > 0 ? range : NULL);
+        if (P->start > 0) fprintf(stderr, "llm: resuming at byte %lld\n", P->start);
+        d->errbuf[0] = 0;
+        rc = curl_easy_perform(d->h);
         long code = 0;
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-        if (P.tty && P.last_draw > 0) fputc('\n', stderr), P.last_draw = 0;
+        curl_easy_getinfo(d->h, CURLINFO_RESPONSE_CODE, &code);
+        if (P->tty && P->last_draw > 0) fputc('\n', stderr), P->last_draw = 0;
         if (rc == CURLE_OK) break;
-        if (rc == CURLE_HTTP_RETURNED_ERROR && code == 416 && P.start > 0) {
+        if (rc == CURLE_HTTP_RETURNED_ERROR && code == 416 && P->start > 0) {
             // the .part is no prefix of the file (longer: the file changed): start over
-            if (ftruncate(fd, 0) != 0) pull_die(&made, "cannot write '%s': %s", part, strerror(errno));
-            fprintf(stderr, "llm: the server refused to resume at byte %lld (HTTP 416): starting over\n", P.start);
+            if (ftruncate(fd, 0) != 0) pull_die(&d->made, "cannot write '%s': %s", d->part, strerror(errno));
+            fprintf(stderr, "llm: the server refused to resume at byte %lld (HTTP 416): starting over\n", P->start);
             stalled++;
             continue;
         }
-        if (rc == CURLE_HTTP_RETURNED_ERROR) {
-            if (code == 404)
-                pull_die(&made, "%s/%s was not found (HTTP 404 from %s): check the repository and the file name "
-                                "(they are case-sensitive)", repo, file, url.p);
-            if (code == 401 || code == 403)
-                pull_die(&made, "%s/%s: access refused (HTTP %ld from %s): a private or gated repository (accept its "
-                                "terms on huggingface.co and download the file yourself; llm pull sends no token)",
-                                repo, file, code, url.p);
-            pull_die(&made, "%s: HTTP %ld from the server", url.p, code);
-        }
-        if (rc == CURLE_WRITE_ERROR && P.overrun >= 0) {
-            unlink(part);
-            pull_die(&made, "%s: the server sent more than the %lld bytes it announced: the download was deleted; "
-                            "try again", url.p, P.overrun);
-        }
-        if (rc == CURLE_WRITE_ERROR && P.write_errno)
-            pull_die(&made, "cannot write '%s': %s (%lld bytes are there; llm pull again resumes)", part,
-                            P.write_errno == EPROTO ? "the server sent another range than the one asked for"
-                                                    : strerror(P.write_errno), P.offset);
-        if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_PROXY)
-            pull_die(&made, "cannot reach %s: %s (no network? LLM_HF_ENDPOINT chooses another server)", ep,
-                            errbuf[0] ? errbuf : curl_easy_strerror(rc));
-        if (!transient(rc) || tries >= 100)
-            pull_die(&made, "%s: %s (%lld bytes are in %s; llm pull again resumes)", url.p,
-                            errbuf[0] ? errbuf : curl_easy_strerror(rc), P.offset, part);
-        stalled = P.offset > P.start ? 0 : stalled + 1;
-        fprintf(stderr, "llm: the transfer stopped after %lld bytes (%s): resuming\n", P.offset,
-                errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        hf_try_failed(d, rc, code, tries);
+        stalled = P->offset > P->start ? 0 : stalled + 1;
+        fprintf(stderr, "llm: the transfer stopped after %lld bytes (%s): resuming\n", P->offset,
+                d->errbuf[0] ? d->errbuf : curl_easy_strerror(rc));
     }
     if (rc != CURLE_OK)
-        pull_die(&made, "%s: the transfer keeps stopping with no progress (%lld bytes are in %s; llm pull again "
-                        "resumes)", url.p, P.offset, part);
-    curl_easy_cleanup(h);
+        pull_die(&d->made, "%s: the transfer keeps stopping with no progress (%lld bytes are in %s; llm pull again "
+                           "resumes)", d->url, P->offset, d->part);
+}
 
-    // the checks: size, then sha256 of the whole file (the .part may hold bytes of earlier runs)
+// The checks of the whole .part (it may hold bytes of earlier runs): its size, then its sha256
+// when the server gave one. *size: the file's size; returns the sha256 checked, or NULL.
+static const char *hf_verify(struct hf_download *d, int fd, long long *size) {
+    const struct pull *P = &d->P;
     struct stat ps;
-    if (fstat(fd, &ps) != 0) pull_die(&made, "cannot read '%s': %s", part, strerror(errno));
-    long long total = pull_total(&P), size = (long long)ps.st_size;
-    if ((total >= 0 && size != total) || (P.linked_size >= 0 && size != P.linked_size)) {
-        unlink(part);
-        pull_die(&made, "%s: %lld bytes arrived, the server announced %lld: the download was deleted; try again", url.p,
-                        size, P.linked_size >= 0 ? P.linked_size : total);
+    if (fstat(fd, &ps) != 0) pull_die(&d->made, "cannot read '%s': %s", d->part, strerror(errno));
+    long long total = pull_total(P);
+    *size = (long long)ps.st_size;
+    if ((total >= 0 && *size != total) || (P->linked_size >= 0 && *size != P->linked_size)) {
+        unlink(d->part);
+        pull_die(&d->made, "%s: %lld bytes arrived, the server announced %lld: the download was deleted; try again",
+                           d->url, *size, P->linked_size >= 0 ? P->linked_size : total);
     }
-    const char *want = etag_sha256(P.linked_etag, sum);
-    if (!want) want = etag_sha256(P.etag, sum);
-    if (want) {
-        if (P.tty) fprintf(stderr, "llm: checking the sha256\n");
-        FILE *f = fopen(part, "rb");
-        if (!f) pull_die(&made, "cannot read '%s': %s", part, strerror(errno));
-        struct sha256 s;
-        sha256_init(&s);
-        static uint8_t buf[1 << 16];
-        size_t k;
-        while ((k = fread(buf, 1, sizeof(buf), f)) > 0) sha256_update(&s, buf, k);
-        if (ferror(f)) pull_die(&made, "cannot read '%s': %s", part, strerror(errno));
-        fclose(f);
-        char got[65];
-        sha256_hex(&s, got);
-        if (strcmp(got, want)) {
-            unlink(part);
-            pull_die(&made, "%s: the sha256 of the download is %s, the server's is %s: the file is damaged and was "
-                            "deleted; try again", url.p, got, want);
-        }
-    } else {
-        fprintf(stderr, "llm: note: the server gave no sha256 for %s (only the size was checked)\n", file);
+    const char *want = etag_sha256(P->linked_etag, d->sum);
+    if (!want) want = etag_sha256(P->etag, d->sum);
+    if (!want) {
+        fprintf(stderr, "llm: note: the server gave no sha256 for %s (only the size was checked)\n", d->file);
+        return NULL;
     }
-    if (rename(part, path) != 0) pull_die(&made, "cannot rename '%s' to '%s': %s", part, path, strerror(errno));
+    if (P->tty) fprintf(stderr, "llm: checking the sha256\n");
+    FILE *f = fopen(d->part, "rb");
+    if (!f) pull_die(&d->made, "cannot read '%s': %s", d->part, strerror(errno));
+    struct sha256 s;
+    sha256_init(&s);
+    uint8_t buf[1 << 16];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof(buf), f)) > 0) sha256_update(&s, buf, k);
+    if (ferror(f)) pull_die(&d->made, "cannot read '%s': %s", d->part, strerror(errno));
+    fclose(f);
+    char got[65];
+    sha256_hex(&s, got);
+    if (strcmp(got, want)) {
+        unlink(d->part);
+        pull_die(&d->made, "%s: the sha256 of the download is %s, the server's is %s: the file is damaged and was "
+                           "deleted; try again", d->url, got, want);
+    }
+    return want;
+}
+
+// Downloads REPO/FILE into the cache unless it is there; returns its path (malloc'd).
+static char *hf_pull(const char *repo, const char *file, bool quiet_if_cached) {
+    hf_check_names(repo, file);
+    char *path = hf_cache_path(repo, file);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (!quiet_if_cached) fprintf(stderr, "llm: %s/%s is in the cache\n", repo, file);
+        return path;
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) cli_die("cannot initialise libcurl");
+    struct hf_download d = {.repo = repo, .file = file, .path = path, .h = curl_easy_init()};
+    if (!d.h) cli_die("cannot initialise libcurl");
+    d.endpoint = getenv("LLM_HF_ENDPOINT");
+    if (!d.endpoint || !*d.endpoint) d.endpoint = "https://huggingface.co";
+    d.url = hf_url(d.h, d.endpoint, repo, file);
+    d.part = str_printf("%s.part", path);
+    int fd = hf_open_part(&d);
+
+    d.P = (struct pull){.url = d.url, .part = d.part, .fd = fd, .linked_size = -1, .overrun = -1, .tty = isatty(2)};
+    fprintf(stderr, "llm: downloading %s\n     into %s\n", d.url, path);
+    hf_setopt(&d);
+    hf_transfer(&d, fd);
+    curl_easy_cleanup(d.h);
+
+    long long size;
+    const char *want = hf_verify(&d, fd, &size);
+    if (rename(d.part, path) != 0) pull_die(&d.made, "cannot rename '%s' to '%s': %s", d.part, path, strerror(errno));
     close(fd);
-    free(made.path);
-    free(made.dirs);
+    free(d.made.path);
+    free(d.made.dirs);
     char sz[32];
     fprintf(stderr, "llm: %s/%s: %s%s\n", repo, file, human_size((double)size, sz, sizeof(sz)),
             want ? ", sha256 checked" : "");
-    free(url.p);
-    free(part);
+    free(d.url);
+    free(d.part);
     return path;
 }
 

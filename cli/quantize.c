@@ -84,7 +84,8 @@ int cli_cmd_quantize(int argc, char **argv) {
         else if (FLAG("--format")) p.format = VALUE();
         else if (FLAG("--bits")) p.bits = (int)cli_parse_int("--bits", VALUE(), 2, 8);
         else if (FLAG("--group-size")) p.group_size = (int)cli_parse_int("--group-size", VALUE(), -1, 1 << 20);
-        else if (FLAG("--samples") || FLAG("--nsamples")) p.n_samples = (int)cli_parse_int("--samples", VALUE(), 1, 1 << 20);
+        else if (FLAG("--samples") || FLAG("--nsamples"))
+            p.n_samples = (int)cli_parse_int("--samples", VALUE(), 1, 1 << 20);
         else if (FLAG("--seq-len")) p.seq_len = (int)cli_parse_int("--seq-len", VALUE(), 1, 1 << 20);
         else if (!strcmp(a, "--act-order") || !strcmp(a, "--desc-act")) p.act_order = 1;
         else if (FLAG("--damp")) p.damp = cli_parse_float("--damp", VALUE(), 1e-6, 10.0);
@@ -98,7 +99,8 @@ int cli_cmd_quantize(int argc, char **argv) {
         fputs(quantize_usage, stderr);
         return 1;
     }
-    if (pos[2] && type && strcmp(pos[2], type) != 0) cli_die("quantize: two types given: '%s' and --type %s", pos[2], type);
+    if (pos[2] && type && strcmp(pos[2], type) != 0)
+        cli_die("quantize: two types given: '%s' and --type %s", pos[2], type);
     const bool hf = p.format ? !strcmp(p.format, "hf") : p.method && strcmp(p.method, "rtn") != 0;
     if (hf && (pos[2] || type))
         cli_die("quantize: a file type is for GGUF output (--format gguf); a checkpoint's are --bits and --group-size");
@@ -117,10 +119,11 @@ int cli_cmd_quantize(int argc, char **argv) {
     enum llm_status st = llm_quantize(&p, &s, err, sizeof(err));
     if (bar.tty && bar.shown >= 0) fprintf(stderr, "\r%80s\r", "");
     if (st) cli_die("%s", err);
+    // a calibrated checkpoint (gptq, awq): the bits per weight are those of the layers' matrices
+    bool layers = p.method && strcmp(p.method, "rtn") && (!p.format || !strcmp(p.format, "hf"));
     fprintf(stderr, "llm: %s: %d tensors, %d quantized (%d at a fallback type); %.2f MiB -> %.2f MiB (%.2f bits per "
             "weight%s) in %.1f s\n", p.output, s.n_tensors, s.n_quantized, s.n_fallback, (double)s.bytes_in / 1048576.0,
             (double)s.bytes_out / 1048576.0, s.n_params ? 8.0 * (double)s.bytes_out / (double)s.n_params : 0.0,
-            p.method && strcmp(p.method, "rtn") && (!p.format || !strcmp(p.format, "hf")) ? ", the layers' matrices" : "",
-            cli_now() - t0);
+            layers ? ", the layers' matrices" : "", cli_now() - t0);
     return 0;
 }

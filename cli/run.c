@@ -198,7 +198,8 @@ int cli_cmd_run(struct cli *c) {
     int32_t *prompt = cli_prompt(E, c, ei.max_model_len, &n_prompt);
     if (n_prompt == 0) cli_die("run: the prompt is empty (no tokens)");
     for (int i = 0; i < n_prompt; i++)
-        if (prompt[i] >= mi.n_vocab) cli_die("--tokens: id %d is out of range (vocabulary of %d)", prompt[i], mi.n_vocab);
+        if (prompt[i] >= mi.n_vocab)
+            cli_die("--tokens: id %d is out of range (vocabulary of %d)", prompt[i], mi.n_vocab);
     if (n_prompt > ei.max_model_len)
         cli_die("run: the prompt has %d tokens, more than the context of %d (-c)", n_prompt, ei.max_model_len);
 
@@ -235,11 +236,13 @@ int cli_cmd_run(struct cli *c) {
     // the text's last line is out before the statistics, which may go to the same file (2>&1)
     fflush(stdout);
     if (a.finish == LLM_FINISH_CONTEXT && n_prompt + a.n_toks >= ei.max_model_len)
-        fprintf(stderr, "llm: the generation reached the end of the context (%d tokens; -c sets it)\n", ei.max_model_len);
+        fprintf(stderr, "llm: the generation reached the end of the context (%d tokens; -c sets it)\n",
+                ei.max_model_len);
     else if (a.finish == LLM_FINISH_CONTEXT)
-        fprintf(stderr, "llm: the generation filled the KV cache (%d tokens; --kv-cache-memory sets it)\n", ei.kv_tokens);
-    fprintf(stderr, "prompt: %d tokens, %.2f tokens/s | decode: %d tokens, %.2f tokens/s\n", n_prompt, cli_prompt_tps(&a),
-            cli_n_decode(&a), cli_decode_tps(&a));
+        fprintf(stderr, "llm: the generation filled the KV cache (%d tokens; --kv-cache-memory sets it)\n",
+                ei.kv_tokens);
+    fprintf(stderr, "prompt: %d tokens, %.2f tokens/s | decode: %d tokens, %.2f tokens/s\n", n_prompt,
+            cli_prompt_tps(&a), cli_n_decode(&a), cli_decode_tps(&a));
     struct llm_engine_stats st;
     llm_get_stats(E, &st);
     if (c->ep.speculative_ngram || c->ep.speculative_model) cli_spec_print(stderr, "", &st);
@@ -440,7 +443,8 @@ static char *cli_read_line(bool edit, const char *prompt, const char *history) {
         if (edit) { fputs(prompt, stdout); fflush(stdout); }
         struct cli_strbuf b = {0};
         long long n = cli_getline(stdin, &b, CLI_MAX_LINE);
-        if (n == -2) cli_die("chat: a line of standard input is longer than %zu MiB, the most llm reads", CLI_MAX_LINE >> 20);
+        if (n == -2)
+            cli_die("chat: a line of standard input is longer than %zu MiB, the most llm reads", CLI_MAX_LINE >> 20);
         if (n < 0) { free(b.p); b.p = NULL; }
         line = b.p;
         while (n > 0 && line[n - 1] == '\r') line[--n] = 0;
@@ -459,7 +463,8 @@ static char *cli_read_message(bool edit, const char *history) {
         bool more = n > 0 && line[n - 1] == '\\';
         cli_sb_put(&b, line, n - more);
         free(line);
-        if (b.n > CLI_MAX_LINE) cli_die("chat: a message is longer than %zu MiB, the most llm reads", CLI_MAX_LINE >> 20);
+        if (b.n > CLI_MAX_LINE)
+            cli_die("chat: a message is longer than %zu MiB, the most llm reads", CLI_MAX_LINE >> 20);
         if (!more) break;
         cli_sb_put(&b, "\n", 1);
     }
@@ -508,7 +513,8 @@ static void cli_chat_turn(struct cli_chat *ch, const char *text, struct cli_ids 
         }
     }
     struct llm_request_params rp = cli_request_params(c);
-    rp.max_tokens = c->n_predict_set && c->n_predict >= 0 ? c->n_predict : INT_MAX;   // else: the turn's or the context's end
+    // -n, else up to the end of the turn or of the context
+    rp.max_tokens = c->n_predict_set && c->n_predict >= 0 ? c->n_predict : INT_MAX;
     rp.sampling.seed = c->sp.seed + (uint64_t)ch->n_turns;
     struct llm_prompt pr = {NULL, ids->p, ids->n};
     cli_answer_free(&ch->last);
@@ -527,7 +533,8 @@ static void cli_chat_turn(struct cli_chat *ch, const char *text, struct cli_ids 
 }
 
 int cli_cmd_chat(struct cli *c) {
-    if (c->prompt || c->prompt_file || c->tokens) cli_die("chat: the conversation comes from the terminal or stdin, not -p/-f/--tokens");
+    if (c->prompt || c->prompt_file || c->tokens)
+        cli_die("chat: the conversation comes from the terminal or stdin, not -p/-f/--tokens");
     if (c->n_predict_set && c->n_predict == 0) cli_die("chat: -n must be at least 1 (or -1: no limit)");
     if (!c->seed_set) c->sp.seed = cli_random_seed();
     c->ep.enable_prefix_caching = 1;   // the earlier turns' KV blocks are found again
