@@ -52,7 +52,8 @@ static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm
         return llm__fail(e, LLM_ERR_INVALID_ARG, "num_speculative_tokens must be in [0, %d] (got %d)", LLM__MAX_SPEC,
                          p->num_speculative_tokens);
     if (p->num_speculative_tokens > 0 && !p->speculative_ngram && !p->speculative_model)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "num_speculative_tokens needs a way to draft: speculative_model or speculative_ngram");
+        return llm__fail(e, LLM_ERR_INVALID_ARG,
+                         "num_speculative_tokens needs a way to draft: speculative_model or speculative_ngram");
     if (p->prompt_lookup_min < 1 || p->prompt_lookup_max < p->prompt_lookup_min || p->prompt_lookup_max > 64)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "prompt lookup n-grams must have 1 <= min <= max <= 64 (got %d, %d)",
                          p->prompt_lookup_min, p->prompt_lookup_max);
@@ -67,7 +68,8 @@ static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm
     if (p->n_threads > 512) return llm__fail(e, LLM_ERR_INVALID_ARG, "too many threads (%d)", p->n_threads);
     // (at most 2^24 tokens: block counts and slot numbers stay far from int's limit)
     if (p->max_model_len < 0 || p->max_model_len > (1 << 24))
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "max_model_len must be in [0, %d] (got %d)", 1 << 24, p->max_model_len);
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "max_model_len must be in [0, %d] (got %d)", 1 << 24,
+                         p->max_model_len);
     if (p->max_num_seqs < 1 || p->max_num_seqs > 65536)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "max_num_seqs must be in [1, 65536] (got %d)", p->max_num_seqs);
     if (p->max_num_batched_tokens < 1 || p->max_num_batched_tokens > 65536)
@@ -93,7 +95,8 @@ static void llm__engine_check_loadable(llm_engine *E) {
     llm__chat_template_recognise(&E->vocab, &m->gguf);   // plain metadata, whatever else fails
     if (m->gguf.n_tensors == 0) {
         llm__fail(&why, LLM_ERR_FORMAT, "the file has no tensors (a vocabulary-only file)");
-    } else if (llm__model_hparams(m, &why) == LLM_OK && llm__vocab_load(&E->vocab, &m->gguf, m->n_vocab, &why) == LLM_OK) {
+    } else if (llm__model_hparams(m, &why) == LLM_OK &&
+               llm__vocab_load(&E->vocab, &m->gguf, m->n_vocab, &why) == LLM_OK) {
         // every tensor the architecture uses, with its shape and type, as the load would find them
         struct llm__model_plan pl = {0};
         if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
@@ -137,7 +140,8 @@ static enum llm_status llm__engine_step_buffers(llm_engine *E, struct llm__err *
     int max_tokens = LLM__MAX(p->max_num_batched_tokens, LLM__MAX_STEP_OUT);
     int max_out = LLM__MAX(LLM__MAX_STEP_OUT, LLM__MIN(p->max_num_seqs, max_tokens));
     // speculative decoding: rows for the drafts of up to 64 sequences a step besides one per sequence
-    if (p->num_speculative_tokens > 0) max_out = LLM__MIN(max_tokens, LLM__MIN(p->max_num_seqs, max_tokens) + 64 * p->num_speculative_tokens);
+    if (p->num_speculative_tokens > 0)
+        max_out = LLM__MIN(max_tokens, LLM__MIN(p->max_num_seqs, max_tokens) + 64 * p->num_speculative_tokens);
     max_out = LLM__MAX(max_out, LLM__MAX_STEP_OUT);
     if ((st = llm__acts_init(&E->acts, m, &E->be, max_tokens, max_out, e))) return st;
     struct llm__shape shape = {
@@ -171,7 +175,8 @@ static enum llm_status llm__engine_load(llm_engine *E, struct llm__err *e) {
                                             "(llm tokenize, LLM_LOAD_VOCAB) but not run");
     if ((st = llm__model_hparams(&E->model, e))) return st;
     if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, E->model.n_vocab, e))) return st;
-    if (p->quantize && (st = llm__model_quantize(&E->model, p->quantize, p->n_threads, p->verbose > 0 && isatty(2), e))) return st;
+    if (p->quantize && (st = llm__model_quantize(&E->model, p->quantize, p->n_threads, p->verbose > 0 && isatty(2), e)))
+        return st;
     if ((st = llm__backend_open(&E->be, p, e))) return st;
     if ((st = llm__model_load_tensors(&E->model, &E->be, p->verbose > 0 && isatty(2), e))) return st;
     E->max_model_len = p->max_model_len ? p->max_model_len : LLM__MIN(E->model.n_ctx_train, 4096);
@@ -196,14 +201,16 @@ static enum llm_status llm__draft_open(llm_engine *E, struct llm__err *e) {
     if (!D) return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s: %s", dp.model_path, err);
     E->spec.draft = D;
     if (E->model.n_vocab != D->model.n_vocab)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s has %d tokens, the model %d: their vocabularies must be the same",
+        return llm__fail(e, LLM_ERR_INVALID_ARG,
+                         "the draft model %s has %d tokens, the model %d: their vocabularies must be the same",
                          dp.model_path, D->model.n_vocab, E->model.n_vocab);
     for (int t = 0; t < E->model.n_vocab; t++) {
         char pa[256], pb[256];
         int la = llm_token_to_piece(E, t, pa, sizeof(pa)), lb = llm_token_to_piece(D, t, pb, sizeof(pb));
         if (la != lb || (la > 0 && memcmp(pa, pb, (size_t)LLM__MIN(la, (int)sizeof(pa)))) ||
             llm_token_is_control(E, t) != llm_token_is_control(D, t))
-            return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s has another vocabulary: token %d differs", dp.model_path, t);
+            return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s has another vocabulary: token %d differs",
+                             dp.model_path, t);
     }
     // a first forward pass now (weights repacked, pages touched), not in the first step's time
     int s = llm_seq_new(D);
@@ -295,7 +302,9 @@ void llm_get_model_info(const llm_engine *E, struct llm_model_info *info) {
 void llm_get_engine_info(const llm_engine *E, struct llm_engine_info *info) {
     memset(info, 0, sizeof(*info));
     const char *bn = E->be.iface ? E->be.iface->name : "none";
-    info->backend = !strcmp(bn, "vulkan") ? LLM_BACKEND_VULKAN : !strcmp(bn, "cuda") ? LLM_BACKEND_CUDA : LLM_BACKEND_CPU;
+    info->backend = !strcmp(bn, "vulkan") ? LLM_BACKEND_VULKAN
+                    : !strcmp(bn, "cuda") ? LLM_BACKEND_CUDA
+                                          : LLM_BACKEND_CPU;
     info->backend_name = bn;
     info->device_name = E->be.iface && E->be.iface->device_name ? E->be.iface->device_name(E->be.ctx) : "";
     info->n_threads = E->params.n_threads;
@@ -421,7 +430,8 @@ int llm_tokenize(llm_engine *E, const char *text, size_t len, int flags, int32_t
 int llm_token_to_piece(llm_engine *E, int32_t token, char *buf, size_t size) {
     if (!buf && size) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "token_to_piece: NULL buffer"), -1;
     int n = llm__token_piece(&E->vocab, token, false, buf, size);
-    if (n < 0) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "token id %d is out of range [0, %d)", token, E->vocab.n), -1;
+    if (n < 0)
+        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "token id %d is out of range [0, %d)", token, E->vocab.n), -1;
     if (size) buf[LLM__MIN((size_t)n, size - 1)] = 0;
     return n;
 }
@@ -440,7 +450,8 @@ int llm_detokenize(llm_engine *E, const int32_t *tokens, int n, int flags, char 
     struct llm__outbuf o = {0};
     if (!llm__detokenize(&E->vocab, tokens, n, flags, &o)) {
         free(o.p);
-        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "detokenize: a token id is out of range [0, %d)", E->vocab.n), -1;
+        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "detokenize: a token id is out of range [0, %d)", E->vocab.n),
+               -1;
     }
     int r = llm__outbuf_emit(&o, buf, size);
     if (r < 0) llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
@@ -486,7 +497,11 @@ int llm_chat_apply(const char *template_name, const struct llm_chat_message *mes
 
 int llm_seq_new(llm_engine *E) {
     int i = 0;
-    if (E->params.load != LLM_LOAD_ALL) { llm__fail(&E->err, LLM_ERR_INVALID_ARG, "the engine has no weights loaded (LLM_LOAD_VOCAB or LLM_LOAD_METADATA)"); return -1; }
+    if (E->params.load != LLM_LOAD_ALL) {
+        llm__fail(&E->err, LLM_ERR_INVALID_ARG,
+                  "the engine has no weights loaded (LLM_LOAD_VOCAB or LLM_LOAD_METADATA)");
+        return -1;
+    }
     while (i < E->n_seqs && E->seqs[i].used) i++;
     if (i == E->n_seqs) {
         struct llm__seq *s = realloc(E->seqs, (size_t)(E->n_seqs + 1) * sizeof(*s));
@@ -528,7 +543,8 @@ enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int 
         return llm__fail(&E->err, LLM_ERR_CONTEXT, "%d tokens do not fit in the context: %d used of %d",
                          n, s->len, E->max_model_len);
     if (!llm__blocks_can_allocate(&E->blocks, s, n))
-        return llm__fail(&E->err, LLM_ERR_CONTEXT, "KV cache is full: %lld more blocks of %d tokens needed, %d free of %d",
+        return llm__fail(&E->err, LLM_ERR_CONTEXT,
+                         "KV cache is full: %lld more blocks of %d tokens needed, %d free of %d",
                          (long long)llm__blocks_needed(&E->blocks, s, n), E->blocks.block_size,
                          llm__blocks_available(&E->blocks), E->blocks.n_blocks);
     if (!llm__blocks_allocate(&E->blocks, s, n)) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");

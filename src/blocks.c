@@ -143,7 +143,8 @@ static uint64_t llm__block_hash(uint64_t parent, const int32_t *tokens, int n) {
 static int32_t llm__block_find(const struct llm__blocks *bm, uint64_t h, uint64_t parent, const int32_t *tokens) {
     for (int32_t b = bm->bucket[h & bm->bucket_mask]; b >= 0; b = bm->bnext[b])
         if (bm->hash[b] == h && bm->parent[b] == parent &&
-            memcmp(&bm->content[(size_t)b * (size_t)bm->block_size], tokens, (size_t)bm->block_size * sizeof(int32_t)) == 0)
+            memcmp(&bm->content[(size_t)b * (size_t)bm->block_size], tokens,
+                   (size_t)bm->block_size * sizeof(int32_t)) == 0)
             return b;
     return -1;
 }
@@ -227,7 +228,8 @@ void llm__blocks_commit(struct llm__blocks *bm, struct llm__seq *sq, const int32
     if (!bm->caching) return;
     while (sq->n_committed < sq->len / bm->block_size) {
         int i = sq->n_committed;
-        sq->last_hash = llm__block_commit(bm, sq->blocks[i], sq->last_hash, tokens + (size_t)i * (size_t)bm->block_size);
+        sq->last_hash =
+            llm__block_commit(bm, sq->blocks[i], sq->last_hash, tokens + (size_t)i * (size_t)bm->block_size);
         sq->n_committed++;
     }
 }

@@ -20,7 +20,8 @@
 //            (Qwen3's template); "tool" messages become <tool_response> blocks of a user turn
 // BOS is left to the tokenizer (LLM_TOKENIZE_ADD_SPECIAL).
 
-static const char *const llm__chat_names[] = {"chatml", "llama3", "llama2", "mistral", "zephyr", "gemma", "phi3", "qwen3"};
+static const char *const llm__chat_names[] = { "chatml", "llama3", "llama2", "mistral",
+                                               "zephyr", "gemma",  "phi3",   "qwen3" };
 enum { LLM__CHAT_CHATML, LLM__CHAT_LLAMA3, LLM__CHAT_LLAMA2, LLM__CHAT_MISTRAL, LLM__CHAT_ZEPHYR, LLM__CHAT_GEMMA,
        LLM__CHAT_PHI3, LLM__CHAT_QWEN3 };
 
@@ -40,7 +41,8 @@ void llm__chat_template_recognise(struct llm__vocab *v, const struct llm__gguf *
     struct llm__gguf_str t;
     struct llm__err e = {{0}, LLM_OK};
     v->chat_template[0] = 0;
-    if (llm__gguf_find_key(g, "tokenizer.chat_template") < 0 || !llm__gguf_get_str(g, "tokenizer.chat_template", &t, &e))
+    if (llm__gguf_find_key(g, "tokenizer.chat_template") < 0 ||
+        !llm__gguf_get_str(g, "tokenizer.chat_template", &t, &e))
         return;
     const char *name = llm__chat_template_name(&t);
     if (name) snprintf(v->chat_template, sizeof(v->chat_template), "%s", name);
@@ -131,14 +133,21 @@ static int llm__chat_last_query(const struct llm_chat_message *msg, int n) {
 }
 
 // Llama 2 and Mistral: message i inside [INST] ... [/INST] turns (*in_turn: one is open).
-static void llm__chat_inst(struct llm__outbuf *o, bool llama2, int i, bool sys, bool user, const char *c, bool *in_turn) {
+static void llm__chat_inst(struct llm__outbuf *o, bool llama2, int i, bool sys, bool user, const char *c,
+                           bool *in_turn) {
     if (!*in_turn && (sys || user)) {
         llm__outbuf_str(o, i == 0 ? "[INST] " : llama2 ? "<s>[INST] " : "[INST] ");
         *in_turn = true;
     }
     if (sys) {
-        if (llama2) { llm__outbuf_str(o, "<<SYS>>\n"); llm__outbuf_trimmed(o, c); llm__outbuf_str(o, "\n<</SYS>>\n\n"); }
-        else { llm__outbuf_str(o, c); llm__outbuf_str(o, "\n\n"); }
+        if (llama2) {
+            llm__outbuf_str(o, "<<SYS>>\n");
+            llm__outbuf_trimmed(o, c);
+            llm__outbuf_str(o, "\n<</SYS>>\n\n");
+        } else {
+            llm__outbuf_str(o, c);
+            llm__outbuf_str(o, "\n\n");
+        }
     } else if (user) {
         if (llama2) llm__outbuf_trimmed(o, c);
         else llm__outbuf_str(o, c);

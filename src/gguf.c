@@ -523,7 +523,8 @@ enum llm_status llm__gguf_open_file(struct llm__gguf *g, const char *path, bool 
     enum llm_status s = LLM_OK;
     if (read_all) {
         void *buf = llm__alloc((size_t)st.st_size);
-        if (!buf) s = llm__fail(e, LLM_ERR_NOMEM, "gguf: no memory to read '%s' (%lld bytes)", path, (long long)st.st_size);
+        if (!buf)
+            s = llm__fail(e, LLM_ERR_NOMEM, "gguf: no memory to read '%s' (%lld bytes)", path, (long long)st.st_size);
         else if ((s = llm__read_all(fd, buf, (size_t)st.st_size, path, e)) != LLM_OK) free(buf);
         close(fd);
         if (s != LLM_OK) return s;

@@ -60,9 +60,10 @@
 
 #define LLM__SPEC_MARGIN 1.1   // drafts are verified when the expected rate beats none by 10%
 
-#define LLM__SPEC_MARGIN_DRAFT 1.25   // a draft model's: 25% (its sampling and a step's other work are not in the times)
+// a draft model's: 25% (its sampling and a step's other work are not in the times)
+#define LLM__SPEC_MARGIN_DRAFT 1.25
 
-#define LLM__SPEC_PROBE_SHARE 0.02    // a draft model's forced drafts (the first, probes): at most 2% of the steps' time
+#define LLM__SPEC_PROBE_SHARE 0.02   // a draft model's forced drafts (the first, probes): at most 2% of the steps' time
 
 #define LLM__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -409,7 +410,8 @@ static inline void llm__q3_K_quants(const struct llm__block_q3_K *x, int8_t q[LL
 
 // The 8 scales of an IQ4_XS block minus 32 (-32..31).
 static inline void llm__iq4_xs_scales(const struct llm__block_iq4_xs *x, int8_t ls[8]) {
-    for (int b = 0; b < 8; b++) ls[b] = (int8_t)(((x->scales_l[b / 2] >> (4 * (b % 2)) & 15) | (x->scales_h >> (2 * b) & 3) << 4) - 32);
+    for (int b = 0; b < 8; b++)
+        ls[b] = (int8_t)(((x->scales_l[b / 2] >> (4 * (b % 2)) & 15) | (x->scales_h >> (2 * b) & 3) << 4) - 32);
 }
 
 LLM__INTERNAL void llm__dequantize_q3_K(const struct llm__block_q3_K *x, float *y, int64_t nb);
@@ -461,13 +463,25 @@ LLM__INTERNAL llm__vec_dot_fn llm__vec_dot_kernel_avx512(int type);
 LLM__INTERNAL llm__vec_dot_fn llm__vec_dot_kernel_neon(int type);
 #endif
 
-#define LLM__GQ_KERNELS(SFX, ATTR, IMPL)                                                                                 \
-    ATTR static void llm__vec_dot_int4_g32_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G4_32, n, w, a); }   \
-    ATTR static void llm__vec_dot_int4_g64_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G4_64, n, w, a); }   \
-    ATTR static void llm__vec_dot_int4_g128_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G4_128, n, w, a); } \
-    ATTR static void llm__vec_dot_int8_g32_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G8_32, n, w, a); }   \
-    ATTR static void llm__vec_dot_int8_g64_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G8_64, n, w, a); }   \
-    ATTR static void llm__vec_dot_int8_g128_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G8_128, n, w, a); }
+#define LLM__GQ_KERNELS(SFX, ATTR, IMPL)                                                               \
+    ATTR static void llm__vec_dot_int4_g32_##SFX(int64_t n, float *s, const void *w, const void *a) {  \
+        *s = IMPL(LLM__TYPE_G4_32, n, w, a);                                                           \
+    }                                                                                                  \
+    ATTR static void llm__vec_dot_int4_g64_##SFX(int64_t n, float *s, const void *w, const void *a) {  \
+        *s = IMPL(LLM__TYPE_G4_64, n, w, a);                                                           \
+    }                                                                                                  \
+    ATTR static void llm__vec_dot_int4_g128_##SFX(int64_t n, float *s, const void *w, const void *a) { \
+        *s = IMPL(LLM__TYPE_G4_128, n, w, a);                                                          \
+    }                                                                                                  \
+    ATTR static void llm__vec_dot_int8_g32_##SFX(int64_t n, float *s, const void *w, const void *a) {  \
+        *s = IMPL(LLM__TYPE_G8_32, n, w, a);                                                           \
+    }                                                                                                  \
+    ATTR static void llm__vec_dot_int8_g64_##SFX(int64_t n, float *s, const void *w, const void *a) {  \
+        *s = IMPL(LLM__TYPE_G8_64, n, w, a);                                                           \
+    }                                                                                                  \
+    ATTR static void llm__vec_dot_int8_g128_##SFX(int64_t n, float *s, const void *w, const void *a) { \
+        *s = IMPL(LLM__TYPE_G8_128, n, w, a);                                                          \
+    }
 
 // The kernel of G type t at one level (the dispatch's case lines).
 #define LLM__GQ_CASES(SFX)                                                          \
@@ -507,8 +521,9 @@ LLM__AVX2 static inline __m256 llm__load_bf16x8(const uint16_t *p) {
 LLM__AVX2 static inline __m256i llm__qh_bytes_avx2(const uint8_t *qh) {
     uint32_t h;
     memcpy(&h, qh, 4);
-    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
-                                                                                      0x0101010101010101LL, 0));
+    const __m256i v =
+        _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
+                            _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0));
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
     return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
 }
@@ -606,7 +621,8 @@ LLM__INTERNAL void llm__gguf_close(struct llm__gguf *g);
 
 LLM__INTERNAL enum llm_status llm__read_all(int fd, void *buf, size_t size, const char *path, struct llm__err *e);
 
-LLM__INTERNAL enum llm_status llm__gguf_open_file(struct llm__gguf *g, const char *path, bool read_all, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__gguf_open_file(struct llm__gguf *g, const char *path, bool read_all,
+                                                  struct llm__err *e);
 
 LLM__INTERNAL int64_t llm__gguf_find_key(const struct llm__gguf *g, const char *key);
 
@@ -654,7 +670,8 @@ LLM__INTERNAL int llm__utf8_char(const uint8_t *s, size_t n);
 
 LLM__INTERNAL int llm__utf8_put(uint32_t cp, char *out);
 
-LLM__INTERNAL enum llm_status llm__json_parse(struct llm__json *j, const char *text, size_t size, const char *what, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__json_parse(struct llm__json *j, const char *text, size_t size, const char *what,
+                                              struct llm__err *e);
 
 LLM__INTERNAL int32_t llm__json_get(const struct llm__json *j, int32_t o, const char *key);
 
@@ -670,7 +687,8 @@ LLM__INTERNAL bool llm__json_num(const struct llm__json *j, int32_t i, double *o
 
 LLM__INTERNAL bool llm__json_int(const struct llm__json *j, int32_t i, int64_t lo, int64_t hi, int64_t *out);
 
-LLM__INTERNAL enum llm_status llm__read_file(const char *path, size_t max, char **out, size_t *size, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__read_file(const char *path, size_t max, char **out, size_t *size,
+                                             struct llm__err *e);
 
 struct llm__st_tensor {
     char *name;                 // NUL-terminated copy
@@ -695,7 +713,8 @@ LLM__INTERNAL void llm__st_close(struct llm__safetensors *s);
 
 LLM__INTERNAL const struct llm__st_tensor *llm__st_find(const struct llm__safetensors *s, const char *name);
 
-LLM__INTERNAL enum llm_status llm__st_open(struct llm__safetensors *s, const char *path, bool read_all, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__st_open(struct llm__safetensors *s, const char *path, bool read_all,
+                                           struct llm__err *e);
 
 // A GGUF header under construction (keys and values only).
 struct llm__gbuf { struct llm__outbuf o; int64_t n_kv; };
@@ -739,8 +758,9 @@ struct llm__hf_quant {
     bool zeros_less_one;   // GPTQ v1: a stored zero point is the zero point less one
 };
 
-LLM__INTERNAL enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbuf *b, const char **arch_out, bool *permute_qk,
-                                      int64_t hp[5], struct llm__hf_quant *quant, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbuf *b, const char **arch_out,
+                                             bool *permute_qk, int64_t hp[5], struct llm__hf_quant *quant,
+                                             struct llm__err *e);
 
 LLM__INTERNAL bool llm__hf_name(const char *hf, bool gemma, char *out, size_t size, int *qk);
 
@@ -748,9 +768,10 @@ LLM__INTERNAL void llm__map_release(const void *p, size_t n);
 
 LLM__INTERNAL const struct llm__st_tensor *llm__hf_find(const struct llm__hf_owned *o, const char *name);
 
-LLM__INTERNAL enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o, const struct llm__safetensors *f,
-                                           bool permute, bool gemma, const int64_t hp[5], const struct llm__hf_quant *quant,
-                                           struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o,
+                                                  const struct llm__safetensors *f, bool permute, bool gemma,
+                                                  const int64_t hp[5], const struct llm__hf_quant *quant,
+                                                  struct llm__err *e);
 
 // The tokenizer's kinds, pre-tokenizers and token types (tokenizer.ggml.token_type's values),
 // here since a Hugging Face directory's tokenizer is written into those keys.
@@ -766,13 +787,13 @@ struct llm__pre_name { const char *name; enum llm__pre_type pre; bool ignore_mer
 #define LLM__N_PRE_NAMES 15
 LLM__EXTERN const struct llm__pre_name llm__pre_names[LLM__N_PRE_NAMES];
 
-LLM__INTERNAL int32_t llm__strtab_find(const uint32_t *ht, uint32_t mask, const struct llm__gguf_str *strs, const char *s,
-                                size_t n);
+LLM__INTERNAL int32_t llm__strtab_find(const uint32_t *ht, uint32_t mask, const struct llm__gguf_str *strs,
+                                       const char *s, size_t n);
 
 LLM__INTERNAL uint32_t *llm__strtab_build(const struct llm__gguf_str *strs, int n, uint32_t *mask);
 
-LLM__INTERNAL enum llm_status llm__hf_read(const char *dir, const char *name, size_t max, bool required, char **out, size_t *len,
-                                    struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__hf_read(const char *dir, const char *name, size_t max, bool required, char **out,
+                                           size_t *len, struct llm__err *e);
 
 LLM__INTERNAL enum llm_status llm__model_open(struct llm__gguf *g, const char *path, bool read_all, struct llm__err *e);
 
@@ -908,8 +929,8 @@ LLM__INTERNAL LLM__AVX2 int32_t llm__quantize_q8_0_block_avx2(const float *x, in
 LLM__INTERNAL void llm__x16_quantize_act(int type, const float *x, uint8_t *out, int64_t n);
 
 #if defined(LLM__X86_SIMD)
-LLM__INTERNAL LLM__AVX512 void llm__x16_tile_avx512(int type, int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
-                                             int64_t K, float *out, size_t ostride);
+LLM__INTERNAL LLM__AVX512 void llm__x16_tile_avx512(int type, int nt, const uint8_t *rec, const uint8_t *act,
+                                                    size_t stride, int64_t K, float *out, size_t ostride);
 
 #endif
 #define LLM__X16K_ACT_STRIDE(K) ((size_t)(K) + (size_t)(K) / 256 * 20)
@@ -917,15 +938,15 @@ LLM__INTERNAL LLM__AVX512 void llm__x16_tile_avx512(int type, int nt, const uint
 LLM__INTERNAL void llm__x16k_quantize_act(const float *x, uint8_t *out, int64_t n);
 
 #if defined(LLM__X86_SIMD)
-LLM__INTERNAL LLM__AVX512 void llm__x16k_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
-                                              float *out, size_t ostride);
+LLM__INTERNAL LLM__AVX512 void llm__x16k_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
+                                                     int64_t K, float *out, size_t ostride);
 
 #endif
 LLM__INTERNAL void llm__x16_row(int type, const void *w, int64_t r, float *y, int64_t ne0);
 
 #if defined(LLM__X86_SIMD)
-LLM__INTERNAL LLM__AVX512 void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
-                                               float *out, size_t ostride);
+LLM__INTERNAL LLM__AVX512 void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
+                                                      int64_t K, float *out, size_t ostride);
 
 #define LLM__KT_MIN_TOKENS 32
 
@@ -940,12 +961,15 @@ struct llm__kt_tile {
 
 LLM__INTERNAL bool llm__kt_supported(int type, int64_t ne0, int64_t ne1);
 
-LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, int64_t sb, struct llm__kt_tile *t);
+LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, int64_t sb,
+                                                     struct llm__kt_tile *t);
 
-LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t sb, struct llm__kt_tile *t);
+LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t sb,
+                                                    struct llm__kt_tile *t);
 
-LLM__INTERNAL LLM__AVX512 void llm__kt_tokens_avx512(int type, int nt, const struct llm__kt_tile *tl, const uint8_t *act,
-                                              size_t stride, float *out, size_t ostride, bool first);
+LLM__INTERNAL LLM__AVX512 void llm__kt_tokens_avx512(int type, int nt, const struct llm__kt_tile *tl,
+                                                     const uint8_t *act, size_t stride, float *out, size_t ostride,
+                                                     bool first);
 
 #endif
 LLM__INTERNAL void llm__cursors_init(struct llm__cpu *c, int64_t n);
@@ -997,7 +1021,14 @@ LLM__INTERNAL size_t llm__mem_available(void);
 
 LLM__EXTERN const struct llm_backend_i llm__cpu_iface;
 
-enum llm__arch { LLM__ARCH_LLAMA, LLM__ARCH_QWEN2, LLM__ARCH_QWEN3, LLM__ARCH_PHI3, LLM__ARCH_GEMMA2, LLM__ARCH_GEMMA3 };
+enum llm__arch {
+    LLM__ARCH_LLAMA,
+    LLM__ARCH_QWEN2,
+    LLM__ARCH_QWEN3,
+    LLM__ARCH_PHI3,
+    LLM__ARCH_GEMMA2,
+    LLM__ARCH_GEMMA3
+};
 
 struct llm__layer {
     struct llm__tensor attn_norm;    // (n_embd)
@@ -1169,8 +1200,9 @@ struct llm__kv_cache {
     struct llm__tensor *v_layer;
 };
 
-LLM__INTERNAL enum llm_status llm__kv_cache_init(struct llm__kv_cache *kv, const struct llm__model *m, struct llm_backend *be,
-                                          int type, int block_size, size_t bytes, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__kv_cache_init(struct llm__kv_cache *kv, const struct llm__model *m,
+                                                 struct llm_backend *be, int type, int block_size, size_t bytes,
+                                                 struct llm__err *e);
 
 LLM__INTERNAL void llm__kv_cache_free(struct llm__kv_cache *kv, struct llm_backend *be);
 
@@ -1196,7 +1228,8 @@ LLM__INTERNAL int llm__sampler_dist(llm_sampler *s, const float *logits_in, doub
 
 LLM__INTERNAL int32_t llm__sampler_draw(llm_sampler *s, int m, double sum, int32_t skip, double w_skip);
 
-LLM__INTERNAL int32_t llm__sampler_verify(llm_sampler *s, const float *logits, int32_t draft, const float *q, bool *accepted);
+LLM__INTERNAL int32_t llm__sampler_verify(llm_sampler *s, const float *logits, int32_t draft, const float *q,
+                                          bool *accepted);
 
 LLM__INTERNAL double llm__top_logprobs(const float *logits, int n_vocab, int k, struct llm_logprob *out);
 
@@ -1256,16 +1289,18 @@ LLM__INTERNAL uint32_t llm__utf8_next(const uint8_t *s, size_t n, size_t *off);
 
 struct llm__split { size_t *len; size_t n, cap; bool oom; };
 
-LLM__INTERNAL int llm__tokenize(const struct llm__vocab *v, const char *text, size_t len, int flags, int32_t *ids, int cap,
-                         struct llm__err *e);
+LLM__INTERNAL int llm__tokenize(const struct llm__vocab *v, const char *text, size_t len, int flags, int32_t *ids,
+                                int cap, struct llm__err *e);
 
 LLM__INTERNAL int llm__token_piece(const struct llm__vocab *v, int32_t id, bool special, char *buf, size_t size);
 
-LLM__INTERNAL void llm__stream_feed(struct llm_text_stream *u, const char *s, size_t n, struct llm__outbuf *out, bool flush);
+LLM__INTERNAL void llm__stream_feed(struct llm_text_stream *u, const char *s, size_t n, struct llm__outbuf *out,
+                                    bool flush);
 
 LLM__INTERNAL int llm__outbuf_emit(struct llm__outbuf *o, char *buf, size_t size);
 
-LLM__INTERNAL bool llm__detokenize(const struct llm__vocab *v, const int32_t *ids, int n, int flags, struct llm__outbuf *o);
+LLM__INTERNAL bool llm__detokenize(const struct llm__vocab *v, const int32_t *ids, int n, int flags,
+                                   struct llm__outbuf *o);
 
 LLM__INTERNAL void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, int32_t id, int flags,
                              struct llm__outbuf *o);
@@ -1416,7 +1451,8 @@ LLM__INTERNAL bool llm__stops_same(const struct llm__stops *a, const char *const
 
 LLM__INTERNAL bool llm__stops_build(struct llm__stops *a, const char *const *stops, int n);
 
-LLM__INTERNAL long llm__stops_scan(struct llm__stops *a, struct llm__stop_pos *pos, const char *text, size_t n, size_t *hold);
+LLM__INTERNAL long llm__stops_scan(struct llm__stops *a, struct llm__stop_pos *pos, const char *text, size_t n,
+                                   size_t *hold);
 
 struct llm__req {
     int id;
@@ -1563,11 +1599,13 @@ LLM__INTERNAL bool llm__cq_load(struct llm__cq *c, struct llm__qmat *mt);
 
 LLM__INTERNAL void llm__cq_progress(struct llm__cq *c, const struct llm__qmat *mt);
 
-LLM__INTERNAL enum llm_status llm__cq_gptq_layer(struct llm__cq *c, int layer, struct llm__pool *pool, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__cq_gptq_layer(struct llm__cq *c, int layer, struct llm__pool *pool,
+                                                 struct llm__err *e);
 
 LLM__INTERNAL bool llm__cq_round(struct llm__cq *c, struct llm__qmat *mt, int zmin);
 
-LLM__INTERNAL enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct llm__pool *pool, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct llm__pool *pool,
+                                                struct llm__err *e);
 LLM__INTERNAL uint64_t llm__hash(const char *s, size_t n);
 LLM__INTERNAL int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan);
 LLM__INTERNAL int llm__spec_choose(const llm_engine *E, double G, int T, double a, int m, double *gain_out);

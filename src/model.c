@@ -60,7 +60,8 @@ static enum llm_status llm__hparam_f32(const struct llm__model *m, const char *s
 // A tensor's shape as "[ne0, ne1, ...]", every dimension it has (a shape error shows them all).
 static const char *llm__shape_str(char buf[96], int n_dims, const int64_t *ne) {
     int n = snprintf(buf, 96, "[");
-    for (int d = 0; d < n_dims && n < 96; d++) n += snprintf(buf + n, (size_t)(96 - n), "%s%lld", d ? ", " : "", (long long)ne[d]);
+    for (int d = 0; d < n_dims && n < 96; d++)
+        n += snprintf(buf + n, (size_t)(96 - n), "%s%lld", d ? ", " : "", (long long)ne[d]);
     if (n < 96) snprintf(buf + n, (size_t)(96 - n), "]");
     return buf;
 }
@@ -81,10 +82,11 @@ static enum llm_status llm__model_tensor(const struct llm__model *m, const char 
     }
     const struct llm__type_info *ti = llm__type_info(t->type);
     if (!ti || !ti->supported)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED,
-                         "model: tensor '%s' has type %s, which llm.c does not support "
-                         "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)",
-                         name, ti ? ti->name : "unknown");
+        return llm__fail(
+            e, LLM_ERR_UNSUPPORTED,
+            "model: tensor '%s' has type %s, which llm.c does not support "
+            "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)",
+            name, ti ? ti->name : "unknown");
     return LLM_OK;
 }
 
@@ -92,7 +94,8 @@ static enum llm_status llm__model_tensor(const struct llm__model *m, const char 
 // The file's architecture and name (general.architecture, general.name), whatever the load mode.
 void llm__model_names(struct llm__model *m) {
     struct llm__gguf_str s;
-    if (llm__gguf_find_key(&m->gguf, "general.architecture") >= 0 && llm__gguf_get_str(&m->gguf, "general.architecture", &s, NULL))
+    if (llm__gguf_find_key(&m->gguf, "general.architecture") >= 0 &&
+        llm__gguf_get_str(&m->gguf, "general.architecture", &s, NULL))
         snprintf(m->arch_name, sizeof(m->arch_name), "%.*s", (int)LLM__MIN(s.len, 31), s.ptr);
     if (llm__gguf_find_key(&m->gguf, "general.name") >= 0 && llm__gguf_get_str(&m->gguf, "general.name", &s, NULL))
         snprintf(m->name, sizeof(m->name), "%.*s", (int)LLM__MIN(s.len, 127), s.ptr);
@@ -181,14 +184,16 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     if ((st = llm__hparam_u32(m, "attention.head_count_kv", &m->n_head_kv, m->n_head, 1, 1024, e))) return st;
     if ((st = llm__hparam_u32(m, "context_length", &m->n_ctx_train, 2048, 1, 1u << 24, e))) return st;
     char key[128];
-    if (m->n_embd % m->n_head != 0 && llm__gguf_find_key(&m->gguf, llm__arch_key(m, "attention.key_length", key, sizeof(key))) < 0)
+    if (m->n_embd % m->n_head != 0 &&
+        llm__gguf_find_key(&m->gguf, llm__arch_key(m, "attention.key_length", key, sizeof(key))) < 0)
         return llm__fail(e, LLM_ERR_FORMAT, "model: embedding length %d is not a multiple of the head count %d",
                          m->n_embd, m->n_head);
     if ((st = llm__hparam_u32(m, "attention.key_length", &m->head_dim, m->n_embd / m->n_head, 2, 1024, e))) return st;
     int vdim;
     if ((st = llm__hparam_u32(m, "attention.value_length", &vdim, m->head_dim, 2, 1024, e))) return st;
     if (vdim != m->head_dim)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: key length %d differs from value length %d", m->head_dim, vdim);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: key length %d differs from value length %d", m->head_dim,
+                         vdim);
     if (m->n_head % m->n_head_kv != 0)
         return llm__fail(e, LLM_ERR_FORMAT, "model: head count %d is not a multiple of the KV head count %d",
                          m->n_head, m->n_head_kv);
@@ -278,7 +283,8 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
         LLM__MAT(&L->wo, LLM__NAME("attn_output.weight"), Q, E, false);
         LLM__VEC(&L->ffn_norm, LLM__NAME("ffn_norm.weight"), E, false);
         if (m->arch == LLM__ARCH_PHI3) {   // gate and up fused in ffn_up: n_ff rows of gate, then up
-            if ((st = llm__model_tensor(m, LLM__NAME("ffn_up.weight"), E, 2 * (int64_t)m->n_ff, false, &t, e))) return st;
+            if ((st = llm__model_tensor(m, LLM__NAME("ffn_up.weight"), E, 2 * (int64_t)m->n_ff, false, &t, e)))
+                return st;
             LLM__PART(&L->w_gate, 0, m->n_ff);
             LLM__PART(&L->w_up, m->n_ff, m->n_ff);
         } else {
@@ -343,15 +349,17 @@ static enum llm_status llm__model_load_vectors(struct llm__model *m, struct llm_
 
 // The act-order weights' input permutations (a directory's GPTQ weights with g_idx), each
 // distinct one once, into m->perms; each weight's perm a view of its own.
-static enum llm_status llm__model_load_perms(struct llm__model *m, struct llm_backend *be, const struct llm__model_plan *pl,
-                                             struct llm__err *e) {
+static enum llm_status llm__model_load_perms(struct llm__model *m, struct llm_backend *be,
+                                             const struct llm__model_plan *pl, struct llm__err *e) {
     size_t total = 0;
     for (size_t i = 0; i < pl->n_mats; i++)
         if (pl->mats[i].src->perm) total += ((size_t)pl->mats[i].src->ne[0] * 4 + 63) & ~(size_t)63;
     if (!total) return LLM_OK;
     if (!be->iface->gather_cols)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: the %s backend cannot run GPTQ act-order (desc_act) weights yet; "
-                         "the CPU backend can", be->iface->name);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED,
+                         "model: the %s backend cannot run GPTQ act-order (desc_act) weights yet; "
+                         "the CPU backend can",
+                         be->iface->name);
     enum llm_status st = be->iface->buf_alloc(be->ctx, &m->perms, total, e);
     size_t offs = 0;
     for (size_t i = 0; i < pl->n_mats && !st; i++) {
@@ -360,13 +368,15 @@ static enum llm_status llm__model_load_perms(struct llm__model *m, struct llm_ba
         size_t at = offs;
         for (size_t k = 0; k < i && at == offs; k++)   // the same permutation as an earlier weight's
             if (pl->mats[k].src->perm && pl->mats[k].src->ne[0] == src->ne[0] &&
-                (pl->mats[k].src->perm == src->perm || !memcmp(pl->mats[k].src->perm, src->perm, (size_t)src->ne[0] * 4)))
+                (pl->mats[k].src->perm == src->perm ||
+                 !memcmp(pl->mats[k].src->perm, src->perm, (size_t)src->ne[0] * 4)))
                 at = pl->mats[k].dst->perm.offs;
         if (at == offs) {
             be->iface->upload(be->ctx, &m->perms, offs, src->perm, (size_t)src->ne[0] * 4);
             offs += ((size_t)src->ne[0] * 4 + 63) & ~(size_t)63;
         }
-        pl->mats[i].dst->perm = (struct llm__tensor){&m->perms, at, LLM__TYPE_I32, src->ne[0], 1, (size_t)src->ne[0] * 4};
+        pl->mats[i].dst->perm =
+            (struct llm__tensor){ &m->perms, at, LLM__TYPE_I32, src->ne[0], 1, (size_t)src->ne[0] * 4 };
         m->max_perm = LLM__MAX(m->max_perm, src->ne[0]);
     }
     return st;
@@ -422,10 +432,13 @@ enum llm_status llm__model_quantize(struct llm__model *m, const char *name, int 
                                            struct llm__err *e) {
     const int type = llm__type_by_name(name);
     if (type < 0)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a weight type (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, "
-                         "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, f16, bf16, f32)", name);
+        return llm__fail(e, LLM_ERR_INVALID_ARG,
+                         "quantize: '%s' is not a weight type (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, "
+                         "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, f16, bf16, f32)",
+                         name);
     struct llm__gguf *g = &m->gguf;
-    if (!(m->qbufs = calloc((size_t)g->n_tensors + 1, sizeof(void *)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    if (!(m->qbufs = calloc((size_t)g->n_tensors + 1, sizeof(void *))))
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     struct llm__pool *pool = llm__pool_new(n_threads, e);
     if (!pool) return LLM_ERR_BACKEND;
     enum llm_status st = LLM_OK;
@@ -433,13 +446,17 @@ enum llm_status llm__model_quantize(struct llm__model *m, const char *name, int 
     for (int pass = 0; pass < 2 && !st; pass++)
         for (int64_t i = 0; i < g->n_tensors && !st; i++) {
             struct llm__gguf_tensor *t = &g->tensors[i];
-            if (t->n_dims != 2 || (t->type != LLM__TYPE_F32 && t->type != LLM__TYPE_F16 && t->type != LLM__TYPE_BF16)) continue;
+            if (t->n_dims != 2 || (t->type != LLM__TYPE_F32 && t->type != LLM__TYPE_F16 && t->type != LLM__TYPE_BF16))
+                continue;
             int tt = t->ne[0] % llm__type_info((uint32_t)type)->blck == 0 ? type : llm__quant_fallback(type);
             if (t->ne[0] % llm__type_info((uint32_t)tt)->blck != 0 || (uint32_t)tt == t->type) continue;
             if (pass == 0) { total += t->size; continue; }
             const size_t size = llm__row_bytes(tt, t->ne[0]) * (size_t)t->ne[1];
             struct llm__quant_job job = {t, tt, llm__alloc(size), false};
-            if (!job.dst) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name); break; }
+            if (!job.dst) {
+                st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name);
+                break;
+            }
             m->qbufs[m->n_qbufs++] = job.dst;
             llm__pool_run(pool, llm__quant_worker, &job);
             if (job.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
@@ -540,7 +557,8 @@ void llm__model_free(struct llm__model *m, struct llm_backend *be) {
                     if (ws[i]->buf.data || ws[i]->buf.handle) be->iface->weight_free(be->ctx, ws[i]);
             }
         }
-        if (!m->tied_output && (m->output.buf.data || m->output.buf.handle)) be->iface->weight_free(be->ctx, &m->output);
+        if (!m->tied_output && (m->output.buf.data || m->output.buf.handle))
+            be->iface->weight_free(be->ctx, &m->output);
         if (m->tok_embd.buf.data || m->tok_embd.buf.handle) be->iface->weight_free(be->ctx, &m->tok_embd);
         if (m->small.data || m->small.handle) be->iface->buf_free(be->ctx, &m->small);
         if (m->perms.data || m->perms.handle) be->iface->buf_free(be->ctx, &m->perms);
@@ -578,8 +596,8 @@ enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, 
 // The products of n weights sharing input x: one matmul call for each run of weights with the same
 // input permutation (act-order GPTQ), the input gathered into g first where they have one.
 static void llm__forward_matmul(const struct llm_backend_i *B, void *ctx, int n, const struct llm__tensor *dst,
-                                const struct llm__weight *const *w, const struct llm__tensor *bias, struct llm__tensor x,
-                                struct llm__tensor g) {
+                                const struct llm__weight *const *w, const struct llm__tensor *bias,
+                                struct llm__tensor x, struct llm__tensor g) {
     for (int j = 0, k; j < n; j = k) {
         const struct llm__tensor p = w[j]->perm;
         for (k = j + 1; k < n && w[k]->perm.buf == p.buf && (!p.buf || w[k]->perm.offs == p.offs); k++) {}

@@ -31,7 +31,8 @@ struct llm_sampling_params llm_sampling_params_default(void) {
 }
 
 static bool llm__penalties_on(const struct llm_sampling_params *p) {
-    return p->penalty_last_n > 0 && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
+    return p->penalty_last_n > 0 &&
+           (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
 }
 
 // Parameters llm_sampler_create accepts (NaN fails every comparison).

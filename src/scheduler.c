@@ -50,7 +50,8 @@ struct llm__req *llm__req_find(const llm_engine *E, int id) {
 
 // Scheduling order: FCFS by arrival, or priority (lower first) then arrival.
 static bool llm__req_before(const llm_engine *E, const struct llm__req *a, const struct llm__req *b) {
-    if (E->params.scheduling_policy == LLM_SCHED_PRIORITY && a->p.priority != b->p.priority) return a->p.priority < b->p.priority;
+    if (E->params.scheduling_policy == LLM_SCHED_PRIORITY && a->p.priority != b->p.priority)
+        return a->p.priority < b->p.priority;
     return a->arrival < b->arrival;
 }
 
@@ -111,7 +112,9 @@ static void llm__req_finish(llm_engine *E, struct llm__req *r, enum llm_finish_r
 static bool llm__req_params_ok(llm_engine *E, const struct llm_prompt *prompt, const struct llm_request_params *p) {
     struct llm__err *e = &E->err;
     if (E->params.load != LLM_LOAD_ALL)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "the engine has no weights loaded (LLM_LOAD_VOCAB or LLM_LOAD_METADATA)"), false;
+        return llm__fail(e, LLM_ERR_INVALID_ARG,
+                         "the engine has no weights loaded (LLM_LOAD_VOCAB or LLM_LOAD_METADATA)"),
+               false;
     if (!prompt || (!prompt->text && (!prompt->tokens || prompt->n_tokens < 1)))
         return llm__fail(e, LLM_ERR_INVALID_ARG, "request: no prompt"), false;
     if (p->max_tokens < 0 || p->n_stop < 0 || p->n_stop_token_ids < 0 || (p->n_stop && !p->stop) ||
@@ -121,13 +124,16 @@ static bool llm__req_params_ok(llm_engine *E, const struct llm_prompt *prompt, c
         return llm__fail(e, LLM_ERR_INVALID_ARG, "request: logprobs must be in [0, %d] (got %d)",
                          LLM__MIN(LLM__MAX_LOGPROBS, E->model.n_vocab), p->logprobs), false;
     if (p->num_speculative_tokens < -1 || p->num_speculative_tokens > LLM__MAX_SPEC)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: num_speculative_tokens must be in [-1, %d] (got %d)", LLM__MAX_SPEC,
-                         p->num_speculative_tokens), false;
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: num_speculative_tokens must be in [-1, %d] (got %d)",
+                         LLM__MAX_SPEC, p->num_speculative_tokens),
+               false;
     if (p->n_stop > LLM__MAX_STOP)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: %d stop strings: at most %d", p->n_stop, LLM__MAX_STOP), false;
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: %d stop strings: at most %d", p->n_stop, LLM__MAX_STOP),
+               false;
     size_t stop_bytes = 0;
     for (int i = 0; i < p->n_stop; i++) {
-        if (!p->stop[i] || !p->stop[i][0]) return llm__fail(e, LLM_ERR_INVALID_ARG, "request: stop string %d is empty", i), false;
+        if (!p->stop[i] || !p->stop[i][0])
+            return llm__fail(e, LLM_ERR_INVALID_ARG, "request: stop string %d is empty", i), false;
         stop_bytes += strnlen(p->stop[i], LLM__MAX_STOP_BYTES + 1);
         if (stop_bytes > LLM__MAX_STOP_BYTES)
             return llm__fail(e, LLM_ERR_INVALID_ARG, "request: the stop strings are longer than %d bytes in all",
@@ -150,19 +156,24 @@ static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, co
         // a text too long for the context in any tokenization is refused before it is tokenized
         size_t k = E->vocab.max_token_bytes;
         if (k && len && (len - 1) / k + 1 > (size_t)E->max_model_len)
-            return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt's %zu bytes are more than max_model_len (%d) tokens "
-                             "can hold (a token of this vocabulary stands for at most %zu bytes)", len, E->max_model_len, k);
-        flags = (r->p.add_special >= 0 ? LLM_TOKENIZE_ADD_SPECIAL : 0) | (r->p.parse_special > 0 ? LLM_TOKENIZE_PARSE_SPECIAL : 0);
+            return llm__fail(e, LLM_ERR_CONTEXT,
+                             "request: the prompt's %zu bytes are more than max_model_len (%d) tokens "
+                             "can hold (a token of this vocabulary stands for at most %zu bytes)",
+                             len, E->max_model_len, k);
+        flags = (r->p.add_special >= 0 ? LLM_TOKENIZE_ADD_SPECIAL : 0) |
+                (r->p.parse_special > 0 ? LLM_TOKENIZE_PARSE_SPECIAL : 0);
         if ((n = llm__tokenize(&E->vocab, prompt->text, len, flags, NULL, 0, e)) < 0) return e->status;
     } else if (!llm__ids_ok(E, prompt->tokens, n, "request: prompt")) {
         return e->status;
     }
     if (n < 1) return llm__fail(e, LLM_ERR_INVALID_ARG, "request: the prompt has no tokens");
     if (n > E->max_model_len)
-        return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt has %d tokens, more than max_model_len (%d)", n, E->max_model_len);
+        return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt has %d tokens, more than max_model_len (%d)", n,
+                         E->max_model_len);
     int blocks = (n + 1 + E->blocks.block_size - 1) / E->blocks.block_size;   // with its first output token
     if (blocks > E->blocks.n_blocks)
-        return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt needs %d KV blocks, the cache has %d", blocks, E->blocks.n_blocks);
+        return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt needs %d KV blocks, the cache has %d", blocks,
+                         E->blocks.n_blocks);
     r->n_tokens = r->n_prompt = n;
     // room for the output too, as far as the context lets it grow (llm__req_append grows it on)
     int out = LLM__MIN(LLM__MIN(r->p.max_tokens, E->max_model_len - n), 1 << 16);
@@ -230,8 +241,9 @@ int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct
     enum llm_status st = llm__req_set_prompt(E, r, prompt);
     struct llm_sampling_params dp = p.sampling;   // the draft's draws: the same chain, its own random numbers
     dp.seed ^= 0x9E3779B97F4A7C15ull;
-    if (st == LLM_OK && (!(r->smp = llm_sampler_create(&p.sampling, E->model.n_vocab)) || !llm__req_copy_stops(E, r, &p) ||
-                         (E->spec.draft && !(r->dsmp = llm_sampler_create(&dp, E->model.n_vocab))) || !llm__reqs_reserve(E)))
+    if (st == LLM_OK &&
+        (!(r->smp = llm_sampler_create(&p.sampling, E->model.n_vocab)) || !llm__req_copy_stops(E, r, &p) ||
+         (E->spec.draft && !(r->dsmp = llm_sampler_create(&dp, E->model.n_vocab))) || !llm__reqs_reserve(E)))
         st = llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");   // the parameters were checked above
     if (st != LLM_OK) {
         llm__req_free(E, r);
@@ -378,7 +390,8 @@ static int llm__req_cmp_priority(const void *x, const void *y) {
 // they are sorted (at most max_num_seqs of them). Returns how many.
 static int llm__queue_running(const llm_engine *E, struct llm__req **q) {
     int n = 0;
-    for (int i = 0; i < E->sched.n_reqs; i++) if (E->sched.reqs[i]->state == LLM__REQ_RUNNING) q[n++] = E->sched.reqs[i];
+    for (int i = 0; i < E->sched.n_reqs; i++)
+        if (E->sched.reqs[i]->state == LLM__REQ_RUNNING) q[n++] = E->sched.reqs[i];
     if (E->params.scheduling_policy == LLM_SCHED_PRIORITY) qsort(q, (size_t)n, sizeof(*q), llm__req_cmp_priority);
     return n;
 }
@@ -428,7 +441,9 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
         const float *lg = rows + (size_t)j * nv;
         if (!llm__all_finite(lg, nv)) { llm__req_fail_nonfinite(E, r); break; }
         bool accepted = false;
-        const float *q = r->spec_q >= 0 ? E->spec.q + ((size_t)r->spec_q * (size_t)E->params.num_speculative_tokens + (size_t)j) * nv : NULL;
+        const float *q =
+            r->spec_q >= 0 ? E->spec.q + ((size_t)r->spec_q * (size_t)E->params.num_speculative_tokens + (size_t)j) * nv
+                           : NULL;
         int32_t tok = j == k ? llm_sampler_sample(r->smp, lg) : llm__sampler_verify(r->smp, lg, draft[j], q, &accepted);
         if (j < k) E->spec.proposed[j]++;
         if (accepted) { E->spec.accepted[j]++; kept++; r->seq.len = ++r->n_computed; }   // its KV is the token's
@@ -443,7 +458,8 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
     if (r->state == LLM__REQ_RUNNING) {   // the cache holds the last token and the kept drafts
         llm__blocks_truncate(&E->blocks, &r->seq, pe->start + 1 + kept);   // (the blocks of the others go)
         r->n_computed = r->seq.len;
-        if (E->spec.draft && r->dseq.len > r->seq.len) llm__blocks_truncate(&E->spec.draft->blocks, &r->dseq, r->seq.len);
+        if (E->spec.draft && r->dseq.len > r->seq.len)
+            llm__blocks_truncate(&E->spec.draft->blocks, &r->dseq, r->seq.len);
     }
 }
 
@@ -556,7 +572,8 @@ static int llm__collect(llm_engine *E, const struct llm_output **outputs) {
             llm__output_fill(E, E->sched.reqs[i], &E->sched.outs[n_outs], &E->sched.out_off[n_outs]);
             n_outs++;
         }
-    for (int i = 0; i < n_outs; i++) E->sched.outs[i].new_text = E->sched.arena.p + E->sched.out_off[i];   // the arena has stopped moving
+    for (int i = 0; i < n_outs; i++)
+        E->sched.outs[i].new_text = E->sched.arena.p + E->sched.out_off[i];   // the arena has stopped moving
     return n_outs;
 }
 
@@ -645,8 +662,10 @@ static void llm__schedule_drafts(llm_engine *E, struct llm__plan *plan) {
         pe->tokens = r->tokens + pe->start;   // the room for drafts may have moved the tokens
         if (m <= 0) continue;
         double a = (r->spec_kept + 1.0) / (r->spec_kept + r->spec_missed + 2.0), k_gain = 0.0;
-        int k = E->spec.always || E->sched.n_steps % 64 == 31 ? m : llm__spec_choose(E, G, plan->n_tokens, a, m, &k_gain);
-        if (k == 0 || !llm__blocks_can_allocate_free(&E->blocks, &r->seq, 1 + k)) continue;   // drafts never preempt nor evict
+        int k =
+            E->spec.always || E->sched.n_steps % 64 == 31 ? m : llm__spec_choose(E, G, plan->n_tokens, a, m, &k_gain);
+        if (k == 0 || !llm__blocks_can_allocate_free(&E->blocks, &r->seq, 1 + k))
+            continue;   // drafts never preempt nor evict
         if (!llm__blocks_allocate(&E->blocks, &r->seq, 1 + k)) continue;
         G += k_gain;
         llm__plan_add_drafts(plan, pe, k);
@@ -674,7 +693,8 @@ static enum llm_status llm__schedule_running(llm_engine *E, struct llm__plan *pl
 static enum llm_status llm__schedule_waiting(llm_engine *E, struct llm__plan *plan) {
     int n_running = 0;
     for (int i = 0; i < E->sched.n_reqs; i++) n_running += E->sched.reqs[i]->state == LLM__REQ_RUNNING;
-    while (E->sched.n_wait > 0 && plan->n_tokens < E->params.max_num_batched_tokens && n_running < E->params.max_num_seqs) {
+    while (E->sched.n_wait > 0 && plan->n_tokens < E->params.max_num_batched_tokens &&
+           n_running < E->params.max_num_seqs) {
         int a = llm__sched_admit(E, plan, E->sched.q_wait[0], n_running);
         if (a < 0) return E->err.status;
         if (a == 0) break;
@@ -731,8 +751,12 @@ void llm_get_stats(const llm_engine *E, struct llm_engine_stats *s) {
     long long blocks = 0;
     for (int i = 0; i < E->sched.n_reqs; i++) {
         const struct llm__req *r = E->sched.reqs[i];
-        if (r->state == LLM__REQ_RUNNING) { s->n_running++; s->kv_tokens_stored += r->seq.len; blocks += r->seq.n_blocks; }
-        else if (r->state == LLM__REQ_WAITING) s->n_waiting++;
+        if (r->state == LLM__REQ_RUNNING) {
+            s->n_running++;
+            s->kv_tokens_stored += r->seq.len;
+            blocks += r->seq.n_blocks;
+        } else if (r->state == LLM__REQ_WAITING)
+            s->n_waiting++;
     }
     s->kv_utilization = blocks ? (double)s->kv_tokens_stored / ((double)blocks * bm->block_size) : 0.0;
     s->prefix_query_tokens = E->sched.prefix_query_tokens;
@@ -767,8 +791,8 @@ static enum llm_status llm__result_fill(llm_engine *E, const struct llm__req *r,
     if (x->logprobs) memcpy(x->logprobs, r->logprobs, (size_t)x->n_tokens * k * sizeof(struct llm_logprob));
     if (r->n_itl) memcpy(x->itl_ms, r->itl, (size_t)r->n_itl * sizeof(float));
     x->finish_reason = r->finish;
-    if (r->finish == LLM_FINISH_ERROR &&
-        !(x->error = r->error ? llm__strndup(r->error, strlen(r->error)) : llm__strndup(E->err.msg, strlen(E->err.msg))))
+    if (r->finish == LLM_FINISH_ERROR && !(x->error = r->error ? llm__strndup(r->error, strlen(r->error))
+                                                               : llm__strndup(E->err.msg, strlen(E->err.msg))))
         return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
     x->ttft_ms = out->ttft_ms;
     x->e2e_ms = out->e2e_ms;
@@ -777,9 +801,10 @@ static enum llm_status llm__result_fill(llm_engine *E, const struct llm__req *r,
     return LLM_OK;
 }
 
-enum llm_status llm_generate(llm_engine *E, const struct llm_prompt *prompts, int n, const struct llm_request_params *params,
-                             struct llm_result *res) {
-    if (n < 0 || (n > 0 && (!prompts || !res))) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "generate: bad arguments");
+enum llm_status llm_generate(llm_engine *E, const struct llm_prompt *prompts, int n,
+                             const struct llm_request_params *params, struct llm_result *res) {
+    if (n < 0 || (n > 0 && (!prompts || !res)))
+        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "generate: bad arguments");
     if (llm_has_unfinished_requests(E))   // their outputs would be lost here
         return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "generate: the engine has unfinished requests (llm_generate "
                                                        "needs an idle engine; use llm_step for them)");

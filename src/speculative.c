@@ -55,16 +55,17 @@ static int llm__spec_ngram(const llm_engine *E, struct llm__req *r, int k) {
 // How many drafts decoding request r may have this step (0: none), within the budgets of the
 // step, the request (max_tokens, the context) and its tokens' memory (room after its tokens).
 static int llm__spec_propose_budget(llm_engine *E, const struct llm__plan *plan, struct llm__req *r) {
-    int k = r->p.num_speculative_tokens < 0 ? 0 : r->p.num_speculative_tokens > 0
-                                                      ? LLM__MIN(r->p.num_speculative_tokens, E->params.num_speculative_tokens)
-                                                      : E->params.num_speculative_tokens;
+    int k = r->p.num_speculative_tokens < 0   ? 0
+            : r->p.num_speculative_tokens > 0 ? LLM__MIN(r->p.num_speculative_tokens, E->params.num_speculative_tokens)
+                                              : E->params.num_speculative_tokens;
     if (k <= 0 || r->n_tokens - r->n_computed != 1) return 0;
     k = LLM__MIN(k, E->params.max_num_batched_tokens - plan->n_tokens);
     k = LLM__MIN(k, E->acts.max_out - plan->n_logits);
     k = LLM__MIN(k, r->p.max_tokens - (r->n_tokens - r->n_prompt) - 1);   // the last token comes from the model
     k = LLM__MIN(k, E->max_model_len - r->n_tokens - 1);
     if (k <= 0) return 0;
-    if (r->n_tokens + k > r->cap_tokens && !llm__req_reserve_tokens(r, LLM__MAX(2 * r->cap_tokens, r->n_tokens + k))) return 0;
+    if (r->n_tokens + k > r->cap_tokens && !llm__req_reserve_tokens(r, LLM__MAX(2 * r->cap_tokens, r->n_tokens + k)))
+        return 0;
     return k;
 }
 
@@ -97,7 +98,8 @@ static double llm__step_time(const llm_engine *E, int T) {
     if (hi) return E->spec.t_step[hi];
     if (!lo) return 1.0 + 0.1 * (T - 1);
     double slope = 0.1 * E->spec.t_step[lo];
-    if (lo2 && lo >= T / 2) slope = LLM__MAX((E->spec.t_step[lo] - E->spec.t_step[lo2]) / (lo - lo2), E->spec.t_step[lo] / lo * 0.25);
+    if (lo2 && lo >= T / 2)
+        slope = LLM__MAX((E->spec.t_step[lo] - E->spec.t_step[lo2]) / (lo - lo2), E->spec.t_step[lo] / lo * 0.25);
     return E->spec.t_step[lo] + slope * (T - lo);
 }
 
@@ -209,7 +211,8 @@ static void llm__spec_draft_select(llm_engine *E, struct llm__plan *plan, struct
         sel->any_forced |= forced && !E->spec.always;
         if (sel->dtok + catch_up > dmax) {   // the draft's cache lacks much (a long prompt): a part now, drafts later
             int c = dmax - sel->dtok;
-            if (c > 0 && llm__blocks_can_allocate(&D->blocks, &r->dseq, c) && llm__blocks_allocate(&D->blocks, &r->dseq, c)) {
+            if (c > 0 && llm__blocks_can_allocate(&D->blocks, &r->dseq, c) &&
+                llm__blocks_allocate(&D->blocks, &r->dseq, c)) {
                 sel->cu[sel->n_cu] = r;
                 sel->cun[sel->n_cu++] = c;
                 sel->dtok += c;
@@ -218,7 +221,8 @@ static void llm__spec_draft_select(llm_engine *E, struct llm__plan *plan, struct
         }
         if (!llm__blocks_can_allocate_free(&E->blocks, &r->seq, 1 + k) ||
             !llm__blocks_can_allocate(&D->blocks, &r->dseq, catch_up + k - 1) ||
-            !llm__blocks_allocate(&E->blocks, &r->seq, 1 + k) || !llm__blocks_allocate(&D->blocks, &r->dseq, catch_up + k - 1))
+            !llm__blocks_allocate(&E->blocks, &r->seq, 1 + k) ||
+            !llm__blocks_allocate(&D->blocks, &r->dseq, catch_up + k - 1))
             continue;
         G += k_gain;
         llm__plan_add_drafts(plan, pe, k);
@@ -241,7 +245,8 @@ static void llm__spec_draft_round_plan(llm_engine *E, const struct llm__plan *pl
     struct llm__plan_entry *de = E->spec.de;
     for (int j = 0; round == 0 && j < sel->n_cu; j++) {   // catching up only: no logits
         struct llm__req *r = sel->cu[j];
-        de[dplan->n] = (struct llm__plan_entry){NULL, &r->dseq, r->tokens + r->dseq.len, r->dseq.len, sel->cun[j], 0, 0};
+        de[dplan->n] =
+            (struct llm__plan_entry){ NULL, &r->dseq, r->tokens + r->dseq.len, r->dseq.len, sel->cun[j], 0, 0 };
         map[dplan->n++] = -1;
         dplan->n_tokens += sel->cun[j];
     }

@@ -46,7 +46,8 @@ enum llm_status llm__prepare(llm_engine *E, const struct llm__plan *plan, struct
             E->st_slot[T] = llm__seq_slot(pe->seq, bs, pe->start + j);
         }
         for (int j = pe->n_logits; j > 0; j--) E->st_out[n_out++] = T - j;
-        memcpy(E->st_tables + (size_t)k * (size_t)max_blocks, pe->seq->blocks, (size_t)pe->seq->n_blocks * sizeof(int32_t));
+        memcpy(E->st_tables + (size_t)k * (size_t)max_blocks, pe->seq->blocks,
+               (size_t)pe->seq->n_blocks * sizeof(int32_t));
     }
     *step = (struct llm__step){
         .n_tokens = T, .tokens = E->st_tokens, .positions = E->st_pos, .seq_idx = E->st_seq,

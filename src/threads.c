@@ -199,13 +199,13 @@ static void llm__pool_set_active(struct llm__pool *pool, int active) {
 // 1, 2, 4, ..., min(n, cores) and now and then runs a few steps at a neighbouring rung (a
 // probe, alternately below and above). It compares the mean time of the probe's steps with that
 // of as many steps just before it, each without its slowest step (one preemption of the caller):
-// at least LLM__TUNE_PROBE steps and LLM__TUNE_SPAN of time, at most LLM__TUNE_RING steps. A probe step 4 times as slow as those and 0.5 ms slower ends the
-// probe at once. Adjacent windows of equal length, because another program's load comes and goes;
-// means, because on a shared machine step times are bimodal (fast while the other program waits
-// for a core, slow while a worker waits for one) and the mean is the throughput. Steps in which
-// threads change are not counted: the first after a change, and those begun within
-// LLM__TUNE_WARM of it (parked workers take that long to run again where they should; a tiny
-// model's steps take 20 us); nor are the first steps of a new step size (caches, page faults).
+// at least LLM__TUNE_PROBE steps and LLM__TUNE_SPAN of time, at most LLM__TUNE_RING steps. A probe step 4 times as slow
+// as those and 0.5 ms slower ends the probe at once. Adjacent windows of equal length, because another program's load
+// comes and goes; means, because on a shared machine step times are bimodal (fast while the other program waits for a
+// core, slow while a worker waits for one) and the mean is the throughput. Steps in which threads change are not
+// counted: the first after a change, and those begun within LLM__TUNE_WARM of it (parked workers take that long to run
+// again where they should; a tiny model's steps take 20 us); nor are the first steps of a new step size (caches, page
+// faults).
 //
 // A probe faster by 3% moves the tuner there (and the next probe, 4 steps later, looks further
 // that way); a probe 15% slower after two steps ends there; one that loses makes the steps until
