@@ -60,14 +60,17 @@ static bool cli_jreq_int(struct cli_jreq *q, const char *key, json_t *v, long lo
         return true;
     }
     if (json_is_integer(v))
-        return cli_jreq_fail(q, key, "%s: %lld is out of range [%lld, %lld]", key, (long long)json_integer_value(v), lo, hi);
+        return cli_jreq_fail(q, key, "%s: %lld is out of range [%lld, %lld]", key, (long long)json_integer_value(v),
+                             lo, hi);
     if (json_is_real(v))
-        return cli_jreq_fail(q, key, "%s: expected an integer in [%lld, %lld], got %g", key, lo, hi, json_real_value(v));
+        return cli_jreq_fail(q, key, "%s: expected an integer in [%lld, %lld], got %g", key, lo, hi,
+                             json_real_value(v));
     return cli_jreq_fail(q, key, "%s: expected an integer in [%lld, %lld]", key, lo, hi);
 }
 
 // A number field in [lo, hi]; open_lo: lo itself excluded.
-static bool cli_jreq_num(struct cli_jreq *q, const char *key, json_t *v, double lo, double hi, bool open_lo, float *out) {
+static bool cli_jreq_num(struct cli_jreq *q, const char *key, json_t *v, double lo, double hi, bool open_lo,
+                         float *out) {
     if (!json_is_number(v)) return cli_jreq_fail(q, key, "%s: expected a number", key);
     double x = json_number_value(v);
     if (!(open_lo ? x > lo : x >= lo) || !(x <= hi))
@@ -128,7 +131,8 @@ static bool cli_jreq_prompts(struct cli_jreq *q, json_t *v) {
     bool many = json_is_array(v) && json_array_size(v) > 0 && !json_is_integer(json_array_get(v, 0));
     if (json_is_array(v) && json_array_size(v) == 0) return cli_jreq_fail(q, "prompt", "prompt: the array is empty");
     if (!json_is_string(v) && !json_is_array(v))
-        return cli_jreq_fail(q, "prompt", "prompt: expected a string, an array of strings, an array of token ids or an array of arrays of them");
+        return cli_jreq_fail(q, "prompt", "prompt: expected a string, an array of strings, an array of token ids or "
+                             "an array of arrays of them");
     if (many) n = json_array_size(v);
     if (n > 1024) return cli_jreq_fail(q, "prompt", "prompt: %zu prompts, at most 1024 in one request", n);
     if (!(q->prompts = calloc(n, sizeof(*q->prompts))) || !(q->prompt_ids = calloc(n, sizeof(int32_t *))))
@@ -161,12 +165,15 @@ static bool cli_jreq_messages(struct cli_jreq *q, json_t *v, const char *tmpl) {
     for (size_t i = 0; i < n && ok; i++) {
         json_t *x = json_array_get(v, i), *role = json_object_get(x, "role"), *content = json_object_get(x, "content");
         if (!json_is_object(x)) { ok = cli_jreq_fail(q, "messages", "messages[%zu]: expected an object", i); break; }
-        if (!json_is_string(role)) { ok = cli_jreq_fail(q, "messages", "messages[%zu].role: expected a string", i); break; }
+        if (!json_is_string(role)) {
+            ok = cli_jreq_fail(q, "messages", "messages[%zu].role: expected a string", i);
+            break;
+        }
         const char *r = json_string_value(role);
         if (!strcmp(r, "developer")) r = "system";   // OpenAI's newer name for the system message
         if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
-            ok = cli_jreq_fail(q, "messages", "messages[%zu].role: '%.40s' is not supported (system, developer, user, assistant; no tools)",
-                               i, r);
+            ok = cli_jreq_fail(q, "messages", "messages[%zu].role: '%.40s' is not supported (system, developer, user, "
+                               "assistant; no tools)", i, r);
             break;
         }
         if (json_object_get(x, "tool_calls") && !json_is_null(json_object_get(x, "tool_calls"))) {
@@ -175,7 +182,8 @@ static bool cli_jreq_messages(struct cli_jreq *q, json_t *v, const char *tmpl) {
         }
         m[i].role = r;
         if ((!content || json_is_null(content)) && strcmp(r, "assistant")) {
-            ok = cli_jreq_fail(q, "messages", "messages[%zu].content: missing (only an assistant message may have none)", i);
+            ok = cli_jreq_fail(q, "messages", "messages[%zu].content: missing (only an assistant message may have "
+                               "none)", i);
             break;
         }
         if (!content || json_is_null(content)) {
@@ -189,7 +197,8 @@ static bool cli_jreq_messages(struct cli_jreq *q, json_t *v, const char *tmpl) {
                 json_t *part = json_array_get(content, k), *type = json_object_get(part, "type");
                 const char *text = NULL;
                 if (!json_is_string(type) || strcmp(json_string_value(type), "text"))
-                    ok = cli_jreq_fail(q, "messages", "messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": ...} parts are supported", i, k);
+                    ok = cli_jreq_fail(q, "messages", "messages[%zu].content[%zu]: only {\"type\": \"text\", "
+                                       "\"text\": ...} parts are supported", i, k);
                 else ok = cli_jreq_cstr(q, "messages", json_object_get(part, "text"), &text);
                 if (ok) cli_sb_put(&b, text, strlen(text));
             }
@@ -216,18 +225,21 @@ static bool cli_jreq_server_unsupported(struct cli_jreq *q, const char *key, jso
     if (!strcmp(key, "response_format")) {
         json_t *t = json_object_get(v, "type");
         if (json_is_object(v) && json_is_string(t) && !strcmp(json_string_value(t), "text")) return true;
-        return cli_jreq_fail(q, key, "response_format: only {\"type\": \"text\"} is supported (no JSON mode or schemas)");
+        return cli_jreq_fail(q, key, "response_format: only {\"type\": \"text\"} is supported (no JSON mode or "
+                             "schemas)");
     }
     if (!strcmp(key, "tools") || !strcmp(key, "functions") || !strcmp(key, "logit_bias")) {
-        if ((json_is_array(v) && json_array_size(v) == 0) || (json_is_object(v) && json_object_size(v) == 0)) return true;
+        if ((json_is_array(v) && json_array_size(v) == 0) || (json_is_object(v) && json_object_size(v) == 0))
+            return true;
         return cli_jreq_fail(q, key, "%s: not supported by llm serve", key);
     }
     if (!strcmp(key, "tool_choice") || !strcmp(key, "function_call")) {
         if (json_is_string(v) && !strcmp(json_string_value(v), "none")) return true;
         return cli_jreq_fail(q, key, "%s: not supported by llm serve (no tools)", key);
     }
-    if (!strcmp(key, "suffix") || !strcmp(key, "best_of") || !strcmp(key, "use_beam_search") || !strcmp(key, "prompt_logprobs") ||
-        !strcmp(key, "guided_json") || !strcmp(key, "guided_regex") || !strcmp(key, "guided_choice") || !strcmp(key, "guided_grammar")) {
+    if (!strcmp(key, "suffix") || !strcmp(key, "best_of") || !strcmp(key, "use_beam_search") ||
+        !strcmp(key, "prompt_logprobs") || !strcmp(key, "guided_json") || !strcmp(key, "guided_regex") ||
+        !strcmp(key, "guided_choice") || !strcmp(key, "guided_grammar")) {
         if (!strcmp(key, "best_of") && json_is_integer(v)) {   // best_of == n: what is done anyway (n read here:
             json_t *n = json_object_get(q->root, "n");              // it may come after best_of)
             if (json_integer_value(v) == (json_is_integer(n) ? json_integer_value(n) : 1)) return true;
@@ -238,118 +250,255 @@ static bool cli_jreq_server_unsupported(struct cli_jreq *q, const char *key, jso
     return true;   // a field it does not know: ignored, as vLLM and llama-server do
 }
 
-// One field of a request; null means the default, as in OpenAI's API.
-static bool cli_jreq_field(struct cli_jreq *q, const char *key, json_t *v, const char *tmpl) {
+// --- the fields: a table of those a request reads, with their readers ---
+
+// An integer field in [lo, hi] into an int.
+static bool cli_jreq_int_into(struct cli_jreq *q, const char *key, json_t *v, int lo, int hi, int *out) {
     long long i;
-    struct llm_sampling_params *sp = &q->p.sampling;
-    bool gen = q->kind == CLI_JREQ_GENERATE, chat = q->kind == CLI_JREQ_CHAT;
-    bool gen_known = !strcmp(key, "prompt") || !strcmp(key, "tokens") || !strcmp(key, "max_tokens") ||
-                     !strcmp(key, "temperature") || !strcmp(key, "top_p") || !strcmp(key, "top_k") ||
-                     !strcmp(key, "min_p") || !strcmp(key, "seed") || !strcmp(key, "priority") || !strcmp(key, "stop") ||
-                     !strcmp(key, "stop_token_ids") || !strcmp(key, "ignore_eos") || !strcmp(key, "repetition_penalty") ||
-                     !strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty") || !strcmp(key, "logprobs") ||
-                     !strcmp(key, "n") || !strcmp(key, "best_of") || !strcmp(key, "stream") ||
-                     !strcmp(key, "num_speculative_tokens");
-    if (json_is_null(v) && (!gen || gen_known)) return true;   // the default
-    if (!strcmp(key, "prompt") && !chat) {
-        if (!gen) return cli_jreq_prompts(q, v);
-        if (!cli_jreq_cstr(q, key, v, &q->prompt)) return false;
-        q->has_prompt = true;
-    } else if (!strcmp(key, "tokens") && gen) {
-        if (!cli_jreq_ids(q, key, v, &q->tokens, &q->n_tokens)) return false;
-        if (q->n_tokens == 0) return cli_jreq_fail(q, key, "tokens: the array is empty");
-        q->has_tokens = true;
-    } else if (!strcmp(key, "messages") && chat) {
-        return cli_jreq_messages(q, v, tmpl);
-    } else if (!strcmp(key, "max_tokens") || (chat && !strcmp(key, "max_completion_tokens"))) {
-        if (!cli_jreq_int(q, key, v, 0, 1 << 24, &i)) return false;
-        bool newer = !strcmp(key, "max_completion_tokens");   // OpenAI's newer name wins over max_tokens
-        if (newer || !q->max_completion_set) q->p.max_tokens = (int)i;
-        q->max_completion_set |= newer;
-        q->max_tokens_set = true;
-    } else if (!strcmp(key, "temperature")) {
-        return cli_jreq_num(q, key, v, 0.0, 100.0, false, &sp->temperature);
-    } else if (!strcmp(key, "top_p")) {
-        return cli_jreq_num(q, key, v, 0.0, 1.0, false, &sp->top_p);
-    } else if (!strcmp(key, "min_p")) {
-        return cli_jreq_num(q, key, v, 0.0, 1.0, false, &sp->min_p);
-    } else if (!strcmp(key, "top_k")) {   // -1: off, as in vLLM (the engine's off is 0)
-        if (!cli_jreq_int(q, key, v, -1, INT_MAX, &i)) return false;
-        sp->top_k = i < 0 ? 0 : (int)i;
-    } else if (!strcmp(key, "seed")) {   // OpenAI's seeds may be negative: their bits
-        if (!cli_jreq_int(q, key, v, gen ? 0 : LLONG_MIN, LLONG_MAX, &i)) return false;
-        sp->seed = (uint64_t)i;
-        q->seed_set = true;
-    } else if (!strcmp(key, "num_speculative_tokens")) {   // -1: none for this request
-        if (!cli_jreq_int(q, key, v, -1, 16, &i)) return false;
-        q->p.num_speculative_tokens = (int)i;
-    } else if (!strcmp(key, "priority")) {
-        if (!cli_jreq_int(q, key, v, INT_MIN, INT_MAX, &i)) return false;
-        q->p.priority = (int)i;
-    } else if (!strcmp(key, "repetition_penalty")) {
-        return cli_jreq_num(q, key, v, 0.0, 100.0, true, &sp->repeat_penalty);
-    } else if (!strcmp(key, "presence_penalty")) {
-        return cli_jreq_num(q, key, v, -2.0, 2.0, false, &sp->presence_penalty);
-    } else if (!strcmp(key, "frequency_penalty")) {
-        return cli_jreq_num(q, key, v, -2.0, 2.0, false, &sp->frequency_penalty);
-    } else if (!strcmp(key, "logprobs") && chat) {   // chat: true or false, with top_logprobs
-        return cli_jreq_bool(q, key, v, &q->chat_logprobs);
-    } else if (!strcmp(key, "top_logprobs") && chat) {
-        if (!cli_jreq_int(q, key, v, 0, 20, &i)) return false;
-        q->top_logprobs = (int)i;
-    } else if (!strcmp(key, "logprobs")) {
-        if (!cli_jreq_int(q, key, v, 0, 20, &i)) return false;
-        q->p.logprobs = (int)i;
-        q->logprobs_set = true;
-    } else if (!strcmp(key, "ignore_eos")) {
-        bool b = false;
-        if (!cli_jreq_bool(q, key, v, &b)) return false;
-        q->p.ignore_eos = b;
-    } else if (!strcmp(key, "stop")) {   // a string or an array of strings, as in OpenAI's API
-        size_t n = json_is_array(v) ? json_array_size(v) : 1;
-        if (!json_is_array(v) && !json_is_string(v)) return cli_jreq_fail(q, key, "stop: expected a string or an array of strings");
-        free(q->stop);
-        if (n > 1024) return cli_jreq_fail(q, key, "stop: %zu stop strings, at most 1024", n);
-        if (!(q->stop = malloc(CLI_MAX(n, 1) * sizeof(char *)))) cli_die("out of memory");
-        q->n_stop = (int)n;
-        for (size_t k = 0; k < n; k++) {
-            json_t *s = json_is_array(v) ? json_array_get(v, k) : v;
-            if (!cli_jreq_cstr(q, "stop", s, &q->stop[k])) return false;
-            if (!q->stop[k][0]) return cli_jreq_fail(q, key, "stop: an empty stop string");
-        }
-    } else if (!strcmp(key, "stop_token_ids")) {
-        int n = 0;
-        if (!cli_jreq_ids(q, key, v, &q->stop_ids, &n)) return false;
-        q->p.n_stop_token_ids = n;
-    } else if (gen && (!strcmp(key, "n") || !strcmp(key, "best_of"))) {   // one sequence per request
-        if (!json_is_integer(v) || json_integer_value(v) != 1) return cli_jreq_fail(q, key, "%s: only 1 is supported", key);
-    } else if (gen && !strcmp(key, "stream")) {
-        if (!json_is_false(v))
-            return cli_jreq_fail(q, key, "stream: only false is supported (llm generate prints whole results)");
-    } else if (gen) {
-        // the key in the message: at most 40 characters (it is valid UTF-8: Jansson checked it)
-        int len = (int)cli_utf8_prefix(key, strlen(key), 40);
-        const char *more = key[len] ? "..." : "";
-        for (size_t k = 0; k < CLI_ARRAY_LEN(cli_jreq_unsupported); k++)
-            if (!strcmp(key, cli_jreq_unsupported[k])) return cli_jreq_fail(q, key, "%s: not supported by llm generate", key);
-        return cli_jreq_fail(q, NULL, "%.*s%s: unknown field (see llm --help: generate options)", len, key, more);
-    } else if (!strcmp(key, "n")) {
-        if (!cli_jreq_int(q, key, v, 1, CLI_MAX_CHOICES, &i)) return false;
-        q->n = (int)i;
-    } else if (!strcmp(key, "stream")) {
-        return cli_jreq_bool(q, key, v, &q->stream);
-    } else if (!strcmp(key, "stream_options")) {
-        json_t *u = json_object_get(v, "include_usage");
-        if (!json_is_object(v)) return cli_jreq_fail(q, key, "stream_options: expected an object");
-        if (u && !json_is_null(u) && !cli_jreq_bool(q, "stream_options", u, &q->include_usage)) return false;
-    } else if (!strcmp(key, "echo") && !chat) {
-        return cli_jreq_bool(q, key, v, &q->echo);
-    } else if (!strcmp(key, "model")) {
-        return cli_jreq_cstr(q, key, v, &q->model);
-    } else {
-        return cli_jreq_server_unsupported(q, key, v);
+    if (!cli_jreq_int(q, key, v, lo, hi, &i)) return false;
+    *out = (int)i;
+    return true;
+}
+
+// llm generate's prompt: one text.
+static bool cli_jreq_read_prompt(struct cli_jreq *q, const char *key, json_t *v) {
+    if (!cli_jreq_cstr(q, key, v, &q->prompt)) return false;
+    q->has_prompt = true;
+    return true;
+}
+
+// /v1/completions' prompt: one or many.
+static bool cli_jreq_read_prompts(struct cli_jreq *q, const char *key, json_t *v) {
+    (void)key;
+    return cli_jreq_prompts(q, v);
+}
+
+// llm generate's prompt as token ids.
+static bool cli_jreq_read_tokens(struct cli_jreq *q, const char *key, json_t *v) {
+    if (!cli_jreq_ids(q, key, v, &q->tokens, &q->n_tokens)) return false;
+    if (q->n_tokens == 0) return cli_jreq_fail(q, key, "tokens: the array is empty");
+    q->has_tokens = true;
+    return true;
+}
+
+// max_tokens, or the chat's max_completion_tokens: OpenAI's newer name wins over max_tokens.
+static bool cli_jreq_read_max_tokens(struct cli_jreq *q, const char *key, json_t *v) {
+    long long i;
+    if (!cli_jreq_int(q, key, v, 0, 1 << 24, &i)) return false;
+    bool newer = !strcmp(key, "max_completion_tokens");
+    if (newer || !q->max_completion_set) q->p.max_tokens = (int)i;
+    q->max_completion_set |= newer;
+    q->max_tokens_set = true;
+    return true;
+}
+
+static bool cli_jreq_read_temperature(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_num(q, key, v, 0.0, 100.0, false, &q->p.sampling.temperature);
+}
+
+static bool cli_jreq_read_top_p(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_num(q, key, v, 0.0, 1.0, false, &q->p.sampling.top_p);
+}
+
+static bool cli_jreq_read_min_p(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_num(q, key, v, 0.0, 1.0, false, &q->p.sampling.min_p);
+}
+
+// top_k: -1 is off, as in vLLM (the engine's off is 0).
+static bool cli_jreq_read_top_k(struct cli_jreq *q, const char *key, json_t *v) {
+    long long i;
+    if (!cli_jreq_int(q, key, v, -1, INT_MAX, &i)) return false;
+    q->p.sampling.top_k = i < 0 ? 0 : (int)i;
+    return true;
+}
+
+// seed: OpenAI's seeds may be negative (their bits are the seed); llm generate's may not.
+static bool cli_jreq_read_seed(struct cli_jreq *q, const char *key, json_t *v) {
+    long long i;
+    if (!cli_jreq_int(q, key, v, q->kind == CLI_JREQ_GENERATE ? 0 : LLONG_MIN, LLONG_MAX, &i)) return false;
+    q->p.sampling.seed = (uint64_t)i;
+    q->seed_set = true;
+    return true;
+}
+
+// num_speculative_tokens: -1 is none for this request.
+static bool cli_jreq_read_speculative(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_int_into(q, key, v, -1, 16, &q->p.num_speculative_tokens);
+}
+
+static bool cli_jreq_read_priority(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_int_into(q, key, v, INT_MIN, INT_MAX, &q->p.priority);
+}
+
+static bool cli_jreq_read_repetition(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_num(q, key, v, 0.0, 100.0, true, &q->p.sampling.repeat_penalty);
+}
+
+static bool cli_jreq_read_presence(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_num(q, key, v, -2.0, 2.0, false, &q->p.sampling.presence_penalty);
+}
+
+static bool cli_jreq_read_frequency(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_num(q, key, v, -2.0, 2.0, false, &q->p.sampling.frequency_penalty);
+}
+
+// The chat's logprobs: true or false, with top_logprobs.
+static bool cli_jreq_read_chat_logprobs(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_bool(q, key, v, &q->chat_logprobs);
+}
+
+static bool cli_jreq_read_top_logprobs(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_int_into(q, key, v, 0, 20, &q->top_logprobs);
+}
+
+// The completions' (and llm generate's) logprobs: how many of the most likely tokens.
+static bool cli_jreq_read_logprobs(struct cli_jreq *q, const char *key, json_t *v) {
+    if (!cli_jreq_int_into(q, key, v, 0, 20, &q->p.logprobs)) return false;
+    q->logprobs_set = true;
+    return true;
+}
+
+static bool cli_jreq_read_ignore_eos(struct cli_jreq *q, const char *key, json_t *v) {
+    bool b = false;
+    if (!cli_jreq_bool(q, key, v, &b)) return false;
+    q->p.ignore_eos = b;
+    return true;
+}
+
+// stop: a string or an array of strings, as in OpenAI's API.
+static bool cli_jreq_read_stop(struct cli_jreq *q, const char *key, json_t *v) {
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    if (!json_is_array(v) && !json_is_string(v))
+        return cli_jreq_fail(q, key, "stop: expected a string or an array of strings");
+    free(q->stop);
+    if (n > 1024) return cli_jreq_fail(q, key, "stop: %zu stop strings, at most 1024", n);
+    if (!(q->stop = malloc(CLI_MAX(n, 1) * sizeof(char *)))) cli_die("out of memory");
+    q->n_stop = (int)n;
+    for (size_t k = 0; k < n; k++) {
+        json_t *s = json_is_array(v) ? json_array_get(v, k) : v;
+        if (!cli_jreq_cstr(q, "stop", s, &q->stop[k])) return false;
+        if (!q->stop[k][0]) return cli_jreq_fail(q, key, "stop: an empty stop string");
     }
     return true;
+}
+
+static bool cli_jreq_read_stop_ids(struct cli_jreq *q, const char *key, json_t *v) {
+    int n = 0;
+    if (!cli_jreq_ids(q, key, v, &q->stop_ids, &n)) return false;
+    q->p.n_stop_token_ids = n;
+    return true;
+}
+
+// llm generate's n and best_of: one sequence per request.
+static bool cli_jreq_read_only_one(struct cli_jreq *q, const char *key, json_t *v) {
+    if (!json_is_integer(v) || json_integer_value(v) != 1) return cli_jreq_fail(q, key, "%s: only 1 is supported", key);
+    return true;
+}
+
+// llm generate's stream: it prints whole results.
+static bool cli_jreq_read_no_stream(struct cli_jreq *q, const char *key, json_t *v) {
+    if (!json_is_false(v))
+        return cli_jreq_fail(q, key, "stream: only false is supported (llm generate prints whole results)");
+    return true;
+}
+
+// The server's n: choices per prompt.
+static bool cli_jreq_read_n(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_int_into(q, key, v, 1, CLI_MAX_CHOICES, &q->n);
+}
+
+static bool cli_jreq_read_stream(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_bool(q, key, v, &q->stream);
+}
+
+static bool cli_jreq_read_stream_options(struct cli_jreq *q, const char *key, json_t *v) {
+    json_t *u = json_object_get(v, "include_usage");
+    if (!json_is_object(v)) return cli_jreq_fail(q, key, "stream_options: expected an object");
+    if (u && !json_is_null(u) && !cli_jreq_bool(q, "stream_options", u, &q->include_usage)) return false;
+    return true;
+}
+
+static bool cli_jreq_read_echo(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_bool(q, key, v, &q->echo);
+}
+
+static bool cli_jreq_read_model(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_cstr(q, key, v, &q->model);
+}
+
+// The kinds of request a field is read in: bits of enum cli_jreq_kind.
+#define CLI_JREQ_K_GEN (1u << CLI_JREQ_GENERATE)
+#define CLI_JREQ_K_CMPL (1u << CLI_JREQ_COMPLETION)
+#define CLI_JREQ_K_CHAT (1u << CLI_JREQ_CHAT)
+#define CLI_JREQ_K_SERVER (CLI_JREQ_K_CMPL | CLI_JREQ_K_CHAT)
+#define CLI_JREQ_K_ALL (CLI_JREQ_K_GEN | CLI_JREQ_K_SERVER)
+
+// The fields each kind of request reads (the chat's messages apart: they are rendered with the
+// template). A key appears once per kind.
+static const struct cli_jreq_field_def {
+    const char *key;
+    unsigned kinds;
+    bool (*read)(struct cli_jreq *q, const char *key, json_t *v);
+} cli_jreq_fields[] = {
+    {"prompt", CLI_JREQ_K_GEN, cli_jreq_read_prompt},
+    {"prompt", CLI_JREQ_K_CMPL, cli_jreq_read_prompts},
+    {"tokens", CLI_JREQ_K_GEN, cli_jreq_read_tokens},
+    {"max_tokens", CLI_JREQ_K_ALL, cli_jreq_read_max_tokens},
+    {"max_completion_tokens", CLI_JREQ_K_CHAT, cli_jreq_read_max_tokens},
+    {"temperature", CLI_JREQ_K_ALL, cli_jreq_read_temperature},
+    {"top_p", CLI_JREQ_K_ALL, cli_jreq_read_top_p},
+    {"min_p", CLI_JREQ_K_ALL, cli_jreq_read_min_p},
+    {"top_k", CLI_JREQ_K_ALL, cli_jreq_read_top_k},
+    {"seed", CLI_JREQ_K_ALL, cli_jreq_read_seed},
+    {"num_speculative_tokens", CLI_JREQ_K_ALL, cli_jreq_read_speculative},
+    {"priority", CLI_JREQ_K_ALL, cli_jreq_read_priority},
+    {"repetition_penalty", CLI_JREQ_K_ALL, cli_jreq_read_repetition},
+    {"presence_penalty", CLI_JREQ_K_ALL, cli_jreq_read_presence},
+    {"frequency_penalty", CLI_JREQ_K_ALL, cli_jreq_read_frequency},
+    {"logprobs", CLI_JREQ_K_CHAT, cli_jreq_read_chat_logprobs},
+    {"top_logprobs", CLI_JREQ_K_CHAT, cli_jreq_read_top_logprobs},
+    {"logprobs", CLI_JREQ_K_GEN | CLI_JREQ_K_CMPL, cli_jreq_read_logprobs},
+    {"ignore_eos", CLI_JREQ_K_ALL, cli_jreq_read_ignore_eos},
+    {"stop", CLI_JREQ_K_ALL, cli_jreq_read_stop},
+    {"stop_token_ids", CLI_JREQ_K_ALL, cli_jreq_read_stop_ids},
+    {"n", CLI_JREQ_K_GEN, cli_jreq_read_only_one},
+    {"best_of", CLI_JREQ_K_GEN, cli_jreq_read_only_one},
+    {"stream", CLI_JREQ_K_GEN, cli_jreq_read_no_stream},
+    {"n", CLI_JREQ_K_SERVER, cli_jreq_read_n},
+    {"stream", CLI_JREQ_K_SERVER, cli_jreq_read_stream},
+    {"stream_options", CLI_JREQ_K_SERVER, cli_jreq_read_stream_options},
+    {"echo", CLI_JREQ_K_CMPL, cli_jreq_read_echo},
+    {"model", CLI_JREQ_K_SERVER, cli_jreq_read_model},
+};
+
+// The entry of the field key in a request of this kind, or NULL.
+static const struct cli_jreq_field_def *cli_jreq_field_find(enum cli_jreq_kind kind, const char *key) {
+    for (size_t i = 0; i < CLI_ARRAY_LEN(cli_jreq_fields); i++)
+        if ((cli_jreq_fields[i].kinds & (1u << kind)) && !strcmp(key, cli_jreq_fields[i].key))
+            return &cli_jreq_fields[i];
+    return NULL;
+}
+
+// A field llm generate does not read: one of OpenAI's or vLLM's that it cannot do, or unknown.
+static bool cli_jreq_generate_unknown(struct cli_jreq *q, const char *key) {
+    // the key in the message: at most 40 characters (it is valid UTF-8: Jansson checked it)
+    int len = (int)cli_utf8_prefix(key, strlen(key), 40);
+    const char *more = key[len] ? "..." : "";
+    for (size_t k = 0; k < CLI_ARRAY_LEN(cli_jreq_unsupported); k++)
+        if (!strcmp(key, cli_jreq_unsupported[k]))
+            return cli_jreq_fail(q, key, "%s: not supported by llm generate", key);
+    return cli_jreq_fail(q, NULL, "%.*s%s: unknown field (see llm --help: generate options)", len, key, more);
+}
+
+// One field of a request; null means the default, as in OpenAI's API (llm generate: for the
+// fields it reads).
+static bool cli_jreq_field(struct cli_jreq *q, const char *key, json_t *v, const char *tmpl) {
+    const struct cli_jreq_field_def *f = cli_jreq_field_find(q->kind, key);
+    if (json_is_null(v) && (q->kind != CLI_JREQ_GENERATE || f)) return true;   // the default
+    if (q->kind == CLI_JREQ_CHAT && !strcmp(key, "messages")) return cli_jreq_messages(q, v, tmpl);
+    if (f) return f->read(q, key, v);
+    if (q->kind == CLI_JREQ_GENERATE) return cli_jreq_generate_unknown(q, key);
+    return cli_jreq_server_unsupported(q, key, v);
 }
 
 bool cli_jreq_parse(const char *body, size_t len, struct cli_jreq *q, const char *chat_template) {
@@ -390,10 +539,12 @@ bool cli_jreq_parse(const char *body, size_t len, struct cli_jreq *q, const char
         break;
     case CLI_JREQ_CHAT:
         if (!q->chat_text) return cli_jreq_fail(q, "messages", "messages: missing");
-        if (q->top_logprobs && !q->chat_logprobs) return cli_jreq_fail(q, "top_logprobs", "top_logprobs: needs \"logprobs\": true");
+        if (q->top_logprobs && !q->chat_logprobs)
+            return cli_jreq_fail(q, "top_logprobs", "top_logprobs: needs \"logprobs\": true");
         // the engine's k: top_logprobs, and at least 1 for the tokens' own log-probabilities
         q->p.logprobs = q->chat_logprobs ? CLI_MAX(q->top_logprobs, 1) : 0;
-        if (!(q->prompts = calloc(1, sizeof(*q->prompts))) || !(q->prompt_ids = calloc(1, sizeof(int32_t *)))) cli_die("out of memory");
+        if (!(q->prompts = calloc(1, sizeof(*q->prompts))) || !(q->prompt_ids = calloc(1, sizeof(int32_t *))))
+            cli_die("out of memory");
         q->prompts[0].text = q->chat_text;
         q->n_prompts = 1;
         break;

@@ -57,7 +57,8 @@ static json_t *cli_result_json(llm_engine *E, int index, const struct llm_result
 }
 
 int cli_cmd_generate(struct cli *c) {
-    if (!c->requests) cli_die("generate: give --requests FILE.jsonl (one JSON request per line; - reads standard input)");
+    if (!c->requests)
+        cli_die("generate: give --requests FILE.jsonl (one JSON request per line; - reads standard input)");
     bool is_stdin = !strcmp(c->requests, "-");
     const char *name = is_stdin ? "standard input" : c->requests;
     FILE *f = is_stdin ? stdin : fopen(c->requests, "rb");
@@ -77,14 +78,16 @@ int cli_cmd_generate(struct cli *c) {
         size_t t = 0, l = (size_t)got;
         while (t < l && strchr(" \t\r", line[t])) t++;
         if (t == l) continue;
-        if (n == CLI_MAX_REQUESTS) cli_die("'%s' holds more than %d requests, the most llm generate runs at once", name, n);
+        if (n == CLI_MAX_REQUESTS)
+            cli_die("'%s' holds more than %d requests, the most llm generate runs at once", name, n);
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             if (!(q = realloc(q, (size_t)cap * sizeof(*q)))) cli_die("out of memory");
         }
         cli_jreq_init(&q[n], CLI_JREQ_GENERATE);
         q[n].p.sampling = c->sp;
-        q[n].p.max_tokens = !c->n_predict_set ? 16 : c->n_predict < 0 ? INT_MAX : c->n_predict;   // -1: to the context's end
+        // -n -1: to the context's end
+        q[n].p.max_tokens = !c->n_predict_set ? 16 : c->n_predict < 0 ? INT_MAX : c->n_predict;
         q[n].p.ignore_eos = c->ignore_eos;
         cli_jreq_parse(line, l, &q[n], NULL);
         n++;
@@ -100,7 +103,8 @@ int cli_cmd_generate(struct cli *c) {
     int m = 0;   // the valid lines go to the engine
     for (int i = 0; i < n; i++) {
         if (q[i].err) continue;
-        pr[m] = q[i].has_prompt ? (struct llm_prompt){q[i].prompt, NULL, 0} : (struct llm_prompt){NULL, q[i].tokens, q[i].n_tokens};
+        pr[m] = q[i].has_prompt ? (struct llm_prompt){q[i].prompt, NULL, 0}
+                                : (struct llm_prompt){NULL, q[i].tokens, q[i].n_tokens};
         rp[m] = q[i].p;
         map[m++] = i;
     }
@@ -156,9 +160,22 @@ void cli_bench_workload(const struct cli *c, int n_vocab, int bos_id, struct cli
     }
     double t = 0.0;
     for (int i = 0; i < n; i++) {
-        if (c->request_rate > 0) t += -log(1.0 - (double)(cli_splitmix64(&rng) >> 11) / 9007199254740992.0) / c->request_rate;
+        if (c->request_rate > 0)
+            t += -log(1.0 - (double)(cli_splitmix64(&rng) >> 11) / 9007199254740992.0) / c->request_rate;
         w->arrival[i] = c->request_rate > 0 ? t : 0.0;
     }
+}
+
+// Sleeps s seconds (s > 0).
+static void cli_serve_sleep(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+// The progress bar of a serving run on standard error: done of n requests.
+static void cli_serve_bar(int done, int n) {
+    int w = 40, f = done * w / n;
+    fprintf(stderr, "\r[%.*s%*s] %d/%d requests", f, "========================================", w - f, "", done, n);
 }
 
 // Runs the benchmark's requests: random prompts (or a shared context + questions), greedy,
@@ -200,7 +217,7 @@ static void cli_serve_run(llm_engine *E, const struct cli *c, struct cli_serve_r
         }
         if (!llm_has_unfinished_requests(E)) {
             double wait = arrival[added] - (cli_now() - t0);
-            if (wait > 0) { struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)}; nanosleep(&ts, NULL); }
+            if (wait > 0) cli_serve_sleep(wait);
             continue;
         }
         const struct llm_output *out;
@@ -213,22 +230,21 @@ static void cli_serve_run(llm_engine *E, const struct cli *c, struct cli_serve_r
             int i = 0;
             while (i < added && ids[i] != out[j].request_id) i++;
             if (i == added) continue;
-            for (int x = 0; x < out[j].n_new_tokens; x++) hashes[i] = cli_hash_u32(hashes[i], (uint32_t)out[j].new_tokens[x]);
+            for (int x = 0; x < out[j].n_new_tokens; x++)
+                hashes[i] = cli_hash_u32(hashes[i], (uint32_t)out[j].new_tokens[x]);
             if (!out[j].finished) continue;
             if (out[j].finish_reason == LLM_FINISH_ERROR) cli_die("bench: %s", llm_last_error(E));
             ttft[i] = (float)out[j].ttft_ms;
             R->n_output += out[j].n_output_tokens;
             R->n_prompt += out[j].n_prompt_tokens;
             for (int x = 0; x + 1 < out[j].n_output_tokens; x++) {
-                if (n_itl == cap_itl && !(itl = realloc(itl, (size_t)(cap_itl *= 2) * sizeof(float)))) cli_die("out of memory");
+                if (n_itl == cap_itl && !(itl = realloc(itl, (size_t)(cap_itl *= 2) * sizeof(float))))
+                    cli_die("out of memory");
                 itl[n_itl++] = out[j].itl_ms[x];
             }
             done++;
         }
-        if (bar) {
-            int w = 40, f = done * w / n;
-            fprintf(stderr, "\r[%.*s%*s] %d/%d requests", f, "========================================", w - f, "", done, n);
-        }
+        if (bar) cli_serve_bar(done, n);
     }
     R->elapsed = cli_now() - t0;
     if (bar) fprintf(stderr, "\r%*s\r", 70, "");
@@ -239,7 +255,10 @@ static void cli_serve_run(llm_engine *E, const struct cli *c, struct cli_serve_r
     R->output_tps = (double)R->n_output / R->elapsed;
     R->total_tps = (double)(R->n_output + R->n_prompt) / R->elapsed;
     const double ps[3] = {50, 90, 99};
-    for (int i = 0; i < 3; i++) { R->ttft[i] = cli_percentile(ttft, n, ps[i]); R->itl[i] = cli_percentile(itl, n_itl, ps[i]); }
+    for (int i = 0; i < 3; i++) {
+        R->ttft[i] = cli_percentile(ttft, n, ps[i]);
+        R->itl[i] = cli_percentile(itl, n_itl, ps[i]);
+    }
     R->kv_utilization = util_n ? util / util_n : 0.0;
     R->prefix_hit_rate = st.prefix_query_tokens ? (double)st.prefix_hit_tokens / (double)st.prefix_query_tokens : 0.0;
     R->n_preemptions = st.n_preemptions;
@@ -360,7 +379,8 @@ int cli_cmd_profile(struct cli *c) {
         cli_jset(o, "modules", mods);
         // the groups of the text's last line, and the whole run
         const char *const gname[5] = {"attention", "mlp", "sampling", "scheduling", "total"};
-        const double gsec[5] = {attn, mlp, prof.seconds[LLM_PROF_SAMPLING], prof.seconds[LLM_PROF_SCHEDULING], R.elapsed};
+        const double gsec[5] = {attn, mlp, prof.seconds[LLM_PROF_SAMPLING], prof.seconds[LLM_PROF_SCHEDULING],
+                                R.elapsed};
         for (int g = 0; g < 5; g++) {
             json_t *x = cli_jcheck(json_object());
             cli_jset(x, "ms", cli_json_num(gsec[g] * 1e3, 3));
@@ -392,9 +412,8 @@ int cli_cmd_profile(struct cli *c) {
     return 0;
 }
 
-// llm bench: prefill and decode speed of one sequence, as llama.cpp's llama-bench measures them
-// (pp: a prompt of -p random tokens in one go; tg: -n tokens decoded one at a time after a
-// BOS), medians over -r repetitions after a warm-up.
+// --- llm bench: one sequence ---
+
 static int cli_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -405,6 +424,9 @@ static double cli_median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// llm bench: prefill and decode speed of one sequence, as llama.cpp's llama-bench measures them
+// (pp: a prompt of -p random tokens in one go; tg: -n tokens decoded one at a time after a
+// BOS), medians over -r repetitions after a warm-up.
 int cli_cmd_bench(struct cli *c) {
     int n_prompt = c->prompt ? (int)cli_parse_int("-p", c->prompt, 0, 1 << 20) : 512;
     int n_gen = c->n_predict_set ? c->n_predict : 128, reps = c->reps ? c->reps : 5;

@@ -174,7 +174,7 @@ struct srv_conn {              // one HTTP request, as it arrives
     struct srv_sock *sock;     // its connection (NULL: libmicrohttpd gave none)
     enum srv_route route;      // decided from the request line and headers
     struct cli_strbuf body;
-    long long reserved;        // bytes of the bodies' budget it holds (the body's capacity)
+    long long reserved;        // bytes of the bodies' budget it holds (the body's capacity, then its parse)
     long long expect;          // its Content-Length (0: none, or chunked)
     bool too_big;
     int refuse;                // a status found while the body came (its message: refuse_msg)
@@ -203,7 +203,8 @@ struct srv {
     int n_pending, cap_pending;
     uint64_t rng;              // under emu: seeds and ids
     // configuration
-    const char *model_name, *api_key, *tmpl;
+    char *model_name;          // --served-model-name, or the model file's name
+    const char *api_key, *tmpl;
     int max_model_len, n_vocab, max_num_seqs, max_queued;
     long long max_body;
     int max_prompt_ids;        // the most ids a prompt can have (max_model_len, the KV cache)
@@ -311,7 +312,8 @@ static void srv_deliver(struct srv *S, const struct llm_output *o, struct cli_st
         int show = s->call->show_logprobs;
         if (!s->lp) s->lp = cli_jcheck(json_array());
         for (int t = 0; t < o->n_new_tokens; t++) {
-            json_t *e = srv_lp_entry(S->E, o->new_tokens[t], o->new_token_logprobs[t], piece), *top = cli_jcheck(json_array());
+            json_t *e = srv_lp_entry(S->E, o->new_tokens[t], o->new_token_logprobs[t], piece);
+            json_t *top = cli_jcheck(json_array());
             for (int j = 0; j < CLI_MIN(show, k); j++) {
                 const struct llm_logprob *x = &o->new_logprobs[(size_t)t * (size_t)k + (size_t)j];
                 cli_jpush(top, srv_lp_entry(S->E, x->id, x->logprob, piece));
@@ -418,7 +420,8 @@ static void srv_notify_connection(void *cls, struct MHD_Connection *conn, void *
         if (S->n_socks - S->n_closing > S->max_connections) {
             struct srv_sock *old = NULL;
             for (struct srv_sock *x = S->socks; x; x = x->next)
-                if (x != k && !x->closing && x->fd >= 0 && x->phase == SRV_HEADER && (!old || x->since < old->since)) old = x;
+                if (x != k && !x->closing && x->fd >= 0 && x->phase == SRV_HEADER && (!old || x->since < old->since))
+                    old = x;
             if (old) {
                 // its thread sees the end of the stream and closes it (the socket stays
                 // libmicrohttpd's: it is closed only after this list has let go of it)
@@ -497,8 +500,8 @@ static void srv_watch(struct srv *S) {
                                "\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"request_timeout\"}}";
     char answer[512];
     int len = snprintf(answer, sizeof(answer), "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
-                       "Content-Type: application/json\r\nAccess-Control-Allow-Origin: *\r\nContent-Length: %zu\r\n\r\n%s",
-                       sizeof(body) - 1, body);
+                       "Content-Type: application/json\r\nAccess-Control-Allow-Origin: *\r\n"
+                       "Content-Length: %zu\r\n\r\n%s", sizeof(body) - 1, body);
     double now = cli_now();
     int n408 = 0;
     pthread_mutex_lock(&S->cmu);
@@ -550,10 +553,10 @@ static void srv_body_drop(struct srv *S, struct srv_conn *k) {
     k->reserved = 0;
 }
 
-// n more bytes of k's body (at most --max-body-size in all), in room taken from the budget: a
-// Content-Length's whole at its headers, a chunked body's as its buffer doubles; false when the
-// budget is spent (*held: what the bodies in flight hold). (The budget counts the body's bytes,
-// not the NUL after them.)
+// n more bytes of k's body (at most --max-body-size in all), in room taken from the budget as its
+// buffer doubles, up to its Content-Length (the first SRV_BODY_FIRST bytes were taken at its
+// headers); false when the budget is spent (*held: what the bodies in flight hold). (The budget
+// counts the body's bytes, not the NUL after them.)
 static bool srv_body_put(struct srv *S, struct srv_conn *k, const char *p, size_t n, long long *held) {
     size_t need = k->body.n + n;
     if (need + 1 > k->body.cap) {
@@ -766,7 +769,8 @@ static void srv_event(struct srv_call *c, json_t *v) {
 }
 
 // A streamed chunk of one choice.
-static json_t *srv_chunk(struct srv_call *c, const struct srv_seq *s, json_t *delta_or_text, json_t *logprobs, const char *finish) {
+static json_t *srv_chunk(struct srv_call *c, const struct srv_seq *s, json_t *delta_or_text, json_t *logprobs,
+                         const char *finish) {
     json_t *o = srv_head(c, c->chat ? "chat.completion.chunk" : "text_completion"), *choices = cli_jcheck(json_array()),
            *ch = cli_jcheck(json_object());
     cli_jset(ch, "index", cli_json_int(s->index));
@@ -797,7 +801,8 @@ static bool srv_stream_collect(struct srv_call *c) {
         }
         size_t n_lp = s->lp ? json_array_size(s->lp) : 0;
         if (s->text.n > s->text_sent || n_lp > s->lp_sent) {
-            json_t *text = cli_json_bytes(s->text.p ? s->text.p + s->text_sent : "", s->text.n - s->text_sent), *lp = NULL;
+            json_t *text = cli_json_bytes(s->text.p ? s->text.p + s->text_sent : "", s->text.n - s->text_sent);
+            json_t *lp = NULL;
             if (n_lp > s->lp_sent) {
                 if (c->chat) {
                     json_t *a = cli_jcheck(json_array());
@@ -886,7 +891,8 @@ static int srv_status_of(enum llm_status st) {
     return st == LLM_ERR_NOMEM ? 503 : st == LLM_ERR_BACKEND ? 500 : 400;
 }
 
-static enum MHD_Result srv_complete(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, bool chat) {
+// A call of a completion request, over the server's defaults.
+static struct srv_call *srv_call_new(struct srv *S, struct MHD_Connection *conn, bool chat) {
     struct srv_call *c = calloc(1, sizeof(*c));
     if (!c) cli_die("out of memory");
     c->S = S;
@@ -896,66 +902,89 @@ static enum MHD_Result srv_complete(struct srv *S, struct MHD_Connection *conn, 
     cli_jreq_init(&c->q, chat ? CLI_JREQ_CHAT : CLI_JREQ_COMPLETION);
     c->q.p.sampling = S->sp;
     c->q.p.max_tokens = S->max_model_len;   // OpenAI's: up to the context's end
-    c->q.p.parse_special = 1;   // control tokens' text is those tokens (the chat template's, as vLLM and llama-server)
+    // control tokens' text is those tokens (the chat template's, as vLLM and llama-server)
+    c->q.p.parse_special = 1;
+    return c;
+}
+
+// The call's body parsed and checked, its sequences (a prompt's choices) allocated; false when
+// it is refused (*r: the answer).
+static bool srv_call_parse(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, struct srv_call *c,
+                           enum MHD_Result *r) {
     if (!cli_jreq_parse(k->body.p ? k->body.p : "", k->body.n, &c->q, S->tmpl)) {
-        enum MHD_Result r = srv_error(S, conn, k, 400, c->q.err_param, NULL, "%s", c->q.err);
-        srv_call_free(c);
-        return r;
+        *r = srv_error(S, conn, k, 400, c->q.err_param, NULL, "%s", c->q.err);
+        return false;
     }
     if (c->q.model && strcmp(c->q.model, S->model_name)) {
-        enum MHD_Result r = srv_error(S, conn, k, 404, "model", "model_not_found",
-                                      "the model '%.200s' does not exist: this server has '%s' (GET /v1/models)", c->q.model, S->model_name);
-        srv_call_free(c);
-        return r;
+        *r = srv_error(S, conn, k, 404, "model", "model_not_found",
+                       "the model '%.200s' does not exist: this server has '%s' (GET /v1/models)", c->q.model,
+                       S->model_name);
+        return false;
     }
     if (c->q.echo && c->q.logprobs_set) {
-        enum MHD_Result r = srv_error(S, conn, k, 400, "echo", NULL, "echo with logprobs (the prompt's log-probabilities) is not supported");
-        srv_call_free(c);
-        return r;
+        *r = srv_error(S, conn, k, 400, "echo", NULL,
+                       "echo with logprobs (the prompt's log-probabilities) is not supported");
+        return false;
     }
-    c->show_logprobs = chat ? c->q.top_logprobs : c->q.p.logprobs;
-    if (!chat && c->q.logprobs_set) c->q.p.logprobs = CLI_MAX(c->q.p.logprobs, 1);   // the tokens' own, at least
-    int n = c->q.n, np = c->q.n_prompts;
-    c->n_seq = n * np;
+    c->show_logprobs = c->chat ? c->q.top_logprobs : c->q.p.logprobs;
+    if (!c->chat && c->q.logprobs_set) c->q.p.logprobs = CLI_MAX(c->q.p.logprobs, 1);   // the tokens' own, at least
+    c->n_seq = c->q.n * c->q.n_prompts;
     if (!(c->seq = calloc((size_t)c->n_seq, sizeof(*c->seq)))) cli_die("out of memory");
-    srv_engine_lock(S);
+    return true;
+}
+
+// Under emu: 0 when the server can take the call's sequences now, else the status that refuses
+// it (shutting down, more than it ever takes, busy), with its message in msg.
+static int srv_call_admit(struct srv *S, const struct srv_call *c, char *msg, size_t size) {
     pthread_mutex_lock(&S->mu);
     int busy = S->n_active + S->n_pending;
     pthread_mutex_unlock(&S->mu);
-    const char *fail = NULL;
-    int status = 0;
-    char msg[1024];
     if (atomic_load(&S->draining)) {
-        status = 503, fail = "the server is shutting down";
-    } else if (c->n_seq > S->max_num_seqs + S->max_queued) {
-        snprintf(msg, sizeof(msg), "the request asks for %d sequences (prompts x n); this server takes at most %d at once "
-                 "(--max-num-seqs %d + --max-queued-requests %d)", c->n_seq, S->max_num_seqs + S->max_queued, S->max_num_seqs,
-                 S->max_queued);
-        status = 400, fail = msg;
-    } else if (busy + c->n_seq > S->max_num_seqs + S->max_queued) {
-        snprintf(msg, sizeof(msg), "the server is busy: %d sequences running or queued, at most %d + %d (--max-num-seqs, "
+        snprintf(msg, size, "the server is shutting down");
+        return 503;
+    }
+    if (c->n_seq > S->max_num_seqs + S->max_queued) {
+        snprintf(msg, size, "the request asks for %d sequences (prompts x n); this server takes at most %d at once "
+                 "(--max-num-seqs %d + --max-queued-requests %d)", c->n_seq, S->max_num_seqs + S->max_queued,
+                 S->max_num_seqs, S->max_queued);
+        return 400;
+    }
+    if (busy + c->n_seq > S->max_num_seqs + S->max_queued) {
+        snprintf(msg, size, "the server is busy: %d sequences running or queued, at most %d + %d (--max-num-seqs, "
                  "--max-queued-requests); try again later", busy, S->max_num_seqs, S->max_queued);
-        status = 429, fail = msg;
+        return 429;
     }
-    uint64_t seed = c->q.seed_set ? c->q.p.sampling.seed : srv_rand(S);
-    snprintf(c->id, sizeof(c->id), "%s-%016llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)srv_rand(S));
-    if (!fail && c->q.echo) {   // the prompts' text (token prompts detokenized)
-        if (!(c->echo = calloc((size_t)np, sizeof(char *)))) cli_die("out of memory");
-        for (int p = 0; p < np; p++) {
-            const struct llm_prompt *pr = &c->q.prompts[p];
-            if (pr->text) {
-                if (!(c->echo[p] = strdup(pr->text))) cli_die("out of memory");
-                continue;
-            }
-            int len = llm_detokenize(S->E, pr->tokens, pr->n_tokens, LLM_DETOKENIZE_SPECIAL, NULL, 0);
-            if (len < 0) { snprintf(msg, sizeof(msg), "prompt[%d]: a token id is out of range [0, %d)", p, S->n_vocab);
-                           status = 400, fail = msg; break; }
-            if (!(c->echo[p] = malloc((size_t)len + 1))) cli_die("out of memory");
-            llm_detokenize(S->E, pr->tokens, pr->n_tokens, LLM_DETOKENIZE_SPECIAL, c->echo[p], (size_t)len + 1);
+    return 0;
+}
+
+// Under emu: the prompts' text for echo (token prompts detokenized); 0, or 400 with its message
+// in msg when a token id is out of the vocabulary.
+static int srv_call_echo(struct srv *S, struct srv_call *c, char *msg, size_t size) {
+    int np = c->q.n_prompts;
+    if (!(c->echo = calloc((size_t)np, sizeof(char *)))) cli_die("out of memory");
+    for (int p = 0; p < np; p++) {
+        const struct llm_prompt *pr = &c->q.prompts[p];
+        if (pr->text) {
+            if (!(c->echo[p] = strdup(pr->text))) cli_die("out of memory");
+            continue;
         }
+        int len = llm_detokenize(S->E, pr->tokens, pr->n_tokens, LLM_DETOKENIZE_SPECIAL, NULL, 0);
+        if (len < 0) {
+            snprintf(msg, size, "prompt[%d]: a token id is out of range [0, %d)", p, S->n_vocab);
+            return 400;
+        }
+        if (!(c->echo[p] = malloc((size_t)len + 1))) cli_die("out of memory");
+        llm_detokenize(S->E, pr->tokens, pr->n_tokens, LLM_DETOKENIZE_SPECIAL, c->echo[p], (size_t)len + 1);
     }
-    int added = 0;
-    for (int p = 0; !fail && p < np; p++) {
+    return 0;
+}
+
+// Under emu: the call's sequences go to the engine, choice i with seed + i; with the prefix
+// cache, a prompt's later choices wait for its first (srv_add_pending). 0, or the status of the
+// engine's refusal with its message in msg.
+static int srv_call_add(struct srv *S, struct srv_call *c, uint64_t seed, char *msg, size_t size) {
+    int n = c->q.n, np = c->q.n_prompts;
+    for (int p = 0; p < np; p++) {
         for (int j = 0; j < n; j++) {
             struct srv_seq *s = &c->seq[p * n + j];
             s->index = p * n + j;
@@ -967,25 +996,37 @@ static enum MHD_Result srv_complete(struct srv *S, struct MHD_Connection *conn, 
             if (j > 0 && S->prefix_caching) { s->leader = &c->seq[p * n]; continue; }
             s->id = llm_add_request(S->E, &c->q.prompts[p], &s->p);
             if (s->id < 0) {
-                if (np > 1) snprintf(msg, sizeof(msg), "prompt[%d]: %s", p, llm_last_error(S->E));
-                else snprintf(msg, sizeof(msg), "%s", llm_last_error(S->E));
-                status = srv_status_of(llm_last_status(S->E)), fail = msg;
-                break;
+                if (np > 1) snprintf(msg, size, "prompt[%d]: %s", p, llm_last_error(S->E));
+                else snprintf(msg, size, "%s", llm_last_error(S->E));
+                return srv_status_of(llm_last_status(S->E));
             }
-            added++;
         }
     }
-    if (fail) {
+    return 0;
+}
+
+// The call's sequences go in (the engine thread woken for them) and it holds a reference for the
+// connection and one for each sequence; or none goes in and the call is refused (false, *r: the
+// answer).
+static bool srv_call_start(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, struct srv_call *c,
+                           enum MHD_Result *r) {
+    char msg[1024];
+    srv_engine_lock(S);
+    int status = srv_call_admit(S, c, msg, sizeof(msg));
+    uint64_t seed = c->q.seed_set ? c->q.p.sampling.seed : srv_rand(S);
+    snprintf(c->id, sizeof(c->id), "%s-%016llx", c->chat ? "chatcmpl" : "cmpl", (unsigned long long)srv_rand(S));
+    if (!status && c->q.echo) status = srv_call_echo(S, c, msg, sizeof(msg));
+    if (!status) status = srv_call_add(S, c, seed, msg, sizeof(msg));
+    if (status) {
         for (int i = 0; i < c->n_seq; i++)   // what went in before the failure comes out again
             if (c->seq[i].call && c->seq[i].id >= 0) llm_abort_request(S->E, c->seq[i].id);
         pthread_cond_signal(&S->ework);
         pthread_mutex_unlock(&S->emu);
         // the aborted ones are reported by a step and found in no list: nothing refers to c
-        const char *param = status != 400 ? NULL : c->n_seq > S->max_num_seqs + S->max_queued ? "n" : chat ? "messages" : "prompt";
-        enum MHD_Result r = srv_error(S, conn, k, status, param,
-                                      status == 429 ? "rate_limit_exceeded" : NULL, "%s", fail);
-        srv_call_free(c);
-        return r;
+        const char *param = status != 400 ? NULL
+                            : c->n_seq > S->max_num_seqs + S->max_queued ? "n" : c->chat ? "messages" : "prompt";
+        *r = srv_error(S, conn, k, status, param, status == 429 ? "rate_limit_exceeded" : NULL, "%s", msg);
+        return false;
     }
     pthread_mutex_lock(&S->mu);
     c->refs = 1 + c->n_seq;
@@ -997,24 +1038,31 @@ static enum MHD_Result srv_complete(struct srv *S, struct MHD_Connection *conn, 
     pthread_mutex_unlock(&S->mu);
     pthread_cond_signal(&S->ework);
     pthread_mutex_unlock(&S->emu);
-    // no idle timeout while the model runs (a long prompt may take a while before the first byte)
-    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    return true;
+}
 
-    if (c->q.stream) {
-        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, srv_stream_read, c, srv_stream_free);
-        if (!r) cli_die("out of memory");
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
-        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
-        MHD_destroy_response(r);
-        k->status = 200;
-        pthread_mutex_lock(&S->mu);
-        S->http[2]++;
-        pthread_mutex_unlock(&S->mu);
-        return ret;
-    }
-    // the whole answer: wait for every choice (the client may go: then it is aborted)
+// The streamed answer: its headers now, its events as the sequences produce them
+// (srv_stream_read); the response holds the connection's reference to the call.
+static enum MHD_Result srv_call_stream(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k,
+                                       struct srv_call *c) {
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, srv_stream_read, c,
+                                                               srv_stream_free);
+    if (!r) cli_die("out of memory");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    k->status = 200;
+    pthread_mutex_lock(&S->mu);
+    S->http[2]++;
+    pthread_mutex_unlock(&S->mu);
+    return ret;
+}
+
+// Waits for every choice of the call; false when the client went away first: then what still
+// runs is aborted and the connection's reference to the call given back.
+static bool srv_call_wait(struct srv *S, struct MHD_Connection *conn, struct srv_call *c) {
     pthread_mutex_lock(&S->mu);
     for (;;) {
         bool all = true;
@@ -1027,11 +1075,18 @@ static enum MHD_Result srv_complete(struct srv *S, struct MHD_Connection *conn, 
             pthread_mutex_lock(&S->mu);
             srv_call_unref(c);
             pthread_mutex_unlock(&S->mu);
-            return MHD_NO;
+            return false;
         }
         pthread_mutex_lock(&S->mu);
     }
     pthread_mutex_unlock(&S->mu);
+    return true;
+}
+
+// The whole answer of a finished call (500 when a choice failed); the connection's reference to
+// the call goes.
+static enum MHD_Result srv_call_answer(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k,
+                                       struct srv_call *c) {
     enum MHD_Result r;
     const struct srv_seq *err = NULL;
     for (int i = 0; i < c->n_seq && !err; i++)
@@ -1049,6 +1104,23 @@ static enum MHD_Result srv_complete(struct srv *S, struct MHD_Connection *conn, 
     srv_call_unref(c);
     pthread_mutex_unlock(&S->mu);
     return r;
+}
+
+// POST /v1/chat/completions (chat) or /v1/completions: the request's sequences run in the
+// engine; its answer streams as they do, or comes whole when all have finished.
+static enum MHD_Result srv_complete(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, bool chat) {
+    struct srv_call *c = srv_call_new(S, conn, chat);
+    enum MHD_Result r;
+    if (!srv_call_parse(S, conn, k, c, &r) || !srv_call_start(S, conn, k, c, &r)) {
+        srv_call_free(c);
+        return r;
+    }
+    // no idle timeout while the model runs (a long prompt may take a while before the first byte)
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    if (c->q.stream) return srv_call_stream(S, conn, k, c);
+    // the whole answer: wait for every choice (the client may go: then it is aborted)
+    if (!srv_call_wait(S, conn, c)) return MHD_NO;
+    return srv_call_answer(S, conn, k, c);
 }
 
 // --- the other endpoints ---
@@ -1197,11 +1269,13 @@ static void srv_metric(struct cli_strbuf *b, const char *name, const char *type,
         snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
         cli_sb_put(b, line, strlen(line));
     }
-    snprintf(line, sizeof(line), "%s{model_name=\"%s\"%s%s} %.17g\n", name, model, labels ? "," : "", labels ? labels : "", v);
+    snprintf(line, sizeof(line), "%s{model_name=\"%s\"%s%s} %.17g\n", name, model, labels ? "," : "",
+             labels ? labels : "", v);
     cli_sb_put(b, line, strlen(line));
 }
 
-static void srv_metric_hist(struct cli_strbuf *b, const char *name, const char *help, const char *model, const struct srv_hist *h) {
+static void srv_metric_hist(struct cli_strbuf *b, const char *name, const char *help, const char *model,
+                            const struct srv_hist *h) {
     char lab[64];
     for (int i = 0; i <= h->n; i++) {
         if (i < h->n) snprintf(lab, sizeof(lab), "le=\"%g\"", h->bound[i]);
@@ -1232,12 +1306,14 @@ static enum MHD_Result srv_metrics(struct srv *S, struct MHD_Connection *conn, s
     pthread_mutex_unlock(&S->cmu);
     pthread_mutex_lock(&S->mu);
     const struct llm_engine_stats *st = &S->stats;
-    srv_metric(&b, "llm:num_requests_running", "gauge", "Requests in the engine's running batch.", m, NULL, st->n_running);
+    srv_metric(&b, "llm:num_requests_running", "gauge", "Requests in the engine's running batch.", m, NULL,
+               st->n_running);
     srv_metric(&b, "llm:num_requests_waiting", "gauge", "Requests waiting for the engine.", m, NULL,
                st->n_waiting + S->n_pending);
     srv_metric(&b, "llm:kv_cache_usage_perc", "gauge", "Share of the KV cache blocks in use (1 = all).", m, NULL,
                st->kv_blocks_total ? (double)st->kv_blocks_used / st->kv_blocks_total : 0.0);
-    srv_metric(&b, "llm:kv_cache_blocks_used", "gauge", "KV cache blocks held by requests.", m, NULL, st->kv_blocks_used);
+    srv_metric(&b, "llm:kv_cache_blocks_used", "gauge", "KV cache blocks held by requests.", m, NULL,
+               st->kv_blocks_used);
     srv_metric(&b, "llm:kv_cache_blocks_total", "gauge", "KV cache blocks.", m, NULL, st->kv_blocks_total);
     srv_metric(&b, "llm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", m, NULL,
                (double)st->prefix_query_tokens);
@@ -1245,19 +1321,22 @@ static enum MHD_Result srv_metrics(struct srv *S, struct MHD_Connection *conn, s
                (double)st->prefix_hit_tokens);
     srv_metric(&b, "llm:num_preemptions_total", "counter", "Requests preempted (KV memory ran out).", m, NULL,
                (double)st->n_preemptions);
-    srv_metric(&b, "llm:prompt_tokens_total", "counter", "Prompt tokens of finished requests.", m, NULL, (double)S->prompt_tokens);
-    srv_metric(&b, "llm:generation_tokens_total", "counter", "Tokens generated.", m, NULL, (double)S->generation_tokens);
+    srv_metric(&b, "llm:prompt_tokens_total", "counter", "Prompt tokens of finished requests.", m, NULL,
+               (double)S->prompt_tokens);
+    srv_metric(&b, "llm:generation_tokens_total", "counter", "Tokens generated.", m, NULL,
+               (double)S->generation_tokens);
     static const char *const reasons[] = {"stop", "length", "abort", "error", "context"};
-    static const enum llm_finish_reason rv[] = {LLM_FINISH_STOP, LLM_FINISH_LENGTH, LLM_FINISH_ABORT, LLM_FINISH_ERROR, LLM_FINISH_CONTEXT};
+    static const enum llm_finish_reason rv[] = {LLM_FINISH_STOP, LLM_FINISH_LENGTH, LLM_FINISH_ABORT, LLM_FINISH_ERROR,
+                                                LLM_FINISH_CONTEXT};
     for (size_t i = 0; i < CLI_ARRAY_LEN(reasons); i++) {
         char lab[64];
         snprintf(lab, sizeof(lab), "finished_reason=\"%s\"", reasons[i]);
         srv_metric(&b, "llm:request_success_total", i == 0 ? "counter" : NULL,
-                   "Sequences (choices) that ended, by why (context: the context or the KV cache cut them short).", m, lab,
-                   (double)S->finished[rv[i]]);
+                   "Sequences (choices) that ended, by why (context: the context or the KV cache cut them short).", m,
+                   lab, (double)S->finished[rv[i]]);
     }
-    srv_metric(&b, "llm:requests_rejected_total", "counter", "Completion requests answered with an error status (4xx, 5xx).", m, NULL,
-               (double)S->rejected);
+    srv_metric(&b, "llm:requests_rejected_total", "counter",
+               "Completion requests answered with an error status (4xx, 5xx).", m, NULL, (double)S->rejected);
     for (int i = 1; i <= 5; i++) {
         char lab[64];
         snprintf(lab, sizeof(lab), "status=\"%dxx\"", i);
@@ -1265,10 +1344,10 @@ static enum MHD_Result srv_metrics(struct srv *S, struct MHD_Connection *conn, s
                    (double)S->http[i]);
     }
     srv_metric(&b, "llm:http_connections", "gauge", "HTTP connections open.", m, NULL, (double)conns);
-    srv_metric(&b, "llm:http_requests_in_flight", "gauge", "HTTP requests begun and not yet completed (this one too).", m,
-               NULL, (double)atomic_load(&S->n_open));
-    srv_metric(&b, "llm:http_body_bytes", "gauge", "Bytes of the request bodies' budget in use (--max-body-memory).", m, NULL,
-               (double)body_bytes);
+    srv_metric(&b, "llm:http_requests_in_flight", "gauge", "HTTP requests begun and not yet completed (this one too).",
+               m, NULL, (double)atomic_load(&S->n_open));
+    srv_metric(&b, "llm:http_body_bytes", "gauge", "Bytes of the request bodies' budget in use (--max-body-memory).", m,
+               NULL, (double)body_bytes);
     static const char *const why[] = {"header_timeout", "body_timeout", "evicted"};
     for (int i = 0; i < 3; i++) {
         char lab[64];
@@ -1280,15 +1359,15 @@ static enum MHD_Result srv_metrics(struct srv *S, struct MHD_Connection *conn, s
     }
     long long drafts = 0, kept = 0;
     for (int i = 0; i < 16; i++) { drafts += st->spec_proposed[i]; kept += st->spec_accepted[i]; }
-    srv_metric(&b, "llm:spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed (speculative decoding).", m, NULL,
-               (double)drafts);
+    srv_metric(&b, "llm:spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed (speculative decoding).",
+               m, NULL, (double)drafts);
     srv_metric(&b, "llm:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens kept.", m, NULL, (double)kept);
-    srv_metric(&b, "llm:spec_decode_num_verifications_total", "counter", "Requests' drafts verified in a step.", m, NULL,
-               (double)st->spec_verifications);
+    srv_metric(&b, "llm:spec_decode_num_verifications_total", "counter", "Requests' drafts verified in a step.", m,
+               NULL, (double)st->spec_verifications);
     srv_metric(&b, "llm:spec_decode_draft_seconds_total", "counter", "Seconds spent proposing drafts.", m, NULL,
                st->spec_draft_seconds);
-    srv_metric(&b, "llm:spec_decode_verify_seconds_total", "counter", "Seconds of the forward passes that verified drafts.", m,
-               NULL, st->spec_verify_seconds);
+    srv_metric(&b, "llm:spec_decode_verify_seconds_total", "counter",
+               "Seconds of the forward passes that verified drafts.", m, NULL, st->spec_verify_seconds);
     for (int i = 0; i < 16 && st->spec_proposed[i]; i++) {
         char lab[64];
         snprintf(lab, sizeof(lab), "position=\"%d\"", i);
@@ -1314,7 +1393,8 @@ static bool srv_authorized(struct srv *S, struct MHD_Connection *conn) {
     return d == 0;
 }
 
-static enum MHD_Result srv_count_content_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+static enum MHD_Result srv_count_content_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                                const char *value) {
     (void)kind;
     (void)value;
     if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) ++*(int *)cls;
@@ -1338,7 +1418,9 @@ static void srv_refuse(struct srv *S, struct srv_conn *k, int status, const char
 }
 
 static int srv_hexval(unsigned char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 0;
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : 0;
 }
 
 static void srv_scan_key(struct srv_scan *z, unsigned c) {
@@ -1357,7 +1439,8 @@ static long long srv_scan(struct srv_scan *z, const char *p, size_t n) {
             } else if (z->esc) {
                 z->esc = false;
                 if (c == 'u') z->hex = 4, z->cp = 0;
-                else if (z->in_key) srv_scan_key(z, c == '"' || c == '\\' || c == '/' ? c : 1);   // \n, \t...: not letters
+                else if (z->in_key)
+                    srv_scan_key(z, c == '"' || c == '\\' || c == '/' ? c : 1);   // \n, \t...: not letters
             } else if (c == '\\') {
                 z->esc = true;
             } else if (c == '"') {
@@ -1372,7 +1455,8 @@ static long long srv_scan(struct srv_scan *z, const char *p, size_t n) {
             z->parse_bytes++;
             continue;
         }
-        if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+        if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || (c >= 'a' && c <= 'z') ||
+            (c >= 'A' && c <= 'Z')) {
             // a number or literal begins: in the prompt's array, or in an array of it, an id
             if (!z->atom && z->prompt && (z->depth == 2 || z->depth == 3) && ++z->ids > z->max_ids) z->max_ids = z->ids;
             if (!z->atom) z->values++, z->parse_bytes += SRV_JSON_ATOM_BYTES;
@@ -1381,7 +1465,8 @@ static long long srv_scan(struct srv_scan *z, const char *p, size_t n) {
         }
         z->atom = false;
         z->values += c == '"' || c == '{' || c == '[';
-        z->parse_bytes += c == '"' ? SRV_JSON_STRING_BYTES : c == '[' ? SRV_JSON_ARRAY_BYTES : c == '{' ? SRV_JSON_OBJECT_BYTES : 0;
+        z->parse_bytes += c == '"' ? SRV_JSON_STRING_BYTES : c == '[' ? SRV_JSON_ARRAY_BYTES
+                          : c == '{' ? SRV_JSON_OBJECT_BYTES : 0;
         switch (c) {
         case '"':
             z->str = true;
@@ -1424,8 +1509,8 @@ static enum MHD_Result srv_route(struct srv *S, struct MHD_Connection *conn, str
         return MHD_YES;
     }
     if (reserve)
-        return srv_error(S, conn, k, 503, NULL, NULL, "all %d connections (--max-connections) are in use; one beyond them "
-                         "may only ask GET /health or /metrics", S->max_connections);
+        return srv_error(S, conn, k, 503, NULL, NULL, "all %d connections (--max-connections) are in use; one beyond "
+                         "them may only ask GET /health or /metrics", S->max_connections);
     if (!strcmp(method, "OPTIONS")) {   // a browser's CORS preflight, of any path
         k->route = SRV_R_OPTIONS;
         return MHD_YES;
@@ -1437,9 +1522,11 @@ static enum MHD_Result srv_route(struct srv *S, struct MHD_Connection *conn, str
         if (!strcmp(url, posts[i].url)) k->route = posts[i].route;
     if (!strcmp(url, "/v1/models")) k->route = SRV_R_MODELS;
     else if (!strncmp(url, "/v1/models/", 11)) k->route = SRV_R_MODEL;
-    if (k->route == SRV_R_NONE) return srv_error(S, conn, k, 404, NULL, "not_found", "no such endpoint: %.200s %.200s", method, url);
+    if (k->route == SRV_R_NONE)
+        return srv_error(S, conn, k, 404, NULL, "not_found", "no such endpoint: %.200s %.200s", method, url);
     if (!srv_authorized(S, conn))
-        return srv_error(S, conn, k, 401, NULL, "invalid_api_key", "a valid API key is needed (Authorization: Bearer KEY)");
+        return srv_error(S, conn, k, 401, NULL, "invalid_api_key",
+                         "a valid API key is needed (Authorization: Bearer KEY)");
     if (k->route == SRV_R_MODELS || k->route == SRV_R_MODEL)
         return get ? MHD_YES : srv_error(S, conn, k, 405, NULL, NULL, "use GET %.200s", url);
     if (!post) return srv_error(S, conn, k, 405, NULL, NULL, "use POST %s", url);
@@ -1457,87 +1544,120 @@ static enum MHD_Result srv_route(struct srv *S, struct MHD_Connection *conn, str
     return MHD_YES;
 }
 
-static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-                                  const char *version, const char *upload, size_t *upload_size, void **ctx) {
-    (void)version;
-    struct srv *S = cls;
-    struct srv_conn *k = *ctx;
-    if (!k) {   // the request line and headers are in; the body, if any, is still to come
-        if (!(k = calloc(1, sizeof(*k)))) return MHD_NO;
-        k->t0 = cli_now();
-        *ctx = k;
-        atomic_fetch_add(&S->n_open, 1);
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-        k->sock = ci ? ci->socket_context : NULL;
-        bool reserve = srv_phase(S, k->sock, SRV_BODY);
-        // framing libmicrohttpd lets through: Content-Length twice, a transfer coding other than chunked
-        int n_cl = 0;
-        MHD_get_connection_values(conn, MHD_HEADER_KIND, srv_count_content_length, &n_cl);
-        const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        k->has_body = te || (cl && strtoull(cl, NULL, 10) > 0);
-        k->answered_early = true;
-        if (n_cl > 1) return srv_error(S, conn, k, 400, NULL, NULL, "the request has %d Content-Length headers", n_cl);
-        if (te && strcasecmp(te, "chunked"))
-            return srv_error(S, conn, k, 501, NULL, NULL, "Transfer-Encoding '%.100s' is not supported (only chunked)", te);
-        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)S->max_body) {
-            k->too_big = true;
-            return srv_error(S, conn, k, 413, NULL, NULL, "the request body is larger than %lld bytes (--max-body-size)", S->max_body);
-        }
-        enum MHD_Result r = srv_route(S, conn, k, url, method, reserve);
-        k->answered_early = k->status != 0;
-        return r;
+// A request's line and headers are in (its body, if any, is still to come): its context, and
+// what they decide answered at once: framing libmicrohttpd lets through (Content-Length twice, a
+// transfer coding other than chunked), a Content-Length over --max-body-size, then srv_route's.
+static enum MHD_Result srv_headers(struct srv *S, struct MHD_Connection *conn, const char *url, const char *method,
+                                   void **ctx) {
+    struct srv_conn *k = calloc(1, sizeof(*k));
+    if (!k) return MHD_NO;
+    k->t0 = cli_now();
+    *ctx = k;
+    atomic_fetch_add(&S->n_open, 1);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    k->sock = ci ? ci->socket_context : NULL;
+    bool reserve = srv_phase(S, k->sock, SRV_BODY);
+    int n_cl = 0;
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, srv_count_content_length, &n_cl);
+    const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    k->has_body = te || (cl && strtoull(cl, NULL, 10) > 0);
+    k->answered_early = true;
+    if (n_cl > 1) return srv_error(S, conn, k, 400, NULL, NULL, "the request has %d Content-Length headers", n_cl);
+    if (te && strcasecmp(te, "chunked"))
+        return srv_error(S, conn, k, 501, NULL, NULL, "Transfer-Encoding '%.100s' is not supported (only chunked)", te);
+    if (cl && strtoull(cl, NULL, 10) > (unsigned long long)S->max_body) {
+        k->too_big = true;
+        return srv_error(S, conn, k, 413, NULL, NULL, "the request body is larger than %lld bytes (--max-body-size)",
+                         S->max_body);
     }
-    if (*upload_size) {
-        size_t n = *upload_size;
-        *upload_size = 0;
-        if (k->sock) {
-            pthread_mutex_lock(&S->cmu);
-            k->sock->received += (long long)n;
-            pthread_mutex_unlock(&S->cmu);
-        }
-        bool reads = k->route == SRV_R_CHAT || k->route == SRV_R_COMPLETIONS || k->route == SRV_R_TOKENIZE ||
-                     k->route == SRV_R_DETOKENIZE;
-        bool keep = reads && !k->refuse && !k->too_big;
-        if (!keep) return MHD_YES;   // read and dropped: a body no endpoint reads, or refused already
-        if (k->body.n + n > (size_t)S->max_body) {   // a body without Content-Length that grew too big
-            k->too_big = true;
-            srv_body_drop(S, k);
-            return MHD_YES;
-        }
-        long long held = 0;
-        if (!srv_body_put(S, k, upload, n, &held)) {
-            srv_refuse(S, k, 503, "request bodies in flight hold %lld bytes of the %lld that --max-body-memory allows; try "
-                       "again later", held, S->max_body_memory);
-            return MHD_YES;
-        }
-        long long most_ids = srv_scan(&k->scan, upload, n);
-        if (k->route == SRV_R_COMPLETIONS && most_ids > S->max_prompt_ids) {
-            k->refuse_param = "prompt";
-            if (S->max_prompt_ids == S->max_model_len)
-                srv_refuse(S, k, 400, "prompt: more than %d token ids in one prompt, more than max_model_len (%d) allows",
-                           S->max_prompt_ids, S->max_model_len);
-            else
-                srv_refuse(S, k, 400, "prompt: more than %d token ids in one prompt, more than the KV cache holds with the "
-                           "first output token (%d tokens)", S->max_prompt_ids, S->max_prompt_ids + 1);
-        }
-        return MHD_YES;
+    enum MHD_Result r = srv_route(S, conn, k, url, method, reserve);
+    k->answered_early = k->status != 0;
+    return r;
+}
+
+// n more bytes of k's body: counted for --body-min-rate; kept when its endpoint reads it (within
+// --max-body-size and the bodies' budget, else refused) and scanned: a completions prompt of more
+// ids than the server takes is refused before the rest comes.
+static void srv_upload(struct srv *S, struct srv_conn *k, const char *upload, size_t n) {
+    if (k->sock) {
+        pthread_mutex_lock(&S->cmu);
+        k->sock->received += (long long)n;
+        pthread_mutex_unlock(&S->cmu);
     }
-    srv_phase(S, k->sock, SRV_ANSWER);
-    if (k->status) return MHD_YES;   // answered from the headers
-    if (k->too_big)   // a body without Content-Length that grew too big: read, dropped, refused
-        return srv_error(S, conn, k, 413, NULL, NULL, "the request body is larger than %lld bytes (--max-body-size)", S->max_body);
-    if (k->refuse) return srv_error(S, conn, k, k->refuse, k->refuse_param, NULL, "%s", k->refuse_msg);
-    if (k->body.n) {   // what parsing the body will hold, from the bodies' budget (given back with the body's)
-        long long parse = k->scan.parse_bytes, held = 0;
-        if (parse > S->max_body_memory)
-            return srv_error(S, conn, k, 413, NULL, NULL, "the request body has %lld JSON values, which would take some %lld "
-                             "bytes to parse, more than --max-body-memory (%lld)", k->scan.values, parse, S->max_body_memory);
-        if (!srv_budget_take(S, k, parse, &held))
-            return srv_error(S, conn, k, 503, NULL, NULL, "request bodies in flight hold %lld bytes of the %lld that "
-                             "--max-body-memory allows (this one needs %lld to be parsed); try again later", held,
-                             S->max_body_memory, parse);
+    bool reads = k->route == SRV_R_CHAT || k->route == SRV_R_COMPLETIONS || k->route == SRV_R_TOKENIZE ||
+                 k->route == SRV_R_DETOKENIZE;
+    bool keep = reads && !k->refuse && !k->too_big;
+    if (!keep) return;   // read and dropped: a body no endpoint reads, or refused already
+    if (k->body.n + n > (size_t)S->max_body) {   // a body without Content-Length that grew too big
+        k->too_big = true;
+        srv_body_drop(S, k);
+        return;
     }
+    long long held = 0;
+    if (!srv_body_put(S, k, upload, n, &held)) {
+        srv_refuse(S, k, 503, "request bodies in flight hold %lld bytes of the %lld that --max-body-memory allows; try "
+                   "again later", held, S->max_body_memory);
+        return;
+    }
+    long long most_ids = srv_scan(&k->scan, upload, n);
+    if (k->route == SRV_R_COMPLETIONS && most_ids > S->max_prompt_ids) {
+        k->refuse_param = "prompt";
+        if (S->max_prompt_ids == S->max_model_len)
+            srv_refuse(S, k, 400, "prompt: more than %d token ids in one prompt, more than max_model_len (%d) allows",
+                       S->max_prompt_ids, S->max_model_len);
+        else
+            srv_refuse(S, k, 400, "prompt: more than %d token ids in one prompt, more than the KV cache holds with the "
+                       "first output token (%d tokens)", S->max_prompt_ids, S->max_prompt_ids + 1);
+    }
+}
+
+// The request is read: a body refused as it came (too big, beyond the bodies' budget, a prompt
+// too long), or one whose parse the budget cannot hold, is answered here (true, *r: the answer).
+static bool srv_body_refused(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, enum MHD_Result *r) {
+    if (k->too_big) {   // a body without Content-Length that grew too big: read, dropped, refused
+        *r = srv_error(S, conn, k, 413, NULL, NULL, "the request body is larger than %lld bytes (--max-body-size)",
+                       S->max_body);
+        return true;
+    }
+    if (k->refuse) {
+        *r = srv_error(S, conn, k, k->refuse, k->refuse_param, NULL, "%s", k->refuse_msg);
+        return true;
+    }
+    if (!k->body.n) return false;
+    // what parsing the body will hold, from the bodies' budget (given back with the body's)
+    long long parse = k->scan.parse_bytes, held = 0;
+    if (parse > S->max_body_memory) {
+        *r = srv_error(S, conn, k, 413, NULL, NULL, "the request body has %lld JSON values, which would take some %lld "
+                       "bytes to parse, more than --max-body-memory (%lld)", k->scan.values, parse, S->max_body_memory);
+        return true;
+    }
+    if (!srv_budget_take(S, k, parse, &held)) {
+        *r = srv_error(S, conn, k, 503, NULL, NULL, "request bodies in flight hold %lld bytes of the %lld that "
+                       "--max-body-memory allows (this one needs %lld to be parsed); try again later", held,
+                       S->max_body_memory, parse);
+        return true;
+    }
+    return false;
+}
+
+// OPTIONS: a browser's CORS preflight, any origin allowed, as vLLM and llama-server do.
+static enum MHD_Result srv_options(struct MHD_Connection *conn, struct srv_conn *k) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+    enum MHD_Result ret = MHD_queue_response(conn, 204, r);
+    MHD_destroy_response(r);
+    k->status = 204;
+    return ret;
+}
+
+// The answer of a request that is read, by its route.
+static enum MHD_Result srv_dispatch(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, const char *url,
+                                    const char *method) {
     switch (k->route) {
     case SRV_R_HEALTH: {
         if (atomic_load(&S->draining)) return srv_error(S, conn, k, 503, NULL, NULL, "the server is shutting down");
@@ -1547,24 +1667,14 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
     }
     case SRV_R_METRICS:
         return srv_metrics(S, conn, k);
-    case SRV_R_OPTIONS: {   // any origin, as vLLM and llama-server
-        struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-        if (!r) return MHD_NO;
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
-        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
-        MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
-        enum MHD_Result ret = MHD_queue_response(conn, 204, r);
-        MHD_destroy_response(r);
-        k->status = 204;
-        return ret;
-    }
+    case SRV_R_OPTIONS:
+        return srv_options(conn, k);
     case SRV_R_MODELS:
         return srv_models(S, conn, k, NULL);
     case SRV_R_MODEL:
         if (strcmp(url + 11, S->model_name))
-            return srv_error(S, conn, k, 404, "model", "model_not_found", "the model '%.200s' does not exist: this server has '%s'",
-                             url + 11, S->model_name);
+            return srv_error(S, conn, k, 404, "model", "model_not_found",
+                             "the model '%.200s' does not exist: this server has '%s'", url + 11, S->model_name);
         return srv_models(S, conn, k, url + 11);
     case SRV_R_TOKENIZE:
         return srv_tokenize(S, conn, k);
@@ -1579,6 +1689,27 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
     return srv_error(S, conn, k, 404, NULL, "not_found", "no such endpoint: %.200s %.200s", method, url);
 }
 
+// libmicrohttpd's handler of a request: called at its headers, with each piece of its body, and
+// once the body is read (the answer, unless its headers had one).
+static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **ctx) {
+    (void)version;
+    struct srv *S = cls;
+    struct srv_conn *k = *ctx;
+    if (!k) return srv_headers(S, conn, url, method, ctx);
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        srv_upload(S, k, upload, n);
+        return MHD_YES;
+    }
+    srv_phase(S, k->sock, SRV_ANSWER);
+    if (k->status) return MHD_YES;   // answered from the headers
+    enum MHD_Result r;
+    if (srv_body_refused(S, conn, k, &r)) return r;
+    return srv_dispatch(S, conn, k, url, method);
+}
+
 static void srv_completed(void *cls, struct MHD_Connection *conn, void **ctx, enum MHD_RequestTerminationCode why) {
     struct srv *S = cls;
     struct srv_conn *k = *ctx;
@@ -1589,7 +1720,8 @@ static void srv_completed(void *cls, struct MHD_Connection *conn, void **ctx, en
     // a keep-alive connection's next request header is awaited; one that libmicrohttpd closes now
     // (an error, the client's "Connection: close", a body not read) makes no room for another
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION);
-    srv_ended(S, k->sock, why != MHD_REQUEST_TERMINATED_COMPLETED_OK || (h && srv_has_close(h)) || (k->answered_early && k->has_body));
+    srv_ended(S, k->sock, why != MHD_REQUEST_TERMINATED_COMPLETED_OK || (h && srv_has_close(h)) ||
+                              (k->answered_early && k->has_body));
     free(k->refuse_msg);
     free(k);
     *ctx = NULL;
@@ -1632,46 +1764,18 @@ static int srv_listen(const char *host, int port, int *bound_port) {
     return fd;
 }
 
-int cli_cmd_serve(struct cli *c) {
-    // SIGINT and SIGTERM are taken by sigwait in this thread; every thread started from here on
-    // blocks them. A write to a closed connection is an error, not a signal.
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+// SIGINT and SIGTERM are taken by sigtimedwait in this thread (sigs); every thread started from
+// here on blocks them. A write to a closed connection is an error, not a signal.
+static void srv_block_signals(sigset_t *sigs) {
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
 
-    struct srv *S = calloc(1, sizeof(*S));
-    if (!S) cli_die("out of memory");
-    int port = 0;
-    int lfd = srv_listen(c->host, c->port, &port);
-    S->E = cli_engine(c);
-    struct llm_model_info mi;
-    struct llm_engine_info ei;
-    llm_get_model_info(S->E, &mi);
-    llm_get_engine_info(S->E, &ei);
-    S->n_vocab = mi.n_vocab;
-    S->max_model_len = ei.max_model_len;
-    S->max_num_seqs = ei.max_num_seqs;
-    S->prefix_caching = ei.enable_prefix_caching;
-    S->max_queued = c->max_queued;
-    S->max_body = c->max_body;
-    // a prompt of more ids than this is refused by the engine: the context, or the KV cache
-    // with the prompt's first output token
-    S->max_prompt_ids = CLI_MIN(ei.max_model_len, ei.kv_tokens - 1);
-    S->max_connections = c->max_connections;
-    S->header_timeout = c->header_timeout_s;
-    S->body_min_rate = c->body_min_rate;
-    // 256 MiB: sixteen bodies of the default --max-body-size at once, or one of a larger one
-    S->max_body_memory = c->max_body_memory >= 0 ? c->max_body_memory : CLI_MAX(256ll << 20, c->max_body);
-    if (S->max_body_memory < c->max_body)
-        cli_die("--max-body-memory %lld is less than --max-body-size %lld: a body of that size could never be read",
-                S->max_body_memory, c->max_body);
-    // a quarter of the connections from one address, by default
-    int per_ip = c->max_connections_per_ip >= 0 ? c->max_connections_per_ip : CLI_MAX(1, c->max_connections / 4);
-    S->api_key = c->api_key && c->api_key[0] ? c->api_key : NULL;
-    // the model's name: --served-model-name, else the file's (or directory's) name without .gguf
+// The model's name: --served-model-name, else the file's (or directory's) name without .gguf.
+static char *srv_model_name(const struct cli *c) {
     char *name = NULL;
     if (c->served_model_name) {
         name = strdup(c->served_model_name);
@@ -1686,20 +1790,52 @@ int cli_cmd_serve(struct cli *c) {
         name = strndup(p + start, n);
     }
     if (!name) cli_die("out of memory");
-    S->model_name = name;
+    return name;
+}
+
+// The defaults of a request's sampling: OpenAI's (temperature 1, nothing cut), or the flags given.
+static struct llm_sampling_params srv_sampling(const struct cli *c) {
+    struct llm_sampling_params def = llm_sampling_params_default(), sp = def;
+    sp.temperature = c->sp.temperature != def.temperature ? c->sp.temperature : 1.0f;
+    sp.top_k = c->sp.top_k != def.top_k ? c->sp.top_k : 0;
+    sp.top_p = c->sp.top_p != def.top_p ? c->sp.top_p : 1.0f;
+    sp.min_p = c->sp.min_p != def.min_p ? c->sp.min_p : 0.0f;
+    sp.repeat_penalty = c->sp.repeat_penalty != def.repeat_penalty ? c->sp.repeat_penalty : 1.0f;
+    return sp;
+}
+
+// The server over its engine S->E: its configuration from the engine (*ei: the engine's facts,
+// for the log) and the flags, its locks and metrics.
+static void srv_setup(struct srv *S, const struct cli *c, struct llm_engine_info *ei) {
+    struct llm_model_info mi;
+    llm_get_model_info(S->E, &mi);
+    llm_get_engine_info(S->E, ei);
+    S->n_vocab = mi.n_vocab;
+    S->max_model_len = ei->max_model_len;
+    S->max_num_seqs = ei->max_num_seqs;
+    S->prefix_caching = ei->enable_prefix_caching;
+    S->max_queued = c->max_queued;
+    S->max_body = c->max_body;
+    // a prompt of more ids than this is refused by the engine: the context, or the KV cache
+    // with the prompt's first output token
+    S->max_prompt_ids = CLI_MIN(ei->max_model_len, ei->kv_tokens - 1);
+    S->max_connections = c->max_connections;
+    S->header_timeout = c->header_timeout_s;
+    S->body_min_rate = c->body_min_rate;
+    // 256 MiB: sixteen bodies of the default --max-body-size at once, or one of a larger one
+    S->max_body_memory = c->max_body_memory >= 0 ? c->max_body_memory : CLI_MAX(256ll << 20, c->max_body);
+    if (S->max_body_memory < c->max_body)
+        cli_die("--max-body-memory %lld is less than --max-body-size %lld: a body of that size could never be read",
+                S->max_body_memory, c->max_body);
+    S->api_key = c->api_key && c->api_key[0] ? c->api_key : NULL;
+    S->model_name = srv_model_name(c);
     S->tmpl = c->chat_template ? c->chat_template : llm_chat_template_detect(S->E);
     if (!S->tmpl) {
         S->tmpl = "chatml";
-        fprintf(stderr, "llm serve: the model has no chat template llm knows; /v1/chat/completions uses chatml (--chat-template NAME)\n");
+        fprintf(stderr, "llm serve: the model has no chat template llm knows; /v1/chat/completions uses chatml "
+                "(--chat-template NAME)\n");
     }
-    // sampling: OpenAI's defaults (temperature 1, nothing cut), or the flags given
-    struct llm_sampling_params def = llm_sampling_params_default();
-    S->sp = def;
-    S->sp.temperature = c->sp.temperature != def.temperature ? c->sp.temperature : 1.0f;
-    S->sp.top_k = c->sp.top_k != def.top_k ? c->sp.top_k : 0;
-    S->sp.top_p = c->sp.top_p != def.top_p ? c->sp.top_p : 1.0f;
-    S->sp.min_p = c->sp.min_p != def.min_p ? c->sp.min_p : 0.0f;
-    S->sp.repeat_penalty = c->sp.repeat_penalty != def.repeat_penalty ? c->sp.repeat_penalty : 1.0f;
+    S->sp = srv_sampling(c);
     S->rng = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)S;
     S->ttft = (struct srv_hist){srv_ttft_bounds, (int)CLI_ARRAY_LEN(srv_ttft_bounds), {0}, 0, 0};
     S->itl = (struct srv_hist){srv_itl_bounds, (int)CLI_ARRAY_LEN(srv_itl_bounds), {0}, 0, 0};
@@ -1710,8 +1846,13 @@ int cli_cmd_serve(struct cli *c) {
     pthread_cond_init(&S->ework, NULL);
     pthread_cond_init(&S->cv, NULL);
     llm_get_stats(S->E, &S->stats);
-    pthread_t engine_thread;
-    if (pthread_create(&engine_thread, NULL, srv_engine_main, S)) cli_die("cannot start the engine thread");
+}
+
+// libmicrohttpd's daemon on the listening socket lfd (bound to port): a thread per connection,
+// within the flags' limits of connections (and the reserve) and of connections from one address.
+static struct MHD_Daemon *srv_start_http(struct srv *S, const struct cli *c, int lfd, int port) {
+    // a quarter of the connections from one address, by default
+    int per_ip = c->max_connections_per_ip >= 0 ? c->max_connections_per_ip : CLI_MAX(1, c->max_connections / 4);
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC, 0, NULL, NULL,
         srv_access, S, MHD_OPTION_LISTEN_SOCKET, lfd, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
@@ -1720,23 +1861,29 @@ int cli_cmd_serve(struct cli *c) {
         MHD_OPTION_NOTIFY_CONNECTION, srv_notify_connection, S,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 << 10), MHD_OPTION_END);
     if (!d) cli_die("cannot start the HTTP server (libmicrohttpd) on %s:%d", c->host, port);
-    fprintf(stderr, "llm serve: %s (%s, %d tokens of context, chat template %s) on http://%s%s%s:%d\n", S->model_name,
-            ei.backend_name, S->max_model_len, S->tmpl, strchr(c->host, ':') ? "[" : "", c->host,
-            strchr(c->host, ':') ? "]" : "", port);
-    fflush(stderr);
+    return d;
+}
 
+// Watches the connections' deadlines five times a second until SIGINT or SIGTERM; returns it.
+static int srv_wait_signal(struct srv *S, const sigset_t *sigs) {
     int sig = 0;
-    while (sig <= 0) {   // the deadlines of the connections, five times a second, until a signal
+    while (sig <= 0) {
         struct timespec ts = {0, 200000000};
-        sig = sigtimedwait(&sigs, NULL, &ts);
+        sig = sigtimedwait(sigs, NULL, &ts);
         srv_watch(S);
     }
+    return sig;
+}
+
+// After signal sig: no new connections or requests; those in flight may finish within
+// timeout_s seconds (a second signal cuts that short).
+static void srv_drain(struct srv *S, struct MHD_Daemon *d, const sigset_t *sigs, int sig, int timeout_s) {
     fprintf(stderr, "llm serve: %s: no new requests; finishing those in flight (at most %d s)\n",
-            sig == SIGINT ? "SIGINT" : "SIGTERM", c->shutdown_timeout_s);
+            sig == SIGINT ? "SIGINT" : "SIGTERM", timeout_s);
     atomic_store(&S->draining, true);
     MHD_socket q = MHD_quiesce_daemon(d);
     if (q != MHD_INVALID_SOCKET) close(q);
-    double t_end = cli_now() + c->shutdown_timeout_s;
+    double t_end = cli_now() + timeout_s;
     for (;;) {
         pthread_mutex_lock(&S->mu);
         int busy = S->n_active + S->n_pending;
@@ -1744,12 +1891,15 @@ int cli_cmd_serve(struct cli *c) {
         if (!busy || cli_now() >= t_end) break;
         srv_watch(S);
         struct timespec ts = {0, 50000000};
-        if (sigtimedwait(&sigs, NULL, &ts) > 0) {   // a second SIGINT/SIGTERM: abort now
+        if (sigtimedwait(sigs, NULL, &ts) > 0) {   // a second SIGINT/SIGTERM: abort now
             fprintf(stderr, "llm serve: a second signal: aborting what is in flight\n");
             break;
         }
     }
-    // what is left is aborted: its clients get their answers with finish_reason "abort"
+}
+
+// What is left is aborted: its clients get their answers with finish_reason "abort".
+static void srv_abort_rest(struct srv *S) {
     srv_engine_lock(S);
     pthread_mutex_lock(&S->mu);
     int left = S->n_active + S->n_pending;
@@ -1769,7 +1919,10 @@ int cli_cmd_serve(struct cli *c) {
         struct timespec ts = {0, 10000000};
         nanosleep(&ts, NULL);
     }
-    MHD_stop_daemon(d);   // the connections end (their answers are complete) and are joined
+}
+
+// The engine thread ends, then the engine and the server are freed.
+static void srv_free(struct srv *S, pthread_t engine_thread) {
     pthread_mutex_lock(&S->emu);
     S->quit = true;
     pthread_cond_signal(&S->ework);
@@ -1779,12 +1932,36 @@ int cli_cmd_serve(struct cli *c) {
     fprintf(stderr, "llm serve: stopped\n");
     free(S->active);
     free(S->pending);
-    free(name);
+    free(S->model_name);
     pthread_mutex_destroy(&S->emu);
     pthread_mutex_destroy(&S->mu);
     pthread_mutex_destroy(&S->cmu);
     pthread_cond_destroy(&S->ework);
     pthread_cond_destroy(&S->cv);
     free(S);
+}
+
+int cli_cmd_serve(struct cli *c) {
+    sigset_t sigs;
+    srv_block_signals(&sigs);
+    struct srv *S = calloc(1, sizeof(*S));
+    if (!S) cli_die("out of memory");
+    int port = 0;
+    int lfd = srv_listen(c->host, c->port, &port);
+    S->E = cli_engine(c);
+    struct llm_engine_info ei;
+    srv_setup(S, c, &ei);
+    pthread_t engine_thread;
+    if (pthread_create(&engine_thread, NULL, srv_engine_main, S)) cli_die("cannot start the engine thread");
+    struct MHD_Daemon *d = srv_start_http(S, c, lfd, port);
+    bool v6 = strchr(c->host, ':') != NULL;
+    fprintf(stderr, "llm serve: %s (%s, %d tokens of context, chat template %s) on http://%s%s%s:%d\n", S->model_name,
+            ei.backend_name, S->max_model_len, S->tmpl, v6 ? "[" : "", c->host, v6 ? "]" : "", port);
+    fflush(stderr);
+    int sig = srv_wait_signal(S, &sigs);
+    srv_drain(S, d, &sigs, sig, c->shutdown_timeout_s);
+    srv_abort_rest(S);
+    MHD_stop_daemon(d);   // the connections end (their answers are complete) and are joined
+    srv_free(S, engine_thread);
     return 0;
 }
