@@ -140,7 +140,7 @@ STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: amalgamation-check test-amalg all lib install uninstall test build-tests test-arm64 test-vulkan test-cuda bench clean models demo fixtures portability jansson-check curl-check microhttpd-check fuzz fuzz-check FORCE
+.PHONY: amalgamation-check lint test-amalg all lib install uninstall test build-tests test-arm64 test-vulkan test-cuda bench clean models demo fixtures portability jansson-check curl-check microhttpd-check fuzz fuzz-check FORCE
 
 all: llm
 
@@ -196,6 +196,11 @@ llm.c: tools/amalgamate.sh $(wildcard src/*.c src/*.h backends/*.c backends/back
 amalgamation-check:
 	@sh tools/amalgamate.sh | cmp -s - llm.c || { echo "llm.c differs from what tools/amalgamate.sh" \
 	    "writes from src/ and backends/: run make (or sh tools/amalgamate.sh > llm.c) and commit llm.c" >&2; exit 1; }
+
+# CI: the tree's shape (tools/lint.py): lines within 120 columns, files within 2,000 lines,
+# functions within 100 lines.
+lint:
+	@python3 tools/lint.py
 
 # The modules, one object each (position-independent: the library's and the program's).
 $(BUILD)/pic/%.o: %.c $(ENGINE_HDR) $(STAMP)
