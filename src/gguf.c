@@ -37,7 +37,7 @@
 //   with is not (the model loader decides, and can then name the tensor and the type).
 //
 // The reader assumes a little-endian host (x86, ARM): GGUF integers are read with memcpy. The
-// writers: tests/gguf_writer.h (the tests and the model generator) and llm_quantize's (section 10).
+// writers: tests/gguf_writer.h (the tests and the model generator) and llm_quantize's (src/quantize.c).
 #define LLM__GGUF_MAX_KEY 65535   // bytes, the spec's limit
 #define LLM__GGUF_MAX_DIMS 4
 

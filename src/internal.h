@@ -906,7 +906,7 @@ struct llm__cpu {
     struct llm__pool *pool;
     struct llm__cursor *cursors;   // [n_threads]
     enum llm__simd simd;
-    bool repack;                // rewrite weights into the x16 layouts (AVX-512; see below)
+    bool repack;                // rewrite weights into the x16 layouts (AVX-512; backends/cpu_tiles.c)
     llm__vec_dot_fn vec_dot[LLM__TYPE_COUNT];
     const struct llm__step *step;
     void *scratch;              // quantized activations
@@ -1337,7 +1337,7 @@ LLM__INTERNAL enum llm_status llm__quantize_gguf(struct llm__gguf *g, const stru
                                           const struct llm__ftype *ft, const struct llm__qrepl *repl,
                                           struct llm_quantize_stats *st_, struct llm__err *e);
 
-// The serving section's (below): requests, the step's plan, their memory.
+// Serving (src/scheduler.c): requests, the step's plan, their memory.
 struct llm__req;
 
 struct llm__plan_entry;

@@ -121,7 +121,7 @@ static enum llm_status llm__model_swa_pattern(struct llm__model *m, int n_patter
     return LLM_OK;
 }
 
-// What sets the architectures apart (see the top of this section), from their keys as llama.cpp
+// What sets the architectures apart (see the top of this file), from their keys as llama.cpp
 // reads them, with its defaults; allocates m->layers (which holds the local/global pattern).
 static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm__err *e) {
     enum llm_status st;
