@@ -289,8 +289,8 @@ static enum llm_status llm__qgguf_write_data(struct llm__qgguf *w, FILE *f, cons
 }
 
 // The model g (a GGUF file or a directory) as a GGUF file of file type ft at params->output (see
-// the head of this file); repl: NULL, or for each of g's tensors a replacement (data NULL: none),
-// whose type and bytes are written as they are.
+// the head of src/quantize.c); repl: NULL, or for each of g's tensors a replacement (data NULL:
+// none), whose type and bytes are written as they are.
 enum llm_status llm__quantize_gguf(struct llm__gguf *g, const struct llm_quantize_params *params,
                                    const struct llm__ftype *ft, const struct llm__qrepl *repl,
                                    struct llm_quantize_stats *st_, struct llm__err *e) {
