@@ -77,7 +77,8 @@ void llm__calib_take(void *calib, int layer, int slot, struct llm__tensor x) {
 
 void llm__calib_free(struct llm__calib *c) {
     if (c->in)
-        for (int i = 0; i < c->n_layer * LLM__CAL_SLOTS; i++) free(c->in[i].h), free(c->in[i].abs_sum), free(c->in[i].xs);
+        for (int i = 0; i < c->n_layer * LLM__CAL_SLOTS; i++)
+            free(c->in[i].h), free(c->in[i].abs_sum), free(c->in[i].xs);
     free(c->in);
     free(c->xt);
     llm__pool_free(c->pool);
@@ -89,7 +90,8 @@ void llm__calib_free(struct llm__calib *c) {
 static double llm__dot_f64(const double *a, const double *b, int64_t n) {
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) s0 += a[i] * b[i], s1 += a[i + 1] * b[i + 1], s2 += a[i + 2] * b[i + 2], s3 += a[i + 3] * b[i + 3];
+    for (; i + 4 <= n; i += 4)
+        s0 += a[i] * b[i], s1 += a[i + 1] * b[i + 1], s2 += a[i + 2] * b[i + 2], s3 += a[i + 3] * b[i + 3];
     for (; i < n; i++) s0 += a[i] * b[i];
     return (s0 + s1) + (s2 + s3);
 }
@@ -115,7 +117,8 @@ static bool llm__gptq_factor(const struct llm__cal_in *ci, double damp, bool act
         for (int64_t i = 1; i < n; i++) {
             const int32_t v = order[i];
             int64_t j = i;
-            while (j > 0 && ci->h[(int64_t)order[j - 1] * n + order[j - 1]] < ci->h[(int64_t)v * n + v]) order[j] = order[j - 1], j--;
+            while (j > 0 && ci->h[(int64_t)order[j - 1] * n + order[j - 1]] < ci->h[(int64_t)v * n + v])
+                order[j] = order[j - 1], j--;
             order[j] = v;
         }
     // A = J P H P^T J (processing order, reversed), dampened
@@ -123,7 +126,8 @@ static bool llm__gptq_factor(const struct llm__cal_in *ci, double damp, bool act
         for (int64_t a = 0; a < n; a++)
             for (int64_t b = 0; b <= a; b++) {
                 const int64_t i = order[n - 1 - a], j = order[n - 1 - b];
-                const double h = i == j ? (dead[i] ? 1.0 : scale * ci->h[i * n + i]) : scale * ci->h[LLM__MIN(i, j) * n + LLM__MAX(i, j)];
+                const double h = i == j ? (dead[i] ? 1.0 : scale * ci->h[i * n + i])
+                                        : scale * ci->h[LLM__MIN(i, j) * n + LLM__MAX(i, j)];
                 A[a * n + b] = h + (a == b ? extra * mean : 0.0);
             }
         bool pd = true;   // Cholesky, lower, in place: A = L L^T
@@ -145,8 +149,10 @@ static bool llm__gptq_factor(const struct llm__cal_in *ci, double damp, bool act
     // upper triangle of A transposed (A[j][i] = M[i][j], i > j) so that L stays readable and both
     // factors of each sum lie contiguous (L[i][j..i-1] and M[j..i-1][j] = A[j][j..i-1]); M[j][j] = 1 / L[j][j]
     for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < i; j++)
-            A[j * n + i] = -(A[i * n + j] / A[j * n + j] + llm__dot_f64(A + i * n + j + 1, A + j * n + j + 1, i - 1 - j)) / A[i * n + i];
+        for (int64_t j = 0; j < i; j++) {
+            const double tail = llm__dot_f64(A + i * n + j + 1, A + j * n + j + 1, i - 1 - j);
+            A[j * n + i] = -(A[i * n + j] / A[j * n + j] + tail) / A[i * n + i];
+        }
     // U = J M J: U[a][b] = M[n-1-a][n-1-b] for b >= a; the diagonal is 1 / L's
     for (int64_t a = 0; a < n; a++)
         for (int64_t b = 0; b < n; b++) {
@@ -234,7 +240,8 @@ void llm__rm_dir(const char *d) {
     DIR *dir = opendir(d);
     char path[4200];
     for (struct dirent *de; dir && (de = readdir(dir)) != NULL;)
-        if (de->d_name[0] != '.' && snprintf(path, sizeof(path), "%s/%s", d, de->d_name) < (int)sizeof(path)) remove(path);
+        if (de->d_name[0] != '.' && snprintf(path, sizeof(path), "%s/%s", d, de->d_name) < (int)sizeof(path))
+            remove(path);
     if (dir) closedir(dir);
     rmdir(d);
 }
@@ -267,7 +274,8 @@ bool llm__cq_load(struct llm__cq *c, struct llm__qmat *mt) {
     const struct llm__gguf_tensor *t = &c->g->tensors[mt->tensor];
     if (!(mt->w = malloc(sizeof(float) * (size_t)(mt->rows * mt->n)))) return false;
     const size_t rb = llm__row_bytes((int)t->type, mt->n);
-    for (int64_t r = 0; r < mt->rows; r++) llm__dequantize_row((int)t->type, (const uint8_t *)t->data + (size_t)r * rb, mt->w + r * mt->n, mt->n);
+    for (int64_t r = 0; r < mt->rows; r++)
+        llm__dequantize_row((int)t->type, (const uint8_t *)t->data + (size_t)r * rb, mt->w + r * mt->n, mt->n);
     return true;
 }
 
@@ -325,7 +333,8 @@ enum llm_status llm__cq_gptq_layer(struct llm__cq *c, int layer, struct llm__poo
         bool any = false;
         for (int i = 0; i < c->n_mats; i++) any |= c->mats[i].layer == layer && c->mats[i].slot == slot;
         if (!any) continue;
-        if (!ci->h || ci->tokens == 0) return llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d's inputs were not seen", layer);
+        if (!ci->h || ci->tokens == 0)
+            return llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d's inputs were not seen", layer);
         const int64_t n = ci->n;
         float *U = malloc(sizeof(float) * (size_t)n * (size_t)n);
         int32_t *order = malloc(sizeof(int32_t) * (size_t)n);
@@ -335,8 +344,8 @@ enum llm_status llm__cq_gptq_layer(struct llm__cq *c, int layer, struct llm__poo
             const bool mem = !U || !order || !dead;
             free(U), free(order), free(dead);
             return mem ? llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory")
-                       : llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d: the inputs' X X^T has no Cholesky factor (not finite: "
-                                   "the model's activations overflow?)", layer);
+                       : llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d: the inputs' X X^T has no Cholesky factor "
+                                   "(not finite: the model's activations overflow?)", layer);
         }
         enum llm_status st = LLM_OK;
         for (int i = 0; i < c->n_mats && !st; i++) {
@@ -344,9 +353,15 @@ enum llm_status llm__cq_gptq_layer(struct llm__cq *c, int layer, struct llm__poo
             if (mt->layer != layer || mt->slot != slot) continue;
             if (mt->n != n) { st = llm__fail(e, LLM_ERR_FORMAT, "quantize: '%s' has %lld columns, its input %lld",
                                              c->g->tensors[mt->tensor].name, (long long)mt->n, (long long)n); break; }
-            if (!llm__cq_load(c, mt) || !llm__cq_alloc_out(c, mt)) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
+            if (!llm__cq_load(c, mt) || !llm__cq_alloc_out(c, mt)) {
+                st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+                break;
+            }
             if (act) {
-                if (!(mt->g_idx = malloc(sizeof(int32_t) * (size_t)n))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); break; }
+                if (!(mt->g_idx = malloc(sizeof(int32_t) * (size_t)n))) {
+                    st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+                    break;
+                }
                 for (int64_t k = 0; k < n; k++) mt->g_idx[order[k]] = (int32_t)(k / c->group);
             }
             struct llm__gptq_job job = {c, mt, U, order, dead, false};
@@ -481,7 +496,7 @@ static double llm__awq_loss(struct llm__cq *c, struct llm__pool *pool, struct ll
     return sum;
 }
 
-// The scales of one input (see the section's head) into s; false: out of memory.
+// The scales of one input (AWQ, see the head of src/calib.c) into s; false: out of memory.
 static bool llm__awq_search(struct llm__cq *c, struct llm__pool *pool, struct llm__qmat *const *lin, int nl,
                             const struct llm__cal_in *ci, float *s) {
     const int64_t n = ci->n;
@@ -500,7 +515,8 @@ static bool llm__awq_search(struct llm__cq *c, struct llm__pool *pool, struct ll
                 for (int64_t i = 0; i < len; i++) wm[g0 + i] += fabsf(w[i]) / (mx + 1e-6f);
             }
     double best = INFINITY;
-    for (int64_t i = 0; i < n && !fail; i++) s[i] = 1.0f, xm[i] = (float)(ci->abs_sum[i] / (double)LLM__MAX(ci->tokens, 1));
+    for (int64_t i = 0; i < n && !fail; i++)
+        s[i] = 1.0f, xm[i] = (float)(ci->abs_sum[i] / (double)LLM__MAX(ci->tokens, 1));
     if (!fail) best = llm__awq_loss(c, pool, lin, nl, s, ci, &fail);   // no scaling at all: kept unless beaten
     for (int g = 0; g < 20 && !fail; g++) {
         const double a = g / 20.0;
@@ -553,13 +569,36 @@ bool llm__cq_round(struct llm__cq *c, struct llm__qmat *mt, int zmin) {
     return true;
 }
 
+// AWQ's last step for a layer's matrices, scaled: each but q, k and a fused qkv clipped (sinv: per
+// input, 1 / the scales its columns were multiplied by, or NULL), then each rounded.
+static enum llm_status llm__awq_clip_round(struct llm__cq *c, int layer, const struct llm__qmat *qkv,
+                                           float *const *sinv, struct llm__pool *pool, struct llm__err *e) {
+    for (int i = 0; i < c->n_mats; i++) {
+        struct llm__qmat *mt = &c->mats[i];
+        if (mt->layer != layer) continue;
+        const struct llm__cal_in *ci = &c->cal.in[layer * LLM__CAL_SLOTS + mt->slot];
+        if (!mt->qk && mt != qkv && ci->n == mt->n && ci->n_xs > 0) {
+            struct llm__qmat *one[1] = {mt};
+            struct llm__awq_job job = {c, one, 1, NULL, ci, sinv[mt->slot], {0}, false};
+            llm__pool_run(pool, llm__awq_clip_worker, &job);
+            if (job.fail) return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+        }
+        if (!llm__cq_round(c, mt, 0)) return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+        llm__cq_progress(c, mt);
+    }
+    return LLM_OK;
+}
+
+// AWQ of a layer's matrices (see the head of src/calib.c): per input, the scales searched and
+// folded into the norm or matrix before; then clipping and rounding.
 enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct llm__pool *pool, struct llm__err *e) {
     struct llm__qmat *q = llm__cq_find(c, layer, "attn_q"), *k = llm__cq_find(c, layer, "attn_k");
     struct llm__qmat *v = llm__cq_find(c, layer, "attn_v"), *qkv = llm__cq_find(c, layer, "attn_qkv");
     struct llm__qmat *o = llm__cq_find(c, layer, "attn_output"), *gate = llm__cq_find(c, layer, "ffn_gate");
     struct llm__qmat *up = llm__cq_find(c, layer, "ffn_up"), *down = llm__cq_find(c, layer, "ffn_down");
     for (int i = 0; i < c->n_mats; i++)
-        if (c->mats[i].layer == layer && !llm__cq_load(c, &c->mats[i])) return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+        if (c->mats[i].layer == layer && !llm__cq_load(c, &c->mats[i]))
+            return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
     char name[64];
     struct {
         struct llm__qmat *lin[3];
@@ -583,16 +622,23 @@ enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct llm__pool
         if (grp[gi].norm) {
             snprintf(name, sizeof(name), "blk.%d.%s.weight", layer, grp[gi].norm);
             ok &= (norm = llm__cq_vec(c, name)) != NULL;
-            if (!norm && llm__gguf_find_tensor(c->g, name)) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); goto done; }
+            if (!norm && llm__gguf_find_tensor(c->g, name)) {
+                st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+                goto done;
+            }
         } else {
             ok &= grp[gi].prev && grp[gi].prev->rows >= grp[gi].row0 + grp[gi].lin[0]->n;
         }
         if (!ok) continue;   // nothing to fold the scales into (e.g. v and o under grouped-query attention)
         const struct llm__cal_in *ci = &c->cal.in[layer * LLM__CAL_SLOTS + grp[gi].slot];
         const int64_t n = grp[gi].lin[0]->n;
-        if (ci->n != n || ci->n_xs == 0) { st = llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d's inputs were not seen", layer); goto done; }
+        if (ci->n != n || ci->n_xs == 0) {
+            st = llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d's inputs were not seen", layer);
+            goto done;
+        }
         float *s = malloc(sizeof(float) * (size_t)n);
-        if (!s || !llm__awq_search(c, pool, grp[gi].lin, grp[gi].nl, ci, s) || !(sinv[grp[gi].slot] = malloc(sizeof(float) * (size_t)n))) {
+        if (!s || !llm__awq_search(c, pool, grp[gi].lin, grp[gi].nl, ci, s) ||
+            !(sinv[grp[gi].slot] = malloc(sizeof(float) * (size_t)n))) {
             free(s);
             st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
             goto done;
@@ -620,20 +666,7 @@ enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct llm__pool
         }
         free(s);
     }
-    // clipping, then rounding
-    for (int i = 0; i < c->n_mats; i++) {
-        struct llm__qmat *mt = &c->mats[i];
-        if (mt->layer != layer) continue;
-        const struct llm__cal_in *ci = &c->cal.in[layer * LLM__CAL_SLOTS + mt->slot];
-        if (!mt->qk && mt != qkv && ci->n == mt->n && ci->n_xs > 0) {
-            struct llm__qmat *one[1] = {mt};
-            struct llm__awq_job job = {c, one, 1, NULL, ci, sinv[mt->slot], {0}, false};
-            llm__pool_run(pool, llm__awq_clip_worker, &job);
-            if (job.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
-        }
-        if (!llm__cq_round(c, mt, 0)) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
-        llm__cq_progress(c, mt);
-    }
+    st = llm__awq_clip_round(c, layer, qkv, sinv, pool, e);
 done:
     for (int i = 0; i < LLM__CAL_SLOTS; i++) free(sinv[i]);
     if (st) return st;

@@ -56,7 +56,8 @@ static int llm__tensor_dims(const struct llm__gguf_tensor *t) {
 // What llama-quantize may quantize: matrices named *weight, but not norms, position or token-type
 // embeddings, a MoE router, or Gemma 3n's small side tables.
 static bool llm__qmix_allows(const struct llm__gguf_tensor *t) {
-    static const char *const never[] = {"_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj"};
+    static const char *const never[] = {"_norm.weight", "ffn_gate_inp.weight", "altup", "laurel",
+                                        "per_layer_model_proj"};
     const size_t n = strlen(t->name);
     if (llm__tensor_dims(t) < 2 || n < 6 || strcmp(t->name + n - 6, "weight") != 0) return false;
     for (size_t i = 0; i < LLM__ARRAY_LEN(never); i++)
@@ -83,7 +84,8 @@ enum llm_status llm__qmix_init(const struct llm__gguf *g, struct llm__qmix *q, s
     for (int64_t i = 0; i < g->n_tensors; i++) {
         const char *name = g->tensors[i].name;
         if (!strcmp(name, "output.weight")) q->tied = false;
-        if (strstr(name, "attn_qkv.weight") || strstr(name, "attn_kv_b.weight") || strstr(name, "attn_v.weight")) q->n_attn_v++;
+        if (strstr(name, "attn_qkv.weight") || strstr(name, "attn_kv_b.weight") || strstr(name, "attn_v.weight"))
+            q->n_attn_v++;
     }
     return LLM_OK;
 }
@@ -110,7 +112,8 @@ int llm__qmix_type(struct llm__qmix *q, const struct llm__gguf_tensor *t) {
         else if (ft == LLM__FT_Q3_K_M) nt = q->i_attn_v < 2 ? LLM__TYPE_Q5_K : LLM__TYPE_Q4_K;
         else if (ft == LLM__FT_Q3_K_L) nt = LLM__TYPE_Q5_K;
         else if ((ft == LLM__FT_IQ4_NL || ft == LLM__FT_IQ4_XS) && q->n_gqa >= 4) nt = LLM__TYPE_Q5_K;
-        else if ((ft == LLM__FT_Q4_K_M || ft == LLM__FT_Q5_K_M) && llm__qmix_more_bits(q->i_attn_v, q->n_attn_v)) nt = LLM__TYPE_Q6_K;
+        else if ((ft == LLM__FT_Q4_K_M || ft == LLM__FT_Q5_K_M) && llm__qmix_more_bits(q->i_attn_v, q->n_attn_v))
+            nt = LLM__TYPE_Q6_K;
         else if (ft == LLM__FT_Q4_K_S && q->i_attn_v < 4) nt = LLM__TYPE_Q5_K;
         if (q->is_70b && (nt == LLM__TYPE_Q3_K || nt == LLM__TYPE_Q4_K)) nt = LLM__TYPE_Q5_K;
         q->i_attn_v++;
@@ -139,13 +142,16 @@ int llm__qmix_type(struct llm__qmix *q, const struct llm__gguf_tensor *t) {
     return nt;
 }
 
-// llama.cpp's loader order: tensors outside the blocks (layer -1) first, then by layer, then by name.
+// The layer a tensor's name (blk.N.) puts it in; -1 outside the blocks.
 int llm__tensor_layer(const char *name) {
     int l = -1;
     return sscanf(name, "blk.%d.", &l) == 1 ? l : -1;
 }
+
+// llama.cpp's loader order: tensors outside the blocks (layer -1) first, then by layer, then by name.
 int llm__tensor_order(const void *a, const void *b) {
-    const struct llm__gguf_tensor *x = *(const struct llm__gguf_tensor *const *)a, *y = *(const struct llm__gguf_tensor *const *)b;
+    const struct llm__gguf_tensor *x = *(const struct llm__gguf_tensor *const *)a;
+    const struct llm__gguf_tensor *y = *(const struct llm__gguf_tensor *const *)b;
     const int lx = llm__tensor_layer(x->name), ly = llm__tensor_layer(y->name);
     return lx != ly ? (lx < ly ? -1 : 1) : strcmp(x->name, y->name);
 }
@@ -159,15 +165,136 @@ static void llm__gguf_put_str(struct llm__outbuf *o, const char *s) {
 // Writes n bytes to f; false on an error (errno set).
 bool llm__fwrite(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n; }
 
+// A GGUF file being written by llm__quantize_gguf: g's tensors in llama.cpp's loader order, each
+// with its replacement (or NULL) and its type in the file.
+struct llm__qgguf {
+    struct llm__gguf *g;
+    const struct llm_quantize_params *params;
+    const struct llm__gguf_tensor **order;
+    const struct llm__qrepl **orepl;
+    int *types;
+    size_t align;
+    size_t total;              // the input's bytes of all tensors (progress)
+    struct llm_quantize_stats *st;
+};
+
+// The header's start and the metadata: the input's keys in their order, less
+// general.quantization_version, general.file_type and split.*, then those two appended. Returns
+// the number of keys, which the caller writes over the count's place (offset 16).
+static uint64_t llm__qgguf_put_kv(const struct llm__gguf *g, const struct llm__ftype *ft, struct llm__outbuf *hdr) {
+    const uint32_t version = 3;
+    const uint64_t n_tensors = (uint64_t)g->n_tensors;
+    uint64_t n_kv = 0;
+    llm__outbuf_put(hdr, "GGUF", 4);
+    llm__outbuf_put(hdr, &version, 4);
+    llm__outbuf_put(hdr, &n_tensors, 8);
+    llm__outbuf_put(hdr, &n_kv, 8);   // counted here
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        const char *k = g->kv[i].key;
+        if (!strcmp(k, "general.quantization_version") || !strcmp(k, "general.file_type") || !strncmp(k, "split.", 6))
+            continue;
+        llm__gguf_put_str(hdr, k);
+        llm__outbuf_put(hdr, g->kv[i].raw, g->kv[i].raw_len);
+        n_kv++;
+    }
+    const uint32_t u32 = LLM__GGUF_U32, qversion = 2, ftype = (uint32_t)ft->ftype;
+    llm__gguf_put_str(hdr, "general.quantization_version");
+    llm__outbuf_put(hdr, &u32, 4);
+    llm__outbuf_put(hdr, &qversion, 4);
+    llm__gguf_put_str(hdr, "general.file_type");
+    llm__outbuf_put(hdr, &u32, 4);
+    llm__outbuf_put(hdr, &ftype, 4);
+    return n_kv + 2;
+}
+
+// The tensors' entries of the header (names, shapes, types, offsets), each tensor's type decided
+// on the way (its replacement's, or the mix's); counts the parameters and the quantized tensors.
+// LLM_ERR_UNSUPPORTED: a tensor that would need requantizing, an unreadable type, or an internal one.
+static enum llm_status llm__qgguf_put_tensors(struct llm__qgguf *w, struct llm__qmix *q, struct llm__outbuf *hdr,
+                                              struct llm__err *e) {
+    uint64_t offset = 0;
+    for (int64_t i = 0; i < w->g->n_tensors; i++) {
+        const struct llm__gguf_tensor *t = w->order[i];
+        const struct llm__qrepl *r = w->orepl[i];
+        const int mixed = llm__qmix_type(q, t);   // (counts the mix's layers also for replaced tensors)
+        const int nt = w->types[i] = r ? r->type : mixed;
+        const struct llm__type_info *ti = llm__type_info(t->type);
+        if (!r && (uint32_t)nt != t->type && ti->blck > 1 && !w->params->allow_requantize)
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s already: requantizing it to %s needs "
+                             "--allow-requantize (quality suffers; quantize the F16/BF16/F32 model instead)",
+                             t->name, ti->name, llm__type_info((uint32_t)nt)->name);
+        if (!r && (uint32_t)nt != t->type && !ti->supported)
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s, which this build cannot read", t->name,
+                             ti->name);
+        if (llm__type_info((uint32_t)nt)->internal)   // no internal type may reach the file
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' would be %s (an AWQ/GPTQ layout), which GGUF "
+                             "cannot hold", t->name, llm__type_info((uint32_t)nt)->name);
+        const int nd = llm__tensor_dims(t);
+        const uint32_t tt = (uint32_t)nt;
+        llm__gguf_put_str(hdr, t->name);
+        llm__outbuf_put(hdr, &(uint32_t){(uint32_t)nd}, 4);
+        llm__outbuf_put(hdr, t->ne, 8 * (size_t)nd);
+        llm__outbuf_put(hdr, &tt, 4);
+        llm__outbuf_put(hdr, &offset, 8);
+        const size_t size = llm__row_bytes(nt, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+        assert(!r || r->size == size);
+        offset += (size + w->align - 1) / w->align * w->align;
+        w->total += t->size;
+        w->st->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        w->st->n_quantized += (uint32_t)nt != t->type;
+    }
+    return LLM_OK;
+}
+
+// The tensors' data after the header (ok: whether the header was written), in the header's order:
+// each as it is, its replacement, or quantized on the pool, padded with zeros to the alignment.
+static enum llm_status llm__qgguf_write_data(struct llm__qgguf *w, FILE *f, const char *part, bool ok,
+                                             struct llm__pool *pool, struct llm__err *e) {
+    static const char zeros[64];
+    const size_t align = w->align;
+    size_t done = 0;
+    enum llm_status st = LLM_OK;
+    for (int64_t i = 0; i < w->g->n_tensors && ok; i++) {
+        const struct llm__gguf_tensor *t = w->order[i];
+        const int nt = w->types[i];
+        size_t size = t->size;
+        if (w->orepl[i]) {
+            size = w->orepl[i]->size;
+            ok = llm__fwrite(f, w->orepl[i]->data, size);
+        } else if ((uint32_t)nt == t->type) {
+            ok = llm__fwrite(f, t->data, t->size);
+        } else {
+            size = llm__row_bytes(nt, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+            struct llm__quant_job job = {t, nt, llm__alloc(size), false};
+            if (!job.dst) {
+                st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name);
+                break;
+            }
+            llm__pool_run(pool, llm__quant_worker, &job);
+            if (!job.fail) ok = llm__fwrite(f, job.dst, size);
+            free(job.dst);
+            if (job.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
+        }
+        for (size_t pad = (align - size % align) % align; ok && pad; pad -= LLM__MIN(pad, sizeof(zeros)))
+            ok = llm__fwrite(f, zeros, LLM__MIN(pad, sizeof(zeros)));
+        if (w->g->owns_map) llm__map_release(t->data, t->size);
+        w->st->bytes_in += t->size;
+        w->st->bytes_out += size;
+        done += t->size;
+        if (w->params->progress)
+            w->params->progress(w->params->progress_user, (double)done / (double)(w->total ? w->total : 1), t->name);
+    }
+    if (!st && !ok) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s': %s", part, strerror(errno));
+    return st;
+}
+
 // The model g (a GGUF file or a directory) as a GGUF file of file type ft at params->output (see
-// the section's head); repl: NULL, or for each of g's tensors a replacement (data NULL: none), whose
-// type and bytes are written as they are.
+// the head of src/quantize.c); repl: NULL, or for each of g's tensors a replacement (data NULL:
+// none), whose type and bytes are written as they are.
 enum llm_status llm__quantize_gguf(struct llm__gguf *g, const struct llm_quantize_params *params,
-                                          const struct llm__ftype *ft, const struct llm__qrepl *repl,
-                                          struct llm_quantize_stats *st_, struct llm__err *e) {
-    const struct llm__gguf_tensor **order = NULL;
-    const struct llm__qrepl **orepl = NULL;
-    int *types = NULL;
+                                   const struct llm__ftype *ft, const struct llm__qrepl *repl,
+                                   struct llm_quantize_stats *st_, struct llm__err *e) {
+    struct llm__qgguf w = {.g = g, .params = params, .st = st_};
     struct llm__outbuf hdr = {0};
     struct llm__pool *pool = NULL;
     FILE *f = NULL;
@@ -176,77 +303,24 @@ enum llm_status llm__quantize_gguf(struct llm__gguf *g, const struct llm_quantiz
 
     struct llm__qmix q = {.ftype = ft->ftype, .type = ft->type, .pure = params->pure != 0, .tied = true};
     if ((st = llm__qmix_init(g, &q, e))) return st;
-    order = malloc(sizeof(*order) * (size_t)(g->n_tensors + 1));
-    orepl = malloc(sizeof(*orepl) * (size_t)(g->n_tensors + 1));
-    types = malloc(sizeof(*types) * (size_t)(g->n_tensors + 1));
-    if (!order || !types || !orepl) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
-    for (int64_t i = 0; i < g->n_tensors; i++) order[i] = &g->tensors[i];
-    qsort(order, (size_t)g->n_tensors, sizeof(*order), llm__tensor_order);
-    for (int64_t i = 0; i < g->n_tensors; i++) orepl[i] = repl && repl[order[i] - g->tensors].data ? &repl[order[i] - g->tensors] : NULL;
+    w.order = malloc(sizeof(*w.order) * (size_t)(g->n_tensors + 1));
+    w.orepl = malloc(sizeof(*w.orepl) * (size_t)(g->n_tensors + 1));
+    w.types = malloc(sizeof(*w.types) * (size_t)(g->n_tensors + 1));
+    if (!w.order || !w.types || !w.orepl) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
+    for (int64_t i = 0; i < g->n_tensors; i++) w.order[i] = &g->tensors[i];
+    qsort(w.order, (size_t)g->n_tensors, sizeof(*w.order), llm__tensor_order);
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        const int64_t k = w.order[i] - g->tensors;
+        w.orepl[i] = repl && repl[k].data ? &repl[k] : NULL;
+    }
 
     // the types, and the header: metadata, then the tensors' names, shapes, types and offsets
-    const uint32_t version = 3;
-    const uint64_t n_tensors = (uint64_t)g->n_tensors;
-    uint64_t n_kv = 0;
-    llm__outbuf_put(&hdr, "GGUF", 4);
-    llm__outbuf_put(&hdr, &version, 4);
-    llm__outbuf_put(&hdr, &n_tensors, 8);
-    llm__outbuf_put(&hdr, &n_kv, 8);   // counted below
-    for (int64_t i = 0; i < g->n_kv; i++) {
-        const char *k = g->kv[i].key;
-        if (!strcmp(k, "general.quantization_version") || !strcmp(k, "general.file_type") || !strncmp(k, "split.", 6)) continue;
-        llm__gguf_put_str(&hdr, k);
-        llm__outbuf_put(&hdr, g->kv[i].raw, g->kv[i].raw_len);
-        n_kv++;
-    }
-    const uint32_t u32 = LLM__GGUF_U32, qversion = 2, ftype = (uint32_t)ft->ftype;
-    llm__gguf_put_str(&hdr, "general.quantization_version");
-    llm__outbuf_put(&hdr, &u32, 4);
-    llm__outbuf_put(&hdr, &qversion, 4);
-    llm__gguf_put_str(&hdr, "general.file_type");
-    llm__outbuf_put(&hdr, &u32, 4);
-    llm__outbuf_put(&hdr, &ftype, 4);
-    n_kv += 2;
-    const size_t align = g->alignment ? g->alignment : LLM__GGUF_DEFAULT_ALIGNMENT;
-    uint64_t offset = 0;
-    size_t total = 0;
-    for (int64_t i = 0; i < g->n_tensors; i++) {
-        const struct llm__gguf_tensor *t = order[i];
-        const int mixed = llm__qmix_type(&q, t);   // (counts the mix's layers also for replaced tensors)
-        const int nt = types[i] = orepl[i] ? orepl[i]->type : mixed;
-        const struct llm__type_info *ti = llm__type_info(t->type);
-        if (!orepl[i] && (uint32_t)nt != t->type && ti->blck > 1 && !params->allow_requantize) {
-            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s already: requantizing it to %s needs "
-                           "--allow-requantize (quality suffers; quantize the F16/BF16/F32 model instead)",
-                           t->name, ti->name, llm__type_info((uint32_t)nt)->name);
-            goto out;
-        }
-        if (!orepl[i] && (uint32_t)nt != t->type && !ti->supported) {
-            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s, which this build cannot read", t->name, ti->name);
-            goto out;
-        }
-        if (llm__type_info((uint32_t)nt)->internal) {   // no internal type may reach the file
-            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' would be %s (an AWQ/GPTQ layout), which GGUF cannot hold",
-                           t->name, llm__type_info((uint32_t)nt)->name);
-            goto out;
-        }
-        const int nd = llm__tensor_dims(t);
-        const uint32_t tt = (uint32_t)nt;
-        llm__gguf_put_str(&hdr, t->name);
-        llm__outbuf_put(&hdr, &(uint32_t){(uint32_t)nd}, 4);
-        llm__outbuf_put(&hdr, t->ne, 8 * (size_t)nd);
-        llm__outbuf_put(&hdr, &tt, 4);
-        llm__outbuf_put(&hdr, &offset, 8);
-        const size_t size = llm__row_bytes(nt, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
-        assert(!orepl[i] || orepl[i]->size == size);
-        offset += (size + align - 1) / align * align;
-        total += t->size;
-        st_->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-        st_->n_quantized += (uint32_t)nt != t->type;
-    }
+    w.align = g->alignment ? g->alignment : LLM__GGUF_DEFAULT_ALIGNMENT;
+    const uint64_t n_kv = llm__qgguf_put_kv(g, ft, &hdr);
+    if ((st = llm__qgguf_put_tensors(&w, &q, &hdr, e))) goto out;
     st_->n_fallback = q.n_fallback;
     st_->n_tensors = (int)g->n_tensors;
-    while (hdr.n % align) llm__outbuf_put(&hdr, "", 1);
+    while (hdr.n % w.align) llm__outbuf_put(&hdr, "", 1);
     if (hdr.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
     memcpy(hdr.p + 16, &n_kv, 8);
 
@@ -255,54 +329,29 @@ enum llm_status llm__quantize_gguf(struct llm__gguf *g, const struct llm_quantiz
     if (!(part = malloc(plen + 6))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
     memcpy(part, params->output, plen);
     memcpy(part + plen, ".part", 6);
-    if (!(pool = llm__pool_new(params->n_threads > 0 ? params->n_threads : llm__online_cpus(), e))) { st = LLM_ERR_BACKEND; goto out; }
+    if (!(pool = llm__pool_new(params->n_threads > 0 ? params->n_threads : llm__online_cpus(), e))) {
+        st = LLM_ERR_BACKEND;
+        goto out;
+    }
     if (!(f = fopen(part, "wb"))) {
         st = llm__fail(e, LLM_ERR_IO, "quantize: cannot create '%s': %s", part, strerror(errno));
         goto out;
     }
-    bool ok = llm__fwrite(f, hdr.p, hdr.n);
-    static const char zeros[64];
-    size_t done = 0;
-    for (int64_t i = 0; i < g->n_tensors && ok; i++) {
-        const struct llm__gguf_tensor *t = order[i];
-        const int nt = types[i];
-        size_t size = t->size;
-        if (orepl[i]) {
-            size = orepl[i]->size;
-            ok = llm__fwrite(f, orepl[i]->data, size);
-        } else if ((uint32_t)nt == t->type) {
-            ok = llm__fwrite(f, t->data, t->size);
-        } else {
-            size = llm__row_bytes(nt, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
-            struct llm__quant_job job = {t, nt, llm__alloc(size), false};
-            if (!job.dst) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name); break; }
-            llm__pool_run(pool, llm__quant_worker, &job);
-            if (!job.fail) ok = llm__fwrite(f, job.dst, size);
-            free(job.dst);
-            if (job.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
-        }
-        for (size_t pad = (align - size % align) % align; ok && pad; pad -= LLM__MIN(pad, sizeof(zeros)))
-            ok = llm__fwrite(f, zeros, LLM__MIN(pad, sizeof(zeros)));
-        if (g->owns_map) llm__map_release(t->data, t->size);
-        st_->bytes_in += t->size;
-        st_->bytes_out += size;
-        done += t->size;
-        if (params->progress) params->progress(params->progress_user, (double)done / (double)(total ? total : 1), t->name);
-    }
-    if (!st && !ok) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s': %s", part, strerror(errno));
+    st = llm__qgguf_write_data(&w, f, part, llm__fwrite(f, hdr.p, hdr.n), pool, e);
     if (fclose(f) != 0 && !st) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s': %s", part, strerror(errno));
     f = NULL;
     if (!st && rename(part, params->output) != 0)
-        st = llm__fail(e, LLM_ERR_IO, "quantize: cannot rename '%s' to '%s': %s", part, params->output, strerror(errno));
+        st = llm__fail(e, LLM_ERR_IO, "quantize: cannot rename '%s' to '%s': %s", part, params->output,
+                       strerror(errno));
     if (st) remove(part);
 out:
     if (f) { fclose(f); remove(part); }
     free(part);
     llm__pool_free(pool);
     free(hdr.p);
-    free(order);
-    free(orepl);
-    free(types);
+    free(w.order);
+    free(w.orepl);
+    free(w.types);
     return st;
 }
 
