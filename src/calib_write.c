@@ -91,6 +91,12 @@ static bool llm__copy_file(const char *from, const char *to) {
 static void llm__json_str(struct llm__outbuf *o, const char *s) {
     llm__outbuf_put(o, "\"", 1);
     for (; *s; s++) {
+        if ((unsigned char)*s < 0x20) {   // a control character (a hostile input's tensor name)
+            char u[8];
+            snprintf(u, sizeof(u), "\\u%04x", (unsigned char)*s);
+            llm__outbuf_put(o, u, 6);
+            continue;
+        }
         if (*s == '"' || *s == '\\') llm__outbuf_put(o, "\\", 1);
         llm__outbuf_put(o, s, 1);
     }
@@ -186,16 +192,19 @@ static enum llm_status llm__cq_st_packed(struct llm__cq_st *w, const struct llm_
         const size_t bytes = llm__hf_pack(c, w->o, mt, qk, k, NULL, shape);
         if (bytes == SIZE_MAX) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
         if (w->pass == 0) {
-            char ent[800], dims[48];
+            char ent[800], dims[48], name[600];
             if (k == 3) snprintf(dims, sizeof(dims), "%lld", (long long)shape[0]);
             else snprintf(dims, sizeof(dims), "%lld,%lld", (long long)shape[0], (long long)shape[1]);
-            snprintf(ent, sizeof(ent), ",\"%s.%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                     base, sfx[k], k == 2 ? "F16" : "I32", dims, w->off, w->off + bytes);
+            snprintf(name, sizeof(name), "%s.%s", base, sfx[k]);
+            llm__outbuf_put(&w->hdr, ",", 1);
+            llm__json_str(&w->hdr, name);
+            snprintf(ent, sizeof(ent), ":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                     k == 2 ? "F16" : "I32", dims, w->off, w->off + bytes);
             llm__outbuf_put(&w->hdr, ent, strlen(ent));
         } else {
             uint8_t *buf = malloc(bytes ? bytes : 1);
             if (!buf) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-            w->ok = llm__hf_pack(c, w->o, mt, qk, k, buf, shape) == bytes && llm__fwrite(w->sf, buf, bytes);
+            w->ok = w->ok && llm__hf_pack(c, w->o, mt, qk, k, buf, shape) == bytes && llm__fwrite(w->sf, buf, bytes);
             free(buf);
         }
         w->off += bytes;
