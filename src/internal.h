@@ -1,4 +1,9 @@
 // What the modules share: types, small inline helpers, the functions each exports
+//
+// In the order of the modules (docs/architecture.md), each part under a banner naming its files:
+// the module's types and inline helpers, and the functions and tables other modules call
+// (LLM__INTERNAL, LLM__EXTERN; everything else in a module is static). A module's functions are
+// described where they are defined.
 
 // LLM__INTERNAL marks a function or table that several modules share; LLM__EXTERN declares such a
 // table. Compiled module by module they have external linkage (hidden in the shared library); the
@@ -69,6 +74,8 @@
 
 #define LLM__MAX_THREADS_AWQ 256   // llm_quantize's threads, at most
 
+// === src/util.c: errors, memory, byte buffers, hashing, files ===
+
 // An error message buffer. Every fallible internal function takes one and returns a status.
 struct llm__err { char msg[512]; enum llm_status status; };
 
@@ -80,6 +87,12 @@ LLM__INTERNAL enum llm_status llm__fail(struct llm__err *e, enum llm_status st, 
 LLM__INTERNAL const void *llm__memmem(const void *h, size_t hn, const void *needle, size_t n);
 
 LLM__INTERNAL char *llm__strndup(const char *s, size_t n);
+LLM__INTERNAL enum llm_status llm__read_all(int fd, void *buf, size_t size, const char *path, struct llm__err *e);
+LLM__INTERNAL void llm__map_release(const void *p, size_t n);
+LLM__INTERNAL size_t llm__mem_available(void);
+LLM__INTERNAL uint64_t llm__splitmix64(uint64_t *x);
+LLM__INTERNAL void llm__time_update(double *m, double t);
+LLM__INTERNAL uint64_t llm__hash(const char *s, size_t n);
 
 // A growable byte buffer: text being streamed, a header being written. A failed allocation is
 // kept in fail (later puts do nothing).
@@ -94,6 +107,8 @@ static inline double llm__now(void) {
 }
 
 LLM__INTERNAL void *llm__alloc(size_t size);
+
+// === src/types.c, src/dot.c, src/dot_x86.c, src/dot_neon.c: tensor types and their kernels ===
 
 enum llm__type {
     LLM__TYPE_F32 = 0, LLM__TYPE_F16 = 1, LLM__TYPE_Q4_0 = 2, LLM__TYPE_Q4_1 = 3,
@@ -546,6 +561,8 @@ LLM__INTERNAL void llm__dequantize_row(int type, const void *src, float *dst, in
 
 LLM__INTERNAL void llm__quantize_row(int type, const float *src, void *dst, int64_t n);
 
+// === src/gguf.c: GGUF files ===
+
 enum llm__gguf_type {
     LLM__GGUF_U8 = 0, LLM__GGUF_I8 = 1, LLM__GGUF_U16 = 2, LLM__GGUF_I16 = 3,
     LLM__GGUF_U32 = 4, LLM__GGUF_I32 = 5, LLM__GGUF_F32 = 6, LLM__GGUF_BOOL = 7,
@@ -619,10 +636,9 @@ LLM__INTERNAL enum llm_status llm__gguf_parse(struct llm__gguf *g, struct llm__e
 
 LLM__INTERNAL void llm__gguf_close(struct llm__gguf *g);
 
-LLM__INTERNAL enum llm_status llm__read_all(int fd, void *buf, size_t size, const char *path, struct llm__err *e);
-
 LLM__INTERNAL enum llm_status llm__gguf_open_file(struct llm__gguf *g, const char *path, bool read_all,
                                                   struct llm__err *e);
+LLM__INTERNAL bool llm__str_has(const struct llm__gguf_str *s, const char *z);
 
 LLM__INTERNAL int64_t llm__gguf_find_key(const struct llm__gguf *g, const char *key);
 
@@ -643,6 +659,8 @@ LLM__INTERNAL bool llm__gguf_get_str(const struct llm__gguf *g, const char *key,
 
 LLM__INTERNAL bool llm__gguf_get_arr(const struct llm__gguf *g, const char *key, uint32_t *elem_type,
                               uint64_t *n, const void **data, struct llm__err *e);
+
+// === src/json.c, src/unicode.c: JSON, UTF-8 ===
 
 enum llm__json_type {
     LLM__JSON_NULL, LLM__JSON_FALSE, LLM__JSON_TRUE, LLM__JSON_NUM, LLM__JSON_STR, LLM__JSON_ARR, LLM__JSON_OBJ
@@ -690,6 +708,8 @@ LLM__INTERNAL bool llm__json_int(const struct llm__json *j, int32_t i, int64_t l
 LLM__INTERNAL enum llm_status llm__read_file(const char *path, size_t max, char **out, size_t *size,
                                              struct llm__err *e);
 
+// === src/safetensors.c ===
+
 struct llm__st_tensor {
     char *name;                 // NUL-terminated copy
     uint32_t type;              // a ggml type id (F32, F16, BF16, I8/I16/I32/I64, F64), or LLM__ST_U8 / LLM__ST_BOOL
@@ -715,6 +735,8 @@ LLM__INTERNAL const struct llm__st_tensor *llm__st_find(const struct llm__safete
 
 LLM__INTERNAL enum llm_status llm__st_open(struct llm__safetensors *s, const char *path, bool read_all,
                                            struct llm__err *e);
+
+// === src/hf.c, src/hf_open.c: Hugging Face directories ===
 
 // A GGUF header under construction (keys and values only).
 struct llm__gbuf { struct llm__outbuf o; int64_t n_kv; };
@@ -764,8 +786,6 @@ LLM__INTERNAL enum llm_status llm__hf_config(const char *cfg, size_t n, struct l
 
 LLM__INTERNAL bool llm__hf_name(const char *hf, bool gemma, char *out, size_t size, int *qk);
 
-LLM__INTERNAL void llm__map_release(const void *p, size_t n);
-
 LLM__INTERNAL const struct llm__st_tensor *llm__hf_find(const struct llm__hf_owned *o, const char *name);
 
 LLM__INTERNAL enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o,
@@ -796,6 +816,8 @@ LLM__INTERNAL enum llm_status llm__hf_read(const char *dir, const char *name, si
                                            size_t *len, struct llm__err *e);
 
 LLM__INTERNAL enum llm_status llm__model_open(struct llm__gguf *g, const char *path, bool read_all, struct llm__err *e);
+
+// === src/threads.c: the thread pool ===
 
 typedef void (*llm__job_fn)(void *arg, int ith, int nth);
 
@@ -890,6 +912,8 @@ static inline void llm__split(int64_t n, int ith, int nth, int64_t *lo, int64_t 
     *lo = ith * per + LLM__MIN(ith, rem);
     *hi = *lo + per + (ith < rem);
 }
+
+// === backends/backend.h (the backend contract), src/backend.c, backends/cpu.c, cpu_tiles.c ===
 
 #include "../backends/backend.h"
 
@@ -1017,9 +1041,9 @@ LLM__AVX512 static inline __m512 llm__exp_avx512(__m512 x) {
 }
 
 #endif
-LLM__INTERNAL size_t llm__mem_available(void);
-
 LLM__EXTERN const struct llm_backend_i llm__cpu_iface;
+
+// === src/model.c: the transformer ===
 
 enum llm__arch {
     LLM__ARCH_LLAMA,
@@ -1132,7 +1156,7 @@ LLM__INTERNAL enum llm_status llm__forward(const struct llm__model *m, struct ll
                                     const struct llm__step *s, float *logits, struct llm__prof *prof,
                                     struct llm__err *e);
 
-LLM__INTERNAL uint64_t llm__splitmix64(uint64_t *x);
+// === src/blocks.c: KV cache blocks ===
 
 // One sequence's tokens in the cache: its block table.
 struct llm__seq {
@@ -1206,6 +1230,8 @@ LLM__INTERNAL enum llm_status llm__kv_cache_init(struct llm__kv_cache *kv, const
 
 LLM__INTERNAL void llm__kv_cache_free(struct llm__kv_cache *kv, struct llm_backend *be);
 
+// === src/sampler.c ===
+
 struct llm_sampler {
     struct llm_sampling_params p;
     int n_vocab;
@@ -1232,6 +1258,8 @@ LLM__INTERNAL int32_t llm__sampler_verify(llm_sampler *s, const float *logits, i
                                           bool *accepted);
 
 LLM__INTERNAL double llm__top_logprobs(const float *logits, int n_vocab, int k, struct llm_logprob *out);
+
+// === src/tokenizer.c, src/chat.c: vocabularies, tokenization, chat templates ===
 
 struct llm__vocab {
     enum llm__vocab_type type;
@@ -1272,8 +1300,6 @@ struct llm__vocab {
 
 LLM__INTERNAL void llm__vocab_free(struct llm__vocab *v);
 
-LLM__INTERNAL bool llm__str_has(const struct llm__gguf_str *s, const char *z);
-
 LLM__INTERNAL void llm__chat_template_recognise(struct llm__vocab *v, const struct llm__gguf *g);
 
 LLM__INTERNAL enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
@@ -1308,6 +1334,8 @@ LLM__INTERNAL void llm__stream_push(const struct llm__vocab *v, struct llm_text_
 LLM__INTERNAL int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
                            struct llm__outbuf *o);
 
+// === src/quantize.c: quantizing model files ===
+
 struct llm__ftype { const char *name; int ftype, type; };
 
 LLM__INTERNAL const struct llm__ftype *llm__ftype_by_name(const char *name);
@@ -1336,6 +1364,8 @@ struct llm__qrepl { int type; const void *data; size_t size; };
 LLM__INTERNAL enum llm_status llm__quantize_gguf(struct llm__gguf *g, const struct llm_quantize_params *params,
                                           const struct llm__ftype *ft, const struct llm__qrepl *repl,
                                           struct llm_quantize_stats *st_, struct llm__err *e);
+
+// === src/api.c (the engine), src/scheduler.c, step.c, stops.c, speculative.c: serving ===
 
 // Serving (src/scheduler.c): requests, the step's plan, their memory.
 struct llm__req;
@@ -1531,11 +1561,11 @@ struct llm__plan {
 
 LLM__INTERNAL bool llm__req_reserve_tokens(struct llm__req *r, int cap);
 
-LLM__INTERNAL void llm__time_update(double *m, double t);
-
 LLM__INTERNAL enum llm_status llm__prepare(llm_engine *E, const struct llm__plan *plan, struct llm__step *step);
 
 LLM__INTERNAL enum llm_status llm__execute(llm_engine *E, const struct llm__step *step, float *logits);
+
+// === src/calib.c, src/calib_write.c: calibrated quantization ===
 
 struct llm__cal_in {           // one input of a layer's linear layers
     int64_t n, tokens;         // width; tokens seen
@@ -1606,7 +1636,6 @@ LLM__INTERNAL bool llm__cq_round(struct llm__cq *c, struct llm__qmat *mt, int zm
 
 LLM__INTERNAL enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct llm__pool *pool,
                                                 struct llm__err *e);
-LLM__INTERNAL uint64_t llm__hash(const char *s, size_t n);
 LLM__INTERNAL int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan);
 LLM__INTERNAL int llm__spec_choose(const llm_engine *E, double G, int T, double a, int m, double *gain_out);
 LLM__INTERNAL int llm__spec_propose(llm_engine *E, const struct llm__plan *plan, struct llm__req *r);
