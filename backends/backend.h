@@ -33,9 +33,10 @@
 //   values of a block are laid out inside it is private to the backend's kv_store and attention.
 // Matmul. One call multiplies up to LLM__MAX_MATMUL_WEIGHTS weights that share one input (the
 //   q/k/v projections: 3), so a backend quantizes or rounds the input once for all of them.
-// Devices. A GPU backend also lists its devices for llm_list_devices (llm__list_devices, in the
-//   public API section: index i there is the device `index` i of its constructor) and may probe
-//   bandwidth for llm_measure_bandwidth; CPU-only builds list none.
+// Devices. A GPU backend also lists its devices for llm_list_devices (the list_devices entry of
+//   its struct llm__backend_desc, below, which src/backend.c's llm__list_devices calls: entry i
+//   there is device i of its open, p->device) and may probe bandwidth for llm_measure_bandwidth;
+//   CPU-only builds list none.
 
 // Weights sharing one input in a matmul call, at most (the transformer's q/k/v projections).
 #define LLM__MAX_MATMUL_WEIGHTS 3

@@ -95,7 +95,8 @@ LLM__AVX512 static void llm__silu_mul_avx512(const float *g, const float *u, flo
     for (; j + 16 <= n; j += 16) {
         const __m512 gv = _mm512_loadu_ps(g + j);
         const __m512 e = llm__exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
-        _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), _mm512_loadu_ps(u + j)));
+        _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
+                                              _mm512_loadu_ps(u + j)));
     }
     for (; j < n; j++) y[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
 }
@@ -198,7 +199,8 @@ static void llm__cpu_gather_cols_row(const struct llm__cpu_rows_job *job, int64_
 }
 
 static void llm__cpu_gather_cols(void *ctx, struct llm__tensor dst, struct llm__tensor x, struct llm__tensor perm) {
-    struct llm__cpu_rows_job job = {.c = ctx, .dst = dst, .a = x, .b = perm, .n_rows = x.ne1, .row = llm__cpu_gather_cols_row};
+    struct llm__cpu_rows_job job = {.c = ctx, .dst = dst, .a = x, .b = perm, .n_rows = x.ne1,
+                                    .row = llm__cpu_gather_cols_row};
     llm__cpu_run_rows(&job);
 }
 
@@ -287,7 +289,8 @@ static void llm__cpu_kv_store_worker(void *arg, int ith, int nth) {
     llm__split(s->n_tokens, ith, nth, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
         int32_t slot = s->slot_mapping[t];
-        llm__quantize_row(j->v_cache.type, (const float *)llm__tensor_row(j->v, t), llm__tensor_row(j->v_cache, slot), j->v.ne0);
+        llm__quantize_row(j->v_cache.type, (const float *)llm__tensor_row(j->v, t), llm__tensor_row(j->v_cache, slot),
+                          j->v.ne0);
         char *blk = llm__tensor_row(j->k_cache, (int64_t)(slot / bs) * bs);
         const float *kr = (const float *)llm__tensor_row(j->k, t);
         uint16_t h[1024];   // a row is converted 1024 values at a time, then scattered
@@ -387,8 +390,9 @@ LLM__AVX2 static void llm__attn_block_avx2(int G, int hd, int kstride, int nk, i
             __m256 kv[4];
 #pragma GCC unroll 4
             for (int g = 0; g < 4; g++)
-                kv[g] = g < ngrp ? llm__kv_load8((g < 2 ? kt0 : kt1) + ((size_t)i * kstride + (size_t)(g & 1) * 8) * esz, f16)
-                                 : _mm256_setzero_ps();
+                kv[g] = g < ngrp
+                    ? llm__kv_load8((g < 2 ? kt0 : kt1) + ((size_t)i * kstride + (size_t)(g & 1) * 8) * esz, f16)
+                    : _mm256_setzero_ps();
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 if (h >= ng) break;
@@ -427,7 +431,8 @@ LLM__AVX2 static void llm__attn_block_avx2(int G, int hd, int kstride, int nk, i
         for (int c = 0; c < hd; c += 8) {
             __m256 a[8];
 #pragma GCC unroll 8
-            for (int h = 0; h < 8; h++) a[h] = h < ng ? _mm256_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm256_setzero_ps();
+            for (int h = 0; h < 8; h++)
+                a[h] = h < ng ? _mm256_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm256_setzero_ps();
             for (int j = 0; j < nk; j++) {
                 const char *vr = j < 16 ? v0 + (size_t)j * vstride : v1 + (size_t)(j - 16) * vstride;
                 const __m256 v = llm__kv_load8(vr + (size_t)c * esz, f16);
@@ -455,9 +460,10 @@ LLM__AVX512 static inline __m512 llm__kv_load16(const char *p, bool f16) {
 // for this head, rows vstride bytes apart. Scores of up to 8 heads at a time (each key vector
 // converted once for all of them), the softmax update, then the values, 16 columns at a time.
 // Keys before skip (< nk) are outside a sliding window: masked as those past nk.
-LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int nk, int skip, float scale, const float *q,
-                                               const char *kt0, const char *kt1, const char *v0, const char *v1,
-                                               size_t vstride, bool f16, float *sc, float *m, float *l, float *acc) {
+LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int nk, int skip, float scale,
+                                               const float *q, const char *kt0, const char *kt1, const char *v0,
+                                               const char *v1, size_t vstride, bool f16, float *sc, float *m, float *l,
+                                               float *acc) {
     const size_t esz = f16 ? 2 : 4;
     const bool two = nk > 16;
     const __mmask16 tail = nk % 16 ? (__mmask16)((1u << (nk % 16)) - 1) : (__mmask16)0xFFFF;
@@ -484,14 +490,16 @@ LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int n
         }
         for (int h = 0; h < ng; h++) {
             const int hh = h0 + h;
-            const __m512 a = _mm512_mul_ps(s0[h], _mm512_set1_ps(scale)), b = _mm512_mul_ps(s1[h], _mm512_set1_ps(scale));
+            const __m512 a = _mm512_mul_ps(s0[h], _mm512_set1_ps(scale)),
+                         b = _mm512_mul_ps(s1[h], _mm512_set1_ps(scale));
             float bmax = k0 ? _mm512_mask_reduce_max_ps(k0, a) : -INFINITY;
             if (two && k1) bmax = fmaxf(bmax, _mm512_mask_reduce_max_ps(k1, b));
             const float mnew = fmaxf(m[hh], bmax);
             const float corr = m[hh] == -INFINITY ? 0.0f : expf(m[hh] - mnew);
             const __m512 mv = _mm512_set1_ps(mnew);
             const __m512 p0 = _mm512_maskz_mov_ps(k0, llm__exp_avx512(_mm512_sub_ps(a, mv)));
-            const __m512 p1 = two ? _mm512_maskz_mov_ps(k1, llm__exp_avx512(_mm512_sub_ps(b, mv))) : _mm512_setzero_ps();
+            const __m512 p1 = two ? _mm512_maskz_mov_ps(k1, llm__exp_avx512(_mm512_sub_ps(b, mv)))
+                                  : _mm512_setzero_ps();
             _mm512_storeu_ps(sc + (size_t)hh * 32, p0);
             _mm512_storeu_ps(sc + (size_t)hh * 32 + 16, p1);
             l[hh] = l[hh] * corr + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
@@ -504,7 +512,8 @@ LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int n
         for (int c = 0; c < hd; c += 16) {
             __m512 a[8];
 #pragma GCC unroll 8
-            for (int h = 0; h < 8; h++) a[h] = h < ng ? _mm512_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm512_setzero_ps();
+            for (int h = 0; h < 8; h++)
+                a[h] = h < ng ? _mm512_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm512_setzero_ps();
             for (int j = 0; j < nk; j++) {
                 const char *vr = j < 16 ? v0 + (size_t)j * vstride : v1 + (size_t)(j - 16) * vstride;
                 const __m512 v = llm__kv_load16(vr + (size_t)c * esz, f16);
@@ -602,13 +611,15 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
                     v1 = llm__tensor_row(job->v_cache, slot1) + (size_t)g * hd * esz;
                 }
                 (job->c->simd == LLM__SIMD_AVX512 ? llm__attn_block_avx512 : llm__attn_block_avx2)(
-                    G, hd, bs, nk, skip, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1, kvt == LLM__TYPE_F16, sc, m, l, acc);
+                    G, hd, bs, nk, skip, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1, kvt == LLM__TYPE_F16, sc, m,
+                    l, acc);
                 continue;
             }
 #endif
             // this head's keys, [dim][slot], and its values, [slot][dim], as f32
             llm__kv_to_f32(kvt, kblk, kt, (int64_t)hd * bs);
-            for (int j = 0; j < nk; j++) llm__kv_to_f32(kvt, v0 + (size_t)j * job->v_cache.nb1, vb + (size_t)j * hd, hd);
+            for (int j = 0; j < nk; j++)
+                llm__kv_to_f32(kvt, v0 + (size_t)j * job->v_cache.nb1, vb + (size_t)j * hd, hd);
             llm__attn_block_scalar(G, hd, bs, nk, skip, p->scale, p->softcap, q, kt, vb, sc, m, l, acc);
         }
         float *orow = (float *)llm__tensor_row(job->out, t) + (size_t)g * G * hd;
@@ -676,7 +687,8 @@ static size_t llm__act_row_bytes(int fmt, int64_t K) {
     if (fmt >= LLM__HALF_ACT) return (size_t)K * sizeof(float);
     if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) return LLM__X16K_ACT_STRIDE(K);
     if (fmt >= LLM__SC_ACT && fmt < LLM__X16_ACT)
-        return LLM__SC_OFF(llm__row_bytes(fmt - LLM__SC_ACT, K)) + (size_t)(K / LLM__QK) * (fmt - LLM__SC_ACT == LLM__TYPE_Q8_1 ? 8 : 4);
+        return LLM__SC_OFF(llm__row_bytes(fmt - LLM__SC_ACT, K)) +
+               (size_t)(K / LLM__QK) * (fmt - LLM__SC_ACT == LLM__TYPE_Q8_1 ? 8 : 4);
     return fmt >= LLM__X16_ACT ? LLM__X16_ACT_STRIDE(K) : llm__row_bytes(fmt, K);
 }
 
@@ -694,14 +706,16 @@ static void llm__cpu_mm_quantize(struct llm__cpu_mm_job *job, int64_t lo, int64_
             else if (fmt >= LLM__SC_ACT) {
                 const int vt = fmt - LLM__SC_ACT;
                 const int64_t nb = K / LLM__QK;
-                const size_t bb = vt == LLM__TYPE_Q8_1 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+                const size_t bb =
+                    vt == LLM__TYPE_Q8_1 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
                 float *sc = (float *)(void *)(out + LLM__SC_OFF((size_t)nb * bb));
                 for (int64_t i = 0; i < nb; i++) {   // the blocks as llm__quantize_row writes them
                     uint8_t *blk = out + (size_t)i * bb;
                     uint16_t h[2];
                     float df;
 #if defined(LLM__X86_SIMD)   // (LLM__SC_ACT exists only there)
-                    const int32_t sum = llm__quantize_q8_0_block_avx2(x + (size_t)i * LLM__QK, (int8_t *)(blk + bb - LLM__QK), &h[0], &df);
+                    const int32_t sum = llm__quantize_q8_0_block_avx2(x + (size_t)i * LLM__QK,
+                                                                      (int8_t *)(blk + bb - LLM__QK), &h[0], &df);
 #else
                     int32_t sum = 0;
                     df = 0.0f;
@@ -753,8 +767,10 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
                 int nt = (int)LLM__MIN(tile, t1 - t);
                 float *out = (float *)llm__tensor_row(d, t) + r;
                 const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)t * stride;
-                if (w->type == LLM__TYPE_Q4_K) llm__x16k_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
-                else if (w->type == LLM__TYPE_Q3_K) llm__x16q3_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
+                if (w->type == LLM__TYPE_Q4_K)
+                    llm__x16k_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
+                else if (w->type == LLM__TYPE_Q3_K)
+                    llm__x16q3_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 else llm__x16_tile_avx512(w->type, nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 if (bias)
                     for (int i = 0; i < nt; i++)
@@ -766,8 +782,9 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
 #endif
 
 #if defined(LLM__X86_SIMD)
-// Rows [r0, r1) of plain K-quant (or IQ4_XS) weight j, or of x16 Q3_K, (r0, r1 multiples of 16) for every token, a
-// tile of 16 rows x one super-block at a time (see llm__kt_unpack).
+// Rows [r0, r1) of plain K-quant (or IQ4_XS) weight j, or of x16 Q3_K, (r0, r1 multiples of 16)
+// for every token, a tile of 16 rows x one super-block at a time (see "K-quant tiles" in
+// backends/cpu_tiles.c).
 static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
     const struct llm__weight *w = job->w[j];
     const int64_t K = job->x.ne0, nsb = K / LLM__QK_K;
@@ -779,10 +796,13 @@ static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64
     struct llm__kt_tile tile;
     for (int64_t r = r0; r < r1; r += 16) {
         for (int64_t sb = 0; sb < nsb; sb++) {
-            if (x16) llm__kt_unpack_x16q3((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16q3_group_bytes(K), nsb, sb, &tile);
+            if (x16)
+                llm__kt_unpack_x16q3((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16q3_group_bytes(K), nsb,
+                                     sb, &tile);
             else llm__kt_unpack_avx512(w->type, (const uint8_t *)w->buf.data + (size_t)r * rb, rb, sb, &tile);
             for (int64_t t = 0; t < job->ntok; t += 8) {
-                const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)t * stride + (size_t)sb * sizeof(struct llm__block_q8_K);
+                const uint8_t *act =
+                    (const uint8_t *)job->xq[j] + (size_t)t * stride + (size_t)sb * sizeof(struct llm__block_q8_K);
                 llm__kt_tokens_avx512(type, (int)LLM__MIN(8, job->ntok - t), &tile, act, stride,
                                       (float *)llm__tensor_row(d, t) + r, os, sb == 0);
             }
@@ -810,9 +830,10 @@ LLM__AVX512 static inline __attribute__((always_inline)) __m512 llm__half16_to_p
 }
 
 // out[t * os + r] (r < NR, t < NT) = row r of w (ws elements apart) . token t of a (as floats apart) over K.
-LLM__AVX512 static inline __attribute__((always_inline)) void llm__half_tile(bool bf16, bool pf, int NR, int NT, const uint16_t *w,
-                                                                             size_t ws, const float *a, size_t as,
-                                                                             int64_t K, float *out, size_t os) {
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__half_tile(bool bf16, bool pf, int NR, int NT,
+                                                                             const uint16_t *w, size_t ws,
+                                                                             const float *a, size_t as, int64_t K,
+                                                                             float *out, size_t os) {
     __m512 acc[4][4];   // (all set: LLM_GENERIC_TILES builds warn otherwise)
     _Pragma("GCC unroll 4")
     for (int r = 0; r < 4; r++)
@@ -902,9 +923,10 @@ LLM__AVX2 static inline __attribute__((always_inline)) __m256 llm__half8_to_ps(b
     return bf16 ? llm__load_bf16x8(p) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-LLM__AVX2 static inline __attribute__((always_inline)) void llm__half_tile8(bool bf16, bool pf, int NR, int NT, const uint16_t *w,
-                                                                            size_t ws, const float *a, size_t as,
-                                                                            int64_t K, float *out, size_t os) {
+LLM__AVX2 static inline __attribute__((always_inline)) void llm__half_tile8(bool bf16, bool pf, int NR, int NT,
+                                                                            const uint16_t *w, size_t ws,
+                                                                            const float *a, size_t as, int64_t K,
+                                                                            float *out, size_t os) {
     __m256 acc[4][4];   // (all set: LLM_GENERIC_TILES builds warn otherwise)
     _Pragma("GCC unroll 4")
     for (int r = 0; r < 4; r++)
@@ -990,25 +1012,30 @@ static bool llm__b32_tiled(int type) {
 
 // Block i of a row of `type` times the tokens' blocks i into acc[t]; the tokens' activations
 // are LLM__SC_ACT rows (their scales as floats after the blocks).
-LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile_step(int type, int NT, const uint8_t *w, const uint8_t *a,
-                                                                               size_t as, int64_t nb, int64_t i, __m256 *acc) {
+LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile_step(int type, int NT, const uint8_t *w,
+                                                                               const uint8_t *a, size_t as, int64_t nb,
+                                                                               int64_t i, __m256 *acc) {
     const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
-    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+    const size_t wb = llm__type_table[type].block_bytes,
+                 ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
     const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
     const uint8_t *wi = w + (size_t)i * wb;
     uint16_t wd;
     memcpy(&wd, wi, 2);
     // the weights as bytes: signed (Q8_0, IQ4_NL: |w| and the signs), else unsigned
     __m256i q, qa = _mm256_setzero_si256();
-    if (type == LLM__TYPE_Q8_0) q = _mm256_loadu_si256((const __m256i *)((const struct llm__block_q8_0 *)(const void *)wi)->qs);
+    if (type == LLM__TYPE_Q8_0)
+        q = _mm256_loadu_si256((const __m256i *)((const struct llm__block_q8_0 *)(const void *)wi)->qs);
     else if (type == LLM__TYPE_Q4_0) q = llm__nibbles_avx2(((const struct llm__block_q4_0 *)(const void *)wi)->qs);
     else if (type == LLM__TYPE_Q4_1) q = llm__nibbles_avx2(((const struct llm__block_q4_1 *)(const void *)wi)->qs);
     else if (type == LLM__TYPE_IQ4_NL)
         q = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)),
                                 llm__nibbles_avx2(((const struct llm__block_iq4_nl *)(const void *)wi)->qs));
     else {
-        const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)(const void *)wi)->qs : ((const struct llm__block_q5_1 *)(const void *)wi)->qs;
-        const uint8_t *qh = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)(const void *)wi)->qh : ((const struct llm__block_q5_1 *)(const void *)wi)->qh;
+        const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)(const void *)wi)->qs
+                                                   : ((const struct llm__block_q5_1 *)(const void *)wi)->qs;
+        const uint8_t *qh = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)(const void *)wi)->qh
+                                                   : ((const struct llm__block_q5_1 *)(const void *)wi)->qh;
         q = _mm256_or_si256(llm__nibbles_avx2(qs), _mm256_and_si256(llm__qh_bytes_avx2(qh), _mm256_set1_epi8(16)));
     }
     if (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_IQ4_NL) qa = _mm256_sign_epi8(q, q);
@@ -1020,19 +1047,23 @@ LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile_step(i
         const __m256i av = _mm256_loadu_si256((const __m256i *)(at + (size_t)i * ab + qoff));
         __m256i p;
         if (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_IQ4_NL) p = _mm256_maddubs_epi16(qa, _mm256_sign_epi8(av, q));
-        else if (type == LLM__TYPE_Q4_0) p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, av), _mm256_maddubs_epi16(_mm256_set1_epi8(8), av));
-        else if (type == LLM__TYPE_Q5_0) p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, av), _mm256_maddubs_epi16(_mm256_set1_epi8(16), av));
+        else if (type == LLM__TYPE_Q4_0)
+            p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, av), _mm256_maddubs_epi16(_mm256_set1_epi8(8), av));
+        else if (type == LLM__TYPE_Q5_0)
+            p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, av), _mm256_maddubs_epi16(_mm256_set1_epi8(16), av));
         else p = _mm256_maddubs_epi16(q, av);
         p = _mm256_madd_epi16(p, ones);
         // d_w * d_a in every lane, as the dot product's scalar product
-        const __m256 sc = _mm256_mul_ps(wdv, _mm256_broadcast_ss((const float *)(const void *)(at + LLM__SC_OFF((size_t)nb * ab)) + i));
+        const __m256 sc = _mm256_mul_ps(
+            wdv, _mm256_broadcast_ss((const float *)(const void *)(at + LLM__SC_OFF((size_t)nb * ab)) + i));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[t]);
     }
 }
 
 // out[t * os] = the row of nb blocks at w . token t of a (as bytes apart), t < NT.
-LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile(int type, int NT, const uint8_t *w, const uint8_t *a, size_t as,
-                                                                          int64_t nb, float *out, size_t os) {
+LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile(int type, int NT, const uint8_t *w,
+                                                                          const uint8_t *a, size_t as, int64_t nb,
+                                                                          float *out, size_t os) {
     __m256 acc0[4], acc1[4];   // (all 4 set: LLM_GENERIC_TILES builds warn otherwise)
     _Pragma("GCC unroll 4")
     for (int t = 0; t < 4; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
@@ -1043,13 +1074,15 @@ LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile(int ty
     }
     if (i < nb) llm__b32_tile_step(type, NT, w, a, as, nb, i, acc0);
     const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
-    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+    const size_t wb = llm__type_table[type].block_bytes,
+                 ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
     // as the dot products: the mins' terms (Q4_1, Q5_1) summed over even and odd blocks apart
     float summ0[4] = {0}, summ1[4] = {0};
     if (q81) {
         const float *ss[4];
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < NT; t++) ss[t] = (const float *)(const void *)(a + (size_t)t * as + LLM__SC_OFF((size_t)nb * ab)) + nb;
+        for (int t = 0; t < NT; t++)
+            ss[t] = (const float *)(const void *)(a + (size_t)t * as + LLM__SC_OFF((size_t)nb * ab)) + nb;
         int64_t b = 0;
         for (; b + 2 <= nb; b += 2) {
             uint16_t m0, m1;
@@ -1079,21 +1112,21 @@ LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile(int ty
 }
 
 #if defined(LLM_GENERIC_TILES)
-#define LLM__B32_TILES(T, NAME)                                                                                            \
-    LLM__AVX2 static void llm__b32_tile_##NAME(int nt, const uint8_t *w, const uint8_t *a, size_t as, int64_t nb, float *out, \
-                                               size_t os) {                                                                \
-        llm__b32_tile(T, LLM__MIN(nt, 4), w, a, as, nb, out, os);                                                          \
+#define LLM__B32_TILES(T, NAME)                                                                                  \
+    LLM__AVX2 static void llm__b32_tile_##NAME(int nt, const uint8_t *w, const uint8_t *a, size_t as, int64_t nb, \
+                                               float *out, size_t os) {                                          \
+        llm__b32_tile(T, LLM__MIN(nt, 4), w, a, as, nb, out, os);                                                \
     }
 #else
-#define LLM__B32_TILES(T, NAME)                                                                                            \
-    LLM__AVX2 static void llm__b32_tile_##NAME(int nt, const uint8_t *w, const uint8_t *a, size_t as, int64_t nb, float *out, \
-                                               size_t os) {                                                                \
-        switch (nt) {                                                                                                      \
-        case 1: llm__b32_tile(T, 1, w, a, as, nb, out, os); return;                                                        \
-        case 2: llm__b32_tile(T, 2, w, a, as, nb, out, os); return;                                                        \
-        case 3: llm__b32_tile(T, 3, w, a, as, nb, out, os); return;                                                        \
-        default: llm__b32_tile(T, 4, w, a, as, nb, out, os); return;                                                       \
-        }                                                                                                                  \
+#define LLM__B32_TILES(T, NAME)                                                                                  \
+    LLM__AVX2 static void llm__b32_tile_##NAME(int nt, const uint8_t *w, const uint8_t *a, size_t as, int64_t nb, \
+                                               float *out, size_t os) {                                          \
+        switch (nt) {                                                                                            \
+        case 1: llm__b32_tile(T, 1, w, a, as, nb, out, os); return;                                              \
+        case 2: llm__b32_tile(T, 2, w, a, as, nb, out, os); return;                                              \
+        case 3: llm__b32_tile(T, 3, w, a, as, nb, out, os); return;                                              \
+        default: llm__b32_tile(T, 4, w, a, as, nb, out, os); return;                                             \
+        }                                                                                                        \
     }
 #endif
 LLM__B32_TILES(LLM__TYPE_Q8_0, q8_0)
@@ -1145,7 +1178,8 @@ static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int
     const size_t os = d.nb1 / sizeof(float);
     const bool bf16 = w->type == LLM__TYPE_BF16, wide = job->c->simd == LLM__SIMD_AVX512;
     void (*tile)(bool, int, int, const uint16_t *, size_t, const float *, size_t, int64_t, float *, size_t) =
-        wide ? (bf16 ? llm__half_tile_true : llm__half_tile_false) : (bf16 ? llm__half_tile8_true : llm__half_tile8_false);
+        wide ? (bf16 ? llm__half_tile_true : llm__half_tile_false)
+             : (bf16 ? llm__half_tile8_true : llm__half_tile8_false);
     // AVX-512: 1 row at a time for 1 token (a decode step: the weights read in address order;
     // SmolLM2-135M F16 decoded at 107 tokens/s instead of 69 with 4-row tiles on 2 Zen 4 cores),
     // else 4 rows x 4 tokens; AVX2: 4 rows x 1 token alone, else 2 rows x 4 tokens
@@ -1158,7 +1192,8 @@ static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int
             for (int64_t t = t0; t < t1; t += 4) {
                 const int nt = (int)LLM__MIN(4, t1 - t);
                 float *out = (float *)llm__tensor_row(d, t) + r;
-                tile(t == t0 && r + 3 * RS <= w->ne1, nr, nt, wr, ws, (const float *)job->xq[j] + (size_t)t * as, as, K, out, os);
+                tile(t == t0 && r + 3 * RS <= w->ne1, nr, nt, wr, ws, (const float *)job->xq[j] + (size_t)t * as, as, K,
+                     out, os);
                 if (bias)
                     for (int i = 0; i < nt; i++)
                         for (int k = 0; k < nr; k++) out[(size_t)i * os + k] += bias[r + k];
@@ -1226,9 +1261,11 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
         int vt = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
         if (w[j]->layout == LLM__LAYOUT_X16 && w[j]->type != LLM__TYPE_Q3_K) vt = LLM__X16_ACT + w[j]->type;
 #if defined(LLM__X86_SIMD)
-        if (c->simd == LLM__SIMD_AVX2 && w[j]->layout == LLM__LAYOUT_PLAIN && llm__b32_tiled(w[j]->type)) vt += LLM__SC_ACT;
+        if (c->simd == LLM__SIMD_AVX2 && w[j]->layout == LLM__LAYOUT_PLAIN && llm__b32_tiled(w[j]->type))
+            vt += LLM__SC_ACT;
 #endif
-        if ((c->simd == LLM__SIMD_AVX512 || c->simd == LLM__SIMD_AVX2) && (w[j]->type == LLM__TYPE_F16 || w[j]->type == LLM__TYPE_BF16))
+        if ((c->simd == LLM__SIMD_AVX512 || c->simd == LLM__SIMD_AVX2) &&
+            (w[j]->type == LLM__TYPE_F16 || w[j]->type == LLM__TYPE_BF16))
             vt = LLM__HALF_ACT + w[j]->type;
         job.fmt[j] = vt;
         if (vt == LLM__TYPE_F32) {

@@ -10,12 +10,12 @@
 // after another) serves neither: unaligned loads, and per-row dot products that end in
 // horizontal sums. At load time the CPU backend rewrites Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 matrices
 // whose row count is a multiple of 16 (and Q4_K and Q3_K ones, in layouts of their own, below)
-// into the "x16" layout: for each group of 16 rows and each
-// block of 32 columns, the rows' quants interleaved 4 bytes at a time, so one 64-byte vector holds
-// the same 4 columns of 16 rows. vpdpbusd against 4 broadcast activation bytes then adds 4
-// products into each row's own lane; 8 of them finish a block of 16 rows, with no horizontal sum,
-// and one multiply-add applies the 16 rows' scales times the token's. Per group of 16 rows, in
-// units of two blocks (64-byte aligned; an odd last block gets 32 bytes of padding):
+// into the "x16" layout: for each group of 16 rows and each block of 32 columns, the rows' quants
+// interleaved 4 bytes at a time, so one 64-byte vector holds the same 4 columns of 16 rows.
+// vpdpbusd against 4 broadcast activation bytes then adds 4 products into each row's own lane; 8
+// of them finish a block of 16 rows, with no horizontal sum, and one multiply-add applies the 16
+// rows' scales times the token's. Per group of 16 rows, in units of two blocks (64-byte aligned;
+// an odd last block gets 32 bytes of padding):
 //
 //   Q8_0: per block 8 chunks of 64 bytes, chunk c = columns 4c..4c+3 of rows 0..15, +128 each
 //         (unsigned, for vpdpbusd)
@@ -93,7 +93,8 @@ static void llm__x16g_repack(int type, const void *src, void *dst, int64_t ne0, 
         for (int64_t k = 0; k < ne0 / g; k++) {
             uint8_t *u = rec + (size_t)k * unit;
             for (int r = 0; r < 16; r++) {
-                const struct llm__block_gq *b = (const void *)((const uint8_t *)src + (size_t)(16 * gr + r) * rb + (size_t)k * bb);
+                const struct llm__block_gq *b =
+                    (const void *)((const uint8_t *)src + (size_t)(16 * gr + r) * rb + (size_t)k * bb);
                 memcpy(u + 256 * nsub + 2 * r, &b->d, 2);
                 memcpy(u + 256 * nsub + 32 + 2 * r, &b->z, 2);
                 for (int c = 0; c < nsub; c++)
@@ -334,8 +335,9 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_block(
             if (five) wv[c] = _mm512_or_si512(wv[c], _mm512_and_si512(_mm512_slli_epi32(h, 4 - c), b4));
         } else if (!five) wv[c] = _mm512_andnot_si512(m4, _mm512_loadu_si512((const void *)(q + 64 * (c - 4))));
         else
-            wv[c] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512((const void *)(q + 64 * (c - 4))), 4), m4),
-                                    _mm512_and_si512(_mm512_srli_epi32(h, c - 4), b4));
+            wv[c] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512((const void *)(q + 64 * (c - 4))), 4), m4),
+                _mm512_and_si512(_mm512_srli_epi32(h, c - 4), b4));
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) {
@@ -368,7 +370,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_block(
 
 // out[t][0..16) = the 16 rows of one x16 record times NT tokens' activations (act + t * stride).
 LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
-        int type, int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
+        int type, int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out,
+        size_t ostride) {
     const size_t qb = llm__x16_qbytes(type), unit = llm__x16_unit(type);
     const bool min = llm__x16_min(type);
     const int64_t nb = K / 32;
@@ -435,7 +438,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
 
 // The same for G4 records: per group, its scales and d * z, then its blocks as Q4_1's (min -d * z).
 LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16g_tile(
-        int type, int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
+        int type, int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out,
+        size_t ostride) {
     const int g = llm__gq_group(type), nsub = g / 32;
     const size_t unit = llm__x16g_unit(type);
     __m512 acc[8];
@@ -445,9 +449,11 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16g_tile(
         if (NT == 1)
             for (size_t pf = 0; pf < unit; pf += 64) _mm_prefetch((const char *)rec + 4096 + pf, _MM_HINT_T0);
         const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256 * nsub)));
-        const __m512 zs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(rec + 256 * nsub + 32))));
+        const __m512 zs =
+            _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(rec + 256 * nsub + 32))));
         const __m512 ms = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(ws, zs));
-        for (int c = 0; c < nsub; c++) llm__x16_block(LLM__TYPE_Q4_1, NT, rec + 256 * c, ws, ms, k * nsub + c, act, stride, K, acc);
+        for (int c = 0; c < nsub; c++)
+            llm__x16_block(LLM__TYPE_Q4_1, NT, rec + 256 * c, ws, ms, k * nsub + c, act, stride, K, acc);
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
@@ -588,7 +594,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16k_tile(
         const __m512 m16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 2336)));
         __m512i mp[4];
 #pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) mp[p] = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(o + 2176 + 32 * p)));
+        for (int p = 0; p < 4; p++)
+            mp[p] = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(o + 2176 + 32 * p)));
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++) {
             const uint8_t *a = act + (size_t)t * stride;
@@ -646,8 +653,12 @@ static const uint8_t *llm__x16q3_part(const uint8_t *g, int64_t nsb, int64_t sb,
     for (int i = 0; i < part; i++) o += n * size[i];
     return g + o + k * size[part];
 }
-static const uint8_t *llm__x16q3_hm(const uint8_t *g, int64_t nsb, int64_t sb) { return llm__x16q3_part(g, nsb, sb, 1); }
-static const uint8_t *llm__x16q3_sc(const uint8_t *g, int64_t nsb, int64_t sb) { return llm__x16q3_part(g, nsb, sb, 2); }
+static const uint8_t *llm__x16q3_hm(const uint8_t *g, int64_t nsb, int64_t sb) {
+    return llm__x16q3_part(g, nsb, sb, 1);
+}
+static const uint8_t *llm__x16q3_sc(const uint8_t *g, int64_t nsb, int64_t sb) {
+    return llm__x16q3_part(g, nsb, sb, 2);
+}
 static const uint8_t *llm__x16q3_d(const uint8_t *g, int64_t nsb, int64_t sb) { return llm__x16q3_part(g, nsb, sb, 3); }
 
 // Where the 6-bit scale of sub-block s of row r lies: vector k, byte i.
@@ -681,7 +692,8 @@ static void llm__x16q3_repack(const void *src, void *dst, int64_t ne0, int64_t g
                     memcpy(&h, x->hmask + 4 * (c % 8), 4);
                     for (int j = 0; j < 4; j++) {
                         // bit 4n + j of the 4 bytes (bits 0, 8, 16, 24 after the shift) gathered into bits 24..27
-                        const uint64_t nib = ((uint64_t)(h >> (4 * (c / 8) + j) & 0x01010101u) * 0x01020408u) >> 24 & 15;
+                        const uint64_t nib =
+                            ((uint64_t)(h >> (4 * (c / 8) + j) & 0x01010101u) * 0x01020408u) >> 24 & 15;
                         masks[4 * c + j] |= nib << (4 * r);
                     }
                 }
@@ -707,13 +719,15 @@ static void llm__x16q3_dequantize_row(const void *w, int64_t r, float *y, int64_
     const int ri = (int)(r % 16);
     const uint8_t *g = (const uint8_t *)w + (size_t)(r / 16) * llm__x16q3_group_bytes(ne0);
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *qs = llm__x16q3_part(g, nsb, sb, 0), *hm = llm__x16q3_hm(g, nsb, sb), *sc = llm__x16q3_sc(g, nsb, sb);
+        const uint8_t *qs = llm__x16q3_part(g, nsb, sb, 0), *hm = llm__x16q3_hm(g, nsb, sb),
+                      *sc = llm__x16q3_sc(g, nsb, sb);
         uint16_t dh;
         memcpy(&dh, llm__x16q3_d(g, nsb, sb) + 2 * ri, 2);
         const float d = llm__fp16_to_fp32(dh);
         for (int e = 0; e < 256; e++) {
             const int n = e / 128, j = e % 128 / 32, l = e % 32, c = 8 * n + l / 4, bit = 4 * ri + l % 4;
-            const int q = (qs[64 * c + 4 * ri + l % 4] >> (2 * j) & 3) + 4 * (hm[8 * (4 * c + j) + bit / 8] >> (bit % 8) & 1) - 4;
+            const int q = (qs[64 * c + 4 * ri + l % 4] >> (2 * j) & 3) +
+                          4 * (hm[8 * (4 * c + j) + bit / 8] >> (bit % 8) & 1) - 4;
             const float dl = d * (float)(llm__x16q3_scale(sc, e / 16, ri) - 32);
             y[sb * 256 + e] = dl * (float)q;
         }
@@ -737,12 +751,14 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q3_scales(
     s[0] = _mm512_or_si512(_mm512_and_si512(l0, m15), _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
     s[1] = _mm512_or_si512(_mm512_and_si512(l1, m15), _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
     s[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m15), _mm512_and_si512(h, m30));
-    s[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m15), _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
+    s[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m15),
+                           _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
     for (int k = 0; k < 4; k++) s[k] = _mm512_sub_epi8(s[k], b32);
 }
 
 // u = q + 4 (0..7) of chunk c (raw: its quant bytes) at shift j.
-LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__x16q3_chunk(__m512i raw, const uint8_t *hm, int c, int j) {
+LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__x16q3_chunk(__m512i raw, const uint8_t *hm, int c,
+                                                                                  int j) {
     uint64_t bits;
     memcpy(&bits, hm + 8 * (4 * c + j), 8);
     const __m512i lo = _mm512_and_si512(j ? _mm512_srli_epi16(raw, 2 * j) : raw, _mm512_set1_epi8(3));
@@ -822,11 +838,10 @@ LLM__AVX512 void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_
 //
 // These types have no x16 layout: unpacked to bytes they would grow 1.3-3x, and decode reads them
 // as stored (Q3_K's x16 layout keeps its size and is unpacked the same way). A step of at least
-// LLM__KT_MIN_TOKENS tokens instead unpacks 16 rows x one
-// super-block at a time into bytes in x16's chunk order (64 bytes = 4 columns of 16 rows) and
-// multiplies them with every token's Q8_K activations by vpdpbusd, so the unpacking is paid once
-// per step rather than once per token. A byte is u = w + off >= 0, w the integer the plain kernels
-// multiply by the activations:
+// LLM__KT_MIN_TOKENS tokens instead unpacks 16 rows x one super-block at a time into bytes in
+// x16's chunk order (64 bytes = 4 columns of 16 rows) and multiplies them with every token's Q8_K
+// activations by vpdpbusd, so the unpacking is paid once per step rather than once per token. A
+// byte is u = w + off >= 0, w the integer the plain kernels multiply by the activations:
 //   Q3_K  sc * q (-124..128, off 124) from its x16 layout: the sub-block scale folds in, one sum
 //         per super-block
 //   Q2_K  sc * q (0..45), the sub-block scale folded in; the mins' sum m[s] * bsums[s] by vpdpwssd
@@ -871,7 +886,8 @@ LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, in
                 t->ls[b][r] = ls[b];
                 const __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 16 * b));
                 const __m256i n = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
-                _mm256_store_si256((__m256i *)(u + 32 * b), _mm256_add_epi8(_mm256_shuffle_epi8(grid, n), _mm256_set1_epi8(127)));
+                _mm256_store_si256((__m256i *)(u + 32 * b),
+                                   _mm256_add_epi8(_mm256_shuffle_epi8(grid, n), _mm256_set1_epi8(127)));
             }
             t->d[r] = llm__fp16_to_fp32(x->d);
         } else if (type == LLM__TYPE_Q6_K) {
@@ -882,10 +898,18 @@ LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, in
                 const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
                 const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
                 uint8_t *o = u + 128 * h;
-                _mm256_store_si256((__m256i *)o, _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
-                _mm256_store_si256((__m256i *)(o + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
-                _mm256_store_si256((__m256i *)(o + 64), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)));
-                _mm256_store_si256((__m256i *)(o + 96), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+                _mm256_store_si256((__m256i *)o,
+                                   _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                                   _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+                _mm256_store_si256((__m256i *)(o + 32),
+                                   _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                                   _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+                _mm256_store_si256((__m256i *)(o + 64),
+                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                                   _mm256_and_si256(qh, m30)));
+                _mm256_store_si256((__m256i *)(o + 96),
+                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
             }
             t->d[r] = llm__fp16_to_fp32(x->d);
         } else if (type == LLM__TYPE_Q5_K) {
@@ -898,9 +922,11 @@ LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, in
                 const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
                 const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one);
                 const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one);
-                _mm256_store_si256((__m256i *)(u + 64 * j), _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4)));
+                _mm256_store_si256((__m256i *)(u + 64 * j),
+                                   _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4)));
                 _mm256_store_si256((__m256i *)(u + 64 * j + 32),
-                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(h1, 4)));
+                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                                   _mm256_slli_epi16(h1, 4)));
             }
             t->d[r] = llm__fp16_to_fp32(x->d);
             t->dmin[r] = llm__fp16_to_fp32(x->dmin);
@@ -931,7 +957,8 @@ LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, in
 
 // Super-block sb of an x16 Q3_K group (rec, nsb super-blocks) into a tile of type LLM__KT_X16Q3.
 LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t sb, struct llm__kt_tile *t) {
-    const uint8_t *qs = llm__x16q3_part(rec, nsb, sb, 0), *hm = llm__x16q3_hm(rec, nsb, sb), *sc = llm__x16q3_sc(rec, nsb, sb);
+    const uint8_t *qs = llm__x16q3_part(rec, nsb, sb, 0), *hm = llm__x16q3_hm(rec, nsb, sb),
+                  *sc = llm__x16q3_sc(rec, nsb, sb);
     // the scales as bytes [sub-block][row] (from the kernel's order: vector k, byte i)
     _Alignas(64) int8_t v[4][64], ls[16][16];
     __m512i s[4];
@@ -944,11 +971,13 @@ LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t s
     for (int g = 0; g < 16; g++) {
         const __m512i l32 = _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)ls[g]));
         sc8[g] = _mm512_mullo_epi32(_mm512_and_si512(l32, _mm512_set1_epi32(0xff)), _mm512_set1_epi32(0x01010101));
-        bias[g] = _mm512_sub_epi16(_mm512_set1_epi16(124), _mm512_slli_epi16(_mm512_srai_epi16(_mm512_slli_epi16(sc8[g], 8), 8), 2));
+        bias[g] = _mm512_sub_epi16(_mm512_set1_epi16(124),
+                                   _mm512_slli_epi16(_mm512_srai_epi16(_mm512_slli_epi16(sc8[g], 8), 8), 2));
     }
     for (int c = 0; c < 16; c++) {
         const __m512i raw = _mm512_load_si512((const void *)(qs + 64 * c));
-        for (int j = 0; j < 4; j++) {   // columns 128 (c / 8) + 32 j + 4 (c % 8) .., sub-block 8 (c / 8) + 2 j + (c % 8) / 4
+        // columns 128 (c / 8) + 32 j + 4 (c % 8) .., sub-block 8 (c / 8) + 2 j + (c % 8) / 4
+        for (int j = 0; j < 4; j++) {
             const int nc = 32 * (c / 8) + 8 * j + c % 8, g = nc / 4;
             const __m512i u = llm__x16q3_chunk(raw, hm, c, j);   // q + 4, 0..7
             // sc * (u - 4) + 124 = u * sc + (124 - 4 sc), 0..252, in 16 bits: even bytes, then odd
@@ -1018,7 +1047,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__kt_tokens(
                 memcpy(&pair, a[t]->bsums + 2 * p, 4);
                 mi = _mm512_dpwssd_epi32(mi, _mm512_loadu_si512((const void *)tl->m[p]), _mm512_set1_epi32(pair));
             }
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(_mm512_loadu_ps(tl->dmin), _mm512_set1_ps(-a[t]->d)), acc);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mi),
+                                  _mm512_mul_ps(_mm512_loadu_ps(tl->dmin), _mm512_set1_ps(-a[t]->d)), acc);
         }
         _mm512_storeu_ps(o, acc);
     }

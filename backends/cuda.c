@@ -1,9 +1,10 @@
 // CUDA backend: the vtable, memory, graphs (the kernels are backends/cuda.cu)
 // === CUDA backend ===
 //
-// Included by llm.c when built with -DLLM_CUDA (make CUDA=1: NVIDIA's runtime; make CUDA_EMU=1:
-// the CPU emulator of the tests, tests/cuda_emu/, behind the same runtime calls). The kernels
-// are backends/cuda.cu's; this half fills the backend vtable and decides what runs.
+// Built in with -DLLM_CUDA (make CUDA=1: NVIDIA's runtime; make CUDA_EMU=1: the CPU emulator of
+// the tests, tests/cuda_emu/, behind the same runtime calls): make compiles this file on its own
+// like every module, and tools/amalgamate.sh pastes it into llm.c inside #ifdef LLM_CUDA. The
+// kernels are backends/cuda.cu's; this half fills the backend vtable and decides what runs.
 //
 // One stream. Ops do not launch at once: each records its kernel and parameters (struct
 // llm__cu_rec), and end_step runs the step's records. A step whose records were seen before (the
@@ -12,8 +13,8 @@
 // graph launch, not hundreds of kernel launches; other steps launch their kernels one by one. The
 // parameters never hold the step's data, which kernels read from the step's arrays on the device
 // (uploaded in begin_step from pinned memory, before the step's kernels), so a graph stays valid
-// from step to step. As the backend contract asks (llm.c, "backend vtable"), memory is allocated
-// only by buf_alloc, weight_load and reserve (the activations' scratch, flash-decoding's partial
+// from step to step. As the backend contract asks (backends/backend.h), memory is allocated only
+// by buf_alloc, weight_load and reserve (the activations' scratch, flash-decoding's partial
 // results, the step's arrays on the device and pinned on the host, the records); graphs are made
 // by end_step, outside the ops.
 //
@@ -30,10 +31,11 @@
 #include "cuda.h"
 
 // (the kernels' parameters are hashed as bytes: no padding in them; see backends/cuda.h)
-_Static_assert(sizeof(struct llm__cu_w) == 40 && sizeof(struct llm__cu_stepv) == 80 && sizeof(struct llm__cu_rmsnorm) == 64 &&
-               sizeof(struct llm__cu_rows) == 104 && sizeof(struct llm__cu_kv_store) == 80 &&
-               sizeof(struct llm__cu_quant_act) == 56 && sizeof(struct llm__cu_attn) == 176 &&
-               sizeof(struct llm__cu_eltwise) == 72 && sizeof(struct llm__cu_rope) == 64 && sizeof(struct llm__cu_matmul) == 120,
+_Static_assert(sizeof(struct llm__cu_w) == 40 && sizeof(struct llm__cu_stepv) == 80 &&
+               sizeof(struct llm__cu_rmsnorm) == 64 && sizeof(struct llm__cu_rows) == 104 &&
+               sizeof(struct llm__cu_kv_store) == 80 && sizeof(struct llm__cu_quant_act) == 56 &&
+               sizeof(struct llm__cu_attn) == 176 && sizeof(struct llm__cu_eltwise) == 72 &&
+               sizeof(struct llm__cu_rope) == 64 && sizeof(struct llm__cu_matmul) == 120,
                "padding in a kernel's parameters");
 
 #define LLM__CU_GRAPHS 16            // graphs kept (least recently used replaced)
@@ -58,9 +60,9 @@ struct llm__cu_rec {
 };
 
 // cublasGemmEx's C signature (cuBLAS's enums are ints)
-typedef int (*llm__cublas_gemm_fn)(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A, int at,
-                                   int lda, const void *B, int bt, int ldb, const void *beta, void *C, int ct, int ldc,
-                                   int compute, int algo);
+typedef int (*llm__cublas_gemm_fn)(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A,
+                                   int at, int lda, const void *B, int bt, int ldb, const void *beta, void *C, int ct,
+                                   int ldc, int compute, int algo);
 
 struct llm__cu_graph {
     uint64_t key;
@@ -187,8 +189,9 @@ static int llm__cu_blas_gemm(struct llm__cu *cu, const struct llm__cu_matmul *p)
     const float one = 1.0f, zero = 0.0f;
     const void *b = fi == 0 ? (const void *)p->x : (const void *)p->q;
     const int64_t ldb = fi == 0 ? p->sx : p->w.K;
-    int st = cu->blas_gemm(cu->blas, 1, 0, (int)p->w.N, (int)p->ntok, (int)p->w.K, &one, p->w.body, dtype[fi], (int)p->w.K,
-                           b, dtype[fi], (int)ldb, &zero, p->d, 0, (int)p->sd, 68 /* CUBLAS_COMPUTE_32F */, -1);
+    int st = cu->blas_gemm(cu->blas, 1, 0, (int)p->w.N, (int)p->ntok, (int)p->w.K, &one, p->w.body, dtype[fi],
+                           (int)p->w.K, b, dtype[fi], (int)ldb, &zero, p->d, 0, (int)p->sd,
+                           68 /* CUBLAS_COMPUTE_32F */, -1);
     return st ? -st : 0;
 }
 
@@ -262,11 +265,12 @@ static enum llm_status llm__cu_buf_alloc(void *ctx, struct llm__buf *b, size_t s
         cudaGetLastError();
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
-        return llm__fail(e, LLM_ERR_NOMEM, "cuda: not enough device memory for %.1f MiB more (%s; %.2f GiB free of %.2f GiB "
+        return llm__fail(e, LLM_ERR_NOMEM,
+                         "cuda: not enough device memory for %.1f MiB more (%s; %.2f GiB free of %.2f GiB "
                          "on %s, %.2f GiB of it this engine's); use a smaller model, --kv-cache-memory, "
                          "--gpu-memory-utilization or --max-num-batched-tokens, or --backend cpu",
-                         (double)size / (1 << 20), cudaGetErrorString(r), (double)fr / (1 << 30), (double)tot / (1 << 30),
-                         cu->name, (double)cu->allocated / (1 << 30));
+                         (double)size / (1 << 20), cudaGetErrorString(r), (double)fr / (1 << 30),
+                         (double)tot / (1 << 30), cu->name, (double)cu->allocated / (1 << 30));
     }
     b->handle = p;
     b->size = size;
@@ -291,7 +295,8 @@ static void llm__cu_upload(void *ctx, struct llm__buf *b, size_t offs, const voi
     llm__cu_here(cu);
     cudaError_t r = cudaMemcpyAsync(llm__cu_ptr(b, offs), src, n, cudaMemcpyHostToDevice, cu->stream);
     if (r == cudaSuccess) r = cudaStreamSynchronize(cu->stream);
-    if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: upload of %zu bytes failed (%s)", n, cudaGetErrorString(r));
+    if (r != cudaSuccess)
+        llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: upload of %zu bytes failed (%s)", n, cudaGetErrorString(r));
 }
 
 // Downloads go through pinned memory (a copy from the device into pageable memory would be staged
@@ -321,7 +326,8 @@ static enum llm_status llm__cu_weight_load(void *ctx, struct llm__weight *w, int
     int off, len, hdr;
     const struct llm__type_info *ti = llm__type_info((uint32_t)type);
     if (!ti || !llm__cu_layout(type, &off, &len, &hdr))
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: weights of type %s are not supported (f32, f16, bf16, q8_0, q4_0, "
+        return llm__fail(e, LLM_ERR_UNSUPPORTED,
+                         "cuda: weights of type %s are not supported (f32, f16, bf16, q8_0, q4_0, "
                          "q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
                          ti ? ti->name : "unknown");
     size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;
@@ -356,7 +362,8 @@ static enum llm_status llm__cu_weight_load(void *ctx, struct llm__weight *w, int
     w->ne0 = ne0;
     w->ne1 = ne1;
     w->layout = len ? 1 : 0;
-    if (type >= 0 && type < LLM__CU_NTYPES && ne0 * ne1 > cu->wK[type] * cu->wN[type]) cu->wK[type] = ne0, cu->wN[type] = ne1;
+    if (type >= 0 && type < LLM__CU_NTYPES && ne0 * ne1 > cu->wK[type] * cu->wN[type])
+        cu->wK[type] = ne0, cu->wN[type] = ne1;
     return LLM_OK;
 }
 
@@ -370,7 +377,9 @@ static struct llm__cu_w llm__cu_wview_of(const void *base, int type, int64_t K, 
     size_t body = len ? n / llm__type_info((uint32_t)type)->block_bytes * (size_t)len : n;
     return (struct llm__cu_w){base, len ? (const uint8_t *)base + body : NULL, K, N, type, 0};
 }
-static struct llm__cu_w llm__cu_wview(const struct llm__weight *w) { return llm__cu_wview_of(w->buf.handle, w->type, w->ne0, w->ne1); }
+static struct llm__cu_w llm__cu_wview(const struct llm__weight *w) {
+    return llm__cu_wview_of(w->buf.handle, w->type, w->ne0, w->ne1);
+}
 
 static enum llm_status llm__cu_scratch(struct llm__cu *cu, struct llm__buf *b, size_t n, struct llm__err *e) {
     if (b->handle && b->size >= n) return LLM_OK;
@@ -380,7 +389,9 @@ static enum llm_status llm__cu_scratch(struct llm__cu *cu, struct llm__buf *b, s
 
 // Words of the step's arrays: tokens, positions, seq_idx, slot_mapping (n each), out_rows (n_out),
 // the block table (n_seqs x the reserved columns), prefill tiles (2 n).
-static size_t llm__cu_step_words(size_t n, size_t n_out, size_t n_seqs, size_t cols) { return 6 * n + n_out + n_seqs * cols; }
+static size_t llm__cu_step_words(size_t n, size_t n_out, size_t n_seqs, size_t cols) {
+    return 6 * n + n_out + n_seqs * cols;
+}
 
 static int llm__cu_run(struct llm__cu *cu, int kernel, const union llm__cu_params *p);
 
@@ -398,8 +409,10 @@ static bool llm__cu_blas_open(struct llm__cu *cu) {
     for (int i = 0; i < 3 && !cu->blas_lib; i++) cu->blas_lib = llm__cu_dlopen(name[i]);
     if (!cu->blas_lib) return false;
     int (*create)(void **) = (int (*)(void **))llm__cu_dlsym(cu->blas_lib, "cublasCreate_v2");
-    int (*set_stream)(void *, cudaStream_t) = (int (*)(void *, cudaStream_t))llm__cu_dlsym(cu->blas_lib, "cublasSetStream_v2");
-    int (*set_ws)(void *, void *, size_t) = (int (*)(void *, void *, size_t))llm__cu_dlsym(cu->blas_lib, "cublasSetWorkspace_v2");
+    int (*set_stream)(void *, cudaStream_t) =
+        (int (*)(void *, cudaStream_t))llm__cu_dlsym(cu->blas_lib, "cublasSetStream_v2");
+    int (*set_ws)(void *, void *, size_t) =
+        (int (*)(void *, void *, size_t))llm__cu_dlsym(cu->blas_lib, "cublasSetWorkspace_v2");
     cu->blas_destroy = (int (*)(void *))llm__cu_dlsym(cu->blas_lib, "cublasDestroy_v2");
     cu->blas_gemm = (llm__cublas_gemm_fn)llm__cu_dlsym(cu->blas_lib, "cublasGemmEx");
     void *h = NULL;
@@ -471,7 +484,8 @@ static int llm__cu_product_recs(const struct llm__cu *cu, const struct llm__cu_m
     if (mode >= 0) {
         if (*rounded != mode) {
             r[n].kernel = LLM__CU_QUANT_ACT;
-            r[n++].p.quant_act = (struct llm__cu_quant_act){q, mode < 2 ? dq : NULL, m->x, m->ntok, m->w.K, m->sx, mode, 0};
+            r[n++].p.quant_act =
+                (struct llm__cu_quant_act){q, mode < 2 ? dq : NULL, m->x, m->ntok, m->w.K, m->sx, mode, 0};
             *rounded = mode;
         }
         p.q = q;
@@ -519,8 +533,8 @@ static int llm__cu_product_recs(const struct llm__cu *cu, const struct llm__cu_m
 // LLM__CU_TUNE_RUNS products between two events, the two ways alternating. 0: not run (no memory
 // for its buffers, which are its own). LLM_ERR_BACKEND when the device failed (an error that
 // stays: the context is lost).
-static enum llm_status llm__cu_blas_measure(struct llm__cu *cu, int type, int64_t K, int64_t N, const int64_t *T, int ns,
-                                            float (*ms)[2], struct llm__err *err) {
+static enum llm_status llm__cu_blas_measure(struct llm__cu *cu, int type, int64_t K, int64_t N, const int64_t *T,
+                                            int ns, float (*ms)[2], struct llm__err *err) {
     struct llm__err e = {{0}, LLM_OK};
     struct llm__buf w = {0}, x = {0}, d = {0};
     cudaEvent_t ev[2] = {NULL, NULL};
@@ -528,7 +542,8 @@ static enum llm_status llm__cu_blas_measure(struct llm__cu *cu, int type, int64_
     memset(ms, 0, sizeof(float) * 2 * (size_t)ns);
     bool ok = llm__cu_blas_fits(cu, type, K, N) && Tmax * K <= cu->act_rows * cu->act_cols &&
               !llm__cu_buf_alloc(cu, &w, llm__row_bytes(type, K) * (size_t)N, &e) &&
-              !llm__cu_buf_alloc(cu, &x, (size_t)(Tmax * K) * 4, &e) && !llm__cu_buf_alloc(cu, &d, (size_t)(Tmax * N) * 4, &e) &&
+              !llm__cu_buf_alloc(cu, &x, (size_t)(Tmax * K) * 4, &e) &&
+              !llm__cu_buf_alloc(cu, &d, (size_t)(Tmax * N) * 4, &e) &&
               cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess;
     // (bytes 0x3c: f16 1.06, bf16 and f32 0.011; quantized blocks of such scales and quants)
     ok = ok && cudaMemsetAsync(w.handle, 0x3c, w.size, cu->stream) == cudaSuccess &&
@@ -537,7 +552,8 @@ static enum llm_status llm__cu_blas_measure(struct llm__cu *cu, int type, int64_
     for (int i = 0; i < ns && ok; i++) {
         struct llm__cu_matmul m;
         memset(&m, 0, sizeof(m));
-        m = (struct llm__cu_matmul){llm__cu_wview_of(w.handle, type, K, N), d.handle, x.handle, NULL, NULL, NULL, NULL, T[i], N, K, 1, 0};
+        m = (struct llm__cu_matmul){llm__cu_wview_of(w.handle, type, K, N), d.handle, x.handle, NULL, NULL, NULL, NULL,
+                                    T[i], N, K, 1, 0};
         for (int round = 0; round < 3 && ok; round++)
             for (int b = 0; b < 2 && ok; b++) {
                 ok = cudaEventRecord(ev[0], cu->stream) == cudaSuccess;
@@ -547,7 +563,8 @@ static enum llm_status llm__cu_blas_measure(struct llm__cu *cu, int type, int64_
                     for (int j = 0; j < n && ok; j++) ok = llm__cu_run(cu, r[j].kernel, &r[j].p) == 0;
                 }
                 float t = 0;
-                ok = ok && cudaEventRecord(ev[1], cu->stream) == cudaSuccess && cudaEventSynchronize(ev[1]) == cudaSuccess &&
+                ok = ok && cudaEventRecord(ev[1], cu->stream) == cudaSuccess &&
+                     cudaEventSynchronize(ev[1]) == cudaSuccess &&
                      cudaEventElapsedTime(&t, ev[0], ev[1]) == cudaSuccess;
                 t /= LLM__CU_TUNE_RUNS;
                 if (ok && round > 0 && (round == 1 || t < ms[i][b])) ms[i][b] = t;   // (round 0: the warm-up)
@@ -578,7 +595,8 @@ static enum llm_status llm__cu_blas_choose(struct llm__cu *cu, const struct llm_
     int64_t T[LLM__CU_TUNE_SIZES];
     int ns = 0;
     for (int i = 0; i < LLM__CU_TUNE_SIZES; i++) {
-        int64_t t = LLM__MIN((int64_t)shape->max_tokens, LLM__MAX((int64_t)LLM__CU_TUNE_T >> shift[i], (int64_t)LLM__CU_MATVEC_MAX + 1));
+        int64_t t = LLM__MIN((int64_t)shape->max_tokens,
+                             LLM__MAX((int64_t)LLM__CU_TUNE_T >> shift[i], (int64_t)LLM__CU_MATVEC_MAX + 1));
         if (!ns || t > T[ns - 1]) T[ns++] = t;
     }
     for (int t = 0; t < LLM__CU_NTYPES; t++) {
@@ -600,22 +618,26 @@ static enum llm_status llm__cu_blas_choose(struct llm__cu *cu, const struct llm_
         if (!ms[ns - 1][0]) {
             const int64_t blck = (int64_t)llm__type_info((uint32_t)t)->blck;   // (K: whole blocks)
             const int64_t K = LLM__MIN(cu->wK[t], LLM__MAX((int64_t)LLM__CU_TUNE_K / blck, (int64_t)1) * blck);
-            enum llm_status st = llm__cu_blas_measure(cu, t, K, LLM__MIN(cu->wN[t], (int64_t)LLM__CU_TUNE_N), T, ns, ms, e);
+            enum llm_status st =
+                llm__cu_blas_measure(cu, t, K, LLM__MIN(cu->wN[t], (int64_t)LLM__CU_TUNE_N), T, ns, ms, e);
             if (st) return st;
         }
         if (!ms[ns - 1][0]) {
             snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: own (not measured: no memory)", tn);
             continue;
         }
-        for (int i = ns - 1; i >= 0 && ms[i][1] < ms[i][0]; i--) cu->blas_from[t] = i ? (int)T[i - 1] + 1 : LLM__CU_MATVEC_MAX + 1;
+        for (int i = ns - 1; i >= 0 && ms[i][1] < ms[i][0]; i--)
+            cu->blas_from[t] = i ? (int)T[i - 1] + 1 : LLM__CU_MATVEC_MAX + 1;
         at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: ", tn);
         if (at < sizeof(cu->desc)) {
-            if (cu->blas_from[t]) at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "cuBLAS from %d tokens", cu->blas_from[t]);
+            if (cu->blas_from[t])
+                at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "cuBLAS from %d tokens", cu->blas_from[t]);
             else at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "own");
         }
         for (int i = 0; i < ns && at < sizeof(cu->desc); i++)
-            at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "%s%lld: cuBLAS %.3f / own %.3f ms%s", i ? ", " : " (",
-                                   (long long)T[i], (double)ms[i][1], (double)ms[i][0], i == ns - 1 ? ")" : "");
+            at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "%s%lld: cuBLAS %.3f / own %.3f ms%s",
+                                   i ? ", " : " (", (long long)T[i], (double)ms[i][1], (double)ms[i][0],
+                                   i == ns - 1 ? ")" : "");
     }
     return LLM_OK;
 }
@@ -624,9 +646,11 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
     struct llm__cu *cu = ctx;
     llm__cu_here(cu);
     if (shape->head_dim > LLM__CU_MAX_HEAD_DIM)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: heads of %d dimensions (at most %d)", shape->head_dim, LLM__CU_MAX_HEAD_DIM);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: heads of %d dimensions (at most %d)", shape->head_dim,
+                         LLM__CU_MAX_HEAD_DIM);
     if (shape->n_head_kv < 1 || shape->n_head % shape->n_head_kv)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: %d query heads over %d KV heads", shape->n_head, shape->n_head_kv);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: %d query heads over %d KV heads", shape->n_head,
+                         shape->n_head_kv);
     cu->bt_stride = LLM__MAX(shape->max_blocks, 1);
     size_t words = llm__cu_step_words((size_t)shape->max_tokens, (size_t)shape->max_out, (size_t)shape->max_seqs,
                                       (size_t)cu->bt_stride);
@@ -671,7 +695,8 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
         cu->pinned = NULL;   // (downloads then go straight to pageable memory)
     }
     // (zeroed: records are hashed as bytes, the padding after their kernel number too)
-    if (!cu->recs && !(cu->recs = calloc(LLM__CU_RECS, sizeof(*cu->recs)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    if (!cu->recs && !(cu->recs = calloc(LLM__CU_RECS, sizeof(*cu->recs))))
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     llm__cu_graphs_clear(cu);   // (their buffers may have moved)
     return llm__cu_blas_choose(cu, shape, e);
 }
@@ -731,13 +756,15 @@ static void llm__cu_begin_step(void *ctx, const struct llm__step *step) {
     size_t n = (size_t)step->n_tokens, nbt = (size_t)step->n_seqs * (size_t)stride;
     size_t words = llm__cu_step_words(n, (size_t)step->n_out, (size_t)step->n_seqs, (size_t)stride);
     if (!cu->recs || words > cu->host_words || words * 4 > cu->stepbuf.size) {
-        llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a step of %d tokens, %d sequences x %d blocks is larger than the shape "
-                      "reserved", step->n_tokens, step->n_seqs, step->max_blocks);
+        llm__cu_error(cu, LLM_ERR_BACKEND,
+                      "cuda: a step of %d tokens, %d sequences x %d blocks is larger than the shape reserved",
+                      step->n_tokens, step->n_seqs, step->max_blocks);
         return;
     }
     // tokens, positions, seq_idx, slot_mapping, out_rows, block tables (bt_stride columns), tiles
     int32_t *h = cu->host;
-    const size_t o_pos = n, o_seq = 2 * n, o_slot = 3 * n, o_out = 4 * n, o_bt = 4 * n + (size_t)step->n_out, o_tiles = o_bt + nbt;
+    const size_t o_pos = n, o_seq = 2 * n, o_slot = 3 * n, o_out = 4 * n, o_bt = 4 * n + (size_t)step->n_out,
+                 o_tiles = o_bt + nbt;
     const int32_t *src[5] = {step->tokens, step->positions, step->seq_idx, step->slot_mapping, step->out_rows};
     const size_t len[5] = {n, n, n, n, (size_t)step->n_out}, at[5] = {0, o_pos, o_seq, o_slot, o_out};
     for (int i = 0; i < 5; i++) {
@@ -747,7 +774,8 @@ static void llm__cu_begin_step(void *ctx, const struct llm__step *step) {
     for (int s = 0; s < step->n_seqs; s++) {
         int32_t *row = h + o_bt + (size_t)s * (size_t)stride;
         memset(row, 0, (size_t)stride * 4);
-        if (step->block_tables) memcpy(row, step->block_tables + (size_t)s * (size_t)step->max_blocks, (size_t)step->max_blocks * 4);
+        if (step->block_tables)
+            memcpy(row, step->block_tables + (size_t)s * (size_t)step->max_blocks, (size_t)step->max_blocks * 4);
     }
     // prefill tiles: runs of tokens of one sequence, cut every LLM__CU_TILE_Q tokens
     int n_tiles = 0;
@@ -760,10 +788,12 @@ static void llm__cu_begin_step(void *ctx, const struct llm__step *step) {
         h[o_tiles + 2 * (size_t)n_tiles + 1] = (int32_t)(i - i0);
     }
     const int32_t *d = (const int32_t *)cu->stepbuf.handle;
-    cu->sv = (struct llm__cu_stepv){d, d + o_pos, d + o_seq, d + o_slot, d + o_out, d + o_bt, d + o_tiles, step->n_tokens,
-                                    step->n_out, stride, step->block_size, n_tiles, 0};
-    cudaError_t r = cudaMemcpyAsync(cu->stepbuf.handle, h, (o_tiles + 2 * (size_t)n_tiles) * 4, cudaMemcpyHostToDevice, cu->stream);
-    if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: the step's upload failed (%s)", cudaGetErrorString(r));
+    cu->sv = (struct llm__cu_stepv){d, d + o_pos, d + o_seq, d + o_slot, d + o_out, d + o_bt, d + o_tiles,
+                                    step->n_tokens, step->n_out, stride, step->block_size, n_tiles, 0};
+    cudaError_t r = cudaMemcpyAsync(cu->stepbuf.handle, h, (o_tiles + 2 * (size_t)n_tiles) * 4, cudaMemcpyHostToDevice,
+                                    cu->stream);
+    if (r != cudaSuccess)
+        llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: the step's upload failed (%s)", cudaGetErrorString(r));
 }
 
 static uint64_t llm__cu_hash(const struct llm__cu_rec *recs, int n) {
@@ -813,7 +843,8 @@ static void llm__cu_run_records(struct llm__cu *cu) {
             g->used = cu->steps;
             if (g->exec) {
                 cudaError_t r = cudaGraphLaunch(g->exec, cu->stream);
-                if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a graph launch failed (%s)", cudaGetErrorString(r));
+                if (r != cudaSuccess)
+                    llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a graph launch failed (%s)", cudaGetErrorString(r));
                 else cu->graph_hits++;
                 cu->n_recs = 0;
                 return;
@@ -853,13 +884,14 @@ static enum llm_status llm__cu_sync(void *ctx, struct llm__err *e) {
 
 #define LLM__CU_F(t) ((float *)llm__cu_ptr((t).buf, (t).offs))
 
-static void llm__cu_eltwise_op(struct llm__cu *cu, int op, struct llm__tensor d, struct llm__tensor a, struct llm__tensor b,
-                               float s) {
+static void llm__cu_eltwise_op(struct llm__cu *cu, int op, struct llm__tensor d, struct llm__tensor a,
+                               struct llm__tensor b, float s) {
     if (d.ne1 <= 0 || d.ne0 <= 0) return;
     union llm__cu_params p;
     memset(&p, 0, sizeof(p));
     p.eltwise = (struct llm__cu_eltwise){LLM__CU_F(d), LLM__CU_F(a), b.buf ? LLM__CU_F(b) : NULL, d.ne1, d.ne0,
-                                         (int64_t)(d.nb1 / 4), (int64_t)(a.nb1 / 4), b.buf ? (int64_t)(b.nb1 / 4) : 0, op, s};
+                                         (int64_t)(d.nb1 / 4), (int64_t)(a.nb1 / 4), b.buf ? (int64_t)(b.nb1 / 4) : 0,
+                                         op, s};
     llm__cu_rec(cu, LLM__CU_ELTWISE, &p);
 }
 
@@ -910,7 +942,8 @@ static void llm__cu_get_rows(void *ctx, struct llm__tensor d, struct llm__tensor
 }
 
 static void llm__cu_gather_cols(void *ctx, struct llm__tensor d, struct llm__tensor x, struct llm__tensor perm) {
-    llm__cu_rows_op(ctx, 1, d, LLM__CU_F(x), (int64_t)(x.nb1 / 4), (const int32_t *)llm__cu_ptr(perm.buf, perm.offs), NULL, x.ne1);
+    llm__cu_rows_op(ctx, 1, d, LLM__CU_F(x), (int64_t)(x.nb1 / 4), (const int32_t *)llm__cu_ptr(perm.buf, perm.offs),
+                    NULL, x.ne1);
 }
 
 static void llm__cu_embed(void *ctx, struct llm__tensor d, const struct llm__weight *table) {
@@ -933,14 +966,15 @@ static void llm__cu_rope(void *ctx, struct llm__tensor x, int n_head, int head_d
 }
 
 // K/V cache rows are [slot][n_kv] of f16 or f32 (this backend's layout).
-static void llm__cu_kv_store(void *ctx, struct llm__tensor kc, struct llm__tensor vc, struct llm__tensor k, struct llm__tensor v) {
+static void llm__cu_kv_store(void *ctx, struct llm__tensor kc, struct llm__tensor vc, struct llm__tensor k,
+                             struct llm__tensor v) {
     struct llm__cu *cu = ctx;
     if (k.ne1 <= 0) return;
     union llm__cu_params p;
     memset(&p, 0, sizeof(p));
-    p.kv_store = (struct llm__cu_kv_store){llm__cu_ptr(kc.buf, kc.offs), llm__cu_ptr(vc.buf, vc.offs), LLM__CU_F(k), LLM__CU_F(v),
-                                           cu->sv.slot_mapping, k.ne1, k.ne0, (int64_t)(k.nb1 / 4), (int64_t)(v.nb1 / 4),
-                                           kc.type == LLM__TYPE_F16, 0};
+    p.kv_store = (struct llm__cu_kv_store){llm__cu_ptr(kc.buf, kc.offs), llm__cu_ptr(vc.buf, vc.offs), LLM__CU_F(k),
+                                           LLM__CU_F(v), cu->sv.slot_mapping, k.ne1, k.ne0, (int64_t)(k.nb1 / 4),
+                                           (int64_t)(v.nb1 / 4), kc.type == LLM__TYPE_F16, 0};
     llm__cu_rec(cu, LLM__CU_KV_STORE, &p);
 }
 
@@ -1048,7 +1082,8 @@ static enum llm_status llm__cu_bandwidth(void *ctx, double *gbps, struct llm__er
     if (t1) cudaEventDestroy(t1);
     llm__cu_buf_free(cu, &a);
     llm__cu_buf_free(cu, &b);
-    if (r != cudaSuccess) return cudaGetLastError(), llm__fail(err, LLM_ERR_BACKEND, "cuda: bandwidth probe: %s", cudaGetErrorString(r));
+    if (r != cudaSuccess)
+        return cudaGetLastError(), llm__fail(err, LLM_ERR_BACKEND, "cuda: bandwidth probe: %s", cudaGetErrorString(r));
     *gbps = ms > 0 ? 2.0 * (double)n * 10 / (ms / 1e3) / 1e9 : 0;
     return LLM_OK;
 }
@@ -1107,7 +1142,8 @@ static enum llm_status llm__cu_backend_new(struct llm_backend *be, int index, st
     r = cudaSetDevice(cu->dev);
     if (r == cudaSuccess) r = cudaGetDeviceProperties(&cu->prop, cu->dev);
     if (r == cudaSuccess && cu->prop.major < 8) {
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: %s is compute capability %d.%d; this build's kernels need 8.0 or "
+        return llm__fail(e, LLM_ERR_UNSUPPORTED,
+                         "cuda: %s is compute capability %d.%d; this build's kernels need 8.0 or "
                          "newer (A100, H100, H200, RTX 30xx and later); use --backend vulkan or cpu",
                          cu->prop.name, cu->prop.major, cu->prop.minor);
     }

@@ -1,17 +1,19 @@
 // Vulkan backend: the vtable, memory, pipelines (the kernels are shaders/*.comp)
 // === Vulkan backend ===
 //
-// Included by llm.c when built with -DLLM_VULKAN (make VULKAN=1); the compute shaders of
-// shaders/*.comp are compiled to SPIR-V at build time and embedded (llm_shaders.inc).
+// Built in with -DLLM_VULKAN (make VULKAN=1): make compiles this file on its own like every
+// module, and tools/amalgamate.sh pastes it into llm.c inside #ifdef LLM_VULKAN. The compute
+// shaders of shaders/*.comp are compiled to SPIR-V at build time and embedded (llm_shaders.inc).
 //
 // One compute queue. Buffers are device-local; when that memory is also host-visible (integrated
 // GPUs, Mesa's lavapipe) it is mapped and copied directly, otherwise through a staging buffer.
 // A step is recorded into one command buffer (an op = one dispatch + a barrier), submitted once
 // in end_step and waited for. Shaders bind whole buffers and find tensors by offsets in push
-// constants, so no descriptor depends on alignment rules. As the backend contract asks (llm.c,
-// "backend vtable"), memory is allocated only by buf_alloc (and the staging buffer with the first
-// buffer that needs it), weight_load (with the shader pipelines of the weight's type) and reserve
-// (scratch and the step's arrays, for the largest step); a step records and submits, no more.
+// constants, so no descriptor depends on alignment rules. As the backend contract asks
+// (backends/backend.h), memory is allocated only by buf_alloc (and the staging buffer with the
+// first buffer that needs it), weight_load (with the shader pipelines of the weight's type) and
+// reserve (scratch and the step's arrays, for the largest step); a step records and submits, no
+// more.
 //
 // Products: the activations are first rounded as the CPU backend rounds them for the weight type
 // (round_act.comp), then a GEMV shader (matvec.comp, up to 8 tokens) or a tiled GEMM with shared
@@ -55,12 +57,13 @@ static const struct {
     [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 40, false},
     [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 6, 84, false},
     [LLM__VK_ATTN_REDUCE] = {{LLM__VK_CODE(llm_spv_attn_reduce)}, 2, 24, false},
-    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 5, 84, false},
+    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 5, 84,
+                              false},
     [LLM__VK_SCALE] = {{LLM__VK_CODE(llm_spv_scale)}, 2, 16, false},
     [LLM__VK_GELU_MUL] = {{LLM__VK_CODE(llm_spv_gelu_mul)}, 3, 16, false},
     [LLM__VK_ROUND_ACT] = {{LLM__VK_CODE(llm_spv_round_act)}, 2, 20, false},
-    [LLM__VK_MATVEC] = {{LLM__VK_CODE(llm_spv_matvec), LLM__VK_CODE(llm_spv_matvec_sg), LLM__VK_CODE(llm_spv_matvec_f16),
-                         LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 44, true},
+    [LLM__VK_MATVEC] = {{LLM__VK_CODE(llm_spv_matvec), LLM__VK_CODE(llm_spv_matvec_sg),
+                         LLM__VK_CODE(llm_spv_matvec_f16), LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 44, true},
     [LLM__VK_MATMUL] = {{LLM__VK_CODE(llm_spv_matmul), {0}, LLM__VK_CODE(llm_spv_matmul_f16)}, 4, 40, true},
 };
 
@@ -176,7 +179,8 @@ static uint32_t llm__vk_subgroup_size(VkPhysicalDevice pd, int *features) {
     VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s16};
     vkGetPhysicalDeviceFeatures2(pd, &f2);
-    *features = ((sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
+    *features = ((sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                 (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
                      ? LLM__VK_SUBGROUP : 0) |
                 (s16.storageBuffer16BitAccess ? LLM__VK_16BIT : 0);
     return sg.subgroupSize;
@@ -270,7 +274,8 @@ static enum llm_status llm__vk_alloc(struct llm__vk *vk, struct llm__buf *b, siz
     if (!m) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     // sizes rounded up to 16 bytes: shaders read 32-bit words, and a row of Q6_K (210-byte blocks)
     // may end in the middle of the buffer's last word
-    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = LLM__MAX((size + 15) & ~(size_t)15, 16),
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             .size = LLM__MAX((size + 15) & ~(size_t)15, 16),
                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
@@ -284,7 +289,8 @@ static enum llm_status llm__vk_alloc(struct llm__vk *vk, struct llm__buf *b, siz
     VkMemoryPropertyFlags f = type >= 0 ? vk->memp.memoryTypes[type].propertyFlags : 0;
     // not beyond the heap, even where the driver would allow it (and then page, or fail later)
     bool counted = (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) != 0;
-    if (r == VK_SUCCESS && counted && vk->heap && vk->allocated + req.size > vk->heap) r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    if (r == VK_SUCCESS && counted && vk->heap && vk->allocated + req.size > vk->heap)
+        r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
     if (r == VK_SUCCESS) {
         VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
                                    .memoryTypeIndex = (uint32_t)type};
@@ -297,7 +303,8 @@ static enum llm_status llm__vk_alloc(struct llm__vk *vk, struct llm__buf *b, siz
         if (m->buf) vkDestroyBuffer(vk->dev, m->buf, NULL);
         if (m->mem) vkFreeMemory(vk->dev, m->mem, NULL);
         free(m);
-        return llm__fail(e, LLM_ERR_NOMEM, "vulkan: not enough device memory for %.1f MiB more (%s; %.2f GiB in use of %.2f GiB "
+        return llm__fail(e, LLM_ERR_NOMEM,
+                         "vulkan: not enough device memory for %.1f MiB more (%s; %.2f GiB in use of %.2f GiB "
                          "on %s); use a smaller model, --kv-cache-memory or --max-num-batched-tokens, or --backend cpu",
                          (double)size / (1 << 20), llm__vk_result(r), (double)vk->allocated / (1 << 30),
                          (double)vk->heap / (1 << 30), vk->name);
@@ -344,7 +351,8 @@ static void llm__vk_staged(struct llm__vk *vk, const struct llm__buf *b, size_t 
         VkBufferCopy c = {up ? 0 : offs + done, up ? offs + done : 0, len};
         vkCmdCopyBuffer(vk->xfer, up ? s->buf : d->buf, up ? d->buf : s->buf, 1, &c);
         vkEndCommandBuffer(vk->xfer);
-        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &vk->xfer};
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                           .pCommandBuffers = &vk->xfer};
         vkResetFences(vk->dev, 1, &vk->fence);
         vkQueueSubmit(vk->queue, 1, &si, vk->fence);
         vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX);
@@ -402,11 +410,13 @@ static enum llm_status llm__vk_typed_pipelines(struct llm__vk *vk, int type, str
 static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
                                            const void *data, struct llm__err *e) {
     if (llm__vk_type_slot(type) < 0)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weights of type %s are not supported (f32, f16, bf16, q8_0, "
-                         "q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
+        return llm__fail(e, LLM_ERR_UNSUPPORTED,
+                         "vulkan: weights of type %s are not supported (f32, f16, bf16, q8_0, q4_0, q4_1, "
+                         "q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
                          llm__type_info((uint32_t)type)->name);
     if (ne0 % 4)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weight rows of %lld columns (a multiple of 4 is needed)", (long long)ne0);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weight rows of %lld columns (a multiple of 4 is needed)",
+                         (long long)ne0);
     size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;
     enum llm_status st = llm__vk_typed_pipelines(ctx, type, e);
     if (!st) st = llm__vk_buf_alloc(ctx, &w->buf, n, e);
@@ -588,8 +598,8 @@ static enum llm_status llm__vk_typed_pipelines(struct llm__vk *vk, int type, str
 // Records one dispatch of shader k (for weight type `type` when the shader is typed) over groups
 // (x, y, z) with the buffers and push constants given, then a barrier so the next op sees its
 // results.
-static void llm__vk_dispatch_t(struct llm__vk *vk, int k, int type, const struct llm__buf *const *bufs, const void *push,
-                               uint32_t gx, uint32_t gy, uint32_t gz) {
+static void llm__vk_dispatch_t(struct llm__vk *vk, int k, int type, const struct llm__buf *const *bufs,
+                               const void *push, uint32_t gx, uint32_t gy, uint32_t gz) {
     if (vk->err.msg[0]) return;   // the step failed: nothing more is recorded
     int slot = llm__vk_shaders[k].typed ? llm__vk_type_slot(type) : -1;
     VkPipeline pipe = !llm__vk_shaders[k].typed ? vk->pipe[k] : slot >= 0 ? vk->tpipe[k][slot] : VK_NULL_HANDLE;
@@ -598,8 +608,9 @@ static void llm__vk_dispatch_t(struct llm__vk *vk, int k, int type, const struct
         return;
     }
     llm__vk_begin(vk);
-    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = vk->dpool,
-                                      .descriptorSetCount = 1, .pSetLayouts = &vk->dsl[k]};
+    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                      .descriptorPool = vk->dpool, .descriptorSetCount = 1,
+                                      .pSetLayouts = &vk->dsl[k]};
     VkDescriptorSet set;
     if (vkAllocateDescriptorSets(vk->dev, &ai, &set) != VK_SUCCESS) {   // pool exhausted: run what is recorded
         llm__vk_flush(vk);
@@ -614,9 +625,9 @@ static void llm__vk_dispatch_t(struct llm__vk *vk, int k, int type, const struct
     int n = llm__vk_shaders[k].n_bufs;
     for (int i = 0; i < n; i++) {
         bi[i] = (VkDescriptorBufferInfo){((struct llm__vk_mem *)bufs[i]->handle)->buf, 0, VK_WHOLE_SIZE};
-        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set, .dstBinding = (uint32_t)i,
-                                      .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                      .pBufferInfo = &bi[i]};
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set,
+                                      .dstBinding = (uint32_t)i, .descriptorCount = 1,
+                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .pBufferInfo = &bi[i]};
     }
     vkUpdateDescriptorSets(vk->dev, (uint32_t)n, w, 0, NULL);
     vkCmdBindPipeline(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
@@ -634,8 +645,8 @@ static void llm__vk_dispatch_3d(struct llm__vk *vk, int k, const struct llm__buf
     llm__vk_dispatch_t(vk, k, -1, bufs, push, gx, gy, gz);
 }
 
-static void llm__vk_dispatch(struct llm__vk *vk, int k, const struct llm__buf *const *bufs, const void *push, uint32_t gx,
-                             uint32_t gy) {
+static void llm__vk_dispatch(struct llm__vk *vk, int k, const struct llm__buf *const *bufs, const void *push,
+                             uint32_t gx, uint32_t gy) {
     llm__vk_dispatch_t(vk, k, -1, bufs, push, gx, gy, 1);
 }
 
@@ -647,7 +658,8 @@ static void llm__vk_groups(uint64_t n, uint32_t *gx, uint32_t *gy) {
 }
 
 // Element-wise ops on whole f32 tensors of contiguous rows: offsets in 4-byte words.
-static void llm__vk_eltwise(struct llm__vk *vk, int k, struct llm__tensor d, struct llm__tensor a, struct llm__tensor b) {
+static void llm__vk_eltwise(struct llm__vk *vk, int k, struct llm__tensor d, struct llm__tensor a,
+                            struct llm__tensor b) {
     uint64_t n = (uint64_t)d.ne0 * (uint64_t)d.ne1;
     uint32_t push[4] = {(uint32_t)n, (uint32_t)(d.offs / 4), (uint32_t)(a.offs / 4), (uint32_t)(b.offs / 4)};
     const struct llm__buf *bufs[3] = {d.buf, a.buf, b.buf};
@@ -690,7 +702,8 @@ static void llm__vk_get_rows(void *ctx, struct llm__tensor d, struct llm__tensor
     uint32_t push[6] = {(uint32_t)d.ne0, (uint32_t)(d.offs / 4), (uint32_t)(src.offs / 4), (uint32_t)(d.nb1 / 4),
                         (uint32_t)(src.nb1 / 4), vk->o_out};
     const struct llm__buf *bufs[3] = {d.buf, src.buf, &vk->stepbuf};
-    if (vk->step->n_out) llm__vk_dispatch(vk, LLM__VK_GET_ROWS, bufs, push, (uint32_t)((d.ne0 + 255) / 256), (uint32_t)vk->step->n_out);
+    if (vk->step->n_out)
+        llm__vk_dispatch(vk, LLM__VK_GET_ROWS, bufs, push, (uint32_t)((d.ne0 + 255) / 256), (uint32_t)vk->step->n_out);
 }
 
 static void llm__vk_gather_cols(void *ctx, struct llm__tensor d, struct llm__tensor x, struct llm__tensor perm) {
@@ -714,8 +727,9 @@ static void llm__vk_rope(void *ctx, struct llm__tensor x, int n_head, int head_d
     struct llm__vk *vk = ctx;
     bool ff = r->freq_factors.buf != NULL;
     struct { uint32_t n_head, head_dim, n_rot, neox, ox, sx, opos, has_ff, off; float base, scale; } push = {
-        (uint32_t)n_head, (uint32_t)head_dim, (uint32_t)r->n_rot, r->neox, (uint32_t)(x.offs / 4), (uint32_t)(x.nb1 / 4),
-        vk->o_pos, ff, ff ? (uint32_t)(r->freq_factors.offs / 4) : 0, r->freq_base, r->freq_scale};
+        (uint32_t)n_head, (uint32_t)head_dim, (uint32_t)r->n_rot, r->neox, (uint32_t)(x.offs / 4),
+        (uint32_t)(x.nb1 / 4), vk->o_pos, ff, ff ? (uint32_t)(r->freq_factors.offs / 4) : 0, r->freq_base,
+        r->freq_scale};
     const struct llm__buf *bufs[3] = {x.buf, &vk->stepbuf, ff ? r->freq_factors.buf : x.buf};
     llm__vk_dispatch_3d(vk, LLM__VK_ROPE, bufs, &push, (uint32_t)((r->n_rot / 2 + 63) / 64), (uint32_t)n_head,
                         (uint32_t)x.ne1);
@@ -729,7 +743,8 @@ static void llm__vk_kv_store(void *ctx, struct llm__tensor kc, struct llm__tenso
     bool f16 = kc.type == LLM__TYPE_F16;
     uint32_t row_words = (uint32_t)(f16 ? k.ne0 / 2 : k.ne0);
     uint32_t push[10] = {(uint32_t)k.ne0, (uint32_t)(k.offs / 4), (uint32_t)(v.offs / 4), (uint32_t)(k.nb1 / 4),
-                         (uint32_t)(v.nb1 / 4), (uint32_t)(kc.offs / 4), (uint32_t)(vc.offs / 4), row_words, f16, vk->o_slot};
+                         (uint32_t)(v.nb1 / 4), (uint32_t)(kc.offs / 4), (uint32_t)(vc.offs / 4), row_words, f16,
+                         vk->o_slot};
     const struct llm__buf *bufs[5] = {kc.buf, vc.buf, k.buf, v.buf, &vk->stepbuf};
     llm__vk_dispatch(vk, LLM__VK_KV_STORE, bufs, push, (row_words + 255) / 256, (uint32_t)k.ne1);
 }
@@ -750,12 +765,13 @@ static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__ten
         nsplit = (uint32_t)LLM__MIN((size_t)nsplit, vk->part.size / per_split);
         nsplit = LLM__MAX(nsplit, 1u);
     }
-    struct { uint32_t hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt; float scale;
-             uint32_t nsplit, opart, window; float softcap; } push = {
-        (uint32_t)a->head_dim, (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)(q.offs / 4), (uint32_t)(q.nb1 / 4),
-        (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4), (uint32_t)(kc.offs / 4), (uint32_t)(vc.offs / 4),
-        (uint32_t)(f16 ? n_kv / 2 : n_kv), f16, (uint32_t)vk->step->block_size, (uint32_t)vk->step->max_blocks, vk->o_pos,
-        vk->o_seq, vk->o_bt, a->scale, nsplit, 0, (uint32_t)a->window, a->softcap};
+    struct { uint32_t hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt;
+             float scale; uint32_t nsplit, opart, window; float softcap; } push = {
+        (uint32_t)a->head_dim, (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)(q.offs / 4),
+        (uint32_t)(q.nb1 / 4), (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4), (uint32_t)(kc.offs / 4),
+        (uint32_t)(vc.offs / 4), (uint32_t)(f16 ? n_kv / 2 : n_kv), f16, (uint32_t)vk->step->block_size,
+        (uint32_t)vk->step->max_blocks, vk->o_pos, vk->o_seq, vk->o_bt, a->scale, nsplit, 0, (uint32_t)a->window,
+        a->softcap};
     const struct llm__buf *bufs[6] = {out.buf, q.buf, kc.buf, vc.buf, &vk->stepbuf, nsplit > 1 ? &vk->part : out.buf};
     if (vk->tiled_attn && vk->n_tiles * 2 <= ntok) {
         push.nsplit = vk->o_tiles;   // (the prefill shader's last push constant: where the tiles are)
@@ -764,7 +780,8 @@ static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__ten
     }
     llm__vk_dispatch_3d(vk, LLM__VK_ATTENTION, bufs, &push, (uint32_t)a->n_head, ntok, nsplit);
     if (nsplit > 1) {
-        uint32_t rp[6] = {(uint32_t)a->head_dim, (uint32_t)a->n_head, nsplit, 0, (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4)};
+        uint32_t rp[6] = {(uint32_t)a->head_dim, (uint32_t)a->n_head, nsplit, 0, (uint32_t)(out.offs / 4),
+                          (uint32_t)(out.nb1 / 4)};
         const struct llm__buf *rb[2] = {out.buf, &vk->part};
         llm__vk_dispatch(vk, LLM__VK_ATTN_REDUCE, rb, rp, (uint32_t)a->n_head, ntok);
     }
@@ -798,12 +815,13 @@ static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
         bool hb = bias && bias[j].buf;
         uint32_t rows = vk->features & LLM__VK_SUBGROUP ? LLM__MAX(64 / vk->subgroup_size, 1u) : 4;   // per workgroup
         uint32_t push[11] = {K, N, (uint32_t)llm__row_bytes(w[j]->type, K), ox, sx,
-                             (uint32_t)(dst[j].offs / 4), (uint32_t)(dst[j].nb1 / 4), hb, hb ? (uint32_t)(bias[j].offs / 4) : 0,
-                             ntok, rows};
+                             (uint32_t)(dst[j].offs / 4), (uint32_t)(dst[j].nb1 / 4), hb,
+                             hb ? (uint32_t)(bias[j].offs / 4) : 0, ntok, rows};
         const struct llm__buf *bufs[4] = {dst[j].buf, &w[j]->buf, xb, hb ? bias[j].buf : xb};
         uint32_t groups = (N + rows - 1) / rows;
         if (ntok <= LLM__VK_MATVEC_MAX)
-            llm__vk_dispatch_t(vk, LLM__VK_MATVEC, w[j]->type, bufs, push, LLM__MIN(groups, 65535u), (groups + 65534) / 65535, 1);
+            llm__vk_dispatch_t(vk, LLM__VK_MATVEC, w[j]->type, bufs, push, LLM__MIN(groups, 65535u),
+                               (groups + 65534) / 65535, 1);
         else llm__vk_dispatch_t(vk, LLM__VK_MATMUL, w[j]->type, bufs, push, (N + 63) / 64, (ntok + 63) / 64, 1);
     }
 }
@@ -828,10 +846,13 @@ static enum llm_status llm__vk_bandwidth(void *ctx, double *gbps, struct llm__er
         llm__vk_begin(vk);
         VkBufferCopy c = {0, 0, n};
         for (int i = 0; i < k; i++) {
-            vkCmdCopyBuffer(vk->cmd, ((struct llm__vk_mem *)a.handle)->buf, ((struct llm__vk_mem *)b.handle)->buf, 1, &c);
-            VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+            vkCmdCopyBuffer(vk->cmd, ((struct llm__vk_mem *)a.handle)->buf, ((struct llm__vk_mem *)b.handle)->buf, 1,
+                            &c);
+            VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                  .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                                   .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT};
-            vkCmdPipelineBarrier(vk->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+            vkCmdPipelineBarrier(vk->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
+                                 NULL, 0, NULL);
         }
         double t0 = llm__now();
         if (llm__vk_submit(vk, &e)) break;
@@ -885,7 +906,8 @@ static enum llm_status llm__vk_pick_device(struct llm__vk *vk, int index, int un
     if (n == 0) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: no Vulkan device found");
     if (index >= (int)n) return llm__fail(e, LLM_ERR_INVALID_ARG, "vulkan: no device %d (there are %u)", index, n);
     if (index < 0) {
-        static const VkPhysicalDeviceType order[] = {VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU,
+        static const VkPhysicalDeviceType order[] = {VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU,
+                                                     VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU,
                                                      VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU, VK_PHYSICAL_DEVICE_TYPE_CPU,
                                                      VK_PHYSICAL_DEVICE_TYPE_OTHER};
         for (size_t o = 0; o < LLM__ARRAY_LEN(order) && index < 0; o++)
@@ -929,10 +951,12 @@ static enum llm_status llm__vk_open_device(struct llm__vk *vk, struct llm__err *
     VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &s16, .queueCreateInfoCount = 1,
                              .pQueueCreateInfos = &qi};
     VkResult r = vkCreateDevice(vk->pdev, &di, NULL, &vk->dev);
-    if (r != VK_SUCCESS) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: cannot open %s (%s)", vk->name, llm__vk_result(r));
+    if (r != VK_SUCCESS)
+        return llm__fail(e, LLM_ERR_BACKEND, "vulkan: cannot open %s (%s)", vk->name, llm__vk_result(r));
     vkGetDeviceQueue(vk->dev, vk->qfam, 0, &vk->queue);
     VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, .queueFamilyIndex = vk->qfam};
+                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                  .queueFamilyIndex = vk->qfam};
     VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8 * 4096};
     VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 4096,
@@ -944,7 +968,8 @@ static enum llm_status llm__vk_open_device(struct llm__vk *vk, struct llm__err *
                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
     if (r == VK_SUCCESS) r = vkAllocateCommandBuffers(vk->dev, &ai, &vk->cmd);
     if (r == VK_SUCCESS) r = vkAllocateCommandBuffers(vk->dev, &ai, &vk->xfer);
-    if (r != VK_SUCCESS) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: set-up of %s failed (%s)", vk->name, llm__vk_result(r));
+    if (r != VK_SUCCESS)
+        return llm__fail(e, LLM_ERR_BACKEND, "vulkan: set-up of %s failed (%s)", vk->name, llm__vk_result(r));
     return LLM_OK;
 }
 
@@ -956,19 +981,21 @@ static enum llm_status llm__vk_build_pipelines(struct llm__vk *vk, struct llm__e
     for (int k = 0; r == VK_SUCCESS && k < LLM__VK_N; k++) {
         VkDescriptorSetLayoutBinding b[8];
         for (int i = 0; i < llm__vk_shaders[k].n_bufs; i++)
-            b[i] = (VkDescriptorSetLayoutBinding){(uint32_t)i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, NULL};
+            b[i] = (VkDescriptorSetLayoutBinding){(uint32_t)i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+                                                  VK_SHADER_STAGE_COMPUTE_BIT, NULL};
         VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
                                               .bindingCount = (uint32_t)llm__vk_shaders[k].n_bufs, .pBindings = b};
         r = vkCreateDescriptorSetLayout(vk->dev, &li, NULL, &vk->dsl[k]);
         VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, llm__vk_shaders[k].push};
         VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
-                                          .pSetLayouts = &vk->dsl[k], .pushConstantRangeCount = 1, .pPushConstantRanges = &pr};
+                                          .pSetLayouts = &vk->dsl[k], .pushConstantRangeCount = 1,
+                                          .pPushConstantRanges = &pr};
         if (r == VK_SUCCESS) r = vkCreatePipelineLayout(vk->dev, &pli, NULL, &vk->layout[k]);
         int v = vk->features;   // the variant using the most of what the device has
         if (!llm__vk_shaders[k].v[v].code) v &= ~LLM__VK_SUBGROUP;
         if (!llm__vk_shaders[k].v[v].code) v = 0;
-        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = llm__vk_shaders[k].v[v].size,
-                                       .pCode = llm__vk_shaders[k].v[v].code};
+        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                       .codeSize = llm__vk_shaders[k].v[v].size, .pCode = llm__vk_shaders[k].v[v].code};
         VkShaderModule mod = VK_NULL_HANDLE;
         if (r == VK_SUCCESS) r = vkCreateShaderModule(vk->dev, &mi, NULL, &mod);
         if (llm__vk_shaders[k].typed) {   // pipelines per weight type, when a weight of the type is loaded
@@ -977,12 +1004,14 @@ static enum llm_status llm__vk_build_pipelines(struct llm__vk *vk, struct llm__e
         }
         VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
                                           .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                                                    .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main"},
+                                                    .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod,
+                                                    .pName = "main"},
                                           .layout = vk->layout[k]};
         if (r == VK_SUCCESS) r = vkCreateComputePipelines(vk->dev, VK_NULL_HANDLE, 1, &ci, NULL, &vk->pipe[k]);
         if (mod) vkDestroyShaderModule(vk->dev, mod, NULL);
     }
-    if (r != VK_SUCCESS) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: set-up of %s failed (%s)", vk->name, llm__vk_result(r));
+    if (r != VK_SUCCESS)
+        return llm__fail(e, LLM_ERR_BACKEND, "vulkan: set-up of %s failed (%s)", vk->name, llm__vk_result(r));
     return LLM_OK;
 }
 

@@ -121,7 +121,8 @@ static void llm__vec_dot_iq4_nl_scalar(int64_t n, float *s, const void *vw, cons
     for (int64_t i = 0; i < n / LLM__QK; i++) {
         int32_t sumi = 0;
         for (int j = 0; j < 16; j++)
-            sumi += llm__iq4nl_values[w[i].qs[j] & 15] * a[i].qs[j] + llm__iq4nl_values[w[i].qs[j] >> 4] * a[i].qs[j + 16];
+            sumi += llm__iq4nl_values[w[i].qs[j] & 15] * a[i].qs[j] +
+                    llm__iq4nl_values[w[i].qs[j] >> 4] * a[i].qs[j + 16];
         sum += (float)sumi * (llm__fp16_to_fp32(w[i].d) * llm__fp16_to_fp32(a[i].d));
     }
     *s = sum;
@@ -148,7 +149,8 @@ static void llm__vec_dot_q4_K_scalar(int64_t n, float *s, const void *vw, const 
     const struct llm__block_q4_K *w = vw;
     const struct llm__block_q8_K *a = va;
     float sum = 0.0f;
-    for (int64_t i = 0; i < n / LLM__QK_K; i++) sum += llm__vec_dot_k45_scalar(w[i].d, w[i].dmin, w[i].scales, NULL, w[i].qs, &a[i]);
+    for (int64_t i = 0; i < n / LLM__QK_K; i++)
+        sum += llm__vec_dot_k45_scalar(w[i].d, w[i].dmin, w[i].scales, NULL, w[i].qs, &a[i]);
     *s = sum;
 }
 
@@ -156,7 +158,8 @@ static void llm__vec_dot_q5_K_scalar(int64_t n, float *s, const void *vw, const 
     const struct llm__block_q5_K *w = vw;
     const struct llm__block_q8_K *a = va;
     float sum = 0.0f;
-    for (int64_t i = 0; i < n / LLM__QK_K; i++) sum += llm__vec_dot_k45_scalar(w[i].d, w[i].dmin, w[i].scales, w[i].qh, w[i].qs, &a[i]);
+    for (int64_t i = 0; i < n / LLM__QK_K; i++)
+        sum += llm__vec_dot_k45_scalar(w[i].d, w[i].dmin, w[i].scales, w[i].qh, w[i].qs, &a[i]);
     *s = sum;
 }
 
@@ -231,7 +234,8 @@ static void llm__vec_dot_iq4_xs_scalar(int64_t n, float *s, const void *vw, cons
             const uint8_t *qs = w[i].qs + 16 * b;
             const int8_t *q8 = a[i].qs + 32 * b;
             int32_t dot = 0;
-            for (int l = 0; l < 16; l++) dot += llm__iq4nl_values[qs[l] & 15] * q8[l] + llm__iq4nl_values[qs[l] >> 4] * q8[16 + l];
+            for (int l = 0; l < 16; l++)
+                dot += llm__iq4nl_values[qs[l] & 15] * q8[l] + llm__iq4nl_values[qs[l] >> 4] * q8[16 + l];
             sumi += ls[b] * dot;
         }
         sum += llm__fp16_to_fp32(w[i].d) * a[i].d * (float)sumi;
@@ -241,8 +245,6 @@ static void llm__vec_dot_iq4_xs_scalar(int64_t n, float *s, const void *vw, cons
 
 // --- dispatch ---
 
-// The kernel of exactly `level` for weight type `type`, or NULL if that level has none in this
-// build (the caller then tries a lower level). LLM__SIMD_SCALAR has one for every supported type.
 // The kernels of this level by weight type, NULL for a type it has none for.
 static llm__vec_dot_fn llm__vec_dot_kernel_scalar(int type) {
     switch (type) {
@@ -266,6 +268,8 @@ static llm__vec_dot_fn llm__vec_dot_kernel_scalar(int type) {
     }
 }
 
+// The kernel of exactly `level` for weight type `type`, or NULL if that level has none in this
+// build (the caller then tries a lower level). LLM__SIMD_SCALAR has one for every supported type.
 llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
     switch (level) {
     case LLM__SIMD_SCALAR: return llm__vec_dot_kernel_scalar(type);

@@ -105,10 +105,12 @@ static void llm__vec_dot_q4_0_neon(int64_t n, float *s, const void *vw, const vo
 
 // Q4_1, Q5_0, Q5_1, IQ4_NL: quants as signed bytes (Q5_0 less 16, IQ4_NL through the grid
 // with vqtbl1q), two 16-byte dots per block; the min term as in the scalar twin.
-static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int type, int64_t n, const void *vw, const void *va) {
+static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int type, int64_t n, const void *vw,
+                                                                         const void *va) {
     static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
     const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
-    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+    const size_t wb = llm__type_table[type].block_bytes,
+                 ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
     const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
     const size_t qsoff = type == LLM__TYPE_Q4_1 ? 4 : type == LLM__TYPE_Q5_0 ? 6 : type == LLM__TYPE_Q5_1 ? 8 : 2;
     const size_t qhoff = type == LLM__TYPE_Q5_0 ? 2 : 4;
@@ -133,10 +135,12 @@ static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int typ
                 hi = vorrq_u8(hi, vandq_u8(vtstq_u8(h1, bit), b16));
             }
             slo = vreinterpretq_s8_u8(lo), shi = vreinterpretq_s8_u8(hi);
-            if (type == LLM__TYPE_Q5_0) slo = vsubq_s8(slo, vreinterpretq_s8_u8(b16)), shi = vsubq_s8(shi, vreinterpretq_s8_u8(b16));
+            if (type == LLM__TYPE_Q5_0)
+                slo = vsubq_s8(slo, vreinterpretq_s8_u8(b16)), shi = vsubq_s8(shi, vreinterpretq_s8_u8(b16));
         }
         const int8_t *q8 = (const int8_t *)(a + qoff);
-        const int32x4_t p = llm__dot_s8_neon(llm__dot_s8_neon(vdupq_n_s32(0), slo, vld1q_s8(q8)), shi, vld1q_s8(q8 + 16));
+        const int32x4_t p = llm__dot_s8_neon(llm__dot_s8_neon(vdupq_n_s32(0), slo, vld1q_s8(q8)), shi,
+                                             vld1q_s8(q8 + 16));
         uint16_t wd, ad;
         memcpy(&wd, w, 2), memcpy(&ad, a, 2);
         acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), llm__fp16_to_fp32_neon(wd) * llm__fp16_to_fp32_neon(ad));
@@ -163,7 +167,8 @@ static void llm__vec_dot_iq4_nl_neon(int64_t n, float *s, const void *vw, const 
 }
 
 // G4 / G8: per sub-block, G4's quants less z as signed bytes (-16..15); G8's dot less z * sum(a).
-static inline __attribute__((always_inline)) float llm__vec_dot_gq_neon(int type, int64_t n, const void *vw, const void *va) {
+static inline __attribute__((always_inline)) float llm__vec_dot_gq_neon(int type, int64_t n, const void *vw,
+                                                                        const void *va) {
     const int g = llm__gq_group(type), bits = llm__gq_bits(type), nsub = g / 32;
     const size_t bb = llm__type_table[type].block_bytes;
     const struct llm__block_q8_0 *a = va;
@@ -194,7 +199,8 @@ static inline __attribute__((always_inline)) float llm__vec_dot_gq_neon(int type
 LLM__GQ_KERNELS(neon, , llm__vec_dot_gq_neon)
 
 // Q4_K / Q5_K: per sub-block an int32 dot, times its scale; mins from bsums as in the scalar twin.
-static inline __attribute__((always_inline)) float llm__vec_dot_k45_neon(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool five) {
+static inline __attribute__((always_inline)) float llm__vec_dot_k45_neon(int64_t n, const void *vw,
+                                                                         const struct llm__block_q8_K *a, bool five) {
     const struct llm__block_q4_K *w4 = vw;
     const struct llm__block_q5_K *w5 = vw;   // the same fields as Q4_K, plus qh
     const uint8x16_t m4 = vdupq_n_u8(15), b16 = vdupq_n_u8(16);
@@ -253,7 +259,8 @@ static void llm__vec_dot_q6_K_neon(int64_t n, float *s, const void *vw, const vo
             const int8_t *q8 = a[i].qs + 128 * h, *sc = w[i].scales + 8 * h;
             #pragma GCC unroll 2
             for (int k = 0; k < 2; k++) {   // l in [16k, 16k + 16): sub-blocks k, k+2, k+4, k+6
-                const uint8x16_t l0 = vld1q_u8(ql + 16 * k), l1 = vld1q_u8(ql + 32 + 16 * k), hb = vld1q_u8(qh + 16 * k);
+                const uint8x16_t l0 = vld1q_u8(ql + 16 * k), l1 = vld1q_u8(ql + 32 + 16 * k),
+                                 hb = vld1q_u8(qh + 16 * k);
                 const uint8x16_t u[4] = {
                     vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
                     vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
@@ -263,7 +270,8 @@ static void llm__vec_dot_q6_K_neon(int64_t n, float *s, const void *vw, const vo
                 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
                     const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(u[j]), off);
-                    sumi += sc[k + 2 * j] * vaddvq_s32(llm__dot_s8_neon(vdupq_n_s32(0), q, vld1q_s8(q8 + 32 * j + 16 * k)));
+                    sumi += sc[k + 2 * j] *
+                            vaddvq_s32(llm__dot_s8_neon(vdupq_n_s32(0), q, vld1q_s8(q8 + 32 * j + 16 * k)));
                 }
             }
         }
@@ -274,7 +282,8 @@ static void llm__vec_dot_q6_K_neon(int64_t n, float *s, const void *vw, const vo
 
 // Q3_K (three = true) and Q2_K: per sub-block of 16 an int32 dot, times its scale; Q3_K's quants
 // are made signed (q - 4) in registers, Q2_K's mins come from bsums as in the scalar twin.
-static inline __attribute__((always_inline)) float llm__vec_dot_k23_neon(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool three) {
+static inline __attribute__((always_inline)) float llm__vec_dot_k23_neon(int64_t n, const void *vw,
+                                                                         const struct llm__block_q8_K *a, bool three) {
     const struct llm__block_q3_K *w3 = vw;
     const struct llm__block_q2_K *w2 = vw;
     const uint8x16_t m3 = vdupq_n_u8(3), b4 = vdupq_n_u8(4);
@@ -286,9 +295,11 @@ static inline __attribute__((always_inline)) float llm__vec_dot_k23_neon(int64_t
         if (three) {
             llm__q3_K_scales(w3[i].scales, sc);
         } else {
-            for (int g = 0; g < 16; g++) sc[g] = (int8_t)(w2[i].scales[g] & 15), summ += (w2[i].scales[g] >> 4) * a[i].bsums[g];
+            for (int g = 0; g < 16; g++)
+                sc[g] = (int8_t)(w2[i].scales[g] & 15), summ += (w2[i].scales[g] >> 4) * a[i].bsums[g];
         }
-        const uint8x16_t hm0 = three ? vld1q_u8(w3[i].hmask) : vdupq_n_u8(0), hm1 = three ? vld1q_u8(w3[i].hmask + 16) : vdupq_n_u8(0);
+        const uint8x16_t hm0 = three ? vld1q_u8(w3[i].hmask) : vdupq_n_u8(0),
+                         hm1 = three ? vld1q_u8(w3[i].hmask + 16) : vdupq_n_u8(0);
         int32_t sumi = 0;
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
@@ -314,7 +325,8 @@ static inline __attribute__((always_inline)) float llm__vec_dot_k23_neon(int64_t
             }
         }
         if (three) sum += llm__fp16_to_fp32_neon(w3[i].d) * a[i].d * (float)sumi;
-        else sum += llm__fp16_to_fp32_neon(w2[i].d) * a[i].d * (float)sumi - llm__fp16_to_fp32_neon(w2[i].dmin) * a[i].d * (float)summ;
+        else sum += llm__fp16_to_fp32_neon(w2[i].d) * a[i].d * (float)sumi -
+                    llm__fp16_to_fp32_neon(w2[i].dmin) * a[i].d * (float)summ;
     }
     return sum;
 }
@@ -341,7 +353,8 @@ static void llm__vec_dot_iq4_xs_neon(int64_t n, float *s, const void *vw, const 
         #pragma GCC unroll 8
         for (int b = 0; b < 8; b++) {
             const uint8x16_t q = vld1q_u8(w[i].qs + 16 * b);
-            int32x4_t p = llm__dot_s8_neon(vdupq_n_s32(0), vqtbl1q_s8(table, vandq_u8(q, m4)), vld1q_s8(a[i].qs + 32 * b));
+            int32x4_t p = llm__dot_s8_neon(vdupq_n_s32(0), vqtbl1q_s8(table, vandq_u8(q, m4)),
+                                           vld1q_s8(a[i].qs + 32 * b));
             p = llm__dot_s8_neon(p, vqtbl1q_s8(table, vshrq_n_u8(q, 4)), vld1q_s8(a[i].qs + 32 * b + 16));
             sumi += ls[b] * vaddvq_s32(p);
         }

@@ -7,19 +7,22 @@
 // llama.cpp are used in place. A quantized row is a run of blocks; a block holds `blck` elements
 // in `block_bytes` bytes: one or two scales (fp16; fp32 for Q8_K) and small integers.
 //
-// This section provides
+// This file provides
 //   - per-type facts (llm__type_info, llm__row_bytes),
 //   - fp16 / bf16 conversions (scalar, and row versions using F16C / NEON),
-//   - row dequantizers and quantizers,
-//   - dot product kernels, the inner loop of every matmul: s = dot(weight row, activation row).
-//     The activation row is first quantized to the weight type's vec_dot_type, the same pairing
-//     llama.cpp's CPU backend uses (Q4_0 x Q8_0, Q4_K x Q8_K, F16 x F16, ...), so results agree
-//     with llama.cpp's up to the order of float additions.
+//   - each type's dequantizer and quantizer (src/dot.c's llm__dequantize_row and
+//     llm__quantize_row pick one by type).
+// The dot product kernels, the inner loop of every matmul: s = dot(weight row, activation row),
+// are in src/dot.c (the scalar ones and the choice of a kernel), src/dot_x86.c and
+// src/dot_neon.c. The activation row is first quantized to the weight type's vec_dot_type, the
+// same pairing llama.cpp's CPU backend uses (Q4_0 x Q8_0, Q4_K x Q8_K, F16 x F16, ...), so results
+// agree with llama.cpp's up to the order of float additions.
 //
 // Every kernel exists as a scalar twin (always compiled; it defines the result) and as SIMD
 // versions (AVX2, AVX-512 VNNI, NEON) that compute the same integer sums per block and differ
 // only in how the float partial sums are added up. The x86 versions are compiled with function
-// target attributes and picked at run time, so `cc -c llm.c` needs no -march flag.
+// target attributes and picked at run time, so neither src/dot_x86.c nor llm.c needs a -march
+// flag.
 
 LLM__INTERNAL const struct llm__type_info llm__type_table[LLM__TYPE_COUNT] = {
     [LLM__TYPE_F32]        = {"f32",         1,   4, true,  LLM__TYPE_F32, false},
@@ -87,7 +90,8 @@ size_t llm__row_bytes(int type, int64_t n) {
 //
 // The structs are only ever read through pointers to rows ggml laid out; rows must be 2-byte
 // aligned (4-byte for Q8_K), which GGUF's 32-byte tensor alignment and llm__alloc guarantee.
-LLM__INTERNAL const int8_t llm__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+LLM__INTERNAL const int8_t llm__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                    1,    13,   25,  38,  53,  69,  89,  113};
 bool llm__is_gq(int type) { return type >= LLM__TYPE_G4_32 && type <= LLM__TYPE_G8_128; }
 int llm__gq_bits(int type) { return type <= LLM__TYPE_G4_128 ? 4 : 8; }
 int llm__gq_group(int type) { return 32 << ((type - LLM__TYPE_G4_32) % 3); }
@@ -170,10 +174,9 @@ uint16_t llm__fp32_to_bf16(float f) {
 
 // --- CPU features ---
 
-// LLM_NO_SIMD leaves the x86 SIMD kernels out (scalar kernels only): the fuzzers' builds, whose
-// instrumentation of those kernels took clang over 2 minutes per harness.
-#if defined(LLM__X86) && (defined(__GNUC__) || defined(__clang__)) && !defined(LLM_NO_SIMD)
-#endif
+// LLM_NO_SIMD leaves the x86 SIMD kernels out (scalar kernels only; LLM__X86_SIMD is then not
+// defined, src/internal.h): the fuzzers' builds, whose instrumentation of those kernels took clang
+// over 2 minutes per harness.
 
 // The best level this CPU runs. The x86 checks read what the compiler runtime found at start-up
 // (including OS support for the AVX / AVX-512 register state), so this is cheap to call often.
@@ -331,11 +334,13 @@ static void llm__dequantize_k45(uint16_t d16, uint16_t dmin16, const uint8_t *sc
 }
 
 void llm__dequantize_q4_K(const struct llm__block_q4_K *x, float *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++) llm__dequantize_k45(x[i].d, x[i].dmin, x[i].scales, NULL, x[i].qs, y + LLM__QK_K * i);
+    for (int64_t i = 0; i < nb; i++)
+        llm__dequantize_k45(x[i].d, x[i].dmin, x[i].scales, NULL, x[i].qs, y + LLM__QK_K * i);
 }
 
 void llm__dequantize_q5_K(const struct llm__block_q5_K *x, float *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++) llm__dequantize_k45(x[i].d, x[i].dmin, x[i].scales, x[i].qh, x[i].qs, y + LLM__QK_K * i);
+    for (int64_t i = 0; i < nb; i++)
+        llm__dequantize_k45(x[i].d, x[i].dmin, x[i].scales, x[i].qh, x[i].qs, y + LLM__QK_K * i);
 }
 
 // x = d * scales[g] * q for sub-block g of 16.
@@ -481,7 +486,8 @@ void llm__quantize_q4_0(const float *x, struct llm__block_q4_0 *y, int64_t nb) {
             // ggml truncates v + 8.5f; the float sum is formed in double (exact) and rounded to
             // float, so it cannot be fused with the multiply (see llm__nearest_int)
             const float v0 = x[j] * id, v1 = x[j + 16] * id;
-            const int q0 = LLM__MIN(15, (int)(float)((double)v0 + 8.5)), q1 = LLM__MIN(15, (int)(float)((double)v1 + 8.5));
+            const int q0 = LLM__MIN(15, (int)(float)((double)v0 + 8.5)),
+                      q1 = LLM__MIN(15, (int)(float)((double)v1 + 8.5));
             y[i].qs[j] = (uint8_t)(q0 | q1 << 4);
         }
     }
@@ -788,7 +794,8 @@ void llm__quantize_q6_K(const float *x, struct llm__block_q6_K *y, int64_t nb) {
             for (int l = 0; l < 32; l++) {
                 ql[l] = (uint8_t)((qq[l] & 15) | (qq[l + 64] & 15) << 4);
                 ql[l + 32] = (uint8_t)((qq[l + 32] & 15) | (qq[l + 96] & 15) << 4);
-                qh[l] = (uint8_t)(qq[l] >> 4 | (qq[l + 32] >> 4) << 2 | (qq[l + 64] >> 4) << 4 | (qq[l + 96] >> 4) << 6);
+                qh[l] = (uint8_t)(qq[l] >> 4 | (qq[l + 32] >> 4) << 2 | (qq[l + 64] >> 4) << 4 |
+                                  (qq[l + 96] >> 4) << 6);
             }
         }
     }
@@ -921,7 +928,8 @@ void llm__quantize_iq4_xs(const float *x, struct llm__block_iq4_xs *y, int64_t n
             y[i].scales_h |= (uint16_t)((u >> 4) << (2 * b));
             const float db = d * (float)ls, idb = db != 0.0f ? 1.0f / db : 0.0f;
             for (int l = 0; l < 16; l++) {
-                const int q0 = llm__iq4nl_nearest(x[32 * b + l] * idb), q1 = llm__iq4nl_nearest(x[32 * b + 16 + l] * idb);
+                const int q0 = llm__iq4nl_nearest(x[32 * b + l] * idb),
+                          q1 = llm__iq4nl_nearest(x[32 * b + 16 + l] * idb);
                 y[i].qs[16 * b + l] = (uint8_t)(q0 | q1 << 4);
             }
         }
