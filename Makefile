@@ -142,7 +142,7 @@ TOP_STAMP := build/llm.config
 
 .PHONY: amalgamation-check lint test-amalg all lib install uninstall test build-tests test-arm64 test-vulkan test-cuda bench clean models demo fixtures portability jansson-check curl-check microhttpd-check fuzz fuzz-check FORCE
 
-all: llm
+all: llm llm.c
 
 $(STAMP): FORCE
 	@mkdir -p $(@D)

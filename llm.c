@@ -46,6 +46,11 @@
 
 #line 1 "src/internal.h"
 // What the modules share: types, small inline helpers, the functions each exports
+//
+// In the order of the modules (docs/architecture.md), each part under a banner naming its files:
+// the module's types and inline helpers, and the functions and tables other modules call
+// (LLM__INTERNAL, LLM__EXTERN; everything else in a module is static). A module's functions are
+// described where they are defined.
 
 // LLM__INTERNAL marks a function or table that several modules share; LLM__EXTERN declares such a
 // table. Compiled module by module they have external linkage (hidden in the shared library); the
@@ -107,13 +112,16 @@
 
 #define LLM__SPEC_MARGIN 1.1   // drafts are verified when the expected rate beats none by 10%
 
-#define LLM__SPEC_MARGIN_DRAFT 1.25   // a draft model's: 25% (its sampling and a step's other work are not in the times)
+// a draft model's: 25% (its sampling and a step's other work are not in the times)
+#define LLM__SPEC_MARGIN_DRAFT 1.25
 
-#define LLM__SPEC_PROBE_SHARE 0.02    // a draft model's forced drafts (the first, probes): at most 2% of the steps' time
+#define LLM__SPEC_PROBE_SHARE 0.02   // a draft model's forced drafts (the first, probes): at most 2% of the steps' time
 
 #define LLM__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #define LLM__MAX_THREADS_AWQ 256   // llm_quantize's threads, at most
+
+// === src/util.c: errors, memory, byte buffers, hashing, files ===
 
 // An error message buffer. Every fallible internal function takes one and returns a status.
 struct llm__err { char msg[512]; enum llm_status status; };
@@ -126,6 +134,12 @@ LLM__INTERNAL enum llm_status llm__fail(struct llm__err *e, enum llm_status st, 
 LLM__INTERNAL const void *llm__memmem(const void *h, size_t hn, const void *needle, size_t n);
 
 LLM__INTERNAL char *llm__strndup(const char *s, size_t n);
+LLM__INTERNAL enum llm_status llm__read_all(int fd, void *buf, size_t size, const char *path, struct llm__err *e);
+LLM__INTERNAL void llm__map_release(const void *p, size_t n);
+LLM__INTERNAL size_t llm__mem_available(void);
+LLM__INTERNAL uint64_t llm__splitmix64(uint64_t *x);
+LLM__INTERNAL void llm__time_update(double *m, double t);
+LLM__INTERNAL uint64_t llm__hash(const char *s, size_t n);
 
 // A growable byte buffer: text being streamed, a header being written. A failed allocation is
 // kept in fail (later puts do nothing).
@@ -140,6 +154,8 @@ static inline double llm__now(void) {
 }
 
 LLM__INTERNAL void *llm__alloc(size_t size);
+
+// === src/types.c, src/dot.c, src/dot_x86.c, src/dot_neon.c: tensor types and their kernels ===
 
 enum llm__type {
     LLM__TYPE_F32 = 0, LLM__TYPE_F16 = 1, LLM__TYPE_Q4_0 = 2, LLM__TYPE_Q4_1 = 3,
@@ -456,7 +472,8 @@ static inline void llm__q3_K_quants(const struct llm__block_q3_K *x, int8_t q[LL
 
 // The 8 scales of an IQ4_XS block minus 32 (-32..31).
 static inline void llm__iq4_xs_scales(const struct llm__block_iq4_xs *x, int8_t ls[8]) {
-    for (int b = 0; b < 8; b++) ls[b] = (int8_t)(((x->scales_l[b / 2] >> (4 * (b % 2)) & 15) | (x->scales_h >> (2 * b) & 3) << 4) - 32);
+    for (int b = 0; b < 8; b++)
+        ls[b] = (int8_t)(((x->scales_l[b / 2] >> (4 * (b % 2)) & 15) | (x->scales_h >> (2 * b) & 3) << 4) - 32);
 }
 
 LLM__INTERNAL void llm__dequantize_q3_K(const struct llm__block_q3_K *x, float *y, int64_t nb);
@@ -508,13 +525,25 @@ LLM__INTERNAL llm__vec_dot_fn llm__vec_dot_kernel_avx512(int type);
 LLM__INTERNAL llm__vec_dot_fn llm__vec_dot_kernel_neon(int type);
 #endif
 
-#define LLM__GQ_KERNELS(SFX, ATTR, IMPL)                                                                                 \
-    ATTR static void llm__vec_dot_int4_g32_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G4_32, n, w, a); }   \
-    ATTR static void llm__vec_dot_int4_g64_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G4_64, n, w, a); }   \
-    ATTR static void llm__vec_dot_int4_g128_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G4_128, n, w, a); } \
-    ATTR static void llm__vec_dot_int8_g32_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G8_32, n, w, a); }   \
-    ATTR static void llm__vec_dot_int8_g64_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G8_64, n, w, a); }   \
-    ATTR static void llm__vec_dot_int8_g128_##SFX(int64_t n, float *s, const void *w, const void *a) { *s = IMPL(LLM__TYPE_G8_128, n, w, a); }
+#define LLM__GQ_KERNELS(SFX, ATTR, IMPL)                                                               \
+    ATTR static void llm__vec_dot_int4_g32_##SFX(int64_t n, float *s, const void *w, const void *a) {  \
+        *s = IMPL(LLM__TYPE_G4_32, n, w, a);                                                           \
+    }                                                                                                  \
+    ATTR static void llm__vec_dot_int4_g64_##SFX(int64_t n, float *s, const void *w, const void *a) {  \
+        *s = IMPL(LLM__TYPE_G4_64, n, w, a);                                                           \
+    }                                                                                                  \
+    ATTR static void llm__vec_dot_int4_g128_##SFX(int64_t n, float *s, const void *w, const void *a) { \
+        *s = IMPL(LLM__TYPE_G4_128, n, w, a);                                                          \
+    }                                                                                                  \
+    ATTR static void llm__vec_dot_int8_g32_##SFX(int64_t n, float *s, const void *w, const void *a) {  \
+        *s = IMPL(LLM__TYPE_G8_32, n, w, a);                                                           \
+    }                                                                                                  \
+    ATTR static void llm__vec_dot_int8_g64_##SFX(int64_t n, float *s, const void *w, const void *a) {  \
+        *s = IMPL(LLM__TYPE_G8_64, n, w, a);                                                           \
+    }                                                                                                  \
+    ATTR static void llm__vec_dot_int8_g128_##SFX(int64_t n, float *s, const void *w, const void *a) { \
+        *s = IMPL(LLM__TYPE_G8_128, n, w, a);                                                          \
+    }
 
 // The kernel of G type t at one level (the dispatch's case lines).
 #define LLM__GQ_CASES(SFX)                                                          \
@@ -554,8 +583,9 @@ LLM__AVX2 static inline __m256 llm__load_bf16x8(const uint16_t *p) {
 LLM__AVX2 static inline __m256i llm__qh_bytes_avx2(const uint8_t *qh) {
     uint32_t h;
     memcpy(&h, qh, 4);
-    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
-                                                                                      0x0101010101010101LL, 0));
+    const __m256i v =
+        _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
+                            _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0));
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
     return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
 }
@@ -577,6 +607,8 @@ LLM__INTERNAL llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level
 LLM__INTERNAL void llm__dequantize_row(int type, const void *src, float *dst, int64_t n);
 
 LLM__INTERNAL void llm__quantize_row(int type, const float *src, void *dst, int64_t n);
+
+// === src/gguf.c: GGUF files ===
 
 enum llm__gguf_type {
     LLM__GGUF_U8 = 0, LLM__GGUF_I8 = 1, LLM__GGUF_U16 = 2, LLM__GGUF_I16 = 3,
@@ -651,9 +683,9 @@ LLM__INTERNAL enum llm_status llm__gguf_parse(struct llm__gguf *g, struct llm__e
 
 LLM__INTERNAL void llm__gguf_close(struct llm__gguf *g);
 
-LLM__INTERNAL enum llm_status llm__read_all(int fd, void *buf, size_t size, const char *path, struct llm__err *e);
-
-LLM__INTERNAL enum llm_status llm__gguf_open_file(struct llm__gguf *g, const char *path, bool read_all, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__gguf_open_file(struct llm__gguf *g, const char *path, bool read_all,
+                                                  struct llm__err *e);
+LLM__INTERNAL bool llm__str_has(const struct llm__gguf_str *s, const char *z);
 
 LLM__INTERNAL int64_t llm__gguf_find_key(const struct llm__gguf *g, const char *key);
 
@@ -674,6 +706,8 @@ LLM__INTERNAL bool llm__gguf_get_str(const struct llm__gguf *g, const char *key,
 
 LLM__INTERNAL bool llm__gguf_get_arr(const struct llm__gguf *g, const char *key, uint32_t *elem_type,
                               uint64_t *n, const void **data, struct llm__err *e);
+
+// === src/json.c, src/unicode.c: JSON, UTF-8 ===
 
 enum llm__json_type {
     LLM__JSON_NULL, LLM__JSON_FALSE, LLM__JSON_TRUE, LLM__JSON_NUM, LLM__JSON_STR, LLM__JSON_ARR, LLM__JSON_OBJ
@@ -701,7 +735,8 @@ LLM__INTERNAL int llm__utf8_char(const uint8_t *s, size_t n);
 
 LLM__INTERNAL int llm__utf8_put(uint32_t cp, char *out);
 
-LLM__INTERNAL enum llm_status llm__json_parse(struct llm__json *j, const char *text, size_t size, const char *what, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__json_parse(struct llm__json *j, const char *text, size_t size, const char *what,
+                                              struct llm__err *e);
 
 LLM__INTERNAL int32_t llm__json_get(const struct llm__json *j, int32_t o, const char *key);
 
@@ -717,7 +752,10 @@ LLM__INTERNAL bool llm__json_num(const struct llm__json *j, int32_t i, double *o
 
 LLM__INTERNAL bool llm__json_int(const struct llm__json *j, int32_t i, int64_t lo, int64_t hi, int64_t *out);
 
-LLM__INTERNAL enum llm_status llm__read_file(const char *path, size_t max, char **out, size_t *size, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__read_file(const char *path, size_t max, char **out, size_t *size,
+                                             struct llm__err *e);
+
+// === src/safetensors.c ===
 
 struct llm__st_tensor {
     char *name;                 // NUL-terminated copy
@@ -742,7 +780,10 @@ LLM__INTERNAL void llm__st_close(struct llm__safetensors *s);
 
 LLM__INTERNAL const struct llm__st_tensor *llm__st_find(const struct llm__safetensors *s, const char *name);
 
-LLM__INTERNAL enum llm_status llm__st_open(struct llm__safetensors *s, const char *path, bool read_all, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__st_open(struct llm__safetensors *s, const char *path, bool read_all,
+                                           struct llm__err *e);
+
+// === src/hf.c, src/hf_open.c: Hugging Face directories ===
 
 // A GGUF header under construction (keys and values only).
 struct llm__gbuf { struct llm__outbuf o; int64_t n_kv; };
@@ -786,18 +827,18 @@ struct llm__hf_quant {
     bool zeros_less_one;   // GPTQ v1: a stored zero point is the zero point less one
 };
 
-LLM__INTERNAL enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbuf *b, const char **arch_out, bool *permute_qk,
-                                      int64_t hp[5], struct llm__hf_quant *quant, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbuf *b, const char **arch_out,
+                                             bool *permute_qk, int64_t hp[5], struct llm__hf_quant *quant,
+                                             struct llm__err *e);
 
 LLM__INTERNAL bool llm__hf_name(const char *hf, bool gemma, char *out, size_t size, int *qk);
 
-LLM__INTERNAL void llm__map_release(const void *p, size_t n);
-
 LLM__INTERNAL const struct llm__st_tensor *llm__hf_find(const struct llm__hf_owned *o, const char *name);
 
-LLM__INTERNAL enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o, const struct llm__safetensors *f,
-                                           bool permute, bool gemma, const int64_t hp[5], const struct llm__hf_quant *quant,
-                                           struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o,
+                                                  const struct llm__safetensors *f, bool permute, bool gemma,
+                                                  const int64_t hp[5], const struct llm__hf_quant *quant,
+                                                  struct llm__err *e);
 
 // The tokenizer's kinds, pre-tokenizers and token types (tokenizer.ggml.token_type's values),
 // here since a Hugging Face directory's tokenizer is written into those keys.
@@ -813,15 +854,17 @@ struct llm__pre_name { const char *name; enum llm__pre_type pre; bool ignore_mer
 #define LLM__N_PRE_NAMES 15
 LLM__EXTERN const struct llm__pre_name llm__pre_names[LLM__N_PRE_NAMES];
 
-LLM__INTERNAL int32_t llm__strtab_find(const uint32_t *ht, uint32_t mask, const struct llm__gguf_str *strs, const char *s,
-                                size_t n);
+LLM__INTERNAL int32_t llm__strtab_find(const uint32_t *ht, uint32_t mask, const struct llm__gguf_str *strs,
+                                       const char *s, size_t n);
 
 LLM__INTERNAL uint32_t *llm__strtab_build(const struct llm__gguf_str *strs, int n, uint32_t *mask);
 
-LLM__INTERNAL enum llm_status llm__hf_read(const char *dir, const char *name, size_t max, bool required, char **out, size_t *len,
-                                    struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__hf_read(const char *dir, const char *name, size_t max, bool required, char **out,
+                                           size_t *len, struct llm__err *e);
 
 LLM__INTERNAL enum llm_status llm__model_open(struct llm__gguf *g, const char *path, bool read_all, struct llm__err *e);
+
+// === src/threads.c: the thread pool ===
 
 typedef void (*llm__job_fn)(void *arg, int ith, int nth);
 
@@ -917,6 +960,8 @@ static inline void llm__split(int64_t n, int ith, int nth, int64_t *lo, int64_t 
     *hi = *lo + per + (ith < rem);
 }
 
+// === backends/backend.h (the backend contract), src/backend.c, backends/cpu.c, cpu_tiles.c ===
+
 #line 1 "backends/backend.h"
 // The backend contract: the ops a backend implements (struct llm_backend_i)
 // (docs/backends.md).
@@ -953,9 +998,10 @@ static inline void llm__split(int64_t n, int ith, int nth, int64_t *lo, int64_t 
 //   values of a block are laid out inside it is private to the backend's kv_store and attention.
 // Matmul. One call multiplies up to LLM__MAX_MATMUL_WEIGHTS weights that share one input (the
 //   q/k/v projections: 3), so a backend quantizes or rounds the input once for all of them.
-// Devices. A GPU backend also lists its devices for llm_list_devices (llm__list_devices, in the
-//   public API section: index i there is the device `index` i of its constructor) and may probe
-//   bandwidth for llm_measure_bandwidth; CPU-only builds list none.
+// Devices. A GPU backend also lists its devices for llm_list_devices (the list_devices entry of
+//   its struct llm__backend_desc, below, which src/backend.c's llm__list_devices calls: entry i
+//   there is device i of its open, p->device) and may probe bandwidth for llm_measure_bandwidth;
+//   CPU-only builds list none.
 
 // Weights sharing one input in a matmul call, at most (the transformer's q/k/v projections).
 #define LLM__MAX_MATMUL_WEIGHTS 3
@@ -1150,7 +1196,7 @@ LLM__INTERNAL void llm__backend_close(struct llm_backend *be);
 LLM__INTERNAL enum llm_status llm__backend_available(enum llm_backend_kind kind, struct llm__err *e);
 // The GPU devices of the backends built in (llm_list_devices), or -1 with e set.
 LLM__INTERNAL int llm__list_devices(struct llm_device *out, int max, struct llm__err *e);
-#line 874 "src/internal.h"
+#line 919 "src/internal.h"
 
 // A thread's share of the chunks of a job: it takes them front to back from its own cursor,
 // then helps the others from theirs. Contiguous shares keep each core on one stream through
@@ -1165,7 +1211,7 @@ struct llm__cpu {
     struct llm__pool *pool;
     struct llm__cursor *cursors;   // [n_threads]
     enum llm__simd simd;
-    bool repack;                // rewrite weights into the x16 layouts (AVX-512; see below)
+    bool repack;                // rewrite weights into the x16 layouts (AVX-512; backends/cpu_tiles.c)
     llm__vec_dot_fn vec_dot[LLM__TYPE_COUNT];
     const struct llm__step *step;
     void *scratch;              // quantized activations
@@ -1188,8 +1234,8 @@ LLM__INTERNAL LLM__AVX2 int32_t llm__quantize_q8_0_block_avx2(const float *x, in
 LLM__INTERNAL void llm__x16_quantize_act(int type, const float *x, uint8_t *out, int64_t n);
 
 #if defined(LLM__X86_SIMD)
-LLM__INTERNAL LLM__AVX512 void llm__x16_tile_avx512(int type, int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
-                                             int64_t K, float *out, size_t ostride);
+LLM__INTERNAL LLM__AVX512 void llm__x16_tile_avx512(int type, int nt, const uint8_t *rec, const uint8_t *act,
+                                                    size_t stride, int64_t K, float *out, size_t ostride);
 
 #endif
 #define LLM__X16K_ACT_STRIDE(K) ((size_t)(K) + (size_t)(K) / 256 * 20)
@@ -1197,15 +1243,15 @@ LLM__INTERNAL LLM__AVX512 void llm__x16_tile_avx512(int type, int nt, const uint
 LLM__INTERNAL void llm__x16k_quantize_act(const float *x, uint8_t *out, int64_t n);
 
 #if defined(LLM__X86_SIMD)
-LLM__INTERNAL LLM__AVX512 void llm__x16k_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
-                                              float *out, size_t ostride);
+LLM__INTERNAL LLM__AVX512 void llm__x16k_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
+                                                     int64_t K, float *out, size_t ostride);
 
 #endif
 LLM__INTERNAL void llm__x16_row(int type, const void *w, int64_t r, float *y, int64_t ne0);
 
 #if defined(LLM__X86_SIMD)
-LLM__INTERNAL LLM__AVX512 void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
-                                               float *out, size_t ostride);
+LLM__INTERNAL LLM__AVX512 void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
+                                                      int64_t K, float *out, size_t ostride);
 
 #define LLM__KT_MIN_TOKENS 32
 
@@ -1220,12 +1266,15 @@ struct llm__kt_tile {
 
 LLM__INTERNAL bool llm__kt_supported(int type, int64_t ne0, int64_t ne1);
 
-LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, int64_t sb, struct llm__kt_tile *t);
+LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, int64_t sb,
+                                                     struct llm__kt_tile *t);
 
-LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t sb, struct llm__kt_tile *t);
+LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t sb,
+                                                    struct llm__kt_tile *t);
 
-LLM__INTERNAL LLM__AVX512 void llm__kt_tokens_avx512(int type, int nt, const struct llm__kt_tile *tl, const uint8_t *act,
-                                              size_t stride, float *out, size_t ostride, bool first);
+LLM__INTERNAL LLM__AVX512 void llm__kt_tokens_avx512(int type, int nt, const struct llm__kt_tile *tl,
+                                                     const uint8_t *act, size_t stride, float *out, size_t ostride,
+                                                     bool first);
 
 #endif
 LLM__INTERNAL void llm__cursors_init(struct llm__cpu *c, int64_t n);
@@ -1273,11 +1322,18 @@ LLM__AVX512 static inline __m512 llm__exp_avx512(__m512 x) {
 }
 
 #endif
-LLM__INTERNAL size_t llm__mem_available(void);
-
 LLM__EXTERN const struct llm_backend_i llm__cpu_iface;
 
-enum llm__arch { LLM__ARCH_LLAMA, LLM__ARCH_QWEN2, LLM__ARCH_QWEN3, LLM__ARCH_PHI3, LLM__ARCH_GEMMA2, LLM__ARCH_GEMMA3 };
+// === src/model.c: the transformer ===
+
+enum llm__arch {
+    LLM__ARCH_LLAMA,
+    LLM__ARCH_QWEN2,
+    LLM__ARCH_QWEN3,
+    LLM__ARCH_PHI3,
+    LLM__ARCH_GEMMA2,
+    LLM__ARCH_GEMMA3
+};
 
 struct llm__layer {
     struct llm__tensor attn_norm;    // (n_embd)
@@ -1381,7 +1437,7 @@ LLM__INTERNAL enum llm_status llm__forward(const struct llm__model *m, struct ll
                                     const struct llm__step *s, float *logits, struct llm__prof *prof,
                                     struct llm__err *e);
 
-LLM__INTERNAL uint64_t llm__splitmix64(uint64_t *x);
+// === src/blocks.c: KV cache blocks ===
 
 // One sequence's tokens in the cache: its block table.
 struct llm__seq {
@@ -1449,10 +1505,13 @@ struct llm__kv_cache {
     struct llm__tensor *v_layer;
 };
 
-LLM__INTERNAL enum llm_status llm__kv_cache_init(struct llm__kv_cache *kv, const struct llm__model *m, struct llm_backend *be,
-                                          int type, int block_size, size_t bytes, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__kv_cache_init(struct llm__kv_cache *kv, const struct llm__model *m,
+                                                 struct llm_backend *be, int type, int block_size, size_t bytes,
+                                                 struct llm__err *e);
 
 LLM__INTERNAL void llm__kv_cache_free(struct llm__kv_cache *kv, struct llm_backend *be);
+
+// === src/sampler.c ===
 
 struct llm_sampler {
     struct llm_sampling_params p;
@@ -1476,9 +1535,12 @@ LLM__INTERNAL int llm__sampler_dist(llm_sampler *s, const float *logits_in, doub
 
 LLM__INTERNAL int32_t llm__sampler_draw(llm_sampler *s, int m, double sum, int32_t skip, double w_skip);
 
-LLM__INTERNAL int32_t llm__sampler_verify(llm_sampler *s, const float *logits, int32_t draft, const float *q, bool *accepted);
+LLM__INTERNAL int32_t llm__sampler_verify(llm_sampler *s, const float *logits, int32_t draft, const float *q,
+                                          bool *accepted);
 
 LLM__INTERNAL double llm__top_logprobs(const float *logits, int n_vocab, int k, struct llm_logprob *out);
+
+// === src/tokenizer.c, src/chat.c: vocabularies, tokenization, chat templates ===
 
 struct llm__vocab {
     enum llm__vocab_type type;
@@ -1519,8 +1581,6 @@ struct llm__vocab {
 
 LLM__INTERNAL void llm__vocab_free(struct llm__vocab *v);
 
-LLM__INTERNAL bool llm__str_has(const struct llm__gguf_str *s, const char *z);
-
 LLM__INTERNAL void llm__chat_template_recognise(struct llm__vocab *v, const struct llm__gguf *g);
 
 LLM__INTERNAL enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
@@ -1536,22 +1596,26 @@ LLM__INTERNAL uint32_t llm__utf8_next(const uint8_t *s, size_t n, size_t *off);
 
 struct llm__split { size_t *len; size_t n, cap; bool oom; };
 
-LLM__INTERNAL int llm__tokenize(const struct llm__vocab *v, const char *text, size_t len, int flags, int32_t *ids, int cap,
-                         struct llm__err *e);
+LLM__INTERNAL int llm__tokenize(const struct llm__vocab *v, const char *text, size_t len, int flags, int32_t *ids,
+                                int cap, struct llm__err *e);
 
 LLM__INTERNAL int llm__token_piece(const struct llm__vocab *v, int32_t id, bool special, char *buf, size_t size);
 
-LLM__INTERNAL void llm__stream_feed(struct llm_text_stream *u, const char *s, size_t n, struct llm__outbuf *out, bool flush);
+LLM__INTERNAL void llm__stream_feed(struct llm_text_stream *u, const char *s, size_t n, struct llm__outbuf *out,
+                                    bool flush);
 
 LLM__INTERNAL int llm__outbuf_emit(struct llm__outbuf *o, char *buf, size_t size);
 
-LLM__INTERNAL bool llm__detokenize(const struct llm__vocab *v, const int32_t *ids, int n, int flags, struct llm__outbuf *o);
+LLM__INTERNAL bool llm__detokenize(const struct llm__vocab *v, const int32_t *ids, int n, int flags,
+                                   struct llm__outbuf *o);
 
 LLM__INTERNAL void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, int32_t id, int flags,
                              struct llm__outbuf *o);
 
 LLM__INTERNAL int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
                            struct llm__outbuf *o);
+
+// === src/quantize.c: quantizing model files ===
 
 struct llm__ftype { const char *name; int ftype, type; };
 
@@ -1582,7 +1646,9 @@ LLM__INTERNAL enum llm_status llm__quantize_gguf(struct llm__gguf *g, const stru
                                           const struct llm__ftype *ft, const struct llm__qrepl *repl,
                                           struct llm_quantize_stats *st_, struct llm__err *e);
 
-// The serving section's (below): requests, the step's plan, their memory.
+// === src/api.c (the engine), src/scheduler.c, step.c, stops.c, speculative.c: serving ===
+
+// Serving (src/scheduler.c): requests, the step's plan, their memory.
 struct llm__req;
 
 struct llm__plan_entry;
@@ -1696,7 +1762,8 @@ LLM__INTERNAL bool llm__stops_same(const struct llm__stops *a, const char *const
 
 LLM__INTERNAL bool llm__stops_build(struct llm__stops *a, const char *const *stops, int n);
 
-LLM__INTERNAL long llm__stops_scan(struct llm__stops *a, struct llm__stop_pos *pos, const char *text, size_t n, size_t *hold);
+LLM__INTERNAL long llm__stops_scan(struct llm__stops *a, struct llm__stop_pos *pos, const char *text, size_t n,
+                                   size_t *hold);
 
 struct llm__req {
     int id;
@@ -1775,11 +1842,11 @@ struct llm__plan {
 
 LLM__INTERNAL bool llm__req_reserve_tokens(struct llm__req *r, int cap);
 
-LLM__INTERNAL void llm__time_update(double *m, double t);
-
 LLM__INTERNAL enum llm_status llm__prepare(llm_engine *E, const struct llm__plan *plan, struct llm__step *step);
 
 LLM__INTERNAL enum llm_status llm__execute(llm_engine *E, const struct llm__step *step, float *logits);
+
+// === src/calib.c, src/calib_write.c: calibrated quantization ===
 
 struct llm__cal_in {           // one input of a layer's linear layers
     int64_t n, tokens;         // width; tokens seen
@@ -1843,12 +1910,13 @@ LLM__INTERNAL bool llm__cq_load(struct llm__cq *c, struct llm__qmat *mt);
 
 LLM__INTERNAL void llm__cq_progress(struct llm__cq *c, const struct llm__qmat *mt);
 
-LLM__INTERNAL enum llm_status llm__cq_gptq_layer(struct llm__cq *c, int layer, struct llm__pool *pool, struct llm__err *e);
+LLM__INTERNAL enum llm_status llm__cq_gptq_layer(struct llm__cq *c, int layer, struct llm__pool *pool,
+                                                 struct llm__err *e);
 
 LLM__INTERNAL bool llm__cq_round(struct llm__cq *c, struct llm__qmat *mt, int zmin);
 
-LLM__INTERNAL enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct llm__pool *pool, struct llm__err *e);
-LLM__INTERNAL uint64_t llm__hash(const char *s, size_t n);
+LLM__INTERNAL enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct llm__pool *pool,
+                                                struct llm__err *e);
 LLM__INTERNAL int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan);
 LLM__INTERNAL int llm__spec_choose(const llm_engine *E, double G, int T, double a, int m, double *gain_out);
 LLM__INTERNAL int llm__spec_propose(llm_engine *E, const struct llm__plan *plan, struct llm__req *r);
@@ -2010,19 +2078,22 @@ void llm__time_update(double *m, double t) {
 // llama.cpp are used in place. A quantized row is a run of blocks; a block holds `blck` elements
 // in `block_bytes` bytes: one or two scales (fp16; fp32 for Q8_K) and small integers.
 //
-// This section provides
+// This file provides
 //   - per-type facts (llm__type_info, llm__row_bytes),
 //   - fp16 / bf16 conversions (scalar, and row versions using F16C / NEON),
-//   - row dequantizers and quantizers,
-//   - dot product kernels, the inner loop of every matmul: s = dot(weight row, activation row).
-//     The activation row is first quantized to the weight type's vec_dot_type, the same pairing
-//     llama.cpp's CPU backend uses (Q4_0 x Q8_0, Q4_K x Q8_K, F16 x F16, ...), so results agree
-//     with llama.cpp's up to the order of float additions.
+//   - each type's dequantizer and quantizer (src/dot.c's llm__dequantize_row and
+//     llm__quantize_row pick one by type).
+// The dot product kernels, the inner loop of every matmul: s = dot(weight row, activation row),
+// are in src/dot.c (the scalar ones and the choice of a kernel), src/dot_x86.c and
+// src/dot_neon.c. The activation row is first quantized to the weight type's vec_dot_type, the
+// same pairing llama.cpp's CPU backend uses (Q4_0 x Q8_0, Q4_K x Q8_K, F16 x F16, ...), so results
+// agree with llama.cpp's up to the order of float additions.
 //
 // Every kernel exists as a scalar twin (always compiled; it defines the result) and as SIMD
 // versions (AVX2, AVX-512 VNNI, NEON) that compute the same integer sums per block and differ
 // only in how the float partial sums are added up. The x86 versions are compiled with function
-// target attributes and picked at run time, so `cc -c llm.c` needs no -march flag.
+// target attributes and picked at run time, so neither src/dot_x86.c nor llm.c needs a -march
+// flag.
 
 LLM__INTERNAL const struct llm__type_info llm__type_table[LLM__TYPE_COUNT] = {
     [LLM__TYPE_F32]        = {"f32",         1,   4, true,  LLM__TYPE_F32, false},
@@ -2090,7 +2161,8 @@ size_t llm__row_bytes(int type, int64_t n) {
 //
 // The structs are only ever read through pointers to rows ggml laid out; rows must be 2-byte
 // aligned (4-byte for Q8_K), which GGUF's 32-byte tensor alignment and llm__alloc guarantee.
-LLM__INTERNAL const int8_t llm__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+LLM__INTERNAL const int8_t llm__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                    1,    13,   25,  38,  53,  69,  89,  113};
 bool llm__is_gq(int type) { return type >= LLM__TYPE_G4_32 && type <= LLM__TYPE_G8_128; }
 int llm__gq_bits(int type) { return type <= LLM__TYPE_G4_128 ? 4 : 8; }
 int llm__gq_group(int type) { return 32 << ((type - LLM__TYPE_G4_32) % 3); }
@@ -2173,10 +2245,9 @@ uint16_t llm__fp32_to_bf16(float f) {
 
 // --- CPU features ---
 
-// LLM_NO_SIMD leaves the x86 SIMD kernels out (scalar kernels only): the fuzzers' builds, whose
-// instrumentation of those kernels took clang over 2 minutes per harness.
-#if defined(LLM__X86) && (defined(__GNUC__) || defined(__clang__)) && !defined(LLM_NO_SIMD)
-#endif
+// LLM_NO_SIMD leaves the x86 SIMD kernels out (scalar kernels only; LLM__X86_SIMD is then not
+// defined, src/internal.h): the fuzzers' builds, whose instrumentation of those kernels took clang
+// over 2 minutes per harness.
 
 // The best level this CPU runs. The x86 checks read what the compiler runtime found at start-up
 // (including OS support for the AVX / AVX-512 register state), so this is cheap to call often.
@@ -2334,11 +2405,13 @@ static void llm__dequantize_k45(uint16_t d16, uint16_t dmin16, const uint8_t *sc
 }
 
 void llm__dequantize_q4_K(const struct llm__block_q4_K *x, float *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++) llm__dequantize_k45(x[i].d, x[i].dmin, x[i].scales, NULL, x[i].qs, y + LLM__QK_K * i);
+    for (int64_t i = 0; i < nb; i++)
+        llm__dequantize_k45(x[i].d, x[i].dmin, x[i].scales, NULL, x[i].qs, y + LLM__QK_K * i);
 }
 
 void llm__dequantize_q5_K(const struct llm__block_q5_K *x, float *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++) llm__dequantize_k45(x[i].d, x[i].dmin, x[i].scales, x[i].qh, x[i].qs, y + LLM__QK_K * i);
+    for (int64_t i = 0; i < nb; i++)
+        llm__dequantize_k45(x[i].d, x[i].dmin, x[i].scales, x[i].qh, x[i].qs, y + LLM__QK_K * i);
 }
 
 // x = d * scales[g] * q for sub-block g of 16.
@@ -2484,7 +2557,8 @@ void llm__quantize_q4_0(const float *x, struct llm__block_q4_0 *y, int64_t nb) {
             // ggml truncates v + 8.5f; the float sum is formed in double (exact) and rounded to
             // float, so it cannot be fused with the multiply (see llm__nearest_int)
             const float v0 = x[j] * id, v1 = x[j + 16] * id;
-            const int q0 = LLM__MIN(15, (int)(float)((double)v0 + 8.5)), q1 = LLM__MIN(15, (int)(float)((double)v1 + 8.5));
+            const int q0 = LLM__MIN(15, (int)(float)((double)v0 + 8.5)),
+                      q1 = LLM__MIN(15, (int)(float)((double)v1 + 8.5));
             y[i].qs[j] = (uint8_t)(q0 | q1 << 4);
         }
     }
@@ -2791,7 +2865,8 @@ void llm__quantize_q6_K(const float *x, struct llm__block_q6_K *y, int64_t nb) {
             for (int l = 0; l < 32; l++) {
                 ql[l] = (uint8_t)((qq[l] & 15) | (qq[l + 64] & 15) << 4);
                 ql[l + 32] = (uint8_t)((qq[l + 32] & 15) | (qq[l + 96] & 15) << 4);
-                qh[l] = (uint8_t)(qq[l] >> 4 | (qq[l + 32] >> 4) << 2 | (qq[l + 64] >> 4) << 4 | (qq[l + 96] >> 4) << 6);
+                qh[l] = (uint8_t)(qq[l] >> 4 | (qq[l + 32] >> 4) << 2 | (qq[l + 64] >> 4) << 4 |
+                                  (qq[l + 96] >> 4) << 6);
             }
         }
     }
@@ -2924,7 +2999,8 @@ void llm__quantize_iq4_xs(const float *x, struct llm__block_iq4_xs *y, int64_t n
             y[i].scales_h |= (uint16_t)((u >> 4) << (2 * b));
             const float db = d * (float)ls, idb = db != 0.0f ? 1.0f / db : 0.0f;
             for (int l = 0; l < 16; l++) {
-                const int q0 = llm__iq4nl_nearest(x[32 * b + l] * idb), q1 = llm__iq4nl_nearest(x[32 * b + 16 + l] * idb);
+                const int q0 = llm__iq4nl_nearest(x[32 * b + l] * idb),
+                          q1 = llm__iq4nl_nearest(x[32 * b + 16 + l] * idb);
                 y[i].qs[16 * b + l] = (uint8_t)(q0 | q1 << 4);
             }
         }
@@ -3055,7 +3131,8 @@ static void llm__vec_dot_iq4_nl_scalar(int64_t n, float *s, const void *vw, cons
     for (int64_t i = 0; i < n / LLM__QK; i++) {
         int32_t sumi = 0;
         for (int j = 0; j < 16; j++)
-            sumi += llm__iq4nl_values[w[i].qs[j] & 15] * a[i].qs[j] + llm__iq4nl_values[w[i].qs[j] >> 4] * a[i].qs[j + 16];
+            sumi += llm__iq4nl_values[w[i].qs[j] & 15] * a[i].qs[j] +
+                    llm__iq4nl_values[w[i].qs[j] >> 4] * a[i].qs[j + 16];
         sum += (float)sumi * (llm__fp16_to_fp32(w[i].d) * llm__fp16_to_fp32(a[i].d));
     }
     *s = sum;
@@ -3082,7 +3159,8 @@ static void llm__vec_dot_q4_K_scalar(int64_t n, float *s, const void *vw, const 
     const struct llm__block_q4_K *w = vw;
     const struct llm__block_q8_K *a = va;
     float sum = 0.0f;
-    for (int64_t i = 0; i < n / LLM__QK_K; i++) sum += llm__vec_dot_k45_scalar(w[i].d, w[i].dmin, w[i].scales, NULL, w[i].qs, &a[i]);
+    for (int64_t i = 0; i < n / LLM__QK_K; i++)
+        sum += llm__vec_dot_k45_scalar(w[i].d, w[i].dmin, w[i].scales, NULL, w[i].qs, &a[i]);
     *s = sum;
 }
 
@@ -3090,7 +3168,8 @@ static void llm__vec_dot_q5_K_scalar(int64_t n, float *s, const void *vw, const 
     const struct llm__block_q5_K *w = vw;
     const struct llm__block_q8_K *a = va;
     float sum = 0.0f;
-    for (int64_t i = 0; i < n / LLM__QK_K; i++) sum += llm__vec_dot_k45_scalar(w[i].d, w[i].dmin, w[i].scales, w[i].qh, w[i].qs, &a[i]);
+    for (int64_t i = 0; i < n / LLM__QK_K; i++)
+        sum += llm__vec_dot_k45_scalar(w[i].d, w[i].dmin, w[i].scales, w[i].qh, w[i].qs, &a[i]);
     *s = sum;
 }
 
@@ -3165,7 +3244,8 @@ static void llm__vec_dot_iq4_xs_scalar(int64_t n, float *s, const void *vw, cons
             const uint8_t *qs = w[i].qs + 16 * b;
             const int8_t *q8 = a[i].qs + 32 * b;
             int32_t dot = 0;
-            for (int l = 0; l < 16; l++) dot += llm__iq4nl_values[qs[l] & 15] * q8[l] + llm__iq4nl_values[qs[l] >> 4] * q8[16 + l];
+            for (int l = 0; l < 16; l++)
+                dot += llm__iq4nl_values[qs[l] & 15] * q8[l] + llm__iq4nl_values[qs[l] >> 4] * q8[16 + l];
             sumi += ls[b] * dot;
         }
         sum += llm__fp16_to_fp32(w[i].d) * a[i].d * (float)sumi;
@@ -3175,8 +3255,6 @@ static void llm__vec_dot_iq4_xs_scalar(int64_t n, float *s, const void *vw, cons
 
 // --- dispatch ---
 
-// The kernel of exactly `level` for weight type `type`, or NULL if that level has none in this
-// build (the caller then tries a lower level). LLM__SIMD_SCALAR has one for every supported type.
 // The kernels of this level by weight type, NULL for a type it has none for.
 static llm__vec_dot_fn llm__vec_dot_kernel_scalar(int type) {
     switch (type) {
@@ -3200,6 +3278,8 @@ static llm__vec_dot_fn llm__vec_dot_kernel_scalar(int type) {
     }
 }
 
+// The kernel of exactly `level` for weight type `type`, or NULL if that level has none in this
+// build (the caller then tries a lower level). LLM__SIMD_SCALAR has one for every supported type.
 llm__vec_dot_fn llm__vec_dot_kernel(int type, enum llm__simd level) {
     switch (level) {
     case LLM__SIMD_SCALAR: return llm__vec_dot_kernel_scalar(type);
@@ -3353,13 +3433,17 @@ static LLM__AVX2 void llm__vec_dot_q8_0_avx2(int64_t n, float *s, const void *vw
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2) {
-        const __m256i p0 = llm__dot_i8_avx2(_mm256_loadu_si256((const __m256i *)w[i].qs), _mm256_loadu_si256((const __m256i *)a[i].qs));
-        const __m256i p1 = llm__dot_i8_avx2(_mm256_loadu_si256((const __m256i *)w[i + 1].qs), _mm256_loadu_si256((const __m256i *)a[i + 1].qs));
+        const __m256i p0 = llm__dot_i8_avx2(_mm256_loadu_si256((const __m256i *)w[i].qs),
+                                            _mm256_loadu_si256((const __m256i *)a[i].qs));
+        const __m256i p1 = llm__dot_i8_avx2(_mm256_loadu_si256((const __m256i *)w[i + 1].qs),
+                                            _mm256_loadu_si256((const __m256i *)a[i + 1].qs));
         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(_cvtsh_ss(w[i].d) * _cvtsh_ss(a[i].d)), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(_cvtsh_ss(w[i + 1].d) * _cvtsh_ss(a[i + 1].d)), acc1);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
+                               _mm256_set1_ps(_cvtsh_ss(w[i + 1].d) * _cvtsh_ss(a[i + 1].d)), acc1);
     }
     if (i < nb) {
-        const __m256i p0 = llm__dot_i8_avx2(_mm256_loadu_si256((const __m256i *)w[i].qs), _mm256_loadu_si256((const __m256i *)a[i].qs));
+        const __m256i p0 = llm__dot_i8_avx2(_mm256_loadu_si256((const __m256i *)w[i].qs),
+                                            _mm256_loadu_si256((const __m256i *)a[i].qs));
         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(_cvtsh_ss(w[i].d) * _cvtsh_ss(a[i].d)), acc0);
     }
     *s = llm__hsum_avx2(_mm256_add_ps(acc0, acc1));
@@ -3371,7 +3455,8 @@ LLM__AVX2 static inline __m256i llm__dot_q4_0_avx2(const uint8_t *qs, const int8
     const __m128i q = _mm_loadu_si128((const __m128i *)qs);
     const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
     const __m256i a = _mm256_loadu_si256((const __m256i *)q8);
-    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(nib, a), _mm256_maddubs_epi16(_mm256_set1_epi8(8), a));
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(nib, a),
+                                       _mm256_maddubs_epi16(_mm256_set1_epi8(8), a));
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
@@ -3384,7 +3469,8 @@ static LLM__AVX2 void llm__vec_dot_q4_0_avx2(int64_t n, float *s, const void *vw
     for (; i + 2 <= nb; i += 2) {
         const __m256i p0 = llm__dot_q4_0_avx2(w[i].qs, a[i].qs), p1 = llm__dot_q4_0_avx2(w[i + 1].qs, a[i + 1].qs);
         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(_cvtsh_ss(w[i].d) * _cvtsh_ss(a[i].d)), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(_cvtsh_ss(w[i + 1].d) * _cvtsh_ss(a[i + 1].d)), acc1);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
+                               _mm256_set1_ps(_cvtsh_ss(w[i + 1].d) * _cvtsh_ss(a[i + 1].d)), acc1);
     }
     if (i < nb) {
         const __m256i p0 = llm__dot_q4_0_avx2(w[i].qs, a[i].qs);
@@ -3399,18 +3485,23 @@ static LLM__AVX2 void llm__vec_dot_q4_0_avx2(int64_t n, float *s, const void *vw
 
 // One weight block of `type` times 32 activations as 8 int32 partial sums (without the min).
 // Always inlined so `type` is a constant.
-LLM__AVX2 static inline __attribute__((always_inline)) __m256i llm__dot_b32_avx2(int type, const void *blk, const int8_t *q8) {
+LLM__AVX2 static inline __attribute__((always_inline)) __m256i llm__dot_b32_avx2(int type, const void *blk,
+                                                                                 const int8_t *q8) {
     const __m256i a = _mm256_loadu_si256((const __m256i *)q8), ones = _mm256_set1_epi16(1);
     if (type == LLM__TYPE_Q4_1)
-        return _mm256_madd_epi16(_mm256_maddubs_epi16(llm__nibbles_avx2(((const struct llm__block_q4_1 *)blk)->qs), a), ones);
+        return _mm256_madd_epi16(
+            _mm256_maddubs_epi16(llm__nibbles_avx2(((const struct llm__block_q4_1 *)blk)->qs), a), ones);
     if (type == LLM__TYPE_IQ4_NL) {
         const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values));
         const __m256i v = _mm256_shuffle_epi8(grid, llm__nibbles_avx2(((const struct llm__block_iq4_nl *)blk)->qs));
         return llm__dot_i8_avx2(v, a);
     }
-    const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qs : ((const struct llm__block_q5_1 *)blk)->qs;
-    const uint8_t *qh = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qh : ((const struct llm__block_q5_1 *)blk)->qh;
-    const __m256i q = _mm256_or_si256(llm__nibbles_avx2(qs), _mm256_and_si256(llm__qh_bytes_avx2(qh), _mm256_set1_epi8(16)));
+    const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qs
+                                               : ((const struct llm__block_q5_1 *)blk)->qs;
+    const uint8_t *qh = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qh
+                                               : ((const struct llm__block_q5_1 *)blk)->qh;
+    const __m256i q = _mm256_or_si256(llm__nibbles_avx2(qs),
+                                      _mm256_and_si256(llm__qh_bytes_avx2(qh), _mm256_set1_epi8(16)));
     __m256i p = _mm256_maddubs_epi16(q, a);
     if (type == LLM__TYPE_Q5_0) p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi8(16), a));   // q - 16
     return _mm256_madd_epi16(p, ones);
@@ -3421,71 +3512,75 @@ LLM__AVX2 static inline __attribute__((always_inline)) __m256i llm__dot_b32_avx2
 // block i of the row into acc (and the min term into *summ: Q4_1, Q5_1); llm__vec_dot_b32_SFX is
 // the common loop, two blocks per step into two accumulators: Q8_1 activations for the types
 // with a min (Q4_1, Q5_1), Q8_0 for the others.
-#define LLM__B32_DOTS(ATTR, SFX) \
-ATTR static inline __attribute__((always_inline)) __m256 llm__b32_step_##SFX(int type, const void *vw, const void *va, int64_t i,      \
-                                                                          __m256 acc, float *summ) {                                   \
-    const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;                                                                 \
-    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);   \
-    const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);                             \
-    const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;                                \
-    uint16_t wd, ad;                                                                                                                   \
-    memcpy(&wd, w, 2), memcpy(&ad, a, 2);   /* d leads every block */                                                                  \
-    const __m256i p = llm__dot_b32_##SFX(type, w, (const int8_t *)(a + qoff));                                                         \
-    if (q81) {   /* m (after d) times s (after d) */                                                                                   \
-        uint16_t wm, as;                                                                                                               \
-        memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);                                                                                  \
-        *summ += _cvtsh_ss(wm) * _cvtsh_ss(as);                                                                                        \
-    }                                                                                                                                  \
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc);                                 \
-}                                                                                                                                      \
-ATTR static inline __attribute__((always_inline)) float llm__vec_dot_b32_##SFX(int type, int64_t n, const void *vw, const void *va) {  \
-    const int64_t nb = n / LLM__QK;                                                                                                    \
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                                                     \
-    float summ0 = 0.0f, summ1 = 0.0f;                                                                                                  \
-    int64_t i = 0;                                                                                                                     \
-    for (; i + 2 <= nb; i += 2) {                                                                                                      \
-        acc0 = llm__b32_step_##SFX(type, vw, va, i, acc0, &summ0);                                                                     \
-        acc1 = llm__b32_step_##SFX(type, vw, va, i + 1, acc1, &summ1);                                                                 \
-    }                                                                                                                                  \
-    if (i < nb) acc0 = llm__b32_step_##SFX(type, vw, va, i, acc0, &summ0);                                                             \
-    return llm__hsum_avx2(_mm256_add_ps(acc0, acc1)) + (summ0 + summ1);                                                                \
-}                                                                                                                                      \
-ATTR static void llm__vec_dot_q4_1_##SFX(int64_t n, float *s, const void *vw, const void *va) {                                        \
-    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_Q4_1, n, vw, va);                                                                            \
-}                                                                                                                                      \
-ATTR static void llm__vec_dot_q5_0_##SFX(int64_t n, float *s, const void *vw, const void *va) {                                        \
-    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_Q5_0, n, vw, va);                                                                            \
-}                                                                                                                                      \
-ATTR static void llm__vec_dot_q5_1_##SFX(int64_t n, float *s, const void *vw, const void *va) {                                        \
-    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_Q5_1, n, vw, va);                                                                            \
-}                                                                                                                                      \
-ATTR static void llm__vec_dot_iq4_nl_##SFX(int64_t n, float *s, const void *vw, const void *va) {                                      \
-    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_IQ4_NL, n, vw, va);                                                                          \
+#define LLM__B32_DOTS(ATTR, SFX)                                                                                       \
+ATTR static inline __attribute__((always_inline)) __m256 llm__b32_step_##SFX(int type, const void *vw, const void *va, \
+                                                                          int64_t i, __m256 acc, float *summ) {        \
+    const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;                                                 \
+    const size_t wb = llm__type_table[type].block_bytes,                                                               \
+                 ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);                           \
+    const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);             \
+    const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;                \
+    uint16_t wd, ad;                                                                                                   \
+    memcpy(&wd, w, 2), memcpy(&ad, a, 2);   /* d leads every block */                                                  \
+    const __m256i p = llm__dot_b32_##SFX(type, w, (const int8_t *)(a + qoff));                                         \
+    if (q81) {   /* m (after d) times s (after d) */                                                                   \
+        uint16_t wm, as;                                                                                               \
+        memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);                                                                  \
+        *summ += _cvtsh_ss(wm) * _cvtsh_ss(as);                                                                        \
+    }                                                                                                                  \
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc);                 \
+}                                                                                                                      \
+ATTR static inline __attribute__((always_inline)) float llm__vec_dot_b32_##SFX(int type, int64_t n, const void *vw,    \
+                                                                            const void *va) {                          \
+    const int64_t nb = n / LLM__QK;                                                                                    \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                                     \
+    float summ0 = 0.0f, summ1 = 0.0f;                                                                                  \
+    int64_t i = 0;                                                                                                     \
+    for (; i + 2 <= nb; i += 2) {                                                                                      \
+        acc0 = llm__b32_step_##SFX(type, vw, va, i, acc0, &summ0);                                                     \
+        acc1 = llm__b32_step_##SFX(type, vw, va, i + 1, acc1, &summ1);                                                 \
+    }                                                                                                                  \
+    if (i < nb) acc0 = llm__b32_step_##SFX(type, vw, va, i, acc0, &summ0);                                             \
+    return llm__hsum_avx2(_mm256_add_ps(acc0, acc1)) + (summ0 + summ1);                                                \
+}                                                                                                                      \
+ATTR static void llm__vec_dot_q4_1_##SFX(int64_t n, float *s, const void *vw, const void *va) {                        \
+    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_Q4_1, n, vw, va);                                                            \
+}                                                                                                                      \
+ATTR static void llm__vec_dot_q5_0_##SFX(int64_t n, float *s, const void *vw, const void *va) {                        \
+    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_Q5_0, n, vw, va);                                                            \
+}                                                                                                                      \
+ATTR static void llm__vec_dot_q5_1_##SFX(int64_t n, float *s, const void *vw, const void *va) {                        \
+    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_Q5_1, n, vw, va);                                                            \
+}                                                                                                                      \
+ATTR static void llm__vec_dot_iq4_nl_##SFX(int64_t n, float *s, const void *vw, const void *va) {                      \
+    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_IQ4_NL, n, vw, va);                                                          \
 }
 LLM__B32_DOTS(LLM__AVX2, avx2)
 
 // G4 / G8 x Q8_0 (AVX2 and AVX-512 VNNI, the sub-block dot given as DOT): per sub-block of 32,
 // the integer sum((q - z) * a) as 8 int32 partial sums, into two float accumulators by turns.
-#define LLM__GQ_DOTS(ATTR, SFX, DOT)                                                                                    \
-ATTR static inline __attribute__((always_inline)) float llm__vec_dot_gq_##SFX(int type, int64_t n, const void *vw, const void *va) { \
-    const int g = llm__gq_group(type), bits = llm__gq_bits(type), nsub = g / 32;                                       \
-    const size_t bb = llm__type_table[type].block_bytes;                                                                \
-    const struct llm__block_q8_0 *a = va;                                                                               \
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};                                                         \
-    for (int64_t i = 0; i < n / g; i++, a += nsub) {                                                                    \
-        const struct llm__block_gq *b = (const void *)((const uint8_t *)vw + (size_t)i * bb);                          \
-        const float d = _cvtsh_ss(b->d);                                                                                \
-        for (int c = 0; c < nsub; c++) {                                                                                \
-            const __m256i p = DOT(bits, b->qs + (bits == 8 ? 32 : 16) * c, b->z, a[c].qs);                               \
-            acc[c & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * _cvtsh_ss(a[c].d)), acc[c & 1]);      \
-        }                                                                                                               \
-    }                                                                                                                   \
-    return llm__hsum_avx2(_mm256_add_ps(acc[0], acc[1]));                                                               \
-}                                                                                                                       \
+#define LLM__GQ_DOTS(ATTR, SFX, DOT)                                                                                 \
+ATTR static inline __attribute__((always_inline)) float llm__vec_dot_gq_##SFX(int type, int64_t n, const void *vw,   \
+                                                                           const void *va) {                         \
+    const int g = llm__gq_group(type), bits = llm__gq_bits(type), nsub = g / 32;                                     \
+    const size_t bb = llm__type_table[type].block_bytes;                                                             \
+    const struct llm__block_q8_0 *a = va;                                                                            \
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};                                                      \
+    for (int64_t i = 0; i < n / g; i++, a += nsub) {                                                                 \
+        const struct llm__block_gq *b = (const void *)((const uint8_t *)vw + (size_t)i * bb);                        \
+        const float d = _cvtsh_ss(b->d);                                                                             \
+        for (int c = 0; c < nsub; c++) {                                                                             \
+            const __m256i p = DOT(bits, b->qs + (bits == 8 ? 32 : 16) * c, b->z, a[c].qs);                           \
+            acc[c & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * _cvtsh_ss(a[c].d)), acc[c & 1]);  \
+        }                                                                                                            \
+    }                                                                                                                \
+    return llm__hsum_avx2(_mm256_add_ps(acc[0], acc[1]));                                                            \
+}                                                                                                                    \
 LLM__GQ_KERNELS(SFX, ATTR, llm__vec_dot_gq_##SFX)
 
 // sum((q - z) * a) of one sub-block: G4 as Q4_0 with z for 8; G8 as Q8_0, less z * sum(a).
-LLM__AVX2 static inline __attribute__((always_inline)) __m256i llm__gq_sub_avx2(int bits, const uint8_t *qs, int z, const int8_t *q8) {
+LLM__AVX2 static inline __attribute__((always_inline)) __m256i llm__gq_sub_avx2(int bits, const uint8_t *qs, int z,
+                                                                                const int8_t *q8) {
     const __m256i a = _mm256_loadu_si256((const __m256i *)q8), ones = _mm256_set1_epi16(1);
     if (bits == 4) {
         const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(llm__nibbles_avx2(qs), a),
@@ -3493,7 +3588,8 @@ LLM__AVX2 static inline __attribute__((always_inline)) __m256i llm__gq_sub_avx2(
         return _mm256_madd_epi16(p, ones);
     }
     const __m256i sa = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), a), ones);
-    return _mm256_sub_epi32(llm__dot_i8_avx2(_mm256_loadu_si256((const __m256i *)qs), a), _mm256_mullo_epi32(sa, _mm256_set1_epi32(z)));
+    return _mm256_sub_epi32(llm__dot_i8_avx2(_mm256_loadu_si256((const __m256i *)qs), a),
+                            _mm256_mullo_epi32(sa, _mm256_set1_epi32(z)));
 }
 LLM__GQ_DOTS(LLM__AVX2, avx2, llm__gq_sub_avx2)
 
@@ -3521,7 +3617,9 @@ LLM__AVX2 static inline __m256i llm__spread1(int e) { return _mm256_set1_epi16((
 // Q4_K (five = false) and Q5_K: 4-bit (5-bit) unsigned quants times activations, per sub-block,
 // times the sub-block's 6-bit scale, all in int32; the mins go to a separate accumulator.
 // Always inlined so `five` is a constant in each kernel.
-LLM__AVX2 static inline __attribute__((always_inline)) float llm__vec_dot_k45_avx2(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool five) {
+LLM__AVX2 static inline __attribute__((always_inline)) float llm__vec_dot_k45_avx2(int64_t n, const void *vw,
+                                                                                   const struct llm__block_q8_K *a,
+                                                                                   bool five) {
     const struct llm__block_q4_K *w4 = vw;
     const struct llm__block_q5_K *w5 = vw;   // the same fields as Q4_K, plus qh
     const __m256i m4 = _mm256_set1_epi8(15), b16 = _mm256_set1_epi8(16);
@@ -3540,7 +3638,8 @@ LLM__AVX2 static inline __attribute__((always_inline)) float llm__vec_dot_k45_av
             const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
             __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             if (five) {   // bit 2c (2c+1) of each qh byte is bit 4 of the low (high) nibble quant
-                const __m256i bl = _mm256_set1_epi8((char)(1 << (2 * c))), bh = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
+                const __m256i bl = _mm256_set1_epi8((char)(1 << (2 * c))),
+                              bh = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
                 lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bl), bl), b16));
                 hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bh), bh), b16));
             }
@@ -3576,7 +3675,8 @@ static LLM__AVX2 void llm__vec_dot_q6_K_avx2(int64_t n, float *s, const void *vw
         __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offs, 5));
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+            const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1)
+                                                              : _mm256_castsi256_si128(sc16));
             const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h));
             const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h + 32));
             const __m256i qh = _mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h));
@@ -3585,11 +3685,13 @@ static LLM__AVX2 void llm__vec_dot_q6_K_avx2(int64_t n, float *s, const void *vw
                 _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
                 _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
             };
             #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
-                const __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * h + 32 * k)));
+                const __m256i p =
+                    _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * h + 32 * k)));
                 const short lo = (short)(4 * k | (4 * k + 1) << 8), hi = (short)((4 * k + 2) | (4 * k + 3) << 8);
                 const __m256i ctrl = _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sch, ctrl)));
@@ -3604,7 +3706,9 @@ static LLM__AVX2 void llm__vec_dot_q6_K_avx2(int64_t n, float *s, const void *vw
 // unsigned; each 128-bit lane of a 32-quant vector is one sub-block of 16, its 16-bit scale spread
 // with vpshufb as in the Q6_K kernel. Q3_K's -4 offset is 4 * sum_s sc[s] * bsums[s]; Q2_K's mins
 // are sum_s m[s] * bsums[s], in a separate float accumulator.
-LLM__AVX2 static inline __attribute__((always_inline)) float llm__vec_dot_k23_avx2(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool three) {
+LLM__AVX2 static inline __attribute__((always_inline)) float llm__vec_dot_k23_avx2(int64_t n, const void *vw,
+                                                                                   const struct llm__block_q8_K *a,
+                                                                                   bool three) {
     const struct llm__block_q3_K *w3 = vw;
     const struct llm__block_q2_K *w2 = vw;
     const __m256i m3 = _mm256_set1_epi8(3), b4 = _mm256_set1_epi8(4);
@@ -3625,21 +3729,25 @@ LLM__AVX2 static inline __attribute__((always_inline)) float llm__vec_dot_k23_av
             const __m128i sb = _mm_loadu_si128((const __m128i *)w2[i].scales);
             sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(15)));
             const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(15)));
-            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(m16, bsums)), _mm256_set1_ps(-_cvtsh_ss(w2[i].dmin) * a[i].d), accm);
+            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(m16, bsums)),
+                                   _mm256_set1_ps(-_cvtsh_ss(w2[i].dmin) * a[i].d), accm);
             dd = _cvtsh_ss(w2[i].d) * a[i].d;
         }
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+            const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1)
+                                                              : _mm256_castsi256_si128(sc16));
             const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
             #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
                 if (three) {   // bit 4h + j of hmask[l] to bit 2 (16-bit shifts: the mask keeps each byte's own bit)
                     const int b = 4 * h + j;
-                    q = _mm256_or_si256(q, _mm256_and_si256(b >= 2 ? _mm256_srli_epi16(hm, b - 2) : _mm256_slli_epi16(hm, 2 - b), b4));
+                    q = _mm256_or_si256(q, _mm256_and_si256(b >= 2 ? _mm256_srli_epi16(hm, b - 2)
+                                                                   : _mm256_slli_epi16(hm, 2 - b), b4));
                 }
-                const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * h + 32 * j)));
+                const __m256i p =
+                    _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(a[i].qs + 128 * h + 32 * j)));
                 const short lo = (short)(4 * j | (4 * j + 1) << 8), hi = (short)((4 * j + 2) | (4 * j + 3) << 8);
                 const __m256i ctrl = _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sch, ctrl)));
@@ -3674,7 +3782,8 @@ static LLM__AVX2 void llm__vec_dot_iq4_xs_avx2(int64_t n, float *s, const void *
         #pragma GCC unroll 8
         for (int b = 0; b < 8; b++) {
             const __m128i q = _mm_loadu_si128((const __m128i *)(w[i].qs + 16 * b));
-            const __m256i v = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
+            const __m256i v = _mm256_shuffle_epi8(table,
+                                                  _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4));
             const __m256i av = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * b));
             const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(av, v));
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16(ls[b])));
@@ -3801,9 +3910,11 @@ static LLM__AVX512 void llm__vec_dot_q8_0_avx512(int64_t n, float *s, const void
     }
     __m256 acc256 = _mm256_setzero_ps();
     for (; i < nb; i++) {
-        const __m256i wq = _mm256_loadu_si256((const __m256i *)w[i].qs), aq = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        const __m256i wq = _mm256_loadu_si256((const __m256i *)w[i].qs),
+                      aq = _mm256_loadu_si256((const __m256i *)a[i].qs);
         const __m256i f = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
-        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, _mm256_xor_si256(wq, f), aq), _mm256_dpbusd_epi32(z, f, aq));
+        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, _mm256_xor_si256(wq, f), aq),
+                                           _mm256_dpbusd_epi32(z, f, aq));
         acc256 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(w[i].d) * _cvtsh_ss(a[i].d)), acc256);
     }
     *s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + llm__hsum_avx2(acc256);
@@ -3817,7 +3928,8 @@ static LLM__AVX512 void llm__vec_dot_q4_0_avx512(int64_t n, float *s, const void
     const struct llm__block_q8_0 *a = va;
     const int64_t nb = n / LLM__QK;
     const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8), zero = _mm512_setzero_si512();
-    const __m512i first = _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0), second = _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2);
+    const __m512i first = _mm512_set_epi64(13, 12, 9, 8, 5, 4, 1, 0),
+                  second = _mm512_set_epi64(15, 14, 11, 10, 7, 6, 3, 2);
     const __m512i wsel = llm__word_sel4(9), asel = llm__word_sel4(17);
     __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
@@ -3828,14 +3940,16 @@ static LLM__AVX512 void llm__vec_dot_q4_0_avx512(int64_t n, float *s, const void
         q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)w[i + 3].qs), 3);
         const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
         const __m512i a01 = llm__load_2x256(a[i].qs, a[i + 1].qs), a23 = llm__load_2x256(a[i + 2].qs, a[i + 3].qs);
-        const __m512i alo = _mm512_permutex2var_epi64(a01, first, a23), ahi = _mm512_permutex2var_epi64(a01, second, a23);
+        const __m512i alo = _mm512_permutex2var_epi64(a01, first, a23),
+                      ahi = _mm512_permutex2var_epi64(a01, second, a23);
         const __m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, alo), hi, ahi);
         const __m512i c = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, alo), eight, ahi);
         // scales of blocks i..i+3, each repeated for its 4 lanes, gathered from 64-byte lines
         const __m512i wd = _mm512_permutexvar_epi16(wsel, _mm512_loadu_si512((const void *)&w[i]));
         const __m512i ad = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)&a[i]), asel,
                                                      _mm512_loadu_si512((const void *)((const char *)&a[i] + 64)));
-        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(wd)), _mm512_cvtph_ps(_mm512_castsi512_si256(ad)));
+        const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(wd)),
+                                       _mm512_cvtph_ps(_mm512_castsi512_si256(ad)));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(p, c)), d, acc);
     }
     __m256 acc256 = _mm256_setzero_ps();
@@ -3843,7 +3957,8 @@ static LLM__AVX512 void llm__vec_dot_q4_0_avx512(int64_t n, float *s, const void
         const __m128i q = _mm_loadu_si128((const __m128i *)w[i].qs);
         const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
         const __m256i aq = _mm256_loadu_si256((const __m256i *)a[i].qs), z = _mm256_setzero_si256();
-        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, nib, aq), _mm256_dpbusd_epi32(z, _mm256_set1_epi8(8), aq));
+        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, nib, aq),
+                                           _mm256_dpbusd_epi32(z, _mm256_set1_epi8(8), aq));
         acc256 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(w[i].d) * _cvtsh_ss(a[i].d)), acc256);
     }
     *s = _mm512_reduce_add_ps(acc) + llm__hsum_avx2(acc256);
@@ -3852,17 +3967,22 @@ static LLM__AVX512 void llm__vec_dot_q4_0_avx512(int64_t n, float *s, const void
 // Q4_1, Q5_0, Q5_1, IQ4_NL: the AVX2 loop with vpdpbusd on 256-bit registers. Quants are made
 // unsigned (IQ4_NL: grid + 128), and the offset (16 for Q5_0, 128 for IQ4_NL) times the sum of
 // the activations is subtracted; the fifth bits are a byte mask (vpmovm2b's k-register input).
-LLM__AVX512 static inline __attribute__((always_inline)) __m256i llm__dot_b32_avx512(int type, const void *blk, const int8_t *q8) {
+LLM__AVX512 static inline __attribute__((always_inline)) __m256i llm__dot_b32_avx512(int type, const void *blk,
+                                                                                     const int8_t *q8) {
     const __m256i a = _mm256_loadu_si256((const __m256i *)q8), z = _mm256_setzero_si256();
-    if (type == LLM__TYPE_Q4_1) return _mm256_dpbusd_epi32(z, llm__nibbles_avx2(((const struct llm__block_q4_1 *)blk)->qs), a);
+    if (type == LLM__TYPE_Q4_1)
+        return _mm256_dpbusd_epi32(z, llm__nibbles_avx2(((const struct llm__block_q4_1 *)blk)->qs), a);
     if (type == LLM__TYPE_IQ4_NL) {
-        const __m256i grid = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)),
-                                              _mm256_set1_epi8((char)0x80));
+        const __m256i grid =
+            _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)),
+                             _mm256_set1_epi8((char)0x80));
         const __m256i u = _mm256_shuffle_epi8(grid, llm__nibbles_avx2(((const struct llm__block_iq4_nl *)blk)->qs));
         return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, a), _mm256_dpbusd_epi32(z, _mm256_set1_epi8((char)0x80), a));
     }
-    const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qs : ((const struct llm__block_q5_1 *)blk)->qs;
-    const uint8_t *qh = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qh : ((const struct llm__block_q5_1 *)blk)->qh;
+    const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qs
+                                               : ((const struct llm__block_q5_1 *)blk)->qs;
+    const uint8_t *qh = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qh
+                                               : ((const struct llm__block_q5_1 *)blk)->qh;
     uint32_t h;
     memcpy(&h, qh, 4);
     const __m256i nib = llm__nibbles_avx2(qs);
@@ -3874,7 +3994,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) __m256i llm__dot_b32_av
 LLM__B32_DOTS(LLM__AVX512, avx512)
 
 // G8's quants less 128 become unsigned again for vpdpbusd: sum(q * a) - (z + 128) * sum(a).
-LLM__AVX512 static inline __attribute__((always_inline)) __m256i llm__gq_sub_avx512(int bits, const uint8_t *qs, int z, const int8_t *q8) {
+LLM__AVX512 static inline __attribute__((always_inline)) __m256i llm__gq_sub_avx512(int bits, const uint8_t *qs, int z,
+                                                                                    const int8_t *q8) {
     const __m256i a = _mm256_loadu_si256((const __m256i *)q8), zero = _mm256_setzero_si256();
     if (bits == 4)
         return _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, llm__nibbles_avx2(qs), a),
@@ -3893,9 +4014,9 @@ LLM__AVX512 static inline __m512i llm__spread2(int e0, int e1) {
 }
 
 // A super-block's exact integer sums into a row's float sum, in the order of the tile kernels
-// (llm__kt_tokens) that multiply prompts: acc + isum * d, then (mins) + imin * dm. A token's
-// result then does not depend on how many tokens share its step (greedy text is the same batched
-// or alone, with or without drafts); the integer sums are the same in both.
+// (llm__kt_tokens, backends/cpu_tiles.c) that multiply prompts: acc + isum * d, then (mins) +
+// imin * dm. A token's result then does not depend on how many tokens share its step (greedy text
+// is the same batched or alone, with or without drafts); the integer sums are the same in both.
 LLM__AVX512 static inline float llm__sb_acc(float acc, int32_t isum, float d, bool mins, int32_t imin, float dm) {
     acc = fmaf((float)isum, d, acc);
     return mins ? fmaf((float)imin, dm, acc) : acc;
@@ -3904,7 +4025,9 @@ LLM__AVX512 static inline float llm__sb_acc(float acc, int32_t isum, float d, bo
 // Q4_K / Q5_K, half a super-block (2 x 32 quant bytes = sub-blocks 4h..4h+3) per step. The low
 // nibbles of the 64 bytes are sub-blocks 4h and 4h+2, the high nibbles 4h+1 and 4h+3; activations
 // are loaded in that order. Sub-block scales multiply the 16-bit pair sums (vpmaddwd).
-LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_k45_avx512(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool five) {
+LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_k45_avx512(int64_t n, const void *vw,
+                                                                                       const struct llm__block_q8_K *a,
+                                                                                       bool five) {
     const struct llm__block_q4_K *w4 = vw;
     const struct llm__block_q5_K *w5 = vw;   // the same fields as Q4_K, plus qh
     const __m512i m4 = _mm512_set1_epi8(15), b16 = _mm512_set1_epi8(16);
@@ -3916,23 +4039,28 @@ LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_k45_
         const float dd = _cvtsh_ss(d) * a[i].d, dm = _cvtsh_ss(dmin) * a[i].d;
         const int32_t imin = llm__hsum_epi32_avx2(llm__k4_mins_dot(sm, a[i].bsums));
         const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
-        const __m512i hb = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w5[i].qh)) : _mm512_setzero_si512();
+        const __m512i hb = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w5[i].qh))
+                                : _mm512_setzero_si512();
         __m512i sumi = _mm512_setzero_si512();
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const __m512i q = _mm512_loadu_si512((const void *)(qs + 64 * h));
             __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
             if (five) {   // bit s of qh[l] is bit 4 of quant l of sub-block s
-                const __m512i bl = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h))), _mm256_set1_epi8((char)(1 << (4 * h + 2))), 1);
-                const __m512i bh = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 1))), _mm256_set1_epi8((char)(1 << (4 * h + 3))), 1);
+                const __m512i bl = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h))),
+                                                      _mm256_set1_epi8((char)(1 << (4 * h + 2))), 1);
+                const __m512i bh = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 1))),
+                                                      _mm256_set1_epi8((char)(1 << (4 * h + 3))), 1);
                 lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hb, bl), lo, b16);
                 hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(hb, bh), hi, b16);
             }
             const int8_t *q8 = a[i].qs + 128 * h;
             const __m512i plo = _mm512_maddubs_epi16(lo, llm__load_2x256(q8, q8 + 64));
             const __m512i phi = _mm512_maddubs_epi16(hi, llm__load_2x256(q8 + 32, q8 + 96));
-            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(plo, _mm512_shuffle_epi8(sc, llm__spread2(4 * h, 4 * h + 2))));
-            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(phi, _mm512_shuffle_epi8(sc, llm__spread2(4 * h + 1, 4 * h + 3))));
+            sumi = _mm512_add_epi32(
+                sumi, _mm512_madd_epi16(plo, _mm512_shuffle_epi8(sc, llm__spread2(4 * h, 4 * h + 2))));
+            sumi = _mm512_add_epi32(
+                sumi, _mm512_madd_epi16(phi, _mm512_shuffle_epi8(sc, llm__spread2(4 * h + 1, 4 * h + 3))));
         }
         acc = llm__sb_acc(acc, _mm512_reduce_add_epi32(sumi), dd, true, imin, -dm);
     }
@@ -3966,13 +4094,16 @@ static LLM__AVX512 void llm__vec_dot_q6_K_avx512(int64_t n, float *s, const void
     for (int64_t i = 0; i < n / LLM__QK_K; i++) {
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         const __m256i offs = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a[i].bsums));
-        __m512i sumi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offs, 5)), 0);
+        __m512i sumi = _mm512_inserti64x4(_mm512_setzero_si512(),
+                                          _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offs, 5)), 0);
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            const __m512i sch = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+            const __m512i sch = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16, 1)
+                                                         : _mm256_castsi256_si128(sc16));
             const __m512i ql = _mm512_loadu_si512((const void *)(w[i].ql + 64 * h));
             const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h)));
-            const __m512i qlo = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
+            const __m512i qlo = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                                _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
             const __m512i qhi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                                 _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
             const __m512i plo = _mm512_maddubs_epi16(qlo, _mm512_loadu_si512((const void *)(a[i].qs + 128 * h)));
@@ -3987,7 +4118,9 @@ static LLM__AVX512 void llm__vec_dot_q6_K_avx512(int64_t n, float *s, const void
 // Q3_K / Q2_K, a half super-block (128 quants) per step in two registers: fields j = 0, 1 of the
 // half's 32 qs bytes (elements 0-63) and j = 2, 3 (64-127), each 128-bit lane one sub-block of 16
 // with its scale spread as in the Q6_K kernel; offsets and mins as in the AVX2 twin.
-LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_k23_avx512(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool three) {
+LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_k23_avx512(int64_t n, const void *vw,
+                                                                                       const struct llm__block_q8_K *a,
+                                                                                       bool three) {
     const struct llm__block_q3_K *w3 = vw;
     const struct llm__block_q2_K *w2 = vw;
     const __m512i m3 = _mm512_set1_epi8(3), b4 = _mm512_set1_epi8(4);
@@ -4024,12 +4157,16 @@ LLM__AVX512 static inline __attribute__((always_inline)) float llm__vec_dot_k23_
         }
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            const __m512i sch = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+            const __m512i sch = _mm512_broadcast_i32x4(h ? _mm256_extracti128_si256(sc16, 1)
+                                                         : _mm256_castsi256_si128(sc16));
             const __m512i qv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)));
-            __m512i q0 = _mm512_and_si512(_mm512_srlv_epi16(qv, sh0), m3), q1 = _mm512_and_si512(_mm512_srlv_epi16(qv, sh1), m3);
+            __m512i q0 = _mm512_and_si512(_mm512_srlv_epi16(qv, sh0), m3),
+                    q1 = _mm512_and_si512(_mm512_srlv_epi16(qv, sh1), m3);
             if (three) {   // bit 4h + j of hmask[l] adds 4
-                const __m512i t0 = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h))), _mm256_set1_epi8((char)(1 << (4 * h + 1))), 1);
-                const __m512i t1 = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 2))), _mm256_set1_epi8((char)(1 << (4 * h + 3))), 1);
+                const __m512i t0 = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h))),
+                                                      _mm256_set1_epi8((char)(1 << (4 * h + 1))), 1);
+                const __m512i t1 = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h + 2))),
+                                                      _mm256_set1_epi8((char)(1 << (4 * h + 3))), 1);
                 q0 = _mm512_mask_add_epi8(q0, _mm512_test_epi8_mask(hm, t0), q0, b4);
                 q1 = _mm512_mask_add_epi8(q1, _mm512_test_epi8_mask(hm, t1), q1, b4);
             }
@@ -4057,28 +4194,33 @@ static LLM__AVX512 void llm__vec_dot_q2_K_avx512(int64_t n, float *s, const void
 static LLM__AVX512 void llm__vec_dot_iq4_xs_avx512(int64_t n, float *s, const void *vw, const void *va) {
     const struct llm__block_iq4_xs *w = vw;
     const struct llm__block_q8_K *a = va;
-    const __m512i table = _mm512_add_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)), _mm512_set1_epi8(-128));
+    const __m512i table = _mm512_add_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)),
+                                          _mm512_set1_epi8(-128));
     const __m512i m4 = _mm512_set1_epi8(15);
     // dword selectors of the pair's two scales: elements 0-7 take sub-block 2k, 8-15 take 2k + 1
     const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     // lane b of the scales: bits 4b.. of scales_l and 2b.. of scales_h (see llm__iq4_xs_scales)
-    const __m256i shl = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), shh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i shl = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28),
+                  shh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
     float acc = 0.0f;
     for (int64_t i = 0; i < n / LLM__QK_K; i++) {
         uint32_t sl;
         memcpy(&sl, w[i].scales_l, 4);
         const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), shl), _mm256_set1_epi32(15));
-        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w[i].scales_h), shh), _mm256_set1_epi32(3));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w[i].scales_h), shh),
+                                            _mm256_set1_epi32(3));
         const __m256i ls8 = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
         const __m512i ls32 = _mm512_zextsi256_si512(ls8);
         // -128 * ls[b] * (the sub-block's activation sum), lane b
         const __m256i sums = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[i].bsums), _mm256_set1_epi16(1));
-        __m512i sumi = _mm512_zextsi256_si512(_mm256_mullo_epi32(_mm256_mullo_epi32(ls8, sums), _mm256_set1_epi32(-128)));
+        __m512i sumi =
+            _mm512_zextsi256_si512(_mm256_mullo_epi32(_mm256_mullo_epi32(ls8, sums), _mm256_set1_epi32(-128)));
         #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
             const __m512i q = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * k)));
             const __m512i v = _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0));
-            const __m512i idx = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xff00ff00u, v, 4), m4);   // lanes 1, 3: high nibbles
+            // lanes 1, 3: high nibbles
+            const __m512i idx = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xff00ff00u, v, 4), m4);
             const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(table, idx),
                                                    _mm512_loadu_si512((const void *)(a[i].qs + 64 * k)));
             const __m512i lsv = _mm512_permutexvar_epi32(_mm512_add_epi32(pair, _mm512_set1_epi32(2 * k)), ls32);
@@ -4244,10 +4386,12 @@ static void llm__vec_dot_q4_0_neon(int64_t n, float *s, const void *vw, const vo
 
 // Q4_1, Q5_0, Q5_1, IQ4_NL: quants as signed bytes (Q5_0 less 16, IQ4_NL through the grid
 // with vqtbl1q), two 16-byte dots per block; the min term as in the scalar twin.
-static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int type, int64_t n, const void *vw, const void *va) {
+static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int type, int64_t n, const void *vw,
+                                                                         const void *va) {
     static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
     const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
-    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+    const size_t wb = llm__type_table[type].block_bytes,
+                 ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
     const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
     const size_t qsoff = type == LLM__TYPE_Q4_1 ? 4 : type == LLM__TYPE_Q5_0 ? 6 : type == LLM__TYPE_Q5_1 ? 8 : 2;
     const size_t qhoff = type == LLM__TYPE_Q5_0 ? 2 : 4;
@@ -4272,10 +4416,12 @@ static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int typ
                 hi = vorrq_u8(hi, vandq_u8(vtstq_u8(h1, bit), b16));
             }
             slo = vreinterpretq_s8_u8(lo), shi = vreinterpretq_s8_u8(hi);
-            if (type == LLM__TYPE_Q5_0) slo = vsubq_s8(slo, vreinterpretq_s8_u8(b16)), shi = vsubq_s8(shi, vreinterpretq_s8_u8(b16));
+            if (type == LLM__TYPE_Q5_0)
+                slo = vsubq_s8(slo, vreinterpretq_s8_u8(b16)), shi = vsubq_s8(shi, vreinterpretq_s8_u8(b16));
         }
         const int8_t *q8 = (const int8_t *)(a + qoff);
-        const int32x4_t p = llm__dot_s8_neon(llm__dot_s8_neon(vdupq_n_s32(0), slo, vld1q_s8(q8)), shi, vld1q_s8(q8 + 16));
+        const int32x4_t p = llm__dot_s8_neon(llm__dot_s8_neon(vdupq_n_s32(0), slo, vld1q_s8(q8)), shi,
+                                             vld1q_s8(q8 + 16));
         uint16_t wd, ad;
         memcpy(&wd, w, 2), memcpy(&ad, a, 2);
         acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), llm__fp16_to_fp32_neon(wd) * llm__fp16_to_fp32_neon(ad));
@@ -4302,7 +4448,8 @@ static void llm__vec_dot_iq4_nl_neon(int64_t n, float *s, const void *vw, const 
 }
 
 // G4 / G8: per sub-block, G4's quants less z as signed bytes (-16..15); G8's dot less z * sum(a).
-static inline __attribute__((always_inline)) float llm__vec_dot_gq_neon(int type, int64_t n, const void *vw, const void *va) {
+static inline __attribute__((always_inline)) float llm__vec_dot_gq_neon(int type, int64_t n, const void *vw,
+                                                                        const void *va) {
     const int g = llm__gq_group(type), bits = llm__gq_bits(type), nsub = g / 32;
     const size_t bb = llm__type_table[type].block_bytes;
     const struct llm__block_q8_0 *a = va;
@@ -4333,7 +4480,8 @@ static inline __attribute__((always_inline)) float llm__vec_dot_gq_neon(int type
 LLM__GQ_KERNELS(neon, , llm__vec_dot_gq_neon)
 
 // Q4_K / Q5_K: per sub-block an int32 dot, times its scale; mins from bsums as in the scalar twin.
-static inline __attribute__((always_inline)) float llm__vec_dot_k45_neon(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool five) {
+static inline __attribute__((always_inline)) float llm__vec_dot_k45_neon(int64_t n, const void *vw,
+                                                                         const struct llm__block_q8_K *a, bool five) {
     const struct llm__block_q4_K *w4 = vw;
     const struct llm__block_q5_K *w5 = vw;   // the same fields as Q4_K, plus qh
     const uint8x16_t m4 = vdupq_n_u8(15), b16 = vdupq_n_u8(16);
@@ -4392,7 +4540,8 @@ static void llm__vec_dot_q6_K_neon(int64_t n, float *s, const void *vw, const vo
             const int8_t *q8 = a[i].qs + 128 * h, *sc = w[i].scales + 8 * h;
             #pragma GCC unroll 2
             for (int k = 0; k < 2; k++) {   // l in [16k, 16k + 16): sub-blocks k, k+2, k+4, k+6
-                const uint8x16_t l0 = vld1q_u8(ql + 16 * k), l1 = vld1q_u8(ql + 32 + 16 * k), hb = vld1q_u8(qh + 16 * k);
+                const uint8x16_t l0 = vld1q_u8(ql + 16 * k), l1 = vld1q_u8(ql + 32 + 16 * k),
+                                 hb = vld1q_u8(qh + 16 * k);
                 const uint8x16_t u[4] = {
                     vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
                     vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
@@ -4402,7 +4551,8 @@ static void llm__vec_dot_q6_K_neon(int64_t n, float *s, const void *vw, const vo
                 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
                     const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(u[j]), off);
-                    sumi += sc[k + 2 * j] * vaddvq_s32(llm__dot_s8_neon(vdupq_n_s32(0), q, vld1q_s8(q8 + 32 * j + 16 * k)));
+                    sumi += sc[k + 2 * j] *
+                            vaddvq_s32(llm__dot_s8_neon(vdupq_n_s32(0), q, vld1q_s8(q8 + 32 * j + 16 * k)));
                 }
             }
         }
@@ -4413,7 +4563,8 @@ static void llm__vec_dot_q6_K_neon(int64_t n, float *s, const void *vw, const vo
 
 // Q3_K (three = true) and Q2_K: per sub-block of 16 an int32 dot, times its scale; Q3_K's quants
 // are made signed (q - 4) in registers, Q2_K's mins come from bsums as in the scalar twin.
-static inline __attribute__((always_inline)) float llm__vec_dot_k23_neon(int64_t n, const void *vw, const struct llm__block_q8_K *a, bool three) {
+static inline __attribute__((always_inline)) float llm__vec_dot_k23_neon(int64_t n, const void *vw,
+                                                                         const struct llm__block_q8_K *a, bool three) {
     const struct llm__block_q3_K *w3 = vw;
     const struct llm__block_q2_K *w2 = vw;
     const uint8x16_t m3 = vdupq_n_u8(3), b4 = vdupq_n_u8(4);
@@ -4425,9 +4576,11 @@ static inline __attribute__((always_inline)) float llm__vec_dot_k23_neon(int64_t
         if (three) {
             llm__q3_K_scales(w3[i].scales, sc);
         } else {
-            for (int g = 0; g < 16; g++) sc[g] = (int8_t)(w2[i].scales[g] & 15), summ += (w2[i].scales[g] >> 4) * a[i].bsums[g];
+            for (int g = 0; g < 16; g++)
+                sc[g] = (int8_t)(w2[i].scales[g] & 15), summ += (w2[i].scales[g] >> 4) * a[i].bsums[g];
         }
-        const uint8x16_t hm0 = three ? vld1q_u8(w3[i].hmask) : vdupq_n_u8(0), hm1 = three ? vld1q_u8(w3[i].hmask + 16) : vdupq_n_u8(0);
+        const uint8x16_t hm0 = three ? vld1q_u8(w3[i].hmask) : vdupq_n_u8(0),
+                         hm1 = three ? vld1q_u8(w3[i].hmask + 16) : vdupq_n_u8(0);
         int32_t sumi = 0;
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
@@ -4453,7 +4606,8 @@ static inline __attribute__((always_inline)) float llm__vec_dot_k23_neon(int64_t
             }
         }
         if (three) sum += llm__fp16_to_fp32_neon(w3[i].d) * a[i].d * (float)sumi;
-        else sum += llm__fp16_to_fp32_neon(w2[i].d) * a[i].d * (float)sumi - llm__fp16_to_fp32_neon(w2[i].dmin) * a[i].d * (float)summ;
+        else sum += llm__fp16_to_fp32_neon(w2[i].d) * a[i].d * (float)sumi -
+                    llm__fp16_to_fp32_neon(w2[i].dmin) * a[i].d * (float)summ;
     }
     return sum;
 }
@@ -4480,7 +4634,8 @@ static void llm__vec_dot_iq4_xs_neon(int64_t n, float *s, const void *vw, const 
         #pragma GCC unroll 8
         for (int b = 0; b < 8; b++) {
             const uint8x16_t q = vld1q_u8(w[i].qs + 16 * b);
-            int32x4_t p = llm__dot_s8_neon(vdupq_n_s32(0), vqtbl1q_s8(table, vandq_u8(q, m4)), vld1q_s8(a[i].qs + 32 * b));
+            int32x4_t p = llm__dot_s8_neon(vdupq_n_s32(0), vqtbl1q_s8(table, vandq_u8(q, m4)),
+                                           vld1q_s8(a[i].qs + 32 * b));
             p = llm__dot_s8_neon(p, vqtbl1q_s8(table, vshrq_n_u8(q, 4)), vld1q_s8(a[i].qs + 32 * b + 16));
             sumi += ls[b] * vaddvq_s32(p);
         }
@@ -4553,7 +4708,7 @@ llm__vec_dot_fn llm__vec_dot_kernel_neon(int type) {
 //   with is not (the model loader decides, and can then name the tensor and the type).
 //
 // The reader assumes a little-endian host (x86, ARM): GGUF integers are read with memcpy. The
-// writers: tests/gguf_writer.h (the tests and the model generator) and llm_quantize's (section 10).
+// writers: tests/gguf_writer.h (the tests and the model generator) and llm_quantize's (src/quantize.c).
 #define LLM__GGUF_MAX_KEY 65535   // bytes, the spec's limit
 #define LLM__GGUF_MAX_DIMS 4
 
@@ -5039,7 +5194,8 @@ enum llm_status llm__gguf_open_file(struct llm__gguf *g, const char *path, bool 
     enum llm_status s = LLM_OK;
     if (read_all) {
         void *buf = llm__alloc((size_t)st.st_size);
-        if (!buf) s = llm__fail(e, LLM_ERR_NOMEM, "gguf: no memory to read '%s' (%lld bytes)", path, (long long)st.st_size);
+        if (!buf)
+            s = llm__fail(e, LLM_ERR_NOMEM, "gguf: no memory to read '%s' (%lld bytes)", path, (long long)st.st_size);
         else if ((s = llm__read_all(fd, buf, (size_t)st.st_size, path, e)) != LLM_OK) free(buf);
         close(fd);
         if (s != LLM_OK) return s;
@@ -7244,13 +7400,13 @@ static void llm__pool_set_active(struct llm__pool *pool, int active) {
 // 1, 2, 4, ..., min(n, cores) and now and then runs a few steps at a neighbouring rung (a
 // probe, alternately below and above). It compares the mean time of the probe's steps with that
 // of as many steps just before it, each without its slowest step (one preemption of the caller):
-// at least LLM__TUNE_PROBE steps and LLM__TUNE_SPAN of time, at most LLM__TUNE_RING steps. A probe step 4 times as slow as those and 0.5 ms slower ends the
-// probe at once. Adjacent windows of equal length, because another program's load comes and goes;
-// means, because on a shared machine step times are bimodal (fast while the other program waits
-// for a core, slow while a worker waits for one) and the mean is the throughput. Steps in which
-// threads change are not counted: the first after a change, and those begun within
-// LLM__TUNE_WARM of it (parked workers take that long to run again where they should; a tiny
-// model's steps take 20 us); nor are the first steps of a new step size (caches, page faults).
+// at least LLM__TUNE_PROBE steps and LLM__TUNE_SPAN of time, at most LLM__TUNE_RING steps. A probe step 4 times as slow
+// as those and 0.5 ms slower ends the probe at once. Adjacent windows of equal length, because another program's load
+// comes and goes; means, because on a shared machine step times are bimodal (fast while the other program waits for a
+// core, slow while a worker waits for one) and the mean is the throughput. Steps in which threads change are not
+// counted: the first after a change, and those begun within LLM__TUNE_WARM of it (parked workers take that long to run
+// again where they should; a tiny model's steps take 20 us); nor are the first steps of a new step size (caches, page
+// faults).
 //
 // A probe faster by 3% moves the tuner there (and the next probe, 4 steps later, looks further
 // that way); a probe 15% slower after two steps ends there; one that loses makes the steps until
@@ -7678,7 +7834,8 @@ LLM__AVX512 static void llm__silu_mul_avx512(const float *g, const float *u, flo
     for (; j + 16 <= n; j += 16) {
         const __m512 gv = _mm512_loadu_ps(g + j);
         const __m512 e = llm__exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
-        _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), _mm512_loadu_ps(u + j)));
+        _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
+                                              _mm512_loadu_ps(u + j)));
     }
     for (; j < n; j++) y[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
 }
@@ -7781,7 +7938,8 @@ static void llm__cpu_gather_cols_row(const struct llm__cpu_rows_job *job, int64_
 }
 
 static void llm__cpu_gather_cols(void *ctx, struct llm__tensor dst, struct llm__tensor x, struct llm__tensor perm) {
-    struct llm__cpu_rows_job job = {.c = ctx, .dst = dst, .a = x, .b = perm, .n_rows = x.ne1, .row = llm__cpu_gather_cols_row};
+    struct llm__cpu_rows_job job = {.c = ctx, .dst = dst, .a = x, .b = perm, .n_rows = x.ne1,
+                                    .row = llm__cpu_gather_cols_row};
     llm__cpu_run_rows(&job);
 }
 
@@ -7870,7 +8028,8 @@ static void llm__cpu_kv_store_worker(void *arg, int ith, int nth) {
     llm__split(s->n_tokens, ith, nth, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
         int32_t slot = s->slot_mapping[t];
-        llm__quantize_row(j->v_cache.type, (const float *)llm__tensor_row(j->v, t), llm__tensor_row(j->v_cache, slot), j->v.ne0);
+        llm__quantize_row(j->v_cache.type, (const float *)llm__tensor_row(j->v, t), llm__tensor_row(j->v_cache, slot),
+                          j->v.ne0);
         char *blk = llm__tensor_row(j->k_cache, (int64_t)(slot / bs) * bs);
         const float *kr = (const float *)llm__tensor_row(j->k, t);
         uint16_t h[1024];   // a row is converted 1024 values at a time, then scattered
@@ -7970,8 +8129,9 @@ LLM__AVX2 static void llm__attn_block_avx2(int G, int hd, int kstride, int nk, i
             __m256 kv[4];
 #pragma GCC unroll 4
             for (int g = 0; g < 4; g++)
-                kv[g] = g < ngrp ? llm__kv_load8((g < 2 ? kt0 : kt1) + ((size_t)i * kstride + (size_t)(g & 1) * 8) * esz, f16)
-                                 : _mm256_setzero_ps();
+                kv[g] = g < ngrp
+                    ? llm__kv_load8((g < 2 ? kt0 : kt1) + ((size_t)i * kstride + (size_t)(g & 1) * 8) * esz, f16)
+                    : _mm256_setzero_ps();
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 if (h >= ng) break;
@@ -8010,7 +8170,8 @@ LLM__AVX2 static void llm__attn_block_avx2(int G, int hd, int kstride, int nk, i
         for (int c = 0; c < hd; c += 8) {
             __m256 a[8];
 #pragma GCC unroll 8
-            for (int h = 0; h < 8; h++) a[h] = h < ng ? _mm256_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm256_setzero_ps();
+            for (int h = 0; h < 8; h++)
+                a[h] = h < ng ? _mm256_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm256_setzero_ps();
             for (int j = 0; j < nk; j++) {
                 const char *vr = j < 16 ? v0 + (size_t)j * vstride : v1 + (size_t)(j - 16) * vstride;
                 const __m256 v = llm__kv_load8(vr + (size_t)c * esz, f16);
@@ -8038,9 +8199,10 @@ LLM__AVX512 static inline __m512 llm__kv_load16(const char *p, bool f16) {
 // for this head, rows vstride bytes apart. Scores of up to 8 heads at a time (each key vector
 // converted once for all of them), the softmax update, then the values, 16 columns at a time.
 // Keys before skip (< nk) are outside a sliding window: masked as those past nk.
-LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int nk, int skip, float scale, const float *q,
-                                               const char *kt0, const char *kt1, const char *v0, const char *v1,
-                                               size_t vstride, bool f16, float *sc, float *m, float *l, float *acc) {
+LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int nk, int skip, float scale,
+                                               const float *q, const char *kt0, const char *kt1, const char *v0,
+                                               const char *v1, size_t vstride, bool f16, float *sc, float *m, float *l,
+                                               float *acc) {
     const size_t esz = f16 ? 2 : 4;
     const bool two = nk > 16;
     const __mmask16 tail = nk % 16 ? (__mmask16)((1u << (nk % 16)) - 1) : (__mmask16)0xFFFF;
@@ -8067,14 +8229,16 @@ LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int n
         }
         for (int h = 0; h < ng; h++) {
             const int hh = h0 + h;
-            const __m512 a = _mm512_mul_ps(s0[h], _mm512_set1_ps(scale)), b = _mm512_mul_ps(s1[h], _mm512_set1_ps(scale));
+            const __m512 a = _mm512_mul_ps(s0[h], _mm512_set1_ps(scale)),
+                         b = _mm512_mul_ps(s1[h], _mm512_set1_ps(scale));
             float bmax = k0 ? _mm512_mask_reduce_max_ps(k0, a) : -INFINITY;
             if (two && k1) bmax = fmaxf(bmax, _mm512_mask_reduce_max_ps(k1, b));
             const float mnew = fmaxf(m[hh], bmax);
             const float corr = m[hh] == -INFINITY ? 0.0f : expf(m[hh] - mnew);
             const __m512 mv = _mm512_set1_ps(mnew);
             const __m512 p0 = _mm512_maskz_mov_ps(k0, llm__exp_avx512(_mm512_sub_ps(a, mv)));
-            const __m512 p1 = two ? _mm512_maskz_mov_ps(k1, llm__exp_avx512(_mm512_sub_ps(b, mv))) : _mm512_setzero_ps();
+            const __m512 p1 = two ? _mm512_maskz_mov_ps(k1, llm__exp_avx512(_mm512_sub_ps(b, mv)))
+                                  : _mm512_setzero_ps();
             _mm512_storeu_ps(sc + (size_t)hh * 32, p0);
             _mm512_storeu_ps(sc + (size_t)hh * 32 + 16, p1);
             l[hh] = l[hh] * corr + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
@@ -8087,7 +8251,8 @@ LLM__AVX512 static void llm__attn_block_avx512(int G, int hd, int kstride, int n
         for (int c = 0; c < hd; c += 16) {
             __m512 a[8];
 #pragma GCC unroll 8
-            for (int h = 0; h < 8; h++) a[h] = h < ng ? _mm512_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm512_setzero_ps();
+            for (int h = 0; h < 8; h++)
+                a[h] = h < ng ? _mm512_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm512_setzero_ps();
             for (int j = 0; j < nk; j++) {
                 const char *vr = j < 16 ? v0 + (size_t)j * vstride : v1 + (size_t)(j - 16) * vstride;
                 const __m512 v = llm__kv_load16(vr + (size_t)c * esz, f16);
@@ -8185,13 +8350,15 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
                     v1 = llm__tensor_row(job->v_cache, slot1) + (size_t)g * hd * esz;
                 }
                 (job->c->simd == LLM__SIMD_AVX512 ? llm__attn_block_avx512 : llm__attn_block_avx2)(
-                    G, hd, bs, nk, skip, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1, kvt == LLM__TYPE_F16, sc, m, l, acc);
+                    G, hd, bs, nk, skip, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1, kvt == LLM__TYPE_F16, sc, m,
+                    l, acc);
                 continue;
             }
 #endif
             // this head's keys, [dim][slot], and its values, [slot][dim], as f32
             llm__kv_to_f32(kvt, kblk, kt, (int64_t)hd * bs);
-            for (int j = 0; j < nk; j++) llm__kv_to_f32(kvt, v0 + (size_t)j * job->v_cache.nb1, vb + (size_t)j * hd, hd);
+            for (int j = 0; j < nk; j++)
+                llm__kv_to_f32(kvt, v0 + (size_t)j * job->v_cache.nb1, vb + (size_t)j * hd, hd);
             llm__attn_block_scalar(G, hd, bs, nk, skip, p->scale, p->softcap, q, kt, vb, sc, m, l, acc);
         }
         float *orow = (float *)llm__tensor_row(job->out, t) + (size_t)g * G * hd;
@@ -8259,7 +8426,8 @@ static size_t llm__act_row_bytes(int fmt, int64_t K) {
     if (fmt >= LLM__HALF_ACT) return (size_t)K * sizeof(float);
     if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) return LLM__X16K_ACT_STRIDE(K);
     if (fmt >= LLM__SC_ACT && fmt < LLM__X16_ACT)
-        return LLM__SC_OFF(llm__row_bytes(fmt - LLM__SC_ACT, K)) + (size_t)(K / LLM__QK) * (fmt - LLM__SC_ACT == LLM__TYPE_Q8_1 ? 8 : 4);
+        return LLM__SC_OFF(llm__row_bytes(fmt - LLM__SC_ACT, K)) +
+               (size_t)(K / LLM__QK) * (fmt - LLM__SC_ACT == LLM__TYPE_Q8_1 ? 8 : 4);
     return fmt >= LLM__X16_ACT ? LLM__X16_ACT_STRIDE(K) : llm__row_bytes(fmt, K);
 }
 
@@ -8277,14 +8445,16 @@ static void llm__cpu_mm_quantize(struct llm__cpu_mm_job *job, int64_t lo, int64_
             else if (fmt >= LLM__SC_ACT) {
                 const int vt = fmt - LLM__SC_ACT;
                 const int64_t nb = K / LLM__QK;
-                const size_t bb = vt == LLM__TYPE_Q8_1 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+                const size_t bb =
+                    vt == LLM__TYPE_Q8_1 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
                 float *sc = (float *)(void *)(out + LLM__SC_OFF((size_t)nb * bb));
                 for (int64_t i = 0; i < nb; i++) {   // the blocks as llm__quantize_row writes them
                     uint8_t *blk = out + (size_t)i * bb;
                     uint16_t h[2];
                     float df;
 #if defined(LLM__X86_SIMD)   // (LLM__SC_ACT exists only there)
-                    const int32_t sum = llm__quantize_q8_0_block_avx2(x + (size_t)i * LLM__QK, (int8_t *)(blk + bb - LLM__QK), &h[0], &df);
+                    const int32_t sum = llm__quantize_q8_0_block_avx2(x + (size_t)i * LLM__QK,
+                                                                      (int8_t *)(blk + bb - LLM__QK), &h[0], &df);
 #else
                     int32_t sum = 0;
                     df = 0.0f;
@@ -8336,8 +8506,10 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
                 int nt = (int)LLM__MIN(tile, t1 - t);
                 float *out = (float *)llm__tensor_row(d, t) + r;
                 const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)t * stride;
-                if (w->type == LLM__TYPE_Q4_K) llm__x16k_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
-                else if (w->type == LLM__TYPE_Q3_K) llm__x16q3_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
+                if (w->type == LLM__TYPE_Q4_K)
+                    llm__x16k_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
+                else if (w->type == LLM__TYPE_Q3_K)
+                    llm__x16q3_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 else llm__x16_tile_avx512(w->type, nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 if (bias)
                     for (int i = 0; i < nt; i++)
@@ -8349,8 +8521,9 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
 #endif
 
 #if defined(LLM__X86_SIMD)
-// Rows [r0, r1) of plain K-quant (or IQ4_XS) weight j, or of x16 Q3_K, (r0, r1 multiples of 16) for every token, a
-// tile of 16 rows x one super-block at a time (see llm__kt_unpack).
+// Rows [r0, r1) of plain K-quant (or IQ4_XS) weight j, or of x16 Q3_K, (r0, r1 multiples of 16)
+// for every token, a tile of 16 rows x one super-block at a time (see "K-quant tiles" in
+// backends/cpu_tiles.c).
 static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
     const struct llm__weight *w = job->w[j];
     const int64_t K = job->x.ne0, nsb = K / LLM__QK_K;
@@ -8362,10 +8535,13 @@ static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64
     struct llm__kt_tile tile;
     for (int64_t r = r0; r < r1; r += 16) {
         for (int64_t sb = 0; sb < nsb; sb++) {
-            if (x16) llm__kt_unpack_x16q3((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16q3_group_bytes(K), nsb, sb, &tile);
+            if (x16)
+                llm__kt_unpack_x16q3((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16q3_group_bytes(K), nsb,
+                                     sb, &tile);
             else llm__kt_unpack_avx512(w->type, (const uint8_t *)w->buf.data + (size_t)r * rb, rb, sb, &tile);
             for (int64_t t = 0; t < job->ntok; t += 8) {
-                const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)t * stride + (size_t)sb * sizeof(struct llm__block_q8_K);
+                const uint8_t *act =
+                    (const uint8_t *)job->xq[j] + (size_t)t * stride + (size_t)sb * sizeof(struct llm__block_q8_K);
                 llm__kt_tokens_avx512(type, (int)LLM__MIN(8, job->ntok - t), &tile, act, stride,
                                       (float *)llm__tensor_row(d, t) + r, os, sb == 0);
             }
@@ -8393,9 +8569,10 @@ LLM__AVX512 static inline __attribute__((always_inline)) __m512 llm__half16_to_p
 }
 
 // out[t * os + r] (r < NR, t < NT) = row r of w (ws elements apart) . token t of a (as floats apart) over K.
-LLM__AVX512 static inline __attribute__((always_inline)) void llm__half_tile(bool bf16, bool pf, int NR, int NT, const uint16_t *w,
-                                                                             size_t ws, const float *a, size_t as,
-                                                                             int64_t K, float *out, size_t os) {
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__half_tile(bool bf16, bool pf, int NR, int NT,
+                                                                             const uint16_t *w, size_t ws,
+                                                                             const float *a, size_t as, int64_t K,
+                                                                             float *out, size_t os) {
     __m512 acc[4][4];   // (all set: LLM_GENERIC_TILES builds warn otherwise)
     _Pragma("GCC unroll 4")
     for (int r = 0; r < 4; r++)
@@ -8485,9 +8662,10 @@ LLM__AVX2 static inline __attribute__((always_inline)) __m256 llm__half8_to_ps(b
     return bf16 ? llm__load_bf16x8(p) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-LLM__AVX2 static inline __attribute__((always_inline)) void llm__half_tile8(bool bf16, bool pf, int NR, int NT, const uint16_t *w,
-                                                                            size_t ws, const float *a, size_t as,
-                                                                            int64_t K, float *out, size_t os) {
+LLM__AVX2 static inline __attribute__((always_inline)) void llm__half_tile8(bool bf16, bool pf, int NR, int NT,
+                                                                            const uint16_t *w, size_t ws,
+                                                                            const float *a, size_t as, int64_t K,
+                                                                            float *out, size_t os) {
     __m256 acc[4][4];   // (all set: LLM_GENERIC_TILES builds warn otherwise)
     _Pragma("GCC unroll 4")
     for (int r = 0; r < 4; r++)
@@ -8573,25 +8751,30 @@ static bool llm__b32_tiled(int type) {
 
 // Block i of a row of `type` times the tokens' blocks i into acc[t]; the tokens' activations
 // are LLM__SC_ACT rows (their scales as floats after the blocks).
-LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile_step(int type, int NT, const uint8_t *w, const uint8_t *a,
-                                                                               size_t as, int64_t nb, int64_t i, __m256 *acc) {
+LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile_step(int type, int NT, const uint8_t *w,
+                                                                               const uint8_t *a, size_t as, int64_t nb,
+                                                                               int64_t i, __m256 *acc) {
     const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
-    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+    const size_t wb = llm__type_table[type].block_bytes,
+                 ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
     const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
     const uint8_t *wi = w + (size_t)i * wb;
     uint16_t wd;
     memcpy(&wd, wi, 2);
     // the weights as bytes: signed (Q8_0, IQ4_NL: |w| and the signs), else unsigned
     __m256i q, qa = _mm256_setzero_si256();
-    if (type == LLM__TYPE_Q8_0) q = _mm256_loadu_si256((const __m256i *)((const struct llm__block_q8_0 *)(const void *)wi)->qs);
+    if (type == LLM__TYPE_Q8_0)
+        q = _mm256_loadu_si256((const __m256i *)((const struct llm__block_q8_0 *)(const void *)wi)->qs);
     else if (type == LLM__TYPE_Q4_0) q = llm__nibbles_avx2(((const struct llm__block_q4_0 *)(const void *)wi)->qs);
     else if (type == LLM__TYPE_Q4_1) q = llm__nibbles_avx2(((const struct llm__block_q4_1 *)(const void *)wi)->qs);
     else if (type == LLM__TYPE_IQ4_NL)
         q = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)),
                                 llm__nibbles_avx2(((const struct llm__block_iq4_nl *)(const void *)wi)->qs));
     else {
-        const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)(const void *)wi)->qs : ((const struct llm__block_q5_1 *)(const void *)wi)->qs;
-        const uint8_t *qh = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)(const void *)wi)->qh : ((const struct llm__block_q5_1 *)(const void *)wi)->qh;
+        const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)(const void *)wi)->qs
+                                                   : ((const struct llm__block_q5_1 *)(const void *)wi)->qs;
+        const uint8_t *qh = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)(const void *)wi)->qh
+                                                   : ((const struct llm__block_q5_1 *)(const void *)wi)->qh;
         q = _mm256_or_si256(llm__nibbles_avx2(qs), _mm256_and_si256(llm__qh_bytes_avx2(qh), _mm256_set1_epi8(16)));
     }
     if (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_IQ4_NL) qa = _mm256_sign_epi8(q, q);
@@ -8603,19 +8786,23 @@ LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile_step(i
         const __m256i av = _mm256_loadu_si256((const __m256i *)(at + (size_t)i * ab + qoff));
         __m256i p;
         if (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_IQ4_NL) p = _mm256_maddubs_epi16(qa, _mm256_sign_epi8(av, q));
-        else if (type == LLM__TYPE_Q4_0) p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, av), _mm256_maddubs_epi16(_mm256_set1_epi8(8), av));
-        else if (type == LLM__TYPE_Q5_0) p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, av), _mm256_maddubs_epi16(_mm256_set1_epi8(16), av));
+        else if (type == LLM__TYPE_Q4_0)
+            p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, av), _mm256_maddubs_epi16(_mm256_set1_epi8(8), av));
+        else if (type == LLM__TYPE_Q5_0)
+            p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, av), _mm256_maddubs_epi16(_mm256_set1_epi8(16), av));
         else p = _mm256_maddubs_epi16(q, av);
         p = _mm256_madd_epi16(p, ones);
         // d_w * d_a in every lane, as the dot product's scalar product
-        const __m256 sc = _mm256_mul_ps(wdv, _mm256_broadcast_ss((const float *)(const void *)(at + LLM__SC_OFF((size_t)nb * ab)) + i));
+        const __m256 sc = _mm256_mul_ps(
+            wdv, _mm256_broadcast_ss((const float *)(const void *)(at + LLM__SC_OFF((size_t)nb * ab)) + i));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[t]);
     }
 }
 
 // out[t * os] = the row of nb blocks at w . token t of a (as bytes apart), t < NT.
-LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile(int type, int NT, const uint8_t *w, const uint8_t *a, size_t as,
-                                                                          int64_t nb, float *out, size_t os) {
+LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile(int type, int NT, const uint8_t *w,
+                                                                          const uint8_t *a, size_t as, int64_t nb,
+                                                                          float *out, size_t os) {
     __m256 acc0[4], acc1[4];   // (all 4 set: LLM_GENERIC_TILES builds warn otherwise)
     _Pragma("GCC unroll 4")
     for (int t = 0; t < 4; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
@@ -8626,13 +8813,15 @@ LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile(int ty
     }
     if (i < nb) llm__b32_tile_step(type, NT, w, a, as, nb, i, acc0);
     const bool q81 = type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1;
-    const size_t wb = llm__type_table[type].block_bytes, ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
+    const size_t wb = llm__type_table[type].block_bytes,
+                 ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
     // as the dot products: the mins' terms (Q4_1, Q5_1) summed over even and odd blocks apart
     float summ0[4] = {0}, summ1[4] = {0};
     if (q81) {
         const float *ss[4];
         _Pragma("GCC unroll 4")
-        for (int t = 0; t < NT; t++) ss[t] = (const float *)(const void *)(a + (size_t)t * as + LLM__SC_OFF((size_t)nb * ab)) + nb;
+        for (int t = 0; t < NT; t++)
+            ss[t] = (const float *)(const void *)(a + (size_t)t * as + LLM__SC_OFF((size_t)nb * ab)) + nb;
         int64_t b = 0;
         for (; b + 2 <= nb; b += 2) {
             uint16_t m0, m1;
@@ -8662,21 +8851,21 @@ LLM__AVX2 static inline __attribute__((always_inline)) void llm__b32_tile(int ty
 }
 
 #if defined(LLM_GENERIC_TILES)
-#define LLM__B32_TILES(T, NAME)                                                                                            \
-    LLM__AVX2 static void llm__b32_tile_##NAME(int nt, const uint8_t *w, const uint8_t *a, size_t as, int64_t nb, float *out, \
-                                               size_t os) {                                                                \
-        llm__b32_tile(T, LLM__MIN(nt, 4), w, a, as, nb, out, os);                                                          \
+#define LLM__B32_TILES(T, NAME)                                                                                  \
+    LLM__AVX2 static void llm__b32_tile_##NAME(int nt, const uint8_t *w, const uint8_t *a, size_t as, int64_t nb, \
+                                               float *out, size_t os) {                                          \
+        llm__b32_tile(T, LLM__MIN(nt, 4), w, a, as, nb, out, os);                                                \
     }
 #else
-#define LLM__B32_TILES(T, NAME)                                                                                            \
-    LLM__AVX2 static void llm__b32_tile_##NAME(int nt, const uint8_t *w, const uint8_t *a, size_t as, int64_t nb, float *out, \
-                                               size_t os) {                                                                \
-        switch (nt) {                                                                                                      \
-        case 1: llm__b32_tile(T, 1, w, a, as, nb, out, os); return;                                                        \
-        case 2: llm__b32_tile(T, 2, w, a, as, nb, out, os); return;                                                        \
-        case 3: llm__b32_tile(T, 3, w, a, as, nb, out, os); return;                                                        \
-        default: llm__b32_tile(T, 4, w, a, as, nb, out, os); return;                                                       \
-        }                                                                                                                  \
+#define LLM__B32_TILES(T, NAME)                                                                                  \
+    LLM__AVX2 static void llm__b32_tile_##NAME(int nt, const uint8_t *w, const uint8_t *a, size_t as, int64_t nb, \
+                                               float *out, size_t os) {                                          \
+        switch (nt) {                                                                                            \
+        case 1: llm__b32_tile(T, 1, w, a, as, nb, out, os); return;                                              \
+        case 2: llm__b32_tile(T, 2, w, a, as, nb, out, os); return;                                              \
+        case 3: llm__b32_tile(T, 3, w, a, as, nb, out, os); return;                                              \
+        default: llm__b32_tile(T, 4, w, a, as, nb, out, os); return;                                             \
+        }                                                                                                        \
     }
 #endif
 LLM__B32_TILES(LLM__TYPE_Q8_0, q8_0)
@@ -8728,7 +8917,8 @@ static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int
     const size_t os = d.nb1 / sizeof(float);
     const bool bf16 = w->type == LLM__TYPE_BF16, wide = job->c->simd == LLM__SIMD_AVX512;
     void (*tile)(bool, int, int, const uint16_t *, size_t, const float *, size_t, int64_t, float *, size_t) =
-        wide ? (bf16 ? llm__half_tile_true : llm__half_tile_false) : (bf16 ? llm__half_tile8_true : llm__half_tile8_false);
+        wide ? (bf16 ? llm__half_tile_true : llm__half_tile_false)
+             : (bf16 ? llm__half_tile8_true : llm__half_tile8_false);
     // AVX-512: 1 row at a time for 1 token (a decode step: the weights read in address order;
     // SmolLM2-135M F16 decoded at 107 tokens/s instead of 69 with 4-row tiles on 2 Zen 4 cores),
     // else 4 rows x 4 tokens; AVX2: 4 rows x 1 token alone, else 2 rows x 4 tokens
@@ -8741,7 +8931,8 @@ static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int
             for (int64_t t = t0; t < t1; t += 4) {
                 const int nt = (int)LLM__MIN(4, t1 - t);
                 float *out = (float *)llm__tensor_row(d, t) + r;
-                tile(t == t0 && r + 3 * RS <= w->ne1, nr, nt, wr, ws, (const float *)job->xq[j] + (size_t)t * as, as, K, out, os);
+                tile(t == t0 && r + 3 * RS <= w->ne1, nr, nt, wr, ws, (const float *)job->xq[j] + (size_t)t * as, as, K,
+                     out, os);
                 if (bias)
                     for (int i = 0; i < nt; i++)
                         for (int k = 0; k < nr; k++) out[(size_t)i * os + k] += bias[r + k];
@@ -8809,9 +9000,11 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
         int vt = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
         if (w[j]->layout == LLM__LAYOUT_X16 && w[j]->type != LLM__TYPE_Q3_K) vt = LLM__X16_ACT + w[j]->type;
 #if defined(LLM__X86_SIMD)
-        if (c->simd == LLM__SIMD_AVX2 && w[j]->layout == LLM__LAYOUT_PLAIN && llm__b32_tiled(w[j]->type)) vt += LLM__SC_ACT;
+        if (c->simd == LLM__SIMD_AVX2 && w[j]->layout == LLM__LAYOUT_PLAIN && llm__b32_tiled(w[j]->type))
+            vt += LLM__SC_ACT;
 #endif
-        if ((c->simd == LLM__SIMD_AVX512 || c->simd == LLM__SIMD_AVX2) && (w[j]->type == LLM__TYPE_F16 || w[j]->type == LLM__TYPE_BF16))
+        if ((c->simd == LLM__SIMD_AVX512 || c->simd == LLM__SIMD_AVX2) &&
+            (w[j]->type == LLM__TYPE_F16 || w[j]->type == LLM__TYPE_BF16))
             vt = LLM__HALF_ACT + w[j]->type;
         job.fmt[j] = vt;
         if (vt == LLM__TYPE_F32) {
@@ -8939,12 +9132,12 @@ LLM__INTERNAL const struct llm__backend_desc llm__backend_cpu = {
 // after another) serves neither: unaligned loads, and per-row dot products that end in
 // horizontal sums. At load time the CPU backend rewrites Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 matrices
 // whose row count is a multiple of 16 (and Q4_K and Q3_K ones, in layouts of their own, below)
-// into the "x16" layout: for each group of 16 rows and each
-// block of 32 columns, the rows' quants interleaved 4 bytes at a time, so one 64-byte vector holds
-// the same 4 columns of 16 rows. vpdpbusd against 4 broadcast activation bytes then adds 4
-// products into each row's own lane; 8 of them finish a block of 16 rows, with no horizontal sum,
-// and one multiply-add applies the 16 rows' scales times the token's. Per group of 16 rows, in
-// units of two blocks (64-byte aligned; an odd last block gets 32 bytes of padding):
+// into the "x16" layout: for each group of 16 rows and each block of 32 columns, the rows' quants
+// interleaved 4 bytes at a time, so one 64-byte vector holds the same 4 columns of 16 rows.
+// vpdpbusd against 4 broadcast activation bytes then adds 4 products into each row's own lane; 8
+// of them finish a block of 16 rows, with no horizontal sum, and one multiply-add applies the 16
+// rows' scales times the token's. Per group of 16 rows, in units of two blocks (64-byte aligned;
+// an odd last block gets 32 bytes of padding):
 //
 //   Q8_0: per block 8 chunks of 64 bytes, chunk c = columns 4c..4c+3 of rows 0..15, +128 each
 //         (unsigned, for vpdpbusd)
@@ -9022,7 +9215,8 @@ static void llm__x16g_repack(int type, const void *src, void *dst, int64_t ne0, 
         for (int64_t k = 0; k < ne0 / g; k++) {
             uint8_t *u = rec + (size_t)k * unit;
             for (int r = 0; r < 16; r++) {
-                const struct llm__block_gq *b = (const void *)((const uint8_t *)src + (size_t)(16 * gr + r) * rb + (size_t)k * bb);
+                const struct llm__block_gq *b =
+                    (const void *)((const uint8_t *)src + (size_t)(16 * gr + r) * rb + (size_t)k * bb);
                 memcpy(u + 256 * nsub + 2 * r, &b->d, 2);
                 memcpy(u + 256 * nsub + 32 + 2 * r, &b->z, 2);
                 for (int c = 0; c < nsub; c++)
@@ -9263,8 +9457,9 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_block(
             if (five) wv[c] = _mm512_or_si512(wv[c], _mm512_and_si512(_mm512_slli_epi32(h, 4 - c), b4));
         } else if (!five) wv[c] = _mm512_andnot_si512(m4, _mm512_loadu_si512((const void *)(q + 64 * (c - 4))));
         else
-            wv[c] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512((const void *)(q + 64 * (c - 4))), 4), m4),
-                                    _mm512_and_si512(_mm512_srli_epi32(h, c - 4), b4));
+            wv[c] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512((const void *)(q + 64 * (c - 4))), 4), m4),
+                _mm512_and_si512(_mm512_srli_epi32(h, c - 4), b4));
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) {
@@ -9297,7 +9492,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_block(
 
 // out[t][0..16) = the 16 rows of one x16 record times NT tokens' activations (act + t * stride).
 LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
-        int type, int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
+        int type, int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out,
+        size_t ostride) {
     const size_t qb = llm__x16_qbytes(type), unit = llm__x16_unit(type);
     const bool min = llm__x16_min(type);
     const int64_t nb = K / 32;
@@ -9364,7 +9560,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
 
 // The same for G4 records: per group, its scales and d * z, then its blocks as Q4_1's (min -d * z).
 LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16g_tile(
-        int type, int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
+        int type, int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out,
+        size_t ostride) {
     const int g = llm__gq_group(type), nsub = g / 32;
     const size_t unit = llm__x16g_unit(type);
     __m512 acc[8];
@@ -9374,9 +9571,11 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16g_tile(
         if (NT == 1)
             for (size_t pf = 0; pf < unit; pf += 64) _mm_prefetch((const char *)rec + 4096 + pf, _MM_HINT_T0);
         const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256 * nsub)));
-        const __m512 zs = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(rec + 256 * nsub + 32))));
+        const __m512 zs =
+            _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(rec + 256 * nsub + 32))));
         const __m512 ms = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(ws, zs));
-        for (int c = 0; c < nsub; c++) llm__x16_block(LLM__TYPE_Q4_1, NT, rec + 256 * c, ws, ms, k * nsub + c, act, stride, K, acc);
+        for (int c = 0; c < nsub; c++)
+            llm__x16_block(LLM__TYPE_Q4_1, NT, rec + 256 * c, ws, ms, k * nsub + c, act, stride, K, acc);
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
@@ -9517,7 +9716,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16k_tile(
         const __m512 m16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 2336)));
         __m512i mp[4];
 #pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) mp[p] = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(o + 2176 + 32 * p)));
+        for (int p = 0; p < 4; p++)
+            mp[p] = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(o + 2176 + 32 * p)));
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++) {
             const uint8_t *a = act + (size_t)t * stride;
@@ -9575,8 +9775,12 @@ static const uint8_t *llm__x16q3_part(const uint8_t *g, int64_t nsb, int64_t sb,
     for (int i = 0; i < part; i++) o += n * size[i];
     return g + o + k * size[part];
 }
-static const uint8_t *llm__x16q3_hm(const uint8_t *g, int64_t nsb, int64_t sb) { return llm__x16q3_part(g, nsb, sb, 1); }
-static const uint8_t *llm__x16q3_sc(const uint8_t *g, int64_t nsb, int64_t sb) { return llm__x16q3_part(g, nsb, sb, 2); }
+static const uint8_t *llm__x16q3_hm(const uint8_t *g, int64_t nsb, int64_t sb) {
+    return llm__x16q3_part(g, nsb, sb, 1);
+}
+static const uint8_t *llm__x16q3_sc(const uint8_t *g, int64_t nsb, int64_t sb) {
+    return llm__x16q3_part(g, nsb, sb, 2);
+}
 static const uint8_t *llm__x16q3_d(const uint8_t *g, int64_t nsb, int64_t sb) { return llm__x16q3_part(g, nsb, sb, 3); }
 
 // Where the 6-bit scale of sub-block s of row r lies: vector k, byte i.
@@ -9610,7 +9814,8 @@ static void llm__x16q3_repack(const void *src, void *dst, int64_t ne0, int64_t g
                     memcpy(&h, x->hmask + 4 * (c % 8), 4);
                     for (int j = 0; j < 4; j++) {
                         // bit 4n + j of the 4 bytes (bits 0, 8, 16, 24 after the shift) gathered into bits 24..27
-                        const uint64_t nib = ((uint64_t)(h >> (4 * (c / 8) + j) & 0x01010101u) * 0x01020408u) >> 24 & 15;
+                        const uint64_t nib =
+                            ((uint64_t)(h >> (4 * (c / 8) + j) & 0x01010101u) * 0x01020408u) >> 24 & 15;
                         masks[4 * c + j] |= nib << (4 * r);
                     }
                 }
@@ -9636,13 +9841,15 @@ static void llm__x16q3_dequantize_row(const void *w, int64_t r, float *y, int64_
     const int ri = (int)(r % 16);
     const uint8_t *g = (const uint8_t *)w + (size_t)(r / 16) * llm__x16q3_group_bytes(ne0);
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *qs = llm__x16q3_part(g, nsb, sb, 0), *hm = llm__x16q3_hm(g, nsb, sb), *sc = llm__x16q3_sc(g, nsb, sb);
+        const uint8_t *qs = llm__x16q3_part(g, nsb, sb, 0), *hm = llm__x16q3_hm(g, nsb, sb),
+                      *sc = llm__x16q3_sc(g, nsb, sb);
         uint16_t dh;
         memcpy(&dh, llm__x16q3_d(g, nsb, sb) + 2 * ri, 2);
         const float d = llm__fp16_to_fp32(dh);
         for (int e = 0; e < 256; e++) {
             const int n = e / 128, j = e % 128 / 32, l = e % 32, c = 8 * n + l / 4, bit = 4 * ri + l % 4;
-            const int q = (qs[64 * c + 4 * ri + l % 4] >> (2 * j) & 3) + 4 * (hm[8 * (4 * c + j) + bit / 8] >> (bit % 8) & 1) - 4;
+            const int q = (qs[64 * c + 4 * ri + l % 4] >> (2 * j) & 3) +
+                          4 * (hm[8 * (4 * c + j) + bit / 8] >> (bit % 8) & 1) - 4;
             const float dl = d * (float)(llm__x16q3_scale(sc, e / 16, ri) - 32);
             y[sb * 256 + e] = dl * (float)q;
         }
@@ -9666,12 +9873,14 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q3_scales(
     s[0] = _mm512_or_si512(_mm512_and_si512(l0, m15), _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
     s[1] = _mm512_or_si512(_mm512_and_si512(l1, m15), _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
     s[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m15), _mm512_and_si512(h, m30));
-    s[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m15), _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
+    s[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m15),
+                           _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
     for (int k = 0; k < 4; k++) s[k] = _mm512_sub_epi8(s[k], b32);
 }
 
 // u = q + 4 (0..7) of chunk c (raw: its quant bytes) at shift j.
-LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__x16q3_chunk(__m512i raw, const uint8_t *hm, int c, int j) {
+LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__x16q3_chunk(__m512i raw, const uint8_t *hm, int c,
+                                                                                  int j) {
     uint64_t bits;
     memcpy(&bits, hm + 8 * (4 * c + j), 8);
     const __m512i lo = _mm512_and_si512(j ? _mm512_srli_epi16(raw, 2 * j) : raw, _mm512_set1_epi8(3));
@@ -9751,11 +9960,10 @@ LLM__AVX512 void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_
 //
 // These types have no x16 layout: unpacked to bytes they would grow 1.3-3x, and decode reads them
 // as stored (Q3_K's x16 layout keeps its size and is unpacked the same way). A step of at least
-// LLM__KT_MIN_TOKENS tokens instead unpacks 16 rows x one
-// super-block at a time into bytes in x16's chunk order (64 bytes = 4 columns of 16 rows) and
-// multiplies them with every token's Q8_K activations by vpdpbusd, so the unpacking is paid once
-// per step rather than once per token. A byte is u = w + off >= 0, w the integer the plain kernels
-// multiply by the activations:
+// LLM__KT_MIN_TOKENS tokens instead unpacks 16 rows x one super-block at a time into bytes in
+// x16's chunk order (64 bytes = 4 columns of 16 rows) and multiplies them with every token's Q8_K
+// activations by vpdpbusd, so the unpacking is paid once per step rather than once per token. A
+// byte is u = w + off >= 0, w the integer the plain kernels multiply by the activations:
 //   Q3_K  sc * q (-124..128, off 124) from its x16 layout: the sub-block scale folds in, one sum
 //         per super-block
 //   Q2_K  sc * q (0..45), the sub-block scale folded in; the mins' sum m[s] * bsums[s] by vpdpwssd
@@ -9800,7 +10008,8 @@ LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, in
                 t->ls[b][r] = ls[b];
                 const __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 16 * b));
                 const __m256i n = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
-                _mm256_store_si256((__m256i *)(u + 32 * b), _mm256_add_epi8(_mm256_shuffle_epi8(grid, n), _mm256_set1_epi8(127)));
+                _mm256_store_si256((__m256i *)(u + 32 * b),
+                                   _mm256_add_epi8(_mm256_shuffle_epi8(grid, n), _mm256_set1_epi8(127)));
             }
             t->d[r] = llm__fp16_to_fp32(x->d);
         } else if (type == LLM__TYPE_Q6_K) {
@@ -9811,10 +10020,18 @@ LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, in
                 const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
                 const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
                 uint8_t *o = u + 128 * h;
-                _mm256_store_si256((__m256i *)o, _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
-                _mm256_store_si256((__m256i *)(o + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
-                _mm256_store_si256((__m256i *)(o + 64), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)));
-                _mm256_store_si256((__m256i *)(o + 96), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+                _mm256_store_si256((__m256i *)o,
+                                   _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                                   _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+                _mm256_store_si256((__m256i *)(o + 32),
+                                   _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                                   _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+                _mm256_store_si256((__m256i *)(o + 64),
+                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                                   _mm256_and_si256(qh, m30)));
+                _mm256_store_si256((__m256i *)(o + 96),
+                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
             }
             t->d[r] = llm__fp16_to_fp32(x->d);
         } else if (type == LLM__TYPE_Q5_K) {
@@ -9827,9 +10044,11 @@ LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, in
                 const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
                 const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one);
                 const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one);
-                _mm256_store_si256((__m256i *)(u + 64 * j), _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4)));
+                _mm256_store_si256((__m256i *)(u + 64 * j),
+                                   _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4)));
                 _mm256_store_si256((__m256i *)(u + 64 * j + 32),
-                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(h1, 4)));
+                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                                   _mm256_slli_epi16(h1, 4)));
             }
             t->d[r] = llm__fp16_to_fp32(x->d);
             t->dmin[r] = llm__fp16_to_fp32(x->dmin);
@@ -9860,7 +10079,8 @@ LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, in
 
 // Super-block sb of an x16 Q3_K group (rec, nsb super-blocks) into a tile of type LLM__KT_X16Q3.
 LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t sb, struct llm__kt_tile *t) {
-    const uint8_t *qs = llm__x16q3_part(rec, nsb, sb, 0), *hm = llm__x16q3_hm(rec, nsb, sb), *sc = llm__x16q3_sc(rec, nsb, sb);
+    const uint8_t *qs = llm__x16q3_part(rec, nsb, sb, 0), *hm = llm__x16q3_hm(rec, nsb, sb),
+                  *sc = llm__x16q3_sc(rec, nsb, sb);
     // the scales as bytes [sub-block][row] (from the kernel's order: vector k, byte i)
     _Alignas(64) int8_t v[4][64], ls[16][16];
     __m512i s[4];
@@ -9873,11 +10093,13 @@ LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t s
     for (int g = 0; g < 16; g++) {
         const __m512i l32 = _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)ls[g]));
         sc8[g] = _mm512_mullo_epi32(_mm512_and_si512(l32, _mm512_set1_epi32(0xff)), _mm512_set1_epi32(0x01010101));
-        bias[g] = _mm512_sub_epi16(_mm512_set1_epi16(124), _mm512_slli_epi16(_mm512_srai_epi16(_mm512_slli_epi16(sc8[g], 8), 8), 2));
+        bias[g] = _mm512_sub_epi16(_mm512_set1_epi16(124),
+                                   _mm512_slli_epi16(_mm512_srai_epi16(_mm512_slli_epi16(sc8[g], 8), 8), 2));
     }
     for (int c = 0; c < 16; c++) {
         const __m512i raw = _mm512_load_si512((const void *)(qs + 64 * c));
-        for (int j = 0; j < 4; j++) {   // columns 128 (c / 8) + 32 j + 4 (c % 8) .., sub-block 8 (c / 8) + 2 j + (c % 8) / 4
+        // columns 128 (c / 8) + 32 j + 4 (c % 8) .., sub-block 8 (c / 8) + 2 j + (c % 8) / 4
+        for (int j = 0; j < 4; j++) {
             const int nc = 32 * (c / 8) + 8 * j + c % 8, g = nc / 4;
             const __m512i u = llm__x16q3_chunk(raw, hm, c, j);   // q + 4, 0..7
             // sc * (u - 4) + 124 = u * sc + (124 - 4 sc), 0..252, in 16 bits: even bytes, then odd
@@ -9947,7 +10169,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__kt_tokens(
                 memcpy(&pair, a[t]->bsums + 2 * p, 4);
                 mi = _mm512_dpwssd_epi32(mi, _mm512_loadu_si512((const void *)tl->m[p]), _mm512_set1_epi32(pair));
             }
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(_mm512_loadu_ps(tl->dmin), _mm512_set1_ps(-a[t]->d)), acc);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mi),
+                                  _mm512_mul_ps(_mm512_loadu_ps(tl->dmin), _mm512_set1_ps(-a[t]->d)), acc);
         }
         _mm512_storeu_ps(o, acc);
     }
@@ -10098,9 +10321,10 @@ enum llm_status llm__cpu_end_step(void *ctx, struct llm__err *e) {
 // CUDA backend: the vtable, memory, graphs (the kernels are backends/cuda.cu)
 // === CUDA backend ===
 //
-// Included by llm.c when built with -DLLM_CUDA (make CUDA=1: NVIDIA's runtime; make CUDA_EMU=1:
-// the CPU emulator of the tests, tests/cuda_emu/, behind the same runtime calls). The kernels
-// are backends/cuda.cu's; this half fills the backend vtable and decides what runs.
+// Built in with -DLLM_CUDA (make CUDA=1: NVIDIA's runtime; make CUDA_EMU=1: the CPU emulator of
+// the tests, tests/cuda_emu/, behind the same runtime calls): make compiles this file on its own
+// like every module, and tools/amalgamate.sh pastes it into llm.c inside #ifdef LLM_CUDA. The
+// kernels are backends/cuda.cu's; this half fills the backend vtable and decides what runs.
 //
 // One stream. Ops do not launch at once: each records its kernel and parameters (struct
 // llm__cu_rec), and end_step runs the step's records. A step whose records were seen before (the
@@ -10109,8 +10333,8 @@ enum llm_status llm__cpu_end_step(void *ctx, struct llm__err *e) {
 // graph launch, not hundreds of kernel launches; other steps launch their kernels one by one. The
 // parameters never hold the step's data, which kernels read from the step's arrays on the device
 // (uploaded in begin_step from pinned memory, before the step's kernels), so a graph stays valid
-// from step to step. As the backend contract asks (llm.c, "backend vtable"), memory is allocated
-// only by buf_alloc, weight_load and reserve (the activations' scratch, flash-decoding's partial
+// from step to step. As the backend contract asks (backends/backend.h), memory is allocated only
+// by buf_alloc, weight_load and reserve (the activations' scratch, flash-decoding's partial
 // results, the step's arrays on the device and pinned on the host, the records); graphs are made
 // by end_step, outside the ops.
 //
@@ -10127,10 +10351,11 @@ enum llm_status llm__cpu_end_step(void *ctx, struct llm__err *e) {
 #include "backends/cuda.h"
 
 // (the kernels' parameters are hashed as bytes: no padding in them; see backends/cuda.h)
-_Static_assert(sizeof(struct llm__cu_w) == 40 && sizeof(struct llm__cu_stepv) == 80 && sizeof(struct llm__cu_rmsnorm) == 64 &&
-               sizeof(struct llm__cu_rows) == 104 && sizeof(struct llm__cu_kv_store) == 80 &&
-               sizeof(struct llm__cu_quant_act) == 56 && sizeof(struct llm__cu_attn) == 176 &&
-               sizeof(struct llm__cu_eltwise) == 72 && sizeof(struct llm__cu_rope) == 64 && sizeof(struct llm__cu_matmul) == 120,
+_Static_assert(sizeof(struct llm__cu_w) == 40 && sizeof(struct llm__cu_stepv) == 80 &&
+               sizeof(struct llm__cu_rmsnorm) == 64 && sizeof(struct llm__cu_rows) == 104 &&
+               sizeof(struct llm__cu_kv_store) == 80 && sizeof(struct llm__cu_quant_act) == 56 &&
+               sizeof(struct llm__cu_attn) == 176 && sizeof(struct llm__cu_eltwise) == 72 &&
+               sizeof(struct llm__cu_rope) == 64 && sizeof(struct llm__cu_matmul) == 120,
                "padding in a kernel's parameters");
 
 #define LLM__CU_GRAPHS 16            // graphs kept (least recently used replaced)
@@ -10155,9 +10380,9 @@ struct llm__cu_rec {
 };
 
 // cublasGemmEx's C signature (cuBLAS's enums are ints)
-typedef int (*llm__cublas_gemm_fn)(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A, int at,
-                                   int lda, const void *B, int bt, int ldb, const void *beta, void *C, int ct, int ldc,
-                                   int compute, int algo);
+typedef int (*llm__cublas_gemm_fn)(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A,
+                                   int at, int lda, const void *B, int bt, int ldb, const void *beta, void *C, int ct,
+                                   int ldc, int compute, int algo);
 
 struct llm__cu_graph {
     uint64_t key;
@@ -10284,8 +10509,9 @@ static int llm__cu_blas_gemm(struct llm__cu *cu, const struct llm__cu_matmul *p)
     const float one = 1.0f, zero = 0.0f;
     const void *b = fi == 0 ? (const void *)p->x : (const void *)p->q;
     const int64_t ldb = fi == 0 ? p->sx : p->w.K;
-    int st = cu->blas_gemm(cu->blas, 1, 0, (int)p->w.N, (int)p->ntok, (int)p->w.K, &one, p->w.body, dtype[fi], (int)p->w.K,
-                           b, dtype[fi], (int)ldb, &zero, p->d, 0, (int)p->sd, 68 /* CUBLAS_COMPUTE_32F */, -1);
+    int st = cu->blas_gemm(cu->blas, 1, 0, (int)p->w.N, (int)p->ntok, (int)p->w.K, &one, p->w.body, dtype[fi],
+                           (int)p->w.K, b, dtype[fi], (int)ldb, &zero, p->d, 0, (int)p->sd,
+                           68 /* CUBLAS_COMPUTE_32F */, -1);
     return st ? -st : 0;
 }
 
@@ -10359,11 +10585,12 @@ static enum llm_status llm__cu_buf_alloc(void *ctx, struct llm__buf *b, size_t s
         cudaGetLastError();
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
-        return llm__fail(e, LLM_ERR_NOMEM, "cuda: not enough device memory for %.1f MiB more (%s; %.2f GiB free of %.2f GiB "
+        return llm__fail(e, LLM_ERR_NOMEM,
+                         "cuda: not enough device memory for %.1f MiB more (%s; %.2f GiB free of %.2f GiB "
                          "on %s, %.2f GiB of it this engine's); use a smaller model, --kv-cache-memory, "
                          "--gpu-memory-utilization or --max-num-batched-tokens, or --backend cpu",
-                         (double)size / (1 << 20), cudaGetErrorString(r), (double)fr / (1 << 30), (double)tot / (1 << 30),
-                         cu->name, (double)cu->allocated / (1 << 30));
+                         (double)size / (1 << 20), cudaGetErrorString(r), (double)fr / (1 << 30),
+                         (double)tot / (1 << 30), cu->name, (double)cu->allocated / (1 << 30));
     }
     b->handle = p;
     b->size = size;
@@ -10388,7 +10615,8 @@ static void llm__cu_upload(void *ctx, struct llm__buf *b, size_t offs, const voi
     llm__cu_here(cu);
     cudaError_t r = cudaMemcpyAsync(llm__cu_ptr(b, offs), src, n, cudaMemcpyHostToDevice, cu->stream);
     if (r == cudaSuccess) r = cudaStreamSynchronize(cu->stream);
-    if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: upload of %zu bytes failed (%s)", n, cudaGetErrorString(r));
+    if (r != cudaSuccess)
+        llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: upload of %zu bytes failed (%s)", n, cudaGetErrorString(r));
 }
 
 // Downloads go through pinned memory (a copy from the device into pageable memory would be staged
@@ -10418,7 +10646,8 @@ static enum llm_status llm__cu_weight_load(void *ctx, struct llm__weight *w, int
     int off, len, hdr;
     const struct llm__type_info *ti = llm__type_info((uint32_t)type);
     if (!ti || !llm__cu_layout(type, &off, &len, &hdr))
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: weights of type %s are not supported (f32, f16, bf16, q8_0, q4_0, "
+        return llm__fail(e, LLM_ERR_UNSUPPORTED,
+                         "cuda: weights of type %s are not supported (f32, f16, bf16, q8_0, q4_0, "
                          "q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
                          ti ? ti->name : "unknown");
     size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;
@@ -10453,7 +10682,8 @@ static enum llm_status llm__cu_weight_load(void *ctx, struct llm__weight *w, int
     w->ne0 = ne0;
     w->ne1 = ne1;
     w->layout = len ? 1 : 0;
-    if (type >= 0 && type < LLM__CU_NTYPES && ne0 * ne1 > cu->wK[type] * cu->wN[type]) cu->wK[type] = ne0, cu->wN[type] = ne1;
+    if (type >= 0 && type < LLM__CU_NTYPES && ne0 * ne1 > cu->wK[type] * cu->wN[type])
+        cu->wK[type] = ne0, cu->wN[type] = ne1;
     return LLM_OK;
 }
 
@@ -10467,7 +10697,9 @@ static struct llm__cu_w llm__cu_wview_of(const void *base, int type, int64_t K, 
     size_t body = len ? n / llm__type_info((uint32_t)type)->block_bytes * (size_t)len : n;
     return (struct llm__cu_w){base, len ? (const uint8_t *)base + body : NULL, K, N, type, 0};
 }
-static struct llm__cu_w llm__cu_wview(const struct llm__weight *w) { return llm__cu_wview_of(w->buf.handle, w->type, w->ne0, w->ne1); }
+static struct llm__cu_w llm__cu_wview(const struct llm__weight *w) {
+    return llm__cu_wview_of(w->buf.handle, w->type, w->ne0, w->ne1);
+}
 
 static enum llm_status llm__cu_scratch(struct llm__cu *cu, struct llm__buf *b, size_t n, struct llm__err *e) {
     if (b->handle && b->size >= n) return LLM_OK;
@@ -10477,7 +10709,9 @@ static enum llm_status llm__cu_scratch(struct llm__cu *cu, struct llm__buf *b, s
 
 // Words of the step's arrays: tokens, positions, seq_idx, slot_mapping (n each), out_rows (n_out),
 // the block table (n_seqs x the reserved columns), prefill tiles (2 n).
-static size_t llm__cu_step_words(size_t n, size_t n_out, size_t n_seqs, size_t cols) { return 6 * n + n_out + n_seqs * cols; }
+static size_t llm__cu_step_words(size_t n, size_t n_out, size_t n_seqs, size_t cols) {
+    return 6 * n + n_out + n_seqs * cols;
+}
 
 static int llm__cu_run(struct llm__cu *cu, int kernel, const union llm__cu_params *p);
 
@@ -10495,8 +10729,10 @@ static bool llm__cu_blas_open(struct llm__cu *cu) {
     for (int i = 0; i < 3 && !cu->blas_lib; i++) cu->blas_lib = llm__cu_dlopen(name[i]);
     if (!cu->blas_lib) return false;
     int (*create)(void **) = (int (*)(void **))llm__cu_dlsym(cu->blas_lib, "cublasCreate_v2");
-    int (*set_stream)(void *, cudaStream_t) = (int (*)(void *, cudaStream_t))llm__cu_dlsym(cu->blas_lib, "cublasSetStream_v2");
-    int (*set_ws)(void *, void *, size_t) = (int (*)(void *, void *, size_t))llm__cu_dlsym(cu->blas_lib, "cublasSetWorkspace_v2");
+    int (*set_stream)(void *, cudaStream_t) =
+        (int (*)(void *, cudaStream_t))llm__cu_dlsym(cu->blas_lib, "cublasSetStream_v2");
+    int (*set_ws)(void *, void *, size_t) =
+        (int (*)(void *, void *, size_t))llm__cu_dlsym(cu->blas_lib, "cublasSetWorkspace_v2");
     cu->blas_destroy = (int (*)(void *))llm__cu_dlsym(cu->blas_lib, "cublasDestroy_v2");
     cu->blas_gemm = (llm__cublas_gemm_fn)llm__cu_dlsym(cu->blas_lib, "cublasGemmEx");
     void *h = NULL;
@@ -10568,7 +10804,8 @@ static int llm__cu_product_recs(const struct llm__cu *cu, const struct llm__cu_m
     if (mode >= 0) {
         if (*rounded != mode) {
             r[n].kernel = LLM__CU_QUANT_ACT;
-            r[n++].p.quant_act = (struct llm__cu_quant_act){q, mode < 2 ? dq : NULL, m->x, m->ntok, m->w.K, m->sx, mode, 0};
+            r[n++].p.quant_act =
+                (struct llm__cu_quant_act){q, mode < 2 ? dq : NULL, m->x, m->ntok, m->w.K, m->sx, mode, 0};
             *rounded = mode;
         }
         p.q = q;
@@ -10616,8 +10853,8 @@ static int llm__cu_product_recs(const struct llm__cu *cu, const struct llm__cu_m
 // LLM__CU_TUNE_RUNS products between two events, the two ways alternating. 0: not run (no memory
 // for its buffers, which are its own). LLM_ERR_BACKEND when the device failed (an error that
 // stays: the context is lost).
-static enum llm_status llm__cu_blas_measure(struct llm__cu *cu, int type, int64_t K, int64_t N, const int64_t *T, int ns,
-                                            float (*ms)[2], struct llm__err *err) {
+static enum llm_status llm__cu_blas_measure(struct llm__cu *cu, int type, int64_t K, int64_t N, const int64_t *T,
+                                            int ns, float (*ms)[2], struct llm__err *err) {
     struct llm__err e = {{0}, LLM_OK};
     struct llm__buf w = {0}, x = {0}, d = {0};
     cudaEvent_t ev[2] = {NULL, NULL};
@@ -10625,7 +10862,8 @@ static enum llm_status llm__cu_blas_measure(struct llm__cu *cu, int type, int64_
     memset(ms, 0, sizeof(float) * 2 * (size_t)ns);
     bool ok = llm__cu_blas_fits(cu, type, K, N) && Tmax * K <= cu->act_rows * cu->act_cols &&
               !llm__cu_buf_alloc(cu, &w, llm__row_bytes(type, K) * (size_t)N, &e) &&
-              !llm__cu_buf_alloc(cu, &x, (size_t)(Tmax * K) * 4, &e) && !llm__cu_buf_alloc(cu, &d, (size_t)(Tmax * N) * 4, &e) &&
+              !llm__cu_buf_alloc(cu, &x, (size_t)(Tmax * K) * 4, &e) &&
+              !llm__cu_buf_alloc(cu, &d, (size_t)(Tmax * N) * 4, &e) &&
               cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess;
     // (bytes 0x3c: f16 1.06, bf16 and f32 0.011; quantized blocks of such scales and quants)
     ok = ok && cudaMemsetAsync(w.handle, 0x3c, w.size, cu->stream) == cudaSuccess &&
@@ -10634,7 +10872,8 @@ static enum llm_status llm__cu_blas_measure(struct llm__cu *cu, int type, int64_
     for (int i = 0; i < ns && ok; i++) {
         struct llm__cu_matmul m;
         memset(&m, 0, sizeof(m));
-        m = (struct llm__cu_matmul){llm__cu_wview_of(w.handle, type, K, N), d.handle, x.handle, NULL, NULL, NULL, NULL, T[i], N, K, 1, 0};
+        m = (struct llm__cu_matmul){llm__cu_wview_of(w.handle, type, K, N), d.handle, x.handle, NULL, NULL, NULL, NULL,
+                                    T[i], N, K, 1, 0};
         for (int round = 0; round < 3 && ok; round++)
             for (int b = 0; b < 2 && ok; b++) {
                 ok = cudaEventRecord(ev[0], cu->stream) == cudaSuccess;
@@ -10644,7 +10883,8 @@ static enum llm_status llm__cu_blas_measure(struct llm__cu *cu, int type, int64_
                     for (int j = 0; j < n && ok; j++) ok = llm__cu_run(cu, r[j].kernel, &r[j].p) == 0;
                 }
                 float t = 0;
-                ok = ok && cudaEventRecord(ev[1], cu->stream) == cudaSuccess && cudaEventSynchronize(ev[1]) == cudaSuccess &&
+                ok = ok && cudaEventRecord(ev[1], cu->stream) == cudaSuccess &&
+                     cudaEventSynchronize(ev[1]) == cudaSuccess &&
                      cudaEventElapsedTime(&t, ev[0], ev[1]) == cudaSuccess;
                 t /= LLM__CU_TUNE_RUNS;
                 if (ok && round > 0 && (round == 1 || t < ms[i][b])) ms[i][b] = t;   // (round 0: the warm-up)
@@ -10675,7 +10915,8 @@ static enum llm_status llm__cu_blas_choose(struct llm__cu *cu, const struct llm_
     int64_t T[LLM__CU_TUNE_SIZES];
     int ns = 0;
     for (int i = 0; i < LLM__CU_TUNE_SIZES; i++) {
-        int64_t t = LLM__MIN((int64_t)shape->max_tokens, LLM__MAX((int64_t)LLM__CU_TUNE_T >> shift[i], (int64_t)LLM__CU_MATVEC_MAX + 1));
+        int64_t t = LLM__MIN((int64_t)shape->max_tokens,
+                             LLM__MAX((int64_t)LLM__CU_TUNE_T >> shift[i], (int64_t)LLM__CU_MATVEC_MAX + 1));
         if (!ns || t > T[ns - 1]) T[ns++] = t;
     }
     for (int t = 0; t < LLM__CU_NTYPES; t++) {
@@ -10697,22 +10938,26 @@ static enum llm_status llm__cu_blas_choose(struct llm__cu *cu, const struct llm_
         if (!ms[ns - 1][0]) {
             const int64_t blck = (int64_t)llm__type_info((uint32_t)t)->blck;   // (K: whole blocks)
             const int64_t K = LLM__MIN(cu->wK[t], LLM__MAX((int64_t)LLM__CU_TUNE_K / blck, (int64_t)1) * blck);
-            enum llm_status st = llm__cu_blas_measure(cu, t, K, LLM__MIN(cu->wN[t], (int64_t)LLM__CU_TUNE_N), T, ns, ms, e);
+            enum llm_status st =
+                llm__cu_blas_measure(cu, t, K, LLM__MIN(cu->wN[t], (int64_t)LLM__CU_TUNE_N), T, ns, ms, e);
             if (st) return st;
         }
         if (!ms[ns - 1][0]) {
             snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: own (not measured: no memory)", tn);
             continue;
         }
-        for (int i = ns - 1; i >= 0 && ms[i][1] < ms[i][0]; i--) cu->blas_from[t] = i ? (int)T[i - 1] + 1 : LLM__CU_MATVEC_MAX + 1;
+        for (int i = ns - 1; i >= 0 && ms[i][1] < ms[i][0]; i--)
+            cu->blas_from[t] = i ? (int)T[i - 1] + 1 : LLM__CU_MATVEC_MAX + 1;
         at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "; %s GEMM: ", tn);
         if (at < sizeof(cu->desc)) {
-            if (cu->blas_from[t]) at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "cuBLAS from %d tokens", cu->blas_from[t]);
+            if (cu->blas_from[t])
+                at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "cuBLAS from %d tokens", cu->blas_from[t]);
             else at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "own");
         }
         for (int i = 0; i < ns && at < sizeof(cu->desc); i++)
-            at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "%s%lld: cuBLAS %.3f / own %.3f ms%s", i ? ", " : " (",
-                                   (long long)T[i], (double)ms[i][1], (double)ms[i][0], i == ns - 1 ? ")" : "");
+            at += (size_t)snprintf(cu->desc + at, sizeof(cu->desc) - at, "%s%lld: cuBLAS %.3f / own %.3f ms%s",
+                                   i ? ", " : " (", (long long)T[i], (double)ms[i][1], (double)ms[i][0],
+                                   i == ns - 1 ? ")" : "");
     }
     return LLM_OK;
 }
@@ -10721,9 +10966,11 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
     struct llm__cu *cu = ctx;
     llm__cu_here(cu);
     if (shape->head_dim > LLM__CU_MAX_HEAD_DIM)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: heads of %d dimensions (at most %d)", shape->head_dim, LLM__CU_MAX_HEAD_DIM);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: heads of %d dimensions (at most %d)", shape->head_dim,
+                         LLM__CU_MAX_HEAD_DIM);
     if (shape->n_head_kv < 1 || shape->n_head % shape->n_head_kv)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: %d query heads over %d KV heads", shape->n_head, shape->n_head_kv);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: %d query heads over %d KV heads", shape->n_head,
+                         shape->n_head_kv);
     cu->bt_stride = LLM__MAX(shape->max_blocks, 1);
     size_t words = llm__cu_step_words((size_t)shape->max_tokens, (size_t)shape->max_out, (size_t)shape->max_seqs,
                                       (size_t)cu->bt_stride);
@@ -10768,7 +11015,8 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
         cu->pinned = NULL;   // (downloads then go straight to pageable memory)
     }
     // (zeroed: records are hashed as bytes, the padding after their kernel number too)
-    if (!cu->recs && !(cu->recs = calloc(LLM__CU_RECS, sizeof(*cu->recs)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    if (!cu->recs && !(cu->recs = calloc(LLM__CU_RECS, sizeof(*cu->recs))))
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     llm__cu_graphs_clear(cu);   // (their buffers may have moved)
     return llm__cu_blas_choose(cu, shape, e);
 }
@@ -10828,13 +11076,15 @@ static void llm__cu_begin_step(void *ctx, const struct llm__step *step) {
     size_t n = (size_t)step->n_tokens, nbt = (size_t)step->n_seqs * (size_t)stride;
     size_t words = llm__cu_step_words(n, (size_t)step->n_out, (size_t)step->n_seqs, (size_t)stride);
     if (!cu->recs || words > cu->host_words || words * 4 > cu->stepbuf.size) {
-        llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a step of %d tokens, %d sequences x %d blocks is larger than the shape "
-                      "reserved", step->n_tokens, step->n_seqs, step->max_blocks);
+        llm__cu_error(cu, LLM_ERR_BACKEND,
+                      "cuda: a step of %d tokens, %d sequences x %d blocks is larger than the shape reserved",
+                      step->n_tokens, step->n_seqs, step->max_blocks);
         return;
     }
     // tokens, positions, seq_idx, slot_mapping, out_rows, block tables (bt_stride columns), tiles
     int32_t *h = cu->host;
-    const size_t o_pos = n, o_seq = 2 * n, o_slot = 3 * n, o_out = 4 * n, o_bt = 4 * n + (size_t)step->n_out, o_tiles = o_bt + nbt;
+    const size_t o_pos = n, o_seq = 2 * n, o_slot = 3 * n, o_out = 4 * n, o_bt = 4 * n + (size_t)step->n_out,
+                 o_tiles = o_bt + nbt;
     const int32_t *src[5] = {step->tokens, step->positions, step->seq_idx, step->slot_mapping, step->out_rows};
     const size_t len[5] = {n, n, n, n, (size_t)step->n_out}, at[5] = {0, o_pos, o_seq, o_slot, o_out};
     for (int i = 0; i < 5; i++) {
@@ -10844,7 +11094,8 @@ static void llm__cu_begin_step(void *ctx, const struct llm__step *step) {
     for (int s = 0; s < step->n_seqs; s++) {
         int32_t *row = h + o_bt + (size_t)s * (size_t)stride;
         memset(row, 0, (size_t)stride * 4);
-        if (step->block_tables) memcpy(row, step->block_tables + (size_t)s * (size_t)step->max_blocks, (size_t)step->max_blocks * 4);
+        if (step->block_tables)
+            memcpy(row, step->block_tables + (size_t)s * (size_t)step->max_blocks, (size_t)step->max_blocks * 4);
     }
     // prefill tiles: runs of tokens of one sequence, cut every LLM__CU_TILE_Q tokens
     int n_tiles = 0;
@@ -10857,10 +11108,12 @@ static void llm__cu_begin_step(void *ctx, const struct llm__step *step) {
         h[o_tiles + 2 * (size_t)n_tiles + 1] = (int32_t)(i - i0);
     }
     const int32_t *d = (const int32_t *)cu->stepbuf.handle;
-    cu->sv = (struct llm__cu_stepv){d, d + o_pos, d + o_seq, d + o_slot, d + o_out, d + o_bt, d + o_tiles, step->n_tokens,
-                                    step->n_out, stride, step->block_size, n_tiles, 0};
-    cudaError_t r = cudaMemcpyAsync(cu->stepbuf.handle, h, (o_tiles + 2 * (size_t)n_tiles) * 4, cudaMemcpyHostToDevice, cu->stream);
-    if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: the step's upload failed (%s)", cudaGetErrorString(r));
+    cu->sv = (struct llm__cu_stepv){d, d + o_pos, d + o_seq, d + o_slot, d + o_out, d + o_bt, d + o_tiles,
+                                    step->n_tokens, step->n_out, stride, step->block_size, n_tiles, 0};
+    cudaError_t r = cudaMemcpyAsync(cu->stepbuf.handle, h, (o_tiles + 2 * (size_t)n_tiles) * 4, cudaMemcpyHostToDevice,
+                                    cu->stream);
+    if (r != cudaSuccess)
+        llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: the step's upload failed (%s)", cudaGetErrorString(r));
 }
 
 static uint64_t llm__cu_hash(const struct llm__cu_rec *recs, int n) {
@@ -10910,7 +11163,8 @@ static void llm__cu_run_records(struct llm__cu *cu) {
             g->used = cu->steps;
             if (g->exec) {
                 cudaError_t r = cudaGraphLaunch(g->exec, cu->stream);
-                if (r != cudaSuccess) llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a graph launch failed (%s)", cudaGetErrorString(r));
+                if (r != cudaSuccess)
+                    llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: a graph launch failed (%s)", cudaGetErrorString(r));
                 else cu->graph_hits++;
                 cu->n_recs = 0;
                 return;
@@ -10950,13 +11204,14 @@ static enum llm_status llm__cu_sync(void *ctx, struct llm__err *e) {
 
 #define LLM__CU_F(t) ((float *)llm__cu_ptr((t).buf, (t).offs))
 
-static void llm__cu_eltwise_op(struct llm__cu *cu, int op, struct llm__tensor d, struct llm__tensor a, struct llm__tensor b,
-                               float s) {
+static void llm__cu_eltwise_op(struct llm__cu *cu, int op, struct llm__tensor d, struct llm__tensor a,
+                               struct llm__tensor b, float s) {
     if (d.ne1 <= 0 || d.ne0 <= 0) return;
     union llm__cu_params p;
     memset(&p, 0, sizeof(p));
     p.eltwise = (struct llm__cu_eltwise){LLM__CU_F(d), LLM__CU_F(a), b.buf ? LLM__CU_F(b) : NULL, d.ne1, d.ne0,
-                                         (int64_t)(d.nb1 / 4), (int64_t)(a.nb1 / 4), b.buf ? (int64_t)(b.nb1 / 4) : 0, op, s};
+                                         (int64_t)(d.nb1 / 4), (int64_t)(a.nb1 / 4), b.buf ? (int64_t)(b.nb1 / 4) : 0,
+                                         op, s};
     llm__cu_rec(cu, LLM__CU_ELTWISE, &p);
 }
 
@@ -11007,7 +11262,8 @@ static void llm__cu_get_rows(void *ctx, struct llm__tensor d, struct llm__tensor
 }
 
 static void llm__cu_gather_cols(void *ctx, struct llm__tensor d, struct llm__tensor x, struct llm__tensor perm) {
-    llm__cu_rows_op(ctx, 1, d, LLM__CU_F(x), (int64_t)(x.nb1 / 4), (const int32_t *)llm__cu_ptr(perm.buf, perm.offs), NULL, x.ne1);
+    llm__cu_rows_op(ctx, 1, d, LLM__CU_F(x), (int64_t)(x.nb1 / 4), (const int32_t *)llm__cu_ptr(perm.buf, perm.offs),
+                    NULL, x.ne1);
 }
 
 static void llm__cu_embed(void *ctx, struct llm__tensor d, const struct llm__weight *table) {
@@ -11030,14 +11286,15 @@ static void llm__cu_rope(void *ctx, struct llm__tensor x, int n_head, int head_d
 }
 
 // K/V cache rows are [slot][n_kv] of f16 or f32 (this backend's layout).
-static void llm__cu_kv_store(void *ctx, struct llm__tensor kc, struct llm__tensor vc, struct llm__tensor k, struct llm__tensor v) {
+static void llm__cu_kv_store(void *ctx, struct llm__tensor kc, struct llm__tensor vc, struct llm__tensor k,
+                             struct llm__tensor v) {
     struct llm__cu *cu = ctx;
     if (k.ne1 <= 0) return;
     union llm__cu_params p;
     memset(&p, 0, sizeof(p));
-    p.kv_store = (struct llm__cu_kv_store){llm__cu_ptr(kc.buf, kc.offs), llm__cu_ptr(vc.buf, vc.offs), LLM__CU_F(k), LLM__CU_F(v),
-                                           cu->sv.slot_mapping, k.ne1, k.ne0, (int64_t)(k.nb1 / 4), (int64_t)(v.nb1 / 4),
-                                           kc.type == LLM__TYPE_F16, 0};
+    p.kv_store = (struct llm__cu_kv_store){llm__cu_ptr(kc.buf, kc.offs), llm__cu_ptr(vc.buf, vc.offs), LLM__CU_F(k),
+                                           LLM__CU_F(v), cu->sv.slot_mapping, k.ne1, k.ne0, (int64_t)(k.nb1 / 4),
+                                           (int64_t)(v.nb1 / 4), kc.type == LLM__TYPE_F16, 0};
     llm__cu_rec(cu, LLM__CU_KV_STORE, &p);
 }
 
@@ -11145,7 +11402,8 @@ static enum llm_status llm__cu_bandwidth(void *ctx, double *gbps, struct llm__er
     if (t1) cudaEventDestroy(t1);
     llm__cu_buf_free(cu, &a);
     llm__cu_buf_free(cu, &b);
-    if (r != cudaSuccess) return cudaGetLastError(), llm__fail(err, LLM_ERR_BACKEND, "cuda: bandwidth probe: %s", cudaGetErrorString(r));
+    if (r != cudaSuccess)
+        return cudaGetLastError(), llm__fail(err, LLM_ERR_BACKEND, "cuda: bandwidth probe: %s", cudaGetErrorString(r));
     *gbps = ms > 0 ? 2.0 * (double)n * 10 / (ms / 1e3) / 1e9 : 0;
     return LLM_OK;
 }
@@ -11204,7 +11462,8 @@ static enum llm_status llm__cu_backend_new(struct llm_backend *be, int index, st
     r = cudaSetDevice(cu->dev);
     if (r == cudaSuccess) r = cudaGetDeviceProperties(&cu->prop, cu->dev);
     if (r == cudaSuccess && cu->prop.major < 8) {
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: %s is compute capability %d.%d; this build's kernels need 8.0 or "
+        return llm__fail(e, LLM_ERR_UNSUPPORTED,
+                         "cuda: %s is compute capability %d.%d; this build's kernels need 8.0 or "
                          "newer (A100, H100, H200, RTX 30xx and later); use --backend vulkan or cpu",
                          cu->prop.name, cu->prop.major, cu->prop.minor);
     }
@@ -11236,17 +11495,19 @@ LLM__INTERNAL const struct llm__backend_desc llm__backend_cuda = {
 // Vulkan backend: the vtable, memory, pipelines (the kernels are shaders/*.comp)
 // === Vulkan backend ===
 //
-// Included by llm.c when built with -DLLM_VULKAN (make VULKAN=1); the compute shaders of
-// shaders/*.comp are compiled to SPIR-V at build time and embedded (llm_shaders.inc).
+// Built in with -DLLM_VULKAN (make VULKAN=1): make compiles this file on its own like every
+// module, and tools/amalgamate.sh pastes it into llm.c inside #ifdef LLM_VULKAN. The compute
+// shaders of shaders/*.comp are compiled to SPIR-V at build time and embedded (llm_shaders.inc).
 //
 // One compute queue. Buffers are device-local; when that memory is also host-visible (integrated
 // GPUs, Mesa's lavapipe) it is mapped and copied directly, otherwise through a staging buffer.
 // A step is recorded into one command buffer (an op = one dispatch + a barrier), submitted once
 // in end_step and waited for. Shaders bind whole buffers and find tensors by offsets in push
-// constants, so no descriptor depends on alignment rules. As the backend contract asks (llm.c,
-// "backend vtable"), memory is allocated only by buf_alloc (and the staging buffer with the first
-// buffer that needs it), weight_load (with the shader pipelines of the weight's type) and reserve
-// (scratch and the step's arrays, for the largest step); a step records and submits, no more.
+// constants, so no descriptor depends on alignment rules. As the backend contract asks
+// (backends/backend.h), memory is allocated only by buf_alloc (and the staging buffer with the
+// first buffer that needs it), weight_load (with the shader pipelines of the weight's type) and
+// reserve (scratch and the step's arrays, for the largest step); a step records and submits, no
+// more.
 //
 // Products: the activations are first rounded as the CPU backend rounds them for the weight type
 // (round_act.comp), then a GEMV shader (matvec.comp, up to 8 tokens) or a tiled GEMM with shared
@@ -11290,12 +11551,13 @@ static const struct {
     [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 40, false},
     [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 6, 84, false},
     [LLM__VK_ATTN_REDUCE] = {{LLM__VK_CODE(llm_spv_attn_reduce)}, 2, 24, false},
-    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 5, 84, false},
+    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 5, 84,
+                              false},
     [LLM__VK_SCALE] = {{LLM__VK_CODE(llm_spv_scale)}, 2, 16, false},
     [LLM__VK_GELU_MUL] = {{LLM__VK_CODE(llm_spv_gelu_mul)}, 3, 16, false},
     [LLM__VK_ROUND_ACT] = {{LLM__VK_CODE(llm_spv_round_act)}, 2, 20, false},
-    [LLM__VK_MATVEC] = {{LLM__VK_CODE(llm_spv_matvec), LLM__VK_CODE(llm_spv_matvec_sg), LLM__VK_CODE(llm_spv_matvec_f16),
-                         LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 44, true},
+    [LLM__VK_MATVEC] = {{LLM__VK_CODE(llm_spv_matvec), LLM__VK_CODE(llm_spv_matvec_sg),
+                         LLM__VK_CODE(llm_spv_matvec_f16), LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 44, true},
     [LLM__VK_MATMUL] = {{LLM__VK_CODE(llm_spv_matmul), {0}, LLM__VK_CODE(llm_spv_matmul_f16)}, 4, 40, true},
 };
 
@@ -11411,7 +11673,8 @@ static uint32_t llm__vk_subgroup_size(VkPhysicalDevice pd, int *features) {
     VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &s16};
     vkGetPhysicalDeviceFeatures2(pd, &f2);
-    *features = ((sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
+    *features = ((sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                 (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
                      ? LLM__VK_SUBGROUP : 0) |
                 (s16.storageBuffer16BitAccess ? LLM__VK_16BIT : 0);
     return sg.subgroupSize;
@@ -11505,7 +11768,8 @@ static enum llm_status llm__vk_alloc(struct llm__vk *vk, struct llm__buf *b, siz
     if (!m) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     // sizes rounded up to 16 bytes: shaders read 32-bit words, and a row of Q6_K (210-byte blocks)
     // may end in the middle of the buffer's last word
-    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = LLM__MAX((size + 15) & ~(size_t)15, 16),
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             .size = LLM__MAX((size + 15) & ~(size_t)15, 16),
                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
@@ -11519,7 +11783,8 @@ static enum llm_status llm__vk_alloc(struct llm__vk *vk, struct llm__buf *b, siz
     VkMemoryPropertyFlags f = type >= 0 ? vk->memp.memoryTypes[type].propertyFlags : 0;
     // not beyond the heap, even where the driver would allow it (and then page, or fail later)
     bool counted = (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) != 0;
-    if (r == VK_SUCCESS && counted && vk->heap && vk->allocated + req.size > vk->heap) r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    if (r == VK_SUCCESS && counted && vk->heap && vk->allocated + req.size > vk->heap)
+        r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
     if (r == VK_SUCCESS) {
         VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
                                    .memoryTypeIndex = (uint32_t)type};
@@ -11532,7 +11797,8 @@ static enum llm_status llm__vk_alloc(struct llm__vk *vk, struct llm__buf *b, siz
         if (m->buf) vkDestroyBuffer(vk->dev, m->buf, NULL);
         if (m->mem) vkFreeMemory(vk->dev, m->mem, NULL);
         free(m);
-        return llm__fail(e, LLM_ERR_NOMEM, "vulkan: not enough device memory for %.1f MiB more (%s; %.2f GiB in use of %.2f GiB "
+        return llm__fail(e, LLM_ERR_NOMEM,
+                         "vulkan: not enough device memory for %.1f MiB more (%s; %.2f GiB in use of %.2f GiB "
                          "on %s); use a smaller model, --kv-cache-memory or --max-num-batched-tokens, or --backend cpu",
                          (double)size / (1 << 20), llm__vk_result(r), (double)vk->allocated / (1 << 30),
                          (double)vk->heap / (1 << 30), vk->name);
@@ -11579,7 +11845,8 @@ static void llm__vk_staged(struct llm__vk *vk, const struct llm__buf *b, size_t 
         VkBufferCopy c = {up ? 0 : offs + done, up ? offs + done : 0, len};
         vkCmdCopyBuffer(vk->xfer, up ? s->buf : d->buf, up ? d->buf : s->buf, 1, &c);
         vkEndCommandBuffer(vk->xfer);
-        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &vk->xfer};
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                           .pCommandBuffers = &vk->xfer};
         vkResetFences(vk->dev, 1, &vk->fence);
         vkQueueSubmit(vk->queue, 1, &si, vk->fence);
         vkWaitForFences(vk->dev, 1, &vk->fence, VK_TRUE, UINT64_MAX);
@@ -11637,11 +11904,13 @@ static enum llm_status llm__vk_typed_pipelines(struct llm__vk *vk, int type, str
 static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
                                            const void *data, struct llm__err *e) {
     if (llm__vk_type_slot(type) < 0)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weights of type %s are not supported (f32, f16, bf16, q8_0, "
-                         "q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
+        return llm__fail(e, LLM_ERR_UNSUPPORTED,
+                         "vulkan: weights of type %s are not supported (f32, f16, bf16, q8_0, q4_0, q4_1, "
+                         "q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
                          llm__type_info((uint32_t)type)->name);
     if (ne0 % 4)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weight rows of %lld columns (a multiple of 4 is needed)", (long long)ne0);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weight rows of %lld columns (a multiple of 4 is needed)",
+                         (long long)ne0);
     size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;
     enum llm_status st = llm__vk_typed_pipelines(ctx, type, e);
     if (!st) st = llm__vk_buf_alloc(ctx, &w->buf, n, e);
@@ -11823,8 +12092,8 @@ static enum llm_status llm__vk_typed_pipelines(struct llm__vk *vk, int type, str
 // Records one dispatch of shader k (for weight type `type` when the shader is typed) over groups
 // (x, y, z) with the buffers and push constants given, then a barrier so the next op sees its
 // results.
-static void llm__vk_dispatch_t(struct llm__vk *vk, int k, int type, const struct llm__buf *const *bufs, const void *push,
-                               uint32_t gx, uint32_t gy, uint32_t gz) {
+static void llm__vk_dispatch_t(struct llm__vk *vk, int k, int type, const struct llm__buf *const *bufs,
+                               const void *push, uint32_t gx, uint32_t gy, uint32_t gz) {
     if (vk->err.msg[0]) return;   // the step failed: nothing more is recorded
     int slot = llm__vk_shaders[k].typed ? llm__vk_type_slot(type) : -1;
     VkPipeline pipe = !llm__vk_shaders[k].typed ? vk->pipe[k] : slot >= 0 ? vk->tpipe[k][slot] : VK_NULL_HANDLE;
@@ -11833,8 +12102,9 @@ static void llm__vk_dispatch_t(struct llm__vk *vk, int k, int type, const struct
         return;
     }
     llm__vk_begin(vk);
-    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = vk->dpool,
-                                      .descriptorSetCount = 1, .pSetLayouts = &vk->dsl[k]};
+    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                      .descriptorPool = vk->dpool, .descriptorSetCount = 1,
+                                      .pSetLayouts = &vk->dsl[k]};
     VkDescriptorSet set;
     if (vkAllocateDescriptorSets(vk->dev, &ai, &set) != VK_SUCCESS) {   // pool exhausted: run what is recorded
         llm__vk_flush(vk);
@@ -11849,9 +12119,9 @@ static void llm__vk_dispatch_t(struct llm__vk *vk, int k, int type, const struct
     int n = llm__vk_shaders[k].n_bufs;
     for (int i = 0; i < n; i++) {
         bi[i] = (VkDescriptorBufferInfo){((struct llm__vk_mem *)bufs[i]->handle)->buf, 0, VK_WHOLE_SIZE};
-        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set, .dstBinding = (uint32_t)i,
-                                      .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                      .pBufferInfo = &bi[i]};
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set,
+                                      .dstBinding = (uint32_t)i, .descriptorCount = 1,
+                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .pBufferInfo = &bi[i]};
     }
     vkUpdateDescriptorSets(vk->dev, (uint32_t)n, w, 0, NULL);
     vkCmdBindPipeline(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
@@ -11869,8 +12139,8 @@ static void llm__vk_dispatch_3d(struct llm__vk *vk, int k, const struct llm__buf
     llm__vk_dispatch_t(vk, k, -1, bufs, push, gx, gy, gz);
 }
 
-static void llm__vk_dispatch(struct llm__vk *vk, int k, const struct llm__buf *const *bufs, const void *push, uint32_t gx,
-                             uint32_t gy) {
+static void llm__vk_dispatch(struct llm__vk *vk, int k, const struct llm__buf *const *bufs, const void *push,
+                             uint32_t gx, uint32_t gy) {
     llm__vk_dispatch_t(vk, k, -1, bufs, push, gx, gy, 1);
 }
 
@@ -11882,7 +12152,8 @@ static void llm__vk_groups(uint64_t n, uint32_t *gx, uint32_t *gy) {
 }
 
 // Element-wise ops on whole f32 tensors of contiguous rows: offsets in 4-byte words.
-static void llm__vk_eltwise(struct llm__vk *vk, int k, struct llm__tensor d, struct llm__tensor a, struct llm__tensor b) {
+static void llm__vk_eltwise(struct llm__vk *vk, int k, struct llm__tensor d, struct llm__tensor a,
+                            struct llm__tensor b) {
     uint64_t n = (uint64_t)d.ne0 * (uint64_t)d.ne1;
     uint32_t push[4] = {(uint32_t)n, (uint32_t)(d.offs / 4), (uint32_t)(a.offs / 4), (uint32_t)(b.offs / 4)};
     const struct llm__buf *bufs[3] = {d.buf, a.buf, b.buf};
@@ -11925,7 +12196,8 @@ static void llm__vk_get_rows(void *ctx, struct llm__tensor d, struct llm__tensor
     uint32_t push[6] = {(uint32_t)d.ne0, (uint32_t)(d.offs / 4), (uint32_t)(src.offs / 4), (uint32_t)(d.nb1 / 4),
                         (uint32_t)(src.nb1 / 4), vk->o_out};
     const struct llm__buf *bufs[3] = {d.buf, src.buf, &vk->stepbuf};
-    if (vk->step->n_out) llm__vk_dispatch(vk, LLM__VK_GET_ROWS, bufs, push, (uint32_t)((d.ne0 + 255) / 256), (uint32_t)vk->step->n_out);
+    if (vk->step->n_out)
+        llm__vk_dispatch(vk, LLM__VK_GET_ROWS, bufs, push, (uint32_t)((d.ne0 + 255) / 256), (uint32_t)vk->step->n_out);
 }
 
 static void llm__vk_gather_cols(void *ctx, struct llm__tensor d, struct llm__tensor x, struct llm__tensor perm) {
@@ -11949,8 +12221,9 @@ static void llm__vk_rope(void *ctx, struct llm__tensor x, int n_head, int head_d
     struct llm__vk *vk = ctx;
     bool ff = r->freq_factors.buf != NULL;
     struct { uint32_t n_head, head_dim, n_rot, neox, ox, sx, opos, has_ff, off; float base, scale; } push = {
-        (uint32_t)n_head, (uint32_t)head_dim, (uint32_t)r->n_rot, r->neox, (uint32_t)(x.offs / 4), (uint32_t)(x.nb1 / 4),
-        vk->o_pos, ff, ff ? (uint32_t)(r->freq_factors.offs / 4) : 0, r->freq_base, r->freq_scale};
+        (uint32_t)n_head, (uint32_t)head_dim, (uint32_t)r->n_rot, r->neox, (uint32_t)(x.offs / 4),
+        (uint32_t)(x.nb1 / 4), vk->o_pos, ff, ff ? (uint32_t)(r->freq_factors.offs / 4) : 0, r->freq_base,
+        r->freq_scale};
     const struct llm__buf *bufs[3] = {x.buf, &vk->stepbuf, ff ? r->freq_factors.buf : x.buf};
     llm__vk_dispatch_3d(vk, LLM__VK_ROPE, bufs, &push, (uint32_t)((r->n_rot / 2 + 63) / 64), (uint32_t)n_head,
                         (uint32_t)x.ne1);
@@ -11964,7 +12237,8 @@ static void llm__vk_kv_store(void *ctx, struct llm__tensor kc, struct llm__tenso
     bool f16 = kc.type == LLM__TYPE_F16;
     uint32_t row_words = (uint32_t)(f16 ? k.ne0 / 2 : k.ne0);
     uint32_t push[10] = {(uint32_t)k.ne0, (uint32_t)(k.offs / 4), (uint32_t)(v.offs / 4), (uint32_t)(k.nb1 / 4),
-                         (uint32_t)(v.nb1 / 4), (uint32_t)(kc.offs / 4), (uint32_t)(vc.offs / 4), row_words, f16, vk->o_slot};
+                         (uint32_t)(v.nb1 / 4), (uint32_t)(kc.offs / 4), (uint32_t)(vc.offs / 4), row_words, f16,
+                         vk->o_slot};
     const struct llm__buf *bufs[5] = {kc.buf, vc.buf, k.buf, v.buf, &vk->stepbuf};
     llm__vk_dispatch(vk, LLM__VK_KV_STORE, bufs, push, (row_words + 255) / 256, (uint32_t)k.ne1);
 }
@@ -11985,12 +12259,13 @@ static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__ten
         nsplit = (uint32_t)LLM__MIN((size_t)nsplit, vk->part.size / per_split);
         nsplit = LLM__MAX(nsplit, 1u);
     }
-    struct { uint32_t hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt; float scale;
-             uint32_t nsplit, opart, window; float softcap; } push = {
-        (uint32_t)a->head_dim, (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)(q.offs / 4), (uint32_t)(q.nb1 / 4),
-        (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4), (uint32_t)(kc.offs / 4), (uint32_t)(vc.offs / 4),
-        (uint32_t)(f16 ? n_kv / 2 : n_kv), f16, (uint32_t)vk->step->block_size, (uint32_t)vk->step->max_blocks, vk->o_pos,
-        vk->o_seq, vk->o_bt, a->scale, nsplit, 0, (uint32_t)a->window, a->softcap};
+    struct { uint32_t hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt;
+             float scale; uint32_t nsplit, opart, window; float softcap; } push = {
+        (uint32_t)a->head_dim, (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)(q.offs / 4),
+        (uint32_t)(q.nb1 / 4), (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4), (uint32_t)(kc.offs / 4),
+        (uint32_t)(vc.offs / 4), (uint32_t)(f16 ? n_kv / 2 : n_kv), f16, (uint32_t)vk->step->block_size,
+        (uint32_t)vk->step->max_blocks, vk->o_pos, vk->o_seq, vk->o_bt, a->scale, nsplit, 0, (uint32_t)a->window,
+        a->softcap};
     const struct llm__buf *bufs[6] = {out.buf, q.buf, kc.buf, vc.buf, &vk->stepbuf, nsplit > 1 ? &vk->part : out.buf};
     if (vk->tiled_attn && vk->n_tiles * 2 <= ntok) {
         push.nsplit = vk->o_tiles;   // (the prefill shader's last push constant: where the tiles are)
@@ -11999,7 +12274,8 @@ static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__ten
     }
     llm__vk_dispatch_3d(vk, LLM__VK_ATTENTION, bufs, &push, (uint32_t)a->n_head, ntok, nsplit);
     if (nsplit > 1) {
-        uint32_t rp[6] = {(uint32_t)a->head_dim, (uint32_t)a->n_head, nsplit, 0, (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4)};
+        uint32_t rp[6] = {(uint32_t)a->head_dim, (uint32_t)a->n_head, nsplit, 0, (uint32_t)(out.offs / 4),
+                          (uint32_t)(out.nb1 / 4)};
         const struct llm__buf *rb[2] = {out.buf, &vk->part};
         llm__vk_dispatch(vk, LLM__VK_ATTN_REDUCE, rb, rp, (uint32_t)a->n_head, ntok);
     }
@@ -12033,12 +12309,13 @@ static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
         bool hb = bias && bias[j].buf;
         uint32_t rows = vk->features & LLM__VK_SUBGROUP ? LLM__MAX(64 / vk->subgroup_size, 1u) : 4;   // per workgroup
         uint32_t push[11] = {K, N, (uint32_t)llm__row_bytes(w[j]->type, K), ox, sx,
-                             (uint32_t)(dst[j].offs / 4), (uint32_t)(dst[j].nb1 / 4), hb, hb ? (uint32_t)(bias[j].offs / 4) : 0,
-                             ntok, rows};
+                             (uint32_t)(dst[j].offs / 4), (uint32_t)(dst[j].nb1 / 4), hb,
+                             hb ? (uint32_t)(bias[j].offs / 4) : 0, ntok, rows};
         const struct llm__buf *bufs[4] = {dst[j].buf, &w[j]->buf, xb, hb ? bias[j].buf : xb};
         uint32_t groups = (N + rows - 1) / rows;
         if (ntok <= LLM__VK_MATVEC_MAX)
-            llm__vk_dispatch_t(vk, LLM__VK_MATVEC, w[j]->type, bufs, push, LLM__MIN(groups, 65535u), (groups + 65534) / 65535, 1);
+            llm__vk_dispatch_t(vk, LLM__VK_MATVEC, w[j]->type, bufs, push, LLM__MIN(groups, 65535u),
+                               (groups + 65534) / 65535, 1);
         else llm__vk_dispatch_t(vk, LLM__VK_MATMUL, w[j]->type, bufs, push, (N + 63) / 64, (ntok + 63) / 64, 1);
     }
 }
@@ -12063,10 +12340,13 @@ static enum llm_status llm__vk_bandwidth(void *ctx, double *gbps, struct llm__er
         llm__vk_begin(vk);
         VkBufferCopy c = {0, 0, n};
         for (int i = 0; i < k; i++) {
-            vkCmdCopyBuffer(vk->cmd, ((struct llm__vk_mem *)a.handle)->buf, ((struct llm__vk_mem *)b.handle)->buf, 1, &c);
-            VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+            vkCmdCopyBuffer(vk->cmd, ((struct llm__vk_mem *)a.handle)->buf, ((struct llm__vk_mem *)b.handle)->buf, 1,
+                            &c);
+            VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                  .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                                   .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT};
-            vkCmdPipelineBarrier(vk->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+            vkCmdPipelineBarrier(vk->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
+                                 NULL, 0, NULL);
         }
         double t0 = llm__now();
         if (llm__vk_submit(vk, &e)) break;
@@ -12120,7 +12400,8 @@ static enum llm_status llm__vk_pick_device(struct llm__vk *vk, int index, int un
     if (n == 0) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: no Vulkan device found");
     if (index >= (int)n) return llm__fail(e, LLM_ERR_INVALID_ARG, "vulkan: no device %d (there are %u)", index, n);
     if (index < 0) {
-        static const VkPhysicalDeviceType order[] = {VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU,
+        static const VkPhysicalDeviceType order[] = {VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU,
+                                                     VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU,
                                                      VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU, VK_PHYSICAL_DEVICE_TYPE_CPU,
                                                      VK_PHYSICAL_DEVICE_TYPE_OTHER};
         for (size_t o = 0; o < LLM__ARRAY_LEN(order) && index < 0; o++)
@@ -12164,10 +12445,12 @@ static enum llm_status llm__vk_open_device(struct llm__vk *vk, struct llm__err *
     VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &s16, .queueCreateInfoCount = 1,
                              .pQueueCreateInfos = &qi};
     VkResult r = vkCreateDevice(vk->pdev, &di, NULL, &vk->dev);
-    if (r != VK_SUCCESS) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: cannot open %s (%s)", vk->name, llm__vk_result(r));
+    if (r != VK_SUCCESS)
+        return llm__fail(e, LLM_ERR_BACKEND, "vulkan: cannot open %s (%s)", vk->name, llm__vk_result(r));
     vkGetDeviceQueue(vk->dev, vk->qfam, 0, &vk->queue);
     VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, .queueFamilyIndex = vk->qfam};
+                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                  .queueFamilyIndex = vk->qfam};
     VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8 * 4096};
     VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 4096,
@@ -12179,7 +12462,8 @@ static enum llm_status llm__vk_open_device(struct llm__vk *vk, struct llm__err *
                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
     if (r == VK_SUCCESS) r = vkAllocateCommandBuffers(vk->dev, &ai, &vk->cmd);
     if (r == VK_SUCCESS) r = vkAllocateCommandBuffers(vk->dev, &ai, &vk->xfer);
-    if (r != VK_SUCCESS) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: set-up of %s failed (%s)", vk->name, llm__vk_result(r));
+    if (r != VK_SUCCESS)
+        return llm__fail(e, LLM_ERR_BACKEND, "vulkan: set-up of %s failed (%s)", vk->name, llm__vk_result(r));
     return LLM_OK;
 }
 
@@ -12191,19 +12475,21 @@ static enum llm_status llm__vk_build_pipelines(struct llm__vk *vk, struct llm__e
     for (int k = 0; r == VK_SUCCESS && k < LLM__VK_N; k++) {
         VkDescriptorSetLayoutBinding b[8];
         for (int i = 0; i < llm__vk_shaders[k].n_bufs; i++)
-            b[i] = (VkDescriptorSetLayoutBinding){(uint32_t)i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, NULL};
+            b[i] = (VkDescriptorSetLayoutBinding){(uint32_t)i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+                                                  VK_SHADER_STAGE_COMPUTE_BIT, NULL};
         VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
                                               .bindingCount = (uint32_t)llm__vk_shaders[k].n_bufs, .pBindings = b};
         r = vkCreateDescriptorSetLayout(vk->dev, &li, NULL, &vk->dsl[k]);
         VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, llm__vk_shaders[k].push};
         VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
-                                          .pSetLayouts = &vk->dsl[k], .pushConstantRangeCount = 1, .pPushConstantRanges = &pr};
+                                          .pSetLayouts = &vk->dsl[k], .pushConstantRangeCount = 1,
+                                          .pPushConstantRanges = &pr};
         if (r == VK_SUCCESS) r = vkCreatePipelineLayout(vk->dev, &pli, NULL, &vk->layout[k]);
         int v = vk->features;   // the variant using the most of what the device has
         if (!llm__vk_shaders[k].v[v].code) v &= ~LLM__VK_SUBGROUP;
         if (!llm__vk_shaders[k].v[v].code) v = 0;
-        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = llm__vk_shaders[k].v[v].size,
-                                       .pCode = llm__vk_shaders[k].v[v].code};
+        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                       .codeSize = llm__vk_shaders[k].v[v].size, .pCode = llm__vk_shaders[k].v[v].code};
         VkShaderModule mod = VK_NULL_HANDLE;
         if (r == VK_SUCCESS) r = vkCreateShaderModule(vk->dev, &mi, NULL, &mod);
         if (llm__vk_shaders[k].typed) {   // pipelines per weight type, when a weight of the type is loaded
@@ -12212,12 +12498,14 @@ static enum llm_status llm__vk_build_pipelines(struct llm__vk *vk, struct llm__e
         }
         VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
                                           .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                                                    .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main"},
+                                                    .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod,
+                                                    .pName = "main"},
                                           .layout = vk->layout[k]};
         if (r == VK_SUCCESS) r = vkCreateComputePipelines(vk->dev, VK_NULL_HANDLE, 1, &ci, NULL, &vk->pipe[k]);
         if (mod) vkDestroyShaderModule(vk->dev, mod, NULL);
     }
-    if (r != VK_SUCCESS) return llm__fail(e, LLM_ERR_BACKEND, "vulkan: set-up of %s failed (%s)", vk->name, llm__vk_result(r));
+    if (r != VK_SUCCESS)
+        return llm__fail(e, LLM_ERR_BACKEND, "vulkan: set-up of %s failed (%s)", vk->name, llm__vk_result(r));
     return LLM_OK;
 }
 
@@ -12309,7 +12597,8 @@ static enum llm_status llm__hparam_f32(const struct llm__model *m, const char *s
 // A tensor's shape as "[ne0, ne1, ...]", every dimension it has (a shape error shows them all).
 static const char *llm__shape_str(char buf[96], int n_dims, const int64_t *ne) {
     int n = snprintf(buf, 96, "[");
-    for (int d = 0; d < n_dims && n < 96; d++) n += snprintf(buf + n, (size_t)(96 - n), "%s%lld", d ? ", " : "", (long long)ne[d]);
+    for (int d = 0; d < n_dims && n < 96; d++)
+        n += snprintf(buf + n, (size_t)(96 - n), "%s%lld", d ? ", " : "", (long long)ne[d]);
     if (n < 96) snprintf(buf + n, (size_t)(96 - n), "]");
     return buf;
 }
@@ -12330,10 +12619,11 @@ static enum llm_status llm__model_tensor(const struct llm__model *m, const char 
     }
     const struct llm__type_info *ti = llm__type_info(t->type);
     if (!ti || !ti->supported)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED,
-                         "model: tensor '%s' has type %s, which llm.c does not support "
-                         "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)",
-                         name, ti ? ti->name : "unknown");
+        return llm__fail(
+            e, LLM_ERR_UNSUPPORTED,
+            "model: tensor '%s' has type %s, which llm.c does not support "
+            "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)",
+            name, ti ? ti->name : "unknown");
     return LLM_OK;
 }
 
@@ -12341,7 +12631,8 @@ static enum llm_status llm__model_tensor(const struct llm__model *m, const char 
 // The file's architecture and name (general.architecture, general.name), whatever the load mode.
 void llm__model_names(struct llm__model *m) {
     struct llm__gguf_str s;
-    if (llm__gguf_find_key(&m->gguf, "general.architecture") >= 0 && llm__gguf_get_str(&m->gguf, "general.architecture", &s, NULL))
+    if (llm__gguf_find_key(&m->gguf, "general.architecture") >= 0 &&
+        llm__gguf_get_str(&m->gguf, "general.architecture", &s, NULL))
         snprintf(m->arch_name, sizeof(m->arch_name), "%.*s", (int)LLM__MIN(s.len, 31), s.ptr);
     if (llm__gguf_find_key(&m->gguf, "general.name") >= 0 && llm__gguf_get_str(&m->gguf, "general.name", &s, NULL))
         snprintf(m->name, sizeof(m->name), "%.*s", (int)LLM__MIN(s.len, 127), s.ptr);
@@ -12367,7 +12658,7 @@ static enum llm_status llm__model_swa_pattern(struct llm__model *m, int n_patter
     return LLM_OK;
 }
 
-// What sets the architectures apart (see the top of this section), from their keys as llama.cpp
+// What sets the architectures apart (see the top of this file), from their keys as llama.cpp
 // reads them, with its defaults; allocates m->layers (which holds the local/global pattern).
 static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm__err *e) {
     enum llm_status st;
@@ -12430,14 +12721,16 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     if ((st = llm__hparam_u32(m, "attention.head_count_kv", &m->n_head_kv, m->n_head, 1, 1024, e))) return st;
     if ((st = llm__hparam_u32(m, "context_length", &m->n_ctx_train, 2048, 1, 1u << 24, e))) return st;
     char key[128];
-    if (m->n_embd % m->n_head != 0 && llm__gguf_find_key(&m->gguf, llm__arch_key(m, "attention.key_length", key, sizeof(key))) < 0)
+    if (m->n_embd % m->n_head != 0 &&
+        llm__gguf_find_key(&m->gguf, llm__arch_key(m, "attention.key_length", key, sizeof(key))) < 0)
         return llm__fail(e, LLM_ERR_FORMAT, "model: embedding length %d is not a multiple of the head count %d",
                          m->n_embd, m->n_head);
     if ((st = llm__hparam_u32(m, "attention.key_length", &m->head_dim, m->n_embd / m->n_head, 2, 1024, e))) return st;
     int vdim;
     if ((st = llm__hparam_u32(m, "attention.value_length", &vdim, m->head_dim, 2, 1024, e))) return st;
     if (vdim != m->head_dim)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: key length %d differs from value length %d", m->head_dim, vdim);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: key length %d differs from value length %d", m->head_dim,
+                         vdim);
     if (m->n_head % m->n_head_kv != 0)
         return llm__fail(e, LLM_ERR_FORMAT, "model: head count %d is not a multiple of the KV head count %d",
                          m->n_head, m->n_head_kv);
@@ -12527,7 +12820,8 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
         LLM__MAT(&L->wo, LLM__NAME("attn_output.weight"), Q, E, false);
         LLM__VEC(&L->ffn_norm, LLM__NAME("ffn_norm.weight"), E, false);
         if (m->arch == LLM__ARCH_PHI3) {   // gate and up fused in ffn_up: n_ff rows of gate, then up
-            if ((st = llm__model_tensor(m, LLM__NAME("ffn_up.weight"), E, 2 * (int64_t)m->n_ff, false, &t, e))) return st;
+            if ((st = llm__model_tensor(m, LLM__NAME("ffn_up.weight"), E, 2 * (int64_t)m->n_ff, false, &t, e)))
+                return st;
             LLM__PART(&L->w_gate, 0, m->n_ff);
             LLM__PART(&L->w_up, m->n_ff, m->n_ff);
         } else {
@@ -12592,15 +12886,17 @@ static enum llm_status llm__model_load_vectors(struct llm__model *m, struct llm_
 
 // The act-order weights' input permutations (a directory's GPTQ weights with g_idx), each
 // distinct one once, into m->perms; each weight's perm a view of its own.
-static enum llm_status llm__model_load_perms(struct llm__model *m, struct llm_backend *be, const struct llm__model_plan *pl,
-                                             struct llm__err *e) {
+static enum llm_status llm__model_load_perms(struct llm__model *m, struct llm_backend *be,
+                                             const struct llm__model_plan *pl, struct llm__err *e) {
     size_t total = 0;
     for (size_t i = 0; i < pl->n_mats; i++)
         if (pl->mats[i].src->perm) total += ((size_t)pl->mats[i].src->ne[0] * 4 + 63) & ~(size_t)63;
     if (!total) return LLM_OK;
     if (!be->iface->gather_cols)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: the %s backend cannot run GPTQ act-order (desc_act) weights yet; "
-                         "the CPU backend can", be->iface->name);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED,
+                         "model: the %s backend cannot run GPTQ act-order (desc_act) weights yet; "
+                         "the CPU backend can",
+                         be->iface->name);
     enum llm_status st = be->iface->buf_alloc(be->ctx, &m->perms, total, e);
     size_t offs = 0;
     for (size_t i = 0; i < pl->n_mats && !st; i++) {
@@ -12609,13 +12905,15 @@ static enum llm_status llm__model_load_perms(struct llm__model *m, struct llm_ba
         size_t at = offs;
         for (size_t k = 0; k < i && at == offs; k++)   // the same permutation as an earlier weight's
             if (pl->mats[k].src->perm && pl->mats[k].src->ne[0] == src->ne[0] &&
-                (pl->mats[k].src->perm == src->perm || !memcmp(pl->mats[k].src->perm, src->perm, (size_t)src->ne[0] * 4)))
+                (pl->mats[k].src->perm == src->perm ||
+                 !memcmp(pl->mats[k].src->perm, src->perm, (size_t)src->ne[0] * 4)))
                 at = pl->mats[k].dst->perm.offs;
         if (at == offs) {
             be->iface->upload(be->ctx, &m->perms, offs, src->perm, (size_t)src->ne[0] * 4);
             offs += ((size_t)src->ne[0] * 4 + 63) & ~(size_t)63;
         }
-        pl->mats[i].dst->perm = (struct llm__tensor){&m->perms, at, LLM__TYPE_I32, src->ne[0], 1, (size_t)src->ne[0] * 4};
+        pl->mats[i].dst->perm =
+            (struct llm__tensor){ &m->perms, at, LLM__TYPE_I32, src->ne[0], 1, (size_t)src->ne[0] * 4 };
         m->max_perm = LLM__MAX(m->max_perm, src->ne[0]);
     }
     return st;
@@ -12671,10 +12969,13 @@ enum llm_status llm__model_quantize(struct llm__model *m, const char *name, int 
                                            struct llm__err *e) {
     const int type = llm__type_by_name(name);
     if (type < 0)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a weight type (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, "
-                         "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, f16, bf16, f32)", name);
+        return llm__fail(e, LLM_ERR_INVALID_ARG,
+                         "quantize: '%s' is not a weight type (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, "
+                         "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, f16, bf16, f32)",
+                         name);
     struct llm__gguf *g = &m->gguf;
-    if (!(m->qbufs = calloc((size_t)g->n_tensors + 1, sizeof(void *)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    if (!(m->qbufs = calloc((size_t)g->n_tensors + 1, sizeof(void *))))
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     struct llm__pool *pool = llm__pool_new(n_threads, e);
     if (!pool) return LLM_ERR_BACKEND;
     enum llm_status st = LLM_OK;
@@ -12682,13 +12983,17 @@ enum llm_status llm__model_quantize(struct llm__model *m, const char *name, int 
     for (int pass = 0; pass < 2 && !st; pass++)
         for (int64_t i = 0; i < g->n_tensors && !st; i++) {
             struct llm__gguf_tensor *t = &g->tensors[i];
-            if (t->n_dims != 2 || (t->type != LLM__TYPE_F32 && t->type != LLM__TYPE_F16 && t->type != LLM__TYPE_BF16)) continue;
+            if (t->n_dims != 2 || (t->type != LLM__TYPE_F32 && t->type != LLM__TYPE_F16 && t->type != LLM__TYPE_BF16))
+                continue;
             int tt = t->ne[0] % llm__type_info((uint32_t)type)->blck == 0 ? type : llm__quant_fallback(type);
             if (t->ne[0] % llm__type_info((uint32_t)tt)->blck != 0 || (uint32_t)tt == t->type) continue;
             if (pass == 0) { total += t->size; continue; }
             const size_t size = llm__row_bytes(tt, t->ne[0]) * (size_t)t->ne[1];
             struct llm__quant_job job = {t, tt, llm__alloc(size), false};
-            if (!job.dst) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name); break; }
+            if (!job.dst) {
+                st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name);
+                break;
+            }
             m->qbufs[m->n_qbufs++] = job.dst;
             llm__pool_run(pool, llm__quant_worker, &job);
             if (job.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
@@ -12789,7 +13094,8 @@ void llm__model_free(struct llm__model *m, struct llm_backend *be) {
                     if (ws[i]->buf.data || ws[i]->buf.handle) be->iface->weight_free(be->ctx, ws[i]);
             }
         }
-        if (!m->tied_output && (m->output.buf.data || m->output.buf.handle)) be->iface->weight_free(be->ctx, &m->output);
+        if (!m->tied_output && (m->output.buf.data || m->output.buf.handle))
+            be->iface->weight_free(be->ctx, &m->output);
         if (m->tok_embd.buf.data || m->tok_embd.buf.handle) be->iface->weight_free(be->ctx, &m->tok_embd);
         if (m->small.data || m->small.handle) be->iface->buf_free(be->ctx, &m->small);
         if (m->perms.data || m->perms.handle) be->iface->buf_free(be->ctx, &m->perms);
@@ -12827,8 +13133,8 @@ enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, 
 // The products of n weights sharing input x: one matmul call for each run of weights with the same
 // input permutation (act-order GPTQ), the input gathered into g first where they have one.
 static void llm__forward_matmul(const struct llm_backend_i *B, void *ctx, int n, const struct llm__tensor *dst,
-                                const struct llm__weight *const *w, const struct llm__tensor *bias, struct llm__tensor x,
-                                struct llm__tensor g) {
+                                const struct llm__weight *const *w, const struct llm__tensor *bias,
+                                struct llm__tensor x, struct llm__tensor g) {
     for (int j = 0, k; j < n; j = k) {
         const struct llm__tensor p = w[j]->perm;
         for (k = j + 1; k < n && w[k]->perm.buf == p.buf && (!p.buf || w[k]->perm.offs == p.offs); k++) {}
@@ -12842,6 +13148,17 @@ static void llm__forward_matmul(const struct llm_backend_i *B, void *ctx, int n,
     }
 }
 
+// One op of the forward, timed into prof when profiling (each op waited for: B->sync).
+#define LLM__OP(cat, call)                                                          \
+    do {                                                                            \
+        double t0_ = prof ? llm__now() : 0.0;                                       \
+        call;                                                                       \
+        if (prof) {                                                                 \
+            if (B->sync && (st = B->sync(ctx, e)) != LLM_OK) goto finish;           \
+            prof->t[cat] += llm__now() - t0_;                                       \
+        }                                                                           \
+    } while (0)
+
 // Runs the model over one step; logits (n_out rows of n_vocab) are copied to host memory. With
 // prof, each op is timed (a backend whose ops run asynchronously is synchronized after each; a
 // failure there ends the step early and is returned).
@@ -12852,15 +13169,6 @@ enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be,
     const struct llm_backend_i *B = be->iface;
     void *ctx = be->ctx;
     enum llm_status st = LLM_OK;
-#define LLM__OP(cat, call)                                                          \
-    do {                                                                            \
-        double t0_ = prof ? llm__now() : 0.0;                                       \
-        call;                                                                       \
-        if (prof) {                                                                 \
-            if (B->sync && (st = B->sync(ctx, e)) != LLM_OK) goto finish;           \
-            prof->t[cat] += llm__now() - t0_;                                       \
-        }                                                                           \
-    } while (0)
     _Static_assert(LLM__MAX_MATMUL_WEIGHTS >= 3, "the q/k/v projections share one matmul call");
     const int T = s->n_tokens, E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
     assert(T >= 1 && T <= a->max_tokens && s->n_out <= a->max_out);
@@ -13093,7 +13401,8 @@ static uint64_t llm__block_hash(uint64_t parent, const int32_t *tokens, int n) {
 static int32_t llm__block_find(const struct llm__blocks *bm, uint64_t h, uint64_t parent, const int32_t *tokens) {
     for (int32_t b = bm->bucket[h & bm->bucket_mask]; b >= 0; b = bm->bnext[b])
         if (bm->hash[b] == h && bm->parent[b] == parent &&
-            memcmp(&bm->content[(size_t)b * (size_t)bm->block_size], tokens, (size_t)bm->block_size * sizeof(int32_t)) == 0)
+            memcmp(&bm->content[(size_t)b * (size_t)bm->block_size], tokens,
+                   (size_t)bm->block_size * sizeof(int32_t)) == 0)
             return b;
     return -1;
 }
@@ -13177,7 +13486,8 @@ void llm__blocks_commit(struct llm__blocks *bm, struct llm__seq *sq, const int32
     if (!bm->caching) return;
     while (sq->n_committed < sq->len / bm->block_size) {
         int i = sq->n_committed;
-        sq->last_hash = llm__block_commit(bm, sq->blocks[i], sq->last_hash, tokens + (size_t)i * (size_t)bm->block_size);
+        sq->last_hash =
+            llm__block_commit(bm, sq->blocks[i], sq->last_hash, tokens + (size_t)i * (size_t)bm->block_size);
         sq->n_committed++;
     }
 }
@@ -13284,7 +13594,8 @@ struct llm_sampling_params llm_sampling_params_default(void) {
 }
 
 static bool llm__penalties_on(const struct llm_sampling_params *p) {
-    return p->penalty_last_n > 0 && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
+    return p->penalty_last_n > 0 &&
+           (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
 }
 
 // Parameters llm_sampler_create accepts (NaN fails every comparison).
@@ -14906,7 +15217,8 @@ LLM__INTERNAL const struct llm__pre_name llm__pre_names[LLM__N_PRE_NAMES] = {
 //            (Qwen3's template); "tool" messages become <tool_response> blocks of a user turn
 // BOS is left to the tokenizer (LLM_TOKENIZE_ADD_SPECIAL).
 
-static const char *const llm__chat_names[] = {"chatml", "llama3", "llama2", "mistral", "zephyr", "gemma", "phi3", "qwen3"};
+static const char *const llm__chat_names[] = { "chatml", "llama3", "llama2", "mistral",
+                                               "zephyr", "gemma",  "phi3",   "qwen3" };
 enum { LLM__CHAT_CHATML, LLM__CHAT_LLAMA3, LLM__CHAT_LLAMA2, LLM__CHAT_MISTRAL, LLM__CHAT_ZEPHYR, LLM__CHAT_GEMMA,
        LLM__CHAT_PHI3, LLM__CHAT_QWEN3 };
 
@@ -14926,7 +15238,8 @@ void llm__chat_template_recognise(struct llm__vocab *v, const struct llm__gguf *
     struct llm__gguf_str t;
     struct llm__err e = {{0}, LLM_OK};
     v->chat_template[0] = 0;
-    if (llm__gguf_find_key(g, "tokenizer.chat_template") < 0 || !llm__gguf_get_str(g, "tokenizer.chat_template", &t, &e))
+    if (llm__gguf_find_key(g, "tokenizer.chat_template") < 0 ||
+        !llm__gguf_get_str(g, "tokenizer.chat_template", &t, &e))
         return;
     const char *name = llm__chat_template_name(&t);
     if (name) snprintf(v->chat_template, sizeof(v->chat_template), "%s", name);
@@ -15006,6 +15319,43 @@ static bool llm__has_suffix(const char *s, const char *x) {
     return n >= k && memcmp(s + n - k, x, k) == 0;
 }
 
+// Qwen3: the last message that is the user's own (not a tool's response it carries).
+static int llm__chat_last_query(const struct llm_chat_message *msg, int n) {
+    for (int i = n - 1; i >= 0; i--) {
+        const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
+        if (!strcmp(role, "user") && !(llm__has_prefix(c, "<tool_response>") && llm__has_suffix(c, "</tool_response>")))
+            return i;
+    }
+    return n - 1;
+}
+
+// Llama 2 and Mistral: message i inside [INST] ... [/INST] turns (*in_turn: one is open).
+static void llm__chat_inst(struct llm__outbuf *o, bool llama2, int i, bool sys, bool user, const char *c,
+                           bool *in_turn) {
+    if (!*in_turn && (sys || user)) {
+        llm__outbuf_str(o, i == 0 ? "[INST] " : llama2 ? "<s>[INST] " : "[INST] ");
+        *in_turn = true;
+    }
+    if (sys) {
+        if (llama2) {
+            llm__outbuf_str(o, "<<SYS>>\n");
+            llm__outbuf_trimmed(o, c);
+            llm__outbuf_str(o, "\n<</SYS>>\n\n");
+        } else {
+            llm__outbuf_str(o, c);
+            llm__outbuf_str(o, "\n\n");
+        }
+    } else if (user) {
+        if (llama2) llm__outbuf_trimmed(o, c);
+        else llm__outbuf_str(o, c);
+        llm__outbuf_str(o, " [/INST]");
+        *in_turn = false;
+    } else {
+        if (llama2) { llm__outbuf_str(o, " "); llm__outbuf_trimmed(o, c); llm__outbuf_str(o, " </s>"); }
+        else { llm__outbuf_str(o, c); llm__outbuf_str(o, "</s>"); }
+    }
+}
+
 int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
                            struct llm__outbuf *o) {
     int t = -1;
@@ -15013,14 +15363,7 @@ int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n,
         if (name && strcmp(name, llm__chat_names[i]) == 0) t = i;
     if (t < 0) return -1;
     bool in_turn = false;   // llama2/mistral: inside an open [INST] ... [/INST]
-    int last_query = n - 1;   // qwen3
-    for (int i = n - 1; t == LLM__CHAT_QWEN3 && i >= 0; i--) {
-        const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
-        if (!strcmp(role, "user") && !(llm__has_prefix(c, "<tool_response>") && llm__has_suffix(c, "</tool_response>"))) {
-            last_query = i;
-            break;
-        }
-    }
+    const int last_query = t == LLM__CHAT_QWEN3 ? llm__chat_last_query(msg, n) : n - 1;
     struct llm__outbuf sys_prefix = {0};   // gemma: system prompts waiting for the next user turn
     for (int i = 0; i < n; i++) {
         const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
@@ -15070,22 +15413,7 @@ int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n,
             break;
         case LLM__CHAT_LLAMA2:
         case LLM__CHAT_MISTRAL:
-            if (!in_turn && (sys || user)) {
-                llm__outbuf_str(o, i == 0 ? "[INST] " : t == 2 ? "<s>[INST] " : "[INST] ");
-                in_turn = true;
-            }
-            if (sys) {
-                if (t == 2) { llm__outbuf_str(o, "<<SYS>>\n"); llm__outbuf_trimmed(o, c); llm__outbuf_str(o, "\n<</SYS>>\n\n"); }
-                else { llm__outbuf_str(o, c); llm__outbuf_str(o, "\n\n"); }
-            } else if (user) {
-                if (t == 2) llm__outbuf_trimmed(o, c);
-                else llm__outbuf_str(o, c);
-                llm__outbuf_str(o, " [/INST]");
-                in_turn = false;
-            } else {
-                if (t == 2) { llm__outbuf_str(o, " "); llm__outbuf_trimmed(o, c); llm__outbuf_str(o, " </s>"); }
-                else { llm__outbuf_str(o, c); llm__outbuf_str(o, "</s>"); }
-            }
+            llm__chat_inst(o, t == LLM__CHAT_LLAMA2, i, sys, user, c, &in_turn);
             break;
         default:   // zephyr
             llm__outbuf_str(o, "<|");
@@ -15167,7 +15495,8 @@ static int llm__tensor_dims(const struct llm__gguf_tensor *t) {
 // What llama-quantize may quantize: matrices named *weight, but not norms, position or token-type
 // embeddings, a MoE router, or Gemma 3n's small side tables.
 static bool llm__qmix_allows(const struct llm__gguf_tensor *t) {
-    static const char *const never[] = {"_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj"};
+    static const char *const never[] = {"_norm.weight", "ffn_gate_inp.weight", "altup", "laurel",
+                                        "per_layer_model_proj"};
     const size_t n = strlen(t->name);
     if (llm__tensor_dims(t) < 2 || n < 6 || strcmp(t->name + n - 6, "weight") != 0) return false;
     for (size_t i = 0; i < LLM__ARRAY_LEN(never); i++)
@@ -15194,7 +15523,8 @@ enum llm_status llm__qmix_init(const struct llm__gguf *g, struct llm__qmix *q, s
     for (int64_t i = 0; i < g->n_tensors; i++) {
         const char *name = g->tensors[i].name;
         if (!strcmp(name, "output.weight")) q->tied = false;
-        if (strstr(name, "attn_qkv.weight") || strstr(name, "attn_kv_b.weight") || strstr(name, "attn_v.weight")) q->n_attn_v++;
+        if (strstr(name, "attn_qkv.weight") || strstr(name, "attn_kv_b.weight") || strstr(name, "attn_v.weight"))
+            q->n_attn_v++;
     }
     return LLM_OK;
 }
@@ -15221,7 +15551,8 @@ int llm__qmix_type(struct llm__qmix *q, const struct llm__gguf_tensor *t) {
         else if (ft == LLM__FT_Q3_K_M) nt = q->i_attn_v < 2 ? LLM__TYPE_Q5_K : LLM__TYPE_Q4_K;
         else if (ft == LLM__FT_Q3_K_L) nt = LLM__TYPE_Q5_K;
         else if ((ft == LLM__FT_IQ4_NL || ft == LLM__FT_IQ4_XS) && q->n_gqa >= 4) nt = LLM__TYPE_Q5_K;
-        else if ((ft == LLM__FT_Q4_K_M || ft == LLM__FT_Q5_K_M) && llm__qmix_more_bits(q->i_attn_v, q->n_attn_v)) nt = LLM__TYPE_Q6_K;
+        else if ((ft == LLM__FT_Q4_K_M || ft == LLM__FT_Q5_K_M) && llm__qmix_more_bits(q->i_attn_v, q->n_attn_v))
+            nt = LLM__TYPE_Q6_K;
         else if (ft == LLM__FT_Q4_K_S && q->i_attn_v < 4) nt = LLM__TYPE_Q5_K;
         if (q->is_70b && (nt == LLM__TYPE_Q3_K || nt == LLM__TYPE_Q4_K)) nt = LLM__TYPE_Q5_K;
         q->i_attn_v++;
@@ -15250,13 +15581,16 @@ int llm__qmix_type(struct llm__qmix *q, const struct llm__gguf_tensor *t) {
     return nt;
 }
 
-// llama.cpp's loader order: tensors outside the blocks (layer -1) first, then by layer, then by name.
+// The layer a tensor's name (blk.N.) puts it in; -1 outside the blocks.
 int llm__tensor_layer(const char *name) {
     int l = -1;
     return sscanf(name, "blk.%d.", &l) == 1 ? l : -1;
 }
+
+// llama.cpp's loader order: tensors outside the blocks (layer -1) first, then by layer, then by name.
 int llm__tensor_order(const void *a, const void *b) {
-    const struct llm__gguf_tensor *x = *(const struct llm__gguf_tensor *const *)a, *y = *(const struct llm__gguf_tensor *const *)b;
+    const struct llm__gguf_tensor *x = *(const struct llm__gguf_tensor *const *)a;
+    const struct llm__gguf_tensor *y = *(const struct llm__gguf_tensor *const *)b;
     const int lx = llm__tensor_layer(x->name), ly = llm__tensor_layer(y->name);
     return lx != ly ? (lx < ly ? -1 : 1) : strcmp(x->name, y->name);
 }
@@ -15270,15 +15604,136 @@ static void llm__gguf_put_str(struct llm__outbuf *o, const char *s) {
 // Writes n bytes to f; false on an error (errno set).
 bool llm__fwrite(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n; }
 
+// A GGUF file being written by llm__quantize_gguf: g's tensors in llama.cpp's loader order, each
+// with its replacement (or NULL) and its type in the file.
+struct llm__qgguf {
+    struct llm__gguf *g;
+    const struct llm_quantize_params *params;
+    const struct llm__gguf_tensor **order;
+    const struct llm__qrepl **orepl;
+    int *types;
+    size_t align;
+    size_t total;              // the input's bytes of all tensors (progress)
+    struct llm_quantize_stats *st;
+};
+
+// The header's start and the metadata: the input's keys in their order, less
+// general.quantization_version, general.file_type and split.*, then those two appended. Returns
+// the number of keys, which the caller writes over the count's place (offset 16).
+static uint64_t llm__qgguf_put_kv(const struct llm__gguf *g, const struct llm__ftype *ft, struct llm__outbuf *hdr) {
+    const uint32_t version = 3;
+    const uint64_t n_tensors = (uint64_t)g->n_tensors;
+    uint64_t n_kv = 0;
+    llm__outbuf_put(hdr, "GGUF", 4);
+    llm__outbuf_put(hdr, &version, 4);
+    llm__outbuf_put(hdr, &n_tensors, 8);
+    llm__outbuf_put(hdr, &n_kv, 8);   // counted here
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        const char *k = g->kv[i].key;
+        if (!strcmp(k, "general.quantization_version") || !strcmp(k, "general.file_type") || !strncmp(k, "split.", 6))
+            continue;
+        llm__gguf_put_str(hdr, k);
+        llm__outbuf_put(hdr, g->kv[i].raw, g->kv[i].raw_len);
+        n_kv++;
+    }
+    const uint32_t u32 = LLM__GGUF_U32, qversion = 2, ftype = (uint32_t)ft->ftype;
+    llm__gguf_put_str(hdr, "general.quantization_version");
+    llm__outbuf_put(hdr, &u32, 4);
+    llm__outbuf_put(hdr, &qversion, 4);
+    llm__gguf_put_str(hdr, "general.file_type");
+    llm__outbuf_put(hdr, &u32, 4);
+    llm__outbuf_put(hdr, &ftype, 4);
+    return n_kv + 2;
+}
+
+// The tensors' entries of the header (names, shapes, types, offsets), each tensor's type decided
+// on the way (its replacement's, or the mix's); counts the parameters and the quantized tensors.
+// LLM_ERR_UNSUPPORTED: a tensor that would need requantizing, an unreadable type, or an internal one.
+static enum llm_status llm__qgguf_put_tensors(struct llm__qgguf *w, struct llm__qmix *q, struct llm__outbuf *hdr,
+                                              struct llm__err *e) {
+    uint64_t offset = 0;
+    for (int64_t i = 0; i < w->g->n_tensors; i++) {
+        const struct llm__gguf_tensor *t = w->order[i];
+        const struct llm__qrepl *r = w->orepl[i];
+        const int mixed = llm__qmix_type(q, t);   // (counts the mix's layers also for replaced tensors)
+        const int nt = w->types[i] = r ? r->type : mixed;
+        const struct llm__type_info *ti = llm__type_info(t->type);
+        if (!r && (uint32_t)nt != t->type && ti->blck > 1 && !w->params->allow_requantize)
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s already: requantizing it to %s needs "
+                             "--allow-requantize (quality suffers; quantize the F16/BF16/F32 model instead)",
+                             t->name, ti->name, llm__type_info((uint32_t)nt)->name);
+        if (!r && (uint32_t)nt != t->type && !ti->supported)
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s, which this build cannot read", t->name,
+                             ti->name);
+        if (llm__type_info((uint32_t)nt)->internal)   // no internal type may reach the file
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' would be %s (an AWQ/GPTQ layout), which GGUF "
+                             "cannot hold", t->name, llm__type_info((uint32_t)nt)->name);
+        const int nd = llm__tensor_dims(t);
+        const uint32_t tt = (uint32_t)nt;
+        llm__gguf_put_str(hdr, t->name);
+        llm__outbuf_put(hdr, &(uint32_t){(uint32_t)nd}, 4);
+        llm__outbuf_put(hdr, t->ne, 8 * (size_t)nd);
+        llm__outbuf_put(hdr, &tt, 4);
+        llm__outbuf_put(hdr, &offset, 8);
+        const size_t size = llm__row_bytes(nt, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+        assert(!r || r->size == size);
+        offset += (size + w->align - 1) / w->align * w->align;
+        w->total += t->size;
+        w->st->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        w->st->n_quantized += (uint32_t)nt != t->type;
+    }
+    return LLM_OK;
+}
+
+// The tensors' data after the header (ok: whether the header was written), in the header's order:
+// each as it is, its replacement, or quantized on the pool, padded with zeros to the alignment.
+static enum llm_status llm__qgguf_write_data(struct llm__qgguf *w, FILE *f, const char *part, bool ok,
+                                             struct llm__pool *pool, struct llm__err *e) {
+    static const char zeros[64];
+    const size_t align = w->align;
+    size_t done = 0;
+    enum llm_status st = LLM_OK;
+    for (int64_t i = 0; i < w->g->n_tensors && ok; i++) {
+        const struct llm__gguf_tensor *t = w->order[i];
+        const int nt = w->types[i];
+        size_t size = t->size;
+        if (w->orepl[i]) {
+            size = w->orepl[i]->size;
+            ok = llm__fwrite(f, w->orepl[i]->data, size);
+        } else if ((uint32_t)nt == t->type) {
+            ok = llm__fwrite(f, t->data, t->size);
+        } else {
+            size = llm__row_bytes(nt, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+            struct llm__quant_job job = {t, nt, llm__alloc(size), false};
+            if (!job.dst) {
+                st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name);
+                break;
+            }
+            llm__pool_run(pool, llm__quant_worker, &job);
+            if (!job.fail) ok = llm__fwrite(f, job.dst, size);
+            free(job.dst);
+            if (job.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
+        }
+        for (size_t pad = (align - size % align) % align; ok && pad; pad -= LLM__MIN(pad, sizeof(zeros)))
+            ok = llm__fwrite(f, zeros, LLM__MIN(pad, sizeof(zeros)));
+        if (w->g->owns_map) llm__map_release(t->data, t->size);
+        w->st->bytes_in += t->size;
+        w->st->bytes_out += size;
+        done += t->size;
+        if (w->params->progress)
+            w->params->progress(w->params->progress_user, (double)done / (double)(w->total ? w->total : 1), t->name);
+    }
+    if (!st && !ok) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s': %s", part, strerror(errno));
+    return st;
+}
+
 // The model g (a GGUF file or a directory) as a GGUF file of file type ft at params->output (see
-// the section's head); repl: NULL, or for each of g's tensors a replacement (data NULL: none), whose
-// type and bytes are written as they are.
+// the head of src/quantize.c); repl: NULL, or for each of g's tensors a replacement (data NULL:
+// none), whose type and bytes are written as they are.
 enum llm_status llm__quantize_gguf(struct llm__gguf *g, const struct llm_quantize_params *params,
-                                          const struct llm__ftype *ft, const struct llm__qrepl *repl,
-                                          struct llm_quantize_stats *st_, struct llm__err *e) {
-    const struct llm__gguf_tensor **order = NULL;
-    const struct llm__qrepl **orepl = NULL;
-    int *types = NULL;
+                                   const struct llm__ftype *ft, const struct llm__qrepl *repl,
+                                   struct llm_quantize_stats *st_, struct llm__err *e) {
+    struct llm__qgguf w = {.g = g, .params = params, .st = st_};
     struct llm__outbuf hdr = {0};
     struct llm__pool *pool = NULL;
     FILE *f = NULL;
@@ -15287,77 +15742,24 @@ enum llm_status llm__quantize_gguf(struct llm__gguf *g, const struct llm_quantiz
 
     struct llm__qmix q = {.ftype = ft->ftype, .type = ft->type, .pure = params->pure != 0, .tied = true};
     if ((st = llm__qmix_init(g, &q, e))) return st;
-    order = malloc(sizeof(*order) * (size_t)(g->n_tensors + 1));
-    orepl = malloc(sizeof(*orepl) * (size_t)(g->n_tensors + 1));
-    types = malloc(sizeof(*types) * (size_t)(g->n_tensors + 1));
-    if (!order || !types || !orepl) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
-    for (int64_t i = 0; i < g->n_tensors; i++) order[i] = &g->tensors[i];
-    qsort(order, (size_t)g->n_tensors, sizeof(*order), llm__tensor_order);
-    for (int64_t i = 0; i < g->n_tensors; i++) orepl[i] = repl && repl[order[i] - g->tensors].data ? &repl[order[i] - g->tensors] : NULL;
+    w.order = malloc(sizeof(*w.order) * (size_t)(g->n_tensors + 1));
+    w.orepl = malloc(sizeof(*w.orepl) * (size_t)(g->n_tensors + 1));
+    w.types = malloc(sizeof(*w.types) * (size_t)(g->n_tensors + 1));
+    if (!w.order || !w.types || !w.orepl) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
+    for (int64_t i = 0; i < g->n_tensors; i++) w.order[i] = &g->tensors[i];
+    qsort(w.order, (size_t)g->n_tensors, sizeof(*w.order), llm__tensor_order);
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        const int64_t k = w.order[i] - g->tensors;
+        w.orepl[i] = repl && repl[k].data ? &repl[k] : NULL;
+    }
 
     // the types, and the header: metadata, then the tensors' names, shapes, types and offsets
-    const uint32_t version = 3;
-    const uint64_t n_tensors = (uint64_t)g->n_tensors;
-    uint64_t n_kv = 0;
-    llm__outbuf_put(&hdr, "GGUF", 4);
-    llm__outbuf_put(&hdr, &version, 4);
-    llm__outbuf_put(&hdr, &n_tensors, 8);
-    llm__outbuf_put(&hdr, &n_kv, 8);   // counted below
-    for (int64_t i = 0; i < g->n_kv; i++) {
-        const char *k = g->kv[i].key;
-        if (!strcmp(k, "general.quantization_version") || !strcmp(k, "general.file_type") || !strncmp(k, "split.", 6)) continue;
-        llm__gguf_put_str(&hdr, k);
-        llm__outbuf_put(&hdr, g->kv[i].raw, g->kv[i].raw_len);
-        n_kv++;
-    }
-    const uint32_t u32 = LLM__GGUF_U32, qversion = 2, ftype = (uint32_t)ft->ftype;
-    llm__gguf_put_str(&hdr, "general.quantization_version");
-    llm__outbuf_put(&hdr, &u32, 4);
-    llm__outbuf_put(&hdr, &qversion, 4);
-    llm__gguf_put_str(&hdr, "general.file_type");
-    llm__outbuf_put(&hdr, &u32, 4);
-    llm__outbuf_put(&hdr, &ftype, 4);
-    n_kv += 2;
-    const size_t align = g->alignment ? g->alignment : LLM__GGUF_DEFAULT_ALIGNMENT;
-    uint64_t offset = 0;
-    size_t total = 0;
-    for (int64_t i = 0; i < g->n_tensors; i++) {
-        const struct llm__gguf_tensor *t = order[i];
-        const int mixed = llm__qmix_type(&q, t);   // (counts the mix's layers also for replaced tensors)
-        const int nt = types[i] = orepl[i] ? orepl[i]->type : mixed;
-        const struct llm__type_info *ti = llm__type_info(t->type);
-        if (!orepl[i] && (uint32_t)nt != t->type && ti->blck > 1 && !params->allow_requantize) {
-            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s already: requantizing it to %s needs "
-                           "--allow-requantize (quality suffers; quantize the F16/BF16/F32 model instead)",
-                           t->name, ti->name, llm__type_info((uint32_t)nt)->name);
-            goto out;
-        }
-        if (!orepl[i] && (uint32_t)nt != t->type && !ti->supported) {
-            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s, which this build cannot read", t->name, ti->name);
-            goto out;
-        }
-        if (llm__type_info((uint32_t)nt)->internal) {   // no internal type may reach the file
-            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' would be %s (an AWQ/GPTQ layout), which GGUF cannot hold",
-                           t->name, llm__type_info((uint32_t)nt)->name);
-            goto out;
-        }
-        const int nd = llm__tensor_dims(t);
-        const uint32_t tt = (uint32_t)nt;
-        llm__gguf_put_str(&hdr, t->name);
-        llm__outbuf_put(&hdr, &(uint32_t){(uint32_t)nd}, 4);
-        llm__outbuf_put(&hdr, t->ne, 8 * (size_t)nd);
-        llm__outbuf_put(&hdr, &tt, 4);
-        llm__outbuf_put(&hdr, &offset, 8);
-        const size_t size = llm__row_bytes(nt, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
-        assert(!orepl[i] || orepl[i]->size == size);
-        offset += (size + align - 1) / align * align;
-        total += t->size;
-        st_->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-        st_->n_quantized += (uint32_t)nt != t->type;
-    }
+    w.align = g->alignment ? g->alignment : LLM__GGUF_DEFAULT_ALIGNMENT;
+    const uint64_t n_kv = llm__qgguf_put_kv(g, ft, &hdr);
+    if ((st = llm__qgguf_put_tensors(&w, &q, &hdr, e))) goto out;
     st_->n_fallback = q.n_fallback;
     st_->n_tensors = (int)g->n_tensors;
-    while (hdr.n % align) llm__outbuf_put(&hdr, "", 1);
+    while (hdr.n % w.align) llm__outbuf_put(&hdr, "", 1);
     if (hdr.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
     memcpy(hdr.p + 16, &n_kv, 8);
 
@@ -15366,54 +15768,29 @@ enum llm_status llm__quantize_gguf(struct llm__gguf *g, const struct llm_quantiz
     if (!(part = malloc(plen + 6))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
     memcpy(part, params->output, plen);
     memcpy(part + plen, ".part", 6);
-    if (!(pool = llm__pool_new(params->n_threads > 0 ? params->n_threads : llm__online_cpus(), e))) { st = LLM_ERR_BACKEND; goto out; }
+    if (!(pool = llm__pool_new(params->n_threads > 0 ? params->n_threads : llm__online_cpus(), e))) {
+        st = LLM_ERR_BACKEND;
+        goto out;
+    }
     if (!(f = fopen(part, "wb"))) {
         st = llm__fail(e, LLM_ERR_IO, "quantize: cannot create '%s': %s", part, strerror(errno));
         goto out;
     }
-    bool ok = llm__fwrite(f, hdr.p, hdr.n);
-    static const char zeros[64];
-    size_t done = 0;
-    for (int64_t i = 0; i < g->n_tensors && ok; i++) {
-        const struct llm__gguf_tensor *t = order[i];
-        const int nt = types[i];
-        size_t size = t->size;
-        if (orepl[i]) {
-            size = orepl[i]->size;
-            ok = llm__fwrite(f, orepl[i]->data, size);
-        } else if ((uint32_t)nt == t->type) {
-            ok = llm__fwrite(f, t->data, t->size);
-        } else {
-            size = llm__row_bytes(nt, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
-            struct llm__quant_job job = {t, nt, llm__alloc(size), false};
-            if (!job.dst) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name); break; }
-            llm__pool_run(pool, llm__quant_worker, &job);
-            if (!job.fail) ok = llm__fwrite(f, job.dst, size);
-            free(job.dst);
-            if (job.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
-        }
-        for (size_t pad = (align - size % align) % align; ok && pad; pad -= LLM__MIN(pad, sizeof(zeros)))
-            ok = llm__fwrite(f, zeros, LLM__MIN(pad, sizeof(zeros)));
-        if (g->owns_map) llm__map_release(t->data, t->size);
-        st_->bytes_in += t->size;
-        st_->bytes_out += size;
-        done += t->size;
-        if (params->progress) params->progress(params->progress_user, (double)done / (double)(total ? total : 1), t->name);
-    }
-    if (!st && !ok) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s': %s", part, strerror(errno));
+    st = llm__qgguf_write_data(&w, f, part, llm__fwrite(f, hdr.p, hdr.n), pool, e);
     if (fclose(f) != 0 && !st) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s': %s", part, strerror(errno));
     f = NULL;
     if (!st && rename(part, params->output) != 0)
-        st = llm__fail(e, LLM_ERR_IO, "quantize: cannot rename '%s' to '%s': %s", part, params->output, strerror(errno));
+        st = llm__fail(e, LLM_ERR_IO, "quantize: cannot rename '%s' to '%s': %s", part, params->output,
+                       strerror(errno));
     if (st) remove(part);
 out:
     if (f) { fclose(f); remove(part); }
     free(part);
     llm__pool_free(pool);
     free(hdr.p);
-    free(order);
-    free(orepl);
-    free(types);
+    free(w.order);
+    free(w.orepl);
+    free(w.types);
     return st;
 }
 
@@ -15479,7 +15856,8 @@ static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm
         return llm__fail(e, LLM_ERR_INVALID_ARG, "num_speculative_tokens must be in [0, %d] (got %d)", LLM__MAX_SPEC,
                          p->num_speculative_tokens);
     if (p->num_speculative_tokens > 0 && !p->speculative_ngram && !p->speculative_model)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "num_speculative_tokens needs a way to draft: speculative_model or speculative_ngram");
+        return llm__fail(e, LLM_ERR_INVALID_ARG,
+                         "num_speculative_tokens needs a way to draft: speculative_model or speculative_ngram");
     if (p->prompt_lookup_min < 1 || p->prompt_lookup_max < p->prompt_lookup_min || p->prompt_lookup_max > 64)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "prompt lookup n-grams must have 1 <= min <= max <= 64 (got %d, %d)",
                          p->prompt_lookup_min, p->prompt_lookup_max);
@@ -15494,7 +15872,8 @@ static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm
     if (p->n_threads > 512) return llm__fail(e, LLM_ERR_INVALID_ARG, "too many threads (%d)", p->n_threads);
     // (at most 2^24 tokens: block counts and slot numbers stay far from int's limit)
     if (p->max_model_len < 0 || p->max_model_len > (1 << 24))
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "max_model_len must be in [0, %d] (got %d)", 1 << 24, p->max_model_len);
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "max_model_len must be in [0, %d] (got %d)", 1 << 24,
+                         p->max_model_len);
     if (p->max_num_seqs < 1 || p->max_num_seqs > 65536)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "max_num_seqs must be in [1, 65536] (got %d)", p->max_num_seqs);
     if (p->max_num_batched_tokens < 1 || p->max_num_batched_tokens > 65536)
@@ -15520,7 +15899,8 @@ static void llm__engine_check_loadable(llm_engine *E) {
     llm__chat_template_recognise(&E->vocab, &m->gguf);   // plain metadata, whatever else fails
     if (m->gguf.n_tensors == 0) {
         llm__fail(&why, LLM_ERR_FORMAT, "the file has no tensors (a vocabulary-only file)");
-    } else if (llm__model_hparams(m, &why) == LLM_OK && llm__vocab_load(&E->vocab, &m->gguf, m->n_vocab, &why) == LLM_OK) {
+    } else if (llm__model_hparams(m, &why) == LLM_OK &&
+               llm__vocab_load(&E->vocab, &m->gguf, m->n_vocab, &why) == LLM_OK) {
         // every tensor the architecture uses, with its shape and type, as the load would find them
         struct llm__model_plan pl = {0};
         if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
@@ -15564,7 +15944,8 @@ static enum llm_status llm__engine_step_buffers(llm_engine *E, struct llm__err *
     int max_tokens = LLM__MAX(p->max_num_batched_tokens, LLM__MAX_STEP_OUT);
     int max_out = LLM__MAX(LLM__MAX_STEP_OUT, LLM__MIN(p->max_num_seqs, max_tokens));
     // speculative decoding: rows for the drafts of up to 64 sequences a step besides one per sequence
-    if (p->num_speculative_tokens > 0) max_out = LLM__MIN(max_tokens, LLM__MIN(p->max_num_seqs, max_tokens) + 64 * p->num_speculative_tokens);
+    if (p->num_speculative_tokens > 0)
+        max_out = LLM__MIN(max_tokens, LLM__MIN(p->max_num_seqs, max_tokens) + 64 * p->num_speculative_tokens);
     max_out = LLM__MAX(max_out, LLM__MAX_STEP_OUT);
     if ((st = llm__acts_init(&E->acts, m, &E->be, max_tokens, max_out, e))) return st;
     struct llm__shape shape = {
@@ -15598,7 +15979,8 @@ static enum llm_status llm__engine_load(llm_engine *E, struct llm__err *e) {
                                             "(llm tokenize, LLM_LOAD_VOCAB) but not run");
     if ((st = llm__model_hparams(&E->model, e))) return st;
     if ((st = llm__vocab_load(&E->vocab, &E->model.gguf, E->model.n_vocab, e))) return st;
-    if (p->quantize && (st = llm__model_quantize(&E->model, p->quantize, p->n_threads, p->verbose > 0 && isatty(2), e))) return st;
+    if (p->quantize && (st = llm__model_quantize(&E->model, p->quantize, p->n_threads, p->verbose > 0 && isatty(2), e)))
+        return st;
     if ((st = llm__backend_open(&E->be, p, e))) return st;
     if ((st = llm__model_load_tensors(&E->model, &E->be, p->verbose > 0 && isatty(2), e))) return st;
     E->max_model_len = p->max_model_len ? p->max_model_len : LLM__MIN(E->model.n_ctx_train, 4096);
@@ -15623,14 +16005,16 @@ static enum llm_status llm__draft_open(llm_engine *E, struct llm__err *e) {
     if (!D) return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s: %s", dp.model_path, err);
     E->spec.draft = D;
     if (E->model.n_vocab != D->model.n_vocab)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s has %d tokens, the model %d: their vocabularies must be the same",
+        return llm__fail(e, LLM_ERR_INVALID_ARG,
+                         "the draft model %s has %d tokens, the model %d: their vocabularies must be the same",
                          dp.model_path, D->model.n_vocab, E->model.n_vocab);
     for (int t = 0; t < E->model.n_vocab; t++) {
         char pa[256], pb[256];
         int la = llm_token_to_piece(E, t, pa, sizeof(pa)), lb = llm_token_to_piece(D, t, pb, sizeof(pb));
         if (la != lb || (la > 0 && memcmp(pa, pb, (size_t)LLM__MIN(la, (int)sizeof(pa)))) ||
             llm_token_is_control(E, t) != llm_token_is_control(D, t))
-            return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s has another vocabulary: token %d differs", dp.model_path, t);
+            return llm__fail(e, LLM_ERR_INVALID_ARG, "the draft model %s has another vocabulary: token %d differs",
+                             dp.model_path, t);
     }
     // a first forward pass now (weights repacked, pages touched), not in the first step's time
     int s = llm_seq_new(D);
@@ -15722,7 +16106,9 @@ void llm_get_model_info(const llm_engine *E, struct llm_model_info *info) {
 void llm_get_engine_info(const llm_engine *E, struct llm_engine_info *info) {
     memset(info, 0, sizeof(*info));
     const char *bn = E->be.iface ? E->be.iface->name : "none";
-    info->backend = !strcmp(bn, "vulkan") ? LLM_BACKEND_VULKAN : !strcmp(bn, "cuda") ? LLM_BACKEND_CUDA : LLM_BACKEND_CPU;
+    info->backend = !strcmp(bn, "vulkan") ? LLM_BACKEND_VULKAN
+                    : !strcmp(bn, "cuda") ? LLM_BACKEND_CUDA
+                                          : LLM_BACKEND_CPU;
     info->backend_name = bn;
     info->device_name = E->be.iface && E->be.iface->device_name ? E->be.iface->device_name(E->be.ctx) : "";
     info->n_threads = E->params.n_threads;
@@ -15848,7 +16234,8 @@ int llm_tokenize(llm_engine *E, const char *text, size_t len, int flags, int32_t
 int llm_token_to_piece(llm_engine *E, int32_t token, char *buf, size_t size) {
     if (!buf && size) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "token_to_piece: NULL buffer"), -1;
     int n = llm__token_piece(&E->vocab, token, false, buf, size);
-    if (n < 0) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "token id %d is out of range [0, %d)", token, E->vocab.n), -1;
+    if (n < 0)
+        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "token id %d is out of range [0, %d)", token, E->vocab.n), -1;
     if (size) buf[LLM__MIN((size_t)n, size - 1)] = 0;
     return n;
 }
@@ -15867,7 +16254,8 @@ int llm_detokenize(llm_engine *E, const int32_t *tokens, int n, int flags, char 
     struct llm__outbuf o = {0};
     if (!llm__detokenize(&E->vocab, tokens, n, flags, &o)) {
         free(o.p);
-        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "detokenize: a token id is out of range [0, %d)", E->vocab.n), -1;
+        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "detokenize: a token id is out of range [0, %d)", E->vocab.n),
+               -1;
     }
     int r = llm__outbuf_emit(&o, buf, size);
     if (r < 0) llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
@@ -15913,7 +16301,11 @@ int llm_chat_apply(const char *template_name, const struct llm_chat_message *mes
 
 int llm_seq_new(llm_engine *E) {
     int i = 0;
-    if (E->params.load != LLM_LOAD_ALL) { llm__fail(&E->err, LLM_ERR_INVALID_ARG, "the engine has no weights loaded (LLM_LOAD_VOCAB or LLM_LOAD_METADATA)"); return -1; }
+    if (E->params.load != LLM_LOAD_ALL) {
+        llm__fail(&E->err, LLM_ERR_INVALID_ARG,
+                  "the engine has no weights loaded (LLM_LOAD_VOCAB or LLM_LOAD_METADATA)");
+        return -1;
+    }
     while (i < E->n_seqs && E->seqs[i].used) i++;
     if (i == E->n_seqs) {
         struct llm__seq *s = realloc(E->seqs, (size_t)(E->n_seqs + 1) * sizeof(*s));
@@ -15955,7 +16347,8 @@ enum llm_status llm_seq_eval(llm_engine *E, int seq, const int32_t *tokens, int 
         return llm__fail(&E->err, LLM_ERR_CONTEXT, "%d tokens do not fit in the context: %d used of %d",
                          n, s->len, E->max_model_len);
     if (!llm__blocks_can_allocate(&E->blocks, s, n))
-        return llm__fail(&E->err, LLM_ERR_CONTEXT, "KV cache is full: %lld more blocks of %d tokens needed, %d free of %d",
+        return llm__fail(&E->err, LLM_ERR_CONTEXT,
+                         "KV cache is full: %lld more blocks of %d tokens needed, %d free of %d",
                          (long long)llm__blocks_needed(&E->blocks, s, n), E->blocks.block_size,
                          llm__blocks_available(&E->blocks), E->blocks.n_blocks);
     if (!llm__blocks_allocate(&E->blocks, s, n)) return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
@@ -16145,7 +16538,8 @@ enum llm_status llm__prepare(llm_engine *E, const struct llm__plan *plan, struct
             E->st_slot[T] = llm__seq_slot(pe->seq, bs, pe->start + j);
         }
         for (int j = pe->n_logits; j > 0; j--) E->st_out[n_out++] = T - j;
-        memcpy(E->st_tables + (size_t)k * (size_t)max_blocks, pe->seq->blocks, (size_t)pe->seq->n_blocks * sizeof(int32_t));
+        memcpy(E->st_tables + (size_t)k * (size_t)max_blocks, pe->seq->blocks,
+               (size_t)pe->seq->n_blocks * sizeof(int32_t));
     }
     *step = (struct llm__step){
         .n_tokens = T, .tokens = E->st_tokens, .positions = E->st_pos, .seq_idx = E->st_seq,
@@ -16238,16 +16632,17 @@ static int llm__spec_ngram(const llm_engine *E, struct llm__req *r, int k) {
 // How many drafts decoding request r may have this step (0: none), within the budgets of the
 // step, the request (max_tokens, the context) and its tokens' memory (room after its tokens).
 static int llm__spec_propose_budget(llm_engine *E, const struct llm__plan *plan, struct llm__req *r) {
-    int k = r->p.num_speculative_tokens < 0 ? 0 : r->p.num_speculative_tokens > 0
-                                                      ? LLM__MIN(r->p.num_speculative_tokens, E->params.num_speculative_tokens)
-                                                      : E->params.num_speculative_tokens;
+    int k = r->p.num_speculative_tokens < 0   ? 0
+            : r->p.num_speculative_tokens > 0 ? LLM__MIN(r->p.num_speculative_tokens, E->params.num_speculative_tokens)
+                                              : E->params.num_speculative_tokens;
     if (k <= 0 || r->n_tokens - r->n_computed != 1) return 0;
     k = LLM__MIN(k, E->params.max_num_batched_tokens - plan->n_tokens);
     k = LLM__MIN(k, E->acts.max_out - plan->n_logits);
     k = LLM__MIN(k, r->p.max_tokens - (r->n_tokens - r->n_prompt) - 1);   // the last token comes from the model
     k = LLM__MIN(k, E->max_model_len - r->n_tokens - 1);
     if (k <= 0) return 0;
-    if (r->n_tokens + k > r->cap_tokens && !llm__req_reserve_tokens(r, LLM__MAX(2 * r->cap_tokens, r->n_tokens + k))) return 0;
+    if (r->n_tokens + k > r->cap_tokens && !llm__req_reserve_tokens(r, LLM__MAX(2 * r->cap_tokens, r->n_tokens + k)))
+        return 0;
     return k;
 }
 
@@ -16280,7 +16675,8 @@ static double llm__step_time(const llm_engine *E, int T) {
     if (hi) return E->spec.t_step[hi];
     if (!lo) return 1.0 + 0.1 * (T - 1);
     double slope = 0.1 * E->spec.t_step[lo];
-    if (lo2 && lo >= T / 2) slope = LLM__MAX((E->spec.t_step[lo] - E->spec.t_step[lo2]) / (lo - lo2), E->spec.t_step[lo] / lo * 0.25);
+    if (lo2 && lo >= T / 2)
+        slope = LLM__MAX((E->spec.t_step[lo] - E->spec.t_step[lo2]) / (lo - lo2), E->spec.t_step[lo] / lo * 0.25);
     return E->spec.t_step[lo] + slope * (T - lo);
 }
 
@@ -16323,17 +16719,36 @@ static bool llm__spec_probe_allowed(const llm_engine *E) {
     return E->spec.t_forced <= LLM__SPEC_PROBE_SHARE * E->spec.t_busy;
 }
 
-// speculative_model: the drafts of the step's decoding requests (at most LLM__SPEC_REQS), each
-// k of them (the cost model's choice, the draft's rounds counted), drawn by the draft model in
-// k rounds batched over the requests: the first round also computes what the draft's cache lacks
-// of each request's tokens (its prompt, the tokens of the last step), the others one token each.
-// Returns how many requests speculate; their entries and the plan are updated.
-int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
+// The requests a step drafts for with the draft model (llm__spec_draft_select) and those whose
+// draft cache only catches up, partly, without drafting (a long prompt: the rest in later steps).
+struct llm__draft_sel {
+    int who[LLM__SPEC_REQS], kk[LLM__SPEC_REQS], n, kmax;   // plan entries drafting, their drafts
+    struct llm__req *cu[LLM__SPEC_REQS];
+    int cun[LLM__SPEC_REQS], n_cu;
+    int dtok;         // the draft model's tokens of the first round
+    bool any_forced;  // a forced draft (a first one or a probe) is among them
+};
+
+// The drafts worth making for request r (the cost model: the expected tokens per second with k
+// drafts against none), given the acceptance a of its drafts so far; all m when forced.
+static int llm__spec_draft_k(llm_engine *E, const struct llm__plan *plan, double G, double a, int m, bool forced,
+                             double td, double td0, double *k_gain) {
+    double gain = 0.0, ak = 1.0, base = G / llm__step_time(E, plan->n_tokens), best = 0.0;
+    int k = forced ? m : 0;
+    *k_gain = 0.0;
+    for (int j = 1; j <= m && !forced; j++) {   // the draft's rounds are part of the cost
+        ak *= a;
+        gain += ak;
+        double rate = (G + gain) / (llm__step_time(E, plan->n_tokens + j) + td0 + td * (j - 1));
+        if (rate > best) { best = rate; k = j; *k_gain = gain; }
+    }
+    return !forced && best < LLM__SPEC_MARGIN_DRAFT * base ? 0 : k;
+}
+
+// Chooses the requests of the plan that draft this step and how many tokens each (their drafts
+// added to the plan, their blocks allocated), and the requests whose draft cache catches up.
+static void llm__spec_draft_select(llm_engine *E, struct llm__plan *plan, struct llm__draft_sel *sel) {
     llm_engine *D = E->spec.draft;
-    const int nv = E->model.n_vocab;
-    struct llm__plan_entry *de = E->spec.de;
-    int who[LLM__SPEC_REQS], kk[LLM__SPEC_REQS], n = 0, kmax = 0, dtok = 0, n_cu = 0, cun[LLM__SPEC_REQS];
-    struct llm__req *cu[LLM__SPEC_REQS];   // requests whose draft cache catches up, partly, without drafting
     double G = plan->n_logits, td = E->spec.t_draft, td0 = E->spec.t_draft0 > 0 ? E->spec.t_draft0 : td;
     if (td <= 0) {   // not measured yet: a draft round as the model's decode step, scaled by the weights read
         td = llm__step_time(E, 1) * (double)llm__model_bytes_per_token(&D->model) /
@@ -16352,9 +16767,10 @@ int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
     long long prop = 0, acc = 0;
     for (int j = 0; j < LLM__MAX_SPEC; j++) { prop += E->spec.proposed[j]; acc += E->spec.accepted[j]; }
     const double a0 = (acc + 1.0) / (prop + 2.0);
-    bool explore = prop == 0, any_forced = false;
+    bool explore = prop == 0;
     int n_probed = 0;
-    for (int i = 0; i < plan->n && n < LLM__SPEC_REQS && n_cu < LLM__SPEC_REQS && n + n_cu < D->params.max_num_seqs; i++) {
+    for (int i = 0; i < plan->n && sel->n < LLM__SPEC_REQS && sel->n_cu < LLM__SPEC_REQS &&
+                    sel->n + sel->n_cu < D->params.max_num_seqs; i++) {
         struct llm__plan_entry *pe = &plan->e[i];
         struct llm__req *r = pe->r;
         if (!r || !r->dsmp || pe->n_compute != 1 || pe->n_logits != 1) continue;
@@ -16362,73 +16778,89 @@ int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
         pe->tokens = r->tokens + pe->start;   // the room for drafts may have moved the tokens
         int catch_up = r->n_tokens - r->dseq.len;
         if (m <= 0 || catch_up < 1) continue;
-        double a = (r->spec_kept + 2.0 * a0) / (r->spec_kept + r->spec_missed + 2.0), gain = 0.0, ak = 1.0, k_gain = 0.0;
-        double base = G / llm__step_time(E, plan->n_tokens), best = 0.0;
+        double a = (r->spec_kept + 2.0 * a0) / (r->spec_kept + r->spec_missed + 2.0), k_gain;
         // a probe: at most 4 requests, none with a long catch-up (which a probe would pay for all)
         const bool forced = E->spec.always || explore || (probe && n_probed < 4 && catch_up <= 64);
         n_probed += probe && forced;
         explore = false;
-        int k = forced ? m : 0;
-        for (int j = 1; j <= m && !forced; j++) {   // the draft's rounds are part of the cost
-            ak *= a;
-            gain += ak;
-            double rate = (G + gain) / (llm__step_time(E, plan->n_tokens + j) + td0 + td * (j - 1));
-            if (rate > best) { best = rate; k = j; k_gain = gain; }
-        }
-        if (!forced && best < LLM__SPEC_MARGIN_DRAFT * base) k = 0;
+        int k = llm__spec_draft_k(E, plan, G, a, m, forced, td, td0, &k_gain);
         if (k == 0) continue;   // (nor does its draft cache catch up: a catch-up is paid only for drafts)
-        any_forced |= forced && !E->spec.always;
-        if (dtok + catch_up > dmax) {   // the draft's cache lacks much (a long prompt): a part now, drafts later
-            int c = dmax - dtok;
-            if (c > 0 && llm__blocks_can_allocate(&D->blocks, &r->dseq, c) && llm__blocks_allocate(&D->blocks, &r->dseq, c)) {
-                cu[n_cu] = r;
-                cun[n_cu++] = c;
-                dtok += c;
+        sel->any_forced |= forced && !E->spec.always;
+        if (sel->dtok + catch_up > dmax) {   // the draft's cache lacks much (a long prompt): a part now, drafts later
+            int c = dmax - sel->dtok;
+            if (c > 0 && llm__blocks_can_allocate(&D->blocks, &r->dseq, c) &&
+                llm__blocks_allocate(&D->blocks, &r->dseq, c)) {
+                sel->cu[sel->n_cu] = r;
+                sel->cun[sel->n_cu++] = c;
+                sel->dtok += c;
             }
             continue;
         }
         if (!llm__blocks_can_allocate_free(&E->blocks, &r->seq, 1 + k) ||
             !llm__blocks_can_allocate(&D->blocks, &r->dseq, catch_up + k - 1) ||
-            !llm__blocks_allocate(&E->blocks, &r->seq, 1 + k) || !llm__blocks_allocate(&D->blocks, &r->dseq, catch_up + k - 1))
+            !llm__blocks_allocate(&E->blocks, &r->seq, 1 + k) ||
+            !llm__blocks_allocate(&D->blocks, &r->dseq, catch_up + k - 1))
             continue;
         G += k_gain;
         llm__plan_add_drafts(plan, pe, k);
-        r->spec_q = n;
-        who[n] = i;
-        kk[n++] = k;
-        kmax = LLM__MAX(kmax, k);
-        dtok += catch_up;
+        r->spec_q = sel->n;
+        sel->who[sel->n] = i;
+        sel->kk[sel->n++] = k;
+        sel->kmax = LLM__MAX(sel->kmax, k);
+        sel->dtok += catch_up;
         // the draft's sampling sees the request's recent tokens, as the request's own does
         llm_sampler_reset(r->dsmp);
         int h = LLM__MAX(0, r->n_tokens - LLM__MAX(r->p.sampling.penalty_last_n, 0));
         for (int t = h; t < r->n_tokens; t++) llm_sampler_accept(r->dsmp, r->tokens[t]);
     }
-    if (n == 0 && n_cu == 0) return 0;
+}
+
+// One round of the draft model: the catch-ups (first round only) and one more draft token of each
+// request still drafting; map[x] is the selection's index of the round's entry x (-1: catch-up).
+static void llm__spec_draft_round_plan(llm_engine *E, const struct llm__plan *plan, const struct llm__draft_sel *sel,
+                                       int round, struct llm__plan *dplan, int *map) {
+    struct llm__plan_entry *de = E->spec.de;
+    for (int j = 0; round == 0 && j < sel->n_cu; j++) {   // catching up only: no logits
+        struct llm__req *r = sel->cu[j];
+        de[dplan->n] =
+            (struct llm__plan_entry){ NULL, &r->dseq, r->tokens + r->dseq.len, r->dseq.len, sel->cun[j], 0, 0 };
+        map[dplan->n++] = -1;
+        dplan->n_tokens += sel->cun[j];
+    }
+    for (int j = 0; j < sel->n; j++) {
+        struct llm__req *r = plan->e[sel->who[j]].r;
+        if (round >= sel->kk[j]) continue;
+        int start = r->dseq.len, cnt = round == 0 ? r->n_tokens - start : 1;
+        de[dplan->n] = (struct llm__plan_entry){NULL, &r->dseq, r->tokens + start, start, cnt, 1, 0};
+        map[dplan->n++] = j;
+        dplan->n_tokens += cnt;
+        dplan->n_logits++;
+    }
+}
+
+// speculative_model: the drafts of the step's decoding requests (at most LLM__SPEC_REQS), each
+// k of them (the cost model's choice, the draft's rounds counted), drawn by the draft model in
+// k rounds batched over the requests: the first round also computes what the draft's cache lacks
+// of each request's tokens (its prompt, the tokens of the last step), the others one token each.
+// Returns how many requests speculate; their entries and the plan are updated.
+int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
+    llm_engine *D = E->spec.draft;
+    const int nv = E->model.n_vocab;
+    struct llm__draft_sel sel = {.n = 0};
+    llm__spec_draft_select(E, plan, &sel);
+    if (sel.n == 0 && sel.n_cu == 0) return 0;
     double t0 = llm__now();
-    for (int round = 0; round < LLM__MAX(kmax, 1); round++) {
-        struct llm__plan dplan = {.e = de};
+    for (int round = 0; round < LLM__MAX(sel.kmax, 1); round++) {
+        struct llm__plan dplan = {.e = E->spec.de};
         int map[2 * LLM__SPEC_REQS];
-        for (int j = 0; round == 0 && j < n_cu; j++) {   // catching up only: no logits
-            de[dplan.n] = (struct llm__plan_entry){NULL, &cu[j]->dseq, cu[j]->tokens + cu[j]->dseq.len, cu[j]->dseq.len, cun[j], 0, 0};
-            map[dplan.n++] = -1;
-            dplan.n_tokens += cun[j];
-        }
-        for (int j = 0; j < n; j++) {
-            struct llm__req *r = plan->e[who[j]].r;
-            if (round >= kk[j]) continue;
-            int start = r->dseq.len, cnt = round == 0 ? r->n_tokens - start : 1;
-            de[dplan.n] = (struct llm__plan_entry){NULL, &r->dseq, r->tokens + start, start, cnt, 1, 0};
-            map[dplan.n++] = j;
-            dplan.n_tokens += cnt;
-            dplan.n_logits++;
-        }
+        llm__spec_draft_round_plan(E, plan, &sel, round, &dplan, map);
         struct llm__step st;
         double t_round = llm__now();
         if (llm__prepare(D, &dplan, &st) != LLM_OK || llm__execute(D, &st, D->step_logits) != LLM_OK) {
             // the draft failed: these requests verify the drafts they have (none past this round)
-            for (int j = 0; j < n; j++) {
-                kk[j] = LLM__MIN(kk[j], round);
-                llm__plan_cut_drafts(plan, &plan->e[who[j]], kk[j]);
+            for (int j = 0; j < sel.n; j++) {
+                sel.kk[j] = LLM__MIN(sel.kk[j], round);
+                llm__plan_cut_drafts(plan, &plan->e[sel.who[j]], sel.kk[j]);
             }
             break;
         }
@@ -16436,19 +16868,20 @@ int llm__spec_draft_model(llm_engine *E, struct llm__plan *plan) {
         const bool dwarm = dplan.n_tokens > LLM__TSTEP || D->spec.t_step_warm[dplan.n_tokens];
         if (dplan.n_tokens <= LLM__TSTEP) D->spec.t_step_warm[dplan.n_tokens] = true;
         if (dwarm && round > 0) llm__time_update(&E->spec.t_draft, llm__now() - t_round);
-        else if (dwarm && n_cu == 0 && dtok <= 4 * n) llm__time_update(&E->spec.t_draft0, llm__now() - t_round);   // a usual catch-up
+        else if (dwarm && sel.n_cu == 0 && sel.dtok <= 4 * sel.n)   // a usual catch-up
+            llm__time_update(&E->spec.t_draft0, llm__now() - t_round);
         for (int x = 0, row = 0; x < dplan.n; x++) {
             int j = map[x];
-            de[x].seq->len += de[x].n_compute;
+            dplan.e[x].seq->len += dplan.e[x].n_compute;
             if (j < 0) continue;   // catching up only: no row
-            struct llm__req *r = plan->e[who[j]].r;
+            struct llm__req *r = plan->e[sel.who[j]].r;
             float *q = E->spec.q + ((size_t)j * (size_t)E->params.num_speculative_tokens + (size_t)round) * (size_t)nv;
             r->tokens[r->n_tokens + round] = llm__spec_draw(r, D->step_logits + (size_t)row++ * (size_t)nv, q, nv);
         }
     }
     E->spec.draft_seconds += llm__now() - t0;
-    if (any_forced) E->spec.t_forced += llm__now() - t0;
-    return n;
+    if (sel.any_forced) E->spec.t_forced += llm__now() - t0;
+    return sel.n;
 }
 
 // r leaves the plan (it is being preempted): its tokens go back to the budget.
@@ -16506,7 +16939,8 @@ struct llm__req *llm__req_find(const llm_engine *E, int id) {
 
 // Scheduling order: FCFS by arrival, or priority (lower first) then arrival.
 static bool llm__req_before(const llm_engine *E, const struct llm__req *a, const struct llm__req *b) {
-    if (E->params.scheduling_policy == LLM_SCHED_PRIORITY && a->p.priority != b->p.priority) return a->p.priority < b->p.priority;
+    if (E->params.scheduling_policy == LLM_SCHED_PRIORITY && a->p.priority != b->p.priority)
+        return a->p.priority < b->p.priority;
     return a->arrival < b->arrival;
 }
 
@@ -16567,7 +17001,9 @@ static void llm__req_finish(llm_engine *E, struct llm__req *r, enum llm_finish_r
 static bool llm__req_params_ok(llm_engine *E, const struct llm_prompt *prompt, const struct llm_request_params *p) {
     struct llm__err *e = &E->err;
     if (E->params.load != LLM_LOAD_ALL)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "the engine has no weights loaded (LLM_LOAD_VOCAB or LLM_LOAD_METADATA)"), false;
+        return llm__fail(e, LLM_ERR_INVALID_ARG,
+                         "the engine has no weights loaded (LLM_LOAD_VOCAB or LLM_LOAD_METADATA)"),
+               false;
     if (!prompt || (!prompt->text && (!prompt->tokens || prompt->n_tokens < 1)))
         return llm__fail(e, LLM_ERR_INVALID_ARG, "request: no prompt"), false;
     if (p->max_tokens < 0 || p->n_stop < 0 || p->n_stop_token_ids < 0 || (p->n_stop && !p->stop) ||
@@ -16577,13 +17013,16 @@ static bool llm__req_params_ok(llm_engine *E, const struct llm_prompt *prompt, c
         return llm__fail(e, LLM_ERR_INVALID_ARG, "request: logprobs must be in [0, %d] (got %d)",
                          LLM__MIN(LLM__MAX_LOGPROBS, E->model.n_vocab), p->logprobs), false;
     if (p->num_speculative_tokens < -1 || p->num_speculative_tokens > LLM__MAX_SPEC)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: num_speculative_tokens must be in [-1, %d] (got %d)", LLM__MAX_SPEC,
-                         p->num_speculative_tokens), false;
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: num_speculative_tokens must be in [-1, %d] (got %d)",
+                         LLM__MAX_SPEC, p->num_speculative_tokens),
+               false;
     if (p->n_stop > LLM__MAX_STOP)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: %d stop strings: at most %d", p->n_stop, LLM__MAX_STOP), false;
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "request: %d stop strings: at most %d", p->n_stop, LLM__MAX_STOP),
+               false;
     size_t stop_bytes = 0;
     for (int i = 0; i < p->n_stop; i++) {
-        if (!p->stop[i] || !p->stop[i][0]) return llm__fail(e, LLM_ERR_INVALID_ARG, "request: stop string %d is empty", i), false;
+        if (!p->stop[i] || !p->stop[i][0])
+            return llm__fail(e, LLM_ERR_INVALID_ARG, "request: stop string %d is empty", i), false;
         stop_bytes += strnlen(p->stop[i], LLM__MAX_STOP_BYTES + 1);
         if (stop_bytes > LLM__MAX_STOP_BYTES)
             return llm__fail(e, LLM_ERR_INVALID_ARG, "request: the stop strings are longer than %d bytes in all",
@@ -16606,19 +17045,24 @@ static enum llm_status llm__req_set_prompt(llm_engine *E, struct llm__req *r, co
         // a text too long for the context in any tokenization is refused before it is tokenized
         size_t k = E->vocab.max_token_bytes;
         if (k && len && (len - 1) / k + 1 > (size_t)E->max_model_len)
-            return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt's %zu bytes are more than max_model_len (%d) tokens "
-                             "can hold (a token of this vocabulary stands for at most %zu bytes)", len, E->max_model_len, k);
-        flags = (r->p.add_special >= 0 ? LLM_TOKENIZE_ADD_SPECIAL : 0) | (r->p.parse_special > 0 ? LLM_TOKENIZE_PARSE_SPECIAL : 0);
+            return llm__fail(e, LLM_ERR_CONTEXT,
+                             "request: the prompt's %zu bytes are more than max_model_len (%d) tokens "
+                             "can hold (a token of this vocabulary stands for at most %zu bytes)",
+                             len, E->max_model_len, k);
+        flags = (r->p.add_special >= 0 ? LLM_TOKENIZE_ADD_SPECIAL : 0) |
+                (r->p.parse_special > 0 ? LLM_TOKENIZE_PARSE_SPECIAL : 0);
         if ((n = llm__tokenize(&E->vocab, prompt->text, len, flags, NULL, 0, e)) < 0) return e->status;
     } else if (!llm__ids_ok(E, prompt->tokens, n, "request: prompt")) {
         return e->status;
     }
     if (n < 1) return llm__fail(e, LLM_ERR_INVALID_ARG, "request: the prompt has no tokens");
     if (n > E->max_model_len)
-        return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt has %d tokens, more than max_model_len (%d)", n, E->max_model_len);
+        return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt has %d tokens, more than max_model_len (%d)", n,
+                         E->max_model_len);
     int blocks = (n + 1 + E->blocks.block_size - 1) / E->blocks.block_size;   // with its first output token
     if (blocks > E->blocks.n_blocks)
-        return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt needs %d KV blocks, the cache has %d", blocks, E->blocks.n_blocks);
+        return llm__fail(e, LLM_ERR_CONTEXT, "request: the prompt needs %d KV blocks, the cache has %d", blocks,
+                         E->blocks.n_blocks);
     r->n_tokens = r->n_prompt = n;
     // room for the output too, as far as the context lets it grow (llm__req_append grows it on)
     int out = LLM__MIN(LLM__MIN(r->p.max_tokens, E->max_model_len - n), 1 << 16);
@@ -16686,8 +17130,9 @@ int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct
     enum llm_status st = llm__req_set_prompt(E, r, prompt);
     struct llm_sampling_params dp = p.sampling;   // the draft's draws: the same chain, its own random numbers
     dp.seed ^= 0x9E3779B97F4A7C15ull;
-    if (st == LLM_OK && (!(r->smp = llm_sampler_create(&p.sampling, E->model.n_vocab)) || !llm__req_copy_stops(E, r, &p) ||
-                         (E->spec.draft && !(r->dsmp = llm_sampler_create(&dp, E->model.n_vocab))) || !llm__reqs_reserve(E)))
+    if (st == LLM_OK &&
+        (!(r->smp = llm_sampler_create(&p.sampling, E->model.n_vocab)) || !llm__req_copy_stops(E, r, &p) ||
+         (E->spec.draft && !(r->dsmp = llm_sampler_create(&dp, E->model.n_vocab))) || !llm__reqs_reserve(E)))
         st = llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");   // the parameters were checked above
     if (st != LLM_OK) {
         llm__req_free(E, r);
@@ -16834,7 +17279,8 @@ static int llm__req_cmp_priority(const void *x, const void *y) {
 // they are sorted (at most max_num_seqs of them). Returns how many.
 static int llm__queue_running(const llm_engine *E, struct llm__req **q) {
     int n = 0;
-    for (int i = 0; i < E->sched.n_reqs; i++) if (E->sched.reqs[i]->state == LLM__REQ_RUNNING) q[n++] = E->sched.reqs[i];
+    for (int i = 0; i < E->sched.n_reqs; i++)
+        if (E->sched.reqs[i]->state == LLM__REQ_RUNNING) q[n++] = E->sched.reqs[i];
     if (E->params.scheduling_policy == LLM_SCHED_PRIORITY) qsort(q, (size_t)n, sizeof(*q), llm__req_cmp_priority);
     return n;
 }
@@ -16884,7 +17330,9 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
         const float *lg = rows + (size_t)j * nv;
         if (!llm__all_finite(lg, nv)) { llm__req_fail_nonfinite(E, r); break; }
         bool accepted = false;
-        const float *q = r->spec_q >= 0 ? E->spec.q + ((size_t)r->spec_q * (size_t)E->params.num_speculative_tokens + (size_t)j) * nv : NULL;
+        const float *q =
+            r->spec_q >= 0 ? E->spec.q + ((size_t)r->spec_q * (size_t)E->params.num_speculative_tokens + (size_t)j) * nv
+                           : NULL;
         int32_t tok = j == k ? llm_sampler_sample(r->smp, lg) : llm__sampler_verify(r->smp, lg, draft[j], q, &accepted);
         if (j < k) E->spec.proposed[j]++;
         if (accepted) { E->spec.accepted[j]++; kept++; r->seq.len = ++r->n_computed; }   // its KV is the token's
@@ -16899,7 +17347,8 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
     if (r->state == LLM__REQ_RUNNING) {   // the cache holds the last token and the kept drafts
         llm__blocks_truncate(&E->blocks, &r->seq, pe->start + 1 + kept);   // (the blocks of the others go)
         r->n_computed = r->seq.len;
-        if (E->spec.draft && r->dseq.len > r->seq.len) llm__blocks_truncate(&E->spec.draft->blocks, &r->dseq, r->seq.len);
+        if (E->spec.draft && r->dseq.len > r->seq.len)
+            llm__blocks_truncate(&E->spec.draft->blocks, &r->dseq, r->seq.len);
     }
 }
 
@@ -17012,7 +17461,8 @@ static int llm__collect(llm_engine *E, const struct llm_output **outputs) {
             llm__output_fill(E, E->sched.reqs[i], &E->sched.outs[n_outs], &E->sched.out_off[n_outs]);
             n_outs++;
         }
-    for (int i = 0; i < n_outs; i++) E->sched.outs[i].new_text = E->sched.arena.p + E->sched.out_off[i];   // the arena has stopped moving
+    for (int i = 0; i < n_outs; i++)
+        E->sched.outs[i].new_text = E->sched.arena.p + E->sched.out_off[i];   // the arena has stopped moving
     return n_outs;
 }
 
@@ -17101,8 +17551,10 @@ static void llm__schedule_drafts(llm_engine *E, struct llm__plan *plan) {
         pe->tokens = r->tokens + pe->start;   // the room for drafts may have moved the tokens
         if (m <= 0) continue;
         double a = (r->spec_kept + 1.0) / (r->spec_kept + r->spec_missed + 2.0), k_gain = 0.0;
-        int k = E->spec.always || E->sched.n_steps % 64 == 31 ? m : llm__spec_choose(E, G, plan->n_tokens, a, m, &k_gain);
-        if (k == 0 || !llm__blocks_can_allocate_free(&E->blocks, &r->seq, 1 + k)) continue;   // drafts never preempt nor evict
+        int k =
+            E->spec.always || E->sched.n_steps % 64 == 31 ? m : llm__spec_choose(E, G, plan->n_tokens, a, m, &k_gain);
+        if (k == 0 || !llm__blocks_can_allocate_free(&E->blocks, &r->seq, 1 + k))
+            continue;   // drafts never preempt nor evict
         if (!llm__blocks_allocate(&E->blocks, &r->seq, 1 + k)) continue;
         G += k_gain;
         llm__plan_add_drafts(plan, pe, k);
@@ -17130,7 +17582,8 @@ static enum llm_status llm__schedule_running(llm_engine *E, struct llm__plan *pl
 static enum llm_status llm__schedule_waiting(llm_engine *E, struct llm__plan *plan) {
     int n_running = 0;
     for (int i = 0; i < E->sched.n_reqs; i++) n_running += E->sched.reqs[i]->state == LLM__REQ_RUNNING;
-    while (E->sched.n_wait > 0 && plan->n_tokens < E->params.max_num_batched_tokens && n_running < E->params.max_num_seqs) {
+    while (E->sched.n_wait > 0 && plan->n_tokens < E->params.max_num_batched_tokens &&
+           n_running < E->params.max_num_seqs) {
         int a = llm__sched_admit(E, plan, E->sched.q_wait[0], n_running);
         if (a < 0) return E->err.status;
         if (a == 0) break;
@@ -17187,8 +17640,12 @@ void llm_get_stats(const llm_engine *E, struct llm_engine_stats *s) {
     long long blocks = 0;
     for (int i = 0; i < E->sched.n_reqs; i++) {
         const struct llm__req *r = E->sched.reqs[i];
-        if (r->state == LLM__REQ_RUNNING) { s->n_running++; s->kv_tokens_stored += r->seq.len; blocks += r->seq.n_blocks; }
-        else if (r->state == LLM__REQ_WAITING) s->n_waiting++;
+        if (r->state == LLM__REQ_RUNNING) {
+            s->n_running++;
+            s->kv_tokens_stored += r->seq.len;
+            blocks += r->seq.n_blocks;
+        } else if (r->state == LLM__REQ_WAITING)
+            s->n_waiting++;
     }
     s->kv_utilization = blocks ? (double)s->kv_tokens_stored / ((double)blocks * bm->block_size) : 0.0;
     s->prefix_query_tokens = E->sched.prefix_query_tokens;
@@ -17223,8 +17680,8 @@ static enum llm_status llm__result_fill(llm_engine *E, const struct llm__req *r,
     if (x->logprobs) memcpy(x->logprobs, r->logprobs, (size_t)x->n_tokens * k * sizeof(struct llm_logprob));
     if (r->n_itl) memcpy(x->itl_ms, r->itl, (size_t)r->n_itl * sizeof(float));
     x->finish_reason = r->finish;
-    if (r->finish == LLM_FINISH_ERROR &&
-        !(x->error = r->error ? llm__strndup(r->error, strlen(r->error)) : llm__strndup(E->err.msg, strlen(E->err.msg))))
+    if (r->finish == LLM_FINISH_ERROR && !(x->error = r->error ? llm__strndup(r->error, strlen(r->error))
+                                                               : llm__strndup(E->err.msg, strlen(E->err.msg))))
         return llm__fail(&E->err, LLM_ERR_NOMEM, "out of memory");
     x->ttft_ms = out->ttft_ms;
     x->e2e_ms = out->e2e_ms;
@@ -17233,9 +17690,10 @@ static enum llm_status llm__result_fill(llm_engine *E, const struct llm__req *r,
     return LLM_OK;
 }
 
-enum llm_status llm_generate(llm_engine *E, const struct llm_prompt *prompts, int n, const struct llm_request_params *params,
-                             struct llm_result *res) {
-    if (n < 0 || (n > 0 && (!prompts || !res))) return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "generate: bad arguments");
+enum llm_status llm_generate(llm_engine *E, const struct llm_prompt *prompts, int n,
+                             const struct llm_request_params *params, struct llm_result *res) {
+    if (n < 0 || (n > 0 && (!prompts || !res)))
+        return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "generate: bad arguments");
     if (llm_has_unfinished_requests(E))   // their outputs would be lost here
         return llm__fail(&E->err, LLM_ERR_INVALID_ARG, "generate: the engine has unfinished requests (llm_generate "
                                                        "needs an idle engine; use llm_step for them)");
@@ -17442,7 +17900,8 @@ void llm__calib_take(void *calib, int layer, int slot, struct llm__tensor x) {
 
 void llm__calib_free(struct llm__calib *c) {
     if (c->in)
-        for (int i = 0; i < c->n_layer * LLM__CAL_SLOTS; i++) free(c->in[i].h), free(c->in[i].abs_sum), free(c->in[i].xs);
+        for (int i = 0; i < c->n_layer * LLM__CAL_SLOTS; i++)
+            free(c->in[i].h), free(c->in[i].abs_sum), free(c->in[i].xs);
     free(c->in);
     free(c->xt);
     llm__pool_free(c->pool);
@@ -17454,7 +17913,8 @@ void llm__calib_free(struct llm__calib *c) {
 static double llm__dot_f64(const double *a, const double *b, int64_t n) {
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) s0 += a[i] * b[i], s1 += a[i + 1] * b[i + 1], s2 += a[i + 2] * b[i + 2], s3 += a[i + 3] * b[i + 3];
+    for (; i + 4 <= n; i += 4)
+        s0 += a[i] * b[i], s1 += a[i + 1] * b[i + 1], s2 += a[i + 2] * b[i + 2], s3 += a[i + 3] * b[i + 3];
     for (; i < n; i++) s0 += a[i] * b[i];
     return (s0 + s1) + (s2 + s3);
 }
@@ -17480,7 +17940,8 @@ static bool llm__gptq_factor(const struct llm__cal_in *ci, double damp, bool act
         for (int64_t i = 1; i < n; i++) {
             const int32_t v = order[i];
             int64_t j = i;
-            while (j > 0 && ci->h[(int64_t)order[j - 1] * n + order[j - 1]] < ci->h[(int64_t)v * n + v]) order[j] = order[j - 1], j--;
+            while (j > 0 && ci->h[(int64_t)order[j - 1] * n + order[j - 1]] < ci->h[(int64_t)v * n + v])
+                order[j] = order[j - 1], j--;
             order[j] = v;
         }
     // A = J P H P^T J (processing order, reversed), dampened
@@ -17488,7 +17949,8 @@ static bool llm__gptq_factor(const struct llm__cal_in *ci, double damp, bool act
         for (int64_t a = 0; a < n; a++)
             for (int64_t b = 0; b <= a; b++) {
                 const int64_t i = order[n - 1 - a], j = order[n - 1 - b];
-                const double h = i == j ? (dead[i] ? 1.0 : scale * ci->h[i * n + i]) : scale * ci->h[LLM__MIN(i, j) * n + LLM__MAX(i, j)];
+                const double h = i == j ? (dead[i] ? 1.0 : scale * ci->h[i * n + i])
+                                        : scale * ci->h[LLM__MIN(i, j) * n + LLM__MAX(i, j)];
                 A[a * n + b] = h + (a == b ? extra * mean : 0.0);
             }
         bool pd = true;   // Cholesky, lower, in place: A = L L^T
@@ -17510,8 +17972,10 @@ static bool llm__gptq_factor(const struct llm__cal_in *ci, double damp, bool act
     // upper triangle of A transposed (A[j][i] = M[i][j], i > j) so that L stays readable and both
     // factors of each sum lie contiguous (L[i][j..i-1] and M[j..i-1][j] = A[j][j..i-1]); M[j][j] = 1 / L[j][j]
     for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < i; j++)
-            A[j * n + i] = -(A[i * n + j] / A[j * n + j] + llm__dot_f64(A + i * n + j + 1, A + j * n + j + 1, i - 1 - j)) / A[i * n + i];
+        for (int64_t j = 0; j < i; j++) {
+            const double tail = llm__dot_f64(A + i * n + j + 1, A + j * n + j + 1, i - 1 - j);
+            A[j * n + i] = -(A[i * n + j] / A[j * n + j] + tail) / A[i * n + i];
+        }
     // U = J M J: U[a][b] = M[n-1-a][n-1-b] for b >= a; the diagonal is 1 / L's
     for (int64_t a = 0; a < n; a++)
         for (int64_t b = 0; b < n; b++) {
@@ -17599,7 +18063,8 @@ void llm__rm_dir(const char *d) {
     DIR *dir = opendir(d);
     char path[4200];
     for (struct dirent *de; dir && (de = readdir(dir)) != NULL;)
-        if (de->d_name[0] != '.' && snprintf(path, sizeof(path), "%s/%s", d, de->d_name) < (int)sizeof(path)) remove(path);
+        if (de->d_name[0] != '.' && snprintf(path, sizeof(path), "%s/%s", d, de->d_name) < (int)sizeof(path))
+            remove(path);
     if (dir) closedir(dir);
     rmdir(d);
 }
@@ -17632,7 +18097,8 @@ bool llm__cq_load(struct llm__cq *c, struct llm__qmat *mt) {
     const struct llm__gguf_tensor *t = &c->g->tensors[mt->tensor];
     if (!(mt->w = malloc(sizeof(float) * (size_t)(mt->rows * mt->n)))) return false;
     const size_t rb = llm__row_bytes((int)t->type, mt->n);
-    for (int64_t r = 0; r < mt->rows; r++) llm__dequantize_row((int)t->type, (const uint8_t *)t->data + (size_t)r * rb, mt->w + r * mt->n, mt->n);
+    for (int64_t r = 0; r < mt->rows; r++)
+        llm__dequantize_row((int)t->type, (const uint8_t *)t->data + (size_t)r * rb, mt->w + r * mt->n, mt->n);
     return true;
 }
 
@@ -17690,7 +18156,8 @@ enum llm_status llm__cq_gptq_layer(struct llm__cq *c, int layer, struct llm__poo
         bool any = false;
         for (int i = 0; i < c->n_mats; i++) any |= c->mats[i].layer == layer && c->mats[i].slot == slot;
         if (!any) continue;
-        if (!ci->h || ci->tokens == 0) return llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d's inputs were not seen", layer);
+        if (!ci->h || ci->tokens == 0)
+            return llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d's inputs were not seen", layer);
         const int64_t n = ci->n;
         float *U = malloc(sizeof(float) * (size_t)n * (size_t)n);
         int32_t *order = malloc(sizeof(int32_t) * (size_t)n);
@@ -17700,8 +18167,8 @@ enum llm_status llm__cq_gptq_layer(struct llm__cq *c, int layer, struct llm__poo
             const bool mem = !U || !order || !dead;
             free(U), free(order), free(dead);
             return mem ? llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory")
-                       : llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d: the inputs' X X^T has no Cholesky factor (not finite: "
-                                   "the model's activations overflow?)", layer);
+                       : llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d: the inputs' X X^T has no Cholesky factor "
+                                   "(not finite: the model's activations overflow?)", layer);
         }
         enum llm_status st = LLM_OK;
         for (int i = 0; i < c->n_mats && !st; i++) {
@@ -17709,9 +18176,15 @@ enum llm_status llm__cq_gptq_layer(struct llm__cq *c, int layer, struct llm__poo
             if (mt->layer != layer || mt->slot != slot) continue;
             if (mt->n != n) { st = llm__fail(e, LLM_ERR_FORMAT, "quantize: '%s' has %lld columns, its input %lld",
                                              c->g->tensors[mt->tensor].name, (long long)mt->n, (long long)n); break; }
-            if (!llm__cq_load(c, mt) || !llm__cq_alloc_out(c, mt)) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
+            if (!llm__cq_load(c, mt) || !llm__cq_alloc_out(c, mt)) {
+                st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+                break;
+            }
             if (act) {
-                if (!(mt->g_idx = malloc(sizeof(int32_t) * (size_t)n))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); break; }
+                if (!(mt->g_idx = malloc(sizeof(int32_t) * (size_t)n))) {
+                    st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+                    break;
+                }
                 for (int64_t k = 0; k < n; k++) mt->g_idx[order[k]] = (int32_t)(k / c->group);
             }
             struct llm__gptq_job job = {c, mt, U, order, dead, false};
@@ -17846,7 +18319,7 @@ static double llm__awq_loss(struct llm__cq *c, struct llm__pool *pool, struct ll
     return sum;
 }
 
-// The scales of one input (see the section's head) into s; false: out of memory.
+// The scales of one input (AWQ, see the head of src/calib.c) into s; false: out of memory.
 static bool llm__awq_search(struct llm__cq *c, struct llm__pool *pool, struct llm__qmat *const *lin, int nl,
                             const struct llm__cal_in *ci, float *s) {
     const int64_t n = ci->n;
@@ -17865,7 +18338,8 @@ static bool llm__awq_search(struct llm__cq *c, struct llm__pool *pool, struct ll
                 for (int64_t i = 0; i < len; i++) wm[g0 + i] += fabsf(w[i]) / (mx + 1e-6f);
             }
     double best = INFINITY;
-    for (int64_t i = 0; i < n && !fail; i++) s[i] = 1.0f, xm[i] = (float)(ci->abs_sum[i] / (double)LLM__MAX(ci->tokens, 1));
+    for (int64_t i = 0; i < n && !fail; i++)
+        s[i] = 1.0f, xm[i] = (float)(ci->abs_sum[i] / (double)LLM__MAX(ci->tokens, 1));
     if (!fail) best = llm__awq_loss(c, pool, lin, nl, s, ci, &fail);   // no scaling at all: kept unless beaten
     for (int g = 0; g < 20 && !fail; g++) {
         const double a = g / 20.0;
@@ -17918,13 +18392,36 @@ bool llm__cq_round(struct llm__cq *c, struct llm__qmat *mt, int zmin) {
     return true;
 }
 
+// AWQ's last step for a layer's matrices, scaled: each but q, k and a fused qkv clipped (sinv: per
+// input, 1 / the scales its columns were multiplied by, or NULL), then each rounded.
+static enum llm_status llm__awq_clip_round(struct llm__cq *c, int layer, const struct llm__qmat *qkv,
+                                           float *const *sinv, struct llm__pool *pool, struct llm__err *e) {
+    for (int i = 0; i < c->n_mats; i++) {
+        struct llm__qmat *mt = &c->mats[i];
+        if (mt->layer != layer) continue;
+        const struct llm__cal_in *ci = &c->cal.in[layer * LLM__CAL_SLOTS + mt->slot];
+        if (!mt->qk && mt != qkv && ci->n == mt->n && ci->n_xs > 0) {
+            struct llm__qmat *one[1] = {mt};
+            struct llm__awq_job job = {c, one, 1, NULL, ci, sinv[mt->slot], {0}, false};
+            llm__pool_run(pool, llm__awq_clip_worker, &job);
+            if (job.fail) return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+        }
+        if (!llm__cq_round(c, mt, 0)) return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+        llm__cq_progress(c, mt);
+    }
+    return LLM_OK;
+}
+
+// AWQ of a layer's matrices (see the head of src/calib.c): per input, the scales searched and
+// folded into the norm or matrix before; then clipping and rounding.
 enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct llm__pool *pool, struct llm__err *e) {
     struct llm__qmat *q = llm__cq_find(c, layer, "attn_q"), *k = llm__cq_find(c, layer, "attn_k");
     struct llm__qmat *v = llm__cq_find(c, layer, "attn_v"), *qkv = llm__cq_find(c, layer, "attn_qkv");
     struct llm__qmat *o = llm__cq_find(c, layer, "attn_output"), *gate = llm__cq_find(c, layer, "ffn_gate");
     struct llm__qmat *up = llm__cq_find(c, layer, "ffn_up"), *down = llm__cq_find(c, layer, "ffn_down");
     for (int i = 0; i < c->n_mats; i++)
-        if (c->mats[i].layer == layer && !llm__cq_load(c, &c->mats[i])) return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+        if (c->mats[i].layer == layer && !llm__cq_load(c, &c->mats[i]))
+            return llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
     char name[64];
     struct {
         struct llm__qmat *lin[3];
@@ -17948,16 +18445,23 @@ enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct llm__pool
         if (grp[gi].norm) {
             snprintf(name, sizeof(name), "blk.%d.%s.weight", layer, grp[gi].norm);
             ok &= (norm = llm__cq_vec(c, name)) != NULL;
-            if (!norm && llm__gguf_find_tensor(c->g, name)) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); goto done; }
+            if (!norm && llm__gguf_find_tensor(c->g, name)) {
+                st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
+                goto done;
+            }
         } else {
             ok &= grp[gi].prev && grp[gi].prev->rows >= grp[gi].row0 + grp[gi].lin[0]->n;
         }
         if (!ok) continue;   // nothing to fold the scales into (e.g. v and o under grouped-query attention)
         const struct llm__cal_in *ci = &c->cal.in[layer * LLM__CAL_SLOTS + grp[gi].slot];
         const int64_t n = grp[gi].lin[0]->n;
-        if (ci->n != n || ci->n_xs == 0) { st = llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d's inputs were not seen", layer); goto done; }
+        if (ci->n != n || ci->n_xs == 0) {
+            st = llm__fail(e, LLM_ERR_BACKEND, "quantize: layer %d's inputs were not seen", layer);
+            goto done;
+        }
         float *s = malloc(sizeof(float) * (size_t)n);
-        if (!s || !llm__awq_search(c, pool, grp[gi].lin, grp[gi].nl, ci, s) || !(sinv[grp[gi].slot] = malloc(sizeof(float) * (size_t)n))) {
+        if (!s || !llm__awq_search(c, pool, grp[gi].lin, grp[gi].nl, ci, s) ||
+            !(sinv[grp[gi].slot] = malloc(sizeof(float) * (size_t)n))) {
             free(s);
             st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory");
             goto done;
@@ -17985,20 +18489,7 @@ enum llm_status llm__cq_awq_layer(struct llm__cq *c, int layer, struct llm__pool
         }
         free(s);
     }
-    // clipping, then rounding
-    for (int i = 0; i < c->n_mats; i++) {
-        struct llm__qmat *mt = &c->mats[i];
-        if (mt->layer != layer) continue;
-        const struct llm__cal_in *ci = &c->cal.in[layer * LLM__CAL_SLOTS + mt->slot];
-        if (!mt->qk && mt != qkv && ci->n == mt->n && ci->n_xs > 0) {
-            struct llm__qmat *one[1] = {mt};
-            struct llm__awq_job job = {c, one, 1, NULL, ci, sinv[mt->slot], {0}, false};
-            llm__pool_run(pool, llm__awq_clip_worker, &job);
-            if (job.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
-        }
-        if (!llm__cq_round(c, mt, 0)) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory"); break; }
-        llm__cq_progress(c, mt);
-    }
+    st = llm__awq_clip_round(c, layer, qkv, sinv, pool, e);
 done:
     for (int i = 0; i < LLM__CAL_SLOTS; i++) free(sinv[i]);
     if (st) return st;
@@ -18084,6 +18575,7 @@ static size_t llm__hf_pack(const struct llm__cq *c, const struct llm__hf_owned *
     return bytes;
 }
 
+// Copies the file from to the file to (made or truncated); false on an error.
 static bool llm__copy_file(const char *from, const char *to) {
     FILE *a = fopen(from, "rb"), *b = a ? fopen(to, "wb") : NULL;
     bool ok = a && b;
@@ -18096,36 +18588,38 @@ static bool llm__copy_file(const char *from, const char *to) {
     return ok;
 }
 
+// s as a JSON string: quoted, its quotes and backslashes escaped.
 static void llm__json_str(struct llm__outbuf *o, const char *s) {
     llm__outbuf_put(o, "\"", 1);
     for (; *s; s++) {
+        if ((unsigned char)*s < 0x20) {   // a control character (a hostile input's tensor name)
+            char u[8];
+            snprintf(u, sizeof(u), "\\u%04x", (unsigned char)*s);
+            llm__outbuf_put(o, u, 6);
+            continue;
+        }
         if (*s == '"' || *s == '\\') llm__outbuf_put(o, "\\", 1);
         llm__outbuf_put(o, s, 1);
     }
     llm__outbuf_put(o, "\"", 1);
 }
 
-// The checkpoint: OUTPUT/config.json (the input's with a quantization_config), OUTPUT/model.safetensors
-// (the input's tensors, the layers' matrices packed, AWQ's divided norms and biases), and the
-// input directory's other files (tokenizer, generation config, ...) copied.
-static enum llm_status llm__cq_write_hf(struct llm__cq *c, struct llm__err *e) {
-    const struct llm__hf_owned *o = c->g->extra;
-    const char *in = c->p->input, *out = c->outdir;
+// The input directory's other files (tokenizer, generation config, ...) copied to out: its regular
+// files but hidden ones, config.json, quantize_config.json, the index and other copies of the
+// weights. from, to: room for a path (pl bytes).
+static enum llm_status llm__cq_copy_files(const char *in, const char *out, char *from, char *to, size_t pl,
+                                          struct llm__err *e) {
+    static const char *const weights[] = {".safetensors", ".bin", ".pth", ".pt", ".gguf", ".h5", ".msgpack", ".onnx",
+                                          ".ckpt"};
     struct stat sb;
-    char *from = NULL, *to = NULL;
-    struct llm__outbuf hdr = {0}, cfg = {0};
     enum llm_status st = LLM_OK;
-    const size_t pl = strlen(in) + strlen(out) + 300;
-    if (!(from = malloc(pl)) || !(to = malloc(pl))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
-    // the other files
     DIR *d = opendir(in);
-    if (!d) { st = llm__fail(e, LLM_ERR_IO, "quantize: cannot read the directory '%s': %s", in, strerror(errno)); goto done; }
+    if (!d) return llm__fail(e, LLM_ERR_IO, "quantize: cannot read the directory '%s': %s", in, strerror(errno));
     for (struct dirent *de; (de = readdir(d)) != NULL && !st;) {
         const char *nm = de->d_name;
         const size_t nl = strlen(nm);
-        static const char *const weights[] = {".safetensors", ".bin", ".pth", ".pt", ".gguf", ".h5", ".msgpack", ".onnx", ".ckpt"};
-        bool skip = nm[0] == '.' || nl > 200 || !strcmp(nm, "model.safetensors.index.json") || !strcmp(nm, "config.json") ||
-                    !strcmp(nm, "quantize_config.json");
+        bool skip = nm[0] == '.' || nl > 200 || !strcmp(nm, "model.safetensors.index.json") ||
+                    !strcmp(nm, "config.json") || !strcmp(nm, "quantize_config.json");
         for (size_t k = 0; k < LLM__ARRAY_LEN(weights) && !skip; k++)   // (other copies of the weights)
             skip = nl > strlen(weights[k]) && !strcmp(nm + nl - strlen(weights[k]), weights[k]);
         if (skip) continue;
@@ -18135,217 +18629,571 @@ static enum llm_status llm__cq_write_hf(struct llm__cq *c, struct llm__err *e) {
         if (!llm__copy_file(from, to)) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot copy '%s' to '%s'", from, to);
     }
     closedir(d);
-    if (st) goto done;
-    // config.json with the quantization_config
-    snprintf(from, pl, "%s/config.json", in);
+    return st;
+}
+
+// The checkpoint's config.json: the input's, with a quantization_config member added before its
+// closing brace. from, to: room for a path (pl bytes).
+static enum llm_status llm__cq_write_config(const struct llm__cq *c, char *from, char *to, size_t pl,
+                                            struct llm__err *e) {
+    const struct llm_quantize_params *p = c->p;
+    const long long group = p->group_size == -1 ? -1 : (long long)c->group;
+    snprintf(from, pl, "%s/config.json", p->input);
     char *text = NULL;
     size_t len = 0;
-    if ((st = llm__hf_read(in, "config.json", (size_t)1 << 24, true, &text, &len, e))) goto done;
+    enum llm_status st = llm__hf_read(p->input, "config.json", (size_t)1 << 24, true, &text, &len, e);
+    if (st) return st;
     size_t end = len;
     while (end > 0 && text[end - 1] != '}') end--;
-    if (end == 0) { free(text); st = llm__fail(e, LLM_ERR_FORMAT, "quantize: '%s' is not a JSON object", from); goto done; }
+    if (end == 0) { free(text); return llm__fail(e, LLM_ERR_FORMAT, "quantize: '%s' is not a JSON object", from); }
     char qc[400];
     if (c->awq)
-        snprintf(qc, sizeof(qc), ",\n  \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": %d, \"group_size\": %lld, "
-                 "\"zero_point\": true, \"version\": \"gemm\"}\n}\n", c->bits, (long long)(c->p->group_size == -1 ? -1 : c->group));
+        snprintf(qc, sizeof(qc), ",\n  \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": %d, "
+                 "\"group_size\": %lld, \"zero_point\": true, \"version\": \"gemm\"}\n}\n", c->bits, group);
     else
-        snprintf(qc, sizeof(qc), ",\n  \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": %d, \"group_size\": %lld, "
-                 "\"desc_act\": %s, \"sym\": false, \"static_groups\": false, \"true_sequential\": true, \"damp_percent\": %g, "
-                 "\"checkpoint_format\": \"gptq_v2\"}\n}\n", c->bits, (long long)(c->p->group_size == -1 ? -1 : c->group),
-                 c->p->act_order ? "true" : "false", c->p->damp > 0 ? c->p->damp : 0.01);
+        snprintf(qc, sizeof(qc), ",\n  \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": %d, "
+                 "\"group_size\": %lld, \"desc_act\": %s, \"sym\": false, \"static_groups\": false, "
+                 "\"true_sequential\": true, \"damp_percent\": %g, \"checkpoint_format\": \"gptq_v2\"}\n}\n",
+                 c->bits, group, p->act_order ? "true" : "false", p->damp > 0 ? p->damp : 0.01);
     size_t body = end - 1;
     while (body > 0 && isspace((unsigned char)text[body - 1])) body--;
+    const size_t first = body > 0 && text[body - 1] == '{';   // {} has no member before: no comma
+    struct llm__outbuf cfg = {0};
     llm__outbuf_put(&cfg, text, body);
-    llm__outbuf_put(&cfg, qc + (body > 0 && text[body - 1] == '{'), strlen(qc) - (body > 0 && text[body - 1] == '{'));   // {} has no member before
+    llm__outbuf_put(&cfg, qc + first, strlen(qc) - first);
     free(text);
-    snprintf(to, pl, "%s/config.json", out);
+    snprintf(to, pl, "%s/config.json", c->outdir);
     FILE *f = fopen(to, "wb");
     bool ok = f && !cfg.fail && llm__fwrite(f, cfg.p, cfg.n);
     if (f && fclose(f) != 0) ok = false;
-    if (!ok) { st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s'", to); goto done; }
-    // model.safetensors: the header, then the data in its order
-    static const char *const sfx[4] = {"qweight", "qzeros", "scales", "g_idx"};
-    for (int pass = 0; pass < 2 && !st; pass++) {
-        size_t off = 0;
-        uint8_t *buf = NULL;
-        FILE *sf = NULL;
-        if (pass == 1) {
-            while ((hdr.n + 1) % 8) llm__outbuf_put(&hdr, " ", 1);
-            llm__outbuf_put(&hdr, "}", 1);
-            if (hdr.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); break; }
-            snprintf(to, pl, "%s/model.safetensors.part", out);
-            if (!(sf = fopen(to, "wb"))) { st = llm__fail(e, LLM_ERR_IO, "quantize: cannot create '%s': %s", to, strerror(errno)); break; }
-            const uint64_t hl = hdr.n;
-            ok = llm__fwrite(sf, &hl, 8) && llm__fwrite(sf, hdr.p, hdr.n);
-        } else {
-            llm__outbuf_put(&hdr, "{\"__metadata__\":{\"format\":\"pt\"}", 31);
-        }
-        for (int fi = 0; fi < o->n_files && !st && ok; fi++)
-            for (int64_t ti = 0; ti < o->files[fi].n && !st && ok; ti++) {
-                const struct llm__st_tensor *s = &o->files[fi].t[ti];
-                char gname[LLM__GGUF_MAX_NAME + 16], base[512];
-                int qkf = 0;
-                const bool mapped = llm__hf_name(s->name, o->gemma, gname, sizeof(gname), &qkf);
-                const struct llm__gguf_tensor *gt = mapped ? llm__gguf_find_tensor(c->g, gname) : NULL;
-                const struct llm__qmat *mt = NULL;
-                for (int i = 0; gt && i < c->n_mats; i++)
-                    if (c->mats[i].tensor == gt - c->g->tensors) mt = &c->mats[i];
-                const float *vec = gt ? c->vecs[gt - c->g->tensors] : NULL;
-                if (mt) {   // the packed parts, in place of NAME.weight
-                    const size_t bl = strlen(s->name) - strlen(".weight");
-                    snprintf(base, sizeof(base), "%.*s", (int)bl, s->name);
-                    for (int w = 0; w < (c->awq ? 3 : 4) && !st; w++) {
-                        int64_t shape[2];
-                        const size_t bytes = llm__hf_pack(c, o, mt, qkf != 0, w, NULL, shape);
-                        if (bytes == SIZE_MAX) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); break; }
-                        if (pass == 0) {
-                            char ent[800], dims[48];
-                            if (w == 3) snprintf(dims, sizeof(dims), "%lld", (long long)shape[0]);
-                            else snprintf(dims, sizeof(dims), "%lld,%lld", (long long)shape[0], (long long)shape[1]);
-                            snprintf(ent, sizeof(ent), ",\"%s.%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                                     base, sfx[w], w == 2 ? "F16" : "I32", dims, off, off + bytes);
-                            llm__outbuf_put(&hdr, ent, strlen(ent));
-                        } else {
-                            if (!(buf = malloc(bytes ? bytes : 1))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); break; }
-                            ok = llm__hf_pack(c, o, mt, qkf != 0, w, buf, shape) == bytes && llm__fwrite(sf, buf, bytes);
-                            free(buf);
-                            buf = NULL;
-                        }
-                        off += bytes;
-                    }
-                    continue;
-                }
-                // as it is, or a divided norm or bias in the checkpoint's dtype (Gemma's norms as w, not 1 + w)
-                if (pass == 0) {
-                    llm__outbuf_put(&hdr, ",", 1);
-                    llm__json_str(&hdr, s->name);
-                    char ent[200];
-                    int k = snprintf(ent, sizeof(ent), ":{\"dtype\":\"%s\",\"shape\":[", s->type == LLM__TYPE_F16 ? "F16" :
-                                     s->type == LLM__TYPE_BF16 ? "BF16" : "F32");
-                    for (int dd = 0; dd < s->n_dims; dd++) k += snprintf(ent + k, sizeof(ent) - (size_t)k, "%s%lld", dd ? "," : "", (long long)s->shape[dd]);
-                    snprintf(ent + k, sizeof(ent) - (size_t)k, "],\"data_offsets\":[%zu,%zu]}", off, off + s->size);
-                    llm__outbuf_put(&hdr, ent, strlen(ent));
-                } else if (!vec) {
-                    ok = llm__fwrite(sf, s->data, s->size);
-                } else {
-                    const int64_t cnt = gt->ne[0];
-                    const size_t es = s->size / (size_t)cnt;
-                    if (!(buf = malloc(s->size))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); break; }
-                    const bool gemma_norm = o->gemma && strstr(gname, "norm.weight");
-                    for (int64_t i = 0; i < cnt; i++) {
-                        const float v = vec[i] - (gemma_norm ? 1.0f : 0.0f);
-                        if (es == 4) memcpy(buf + 4 * i, &v, 4);
-                        else {
-                            const uint16_t h = s->type == LLM__TYPE_F16 ? llm__fp32_to_fp16(v) : llm__fp32_to_bf16(v);
-                            memcpy(buf + 2 * i, &h, 2);
-                        }
-                    }
-                    ok = llm__fwrite(sf, buf, s->size);
-                    free(buf);
-                    buf = NULL;
-                }
-                off += s->size;
-            }
-        if (pass == 1 && sf) {
-            if (fclose(sf) != 0) ok = false;
-            snprintf(from, pl, "%s/model.safetensors.part", out);
-            snprintf(to, pl, "%s/model.safetensors", out);
-            if (!st && (!ok || rename(from, to) != 0)) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s': %s", to, strerror(errno));
-            if (st) remove(from);
-        }
-    }
-done:
-    free(hdr.p);
     free(cfg.p);
+    return ok ? LLM_OK : llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s'", to);
+}
+
+// The checkpoint's model.safetensors being written, in two passes over the input's tensors:
+// pass 0 makes the header, pass 1 writes it and the data, in the same order.
+struct llm__cq_st {
+    struct llm__cq *c;
+    const struct llm__hf_owned *o;
+    int pass;
+    struct llm__outbuf hdr;
+    FILE *sf;                  // pass 1: the file written
+    size_t off;                // the data's bytes before the tensor
+    bool ok;                   // pass 1: the last write succeeded
+};
+
+// A quantized matrix's packed parts (qweight, qzeros, scales, and GPTQ's g_idx), named base.PART in
+// place of base.weight: pass 0 their header entries, pass 1 their data.
+static enum llm_status llm__cq_st_packed(struct llm__cq_st *w, const struct llm__qmat *mt, bool qk, const char *base,
+                                         struct llm__err *e) {
+    static const char *const sfx[4] = {"qweight", "qzeros", "scales", "g_idx"};
+    const struct llm__cq *c = w->c;
+    for (int k = 0; k < (c->awq ? 3 : 4); k++) {
+        int64_t shape[2];
+        const size_t bytes = llm__hf_pack(c, w->o, mt, qk, k, NULL, shape);
+        if (bytes == SIZE_MAX) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        if (w->pass == 0) {
+            char ent[800], dims[48], name[600];
+            if (k == 3) snprintf(dims, sizeof(dims), "%lld", (long long)shape[0]);
+            else snprintf(dims, sizeof(dims), "%lld,%lld", (long long)shape[0], (long long)shape[1]);
+            snprintf(name, sizeof(name), "%s.%s", base, sfx[k]);
+            llm__outbuf_put(&w->hdr, ",", 1);
+            llm__json_str(&w->hdr, name);
+            snprintf(ent, sizeof(ent), ":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                     k == 2 ? "F16" : "I32", dims, w->off, w->off + bytes);
+            llm__outbuf_put(&w->hdr, ent, strlen(ent));
+        } else {
+            uint8_t *buf = malloc(bytes ? bytes : 1);
+            if (!buf) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+            w->ok = w->ok && llm__hf_pack(c, w->o, mt, qk, k, buf, shape) == bytes && llm__fwrite(w->sf, buf, bytes);
+            free(buf);
+        }
+        w->off += bytes;
+    }
+    return LLM_OK;
+}
+
+// A tensor s of the input as it is, or (vec: NULL or the values of gt, its GGUF view, gname) a
+// norm or bias AWQ divided, in the checkpoint's dtype (Gemma's norms as w, not 1 + w): pass 0 its
+// header entry, pass 1 its data.
+static enum llm_status llm__cq_st_plain(struct llm__cq_st *w, const struct llm__st_tensor *s,
+                                        const struct llm__gguf_tensor *gt, const char *gname, const float *vec,
+                                        struct llm__err *e) {
+    if (w->pass == 0) {
+        llm__outbuf_put(&w->hdr, ",", 1);
+        llm__json_str(&w->hdr, s->name);
+        char ent[200];
+        const char *dtype = s->type == LLM__TYPE_F16 ? "F16" : s->type == LLM__TYPE_BF16 ? "BF16" : "F32";
+        int k = snprintf(ent, sizeof(ent), ":{\"dtype\":\"%s\",\"shape\":[", dtype);
+        for (int dd = 0; dd < s->n_dims; dd++)
+            k += snprintf(ent + k, sizeof(ent) - (size_t)k, "%s%lld", dd ? "," : "", (long long)s->shape[dd]);
+        snprintf(ent + k, sizeof(ent) - (size_t)k, "],\"data_offsets\":[%zu,%zu]}", w->off, w->off + s->size);
+        llm__outbuf_put(&w->hdr, ent, strlen(ent));
+    } else if (!vec) {
+        w->ok = llm__fwrite(w->sf, s->data, s->size);
+    } else {
+        const int64_t cnt = gt->ne[0];
+        const size_t es = s->size / (size_t)cnt;
+        uint8_t *buf = malloc(s->size);
+        if (!buf) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        const bool gemma_norm = w->o->gemma && strstr(gname, "norm.weight");
+        for (int64_t i = 0; i < cnt; i++) {
+            const float v = vec[i] - (gemma_norm ? 1.0f : 0.0f);
+            if (es == 4) memcpy(buf + 4 * i, &v, 4);
+            else {
+                const uint16_t h = s->type == LLM__TYPE_F16 ? llm__fp32_to_fp16(v) : llm__fp32_to_bf16(v);
+                memcpy(buf + 2 * i, &h, 2);
+            }
+        }
+        w->ok = llm__fwrite(w->sf, buf, s->size);
+        free(buf);
+    }
+    w->off += s->size;
+    return LLM_OK;
+}
+
+// One pass over the input's tensors, in its files' order: a quantized matrix as its packed parts,
+// any other tensor as it is or divided (AWQ's norms and biases).
+static enum llm_status llm__cq_st_pass(struct llm__cq_st *w, struct llm__err *e) {
+    const struct llm__cq *c = w->c;
+    const struct llm__hf_owned *o = w->o;
+    enum llm_status st = LLM_OK;
+    for (int fi = 0; fi < o->n_files && !st && w->ok; fi++)
+        for (int64_t ti = 0; ti < o->files[fi].n && !st && w->ok; ti++) {
+            const struct llm__st_tensor *s = &o->files[fi].t[ti];
+            char gname[LLM__GGUF_MAX_NAME + 16], base[512];
+            int qkf = 0;
+            const bool mapped = llm__hf_name(s->name, o->gemma, gname, sizeof(gname), &qkf);
+            const struct llm__gguf_tensor *gt = mapped ? llm__gguf_find_tensor(c->g, gname) : NULL;
+            const struct llm__qmat *mt = NULL;
+            for (int i = 0; gt && i < c->n_mats; i++)
+                if (c->mats[i].tensor == gt - c->g->tensors) mt = &c->mats[i];
+            const float *vec = gt ? c->vecs[gt - c->g->tensors] : NULL;
+            if (mt) {   // the packed parts, in place of NAME.weight
+                const size_t bl = strlen(s->name) - strlen(".weight");
+                snprintf(base, sizeof(base), "%.*s", (int)bl, s->name);
+                st = llm__cq_st_packed(w, mt, qkf != 0, base, e);
+            } else {
+                st = llm__cq_st_plain(w, s, gt, gname, vec, e);
+            }
+        }
+    return st;
+}
+
+// The checkpoint's model.safetensors: the header (made by a first pass), then the data in its
+// order, written to model.safetensors.part and renamed when complete. from, to: room for a path
+// (pl bytes).
+static enum llm_status llm__cq_write_safetensors(struct llm__cq *c, char *from, char *to, size_t pl,
+                                                 struct llm__err *e) {
+    const char *out = c->outdir;
+    struct llm__cq_st w = {.c = c, .o = c->g->extra, .pass = 0, .ok = true};
+    llm__outbuf_put(&w.hdr, "{\"__metadata__\":{\"format\":\"pt\"}", 31);
+    enum llm_status st = llm__cq_st_pass(&w, e);
+    if (!st) {
+        while ((w.hdr.n + 1) % 8) llm__outbuf_put(&w.hdr, " ", 1);
+        llm__outbuf_put(&w.hdr, "}", 1);
+        if (w.hdr.fail) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    }
+    if (!st) {
+        snprintf(to, pl, "%s/model.safetensors.part", out);
+        if (!(w.sf = fopen(to, "wb")))
+            st = llm__fail(e, LLM_ERR_IO, "quantize: cannot create '%s': %s", to, strerror(errno));
+    }
+    if (!st) {
+        const uint64_t hl = w.hdr.n;
+        w.pass = 1;
+        w.off = 0;
+        w.ok = llm__fwrite(w.sf, &hl, 8) && llm__fwrite(w.sf, w.hdr.p, w.hdr.n);
+        st = llm__cq_st_pass(&w, e);
+        if (fclose(w.sf) != 0) w.ok = false;
+        snprintf(from, pl, "%s/model.safetensors.part", out);
+        snprintf(to, pl, "%s/model.safetensors", out);
+        if (!st && (!w.ok || rename(from, to) != 0))
+            st = llm__fail(e, LLM_ERR_IO, "quantize: cannot write '%s': %s", to, strerror(errno));
+        if (st) remove(from);
+    }
+    free(w.hdr.p);
+    return st;
+}
+
+// The checkpoint in c->outdir: config.json (the input's with a quantization_config),
+// model.safetensors (the input's tensors, the layers' matrices packed, AWQ's divided norms and
+// biases), and the input directory's other files (tokenizer, generation config, ...) copied.
+static enum llm_status llm__cq_write_hf(struct llm__cq *c, struct llm__err *e) {
+    const size_t pl = strlen(c->p->input) + strlen(c->outdir) + 300;
+    char *from = NULL, *to = NULL;
+    enum llm_status st = LLM_OK;
+    if (!(from = malloc(pl)) || !(to = malloc(pl))) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    if (!st) st = llm__cq_copy_files(c->p->input, c->outdir, from, to, pl, e);
+    if (!st) st = llm__cq_write_config(c, from, to, pl, e);
+    if (!st) st = llm__cq_write_safetensors(c, from, to, pl, e);
     free(from);
     free(to);
     return st;
 }
 
-// --- llm_quantize ---
+// --- a calibrated quantization, step by step; llm_quantize ---
 
+// llm_quantize's settings for a calibrated quantization, checked (llm__cq_check).
+struct llm__cq_opts {
+    const char *method;        // gptq, awq or rtn
+    bool rtn;                  // round-to-nearest groups (no calibration)
+    int gsz;                   // inputs a group; -1: a row
+    int samples, seq;          // the calibration's windows, at most, and their tokens
+    const struct llm__ftype *ft;   // GGUF: the file type; hf: NULL
+};
+
+// The calibration text as windows of tokens.
+struct llm__cq_text {
+    int32_t *toks;             // the text's tokens
+    int32_t *win;              // a window, with room for a BOS
+    int windows, seq;          // the windows taken; tokens a window
+};
+
+// c->p's method, format, bits, group size, file type and calibration settings checked, into c
+// and o (LLM_ERR_INVALID_ARG: one not offered, or not with the others).
+static enum llm_status llm__cq_check(struct llm__cq *c, struct llm__cq_opts *o, struct llm__err *e) {
+    const struct llm_quantize_params *p = c->p;
+    const char *method = o->method = p->method ? p->method : "rtn";
+    c->awq = !strcmp(method, "awq");
+    o->rtn = !strcmp(method, "rtn");   // (here: a checkpoint of round-to-nearest groups)
+    if (!c->awq && !o->rtn && strcmp(method, "gptq") != 0)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a method (gptq, awq, rtn)", method);
+    c->hf = !p->format || !strcmp(p->format, "hf");
+    if (!c->hf && strcmp(p->format, "gguf") != 0)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not an output format (hf, gguf)", p->format);
+    c->bits = p->bits ? p->bits : 4;
+    if (c->bits != 4 && (c->bits != 8 || c->awq))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: %d bits: %s", c->bits,
+                         c->awq ? "AWQ is 4-bit" : "GPTQ is 4- or 8-bit");
+    const int gsz = o->gsz = p->group_size ? p->group_size : 128;
+    if (gsz != 32 && gsz != 64 && gsz != 128 && gsz != -1)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: group size %d: 32, 64, 128 or -1 (a row)", gsz);
+    if (c->awq && gsz == -1)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: AWQ's groups are 32, 64 or 128 inputs (AutoAWQ's format "
+                         "has no whole-row group)");
+    if (p->act_order && (c->awq || !c->hf))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: act-order is GPTQ's, for Hugging Face checkpoints "
+                         "(--format hf)");
+    const struct llm__ftype *ft = o->ft = c->hf ? NULL : llm__ftype_by_name(p->type);
+    if (!c->hf && (!ft || ft->type == LLM__TYPE_F32 || ft->type == LLM__TYPE_F16 || ft->type == LLM__TYPE_BF16))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a quantized file type (q4_0, q4_K_M, ...)",
+                         p->type ? p->type : "(none)");
+    if (!p->calib_path && !o->rtn)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: %s needs a calibration text (--calib FILE)", method);
+    o->samples = p->n_samples > 0 ? p->n_samples : 128;
+    o->seq = p->seq_len > 0 ? p->seq_len : 512;
+    if (o->seq < 16 || o->seq > 16384)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: --seq-len %d: 16 to 16384", o->seq);
+    struct stat sb;
+    if (c->hf && (stat(p->input, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: a checkpoint (--format hf) is made from a Hugging Face "
+                         "directory; '%s' is not one (--format gguf writes a GGUF file)", p->input);
+    return LLM_OK;
+}
+
+// The calibration text (rtn: none), up to the first read past 1 GiB, into text (the caller frees
+// it, also on an error).
+static enum llm_status llm__cq_read_text(const struct llm_quantize_params *p, bool rtn, struct llm__outbuf *text,
+                                         struct llm__err *e) {
+    FILE *tf = fopen(rtn ? "/dev/null" : p->calib_path, "rb");
+    if (!tf) return llm__fail(e, LLM_ERR_IO, "quantize: cannot open '%s': %s", p->calib_path, strerror(errno));
+    char chunk[1 << 16];
+    for (size_t k; (k = fread(chunk, 1, sizeof(chunk), tf)) > 0 && text->n < ((size_t)1 << 30);)
+        llm__outbuf_put(text, chunk, k);
+    const bool rerr = ferror(tf);
+    fclose(tf);
+    if (rerr || text->fail) return llm__fail(e, LLM_ERR_IO, "quantize: cannot read '%s'", p->calib_path);
+    return LLM_OK;
+}
+
+// The output, checked before the calibration: a checkpoint is written to OUTPUT.part (made here:
+// c->outdir) and renamed when complete (OUTPUT must not exist or be empty); a GGUF file's
+// directory must be writable.
+static enum llm_status llm__cq_prepare_output(struct llm__cq *c, struct llm__err *e) {
+    const char *output = c->p->output;
+    const size_t ol = strlen(output);
+    char *part = malloc(ol + 6);
+    if (!part) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    memcpy(part, output, ol), memcpy(part + ol, ".part", 6);
+    enum llm_status st = LLM_OK;
+    struct stat sb;
+    if (c->hf) {
+        DIR *od = stat(output, &sb) == 0 && S_ISDIR(sb.st_mode) ? opendir(output) : NULL;
+        bool empty = true;
+        for (struct dirent *de; od && (de = readdir(od)) != NULL;)
+            empty &= !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+        if (od) closedir(od);
+        if (stat(output, &sb) == 0 && !S_ISDIR(sb.st_mode))
+            st = llm__fail(e, LLM_ERR_IO, "quantize: '%s': a file is in the way (a checkpoint is a directory)", output);
+        else if (!empty)
+            st = llm__fail(e, LLM_ERR_IO, "quantize: '%s' is not empty: remove it, or write the checkpoint elsewhere",
+                           output);
+        else {
+            llm__rm_dir(part);   // what an interrupted run left
+            if (mkdir(part, 0755) != 0)
+                st = llm__fail(e, LLM_ERR_IO, "quantize: cannot make the directory '%s': %s", part, strerror(errno));
+            else c->outdir = part, part = NULL;
+        }
+    } else {
+        FILE *pf = fopen(part, "wb");
+        if (!pf) st = llm__fail(e, LLM_ERR_IO, "quantize: cannot create '%s': %s", part, strerror(errno));
+        else fclose(pf), remove(part);
+    }
+    free(part);
+    return st;
+}
+
+// GGUF: every tensor's type as the mix gives it (the calibrated matrices get theirs), into c->types.
+static enum llm_status llm__cq_mix_types(struct llm__cq *c, const struct llm__ftype *ft, struct llm__err *e) {
+    struct llm__qmix q = {.ftype = ft->ftype, .type = ft->type, .pure = c->p->pure != 0, .tied = true};
+    enum llm_status st = llm__qmix_init(c->g, &q, e);
+    if (st) return st;
+    const struct llm__gguf_tensor **ord = malloc(sizeof(*ord) * (size_t)(c->g->n_tensors + 1));
+    if (!ord) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < c->g->n_tensors; i++) ord[i] = &c->g->tensors[i];
+    qsort(ord, (size_t)c->g->n_tensors, sizeof(*ord), llm__tensor_order);
+    for (int64_t i = 0; i < c->g->n_tensors; i++) c->types[ord[i] - c->g->tensors] = llm__qmix_type(&q, ord[i]);
+    free(ord);
+    return LLM_OK;
+}
+
+// The layers' matrices to quantize, into c->mats (c->vecs and c->types made too); a checkpoint's
+// must be of F32/F16/BF16 weights, with rows and columns its packing can hold.
+static enum llm_status llm__cq_find_mats(struct llm__cq *c, const struct llm__cq_opts *o, struct llm__err *e) {
+    const struct llm__model *m = &c->E->model;
+    const int gsz = o->gsz;
+    if (c->hf && (c->g->extra_free != llm__hf_owned_free || ((struct llm__hf_owned *)c->g->extra)->quantized))
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is quantized already; a checkpoint is made from "
+                         "F32/F16/BF16 weights", c->p->input);
+    c->vecs = calloc((size_t)c->g->n_tensors + 1, sizeof(float *));
+    c->types = calloc((size_t)c->g->n_tensors + 1, sizeof(int));
+    c->mats = calloc((size_t)c->g->n_tensors + 1, sizeof(*c->mats));
+    if (!c->vecs || !c->types || !c->mats) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    enum llm_status st;
+    if (!c->hf && (st = llm__cq_mix_types(c, o->ft, e))) return st;
+    for (int64_t i = 0; i < c->g->n_tensors; i++) {
+        const struct llm__gguf_tensor *t = &c->g->tensors[i];
+        bool qk = false;
+        const int slot = llm__cq_slot(t->name, &qk), layer = llm__tensor_layer(t->name);
+        if (slot < 0 || layer < 0 || layer >= m->n_layer || t->n_dims != 2) continue;
+        if (t->type != LLM__TYPE_F32 && t->type != LLM__TYPE_F16 && t->type != LLM__TYPE_BF16)
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s; %s quantizes F32/F16/BF16 weights",
+                             t->name, llm__type_info(t->type)->name, o->method);
+        struct llm__qmat *mt = &c->mats[c->n_mats++];
+        *mt = (struct llm__qmat){.tensor = i, .layer = layer, .slot = slot, .qk = qk, .rows = t->ne[1],
+                                 .n = t->ne[0], .type = c->hf ? -1 : c->types[i]};
+        c->total += (double)(mt->rows * mt->n);
+        // (GPTQ's last group may be partial)
+        if (c->hf && ((c->awq && gsz > 0 && mt->n % gsz) || mt->n % 32 || mt->rows % 8))
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %lld x %lld: a checkpoint needs rows a "
+                             "multiple of 8 and columns of whole groups of %d%s", t->name, (long long)mt->rows,
+                             (long long)mt->n, c->awq && gsz > 0 ? gsz : 32,
+                             c->awq ? " (AWQ: a smaller --group-size may divide them)" : "");
+        if (!c->hf && llm__type_info((uint32_t)mt->type)->blck == 1)
+            c->n_mats--, c->total -= (double)(mt->rows * mt->n);
+    }
+    if (!c->n_mats) return llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: the model has no layer matrices to quantize");
+    c->group = gsz > 0 ? gsz : 1 << 30;
+    return LLM_OK;
+}
+
+// Round-to-nearest groups of every matrix (no calibration).
+static enum llm_status llm__cq_rtn(struct llm__cq *c, struct llm__err *e) {
+    enum llm_status st = LLM_OK;
+    for (int i = 0; i < c->n_mats && !st; i++) {
+        if (!llm__cq_load(c, &c->mats[i]) || !llm__cq_round(c, &c->mats[i], 0))
+            st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        free(c->mats[i].w);
+        c->mats[i].w = NULL;
+        llm__cq_progress(c, &c->mats[i]);
+    }
+    return st;
+}
+
+// The calibration text's tokens into t, and as many windows of t->seq tokens as it holds, up to
+// samples (LLM_ERR_INVALID_ARG: not one).
+static enum llm_status llm__cq_tokenize(struct llm__cq *c, const struct llm__outbuf *text, int samples,
+                                        struct llm__cq_text *t, struct llm__err *e) {
+    llm_engine *E = c->E;
+    const int n_tok = llm_tokenize(E, text->p, text->n, 0, NULL, 0);
+    if (n_tok < 0)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: cannot tokenize '%s': %s", c->p->calib_path,
+                         llm_last_error(E));
+    if (!(t->toks = malloc(sizeof(int32_t) * (size_t)(n_tok + 1))) ||
+        !(t->win = malloc(sizeof(int32_t) * (size_t)(t->seq + 1))))
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    llm_tokenize(E, text->p, text->n, 0, t->toks, n_tok);
+    t->windows = LLM__MIN(samples, n_tok / t->seq);
+    if (t->windows < 1)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is %d tokens, less than one window of --seq-len %d",
+                         c->p->calib_path, n_tok, t->seq);
+    return LLM_OK;
+}
+
+// How many layers' statistics a pass over the text takes: as many as a third of the free memory
+// holds (of 1 GiB when that is not known), at least one.
+static int llm__cq_layers_per_pass(const struct llm__cq *c) {
+    const struct llm__model *m = &c->E->model;
+    const size_t widths[LLM__CAL_SLOTS] = {(size_t)m->n_embd, (size_t)m->n_head * (size_t)m->head_dim,
+                                           (size_t)m->n_embd, (size_t)m->n_ff};
+    size_t per_layer = 1, budget = llm__mem_available() / 3;
+    for (int i = 0; i < LLM__CAL_SLOTS; i++) per_layer += c->awq ? widths[i] * 512 * 4 : widths[i] * widths[i] * 4;
+    if (!budget) budget = (size_t)1 << 30;
+    return (int)LLM__MAX(1, LLM__MIN((size_t)m->n_layer, budget / per_layer));
+}
+
+// Pass number `pass` of `passes` over the text's windows, one sequence a window, the forward
+// handing the linear layers' inputs to c->cal (which keeps those of its layers l0 to l1).
+static enum llm_status llm__cq_eval_windows(struct llm__cq *c, const struct llm__cq_text *t, int pass, int passes,
+                                            struct llm__err *e) {
+    llm_engine *E = c->E;
+    const struct llm_quantize_params *p = c->p;
+    const int bos = E->vocab.bos, seq = t->seq;
+    enum llm_status st = LLM_OK;
+    E->model.capture = llm__calib_take;
+    E->model.capture_ctx = &c->cal;
+    for (int w = 0; w < t->windows && !st; w++) {
+        int k = 0;
+        if (E->vocab.add_bos && bos >= 0) t->win[k++] = bos;
+        memcpy(t->win + k, t->toks + (size_t)w * (size_t)seq, sizeof(int32_t) * (size_t)seq);
+        const int sid = llm_seq_new(E);
+        if (sid < 0) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: %s", llm_last_error(E)); break; }
+        if (llm_seq_eval(E, sid, t->win, k + seq, NULL, 0) != LLM_OK)
+            st = llm__fail(e, llm_last_status(E), "quantize: %s", llm_last_error(E));
+        llm_seq_free(E, sid);
+        if (p->progress)
+            p->progress(p->progress_user, (double)(pass * t->windows + w + 1) / (passes * t->windows), "calibration");
+    }
+    E->model.capture = NULL;
+    return st;
+}
+
+// GPTQ or AWQ: the engine runs over the text's windows in passes, each taking the inputs of as
+// many layers as llm__cq_layers_per_pass allows; then the pass's layers are quantized and their
+// statistics given back.
+static enum llm_status llm__cq_calibrate(struct llm__cq *c, const struct llm__cq_opts *o,
+                                         const struct llm__outbuf *text, struct llm__err *e) {
+    llm_engine *E = c->E;
+    const struct llm__model *m = &E->model;
+    struct llm__cq_text t = {.seq = o->seq};
+    enum llm_status st = llm__cq_tokenize(c, text, o->samples, &t, e);
+    if (st) goto done;
+    const int threads = LLM__MIN(E->params.n_threads > 0 ? E->params.n_threads : llm__online_cpus(),
+                                 LLM__MAX_THREADS_AWQ);
+    if (!(c->cal.pool = llm__pool_new(threads, e))) { st = LLM_ERR_BACKEND; goto done; }
+    c->cal.n_layer = m->n_layer;
+    c->cal.want_h = !c->awq;
+    c->cal.max_xs = c->awq ? 512 : 0;
+    c->cal.stride = LLM__MAX(1, (int64_t)t.windows * (t.seq + 1) / 512);
+    c->cal.dot = llm__vec_dot_kernel(LLM__TYPE_F32, llm__simd_best());
+    if (!(c->cal.in = calloc((size_t)m->n_layer * LLM__CAL_SLOTS, sizeof(*c->cal.in)))) {
+        st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    const int per_pass = llm__cq_layers_per_pass(c);
+    const int passes = (m->n_layer + per_pass - 1) / per_pass;
+    for (int pass = 0; pass < passes && !st; pass++) {
+        c->cal.l0 = pass * per_pass;
+        c->cal.l1 = LLM__MIN(m->n_layer, c->cal.l0 + per_pass);
+        st = llm__cq_eval_windows(c, &t, pass, passes, e);
+        if (!st && c->cal.fail)
+            st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory for the calibration's statistics");
+        // the pass's layers, then their statistics given back
+        for (int l = c->cal.l0; l < c->cal.l1 && !st; l++)
+            st = c->awq ? llm__cq_awq_layer(c, l, c->cal.pool, e) : llm__cq_gptq_layer(c, l, c->cal.pool, e);
+        for (int i = c->cal.l0 * LLM__CAL_SLOTS; i < c->cal.l1 * LLM__CAL_SLOTS; i++) {
+            struct llm__cal_in *ci = &c->cal.in[i];
+            free(ci->h), free(ci->abs_sum), free(ci->xs);
+            ci->h = NULL, ci->abs_sum = NULL, ci->xs = NULL;
+        }
+    }
+done:
+    free(t.toks);
+    free(t.win);
+    return st;
+}
+
+// The checkpoint written, then renamed OUTPUT (an empty directory there removed first); stats:
+// the quantized matrices' bytes in and out (codes, and a scale and a zero point a group).
+static enum llm_status llm__cq_finish_hf(struct llm__cq *c, struct llm_quantize_stats *stats, struct llm__err *e) {
+    const struct llm_quantize_params *p = c->p;
+    struct stat sb;
+    enum llm_status st = llm__cq_write_hf(c, e);
+    if (!st && stat(p->output, &sb) == 0) rmdir(p->output);   // (empty)
+    if (!st && rename(c->outdir, p->output) != 0)
+        st = llm__fail(e, LLM_ERR_IO, "quantize: cannot rename '%s' to '%s': %s", c->outdir, p->output,
+                       strerror(errno));
+    if (stats) {
+        memset(stats, 0, sizeof(*stats));
+        stats->n_quantized = c->n_mats;
+        stats->n_tensors = (int)c->g->n_tensors;
+        for (int i = 0; i < c->n_mats; i++) {
+            const struct llm__qmat *mt = &c->mats[i];
+            stats->bytes_in += c->g->tensors[mt->tensor].size;
+            stats->bytes_out += (size_t)(mt->rows * mt->n) * (size_t)c->bits / 8 +
+                                (size_t)(mt->rows * ((mt->n + c->group - 1) / c->group)) * (2 + (size_t)c->bits / 8);
+            stats->n_params += mt->rows * mt->n;
+        }
+    }
+    return st;
+}
+
+// The GGUF file of file type ft: the quantized matrices, and AWQ's divided norms and biases in
+// F32, in place of the model's tensors; the others as the mix makes them.
+static enum llm_status llm__cq_finish_gguf(struct llm__cq *c, const struct llm__ftype *ft,
+                                           struct llm_quantize_stats *stats, struct llm__err *e) {
+    struct llm__qrepl *repl = calloc((size_t)c->g->n_tensors + 1, sizeof(*repl));
+    if (!repl) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < c->n_mats; i++) {
+        const struct llm__qmat *mt = &c->mats[i];
+        repl[mt->tensor] = (struct llm__qrepl){mt->type, mt->data, llm__row_bytes(mt->type, mt->n) * (size_t)mt->rows};
+    }
+    for (int64_t i = 0; i < c->g->n_tensors; i++)
+        if (c->vecs[i])
+            repl[i] = (struct llm__qrepl){LLM__TYPE_F32, c->vecs[i], sizeof(float) * (size_t)c->g->tensors[i].ne[0]};
+    struct llm_quantize_stats s0 = {0};
+    const enum llm_status st = llm__quantize_gguf(c->g, c->p, ft, repl, &s0, e);
+    if (stats) *stats = s0;
+    free(repl);
+    return st;
+}
+
+// What c holds: the calibration's statistics and pool, the matrices' values and outputs, the
+// divided vectors.
+static void llm__cq_free(struct llm__cq *c) {
+    llm__calib_free(&c->cal);
+    for (int i = 0; c->mats && i < c->n_mats; i++) {
+        struct llm__qmat *mt = &c->mats[i];
+        free(mt->w), free(mt->data), free(mt->q), free(mt->scale), free(mt->zero), free(mt->g_idx);
+    }
+    for (int64_t i = 0; c->vecs && i < c->g->n_tensors; i++) free(c->vecs[i]);
+    free(c->vecs), free(c->types), free(c->mats);
+}
+
+// A calibrated quantization (llm_quantize with a method, or a checkpoint): the settings and the
+// output checked, the model run by an engine of its own, its layers' matrices quantized (GPTQ,
+// AWQ or round-to-nearest), then the checkpoint or the GGUF file written.
 static enum llm_status llm__quantize_calibrated(const struct llm_quantize_params *p, struct llm_quantize_stats *stats,
                                                 struct llm__err *e) {
     struct llm__cq c;
     memset(&c, 0, sizeof(c));
     c.p = p;
-    const char *method = p->method ? p->method : "rtn";
-    c.awq = !strcmp(method, "awq");
-    const bool rtn = !strcmp(method, "rtn");   // (here: a checkpoint of round-to-nearest groups)
-    if (!c.awq && !rtn && strcmp(method, "gptq") != 0)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a method (gptq, awq, rtn)", method);
-    c.hf = !p->format || !strcmp(p->format, "hf");
-    if (!c.hf && strcmp(p->format, "gguf") != 0)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not an output format (hf, gguf)", p->format);
-    c.bits = p->bits ? p->bits : 4;
-    if (c.bits != 4 && (c.bits != 8 || c.awq))
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: %d bits: %s", c.bits, c.awq ? "AWQ is 4-bit" : "GPTQ is 4- or 8-bit");
-    const int gsz = p->group_size ? p->group_size : 128;
-    if (gsz != 32 && gsz != 64 && gsz != 128 && gsz != -1)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: group size %d: 32, 64, 128 or -1 (a row)", gsz);
-    if (c.awq && gsz == -1) return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: AWQ's groups are 32, 64 or 128 inputs (AutoAWQ's format has no whole-row group)");
-    if (p->act_order && (c.awq || !c.hf))
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: act-order is GPTQ's, for Hugging Face checkpoints (--format hf)");
-    const struct llm__ftype *ft = c.hf ? NULL : llm__ftype_by_name(p->type);
-    if (!c.hf && (!ft || ft->type == LLM__TYPE_F32 || ft->type == LLM__TYPE_F16 || ft->type == LLM__TYPE_BF16))
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a quantized file type (q4_0, q4_K_M, ...)", p->type ? p->type : "(none)");
-    if (!p->calib_path && !rtn) return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: %s needs a calibration text (--calib FILE)", method);
-    const int samples = p->n_samples > 0 ? p->n_samples : 128, seq = p->seq_len > 0 ? p->seq_len : 512;
-    if (seq < 16 || seq > 16384) return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: --seq-len %d: 16 to 16384", seq);
-    struct stat sb;
-    if (c.hf && (stat(p->input, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: a checkpoint (--format hf) is made from a Hugging Face directory; "
-                         "'%s' is not one (--format gguf writes a GGUF file)", p->input);
-    // the calibration text
-    FILE *tf = fopen(rtn ? "/dev/null" : p->calib_path, "rb");
-    if (!tf) return llm__fail(e, LLM_ERR_IO, "quantize: cannot open '%s': %s", p->calib_path, strerror(errno));
+    struct llm__cq_opts o = {0};
+    enum llm_status st = llm__cq_check(&c, &o, e);
+    if (st) return st;
     struct llm__outbuf text = {0};
-    char chunk[1 << 16];
-    for (size_t k; (k = fread(chunk, 1, sizeof(chunk), tf)) > 0 && text.n < ((size_t)1 << 30);) llm__outbuf_put(&text, chunk, k);
-    const bool rerr = ferror(tf);
-    fclose(tf);
-    if (rerr || text.fail) { free(text.p); return llm__fail(e, LLM_ERR_IO, "quantize: cannot read '%s'", p->calib_path); }
-    // the output, checked before the calibration: a checkpoint is written to OUTPUT.part and renamed
-    // when complete (OUTPUT must not exist or be empty); a GGUF file's directory must be writable
-    const size_t ol = strlen(p->output);
-    char *part = malloc(ol + 6);
-    if (!part) { free(text.p); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
-    memcpy(part, p->output, ol), memcpy(part + ol, ".part", 6);
-    enum llm_status st0 = LLM_OK;
-    if (c.hf) {
-        DIR *od = stat(p->output, &sb) == 0 && S_ISDIR(sb.st_mode) ? opendir(p->output) : NULL;
-        bool empty = true;
-        for (struct dirent *de; od && (de = readdir(od)) != NULL;) empty &= !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
-        if (od) closedir(od);
-        if (stat(p->output, &sb) == 0 && !S_ISDIR(sb.st_mode))
-            st0 = llm__fail(e, LLM_ERR_IO, "quantize: '%s': a file is in the way (a checkpoint is a directory)", p->output);
-        else if (!empty)
-            st0 = llm__fail(e, LLM_ERR_IO, "quantize: '%s' is not empty: remove it, or write the checkpoint elsewhere", p->output);
-        else {
-            llm__rm_dir(part);   // what an interrupted run left
-            if (mkdir(part, 0755) != 0) st0 = llm__fail(e, LLM_ERR_IO, "quantize: cannot make the directory '%s': %s", part, strerror(errno));
-            else c.outdir = part, part = NULL;
-        }
-    } else {
-        FILE *pf = fopen(part, "wb");
-        if (!pf) st0 = llm__fail(e, LLM_ERR_IO, "quantize: cannot create '%s': %s", part, strerror(errno));
-        else fclose(pf), remove(part);
-    }
-    free(part);
-    if (st0) { free(text.p); return st0; }
+    if (!(st = llm__cq_read_text(p, o.rtn, &text, e))) st = llm__cq_prepare_output(&c, e);
+    if (st) { free(text.p); return st; }
 
     // the engine: the model as it is, one sequence of a window at a time
     struct llm_engine_params ep = llm_engine_params_default();
     ep.model_path = p->input;
     ep.n_threads = p->n_threads;
-    ep.max_model_len = seq + 1;
-    ep.max_num_batched_tokens = seq + 1;
+    ep.max_model_len = o.seq + 1;
+    ep.max_num_batched_tokens = o.seq + 1;
     ep.max_num_seqs = 1;
     char err[512];
-    enum llm_status st = LLM_OK;
-    int32_t *toks = NULL, *win = NULL;
-    struct llm__pool *pool = NULL;
-    struct llm__qrepl *repl = NULL;
     llm_engine *E = llm_engine_create(&ep, err, sizeof(err));
     if (!E) {
         free(text.p);
@@ -18354,158 +19202,14 @@ static enum llm_status llm__quantize_calibrated(const struct llm_quantize_params
     }
     c.E = E;
     c.g = &E->model.gguf;
-    struct llm__model *m = &E->model;
-    if (c.hf && (c.g->extra_free != llm__hf_owned_free || ((struct llm__hf_owned *)c.g->extra)->quantized)) {
-        st = llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is quantized already; a checkpoint is made from F32/F16/BF16 weights", p->input);
-        goto out;
-    }
-    c.vecs = calloc((size_t)c.g->n_tensors + 1, sizeof(float *));
-    c.types = calloc((size_t)c.g->n_tensors + 1, sizeof(int));
-    c.mats = calloc((size_t)c.g->n_tensors + 1, sizeof(*c.mats));
-    if (!c.vecs || !c.types || !c.mats) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
-    if (!c.hf) {   // the mix's types, as llama-quantize gives them (the calibrated matrices get theirs)
-        struct llm__qmix q = {.ftype = ft->ftype, .type = ft->type, .pure = p->pure != 0, .tied = true};
-        if ((st = llm__qmix_init(c.g, &q, e))) goto out;
-        const struct llm__gguf_tensor **ord = malloc(sizeof(*ord) * (size_t)(c.g->n_tensors + 1));
-        if (!ord) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
-        for (int64_t i = 0; i < c.g->n_tensors; i++) ord[i] = &c.g->tensors[i];
-        qsort(ord, (size_t)c.g->n_tensors, sizeof(*ord), llm__tensor_order);
-        for (int64_t i = 0; i < c.g->n_tensors; i++) c.types[ord[i] - c.g->tensors] = llm__qmix_type(&q, ord[i]);
-        free(ord);
-    }
-    for (int64_t i = 0; i < c.g->n_tensors; i++) {
-        const struct llm__gguf_tensor *t = &c.g->tensors[i];
-        bool qk = false;
-        const int slot = llm__cq_slot(t->name, &qk), layer = llm__tensor_layer(t->name);
-        if (slot < 0 || layer < 0 || layer >= m->n_layer || t->n_dims != 2) continue;
-        if (t->type != LLM__TYPE_F32 && t->type != LLM__TYPE_F16 && t->type != LLM__TYPE_BF16) {
-            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %s; %s quantizes F32/F16/BF16 weights", t->name,
-                           llm__type_info(t->type)->name, method);
-            goto out;
-        }
-        struct llm__qmat *mt = &c.mats[c.n_mats++];
-        *mt = (struct llm__qmat){.tensor = i, .layer = layer, .slot = slot, .qk = qk, .rows = t->ne[1], .n = t->ne[0],
-                                 .type = c.hf ? -1 : c.types[i]};
-        c.total += (double)(mt->rows * mt->n);
-        if (c.hf && ((c.awq && gsz > 0 && mt->n % gsz) || mt->n % 32 || mt->rows % 8)) {   // (GPTQ's last group may be partial)
-            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: '%s' is %lld x %lld: a checkpoint needs rows a multiple of 8 and "
-                           "columns of whole groups of %d%s", t->name, (long long)mt->rows, (long long)mt->n,
-                           c.awq && gsz > 0 ? gsz : 32, c.awq ? " (AWQ: a smaller --group-size may divide them)" : "");
-            goto out;
-        }
-        if (!c.hf && llm__type_info((uint32_t)mt->type)->blck == 1) c.n_mats--, c.total -= (double)(mt->rows * mt->n);
-    }
-    if (!c.n_mats) { st = llm__fail(e, LLM_ERR_UNSUPPORTED, "quantize: the model has no layer matrices to quantize"); goto out; }
-    c.group = gsz > 0 ? gsz : 1 << 30;
-
-    if (rtn) {
-        for (int i = 0; i < c.n_mats && !st; i++) {
-            if (!llm__cq_load(&c, &c.mats[i]) || !llm__cq_round(&c, &c.mats[i], 0)) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-            free(c.mats[i].w);
-            c.mats[i].w = NULL;
-            llm__cq_progress(&c, &c.mats[i]);
-        }
-        if (st) goto out;
-        goto write;
-    }
-    // calibration
-    const int n_tok = llm_tokenize(E, text.p, text.n, 0, NULL, 0);
-    if (n_tok < 0) { st = llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: cannot tokenize '%s': %s", p->calib_path, llm_last_error(E)); goto out; }
-    if (!(toks = malloc(sizeof(int32_t) * (size_t)(n_tok + 1))) || !(win = malloc(sizeof(int32_t) * (size_t)(seq + 1)))) {
-        st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    llm_tokenize(E, text.p, text.n, 0, toks, n_tok);
-    const int windows = LLM__MIN(samples, n_tok / seq);
-    if (windows < 1) {
-        st = llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: '%s' is %d tokens, less than one window of --seq-len %d", p->calib_path, n_tok, seq);
-        goto out;
-    }
-    const int threads = LLM__MIN(E->params.n_threads > 0 ? E->params.n_threads : llm__online_cpus(), LLM__MAX_THREADS_AWQ);
-    if (!(pool = llm__pool_new(threads, e))) { st = LLM_ERR_BACKEND; goto out; }
-    c.cal.n_layer = m->n_layer;
-    c.cal.want_h = !c.awq;
-    c.cal.max_xs = c.awq ? 512 : 0;
-    c.cal.stride = LLM__MAX(1, (int64_t)windows * (seq + 1) / 512);
-    c.cal.pool = pool;
-    c.cal.dot = llm__vec_dot_kernel(LLM__TYPE_F32, llm__simd_best());
-    if (!(c.cal.in = calloc((size_t)m->n_layer * LLM__CAL_SLOTS, sizeof(*c.cal.in)))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
-    // passes over the text, each taking as many layers' statistics as a third of the free memory holds
-    const size_t widths[LLM__CAL_SLOTS] = {(size_t)m->n_embd, (size_t)m->n_head * (size_t)m->head_dim, (size_t)m->n_embd, (size_t)m->n_ff};
-    size_t per_layer = 1, budget = llm__mem_available() / 3;
-    for (int i = 0; i < LLM__CAL_SLOTS; i++) per_layer += c.awq ? widths[i] * 512 * 4 : widths[i] * widths[i] * 4;
-    if (!budget) budget = (size_t)1 << 30;
-    const int per_pass = (int)LLM__MAX(1, LLM__MIN((size_t)m->n_layer, budget / per_layer));
-    const int passes = (m->n_layer + per_pass - 1) / per_pass;
-    const int bos = E->vocab.bos;
-    for (int pass = 0; pass < passes && !st; pass++) {
-        c.cal.l0 = pass * per_pass;
-        c.cal.l1 = LLM__MIN(m->n_layer, c.cal.l0 + per_pass);
-        c.cal.pool = pool;
-        m->capture = llm__calib_take;
-        m->capture_ctx = &c.cal;
-        for (int w = 0; w < windows && !st; w++) {
-            int k = 0;
-            if (E->vocab.add_bos && bos >= 0) win[k++] = bos;
-            memcpy(win + k, toks + (size_t)w * (size_t)seq, sizeof(int32_t) * (size_t)seq);
-            const int sid = llm_seq_new(E);
-            if (sid < 0) { st = llm__fail(e, LLM_ERR_NOMEM, "quantize: %s", llm_last_error(E)); break; }
-            if (llm_seq_eval(E, sid, win, k + seq, NULL, 0) != LLM_OK) st = llm__fail(e, llm_last_status(E), "quantize: %s", llm_last_error(E));
-            llm_seq_free(E, sid);
-            if (p->progress) p->progress(p->progress_user, (double)(pass * windows + w + 1) / (passes * windows), "calibration");
-        }
-        m->capture = NULL;
-        if (!st && c.cal.fail) st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory for the calibration's statistics");
-        // the pass's layers, then their statistics given back
-        for (int l = c.cal.l0; l < c.cal.l1 && !st; l++) st = c.awq ? llm__cq_awq_layer(&c, l, pool, e) : llm__cq_gptq_layer(&c, l, pool, e);
-        for (int i = c.cal.l0 * LLM__CAL_SLOTS; i < c.cal.l1 * LLM__CAL_SLOTS; i++) {
-            struct llm__cal_in *ci = &c.cal.in[i];
-            free(ci->h), free(ci->abs_sum), free(ci->xs);
-            ci->h = NULL, ci->abs_sum = NULL, ci->xs = NULL;
-        }
-    }
-    c.cal.pool = NULL;
-    if (st) goto out;
-write:
-    if (c.hf) {
-        st = llm__cq_write_hf(&c, e);
-        if (!st && stat(p->output, &sb) == 0) rmdir(p->output);   // (empty)
-        if (!st && rename(c.outdir, p->output) != 0)
-            st = llm__fail(e, LLM_ERR_IO, "quantize: cannot rename '%s' to '%s': %s", c.outdir, p->output, strerror(errno));
-        if (stats) {
-            memset(stats, 0, sizeof(*stats));
-            stats->n_quantized = c.n_mats;
-            stats->n_tensors = (int)c.g->n_tensors;
-            for (int i = 0; i < c.n_mats; i++) {
-                const struct llm__gguf_tensor *t = &c.g->tensors[c.mats[i].tensor];
-                stats->bytes_in += t->size;
-                stats->bytes_out += (size_t)(c.mats[i].rows * c.mats[i].n) * (size_t)c.bits / 8 +
-                                    (size_t)(c.mats[i].rows * ((c.mats[i].n + c.group - 1) / c.group)) * (2 + (size_t)c.bits / 8);
-                stats->n_params += c.mats[i].rows * c.mats[i].n;
-            }
-        }
-    } else {
-        if (!(repl = calloc((size_t)c.g->n_tensors + 1, sizeof(*repl)))) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto out; }
-        for (int i = 0; i < c.n_mats; i++)
-            repl[c.mats[i].tensor] = (struct llm__qrepl){c.mats[i].type, c.mats[i].data, llm__row_bytes(c.mats[i].type, c.mats[i].n) * (size_t)c.mats[i].rows};
-        for (int64_t i = 0; i < c.g->n_tensors; i++)
-            if (c.vecs[i]) repl[i] = (struct llm__qrepl){LLM__TYPE_F32, c.vecs[i], sizeof(float) * (size_t)c.g->tensors[i].ne[0]};
-        struct llm_quantize_stats s0 = {0};
-        st = llm__quantize_gguf(c.g, p, ft, repl, &s0, e);
-        if (stats) *stats = s0;
-    }
-out:
-    m->capture = NULL;
+    st = llm__cq_find_mats(&c, &o, e);
+    if (!st) st = o.rtn ? llm__cq_rtn(&c, e) : llm__cq_calibrate(&c, &o, &text, e);
+    if (!st) st = c.hf ? llm__cq_finish_hf(&c, stats, e) : llm__cq_finish_gguf(&c, o.ft, stats, e);
+    E->model.capture = NULL;
     if (st && c.outdir) llm__rm_dir(c.outdir);
     free(c.outdir);
-    if (c.cal.pool == NULL) c.cal.pool = pool;
-    llm__calib_free(&c.cal);
-    for (int i = 0; c.mats && i < c.n_mats; i++) {
-        struct llm__qmat *mt = &c.mats[i];
-        free(mt->w), free(mt->data), free(mt->q), free(mt->scale), free(mt->zero), free(mt->g_idx);
-    }
-    for (int64_t i = 0; c.vecs && i < c.g->n_tensors; i++) free(c.vecs[i]);
-    free(c.vecs), free(c.types), free(c.mats), free(repl), free(toks), free(win), free(text.p);
+    llm__cq_free(&c);
+    free(text.p);
     llm_engine_free(E);
     return st;
 }
@@ -18584,8 +19288,8 @@ static enum llm_status llm__quantize_output_ok(const char *out, const char *in, 
         int o = llm__path_overlap(i ? part : out, in);
         if (o < 0) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
         else if (o && i)
-            st = llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: the output '%s' is written first as '%s', which %s the %s '%s': "
-                           "write it elsewhere", out, part, o == 1 ? "is" : "is inside", what, in);
+            st = llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: the output '%s' is written first as '%s', which %s the "
+                           "%s '%s': write it elsewhere", out, part, o == 1 ? "is" : "is inside", what, in);
         else if (o)
             st = llm__fail(e, LLM_ERR_INVALID_ARG, "quantize: the output '%s' %s the %s '%s': write it elsewhere", out,
                            o == 1 ? "is" : "is inside", what, in);
@@ -18602,18 +19306,21 @@ enum llm_status llm_quantize(const struct llm_quantize_params *params, struct ll
     memset(&g, 0, sizeof(g));
     enum llm_status st = LLM_OK;
     // round-to-nearest to a GGUF file, unless a checkpoint (--format hf) is asked for
-    const bool rtn = params && (!params->method || !strcmp(params->method, "rtn")) && !(params->format && !strcmp(params->format, "hf"));
+    const bool rtn = params && (!params->method || !strcmp(params->method, "rtn")) &&
+                     !(params->format && !strcmp(params->format, "hf"));
     const struct llm__ftype *ft = params && rtn ? llm__ftype_by_name(params->type) : NULL;
     if (!params || !params->input || !params->output)
         st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: an input model and an output file are needed");
     else if (rtn && !ft)
-        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a file type (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, "
-                       "iq4_xs, q2_K, q3_K_S, q3_K_M, q3_K_L, q4_K_S, q4_K_M, q5_K_S, q5_K_M, q6_K, f16, bf16, f32)",
+        st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a file type (q4_0, q4_1, q5_0, q5_1, q8_0, "
+                       "iq4_nl, iq4_xs, q2_K, q3_K_S, q3_K_M, q3_K_L, q4_K_S, q4_K_M, q5_K_S, q5_K_M, q6_K, f16, bf16, "
+                       "f32)",
                        params->type ? params->type : "(none)");
     else if ((st = llm__quantize_output_ok(params->output, params->input, "input", &e)) == LLM_OK &&
              (st = llm__quantize_output_ok(params->output, params->calib_path, "calibration text", &e)) == LLM_OK) {
         if (!rtn) st = llm__quantize_calibrated(params, &st_, &e);
-        else if (!(st = llm__model_open(&g, params->input, false, &e))) st = llm__quantize_gguf(&g, params, ft, NULL, &st_, &e);
+        else if (!(st = llm__model_open(&g, params->input, false, &e)))
+            st = llm__quantize_gguf(&g, params, ft, NULL, &st_, &e);
     }
     llm__gguf_close(&g);
     if (stats) *stats = st_;
