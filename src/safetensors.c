@@ -174,14 +174,15 @@ static enum llm_status llm__st_parse(struct llm__safetensors *s, struct llm__err
         llm__json_free(&h.j);
         return llm__fail(e, LLM_ERR_FORMAT, "safetensors: the header is not a JSON object");
     }
-    s->t = calloc((size_t)h.j.nodes[0].n + 1, sizeof(*s->t));
-    h.spans = calloc((size_t)h.j.nodes[0].n + 1, sizeof(*h.spans));
-    if (!s->t || !h.spans || !llm__gguf_index_init(&s->ix, h.j.nodes[0].n)) {
+    const int32_t n = h.j.nodes[0].n;
+    s->t = calloc((size_t)n + 1, sizeof(*s->t));
+    h.spans = calloc((size_t)n + 1, sizeof(*h.spans));
+    if (!s->t || !h.spans || !llm__gguf_index_init(&s->ix, n)) {
         free(h.spans);
         llm__json_free(&h.j);
-        return llm__fail(e, LLM_ERR_NOMEM, "safetensors: out of memory for %d tensors", (int)h.j.nodes[0].n);
+        return llm__fail(e, LLM_ERR_NOMEM, "safetensors: out of memory for %d tensors", (int)n);
     }
-    for (int32_t m = 0, k = 1; m < h.j.nodes[0].n && st == LLM_OK; m++, k = h.j.nodes[k + 1].next)
+    for (int32_t m = 0, k = 1; m < n && st == LLM_OK; m++, k = h.j.nodes[k + 1].next)
         st = llm__st_member(s, &h, k, e);
     llm__json_free(&h.j);
     if (st == LLM_OK) st = llm__st_check_overlap(s, h.spans, h.n_spans, e);
