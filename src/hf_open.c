@@ -603,7 +603,7 @@ enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_texts *t
     int64_t hp[5] = {0};
     struct llm__hf_quant quant = {0};
     char hdr[24] = "GGUF";
-    llm__gbuf_put(&b, hdr, 24);   // magic, version, counts: filled in below
+    llm__gbuf_put(&b, hdr, 24);   // magic, version, counts: filled in by llm__gbuf_seal
     enum llm_status st = llm__hf_index(o, e);
     if (st == LLM_OK) st = llm__hf_config(tx->cfg, tx->cfg_len, &b, &arch, &permute, hp, &quant, e);
     const bool gemma = st == LLM_OK && (!strcmp(arch, "gemma2") || !strcmp(arch, "gemma3"));
