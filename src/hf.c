@@ -476,6 +476,34 @@ static inline uint32_t llm__hf_u32(const struct llm__st_tensor *t, int64_t r, in
     return v;
 }
 
+// GPTQ's act-order: *perm NULL when g_idx gi (NULL: none) keeps the in inputs in runs of G (ng
+// groups, the last maybe shorter), else the inputs sorted by group (stable; kept in o), each group
+// checked to be exactly G of them (the last: the rest).
+static enum llm_status llm__hf_act_order(const struct llm__st_tensor *gi, int64_t in, int64_t G, int64_t ng,
+                                         struct llm__hf_owned *o, int32_t **perm, const char *pr, struct llm__err *e) {
+    const int64_t tail = in % G ? in % G : G;
+    bool identity = true;
+    for (int64_t i = 0; gi && i < in && identity; i++) identity = (int64_t)llm__hf_u32(gi, 0, i, in) == i / G;
+    *perm = NULL;
+    if (identity) return LLM_OK;
+    int64_t *fill = calloc((size_t)ng, sizeof(int64_t));
+    int32_t *p = llm__alloc((size_t)in * sizeof(int32_t));
+    if (!fill || !p) { free(fill); free(p); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
+    o->copies[o->n_copies++] = p;
+    *perm = p;
+    bool ok = true;
+    for (int64_t i = 0; i < in && ok; i++) {
+        const uint32_t gr = llm__hf_u32(gi, 0, i, in);
+        if ((ok = gr < (uint64_t)ng && fill[gr] < ((int64_t)gr == ng - 1 ? tail : G)))
+            p[(int64_t)gr * G + fill[gr]++] = (int32_t)i;
+    }
+    free(fill);   // (ng groups, in inputs, none over its size: all full)
+    if (!ok)
+        return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': g_idx does not put %lld inputs in each of %lld groups", pr,
+                         (long long)G, (long long)ng);
+    return LLM_OK;
+}
+
 // The AWQ / GPTQ weight `base` (base.qweight qw, base.qzeros, base.scales, base.g_idx) as a G4 /
 // G8 tensor into t (type, shape, data: a copy kept in o; perm: act-order's, also in o).
 static enum llm_status llm__hf_gq_tensor(const struct llm__hf_quant *qc, struct llm__hf_owned *o, const char *base,
@@ -515,26 +543,9 @@ static enum llm_status llm__hf_gq_tensor(const struct llm__hf_quant *qc, struct 
     const int type = (bits == 4 ? LLM__TYPE_G4_32 : LLM__TYPE_G8_32) +
                      (G % 128 == 0 && tail % 128 == 0 ? 2 : G % 64 == 0 && tail % 64 == 0);
     const int64_t g = llm__gq_group(type);
-    // act-order: inputs sorted by group (stable), each group exactly G of them (the last: tail)
     int32_t *perm = NULL;
-    bool identity = true;
-    for (int64_t i = 0; gi && i < in && identity; i++) identity = (int64_t)llm__hf_u32(gi, 0, i, in) == i / G;
-    if (!identity) {
-        int64_t *fill = calloc((size_t)ng, sizeof(int64_t));
-        perm = llm__alloc((size_t)in * sizeof(int32_t));
-        if (!fill || !perm) { free(fill); free(perm); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
-        o->copies[o->n_copies++] = perm;
-        bool ok = true;
-        for (int64_t i = 0; i < in && ok; i++) {
-            const uint32_t gr = llm__hf_u32(gi, 0, i, in);
-            if ((ok = gr < (uint64_t)ng && fill[gr] < ((int64_t)gr == ng - 1 ? tail : G)))
-                perm[(int64_t)gr * G + fill[gr]++] = (int32_t)i;
-        }
-        free(fill);   // (ng groups, in inputs, none over its size: all full)
-        if (!ok)
-            return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': g_idx does not put %lld inputs in each of %lld groups", pr,
-                             (long long)G, (long long)ng);
-    }
+    const enum llm_status st = llm__hf_act_order(gi, in, G, ng, o, &perm, pr, e);
+    if (st) return st;
     const size_t row = llm__row_bytes(type, in), bb = llm__type_table[type].block_bytes;
     uint8_t *dst = llm__alloc(row * (size_t)out);
     if (!dst) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for tensor '%s'", pr);
