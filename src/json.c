@@ -3,13 +3,6 @@
 #include "internal.h"
 
 // === JSON ===
-// (LLM__UNUSED: the Hugging Face directory loader, still being written, is what calls these;
-// until then only the tests and the fuzzer do.)
-#if defined(__GNUC__)
-#define LLM__UNUSED __attribute__((unused))
-#else
-#define LLM__UNUSED
-#endif
 // Hugging Face model directories are JSON (config.json, tokenizer.json, the index of a sharded
 // checkpoint) and so is a safetensors file's header. The reader parses a whole text (RFC 8259,
 // UTF-8) into a flat array of nodes, each a value with its bytes in the text, in document order:
@@ -36,7 +29,8 @@ static bool llm__json_bad(struct llm__json_cur *c, const char *msg) {
 
 static void llm__json_ws(struct llm__json_cur *c) {
     const char *t = c->j->text;
-    while (c->pos < c->j->size && (t[c->pos] == ' ' || t[c->pos] == '\t' || t[c->pos] == '\n' || t[c->pos] == '\r')) c->pos++;
+    while (c->pos < c->j->size && (t[c->pos] == ' ' || t[c->pos] == '\t' || t[c->pos] == '\n' || t[c->pos] == '\r'))
+        c->pos++;
 }
 
 static int32_t llm__json_node(struct llm__json_cur *c, enum llm__json_type type) {
@@ -59,7 +53,10 @@ static int llm__json_hex4(const char *p) {
     int v = 0;
     for (int i = 0; i < 4; i++) {
         char h = p[i];
-        int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        int d = h >= '0' && h <= '9'   ? h - '0'
+                : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                       : -1;
         if (d < 0) return -1;
         v = v * 16 + d;
     }
@@ -82,7 +79,10 @@ static bool llm__json_string(struct llm__json_cur *c) {
             if (p + 1 >= c->j->size) { c->pos = p; return llm__json_bad(c, "a string does not end"); }
             char x = t[p + 1];
             if (x == 'u') {
-                if (p + 6 > c->j->size || llm__json_hex4(t + p + 2) < 0) { c->pos = p; return llm__json_bad(c, "a bad \\u escape"); }
+                if (p + 6 > c->j->size || llm__json_hex4(t + p + 2) < 0) {
+                    c->pos = p;
+                    return llm__json_bad(c, "a bad \\u escape");
+                }
                 p += 6;
             } else if (x && strchr("\"\\/bfnrt", x)) {
                 p += 2;
@@ -116,12 +116,18 @@ static bool llm__json_number(struct llm__json_cur *c) {
     else if (p < n && t[p] >= '1' && t[p] <= '9') while (p < n && t[p] >= '0' && t[p] <= '9') p++;
     else { c->pos = p; return llm__json_bad(c, "a number without digits"); }
     if (p < n && t[p] == '.') {
-        if (++p >= n || t[p] < '0' || t[p] > '9') { c->pos = p; return llm__json_bad(c, "a number without digits after '.'"); }
+        if (++p >= n || t[p] < '0' || t[p] > '9') {
+            c->pos = p;
+            return llm__json_bad(c, "a number without digits after '.'");
+        }
         while (p < n && t[p] >= '0' && t[p] <= '9') p++;
     }
     if (p < n && (t[p] == 'e' || t[p] == 'E')) {
         if (++p < n && (t[p] == '+' || t[p] == '-')) p++;
-        if (p >= n || t[p] < '0' || t[p] > '9') { c->pos = p; return llm__json_bad(c, "a number without exponent digits"); }
+        if (p >= n || t[p] < '0' || t[p] > '9') {
+            c->pos = p;
+            return llm__json_bad(c, "a number without exponent digits");
+        }
         while (p < n && t[p] >= '0' && t[p] <= '9') p++;
     }
     c->j->nodes[i].len = (uint32_t)(p - s);
@@ -161,10 +167,12 @@ static bool llm__json_value(struct llm__json_cur *c, int depth) {
         for (;;) {
             if (obj) {
                 llm__json_ws(c);
-                if (c->pos >= c->j->size || t[c->pos] != '"') return llm__json_bad(c, "an object key is not a string");
+                if (c->pos >= c->j->size || t[c->pos] != '"')
+                    return llm__json_bad(c, "an object key is not a string");
                 if (!llm__json_string(c)) return false;
                 llm__json_ws(c);
-                if (c->pos >= c->j->size || t[c->pos] != ':') return llm__json_bad(c, "':' expected after an object key");
+                if (c->pos >= c->j->size || t[c->pos] != ':')
+                    return llm__json_bad(c, "':' expected after an object key");
                 c->pos++;
             }
             if (!llm__json_value(c, depth + 1)) return false;
@@ -183,7 +191,8 @@ static bool llm__json_value(struct llm__json_cur *c, int depth) {
 }
 
 // Parses text[0..size) (what: the file, for messages). On failure j is empty.
-enum llm_status llm__json_parse(struct llm__json *j, const char *text, size_t size, const char *what, struct llm__err *e) {
+enum llm_status llm__json_parse(struct llm__json *j, const char *text, size_t size, const char *what,
+                                struct llm__err *e) {
     memset(j, 0, sizeof(*j));
     if (size >= LLM__JSON_MAX_SIZE)
         return llm__fail(e, LLM_ERR_FORMAT, "%s: %zu bytes of JSON, more than this reader takes (2 GiB)", what, size);

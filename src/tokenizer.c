@@ -163,7 +163,9 @@ static enum llm_status llm__vocab_load_flags(struct llm__vocab *v, const struct 
     if (llm__gguf_find_key(g, "tokenizer.ggml.prepend_scheme") >= 0) {
         if (!llm__gguf_get_str(g, "tokenizer.ggml.prepend_scheme", &ps, e)) return LLM_ERR_FORMAT;
         v->prepend = llm__str_is(&ps, "always") ? 1 : llm__str_is(&ps, "first") ? 2 : 0;
-        if (!v->prepend) return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: tokenizer.ggml.prepend_scheme is neither always nor first");
+        if (!v->prepend)
+            return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: tokenizer.ggml.prepend_scheme is neither always nor "
+                             "first");
     }
     if (v->add_bos && v->bos < 0) v->add_bos = false;
     if (v->add_eos && v->eos < 0) v->add_eos = false;
@@ -181,7 +183,8 @@ static bool llm__vocab_is_special(const struct llm__vocab *v, int i) {
 // ordinary token there stays one, as in the tokenizers library). Then
 // the list of special tokens (control, user-defined, unknown), longest text first (ties: lower id
 // first), which tokenization matches in that order.
-static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot, int32_t eom, bool exact, struct llm__err *e) {
+static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot, int32_t eom, bool exact,
+                                               struct llm__err *e) {
     if (v->eos >= 0) v->eog[v->eos] = 1;
     if (eot >= 0) v->eog[eot] = 1;
     if (eom >= 0) v->eog[eom] = 1;
@@ -200,8 +203,10 @@ static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot
     if (!keys || !v->special) { free(keys); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
     v->n_special = 0;
     for (int i = 0; i < v->n; i++)
-        if (llm__vocab_is_special(v, i))
-            keys[v->n_special++] = (uint64_t)(UINT32_MAX - (uint32_t)LLM__MIN(v->text[i].len, UINT32_MAX)) << 32 | (uint32_t)i;
+        if (llm__vocab_is_special(v, i)) {
+            const uint32_t len = (uint32_t)LLM__MIN(v->text[i].len, UINT32_MAX);
+            keys[v->n_special++] = (uint64_t)(UINT32_MAX - len) << 32 | (uint32_t)i;
+        }
     qsort(keys, (size_t)v->n_special, sizeof(uint64_t), llm__u64_cmp);
     for (int i = 0; i < v->n_special; i++) v->special[i] = (int32_t)(uint32_t)keys[i];
     free(keys);
@@ -380,8 +385,12 @@ struct llm__scan {
     struct llm__split *out;
 };
 #define LLM__OUT_OF_RANGE 0xFFFFFFFFu
-static uint32_t llm__scan_cp(const struct llm__scan *s, size_t p) { return p >= s->a && p < s->b ? s->cp[p] : LLM__OUT_OF_RANGE; }
-static int llm__scan_f(const struct llm__scan *s, size_t p) { return p >= s->a && p < s->b ? llm__cp_flags(s->cp[p]) : 0; }
+static uint32_t llm__scan_cp(const struct llm__scan *s, size_t p) {
+    return p >= s->a && p < s->b ? s->cp[p] : LLM__OUT_OF_RANGE;
+}
+static int llm__scan_f(const struct llm__scan *s, size_t p) {
+    return p >= s->a && p < s->b ? llm__cp_flags(s->cp[p]) : 0;
+}
 static size_t llm__scan_piece(struct llm__scan *s, size_t end) {
     size_t len = end - s->prev;
     llm__split_push(s->out, len);
@@ -426,16 +435,45 @@ static void llm__scan_gpt2(struct llm__scan *s) {
         }
         size_t nws = 0;
         while (llm__scan_f(s, pos + nws) & LLM__CP_SPACE) nws++;
-        if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) { pos += nws - 1; llm__scan_piece(s, pos); continue; }
-        if (nws > 0) { pos += nws; llm__scan_piece(s, pos); continue; }
-        llm__scan_piece(s, ++pos);
+        if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) pos += nws - 1;
+        else pos += nws > 0 ? nws : 1;
+        llm__scan_piece(s, pos);
     }
 }
 
-// Llama 3 (max_digits 3) and Qwen2 (max_digits 1):
-// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max_digits}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-static void llm__scan_llama3(struct llm__scan *s, size_t max_digits) {
+// The alternatives Llama 3's and Tekken's expressions end with, matched at pos, where no earlier
+// one matched: ` ?[^\s\p{L}\p{N}]+[\r\n]*` (Tekken, slash: `[\r\n/]*`), `\s*[\r\n]+`, `\s+(?!\S)`, `\s+`,
+// else the one code point. The piece is pushed; its end returned.
+static size_t llm__scan_punct_space(struct llm__scan *s, size_t pos, bool slash) {
     const int LNS = LLM__CP_LETTER | LLM__CP_NUMBER | LLM__CP_SPACE;
+    const uint32_t c = s->cp[pos];
+    const int f = llm__scan_f(s, pos);
+    int f2 = c == ' ' ? llm__scan_f(s, pos + 1) : f;
+    if (!(f2 & LNS) && f) {
+        pos += c == ' ';
+        while (!(f2 & LNS) && f2) f2 = llm__scan_f(s, ++pos);
+        for (uint32_t c2 = llm__scan_cp(s, pos); c2 == '\r' || c2 == '\n' || (slash && c2 == '/');
+             c2 = llm__scan_cp(s, ++pos)) {}
+        llm__scan_piece(s, pos);
+        return pos;
+    }
+    size_t nws = 0, last_rn = 0;
+    while (llm__scan_f(s, pos + nws) & LLM__CP_SPACE) {
+        uint32_t c2 = s->cp[pos + nws];
+        if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
+        nws++;
+    }
+    if (last_rn > 0) pos = last_rn;
+    else if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) pos += nws - 1;
+    else pos += nws > 0 ? nws : 1;
+    llm__scan_piece(s, pos);
+    return pos;
+}
+
+// Llama 3 (max_digits 3) and Qwen2 (max_digits 1):
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max_digits}
+// | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+static void llm__scan_llama3(struct llm__scan *s, size_t max_digits) {
     for (size_t pos = s->a; pos < s->b;) {
         uint32_t c = s->cp[pos];
         int f = llm__scan_f(s, pos);
@@ -456,29 +494,13 @@ static void llm__scan_llama3(struct llm__scan *s, size_t max_digits) {
             llm__scan_piece(s, pos);
             continue;
         }
-        int f2 = c == ' ' ? llm__scan_f(s, pos + 1) : f;
-        if (!(f2 & LNS) && f) {
-            pos += c == ' ';
-            while (!(f2 & LNS) && f2) f2 = llm__scan_f(s, ++pos);
-            for (uint32_t c2 = llm__scan_cp(s, pos); c2 == '\r' || c2 == '\n'; c2 = llm__scan_cp(s, ++pos)) {}
-            llm__scan_piece(s, pos);
-            continue;
-        }
-        size_t nws = 0, last_rn = 0;
-        while (llm__scan_f(s, pos + nws) & LLM__CP_SPACE) {
-            uint32_t c2 = s->cp[pos + nws];
-            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
-            nws++;
-        }
-        if (last_rn > 0) { pos = last_rn; llm__scan_piece(s, pos); continue; }
-        if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) { pos += nws - 1; llm__scan_piece(s, pos); continue; }
-        if (nws > 0) { pos += nws; llm__scan_piece(s, pos); continue; }
-        llm__scan_piece(s, ++pos);
+        pos = llm__scan_punct_space(s, pos, false);
     }
 }
 
 // Tekken (Mistral NeMo, Mistral Small 3), as llama.cpp writes its regular expression:
-// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|
+// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|
+// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|
 // \p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
 // llama.cpp runs it as a backtracking std::regex over the text with each non-ASCII code point
 // replaced by one byte for its class, so an "upper" letter is any letter but a-z and a "lower"
@@ -508,7 +530,6 @@ static size_t llm__tekken_word(const struct llm__scan *s, size_t q, bool lower_n
     }
 }
 static void llm__scan_tekken(struct llm__scan *s) {
-    const int LNS = LLM__CP_LETTER | LLM__CP_NUMBER | LLM__CP_SPACE;
     for (size_t pos = s->a; pos < s->b;) {
         uint32_t c = s->cp[pos];
         int f = llm__scan_f(s, pos);
@@ -521,24 +542,7 @@ static void llm__scan_tekken(struct llm__scan *s) {
         }
         if (end) { pos = end; llm__scan_piece(s, pos); continue; }
         if (f & LLM__CP_NUMBER) { llm__scan_piece(s, ++pos); continue; }
-        int f2 = c == ' ' ? llm__scan_f(s, pos + 1) : f;
-        if (!(f2 & LNS) && f) {
-            pos += c == ' ';
-            while (!(f2 & LNS) && f2) f2 = llm__scan_f(s, ++pos);
-            for (uint32_t c2 = llm__scan_cp(s, pos); c2 == '\r' || c2 == '\n' || c2 == '/'; c2 = llm__scan_cp(s, ++pos)) {}
-            llm__scan_piece(s, pos);
-            continue;
-        }
-        size_t nws = 0, last_rn = 0;
-        while (llm__scan_f(s, pos + nws) & LLM__CP_SPACE) {
-            uint32_t c2 = s->cp[pos + nws];
-            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
-            nws++;
-        }
-        if (last_rn > 0) { pos = last_rn; llm__scan_piece(s, pos); continue; }
-        if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) { pos += nws - 1; llm__scan_piece(s, pos); continue; }
-        if (nws > 0) { pos += nws; llm__scan_piece(s, pos); continue; }
-        llm__scan_piece(s, ++pos);
+        pos = llm__scan_punct_space(s, pos, true);
     }
 }
 
@@ -667,7 +671,12 @@ static bool llm__merge_encode(const struct llm__vocab *v, const char *text, size
     }
     struct llm__merger s = {v, malloc(len * sizeof(struct llm__sym)), malloc(3 * len * sizeof(struct llm__bigram)), 0,
                             v->type == LLM__VOCAB_BPE ? malloc(len + 2) : NULL};
-    if (!s.sym || !s.heap || (v->type == LLM__VOCAB_BPE && !s.key)) { free(s.sym); free(s.heap); free(s.key); return false; }
+    if (!s.sym || !s.heap || (v->type == LLM__VOCAB_BPE && !s.key)) {
+        free(s.sym);
+        free(s.heap);
+        free(s.key);
+        return false;
+    }
     int n = 0;
     for (size_t off = 0; off < len; n++) {
         size_t l = LLM__MIN(llm__utf8_len((uint8_t)text[off]), len - off);
@@ -786,8 +795,8 @@ static int llm__frag_cmp(const void *a, const void *b) {
 // strictly inside it. A token with v->rstrip takes the whitespace after it too (up to the next
 // taken byte); such runs are shorter than later tokens, so then every byte of an occurrence is
 // checked. Returns the fragments in text order (count in *n_frag), or NULL when out of memory.
-static struct llm__frag *llm__special_split(const struct llm__vocab *v, const char *text, size_t len, bool parse_special,
-                                            size_t *n_frag) {
+static struct llm__frag *llm__special_split(const struct llm__vocab *v, const char *text, size_t len,
+                                            bool parse_special, size_t *n_frag) {
     uint8_t *taken = NULL;
     struct llm__frag *hit = NULL, *f = NULL;   // the tokens found; then the fragments
     size_t n_hit = 0, cap_hit = 0;
@@ -814,7 +823,8 @@ static struct llm__frag *llm__special_split(const struct llm__vocab *v, const ch
                     hit = g;
                 }
                 size_t end = p + L;   // the token and the whitespace it strips
-                while (v->rstrip && v->rstrip[id] && end < len && !taken[end] && strchr(" \t\n\v\f\r", text[end]) && text[end])
+                while (v->rstrip && v->rstrip[id] && end < len && !taken[end] && strchr(" \t\n\v\f\r", text[end]) &&
+                       text[end])
                     end++;
                 hit[n_hit++] = (struct llm__frag){id, p, end - p};
                 memset(taken + p, 1, end - p);
