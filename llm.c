@@ -5365,13 +5365,6 @@ bool llm__str_has(const struct llm__gguf_str *s, const char *z) {
 
 
 // === JSON ===
-// (LLM__UNUSED: the Hugging Face directory loader, still being written, is what calls these;
-// until then only the tests and the fuzzer do.)
-#if defined(__GNUC__)
-#define LLM__UNUSED __attribute__((unused))
-#else
-#define LLM__UNUSED
-#endif
 // Hugging Face model directories are JSON (config.json, tokenizer.json, the index of a sharded
 // checkpoint) and so is a safetensors file's header. The reader parses a whole text (RFC 8259,
 // UTF-8) into a flat array of nodes, each a value with its bytes in the text, in document order:
@@ -5398,7 +5391,8 @@ static bool llm__json_bad(struct llm__json_cur *c, const char *msg) {
 
 static void llm__json_ws(struct llm__json_cur *c) {
     const char *t = c->j->text;
-    while (c->pos < c->j->size && (t[c->pos] == ' ' || t[c->pos] == '\t' || t[c->pos] == '\n' || t[c->pos] == '\r')) c->pos++;
+    while (c->pos < c->j->size && (t[c->pos] == ' ' || t[c->pos] == '\t' || t[c->pos] == '\n' || t[c->pos] == '\r'))
+        c->pos++;
 }
 
 static int32_t llm__json_node(struct llm__json_cur *c, enum llm__json_type type) {
@@ -5421,7 +5415,10 @@ static int llm__json_hex4(const char *p) {
     int v = 0;
     for (int i = 0; i < 4; i++) {
         char h = p[i];
-        int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        int d = h >= '0' && h <= '9'   ? h - '0'
+                : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                       : -1;
         if (d < 0) return -1;
         v = v * 16 + d;
     }
@@ -5444,7 +5441,10 @@ static bool llm__json_string(struct llm__json_cur *c) {
             if (p + 1 >= c->j->size) { c->pos = p; return llm__json_bad(c, "a string does not end"); }
             char x = t[p + 1];
             if (x == 'u') {
-                if (p + 6 > c->j->size || llm__json_hex4(t + p + 2) < 0) { c->pos = p; return llm__json_bad(c, "a bad \\u escape"); }
+                if (p + 6 > c->j->size || llm__json_hex4(t + p + 2) < 0) {
+                    c->pos = p;
+                    return llm__json_bad(c, "a bad \\u escape");
+                }
                 p += 6;
             } else if (x && strchr("\"\\/bfnrt", x)) {
                 p += 2;
@@ -5478,12 +5478,18 @@ static bool llm__json_number(struct llm__json_cur *c) {
     else if (p < n && t[p] >= '1' && t[p] <= '9') while (p < n && t[p] >= '0' && t[p] <= '9') p++;
     else { c->pos = p; return llm__json_bad(c, "a number without digits"); }
     if (p < n && t[p] == '.') {
-        if (++p >= n || t[p] < '0' || t[p] > '9') { c->pos = p; return llm__json_bad(c, "a number without digits after '.'"); }
+        if (++p >= n || t[p] < '0' || t[p] > '9') {
+            c->pos = p;
+            return llm__json_bad(c, "a number without digits after '.'");
+        }
         while (p < n && t[p] >= '0' && t[p] <= '9') p++;
     }
     if (p < n && (t[p] == 'e' || t[p] == 'E')) {
         if (++p < n && (t[p] == '+' || t[p] == '-')) p++;
-        if (p >= n || t[p] < '0' || t[p] > '9') { c->pos = p; return llm__json_bad(c, "a number without exponent digits"); }
+        if (p >= n || t[p] < '0' || t[p] > '9') {
+            c->pos = p;
+            return llm__json_bad(c, "a number without exponent digits");
+        }
         while (p < n && t[p] >= '0' && t[p] <= '9') p++;
     }
     c->j->nodes[i].len = (uint32_t)(p - s);
@@ -5523,10 +5529,12 @@ static bool llm__json_value(struct llm__json_cur *c, int depth) {
         for (;;) {
             if (obj) {
                 llm__json_ws(c);
-                if (c->pos >= c->j->size || t[c->pos] != '"') return llm__json_bad(c, "an object key is not a string");
+                if (c->pos >= c->j->size || t[c->pos] != '"')
+                    return llm__json_bad(c, "an object key is not a string");
                 if (!llm__json_string(c)) return false;
                 llm__json_ws(c);
-                if (c->pos >= c->j->size || t[c->pos] != ':') return llm__json_bad(c, "':' expected after an object key");
+                if (c->pos >= c->j->size || t[c->pos] != ':')
+                    return llm__json_bad(c, "':' expected after an object key");
                 c->pos++;
             }
             if (!llm__json_value(c, depth + 1)) return false;
@@ -5545,7 +5553,8 @@ static bool llm__json_value(struct llm__json_cur *c, int depth) {
 }
 
 // Parses text[0..size) (what: the file, for messages). On failure j is empty.
-enum llm_status llm__json_parse(struct llm__json *j, const char *text, size_t size, const char *what, struct llm__err *e) {
+enum llm_status llm__json_parse(struct llm__json *j, const char *text, size_t size, const char *what,
+                                struct llm__err *e) {
     memset(j, 0, sizeof(*j));
     if (size >= LLM__JSON_MAX_SIZE)
         return llm__fail(e, LLM_ERR_FORMAT, "%s: %zu bytes of JSON, more than this reader takes (2 GiB)", what, size);
@@ -5786,114 +5795,144 @@ static int llm__st_span_cmp(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
 }
 
+// A safetensors header being parsed: its JSON, the data after it, and the spans of the tensors'
+// data so far (the empty ones left out).
+struct llm__st_header {
+    struct llm__json j;
+    const uint8_t *data;
+    uint64_t dsize;
+    struct llm__st_span *spans;
+    int64_t n_spans;
+};
+
+// The shape of tensor t (pr: its name, printable) from JSON array sh: at most 8 non-negative
+// sizes, into t; *nel their product, checked not to overflow in bytes.
+static enum llm_status llm__st_shape(const struct llm__json *j, int32_t sh, struct llm__st_tensor *t, uint64_t *nel,
+                                     const char *pr, struct llm__err *e) {
+    if (j->nodes[sh].type != LLM__JSON_ARR || j->nodes[sh].n > 8)
+        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': shape is not an array of at most 8 sizes", pr);
+    t->n_dims = j->nodes[sh].n;
+    *nel = 1;
+    for (int d = 0; d < t->n_dims; d++) {
+        int64_t x;
+        if (!llm__json_int(j, llm__json_at(j, sh, d), 0, INT64_MAX, &x))
+            return llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': dimension %d is not a non-negative integer",
+                             pr, d);
+        if (x > 0 && *nel > UINT64_MAX / 8 / (uint64_t)x)
+            return llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': its element count overflows", pr);
+        t->shape[d] = x;
+        *nel *= (uint64_t)x;
+    }
+    return LLM_OK;
+}
+
+// The header's member at node k (its name; its value at k + 1): __metadata__, checked, or the next
+// tensor of s, its dtype, shape and data (inside the data, as many bytes as the shape's) checked.
+static enum llm_status llm__st_member(struct llm__safetensors *s, struct llm__st_header *h, int32_t k,
+                                      struct llm__err *e) {
+    const struct llm__json *j = &h->j;
+    const int32_t v = k + 1;
+    size_t nlen;
+    char pr[88], *name = llm__json_strdup(j, k, &nlen);
+    if (!name) return llm__fail(e, LLM_ERR_NOMEM, "safetensors: out of memory");
+    llm__gguf_printable(pr, name, nlen);
+    if (strcmp(name, "__metadata__") == 0) {
+        free(name);
+        bool ok = j->nodes[v].type == LLM__JSON_OBJ;
+        for (int32_t q = 0, x = v + 1; ok && q < j->nodes[v].n; q++, x = j->nodes[x + 1].next)
+            ok = j->nodes[x + 1].type == LLM__JSON_STR;
+        return ok ? LLM_OK : llm__fail(e, LLM_ERR_FORMAT, "safetensors: __metadata__ is not an object of strings");
+    }
+    struct llm__st_tensor *t = &s->t[s->n];
+    t->name = name;
+    s->n++;
+    if (nlen == 0 || strlen(name) != nlen)
+        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: a tensor name is empty or holds a NUL byte");
+    uint64_t slot;
+    if (llm__gguf_index_find(&s->ix, s->t, sizeof(*s->t), name, &slot) >= 0)
+        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s' is named twice", pr);
+    s->ix.slots[slot] = s->n - 1;
+    const int32_t dt = llm__json_get(j, v, "dtype"), sh = llm__json_get(j, v, "shape");
+    const int32_t of = llm__json_get(j, v, "data_offsets");
+    if (dt < 0 || sh < 0 || of < 0)
+        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s' lacks dtype, shape or data_offsets", pr);
+    const size_t esize = llm__st_dtype(j, dt, &t->type);
+    if (!esize) {
+        char dname[88] = "?";
+        if (j->nodes[dt].type == LLM__JSON_STR)
+            llm__gguf_printable(dname, j->text + j->nodes[dt].start, LLM__MIN(j->nodes[dt].len, 40u));
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "safetensors: tensor '%s' has dtype %s, which this reader does not "
+                         "know (F32, F16, BF16, F64, I8-I64, U8, BOOL)", pr, dname);
+    }
+    uint64_t nel = 1;
+    enum llm_status st = llm__st_shape(j, sh, t, &nel, pr, e);
+    if (st) return st;
+    int64_t ob, oe;
+    if (j->nodes[of].type != LLM__JSON_ARR || j->nodes[of].n != 2 ||
+        !llm__json_int(j, llm__json_at(j, of, 0), 0, INT64_MAX, &ob) ||
+        !llm__json_int(j, llm__json_at(j, of, 1), 0, INT64_MAX, &oe) || ob > oe)
+        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': data_offsets is not [begin, end] with begin <= "
+                         "end", pr);
+    if ((uint64_t)oe > h->dsize)
+        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': data [%lld, %lld) runs past the data (%llu "
+                         "bytes): truncated file?", pr, (long long)ob, (long long)oe, (unsigned long long)h->dsize);
+    if ((uint64_t)(oe - ob) != nel * esize)
+        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': %lld bytes of data for %llu elements of %zu "
+                         "bytes", pr, (long long)(oe - ob), (unsigned long long)nel, esize);
+    t->data = h->data + ob;
+    t->size = (size_t)(oe - ob);
+    if (oe > ob) h->spans[h->n_spans++] = (struct llm__st_span){(uint64_t)ob, (uint64_t)oe, s->n - 1};
+    return LLM_OK;
+}
+
+// No two tensors of s share a byte of data (spans: theirs, sorted here).
+static enum llm_status llm__st_check_overlap(const struct llm__safetensors *s, struct llm__st_span *spans, int64_t n,
+                                             struct llm__err *e) {
+    if (n < 2) return LLM_OK;
+    qsort(spans, (size_t)n, sizeof(*spans), llm__st_span_cmp);
+    for (int64_t q = 1; q < n; q++)
+        if (spans[q].begin < spans[q - 1].end) {
+            char pr[88], pr2[88];
+            llm__gguf_printable(pr, s->t[spans[q - 1].i].name, strlen(s->t[spans[q - 1].i].name));
+            llm__gguf_printable(pr2, s->t[spans[q].i].name, strlen(s->t[spans[q].i].name));
+            return llm__fail(e, LLM_ERR_FORMAT, "safetensors: the data of tensors '%s' and '%s' overlap", pr, pr2);
+        }
+    return LLM_OK;
+}
+
 // Parses s->map[0 .. s->size). On failure the caller closes s.
 static enum llm_status llm__st_parse(struct llm__safetensors *s, struct llm__err *e) {
     const uint8_t *b = s->map;
     uint64_t hlen;
-    if (s->size < 8) return llm__fail(e, LLM_ERR_FORMAT, "safetensors: %zu bytes, too short for the header length", s->size);
+    if (s->size < 8)
+        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: %zu bytes, too short for the header length", s->size);
     memcpy(&hlen, b, 8);
     if (hlen > LLM__ST_MAX_HEADER)
-        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: header length %llu is more than the format allows (100000000)",
-                         (unsigned long long)hlen);
+        return llm__fail(e, LLM_ERR_FORMAT, "safetensors: header length %llu is more than the format allows "
+                         "(100000000)", (unsigned long long)hlen);
     if (hlen > s->size - 8)
         return llm__fail(e, LLM_ERR_FORMAT, "safetensors: header length %llu runs past the end of the file (%zu bytes)",
                          (unsigned long long)hlen, s->size);
-    const uint8_t *data = b + 8 + hlen;
-    const uint64_t dsize = s->size - 8 - hlen;
-    struct llm__json j;
-    enum llm_status st = llm__json_parse(&j, (const char *)b + 8, (size_t)hlen, "safetensors header", e);
+    struct llm__st_header h = {.data = b + 8 + hlen, .dsize = s->size - 8 - hlen};
+    enum llm_status st = llm__json_parse(&h.j, (const char *)b + 8, (size_t)hlen, "safetensors header", e);
     if (st) return st;
-    if (j.nodes[0].type != LLM__JSON_OBJ) {
-        llm__json_free(&j);
+    if (h.j.nodes[0].type != LLM__JSON_OBJ) {
+        llm__json_free(&h.j);
         return llm__fail(e, LLM_ERR_FORMAT, "safetensors: the header is not a JSON object");
     }
-    s->t = calloc((size_t)j.nodes[0].n + 1, sizeof(*s->t));
-    struct llm__st_span *spans = calloc((size_t)j.nodes[0].n + 1, sizeof(*spans));
-    if (!s->t || !spans || !llm__gguf_index_init(&s->ix, j.nodes[0].n)) {
-        free(spans);
-        llm__json_free(&j);
-        return llm__fail(e, LLM_ERR_NOMEM, "safetensors: out of memory for %d tensors", (int)j.nodes[0].n);
+    const int32_t n = h.j.nodes[0].n;
+    s->t = calloc((size_t)n + 1, sizeof(*s->t));
+    h.spans = calloc((size_t)n + 1, sizeof(*h.spans));
+    if (!s->t || !h.spans || !llm__gguf_index_init(&s->ix, n)) {
+        free(h.spans);
+        llm__json_free(&h.j);
+        return llm__fail(e, LLM_ERR_NOMEM, "safetensors: out of memory for %d tensors", (int)n);
     }
-    char pr[88];
-    int64_t n_spans = 0;
-    st = LLM_OK;
-    for (int32_t m = 0, k = 1; m < j.nodes[0].n && st == LLM_OK; m++, k = j.nodes[k + 1].next) {
-        const int32_t v = k + 1;
-        size_t nlen;
-        char *name = llm__json_strdup(&j, k, &nlen);
-        if (!name) { st = llm__fail(e, LLM_ERR_NOMEM, "safetensors: out of memory"); break; }
-        llm__gguf_printable(pr, name, nlen);
-        if (strcmp(name, "__metadata__") == 0) {
-            free(name);
-            bool ok = j.nodes[v].type == LLM__JSON_OBJ;
-            for (int32_t q = 0, x = v + 1; ok && q < j.nodes[v].n; q++, x = j.nodes[x + 1].next) ok = j.nodes[x + 1].type == LLM__JSON_STR;
-            if (!ok) st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: __metadata__ is not an object of strings");
-            continue;
-        }
-        struct llm__st_tensor *t = &s->t[s->n];
-        t->name = name;
-        s->n++;
-        if (nlen == 0 || strlen(name) != nlen) { st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: a tensor name is empty or holds a NUL byte"); break; }
-        uint64_t slot;
-        if (llm__gguf_index_find(&s->ix, s->t, sizeof(*s->t), name, &slot) >= 0) {
-            st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s' is named twice", pr);
-            break;
-        }
-        s->ix.slots[slot] = s->n - 1;
-        const int32_t dt = llm__json_get(&j, v, "dtype"), sh = llm__json_get(&j, v, "shape"), of = llm__json_get(&j, v, "data_offsets");
-        if (dt < 0 || sh < 0 || of < 0) { st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s' lacks dtype, shape or data_offsets", pr); break; }
-        size_t esize = llm__st_dtype(&j, dt, &t->type);
-        if (!esize) {
-            char dname[88] = "?";
-            if (j.nodes[dt].type == LLM__JSON_STR) llm__gguf_printable(dname, j.text + j.nodes[dt].start, LLM__MIN(j.nodes[dt].len, 40u));
-            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "safetensors: tensor '%s' has dtype %s, which this reader does not know (F32, F16, BF16, F64, I8-I64, U8, BOOL)",
-                           pr, dname);
-            break;
-        }
-        if (j.nodes[sh].type != LLM__JSON_ARR || j.nodes[sh].n > 8) { st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': shape is not an array of at most 8 sizes", pr); break; }
-        t->n_dims = j.nodes[sh].n;
-        uint64_t nel = 1;
-        for (int d = 0; d < t->n_dims && st == LLM_OK; d++) {
-            int64_t x;
-            if (!llm__json_int(&j, llm__json_at(&j, sh, d), 0, INT64_MAX, &x))
-                st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': dimension %d is not a non-negative integer", pr, d);
-            else if (x > 0 && nel > UINT64_MAX / 8 / (uint64_t)x)
-                st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': its element count overflows", pr);
-            else { t->shape[d] = x; nel *= (uint64_t)x; }
-        }
-        if (st) break;
-        int64_t ob, oe;
-        if (j.nodes[of].type != LLM__JSON_ARR || j.nodes[of].n != 2 || !llm__json_int(&j, llm__json_at(&j, of, 0), 0, INT64_MAX, &ob) ||
-            !llm__json_int(&j, llm__json_at(&j, of, 1), 0, INT64_MAX, &oe) || ob > oe) {
-            st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': data_offsets is not [begin, end] with begin <= end", pr);
-            break;
-        }
-        if ((uint64_t)oe > dsize) {
-            st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': data [%lld, %lld) runs past the data (%llu bytes): truncated file?",
-                           pr, (long long)ob, (long long)oe, (unsigned long long)dsize);
-            break;
-        }
-        if ((uint64_t)(oe - ob) != nel * esize) {
-            st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: tensor '%s': %lld bytes of data for %llu elements of %zu bytes", pr,
-                           (long long)(oe - ob), (unsigned long long)nel, esize);
-            break;
-        }
-        t->data = data + ob;
-        t->size = (size_t)(oe - ob);
-        if (oe > ob) spans[n_spans++] = (struct llm__st_span){(uint64_t)ob, (uint64_t)oe, s->n - 1};
-    }
-    llm__json_free(&j);
-    if (st == LLM_OK && n_spans > 1) {   // no two tensors share a byte
-        qsort(spans, (size_t)n_spans, sizeof(*spans), llm__st_span_cmp);
-        for (int64_t q = 1; q < n_spans && st == LLM_OK; q++)
-            if (spans[q].begin < spans[q - 1].end) {
-                char pr2[88];
-                llm__gguf_printable(pr, s->t[spans[q - 1].i].name, strlen(s->t[spans[q - 1].i].name));
-                llm__gguf_printable(pr2, s->t[spans[q].i].name, strlen(s->t[spans[q].i].name));
-                st = llm__fail(e, LLM_ERR_FORMAT, "safetensors: the data of tensors '%s' and '%s' overlap", pr, pr2);
-            }
-    }
-    free(spans);
+    for (int32_t m = 0, k = 1; m < n && st == LLM_OK; m++, k = h.j.nodes[k + 1].next)
+        st = llm__st_member(s, &h, k, e);
+    llm__json_free(&h.j);
+    if (st == LLM_OK) st = llm__st_check_overlap(s, h.spans, h.n_spans, e);
+    free(h.spans);
     return st;
 }
 
@@ -5946,7 +5985,8 @@ enum llm_status llm__st_open(struct llm__safetensors *s, const char *path, bool 
 // converter changes data, so does this: llama-style q and k rows are permuted from Hugging
 // Face's rotate-half layout to GGUF's interleaved pairs; tensors not aligned to 32 bytes are
 // copied (the kernels read aligned rows). Architectures: LlamaForCausalLM, MistralForCausalLM
-// (llama), Qwen2ForCausalLM, Qwen3ForCausalLM.
+// (llama), Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM,
+// Gemma3ForCausalLM; tokenizer.json is read in src/hf_open.c.
 
 void llm__gbuf_put(struct llm__gbuf *b, const void *p, size_t n) { llm__outbuf_put(&b->o, p, n); }
 // The header's first 24 bytes (magic, version 3, no tensors, the keys written): put 24 bytes
@@ -6016,15 +6056,16 @@ enum llm_status llm__hf_index(struct llm__hf_owned *o, struct llm__err *e) {
 
 // A config.json integer in [lo, hi] into *out (left as it is when absent and not required), or an
 // error naming the key.
-static enum llm_status llm__hf_cfg_int(const struct llm__json *j, const char *key, int64_t lo, int64_t hi, bool required,
-                                       int64_t *out, struct llm__err *e) {
+static enum llm_status llm__hf_cfg_int(const struct llm__json *j, const char *key, int64_t lo, int64_t hi,
+                                       bool required, int64_t *out, struct llm__err *e) {
     int32_t v = llm__json_get(j, 0, key);
     if (v < 0 || j->nodes[v].type == LLM__JSON_NULL) {
         if (required) return llm__fail(e, LLM_ERR_FORMAT, "config.json: '%s' is missing", key);
         return LLM_OK;
     }
     if (!llm__json_int(j, v, lo, hi, out))
-        return llm__fail(e, LLM_ERR_FORMAT, "config.json: '%s' is not an integer in [%lld, %lld]", key, (long long)lo, (long long)hi);
+        return llm__fail(e, LLM_ERR_FORMAT, "config.json: '%s' is not an integer in [%lld, %lld]", key, (long long)lo,
+                         (long long)hi);
     return LLM_OK;
 }
 
@@ -6056,14 +6097,19 @@ static enum llm_status llm__hf_cfg_num(const struct llm__json *j, const char *ke
 enum { LLM__HF_AWQ = 1, LLM__HF_GPTQ = 2 };
 
 // quantization_config (member q of config.json's object) into *out.
-static enum llm_status llm__hf_quant_config(const struct llm__json *j, int32_t q, struct llm__hf_quant *out, struct llm__err *e) {
+static enum llm_status llm__hf_quant_config(const struct llm__json *j, int32_t q, struct llm__hf_quant *out,
+                                            struct llm__err *e) {
     memset(out, 0, sizeof(*out));
     if (q < 0 || j->nodes[q].type == LLM__JSON_NULL) return LLM_OK;
-    if (j->nodes[q].type != LLM__JSON_OBJ) return llm__fail(e, LLM_ERR_FORMAT, "config.json: quantization_config is not an object");
+    if (j->nodes[q].type != LLM__JSON_OBJ)
+        return llm__fail(e, LLM_ERR_FORMAT, "config.json: quantization_config is not an object");
     const int32_t m = llm__json_get(j, q, "quant_method");
     char pr[88] = "(none)";
-    if (m >= 0 && j->nodes[m].type == LLM__JSON_STR) llm__gguf_printable(pr, j->text + j->nodes[m].start, j->nodes[m].len);
-    out->method = m >= 0 && llm__json_eq(j, m, "awq") ? LLM__HF_AWQ : m >= 0 && llm__json_eq(j, m, "gptq") ? LLM__HF_GPTQ : 0;
+    if (m >= 0 && j->nodes[m].type == LLM__JSON_STR)
+        llm__gguf_printable(pr, j->text + j->nodes[m].start, j->nodes[m].len);
+    out->method = m >= 0 && llm__json_eq(j, m, "awq")    ? LLM__HF_AWQ
+                  : m >= 0 && llm__json_eq(j, m, "gptq") ? LLM__HF_GPTQ
+                                                         : 0;
     if (!out->method)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config's quant_method %s is not supported "
                          "(awq, gptq)", pr);
@@ -6073,205 +6119,266 @@ static enum llm_status llm__hf_quant_config(const struct llm__json *j, int32_t q
     if (bv < 0 || !llm__json_int(j, bv, 1, 64, &bits) || (bits != 4 && (awq || bits != 8))) {
         char pb[88] = "unknown";
         if (bv >= 0) llm__gguf_printable(pb, j->text + j->nodes[bv].start, j->nodes[bv].len);
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: %s weights of %s bits are not supported "
-                         "(AWQ: 4; GPTQ: 4 or 8)", pr, pb);
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: %s weights of %s bits are not "
+                         "supported (AWQ: 4; GPTQ: 4 or 8)", pr, pb);
     }
     if (gv < 0 || !llm__json_int(j, gv, -1, 1 << 20, &group) || group == 0 || (group > 0 && group % 32))
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: group_size must be -1 or a multiple of 32");
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: group_size must be -1 or a "
+                         "multiple of 32");
     out->bits = (int)bits;
     out->group = group;
     // the layout: AWQ's "version" (GEMM only: GEMV and the others pack differently), GPTQ's
     // gptq (v1) or gptq_v2; GPTQModel writes "checkpoint_format" and "format" for both
     static const char *const keys[3] = {"version", "checkpoint_format", "format"};
     int32_t v = -1;
-    for (int k = awq ? 0 : 1; k < 3 && (v < 0 || j->nodes[v].type == LLM__JSON_NULL); k++) v = llm__json_get(j, q, keys[k]);
+    for (int k = awq ? 0 : 1; k < 3 && (v < 0 || j->nodes[v].type == LLM__JSON_NULL); k++)
+        v = llm__json_get(j, q, keys[k]);
     if (v >= 0 && j->nodes[v].type != LLM__JSON_NULL) {
         char name[16] = "";
         if (j->nodes[v].type == LLM__JSON_STR && (size_t)j->nodes[v].len < sizeof(name))
-            for (uint32_t k = 0; k < (uint32_t)j->nodes[v].len; k++) name[k] = (char)tolower((unsigned char)j->text[j->nodes[v].start + k]);
+            for (uint32_t k = 0; k < (uint32_t)j->nodes[v].len; k++)
+                name[k] = (char)tolower((unsigned char)j->text[j->nodes[v].start + k]);
         llm__gguf_printable(pr, j->text + j->nodes[v].start, j->nodes[v].len);
         if (awq ? strcmp(name, "gemm") != 0 : strcmp(name, "gptq") != 0 && strcmp(name, "gptq_v2") != 0)
-            return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: the %s layout \"%s\" is not supported (%s)",
-                             awq ? "AWQ" : "GPTQ", pr, awq ? "gemm" : "gptq, gptq_v2");
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: the %s layout \"%s\" is not "
+                             "supported (%s)", awq ? "AWQ" : "GPTQ", pr, awq ? "gemm" : "gptq, gptq_v2");
         out->zeros_less_one = !awq && strcmp(name, "gptq") == 0;
     } else out->zeros_less_one = !awq;
     const int32_t zp = llm__json_get(j, q, "zero_point"), mf = llm__json_get(j, q, "is_marlin_format");
     if (awq && zp >= 0 && j->nodes[zp].type == LLM__JSON_FALSE)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: AWQ without zero points is not supported");
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: AWQ without zero points is not "
+                         "supported");
     if (mf >= 0 && j->nodes[mf].type == LLM__JSON_TRUE)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: GPTQ's Marlin layout is not supported");
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: quantization_config: GPTQ's Marlin layout is not "
+                         "supported");
     return LLM_OK;
 }
 
-// The GGUF keys of config.json (its text cfg[0..n)): *arch (a static name) and the header in b.
-enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbuf *b, const char **arch_out, bool *permute_qk,
-                                      int64_t hp[5], struct llm__hf_quant *quant, struct llm__err *e) {
-    struct llm__json j;
-    enum llm_status st = llm__json_parse(&j, cfg, n, "config.json", e);
-    if (st) return st;
-    if (j.nodes[0].type != LLM__JSON_OBJ) {
-        llm__json_free(&j);
-        return llm__fail(e, LLM_ERR_FORMAT, "config.json: not a JSON object");
-    }
+// What config.json says of the model, before it becomes GGUF keys.
+struct llm__hf_params {
+    int64_t embd, layers, ff, heads, kv_heads, head_dim, ctx, vocab;
+    int64_t window, pattern, qpas;   // Gemma: sliding_window, sliding_window_pattern, query_pre_attn_scalar
+    double eps, theta, factor, theta_local, attn_cap, final_cap, rot_pct;
+};
+
+// Whether the engine's architecture arch is Gemma's (2 or 3).
+static bool llm__hf_gemma(const char *arch) { return !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3"); }
+
+// config.json's architecture as the engine's (*arch, a static name) and whether its q and k rows
+// are permuted (llama's).
+static enum llm_status llm__hf_cfg_arch(const struct llm__json *j, const char **arch, bool *permute,
+                                        struct llm__err *e) {
     static const struct { const char *hf, *arch; bool permute; } archs[] = {
         {"LlamaForCausalLM", "llama", true}, {"MistralForCausalLM", "llama", true},
         {"Qwen2ForCausalLM", "qwen2", false}, {"Qwen3ForCausalLM", "qwen3", false},
         {"Phi3ForCausalLM", "phi3", false}, {"Gemma2ForCausalLM", "gemma2", false},
         {"Gemma3ForCausalLM", "gemma3", false},
     };
-    const int32_t av = llm__json_at(&j, llm__json_get(&j, 0, "architectures"), 0);
-    const char *arch = NULL;
-    bool permute = false;
+    const int32_t av = llm__json_at(j, llm__json_get(j, 0, "architectures"), 0);
+    *arch = NULL;
     for (size_t k = 0; av >= 0 && k < LLM__ARRAY_LEN(archs); k++)
-        if (llm__json_eq(&j, av, archs[k].hf)) { arch = archs[k].arch; permute = archs[k].permute; }
-    if (!arch) {
-        char pr[88] = "(none)";
-        if (av >= 0 && j.nodes[av].type == LLM__JSON_STR) llm__gguf_printable(pr, j.text + j.nodes[av].start, j.nodes[av].len);
-        llm__json_free(&j);
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: architecture %s is not supported in Hugging Face format "
-                         "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-                         "Gemma2ForCausalLM, Gemma3ForCausalLM; others as GGUF files)", pr);
+        if (llm__json_eq(j, av, archs[k].hf)) { *arch = archs[k].arch; *permute = archs[k].permute; }
+    if (*arch) return LLM_OK;
+    char pr[88] = "(none)";
+    if (av >= 0 && j->nodes[av].type == LLM__JSON_STR)
+        llm__gguf_printable(pr, j->text + j->nodes[av].start, j->nodes[av].len);
+    return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: architecture %s is not supported in Hugging Face format "
+                     "(LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
+                     "Gemma2ForCausalLM, Gemma3ForCausalLM; others as GGUF files)", pr);
+}
+
+// config.json's numbers into p, over their defaults, in the order they are checked.
+static enum llm_status llm__hf_cfg_read(const struct llm__json *j, struct llm__hf_params *p, struct llm__err *e) {
+    *p = (struct llm__hf_params){.kv_heads = -1, .head_dim = -1, .ctx = 2048, .window = -1, .pattern = -1,
+                                 .qpas = -1, .eps = 1e-6, .theta = 10000.0, .factor = 1.0, .theta_local = -1.0,
+                                 .attn_cap = -1.0, .final_cap = -1.0, .rot_pct = 1.0};
+    // an integer in [lo, hi] into i (required: an error when absent), or a number into d
+    const struct {
+        const char *key;
+        int64_t *i;
+        int64_t lo, hi;
+        bool required;
+        double *d;
+    } keys[] = {
+        {"hidden_size", &p->embd, 1, 65536, true, NULL},
+        {"num_hidden_layers", &p->layers, 1, 1024, true, NULL},
+        {"intermediate_size", &p->ff, 1, 1 << 20, true, NULL},
+        {"num_attention_heads", &p->heads, 1, 1024, true, NULL},
+        {"num_key_value_heads", &p->kv_heads, 1, 1024, false, NULL},
+        {"head_dim", &p->head_dim, 2, 1024, false, NULL},
+        {"max_position_embeddings", &p->ctx, 1, 1 << 24, false, NULL},
+        {"vocab_size", &p->vocab, 1, 1 << 24, true, NULL},
+        {"rms_norm_eps", NULL, 0, 0, false, &p->eps},
+        {"rope_theta", NULL, 0, 0, false, &p->theta},
+        {"sliding_window", &p->window, 0, 1 << 24, false, NULL},
+        {"sliding_window_pattern", &p->pattern, 0, 1024, false, NULL},
+        {"query_pre_attn_scalar", &p->qpas, 1, 1 << 20, false, NULL},
+        {"rope_local_base_freq", NULL, 0, 0, false, &p->theta_local},
+        {"attn_logit_softcapping", NULL, 0, 0, false, &p->attn_cap},
+        {"final_logit_softcapping", NULL, 0, 0, false, &p->final_cap},
+        {"partial_rotary_factor", NULL, 0, 0, false, &p->rot_pct},
+    };
+    for (size_t k = 0; k < LLM__ARRAY_LEN(keys); k++) {
+        const enum llm_status st = keys[k].i ? llm__hf_cfg_int(j, keys[k].key, keys[k].lo, keys[k].hi,
+                                                               keys[k].required, keys[k].i, e)
+                                             : llm__hf_cfg_num(j, keys[k].key, keys[k].d, e);
+        if (st) return st;
     }
-    if ((st = llm__hf_quant_config(&j, llm__json_get(&j, 0, "quantization_config"), quant, e))) {
-        llm__json_free(&j);
-        return st;
-    }
-    const bool gemma = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3");
-    int64_t embd = 0, layers = 0, ff = 0, heads = 0, kv_heads = -1, head_dim = -1, ctx = 2048, vocab = 0;
-    int64_t window = -1, pattern = -1, qpas = -1;
-    double eps = 1e-6, theta = 10000.0, factor = 1.0, theta_local = -1.0, attn_cap = -1.0, final_cap = -1.0, rot_pct = 1.0;
-    if ((st = llm__hf_cfg_int(&j, "hidden_size", 1, 65536, true, &embd, e)) ||
-        (st = llm__hf_cfg_int(&j, "num_hidden_layers", 1, 1024, true, &layers, e)) ||
-        (st = llm__hf_cfg_int(&j, "intermediate_size", 1, 1 << 20, true, &ff, e)) ||
-        (st = llm__hf_cfg_int(&j, "num_attention_heads", 1, 1024, true, &heads, e)) ||
-        (st = llm__hf_cfg_int(&j, "num_key_value_heads", 1, 1024, false, &kv_heads, e)) ||
-        (st = llm__hf_cfg_int(&j, "head_dim", 2, 1024, false, &head_dim, e)) ||
-        (st = llm__hf_cfg_int(&j, "max_position_embeddings", 1, 1 << 24, false, &ctx, e)) ||
-        (st = llm__hf_cfg_int(&j, "vocab_size", 1, 1 << 24, true, &vocab, e)) ||
-        (st = llm__hf_cfg_num(&j, "rms_norm_eps", &eps, e)) || (st = llm__hf_cfg_num(&j, "rope_theta", &theta, e)) ||
-        (st = llm__hf_cfg_int(&j, "sliding_window", 0, 1 << 24, false, &window, e)) ||
-        (st = llm__hf_cfg_int(&j, "sliding_window_pattern", 0, 1024, false, &pattern, e)) ||
-        (st = llm__hf_cfg_int(&j, "query_pre_attn_scalar", 1, 1 << 20, false, &qpas, e)) ||
-        (st = llm__hf_cfg_num(&j, "rope_local_base_freq", &theta_local, e)) ||
-        (st = llm__hf_cfg_num(&j, "attn_logit_softcapping", &attn_cap, e)) ||
-        (st = llm__hf_cfg_num(&j, "final_logit_softcapping", &final_cap, e)) ||
-        (st = llm__hf_cfg_num(&j, "partial_rotary_factor", &rot_pct, e))) {
-        llm__json_free(&j);
-        return st;
-    }
-    // transformers 5 writes RoPE as rope_parameters (per layer type for Gemma 3) instead of
-    // rope_theta and rope_scaling
-    const int32_t rp = llm__json_get(&j, 0, "rope_parameters");
-    int32_t rope = llm__json_get(&j, 0, "rope_scaling");   // the scaling: rope_scaling, else rope_parameters
-    if (rp >= 0 && j.nodes[rp].type == LLM__JSON_OBJ) {
-        const int32_t full = llm__json_get(&j, rp, "full_attention"), slide = llm__json_get(&j, rp, "sliding_attention");
+    return LLM_OK;
+}
+
+// RoPE's bases (transformers 5 writes rope_parameters, per layer type for Gemma 3, instead of
+// rope_theta and rope_scaling), checked; *rope: the node of the scaling, rope_scaling else
+// rope_parameters.
+static enum llm_status llm__hf_cfg_rope(const struct llm__json *j, const char *arch, struct llm__hf_params *p,
+                                        int32_t *rope, struct llm__err *e) {
+    const int32_t rp = llm__json_get(j, 0, "rope_parameters");
+    *rope = llm__json_get(j, 0, "rope_scaling");
+    if (rp >= 0 && j->nodes[rp].type == LLM__JSON_OBJ) {
+        const int32_t full = llm__json_get(j, rp, "full_attention"), slide = llm__json_get(j, rp, "sliding_attention");
         const int32_t main = full >= 0 ? full : rp;
-        if (llm__json_get(&j, 0, "rope_theta") < 0 && llm__json_get(&j, main, "rope_theta") >= 0 &&
-            !llm__json_num(&j, llm__json_get(&j, main, "rope_theta"), &theta))
-            theta = -1.0;
-        if (slide >= 0 && theta_local < 0.0 && llm__json_get(&j, slide, "rope_theta") >= 0 &&
-            !llm__json_num(&j, llm__json_get(&j, slide, "rope_theta"), &theta_local))
-            theta = -1.0;
-        if (rope < 0 || j.nodes[rope].type == LLM__JSON_NULL) rope = main;
-    } else if (!strcmp(arch, "gemma3") && llm__json_get(&j, 0, "rope_theta") < 0) {
-        theta = 1000000.0;   // Gemma 3's default (transformers, llama.cpp's converter)
+        if (llm__json_get(j, 0, "rope_theta") < 0 && llm__json_get(j, main, "rope_theta") >= 0 &&
+            !llm__json_num(j, llm__json_get(j, main, "rope_theta"), &p->theta))
+            p->theta = -1.0;
+        if (slide >= 0 && p->theta_local < 0.0 && llm__json_get(j, slide, "rope_theta") >= 0 &&
+            !llm__json_num(j, llm__json_get(j, slide, "rope_theta"), &p->theta_local))
+            p->theta = -1.0;
+        if (*rope < 0 || j->nodes[*rope].type == LLM__JSON_NULL) *rope = main;
+    } else if (!strcmp(arch, "gemma3") && llm__json_get(j, 0, "rope_theta") < 0) {
+        p->theta = 1000000.0;   // Gemma 3's default (transformers, llama.cpp's converter)
     }
-    if (!(theta > 1.0 && theta < 1e30)) {
-        llm__json_free(&j);
+    if (!(p->theta > 1.0 && p->theta < 1e30))
         return llm__fail(e, LLM_ERR_FORMAT, "config.json: the RoPE base (rope_theta) must be a number > 1");
-    }
+    return LLM_OK;
+}
+
+// Gemma's soft-capping, the heads' defaults, and what the engine cannot run: refused.
+static enum llm_status llm__hf_cfg_check(const struct llm__json *j, const char *arch, bool permute,
+                                         struct llm__hf_params *p, struct llm__err *e) {
+    const bool gemma = llm__hf_gemma(arch);
     // Gemma: null soft-capping means none (0 for the engine, whose Gemma 2 default is 50 and 30)
-    if (gemma && llm__json_get(&j, 0, "attn_logit_softcapping") >= 0 && attn_cap < 0.0) attn_cap = 0.0;
-    if (gemma && llm__json_get(&j, 0, "final_logit_softcapping") >= 0 && final_cap < 0.0) final_cap = 0.0;
-    if (!strcmp(arch, "gemma3") && attn_cap > 0.0) {
-        llm__json_free(&j);
+    if (gemma && llm__json_get(j, 0, "attn_logit_softcapping") >= 0 && p->attn_cap < 0.0) p->attn_cap = 0.0;
+    if (gemma && llm__json_get(j, 0, "final_logit_softcapping") >= 0 && p->final_cap < 0.0) p->final_cap = 0.0;
+    if (!strcmp(arch, "gemma3") && p->attn_cap > 0.0)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: attention soft-capping with Gemma 3 is not supported");
-    }
-    if (kv_heads < 0) kv_heads = heads;
-    if (head_dim < 0 && embd % heads == 0) head_dim = embd / heads;
+    if (p->kv_heads < 0) p->kv_heads = p->heads;
+    if (p->head_dim < 0 && p->embd % p->heads == 0) p->head_dim = p->embd / p->heads;
     // the engine scales attention by 1/sqrt(head_dim), Gemma 2 27B and Gemma 3 27B by
     // 1/sqrt(n_embd/n_head), as llama.cpp does: a config asking otherwise is refused
-    const int64_t want_qpas = ((!strcmp(arch, "gemma2") && layers == 46) || (!strcmp(arch, "gemma3") && layers == 62)) ? embd / heads : head_dim;
-    const char *bad = head_dim < 0                      ? "hidden_size is not a multiple of num_attention_heads (and no head_dim)"
-                      : permute && head_dim % 2         ? "the head dimension is odd"
-                      : gemma && qpas > 0 && qpas != want_qpas ? "query_pre_attn_scalar is not the one llama.cpp assumes for this model"
-                      : !(rot_pct > 0.0 && rot_pct <= 1.0) ? "partial_rotary_factor is not in (0, 1]"
-                                                          : NULL;
-    if (bad) {
-        llm__json_free(&j);
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: %s", bad);
+    const bool big = (!strcmp(arch, "gemma2") && p->layers == 46) || (!strcmp(arch, "gemma3") && p->layers == 62);
+    const int64_t want_qpas = big ? p->embd / p->heads : p->head_dim;
+    const char *bad = NULL;
+    if (p->head_dim < 0) bad = "hidden_size is not a multiple of num_attention_heads (and no head_dim)";
+    else if (permute && p->head_dim % 2) bad = "the head dimension is odd";
+    else if (gemma && p->qpas > 0 && p->qpas != want_qpas)
+        bad = "query_pre_attn_scalar is not the one llama.cpp assumes for this model";
+    else if (!(p->rot_pct > 0.0 && p->rot_pct <= 1.0)) bad = "partial_rotary_factor is not in (0, 1]";
+    return bad ? llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: %s", bad) : LLM_OK;
+}
+
+// Gemma: which of the layers are local (layer_types, as sliding_window_pattern's array form) into
+// *local (NULL: no layer_types).
+static enum llm_status llm__hf_cfg_local(const struct llm__json *j, int64_t layers, uint8_t **local,
+                                         struct llm__err *e) {
+    const int32_t lt = llm__json_get(j, 0, "layer_types");
+    *local = NULL;
+    if (lt < 0 || j->nodes[lt].type != LLM__JSON_ARR) return LLM_OK;
+    if (j->nodes[lt].n != layers || !(*local = calloc((size_t)layers, 1)))
+        return llm__fail(e, LLM_ERR_FORMAT, "config.json: layer_types does not have num_hidden_layers entries");
+    for (int32_t i = 0, k = lt + 1; i < j->nodes[lt].n; i++, k = j->nodes[k].next) {
+        (*local)[i] = llm__json_eq(j, k, "sliding_attention");
+        if (!(*local)[i] && !llm__json_eq(j, k, "full_attention"))
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: layer_types other than sliding_attention and "
+                             "full_attention");
     }
-    // Gemma: which layers are local (layer_types, as sliding_window_pattern's array form)
-    const int32_t lt = llm__json_get(&j, 0, "layer_types");
-    uint8_t *local = NULL;
-    if (gemma && lt >= 0 && j.nodes[lt].type == LLM__JSON_ARR) {
-        if (j.nodes[lt].n != layers || !(local = calloc((size_t)layers, 1))) {
-            llm__json_free(&j);
-            free(local);
-            return llm__fail(e, LLM_ERR_FORMAT, "config.json: layer_types does not have num_hidden_layers entries");
-        }
-        for (int32_t i = 0, k = lt + 1; i < j.nodes[lt].n; i++, k = j.nodes[k].next) {
-            local[i] = llm__json_eq(&j, k, "sliding_attention");
-            if (!local[i] && !llm__json_eq(&j, k, "full_attention")) {
-                free(local);
-                llm__json_free(&j);
-                return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: layer_types other than sliding_attention and full_attention");
-            }
-        }
-    }
-    const int32_t rs = rope;
-    int32_t ty = llm__json_get(&j, rs, "rope_type");
-    if (ty < 0) ty = llm__json_get(&j, rs, "type");
-    if (rs >= 0 && j.nodes[rs].type != LLM__JSON_NULL && !(ty >= 0 && llm__json_eq(&j, ty, "default"))) {
-        if (ty < 0 || !llm__json_eq(&j, ty, "linear") || !llm__json_num(&j, llm__json_get(&j, rs, "factor"), &factor) || !(factor >= 1.0)) {
-            free(local);
-            llm__json_free(&j);
-            return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: rope_scaling other than linear with a factor >= 1 is not supported");
-        }
-    }
-    llm__json_free(&j);
+    return LLM_OK;
+}
+
+// RoPE scaling (node rs): none, "default" or linear with a factor >= 1 (into *factor).
+static enum llm_status llm__hf_cfg_scaling(const struct llm__json *j, int32_t rs, double *factor, struct llm__err *e) {
+    int32_t ty = llm__json_get(j, rs, "rope_type");
+    if (ty < 0) ty = llm__json_get(j, rs, "type");
+    if (rs < 0 || j->nodes[rs].type == LLM__JSON_NULL || (ty >= 0 && llm__json_eq(j, ty, "default"))) return LLM_OK;
+    if (ty < 0 || !llm__json_eq(j, ty, "linear") || !llm__json_num(j, llm__json_get(j, rs, "factor"), factor) ||
+        !(*factor >= 1.0))
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "config.json: rope_scaling other than linear with a factor >= 1 is "
+                         "not supported");
+    return LLM_OK;
+}
+
+// p (and Gemma's local layers, or NULL) as the GGUF keys of arch into b.
+static void llm__hf_cfg_write(struct llm__gbuf *b, const char *arch, const struct llm__hf_params *p,
+                              const uint8_t *local) {
+    const struct { const char *key; int64_t v; } u32s[] = {
+        {"embedding_length", p->embd},
+        {"block_count", p->layers},
+        {"feed_forward_length", p->ff},
+        {"attention.head_count", p->heads},
+        {"attention.head_count_kv", p->kv_heads},
+        {"attention.key_length", p->head_dim},
+        {"attention.value_length", p->head_dim},
+        {"context_length", p->ctx},
+        {"vocab_size", p->vocab},
+    };
     llm__gbuf_s(b, NULL, "general.architecture", arch);
-    llm__gbuf_u32(b, arch, "embedding_length", (uint32_t)embd);
-    llm__gbuf_u32(b, arch, "block_count", (uint32_t)layers);
-    llm__gbuf_u32(b, arch, "feed_forward_length", (uint32_t)ff);
-    llm__gbuf_u32(b, arch, "attention.head_count", (uint32_t)heads);
-    llm__gbuf_u32(b, arch, "attention.head_count_kv", (uint32_t)kv_heads);
-    llm__gbuf_u32(b, arch, "attention.key_length", (uint32_t)head_dim);
-    llm__gbuf_u32(b, arch, "attention.value_length", (uint32_t)head_dim);
-    llm__gbuf_u32(b, arch, "context_length", (uint32_t)ctx);
-    llm__gbuf_u32(b, arch, "vocab_size", (uint32_t)vocab);
-    llm__gbuf_f32(b, arch, "attention.layer_norm_rms_epsilon", (float)eps);
-    llm__gbuf_f32(b, arch, "rope.freq_base", (float)theta);
-    if (factor > 1.0) {
+    for (size_t k = 0; k < LLM__ARRAY_LEN(u32s); k++) llm__gbuf_u32(b, arch, u32s[k].key, (uint32_t)u32s[k].v);
+    llm__gbuf_f32(b, arch, "attention.layer_norm_rms_epsilon", (float)p->eps);
+    llm__gbuf_f32(b, arch, "rope.freq_base", (float)p->theta);
+    if (p->factor > 1.0) {
         llm__gbuf_s(b, arch, "rope.scaling.type", "linear");
-        llm__gbuf_f32(b, arch, "rope.scaling.factor", (float)factor);
+        llm__gbuf_f32(b, arch, "rope.scaling.factor", (float)p->factor);
     }
-    if (rot_pct < 1.0) llm__gbuf_u32(b, arch, "rope.dimension_count", (uint32_t)((double)head_dim * rot_pct));
-    if (gemma) {
-        if (window >= 0) llm__gbuf_u32(b, arch, "attention.sliding_window", (uint32_t)window);
-        if (local) {
-            llm__gbuf_key(b, arch, "attention.sliding_window_pattern", LLM__GGUF_ARR);
-            const uint32_t bt = LLM__GGUF_BOOL;
-            const uint64_t n = (uint64_t)layers;
-            llm__gbuf_put(b, &bt, 4);
-            llm__gbuf_put(b, &n, 8);
-            llm__gbuf_put(b, local, (size_t)layers);
-        } else if (pattern >= 0) {
-            llm__gbuf_u32(b, arch, "attention.sliding_window_pattern", (uint32_t)pattern);
-        }
-        if (theta_local > 0.0) llm__gbuf_f32(b, arch, "rope.freq_base_swa", (float)theta_local);
-        if (attn_cap >= 0.0) llm__gbuf_f32(b, arch, "attn_logit_softcapping", (float)attn_cap);
-        if (final_cap >= 0.0) llm__gbuf_f32(b, arch, "final_logit_softcapping", (float)final_cap);
+    if (p->rot_pct < 1.0) llm__gbuf_u32(b, arch, "rope.dimension_count", (uint32_t)((double)p->head_dim * p->rot_pct));
+    if (!llm__hf_gemma(arch)) return;
+    if (p->window >= 0) llm__gbuf_u32(b, arch, "attention.sliding_window", (uint32_t)p->window);
+    if (local) {
+        llm__gbuf_key(b, arch, "attention.sliding_window_pattern", LLM__GGUF_ARR);
+        const uint32_t bt = LLM__GGUF_BOOL;
+        const uint64_t n = (uint64_t)p->layers;
+        llm__gbuf_put(b, &bt, 4);
+        llm__gbuf_put(b, &n, 8);
+        llm__gbuf_put(b, local, (size_t)p->layers);
+    } else if (p->pattern >= 0) {
+        llm__gbuf_u32(b, arch, "attention.sliding_window_pattern", (uint32_t)p->pattern);
+    }
+    if (p->theta_local > 0.0) llm__gbuf_f32(b, arch, "rope.freq_base_swa", (float)p->theta_local);
+    if (p->attn_cap >= 0.0) llm__gbuf_f32(b, arch, "attn_logit_softcapping", (float)p->attn_cap);
+    if (p->final_cap >= 0.0) llm__gbuf_f32(b, arch, "final_logit_softcapping", (float)p->final_cap);
+}
+
+// The GGUF keys of config.json (its text cfg[0..n)): *arch (a static name) and the header in b.
+enum llm_status llm__hf_config(const char *cfg, size_t n, struct llm__gbuf *b, const char **arch_out, bool *permute_qk,
+                               int64_t hp[5], struct llm__hf_quant *quant, struct llm__err *e) {
+    struct llm__json j;
+    enum llm_status st = llm__json_parse(&j, cfg, n, "config.json", e);
+    if (st) return st;
+    const char *arch = NULL;
+    bool permute = false;
+    struct llm__hf_params p;
+    int32_t rope = -1;
+    uint8_t *local = NULL;
+    if (j.nodes[0].type != LLM__JSON_OBJ) st = llm__fail(e, LLM_ERR_FORMAT, "config.json: not a JSON object");
+    if (st == LLM_OK) st = llm__hf_cfg_arch(&j, &arch, &permute, e);
+    if (st == LLM_OK) st = llm__hf_quant_config(&j, llm__json_get(&j, 0, "quantization_config"), quant, e);
+    if (st == LLM_OK) st = llm__hf_cfg_read(&j, &p, e);
+    if (st == LLM_OK) st = llm__hf_cfg_rope(&j, arch, &p, &rope, e);
+    if (st == LLM_OK) st = llm__hf_cfg_check(&j, arch, permute, &p, e);
+    if (st == LLM_OK && llm__hf_gemma(arch)) st = llm__hf_cfg_local(&j, p.layers, &local, e);
+    if (st == LLM_OK) st = llm__hf_cfg_scaling(&j, rope, &p.factor, e);
+    llm__json_free(&j);
+    if (st == LLM_OK) {
+        llm__hf_cfg_write(b, arch, &p, local);
+        *arch_out = arch;
+        *permute_qk = permute;
+        hp[0] = p.heads;
+        hp[1] = p.kv_heads;
+        hp[2] = p.head_dim;
+        hp[3] = p.layers;
+        hp[4] = p.vocab;
     }
     free(local);
-    *arch_out = arch;
-    *permute_qk = permute;
-    hp[0] = heads;
-    hp[1] = kv_heads;
-    hp[2] = head_dim;
-    hp[3] = layers;
-    hp[4] = vocab;
-    return b->o.fail ? llm__fail(e, LLM_ERR_NOMEM, "out of memory") : LLM_OK;
+    if (st == LLM_OK && b->o.fail) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    return st;
 }
 
 // A Hugging Face tensor name as GGUF's (out), or false for a name this loader does not know.
@@ -6292,7 +6399,8 @@ bool llm__hf_name(const char *hf, bool gemma, char *out, size_t size, int *qk) {
         {"self_attn.qkv_proj.weight", "attn_qkv.weight", 0}, {"mlp.gate_up_proj.weight", "ffn_up.weight", 0},   // phi3
     };
     static const struct { const char *hf, *gguf; int qk; } gemma_norms[] = {   // gemma's four norms a layer
-        {"post_attention_layernorm.weight", "post_attention_norm.weight", 0}, {"pre_feedforward_layernorm.weight", "ffn_norm.weight", 0},
+        {"post_attention_layernorm.weight", "post_attention_norm.weight", 0},
+        {"pre_feedforward_layernorm.weight", "ffn_norm.weight", 0},
         {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", 0},
     };
     *qk = 0;
@@ -6307,7 +6415,8 @@ bool llm__hf_name(const char *hf, bool gemma, char *out, size_t size, int *qk) {
     if (digits == 0 || *p != '.' || (digits > 1 && hf[strlen(pre)] == '0')) return false;
     p++;
     for (size_t k = 0; gemma && k < LLM__ARRAY_LEN(gemma_norms); k++)
-        if (strcmp(p, gemma_norms[k].hf) == 0) return snprintf(out, size, "blk.%ld.%s", l, gemma_norms[k].gguf) < (int)size;
+        if (strcmp(p, gemma_norms[k].hf) == 0)
+            return snprintf(out, size, "blk.%ld.%s", l, gemma_norms[k].gguf) < (int)size;
     for (size_t k = 0; k < LLM__ARRAY_LEN(per_layer); k++)
         if (strcmp(p, per_layer[k].hf) == 0) {
             *qk = per_layer[k].qk;
@@ -6324,7 +6433,8 @@ static void llm__hf_permute_rows(uint8_t *dst, const uint8_t *src, size_t row, i
     for (int64_t h = 0; h < n_head; h++)
         for (int64_t i = 0; i < half; i++)
             for (int64_t j = 0; j < 2; j++)
-                memcpy(dst + (size_t)(h * head_dim + 2 * i + j) * row, src + (size_t)(h * head_dim + j * half + i) * row, row);
+                memcpy(dst + (size_t)(h * head_dim + 2 * i + j) * row,
+                       src + (size_t)(h * head_dim + j * half + i) * row, row);
 }
 
 // The tensor `name` in any file of the directory (the first file that has it), or NULL.
@@ -6340,23 +6450,56 @@ static inline uint32_t llm__hf_u32(const struct llm__st_tensor *t, int64_t r, in
     return v;
 }
 
+// GPTQ's act-order: *perm NULL when g_idx gi (NULL: none) keeps the in inputs in runs of G (ng
+// groups, the last maybe shorter), else the inputs sorted by group (stable; kept in o), each group
+// checked to be exactly G of them (the last: the rest).
+static enum llm_status llm__hf_act_order(const struct llm__st_tensor *gi, int64_t in, int64_t G, int64_t ng,
+                                         struct llm__hf_owned *o, int32_t **perm, const char *pr, struct llm__err *e) {
+    const int64_t tail = in % G ? in % G : G;
+    bool identity = true;
+    for (int64_t i = 0; gi && i < in && identity; i++) identity = (int64_t)llm__hf_u32(gi, 0, i, in) == i / G;
+    *perm = NULL;
+    if (identity) return LLM_OK;
+    int64_t *fill = calloc((size_t)ng, sizeof(int64_t));
+    int32_t *p = llm__alloc((size_t)in * sizeof(int32_t));
+    if (!fill || !p) { free(fill); free(p); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
+    o->copies[o->n_copies++] = p;
+    *perm = p;
+    bool ok = true;
+    for (int64_t i = 0; i < in && ok; i++) {
+        const uint32_t gr = llm__hf_u32(gi, 0, i, in);
+        if ((ok = gr < (uint64_t)ng && fill[gr] < ((int64_t)gr == ng - 1 ? tail : G)))
+            p[(int64_t)gr * G + fill[gr]++] = (int32_t)i;
+    }
+    free(fill);   // (ng groups, in inputs, none over its size: all full)
+    if (!ok)
+        return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': g_idx does not put %lld inputs in each of %lld groups", pr,
+                         (long long)G, (long long)ng);
+    return LLM_OK;
+}
+
 // The AWQ / GPTQ weight `base` (base.qweight qw, base.qzeros, base.scales, base.g_idx) as a G4 /
 // G8 tensor into t (type, shape, data: a copy kept in o; perm: act-order's, also in o).
 static enum llm_status llm__hf_gq_tensor(const struct llm__hf_quant *qc, struct llm__hf_owned *o, const char *base,
-                                         const struct llm__st_tensor *qw, struct llm__gguf_tensor *t, struct llm__err *e) {
+                                         const struct llm__st_tensor *qw, struct llm__gguf_tensor *t,
+                                         struct llm__err *e) {
     char name[LLM__GGUF_MAX_NAME + 16], pr[88];
     llm__gguf_printable(pr, base, strlen(base));
     const struct llm__st_tensor *part[3];
     static const char *const sfx[3] = {"qzeros", "scales", "g_idx"};
     for (int k = 0; k < 3; k++) {
-        part[k] = snprintf(name, sizeof(name), "%s.%s", base, sfx[k]) < (int)sizeof(name) ? llm__hf_find(o, name) : NULL;
+        const bool fits = snprintf(name, sizeof(name), "%s.%s", base, sfx[k]) < (int)sizeof(name);
+        part[k] = fits ? llm__hf_find(o, name) : NULL;
         if (!part[k] && k < 2) return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s' has a qweight but no %s", pr, sfx[k]);
     }
     const struct llm__st_tensor *qz = part[0], *sc = part[1], *gi = qc->method == LLM__HF_GPTQ ? part[2] : NULL;
-    if (qw->type != 26 || qz->type != 26 || (gi && gi->type != 26) || (sc->type != 1 && sc->type != 30 && sc->type != 0))
-        return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': qweight, qzeros and g_idx must be I32 and scales F16, BF16 or F32", pr);
+    if (qw->type != 26 || qz->type != 26 || (gi && gi->type != 26) ||
+        (sc->type != 1 && sc->type != 30 && sc->type != 0))
+        return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': qweight, qzeros and g_idx must be I32 and scales F16, BF16 or "
+                         "F32", pr);
     if (qw->n_dims != 2 || qz->n_dims != 2 || sc->n_dims != 2 || (gi && gi->n_dims != 1))
-        return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': qweight, qzeros and scales must be matrices, g_idx a vector", pr);
+        return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': qweight, qzeros and scales must be matrices, g_idx a vector",
+                         pr);
     const bool awq = qc->method == LLM__HF_AWQ;
     const int bits = qc->bits, pack = 32 / bits;
     const uint32_t mask = (1u << bits) - 1;
@@ -6365,31 +6508,18 @@ static enum llm_status llm__hf_gq_tensor(const struct llm__hf_quant *qc, struct 
     const int64_t G = qc->group > 0 ? qc->group : in, ng = G ? (in + G - 1) / G : 0;
     if (in == 0 || out == 0 || in % 32 || G % 32 || out % pack || qz->shape[0] != ng || qz->shape[1] != out / pack ||
         sc->shape[0] != ng || sc->shape[1] != out || (gi && gi->shape[0] != in))
-        return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': shapes qweight [%lld, %lld], qzeros [%lld, %lld], scales [%lld, %lld] "
-                         "do not fit a %lld x %lld weight of %d bits in groups of %lld (its inputs a multiple of 32)", pr,
-                         (long long)qw->shape[0], (long long)qw->shape[1], (long long)qz->shape[0], (long long)qz->shape[1],
-                         (long long)sc->shape[0], (long long)sc->shape[1], (long long)out, (long long)in, bits, (long long)G);
+        return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': shapes qweight [%lld, %lld], qzeros [%lld, %lld], scales "
+                         "[%lld, %lld] do not fit a %lld x %lld weight of %d bits in groups of %lld (its inputs a "
+                         "multiple of 32)", pr, (long long)qw->shape[0], (long long)qw->shape[1],
+                         (long long)qz->shape[0], (long long)qz->shape[1], (long long)sc->shape[0],
+                         (long long)sc->shape[1], (long long)out, (long long)in, bits, (long long)G);
     const int64_t tail = in % G ? in % G : G;   // (blocks divide every group)
-    const int type = (bits == 4 ? LLM__TYPE_G4_32 : LLM__TYPE_G8_32) + (G % 128 == 0 && tail % 128 == 0 ? 2 : G % 64 == 0 && tail % 64 == 0);
+    const int type = (bits == 4 ? LLM__TYPE_G4_32 : LLM__TYPE_G8_32) +
+                     (G % 128 == 0 && tail % 128 == 0 ? 2 : G % 64 == 0 && tail % 64 == 0);
     const int64_t g = llm__gq_group(type);
-    // act-order: inputs sorted by group (stable), each group exactly G of them (the last: tail)
     int32_t *perm = NULL;
-    bool identity = true;
-    for (int64_t i = 0; gi && i < in && identity; i++) identity = (int64_t)llm__hf_u32(gi, 0, i, in) == i / G;
-    if (!identity) {
-        int64_t *fill = calloc((size_t)ng, sizeof(int64_t));
-        perm = llm__alloc((size_t)in * sizeof(int32_t));
-        if (!fill || !perm) { free(fill); free(perm); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
-        o->copies[o->n_copies++] = perm;
-        bool ok = true;
-        for (int64_t i = 0; i < in && ok; i++) {
-            const uint32_t gr = llm__hf_u32(gi, 0, i, in);
-            if ((ok = gr < (uint64_t)ng && fill[gr] < ((int64_t)gr == ng - 1 ? tail : G))) perm[(int64_t)gr * G + fill[gr]++] = (int32_t)i;
-        }
-        free(fill);   // (ng groups, in inputs, none over its size: all full)
-        if (!ok) return llm__fail(e, LLM_ERR_FORMAT, "hf: '%s': g_idx does not put %lld inputs in each of %lld groups", pr,
-                                  (long long)G, (long long)ng);
-    }
+    const enum llm_status st = llm__hf_act_order(gi, in, G, ng, o, &perm, pr, e);
+    if (st) return st;
     const size_t row = llm__row_bytes(type, in), bb = llm__type_table[type].block_bytes;
     uint8_t *dst = llm__alloc(row * (size_t)out);
     if (!dst) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for tensor '%s'", pr);
@@ -6429,10 +6559,36 @@ static enum llm_status llm__hf_gq_tensor(const struct llm__hf_quant *qc, struct 
     return LLM_OK;
 }
 
+// Gemma's RMSNorm multiplies by 1 + w: norm t (safetensors tensor s) becomes F32 w + 1, as
+// llama.cpp's converter stores it (the sum in F32, as transformers computes it; the converter adds
+// in the checkpoint's type, which rounds BF16 and F16 sums); the copy is kept in o. False: out of
+// memory.
+static bool llm__hf_gemma_norm(struct llm__hf_owned *o, const struct llm__st_tensor *s, struct llm__gguf_tensor *t) {
+    const int64_t n = t->ne[0] * t->ne[1];
+    float *c = llm__alloc((size_t)n * sizeof(float));
+    if (!c) return false;
+    o->copies[o->n_copies++] = c;
+    const uint16_t *h = (const uint16_t *)s->data;
+    for (int64_t i = 0; i < n; i++) {
+        float w;
+        if (s->type == 0) memcpy(&w, (const char *)s->data + 4 * i, 4);
+        else {
+            uint16_t x;
+            memcpy(&x, h + i, 2);
+            w = s->type == 1 ? llm__fp16_to_fp32(x) : llm__bf16_to_fp32(x);
+        }
+        c[i] = w + 1.0f;
+    }
+    t->type = 0;
+    t->size = (size_t)n * sizeof(float);
+    t->data = c;
+    return true;
+}
+
 // Adds the tensors of safetensors file f to g under their GGUF names (copies in o).
 enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o, const struct llm__safetensors *f,
-                                           bool permute, bool gemma, const int64_t hp[5], const struct llm__hf_quant *quant,
-                                           struct llm__err *e) {
+                                    bool permute, bool gemma, const int64_t hp[5], const struct llm__hf_quant *quant,
+                                    struct llm__err *e) {
     struct llm__gguf_tensor *t2 = realloc(g->tensors, (size_t)(g->n_tensors + f->n + 1) * sizeof(*t2));
     void **c2 = realloc(o->copies, (size_t)(o->n_copies + 3 * f->n + 1) * sizeof(*c2));   // (a quantized one: 3)
     if (t2) g->tensors = t2;
@@ -6447,9 +6603,12 @@ enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o
         // a quantized weight: its qweight stands for it (the other parts are read with it)
         const char *dot = strrchr(s->name, '.');
         const bool qweight = quant->method && dot && strcmp(dot, ".qweight") == 0;
-        if (quant->method && dot && !qweight && (!strcmp(dot, ".qzeros") || !strcmp(dot, ".scales") || !strcmp(dot, ".g_idx"))) {
+        if (quant->method && dot && !qweight &&
+            (!strcmp(dot, ".qzeros") || !strcmp(dot, ".scales") || !strcmp(dot, ".g_idx"))) {
             char qn[LLM__GGUF_MAX_NAME + 16];
-            if (snprintf(qn, sizeof(qn), "%.*s.qweight", (int)(dot - s->name), s->name) < (int)sizeof(qn) && llm__hf_find(o, qn)) continue;
+            if (snprintf(qn, sizeof(qn), "%.*s.qweight", (int)(dot - s->name), s->name) < (int)sizeof(qn) &&
+                llm__hf_find(o, qn))
+                continue;
             return llm__fail(e, LLM_ERR_FORMAT, "hf: tensor '%s' belongs to no qweight", pr);
         }
         char hfname[LLM__GGUF_MAX_NAME + 16];
@@ -6479,30 +6638,11 @@ enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o
         const int64_t heads = qk == 1 ? hp[0] : hp[1], rows = s->n_dims == 2 ? t->ne[1] : t->ne[0];
         const bool perm = permute && qk && rows == heads * hp[2];
         if (permute && qk && !perm)
-            return llm__fail(e, LLM_ERR_FORMAT, "hf: tensor '%s' has %lld rows, expected %lld heads x %lld", pr, (long long)rows,
-                             (long long)heads, (long long)hp[2]);
+            return llm__fail(e, LLM_ERR_FORMAT, "hf: tensor '%s' has %lld rows, expected %lld heads x %lld", pr,
+                             (long long)rows, (long long)heads, (long long)hp[2]);
         const size_t nl = strlen(name);
         if (gemma && nl >= 11 && !strcmp(name + nl - 11, "norm.weight")) {
-            // Gemma's RMSNorm multiplies by 1 + w: stored as F32 w + 1, as llama.cpp's converter does (the sum in F32, as
-            // transformers computes it; the converter adds in the checkpoint's type, which rounds BF16 and F16 sums)
-            const int64_t n = t->ne[0] * t->ne[1];
-            float *c = llm__alloc((size_t)n * sizeof(float));
-            if (!c) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for tensor '%s'", pr);
-            o->copies[o->n_copies++] = c;
-            const uint16_t *h = (const uint16_t *)s->data;
-            for (int64_t i = 0; i < n; i++) {
-                float w;
-                if (s->type == 0) memcpy(&w, (const char *)s->data + 4 * i, 4);
-                else {
-                    uint16_t x;
-                    memcpy(&x, h + i, 2);
-                    w = s->type == 1 ? llm__fp16_to_fp32(x) : llm__bf16_to_fp32(x);
-                }
-                c[i] = w + 1.0f;
-            }
-            t->type = 0;
-            t->size = (size_t)n * sizeof(float);
-            t->data = c;
+            if (!llm__hf_gemma_norm(o, s, t)) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for tensor '%s'", pr);
         } else if (perm || ((uintptr_t)t->data % 32) != 0) {
             uint8_t *c = llm__alloc(t->size);
             if (!c) return llm__fail(e, LLM_ERR_NOMEM, "out of memory for tensor '%s'", pr);
@@ -6526,15 +6666,17 @@ enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct llm__hf_owned *o
 // The text of file `name` of the directory into *out (NULL and LLM_OK when it is absent and not
 // required).
 enum llm_status llm__hf_read(const char *dir, const char *name, size_t max, bool required, char **out, size_t *len,
-                                    struct llm__err *e) {
+                             struct llm__err *e) {
     char path[4096];
     *out = NULL;
     *len = 0;
-    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) return llm__fail(e, LLM_ERR_IO, "hf: directory path too long");
+    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+        return llm__fail(e, LLM_ERR_IO, "hf: directory path too long");
     if (!required && access(path, F_OK) != 0) return LLM_OK;
     if (required && access(path, F_OK) != 0)
         return llm__fail(e, LLM_ERR_IO, "hf: '%s' has no %s%s", dir, name,
-                         strcmp(name, "tokenizer.json") == 0 ? " (the tokenizer; the engine reads no other form of it)" : "");
+                         strcmp(name, "tokenizer.json") == 0 ? " (the tokenizer; the engine reads no other form of it)"
+                                                             : "");
     return llm__read_file(path, max, out, len, e);
 }
 
@@ -6555,7 +6697,7 @@ enum llm_status llm__hf_read(const char *dir, const char *name, size_t max, bool
 //     takes it).
 //   - SentencePiece style, with byte_fallback (Llama 2, Mistral, Gemma; llm__hf_spm_style):
 //     tokenizer.ggml.model "llama", byte tokens <0xNN>, and scores from the merges' ranks (see
-//     below), since the engine's SentencePiece merger merges by score.
+//     struct llm__hf_scores), since the engine's SentencePiece merger merges by score.
 // Both: the tokens by id (vocab, then added_tokens over it; ids without one become "[PADn]",
 // unused), their types (an added token is a control token when special or shaped like one,
 // "<|...|>", else user-defined, as the converter decides; the rest normal), the added tokens
@@ -6602,7 +6744,9 @@ static bool llm__hf_member_is(const struct llm__json *j, int32_t o, const char *
     return v >= 0 && llm__json_eq(j, v, s);
 }
 
-static bool llm__hf_is(const struct llm__json *j, int32_t o, const char *type) { return llm__hf_member_is(j, o, "type", type); }
+static bool llm__hf_is(const struct llm__json *j, int32_t o, const char *type) {
+    return llm__hf_member_is(j, o, "type", type);
+}
 
 // A boolean member of o: its value, or def when absent (or not a boolean).
 static bool llm__hf_flag(const struct llm__json *j, int32_t o, const char *key, bool def) {
@@ -6613,13 +6757,13 @@ static bool llm__hf_flag(const struct llm__json *j, int32_t o, const char *key, 
 // The engine's name (tokenizer.ggml.pre) for pre-tokenizer p of a byte-level BPE, or NULL.
 static const char *llm__hf_pre_name(const struct llm__json *j, int32_t p) {
     static const struct { const char *re, *pre; } res[] = {
-        {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-         "\\s+(?!\\S)|\\s+", "llama-bpe"},
-        {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-         "\\s+(?!\\S)|\\s+", "qwen2"},
-        {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?"
-         "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
-         "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "tekken"},
+        {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+         "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "llama-bpe"},
+        {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+         "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "qwen2"},
+        {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
+         "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
+         "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "tekken"},
         {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", "gpt-2"},
     };
     int32_t st[3];
@@ -6629,7 +6773,8 @@ static const char *llm__hf_pre_name(const struct llm__json *j, int32_t p) {
     if (!llm__hf_is(j, bl, "ByteLevel") || llm__hf_flag(j, bl, "add_prefix_space", true)) return NULL;
     const bool regex = llm__hf_flag(j, bl, "use_regex", true);
     if (n == 1) return regex ? "gpt-2" : NULL;
-    if (llm__hf_is(j, st[0], "Digits")) return regex && llm__hf_flag(j, st[0], "individual_digits", false) ? "smollm" : NULL;
+    if (llm__hf_is(j, st[0], "Digits"))
+        return regex && llm__hf_flag(j, st[0], "individual_digits", false) ? "smollm" : NULL;
     if (regex || !llm__hf_is(j, st[0], "Split") || llm__hf_flag(j, st[0], "invert", false) ||
         !llm__hf_member_is(j, st[0], "behavior", "Isolated"))
         return NULL;
@@ -6644,7 +6789,8 @@ static const char *llm__hf_pre_name(const struct llm__json *j, int32_t p) {
 // *prefix, whether one goes in front of the text (Prepend: in front of every text between
 // special tokens; Metaspace's *scheme "always": the same unless the text starts with a space,
 // "first": only at the start of the whole text); NULL, or what is not supported.
-static const char *llm__hf_spm_style(const struct llm__json *j, int32_t norm, int32_t pre, bool *prefix, const char **scheme) {
+static const char *llm__hf_spm_style(const struct llm__json *j, int32_t norm, int32_t pre, bool *prefix,
+                                     const char **scheme) {
     int32_t st[8];
     bool replaced = false;
     *prefix = false;
@@ -6652,7 +6798,8 @@ static const char *llm__hf_spm_style(const struct llm__json *j, int32_t norm, in
     int n = llm__hf_steps(j, norm, "normalizers", st, 8);
     if (n < 0) return "a normalizer of more than 8 steps";
     for (int i = 0; i < n; i++) {
-        if (llm__hf_is(j, st[i], "Replace") && llm__hf_member_is(j, llm__json_get(j, st[i], "pattern"), "String", " ") &&
+        if (llm__hf_is(j, st[i], "Replace") &&
+            llm__hf_member_is(j, llm__json_get(j, st[i], "pattern"), "String", " ") &&
             llm__hf_member_is(j, st[i], "content", "\xe2\x96\x81"))
             replaced = true;
         else if (llm__hf_is(j, st[i], "Prepend") && llm__hf_member_is(j, st[i], "prepend", "\xe2\x96\x81"))
@@ -6664,16 +6811,21 @@ static const char *llm__hf_spm_style(const struct llm__json *j, int32_t norm, in
     if (n < 0) return "a pre-tokenizer of more than 8 steps";
     for (int i = 0; i < n; i++) {
         if (llm__hf_is(j, st[i], "Metaspace")) {
-            if (!llm__hf_member_is(j, st[i], "replacement", "\xe2\x96\x81")) return "a Metaspace replacement other than U+2581";
-            if (llm__hf_flag(j, st[i], "split", false)) return "a Metaspace pre-tokenizer that splits the text into words";
+            if (!llm__hf_member_is(j, st[i], "replacement", "\xe2\x96\x81"))
+                return "a Metaspace replacement other than U+2581";
+            if (llm__hf_flag(j, st[i], "split", false))
+                return "a Metaspace pre-tokenizer that splits the text into words";
             const int32_t sc = llm__json_get(j, st[i], "prepend_scheme");
-            if (sc >= 0 && !llm__json_eq(j, sc, "always") && !llm__json_eq(j, sc, "first") && !llm__json_eq(j, sc, "never"))
+            if (sc >= 0 && !llm__json_eq(j, sc, "always") && !llm__json_eq(j, sc, "first") &&
+                !llm__json_eq(j, sc, "never"))
                 return "a Metaspace prepend scheme other than always, first, never";
             *prefix = sc >= 0 ? !llm__json_eq(j, sc, "never") : llm__hf_flag(j, st[i], "add_prefix_space", true);
             *scheme = sc >= 0 && llm__json_eq(j, sc, "first") ? "first" : "always";
             replaced = true;
-        } else if (!(replaced && llm__hf_is(j, st[i], "Split") && llm__hf_member_is(j, llm__json_get(j, st[i], "pattern"), "String", " "))) {
-            return "a pre-tokenizer other than Metaspace";   // (a Split at spaces after they became U+2581 splits nothing)
+        } else if (!(replaced && llm__hf_is(j, st[i], "Split") &&
+                     llm__hf_member_is(j, llm__json_get(j, st[i], "pattern"), "String", " "))) {
+            // (a Split at spaces after they became U+2581 splits nothing)
+            return "a pre-tokenizer other than Metaspace";
         }
     }
     return replaced ? NULL : "spaces not replaced by U+2581";
@@ -6698,7 +6850,8 @@ static bool llm__hf_looks_special(const char *t, size_t n) {
     for (size_t i = 0; i < LLM__ARRAY_LEN(named); i++)
         if (n == strlen(named[i]) && !memcmp(t, named[i], n)) return true;
     if (n >= 3 && !memcmp(t, "<|", 2) && !memcmp(t + n - 2, "|>", 2)) return true;   // (<|> too, as in Python)
-    if (n >= 7 && !memcmp(t, "<\xef\xbd\x9c", 4) && !memcmp(t + n - 4, "\xef\xbd\x9c>", 4)) return true;   // <｜...｜>
+    // <｜...｜>, of full-width bars
+    if (n >= 7 && !memcmp(t, "<\xef\xbd\x9c", 4) && !memcmp(t + n - 4, "\xef\xbd\x9c>", 4)) return true;
     return n >= 8 && !memcmp(t, "<unused", 7) && t[n - 1] == '>';
 }
 
@@ -6717,241 +6870,298 @@ static int64_t llm__hf_tok_find(const struct llm__hf_tokens *t, const char *s, s
     return -1;
 }
 
-static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t n_vocab, struct llm__gbuf *b,
-                                         struct llm__err *e) {
-    struct llm__json j = {0}, jc = {0}, jcfg = {0}, jg = {0};
-    struct llm__hf_tokens t = {0};
-    char *buf = NULL, pr[88];
-    enum llm_status st = llm__json_parse(&j, tx->tok, tx->tok_len, "tokenizer.json", e);
-    if (st == LLM_OK && tx->tok_cfg) st = llm__json_parse(&jc, tx->tok_cfg, tx->tok_cfg_len, "tokenizer_config.json", e);
-    if (st == LLM_OK && tx->gen_cfg) st = llm__json_parse(&jg, tx->gen_cfg, tx->gen_cfg_len, "generation_config.json", e);
-    if (st == LLM_OK) st = llm__json_parse(&jcfg, tx->cfg, tx->cfg_len, "config.json", e);
-    if (st) goto done;
-    const int32_t model = llm__json_get(&j, 0, "model"), mtype = llm__json_get(&j, model, "type");
-    const int32_t vocab = llm__json_get(&j, model, "vocab"), merges = llm__json_get(&j, model, "merges");
-    const int32_t added = llm__json_get(&j, 0, "added_tokens");
-    if (model < 0 || j.nodes[model].type != LLM__JSON_OBJ) {
-        st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: no model object (with model.vocab and model.merges)");
-        goto done;
+// tokenizer.json on its way to GGUF keys: the parsed files, and what each step finds for the next.
+struct llm__hf_conv {
+    const struct llm__hf_texts *tx;
+    struct llm__json j, jc, jcfg, jg;   // tokenizer.json, tokenizer_config.json, config.json, generation_config.json
+    int32_t model, vocab, merges, added;   // tokenizer.json's model, its vocab and merges; added_tokens (or -1)
+    bool spm, space_prefix;   // SentencePiece style; whether U+2581 goes in front of the text
+    const char *pre, *scheme;   // tokenizer.ggml.pre ("" for SentencePiece style); the prepend scheme, or NULL
+    struct llm__hf_tokens t;
+    char *buf;   // room for any string of tokenizer.json, decoded
+    int64_t ids[4];   // the BOS, EOS, UNK and PAD tokens, or -1
+    int64_t gen_eos[2];   // generation_config.json's other ends (EOT, EOM), or -1
+};
+
+// tokenizer.json's model and which of the two kinds of BPE it is (c->spm, else c->pre); an error
+// for a model, normalizer, pre-tokenizer or ignore_merges setting the engine does not have.
+static enum llm_status llm__hf_tok_kind(struct llm__hf_conv *c, struct llm__err *e) {
+    const struct llm__json *j = &c->j;
+    c->model = llm__json_get(j, 0, "model");
+    const int32_t mtype = llm__json_get(j, c->model, "type");
+    c->vocab = llm__json_get(j, c->model, "vocab");
+    c->merges = llm__json_get(j, c->model, "merges");
+    c->added = llm__json_get(j, 0, "added_tokens");
+    if (c->model < 0 || j->nodes[c->model].type != LLM__JSON_OBJ)
+        return llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: no model object (with model.vocab and model.merges)");
+    if (mtype >= 0 && !llm__json_eq(j, mtype, "BPE")) {
+        char pr[88];
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: the %s model is not supported (BPE only)",
+                         j->nodes[mtype].type == LLM__JSON_STR
+                             ? llm__gguf_printable(pr, j->text + j->nodes[mtype].start, j->nodes[mtype].len)
+                             : "(not a string)");
     }
-    if (mtype >= 0 && !llm__json_eq(&j, mtype, "BPE")) {
-        st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: the %s model is not supported (BPE only)",
-                       j.nodes[mtype].type == LLM__JSON_STR ? llm__gguf_printable(pr, j.text + j.nodes[mtype].start, j.nodes[mtype].len)
-                                                            : "(not a string)");
-        goto done;
-    }
-    if (vocab < 0 || j.nodes[vocab].type != LLM__JSON_OBJ || merges < 0 || j.nodes[merges].type != LLM__JSON_ARR ||
-        (added >= 0 && j.nodes[added].type != LLM__JSON_ARR)) {
-        st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: model.vocab (an object), model.merges and added_tokens (arrays) are needed");
-        goto done;
-    }
-    const int32_t pre_node = llm__json_get(&j, 0, "pre_tokenizer"), norm = llm__json_get(&j, 0, "normalizer");
+    if (c->vocab < 0 || j->nodes[c->vocab].type != LLM__JSON_OBJ || c->merges < 0 ||
+        j->nodes[c->merges].type != LLM__JSON_ARR || (c->added >= 0 && j->nodes[c->added].type != LLM__JSON_ARR))
+        return llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: model.vocab (an object), model.merges and added_tokens "
+                         "(arrays) are needed");
+    const int32_t pre_node = llm__json_get(j, 0, "pre_tokenizer"), norm = llm__json_get(j, 0, "normalizer");
     int32_t steps[8];
-    bool byte_level = false, spm = false, space_prefix = false;
-    const char *scheme = NULL;
-    for (int i = 0, n = llm__hf_steps(&j, pre_node, "pretokenizers", steps, 8); i < n; i++)
-        byte_level |= llm__hf_is(&j, steps[i], "ByteLevel");
+    bool byte_level = false;
+    for (int i = 0, n = llm__hf_steps(j, pre_node, "pretokenizers", steps, 8); i < n; i++)
+        byte_level |= llm__hf_is(j, steps[i], "ByteLevel");
     if (!byte_level) {
         const char *why = "neither a ByteLevel pre-tokenizer nor byte_fallback";
-        if (llm__hf_flag(&j, model, "byte_fallback", false)) why = llm__hf_spm_style(&j, norm, pre_node, &space_prefix, &scheme);
-        if (why) {
-            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: %s; the engine reads byte-level BPE (GPT-2, Llama 3, Qwen, "
-                           "SmolLM, Tekken) and SentencePiece-style BPE with byte_fallback (Llama 2, Mistral, Gemma)", why);
-            goto done;
-        }
-        spm = true;
+        if (llm__hf_flag(j, c->model, "byte_fallback", false))
+            why = llm__hf_spm_style(j, norm, pre_node, &c->space_prefix, &c->scheme);
+        if (why)
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: %s; the engine reads byte-level BPE (GPT-2, "
+                             "Llama 3, Qwen, SmolLM, Tekken) and SentencePiece-style BPE with byte_fallback (Llama 2, "
+                             "Mistral, Gemma)", why);
+        c->spm = true;
     }
-    const char *pre = spm ? "" : llm__hf_pre_name(&j, pre_node);
-    if (!pre) {
-        st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: the pre-tokenizer is not one the engine has: ByteLevel alone "
-                       "(GPT-2), Digits then ByteLevel (SmolLM), or a Split by Llama 3's, Qwen 2's, Tekken's or GPT-2's regex then "
-                       "ByteLevel, without add_prefix_space");
-        goto done;
-    }
-    if (!spm && norm >= 0 && j.nodes[norm].type != LLM__JSON_NULL && !llm__hf_is(&j, norm, "NFC")) {
-        st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: a byte-level tokenizer with a normalizer other than NFC is not supported");
-        goto done;
-    }
-    const bool ignore = llm__hf_flag(&j, model, "ignore_merges", false);
-    if (spm && ignore) {
-        st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: ignore_merges with byte_fallback is not supported");
-        goto done;
-    }
+    c->pre = c->spm ? "" : llm__hf_pre_name(j, pre_node);
+    if (!c->pre)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: the pre-tokenizer is not one the engine has: "
+                         "ByteLevel alone (GPT-2), Digits then ByteLevel (SmolLM), or a Split by Llama 3's, Qwen 2's, "
+                         "Tekken's or GPT-2's regex then ByteLevel, without add_prefix_space");
+    if (!c->spm && norm >= 0 && j->nodes[norm].type != LLM__JSON_NULL && !llm__hf_is(j, norm, "NFC"))
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: a byte-level tokenizer with a normalizer other "
+                         "than NFC is not supported");
+    const bool ignore = llm__hf_flag(j, c->model, "ignore_merges", false);
+    if (c->spm && ignore)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: ignore_merges with byte_fallback is not supported");
     for (size_t k = 0; k < LLM__ARRAY_LEN(llm__pre_names); k++)
-        if (!strcmp(llm__pre_names[k].name, pre) && llm__pre_names[k].ignore_merges != ignore) {
-            st = llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: ignore_merges %s with the %s pre-tokenizer is not supported",
-                           ignore ? "true" : "false", pre);
-            goto done;
-        }
-    // the tokens by id
+        if (!strcmp(llm__pre_names[k].name, c->pre) && llm__pre_names[k].ignore_merges != ignore)
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "tokenizer.json: ignore_merges %s with the %s pre-tokenizer is "
+                             "not supported", ignore ? "true" : "false", c->pre);
+    return LLM_OK;
+}
+
+// Token id: the n bytes at s (appended to t's texts), of type `type`.
+static void llm__hf_tok_set(struct llm__hf_tokens *t, int64_t id, const char *s, size_t n, int32_t type) {
+    t->off[id] = t->text.n;
+    t->len[id] = (uint32_t)n;
+    t->type[id] = type;
+    llm__outbuf_put(&t->text, s, n);
+}
+
+// The tokens by id: the vocab, then the added tokens over it, in two passes (0: the largest id;
+// 1: the texts and types); ids with neither become "[PADn]", unused.
+static enum llm_status llm__hf_tok_texts(struct llm__hf_conv *c, int64_t n_vocab, struct llm__err *e) {
+    const struct llm__json *j = &c->j;
+    struct llm__hf_tokens *t = &c->t;
+    const int32_t vocab = c->vocab, added = c->added;
     int64_t max_id = -1;
-    for (int pass = 0; pass < 2; pass++) {   // 0: the largest id; 1: the texts
+    for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
-            t.n = LLM__MAX(n_vocab, max_id + 1);
-            if (n_vocab > 0 && max_id >= n_vocab) {
-                st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: token id %lld is beyond the model's vocab_size %lld",
-                               (long long)max_id, (long long)n_vocab);
-                goto done;
-            }
-            t.off = calloc((size_t)t.n + 1, sizeof(*t.off));
-            t.len = calloc((size_t)t.n, sizeof(*t.len));
-            t.type = calloc((size_t)t.n, sizeof(*t.type));
-            buf = malloc(tx->tok_len + 1);
-            if (!t.off || !t.len || !t.type || !buf) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
+            t->n = LLM__MAX(n_vocab, max_id + 1);
+            if (n_vocab > 0 && max_id >= n_vocab)
+                return llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: token id %lld is beyond the model's vocab_size "
+                                 "%lld", (long long)max_id, (long long)n_vocab);
+            t->off = calloc((size_t)t->n + 1, sizeof(*t->off));
+            t->len = calloc((size_t)t->n, sizeof(*t->len));
+            t->type = calloc((size_t)t->n, sizeof(*t->type));
+            c->buf = malloc(c->tx->tok_len + 1);
+            if (!t->off || !t->len || !t->type || !c->buf) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
         }
-        for (int32_t m = 0, k = vocab + 1; m < j.nodes[vocab].n; m++, k = j.nodes[k + 1].next) {
+        for (int32_t m = 0, k = vocab + 1; m < j->nodes[vocab].n; m++, k = j->nodes[k + 1].next) {
             int64_t id;
-            if (!llm__json_int(&j, k + 1, 0, (1 << 24) - 1, &id)) {
-                st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: the id of vocab entry %d is not an integer in [0, 2^24)", m);
-                goto done;
-            }
+            if (!llm__json_int(j, k + 1, 0, (1 << 24) - 1, &id))
+                return llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: the id of vocab entry %d is not an integer in "
+                                 "[0, 2^24)", m);
             if (pass == 0) { max_id = LLM__MAX(max_id, id); continue; }
-            if (t.type[id]) {
-                st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: token id %lld is in the vocab twice", (long long)id);
-                goto done;
-            }
-            size_t n = llm__json_decode(&j, k, buf);
-            t.off[id] = t.text.n;
-            t.len[id] = (uint32_t)n;
-            t.type[id] = LLM__TOK_NORMAL;
-            llm__outbuf_put(&t.text, buf, n);
+            if (t->type[id])
+                return llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: token id %lld is in the vocab twice",
+                                 (long long)id);
+            llm__hf_tok_set(t, id, c->buf, llm__json_decode(j, k, c->buf), LLM__TOK_NORMAL);
         }
-        for (int32_t m = 0, k = added + 1; added >= 0 && m < j.nodes[added].n; m++, k = j.nodes[k].next) {
+        for (int32_t m = 0, k = added + 1; added >= 0 && m < j->nodes[added].n; m++, k = j->nodes[k].next) {
             int64_t id;
-            const int32_t c = llm__json_get(&j, k, "content");
-            if (!llm__json_int(&j, llm__json_get(&j, k, "id"), 0, (1 << 24) - 1, &id) || c < 0 || j.nodes[c].type != LLM__JSON_STR) {
-                st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: added token %d needs an id in [0, 2^24) and a content string", m);
-                goto done;
-            }
+            const int32_t ct = llm__json_get(j, k, "content");
+            if (!llm__json_int(j, llm__json_get(j, k, "id"), 0, (1 << 24) - 1, &id) || ct < 0 ||
+                j->nodes[ct].type != LLM__JSON_STR)
+                return llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: added token %d needs an id in [0, 2^24) and a "
+                                 "content string", m);
             if (pass == 0) { max_id = LLM__MAX(max_id, id); continue; }
-            size_t n = llm__json_decode(&j, c, buf);
-            t.off[id] = t.text.n;   // over the vocab's entry, as the tokenizer's get_vocab() has it
-            t.type[id] = llm__hf_flag(&j, k, "special", false) || llm__hf_looks_special(buf, n) ? LLM__TOK_CONTROL : LLM__TOK_USER;
-            for (size_t i = 0; i < n; i++) {   // SentencePiece style: user-defined tokens' U+2581 as spaces, as the converter has them
-                const bool sp = spm && t.type[id] == LLM__TOK_USER && i + 3 <= n && !memcmp(buf + i, "\xe2\x96\x81", 3);
-                llm__outbuf_put(&t.text, sp ? " " : buf + i, 1);
+            char *buf = c->buf;
+            const size_t n = llm__json_decode(j, ct, buf);
+            t->off[id] = t->text.n;   // over the vocab's entry, as the tokenizer's get_vocab() has it
+            t->type[id] = llm__hf_flag(j, k, "special", false) || llm__hf_looks_special(buf, n) ? LLM__TOK_CONTROL
+                                                                                                : LLM__TOK_USER;
+            // SentencePiece style: user-defined tokens' U+2581 as spaces, as the converter has them
+            for (size_t i = 0; i < n; i++) {
+                const bool sp = c->spm && t->type[id] == LLM__TOK_USER && i + 3 <= n &&
+                                !memcmp(buf + i, "\xe2\x96\x81", 3);
+                llm__outbuf_put(&t->text, sp ? " " : buf + i, 1);
                 i += sp ? 2 : 0;
             }
-            t.len[id] = (uint32_t)(t.text.n - t.off[id]);
+            t->len[id] = (uint32_t)(t->text.n - t->off[id]);
         }
     }
-    for (int64_t i = 0; i < t.n; i++)
-        if (!t.type[i]) {
+    for (int64_t i = 0; i < t->n; i++)
+        if (!t->type[i]) {
             char pad[32];
             int n = snprintf(pad, sizeof(pad), "[PAD%lld]", (long long)i);
-            t.off[i] = t.text.n;
-            t.len[i] = (uint32_t)n;
-            t.type[i] = LLM__TOK_UNUSED;
-            llm__outbuf_put(&t.text, pad, (size_t)n);
+            llm__hf_tok_set(t, i, pad, (size_t)n, LLM__TOK_UNUSED);
         }
-    if (t.text.fail) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
-    // SentencePiece style: scores that merge as the merges' ranks do (a token's score is minus
-    // the rank of the first merge that makes it; the encoder merges the best-scoring pair that
-    // makes a token); byte tokens <0xNN>
-    float *scores = NULL;
-    uint32_t *ht = NULL, mask = 0;
-    struct llm__gguf_str *strs = NULL;
-    if (spm) {
-        scores = malloc((size_t)t.n * sizeof(float));
-        strs = malloc((size_t)t.n * sizeof(*strs));
-        if (!scores || !strs) { free(scores); free(strs); st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
-        for (int64_t i = 0; i < t.n; i++) {
-            strs[i] = (struct llm__gguf_str){t.text.p + t.off[i], t.len[i]};
-            scores[i] = -INFINITY;   // no merge makes it: never merged (as the tokenizers library)
-            const char *p = t.text.p + t.off[i];   // <0xNN>, NN upper-case hexadecimal (not NUL-terminated)
-            const bool hex = t.len[i] == 6 && !memcmp(p, "<0x", 3) && p[5] == '>' && strchr("0123456789ABCDEF", p[3]) && p[3] &&
-                             strchr("0123456789ABCDEF", p[4]) && p[4];
-            if (t.type[i] == LLM__TOK_NORMAL && hex) t.type[i] = LLM__TOK_BYTE;
-        }
-        if (!(ht = llm__strtab_build(strs, (int)t.n, &mask))) {
-            free(scores);
-            free(strs);
-            st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-            goto done;
-        }
+    return t->text.fail ? llm__fail(e, LLM_ERR_NOMEM, "out of memory") : LLM_OK;
+}
+
+// Merge k of tokenizer.json ("a b", or ["a", "b"]) into o as "a b", spaces inside a pair's parts
+// as U+0120 (buf: room to decode it); false when it is neither form.
+static bool llm__hf_merge_text(const struct llm__json *j, int32_t k, char *buf, struct llm__outbuf *o) {
+    const int32_t l = llm__json_at(j, k, 0), r = llm__json_at(j, k, 1);
+    if (j->nodes[k].type != LLM__JSON_STR && (j->nodes[k].type != LLM__JSON_ARR || j->nodes[k].n != 2 ||
+                                              j->nodes[l].type != LLM__JSON_STR || j->nodes[r].type != LLM__JSON_STR))
+        return false;
+    if (j->nodes[k].type == LLM__JSON_STR) llm__outbuf_put(o, buf, llm__json_decode(j, k, buf));
+    for (int side = 0; j->nodes[k].type == LLM__JSON_ARR && side < 2; side++) {
+        const size_t n = llm__json_decode(j, side ? r : l, buf);
+        if (side) llm__outbuf_put(o, " ", 1);
+        for (size_t i = 0; i < n; i++) llm__outbuf_put(o, buf[i] == ' ' ? "\xc4\xa0" : buf + i, buf[i] == ' ' ? 2 : 1);
+    }
+    return true;
+}
+
+// SentencePiece style: scores that merge as the merges' ranks do (a token's score is minus the
+// rank of the first merge that makes it; the encoder merges the best-scoring pair that makes a
+// token), and the table of the tokens' texts that finds the token a merge makes.
+struct llm__hf_scores {
+    float *score;
+    struct llm__gguf_str *strs;
+    uint32_t *ht, mask;
+};
+
+// The scores of t's tokens before any merge is read; byte tokens <0xNN> typed as such. False: out
+// of memory (what was allocated is in s, to free).
+static bool llm__hf_scores_init(struct llm__hf_scores *s, struct llm__hf_tokens *t) {
+    s->score = malloc((size_t)t->n * sizeof(float));
+    s->strs = malloc((size_t)t->n * sizeof(*s->strs));
+    if (!s->score || !s->strs) return false;
+    for (int64_t i = 0; i < t->n; i++) {
+        s->strs[i] = (struct llm__gguf_str){t->text.p + t->off[i], t->len[i]};
+        s->score[i] = -INFINITY;   // no merge makes it: never merged (as the tokenizers library)
+        const char *p = t->text.p + t->off[i];   // <0xNN>, NN upper-case hexadecimal (not NUL-terminated)
+        const bool hex = t->len[i] == 6 && !memcmp(p, "<0x", 3) && p[5] == '>' && strchr("0123456789ABCDEF", p[3]) &&
+                         p[3] && strchr("0123456789ABCDEF", p[4]) && p[4];
+        if (t->type[i] == LLM__TOK_NORMAL && hex) t->type[i] = LLM__TOK_BYTE;
+    }
+    return (s->ht = llm__strtab_build(s->strs, (int)t->n, &s->mask)) != NULL;
+}
+
+static void llm__hf_scores_free(struct llm__hf_scores *s) {
+    free(s->score);
+    free(s->strs);
+    free(s->ht);
+}
+
+// The tokenizer's kind and pre-tokenizer (or SentencePiece's space prefix), the merges (byte-level:
+// tokenizer.ggml.merges; SentencePiece style: the scores of the tokens they make), the tokens and
+// their scores.
+static enum llm_status llm__hf_tok_merges(struct llm__hf_conv *c, struct llm__gbuf *b, struct llm__err *e) {
+    const struct llm__json *j = &c->j;
+    const bool spm = c->spm;
+    struct llm__hf_scores sc = {0};
+    if (spm && !llm__hf_scores_init(&sc, &c->t)) {
+        llm__hf_scores_free(&sc);
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     }
     llm__gbuf_s(b, NULL, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
-    if (!spm) llm__gbuf_s(b, NULL, "tokenizer.ggml.pre", pre);
-    else llm__gbuf_bool(b, "tokenizer.ggml.add_space_prefix", space_prefix);
-    if (spm && space_prefix && scheme) llm__gbuf_s(b, NULL, "tokenizer.ggml.prepend_scheme", scheme);
-    if (!spm) llm__gbuf_arr(b, "tokenizer.ggml.merges", LLM__GGUF_STR, (uint64_t)j.nodes[merges].n);
-    for (int32_t m = 0, k = merges + 1; st == LLM_OK && m < j.nodes[merges].n; m++, k = j.nodes[k].next) {
-        const int32_t l = llm__json_at(&j, k, 0), r = llm__json_at(&j, k, 1);
-        if (j.nodes[k].type != LLM__JSON_STR && (j.nodes[k].type != LLM__JSON_ARR || j.nodes[k].n != 2 ||
-                                                 j.nodes[l].type != LLM__JSON_STR || j.nodes[r].type != LLM__JSON_STR)) {
+    if (!spm) llm__gbuf_s(b, NULL, "tokenizer.ggml.pre", c->pre);
+    else llm__gbuf_bool(b, "tokenizer.ggml.add_space_prefix", c->space_prefix);
+    if (spm && c->space_prefix && c->scheme) llm__gbuf_s(b, NULL, "tokenizer.ggml.prepend_scheme", c->scheme);
+    if (!spm) llm__gbuf_arr(b, "tokenizer.ggml.merges", LLM__GGUF_STR, (uint64_t)j->nodes[c->merges].n);
+    enum llm_status st = LLM_OK;
+    for (int32_t m = 0, k = c->merges + 1; m < j->nodes[c->merges].n; m++, k = j->nodes[k].next) {
+        struct llm__outbuf o = {0};   // "left right"
+        if (!llm__hf_merge_text(j, k, c->buf, &o)) {
             st = llm__fail(e, LLM_ERR_FORMAT, "tokenizer.json: merge %d is neither \"a b\" nor [\"a\", \"b\"]", m);
             break;
-        }
-        struct llm__outbuf o = {0};   // "left right", spaces inside a pair's parts as U+0120
-        if (j.nodes[k].type == LLM__JSON_STR) llm__outbuf_put(&o, buf, llm__json_decode(&j, k, buf));
-        for (int side = 0; j.nodes[k].type == LLM__JSON_ARR && side < 2; side++) {
-            const size_t n = llm__json_decode(&j, side ? r : l, buf);
-            if (side) llm__outbuf_put(&o, " ", 1);
-            for (size_t i = 0; i < n; i++) llm__outbuf_put(&o, buf[i] == ' ' ? "\xc4\xa0" : buf + i, buf[i] == ' ' ? 2 : 1);
         }
         if (!spm) llm__gbuf_str(b, o.p, o.n);
         char *sp = o.p ? memchr(o.p, ' ', o.n) : NULL;
         if (spm && sp) {   // the token the merge makes
             memmove(sp, sp + 1, o.n - (size_t)(sp - o.p) - 1);
-            const int32_t id = llm__strtab_find(ht, mask, strs, o.p, o.n - 1);
-            if (id >= 0 && scores[id] == -INFINITY) scores[id] = -(float)m;
+            const int32_t id = llm__strtab_find(sc.ht, sc.mask, sc.strs, o.p, o.n - 1);
+            if (id >= 0 && sc.score[id] == -INFINITY) sc.score[id] = -(float)m;
         }
         b->o.fail |= o.fail;
         free(o.p);
     }
-    llm__gbuf_arr(b, "tokenizer.ggml.tokens", LLM__GGUF_STR, (uint64_t)t.n);
-    for (int64_t i = 0; i < t.n; i++) llm__gbuf_str(b, t.text.p + t.off[i], t.len[i]);
+    llm__gbuf_arr(b, "tokenizer.ggml.tokens", LLM__GGUF_STR, (uint64_t)c->t.n);
+    for (int64_t i = 0; i < c->t.n; i++) llm__gbuf_str(b, c->t.text.p + c->t.off[i], c->t.len[i]);
     if (spm) {
-        llm__gbuf_arr(b, "tokenizer.ggml.scores", LLM__GGUF_F32, (uint64_t)t.n);
-        llm__gbuf_put(b, scores, (size_t)t.n * sizeof(float));
+        llm__gbuf_arr(b, "tokenizer.ggml.scores", LLM__GGUF_F32, (uint64_t)c->t.n);
+        llm__gbuf_put(b, sc.score, (size_t)c->t.n * sizeof(float));
     }
-    free(scores);
-    free(strs);
-    free(ht);
-    if (st) goto done;
-    // special tokens
+    llm__hf_scores_free(&sc);
+    return st;
+}
+
+// The special tokens (c->ids): tokenizer_config.json's bos_token, eos_token, unk_token, pad_token
+// looked up among the added tokens, else config.json's ids, else the BPE model's unk_token and
+// generation_config.json's (first) eos_token_id; up to two of its other eos_token_id values into
+// c->gen_eos. SentencePiece style: the unknown token typed as such.
+static enum llm_status llm__hf_tok_special(struct llm__hf_conv *c, struct llm__gbuf *b, struct llm__err *e) {
     static const char *const kinds[][3] = {
-        {"bos_token", "bos_token_id", "tokenizer.ggml.bos_token_id"}, {"eos_token", "eos_token_id", "tokenizer.ggml.eos_token_id"},
-        {"unk_token", "unk_token_id", "tokenizer.ggml.unknown_token_id"}, {"pad_token", "pad_token_id", "tokenizer.ggml.padding_token_id"},
+        {"bos_token", "bos_token_id", "tokenizer.ggml.bos_token_id"},
+        {"eos_token", "eos_token_id", "tokenizer.ggml.eos_token_id"},
+        {"unk_token", "unk_token_id", "tokenizer.ggml.unknown_token_id"},
+        {"pad_token", "pad_token_id", "tokenizer.ggml.padding_token_id"},
     };
-    int64_t ids[4];
+    const struct llm__json *j = &c->j, *jc = &c->jc, *jg = &c->jg;
+    const int32_t added = c->added;
+    const int64_t n = c->t.n;
+    int64_t *ids = c->ids;
     for (int s = 0; s < 4; s++) {
         ids[s] = -1;
-        const int32_t c = tx->tok_cfg ? llm__hf_tok_content(&jc, llm__json_get(&jc, 0, kinds[s][0])) : -1;
+        const int32_t ct = c->tx->tok_cfg ? llm__hf_tok_content(jc, llm__json_get(jc, 0, kinds[s][0])) : -1;
         size_t cn = 0;
-        char *cs = c >= 0 ? llm__json_strdup(&jc, c, &cn) : NULL;
-        if (c >= 0 && !cs) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
-        for (int32_t m = 0, k = added + 1; cs && ids[s] < 0 && added >= 0 && m < j.nodes[added].n; m++, k = j.nodes[k].next) {
-            const int32_t ct = llm__json_get(&j, k, "content");
+        char *cs = ct >= 0 ? llm__json_strdup(jc, ct, &cn) : NULL;
+        if (ct >= 0 && !cs) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        for (int32_t m = 0, k = added + 1; cs && ids[s] < 0 && added >= 0 && m < j->nodes[added].n;
+             m++, k = j->nodes[k].next) {
             int64_t id;
-            if (strlen(cs) == cn && llm__json_eq(&j, ct, cs) && llm__json_int(&j, llm__json_get(&j, k, "id"), 0, t.n - 1, &id))
+            if (strlen(cs) == cn && llm__json_eq(j, llm__json_get(j, k, "content"), cs) &&
+                llm__json_int(j, llm__json_get(j, k, "id"), 0, n - 1, &id))
                 ids[s] = id;
         }
         free(cs);
-        if (ids[s] < 0) ids[s] = llm__hf_json_id(&jcfg, llm__json_get(&jcfg, 0, kinds[s][1]), t.n);
+        if (ids[s] < 0) ids[s] = llm__hf_json_id(&c->jcfg, llm__json_get(&c->jcfg, 0, kinds[s][1]), n);
     }
     if (ids[2] < 0) {   // the BPE model's unk_token
-        const int32_t u = llm__json_get(&j, model, "unk_token");
-        if (u >= 0 && j.nodes[u].type == LLM__JSON_STR) ids[2] = llm__hf_tok_find(&t, buf, llm__json_decode(&j, u, buf));
+        const int32_t u = llm__json_get(j, c->model, "unk_token");
+        if (u >= 0 && j->nodes[u].type == LLM__JSON_STR)
+            ids[2] = llm__hf_tok_find(&c->t, c->buf, llm__json_decode(j, u, c->buf));
     }
-    int64_t gen_eos[2] = {-1, -1};   // generation_config.json's other ends
-    const int32_t ge = tx->gen_cfg ? llm__json_get(&jg, 0, "eos_token_id") : -1;
-    if (ids[1] < 0) ids[1] = llm__hf_json_id(&jg, ge, t.n);
-    for (int32_t i = 0, ng = 0, k = ge + 1; ge >= 0 && jg.nodes[ge].type == LLM__JSON_ARR && i < jg.nodes[ge].n && ng < 2;
-         i++, k = jg.nodes[k].next) {
+    c->gen_eos[0] = c->gen_eos[1] = -1;   // generation_config.json's other ends
+    const int32_t ge = c->tx->gen_cfg ? llm__json_get(jg, 0, "eos_token_id") : -1;
+    if (ids[1] < 0) ids[1] = llm__hf_json_id(jg, ge, n);
+    const int32_t n_ge = ge >= 0 && jg->nodes[ge].type == LLM__JSON_ARR ? jg->nodes[ge].n : 0;
+    for (int32_t i = 0, ng = 0, k = ge + 1; i < n_ge && ng < 2; i++, k = jg->nodes[k].next) {
         int64_t id;
-        if (llm__json_int(&jg, k, 0, t.n - 1, &id) && id != ids[1]) gen_eos[ng++] = id;
+        if (llm__json_int(jg, k, 0, n - 1, &id) && id != ids[1]) c->gen_eos[ng++] = id;
     }
     for (int s = 0; s < 4; s++)
         if (ids[s] >= 0) llm__gbuf_u32(b, NULL, kinds[s][2], (uint32_t)ids[s]);
-    if (spm && ids[2] >= 0 && t.type[ids[2]] != LLM__TOK_CONTROL) t.type[ids[2]] = LLM__TOK_UNKNOWN;
-    // added tokens that take the whitespace after them (rstrip), as tokenizer.ggml.rstrip_ids
+    if (c->spm && ids[2] >= 0 && c->t.type[ids[2]] != LLM__TOK_CONTROL) c->t.type[ids[2]] = LLM__TOK_UNKNOWN;
+    return LLM_OK;
+}
+
+// The added tokens that take the whitespace after them (rstrip) as tokenizer.ggml.rstrip_ids,
+// the tokens' types, and generation_config.json's other ends as EOT and EOM.
+static void llm__hf_tok_types(const struct llm__hf_conv *c, struct llm__gbuf *b) {
+    const struct llm__json *j = &c->j;
+    const int32_t added = c->added;
     int64_t n_rstrip = 0;
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < 2; pass++) {   // 0: count them; 1: write them
         if (pass == 1 && n_rstrip) llm__gbuf_arr(b, "tokenizer.ggml.rstrip_ids", LLM__GGUF_I32, (uint64_t)n_rstrip);
-        for (int32_t m = 0, k = added + 1; added >= 0 && m < j.nodes[added].n; m++, k = j.nodes[k].next) {
+        for (int32_t m = 0, k = added + 1; added >= 0 && m < j->nodes[added].n; m++, k = j->nodes[k].next) {
             int64_t id;
-            if (!llm__hf_flag(&j, k, "rstrip", false) || !llm__json_int(&j, llm__json_get(&j, k, "id"), 0, t.n - 1, &id)) continue;
+            if (!llm__hf_flag(j, k, "rstrip", false) ||
+                !llm__json_int(j, llm__json_get(j, k, "id"), 0, c->t.n - 1, &id))
+                continue;
             if (pass == 0) n_rstrip++;
             else {
                 const int32_t x = (int32_t)id;
@@ -6960,72 +7170,108 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
         }
         if (!n_rstrip) break;
     }
-    llm__gbuf_arr(b, "tokenizer.ggml.token_type", LLM__GGUF_I32, (uint64_t)t.n);
-    llm__gbuf_put(b, t.type, (size_t)t.n * 4);
-    if (gen_eos[0] >= 0) llm__gbuf_u32(b, NULL, "tokenizer.ggml.eot_token_id", (uint32_t)gen_eos[0]);
-    if (gen_eos[1] >= 0) llm__gbuf_u32(b, NULL, "tokenizer.ggml.eom_token_id", (uint32_t)gen_eos[1]);
-    // whether BOS / EOS are added: the post-processor, else tokenizer_config.json
+    llm__gbuf_arr(b, "tokenizer.ggml.token_type", LLM__GGUF_I32, (uint64_t)c->t.n);
+    llm__gbuf_put(b, c->t.type, (size_t)c->t.n * 4);
+    if (c->gen_eos[0] >= 0) llm__gbuf_u32(b, NULL, "tokenizer.ggml.eot_token_id", (uint32_t)c->gen_eos[0]);
+    if (c->gen_eos[1] >= 0) llm__gbuf_u32(b, NULL, "tokenizer.ggml.eom_token_id", (uint32_t)c->gen_eos[1]);
+}
+
+// Whether BOS and EOS are added: the post-processor (ByteLevel: neither, unless a template says;
+// a TemplateProcessing: whether its single template starts with BOS, ends with EOS), else
+// tokenizer_config.json's add_bos_token / add_eos_token; no key when none says.
+static void llm__hf_tok_add_bos_eos(const struct llm__hf_conv *c, struct llm__gbuf *b) {
+    const struct llm__json *j = &c->j, *jc = &c->jc;
     int add[2] = {-1, -1};
-    const int32_t pp = llm__json_get(&j, 0, "post_processor");
+    const int32_t pp = llm__json_get(j, 0, "post_processor");
     int32_t procs[8];
-    const int32_t ppl = llm__json_get(&j, pp, "processors");
+    const int32_t ppl = llm__json_get(j, pp, "processors");
     int np = 0;
-    if (ppl >= 0 && j.nodes[ppl].type == LLM__JSON_ARR)
-        for (int32_t i = 0, k = ppl + 1; i < j.nodes[ppl].n && np < 8; i++, k = j.nodes[k].next) procs[np++] = k;
-    else if (pp >= 0 && j.nodes[pp].type == LLM__JSON_OBJ) procs[np++] = pp;
+    if (ppl >= 0 && j->nodes[ppl].type == LLM__JSON_ARR)
+        for (int32_t i = 0, k = ppl + 1; i < j->nodes[ppl].n && np < 8; i++, k = j->nodes[k].next) procs[np++] = k;
+    else if (pp >= 0 && j->nodes[pp].type == LLM__JSON_OBJ) procs[np++] = pp;
     for (int i = 0; i < np; i++) {
-        if (llm__hf_is(&j, procs[i], "ByteLevel")) {
+        if (llm__hf_is(j, procs[i], "ByteLevel")) {
             for (int s = 0; s < 2; s++) add[s] = add[s] < 0 ? 0 : add[s];
-        } else if (llm__hf_is(&j, procs[i], "TemplateProcessing")) {
-            const int32_t single = llm__json_get(&j, procs[i], "single");
-            if (single < 0 || j.nodes[single].type != LLM__JSON_ARR || j.nodes[single].n < 2) continue;
+        } else if (llm__hf_is(j, procs[i], "TemplateProcessing")) {
+            const int32_t single = llm__json_get(j, procs[i], "single");
+            if (single < 0 || j->nodes[single].type != LLM__JSON_ARR || j->nodes[single].n < 2) continue;
             for (int s = 0; s < 2; s++) {
-                const int32_t end = llm__json_at(&j, single, s ? j.nodes[single].n - 1 : 0);
-                const int32_t sp = llm__json_get(&j, llm__json_get(&j, end, "SpecialToken"), "id");
+                const int32_t end = llm__json_at(j, single, s ? j->nodes[single].n - 1 : 0);
+                const int32_t sp = llm__json_get(j, llm__json_get(j, end, "SpecialToken"), "id");
+                const int64_t id = c->ids[s];
                 add[s] = 0;
-                if (sp >= 0 && j.nodes[sp].type == LLM__JSON_STR && ids[s] >= 0) {
-                    const size_t n = llm__json_decode(&j, sp, buf);
-                    add[s] = n == t.len[ids[s]] && !memcmp(buf, t.text.p + t.off[ids[s]], n);
+                if (sp >= 0 && j->nodes[sp].type == LLM__JSON_STR && id >= 0) {
+                    const size_t n = llm__json_decode(j, sp, c->buf);
+                    add[s] = n == c->t.len[id] && !memcmp(c->buf, c->t.text.p + c->t.off[id], n);
                 }
             }
         }
     }
     for (int s = 0; s < 2; s++) {
-        if (add[s] < 0 && tx->tok_cfg) {
-            const int32_t v = llm__json_get(&jc, 0, s ? "add_eos_token" : "add_bos_token");
-            if (v >= 0 && (jc.nodes[v].type == LLM__JSON_TRUE || jc.nodes[v].type == LLM__JSON_FALSE)) add[s] = jc.nodes[v].type == LLM__JSON_TRUE;
+        if (add[s] < 0 && c->tx->tok_cfg) {
+            const int32_t v = llm__json_get(jc, 0, s ? "add_eos_token" : "add_bos_token");
+            if (v >= 0 && (jc->nodes[v].type == LLM__JSON_TRUE || jc->nodes[v].type == LLM__JSON_FALSE))
+                add[s] = jc->nodes[v].type == LLM__JSON_TRUE;
         }
-        if (add[s] >= 0) llm__gbuf_bool(b, s ? "tokenizer.ggml.add_eos_token" : "tokenizer.ggml.add_bos_token", add[s] == 1);
+        if (add[s] >= 0)
+            llm__gbuf_bool(b, s ? "tokenizer.ggml.add_eos_token" : "tokenizer.ggml.add_bos_token", add[s] == 1);
     }
-    // the chat template
-    int32_t ct = tx->tok_cfg ? llm__json_get(&jc, 0, "chat_template") : -1;
-    if (ct >= 0 && jc.nodes[ct].type == LLM__JSON_ARR) {   // named templates: the default one
+}
+
+// The chat template: tokenizer_config.json's (of named templates, the default one), else
+// chat_template.jinja's.
+static enum llm_status llm__hf_tok_template(const struct llm__hf_conv *c, struct llm__gbuf *b, struct llm__err *e) {
+    const struct llm__json *jc = &c->jc;
+    int32_t ct = c->tx->tok_cfg ? llm__json_get(jc, 0, "chat_template") : -1;
+    if (ct >= 0 && jc->nodes[ct].type == LLM__JSON_ARR) {   // named templates: the default one
         int32_t d = -1;
-        for (int32_t i = 0, k = ct + 1; i < jc.nodes[ct].n; i++, k = jc.nodes[k].next)
-            if (llm__hf_member_is(&jc, k, "name", "default"))
-                d = llm__json_get(&jc, k, "template");
+        for (int32_t i = 0, k = ct + 1; i < jc->nodes[ct].n; i++, k = jc->nodes[k].next)
+            if (llm__hf_member_is(jc, k, "name", "default"))
+                d = llm__json_get(jc, k, "template");
         ct = d;
     }
-    if (ct >= 0 && jc.nodes[ct].type == LLM__JSON_STR) {
-        char *s = llm__json_strdup(&jc, ct, NULL);
-        if (!s) { st = llm__fail(e, LLM_ERR_NOMEM, "out of memory"); goto done; }
+    if (ct >= 0 && jc->nodes[ct].type == LLM__JSON_STR) {
+        char *s = llm__json_strdup(jc, ct, NULL);
+        if (!s) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
         llm__gbuf_s(b, NULL, "tokenizer.chat_template", s);
         free(s);
-    } else if (tx->tmpl) {
+    } else if (c->tx->tmpl) {
         llm__gbuf_key(b, NULL, "tokenizer.chat_template", LLM__GGUF_STR);
-        llm__gbuf_str(b, tx->tmpl, tx->tmpl_len);
+        llm__gbuf_str(b, c->tx->tmpl, c->tx->tmpl_len);
     }
-    if (b->o.fail) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-done:
-    llm__json_free(&j);
-    llm__json_free(&jc);
-    llm__json_free(&jg);
-    llm__json_free(&jcfg);
-    free(t.text.p);
-    free(t.off);
-    free(t.len);
-    free(t.type);
-    free(buf);
+    return LLM_OK;
+}
+
+// A directory's tokenizer (tokenizer.json, with tokenizer_config.json, generation_config.json,
+// config.json and chat_template.jinja) as GGUF keys into b; n_vocab: config.json's vocab_size.
+static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t n_vocab, struct llm__gbuf *b,
+                                         struct llm__err *e) {
+    struct llm__hf_conv c = {.tx = tx};
+    enum llm_status st = llm__json_parse(&c.j, tx->tok, tx->tok_len, "tokenizer.json", e);
+    if (st == LLM_OK && tx->tok_cfg)
+        st = llm__json_parse(&c.jc, tx->tok_cfg, tx->tok_cfg_len, "tokenizer_config.json", e);
+    if (st == LLM_OK && tx->gen_cfg)
+        st = llm__json_parse(&c.jg, tx->gen_cfg, tx->gen_cfg_len, "generation_config.json", e);
+    if (st == LLM_OK) st = llm__json_parse(&c.jcfg, tx->cfg, tx->cfg_len, "config.json", e);
+    if (st == LLM_OK) st = llm__hf_tok_kind(&c, e);
+    if (st == LLM_OK) st = llm__hf_tok_texts(&c, n_vocab, e);
+    if (st == LLM_OK) st = llm__hf_tok_merges(&c, b, e);
+    if (st == LLM_OK) st = llm__hf_tok_special(&c, b, e);
+    if (st == LLM_OK) {
+        llm__hf_tok_types(&c, b);
+        llm__hf_tok_add_bos_eos(&c, b);
+        st = llm__hf_tok_template(&c, b, e);
+    }
+    if (st == LLM_OK && b->o.fail) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    llm__json_free(&c.j);
+    llm__json_free(&c.jc);
+    llm__json_free(&c.jg);
+    llm__json_free(&c.jcfg);
+    free(c.t.text.p);
+    free(c.t.off);
+    free(c.t.len);
+    free(c.t.type);
+    free(c.buf);
     return st;
 }
 
@@ -7033,14 +7279,14 @@ done:
 // tokenizer) and the opened safetensors files in o, which g then owns (on failure: everything
 // freed, g empty).
 enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_texts *tx, struct llm__hf_owned *o,
-                                     struct llm__err *e) {
+                              struct llm__err *e) {
     struct llm__gbuf b = {0};
     const char *arch = NULL;
     bool permute = false;
     int64_t hp[5] = {0};
     struct llm__hf_quant quant = {0};
     char hdr[24] = "GGUF";
-    llm__gbuf_put(&b, hdr, 24);   // magic, version, counts: filled in below
+    llm__gbuf_put(&b, hdr, 24);   // magic, version, counts: filled in by llm__gbuf_seal
     enum llm_status st = llm__hf_index(o, e);
     if (st == LLM_OK) st = llm__hf_config(tx->cfg, tx->cfg_len, &b, &arch, &permute, hp, &quant, e);
     const bool gemma = st == LLM_OK && (!strcmp(arch, "gemma2") || !strcmp(arch, "gemma3"));
@@ -7053,8 +7299,8 @@ enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_texts *t
     else if (emb && (emb->n_dims != 2 || emb->shape[1] < 1))
         st = llm__fail(e, LLM_ERR_FORMAT, "hf: model.embed_tokens.weight is not a matrix of at least one column");
     else if (emb && emb->shape[0] != hp[4])
-        st = llm__fail(e, LLM_ERR_FORMAT, "hf: config.json's vocab_size is %lld, but model.embed_tokens.weight has %lld rows",
-                       (long long)hp[4], (long long)emb->shape[0]);
+        st = llm__fail(e, LLM_ERR_FORMAT, "hf: config.json's vocab_size is %lld, but model.embed_tokens.weight has "
+                       "%lld rows", (long long)hp[4], (long long)emb->shape[0]);
     if (st == LLM_OK && tx->tok) st = llm__hf_tokenizer(tx, hp[4], &b, e);
     if (st) {
         free(b.o.p);
@@ -7077,7 +7323,8 @@ enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_texts *t
         if (!llm__gguf_index_init(&g->tensor_index, n_tensors)) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
         o->permute = permute, o->gemma = gemma, o->quantized = quant.method != 0;
         memcpy(o->hp, hp, sizeof(o->hp));
-        for (int i = 0; i < o->n_files && st == LLM_OK; i++) st = llm__hf_add_tensors(g, o, &o->files[i], permute, gemma, hp, &quant, e);
+        for (int i = 0; i < o->n_files && st == LLM_OK; i++)
+            st = llm__hf_add_tensors(g, o, &o->files[i], permute, gemma, hp, &quant, e);
     }
     if (st) llm__gguf_close(g);
     else g->version = 0;   // (not a GGUF file: llm_model_info says so)
@@ -7087,9 +7334,80 @@ enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_texts *t
 // A shard's file name from model.safetensors.index.json, checked to name a file inside the
 // directory: not empty, no '/', not "." or "..", at most 255 bytes, no control characters.
 bool llm__hf_shard_name_ok(const char *s, size_t n) {
-    if (n == 0 || n > 255 || strlen(s) != n || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0) return false;
+    if (n == 0 || n > 255 || strlen(s) != n || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return false;
     for (size_t i = 0; i < n; i++) if ((unsigned char)s[i] < 0x20) return false;
     return true;
+}
+
+// The shards that model.safetensors.index.json (its path: index) lists, opened into o, every
+// tensor it names checked to be in its shard.
+static enum llm_status llm__hf_open_shards(struct llm__hf_owned *o, const char *dir, const char *index, bool read_all,
+                                           struct llm__err *e) {
+    char path[4096], *idx = NULL;
+    size_t idx_len = 0;
+    struct llm__json j = {0};
+    enum llm_status st = llm__read_file(index, (size_t)64 << 20, &idx, &idx_len, e);
+    if (st == LLM_OK) st = llm__json_parse(&j, idx, idx_len, "model.safetensors.index.json", e);
+    const int32_t wm = st ? -1 : llm__json_get(&j, 0, "weight_map");
+    if (st == LLM_OK && (wm < 0 || j.nodes[wm].type != LLM__JSON_OBJ || j.nodes[wm].n == 0))
+        st = llm__fail(e, LLM_ERR_FORMAT, "model.safetensors.index.json: no weight_map object of tensor names and "
+                       "files");
+    // the shards' names, indexed (a weight_map of many tensors names its few files again and again)
+    struct llm__gguf_index shard_ix = {0};
+    const char **shard = NULL;
+    if (st == LLM_OK && (!(o->files = calloc((size_t)j.nodes[wm].n, sizeof(*o->files))) ||
+                         !(shard = malloc((size_t)j.nodes[wm].n * sizeof(*shard))) ||
+                         !llm__gguf_index_init(&shard_ix, j.nodes[wm].n)))
+        st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    for (int32_t m = 0, k = wm + 1; st == LLM_OK && m < j.nodes[wm].n; m++, k = j.nodes[k + 1].next) {
+        size_t fl = 0, tl = 0;
+        char *file = llm__json_strdup(&j, k + 1, &fl), *tname = llm__json_strdup(&j, k, &tl), pr[88];
+        if (!file || !llm__hf_shard_name_ok(file, fl)) {
+            st = llm__fail(e, LLM_ERR_FORMAT, "model.safetensors.index.json: '%s' is not a file name in the "
+                           "directory", file ? llm__gguf_printable(pr, file, fl) : "(not a string)");
+        } else {
+            uint64_t slot;   // the shard, opened on its first mention
+            int64_t f = llm__gguf_index_find(&shard_ix, shard, sizeof(*shard), file, &slot);
+            if (f < 0) {
+                f = o->n_files;
+                snprintf(path, sizeof(path), "%s/%s", dir, file);
+                if ((st = llm__st_open(&o->files[f], path, read_all, e)) == LLM_OK) {
+                    o->n_files++;
+                    if (!(o->files[f].path_name = llm__strndup(file, fl)))
+                        st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+                    else shard[f] = o->files[f].path_name, shard_ix.slots[slot] = f;
+                }
+            }
+            if (st == LLM_OK && !llm__st_find(&o->files[f], tname))
+                st = llm__fail(e, LLM_ERR_FORMAT, "model.safetensors.index.json: tensor '%s' is not in %s",
+                               llm__gguf_printable(pr, tname, tl), file);
+        }
+        free(file);
+        free(tname);
+    }
+    free(shard);
+    free(shard_ix.slots);
+    llm__json_free(&j);
+    free(idx);
+    return st;
+}
+
+// The weights of directory dir opened into o: model.safetensors, or the shards that
+// model.safetensors.index.json lists.
+static enum llm_status llm__hf_open_weights(struct llm__hf_owned *o, const char *dir, bool read_all,
+                                            struct llm__err *e) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/model.safetensors.index.json", dir);
+    if (access(path, F_OK) == 0) return llm__hf_open_shards(o, dir, path, read_all, e);
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    if (access(path, F_OK) != 0)
+        return llm__fail(e, LLM_ERR_IO, "hf: '%s' has config.json but neither model.safetensors nor "
+                         "model.safetensors.index.json", dir);
+    if (!(o->files = calloc(1, sizeof(*o->files)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    enum llm_status st = llm__st_open(&o->files[0], path, read_all, e);
+    if (st == LLM_OK) o->n_files = 1;
+    return st;
 }
 
 // Opens a Hugging Face model directory as g: config.json, model.safetensors or the shards that
@@ -7098,21 +7416,26 @@ bool llm__hf_shard_name_ok(const char *s, size_t n) {
 // they are there.
 static enum llm_status llm__hf_open_dir(struct llm__gguf *g, const char *dir, bool read_all, struct llm__err *e) {
     memset(g, 0, sizeof(*g));
-    char path[4096], *cfg = NULL, *idx = NULL, *tok = NULL, *tok_cfg = NULL, *gen_cfg = NULL, *tmpl = NULL, *name = NULL;
-    size_t cfg_len = 0, idx_len = 0;
+    char path[4096], *cfg = NULL, *tok = NULL, *tok_cfg = NULL, *gen_cfg = NULL, *tmpl = NULL, *name = NULL;
+    size_t cfg_len = 0;
     struct llm__hf_texts tx = {0};
     struct llm__hf_owned *o = calloc(1, sizeof(*o));
     if (!o) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     enum llm_status st = LLM_OK;
-    struct llm__json j = {0};
-    if (snprintf(path, sizeof(path), "%s/config.json", dir) >= (int)sizeof(path)) st = llm__fail(e, LLM_ERR_IO, "hf: directory path too long");
+    // room for every name the directory's files may have (a shard's: up to 255 bytes), so that no
+    // path made below is cut short into another file's
+    if (strlen(dir) + 1 + 256 > sizeof(path) || snprintf(path, sizeof(path), "%s/config.json", dir) >= (int)sizeof(path))
+        st = llm__fail(e, LLM_ERR_IO, "hf: directory path too long (%zu bytes; at most %zu)", strlen(dir),
+                       sizeof(path) - 257);
     else if (access(path, F_OK) != 0)
-        st = llm__fail(e, LLM_ERR_IO, "'%s' is a directory without config.json: a model is a GGUF file or a Hugging Face model "
-                       "directory (config.json, model.safetensors, tokenizer.json)", dir);
+        st = llm__fail(e, LLM_ERR_IO, "'%s' is a directory without config.json: a model is a GGUF file or a Hugging "
+                       "Face model directory (config.json, model.safetensors, tokenizer.json)", dir);
     else st = llm__read_file(path, (size_t)16 << 20, &cfg, &cfg_len, e);
     if (st == LLM_OK) st = llm__hf_read(dir, "tokenizer.json", (size_t)1 << 30, true, &tok, &tx.tok_len, e);
-    if (st == LLM_OK) st = llm__hf_read(dir, "tokenizer_config.json", (size_t)64 << 20, false, &tok_cfg, &tx.tok_cfg_len, e);
-    if (st == LLM_OK) st = llm__hf_read(dir, "generation_config.json", (size_t)16 << 20, false, &gen_cfg, &tx.gen_cfg_len, e);
+    if (st == LLM_OK)
+        st = llm__hf_read(dir, "tokenizer_config.json", (size_t)64 << 20, false, &tok_cfg, &tx.tok_cfg_len, e);
+    if (st == LLM_OK)
+        st = llm__hf_read(dir, "generation_config.json", (size_t)16 << 20, false, &gen_cfg, &tx.gen_cfg_len, e);
     if (st == LLM_OK) st = llm__hf_read(dir, "chat_template.jinja", (size_t)16 << 20, false, &tmpl, &tx.tmpl_len, e);
     if (st == LLM_OK) {   // the model's name: the directory's
         size_t n = strlen(dir);
@@ -7121,58 +7444,7 @@ static enum llm_status llm__hf_open_dir(struct llm__gguf *g, const char *dir, bo
         while (b > 0 && dir[b - 1] != '/') b--;
         if (!(name = llm__strndup(dir + b, n - b))) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     }
-    if (st == LLM_OK) {
-        snprintf(path, sizeof(path), "%s/model.safetensors.index.json", dir);
-        if (access(path, F_OK) == 0) {
-            if ((st = llm__read_file(path, (size_t)64 << 20, &idx, &idx_len, e)) == LLM_OK)
-                st = llm__json_parse(&j, idx, idx_len, "model.safetensors.index.json", e);
-            const int32_t wm = st ? -1 : llm__json_get(&j, 0, "weight_map");
-            if (st == LLM_OK && (wm < 0 || j.nodes[wm].type != LLM__JSON_OBJ || j.nodes[wm].n == 0))
-                st = llm__fail(e, LLM_ERR_FORMAT, "model.safetensors.index.json: no weight_map object of tensor names and files");
-            // the shards' names, indexed (a weight_map of many tensors names its few files again and again)
-            struct llm__gguf_index shard_ix = {0};
-            const char **shard = NULL;
-            if (st == LLM_OK && (!(o->files = calloc((size_t)j.nodes[wm].n, sizeof(*o->files))) ||
-                                 !(shard = malloc((size_t)j.nodes[wm].n * sizeof(*shard))) ||
-                                 !llm__gguf_index_init(&shard_ix, j.nodes[wm].n)))
-                st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-            for (int32_t m = 0, k = wm + 1; st == LLM_OK && m < j.nodes[wm].n; m++, k = j.nodes[k + 1].next) {
-                size_t fl = 0, tl = 0;
-                char *file = llm__json_strdup(&j, k + 1, &fl), *tname = llm__json_strdup(&j, k, &tl), pr[88];
-                if (!file || !llm__hf_shard_name_ok(file, fl)) {
-                    st = llm__fail(e, LLM_ERR_FORMAT, "model.safetensors.index.json: '%s' is not a file name in the directory",
-                                   file ? llm__gguf_printable(pr, file, fl) : "(not a string)");
-                } else {
-                    uint64_t slot;   // the shard, opened on its first mention
-                    int64_t f = llm__gguf_index_find(&shard_ix, shard, sizeof(*shard), file, &slot);
-                    if (f < 0) {
-                        f = o->n_files;
-                        snprintf(path, sizeof(path), "%s/%s", dir, file);
-                        if ((st = llm__st_open(&o->files[f], path, read_all, e)) == LLM_OK) {
-                            o->n_files++;
-                            if (!(o->files[f].path_name = llm__strndup(file, fl))) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-                            else shard[f] = o->files[f].path_name, shard_ix.slots[slot] = f;
-                        }
-                    }
-                    if (st == LLM_OK && !llm__st_find(&o->files[f], tname))
-                        st = llm__fail(e, LLM_ERR_FORMAT, "model.safetensors.index.json: tensor '%s' is not in %s",
-                                       llm__gguf_printable(pr, tname, tl), file);
-                }
-                free(file);
-                free(tname);
-            }
-            free(shard);
-            free(shard_ix.slots);
-        } else {
-            snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-            if (access(path, F_OK) != 0)
-                st = llm__fail(e, LLM_ERR_IO, "hf: '%s' has config.json but neither model.safetensors nor model.safetensors.index.json", dir);
-            else if (!(o->files = calloc(1, sizeof(*o->files)))) st = llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-            else if ((st = llm__st_open(&o->files[0], path, read_all, e)) == LLM_OK) o->n_files = 1;
-        }
-    }
-    llm__json_free(&j);
-    free(idx);
+    if (st == LLM_OK) st = llm__hf_open_weights(o, dir, read_all, e);
     tx.cfg = cfg;
     tx.cfg_len = cfg_len;
     tx.tok = tok;
@@ -13912,8 +14184,6 @@ void llm_top_logprobs(const float *logits, int n_vocab, int k, struct llm_logpro
 
 
 
-// --- Unicode: what the pre-tokenizers need to know of a code point ---
-
 // 1789 ranges: start << 2 | class (0 other, 1 letter, 2 number, 3 punctuation); generated by
 // tools/gen_unicode.py from the Unicode Character Database 15.0 + CJK Extension I (15.1).
 static const uint32_t llm__ucd_ranges[1789] = {
@@ -14075,8 +14345,8 @@ int llm__cp_flags(uint32_t cp) {
         f |= cls_flag[llm__ucd_ranges[lo] & 3];
     }
     // White_Space
-    if ((cp >= 9 && cp <= 13) || cp == 32 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
-        cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000)
+    if ((cp >= 9 && cp <= 13) || cp == 32 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+        (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000)
         f |= LLM__CP_SPACE;
     return f;
 }
@@ -14093,7 +14363,12 @@ size_t llm__utf8_len(uint8_t c) {
 // surrogates are taken as they come.
 uint32_t llm__utf8_next(const uint8_t *s, size_t n, size_t *off) {
     uint8_t c = s[*off];
-    size_t len = c < 0x80 ? 1 : (c & 0x40) == 0 ? 0 : (c & 0x20) == 0 ? 2 : (c & 0x10) == 0 ? 3 : (c & 0x08) == 0 ? 4 : 0;
+    size_t len = c < 0x80          ? 1
+                 : (c & 0x40) == 0 ? 0
+                 : (c & 0x20) == 0 ? 2
+                 : (c & 0x10) == 0 ? 3
+                 : (c & 0x08) == 0 ? 4
+                                   : 0;
     if (len == 1) { (*off)++; return c; }
     if (len == 0 || *off + len > n) { (*off)++; return 0xFFFD; }
     uint32_t cp = c & (0x7Fu >> len);
@@ -14313,7 +14588,9 @@ static enum llm_status llm__vocab_load_flags(struct llm__vocab *v, const struct 
     if (llm__gguf_find_key(g, "tokenizer.ggml.prepend_scheme") >= 0) {
         if (!llm__gguf_get_str(g, "tokenizer.ggml.prepend_scheme", &ps, e)) return LLM_ERR_FORMAT;
         v->prepend = llm__str_is(&ps, "always") ? 1 : llm__str_is(&ps, "first") ? 2 : 0;
-        if (!v->prepend) return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: tokenizer.ggml.prepend_scheme is neither always nor first");
+        if (!v->prepend)
+            return llm__fail(e, LLM_ERR_FORMAT, "tokenizer: tokenizer.ggml.prepend_scheme is neither always nor "
+                             "first");
     }
     if (v->add_bos && v->bos < 0) v->add_bos = false;
     if (v->add_eos && v->eos < 0) v->add_eos = false;
@@ -14331,7 +14608,8 @@ static bool llm__vocab_is_special(const struct llm__vocab *v, int i) {
 // ordinary token there stays one, as in the tokenizers library). Then
 // the list of special tokens (control, user-defined, unknown), longest text first (ties: lower id
 // first), which tokenization matches in that order.
-static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot, int32_t eom, bool exact, struct llm__err *e) {
+static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot, int32_t eom, bool exact,
+                                               struct llm__err *e) {
     if (v->eos >= 0) v->eog[v->eos] = 1;
     if (eot >= 0) v->eog[eot] = 1;
     if (eom >= 0) v->eog[eom] = 1;
@@ -14350,8 +14628,10 @@ static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot
     if (!keys || !v->special) { free(keys); return llm__fail(e, LLM_ERR_NOMEM, "out of memory"); }
     v->n_special = 0;
     for (int i = 0; i < v->n; i++)
-        if (llm__vocab_is_special(v, i))
-            keys[v->n_special++] = (uint64_t)(UINT32_MAX - (uint32_t)LLM__MIN(v->text[i].len, UINT32_MAX)) << 32 | (uint32_t)i;
+        if (llm__vocab_is_special(v, i)) {
+            const uint32_t len = (uint32_t)LLM__MIN(v->text[i].len, UINT32_MAX);
+            keys[v->n_special++] = (uint64_t)(UINT32_MAX - len) << 32 | (uint32_t)i;
+        }
     qsort(keys, (size_t)v->n_special, sizeof(uint64_t), llm__u64_cmp);
     for (int i = 0; i < v->n_special; i++) v->special[i] = (int32_t)(uint32_t)keys[i];
     free(keys);
@@ -14530,8 +14810,12 @@ struct llm__scan {
     struct llm__split *out;
 };
 #define LLM__OUT_OF_RANGE 0xFFFFFFFFu
-static uint32_t llm__scan_cp(const struct llm__scan *s, size_t p) { return p >= s->a && p < s->b ? s->cp[p] : LLM__OUT_OF_RANGE; }
-static int llm__scan_f(const struct llm__scan *s, size_t p) { return p >= s->a && p < s->b ? llm__cp_flags(s->cp[p]) : 0; }
+static uint32_t llm__scan_cp(const struct llm__scan *s, size_t p) {
+    return p >= s->a && p < s->b ? s->cp[p] : LLM__OUT_OF_RANGE;
+}
+static int llm__scan_f(const struct llm__scan *s, size_t p) {
+    return p >= s->a && p < s->b ? llm__cp_flags(s->cp[p]) : 0;
+}
 static size_t llm__scan_piece(struct llm__scan *s, size_t end) {
     size_t len = end - s->prev;
     llm__split_push(s->out, len);
@@ -14576,16 +14860,45 @@ static void llm__scan_gpt2(struct llm__scan *s) {
         }
         size_t nws = 0;
         while (llm__scan_f(s, pos + nws) & LLM__CP_SPACE) nws++;
-        if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) { pos += nws - 1; llm__scan_piece(s, pos); continue; }
-        if (nws > 0) { pos += nws; llm__scan_piece(s, pos); continue; }
-        llm__scan_piece(s, ++pos);
+        if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) pos += nws - 1;
+        else pos += nws > 0 ? nws : 1;
+        llm__scan_piece(s, pos);
     }
 }
 
-// Llama 3 (max_digits 3) and Qwen2 (max_digits 1):
-// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max_digits}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-static void llm__scan_llama3(struct llm__scan *s, size_t max_digits) {
+// The alternatives Llama 3's and Tekken's expressions end with, matched at pos, where no earlier
+// one matched: ` ?[^\s\p{L}\p{N}]+[\r\n]*` (Tekken, slash: `[\r\n/]*`), `\s*[\r\n]+`, `\s+(?!\S)`, `\s+`,
+// else the one code point. The piece is pushed; its end returned.
+static size_t llm__scan_punct_space(struct llm__scan *s, size_t pos, bool slash) {
     const int LNS = LLM__CP_LETTER | LLM__CP_NUMBER | LLM__CP_SPACE;
+    const uint32_t c = s->cp[pos];
+    const int f = llm__scan_f(s, pos);
+    int f2 = c == ' ' ? llm__scan_f(s, pos + 1) : f;
+    if (!(f2 & LNS) && f) {
+        pos += c == ' ';
+        while (!(f2 & LNS) && f2) f2 = llm__scan_f(s, ++pos);
+        for (uint32_t c2 = llm__scan_cp(s, pos); c2 == '\r' || c2 == '\n' || (slash && c2 == '/');
+             c2 = llm__scan_cp(s, ++pos)) {}
+        llm__scan_piece(s, pos);
+        return pos;
+    }
+    size_t nws = 0, last_rn = 0;
+    while (llm__scan_f(s, pos + nws) & LLM__CP_SPACE) {
+        uint32_t c2 = s->cp[pos + nws];
+        if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
+        nws++;
+    }
+    if (last_rn > 0) pos = last_rn;
+    else if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) pos += nws - 1;
+    else pos += nws > 0 ? nws : 1;
+    llm__scan_piece(s, pos);
+    return pos;
+}
+
+// Llama 3 (max_digits 3) and Qwen2 (max_digits 1):
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max_digits}
+// | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+static void llm__scan_llama3(struct llm__scan *s, size_t max_digits) {
     for (size_t pos = s->a; pos < s->b;) {
         uint32_t c = s->cp[pos];
         int f = llm__scan_f(s, pos);
@@ -14606,29 +14919,13 @@ static void llm__scan_llama3(struct llm__scan *s, size_t max_digits) {
             llm__scan_piece(s, pos);
             continue;
         }
-        int f2 = c == ' ' ? llm__scan_f(s, pos + 1) : f;
-        if (!(f2 & LNS) && f) {
-            pos += c == ' ';
-            while (!(f2 & LNS) && f2) f2 = llm__scan_f(s, ++pos);
-            for (uint32_t c2 = llm__scan_cp(s, pos); c2 == '\r' || c2 == '\n'; c2 = llm__scan_cp(s, ++pos)) {}
-            llm__scan_piece(s, pos);
-            continue;
-        }
-        size_t nws = 0, last_rn = 0;
-        while (llm__scan_f(s, pos + nws) & LLM__CP_SPACE) {
-            uint32_t c2 = s->cp[pos + nws];
-            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
-            nws++;
-        }
-        if (last_rn > 0) { pos = last_rn; llm__scan_piece(s, pos); continue; }
-        if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) { pos += nws - 1; llm__scan_piece(s, pos); continue; }
-        if (nws > 0) { pos += nws; llm__scan_piece(s, pos); continue; }
-        llm__scan_piece(s, ++pos);
+        pos = llm__scan_punct_space(s, pos, false);
     }
 }
 
 // Tekken (Mistral NeMo, Mistral Small 3), as llama.cpp writes its regular expression:
-// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|
+// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|
+// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|
 // \p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
 // llama.cpp runs it as a backtracking std::regex over the text with each non-ASCII code point
 // replaced by one byte for its class, so an "upper" letter is any letter but a-z and a "lower"
@@ -14658,7 +14955,6 @@ static size_t llm__tekken_word(const struct llm__scan *s, size_t q, bool lower_n
     }
 }
 static void llm__scan_tekken(struct llm__scan *s) {
-    const int LNS = LLM__CP_LETTER | LLM__CP_NUMBER | LLM__CP_SPACE;
     for (size_t pos = s->a; pos < s->b;) {
         uint32_t c = s->cp[pos];
         int f = llm__scan_f(s, pos);
@@ -14671,24 +14967,7 @@ static void llm__scan_tekken(struct llm__scan *s) {
         }
         if (end) { pos = end; llm__scan_piece(s, pos); continue; }
         if (f & LLM__CP_NUMBER) { llm__scan_piece(s, ++pos); continue; }
-        int f2 = c == ' ' ? llm__scan_f(s, pos + 1) : f;
-        if (!(f2 & LNS) && f) {
-            pos += c == ' ';
-            while (!(f2 & LNS) && f2) f2 = llm__scan_f(s, ++pos);
-            for (uint32_t c2 = llm__scan_cp(s, pos); c2 == '\r' || c2 == '\n' || c2 == '/'; c2 = llm__scan_cp(s, ++pos)) {}
-            llm__scan_piece(s, pos);
-            continue;
-        }
-        size_t nws = 0, last_rn = 0;
-        while (llm__scan_f(s, pos + nws) & LLM__CP_SPACE) {
-            uint32_t c2 = s->cp[pos + nws];
-            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
-            nws++;
-        }
-        if (last_rn > 0) { pos = last_rn; llm__scan_piece(s, pos); continue; }
-        if (nws > 1 && llm__scan_cp(s, pos + nws) != LLM__OUT_OF_RANGE) { pos += nws - 1; llm__scan_piece(s, pos); continue; }
-        if (nws > 0) { pos += nws; llm__scan_piece(s, pos); continue; }
-        llm__scan_piece(s, ++pos);
+        pos = llm__scan_punct_space(s, pos, true);
     }
 }
 
@@ -14817,7 +15096,12 @@ static bool llm__merge_encode(const struct llm__vocab *v, const char *text, size
     }
     struct llm__merger s = {v, malloc(len * sizeof(struct llm__sym)), malloc(3 * len * sizeof(struct llm__bigram)), 0,
                             v->type == LLM__VOCAB_BPE ? malloc(len + 2) : NULL};
-    if (!s.sym || !s.heap || (v->type == LLM__VOCAB_BPE && !s.key)) { free(s.sym); free(s.heap); free(s.key); return false; }
+    if (!s.sym || !s.heap || (v->type == LLM__VOCAB_BPE && !s.key)) {
+        free(s.sym);
+        free(s.heap);
+        free(s.key);
+        return false;
+    }
     int n = 0;
     for (size_t off = 0; off < len; n++) {
         size_t l = LLM__MIN(llm__utf8_len((uint8_t)text[off]), len - off);
@@ -14936,8 +15220,8 @@ static int llm__frag_cmp(const void *a, const void *b) {
 // strictly inside it. A token with v->rstrip takes the whitespace after it too (up to the next
 // taken byte); such runs are shorter than later tokens, so then every byte of an occurrence is
 // checked. Returns the fragments in text order (count in *n_frag), or NULL when out of memory.
-static struct llm__frag *llm__special_split(const struct llm__vocab *v, const char *text, size_t len, bool parse_special,
-                                            size_t *n_frag) {
+static struct llm__frag *llm__special_split(const struct llm__vocab *v, const char *text, size_t len,
+                                            bool parse_special, size_t *n_frag) {
     uint8_t *taken = NULL;
     struct llm__frag *hit = NULL, *f = NULL;   // the tokens found; then the fragments
     size_t n_hit = 0, cap_hit = 0;
@@ -14964,7 +15248,8 @@ static struct llm__frag *llm__special_split(const struct llm__vocab *v, const ch
                     hit = g;
                 }
                 size_t end = p + L;   // the token and the whitespace it strips
-                while (v->rstrip && v->rstrip[id] && end < len && !taken[end] && strchr(" \t\n\v\f\r", text[end]) && text[end])
+                while (v->rstrip && v->rstrip[id] && end < len && !taken[end] && strchr(" \t\n\v\f\r", text[end]) &&
+                       text[end])
                     end++;
                 hit[n_hit++] = (struct llm__frag){id, p, end - p};
                 memset(taken + p, 1, end - p);

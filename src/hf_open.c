@@ -739,8 +739,12 @@ static enum llm_status llm__hf_open_dir(struct llm__gguf *g, const char *dir, bo
     struct llm__hf_owned *o = calloc(1, sizeof(*o));
     if (!o) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     enum llm_status st = LLM_OK;
-    if (snprintf(path, sizeof(path), "%s/config.json", dir) >= (int)sizeof(path))
-        st = llm__fail(e, LLM_ERR_IO, "hf: directory path too long");
+    // room for every name the directory's files may have (a shard's: up to 255 bytes), so that no
+    // path made below is cut short into another file's
+    if (strlen(dir) + 1 + 256 > sizeof(path) ||
+        snprintf(path, sizeof(path), "%s/config.json", dir) >= (int)sizeof(path))
+        st = llm__fail(e, LLM_ERR_IO, "hf: directory path too long (%zu bytes; at most %zu)", strlen(dir),
+                       sizeof(path) - 257);
     else if (access(path, F_OK) != 0)
         st = llm__fail(e, LLM_ERR_IO, "'%s' is a directory without config.json: a model is a GGUF file or a Hugging "
                        "Face model directory (config.json, model.safetensors, tokenizer.json)", dir);

@@ -478,8 +478,23 @@ static void test_quantized(const char *base, const char *name, const char *want_
     llm_engine_free(B);
 }
 
+// A directory whose path leaves no room for its files' names is refused, not opened through
+// paths cut short (which could name another file).
+static void test_long_dir(void) {
+    char dir[4000];
+    memset(dir, 'd', sizeof(dir) - 1);
+    dir[0] = '/';
+    dir[sizeof(dir) - 1] = 0;
+    struct llm__gguf g;
+    memset(&g, 0, sizeof(g));
+    struct llm__err e = {{0}, LLM_OK};
+    EXPECT(llm__hf_open_dir(&g, dir, false, &e) == LLM_ERR_IO && strstr(e.msg, "directory path too long"),
+           "a 3,999-byte directory path: %s", e.msg);
+}
+
 int main(void) {
     test_tokenizer_json();
+    test_long_dir();
     EXPECT(hf_dir(), "LLM_HF_DIR is not set: it names the folder tests/fixtures.sh makes the Hugging Face fixtures in (make test sets it)");
     if (hf_dir()) {
         test_corpus("gpt-2", 30);
