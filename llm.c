@@ -7424,7 +7424,8 @@ static enum llm_status llm__hf_open_dir(struct llm__gguf *g, const char *dir, bo
     enum llm_status st = LLM_OK;
     // room for every name the directory's files may have (a shard's: up to 255 bytes), so that no
     // path made below is cut short into another file's
-    if (strlen(dir) + 1 + 256 > sizeof(path) || snprintf(path, sizeof(path), "%s/config.json", dir) >= (int)sizeof(path))
+    if (strlen(dir) + 1 + 256 > sizeof(path) ||
+        snprintf(path, sizeof(path), "%s/config.json", dir) >= (int)sizeof(path))
         st = llm__fail(e, LLM_ERR_IO, "hf: directory path too long (%zu bytes; at most %zu)", strlen(dir),
                        sizeof(path) - 257);
     else if (access(path, F_OK) != 0)
