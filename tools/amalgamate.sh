@@ -15,13 +15,14 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-# The modules in dependency order (docs/architecture.md). Every src/*.c and backends/*.c must be
+# The modules in dependency order (docs/architecture.md: each calls only modules before it).
+# Every src/*.c and backends/*.c must be
 # here: a file left out is an error, not a silently smaller engine.
-FILES="src/util.c src/types.c src/dot.c src/dot_x86.c src/dot_neon.c
-src/gguf.c src/json.c src/safetensors.c src/hf.c src/hf_open.c
-src/threads.c src/backend.c backends/cpu.c backends/cpu_tiles.c backends/cuda.c backends/vulkan.c
-src/model.c src/blocks.c src/sampler.c src/unicode.c src/tokenizer.c src/chat.c src/quantize.c
-src/api.c src/stops.c src/step.c src/speculative.c src/scheduler.c src/calib.c src/calib_write.c"
+FILES="src/util.c src/types.c src/unicode.c src/dot_x86.c src/dot_neon.c src/dot.c
+src/gguf.c src/json.c src/safetensors.c src/hf.c src/chat.c src/tokenizer.c src/hf_open.c
+src/threads.c backends/cpu_tiles.c backends/cpu.c backends/cuda.c backends/vulkan.c src/backend.c
+src/model.c src/blocks.c src/sampler.c src/stops.c src/step.c src/speculative.c src/scheduler.c
+src/quantize.c src/api.c src/calib.c src/calib_write.c"
 
 for f in src/*.c backends/*.c; do
     case " $(echo $FILES) " in
