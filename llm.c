@@ -677,7 +677,7 @@ LLM__INTERNAL const char *llm__gguf_printable(char out[88], const char *p, uint6
 LLM__INTERNAL bool llm__gguf_index_init(struct llm__gguf_index *ix, int64_t n);
 
 LLM__INTERNAL int64_t llm__gguf_index_find(const struct llm__gguf_index *ix, const void *items,
-                                    size_t stride, const char *name, uint64_t *slot);
+                                           size_t stride, const char *name, uint64_t *slot);
 
 LLM__INTERNAL enum llm_status llm__gguf_parse(struct llm__gguf *g, struct llm__err *e);
 
@@ -690,22 +690,22 @@ LLM__INTERNAL bool llm__str_has(const struct llm__gguf_str *s, const char *z);
 LLM__INTERNAL int64_t llm__gguf_find_key(const struct llm__gguf *g, const char *key);
 
 LLM__INTERNAL const struct llm__gguf_tensor *llm__gguf_find_tensor(const struct llm__gguf *g,
-                                                            const char *name);
+                                                                   const char *name);
 
 LLM__INTERNAL bool llm__gguf_get_u32(const struct llm__gguf *g, const char *key, uint32_t *out,
-                              struct llm__err *e);
+                                     struct llm__err *e);
 
 LLM__INTERNAL bool llm__gguf_get_f32(const struct llm__gguf *g, const char *key, float *out,
-                              struct llm__err *e);
+                                     struct llm__err *e);
 
 LLM__INTERNAL bool llm__gguf_get_bool(const struct llm__gguf *g, const char *key, bool *out,
-                               struct llm__err *e);
+                                      struct llm__err *e);
 
 LLM__INTERNAL bool llm__gguf_get_str(const struct llm__gguf *g, const char *key, struct llm__gguf_str *out,
-                              struct llm__err *e);
+                                     struct llm__err *e);
 
 LLM__INTERNAL bool llm__gguf_get_arr(const struct llm__gguf *g, const char *key, uint32_t *elem_type,
-                              uint64_t *n, const void **data, struct llm__err *e);
+                                     uint64_t *n, const void **data, struct llm__err *e);
 
 // === src/json.c, src/unicode.c: JSON, UTF-8 ===
 
@@ -1290,7 +1290,7 @@ LLM__INTERNAL enum llm_status llm__cpu_buf_alloc(void *ctx, struct llm__buf *buf
 LLM__INTERNAL void llm__cpu_buf_free(void *ctx, struct llm__buf *buf);
 
 LLM__INTERNAL enum llm_status llm__cpu_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0,
-                                            int64_t ne1, const void *data, struct llm__err *e);
+                                                   int64_t ne1, const void *data, struct llm__err *e);
 
 LLM__INTERNAL void llm__cpu_weight_free(void *ctx, struct llm__weight *w);
 
@@ -1409,10 +1409,10 @@ struct llm__quant_job { const struct llm__gguf_tensor *src; int type; void *dst;
 LLM__INTERNAL void llm__quant_worker(void *arg, int ith, int nth);
 
 LLM__INTERNAL enum llm_status llm__model_quantize(struct llm__model *m, const char *name, int n_threads, bool progress,
-                                           struct llm__err *e);
+                                                  struct llm__err *e);
 
 LLM__INTERNAL enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend *be, bool progress,
-                                               struct llm__err *e);
+                                                      struct llm__err *e);
 
 LLM__INTERNAL size_t llm__model_bytes_per_token(const struct llm__model *m);
 
@@ -1427,15 +1427,15 @@ struct llm__acts {
 };
 
 LLM__INTERNAL enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, struct llm_backend *be,
-                                      int max_tokens, int max_out, struct llm__err *e);
+                                             int max_tokens, int max_out, struct llm__err *e);
 
 // Time spent per module of the model (enum llm_prof_op), when profiling (llm_set_profiling).
 struct llm__prof { double t[LLM_PROF_COUNT]; long long steps; };
 
 LLM__INTERNAL enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be, struct llm__acts *a,
-                                    const struct llm__tensor *k_cache, const struct llm__tensor *v_cache,
-                                    const struct llm__step *s, float *logits, struct llm__prof *prof,
-                                    struct llm__err *e);
+                                           const struct llm__tensor *k_cache, const struct llm__tensor *v_cache,
+                                           const struct llm__step *s, float *logits, struct llm__prof *prof,
+                                           struct llm__err *e);
 
 // === src/blocks.c: KV cache blocks ===
 
@@ -1469,7 +1469,7 @@ struct llm__blocks {
 LLM__INTERNAL void llm__blocks_free(struct llm__blocks *bm);
 
 LLM__INTERNAL enum llm_status llm__blocks_init(struct llm__blocks *bm, int n_blocks, int block_size, bool caching,
-                                        struct llm__err *e);
+                                               struct llm__err *e);
 
 LLM__INTERNAL int llm__blocks_available(const struct llm__blocks *bm);
 
@@ -1584,7 +1584,7 @@ LLM__INTERNAL void llm__vocab_free(struct llm__vocab *v);
 LLM__INTERNAL void llm__chat_template_recognise(struct llm__vocab *v, const struct llm__gguf *g);
 
 LLM__INTERNAL enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
-                                       struct llm__err *e);
+                                              struct llm__err *e);
 
 enum { LLM__CP_LETTER = 1, LLM__CP_NUMBER = 2, LLM__CP_PUNCT = 4, LLM__CP_SPACE = 8, LLM__CP_ANY = 16 };
 
@@ -1610,10 +1610,10 @@ LLM__INTERNAL bool llm__detokenize(const struct llm__vocab *v, const int32_t *id
                                    struct llm__outbuf *o);
 
 LLM__INTERNAL void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, int32_t id, int flags,
-                             struct llm__outbuf *o);
+                                    struct llm__outbuf *o);
 
 LLM__INTERNAL int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
-                           struct llm__outbuf *o);
+                                  struct llm__outbuf *o);
 
 // === src/quantize.c: quantizing model files ===
 
@@ -1643,8 +1643,8 @@ LLM__INTERNAL bool llm__fwrite(FILE *f, const void *p, size_t n);
 struct llm__qrepl { int type; const void *data; size_t size; };
 
 LLM__INTERNAL enum llm_status llm__quantize_gguf(struct llm__gguf *g, const struct llm_quantize_params *params,
-                                          const struct llm__ftype *ft, const struct llm__qrepl *repl,
-                                          struct llm_quantize_stats *st_, struct llm__err *e);
+                                                 const struct llm__ftype *ft, const struct llm__qrepl *repl,
+                                                 struct llm_quantize_stats *st_, struct llm__err *e);
 
 // === src/api.c (the engine), src/scheduler.c, step.c, stops.c, speculative.c: serving ===
 
@@ -1658,7 +1658,7 @@ LLM__INTERNAL enum llm_status llm__serving_init(llm_engine *E, struct llm__err *
 LLM__INTERNAL void llm__serving_free(llm_engine *E);
 
 LLM__INTERNAL enum llm_status llm__seq_eval_chunk(llm_engine *E, struct llm__seq *s, const int32_t *tokens, int n,
-                                           int n_logits, float *logits);
+                                                  int n_logits, float *logits);
 
 // The serving queue of an engine (src/scheduler.c): its requests, a step's plan, its outputs.
 struct llm__sched {
@@ -5017,7 +5017,7 @@ bool llm__gguf_index_init(struct llm__gguf_index *ix, int64_t n) {
 // char * name). Returns the item index, or -1 with *slot set to the empty slot where the
 // name would go.
 int64_t llm__gguf_index_find(const struct llm__gguf_index *ix, const void *items,
-                                    size_t stride, const char *name, uint64_t *slot) {
+                             size_t stride, const char *name, uint64_t *slot) {
     if (!ix->slots) return -1;
     size_t n = strlen(name);
     uint64_t i = llm__gguf_hash_keyed(name, n, ix->seed) & ix->mask;
@@ -5470,7 +5470,7 @@ int64_t llm__gguf_find_key(const struct llm__gguf *g, const char *key) {
 }
 
 const struct llm__gguf_tensor *llm__gguf_find_tensor(const struct llm__gguf *g,
-                                                            const char *name) {
+                                                     const char *name) {
     int64_t i = llm__gguf_index_find(&g->tensor_index, g->tensors, sizeof(*g->tensors), name, NULL);
     return i < 0 ? NULL : &g->tensors[i];
 }
@@ -5526,7 +5526,7 @@ static bool llm__gguf_get_int(const struct llm__gguf *g, const char *key, int64_
 }
 
 bool llm__gguf_get_u32(const struct llm__gguf *g, const char *key, uint32_t *out,
-                              struct llm__err *e) {
+                       struct llm__err *e) {
     uint64_t v;
     if (!llm__gguf_get_int(g, key, 0, UINT32_MAX, "an unsigned 32-bit integer", NULL, &v, e))
         return false;
@@ -5535,7 +5535,7 @@ bool llm__gguf_get_u32(const struct llm__gguf *g, const char *key, uint32_t *out
 }
 
 bool llm__gguf_get_f32(const struct llm__gguf *g, const char *key, float *out,
-                              struct llm__err *e) {
+                       struct llm__err *e) {
     const struct llm__gguf_kv *kv = llm__gguf_get_kv(g, key, e);
     if (!kv) return false;
     if (kv->type == LLM__GGUF_F32 || kv->type == LLM__GGUF_F64) {
@@ -5555,7 +5555,7 @@ bool llm__gguf_get_f32(const struct llm__gguf *g, const char *key, float *out,
 }
 
 bool llm__gguf_get_bool(const struct llm__gguf *g, const char *key, bool *out,
-                               struct llm__err *e) {
+                        struct llm__err *e) {
     const struct llm__gguf_kv *kv = llm__gguf_get_kv(g, key, e);
     if (!kv) return false;
     if (kv->type != LLM__GGUF_BOOL) {
@@ -5568,7 +5568,7 @@ bool llm__gguf_get_bool(const struct llm__gguf *g, const char *key, bool *out,
 }
 
 bool llm__gguf_get_str(const struct llm__gguf *g, const char *key, struct llm__gguf_str *out,
-                              struct llm__err *e) {
+                       struct llm__err *e) {
     const struct llm__gguf_kv *kv = llm__gguf_get_kv(g, key, e);
     if (!kv) return false;
     if (kv->type != LLM__GGUF_STR) {
@@ -5583,7 +5583,7 @@ bool llm__gguf_get_str(const struct llm__gguf *g, const char *key, struct llm__g
 // An array of any element type: *data points at n packed elements in the mapping (read them
 // with memcpy: they need not be aligned), or for string arrays at n struct llm__gguf_str.
 bool llm__gguf_get_arr(const struct llm__gguf *g, const char *key, uint32_t *elem_type,
-                              uint64_t *n, const void **data, struct llm__err *e) {
+                       uint64_t *n, const void **data, struct llm__err *e) {
     const struct llm__gguf_kv *kv = llm__gguf_get_kv(g, key, e);
     if (!kv) return false;
     if (kv->type != LLM__GGUF_ARR) {
@@ -7086,7 +7086,7 @@ static void llm__chat_inst(struct llm__outbuf *o, bool llama2, int i, bool sys, 
 }
 
 int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
-                           struct llm__outbuf *o) {
+                    struct llm__outbuf *o) {
     int t = -1;
     for (int i = 0; i < (int)LLM__ARRAY_LEN(llm__chat_names); i++)
         if (name && strcmp(name, llm__chat_names[i]) == 0) t = i;
@@ -7499,7 +7499,7 @@ static enum llm_status llm__vocab_check_bytes(const struct llm__vocab *v, struct
 // The vocabulary of a GGUF file (n_vocab_model > 0: it must have that many tokens): tokens,
 // special ids, the tokenizer's settings, special tokens, byte tokens, the chat template.
 enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
-                                       struct llm__err *e) {
+                                struct llm__err *e) {
     enum llm_status st;
     memset(v, 0, sizeof(*v));
     v->bos = v->eos = v->unk = -1;
@@ -8023,7 +8023,7 @@ oom:
 
 // Returns the number of tokens, or -1 (message in e).
 int llm__tokenize(const struct llm__vocab *v, const char *text, size_t len, int flags, int32_t *ids, int cap,
-                         struct llm__err *e) {
+                  struct llm__err *e) {
     struct llm__tokbuf out = {ids, cap, 0};
     bool add_special = flags & LLM_TOKENIZE_ADD_SPECIAL;
     if (add_special && v->add_bos) llm__tokbuf_push(&out, v->bos);
@@ -8170,7 +8170,7 @@ bool llm__detokenize(const struct llm__vocab *v, const int32_t *ids, int n, int 
 // of range adds nothing. st->n_tokens counts the tokens from the first one with text: that one
 // loses SentencePiece's space, as in llm__detokenize (a BOS before it has no text).
 void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, int32_t id, int flags,
-                             struct llm__outbuf *o) {
+                      struct llm__outbuf *o) {
     if (id < 0 || id >= v->n) return;
     bool first = st->n_tokens == 0;
     if (!llm__piece_put(v, id, flags & LLM_DETOKENIZE_SPECIAL, &first, o, st)) o->fail = true;
@@ -8179,7 +8179,7 @@ void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, in
 
 // Looks a string up in a table of ids + 1 into strs; -1 when absent.
 int32_t llm__strtab_find(const uint32_t *ht, uint32_t mask, const struct llm__gguf_str *strs, const char *s,
-                                size_t n) {
+                         size_t n) {
     for (uint32_t i = (uint32_t)llm__hash(s, n) & mask;; i = (i + 1) & mask) {
         uint32_t id = ht[i];
         if (!id) return -1;
@@ -8820,8 +8820,8 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
 // Builds g from a directory's texts (config.json's required; without tokenizer.json, no
 // tokenizer) and the opened safetensors files in o, which g then owns (on failure: everything
 // freed, g empty).
-enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_texts *tx, struct llm__hf_owned *o,
-                              struct llm__err *e) {
+static enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_texts *tx, struct llm__hf_owned *o,
+                                     struct llm__err *e) {
     struct llm__gbuf b = {0};
     const char *arch = NULL;
     bool permute = false;
@@ -8875,7 +8875,7 @@ enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_texts *t
 
 // A shard's file name from model.safetensors.index.json, checked to name a file inside the
 // directory: not empty, no '/', not "." or "..", at most 255 bytes, no control characters.
-bool llm__hf_shard_name_ok(const char *s, size_t n) {
+static bool llm__hf_shard_name_ok(const char *s, size_t n) {
     if (n == 0 || n > 255 || strlen(s) != n || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
         return false;
     for (size_t i = 0; i < n; i++) if ((unsigned char)s[i] < 0x20) return false;
@@ -10597,7 +10597,7 @@ static void llm__cpu_repack_worker(void *arg, int ith, int nth) {
 }
 
 enum llm_status llm__cpu_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0,
-                                            int64_t ne1, const void *data, struct llm__err *e) {
+                                     int64_t ne1, const void *data, struct llm__err *e) {
     struct llm__cpu *c = ctx;
     memset(w, 0, sizeof(*w));
     w->type = type;
@@ -14781,7 +14781,7 @@ void llm__quant_worker(void *arg, int ith, int nth) {
 // llm_engine_params.quantize), in place of the file's: the tensor then points to the new data
 // (m->qbufs), and the mapped file's pages are given back.
 enum llm_status llm__model_quantize(struct llm__model *m, const char *name, int n_threads, bool progress,
-                                           struct llm__err *e) {
+                                    struct llm__err *e) {
     const int type = llm__type_by_name(name);
     if (type < 0)
         return llm__fail(e, LLM_ERR_INVALID_ARG,
@@ -14864,7 +14864,7 @@ static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm
 // Collects the 1-D parameters into one f32 backend buffer and the matrices into backend weights.
 // progress: print a percentage to stderr while the weights are taken in (a terminal only).
 enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend *be, bool progress,
-                                               struct llm__err *e) {
+                                        struct llm__err *e) {
     if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
         return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     const struct llm_backend_i *B = be->iface;
@@ -14923,7 +14923,7 @@ void llm__model_free(struct llm__model *m, struct llm_backend *be) {
 }
 
 enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, struct llm_backend *be,
-                                      int max_tokens, int max_out, struct llm__err *e) {
+                               int max_tokens, int max_out, struct llm__err *e) {
     size_t T = (size_t)max_tokens, off = 0;
     const size_t E = (size_t)m->n_embd, Q = (size_t)m->n_head * m->head_dim, KV = (size_t)m->n_head_kv * m->head_dim;
 #define LLM__ALLOC(field, n) (a->field = off, off += (((n) * sizeof(float)) + 63) & ~(size_t)63)
@@ -14978,9 +14978,9 @@ static void llm__forward_matmul(const struct llm_backend_i *B, void *ctx, int n,
 // prof, each op is timed (a backend whose ops run asynchronously is synchronized after each; a
 // failure there ends the step early and is returned).
 enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be, struct llm__acts *a,
-                                    const struct llm__tensor *k_cache, const struct llm__tensor *v_cache,
-                                    const struct llm__step *s, float *logits, struct llm__prof *prof,
-                                    struct llm__err *e) {
+                             const struct llm__tensor *k_cache, const struct llm__tensor *v_cache,
+                             const struct llm__step *s, float *logits, struct llm__prof *prof,
+                             struct llm__err *e) {
     const struct llm_backend_i *B = be->iface;
     void *ctx = be->ctx;
     enum llm_status st = LLM_OK;
@@ -15118,7 +15118,7 @@ void llm__blocks_free(struct llm__blocks *bm) {
 }
 
 enum llm_status llm__blocks_init(struct llm__blocks *bm, int n_blocks, int block_size, bool caching,
-                                        struct llm__err *e) {
+                                 struct llm__err *e) {
     memset(bm, 0, sizeof(*bm));
     // slots (block * block_size + offset) are int32, and the hash table has 2 buckets per block
     if (block_size < 1 || n_blocks < 1 || n_blocks > INT32_MAX / block_size / 2)
@@ -15328,7 +15328,7 @@ void llm__blocks_release(struct llm__blocks *bm, struct llm__seq *sq) {
 
 // As many blocks as `bytes` hold (at least one).
 enum llm_status llm__kv_cache_init(struct llm__kv_cache *kv, const struct llm__model *m, struct llm_backend *be,
-                                          int type, int block_size, size_t bytes, struct llm__err *e) {
+                                   int type, int block_size, size_t bytes, struct llm__err *e) {
     enum llm_status st;
     kv->type = type;
     kv->block_size = block_size;
@@ -15918,7 +15918,7 @@ enum llm_status llm__execute(llm_engine *E, const struct llm__step *step, float 
 // One chunk of llm_seq_eval: n tokens of a sequence whose blocks hold them, as a step of one
 // sequence; the rows of its last n_logits tokens go to logits.
 enum llm_status llm__seq_eval_chunk(llm_engine *E, struct llm__seq *s, const int32_t *tokens, int n,
-                                           int n_logits, float *logits) {
+                                    int n_logits, float *logits) {
     struct llm__plan_entry pe = {NULL, s, tokens, s->len, n, n_logits, 0};
     struct llm__plan plan = {&pe, 1, n, n_logits, 0, 0};
     struct llm__step step;

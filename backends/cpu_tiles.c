@@ -1141,7 +1141,7 @@ static void llm__cpu_repack_worker(void *arg, int ith, int nth) {
 }
 
 enum llm_status llm__cpu_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0,
-                                            int64_t ne1, const void *data, struct llm__err *e) {
+                                     int64_t ne1, const void *data, struct llm__err *e) {
     struct llm__cpu *c = ctx;
     memset(w, 0, sizeof(*w));
     w->type = type;

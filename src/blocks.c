@@ -45,7 +45,7 @@ void llm__blocks_free(struct llm__blocks *bm) {
 }
 
 enum llm_status llm__blocks_init(struct llm__blocks *bm, int n_blocks, int block_size, bool caching,
-                                        struct llm__err *e) {
+                                 struct llm__err *e) {
     memset(bm, 0, sizeof(*bm));
     // slots (block * block_size + offset) are int32, and the hash table has 2 buckets per block
     if (block_size < 1 || n_blocks < 1 || n_blocks > INT32_MAX / block_size / 2)
@@ -255,7 +255,7 @@ void llm__blocks_release(struct llm__blocks *bm, struct llm__seq *sq) {
 
 // As many blocks as `bytes` hold (at least one).
 enum llm_status llm__kv_cache_init(struct llm__kv_cache *kv, const struct llm__model *m, struct llm_backend *be,
-                                          int type, int block_size, size_t bytes, struct llm__err *e) {
+                                   int type, int block_size, size_t bytes, struct llm__err *e) {
     enum llm_status st;
     kv->type = type;
     kv->block_size = block_size;

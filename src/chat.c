@@ -160,7 +160,7 @@ static void llm__chat_inst(struct llm__outbuf *o, bool llama2, int i, bool sys, 
 }
 
 int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
-                           struct llm__outbuf *o) {
+                    struct llm__outbuf *o) {
     int t = -1;
     for (int i = 0; i < (int)LLM__ARRAY_LEN(llm__chat_names); i++)
         if (name && strcmp(name, llm__chat_names[i]) == 0) t = i;

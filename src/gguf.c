@@ -103,7 +103,7 @@ bool llm__gguf_index_init(struct llm__gguf_index *ix, int64_t n) {
 // char * name). Returns the item index, or -1 with *slot set to the empty slot where the
 // name would go.
 int64_t llm__gguf_index_find(const struct llm__gguf_index *ix, const void *items,
-                                    size_t stride, const char *name, uint64_t *slot) {
+                             size_t stride, const char *name, uint64_t *slot) {
     if (!ix->slots) return -1;
     size_t n = strlen(name);
     uint64_t i = llm__gguf_hash_keyed(name, n, ix->seed) & ix->mask;
@@ -556,7 +556,7 @@ int64_t llm__gguf_find_key(const struct llm__gguf *g, const char *key) {
 }
 
 const struct llm__gguf_tensor *llm__gguf_find_tensor(const struct llm__gguf *g,
-                                                            const char *name) {
+                                                     const char *name) {
     int64_t i = llm__gguf_index_find(&g->tensor_index, g->tensors, sizeof(*g->tensors), name, NULL);
     return i < 0 ? NULL : &g->tensors[i];
 }
@@ -612,7 +612,7 @@ static bool llm__gguf_get_int(const struct llm__gguf *g, const char *key, int64_
 }
 
 bool llm__gguf_get_u32(const struct llm__gguf *g, const char *key, uint32_t *out,
-                              struct llm__err *e) {
+                       struct llm__err *e) {
     uint64_t v;
     if (!llm__gguf_get_int(g, key, 0, UINT32_MAX, "an unsigned 32-bit integer", NULL, &v, e))
         return false;
@@ -621,7 +621,7 @@ bool llm__gguf_get_u32(const struct llm__gguf *g, const char *key, uint32_t *out
 }
 
 bool llm__gguf_get_f32(const struct llm__gguf *g, const char *key, float *out,
-                              struct llm__err *e) {
+                       struct llm__err *e) {
     const struct llm__gguf_kv *kv = llm__gguf_get_kv(g, key, e);
     if (!kv) return false;
     if (kv->type == LLM__GGUF_F32 || kv->type == LLM__GGUF_F64) {
@@ -641,7 +641,7 @@ bool llm__gguf_get_f32(const struct llm__gguf *g, const char *key, float *out,
 }
 
 bool llm__gguf_get_bool(const struct llm__gguf *g, const char *key, bool *out,
-                               struct llm__err *e) {
+                        struct llm__err *e) {
     const struct llm__gguf_kv *kv = llm__gguf_get_kv(g, key, e);
     if (!kv) return false;
     if (kv->type != LLM__GGUF_BOOL) {
@@ -654,7 +654,7 @@ bool llm__gguf_get_bool(const struct llm__gguf *g, const char *key, bool *out,
 }
 
 bool llm__gguf_get_str(const struct llm__gguf *g, const char *key, struct llm__gguf_str *out,
-                              struct llm__err *e) {
+                       struct llm__err *e) {
     const struct llm__gguf_kv *kv = llm__gguf_get_kv(g, key, e);
     if (!kv) return false;
     if (kv->type != LLM__GGUF_STR) {
@@ -669,7 +669,7 @@ bool llm__gguf_get_str(const struct llm__gguf *g, const char *key, struct llm__g
 // An array of any element type: *data points at n packed elements in the mapping (read them
 // with memcpy: they need not be aligned), or for string arrays at n struct llm__gguf_str.
 bool llm__gguf_get_arr(const struct llm__gguf *g, const char *key, uint32_t *elem_type,
-                              uint64_t *n, const void **data, struct llm__err *e) {
+                       uint64_t *n, const void **data, struct llm__err *e) {
     const struct llm__gguf_kv *kv = llm__gguf_get_kv(g, key, e);
     if (!kv) return false;
     if (kv->type != LLM__GGUF_ARR) {

@@ -595,8 +595,8 @@ static enum llm_status llm__hf_tokenizer(const struct llm__hf_texts *tx, int64_t
 // Builds g from a directory's texts (config.json's required; without tokenizer.json, no
 // tokenizer) and the opened safetensors files in o, which g then owns (on failure: everything
 // freed, g empty).
-enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_texts *tx, struct llm__hf_owned *o,
-                              struct llm__err *e) {
+static enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_texts *tx, struct llm__hf_owned *o,
+                                     struct llm__err *e) {
     struct llm__gbuf b = {0};
     const char *arch = NULL;
     bool permute = false;
@@ -650,7 +650,7 @@ enum llm_status llm__hf_build(struct llm__gguf *g, const struct llm__hf_texts *t
 
 // A shard's file name from model.safetensors.index.json, checked to name a file inside the
 // directory: not empty, no '/', not "." or "..", at most 255 bytes, no control characters.
-bool llm__hf_shard_name_ok(const char *s, size_t n) {
+static bool llm__hf_shard_name_ok(const char *s, size_t n) {
     if (n == 0 || n > 255 || strlen(s) != n || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
         return false;
     for (size_t i = 0; i < n; i++) if ((unsigned char)s[i] < 0x20) return false;

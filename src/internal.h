@@ -630,7 +630,7 @@ LLM__INTERNAL const char *llm__gguf_printable(char out[88], const char *p, uint6
 LLM__INTERNAL bool llm__gguf_index_init(struct llm__gguf_index *ix, int64_t n);
 
 LLM__INTERNAL int64_t llm__gguf_index_find(const struct llm__gguf_index *ix, const void *items,
-                                    size_t stride, const char *name, uint64_t *slot);
+                                           size_t stride, const char *name, uint64_t *slot);
 
 LLM__INTERNAL enum llm_status llm__gguf_parse(struct llm__gguf *g, struct llm__err *e);
 
@@ -643,22 +643,22 @@ LLM__INTERNAL bool llm__str_has(const struct llm__gguf_str *s, const char *z);
 LLM__INTERNAL int64_t llm__gguf_find_key(const struct llm__gguf *g, const char *key);
 
 LLM__INTERNAL const struct llm__gguf_tensor *llm__gguf_find_tensor(const struct llm__gguf *g,
-                                                            const char *name);
+                                                                   const char *name);
 
 LLM__INTERNAL bool llm__gguf_get_u32(const struct llm__gguf *g, const char *key, uint32_t *out,
-                              struct llm__err *e);
+                                     struct llm__err *e);
 
 LLM__INTERNAL bool llm__gguf_get_f32(const struct llm__gguf *g, const char *key, float *out,
-                              struct llm__err *e);
+                                     struct llm__err *e);
 
 LLM__INTERNAL bool llm__gguf_get_bool(const struct llm__gguf *g, const char *key, bool *out,
-                               struct llm__err *e);
+                                      struct llm__err *e);
 
 LLM__INTERNAL bool llm__gguf_get_str(const struct llm__gguf *g, const char *key, struct llm__gguf_str *out,
-                              struct llm__err *e);
+                                     struct llm__err *e);
 
 LLM__INTERNAL bool llm__gguf_get_arr(const struct llm__gguf *g, const char *key, uint32_t *elem_type,
-                              uint64_t *n, const void **data, struct llm__err *e);
+                                     uint64_t *n, const void **data, struct llm__err *e);
 
 // === src/json.c, src/unicode.c: JSON, UTF-8 ===
 
@@ -1009,7 +1009,7 @@ LLM__INTERNAL enum llm_status llm__cpu_buf_alloc(void *ctx, struct llm__buf *buf
 LLM__INTERNAL void llm__cpu_buf_free(void *ctx, struct llm__buf *buf);
 
 LLM__INTERNAL enum llm_status llm__cpu_weight_load(void *ctx, struct llm__weight *w, int type, int64_t ne0,
-                                            int64_t ne1, const void *data, struct llm__err *e);
+                                                   int64_t ne1, const void *data, struct llm__err *e);
 
 LLM__INTERNAL void llm__cpu_weight_free(void *ctx, struct llm__weight *w);
 
@@ -1128,10 +1128,10 @@ struct llm__quant_job { const struct llm__gguf_tensor *src; int type; void *dst;
 LLM__INTERNAL void llm__quant_worker(void *arg, int ith, int nth);
 
 LLM__INTERNAL enum llm_status llm__model_quantize(struct llm__model *m, const char *name, int n_threads, bool progress,
-                                           struct llm__err *e);
+                                                  struct llm__err *e);
 
 LLM__INTERNAL enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend *be, bool progress,
-                                               struct llm__err *e);
+                                                      struct llm__err *e);
 
 LLM__INTERNAL size_t llm__model_bytes_per_token(const struct llm__model *m);
 
@@ -1146,15 +1146,15 @@ struct llm__acts {
 };
 
 LLM__INTERNAL enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, struct llm_backend *be,
-                                      int max_tokens, int max_out, struct llm__err *e);
+                                             int max_tokens, int max_out, struct llm__err *e);
 
 // Time spent per module of the model (enum llm_prof_op), when profiling (llm_set_profiling).
 struct llm__prof { double t[LLM_PROF_COUNT]; long long steps; };
 
 LLM__INTERNAL enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be, struct llm__acts *a,
-                                    const struct llm__tensor *k_cache, const struct llm__tensor *v_cache,
-                                    const struct llm__step *s, float *logits, struct llm__prof *prof,
-                                    struct llm__err *e);
+                                           const struct llm__tensor *k_cache, const struct llm__tensor *v_cache,
+                                           const struct llm__step *s, float *logits, struct llm__prof *prof,
+                                           struct llm__err *e);
 
 // === src/blocks.c: KV cache blocks ===
 
@@ -1188,7 +1188,7 @@ struct llm__blocks {
 LLM__INTERNAL void llm__blocks_free(struct llm__blocks *bm);
 
 LLM__INTERNAL enum llm_status llm__blocks_init(struct llm__blocks *bm, int n_blocks, int block_size, bool caching,
-                                        struct llm__err *e);
+                                               struct llm__err *e);
 
 LLM__INTERNAL int llm__blocks_available(const struct llm__blocks *bm);
 
@@ -1303,7 +1303,7 @@ LLM__INTERNAL void llm__vocab_free(struct llm__vocab *v);
 LLM__INTERNAL void llm__chat_template_recognise(struct llm__vocab *v, const struct llm__gguf *g);
 
 LLM__INTERNAL enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
-                                       struct llm__err *e);
+                                              struct llm__err *e);
 
 enum { LLM__CP_LETTER = 1, LLM__CP_NUMBER = 2, LLM__CP_PUNCT = 4, LLM__CP_SPACE = 8, LLM__CP_ANY = 16 };
 
@@ -1329,10 +1329,10 @@ LLM__INTERNAL bool llm__detokenize(const struct llm__vocab *v, const int32_t *id
                                    struct llm__outbuf *o);
 
 LLM__INTERNAL void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, int32_t id, int flags,
-                             struct llm__outbuf *o);
+                                    struct llm__outbuf *o);
 
 LLM__INTERNAL int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
-                           struct llm__outbuf *o);
+                                  struct llm__outbuf *o);
 
 // === src/quantize.c: quantizing model files ===
 
@@ -1362,8 +1362,8 @@ LLM__INTERNAL bool llm__fwrite(FILE *f, const void *p, size_t n);
 struct llm__qrepl { int type; const void *data; size_t size; };
 
 LLM__INTERNAL enum llm_status llm__quantize_gguf(struct llm__gguf *g, const struct llm_quantize_params *params,
-                                          const struct llm__ftype *ft, const struct llm__qrepl *repl,
-                                          struct llm_quantize_stats *st_, struct llm__err *e);
+                                                 const struct llm__ftype *ft, const struct llm__qrepl *repl,
+                                                 struct llm_quantize_stats *st_, struct llm__err *e);
 
 // === src/api.c (the engine), src/scheduler.c, step.c, stops.c, speculative.c: serving ===
 
@@ -1377,7 +1377,7 @@ LLM__INTERNAL enum llm_status llm__serving_init(llm_engine *E, struct llm__err *
 LLM__INTERNAL void llm__serving_free(llm_engine *E);
 
 LLM__INTERNAL enum llm_status llm__seq_eval_chunk(llm_engine *E, struct llm__seq *s, const int32_t *tokens, int n,
-                                           int n_logits, float *logits);
+                                                  int n_logits, float *logits);
 
 // The serving queue of an engine (src/scheduler.c): its requests, a step's plan, its outputs.
 struct llm__sched {

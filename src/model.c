@@ -429,7 +429,7 @@ void llm__quant_worker(void *arg, int ith, int nth) {
 // llm_engine_params.quantize), in place of the file's: the tensor then points to the new data
 // (m->qbufs), and the mapped file's pages are given back.
 enum llm_status llm__model_quantize(struct llm__model *m, const char *name, int n_threads, bool progress,
-                                           struct llm__err *e) {
+                                    struct llm__err *e) {
     const int type = llm__type_by_name(name);
     if (type < 0)
         return llm__fail(e, LLM_ERR_INVALID_ARG,
@@ -512,7 +512,7 @@ static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm
 // Collects the 1-D parameters into one f32 backend buffer and the matrices into backend weights.
 // progress: print a percentage to stderr while the weights are taken in (a terminal only).
 enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend *be, bool progress,
-                                               struct llm__err *e) {
+                                        struct llm__err *e) {
     if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
         return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     const struct llm_backend_i *B = be->iface;
@@ -571,7 +571,7 @@ void llm__model_free(struct llm__model *m, struct llm_backend *be) {
 }
 
 enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, struct llm_backend *be,
-                                      int max_tokens, int max_out, struct llm__err *e) {
+                               int max_tokens, int max_out, struct llm__err *e) {
     size_t T = (size_t)max_tokens, off = 0;
     const size_t E = (size_t)m->n_embd, Q = (size_t)m->n_head * m->head_dim, KV = (size_t)m->n_head_kv * m->head_dim;
 #define LLM__ALLOC(field, n) (a->field = off, off += (((n) * sizeof(float)) + 63) & ~(size_t)63)
@@ -626,9 +626,9 @@ static void llm__forward_matmul(const struct llm_backend_i *B, void *ctx, int n,
 // prof, each op is timed (a backend whose ops run asynchronously is synchronized after each; a
 // failure there ends the step early and is returned).
 enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be, struct llm__acts *a,
-                                    const struct llm__tensor *k_cache, const struct llm__tensor *v_cache,
-                                    const struct llm__step *s, float *logits, struct llm__prof *prof,
-                                    struct llm__err *e) {
+                             const struct llm__tensor *k_cache, const struct llm__tensor *v_cache,
+                             const struct llm__step *s, float *logits, struct llm__prof *prof,
+                             struct llm__err *e) {
     const struct llm_backend_i *B = be->iface;
     void *ctx = be->ctx;
     enum llm_status st = LLM_OK;

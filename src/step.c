@@ -67,7 +67,7 @@ enum llm_status llm__execute(llm_engine *E, const struct llm__step *step, float 
 // One chunk of llm_seq_eval: n tokens of a sequence whose blocks hold them, as a step of one
 // sequence; the rows of its last n_logits tokens go to logits.
 enum llm_status llm__seq_eval_chunk(llm_engine *E, struct llm__seq *s, const int32_t *tokens, int n,
-                                           int n_logits, float *logits) {
+                                    int n_logits, float *logits) {
     struct llm__plan_entry pe = {NULL, s, tokens, s->len, n, n_logits, 0};
     struct llm__plan plan = {&pe, 1, n, n_logits, 0, 0};
     struct llm__step step;

@@ -331,7 +331,7 @@ static enum llm_status llm__vocab_check_bytes(const struct llm__vocab *v, struct
 // The vocabulary of a GGUF file (n_vocab_model > 0: it must have that many tokens): tokens,
 // special ids, the tokenizer's settings, special tokens, byte tokens, the chat template.
 enum llm_status llm__vocab_load(struct llm__vocab *v, const struct llm__gguf *g, int n_vocab_model,
-                                       struct llm__err *e) {
+                                struct llm__err *e) {
     enum llm_status st;
     memset(v, 0, sizeof(*v));
     v->bos = v->eos = v->unk = -1;
@@ -855,7 +855,7 @@ oom:
 
 // Returns the number of tokens, or -1 (message in e).
 int llm__tokenize(const struct llm__vocab *v, const char *text, size_t len, int flags, int32_t *ids, int cap,
-                         struct llm__err *e) {
+                  struct llm__err *e) {
     struct llm__tokbuf out = {ids, cap, 0};
     bool add_special = flags & LLM_TOKENIZE_ADD_SPECIAL;
     if (add_special && v->add_bos) llm__tokbuf_push(&out, v->bos);
@@ -1002,7 +1002,7 @@ bool llm__detokenize(const struct llm__vocab *v, const int32_t *ids, int n, int 
 // of range adds nothing. st->n_tokens counts the tokens from the first one with text: that one
 // loses SentencePiece's space, as in llm__detokenize (a BOS before it has no text).
 void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, int32_t id, int flags,
-                             struct llm__outbuf *o) {
+                      struct llm__outbuf *o) {
     if (id < 0 || id >= v->n) return;
     bool first = st->n_tokens == 0;
     if (!llm__piece_put(v, id, flags & LLM_DETOKENIZE_SPECIAL, &first, o, st)) o->fail = true;
@@ -1011,7 +1011,7 @@ void llm__stream_push(const struct llm__vocab *v, struct llm_text_stream *st, in
 
 // Looks a string up in a table of ids + 1 into strs; -1 when absent.
 int32_t llm__strtab_find(const uint32_t *ht, uint32_t mask, const struct llm__gguf_str *strs, const char *s,
-                                size_t n) {
+                         size_t n) {
     for (uint32_t i = (uint32_t)llm__hash(s, n) & mask;; i = (i + 1) & mask) {
         uint32_t id = ht[i];
         if (!id) return -1;

@@ -3,6 +3,8 @@
 #   - no line over 120 columns in src/, backends/ (C files and headers) and cli/
 #   - no source file of src/ or backends/ over 2,000 lines
 #   - no function over 100 lines (its first line to its closing brace) in src/, backends/, cli/
+#   - every function of src/ and backends/ is static, public (llm_*, declared in llm.h) or declared
+#     LLM__INTERNAL in src/internal.h or backends/backend.h (else llm.c would export it)
 # Prints each finding as FILE:LINE: what; exits 1 if there is one. Python's standard library only.
 import glob
 import re
@@ -57,8 +59,15 @@ def functions(lines):
                     start = None
 
 
+def shared_names():
+    """The functions src/internal.h and backends/backend.h declare LLM__INTERNAL."""
+    text = open('src/internal.h').read() + open('backends/backend.h').read()
+    return set(re.findall(r'^LLM__INTERNAL\b[^;{]*?\b(llm__\w+)\s*\(', text, re.M))
+
+
 def main():
     bad = []
+    shared = shared_names()
     for f in files():
         lines = open(f, encoding='utf-8').read().split('\n')
         for n, line in enumerate(lines, 1):
@@ -70,6 +79,10 @@ def main():
             for name, a, b in functions(lines):
                 if b - a + 1 > MAX_FUNC:
                     bad.append('%s:%d: %s is %d lines (at most %d: split it into steps)' % (f, a, name, b - a + 1, MAX_FUNC))
+                head = lines[a - 1]
+                if f.startswith(('src/', 'backends/')) and not re.search(r'\bstatic\b', head) and \
+                        name.startswith('llm__') and name not in shared:
+                    bad.append('%s:%d: %s is neither static nor declared LLM__INTERNAL in src/internal.h' % (f, a, name))
     for b in bad:
         print(b)
     if bad:
