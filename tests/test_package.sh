@@ -1,6 +1,7 @@
 #!/bin/sh
 # The split between the engine and the program, and the library: the program's sources (cli/)
-# use llm.h alone, llm.c holds no program, the shared library exports exactly the LLM_API
+# use llm.h alone, llm.c holds no program, llm.c's object defines and the shared library
+# exports exactly the LLM_API
 # functions of llm.h under its soname, and the README's example program (examples/hello.c,
 # built against the library) generates the text `llm run` generates.
 # Usage: tests/test_package.sh LLM_BINARY MODELS_DIR (the library and examples/hello are looked
@@ -34,11 +35,18 @@ same_as_api() {
         grep '^[<>]' | tr '\n' ' ')"
     rm -f "${TMPDIR:-/tmp}/llm-api.$$"
 }
-if [ -f "$dir/pic/llm.o" ]; then
-    same_as_api "the global symbols of $dir/pic/llm.o" "$(nm -g --defined-only "$dir/pic/llm.o" | awk '{ print $3 }' | sort)"
-else
-    bad "no $dir/pic/llm.o"
+# llm.c, the amalgamation: its object (an AMALG=1 build's, else compiled here without optimisation)
+obj=$dir/pic/llm.o
+if [ ! -f "$obj" ]; then
+    obj=${TMPDIR:-/tmp}/llm-package.$$.o
+    ${CC:-cc} -std=c11 -O0 -c -o "$obj" llm.c || bad "llm.c does not compile alone"
 fi
+if [ -f "$obj" ]; then
+    same_as_api "the global symbols of llm.c's object" "$(nm -g --defined-only "$obj" | awk '{ print $3 }' | sort)"
+else
+    bad "no object of llm.c"
+fi
+[ "$obj" = "$dir/pic/llm.o" ] || rm -f "$obj"
 so=$dir/libllm.so.$(awk '$2 == "LLM_VERSION_MAJOR" { print $3 }' llm.h)
 if [ -f "$so" ]; then
     same_as_api "the symbols $so exports" "$(nm -D --defined-only "$so" | awk '{ print $3 }' | sort)"
