@@ -1,9 +1,8 @@
 #!/bin/sh
 # The split between the engine and the program, and the library: the program's sources (cli/)
-# use llm.h alone, llm.c holds no program, llm.c's object defines and the shared library
-# exports exactly the LLM_API
-# functions of llm.h under its soname, and the README's example program (examples/hello.c,
-# built against the library) generates the text `llm run` generates.
+# use llm.h alone, llm.c holds no program, llm.c's object defines and the shared library exports
+# exactly the LLM_API functions of llm.h (the latter under its soname), and the README's example
+# program (examples/hello.c, built against the library) generates the text `llm run` generates.
 # Usage: tests/test_package.sh LLM_BINARY MODELS_DIR (the library and examples/hello are looked
 # for next to LLM_BINARY)
 llm=$1
