@@ -243,6 +243,10 @@ int cli_cmd_run(struct cli *c) {
                 ei.kv_tokens);
     fprintf(stderr, "prompt: %d tokens, %.2f tokens/s | decode: %d tokens, %.2f tokens/s\n", n_prompt,
             cli_prompt_tps(&a), cli_n_decode(&a), cli_decode_tps(&a));
+    const char *tmpl = llm_chat_template_detect(E);
+    if (a.finish == LLM_FINISH_STOP && a.text.n == 0 && tmpl)   // a chat model given plain text
+        fprintf(stderr, "llm: the model ended before any text: it is a chat model (%s template) and run gives it the "
+                        "prompt as it is; ask it with: llm chat -m %s -p \"...\"\n", tmpl, c->ep.model_path);
     struct llm_engine_stats st;
     llm_get_stats(E, &st);
     if (c->ep.speculative_ngram || c->ep.speculative_model) cli_spec_print(stderr, "", &st);
@@ -492,7 +496,7 @@ static char *cli_history_path(void) {
 
 // One user message: the conversation's prompt (older turns dropped when the context needs it),
 // one request, its text streamed.
-static void cli_chat_turn(struct cli_chat *ch, const char *text, struct cli_ids *ids) {
+static bool cli_chat_turn(struct cli_chat *ch, const char *text, struct cli_ids *ids) {
     const struct cli *c = ch->c;
     cli_chat_add(ch, "user", text);
     // room for the answer: -n tokens, else a quarter of the context; at most half of it
@@ -502,7 +506,7 @@ static void cli_chat_turn(struct cli_chat *ch, const char *text, struct cli_ids 
     if (dropped < 0) {
         printf("(the message does not fit the context of %d tokens with room for an answer)\n", ch->max_model_len);
         cli_chat_remove(ch, ch->n_msg - 1, 1);
-        return;
+        return false;
     }
     if (dropped) {
         ch->n_dropped += dropped;
@@ -522,7 +526,7 @@ static void cli_chat_turn(struct cli_chat *ch, const char *text, struct cli_ids 
         printf("\n(%s: /reset to start a new conversation)\n", llm_last_error(ch->E));
         cli_chat_remove(ch, ch->n_msg - 1, 1);
         cli_answer_free(&ch->last);
-        return;
+        return false;
     }
     ch->n_turns++;
     if (ch->last.finish == LLM_FINISH_ABORT) printf(" [stopped]");
@@ -530,11 +534,65 @@ static void cli_chat_turn(struct cli_chat *ch, const char *text, struct cli_ids 
     if (ch->last.finish == LLM_FINISH_CONTEXT && ch->last.n_prompt + ch->last.n_toks >= ch->max_model_len)
         printf("(the answer reached the end of the context: the next message drops the oldest turns)\n");
     cli_chat_add(ch, "assistant", ch->last.text.p ? ch->last.text.p : "");
+    return true;
+}
+
+// The conversation from the terminal or standard input: a message a line, or a /command.
+static void cli_chat_repl(struct cli_chat *ch, bool tty, const char *history, struct cli_ids *ids) {
+    char *line;
+    while ((line = cli_read_message(tty, history)) != NULL) {
+        char *cmd = line;
+        if (!strcmp(cmd, "/quit") || !strcmp(cmd, "/exit")) { free(line); break; }
+        if (!*cmd) { free(line); continue; }
+        if (!strcmp(cmd, "/help")) {
+            printf("/reset         forget the conversation\n/system TEXT   set the system prompt (and reset)\n"
+                   "/stats         speed of the last answer, context used\n/quit          leave\n"
+                   "a line that ends with \\ goes on on the next\n");
+        } else if (!strcmp(cmd, "/reset")) {
+            cli_chat_reset(ch);
+            printf("(conversation reset)\n");
+        } else if (!strncmp(cmd, "/system", 7) && (cmd[7] == ' ' || cmd[7] == 0)) {
+            free(ch->system);
+            if (!(ch->system = strdup(cmd[7] ? cmd + 8 : ""))) cli_die("out of memory");
+            cli_chat_reset(ch);
+            printf("(system prompt set; conversation reset)\n");
+        } else if (!strcmp(cmd, "/stats")) {
+            const struct cli_answer *a = &ch->last;
+            printf("last answer: prompt %d tokens (%d cached) at %.2f tokens/s, %d tokens generated at %.2f tokens/s\n"
+                   "context: %d of %d tokens used, %d earlier turns dropped to fit it\n", a->n_prompt, a->n_cached,
+                   cli_prompt_tps(a), a->n_toks, cli_decode_tps(a), a->n_prompt + a->n_toks, ch->max_model_len,
+                   ch->n_dropped);
+        } else if (cmd[0] == '/' && strchr("abcdefghijklmnopqrstuvwxyz", cmd[1] ? cmd[1] : '!')) {
+            printf("unknown command %s (/help lists them)\n", cmd);
+        } else {
+            cli_chat_turn(ch, cmd, ids);
+        }
+        fflush(stdout);
+        free(line);
+    }
+}
+
+// One question (-p TEXT, or -f FILE: the file's text as one message): its answer, then the end.
+static bool cli_chat_once(struct cli_chat *ch, struct cli_ids *ids) {
+    const struct cli *c = ch->c;
+    char *text = NULL;
+    if (c->prompt_file) {
+        size_t len;
+        text = cli_read_file(c->prompt_file, CLI_MAX_LINE, &len);
+        if (!text) cli_die("out of memory");
+        if (strlen(text) != len) cli_die("chat: '%s' holds a NUL byte: not a text", c->prompt_file);
+    } else if (!(text = strdup(c->prompt))) {
+        cli_die("out of memory");
+    }
+    if (!*text) cli_die("chat: the question is empty");
+    bool ok = cli_chat_turn(ch, text, ids);
+    free(text);
+    return ok;
 }
 
 int cli_cmd_chat(struct cli *c) {
-    if (c->prompt || c->prompt_file || c->tokens)
-        cli_die("chat: the conversation comes from the terminal or stdin, not -p/-f/--tokens");
+    if (c->tokens) cli_die("chat: a question is text (-p TEXT or -f FILE), not --tokens");
+    if (c->prompt && c->prompt_file) cli_die("chat: give one of -p or -f");
     if (c->n_predict_set && c->n_predict == 0) cli_die("chat: -n must be at least 1 (or -1: no limit)");
     if (!c->seed_set) c->sp.seed = cli_random_seed();
     c->ep.enable_prefix_caching = 1;   // the earlier turns' KV blocks are found again
@@ -578,37 +636,9 @@ int cli_cmd_chat(struct cli *c) {
     if (isatty(0)) fprintf(stderr, "line editing is off: build with libedit (Debian: libedit-dev)\n");
 #endif
     struct cli_ids ids = {0};
-    char *line;
-    while ((line = cli_read_message(tty, history)) != NULL) {
-        char *cmd = line;
-        if (!strcmp(cmd, "/quit") || !strcmp(cmd, "/exit")) { free(line); break; }
-        if (!*cmd) { free(line); continue; }
-        if (!strcmp(cmd, "/help")) {
-            printf("/reset         forget the conversation\n/system TEXT   set the system prompt (and reset)\n"
-                   "/stats         speed of the last answer, context used\n/quit          leave\n"
-                   "a line that ends with \\ goes on on the next\n");
-        } else if (!strcmp(cmd, "/reset")) {
-            cli_chat_reset(&ch);
-            printf("(conversation reset)\n");
-        } else if (!strncmp(cmd, "/system", 7) && (cmd[7] == ' ' || cmd[7] == 0)) {
-            free(ch.system);
-            if (!(ch.system = strdup(cmd[7] ? cmd + 8 : ""))) cli_die("out of memory");
-            cli_chat_reset(&ch);
-            printf("(system prompt set; conversation reset)\n");
-        } else if (!strcmp(cmd, "/stats")) {
-            const struct cli_answer *a = &ch.last;
-            printf("last answer: prompt %d tokens (%d cached) at %.2f tokens/s, %d tokens generated at %.2f tokens/s\n"
-                   "context: %d of %d tokens used, %d earlier turns dropped to fit it\n", a->n_prompt, a->n_cached,
-                   cli_prompt_tps(a), a->n_toks, cli_decode_tps(a), a->n_prompt + a->n_toks, ch.max_model_len,
-                   ch.n_dropped);
-        } else if (cmd[0] == '/' && strchr("abcdefghijklmnopqrstuvwxyz", cmd[1] ? cmd[1] : '!')) {
-            printf("unknown command %s (/help lists them)\n", cmd);
-        } else {
-            cli_chat_turn(&ch, cmd, &ids);
-        }
-        fflush(stdout);
-        free(line);
-    }
+    int rc = 0;
+    if (c->prompt || c->prompt_file) rc = cli_chat_once(&ch, &ids) ? 0 : 1;
+    else cli_chat_repl(&ch, tty, history, &ids);
     if (tty) fputc('\n', stderr);
     cli_chat_remove(&ch, 0, ch.n_msg);
     cli_answer_free(&ch.last);
@@ -617,5 +647,5 @@ int cli_cmd_chat(struct cli *c) {
     free(ch.system);
     free(history);
     llm_engine_free(ch.E);
-    return 0;
+    return rc;
 }

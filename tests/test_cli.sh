@@ -197,7 +197,9 @@ expect_fail "bad repeat penalty" "--repeat-penalty" "$llm" run -m "$m" -p hi --r
 expect_fail "empty stop string" "--stop" "$llm" run -m "$m" -p hi --stop ""
 expect_fail "bad stop ids" "--stop-token-ids" "$llm" run -m "$m" -p hi --stop-token-ids 1,x
 expect_fail "unknown chat template" "vicuna" "$llm" chat -m "$m" --chat-template vicuna
-expect_fail "chat with a prompt flag" "chat" "$llm" chat -m "$m" -p hi
+expect_fail "chat with --tokens" "not --tokens" "$llm" chat -m "$m" --tokens 1,2
+expect_fail "chat with -p and -f" "one of -p or -f" "$llm" chat -m "$m" -p hi -f /dev/null
+expect_fail "chat with an empty question" "question is empty" "$llm" chat -m "$m" -p ""
 expect_fail "tokenize without text" "-p" "$llm" tokenize -m "$m"
 expect_fail "tokenize a missing file" "nonexistent" "$llm" tokenize -m "$m" -f /nonexistent.txt
 # endless input and a model file that never ends opening: a message, not filled memory or a
