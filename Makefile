@@ -184,6 +184,10 @@ $(BUILD)/cli/%.o: cli/%.c cli/cli.h llm.h $(STAMP) | jansson-check curl-check mi
 
 $(BUILD)/llm: $(ENGINE_OBJ) $(CU_OBJ) $(CLI_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CLI_LIBS)
+ifneq ($(EDITLINE),1)
+	@echo "note: built without libedit: llm chat reads plain lines, with no line editing or history" \
+	    "(install the Debian package libedit-dev and run make again)"
+endif
 
 # --- the library: position-independent, only LLM_API (llm_*) symbols visible ---
 

@@ -75,5 +75,14 @@ else
     bad "no $dir/examples/hello"
 fi
 
+# a build without libedit says so once, naming the package; one with it says nothing (make -n: the
+# commands a build would run, none run)
+n=$(${MAKE:-make} -n --no-print-directory EDITLINE= BUILD=build/editline-check build/editline-check/llm 2>&1 |
+    grep -c 'libedit-dev')
+[ "$n" = 1 ] && ok || bad "a build without libedit does not name libedit-dev once (make -n: $n lines)"
+n=$(${MAKE:-make} -n --no-print-directory EDITLINE=1 BUILD=build/editline-check build/editline-check/llm 2>&1 |
+    grep -c 'libedit-dev')
+[ "$n" = 0 ] && ok || bad "a build with libedit speaks of libedit-dev"
+
 echo "test_package: $pass passed, $fail failed"
 [ "$fail" = 0 ]
