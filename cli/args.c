@@ -614,7 +614,7 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
             inline_val = eq + 1;
         }
         const struct cli_flag *f = cli_flag_find(a, argv[1]);
-        if (f->kind == CLI_FLAG_HELP) { fputs(cli_usage, stdout); exit(0); }
+        if (f->kind == CLI_FLAG_HELP) { cli_print_command_help(argv[1]); exit(0); }
         if (f->kind == CLI_FLAG_ONOFF) cli_flag_onoff(f, c, a, &inline_val, argc, argv, &i);
         else if (f->kind == CLI_FLAG_TRUE || f->kind == CLI_FLAG_SET) cli_flag_apply(f, c, a, NULL);
         else cli_flag_apply(f, c, a, cli_flag_value(a, &inline_val, argc, argv, &i));

@@ -73,6 +73,8 @@ struct cli {
 };
 
 extern const char cli_usage[];
+// llm COMMAND --help: the command's lines of the usage text and the options that concern it.
+void cli_print_command_help(const char *cmd);
 
 // --- args.c ---
 

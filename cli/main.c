@@ -260,6 +260,83 @@ const char cli_usage[] =
     "  -h, --help                this help\n"
     "      --version             print the version\n";
 
+// The usage text is blocks apart by blank lines, each under a header line ("chat options:");
+// a command's help is its lines of the "commands:" block and the blocks that concern it.
+static const struct { const char *cmd, *blocks[5]; } cli_help_blocks[] = {
+    {"run", {"prompt options", "generation options", "run output", "model and engine options"}},
+    {"chat", {"chat options", "generation options", "model and engine options"}},
+    {"tokenize", {"prompt options", "tokenize output", "model and engine options"}},
+    {"detokenize", {"prompt options", "detokenize output", "model and engine options"}},
+    {"info", {"info options", "model and engine options"}},
+    {"generate", {"generate options", "generation options", "model and engine options"}},
+    {"serve", {"serve options", "generation options", "model and engine options"}},
+    {"bench", {"serving benchmark options", "model and engine options"}},
+    {"profile", {"serving benchmark options", "model and engine options"}},
+    {"perplexity", {"perplexity options", "model and engine options"}},
+    {"pull", {NULL}},
+};
+
+// The block of the usage text whose header starts with title (from its header to the blank line
+// after it), or NULL; *n its length.
+static const char *cli_usage_block(const char *title, size_t *n) {
+    for (const char *p = cli_usage; p && *p; p = strstr(p, "\n\n"), p = p ? p + 2 : NULL) {
+        if (strncmp(p, title, strlen(title)) != 0) continue;
+        const char *end = strstr(p, "\n\n");
+        *n = end ? (size_t)(end - p) + 1 : strlen(p);
+        return p;
+    }
+    return NULL;
+}
+
+// The lines of the "commands:" block that describe cmd (its line and those indented under it).
+static void cli_print_command_lines(const char *cmd) {
+    size_t n;
+    const char *b = cli_usage_block("commands:", &n), *end = b ? b + n : NULL;
+    for (const char *l = b; l && l < end;) {
+        const char *nl = memchr(l, '\n', (size_t)(end - l));
+        size_t len = nl ? (size_t)(nl - l) + 1 : (size_t)(end - l);
+        size_t k = strlen(cmd);
+        if (!strncmp(l, "  ", 2) && !strncmp(l + 2, cmd, k) && l[2 + k] == ' ') {
+            fwrite(l, 1, len, stdout);
+            for (l += len; l < end && !strncmp(l, "            ", 12); l += len) {
+                nl = memchr(l, '\n', (size_t)(end - l));
+                len = nl ? (size_t)(nl - l) + 1 : (size_t)(end - l);
+                fwrite(l, 1, len, stdout);
+            }
+            return;
+        }
+        l += len;
+    }
+}
+
+void cli_print_command_help(const char *cmd) {
+    for (size_t i = 0; i < sizeof(cli_help_blocks) / sizeof(cli_help_blocks[0]); i++) {
+        if (strcmp(cli_help_blocks[i].cmd, cmd) != 0) continue;
+        printf("usage: llm %s [options]%s\n\n", cmd, strcmp(cmd, "pull") ? "" : " REPO FILE");
+        cli_print_command_lines(cmd);
+        for (int j = 0; j < 5 && cli_help_blocks[i].blocks[j]; j++) {
+            size_t n;
+            const char *b = cli_usage_block(cli_help_blocks[i].blocks[j], &n);
+            if (b) { putchar('\n'); fwrite(b, 1, n, stdout); }
+        }
+        printf("\nFlags with a value take it as the next argument or after '=' (--temp=0.5). Every command "
+               "and flag: llm --help\n");
+        return;
+    }
+    fputs(cli_usage, stdout);
+}
+
+// Bare llm: what it is, the commands, where to read more.
+static void cli_print_overview(FILE *f) {
+    size_t n;
+    const char *b = cli_usage_block("commands:", &n);
+    fputs("llm: a portable LLM inference engine and its program (GGUF and Hugging Face models; CPU, Vulkan,\n"
+          "CUDA). Ask a model one question: llm chat -m MODEL.gguf -p \"...\"\n\n", f);
+    if (b) fwrite(b, 1, n, f);
+    fputs("\nllm COMMAND --help: a command's options; llm --help: every command and flag; README.md and\n"
+          "docs/: the manual.\n", f);
+}
+
 // The flags, and -m hf://REPO/FILE made the cached file's path (pulled first when missing;
 // c->hf_path holds it, freed by done()).
 static void parse_args(int argc, char **argv, struct cli *c) {
@@ -274,9 +351,15 @@ static int done(struct cli *c, int rc) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
-        fputs(cli_usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 1 : 0;
+    if (argc < 2) {
+        cli_print_overview(stderr);
+        return 1;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) { fputs(cli_usage, stdout); return 0; }
+    if (!strcmp(argv[1], "help")) {   // llm help [COMMAND]
+        if (argc > 2) cli_print_command_help(argv[2]);
+        else fputs(cli_usage, stdout);
+        return 0;
     }
     if (!strcmp(argv[1], "--version")) { printf("llm %s\n", LLM_VERSION); return 0; }
     struct cli c;

@@ -593,7 +593,7 @@ static char *hf_pull(const char *repo, const char *file, bool quiet_if_cached) {
 
 int cli_cmd_pull(int argc, char **argv) {
     if (argc == 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
-        fputs(cli_usage, stdout);
+        cli_print_command_help("pull");
         return 0;
     }
     char *path;

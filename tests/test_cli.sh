@@ -144,6 +144,21 @@ expect_fail "llama.cpp's -cnv" "llm chat" "$llm" run -m "$m" -p hi -cnv
 "$llm" info -m "$m" | grep -q "architecture:  llama" && ok || bad "info: no architecture line"
 "$llm" --help | grep -q -- "--logprobs" && ok || bad "--help does not list --logprobs"
 "$llm" run --help | grep -q -- "--top-p" && ok || bad "run --help does not list --top-p"
+# each command's own help: its usage line, its options, not the others'; bare llm: a short overview
+all=$("$llm" --help | wc -l)
+for cmd in run chat tokenize detokenize info generate serve bench profile perplexity pull; do
+    out=$("$llm" $cmd --help); rc=$?
+    [ "$rc" = 0 ] && [ "$(printf '%s\n' "$out" | head -n 1)" = "usage: llm $cmd [options]$([ $cmd = pull ] && echo ' REPO FILE')" ] &&
+        [ "$(printf '%s\n' "$out" | wc -l)" -lt "$all" ] && ok || bad "$cmd --help: exit $rc, $(printf '%s\n' "$out" | head -n 2)"
+done
+"$llm" chat --help | grep -q -- "--chat-template" && ! "$llm" chat --help | grep -q -- "--num-prompts" && ok ||
+    bad "chat --help: not chat's options"
+"$llm" serve --help | grep -q -- "--port" && ! "$llm" serve --help | grep -q -- "--kl-divergence" && ok ||
+    bad "serve --help: not serve's options"
+"$llm" help perplexity | grep -q -- "--kl-divergence" && ok || bad "llm help perplexity"
+out=$("$llm" 2>&1 >/dev/null); rc=$?
+[ "$rc" = 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" -lt 40 ] && printf '%s\n' "$out" | grep -q 'llm COMMAND --help' &&
+    printf '%s\n' "$out" | grep -q '^  serve ' && ok || bad "bare llm: exit $rc, not a short overview: $out"
 for f in --min-p --repeat-penalty --frequency-penalty --presence-penalty --repeat-last-n --stop --stop-token-ids \
          --chat-template --system --special --host --port --api-key --served-model-name --max-queued-requests \
          --max-body-size --max-body-memory --header-timeout --body-min-rate --max-connections-per-ip \

@@ -30,8 +30,9 @@
 #include "../../cli/serve.c"
 #include "fuzz.h"
 
-// The program's usage text (cli/main.c, not linked here: it has main).
+// The program's usage text and help (cli/main.c, not linked here: it has main).
 const char cli_usage[] = "";
+void cli_print_command_help(const char *cmd) { (void)cmd; }
 
 #define FUZZ_MAX_LINES 8
 #define FUZZ_MAX_TOKENS 8
