@@ -10997,7 +10997,6 @@ static inline void llm__kv_to_f32(int type, const void *src, float *dst, int64_t
 
 #if defined(LLM__X86_SIMD)
 
-// 16 cache values (f16 or f32) as floats.
 // e^x for 8 floats, as llm__exp_avx512 (x clamped to [-87, 88.3]; 2^n built in the exponent bits).
 LLM__AVX2 static inline __m256 llm__exp_avx2(__m256 x) {
     x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3f)), _mm256_set1_ps(-87.0f));
