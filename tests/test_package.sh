@@ -76,11 +76,15 @@ else
 fi
 
 # a build without libedit says so once, naming the package; one with it says nothing (make -n: the
-# commands a build would run, none run)
-n=$(${MAKE:-make} -n --no-print-directory EDITLINE= BUILD=build/editline-check build/editline-check/llm 2>&1 |
+# commands a build would run, none run), in a plain build whatever the make that runs the tests was given
+# (make VULKAN=1 test-vulkan puts its build under BUILD/vulkan)
+plain="VULKAN= CUDA= CUDA_EMU= AMALG= SAN="
+n=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL ${MAKE:-make} -n --no-print-directory $plain EDITLINE= \
+    BUILD=build/editline-check build/editline-check/llm 2>&1 |
     grep -c 'libedit-dev')
 [ "$n" = 1 ] && ok || bad "a build without libedit does not name libedit-dev once (make -n: $n lines)"
-n=$(${MAKE:-make} -n --no-print-directory EDITLINE=1 BUILD=build/editline-check build/editline-check/llm 2>&1 |
+n=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL ${MAKE:-make} -n --no-print-directory $plain EDITLINE=1 \
+    BUILD=build/editline-check build/editline-check/llm 2>&1 |
     grep -c 'libedit-dev')
 [ "$n" = 0 ] && ok || bad "a build with libedit speaks of libedit-dev"
 
