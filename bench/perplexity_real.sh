@@ -1,5 +1,5 @@
 #!/bin/sh
-# The README's perplexity table for the real models: llm perplexity against llama.cpp's
+# The perplexity table of docs/cli.md for the real models: llm perplexity against llama.cpp's
 # llama-perplexity (the peer's native tools, ../shared/peer/setup.sh --native) on the GPL 3 text,
 # -c 512 --chunks CHUNKS (default 14), f32 KV cache and flash attention off on both sides:
 #   - the quantized file as it is;
