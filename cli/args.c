@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 // --- growing strings ---
@@ -28,6 +29,22 @@ void cli_sb_put(struct cli_strbuf *b, const char *s, size_t n) {
     if (n) memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
+}
+
+void cli_sb_printf(struct cli_strbuf *b, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n > 0) {
+        cli_sb_reserve(b, b->n + (size_t)n + 1);
+        vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
+        b->n += (size_t)n;
+    } else {
+        cli_sb_put(b, "", 0);
+    }
+    va_end(ap);
 }
 
 // --- UTF-8 and escaped text ---
@@ -274,6 +291,26 @@ char *cli_read_file(const char *path, size_t max, size_t *len) {
     fclose(f);
     if (more) cli_read_too_long(p, path, max);
     return p;
+}
+
+bool cli_gguf_split(const char *path, size_t *prefix_len, int *index, int *count) {
+    // PREFIX "-" 5 digits "-of-" 5 digits ".gguf": 20 bytes after PREFIX
+    size_t n = strlen(path);
+    if (n <= 20 || strcasecmp(path + n - 5, ".gguf") != 0) return false;
+    const char *s = path + n - 20;
+    if (s[0] != '-' || strncmp(s + 6, "-of-", 4) != 0) return false;
+    int v[2] = {0, 0};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 5; i++) {
+            char ch = s[k ? 10 + i : 1 + i];
+            if (ch < '0' || ch > '9') return false;
+            v[k] = v[k] * 10 + (ch - '0');
+        }
+    if (v[0] < 1 || v[0] > v[1]) return false;
+    *prefix_len = n - 20;
+    *index = v[0];
+    *count = v[1];
+    return true;
 }
 
 long long cli_getline(FILE *f, struct cli_strbuf *b, size_t max) {

@@ -81,6 +81,10 @@ void cli_print_command_help(const char *cmd);
 // A growing NUL-terminated byte string (p is NULL until the first put).
 struct cli_strbuf { char *p; size_t n, cap; };
 void cli_sb_put(struct cli_strbuf *b, const char *s, size_t n);
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void cli_sb_printf(struct cli_strbuf *b, const char *fmt, ...);
 
 // UTF-8: the length of the well-formed character at s[0..n) (1..4; no overlong forms, no
 // surrogates, nothing past U+10FFFF), or 0 when the bytes there are not one.
@@ -175,6 +179,9 @@ llm_engine *cli_engine(struct cli *c);
 int32_t *cli_prompt(llm_engine *E, const struct cli *c, int max_tokens, int *n_prompt);
 // Seconds on a monotonic clock.
 double cli_now(void);
+// A part of a split GGUF model, PREFIX-00001-of-00003.gguf (.gguf in any case; 1 <= index <= count):
+// true with the length of PREFIX, the part's index and the number of parts; false for another name.
+bool cli_gguf_split(const char *path, size_t *prefix_len, int *index, int *count);
 
 // --- request.c: completion requests as JSON (llm generate's lines, llm serve's bodies) ---
 
