@@ -376,8 +376,8 @@ static const struct { const char *flag, *hint; } cli_foreign_flags[] = {
     {"--quantization", "the weights compute in the GGUF file's types (use a quantized GGUF file)"},
     {"--tokenizer", "the vocabulary comes from the GGUF file"},
     {"--enable-chunked-prefill", "chunked prefill is always on here (--max-num-batched-tokens sets the chunk)"},
-    {"-hf", "a Hugging Face model is -m hf://REPO/FILE here (or llm pull REPO FILE)"},
-    {"--hf-repo", "a Hugging Face model is -m hf://REPO/FILE here (or llm pull REPO FILE)"},
+    {"-hf", "a Hugging Face model is -m hf://REPO:QUANT here (or llm pull REPO:QUANT, then -m NAME)"},
+    {"--hf-repo", "a Hugging Face model is -m hf://REPO:QUANT here (or llm pull REPO:QUANT, then -m NAME)"},
 };
 
 // The defaults every command starts from, and llm serve's own (vLLM's: prefix caching on).
