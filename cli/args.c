@@ -662,11 +662,39 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
 
 // --- what the commands share ---
 
+// Whether path is a well-formed GGUF file (its header reads).
+static bool cli_gguf_readable(const char *path) {
+    struct llm_engine_params p = llm_engine_params_default();
+    p.model_path = path;
+    p.load = LLM_LOAD_METADATA;
+    char err[256];
+    llm_engine *E = llm_engine_create(&p, err, sizeof(err));
+    llm_engine_free(E);
+    return E != NULL;
+}
+
+// After a model that did not load: when its file (or the draft model's) is a GGUF file named as a
+// part of a split model (NAME-00001-of-00003.gguf), a note that the engine reads a model from one
+// file ("" otherwise).
+static const char *cli_split_note(const struct cli *c, char *buf, size_t cap) {
+    const char *files[2] = {c->ep.model_path, c->ep.speculative_model};
+    size_t prefix;
+    int index, count;
+    for (int i = 0; i < 2; i++)
+        if (files[i] && cli_gguf_split(files[i], &prefix, &index, &count) && count > 1 && cli_gguf_readable(files[i])) {
+            snprintf(buf, cap, " (the %sfile is part %d of a model split into %d files, and llm reads a model from "
+                     "one file: merge them with llama-gguf-split --merge FIRST-PART OUT.gguf)",
+                     i ? "draft model's " : "", index, count);
+            return buf;
+        }
+    return "";
+}
+
 llm_engine *cli_engine(struct cli *c) {
-    char err[512];
+    char err[512], note[1024];
     c->ep.verbose = 1;   // progress while loading, on a terminal only
     llm_engine *E = llm_engine_create(&c->ep, err, sizeof(err));
-    if (!E) cli_die("%s: %s", c->ep.model_path, err);
+    if (!E) cli_die("%s: %s%s", c->ep.model_path, err, cli_split_note(c, note, sizeof(note)));
     struct llm_engine_info ei;
     struct llm_model_info mi;
     llm_get_engine_info(E, &ei);

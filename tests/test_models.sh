@@ -182,6 +182,16 @@ out=$(cd "$tmp/wd" && "$llm" info -m q8_0 2>&1) && has "-m an existing file" "$o
 # llm quantize's IN by name
 "$llm" quantize --allow-requantize tiny-q8 "$tmp/wd/requant.gguf" q4_0 >/dev/null 2>"$tmp/err" && [ -s "$tmp/wd/requant.gguf" ] &&
     ok || bad "quantize tiny-q8 (by name): $(cat "$tmp/err")"
+# a part of a split model that does not load (a GGUF file of one key, no tensor): the message says
+# that llm reads one file; not for a file that is no GGUF
+python3 -c 'import struct, sys
+s = lambda t: struct.pack("<Q", len(t)) + t
+sys.stdout.buffer.write(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + s(b"general.architecture") + struct.pack("<I", 8) + s(b"llama"))' \
+    > "$tmp/wd/m-00001-of-00002.gguf"
+expect_fail "-m a split model's first part" "llama-gguf-split --merge" "$llm" run -m "$tmp/wd/m-00001-of-00002.gguf" -p hi
+echo "junk" > "$tmp/wd/j-00001-of-00002.gguf"
+expect_fail "-m a junk file named as a part" "not a GGUF file" "$llm" run -m "$tmp/wd/j-00001-of-00002.gguf" -p hi
+case "$err" in *gguf-split*) bad "a file that is no GGUF got the note on split models: $err" ;; *) ok ;; esac
 
 # run -m a piece of the name, in a cache of its own: the tokens of the file itself
 "$llm" pull plain/solo >/dev/null 2>&1
