@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 // --- growing strings ---
@@ -28,6 +29,22 @@ void cli_sb_put(struct cli_strbuf *b, const char *s, size_t n) {
     if (n) memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
+}
+
+void cli_sb_printf(struct cli_strbuf *b, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n > 0) {
+        cli_sb_reserve(b, b->n + (size_t)n + 1);
+        vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
+        b->n += (size_t)n;
+    } else {
+        cli_sb_put(b, "", 0);
+    }
+    va_end(ap);
 }
 
 // --- UTF-8 and escaped text ---
@@ -276,6 +293,26 @@ char *cli_read_file(const char *path, size_t max, size_t *len) {
     return p;
 }
 
+bool cli_gguf_split(const char *path, size_t *prefix_len, int *index, int *count) {
+    // PREFIX "-" 5 digits "-of-" 5 digits ".gguf": 20 bytes after PREFIX
+    size_t n = strlen(path);
+    if (n <= 20 || strcasecmp(path + n - 5, ".gguf") != 0) return false;
+    const char *s = path + n - 20;
+    if (s[0] != '-' || strncmp(s + 6, "-of-", 4) != 0) return false;
+    int v[2] = {0, 0};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 5; i++) {
+            char ch = s[k ? 10 + i : 1 + i];
+            if (ch < '0' || ch > '9') return false;
+            v[k] = v[k] * 10 + (ch - '0');
+        }
+    if (v[0] < 1 || v[0] > v[1]) return false;
+    *prefix_len = n - 20;
+    *index = v[0];
+    *count = v[1];
+    return true;
+}
+
 long long cli_getline(FILE *f, struct cli_strbuf *b, size_t max) {
     b->n = 0;
     cli_sb_put(b, "", 0);
@@ -339,8 +376,8 @@ static const struct { const char *flag, *hint; } cli_foreign_flags[] = {
     {"--quantization", "the weights compute in the GGUF file's types (use a quantized GGUF file)"},
     {"--tokenizer", "the vocabulary comes from the GGUF file"},
     {"--enable-chunked-prefill", "chunked prefill is always on here (--max-num-batched-tokens sets the chunk)"},
-    {"-hf", "a Hugging Face model is -m hf://REPO/FILE here (or llm pull REPO FILE)"},
-    {"--hf-repo", "a Hugging Face model is -m hf://REPO/FILE here (or llm pull REPO FILE)"},
+    {"-hf", "a Hugging Face model is -m hf://REPO:QUANT here (or llm pull REPO:QUANT, then -m NAME)"},
+    {"--hf-repo", "a Hugging Face model is -m hf://REPO:QUANT here (or llm pull REPO:QUANT, then -m NAME)"},
 };
 
 // The defaults every command starts from, and llm serve's own (vLLM's: prefix caching on).
@@ -625,11 +662,39 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
 
 // --- what the commands share ---
 
+// Whether path is a well-formed GGUF file (its header reads).
+static bool cli_gguf_readable(const char *path) {
+    struct llm_engine_params p = llm_engine_params_default();
+    p.model_path = path;
+    p.load = LLM_LOAD_METADATA;
+    char err[256];
+    llm_engine *E = llm_engine_create(&p, err, sizeof(err));
+    llm_engine_free(E);
+    return E != NULL;
+}
+
+// After a model that did not load: when its file (or the draft model's) is a GGUF file named as a
+// part of a split model (NAME-00001-of-00003.gguf), a note that the engine reads a model from one
+// file ("" otherwise).
+static const char *cli_split_note(const struct cli *c, char *buf, size_t cap) {
+    const char *files[2] = {c->ep.model_path, c->ep.speculative_model};
+    size_t prefix;
+    int index, count;
+    for (int i = 0; i < 2; i++)
+        if (files[i] && cli_gguf_split(files[i], &prefix, &index, &count) && count > 1 && cli_gguf_readable(files[i])) {
+            snprintf(buf, cap, " (the %sfile is part %d of a model split into %d files, and llm reads a model from "
+                     "one file: merge them with llama-gguf-split --merge FIRST-PART OUT.gguf)",
+                     i ? "draft model's " : "", index, count);
+            return buf;
+        }
+    return "";
+}
+
 llm_engine *cli_engine(struct cli *c) {
-    char err[512];
+    char err[512], note[1024];
     c->ep.verbose = 1;   // progress while loading, on a terminal only
     llm_engine *E = llm_engine_create(&c->ep, err, sizeof(err));
-    if (!E) cli_die("%s: %s", c->ep.model_path, err);
+    if (!E) cli_die("%s: %s%s", c->ep.model_path, err, cli_split_note(c, note, sizeof(note)));
     struct llm_engine_info ei;
     struct llm_model_info mi;
     llm_get_engine_info(E, &ei);

@@ -12,7 +12,9 @@
 //   server.c llm serve: the OpenAI-compatible HTTP server (libmicrohttpd)
 //   bench_http.c  llm bench --base-url: the serving benchmark against a server (libcurl)
 //   perplexity.c  llm perplexity (and KL divergence against a base model), as llama-perplexity
-//   pull.c   llm pull and -m hf://REPO/FILE: downloads from Hugging Face (libcurl), SHA-256
+//   pull.c   llm pull and -m hf://REPO[:QUANT], hf://REPO/FILE: downloads from Hugging Face (libcurl),
+//            a repository's file list (its model API), SHA-256
+//   models.c the cache of llm pull by name: llm list, llm rm, -m NAME
 //   quantize.c  llm quantize: a model to a GGUF file of a llama-quantize type
 #ifndef CLI_H
 #define CLI_H
@@ -59,7 +61,8 @@ struct cli {
     const char *kld_base;              // --kl-divergence-base FILE
     bool kl_divergence;                // --kl-divergence
     int chunks, batch;                 // --chunks K, -b N (0: all, the default)
-    char *hf_path;   // -m hf://...: the cached file's path (malloc'd), or NULL
+    char *model_alloc;   // -m hf://... or NAME: the cached file's path (malloc'd), or NULL
+    char *draft_alloc;   // the same for --speculative-model
     // serve
     const char *host, *api_key, *served_model_name;
     const char *base_url;              // bench --base-url: a server to measure
@@ -81,6 +84,10 @@ void cli_print_command_help(const char *cmd);
 // A growing NUL-terminated byte string (p is NULL until the first put).
 struct cli_strbuf { char *p; size_t n, cap; };
 void cli_sb_put(struct cli_strbuf *b, const char *s, size_t n);
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void cli_sb_printf(struct cli_strbuf *b, const char *fmt, ...);
 
 // UTF-8: the length of the well-formed character at s[0..n) (1..4; no overlong forms, no
 // surrogates, nothing past U+10FFFF), or 0 when the bytes there are not one.
@@ -175,6 +182,9 @@ llm_engine *cli_engine(struct cli *c);
 int32_t *cli_prompt(llm_engine *E, const struct cli *c, int max_tokens, int *n_prompt);
 // Seconds on a monotonic clock.
 double cli_now(void);
+// A part of a split GGUF model, PREFIX-00001-of-00003.gguf (.gguf in any case; 1 <= index <= count):
+// true with the length of PREFIX, the part's index and the number of parts; false for another name.
+bool cli_gguf_split(const char *path, size_t *prefix_len, int *index, int *count);
 
 // --- request.c: completion requests as JSON (llm generate's lines, llm serve's bodies) ---
 
@@ -252,8 +262,31 @@ int cli_cmd_pull(int argc, char **argv);
 int cli_cmd_quantize(int argc, char **argv);
 int cli_cmd_serve(struct cli *c);
 int cli_cmd_bench_http(struct cli *c);
+int cli_cmd_list(int argc, char **argv);
+int cli_cmd_rm(int argc, char **argv);
 // -m hf://OWNER/NAME/FILE: the path of that file in the cache, downloaded first when it is not
 // there (or cli_die: a bad name, HTTP errors, no network, a failed size or sha256 check).
+// hf://OWNER/NAME:QUANT, hf://OWNER/NAME: the model of the repository that QUANT (or the default
+// choice) names, as llm pull REPO[:QUANT] chooses it: from the cache when it holds exactly one
+// such model (every part of it), else from the repository's file list; every part downloaded;
+// the path of the first.
 char *cli_hf_model(const char *spec);
+// The folder of llm pull's downloads, ${XDG_CACHE_HOME:-$HOME/.cache}/llm.c/hf (malloc'd), or NULL
+// when neither variable is set (XDG_CACHE_HOME counts when it is an absolute path).
+char *cli_cache_root(void);
+// A size for people: "1.23 GB", "45.6 MB", "789 kB" (decimal units).
+const char *cli_human_size(double bytes, char *out, size_t cap);
+// The files under the folder dir (the cache or a repository's folder in it), recursively, as
+// paths relative to it, sorted; folders reached through symbolic links are left out, and so are
+// downloads in progress (*.part: their number in *n_partial when it is not NULL). NULL and *n 0
+// when the folder is missing or unreadable.
+char **cli_cache_files(const char *dir, int *n, int *n_partial);
+void cli_strv_free(char **v, int n);
+// A model argument (-m, --speculative-model, quantize's IN): NULL when it is to be used as it is
+// (an existing file or folder, a path starting with '/', './' or '../'); for hf://... the pulled
+// file (cli_hf_model); else the model of the cache it names (llm list: its name, or a part of the
+// name, in any case, that no other model has). cli_die when it names none (neither a file nor a
+// cached model), several (they are listed), or a split model with parts missing. malloc'd.
+char *cli_model_path(const char *arg);
 
 #endif

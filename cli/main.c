@@ -24,10 +24,10 @@ const char cli_usage[] =
     "  bench     prefill and decode speed of one sequence (as llama-bench: -p N prompt tokens,\n"
     "            -n N generated, -r N repetitions; defaults 512, 128, 5); with --num-prompts,\n"
     "            --input-len, --output-len, --request-rate or --rag: the serving benchmark\n"
-    "  pull      llm pull REPO FILE: download a GGUF file from Hugging Face into the cache,\n"
-    "            ${XDG_CACHE_HOME:-~/.cache}/llm.c/hf/REPO/FILE (resumes an interrupted download;\n"
-    "            checks the size and the sha256; LLM_HF_ENDPOINT replaces https://huggingface.co);\n"
-    "            prints the file's path\n"
+    "  pull      download a GGUF model from Hugging Face into the cache: llm pull REPO:QUANT\n"
+    "            (e.g. unsloth/gemma-3-270m-it-GGUF:Q4_K_M) or llm pull REPO FILE; prints its path\n"
+    "  list      the models in the cache: name, size, architecture, type, path (ls too)\n"
+    "  rm        llm rm NAME: delete a model from the cache\n"
     "  quantize  llm quantize IN OUT TYPE: a GGUF file or Hugging Face directory to a GGUF file\n"
     "            of a llama-quantize type (q4_0, q8_0, q4_K_M, ...; llm quantize --help)\n"
     "  profile   time per module (attention, MLP, norms, logits, sampling, scheduling) over a\n"
@@ -36,12 +36,15 @@ const char cli_usage[] =
     "            KL divergence against a base model's saved log-probabilities\n"
     "\n"
     "model and engine options:\n"
-    "  -m, --model FILE|DIR      GGUF model file (required), or a Hugging Face model directory\n"
+    "  -m, --model FILE|DIR|NAME GGUF model file (required), or a Hugging Face model directory\n"
     "                            (config.json, *.safetensors, tokenizer.json: llama, mistral,\n"
     "                            qwen2, qwen3, phi3, gemma2, gemma3; F32, F16, BF16, and\n"
-    "                            AWQ (GEMM) and GPTQ 4/8-bit checkpoints);\n"
-    "                            hf://REPO/FILE: that GGUF file of a\n"
-    "                            Hugging Face repository, pulled first when it is not in the cache\n"
+    "                            AWQ (GEMM) and GPTQ 4/8-bit checkpoints); NAME (not a file): a\n"
+    "                            model of the cache, by its name in llm list or a piece of it\n"
+    "                            that no other model's name has, in any case (-m smollm2);\n"
+    "                            hf://REPO:QUANT, hf://REPO/FILE: a model of a Hugging Face\n"
+    "                            repository, as llm pull takes it, pulled first when it is not in\n"
+    "                            the cache\n"
     "      --backend B           cpu (default), cuda (builds made with make CUDA=1), vulkan\n"
     "                            (make VULKAN=1), or auto (CUDA, else Vulkan, when built in and\n"
     "                            able to run the model, else cpu); CUDA's GEMM per weight type\n"
@@ -241,6 +244,27 @@ const char cli_usage[] =
     "                            the right token's probability, same top token; then the summary\n"
     "                            statistics of llama-perplexity (with 100 scored tokens or more)\n"
     "\n"
+    "models (pull, list, rm; -m NAME):\n"
+    "  The cache: ${XDG_CACHE_HOME:-~/.cache}/llm.c/hf/OWNER/NAME/FILE, the files llm pull\n"
+    "  downloaded (FILE.part while it downloads: the next pull resumes it; the size and the sha256\n"
+    "  are checked; LLM_HF_ENDPOINT replaces https://huggingface.co). A model's NAME is its path\n"
+    "  there less .gguf: unsloth/gemma-3-270m-it-GGUF/gemma-3-270m-it-Q4_K_M.\n"
+    "  llm pull REPO:QUANT       the GGUF model of repository REPO (OWNER/NAME) whose file name holds\n"
+    "                            QUANT as a word, in any case (Q4_K_M: not IQ4_K_M or Q4_K_M_L;\n"
+    "                            mmproj and imatrix files are no models), from the repository's file\n"
+    "                            list; none or several: an error listing its models. A model split\n"
+    "                            in parts (NAME-00001-of-00003.gguf, ...) is pulled whole\n"
+    "  llm pull REPO             Q4_K_M, else Q8_0, else the repository's only GGUF model\n"
+    "  llm pull REPO FILE        that file of the repository (any file)\n"
+    "  llm pull hf://REPO:QUANT, hf://REPO/FILE  the same; prints the path of the (first) file\n"
+    "  llm list [--json]         per model: NAME, SIZE, ARCH (architecture), TYPE (the file type:\n"
+    "                            Q4_K_M, F16, ...; not GGUF: a file that is no readable GGUF), PATH\n"
+    "  llm rm NAME...            delete the models (every part) and the folders they leave empty in\n"
+    "                            the cache; several models named: an error, nothing deleted\n"
+    "  -m NAME, llm rm NAME      a model of the cache by its NAME, its file's name, or a piece of the\n"
+    "                            name that no other model's has, in any case (-m smollm2); a path\n"
+    "                            that exists is a path\n"
+    "\n"
     "info options:\n"
     "      --tensors             list every tensor: name, type, shape\n"
     "      --json                one JSON object: file, format (gguf or huggingface), gguf_version\n"
@@ -261,19 +285,22 @@ const char cli_usage[] =
     "      --version             print the version\n";
 
 // The usage text is blocks apart by blank lines, each under a header line ("chat options:");
-// a command's help is its lines of the "commands:" block and the blocks that concern it.
-static const struct { const char *cmd, *blocks[5]; } cli_help_blocks[] = {
-    {"run", {"prompt options", "generation options", "run output", "model and engine options"}},
-    {"chat", {"chat options", "generation options", "model and engine options"}},
-    {"tokenize", {"prompt options", "tokenize output", "model and engine options"}},
-    {"detokenize", {"prompt options", "detokenize output", "model and engine options"}},
-    {"info", {"info options", "model and engine options"}},
-    {"generate", {"generate options", "generation options", "model and engine options"}},
-    {"serve", {"serve options", "generation options", "model and engine options"}},
-    {"bench", {"serving benchmark options", "model and engine options"}},
-    {"profile", {"serving benchmark options", "model and engine options"}},
-    {"perplexity", {"perplexity options", "model and engine options"}},
-    {"pull", {NULL}},
+// a command's help is its usage line, its lines of the "commands:" block and the blocks that
+// concern it.
+static const struct { const char *cmd, *args, *blocks[5]; } cli_help_blocks[] = {
+    {"run", "[options]", {"prompt options", "generation options", "run output", "model and engine options"}},
+    {"chat", "[options]", {"chat options", "generation options", "model and engine options"}},
+    {"tokenize", "[options]", {"prompt options", "tokenize output", "model and engine options"}},
+    {"detokenize", "[options]", {"prompt options", "detokenize output", "model and engine options"}},
+    {"info", "[options]", {"info options", "model and engine options"}},
+    {"generate", "[options]", {"generate options", "generation options", "model and engine options"}},
+    {"serve", "[options]", {"serve options", "generation options", "model and engine options"}},
+    {"bench", "[options]", {"serving benchmark options", "model and engine options"}},
+    {"profile", "[options]", {"serving benchmark options", "model and engine options"}},
+    {"perplexity", "[options]", {"perplexity options", "model and engine options"}},
+    {"pull", "REPO[:QUANT] | REPO FILE | hf://REPO[:QUANT] | hf://REPO/FILE", {"models"}},
+    {"list", "[--json]", {"models"}},
+    {"rm", "NAME...", {"models"}},
 };
 
 // The block of the usage text whose header starts with title (from its header to the blank line
@@ -312,7 +339,7 @@ static void cli_print_command_lines(const char *cmd) {
 void cli_print_command_help(const char *cmd) {
     for (size_t i = 0; i < sizeof(cli_help_blocks) / sizeof(cli_help_blocks[0]); i++) {
         if (strcmp(cli_help_blocks[i].cmd, cmd) != 0) continue;
-        printf("usage: llm %s [options]%s\n\n", cmd, strcmp(cmd, "pull") ? "" : " REPO FILE");
+        printf("usage: llm %s %s\n\n", cmd, cli_help_blocks[i].args);
         cli_print_command_lines(cmd);
         for (int j = 0; j < 5 && cli_help_blocks[i].blocks[j]; j++) {
             size_t n;
@@ -337,16 +364,18 @@ static void cli_print_overview(FILE *f) {
           "docs/: the manual.\n", f);
 }
 
-// The flags, and -m hf://REPO/FILE made the cached file's path (pulled first when missing;
-// c->hf_path holds it, freed by done()).
+// The flags, and -m hf://... or NAME made the cached file's path (pulled first when missing; see
+// cli_model_path), the same for --speculative-model; what they allocate is freed by done().
 static void parse_args(int argc, char **argv, struct cli *c) {
     cli_parse_args(argc, argv, c);
-    if (!strncmp(c->ep.model_path, "hf://", 5)) c->ep.model_path = c->hf_path = cli_hf_model(c->ep.model_path);
+    if ((c->model_alloc = cli_model_path(c->ep.model_path))) c->ep.model_path = c->model_alloc;
+    if ((c->draft_alloc = cli_model_path(c->ep.speculative_model))) c->ep.speculative_model = c->draft_alloc;
 }
 
 // A command's exit status, after what parse_args allocated is freed.
 static int done(struct cli *c, int rc) {
-    free(c->hf_path);
+    free(c->model_alloc);
+    free(c->draft_alloc);
     return rc;
 }
 
@@ -376,6 +405,8 @@ int main(int argc, char **argv) {
         return done(&c, rc);
     }
     if (!strcmp(argv[1], "pull")) return cli_cmd_pull(argc, argv);
+    if (!strcmp(argv[1], "list") || !strcmp(argv[1], "ls")) return cli_cmd_list(argc, argv);
+    if (!strcmp(argv[1], "rm")) return cli_cmd_rm(argc, argv);
     if (!strcmp(argv[1], "quantize")) return cli_cmd_quantize(argc, argv);
     if (!strcmp(argv[1], "run")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_run(&c)); }
     if (!strcmp(argv[1], "chat")) { parse_args(argc, argv, &c); return done(&c, cli_cmd_chat(&c)); }

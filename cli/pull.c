@@ -1,8 +1,17 @@
-// pull.c — llm pull REPO FILE and -m hf://REPO/FILE: a GGUF file from Hugging Face into the
-// cache, with libcurl (the program's only network code; the engine never touches the network).
+// pull.c — llm pull REPO FILE, llm pull REPO[:QUANT] and -m hf://REPO/FILE, hf://REPO[:QUANT]: a
+// GGUF model from Hugging Face into the cache, with libcurl (the program's only network code; the
+// engine never touches the network).
 //
 // URL:   $LLM_HF_ENDPOINT/REPO/resolve/main/FILE (default endpoint https://huggingface.co, as
 //        HF_ENDPOINT for Hugging Face's own tools)
+// QUANT: the repository's files come from its model API, $LLM_HF_ENDPOINT/api/models/REPO, whose
+//        JSON object lists them as "siblings": [{"rfilename": "FILE"}, ...]. The model is the GGUF
+//        file whose name holds QUANT as a word of its own, in any case (hf_quant_in); files of
+//        projectors (mmproj) and importance matrices (imatrix) are no models. A model split into
+//        parts (NAME-00001-of-00003.gguf, ...) is one model: every part is pulled, the first is
+//        the path. No QUANT: Q4_K_M, else Q8_0, else the repository's only model (llama.cpp's
+//        -hf picks Q4_K_M, then Q8_0, then the first file; several models and none of those
+//        types is an error here, listing them, rather than a guess).
 // Cache: ${XDG_CACHE_HOME:-$HOME/.cache}/llm.c/hf/REPO/FILE; while it downloads, FILE.part, which
 //        a later pull resumes with an HTTP Range request. The file gets its final name only after
 //        the checks: its size against the server's (Content-Length, Content-Range, X-Linked-Size)
@@ -147,12 +156,20 @@ static char *str_printf(const char *fmt, ...) {
     return s;
 }
 
+char *cli_cache_root(void) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg == '/') return str_printf("%s/llm.c/hf", xdg);
+    if (!home || !*home) return NULL;
+    return str_printf("%s/.cache/llm.c/hf", home);
+}
+
 // The cache path of REPO/FILE (see the top comment).
 static char *hf_cache_path(const char *repo, const char *file) {
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg == '/') return str_printf("%s/llm.c/hf/%s/%s", xdg, repo, file);
-    if (!home || !*home) cli_die("neither XDG_CACHE_HOME nor HOME is set: no cache folder for the download");
-    return str_printf("%s/.cache/llm.c/hf/%s/%s", home, repo, file);
+    char *root = cli_cache_root();
+    if (!root) cli_die("neither XDG_CACHE_HOME nor HOME is set: no cache folder for the download");
+    char *path = str_printf("%s/%s/%s", root, repo, file);
+    free(root);
+    return path;
 }
 
 // What a pull made in the cache, taken back when it fails (pull_die): the folders it created
@@ -300,7 +317,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user) {
     return n;
 }
 
-static const char *human_size(double b, char *out, size_t cap) {
+const char *cli_human_size(double b, char *out, size_t cap) {
     if (b >= 1e9) snprintf(out, cap, "%.2f GB", b / 1e9);
     else if (b >= 1e6) snprintf(out, cap, "%.1f MB", b / 1e6);
     else snprintf(out, cap, "%.0f kB", b / 1e3);
@@ -327,10 +344,11 @@ static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_of
     if (total > 0 && P->offset <= total) {   // (on_body keeps the offset within it)
         int pct = (int)(100.0 * (double)P->offset / (double)total), fill = pct * 30 / 100;
         fprintf(stderr, "\r%3d%% [%.*s%*s] %s / %s  %s/s   ", pct, fill, "==============================",
-                30 - fill, "", human_size((double)P->offset, a, sizeof(a)), human_size((double)total, b, sizeof(b)),
-                human_size(rate, r, sizeof(r)));
+                30 - fill, "", cli_human_size((double)P->offset, a, sizeof(a)),
+                cli_human_size((double)total, b, sizeof(b)), cli_human_size(rate, r, sizeof(r)));
     } else {
-        fprintf(stderr, "\r%s  %s/s   ", human_size((double)P->offset, a, sizeof(a)), human_size(rate, r, sizeof(r)));
+        fprintf(stderr, "\r%s  %s/s   ", cli_human_size((double)P->offset, a, sizeof(a)),
+                cli_human_size(rate, r, sizeof(r)));
     }
     return 0;
 }
@@ -367,11 +385,22 @@ struct hf_download {
     char sum[65];           // the sha256 the server gave, when it gave one
 };
 
-// cli_die unless REPO and FILE are names that can be downloaded (and made a cache path).
-static void hf_check_names(const char *repo, const char *file) {
+// cli_die unless REPO is a repository's name.
+static void hf_check_repo(const char *repo) {
     if (!hf_valid_repo(repo))
         cli_die("'%s' is not a Hugging Face repository name: OWNER/NAME, each of letters, digits, '.', '_', '-' "
                 "(e.g. unsloth/gemma-3-270m-it-GGUF)", repo);
+}
+
+// The server: LLM_HF_ENDPOINT, else Hugging Face.
+static const char *hf_endpoint(void) {
+    const char *e = getenv("LLM_HF_ENDPOINT");
+    return e && *e ? e : "https://huggingface.co";
+}
+
+// cli_die unless REPO and FILE are names that can be downloaded (and made a cache path).
+static void hf_check_names(const char *repo, const char *file) {
+    hf_check_repo(repo);
     if (!hf_valid_file(file))
         cli_die("'%s' is not a file path in a repository: names separated by '/', none empty, '.' or '..', "
                 "no control characters (e.g. gemma-3-270m-it-Q4_K_M.gguf)", file);
@@ -565,8 +594,7 @@ static char *hf_pull(const char *repo, const char *file, bool quiet_if_cached) {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) cli_die("cannot initialise libcurl");
     struct hf_download d = {.repo = repo, .file = file, .path = path, .h = curl_easy_init()};
     if (!d.h) cli_die("cannot initialise libcurl");
-    d.endpoint = getenv("LLM_HF_ENDPOINT");
-    if (!d.endpoint || !*d.endpoint) d.endpoint = "https://huggingface.co";
+    d.endpoint = hf_endpoint();
     d.url = hf_url(d.h, d.endpoint, repo, file);
     d.part = str_printf("%s.part", path);
     int fd = hf_open_part(&d);
@@ -584,11 +612,272 @@ static char *hf_pull(const char *repo, const char *file, bool quiet_if_cached) {
     free(d.made.path);
     free(d.made.dirs);
     char sz[32];
-    fprintf(stderr, "llm: %s/%s: %s%s\n", repo, file, human_size((double)size, sz, sizeof(sz)),
+    fprintf(stderr, "llm: %s/%s: %s%s\n", repo, file, cli_human_size((double)size, sz, sizeof(sz)),
             want ? ", sha256 checked" : "");
     free(d.url);
     free(d.part);
     return path;
+}
+
+// --- a repository's models: REPO[:QUANT] ---
+
+enum { HF_API_MAX = 64 << 20 };   // the most bytes of the model API's answer that are read
+
+static size_t on_api_body(char *data, size_t size, size_t nmemb, void *user) {
+    struct cli_strbuf *b = user;
+    size_t n = size * nmemb;
+    if (n > HF_API_MAX - b->n) return 0;   // (the caller sees the answer's size)
+    cli_sb_put(b, data, n);
+    return n;
+}
+
+// GET ENDPOINT/api/models/REPO: the answer (malloc'd, *len bytes), or cli_die with what went wrong.
+static char *hf_api_get(const char *repo, size_t *len) {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) cli_die("cannot initialise libcurl");
+    CURL *h = curl_easy_init();
+    if (!h) cli_die("cannot initialise libcurl");
+    const char *endpoint = hf_endpoint();
+    int k = (int)strlen(endpoint);
+    while (k > 0 && endpoint[k - 1] == '/') k--;
+    char *url = str_printf("%.*s/api/models/%s", k, endpoint, repo);
+    struct cli_strbuf body = {0};
+    char errbuf[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "llm.c/" LLM_VERSION);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_api_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 300L);
+    CURLcode rc = curl_easy_perform(h);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(h);
+    const char *why = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    if (rc == CURLE_HTTP_RETURNED_ERROR && (code == 401 || code == 404))   // Hugging Face: 401 for both
+        cli_die("%s: no such repository, or a private or gated one (HTTP %ld from %s): check the name, OWNER/NAME "
+                "(e.g. unsloth/gemma-3-270m-it-GGUF); llm pull sends no token", repo, code, url);
+    if (rc == CURLE_HTTP_RETURNED_ERROR && code == 403)
+        cli_die("%s: access refused (HTTP 403 from %s): a gated repository (accept its terms on huggingface.co and "
+                "download the file yourself; llm pull sends no token)", repo, url);
+    if (rc == CURLE_HTTP_RETURNED_ERROR) cli_die("%s: HTTP %ld from the server", url, code);
+    if (rc == CURLE_WRITE_ERROR) cli_die("%s: the answer is longer than %d MiB", url, HF_API_MAX >> 20);
+    if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_PROXY)
+        cli_die("cannot reach %s: %s (no network? LLM_HF_ENDPOINT chooses another server)", endpoint, why);
+    if (rc != CURLE_OK) cli_die("%s: %s", url, why);
+    free(url);
+    *len = body.n;
+    if (!body.p) cli_sb_put(&body, "", 0);
+    return body.p;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// The files of REPO, by its model API ({"siblings": [{"rfilename": "FILE"}, ...], ...}): *n paths
+// (malloc'd, sorted); a name that cannot be a path in the cache is left out.
+static char **hf_repo_files(const char *repo, int *n) {
+    size_t len;
+    char *body = hf_api_get(repo, &len);
+    json_error_t je;
+    json_t *root = json_loadb(body, len, 0, &je);
+    free(body);
+    json_t *sib = json_object_get(root, "siblings");
+    if (!json_is_array(sib))
+        cli_die("%s: the server's answer about it is not a model's description (a JSON object with a \"siblings\" "
+                "list of files)", repo);
+    size_t m = json_array_size(sib);
+    char **files = calloc(m ? m : 1, sizeof(char *));
+    if (!files) cli_die("out of memory");
+    int k = 0;
+    for (size_t i = 0; i < m; i++) {
+        const char *name = json_string_value(json_object_get(json_array_get(sib, i), "rfilename"));
+        if (!name || !hf_valid_file(name)) continue;
+        if (!(files[k++] = strdup(name))) cli_die("out of memory");
+    }
+    json_decref(root);
+    qsort(files, (size_t)k, sizeof(char *), cmp_str);
+    *n = k;
+    return files;
+}
+
+// A model among a repository's files: a GGUF file, or the first part of one split into count parts.
+// stem: the length of its name without .gguf and without the part's -00001-of-0000N.
+struct hf_model { const char *file; int count; size_t stem; };
+
+// Whether file is a model (see hf_model); its description in *m.
+static bool hf_model_of(const char *file, struct hf_model *m) {
+    size_t n = strlen(file), prefix;
+    if (n < 5 || strcasecmp(file + n - 5, ".gguf") != 0) return false;
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    for (const char *p = base; *p; p++)   // a projector (vision models) or an importance matrix
+        if (!strncasecmp(p, "mmproj", 6) || !strncasecmp(p, "imatrix", 7)) return false;
+    int index, count;
+    if (!cli_gguf_split(file, &prefix, &index, &count)) index = count = 1, prefix = n - 5;
+    if (index != 1) return false;
+    *m = (struct hf_model){file, count, prefix};
+    return true;
+}
+
+static bool hf_word_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+// Whether quant is in s[0..n) as a word of its own, in any case: neither a letter, a digit nor
+// '_' on either side. Q4_K_M is in model-Q4_K_M and Q4_K_M/model, not in model-IQ4_K_M or
+// model-Q4_K_M_L; Q4_K is not in model-Q4_K_M.
+static bool hf_quant_in(const char *s, size_t n, const char *quant) {
+    size_t q = strlen(quant);
+    for (size_t i = 0; i + q <= n; i++)
+        if (!strncasecmp(s + i, quant, q) && (i == 0 || !hf_word_char(s[i - 1])) &&
+            (i + q == n || !hf_word_char(s[i + q])))
+            return true;
+    return false;
+}
+
+// The models of files[0..n) into ms (room for n); returns their number.
+static int hf_models(char *const *files, int n, struct hf_model *ms) {
+    int k = 0;
+    for (int i = 0; i < n; i++) k += hf_model_of(files[i], &ms[k]);
+    return k;
+}
+
+// The names of every part of model m (malloc'd, m->count of them), or NULL when one of them is not
+// among files[0..n) (sorted). A file that is no split model: its name.
+static char **hf_parts(char *const *files, int n, const struct hf_model *m) {
+    char **parts = calloc((size_t)m->count, sizeof(char *));
+    if (!parts) cli_die("out of memory");
+    for (int i = 0; i < m->count; i++) {
+        if (!(parts[i] = strdup(m->file))) cli_die("out of memory");
+        if (m->count > 1) {   // PREFIX-0000i-of-0000N.gguf: the 5 digits after PREFIX-
+            for (int v = i + 1, k = 5; k > 0; v /= 10) parts[i][m->stem + k--] = (char)('0' + v % 10);
+        }
+        if (!bsearch(&parts[i], files, (size_t)n, sizeof(char *), cmp_str)) {
+            cli_strv_free(parts, m->count);
+            return NULL;
+        }
+    }
+    return parts;
+}
+
+// The models of ms whose names hold quant (hf_quant_in): their number; the first in *first.
+static int hf_matches(const struct hf_model *ms, int n, const char *quant, int *first) {
+    int c = 0;
+    for (int i = n - 1; i >= 0; i--)
+        if (hf_quant_in(ms[i].file, ms[i].stem, quant)) c++, *first = i;
+    return c;
+}
+
+// The lines listing models (those holding quant, or all when it is NULL): the word at the end of
+// each name (its quantization, most often: gemma-3-270m-it-Q4_K_M), the file, its parts.
+static void hf_list_models(struct cli_strbuf *b, const struct hf_model *ms, int n, const char *quant) {
+    for (int i = 0; i < n; i++) {
+        if (quant && !hf_quant_in(ms[i].file, ms[i].stem, quant)) continue;
+        size_t w = ms[i].stem;
+        while (w > 0 && !strchr("-./", ms[i].file[w - 1])) w--;
+        cli_sb_printf(b, "\n  %-10.*s %s", (int)(ms[i].stem - w), ms[i].file + w, ms[i].file);
+        if (ms[i].count > 1) cli_sb_printf(b, " (%d parts)", ms[i].count);
+    }
+}
+
+// The model of REPO that quant names (NULL: Q4_K_M, else Q8_0, else the only one) among ms[0..n):
+// its index, or -1 with the reason and the models in *why.
+static int hf_pick(const struct hf_model *ms, int n, const char *repo, const char *quant, struct cli_strbuf *why) {
+    static const char *const defaults[] = {"Q4_K_M", "Q8_0"};
+    if (n == 0) {
+        cli_sb_printf(why, "%s has no GGUF model file (llm pull %s FILE downloads any file of it)", repo, repo);
+        return -1;
+    }
+    const char *tag = quant;
+    int first = -1, c = 0;
+    for (int i = 0; i < (quant ? 1 : 2) && c == 0; i++) {
+        tag = quant ? quant : defaults[i];
+        c = hf_matches(ms, n, tag, &first);
+    }
+    if (c == 1) return first;
+    if (!quant && c == 0 && n == 1) return 0;
+    if (c > 1) {
+        cli_sb_printf(why, "%d GGUF models of %s match '%s': give a QUANT that only one of them has, or the file (llm "
+                      "pull %s FILE):", c, repo, tag, repo);
+        hf_list_models(why, ms, n, tag);
+    } else if (quant) {
+        cli_sb_printf(why, "no GGUF model of %s has '%s' in its name; it has (llm pull %s:QUANT):", repo, quant, repo);
+        hf_list_models(why, ms, n, NULL);
+    } else {
+        cli_sb_printf(why, "%s has %d GGUF models, none of them Q4_K_M or Q8_0: choose one, llm pull %s:QUANT:", repo,
+                      n, repo);
+        hf_list_models(why, ms, n, NULL);
+    }
+    return -1;
+}
+
+// REPO[:QUANT] (llm pull, hf://): every part of the model pulled; the path of the first
+// (malloc'd). from_cache: a QUANT that names exactly one model of the cached files of REPO, every
+// part of it there, is that model, asking no server.
+static char *hf_pull_quant(const char *repo, const char *quant, bool from_cache) {
+    hf_check_repo(repo);
+    char *root = from_cache && quant ? cli_cache_root() : NULL, *path = NULL;
+    if (root) {
+        char *dir = str_printf("%s/%s", root, repo);
+        int n;
+        char **files = cli_cache_files(dir, &n, NULL);
+        struct hf_model *ms = calloc((size_t)n + 1, sizeof(*ms));
+        if (!ms) cli_die("out of memory");
+        int nm = hf_models(files, n, ms), first = -1;
+        char **parts = hf_matches(ms, nm, quant, &first) == 1 ? hf_parts(files, n, &ms[first]) : NULL;
+        if (parts) path = str_printf("%s/%s", dir, parts[0]);
+        if (parts) cli_strv_free(parts, ms[first].count);
+        free(ms);
+        cli_strv_free(files, n);
+        free(dir);
+        free(root);
+        if (path) return path;
+    }
+    int n;
+    char **files = hf_repo_files(repo, &n);
+    struct hf_model *ms = calloc((size_t)n + 1, sizeof(*ms));
+    if (!ms) cli_die("out of memory");
+    int nm = hf_models(files, n, ms);
+    struct cli_strbuf why = {0};
+    int pick = hf_pick(ms, nm, repo, quant, &why);
+    if (pick < 0) cli_die("%s", why.p);
+    char **parts = hf_parts(files, n, &ms[pick]);
+    if (!parts)
+        cli_die("%s lists only some of the %d parts of %s: the model is incomplete there", repo, ms[pick].count,
+                ms[pick].file);
+    if (ms[pick].count > 1 && !from_cache)
+        fprintf(stderr, "llm: %s is split into %d parts: pulling each\n", ms[pick].file, ms[pick].count);
+    for (int i = 0; i < ms[pick].count; i++) {
+        char *p = hf_pull(repo, parts[i], from_cache);
+        if (i == 0) path = p;
+        else free(p);
+    }
+    cli_strv_free(parts, ms[pick].count);
+    free(ms);
+    cli_strv_free(files, n);
+    return path;
+}
+
+// OWNER/NAME[:QUANT]: the repository (malloc'd) and QUANT in *quant (NULL: none).
+static char *hf_repo_quant(const char *spec, size_t len, const char **quant) {
+    const char *colon = memchr(spec, ':', len);
+    *quant = colon ? colon + 1 : NULL;
+    if (colon) {
+        size_t q = len - (size_t)(colon + 1 - spec);
+        bool ok = q > 0 && q <= 64;
+        for (size_t i = 0; ok && i < q; i++) ok = hf_word_char(colon[1 + i]) || colon[1 + i] == '-' ||
+                                                  colon[1 + i] == '.';
+        if (!ok)
+            cli_die("'%.*s': REPO:QUANT's QUANT is a quantization type or a word of the file's name, of letters, "
+                    "digits, '_', '-', '.' (e.g. unsloth/gemma-3-270m-it-GGUF:Q4_K_M)", (int)len, spec);
+        len = (size_t)(colon - spec);
+    }
+    char *repo = malloc(len + 1);
+    if (!repo) cli_die("out of memory");
+    memcpy(repo, spec, len);
+    repo[len] = 0;
+    return repo;
 }
 
 int cli_cmd_pull(int argc, char **argv) {
@@ -597,20 +886,39 @@ int cli_cmd_pull(int argc, char **argv) {
         return 0;
     }
     char *path;
-    if (argc == 3 && !strncmp(argv[2], "hf://", 5)) path = cli_hf_model(argv[2]);
-    else if (argc == 4) path = hf_pull(argv[2], argv[3], false);
-    else cli_die("usage: llm pull REPO FILE (e.g. llm pull unsloth/gemma-3-270m-it-GGUF "
-                 "gemma-3-270m-it-Q4_K_M.gguf), or llm pull hf://REPO/FILE");
-    printf("%s\n", path);   // for scripts: llm run -m "$(llm pull REPO FILE)"
+    if (argc == 3 && !strncmp(argv[2], "hf://", 5)) {
+        path = cli_hf_model(argv[2]);
+    } else if (argc == 3) {
+        const char *quant;
+        char *repo = hf_repo_quant(argv[2], strlen(argv[2]), &quant);
+        path = hf_pull_quant(repo, quant, false);
+        free(repo);
+    } else if (argc == 4 && !strchr(argv[2], ':')) {
+        path = hf_pull(argv[2], argv[3], false);
+    } else {
+        cli_die("usage: llm pull REPO[:QUANT] (e.g. llm pull unsloth/gemma-3-270m-it-GGUF:Q4_K_M), llm pull REPO "
+                "FILE (e.g. llm pull unsloth/gemma-3-270m-it-GGUF gemma-3-270m-it-Q4_K_M.gguf), or llm pull "
+                "hf://REPO[:QUANT] or hf://REPO/FILE");
+    }
+    printf("%s\n", path);   // for scripts: llm run -m "$(llm pull REPO:QUANT)"
     free(path);
     return 0;
 }
 
 char *cli_hf_model(const char *spec) {
-    // hf://OWNER/NAME/FILE...: the repository is the first two names
+    // hf://OWNER/NAME/FILE...: the repository is the first two names; hf://OWNER/NAME[:QUANT]
     const char *s = spec + 5, *a = strchr(s, '/'), *b = a ? strchr(a + 1, '/') : NULL;
+    const char *colon = a ? strchr(a + 1, ':') : NULL;
+    if (a && (colon ? !b || colon < b : !b)) {
+        const char *quant;
+        char *repo = hf_repo_quant(s, strlen(s), &quant);
+        char *path = hf_pull_quant(repo, quant, true);
+        free(repo);
+        return path;
+    }
     if (!b || !b[1])
-        cli_die("'%s': a model on Hugging Face is hf://OWNER/NAME/FILE (e.g. "
+        cli_die("'%s': a model on Hugging Face is hf://OWNER/NAME:QUANT (e.g. "
+                "hf://unsloth/gemma-3-270m-it-GGUF:Q4_K_M) or hf://OWNER/NAME/FILE (e.g. "
                 "hf://unsloth/gemma-3-270m-it-GGUF/gemma-3-270m-it-Q4_K_M.gguf)", spec);
     char *repo = malloc((size_t)(b - s) + 1);
     if (!repo) cli_die("out of memory");

@@ -10,7 +10,8 @@
 static const char quantize_usage[] =
     "usage: llm quantize [options] IN OUT [TYPE]\n"
     "       llm quantize --method gptq|awq --calib FILE [options] IN OUT [TYPE]\n"
-    "  IN    a GGUF file or a Hugging Face model directory (F32, F16, BF16 weights)\n"
+    "  IN    a GGUF file or a Hugging Face model directory (F32, F16, BF16 weights); or a model of\n"
+    "        llm pull's cache by name (llm list), hf://REPO:QUANT or hf://REPO/FILE, as -m takes them\n"
     "  OUT   the GGUF file to write (written as OUT.part, renamed when complete); neither it nor\n"
     "        OUT.part may be IN (or the --calib text) or lie inside IN\n"
     "  TYPE  (or --type TYPE) a llama-quantize file type: q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl,\n"
@@ -107,7 +108,8 @@ int cli_cmd_quantize(int argc, char **argv) {
     if (p.group_size == 0 && argc > 2)
         for (int i = 2; i < argc; i++)
             if (!strncmp(argv[i], "--group-size", 12)) cli_die("quantize: --group-size 0: 32, 64, 128 or -1 (a row)");
-    p.input = pos[0];
+    char *in = cli_model_path(pos[0]);   // a model of the cache by name, hf://...
+    p.input = in ? in : pos[0];
     p.output = pos[1];
     if (pos[2] || type) p.type = pos[2] ? pos[2] : type;
     struct quantize_bar bar = {isatty(2) != 0, -1};
@@ -118,6 +120,7 @@ int cli_cmd_quantize(int argc, char **argv) {
     const double t0 = cli_now();
     enum llm_status st = llm_quantize(&p, &s, err, sizeof(err));
     if (bar.tty && bar.shown >= 0) fprintf(stderr, "\r%80s\r", "");
+    free(in);
     if (st) cli_die("%s", err);
     // a calibrated checkpoint (gptq, awq): the bits per weight are those of the layers' matrices
     bool layers = p.method && strcmp(p.method, "rtn") && (!p.format || !strcmp(p.format, "hf"));

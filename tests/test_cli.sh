@@ -146,11 +146,26 @@ expect_fail "llama.cpp's -cnv" "llm chat" "$llm" run -m "$m" -p hi -cnv
 "$llm" run --help | grep -q -- "--top-p" && ok || bad "run --help does not list --top-p"
 # each command's own help: its usage line, its options, not the others'; bare llm: a short overview
 all=$("$llm" --help | wc -l)
-for cmd in run chat tokenize detokenize info generate serve bench profile perplexity pull; do
+for cmd in run chat tokenize detokenize info generate serve bench profile perplexity pull list rm; do
     out=$("$llm" $cmd --help); rc=$?
-    [ "$rc" = 0 ] && [ "$(printf '%s\n' "$out" | head -n 1)" = "usage: llm $cmd [options]$([ $cmd = pull ] && echo ' REPO FILE')" ] &&
+    case $cmd in
+        pull) args='REPO[:QUANT] | REPO FILE | hf://REPO[:QUANT] | hf://REPO/FILE' ;;
+        list) args='[--json]' ;;
+        rm) args='NAME...' ;;
+        *) args='[options]' ;;
+    esac
+    [ "$rc" = 0 ] && [ "$(printf '%s\n' "$out" | head -n 1)" = "usage: llm $cmd $args" ] &&
         [ "$(printf '%s\n' "$out" | wc -l)" -lt "$all" ] && ok || bad "$cmd --help: exit $rc, $(printf '%s\n' "$out" | head -n 2)"
 done
+# the models of the cache: -m NAME and hf://REPO:QUANT in every -m command's help; pull, list, rm's
+for cmd in run chat info serve bench perplexity; do
+    out=$("$llm" $cmd --help)
+    printf '%s\n' "$out" | grep -q -- '-m, --model FILE|DIR|NAME' && printf '%s\n' "$out" | grep -q 'hf://REPO:QUANT' &&
+        ok || bad "$cmd --help does not show -m NAME and hf://REPO:QUANT"
+done
+"$llm" pull --help | grep -q '^  llm pull REPO:QUANT ' && "$llm" list --help | grep -q '^  llm list \[--json\] ' &&
+    "$llm" rm --help | grep -q '^  llm rm NAME\.\.\. ' && "$llm" --help | grep -q '^  list ' && "$llm" --help | grep -q '^  rm ' &&
+    ok || bad "pull, list, rm: their help lacks the models block or the command list lacks them"
 "$llm" chat --help | grep -q -- "--chat-template" && ! "$llm" chat --help | grep -q -- "--num-prompts" && ok ||
     bad "chat --help: not chat's options"
 "$llm" serve --help | grep -q -- "--port" && ! "$llm" serve --help | grep -q -- "--kl-divergence" && ok ||

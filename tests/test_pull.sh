@@ -42,8 +42,11 @@ expect_fail "repo without owner" "not a Hugging Face repository name" "$llm" pul
 expect_fail "repo with ..'" "not a Hugging Face repository name" "$llm" pull ../x data.gguf
 expect_fail "file with .." "not a file path" "$llm" pull plain/r ../../etc/passwd
 expect_fail "file ending in /" "not a file path" "$llm" pull plain/r sub/
-expect_fail "pull without file" "usage: llm pull REPO FILE" "$llm" pull plain/r
-expect_fail "hf:// without file" "hf://OWNER/NAME/FILE" "$llm" run -m hf://plain/r -p hi
+expect_fail "pull without a repository" "usage: llm pull REPO[:QUANT]" "$llm" pull
+expect_fail "pull with too much" "usage: llm pull REPO[:QUANT]" "$llm" pull plain/r data.gguf more
+expect_fail "pull REPO:QUANT FILE" "usage: llm pull REPO[:QUANT]" "$llm" pull plain/r:Q4_0 data.gguf
+expect_fail "hf:// without a name" "hf://OWNER/NAME/FILE" "$llm" run -m hf://plain -p hi
+expect_fail "hf:// with an empty file" "hf://OWNER/NAME/FILE" "$llm" run -m hf://plain/r/ -p hi
 [ -s "$tmp/log" ] && bad "bad names made requests: $(cat "$tmp/log")" || ok
 
 # a plain download: the file, byte for byte, at the cache path printed on stdout; the sha256 of
