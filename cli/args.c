@@ -424,6 +424,12 @@ static void cli_flag_sched(struct cli *c, const char *flag, const char *v) {
     else cli_die("%s: fcfs or priority, not '%s'", flag, v);
 }
 
+static void cli_flag_log_format(struct cli *c, const char *flag, const char *v) {
+    if (!strcmp(v, "text")) c->log_format = CLI_LOG_TEXT;
+    else if (!strcmp(v, "json")) c->log_format = CLI_LOG_JSON;
+    else cli_die("%s: text or json, not '%s'", flag, v);
+}
+
 // -1: a random seed, as llama.cpp's; the serving benchmark's prompts take it too.
 static void cli_flag_seed(struct cli *c, const char *flag, const char *v) {
     long long s = cli_parse_int(flag, v, -1, LLONG_MAX);
@@ -539,6 +545,8 @@ static const struct cli_flag cli_flags[] = {
     {{"--header-timeout"}, CLI_INT(header_timeout_s, 1, 86400)},
     {{"--body-min-rate"}, CLI_LLONG(body_min_rate, 0, 1ll << 40)},
     {{"--max-body-memory"}, CLI_LLONG(max_body_memory, 1024, 1ll << 46)},
+    {{"--log-format"}, CLI_FN(cli_flag_log_format), .only = "serve"},
+    {{"--quiet"}, CLI_TRUE(quiet), .only = "serve"},
     {{"--no-mmap"}, CLI_SET(ep.no_mmap, 1)},
     {{"--quantize"}, CLI_STR(ep.quantize)},
     {{"--scheduling-policy"}, CLI_FN(cli_flag_sched)},

@@ -10,6 +10,7 @@
 //   request.c  completion requests in JSON (llm generate's lines, llm serve's bodies)
 //   serve.c  llm generate, llm bench (one sequence; serving), llm profile
 //   server.c llm serve: the OpenAI-compatible HTTP server (libmicrohttpd)
+//   serve_log.c  llm serve's request log: a line per request, text or JSON
 //   bench_http.c  llm bench --base-url: the serving benchmark against a server (libcurl)
 //   perplexity.c  llm perplexity (and KL divergence against a base model), as llama-perplexity
 //   pull.c   llm pull and -m hf://REPO[:QUANT], hf://REPO/FILE: downloads from Hugging Face (libcurl),
@@ -73,6 +74,8 @@ struct cli {
     long long body_min_rate;           // --body-min-rate (bytes/s; 0: none)
     long long max_body_memory;         // --max-body-memory (-1: the default)
     int max_connections_per_ip;        // --max-connections-per-ip (-1: the default, 0: none)
+    int log_format;                    // --log-format (enum cli_log_format)
+    bool quiet;                        // --quiet: no request log
 };
 
 extern const char cli_usage[];
@@ -245,6 +248,37 @@ struct cli_serve_result {
 void cli_bench_print(const struct cli *c, const struct cli_serve_result *R, const char *what);
 // The p-th percentile (0..100) of v[0..n), linear between ranks; v gets sorted.
 double cli_percentile(float *v, int n, double p);
+
+// --- serve_log.c: llm serve's request log ---
+
+struct sockaddr;
+enum cli_log_format { CLI_LOG_TEXT, CLI_LOG_JSON };
+// Where and how: a stream (stderr), text or JSON, or nothing (--quiet).
+struct cli_reqlog {
+    FILE *f;
+    enum cli_log_format format;
+    bool quiet;
+};
+// An HTTP request as it ended.
+struct cli_reqlog_entry {
+    char client[64];                   // the client's address ("-": unknown)
+    const char *method, *path;
+    int status;                        // the answer's status (0: none was sent)
+    long long prompt, completion;      // a generation request's tokens, as its usage (-1: none ran)
+    double ttft_ms;                    // from its arrival to the first generated token (-1: none)
+    double total_ms;                   // from its arrival to its end
+    bool aborted;                      // it ended before its answer was whole (the client went, a
+                                       // timeout, the server stopping)
+    const char *error;                 // the message of its error body (4xx, 5xx), or NULL
+};
+// The numeric address of sa (IPv4 or IPv6) into buf, or "-".
+void cli_reqlog_client(const struct sockaddr *sa, char *buf, size_t size);
+// e's line, written whole (nothing with L->quiet). Text: the time the request ended (ISO 8601,
+// UTC, milliseconds), client, method, path, status, prompt=N completion=N ttft=Xms total=Xms
+// ('-' for what does not apply), then "aborted" and error="MESSAGE" when they apply; JSON: an
+// object with the same fields (time, client, method, path, status, prompt_tokens,
+// completion_tokens, ttft_ms, total_ms, aborted, error; null for what does not apply).
+void cli_reqlog_write(const struct cli_reqlog *L, const struct cli_reqlog_entry *e);
 
 // --- the commands: each returns the exit status ---
 int cli_cmd_run(struct cli *c);

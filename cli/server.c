@@ -108,6 +108,7 @@ struct srv_call {
     int refs;                  // under mu: the connection, and each unfinished sequence
     char id[48];
     long long created;
+    double t_first;            // under mu: when its first token came (cli_now; 0: not yet)
     // streaming (the connection's thread)
     struct cli_strbuf out;
     size_t out_off;
@@ -136,7 +137,10 @@ struct srv_sock {
     long long received;        // under cmu: body bytes received in SRV_BODY
     bool reserve;              // under cmu: beyond --max-connections: /health and /metrics only
     bool closing;              // under cmu: shut down by srv_watch or to make room
+    bool late;                 // under cmu: answered 408 by srv_watch (SRV_LATE: its body came too slowly)
 };
+
+#define SRV_LATE "the request body came slower than --body-min-rate allows"   // srv_watch's 408
 
 // The endpoints.
 enum srv_route { SRV_R_NONE, SRV_R_HEALTH, SRV_R_METRICS, SRV_R_OPTIONS, SRV_R_MODELS, SRV_R_MODEL,
@@ -185,7 +189,8 @@ struct srv_conn {              // one HTTP request, as it arrives
     bool answered_early;       // answered from its headers (a body it has is then not read)
     int status;                // the answer's, for the log (0: none)
     double t0;
-    int n_prompt, n_gen;
+    char *method, *path, *error;   // for the log: its request line's, its error body's message
+    struct srv_call *call;     // the call it started (a reference, for the log's tokens), or NULL
 };
 
 struct srv {
@@ -218,6 +223,7 @@ struct srv {
     long long body_bytes, max_body_memory;   // bodies' budget: held, at most (--max-body-memory)
     long long closed_header, closed_body, evicted;
     struct llm_sampling_params sp;   // defaults of a request's sampling
+    struct cli_reqlog log;     // --log-format, --quiet
     bool prefix_caching;
     // metrics (under mu)
     long long finished[8], prompt_tokens, generation_tokens, cached_tokens, rejected;
@@ -328,6 +334,7 @@ static void srv_deliver(struct srv *S, const struct llm_output *o, struct cli_st
     S->generation_tokens += o->n_new_tokens;
     if (o->n_new_tokens > 0 && !s->first) {
         s->first = true;
+        if (!s->call->t_first) s->call->t_first = cli_now();
         srv_hist_add(&S->ttft, o->ttft_ms / 1e3);
     }
     if (o->finished) {
@@ -466,10 +473,11 @@ static bool srv_phase(struct srv *S, struct srv_sock *k, enum srv_phase phase) {
 }
 
 // A request of connection k has ended: the next one's header is awaited (SRV_HEADER), or the
-// connection is closing.
-static void srv_ended(struct srv *S, struct srv_sock *k, bool closes) {
-    if (!k) return;
+// connection is closing. Returns whether srv_watch answered it 408.
+static bool srv_ended(struct srv *S, struct srv_sock *k, bool closes) {
+    if (!k) return false;
     pthread_mutex_lock(&S->cmu);
+    bool late = k->late;
     k->phase = SRV_HEADER;
     k->since = cli_now();
     k->received = 0;
@@ -478,6 +486,7 @@ static void srv_ended(struct srv *S, struct srv_sock *k, bool closes) {
         S->n_closing++;
     }
     pthread_mutex_unlock(&S->cmu);
+    return late;
 }
 
 // Whether a Connection header's list has the token "close".
@@ -496,7 +505,7 @@ static bool srv_has_close(const char *h) {
 // long (its client gets a 408 first), has its connection shut down; the connection's thread
 // then sees the end of the stream and closes it.
 static void srv_watch(struct srv *S) {
-    static const char body[] = "{\"error\":{\"message\":\"the request body came slower than --body-min-rate allows\","
+    static const char body[] = "{\"error\":{\"message\":\"" SRV_LATE "\","
                                "\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"request_timeout\"}}";
     char answer[512];
     int len = snprintf(answer, sizeof(answer), "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
@@ -512,7 +521,7 @@ static void srv_watch(struct srv *S) {
                          now - k->since > S->header_timeout + (double)k->received / (double)S->body_min_rate;
         if (!header && !body_late) continue;
         if (body_late) {   // nothing else writes to it while its body is read
-            if (send(k->fd, answer, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) > 0) n408++;
+            if (send(k->fd, answer, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) > 0) { n408++; k->late = true; }
             S->closed_body++;
         } else {
             S->closed_header++;
@@ -633,6 +642,7 @@ static enum MHD_Result srv_error(struct srv *S, struct MHD_Connection *conn, str
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (k && !k->error && !(k->error = strdup(msg))) cli_die("out of memory");
     // a cut message may end in part of a character: JSON text is UTF-8 (cli_json_cstr mends it)
     return srv_json(S, conn, k, status, srv_error_json(status, param, code, msg));
 }
@@ -1029,7 +1039,8 @@ static bool srv_call_start(struct srv *S, struct MHD_Connection *conn, struct sr
         return false;
     }
     pthread_mutex_lock(&S->mu);
-    c->refs = 1 + c->n_seq;
+    c->refs = 2 + c->n_seq;   // and the log's (k->call)
+    k->call = c;
     for (int i = 0; i < c->n_seq; i++) {
         struct srv_seq *s = &c->seq[i];
         if (s->id >= 0) srv_list_add(&S->active, &S->n_active, &S->cap_active, s);
@@ -1094,11 +1105,7 @@ static enum MHD_Result srv_call_answer(struct srv *S, struct MHD_Connection *con
     if (err) {
         r = srv_error(S, conn, k, 500, NULL, NULL, "%s", err->error ? err->error : "the engine failed");
     } else {
-        json_t *a = srv_answer(c);
-        json_t *u = json_object_get(a, "usage");
-        k->n_prompt = (int)json_integer_value(json_object_get(u, "prompt_tokens"));
-        k->n_gen = (int)json_integer_value(json_object_get(u, "completion_tokens"));
-        r = srv_json(S, conn, k, 200, a);
+        r = srv_json(S, conn, k, 200, srv_answer(c));
     }
     pthread_mutex_lock(&S->mu);
     srv_call_unref(c);
@@ -1553,6 +1560,7 @@ static enum MHD_Result srv_headers(struct srv *S, struct MHD_Connection *conn, c
     if (!k) return MHD_NO;
     k->t0 = cli_now();
     *ctx = k;
+    if (!(k->method = strdup(method)) || !(k->path = strdup(url))) cli_die("out of memory");
     atomic_fetch_add(&S->n_open, 1);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     k->sock = ci ? ci->socket_context : NULL;
@@ -1710,19 +1718,43 @@ static enum MHD_Result srv_access(void *cls, struct MHD_Connection *conn, const 
     return srv_dispatch(S, conn, k, url, method);
 }
 
+// The request's line in the log; the reference of the call it started goes.
+static void srv_log(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, bool aborted, bool late) {
+    struct cli_reqlog_entry e = {.method = k->method, .path = k->path, .status = k->status, .prompt = -1,
+                                 .completion = -1, .ttft_ms = -1, .total_ms = (cli_now() - k->t0) * 1e3,
+                                 .aborted = aborted, .error = k->error};
+    if (late && e.status <= 0) e.status = 408, e.error = SRV_LATE;   // srv_watch's answer
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    cli_reqlog_client(ci ? ci->client_addr : NULL, e.client, sizeof(e.client));
+    if (k->call) {   // its tokens as its usage counts them (so far, when it was cut short)
+        pthread_mutex_lock(&S->mu);
+        json_t *u = srv_usage(k->call);
+        e.prompt = json_integer_value(json_object_get(u, "prompt_tokens"));
+        e.completion = json_integer_value(json_object_get(u, "completion_tokens"));
+        json_decref(u);
+        if (k->call->t_first > 0) e.ttft_ms = (k->call->t_first - k->t0) * 1e3;
+        srv_call_unref(k->call);
+        pthread_mutex_unlock(&S->mu);
+    }
+    cli_reqlog_write(&S->log, &e);
+}
+
 static void srv_completed(void *cls, struct MHD_Connection *conn, void **ctx, enum MHD_RequestTerminationCode why) {
     struct srv *S = cls;
     struct srv_conn *k = *ctx;
     if (!k) return;
     atomic_fetch_sub(&S->n_open, 1);
-    if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK && k->status == 0) k->status = -1;
     srv_body_drop(S, k);
     // a keep-alive connection's next request header is awaited; one that libmicrohttpd closes now
     // (an error, the client's "Connection: close", a body not read) makes no room for another
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION);
-    srv_ended(S, k->sock, why != MHD_REQUEST_TERMINATED_COMPLETED_OK || (h && srv_has_close(h)) ||
-                              (k->answered_early && k->has_body));
+    bool late = srv_ended(S, k->sock, why != MHD_REQUEST_TERMINATED_COMPLETED_OK || (h && srv_has_close(h)) ||
+                                          (k->answered_early && k->has_body));
+    srv_log(S, conn, k, why != MHD_REQUEST_TERMINATED_COMPLETED_OK, late);
     free(k->refuse_msg);
+    free(k->method);
+    free(k->path);
+    free(k->error);
     free(k);
     *ctx = NULL;
 }
@@ -1836,6 +1868,7 @@ static void srv_setup(struct srv *S, const struct cli *c, struct llm_engine_info
                 "(--chat-template NAME)\n");
     }
     S->sp = srv_sampling(c);
+    S->log = (struct cli_reqlog){stderr, c->log_format == CLI_LOG_JSON ? CLI_LOG_JSON : CLI_LOG_TEXT, c->quiet};
     S->rng = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)S;
     S->ttft = (struct srv_hist){srv_ttft_bounds, (int)CLI_ARRAY_LEN(srv_ttft_bounds), {0}, 0, 0};
     S->itl = (struct srv_hist){srv_itl_bounds, (int)CLI_ARRAY_LEN(srv_itl_bounds), {0}, 0, 0};

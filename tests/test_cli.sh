@@ -170,6 +170,8 @@ done
     bad "chat --help: not chat's options"
 "$llm" serve --help | grep -q -- "--port" && ! "$llm" serve --help | grep -q -- "--kl-divergence" && ok ||
     bad "serve --help: not serve's options"
+"$llm" serve --help | grep -q -- "--log-format F" && "$llm" serve --help | grep -q -- "--quiet" && ok ||
+    bad "serve --help does not list --log-format and --quiet"
 "$llm" help perplexity | grep -q -- "--kl-divergence" && ok || bad "llm help perplexity"
 out=$("$llm" 2>&1 >/dev/null); rc=$?
 [ "$rc" = 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" -lt 40 ] && printf '%s\n' "$out" | grep -q 'llm COMMAND --help' &&
@@ -177,7 +179,7 @@ out=$("$llm" 2>&1 >/dev/null); rc=$?
 for f in --min-p --repeat-penalty --frequency-penalty --presence-penalty --repeat-last-n --stop --stop-token-ids \
          --chat-template --system --special --host --port --api-key --served-model-name --max-queued-requests \
          --max-body-size --max-body-memory --header-timeout --body-min-rate --max-connections-per-ip \
-         --timeout --max-connections --shutdown-timeout --no-enable-prefix-caching \
+         --timeout --max-connections --shutdown-timeout --log-format --quiet --no-enable-prefix-caching \
          --speculative-model --speculative-ngram --num-speculative-tokens --prompt-lookup-min --prompt-lookup-max; do
     "$llm" --help | grep -q -- "$f" && ok || bad "--help does not list $f"
 done
@@ -203,6 +205,8 @@ expect_fail "two ways to draft" "choose one" "$llm" run -m "$m" -p hi -md "$mode
 expect_fail "serve: port out of range" "--port" "$llm" serve -m "$m" --port 70000
 expect_fail "serve: a host that does not resolve" "--host" "$llm" serve -m "$m" --host no-such-host.invalid --port 0
 expect_fail "serve: a bad model" "missing.gguf" "$llm" serve -m "$tmp/missing.gguf" --port 0
+expect_fail "serve: --log-format without its value" "--log-format needs a value" "$llm" serve -m "$m" --log-format
+expect_fail "--quiet is serve's" "unknown option '--quiet'" "$llm" run -m "$m" -p hi --quiet
 python3 -c 'import socket,time,sys
 s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(1); print(s.getsockname()[1], flush=True); time.sleep(20)' > "$tmp/busyport" &
 busy=$!
@@ -235,6 +239,9 @@ expect_fail "tokenize a missing file" "nonexistent" "$llm" tokenize -m "$m" -f /
 # endless input and a model file that never ends opening: a message, not filled memory or a
 # wait. timeout(1), where there is one, ends a regression (exit status 124, not 1).
 limit() { if command -v timeout >/dev/null 2>&1; then timeout 60 "$@"; else "$@"; fi; }
+# (a bad --log-format that a regression let through would serve until the timeout)
+expect_fail "serve: a bad --log-format" "--log-format: text or json, not 'xml'" \
+    limit "$llm" serve -m "$m" --port 0 --log-format xml
 mkfifo "$tmp/fifo"
 expect_fail "model file is a FIFO" "not a regular file" limit "$llm" run -m "$tmp/fifo" -p hi
 expect_fail "info on a FIFO" "not a regular file" limit "$llm" info -m "$tmp/fifo"

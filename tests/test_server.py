@@ -13,8 +13,11 @@ huge headers) do not crash or wedge it; the API key; a full queue; the idle time
 finishes what is in flight and exits 0. Before a body is read: 401/404/405 from the headers, 503
 beyond the budget for bodies in flight, token ids beyond the context refused while they arrive
 (not parsed); the header deadline and the body's minimum rate; connections per address;
-/health answered while slow clients from several loopback addresses fill the connections.
+/health answered while slow clients from several loopback addresses fill the connections. The
+request log: a line per request (rejected, aborted, streamed ones too) with its status, tokens
+equal to the usage answered, TTFT, error message, as text and as JSON; --quiet.
 """
+import calendar
 import json
 import os
 import re
@@ -873,5 +876,180 @@ rc = S.stop(signal.SIGINT)
 t.join(60)
 check(rc == 0 and time.time() - t0 < 10 and holder.get("fin") == "abort", "a second SIGINT: exit status %s after %.1f s, %s" %
       (rc, time.time() - t0, holder))
+
+# --- the request log: a line per request on stderr, as text or JSON; --quiet ---
+section("the request log: a line per request, text and JSON, --quiet")
+LOG_TEXT = re.compile(r'^(\S+) (\S+) (\S+) (\S+) (\d{3}|-) prompt=(\d+|-) completion=(\d+|-) '
+                      r'ttft=(?:(\d+\.\d)ms|-) total=(\d+\.\d)ms( aborted)?(?: error="((?:[^"\\]|\\.)*)")?$')
+LOG_KEYS = ["time", "client", "method", "path", "status", "prompt_tokens", "completion_tokens", "ttft_ms", "total_ms",
+            "aborted", "error"]
+
+
+def log_unescape(s):
+    """A text field as it was: \\n \\t \\r \\\\ \\" \\xHH \\u00HH undone."""
+    plain = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"'}
+    return re.sub(r'\\(x[0-9A-F]{2}|u[0-9A-F]{4}|.)',
+                  lambda m: plain.get(m.group(1)) or chr(int(m.group(1)[1:], 16)), s)
+
+
+def log_entries(S, fmt):
+    """The server's request lines, each as a dict of LOG_KEYS (None: a line that does not parse)."""
+    out = []
+    for line in [x.rstrip("\n") for x in list(S.log) if x[:1] == "{" or x[:1].isdigit()]:
+        if fmt == "json":
+            try:
+                e = json.loads(line)
+            except ValueError:
+                e = None
+            out.append(e if isinstance(e, dict) and list(e) == LOG_KEYS else None)
+            continue
+        m = LOG_TEXT.match(line)
+        if not m:
+            out.append(None)
+            continue
+        g = m.groups()
+        num = lambda x, f=int: None if x in (None, "-") else f(x)
+        out.append(dict(zip(LOG_KEYS, [g[0], g[1], g[2], log_unescape(g[3]), num(g[4]), num(g[5]), num(g[6]),
+                                       num(g[7], float), float(g[8]), g[9] is not None,
+                                       None if g[10] is None else log_unescape(g[10])])))
+    return out
+
+
+def log_wait(S, fmt, n, secs=30):
+    t = time.time() + secs
+    while len(log_entries(S, fmt)) < n and time.time() < t:
+        time.sleep(0.02)
+
+
+def log_session(fmt):
+    """A server logging in fmt, one request after another (each line awaited before the next request):
+    (what each request should log, what was logged)."""
+    KEY = "k3y"
+    auth = {"Authorization": "Bearer " + KEY}
+    S = Server("--api-key", KEY, "--max-num-seqs", "1", "--max-queued-requests", "0", "--max-body-size", "4096",
+               *(["--log-format", "json"] if fmt == "json" else []))
+    want = []
+
+    def expect(method, path, status, usage=None, error=None, aborted=False, gen=False):
+        want.append(dict(method=method, path=path, status=status, usage=usage, error=error, aborted=aborted,
+                         gen=gen or usage is not None))
+        log_wait(S, fmt, len(want))
+
+    def refused(method, path, body=None, headers=auth, raw=None, logged_path=None):
+        st, _, b = http(S.port, method, path, body, headers, raw=raw)
+        try:
+            msg = json.loads(b)["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            msg = "(no error body: %r)" % b[:100]
+        expect(method, logged_path or path, st, error=msg)
+
+    def idle():   # /metrics until nothing runs (each asks is a line too)
+        for _ in range(200):
+            _, _, b = http(S.port, "GET", "/metrics")
+            expect("GET", "/metrics", 200)
+            if re.search(rb"^llm:num_requests_running\{[^}]*\} 0$", b, re.M) and \
+                    re.search(rb"^llm:kv_cache_blocks_used\{[^}]*\} 0$", b, re.M):
+                return
+            time.sleep(0.05)
+
+    st, _, _ = http(S.port, "GET", "/health")
+    expect("GET", "/health", st)
+    c = S.client(KEY)
+    mid = c.models.list().data[0].id
+    expect("GET", "/v1/models", 200)
+    r = c.chat.completions.create(model=mid, messages=MSGS, max_tokens=8, temperature=0)
+    expect("POST", "/v1/chat/completions", 200, usage=(r.usage.prompt_tokens, r.usage.completion_tokens))
+    usage = None
+    for k in c.chat.completions.create(model=mid, messages=MSGS, max_tokens=6, temperature=0, stream=True,
+                                       stream_options={"include_usage": True}):
+        if k.usage:
+            usage = (k.usage.prompt_tokens, k.usage.completion_tokens)
+    expect("POST", "/v1/chat/completions", 200, usage=usage)
+    r = c.completions.create(model=mid, prompt=PROMPTS[0], max_tokens=5, temperature=0)
+    expect("POST", "/v1/completions", 200, usage=(r.usage.prompt_tokens, r.usage.completion_tokens))
+    http(S.port, "GET", "/metrics")
+    expect("GET", "/metrics", 200)
+    refused("GET", "/nope")
+    refused("GET", "/x%0Ay%20z", logged_path="/x\ny z")   # (decoded) a newline in it makes no second line
+    refused("POST", "/v1/chat/completions", {"model": mid, "messages": MSGS}, {"Authorization": "Bearer wrong"})
+    refused("POST", "/v1/chat/completions", b"{bad")
+    refused("PUT", "/health", headers={})
+    refused("POST", "/v1/completions", raw=b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + KEY.encode() + b"\r\nConnection: close\r\nContent-Length: 5000\r\n\r\n")
+    # a stream holds the one sequence the server takes: another request gets 429; then its client goes
+    s = socket.create_connection(("127.0.0.1", S.port), timeout=60)
+    data = json.dumps({"prompt": PROMPTS[0], "max_tokens": 3000, "ignore_eos": True, "stream": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n"
+              % (KEY.encode(), len(data)) + data)
+    got = b""
+    while got.count(b"data: {") < 2:
+        got += s.recv(4096)
+    refused("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})
+    s.close()
+    expect("POST", "/v1/completions", 200, aborted=True, gen=True)
+    idle()
+    # the client of a whole answer goes before it comes: no status was sent
+    s = socket.create_connection(("127.0.0.1", S.port), timeout=60)
+    data = json.dumps({"prompt": PROMPTS[0], "max_tokens": 3000, "ignore_eos": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n"
+              % (KEY.encode(), len(data)) + data)
+    time.sleep(1)
+    s.close()
+    expect("POST", "/v1/completions", None, aborted=True, gen=True)
+    time.sleep(0.5)   # time for a line too many
+    got = log_entries(S, fmt)
+    rc = S.stop(signal.SIGINT)
+    check(rc == 0 and any("stopped" in x for x in S.log), "log %s: the server's exit status %s" % (fmt, rc))
+    return want, got
+
+
+logged = {}
+for fmt in ("text", "json"):
+    want, got = log_session(fmt)
+    logged[fmt] = got
+    check(len(got) == len(want), "log %s: %d request lines for %d requests: %s" % (fmt, len(got), len(want), got))
+    for i, (w, e) in enumerate(zip(want, got)):
+        what = "log %s, line %d (%s %r): " % (fmt, i + 1, w["method"], w["path"])
+        if not check(e is not None, what + "does not parse"):
+            continue
+        check(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", e["time"]) is not None and
+              abs(calendar.timegm(time.strptime(e["time"][:19], "%Y-%m-%dT%H:%M:%S")) - time.time()) < 600,
+              what + "time %s: not now in UTC (ISO 8601, milliseconds)" % e["time"])
+        check(e["client"] == "127.0.0.1", what + "client %s" % e["client"])
+        check((e["method"], e["path"], e["status"]) == (w["method"], w["path"], w["status"]),
+              what + "%s %s %s, want status %s" % (e["method"], e["path"], e["status"], w["status"]))
+        check(e["error"] == w["error"], what + "error %r, want %r" % (e["error"], w["error"]))
+        check(e["aborted"] == w["aborted"], what + "aborted %s, want %s" % (e["aborted"], w["aborted"]))
+        check(e["total_ms"] >= 0, what + "total %s" % e["total_ms"])
+        if w["usage"] is not None:
+            check((e["prompt_tokens"], e["completion_tokens"]) == w["usage"],
+                  what + "tokens %s/%s, the usage answered %s" % (e["prompt_tokens"], e["completion_tokens"], w["usage"]))
+        if w["gen"]:
+            check(e["prompt_tokens"] is not None and e["prompt_tokens"] > 0 and e["completion_tokens"] is not None and
+                  e["completion_tokens"] > 0, what + "no tokens: %s" % e)
+            check(e["ttft_ms"] is not None and 0 <= e["ttft_ms"] <= e["total_ms"],
+                  what + "ttft %s, total %s" % (e["ttft_ms"], e["total_ms"]))
+        else:
+            check(e["prompt_tokens"] is None and e["completion_tokens"] is None and e["ttft_ms"] is None,
+                  what + "tokens or ttft for a request that generates none: %s" % e)
+# the two formats say the same of the same requests (timings, an aborted request's tokens and the
+# number of /metrics polls aside)
+same = lambda e: e and (e["client"], e["method"], e["path"], e["status"], e["error"], e["aborted"],
+                        None if e["aborted"] else (e["prompt_tokens"], e["completion_tokens"]))
+check([same(e) for e in logged["text"] if e and e["path"] != "/metrics"] ==
+      [same(e) for e in logged["json"] if e and e["path"] != "/metrics"],
+      "log: text and JSON differ: %s\n%s" % (logged["text"], logged["json"]))
+
+# --quiet: no request line; the first line and the last still come
+S = Server("--quiet", "--log-format", "text")
+c = S.client()
+c.chat.completions.create(model=c.models.list().data[0].id, messages=MSGS, max_tokens=4, temperature=0)
+http(S.port, "GET", "/health")
+http(S.port, "GET", "/nope")
+time.sleep(0.5)
+lines = [x for x in S.log if x[:1] == "{" or x[:1].isdigit()]
+rc = S.stop(signal.SIGINT)
+check(not lines and rc == 0 and any("stopped" in x for x in S.log), "--quiet: exit %s, log %s" % (rc, S.log))
+
 print("test_server: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
