@@ -1334,6 +1334,84 @@ LLM__INTERNAL void llm__stream_push(const struct llm__vocab *v, struct llm_text_
 LLM__INTERNAL int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
                                   struct llm__outbuf *o);
 
+// === src/grammar.c: GBNF grammars, a request's matcher, token masks ===
+
+#define LLM__GRAMMAR_MAX_RULES 65536     // rules, with those made for groups and repetitions
+#define LLM__GRAMMAR_MAX_ELEMS (1 << 20) // elements of all rules
+#define LLM__GRAMMAR_MAX_REPEAT 10000    // x{m,n}: m and n at most
+#define LLM__GRAMMAR_MAX_DEPTH 100       // groups in groups
+#define LLM__GRAMMAR_MAX_NODES (1u << 21)  // a matcher's stack nodes
+#define LLM__GRAMMAR_MAX_TOKEN 1024      // bytes of a token, at most
+#define LLM__GRAMMAR_CACHE 64            // a matcher's cached masks
+
+// A compiled grammar (read-only: requests share it). Element: kind in the low 2 bits (END, CHARS,
+// REF), its argument above (CHARS: a code point set, REF: a rule).
+struct llm__grammar {
+    uint32_t *elem;            // [n_elem] every rule's alternatives, each ending in END
+    uint32_t *alt;             // each alternative's first element
+    uint32_t *rule_alt;        // [n_rule + 1] rule r's alternatives: alt[rule_alt[r] .. rule_alt[r + 1])
+    int n_elem, n_rule, root;
+    uint32_t *cs_off;          // [n_cs + 1] set s: ranges rng[2k], rng[2k + 1] for k in [cs_off[s], cs_off[s + 1])
+    uint32_t *rng;
+    uint64_t (*cs_ascii)[2];   // [n_cs] the set's code points below 128, as bits
+    int n_cs;
+};
+
+// A vocabulary's tokens by their bytes: trie nodes in depth-first order.
+struct llm__gtrie {
+    uint8_t *byte;             // [n] the node's byte
+    uint16_t *depth;           // [n] 1 for the first byte of a token
+    uint32_t *skip;            // [n] the node after its subtree
+    uint32_t *tok_off;         // [n + 1] the tokens whose bytes end at node i: tok[tok_off[i] .. tok_off[i + 1])
+    int32_t *tok;
+    uint32_t n;
+    int max_depth;
+    uint32_t *tb_off;          // [n_vocab + 1] token id's bytes: tb[tb_off[id] .. tb_off[id + 1]) (none:
+    uint8_t *tb;               // a special or end-of-generation token)
+    int32_t *eog;              // [n_eog] the end-of-generation tokens
+    int n_eog, n_vocab;
+};
+
+// A state being computed: stacks pool[off .. off + n), and a code point in progress (need bytes
+// still to come, its bits so far in cp).
+struct llm__gstate { size_t off; int n; uint32_t cp, need; };
+
+struct llm__gcache { uint32_t *key; uint64_t hash; int n; uint32_t cp, need; };
+
+// A request's matcher: its stacks (interned nodes), its state, scratch space and cached masks.
+struct llm__gmatch {
+    const struct llm__grammar *g;
+    uint32_t *npos, *npar;     // node n: the element where it goes on, the node it returns to
+    uint32_t *mark;            // per node: the expansion that saw it last
+    uint32_t *ht;              // (pos, parent) -> node + 1, 0 = empty
+    uint32_t n_nodes, cap_nodes, ht_mask, gen;
+    uint32_t *cur;             // the current state: its stacks, sorted (0: the text may end here)
+    int n_cur, cur_cap;
+    uint32_t cp, need;         // and the code point in progress
+    uint32_t *pool, *work;     // scratch: states, nodes to expand
+    size_t pool_n, pool_cap, work_n, work_cap;
+    struct llm__gcache cache[LLM__GRAMMAR_CACHE];
+    uint64_t *cache_mask;      // [LLM__GRAMMAR_CACHE][words of n_vocab bits]
+    int cache_next;
+    long cache_hits, cache_misses;
+    bool oom, full;            // out of memory; more than LLM__GRAMMAR_MAX_NODES nodes
+    struct llm__err err;
+};
+
+LLM__INTERNAL struct llm__grammar *llm__grammar_parse(const char *text, const char *root, struct llm__err *e);
+LLM__INTERNAL void llm__grammar_free(struct llm__grammar *g);
+LLM__INTERNAL bool llm__gmatch_init(struct llm__gmatch *m, const struct llm__grammar *g);
+LLM__INTERNAL void llm__gmatch_free(struct llm__gmatch *m);
+LLM__INTERNAL bool llm__gmatch_ok(struct llm__gmatch *m, const void *s, size_t n);
+LLM__INTERNAL bool llm__gmatch_accept(struct llm__gmatch *m, const void *s, size_t n);
+LLM__INTERNAL bool llm__gmatch_can_end(const struct llm__gmatch *m);
+LLM__INTERNAL bool llm__gmatch_must_end(const struct llm__gmatch *m);
+LLM__INTERNAL bool llm__gtrie_build(struct llm__gtrie *t, const struct llm__vocab *v);
+LLM__INTERNAL void llm__gtrie_free(struct llm__gtrie *t);
+LLM__INTERNAL bool llm__gmatch_mask(struct llm__gmatch *m, const struct llm__gtrie *t, uint64_t *mask);
+LLM__INTERNAL bool llm__gmatch_token_ok(struct llm__gmatch *m, const struct llm__gtrie *t, int32_t id);
+LLM__INTERNAL bool llm__gmatch_token(struct llm__gmatch *m, const struct llm__gtrie *t, int32_t id);
+
 // === src/quantize.c: quantizing model files ===
 
 struct llm__ftype { const char *name; int ftype, type; };
