@@ -399,6 +399,12 @@ struct llm_request_params {
                                // has the same distribution, but a seed no longer fixes the text
                                // (the draws used depend on the drafts verified, which depend on the
                                // measured step times): -1 where a seed must reproduce a text
+    const char *grammar;       // NULL, or a grammar in llama.cpp's GBNF syntax (start rule "root")
+                               // that the generated text must follow: tokens that cannot continue
+                               // a text of the grammar are left out before every sampler stage;
+                               // the request ends ("stop") when nothing can follow. A grammar that
+                               // does not compile refuses the request (LLM_ERR_INVALID_ARG, the
+                               // message naming line and column)
 };
 LLM_API struct llm_request_params llm_request_params_default(void);
 

@@ -516,6 +516,7 @@ void llm__grammar_free(struct llm__grammar *g) {
     free(g->cs_off);
     free(g->rng);
     free(g->cs_ascii);
+    free(g->text);
     free(g);
 }
 
@@ -570,7 +571,8 @@ static void llm__gb_free(struct llm__gbuild *b) {
     free(b->cs_off.v);
 }
 
-struct llm__grammar *llm__grammar_parse(const char *text, const char *root, struct llm__err *e) {
+struct llm__grammar *llm__grammar_parse(const char *text, const char *root, struct llm__err *err) {
+    struct llm__err own = {0}, *e = &own;   // (err may hold an earlier failure: the first error here stands)
     struct llm__gbuild b = {.src = text, .p = text, .e = e};
     struct llm__grammar *g = NULL;
     if (!root) root = "root";
@@ -580,11 +582,13 @@ struct llm__grammar *llm__grammar_parse(const char *text, const char *root, stru
         for (int i = 0; i < b.n_rules && r < 0; i++) if (b.names[i] && !strcmp(b.names[i], root)) r = i;
         if (r < 0) ok = llm__fail(e, LLM_ERR_INVALID_ARG, "grammar: no rule '%s' (the start)", root) == LLM_OK;
     }
-    if (ok && !(g = calloc(1, sizeof(*g)))) ok = llm__gb_oom(&b);
+    if (ok && (!(g = calloc(1, sizeof(*g))) || !(g->text = llm__strndup(text, strlen(text))))) ok = llm__gb_oom(&b);
+    if (ok) g->refs = 1;
     if (ok && !llm__gb_flatten(&b, g, r)) ok = false;
     llm__gb_free(&b);
     if (!ok) {
         llm__grammar_free(g);
+        *err = own;
         return NULL;
     }
     return g;
@@ -748,8 +752,17 @@ static bool llm__gviable(const struct llm__gmatch *m, size_t off, int n, uint32_
     return false;
 }
 
+// The code point of a complete UTF-8 sequence kept as raw bits (its lead byte, then 6 bits per
+// continuation byte): the lead's length marker dropped.
+static uint32_t llm__gcp_value(uint32_t raw) {
+    return raw & (raw < 1u << 14 ? 0x7FFu : raw < 1u << 20 ? 0xFFFFu : 0x1FFFFFu);
+}
+
 // One byte from state *in into *out (its stacks appended to the pool, or *in's own when the byte
 // only goes on with a code point); false: no stack accepts it (or out of memory: m->oom, m->full).
+// A code point in progress is kept raw (cp: its lead byte and continuation bits; need: the bytes
+// still to come); overlong forms, surrogates and values beyond U+10FFFF are refused by the lead's
+// limits on the next byte, as UTF-8 requires, so the code points it can still become are a range.
 static bool llm__gadvance_byte(struct llm__gmatch *m, const struct llm__gstate *in, uint8_t b,
                                struct llm__gstate *out) {
     uint32_t cp = in->cp, need = in->need;
@@ -761,23 +774,32 @@ static bool llm__gadvance_byte(struct llm__gmatch *m, const struct llm__gstate *
             out->cp = out->need = 0;
             return out->n > 0;
         }
-        if (b >= 0xC2 && b <= 0xDF) { cp = b & 0x1Fu; need = 1; }
-        else if (b >= 0xE0 && b <= 0xEF) { cp = b & 0x0Fu; need = 2; }
-        else if (b >= 0xF0 && b <= 0xF4) { cp = b & 0x07u; need = 3; }
+        if (b >= 0xC2 && b <= 0xDF) need = 1;
+        else if (b >= 0xE0 && b <= 0xEF) need = 2;
+        else if (b >= 0xF0 && b <= 0xF4) need = 3;
         else return false;
+        cp = b;
     } else {
         if ((b & 0xC0) != 0x80) return false;
+        if (cp < 0x100 && ((cp == 0xE0 && b < 0xA0) || (cp == 0xED && b >= 0xA0) || (cp == 0xF0 && b < 0x90) ||
+                           (cp == 0xF4 && b >= 0x90)))
+            return false;   // overlong, a surrogate, or beyond U+10FFFF
         cp = cp << 6 | (b & 0x3Fu);
         need--;
         if (need == 0) {
             out->off = m->pool_n;
-            if (!llm__gadvance_cp(m, in->off, in->n, cp)) return false;
+            if (!llm__gadvance_cp(m, in->off, in->n, llm__gcp_value(cp))) return false;
             out->n = (int)(m->pool_n - out->off);
             out->cp = out->need = 0;
             return out->n > 0;
         }
     }
-    uint32_t lo = cp << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
+    // the code points it can become: at least the smallest of its length (the lead's limits keep out
+    // the rest of the overlong forms), at most U+10FFFF
+    uint32_t full = cp << (6 * need), lo = llm__gcp_value(full), hi = lo | ((1u << (6 * need)) - 1);
+    uint32_t least = full < 1u << 14 ? 0x80u : full < 1u << 20 ? 0x800u : 0x10000u;
+    if (lo < least) lo = least;
+    if (hi > LLM__CP_MAX) hi = LLM__CP_MAX;
     if (!llm__gviable(m, in->off, in->n, lo, hi)) return false;
     *out = *in;
     out->cp = cp;
@@ -1073,4 +1095,67 @@ bool llm__gmatch_token(struct llm__gmatch *m, const struct llm__gtrie *t, int32_
     uint32_t len = t->tb_off[id + 1] - t->tb_off[id];
     if (!len) return llm__gmatch_token_ok(m, t, id);
     return llm__gmatch_accept(m, t->tb + t->tb_off[id], len);
+}
+
+// --- sampling under a grammar ---
+
+#define LLM__GRAMMAR_TRIES 8   // unconstrained draws tried before the whole mask
+
+// row = logits with the tokens m refuses at -inf (mask: the allowed ones); false: none is allowed,
+// or the mask failed (m->err says why).
+bool llm__grammar_row(struct llm__gmatch *m, const struct llm__gtrie *t, const float *logits, int n,
+                      uint64_t *mask, float *row) {
+    if (!llm__gmatch_mask(m, t, mask)) return false;
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        bool ok = i < t->n_vocab && (mask[i >> 6] >> (i & 63) & 1);
+        row[i] = ok ? logits[i] : -INFINITY;
+        any |= ok;
+    }
+    if (!any) llm__fail(&m->err, LLM_ERR_INVALID_ARG, "grammar: no token of the vocabulary can continue the text");
+    return any;
+}
+
+// A token drawn from logits as if those the grammar refuses had -inf logits before every sampler
+// stage: greedy takes the best allowed token, sampling follows the chain's distribution over the
+// allowed ones. The unconstrained choice is tried first where that gives the same law: greedy
+// (the argmax, when allowed), and sampling with temperature alone (a refused draw leaves the
+// candidates and the rest are drawn from again: rejection sampling), at most LLM__GRAMMAR_TRIES
+// draws; otherwise the whole mask (row: [n_vocab] scratch, mask: n_vocab bits). The token is
+// accepted into the sampler's history, not into the matcher. -1: no token can continue the text
+// (m->err says why).
+int32_t llm__grammar_sample(llm_sampler *s, struct llm__gmatch *m, const struct llm__gtrie *t,
+                            const float *logits, uint64_t *mask, float *row) {
+    const int n = s->n_vocab;
+    const bool greedy = !(s->p.temperature > 0.0f);
+    const bool plain = !greedy && (s->p.top_k <= 0 || s->p.top_k >= n) && s->p.top_p >= 1.0f && s->p.min_p <= 0.0f;
+    double sum;
+    if (greedy || plain) {
+        int k = llm__sampler_dist(s, logits, &sum);
+        for (int tries = 0; tries < LLM__GRAMMAR_TRIES && sum > 0.0; tries++) {
+            int32_t tok = greedy ? s->idx[0] : llm__sampler_draw(s, k, sum, -1, 0.0);
+            if (llm__gmatch_token_ok(m, t, tok)) {
+                llm_sampler_accept(s, tok);
+                return tok;
+            }
+            if (greedy || m->oom || m->full) break;
+            for (int i = 0; i < k; i++)
+                if (s->idx[i] == tok) {
+                    sum -= s->probs[i];
+                    s->probs[i] = 0.0f;
+                    break;
+                }
+        }
+    }
+    if (!llm__grammar_row(m, t, logits, n, mask, row)) return -1;
+    int k = llm__sampler_dist(s, row, &sum);
+    int32_t tok = greedy ? s->idx[0] : llm__sampler_draw(s, k, sum, -1, 0.0);
+    if (!(tok >= 0 && tok < t->n_vocab && (mask[tok >> 6] >> (tok & 63) & 1))) {
+        // rounding carried the draw past the last allowed candidate: the most likely allowed one
+        float best = -INFINITY;
+        for (int i = 0; i < k; i++)
+            if (row[s->idx[i]] > best) { best = row[s->idx[i]]; tok = s->idx[i]; }
+    }
+    llm_sampler_accept(s, tok);
+    return tok;
 }

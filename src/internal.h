@@ -1355,6 +1355,8 @@ struct llm__grammar {
     uint32_t *rng;
     uint64_t (*cs_ascii)[2];   // [n_cs] the set's code points below 128, as bits
     int n_cs;
+    char *text;                // its source
+    int refs;                  // requests using it
 };
 
 // A vocabulary's tokens by their bytes: trie nodes in depth-first order.
@@ -1411,6 +1413,10 @@ LLM__INTERNAL void llm__gtrie_free(struct llm__gtrie *t);
 LLM__INTERNAL bool llm__gmatch_mask(struct llm__gmatch *m, const struct llm__gtrie *t, uint64_t *mask);
 LLM__INTERNAL bool llm__gmatch_token_ok(struct llm__gmatch *m, const struct llm__gtrie *t, int32_t id);
 LLM__INTERNAL bool llm__gmatch_token(struct llm__gmatch *m, const struct llm__gtrie *t, int32_t id);
+LLM__INTERNAL int32_t llm__grammar_sample(llm_sampler *s, struct llm__gmatch *m, const struct llm__gtrie *t,
+                                          const float *logits, uint64_t *mask, float *row);
+LLM__INTERNAL bool llm__grammar_row(struct llm__gmatch *m, const struct llm__gtrie *t, const float *logits, int n,
+                                    uint64_t *mask, float *row);
 
 // === src/quantize.c: quantizing model files ===
 
@@ -1509,6 +1515,10 @@ struct llm_engine {
     char unsupported[512];    // LLM_LOAD_METADATA: why a full load would fail
     struct llm__sched sched;   // serving: the requests, their queues, a step's plan and outputs
     struct llm__spec spec;     // speculative decoding
+    struct llm__gtrie gtrie;   // grammars: the vocabulary's token trie (made by the first request with one)
+    bool gtrie_built;
+    float *g_row;              // [n_vocab] a logit row with the tokens a grammar refuses at -inf
+    uint64_t *g_mask;          // [n_vocab bits] the tokens it allows
 };
 
 LLM__INTERNAL bool llm__ids_ok(llm_engine *E, const int32_t *ids, int n, const char *what);
@@ -1598,6 +1608,8 @@ struct llm__req {
     bool reported_done;
     int wait_pos;               // its index in the waiting heap E->q_wait, -1 when not waiting
     uint64_t ngram_steps;       // tokens compared by its n-gram lookups (the tests check the bound)
+    struct llm__grammar *grammar;   // p.grammar compiled (maybe shared), or NULL
+    struct llm__gmatch *gm;     // its matcher: where the text is in it
 };
 
 LLM__INTERNAL void llm__req_free(llm_engine *E, struct llm__req *r);

@@ -213,6 +213,33 @@ static bool llm__req_copy_stops(llm_engine *E, struct llm__req *r, const struct 
     return true;
 }
 
+// r's grammar compiled (the last request's when it has the same text: the choices of one request
+// share it), its matcher, and the engine's token trie and scratch rows the first time.
+static enum llm_status llm__req_grammar(llm_engine *E, struct llm__req *r, const char *text) {
+    struct llm__err *e = &E->err;
+    struct llm__req *last = E->sched.n_reqs ? E->sched.reqs[E->sched.n_reqs - 1] : NULL;
+    if (last && last->grammar && !strcmp(last->grammar->text, text)) {
+        r->grammar = last->grammar;
+        r->grammar->refs++;
+    } else if (!(r->grammar = llm__grammar_parse(text, NULL, e))) {
+        return e->status;
+    }
+    if (!E->gtrie_built) {
+        size_t n = (size_t)E->model.n_vocab;
+        if (!E->g_row && !(E->g_row = malloc(n * sizeof(*E->g_row)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        if (!E->g_mask && !(E->g_mask = malloc((n + 63) / 64 * sizeof(*E->g_mask))))
+            return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        if (!llm__gtrie_build(&E->gtrie, &E->vocab)) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        E->gtrie_built = true;
+    }
+    if (!(r->gm = malloc(sizeof(*r->gm))) || !llm__gmatch_init(r->gm, r->grammar)) {
+        free(r->gm);
+        r->gm = NULL;
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    }
+    return LLM_OK;
+}
+
 // Room for one more request in the engine's list, queues and plan; false: out of memory.
 static bool llm__reqs_reserve(llm_engine *E) {
     if (E->sched.n_reqs < E->sched.cap_reqs) return true;
@@ -238,7 +265,9 @@ int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct
     r->p.stop = NULL;
     r->p.stop_token_ids = NULL;
     r->p.n_stop = r->p.n_stop_token_ids = 0;   // until the copies exist
+    r->p.grammar = NULL;
     enum llm_status st = llm__req_set_prompt(E, r, prompt);
+    if (st == LLM_OK && p.grammar) st = llm__req_grammar(E, r, p.grammar);
     struct llm_sampling_params dp = p.sampling;   // the draft's draws: the same chain, its own random numbers
     dp.seed ^= 0x9E3779B97F4A7C15ull;
     if (st == LLM_OK &&
@@ -332,11 +361,12 @@ static void llm__req_check_end(llm_engine *E, struct llm__req *r, int32_t tok) {
     stop_tok |= r->p.n_stop_token_ids &&
                 bsearch(&tok, r->stop_ids, (size_t)r->p.n_stop_token_ids, sizeof(int32_t), llm__cmp_i32) != NULL;
     bool at_max = r->n_tokens - r->n_prompt >= r->p.max_tokens, at_len = at_max || r->n_tokens >= E->max_model_len;
+    bool g_end = r->gm && llm__gmatch_must_end(r->gm);   // the grammar's text is complete
     size_t hold = 0;
-    llm__req_text(r, &E->vocab, tok, !stop_tok, stop_tok || at_len);
+    llm__req_text(r, &E->vocab, tok, !stop_tok, stop_tok || at_len || g_end);
     bool stop_str = r->p.n_stop && llm__req_stop_string(r, &hold);
-    r->text_hold = stop_str || stop_tok || at_len ? 0 : hold;
-    if (stop_tok || stop_str) llm__req_finish(E, r, LLM_FINISH_STOP);
+    r->text_hold = stop_str || stop_tok || at_len || g_end ? 0 : hold;
+    if (stop_tok || stop_str || g_end) llm__req_finish(E, r, LLM_FINISH_STOP);
     else if (at_len) llm__req_finish(E, r, at_max ? LLM_FINISH_LENGTH : LLM_FINISH_CONTEXT);
 }
 
@@ -344,10 +374,7 @@ static void llm__req_check_end(llm_engine *E, struct llm__req *r, int32_t tok) {
 // activations overflow, e.g. a damaged file). Computing on would give garbage tokens: r ends with
 // LLM_FINISH_ERROR and a message (also the engine's error, llm_last_error), once. Its blocks are
 // freed without entering the prefix cache.
-static void llm__req_fail_nonfinite(llm_engine *E, struct llm__req *r) {
-    llm__fail(&E->err, LLM_ERR_BACKEND, "request %d: the model computed logits that are not finite (NaN or "
-              "infinity) after %d tokens: its weights or activations overflow (a damaged or badly converted "
-              "model file?)", r->id, r->n_tokens);
+static void llm__req_fail(llm_engine *E, struct llm__req *r) {
     free(r->error);
     r->error = llm__strndup(E->err.msg, strlen(E->err.msg));
     llm__stream_feed(&r->ts, "", 0, &r->text, true);   // what was held back is final
@@ -357,6 +384,30 @@ static void llm__req_fail_nonfinite(llm_engine *E, struct llm__req *r) {
     r->t_last = llm__now();
     llm__blocks_release(&E->blocks, &r->seq);
     if (E->spec.draft) llm__blocks_release(&E->spec.draft->blocks, &r->dseq);
+}
+
+static void llm__req_fail_nonfinite(llm_engine *E, struct llm__req *r) {
+    llm__fail(&E->err, LLM_ERR_BACKEND, "request %d: the model computed logits that are not finite (NaN or "
+              "infinity) after %d tokens: its weights or activations overflow (a damaged or badly converted "
+              "model file?)", r->id, r->n_tokens);
+    llm__req_fail(E, r);
+}
+
+// r's grammar lets no token continue its text, or its matcher failed (out of memory, beyond its
+// limits): r ends with LLM_FINISH_ERROR and the matcher's message.
+static void llm__req_fail_grammar(llm_engine *E, struct llm__req *r) {
+    llm__fail(&E->err, r->gm->err.status != LLM_OK ? r->gm->err.status : LLM_ERR_INVALID_ARG, "request %d: %s", r->id,
+              r->gm->err.status != LLM_OK ? r->gm->err.msg : "grammar: the token does not continue the text");
+    llm__req_fail(E, r);
+}
+
+// The next token of r from its logit row: its sampler's, under its grammar when it has one; -1:
+// the grammar lets no token continue (r has ended with LLM_FINISH_ERROR).
+static int32_t llm__req_sample(llm_engine *E, struct llm__req *r, const float *lg) {
+    if (!r->gm) return llm_sampler_sample(r->smp, lg);
+    int32_t tok = llm__grammar_sample(r->smp, r->gm, &E->gtrie, lg, E->g_mask, E->g_row);
+    if (tok < 0) llm__req_fail_grammar(E, r);
+    return tok;
 }
 
 // After a token was sampled from a logit row: append it (and the row's top log-probabilities when
@@ -371,6 +422,10 @@ static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, cons
         size_t at = (size_t)(r->n_tokens - r->n_prompt);
         double lse = llm__top_logprobs(row, E->model.n_vocab, k, r->logprobs + at * (size_t)k);
         r->token_logprobs[at] = (float)((double)row[tok] - lse);
+    }
+    if (r->gm && !llm__gmatch_token(r->gm, &E->gtrie, tok)) {
+        llm__req_fail_grammar(E, r);
+        return;
     }
     r->tokens[r->n_tokens++] = tok;
     llm__req_time(r, now);
@@ -444,7 +499,17 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
         const float *q =
             r->spec_q >= 0 ? E->spec.q + ((size_t)r->spec_q * (size_t)E->params.num_speculative_tokens + (size_t)j) * nv
                            : NULL;
-        int32_t tok = j == k ? llm_sampler_sample(r->smp, lg) : llm__sampler_verify(r->smp, lg, draft[j], q, &accepted);
+        int32_t tok;
+        if (j == k) tok = llm__req_sample(E, r, lg);
+        else if (!r->gm) tok = llm__sampler_verify(r->smp, lg, draft[j], q, &accepted);
+        else if (!(r->p.sampling.temperature > 0.0f)) accepted = (tok = llm__req_sample(E, r, lg)) == draft[j];
+        else if (llm__grammar_row(r->gm, &E->gtrie, lg, (int)nv, E->g_mask, E->g_row))   // verified on the masked row
+            tok = llm__sampler_verify(r->smp, E->g_row, draft[j], q, &accepted);
+        else {
+            tok = -1;
+            llm__req_fail_grammar(E, r);
+        }
+        if (tok < 0) break;
         if (j < k) E->spec.proposed[j]++;
         if (accepted) { E->spec.accepted[j]++; kept++; r->seq.len = ++r->n_computed; }   // its KV is the token's
         llm__req_append(E, r, tok, lg, now);
@@ -481,8 +546,9 @@ static void llm__postprocess(llm_engine *E, const struct llm__plan *plan, const 
         } else if (pe->n_logits > 0) {   // one row: the last token's
             const float *lg = logits + (row + (size_t)pe->n_logits - 1) * nv;
             row += (size_t)pe->n_logits;
-            if (llm__all_finite(lg, nv)) llm__req_append(E, r, llm_sampler_sample(r->smp, lg), lg, llm__now());
-            else llm__req_fail_nonfinite(E, r);
+            int32_t tok = llm__all_finite(lg, nv) ? llm__req_sample(E, r, lg) : -2;
+            if (tok >= 0) llm__req_append(E, r, tok, lg, llm__now());
+            else if (tok == -2) llm__req_fail_nonfinite(E, r);
         }
         if (r->state == LLM__REQ_RUNNING) llm__blocks_commit(&E->blocks, &r->seq, r->tokens);
     }
@@ -891,6 +957,9 @@ void llm__serving_free(llm_engine *E) {
     free(E->sched.out_off);
     free(E->sched.arena.p);
     free(E->step_logits);
+    llm__gtrie_free(&E->gtrie);
+    free(E->g_row);
+    free(E->g_mask);
     free(E->st_tokens);
     free(E->st_pos);
     free(E->st_seq);
@@ -921,6 +990,11 @@ void llm__req_free(llm_engine *E, struct llm__req *r) {
         llm__stops_free(r->stops);
         free(r->stops);
     }
+    if (r->gm) {
+        llm__gmatch_free(r->gm);
+        free(r->gm);
+    }
+    if (r->grammar && --r->grammar->refs == 0) llm__grammar_free(r->grammar);
     free(r->stop_ids);
     free(r->tokens);
     free(r->logprobs);

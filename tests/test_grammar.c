@@ -187,6 +187,18 @@ static void check_nonregular_and_json(void) {
         llm__gmatch_free(&m);
     }
     llm__grammar_free(digits);
+    // overlong forms, surrogates and code points beyond U+10FFFF are not UTF-8 (an overlong '{'
+    // must not open an object)
+    digits = parse("root ::= \"{\" | [^a]", msg, sizeof msg);
+    if (digits && llm__gmatch_init(&m, digits)) {
+        static const char *bad[] = {"\xc1\xbb", "\xe0\x81\xbb", "\xf0\x80\x81\xbb", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                                    "\xe0\x81", "\xf0\x8f"};
+        for (size_t i = 0; i < LLM__ARRAY_LEN(bad); i++) EXPECT(!llm__gmatch_ok(&m, bad[i], strlen(bad[i])), "bad UTF-8 %zu", i);
+        static const char *good[] = {"{", "\xc2\x80", "\xe0\xa0\x80", "\xed\x9f\xbf", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf"};
+        for (size_t i = 0; i < LLM__ARRAY_LEN(good); i++) EXPECT(matches(digits, good[i], strlen(good[i])), "UTF-8 %zu", i);
+        llm__gmatch_free(&m);
+    }
+    llm__grammar_free(digits);
     llm__grammar_free(g);
 }
 
@@ -273,11 +285,218 @@ static void check_masks(const char *vocab) {
     llm_engine_free(e);
 }
 
+
+// Chi-square statistic of counts against expected probabilities (cells with p > 0).
+static double chi2(const int *count, const double *p, int n, int draws) {
+    double x = 0;
+    for (int i = 0; i < n; i++)
+        if (p[i] > 0) x += (count[i] - draws * p[i]) * (count[i] - draws * p[i]) / (draws * p[i]);
+    return x;
+}
+
+// Sampling under a grammar on a real vocabulary and random logits: greedy is the best allowed
+// token; draws follow the softmax of the allowed tokens' logits (chi-square), both by rejection
+// (temperature alone, the allowed tokens likely) and by the whole mask (top-k, or unlikely tokens).
+static void check_sampling(void) {
+    llm_engine *e;
+    if (!load_vocab("llama-bpe", &e)) return;
+    struct llm__gtrie t;
+    if (!llm__gtrie_build(&t, &e->vocab)) { EXPECT(0, "trie"); llm_engine_free(e); return; }
+    char msg[512];
+    struct llm__grammar *g = parse("root ::= (\"a\" | \"b\" | \"c\" | \"ab\" | \"ba\" | \"abc\") \"!\"", msg, sizeof msg);
+    EXPECT(g != NULL, "%s", msg);
+    const int n = t.n_vocab;
+    float *logits = malloc((size_t)n * sizeof *logits), *row = malloc((size_t)n * sizeof *row);
+    uint64_t *mask = calloc(((size_t)n + 63) / 64, sizeof *mask);
+    int32_t allowed[16];
+    int n_allowed = 0;
+    struct llm__gmatch m;
+    if (g && llm__gmatch_init(&m, g)) {
+        for (int id = 0; id < n; id++)
+            if (llm__gmatch_token_ok(&m, &t, id) && n_allowed < 16) allowed[n_allowed++] = id;
+        EXPECT(n_allowed >= 5 && n_allowed < 16, "%d tokens allowed at the start", n_allowed);
+        unsigned long long seed = 11;
+        static const struct { float temp, boost; int top_k; const char *what; } cases[] = {
+            {1.0f, 9.0f, 0, "temperature alone, allowed tokens likely (rejection)"},
+            {0.7f, 0.0f, 0, "temperature alone, allowed tokens unlikely (the whole mask)"},
+            {1.0f, 9.0f, 50, "top-k 50 (the whole mask)"},
+        };
+        for (size_t c = 0; c < LLM__ARRAY_LEN(cases); c++) {
+            for (int i = 0; i < n; i++) logits[i] = (float)test_rng_normal(&seed) * 2.0f;
+            for (int i = 0; i < n_allowed; i++) logits[allowed[i]] += cases[c].boost + (float)i * 0.3f;
+            struct llm_sampling_params sp = llm_sampling_params_default();
+            sp.temperature = cases[c].temp;
+            sp.top_k = cases[c].top_k;
+            sp.top_p = 1.0f;
+            sp.min_p = 0.0f;
+            sp.seed = 5 + c;
+            llm_sampler *smp = llm_sampler_create(&sp, n);
+            // expected: softmax over the allowed tokens (top-k 50 keeps them all: they are the 50 best
+            // of the masked row, and fewer than 50 are allowed)
+            double p[16], z = 0, mx = -1e30;
+            for (int i = 0; i < n_allowed; i++) if (logits[allowed[i]] > mx) mx = logits[allowed[i]];
+            for (int i = 0; i < n_allowed; i++) z += p[i] = exp((logits[allowed[i]] - mx) / sp.temperature);
+            for (int i = 0; i < n_allowed; i++) p[i] /= z;
+            int count[16] = {0}, outside = 0, draws = 5000;
+            for (int d = 0; d < draws; d++) {
+                int32_t tok = llm__grammar_sample(smp, &m, &t, logits, mask, row);
+                int k = 0;
+                while (k < n_allowed && allowed[k] != tok) k++;
+                if (k == n_allowed) outside++;
+                else count[k]++;
+            }
+            // n_allowed - 1 degrees of freedom (< 15): 99.9% quantile below 40
+            double x = chi2(count, p, n_allowed, draws);
+            EXPECT(outside == 0 && x < 40.0, "%s: %d draws outside the grammar, chi-square %.1f", cases[c].what, outside, x);
+            llm_sampler_free(smp);
+        }
+        // greedy: the best allowed token, though a refused one is better
+        struct llm_sampling_params sp = llm_sampling_params_default();
+        sp.temperature = 0.0f;
+        llm_sampler *smp = llm_sampler_create(&sp, n);
+        for (int i = 0; i < n; i++) logits[i] = (float)test_rng_normal(&seed);
+        int best = allowed[2];
+        logits[best] = 50.0f;
+        logits[allowed[0] == 0 ? 1 : 0] = 100.0f;   // refused, and the best of all
+        EXPECT(llm__grammar_sample(smp, &m, &t, logits, mask, row) == best, "greedy: the best allowed token");
+        logits[best] = 200.0f;   // allowed and the best of all: the argmax alone (no mask computed)
+        long misses = m.cache_misses, hits = m.cache_hits;
+        EXPECT(llm__grammar_sample(smp, &m, &t, logits, mask, row) == best && m.cache_misses == misses &&
+               m.cache_hits == hits, "greedy: an allowed argmax needs no mask");
+        llm_sampler_free(smp);
+        llm__gmatch_free(&m);
+    }
+    free(logits);
+    free(row);
+    free(mask);
+    llm__grammar_free(g);
+    llm__gtrie_free(&t);
+    llm_engine_free(e);
+}
+
+// Writes s as a GBNF string literal's contents (every byte below 0x80 but letters and digits as
+// \xHH, UTF-8 as it is).
+static void gbnf_escape(const char *s, char *out) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) *out++ = (char)c;
+        else out += sprintf(out, "\\x%02x", c);
+    }
+    *out = 0;
+}
+
+static llm_engine *real_engine(int ngram) {
+    const char *dir = getenv("LLM_REAL_MODELS");
+    EXPECT(dir && *dir, "LLM_REAL_MODELS is not set: it names the folder of the real models (make test sets it)");
+    if (!dir || !*dir) return NULL;
+    char path[1100], err[512] = "";
+    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
+    struct llm_engine_params ep = llm_engine_params_default();
+    ep.model_path = path;
+    ep.n_threads = 2;
+    ep.max_model_len = 512;
+    if (ngram) {
+        ep.speculative_ngram = 1;
+        ep.num_speculative_tokens = 4;
+    }
+    llm_engine *e = llm_engine_create(&ep, err, sizeof err);
+    EXPECT(e != NULL, "%s: %s", path, err);
+    return e;
+}
+
+// Generation under grammars on the real SmolLM2: a grammar that admits the unconstrained greedy
+// text leaves it unchanged (and ends the request when it is complete); JSON under greedy and
+// sampling, batched, parses (the engine's own JSON reader, not the grammar's matcher); with
+// n-gram drafts the greedy texts are the same; a bad grammar refuses the request.
+static void check_generation(void) {
+    llm_engine *e = real_engine(0), *spec = e ? real_engine(1) : NULL;
+    if (!e || !spec) { llm_engine_free(e); return; }
+    struct llm_prompt prompt = {"The three primary colors are", NULL, 0};
+    struct llm_request_params rp = llm_request_params_default();
+    rp.sampling.temperature = 0.0f;
+    rp.max_tokens = 24;
+    struct llm_result free_run, bound;
+    EXPECT(llm_generate(e, &prompt, 1, &rp, &free_run) == LLM_OK, "unconstrained: %s", llm_last_error(e));
+    char *gbnf = malloc(strlen(free_run.text) * 4 + 64), *esc = malloc(strlen(free_run.text) * 4 + 1);
+    gbnf_escape(free_run.text, esc);
+    sprintf(gbnf, "root ::= \"%s\"", esc);
+    rp.grammar = gbnf;
+    EXPECT(llm_generate(e, &prompt, 1, &rp, &bound) == LLM_OK, "the text as a grammar: %s", llm_last_error(e));
+    EXPECT(!strcmp(free_run.text, bound.text) && bound.finish_reason == LLM_FINISH_STOP,
+           "a grammar admitting the greedy text: '%s' (%s), unconstrained '%s'", bound.text,
+           llm_finish_reason_str(bound.finish_reason), free_run.text);
+    llm_results_free(&free_run, 1);
+    llm_results_free(&bound, 1);
+    free(gbnf);
+    free(esc);
+
+    // JSON, 6 prompts at once: 3 greedy (one engine with drafts, one without), 3 sampled
+    static const char *asks[] = {"A JSON object describing a cat: ", "The user record as JSON: ",
+                                 "{\"name\": \"Alice\", \"age\": 30}\nAnother person as JSON: "};
+    struct llm_prompt prompts[6];
+    for (int i = 0; i < 6; i++) prompts[i] = (struct llm_prompt){asks[i % 3], NULL, 0};
+    rp = llm_request_params_default();
+    char *object = malloc(sizeof json_gbnf + 32);   // an object at the top
+    sprintf(object, "root ::= object\n%s", strstr(json_gbnf, "value  ::="));
+    rp.grammar = object;
+    rp.max_tokens = 160;
+    struct llm_result res[3], sres[3], spres[3];
+    struct llm_request_params rps[3];   // (one per prompt)
+    rp.sampling.temperature = 0.0f;
+    for (int i = 0; i < 3; i++) rps[i] = rp;
+    EXPECT(llm_generate(e, prompts, 3, rps, res) == LLM_OK, "JSON greedy: %s", llm_last_error(e));
+    EXPECT(llm_generate(spec, prompts, 3, rps, spres) == LLM_OK, "JSON greedy with drafts: %s", llm_last_error(spec));
+    for (int i = 0; i < 3; i++) {
+        rps[i].sampling.temperature = 0.9f;
+        rps[i].sampling.seed = 7 + (uint64_t)i;
+    }
+    EXPECT(llm_generate(e, prompts + 3, 3, rps, sres) == LLM_OK, "JSON sampled: %s", llm_last_error(e));
+    int n_stop = 0;
+    for (int i = 0; i < 3; i++) {
+        const struct llm_result *r[2] = {&res[i], &sres[i]};
+        for (int k = 0; k < 2; k++) {
+            // ended by the grammar: a JSON object; cut at max_tokens (a small model may repeat
+            // itself inside a string): a text the grammar's matcher takes
+            struct llm__json j = {0};
+            struct llm__err err = {0};
+            bool ok = false, stop = r[k]->finish_reason == LLM_FINISH_STOP;
+            if (stop) ok = llm__json_parse(&j, r[k]->text, (size_t)r[k]->n_text, "output", &err) == LLM_OK &&
+                           j.nodes[0].type == LLM__JSON_OBJ;
+            else if (r[k]->finish_reason == LLM_FINISH_LENGTH) {
+                struct llm__gmatch m;
+                struct llm__grammar *g = parse(object, NULL, 0);
+                ok = g && llm__gmatch_init(&m, g) && llm__gmatch_accept(&m, r[k]->text, (size_t)r[k]->n_text);
+                if (g && m.g) llm__gmatch_free(&m);
+                llm__grammar_free(g);
+            }
+            n_stop += stop;
+            EXPECT(ok, "%s JSON %d: %s, '%s' %s %s", k ? "sampled" : "greedy", i,
+                   llm_finish_reason_str(r[k]->finish_reason), r[k]->text ? r[k]->text : "", err.msg,
+                   r[k]->error ? r[k]->error : "");
+            llm__json_free(&j);
+        }
+        EXPECT(res[i].text && spres[i].text && !strcmp(res[i].text, spres[i].text), "with drafts %d: '%s', without '%s'", i, spres[i].text, res[i].text);
+    }
+    llm_results_free(res, 3);
+    llm_results_free(sres, 3);
+    EXPECT(n_stop >= 4, "%d of 6 JSON outputs complete", n_stop);
+    llm_results_free(spres, 3);
+    free(object);
+    // a bad grammar: the request is refused, the message says where
+    rp.grammar = "root ::= \"a\" | )";
+    EXPECT(llm_add_request(e, &prompt, &rp) < 0 && strstr(llm_last_error(e), "grammar: line 1 column 16"),
+           "a bad grammar: %s", llm_last_error(e));
+    llm_engine_free(e);
+    llm_engine_free(spec);
+}
+
 int main(void) {
     check_errors();
     check_regular();
     check_nonregular_and_json();
     check_masks("llama-bpe");
     check_masks("llama-spm");
+    check_sampling();
+    check_generation();
     return test_summary("test_grammar");
 }
