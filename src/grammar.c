@@ -23,7 +23,7 @@ enum { LLM__G_END = 0, LLM__G_CHARS = 1, LLM__G_REF = 2 };
 #define LLM__G_KIND(x) ((x) & 3u)
 #define LLM__G_ARG(x) ((x) >> 2)
 #define LLM__G_MK(kind, arg) ((uint32_t)(arg) << 2 | (uint32_t)(kind))
-#define LLM__CP_MAX 0x10FFFFu
+
 
 // --- building: rules and code point sets while parsing ---
 

@@ -1336,6 +1336,7 @@ LLM__INTERNAL int llm__chat_apply(const char *name, const struct llm_chat_messag
 
 // === src/grammar.c: GBNF grammars, a request's matcher, token masks ===
 
+#define LLM__CP_MAX 0x10FFFFu             // the largest code point
 #define LLM__GRAMMAR_MAX_RULES 65536     // rules, with those made for groups and repetitions
 #define LLM__GRAMMAR_MAX_ELEMS (1 << 20) // elements of all rules
 #define LLM__GRAMMAR_MAX_REPEAT 10000    // x{m,n}: m and n at most

@@ -490,12 +490,120 @@ static void check_generation(void) {
     llm_engine_free(spec);
 }
 
+// JSON Schemas as grammars: for each, texts its grammar must take and texts it must refuse (what
+// the schema accepts and refuses, by JSON Schema's rules); schemas with what cannot be held
+// exactly are refused naming the keyword.
+static void check_schemas(void) {
+    static const struct { const char *schema, *yes[5], *no[6]; } cases[] = {
+        {"{\"type\":\"integer\"}", {"0", "-12", "1234567"}, {"01", "1.5", "\"1\"", "-", ""}},
+        {"{\"type\":\"integer\",\"minimum\":-5,\"maximum\":120}", {"-5", "0", "7", "99", "120"}, {"-6", "121", "200", "-10", "1000"}},
+        {"{\"type\":\"integer\",\"exclusiveMinimum\":0}", {"1", "10", "987654"}, {"0", "-1", "-0"}},
+        {"{\"type\":\"integer\",\"minimum\":15,\"exclusiveMaximum\":1000}", {"15", "99", "100", "999"}, {"14", "1000", "9", "0"}},
+        {"{\"type\":\"number\"}", {"0", "-1.5", "2e10", "3.25E-3"}, {"1.", ".5", "+1", "NaN"}},
+        {"{\"type\":\"number\",\"minimum\":0}", {"0", "1.5", "2e3"}, {"-1", "-0.5"}},
+        {"{\"type\":\"string\"}", {"\"\"", "\"a b\"", "\"\\\"q\\\"\"", "\"\\u00e9\"", "\"\xc3\xa9\""}, {"a", "\"\n\"", "\"\\x\""}},
+        {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", {"\"ab\"", "\"abc\"", "\"\\n\\t\""}, {"\"a\"", "\"abcd\""}},
+        {"{\"type\":\"boolean\"}", {"true", "false"}, {"True", "1", "null"}},
+        {"{\"type\":\"null\"}", {"null"}, {"nil", "\"null\""}},
+        {"{\"enum\":[\"red\",\"green\",1,null,{\"a\":[1]}]}", {"\"red\"", "\"green\"", "1", "null", "{\"a\":[1]}"}, {"\"blue\"", "2", "\"Red\""}},
+        {"{\"const\":\"fixed\"}", {"\"fixed\""}, {"\"other\""}},
+        {"{\"type\":[\"string\",\"null\"]}", {"\"x\"", "null"}, {"1"}},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", {"[]", "[1]", "[1, 2,3]", "[ 4 ]"}, {"[1,]", "[\"a\"]", "[1 2]"}},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":2,\"maxItems\":3}", {"[true,false]", "[true,true,true]"}, {"[]", "[true]", "[true,true,true,true]"}},
+        {"{\"type\":\"array\",\"maxItems\":0}", {"[]"}, {"[1]"}},
+        {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}},\"required\":[\"name\",\"age\"]}",
+         {"{\"name\":\"Al\",\"age\":3}", "{ \"name\": \"B\", \"age\": 40 }"}, {"{\"age\":3,\"name\":\"Al\"}", "{\"name\":\"Al\"}", "{}", "{\"name\":\"Al\",\"age\":3,\"x\":1}"}},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},\"c\":{\"type\":\"integer\"}},\"required\":[\"b\"]}",
+         {"{\"b\":1}", "{\"a\":1,\"b\":2}", "{\"b\":2,\"c\":3}", "{\"a\":1,\"b\":2,\"c\":3}"}, {"{}", "{\"a\":1}", "{\"a\":1,\"c\":3}", "{\"c\":3,\"b\":2}"}},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}}}",
+         {"{}", "{\"a\":1}", "{\"b\":2}", "{\"a\":1,\"b\":2}"}, {"{,}", "{\"b\":2,\"a\":1}", "{\"a\":1,}", "{\"c\":1}"}},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":true}",
+         {"{}", "{\"a\":1}", "{\"a\":1,\"z\":[true]}", "{\"z\":\"w\"}", "{\"ab\":\"x\",\"\":1}"}, {"{\"a\":\"s\"}", "{\"z\":}", "{\"ab\":1,\"a\":\"s\"}"}},
+        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"number\"}}", {"{}", "{\"x\":1}", "{\"x\":1,\"y\":2.5}"}, {"{\"x\":\"1\"}"}},
+        {"{\"type\":\"object\"}", {"{}", "{\"k\":{\"n\":[1,{}]}}"}, {"[]", "{\"k\"}"}},
+        {"{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":1}]}", {"5", "\"a\""}, {"\"ab\"", "true"}},
+        {"{\"oneOf\":[{\"const\":1},{\"const\":2}]}", {"1", "2"}, {"3"}},
+        {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},\"$ref\":\"#/$defs/node\"}",
+         {"{\"v\":1,\"next\":null}", "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}"}, {"{\"v\":1}", "{\"v\":1,\"next\":{\"v\":2}}"}},
+        {"{\"definitions\":{\"p\":{\"type\":\"integer\",\"minimum\":0}},\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/p\"}}", {"[0,5]"}, {"[-1]"}},
+        {"{\"type\":\"string\",\"format\":\"date\"}", {"\"2026-12-06\"", "\"1999-01-31\""}, {"\"2026-13-01\"", "\"2026-1-01\"", "\"26-12-06\""}},
+        {"{\"type\":\"string\",\"format\":\"time\"}", {"\"10:04:44Z\"", "\"23:59:59.123+02:00\""}, {"\"24:00:00Z\"", "\"10:04\"", "\"10:04:44\""}},
+        {"{\"type\":\"string\",\"format\":\"date-time\"}", {"\"2026-12-06T10:04:44Z\""}, {"\"2026-12-06 10:04:44Z\""}},
+        {"{\"type\":\"string\",\"format\":\"uuid\"}", {"\"123e4567-e89b-12d3-a456-426614174000\""}, {"\"123e4567e89b12d3a456426614174000\""}},
+        {"{\"type\":\"string\",\"pattern\":\"^[A-Z][a-z]+ \\\\d{2,3}$\"}", {"\"Ab 12\"", "\"Xyz 999\""}, {"\"ab 12\"", "\"Ab 1\"", "\"Ab 1234\"", "\"A 12\""}},
+        {"{\"type\":\"string\",\"pattern\":\"^(cat|dog)s?$\"}", {"\"cat\"", "\"dogs\""}, {"\"cats!\"", "\"bird\""}},
+        {"{\"type\":\"string\",\"pattern\":\"ab\"}", {"\"ab\"", "\"xxabyy\""}, {"\"a b\"", "\"\""}},
+        {"{\"type\":\"string\",\"pattern\":\"^[^a-z]*$\"}", {"\"ABC 1\"", "\"\\\"\"", "\"\\n\""}, {"\"aB\""}},
+        {"{\"type\":\"string\",\"pattern\":\"^a\\\\.b\\\\\\\\c\\\"$\"}", {"\"a.b\\\\c\\\"\""}, {"\"aXb\\\\c\\\"\""}},
+        {"{\"type\":\"object\",\"properties\":{\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"x\",\"y\"]},\"maxItems\":2},\"id\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":9}},\"required\":[\"id\"],\"title\":\"t\",\"description\":\"d\"}",
+         {"{\"tags\":[\"x\"],\"id\":3}", "{\"id\":9}"}, {"{\"tags\":[\"z\"],\"id\":3}", "{\"id\":10}", "{\"tags\":[\"x\",\"y\",\"x\"],\"id\":1}"}},
+        {"true", {"1", "{\"a\":[null]}"}, {"{"}},
+    };
+    char msg[512];
+    for (size_t c = 0; c < LLM__ARRAY_LEN(cases); c++) {
+        char err[512] = "";
+        int n = llm_json_schema_to_grammar(cases[c].schema, NULL, 0, err, sizeof err);
+        EXPECT(n > 0, "schema %zu %s: %s", c, cases[c].schema, err);
+        if (n <= 0) continue;
+        char *gbnf = malloc((size_t)n + 1);
+        EXPECT(llm_json_schema_to_grammar(cases[c].schema, gbnf, (size_t)n + 1, err, sizeof err) == n && (int)strlen(gbnf) == n,
+               "schema %zu: the second call", c);
+        struct llm__grammar *g = parse(gbnf, msg, sizeof msg);
+        EXPECT(g != NULL, "schema %zu %s: its grammar does not parse: %s\n%s", c, cases[c].schema, msg, gbnf);
+        for (int i = 0; g && i < 5 && cases[c].yes[i]; i++)
+            EXPECT(matches(g, cases[c].yes[i], strlen(cases[c].yes[i])), "schema %zu %s: refuses %s\n%s", c, cases[c].schema,
+                   cases[c].yes[i], gbnf);
+        for (int i = 0; g && i < 6 && cases[c].no[i]; i++)
+            EXPECT(!matches(g, cases[c].no[i], strlen(cases[c].no[i])), "schema %zu %s: takes %s\n%s", c, cases[c].schema,
+                   cases[c].no[i], gbnf);
+        llm__grammar_free(g);
+        free(gbnf);
+    }
+    // refused, naming what
+    static const struct { const char *schema, *want; } bad[] = {
+        {"{\"type\":\"integer\",\"multipleOf\":3}", "\"multipleOf\" is not supported"},
+        {"{\"not\":{\"type\":\"string\"}}", "\"not\" is not supported"},
+        {"{\"type\":\"object\",\"patternProperties\":{\"^x\":{}}}", "patternProperties is not supported"},
+        {"{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems is not supported"},
+        {"{\"type\":\"string\",\"format\":\"email\"}", "format \"email\" is not supported"},
+        {"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "back-references"},
+        {"{\"type\":\"string\",\"pattern\":\"a(?=b)\"}", "lookaround"},
+        {"{\"type\":\"string\",\"pattern\":\"\\\\bword\"}", "word boundaries"},
+        {"{\"type\":\"string\",\"pattern\":\"a^b\"}", "^ and $"},
+        {"{\"type\":\"number\",\"maximum\":3}", "maximum on a number"},
+        {"{\"$ref\":\"#/$defs/missing\"}", "$ref \"#/$defs/missing\""},
+        {"{\"$ref\":\"http://example.com/s.json\"}", "is not #"},
+        {"{\"type\":\"strnig\"}", "unknown type"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "required property is not in properties"},
+        {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer between"},
+        {"{\"type\":\"array\",\"minItems\":5000}", "minItems must be an integer from 0 to 1000"},
+        {"{\"allOf\":[{},{}]}", "allOf is supported with one schema only"},
+        {"false", "false accepts no value"},
+        {"{\"type\":", "json schema: bad JSON"},
+        {"[1]", "a schema must be an object"},
+    };
+    for (size_t i = 0; i < LLM__ARRAY_LEN(bad); i++) {
+        char err[512] = "";
+        int n = llm_json_schema_to_grammar(bad[i].schema, NULL, 0, err, sizeof err);
+        EXPECT(n < 0 && strstr(err, bad[i].want), "%s: %d, '%s', want '%s'", bad[i].schema, n, err, bad[i].want);
+    }
+    // nested deeper than 64: refused, not a stack overflow
+    char deep[2048] = "";
+    for (int i = 0; i < 100; i++) strcat(deep, "{\"items\":");
+    strcat(deep, "{}");
+    for (int i = 0; i < 100; i++) strcat(deep, "}");
+    char err[512] = "";
+    EXPECT(llm_json_schema_to_grammar(deep, NULL, 0, err, sizeof err) < 0 && strstr(err, "nested deeper than 64"),
+           "100 nested schemas: %s", err);
+}
+
 int main(void) {
     check_errors();
     check_regular();
     check_nonregular_and_json();
     check_masks("llama-bpe");
     check_masks("llama-spm");
+    check_schemas();
     check_sampling();
     check_generation();
     return test_summary("test_grammar");
