@@ -476,6 +476,11 @@ struct llm_engine_stats {
     long long spec_proposed[16], spec_accepted[16];
     long long spec_verifications, spec_emitted;
     double spec_draft_seconds, spec_verify_seconds;
+    // grammars (llm_request_params.grammar): tokens chosen under one, the seconds spent on it
+    // (checking tokens, computing masks, following the text), masks computed in whole (a state's
+    // first time: later ones come from a cache) and taken from the cache
+    long long grammar_tokens, grammar_masks, grammar_mask_hits;
+    double grammar_seconds;
 };
 LLM_API void llm_get_stats(const llm_engine *engine, struct llm_engine_stats *stats);
 

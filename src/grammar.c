@@ -497,7 +497,8 @@ static bool llm__gb_check(struct llm__gbuild *b) {
     }
     llm__gb_nullable(b, nullable);
     int bad = -1;
-    for (int r = 0; r < b->n_rules && bad < 0; r++) if (!state[r]) bad = llm__gb_left_cycle(b, nullable, state, work, r);
+    for (int r = 0; r < b->n_rules && bad < 0; r++)
+        if (!state[r]) bad = llm__gb_left_cycle(b, nullable, state, work, r);
     free(nullable); free(state); free(work);
     if (bad < 0) return true;
     b->p = b->src + strlen(b->src);
@@ -709,7 +710,8 @@ static bool llm__gexpand(struct llm__gmatch *m) {
             if (!llm__gwork_push(m, m->npar[n])) return false;
         } else {
             // where to go on after the rule: nowhere new when the reference ends its alternative
-            uint32_t cont = LLM__G_KIND(g->elem[pos + 1]) == LLM__G_END ? m->npar[n] : llm__gnode(m, pos + 1, m->npar[n]);
+            uint32_t cont = LLM__G_KIND(g->elem[pos + 1]) == LLM__G_END ? m->npar[n]
+                                                                      : llm__gnode(m, pos + 1, m->npar[n]);
             if (cont == LLM__GNONE) return false;
             uint32_t r = LLM__G_ARG(x);
             for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {
@@ -740,6 +742,14 @@ static bool llm__gadvance_cp(struct llm__gmatch *m, size_t off, int n, uint32_t 
         if (!llm__gexpand(m)) return false;
     }
     return true;
+}
+
+// Whether a stack of ids[0..n) accepts a code point in [lo, hi].
+static bool llm__gviable_ids(const struct llm__gmatch *m, const uint32_t *ids, int n, uint32_t lo, uint32_t hi) {
+    const struct llm__grammar *g = m->g;
+    for (int i = 0; i < n; i++)
+        if (ids[i] && llm__gcs_meets(g, LLM__G_ARG(g->elem[m->npos[ids[i]]]), lo, hi)) return true;
+    return false;
 }
 
 // Whether a stack of pool[off .. off + n) accepts a code point in [lo, hi].
@@ -826,7 +836,189 @@ static bool llm__gset_cur(struct llm__gmatch *m, size_t off, int n, uint32_t cp,
     m->n_cur = n;
     m->cp = cp;
     m->need = need;
+    m->cur_dset = -1;
     return true;
+}
+
+// --- states as a DFA: interned sets of stacks and their transitions, built as walked ---
+//
+// Masks and token checks run the same few transitions again and again (inside a string, every
+// letter leads to the same state), so each transition is computed once, by the pushdown
+// automaton, and then looked up. A DFA state is a set of stacks between code points; a position
+// of a walk is a DFA state and the code point in progress. An ASCII byte's transition, and whether
+// a lead byte can start a code point some stack takes, are in the state's next[256]; a code point
+// completed from several bytes, and the continuation bytes before it, go through a hash table
+// keyed by (state, bits so far). At most LLM__GRAMMAR_DSETS states are kept; beyond, they are
+// forgotten between walks and met again.
+
+struct llm__gpos { int32_t d; uint32_t cp, need; };
+
+static uint64_t llm__gds_hash(const uint32_t *ids, int n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < n; i++) h = (h ^ ids[i]) * 0x100000001b3ull;
+    return h ^ h >> 29;
+}
+
+static void llm__gds_reset(struct llm__gmatch *m) {
+    for (int i = 0; i < m->n_dsets; i++) free(m->dsets[i].next);
+    m->n_dsets = 0;
+    m->dset_ids_n = 0;
+    if (m->dset_ht) memset(m->dset_ht, 0, ((size_t)m->dset_ht_mask + 1) * sizeof(*m->dset_ht));
+    if (m->cp_key) memset(m->cp_key, 0, ((size_t)m->cp_mask + 1) * sizeof(*m->cp_key));
+    m->n_cp = 0;
+    m->cur_dset = -1;
+}
+
+// The DFA state of stacks ids[0..n) (sorted), made when new; -1: beyond LLM__GRAMMAR_DSETS, or out
+// of memory (m->oom).
+static int32_t llm__gds_intern(struct llm__gmatch *m, const uint32_t *ids, int n) {
+    if (!m->dset_ht) {
+        if (!(m->dset_ht = calloc(2 * LLM__GRAMMAR_DSETS, sizeof(*m->dset_ht)))) { m->oom = true; return -1; }
+        m->dset_ht_mask = 2 * LLM__GRAMMAR_DSETS - 1;
+    }
+    uint64_t h = llm__gds_hash(ids, n);
+    uint32_t slot = (uint32_t)h & m->dset_ht_mask;
+    for (; m->dset_ht[slot]; slot = (slot + 1) & m->dset_ht_mask) {
+        const struct llm__gdset *d = &m->dsets[m->dset_ht[slot] - 1];
+        if (d->hash == h && d->n == n && !memcmp(m->dset_ids + d->off, ids, (size_t)n * sizeof(*ids)))
+            return (int32_t)m->dset_ht[slot] - 1;
+    }
+    if (m->n_dsets >= LLM__GRAMMAR_DSETS) return -1;
+    if (m->n_dsets == m->cap_dsets) {
+        int cap = m->cap_dsets ? 2 * m->cap_dsets : 64;
+        struct llm__gdset *d = realloc(m->dsets, (size_t)cap * sizeof(*d));
+        if (!d) { m->oom = true; return -1; }
+        m->dsets = d;
+        m->cap_dsets = cap;
+    }
+    if (m->dset_ids_n + (size_t)n > m->dset_ids_cap) {
+        size_t cap = LLM__MAX(2 * m->dset_ids_cap, m->dset_ids_n + (size_t)n + 1024);
+        uint32_t *p = realloc(m->dset_ids, cap * sizeof(*p));
+        if (!p) { m->oom = true; return -1; }
+        m->dset_ids = p;
+        m->dset_ids_cap = cap;
+    }
+    memcpy(m->dset_ids + m->dset_ids_n, ids, (size_t)n * sizeof(*ids));
+    m->dsets[m->n_dsets] = (struct llm__gdset){.off = m->dset_ids_n, .n = n, .hash = h};
+    m->dset_ids_n += (size_t)n;
+    m->dset_ht[slot] = (uint32_t)++m->n_dsets;
+    return m->n_dsets - 1;
+}
+
+// The hash table slot of key (state d, bits so far with need below them); found or empty.
+static uint32_t llm__gcp_slot(const struct llm__gmatch *m, uint64_t key) {
+    uint64_t x = key * 0x9e3779b97f4a7c15ull;
+    uint32_t slot = (uint32_t)(x >> 40) & m->cp_mask;
+    while (m->cp_key[slot] && m->cp_key[slot] != key) slot = (slot + 1) & m->cp_mask;
+    return slot;
+}
+
+// The state after code point c from DFA state d: a state, -1 none takes c, -3 not known.
+static int32_t llm__gds_apply(struct llm__gmatch *m, int32_t d, uint32_t c) {
+    const struct llm__gdset *s = &m->dsets[d];
+    m->pool_n = 0;
+    for (int i = 0; i < s->n; i++) if (!llm__gpool_push(m, m->dset_ids[s->off + (size_t)i])) return -3;
+    size_t off = m->pool_n;
+    if (!llm__gadvance_cp(m, 0, s->n, c)) return -3;
+    int n = (int)(m->pool_n - off);
+    if (n == 0) return -1;
+    qsort(m->pool + off, (size_t)n, sizeof(*m->pool), llm__gu32_cmp);
+    int32_t to = llm__gds_intern(m, m->pool + off, n);
+    return to < 0 ? -3 : to;
+}
+
+// Byte b from position *p (changed); 1: it can come, 0: it cannot, -3: not known (the pushdown
+// automaton decides).
+static int llm__gds_step(struct llm__gmatch *m, struct llm__gpos *p, uint8_t b) {
+    struct llm__gdset *s = &m->dsets[p->d];
+    if (p->need == 0) {
+        if (!s->next) {
+            if (!(s->next = malloc(256 * sizeof(*s->next)))) { m->oom = true; return -3; }
+            for (int i = 0; i < 256; i++) s->next[i] = -2;
+        }
+        int32_t to = s->next[b];
+        if (to == -2) {
+            if (b < 0x80) to = llm__gds_apply(m, p->d, b);
+            else {   // a lead byte: whether a stack takes a code point it can start
+                int need = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2 : b >= 0xF0 && b <= 0xF4 ? 3 : 0;
+                uint32_t lo = need ? llm__gcp_value((uint32_t)b << (6 * need)) : 0, hi = lo | ((1u << (6 * need)) - 1);
+                static const uint32_t least[4] = {0, 0x80, 0x800, 0x10000};
+                s = &m->dsets[p->d];
+                to = need && llm__gviable_ids(m, m->dset_ids + s->off, s->n, LLM__MAX(lo, least[need]),
+                                               LLM__MIN(hi, LLM__CP_MAX)) ? 0 : -1;
+            }
+            if (to == -3) return -3;
+            m->dsets[p->d].next[b] = to;
+        }
+        if (to < 0) return 0;
+        if (b < 0x80) p->d = to;
+        else {
+            p->cp = b;
+            p->need = b <= 0xDF ? 1 : b <= 0xEF ? 2 : 3;
+        }
+        return 1;
+    }
+    if ((b & 0xC0) != 0x80) return 0;
+    uint32_t cp = p->cp;
+    if (cp < 0x100 && ((cp == 0xE0 && b < 0xA0) || (cp == 0xED && b >= 0xA0) || (cp == 0xF0 && b < 0x90) ||
+                       (cp == 0xF4 && b >= 0x90)))
+        return 0;
+    cp = cp << 6 | (b & 0x3Fu);
+    uint32_t need = p->need - 1;
+    if (!m->cp_key) {
+        if (!(m->cp_key = calloc(LLM__GRAMMAR_CPS, sizeof(*m->cp_key))) ||
+            !(m->cp_val = malloc(LLM__GRAMMAR_CPS * sizeof(*m->cp_val)))) { m->oom = true; return -3; }
+        m->cp_mask = LLM__GRAMMAR_CPS - 1;
+    }
+    uint64_t key = ((uint64_t)(uint32_t)p->d << 32 | (uint64_t)cp << 2 | need) + 1;
+    uint32_t slot = llm__gcp_slot(m, key);
+    int32_t to;
+    if (m->cp_key[slot]) to = m->cp_val[slot];
+    else {
+        if (need == 0) to = llm__gds_apply(m, p->d, llm__gcp_value(cp));
+        else {   // the code points it can still become: at least the smallest of its length
+            uint32_t full = cp << (6 * need), lo = llm__gcp_value(full), hi = lo | ((1u << (6 * need)) - 1);
+            uint32_t least = full < 1u << 14 ? 0x80u : full < 1u << 20 ? 0x800u : 0x10000u;
+            const struct llm__gdset *s2 = &m->dsets[p->d];
+            lo = LLM__MAX(lo, least);
+            hi = LLM__MIN(hi, LLM__CP_MAX);
+            to = llm__gviable_ids(m, m->dset_ids + s2->off, s2->n, lo, hi) ? 0 : -1;
+        }
+        if (to == -3) return -3;
+        if (m->n_cp < LLM__GRAMMAR_CPS / 2) {   // (kept at most half full: a full one is forgotten with the states)
+            slot = llm__gcp_slot(m, key);
+            m->cp_key[slot] = key;
+            m->cp_val[slot] = to;
+            m->n_cp++;
+        }
+    }
+    if (to < 0) return 0;
+    if (need == 0) {
+        p->d = to;
+        p->cp = p->need = 0;
+    } else {
+        p->cp = cp;
+        p->need = need;
+    }
+    return 1;
+}
+
+// The current position; false: no DFA state for it (beyond the limit or out of memory).
+static bool llm__gds_cur(struct llm__gmatch *m, struct llm__gpos *p) {
+    if (m->cur_dset < 0) m->cur_dset = llm__gds_intern(m, m->cur, m->n_cur);
+    *p = (struct llm__gpos){m->cur_dset, m->cp, m->need};
+    return m->cur_dset >= 0;
+}
+
+// Runs bytes s[0..n) through the DFA from the current position into *p: 1 they can come, 0 they
+// cannot, -3 the DFA could not say (then the pushdown automaton decides).
+static int llm__gds_run(struct llm__gmatch *m, const uint8_t *s, size_t n, struct llm__gpos *p) {
+    if (!llm__gds_cur(m, p)) return -3;
+    for (size_t i = 0; i < n; i++) {
+        int r = llm__gds_step(m, p, s[i]);
+        if (r != 1) return r;
+    }
+    return 1;
 }
 
 void llm__gmatch_free(struct llm__gmatch *m) {
@@ -839,6 +1031,12 @@ void llm__gmatch_free(struct llm__gmatch *m) {
     free(m->cur);
     for (int i = 0; i < LLM__GRAMMAR_CACHE; i++) free(m->cache[i].key);
     free(m->cache_mask);
+    for (int i = 0; i < m->n_dsets; i++) free(m->dsets[i].next);
+    free(m->dsets);
+    free(m->dset_ids);
+    free(m->dset_ht);
+    free(m->cp_key);
+    free(m->cp_val);
     memset(m, 0, sizeof(*m));
 }
 
@@ -846,6 +1044,7 @@ void llm__gmatch_free(struct llm__gmatch *m) {
 bool llm__gmatch_init(struct llm__gmatch *m, const struct llm__grammar *g) {
     memset(m, 0, sizeof(*m));
     m->g = g;
+    m->cur_dset = -1;
     bool ok = llm__gmatch_grow(m);
     if (ok) {
         m->npos[0] = m->npar[0] = 0;   // node 0: the empty stack (not in the hash table)
@@ -877,12 +1076,26 @@ static bool llm__gmatch_run(struct llm__gmatch *m, const uint8_t *s, size_t n, s
 
 // Whether bytes s[0..n) can continue the text (the state does not change).
 bool llm__gmatch_ok(struct llm__gmatch *m, const void *s, size_t n) {
+    struct llm__gpos p;
+    int r = llm__gds_run(m, s, n, &p);
+    if (r != -3) return r == 1;
     struct llm__gstate st;
     return llm__gmatch_run(m, s, n, &st);
 }
 
 // Goes on with bytes s[0..n); false (the state unchanged): they cannot continue the text.
 bool llm__gmatch_accept(struct llm__gmatch *m, const void *s, size_t n) {
+    struct llm__gpos p;
+    int r = llm__gds_run(m, s, n, &p);
+    if (r == 0) return false;
+    if (r == 1) {
+        const struct llm__gdset *ds = &m->dsets[p.d];
+        m->pool_n = 0;
+        for (int i = 0; i < ds->n; i++) if (!llm__gpool_push(m, m->dset_ids[ds->off + (size_t)i])) return false;
+        if (!llm__gset_cur(m, 0, ds->n, p.cp, p.need)) return false;
+        m->cur_dset = p.d;
+        return true;
+    }
     struct llm__gstate st;
     return llm__gmatch_run(m, s, n, &st) && llm__gset_cur(m, st.off, st.n, st.cp, st.need);
 }
@@ -1018,6 +1231,28 @@ static bool llm__gmatch_error(struct llm__gmatch *m) {
     return false;
 }
 
+// The walk of the trie from the current state through the DFA; false: it could not say (the walk
+// below decides).
+static bool llm__gmask_walk_dfa(struct llm__gmatch *m, const struct llm__gtrie *t, uint64_t *mask) {
+    struct llm__gpos lvl[LLM__GRAMMAR_MAX_TOKEN + 1];
+    if (t->max_depth > LLM__GRAMMAR_MAX_TOKEN) return false;
+    if (m->n_dsets > LLM__GRAMMAR_DSETS / 2 || m->n_cp >= LLM__GRAMMAR_CPS / 4) llm__gds_reset(m);
+    if (!llm__gds_cur(m, &lvl[0])) return false;
+    for (uint32_t i = 0; i < t->n;) {
+        int d = t->depth[i];
+        lvl[d] = lvl[d - 1];
+        int r = llm__gds_step(m, &lvl[d], t->byte[i]);
+        if (r == -3) return false;
+        if (r == 0) {
+            i = t->skip[i];
+            continue;
+        }
+        for (uint32_t k = t->tok_off[i]; k < t->tok_off[i + 1]; k++) mask[t->tok[k] >> 6] |= 1ull << (t->tok[k] & 63);
+        i++;
+    }
+    return true;
+}
+
 // The walk of the trie from the current state: the bits of the tokens that can continue the text.
 static bool llm__gmask_walk(struct llm__gmatch *m, const struct llm__gtrie *t, uint64_t *mask) {
     struct llm__gstate lvl[LLM__GRAMMAR_MAX_TOKEN + 1];
@@ -1061,7 +1296,12 @@ bool llm__gmatch_mask(struct llm__gmatch *m, const struct llm__gtrie *t, uint64_
         return true;
     }
     memset(mask, 0, words * sizeof(*mask));
-    if (m->oom || !llm__gmask_walk(m, t, mask)) return llm__gmatch_error(m);
+    if (!m->oom && !llm__gmask_walk_dfa(m, t, mask)) {
+        if (m->oom || m->full) return llm__gmatch_error(m);
+        memset(mask, 0, words * sizeof(*mask));
+        if (!llm__gmask_walk(m, t, mask)) return llm__gmatch_error(m);
+    }
+    if (m->oom) return llm__gmatch_error(m);
     if (llm__gmatch_can_end(m))
         for (int k = 0; k < t->n_eog; k++) mask[t->eog[k] >> 6] |= 1ull << (t->eog[k] & 63);
     m->cache_misses++;
@@ -1116,29 +1356,35 @@ bool llm__grammar_row(struct llm__gmatch *m, const struct llm__gtrie *t, const f
     return any;
 }
 
+struct llm__gok { struct llm__gmatch *m; const struct llm__gtrie *t; };
+
+static bool llm__gok(void *ctx, int32_t id) {
+    struct llm__gok *c = ctx;
+    return llm__gmatch_token_ok(c->m, c->t, id);
+}
+
 // A token drawn from logits as if those the grammar refuses had -inf logits before every sampler
 // stage: greedy takes the best allowed token, sampling follows the chain's distribution over the
-// allowed ones. The unconstrained choice is tried first where that gives the same law: greedy
-// (the argmax, when allowed), and sampling with temperature alone (a refused draw leaves the
-// candidates and the rest are drawn from again: rejection sampling), at most LLM__GRAMMAR_TRIES
-// draws; otherwise the whole mask (row: [n_vocab] scratch, mask: n_vocab bits). The token is
-// accepted into the sampler's history, not into the matcher. -1: no token can continue the text
-// (m->err says why).
+// allowed ones. Without computing the whole mask where that gives the same law: greedy, top-k,
+// top-p and min-p check tokens best first (llm__sampler_sample_checked); temperature alone draws
+// and removes refused draws (rejection sampling), at most LLM__GRAMMAR_TRIES times. Otherwise the
+// whole mask (row: [n_vocab] scratch, mask: n_vocab bits). The token is accepted into the
+// sampler's history, not into the matcher. -1: no token can continue the text (m->err says why).
 int32_t llm__grammar_sample(llm_sampler *s, struct llm__gmatch *m, const struct llm__gtrie *t,
                             const float *logits, uint64_t *mask, float *row) {
     const int n = s->n_vocab;
-    const bool greedy = !(s->p.temperature > 0.0f);
-    const bool plain = !greedy && (s->p.top_k <= 0 || s->p.top_k >= n) && s->p.top_p >= 1.0f && s->p.min_p <= 0.0f;
+    const bool plain = s->p.temperature > 0.0f && (s->p.top_k <= 0 || s->p.top_k >= n) && s->p.top_p >= 1.0f &&
+                       s->p.min_p <= 0.0f;
     double sum;
-    if (greedy || plain) {
+    if (plain) {
         int k = llm__sampler_dist(s, logits, &sum);
         for (int tries = 0; tries < LLM__GRAMMAR_TRIES && sum > 0.0; tries++) {
-            int32_t tok = greedy ? s->idx[0] : llm__sampler_draw(s, k, sum, -1, 0.0);
+            int32_t tok = llm__sampler_draw(s, k, sum, -1, 0.0);
             if (llm__gmatch_token_ok(m, t, tok)) {
                 llm_sampler_accept(s, tok);
                 return tok;
             }
-            if (greedy || m->oom || m->full) break;
+            if (m->oom || m->full) break;
             for (int i = 0; i < k; i++)
                 if (s->idx[i] == tok) {
                     sum -= s->probs[i];
@@ -1146,7 +1392,16 @@ int32_t llm__grammar_sample(llm_sampler *s, struct llm__gmatch *m, const struct 
                     break;
                 }
         }
+    } else {
+        struct llm__gok ctx = {m, t};
+        int32_t tok = llm__sampler_sample_checked(s, logits, llm__gok, &ctx);
+        if (tok >= 0) return tok;
+        if (tok == -2) {
+            llm__fail(&m->err, LLM_ERR_INVALID_ARG, "grammar: no token of the vocabulary can continue the text");
+            return -1;
+        }
     }
+    const bool greedy = !(s->p.temperature > 0.0f);
     if (!llm__grammar_row(m, t, logits, n, mask, row)) return -1;
     int k = llm__sampler_dist(s, row, &sum);
     int32_t tok = greedy ? s->idx[0] : llm__sampler_draw(s, k, sum, -1, 0.0);

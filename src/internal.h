@@ -1254,6 +1254,9 @@ LLM__INTERNAL int llm__sampler_dist(llm_sampler *s, const float *logits_in, doub
 
 LLM__INTERNAL int32_t llm__sampler_draw(llm_sampler *s, int m, double sum, int32_t skip, double w_skip);
 
+LLM__INTERNAL int32_t llm__sampler_sample_checked(llm_sampler *s, const float *logits_in, bool (*ok)(void *, int32_t),
+                                                  void *ctx);
+
 LLM__INTERNAL int32_t llm__sampler_verify(llm_sampler *s, const float *logits, int32_t draft, const float *q,
                                           bool *accepted);
 
@@ -1381,6 +1384,15 @@ struct llm__gstate { size_t off; int n; uint32_t cp, need; };
 
 struct llm__gcache { uint32_t *key; uint64_t hash; int n; uint32_t cp, need; };
 
+// A state as a DFA state: its stacks (dset_ids[off .. off + n), sorted) and code point in progress,
+// and where each byte leads (next[b]: a state, -1 none, -2 not known yet; NULL: none known).
+// A set of stacks between code points as a DFA state: its stacks (dset_ids[off .. off + n),
+// sorted) and where each byte leads (next[b]: ASCII: a state, -1 none, -2 not known yet; a lead
+// byte: 0 a code point it starts can come, -1 none can; NULL: nothing known).
+struct llm__gdset { size_t off; int n; uint64_t hash; int32_t *next; };
+#define LLM__GRAMMAR_DSETS 16384          // DFA states a matcher keeps (then it starts again)
+#define LLM__GRAMMAR_CPS (1 << 16)        // its table of multi-byte transitions (slots)
+
 // A request's matcher: its stacks (interned nodes), its state, scratch space and cached masks.
 struct llm__gmatch {
     const struct llm__grammar *g;
@@ -1397,6 +1409,14 @@ struct llm__gmatch {
     uint64_t *cache_mask;      // [LLM__GRAMMAR_CACHE][words of n_vocab bits]
     int cache_next;
     long cache_hits, cache_misses;
+    struct llm__gdset *dsets;  // the states met, as a DFA built as it is walked
+    int n_dsets, cap_dsets, cur_dset;   // cur_dset: the current state's, -1 when not known
+    uint32_t *dset_ids, *dset_ht, dset_ht_mask;
+    size_t dset_ids_n, dset_ids_cap;
+    uint64_t *cp_key;          // (state, bits so far) + 1 -> cp_val: a state (a code point completed),
+    int32_t *cp_val;           // 0 (more bytes can come), -1 (none can)
+    uint32_t cp_mask;
+    int n_cp;
     bool oom, full;            // out of memory; more than LLM__GRAMMAR_MAX_NODES nodes
     struct llm__err err;
 };
@@ -1518,6 +1538,8 @@ struct llm_engine {
     struct llm__spec spec;     // speculative decoding
     struct llm__gtrie gtrie;   // grammars: the vocabulary's token trie (made by the first request with one)
     bool gtrie_built;
+    long long g_tokens, g_masks, g_hits;   // grammars: tokens chosen under one, masks computed, cache hits
+    double g_seconds;          // and the time spent on them
     float *g_row;              // [n_vocab] a logit row with the tokens a grammar refuses at -inf
     uint64_t *g_mask;          // [n_vocab bits] the tokens it allows
 };

@@ -279,6 +279,81 @@ int32_t llm_sampler_sample(llm_sampler *s, const float *logits_in) {
     return tok;
 }
 
+// The chain's candidates among the tokens ok() allows, found by checking tokens best first (at most
+// LLM__CHECKED_MAX of them) instead of every token of the vocabulary: greedy takes the first
+// allowed one; top-k the first k allowed; top-p the allowed ones until the cut is settled whatever
+// the unchecked tokens hold (the allowed mass lies between what was found and that plus the mass
+// not yet checked: the cut is known when both bounds give it); min-p those above the first allowed
+// one's threshold, until a token below it. The same candidates, so the same law, as the chain on
+// the logits with the refused tokens at -inf. Returns the token drawn (accepted into the history);
+// -1: not settled within the checks (nothing drawn or accepted: compute the whole mask); -2: every
+// token was checked and none is allowed.
+#define LLM__CHECKED_MAX 512
+int32_t llm__sampler_sample_checked(llm_sampler *s, const float *logits_in, bool (*ok)(void *, int32_t), void *ctx) {
+    const int n = s->n_vocab;
+    const struct llm_sampling_params *p = &s->p;
+    const float *lg = llm__apply_penalties(s, logits_in);
+    const bool greedy = !(p->temperature > 0.0f), use_p = p->top_p < 1.0f, use_min = p->min_p > 0.0f;
+    const int k_top = p->top_k > 0 && p->top_k < n ? p->top_k : 0;
+    if (greedy) {
+        int32_t best = llm__argmax(lg, n);
+        if (ok(ctx, best)) {
+            llm_sampler_accept(s, best);
+            return best;
+        }
+    } else if (!k_top && !use_p && !use_min) return -1;   // temperature alone needs every allowed token
+    for (int i = 0; i < n; i++) s->idx[i] = i;
+    const int m = llm__top_k(s->idx, n, LLM__MIN(LLM__CHECKED_MAX, n), lg);
+    const float l0 = lg[s->idx[0]];
+    double total = 0.0, checked = 0.0, cum = 0.0;
+    if (!greedy && !k_top && use_p)
+        for (int i = 0; i < n; i++) total += exp((double)lg[i] - l0);
+    int na = 0, cut = -1;   // allowed tokens found (moved to idx[0..na)), and how many the chain keeps
+    float thr = -INFINITY;  // min-p's threshold, once the first allowed token is known
+    for (int j = 0; j < m && cut < 0; j++) {
+        int32_t t = s->idx[j];
+        double w = exp((double)lg[t] - l0);
+        checked += w;
+        if (!greedy && use_min && na > 0 && lg[t] < thr && !k_top && !use_p) { cut = na; break; }
+        if (!ok(ctx, t)) continue;
+        s->idx[na] = t;
+        s->probs[na] = (float)(cum += w);   // cumulative mass of the allowed ones
+        if (na++ == 0) thr = lg[t] + logf(p->min_p);
+        if (greedy) cut = 1;
+        else if (k_top && na == k_top) cut = na;
+        else if (!k_top && use_p) {   // the cut under both bounds of the allowed mass
+            double hi = cum + LLM__MAX(total - checked, 0.0);
+            int c_lo = 0, c_hi = 0;
+            while (c_lo < na && s->probs[c_lo] < p->top_p * cum) c_lo++;
+            while (c_hi < na && s->probs[c_hi] < p->top_p * hi) c_hi++;
+            if (c_hi < na && c_lo == c_hi) cut = c_lo + 1;
+        }
+    }
+    if (cut < 0 && m == n) cut = na;   // every token checked: what was found is all there is
+    if (cut < 0) return -1;
+    if (cut == 0) return -2;
+    // the rest of the chain on the candidates idx[0..cut): top-p (top-k's ones: of their own mass),
+    // min-p, temperature
+    if (k_top && use_p) {
+        int keep = cut;
+        for (int i = 0; i < cut; i++)
+            if (s->probs[i] >= p->top_p * s->probs[cut - 1]) { keep = i + 1; break; }
+        cut = keep;
+    }
+    if (use_min)
+        for (int i = 1; i < cut; i++)
+            if (lg[s->idx[i]] < thr) { cut = i; break; }
+    int32_t tok = s->idx[0];
+    if (!greedy) {
+        double sum = 0.0;
+        float mx = lg[s->idx[0]];
+        for (int i = 0; i < cut; i++) sum += (s->probs[i] = expf((lg[s->idx[i]] - mx) / p->temperature));
+        tok = llm__sampler_draw(s, cut, sum, -1, 0.0);
+    }
+    llm_sampler_accept(s, tok);
+    return tok;
+}
+
 // Speculative decoding's verification of a draft token (Leviathan et al., Chen et al.): q is
 // the draft's distribution (a draft model's, dense over the vocabulary, normalised), or NULL for
 // a draft proposed with certainty (an n-gram's: q is a point mass). The draft is kept with

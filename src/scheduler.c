@@ -226,7 +226,8 @@ static enum llm_status llm__req_grammar(llm_engine *E, struct llm__req *r, const
     }
     if (!E->gtrie_built) {
         size_t n = (size_t)E->model.n_vocab;
-        if (!E->g_row && !(E->g_row = malloc(n * sizeof(*E->g_row)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        if (!E->g_row && !(E->g_row = malloc(n * sizeof(*E->g_row))))
+            return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
         if (!E->g_mask && !(E->g_mask = malloc((n + 63) / 64 * sizeof(*E->g_mask))))
             return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
         if (!llm__gtrie_build(&E->gtrie, &E->vocab)) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
@@ -405,7 +406,12 @@ static void llm__req_fail_grammar(llm_engine *E, struct llm__req *r) {
 // the grammar lets no token continue (r has ended with LLM_FINISH_ERROR).
 static int32_t llm__req_sample(llm_engine *E, struct llm__req *r, const float *lg) {
     if (!r->gm) return llm_sampler_sample(r->smp, lg);
+    double t0 = llm__now();
+    long misses = r->gm->cache_misses, hits = r->gm->cache_hits;
     int32_t tok = llm__grammar_sample(r->smp, r->gm, &E->gtrie, lg, E->g_mask, E->g_row);
+    E->g_masks += r->gm->cache_misses - misses;
+    E->g_hits += r->gm->cache_hits - hits;
+    E->g_seconds += llm__now() - t0;
     if (tok < 0) llm__req_fail_grammar(E, r);
     return tok;
 }
@@ -423,9 +429,15 @@ static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, cons
         double lse = llm__top_logprobs(row, E->model.n_vocab, k, r->logprobs + at * (size_t)k);
         r->token_logprobs[at] = (float)((double)row[tok] - lse);
     }
-    if (r->gm && !llm__gmatch_token(r->gm, &E->gtrie, tok)) {
-        llm__req_fail_grammar(E, r);
-        return;
+    if (r->gm) {
+        double t0 = llm__now();
+        bool ok = llm__gmatch_token(r->gm, &E->gtrie, tok);
+        E->g_seconds += llm__now() - t0;
+        E->g_tokens++;
+        if (!ok) {
+            llm__req_fail_grammar(E, r);
+            return;
+        }
     }
     r->tokens[r->n_tokens++] = tok;
     llm__req_time(r, now);
@@ -831,6 +843,10 @@ void llm_get_stats(const llm_engine *E, struct llm_engine_stats *s) {
     s->n_steps = E->sched.n_steps;
     memcpy(s->spec_proposed, E->spec.proposed, sizeof(s->spec_proposed));
     memcpy(s->spec_accepted, E->spec.accepted, sizeof(s->spec_accepted));
+    s->grammar_tokens = E->g_tokens;
+    s->grammar_masks = E->g_masks;
+    s->grammar_mask_hits = E->g_hits;
+    s->grammar_seconds = E->g_seconds;
     s->spec_verifications = E->spec.verifications;
     s->spec_emitted = E->spec.emitted;
     s->spec_draft_seconds = E->spec.draft_seconds;

@@ -222,7 +222,13 @@ static int compare_mask(struct llm__gmatch *m, const struct llm__gtrie *t, const
     EXPECT(ok, "%s: mask: %s", where, m->err.msg);
     int differ = 0, allowed = 0, first = -1;
     for (int id = 0; ok && id < t->n_vocab; id++) {
-        bool want = llm__gmatch_token_ok(m, t, id), got = mask[id >> 6] >> (id & 63) & 1;
+        // the token alone through the pushdown automaton itself (not the DFA the mask and the
+        // token checks share)
+        uint32_t len = t->tb_off[id + 1] - t->tb_off[id];
+        struct llm__gstate st;
+        bool want = len ? llm__gmatch_run(m, t->tb + t->tb_off[id], len, &st) : llm__gmatch_token_ok(m, t, id);
+        bool got = mask[id >> 6] >> (id & 63) & 1;
+        differ += want != llm__gmatch_token_ok(m, t, id);
         if (want != got && first < 0) first = id;
         differ += want != got;
         allowed += got;
@@ -316,10 +322,15 @@ static void check_sampling(void) {
             if (llm__gmatch_token_ok(&m, &t, id) && n_allowed < 16) allowed[n_allowed++] = id;
         EXPECT(n_allowed >= 5 && n_allowed < 16, "%d tokens allowed at the start", n_allowed);
         unsigned long long seed = 11;
-        static const struct { float temp, boost; int top_k; const char *what; } cases[] = {
-            {1.0f, 9.0f, 0, "temperature alone, allowed tokens likely (rejection)"},
-            {0.7f, 0.0f, 0, "temperature alone, allowed tokens unlikely (the whole mask)"},
-            {1.0f, 9.0f, 50, "top-k 50 (the whole mask)"},
+        static const struct { float temp, boost; int top_k; float top_p, min_p; const char *what; } cases[] = {
+            {1.0f, 9.0f, 0, 1.0f, 0.0f, "temperature alone, allowed tokens likely (rejection)"},
+            {0.7f, 0.0f, 0, 1.0f, 0.0f, "temperature alone, allowed tokens unlikely (the whole mask)"},
+            {1.0f, 9.0f, 50, 1.0f, 0.0f, "top-k 50 (allowed tokens checked best first)"},
+            {1.0f, 3.0f, 4, 1.0f, 0.0f, "top-k 4, allowed tokens below refused ones"},
+            {1.0f, 9.0f, 0, 0.8f, 0.0f, "top-p 0.8"},
+            {1.3f, 2.0f, 0, 0.95f, 0.0f, "top-p 0.95, allowed tokens not the best"},
+            {0.9f, 9.0f, 0, 1.0f, 0.1f, "min-p 0.1"},
+            {1.0f, 9.0f, 8, 0.7f, 0.05f, "top-k 8, top-p 0.7, min-p 0.05"},
         };
         for (size_t c = 0; c < LLM__ARRAY_LEN(cases); c++) {
             for (int i = 0; i < n; i++) logits[i] = (float)test_rng_normal(&seed) * 2.0f;
@@ -327,15 +338,28 @@ static void check_sampling(void) {
             struct llm_sampling_params sp = llm_sampling_params_default();
             sp.temperature = cases[c].temp;
             sp.top_k = cases[c].top_k;
-            sp.top_p = 1.0f;
-            sp.min_p = 0.0f;
+            sp.top_p = cases[c].top_p;
+            sp.min_p = cases[c].min_p;
             sp.seed = 5 + c;
             llm_sampler *smp = llm_sampler_create(&sp, n);
-            // expected: softmax over the allowed tokens (top-k 50 keeps them all: they are the 50 best
-            // of the masked row, and fewer than 50 are allowed)
-            double p[16], z = 0, mx = -1e30;
-            for (int i = 0; i < n_allowed; i++) if (logits[allowed[i]] > mx) mx = logits[allowed[i]];
-            for (int i = 0; i < n_allowed; i++) z += p[i] = exp((logits[allowed[i]] - mx) / sp.temperature);
+            // expected, in double: the chain on the allowed tokens alone (top-k, top-p on the
+            // probabilities before temperature, min-p against the best, temperature)
+            int order[16];
+            for (int i = 0; i < n_allowed; i++) order[i] = i;
+            for (int i = 0; i < n_allowed; i++)
+                for (int k = i + 1; k < n_allowed; k++)
+                    if (logits[allowed[order[k]]] > logits[allowed[order[i]]]) { int x = order[i]; order[i] = order[k]; order[k] = x; }
+            int keep = sp.top_k > 0 && sp.top_k < n_allowed ? sp.top_k : n_allowed;
+            double mx = logits[allowed[order[0]]], z = 0, cum = 0, p[16] = {0};
+            for (int i = 0; i < keep; i++) z += exp(logits[allowed[order[i]]] - mx);
+            if (sp.top_p < 1.0f)
+                for (int i = 0; i < keep; i++)
+                    if ((cum += exp(logits[allowed[order[i]]] - mx)) >= sp.top_p * z) { keep = i + 1; break; }
+            if (sp.min_p > 0.0f)
+                for (int i = 1; i < keep; i++)
+                    if (logits[allowed[order[i]]] < mx + log(sp.min_p)) { keep = i; break; }
+            z = 0;
+            for (int i = 0; i < keep; i++) z += p[order[i]] = exp((logits[allowed[order[i]]] - mx) / sp.temperature);
             for (int i = 0; i < n_allowed; i++) p[i] /= z;
             int count[16] = {0}, outside = 0, draws = 5000;
             for (int d = 0; d < draws; d++) {
@@ -347,7 +371,10 @@ static void check_sampling(void) {
             }
             // n_allowed - 1 degrees of freedom (< 15): 99.9% quantile below 40
             double x = chi2(count, p, n_allowed, draws);
-            EXPECT(outside == 0 && x < 40.0, "%s: %d draws outside the grammar, chi-square %.1f", cases[c].what, outside, x);
+            int outside_chain = 0;   // draws of allowed tokens the chain drops
+            for (int i = 0; i < n_allowed; i++) outside_chain += p[i] == 0 ? count[i] : 0;
+            EXPECT(outside == 0 && outside_chain == 0 && x < 40.0, "%s: %d draws outside the grammar, %d outside the "
+                   "chain, chi-square %.1f", cases[c].what, outside, outside_chain, x);
             llm_sampler_free(smp);
         }
         // greedy: the best allowed token, though a refused one is better
