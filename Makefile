@@ -289,15 +289,24 @@ $(BUILD)/tests/test_cpp: tests/test_cpp.cpp tests/test.h llm.h $(BUILD)/libllm.a
 	$(CXX) $(CXXSTD) $(CXXFLAGS) -I. -o $@ $< $(BUILD)/libllm.a $(LDLIBS)
 
 # The fuzz harnesses as replay programs (no libFuzzer: any compiler, SAN=1 or not). fuzz_request
-# includes the program's request parser (cli/request.c, cli/serve.c, cli/args.c) and links the engine's object.
+# includes the program's request parser (cli/request.c, cli/tools.c, cli/serve.c, cli/args.c) and links the engine's
+# object.
 $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(ENGINE) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(TEST_CFLAGS) $(TILES) $(GPU_DEFS) -o $@ $< $(CU_OBJ) $(LDLIBS)
 
-$(BUILD)/tests/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h cli/args.c cli/request.c cli/serve.c cli/cli.h llm.h \
+$(BUILD)/tests/fuzz_request: tests/fuzz/fuzz_request.c tests/fuzz/fuzz.h cli/args.c cli/request.c cli/tools.c cli/serve.c \
+                             cli/cli.h llm.h \
                              $(ENGINE_OBJ) $(STAMP) | jansson-check
 	@mkdir -p $(@D)
 	$(CC) $(STD) $(CFLAGS) $(CLI_DEFS) -I. -o $@ $< $(ENGINE_OBJ) $(CU_OBJ) $(LDLIBS) $(CLI_LIBS)
+
+# test_tools: the program's tool calling (cli/tools.c, with cli/request.c and cli/args.c) beside
+# the engine's grammar matcher (it includes llm.c), linked with the program's libraries.
+$(BUILD)/tests/test_tools: tests/test_tools.c tests/test.h cli/args.c cli/request.c cli/tools.c cli/cli.h $(ENGINE) \
+                           $(STAMP) | jansson-check
+	@mkdir -p $(@D)
+	$(CC) $(STD) $(TEST_CFLAGS) $(TILES) $(GPU_DEFS) $(CLI_DEFS) -I. -o $@ $< $(CU_OBJ) $(LDLIBS) $(CLI_LIBS)
 
 # The README's embedding example, against llm.h and the library (tests/test_package.sh runs it).
 $(BUILD)/examples/hello: examples/hello.c llm.h $(BUILD)/libllm.a $(STAMP)

@@ -8,6 +8,7 @@
 //   run.c    llm run, llm chat
 //   info.c   llm info (and --devices), llm tokenize, llm detokenize
 //   request.c  completion requests in JSON (llm generate's lines, llm serve's bodies)
+//   tools.c  tool calling in llm serve's chat: the families' tool formats, calls parsed, their grammar
 //   serve.c  llm generate, llm bench (one sequence; serving), llm profile
 //   server.c llm serve: the OpenAI-compatible HTTP server (libmicrohttpd)
 //   serve_log.c  llm serve's request log: a line per request, text or JSON
@@ -191,6 +192,24 @@ bool cli_gguf_split(const char *path, size_t *prefix_len, int *index, int *count
 
 // --- request.c: completion requests as JSON (llm generate's lines, llm serve's bodies) ---
 
+// A chat request's tools (tools.c): the family's format, tool_choice, the grammar of the calls.
+enum cli_tool_format { CLI_TOOLS_HERMES, CLI_TOOLS_LLAMA3, CLI_TOOLS_MISTRAL };
+enum cli_tool_choice { CLI_TOOL_AUTO, CLI_TOOL_NONE, CLI_TOOL_REQUIRED, CLI_TOOL_NAMED };
+#define CLI_TOOLS_MAX_CALLS 16     // calls read from one answer (and that a grammar allows)
+struct cli_tools {
+    json_t *list;              // the request's tools (in its root object), NULL: none
+    json_t *choice_v;          // tool_choice as given (NULL: not)
+    int n;                     // tools
+    enum cli_tool_format format;
+    enum cli_tool_choice choice;
+    int named;                 // CLI_TOOL_NAMED: the tool's index
+    bool single;               // parallel_tool_calls false: one call at most
+    bool active;               // tools rendered in the prompt, calls parsed from the answer
+    char *grammar;             // "required" or a named function: the calls' grammar (p.grammar)
+};
+// What a streamed choice has sent: content bytes, calls announced, the last call's argument bytes.
+struct cli_tool_stream { size_t content_sent, args_sent; int calls_sent; };
+
 enum cli_jreq_kind {
     CLI_JREQ_GENERATE,         // a request line of llm generate: prompt or tokens; strict
     CLI_JREQ_COMPLETION,       // /v1/completions: prompt (one or many, text or ids)
@@ -218,6 +237,8 @@ struct cli_jreq {
     int n;                     // choices per prompt
     bool stream, include_usage, echo, chat_logprobs, seed_set, max_tokens_set, max_completion_set, logprobs_set;
     int top_logprobs;
+    json_t *messages;          // chat: the messages, rendered once every field is read
+    struct cli_tools tools;    // chat: tools, tool_choice, parallel_tool_calls
     char *err;                 // why the request cannot run (valid UTF-8), or NULL
     const char *err_param;     // the field it is about, or NULL
 };
@@ -226,6 +247,34 @@ void cli_jreq_init(struct cli_jreq *q, enum cli_jreq_kind kind);
 // template CLI_JREQ_CHAT renders messages with.
 bool cli_jreq_parse(const char *json, size_t len, struct cli_jreq *q, const char *chat_template);
 void cli_jreq_free(struct cli_jreq *q);
+// Records why the request cannot run (param: the field, or NULL); returns false.
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+bool cli_jreq_fail_at(struct cli_jreq *q, const char *param, const char *fmt, ...);
+
+// --- tools.c: tool calling in /v1/chat/completions (docs/structured-output.md) ---
+
+// The fields tools, tool_choice, parallel_tool_calls (key) of a chat request.
+bool cli_tools_field(struct cli_jreq *q, const char *key, json_t *v);
+// Once every field is read: the tools checked (names, schemas), tool_choice resolved, the format
+// of the template tmpl's family, for "required" or a named function the grammar (q->p.grammar).
+bool cli_tools_prepare(struct cli_jreq *q, const char *tmpl);
+// Whether the conversation needs the family's tool format: tools offered, tool messages or calls.
+bool cli_tools_involved(const struct cli_jreq *q, json_t *messages);
+// The conversation (messages v, their roles and texts in m) rendered into q->chat_text.
+bool cli_tools_render(struct cli_jreq *q, json_t *v, const struct llm_chat_message *m, int n, const char *tmpl);
+void cli_tools_free(struct cli_tools *t);
+// A whole answer's message: "content" (null when calls came with no text before them) and
+// "tool_calls" of the calls in text[0..n); id: the completion's, choice: its index (call ids).
+void cli_tools_message(const struct cli_tools *t, const char *id, int choice, const char *text, size_t n, json_t *m);
+// A streamed choice's deltas for its text so far (st: what was sent): content, then each call's
+// first delta (id, type, name, arguments "") and its arguments' pieces. force: a delta even when
+// nothing is new (logprobs to send); final: the text is whole.
+json_t *cli_chat_deltas(const struct cli_tools *t, struct cli_tool_stream *st, const char *id, int choice,
+                        const struct cli_strbuf *text, bool force, bool final);
+// The finish reason: "tool_calls" for a "stop" whose choice (its message) or stream made calls.
+const char *cli_tools_finish(const json_t *choice, int calls_streamed, const char *finish);
 
 // --- the serving benchmark (serve.c; bench_http.c for a server) ---
 

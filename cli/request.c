@@ -5,8 +5,8 @@
 //
 // llm generate is strict: a field it does not know or cannot do makes the line an error line.
 // llm serve, as vLLM and llama-server, ignores fields it does not know (clients send fields of
-// newer API versions) and refuses those it knows and cannot do (tools, logit_bias, a response
-// format other than text, ...) when they ask for something.
+// newer API versions) and refuses those it knows and cannot do (logit_bias, a response format
+// other than text, ...) when they ask for something. Tools are tools.c's.
 #include "cli.h"
 
 #include <limits.h>
@@ -31,14 +31,12 @@ void cli_jreq_free(struct cli_jreq *q) {
     free(q->prompt_ids);
     free(q->prompts);
     free(q->chat_text);
+    cli_tools_free(&q->tools);
 }
 
 // Records why the request cannot run (param: the field, or NULL); returns false. The message is
 // never cut.
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static bool cli_jreq_fail_at(struct cli_jreq *q, const char *param, const char *fmt, ...) {
+bool cli_jreq_fail_at(struct cli_jreq *q, const char *param, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
@@ -171,13 +169,9 @@ static bool cli_jreq_messages(struct cli_jreq *q, json_t *v, const char *tmpl) {
         }
         const char *r = json_string_value(role);
         if (!strcmp(r, "developer")) r = "system";   // OpenAI's newer name for the system message
-        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool")) {
             ok = cli_jreq_fail(q, "messages", "messages[%zu].role: '%.40s' is not supported (system, developer, user, "
-                               "assistant; no tools)", i, r);
-            break;
-        }
-        if (json_object_get(x, "tool_calls") && !json_is_null(json_object_get(x, "tool_calls"))) {
-            ok = cli_jreq_fail(q, "messages", "messages[%zu].tool_calls: tool calls are not supported", i);
+                               "assistant, tool)", i, r);
             break;
         }
         m[i].role = r;
@@ -208,7 +202,9 @@ static bool cli_jreq_messages(struct cli_jreq *q, json_t *v, const char *tmpl) {
             ok = cli_jreq_fail(q, "messages", "messages[%zu].content: expected a string or an array of text parts", i);
         }
     }
-    if (ok) {
+    if (ok && cli_tools_involved(q, v)) {   // tools offered, tool results or calls: the family's format
+        ok = cli_tools_render(q, v, m, (int)n, tmpl);
+    } else if (ok) {
         int len = llm_chat_apply(tmpl, m, (int)n, 1, NULL, 0);
         if (len < 0) ok = cli_jreq_fail(q, "messages", "the chat template '%s' cannot render these messages", tmpl);
         else if (!(q->chat_text = malloc((size_t)len + 1))) cli_die("out of memory");
@@ -426,6 +422,13 @@ static bool cli_jreq_read_model(struct cli_jreq *q, const char *key, json_t *v) 
     return cli_jreq_cstr(q, key, v, &q->model);
 }
 
+// The chat's messages: rendered once every field is read (tools may come after them).
+static bool cli_jreq_read_messages(struct cli_jreq *q, const char *key, json_t *v) {
+    (void)key;
+    q->messages = v;
+    return true;
+}
+
 // The kinds of request a field is read in: bits of enum cli_jreq_kind.
 #define CLI_JREQ_K_GEN (1u << CLI_JREQ_GENERATE)
 #define CLI_JREQ_K_CMPL (1u << CLI_JREQ_COMPLETION)
@@ -433,8 +436,7 @@ static bool cli_jreq_read_model(struct cli_jreq *q, const char *key, json_t *v) 
 #define CLI_JREQ_K_SERVER (CLI_JREQ_K_CMPL | CLI_JREQ_K_CHAT)
 #define CLI_JREQ_K_ALL (CLI_JREQ_K_GEN | CLI_JREQ_K_SERVER)
 
-// The fields each kind of request reads (the chat's messages apart: they are rendered with the
-// template). A key appears once per kind.
+// The fields each kind of request reads. A key appears once per kind.
 static const struct cli_jreq_field_def {
     const char *key;
     unsigned kinds;
@@ -469,6 +471,10 @@ static const struct cli_jreq_field_def {
     {"stream_options", CLI_JREQ_K_SERVER, cli_jreq_read_stream_options},
     {"echo", CLI_JREQ_K_CMPL, cli_jreq_read_echo},
     {"model", CLI_JREQ_K_SERVER, cli_jreq_read_model},
+    {"messages", CLI_JREQ_K_CHAT, cli_jreq_read_messages},
+    {"tools", CLI_JREQ_K_CHAT, cli_tools_field},
+    {"tool_choice", CLI_JREQ_K_CHAT, cli_tools_field},
+    {"parallel_tool_calls", CLI_JREQ_K_CHAT, cli_tools_field},
 };
 
 // The entry of the field key in a request of this kind, or NULL.
@@ -492,10 +498,9 @@ static bool cli_jreq_generate_unknown(struct cli_jreq *q, const char *key) {
 
 // One field of a request; null means the default, as in OpenAI's API (llm generate: for the
 // fields it reads).
-static bool cli_jreq_field(struct cli_jreq *q, const char *key, json_t *v, const char *tmpl) {
+static bool cli_jreq_field(struct cli_jreq *q, const char *key, json_t *v) {
     const struct cli_jreq_field_def *f = cli_jreq_field_find(q->kind, key);
     if (json_is_null(v) && (q->kind != CLI_JREQ_GENERATE || f)) return true;   // the default
-    if (q->kind == CLI_JREQ_CHAT && !strcmp(key, "messages")) return cli_jreq_messages(q, v, tmpl);
     if (f) return f->read(q, key, v);
     if (q->kind == CLI_JREQ_GENERATE) return cli_jreq_generate_unknown(q, key);
     return cli_jreq_server_unsupported(q, key, v);
@@ -526,7 +531,7 @@ bool cli_jreq_parse(const char *body, size_t len, struct cli_jreq *q, const char
     }
     const char *key;
     json_t *v;
-    json_object_foreach(q->root, key, v) if (!cli_jreq_field(q, key, v, chat_template)) return false;
+    json_object_foreach(q->root, key, v) if (!cli_jreq_field(q, key, v)) return false;
     q->p.stop = q->stop;
     q->p.n_stop = q->n_stop;
     q->p.stop_token_ids = q->stop_ids;
@@ -538,7 +543,8 @@ bool cli_jreq_parse(const char *body, size_t len, struct cli_jreq *q, const char
         if (!q->n_prompts) return cli_jreq_fail(q, "prompt", "prompt: missing");
         break;
     case CLI_JREQ_CHAT:
-        if (!q->chat_text) return cli_jreq_fail(q, "messages", "messages: missing");
+        if (!q->messages) return cli_jreq_fail(q, "messages", "messages: missing");
+        if (!cli_tools_prepare(q, chat_template) || !cli_jreq_messages(q, q->messages, chat_template)) return false;
         if (q->top_logprobs && !q->chat_logprobs)
             return cli_jreq_fail(q, "top_logprobs", "top_logprobs: needs \"logprobs\": true");
         // the engine's k: top_logprobs, and at least 1 for the tokens' own log-probabilities

@@ -90,8 +90,8 @@ struct srv_seq {
     char *error;
     int n_prompt, n_cached;
     // what the connection has sent (its thread only)
-    size_t text_sent;
-    size_t lp_sent;
+    size_t text_sent, lp_sent;
+    struct cli_tool_stream ts; // chat: the content and tool calls sent (cli_chat_deltas)
     bool started, ended;
 };
 
@@ -742,7 +742,7 @@ static json_t *srv_answer(struct srv_call *c) {
         if (c->chat) {
             json_t *m = cli_jcheck(json_object());
             cli_jset(m, "role", cli_json_cstr("assistant"));
-            cli_jset(m, "content", cli_json_bytes(text, s->text.n));
+            cli_tools_message(&c->q.tools, c->id, s->index, text, s->text.n, m);   // content, tool_calls
             cli_jset(ch, "message", m);
             json_t *lp = NULL;
             if (s->lp) {
@@ -760,7 +760,7 @@ static json_t *srv_answer(struct srv_call *c) {
             cli_jset(ch, "logprobs", s->lp ? srv_completion_logprobs(s->lp, 0, json_array_size(s->lp), strlen(echo))
                                            : cli_jcheck(json_null()));
         }
-        cli_jset(ch, "finish_reason", cli_json_cstr(srv_finish_str(s->finish)));
+        cli_jset(ch, "finish_reason", cli_json_cstr(cli_tools_finish(ch, 0, srv_finish_str(s->finish))));
         cli_jpush(choices, ch);
     }
     cli_jset(o, "choices", choices);
@@ -810,8 +810,9 @@ static bool srv_stream_collect(struct srv_call *c) {
             }
         }
         size_t n_lp = s->lp ? json_array_size(s->lp) : 0;
-        if (s->text.n > s->text_sent || n_lp > s->lp_sent) {
-            json_t *text = cli_json_bytes(s->text.p ? s->text.p + s->text_sent : "", s->text.n - s->text_sent);
+        json_t *ds = c->chat ? cli_chat_deltas(&c->q.tools, &s->ts, c->id, s->index, &s->text, n_lp > s->lp_sent,
+                                               s->finished) : NULL;   // content (with tools: calls too)
+        if (c->chat ? json_array_size(ds) > 0 : s->text.n > s->text_sent || n_lp > s->lp_sent) {
             json_t *lp = NULL;
             if (n_lp > s->lp_sent) {
                 if (c->chat) {
@@ -823,22 +824,21 @@ static bool srv_stream_collect(struct srv_call *c) {
                     lp = srv_completion_logprobs(s->lp, s->lp_sent, n_lp, c->echo ? strlen(c->echo[s->prompt]) : 0);
                 }
             }
-            json_t *d = text;
-            if (c->chat) {
-                d = cli_jcheck(json_object());
-                cli_jset(d, "content", text);
-            }
-            srv_event(c, srv_chunk(c, s, d, lp, NULL));
+            for (size_t j = 0; j < json_array_size(ds); j++)   // (the log-probabilities with the first)
+                srv_event(c, srv_chunk(c, s, json_incref(json_array_get(ds, j)), j ? NULL : lp, NULL));
+            if (!c->chat) srv_event(c, srv_chunk(c, s, cli_json_bytes(s->text.p ? s->text.p + s->text_sent : "",
+                                                                      s->text.n - s->text_sent), lp, NULL));
             s->text_sent = s->text.n;
             s->lp_sent = n_lp;
         }
+        json_decref(ds);
         if (s->finished && !s->ended) {
             s->ended = true;
             if (s->finish == LLM_FINISH_ERROR) {
                 srv_event(c, srv_error_json(500, NULL, NULL, s->error ? s->error : "the engine failed"));
             } else {
                 srv_event(c, srv_chunk(c, s, c->chat ? cli_jcheck(json_object()) : cli_json_cstr(""), NULL,
-                                       srv_finish_str(s->finish)));
+                                       cli_tools_finish(NULL, s->ts.calls_sent, srv_finish_str(s->finish))));
             }
         }
         all_ended &= s->ended;

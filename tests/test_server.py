@@ -498,16 +498,16 @@ check(e is not None and e.status_code == 400 and "temperature" in str(e) and e.b
 e = error_of(lambda: c.completions.create(model="gpt-4", prompt="x"), openai.NotFoundError)
 check(e is not None and "gpt-4" in str(e), "unknown model: %r" % e)
 e = error_of(lambda: c.chat.completions.create(model=models.data[0].id, messages=MSGS, tools=[
-    {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]), openai.BadRequestError)
-check(e is not None and "tools" in str(e), "tools: %r" % e)
+    {"type": "function", "function": {"parameters": {"type": "object", "properties": {}}}}]), openai.BadRequestError)
+check(e is not None and e.body.get("param") == "tools" and "name" in str(e), "a tool without a name: %r" % e)
 e = error_of(lambda: c.chat.completions.create(model=models.data[0].id, messages=MSGS, response_format={"type": "json_object"}),
              openai.BadRequestError)
 check(e is not None and "response_format" in str(e), "response_format: %r" % e)
 r = c.chat.completions.create(model=models.data[0].id, messages=MSGS, max_tokens=2, response_format={"type": "text"})
 check(r.usage.completion_tokens == 2, "response_format text refused")
-e = error_of(lambda: c.chat.completions.create(model=models.data[0].id, messages=[{"role": "tool", "content": "x", "tool_call_id": "1"}]),
+e = error_of(lambda: c.chat.completions.create(model=models.data[0].id, messages=[{"role": "function", "content": "x", "name": "f"}]),
              openai.BadRequestError)
-check(e is not None and "role" in str(e), "a tool message: %r" % e)
+check(e is not None and "role" in str(e), "a function message (OpenAI's older tool results): %r" % e)
 e = error_of(lambda: c.chat.completions.create(model=models.data[0].id, messages=[]), openai.BadRequestError)
 check(e is not None and "messages" in str(e), "no messages: %r" % e)
 e = error_of(lambda: c.completions.create(model=models.data[0].id, prompt=[10**9]), openai.BadRequestError)

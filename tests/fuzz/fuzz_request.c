@@ -27,6 +27,7 @@
 #define FUZZ_NAME "request"
 #include "../../cli/args.c"
 #include "../../cli/request.c"
+#include "../../cli/tools.c"
 #include "../../cli/serve.c"
 #include "fuzz.h"
 
