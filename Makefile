@@ -132,7 +132,7 @@ TESTS   += $(BUILD)/tests/test_cpp
 endif
 # The fuzz harnesses (tests/fuzz/): make test builds each with a main that replays its seed corpus
 # and its regression inputs; make fuzz builds them with libFuzzer.
-FUZZERS := gguf tokenizer request safetensors
+FUZZERS := gguf tokenizer request safetensors grammar
 TESTS   += $(patsubst %,$(BUILD)/tests/fuzz_%,$(FUZZERS))
 
 # Everything compiled depends on the configuration stamp, rewritten only when it changes.

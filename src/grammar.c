@@ -118,9 +118,9 @@ static int llm__gr_cmp(const void *a, const void *b) {
 // Closes the code point set whose ranges start at pair `from`: sorted, merged, complemented when
 // negated; returns its element, 0 when out of memory.
 static uint32_t llm__gb_set(struct llm__gbuild *b, int from, bool negate) {
-    uint32_t *r = b->rng.v + 2 * from;
     int n = b->rng.n / 2 - from;
-    qsort(r, (size_t)n, 2 * sizeof(uint32_t), llm__gr_cmp);
+    uint32_t *r = n ? b->rng.v + 2 * from : NULL;   // ([] is the empty set)
+    if (n) qsort(r, (size_t)n, 2 * sizeof(uint32_t), llm__gr_cmp);
     int m = 0;
     for (int i = 0; i < n; i++) {
         if (m && r[2 * i] <= r[2 * (m - 1) + 1] + 1) {
@@ -135,7 +135,7 @@ static uint32_t llm__gb_set(struct llm__gbuild *b, int from, bool negate) {
     if (negate) {
         uint32_t *old = malloc((size_t)(2 * m + 1) * sizeof(*old));
         if (!old) return llm__gb_oom(b), 0;
-        memcpy(old, r, (size_t)(2 * m) * sizeof(*old));
+        if (m) memcpy(old, r, (size_t)(2 * m) * sizeof(*old));
         b->rng.n = 2 * from;
         uint32_t lo = 0;
         bool ok = true;
@@ -551,7 +551,7 @@ static bool llm__gb_flatten(struct llm__gbuild *b, struct llm__grammar *g, int r
     g->root = root;
     if (n_cs) memcpy(g->cs_off, b->cs_off.v, (size_t)(n_cs + 1) * sizeof(*g->cs_off));
     else g->cs_off[0] = 0;
-    memcpy(g->rng, b->rng.v, (size_t)b->rng.n * sizeof(*g->rng));
+    if (b->rng.n) memcpy(g->rng, b->rng.v, (size_t)b->rng.n * sizeof(*g->rng));
     g->n_cs = n_cs;
     for (int s = 0; s < n_cs; s++)
         for (uint32_t k = g->cs_off[s]; k < g->cs_off[s + 1]; k++)
