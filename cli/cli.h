@@ -11,6 +11,7 @@
 //   serve.c  llm generate, llm bench (one sequence; serving), llm profile
 //   server.c llm serve: the OpenAI-compatible HTTP server (libmicrohttpd)
 //   serve_log.c  llm serve's request log: a line per request, text or JSON
+//   serve_scan.c  llm serve's request bodies scanned as they arrive (prompt ids, parse cost)
 //   bench_http.c  llm bench --base-url: the serving benchmark against a server (libcurl)
 //   perplexity.c  llm perplexity (and KL divergence against a base model), as llama-perplexity
 //   pull.c   llm pull and -m hf://REPO[:QUANT], hf://REPO/FILE: downloads from Hugging Face (libcurl),
@@ -248,6 +249,30 @@ struct cli_serve_result {
 void cli_bench_print(const struct cli *c, const struct cli_serve_result *R, const char *what);
 // The p-th percentile (0..100) of v[0..n), linear between ranks; v gets sorted.
 double cli_percentile(float *v, int n, double p);
+
+// --- serve_scan.c: llm serve's request bodies, scanned as they arrive ---
+
+// A JSON body scanned as it arrives, never built: the token ids in each prompt of the top-level
+// "prompt" (/v1/completions), so that a prompt certain to exceed the context is refused before
+// the body is kept and parsed whole (Jansson takes some 40 bytes per id). Exact for valid JSON;
+// what it counts in invalid JSON does not matter: such a body is refused either way.
+struct cli_scan {
+    int depth;                 // arrays and objects open
+    bool str, esc, atom;       // in a string; after its backslash; in a number or literal
+    int hex;                   // \uXXXX digits still to come
+    unsigned cp;               // their value so far
+    bool want_key, in_key;     // depth 1: the next string is a key; reading one
+    char key[8];               // the key's first characters, decoded (0x80: not ASCII)
+    int key_len;
+    bool key_prompt;           // the last key of depth 1 was "prompt"
+    bool prompt;               // in the value of "prompt"
+    long long ids, max_ids;    // ids in the prompt being read, the most in one
+    long long values;          // JSON values begun (keys included)
+    long long parse_bytes;     // what parsing them will hold (serve_scan.c's estimate, from above)
+};
+// n more bytes of a body through the scanner (z zeroed before the first); returns the most token
+// ids seen in one prompt so far.
+long long cli_scan(struct cli_scan *z, const char *p, size_t n);
 
 // --- serve_log.c: llm serve's request log ---
 
