@@ -73,6 +73,14 @@ static void check_errors(void) {
     g = parse("root ::= \"a\"\nx ::= \"b\" @", msg, sizeof msg);
     EXPECT(!g && strstr(msg, "line 2 column 11"), "position: %s", msg);
     llm__grammar_free(g);
+    // llm_grammar_check: the same verdict and message, without an engine
+    EXPECT(llm_grammar_check("root ::= [a-z]+ \"!\"", msg, sizeof msg) == LLM_OK, "a good grammar: %s", msg);
+    EXPECT(llm_grammar_check("root ::= \"a\"\nx ::= \"b\" @", msg, sizeof msg) == LLM_ERR_INVALID_ARG &&
+           strstr(msg, "grammar: line 2 column 11"), "llm_grammar_check: %s", msg);
+    EXPECT(llm_grammar_check("x ::= \"a\"", msg, sizeof msg) == LLM_ERR_INVALID_ARG && strstr(msg, "no rule 'root'"),
+           "no root: %s", msg);
+    EXPECT(llm_grammar_check(NULL, msg, sizeof msg) == LLM_ERR_INVALID_ARG, "NULL");
+    EXPECT(llm_grammar_check("root ::= (", NULL, 0) == LLM_ERR_INVALID_ARG, "no buffer for the message");
 }
 
 // Each grammar against an equivalent extended regular expression, on every string over "abc" of
