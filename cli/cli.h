@@ -63,6 +63,10 @@ struct cli {
     const char *kld_base;              // --kl-divergence-base FILE
     bool kl_divergence;                // --kl-divergence
     int chunks, batch;                 // --chunks K, -b N (0: all, the default)
+    // run, chat, generate: structured output
+    const char *grammar_file, *json_schema_file;   // --grammar FILE, --json-schema FILE
+    bool json_object;                  // --json-object: any JSON object
+    char *grammar;                     // the grammar of the three (malloc'd), or NULL
     char *model_alloc;   // -m hf://... or NAME: the cached file's path (malloc'd), or NULL
     char *draft_alloc;   // the same for --speculative-model
     // serve
@@ -175,6 +179,7 @@ long long cli_getline(FILE *f, struct cli_strbuf *b, size_t max);
 
 // Parses argv[2..] (argv[1] is the command) over the defaults, by the table of flags in args.c
 // (cli_flags). Flags that take a value take it as the next argument or after '=' (--temp=0.5).
+// c->grammar is made from --grammar, --json-schema or --json-object (cli_die when it cannot be).
 void cli_parse_args(int argc, char **argv, struct cli *c);
 // The engine of the flags, or cli_die with the model file's name and the message. Notes on
 // stderr for llama.cpp's flags that change nothing here (-ngl, -fa), and a warning when -c is
@@ -219,6 +224,14 @@ struct cli_jreq {
     int n;                     // choices per prompt
     bool stream, include_usage, echo, chat_logprobs, seed_set, max_tokens_set, max_completion_set, logprobs_set;
     int top_logprobs;
+    // structured output: the field that asks for a grammar (grammar, json_schema,
+    // response_format; one at most), what it gives; p.grammar is the grammar
+    const char *grammar_param;
+    const char *grammar_text;  // grammar: GBNF
+    json_t *schema;            // a JSON Schema (NULL with response_format json_object: any object)
+    const char *schema_path;   // where it is, for messages (response_format.json_schema.schema)
+    bool format_text;          // response_format {"type": "text"}: no grammar (over a default)
+    char *grammar_alloc;       // the schema's grammar
     char *err;                 // why the request cannot run (valid UTF-8), or NULL
     const char *err_param;     // the field it is about, or NULL
 };
@@ -227,6 +240,9 @@ void cli_jreq_init(struct cli_jreq *q, enum cli_jreq_kind kind);
 // template CLI_JREQ_CHAT renders messages with.
 bool cli_jreq_parse(const char *json, size_t len, struct cli_jreq *q, const char *chat_template);
 void cli_jreq_free(struct cli_jreq *q);
+// The grammar (GBNF, malloc'd) of the JSON texts a JSON Schema (its text) accepts, or NULL with
+// the converter's message in err ("json schema: the keyword \"not\" is not supported").
+char *cli_schema_grammar(const char *schema, char *err, size_t size);
 
 // --- the serving benchmark (serve.c; bench_http.c for a server) ---
 
