@@ -497,7 +497,8 @@ static bool llm__gb_check(struct llm__gbuild *b) {
     }
     llm__gb_nullable(b, nullable);
     int bad = -1;
-    for (int r = 0; r < b->n_rules && bad < 0; r++) if (!state[r]) bad = llm__gb_left_cycle(b, nullable, state, work, r);
+    for (int r = 0; r < b->n_rules && bad < 0; r++)
+        if (!state[r]) bad = llm__gb_left_cycle(b, nullable, state, work, r);
     free(nullable); free(state); free(work);
     if (bad < 0) return true;
     b->p = b->src + strlen(b->src);
@@ -709,7 +710,8 @@ static bool llm__gexpand(struct llm__gmatch *m) {
             if (!llm__gwork_push(m, m->npar[n])) return false;
         } else {
             // where to go on after the rule: nowhere new when the reference ends its alternative
-            uint32_t cont = LLM__G_KIND(g->elem[pos + 1]) == LLM__G_END ? m->npar[n] : llm__gnode(m, pos + 1, m->npar[n]);
+            uint32_t cont = LLM__G_KIND(g->elem[pos + 1]) == LLM__G_END ? m->npar[n]
+                                                                        : llm__gnode(m, pos + 1, m->npar[n]);
             if (cont == LLM__GNONE) return false;
             uint32_t r = LLM__G_ARG(x);
             for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {

@@ -220,7 +220,8 @@ static bool llm__js_integer(struct llm__js *s, int32_t node, struct llm__outbuf 
     if (s->e->status != LLM_OK) return false;
     if ((has_lo && fabs((double)lo) > lim) || (has_hi && fabs((double)hi) > lim))
         return llm__js_fail(s, "json schema: integer bounds beyond %s", "9e17");
-    if (has_lo && has_hi && lo > hi) return llm__js_fail(s, "json schema: no integer between minimum and maximum%s", "");
+    if (has_lo && has_hi && lo > hi)
+        return llm__js_fail(s, "json schema: no integer between minimum and maximum%s", "");
     if (!has_lo && !has_hi) {
         s->prims |= LLM__JS_INTEGER;
         llm__js_puts(o, "integer");
@@ -241,7 +242,8 @@ static bool llm__js_number(struct llm__js *s, int32_t node, struct llm__outbuf *
     static const char *const unsupported[] = {"maximum", "exclusiveMinimum", "exclusiveMaximum"};
     for (size_t i = 0; i < LLM__ARRAY_LEN(unsupported); i++)
         if (llm__json_get(s->j, node, unsupported[i]) >= 0)
-            return llm__js_fail(s, "json schema: %s on a number is not supported (on an integer it is)", unsupported[i]);
+            return llm__js_fail(s, "json schema: %s on a number is not supported (on an integer it is)",
+                                unsupported[i]);
     if (s->e->status != LLM_OK) return false;
     if (lo0) llm__js_puts(o, "(\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?");
     else {
@@ -274,7 +276,8 @@ static bool llm__js_string(struct llm__js *s, int32_t node, struct llm__outbuf *
     if ((fmt >= 0 || pat >= 0) && (has_lo || has_hi))
         return llm__js_fail(s, "json schema: minLength/maxLength together with %s is not supported",
                             fmt >= 0 ? "format" : "pattern");
-    if (fmt >= 0 && pat >= 0) return llm__js_fail(s, "json schema: format together with pattern is not supported%s", "");
+    if (fmt >= 0 && pat >= 0)
+        return llm__js_fail(s, "json schema: format together with pattern is not supported%s", "");
     if (has_lo && has_hi && lo > hi) return llm__js_fail(s, "json schema: minLength is above maxLength%s", "");
     if (fmt >= 0) {
         static const struct { const char *name, *rule; unsigned prim; } fmts[] = {
@@ -321,7 +324,8 @@ static bool llm__js_array(struct llm__js *s, int32_t node, struct llm__outbuf *o
     int32_t items = llm__json_get(j, node, "items"), u = llm__json_get(j, node, "uniqueItems");
     if (u >= 0 && j->nodes[u].type != LLM__JSON_FALSE)
         return llm__js_fail(s, "json schema: %s is not supported", "uniqueItems");
-    if (llm__json_get(j, node, "prefixItems") >= 0) return llm__js_fail(s, "json schema: %s is not supported", "prefixItems");
+    if (llm__json_get(j, node, "prefixItems") >= 0)
+        return llm__js_fail(s, "json schema: %s is not supported", "prefixItems");
     if (llm__json_get(j, node, "contains") >= 0) return llm__js_fail(s, "json schema: %s is not supported", "contains");
     struct llm__outbuf item = {0};
     bool ok = true;
@@ -402,7 +406,8 @@ static bool llm__js_other_key(struct llm__js *s, int32_t props, struct llm__outb
         size_t len;
         char *key = llm__json_strdup(j, k, &len);
         ok = key && (keys[m].cp = malloc((len + 1) * sizeof(uint32_t)));
-        for (size_t off = 0; ok && off < len;) keys[m].cp[keys[m].len++] = llm__utf8_next((const uint8_t *)key, len, &off);
+        for (size_t off = 0; ok && off < len;)
+            keys[m].cp[keys[m].len++] = llm__utf8_next((const uint8_t *)key, len, &off);
         free(key);
         k = j->nodes[k + 1].next;
     }
@@ -447,8 +452,10 @@ static bool llm__js_object(struct llm__js *s, int32_t node, struct llm__outbuf *
             return llm__js_fail(s, "json schema: %s is not supported", unsupported[i]);
     int32_t props = llm__json_get(j, node, "properties"), req = llm__json_get(j, node, "required"),
             add = llm__json_get(j, node, "additionalProperties");
-    if (props >= 0 && j->nodes[props].type != LLM__JSON_OBJ) return llm__js_fail(s, "json schema: %s must be an object", "properties");
-    if (req >= 0 && j->nodes[req].type != LLM__JSON_ARR) return llm__js_fail(s, "json schema: %s must be an array", "required");
+    if (props >= 0 && j->nodes[props].type != LLM__JSON_OBJ)
+        return llm__js_fail(s, "json schema: %s must be an object", "properties");
+    if (req >= 0 && j->nodes[req].type != LLM__JSON_ARR)
+        return llm__js_fail(s, "json schema: %s must be an array", "required");
     int n = props >= 0 ? j->nodes[props].n : 0;
     s->prims |= LLM__JS_WS;
     // additional properties: none when properties are listed and additionalProperties is absent
@@ -540,7 +547,8 @@ static bool llm__js_ref(struct llm__js *s, int32_t node, struct llm__outbuf *o) 
     int32_t target = -1;
     const char *name = NULL;
     if (!strcmp(path, "#")) target = 0;
-    else if (!strncmp(path, "#/$defs/", 8)) name = path + 8, target = llm__json_get(j, llm__json_get(j, 0, "$defs"), name);
+    else if (!strncmp(path, "#/$defs/", 8))
+        name = path + 8, target = llm__json_get(j, llm__json_get(j, 0, "$defs"), name);
     else if (!strncmp(path, "#/definitions/", 14))
         name = path + 14, target = llm__json_get(j, llm__json_get(j, 0, "definitions"), name);
     if (target < 0) {
@@ -618,7 +626,8 @@ static bool llm__js_keywords(struct llm__js *s, int32_t node) {
     const struct llm__json *j = s->j;
     for (int32_t m = 0, k = node + 1; m < j->nodes[node].n; m++) {
         bool known = false;
-        for (size_t i = 0; i < LLM__ARRAY_LEN(llm__js_known) && !known; i++) known = llm__json_eq(j, k, llm__js_known[i]);
+        for (size_t i = 0; i < LLM__ARRAY_LEN(llm__js_known) && !known; i++)
+            known = llm__json_eq(j, k, llm__js_known[i]);
         if (!known) {
             char *key = llm__json_strdup(j, k, NULL);
             llm__js_fail(s, "json schema: the keyword \"%s\" is not supported", key ? key : "?");
@@ -1057,7 +1066,8 @@ int llm_json_schema_to_grammar(const char *schema, char *buf, size_t size, char 
             for (size_t i = 0; i < LLM__ARRAY_LEN(llm__js_prims); i++)
                 if (s.prims & (1u << i)) llm__js_puts(&s.out, llm__js_prims[i]);
             if (s.out.fail) llm__fail(&e, LLM_ERR_NOMEM, "json schema: out of memory");
-            else if (s.out.n > INT32_MAX - 1) llm__fail(&e, LLM_ERR_INVALID_ARG, "json schema: its grammar is over 2 GB");
+            else if (s.out.n > INT32_MAX - 1)
+                llm__fail(&e, LLM_ERR_INVALID_ARG, "json schema: its grammar is over 2 GB");
             else n = (int)s.out.n;
         } else if (e.status == LLM_OK) llm__fail(&e, LLM_ERR_NOMEM, "json schema: out of memory");
         free(body.p);

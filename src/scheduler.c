@@ -226,7 +226,8 @@ static enum llm_status llm__req_grammar(llm_engine *E, struct llm__req *r, const
     }
     if (!E->gtrie_built) {
         size_t n = (size_t)E->model.n_vocab;
-        if (!E->g_row && !(E->g_row = malloc(n * sizeof(*E->g_row)))) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        if (!E->g_row && !(E->g_row = malloc(n * sizeof(*E->g_row))))
+            return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
         if (!E->g_mask && !(E->g_mask = malloc((n + 63) / 64 * sizeof(*E->g_mask))))
             return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
         if (!llm__gtrie_build(&E->gtrie, &E->vocab)) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
