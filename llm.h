@@ -348,13 +348,18 @@ LLM_API void llm_top_logprobs(const float *logits, int n_vocab, int k, struct ll
 //
 // The grammar (GBNF, for llm_request_params.grammar) of the JSON texts a JSON Schema accepts:
 // types, properties / required / additionalProperties (no other properties when the schema lists
-// some and says nothing), enum, const, items / minItems / maxItems, anyOf / oneOf (oneOf taken as
-// anyOf), $ref to #/$defs/NAME or #/definitions/NAME (recursion too), minLength / maxLength,
-// integer ranges, format date / time / date-time / uuid, pattern (a documented regular-expression
-// subset). Writes it into buf (snprintf's way: at most size bytes with the NUL) and returns its
-// length; -1 when the schema is not JSON or has a keyword or form this cannot hold exactly (the
-// message, naming it, in err): never a weaker constraint.
+// some and says nothing), maxProperties (when every listed property is required), enum, const,
+// items / minItems / maxItems, anyOf / oneOf (oneOf taken as anyOf), $ref to #/$defs/NAME or
+// #/definitions/NAME (recursion too), minLength / maxLength, integer ranges, format date / time /
+// date-time / uuid, pattern (a documented regular-expression subset). Writes it into buf
+// (snprintf's way: at most size bytes with the NUL) and returns its length; -1 when the schema is
+// not JSON or has a keyword or form this cannot hold exactly (the message, naming it, in err):
+// never a weaker constraint.
 LLM_API int llm_json_schema_to_grammar(const char *schema, char *buf, size_t size, char *err, size_t err_size);
+// Whether a grammar (GBNF, as llm_request_params.grammar takes it) compiles: LLM_OK, or the
+// status llm_add_request would refuse it with and its message in err ("grammar: line L column C:
+// ..."), so that a caller can check one before it has an engine or a request.
+LLM_API enum llm_status llm_grammar_check(const char *grammar, char *err, size_t err_size);
 
 // --- Serving: many requests at once (continuous batching, paged KV cache, prefix caching) ---
 //

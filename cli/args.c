@@ -469,7 +469,7 @@ struct cli_flag {
     double flo, fhi;
     void (*fn)(struct cli *c, const char *flag, const char *v);
     size_t also;             // a bool it sets too (0: none; ep, which holds no bool, comes first)
-    const char *only;        // the one command that has it (NULL: every command)
+    const char *only;        // the commands that have it, space-separated (NULL: every command)
 };
 
 // The offset of a field of struct cli, which must be of type T (else the build fails).
@@ -560,6 +560,9 @@ static const struct cli_flag cli_flags[] = {
     {{"--context-len"}, CLI_INT(context_len, 1, 1 << 20), CLI_ALSO(serve)},
     {{"--questions"}, CLI_INT(questions, 1, 1 << 20), CLI_ALSO(serve)},
     {{"--logprobs"}, CLI_INT(logprobs, 0, 20)},
+    {{"--grammar", "--grammar-file"}, CLI_STR(grammar_file), .only = "run chat generate"},
+    {{"--json-schema"}, CLI_STR(json_schema_file), .only = "run chat generate"},
+    {{"--json-object"}, CLI_TRUE(json_object), .only = "run chat generate"},
     {{"-v", "--verbose"}, CLI_TRUE(verbose)},
     {{"--chunks"}, CLI_INT(chunks, 1, INT_MAX)},
     {{"-b", "--batch-size"}, CLI_INT(batch, 1, 1 << 24), .only = "perplexity"},   // elsewhere: cli_foreign_flags
@@ -581,13 +584,21 @@ static const struct cli_flag cli_flags[] = {
 #undef CLI_FN
 #undef CLI_ALSO
 
+// Whether the space-separated words of list hold word.
+static bool cli_word_in(const char *list, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = list; *p; p += strcspn(p, " "), p += *p == ' ')
+        if (strcspn(p, " ") == n && !strncmp(p, word, n)) return true;
+    return false;
+}
+
 // The row of flag a for command cmd, or cli_die: an unknown flag (with what to use instead when
 // it is one of llama.cpp's or vLLM's).
 static const struct cli_flag *cli_flag_find(const char *a, const char *cmd) {
     for (size_t k = 0; k < CLI_ARRAY_LEN(cli_flags); k++) {
         const struct cli_flag *f = &cli_flags[k];
         for (size_t j = 0; j < CLI_ARRAY_LEN(f->names) && f->names[j]; j++)
-            if (!strcmp(a, f->names[j]) && (!f->only || !strcmp(f->only, cmd))) return f;
+            if (!strcmp(a, f->names[j]) && (!f->only || cli_word_in(f->only, cmd))) return f;
     }
     for (size_t k = 0; k < CLI_ARRAY_LEN(cli_foreign_flags); k++)
         if (!strcmp(a, cli_foreign_flags[k].flag))
@@ -633,6 +644,35 @@ static void cli_flag_onoff(const struct cli_flag *f, struct cli *c, const char *
     if (v && strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto")) cli_die("%s: on, off or auto, not '%s'", a, v);
 }
 
+// A file of text for flag (a grammar, a schema): its bytes, NUL-terminated, with no NUL inside.
+static char *cli_read_text(const char *flag, const char *path) {
+    size_t len;
+    char *text = cli_read_file(path, CLI_MAX_LINE, &len);
+    if (!text) cli_die("out of memory");
+    if (strlen(text) != len) cli_die("%s: '%s' holds a NUL byte: not a text", flag, path);
+    return text;
+}
+
+// --grammar FILE, --json-schema FILE, --json-object: the grammar of the requests (c->grammar), a
+// schema made one; cli_die when the file cannot be read, the grammar does not compile or the
+// converter refuses the schema, before a model is loaded.
+static void cli_structured(struct cli *c) {
+    if (!!c->grammar_file + !!c->json_schema_file + c->json_object > 1)
+        cli_die("give one of --grammar, --json-schema and --json-object");
+    char err[1024];
+    if (c->grammar_file) {
+        c->grammar = cli_read_text("--grammar", c->grammar_file);
+        if (llm_grammar_check(c->grammar, err, sizeof(err)) != LLM_OK)
+            cli_die("--grammar %s: %s", c->grammar_file, err);
+    } else if (c->json_schema_file || c->json_object) {
+        char *schema = c->json_object ? NULL : cli_read_text("--json-schema", c->json_schema_file);
+        c->grammar = cli_schema_grammar(schema ? schema : "{\"type\":\"object\"}", err, sizeof(err));
+        if (!c->grammar) cli_die("%s%s: %s", schema ? "--json-schema " : "--json-object",
+                                 schema ? c->json_schema_file : "", err);
+        free(schema);
+    }
+}
+
 // After the flags: a model was given, and the chat template (if any) is one llm knows.
 static void cli_args_check(const struct cli *c) {
     if (!c->ep.model_path) cli_die("no model given: use -m FILE (see llm --help)");
@@ -666,6 +706,7 @@ void cli_parse_args(int argc, char **argv, struct cli *c) {
         if (inline_val) cli_die("%s takes no value (got '%s')", a, inline_val);
     }
     cli_args_check(c);
+    cli_structured(c);
 }
 
 // --- what the commands share ---

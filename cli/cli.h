@@ -12,6 +12,7 @@
 //   serve.c  llm generate, llm bench (one sequence; serving), llm profile
 //   server.c llm serve: the OpenAI-compatible HTTP server (libmicrohttpd)
 //   serve_log.c  llm serve's request log: a line per request, text or JSON
+//   serve_scan.c  llm serve's request bodies scanned as they arrive (prompt ids, parse cost)
 //   bench_http.c  llm bench --base-url: the serving benchmark against a server (libcurl)
 //   perplexity.c  llm perplexity (and KL divergence against a base model), as llama-perplexity
 //   pull.c   llm pull and -m hf://REPO[:QUANT], hf://REPO/FILE: downloads from Hugging Face (libcurl),
@@ -63,6 +64,10 @@ struct cli {
     const char *kld_base;              // --kl-divergence-base FILE
     bool kl_divergence;                // --kl-divergence
     int chunks, batch;                 // --chunks K, -b N (0: all, the default)
+    // run, chat, generate: structured output
+    const char *grammar_file, *json_schema_file;   // --grammar FILE, --json-schema FILE
+    bool json_object;                  // --json-object: any JSON object
+    char *grammar;                     // the grammar of the three (malloc'd), or NULL
     char *model_alloc;   // -m hf://... or NAME: the cached file's path (malloc'd), or NULL
     char *draft_alloc;   // the same for --speculative-model
     // serve
@@ -175,6 +180,7 @@ long long cli_getline(FILE *f, struct cli_strbuf *b, size_t max);
 
 // Parses argv[2..] (argv[1] is the command) over the defaults, by the table of flags in args.c
 // (cli_flags). Flags that take a value take it as the next argument or after '=' (--temp=0.5).
+// c->grammar is made from --grammar, --json-schema or --json-object (cli_die when it cannot be).
 void cli_parse_args(int argc, char **argv, struct cli *c);
 // The engine of the flags, or cli_die with the model file's name and the message. Notes on
 // stderr for llama.cpp's flags that change nothing here (-ngl, -fa), and a warning when -c is
@@ -239,6 +245,14 @@ struct cli_jreq {
     int top_logprobs;
     json_t *messages;          // chat: the messages, rendered once every field is read
     struct cli_tools tools;    // chat: tools, tool_choice, parallel_tool_calls
+    // structured output: the field that asks for a grammar (grammar, json_schema,
+    // response_format; one at most), what it gives; p.grammar is the grammar
+    const char *grammar_param;
+    const char *grammar_text;  // grammar: GBNF
+    json_t *schema;            // a JSON Schema (NULL with response_format json_object: any object)
+    const char *schema_path;   // where it is, for messages (response_format.json_schema.schema)
+    bool format_text;          // response_format {"type": "text"}: no grammar (over a default)
+    char *grammar_alloc;       // the schema's grammar
     char *err;                 // why the request cannot run (valid UTF-8), or NULL
     const char *err_param;     // the field it is about, or NULL
 };
@@ -275,6 +289,9 @@ json_t *cli_chat_deltas(const struct cli_tools *t, struct cli_tool_stream *st, c
                         const struct cli_strbuf *text, bool force, bool final);
 // The finish reason: "tool_calls" for a "stop" whose choice (its message) or stream made calls.
 const char *cli_tools_finish(const json_t *choice, int calls_streamed, const char *finish);
+// The grammar (GBNF, malloc'd) of the JSON texts a JSON Schema (its text) accepts, or NULL with
+// the converter's message in err ("json schema: the keyword \"not\" is not supported").
+char *cli_schema_grammar(const char *schema, char *err, size_t size);
 
 // --- the serving benchmark (serve.c; bench_http.c for a server) ---
 
@@ -297,6 +314,30 @@ struct cli_serve_result {
 void cli_bench_print(const struct cli *c, const struct cli_serve_result *R, const char *what);
 // The p-th percentile (0..100) of v[0..n), linear between ranks; v gets sorted.
 double cli_percentile(float *v, int n, double p);
+
+// --- serve_scan.c: llm serve's request bodies, scanned as they arrive ---
+
+// A JSON body scanned as it arrives, never built: the token ids in each prompt of the top-level
+// "prompt" (/v1/completions), so that a prompt certain to exceed the context is refused before
+// the body is kept and parsed whole (Jansson takes some 40 bytes per id). Exact for valid JSON;
+// what it counts in invalid JSON does not matter: such a body is refused either way.
+struct cli_scan {
+    int depth;                 // arrays and objects open
+    bool str, esc, atom;       // in a string; after its backslash; in a number or literal
+    int hex;                   // \uXXXX digits still to come
+    unsigned cp;               // their value so far
+    bool want_key, in_key;     // depth 1: the next string is a key; reading one
+    char key[8];               // the key's first characters, decoded (0x80: not ASCII)
+    int key_len;
+    bool key_prompt;           // the last key of depth 1 was "prompt"
+    bool prompt;               // in the value of "prompt"
+    long long ids, max_ids;    // ids in the prompt being read, the most in one
+    long long values;          // JSON values begun (keys included)
+    long long parse_bytes;     // what parsing them will hold (serve_scan.c's estimate, from above)
+};
+// n more bytes of a body through the scanner (z zeroed before the first); returns the most token
+// ids seen in one prompt so far.
+long long cli_scan(struct cli_scan *z, const char *p, size_t n);
 
 // --- serve_log.c: llm serve's request log ---
 

@@ -126,6 +126,22 @@ const char cli_usage[] =
     "                            generation tokens)\n"
     "      --ignore-eos          keep generating after an end-of-generation token\n"
     "\n"
+    "structured output (run, chat, generate): the text follows a grammar; tokens it refuses are\n"
+    "  never sampled, and the answer ends (finish_reason stop) as soon as the grammar's text is whole\n"
+    "      --grammar FILE        a grammar in llama.cpp's GBNF (start rule root; --grammar-file too)\n"
+    "      --json-schema FILE    a JSON Schema: the text is a JSON value it accepts (type, properties,\n"
+    "                            required, additionalProperties, enum, const, items, minItems,\n"
+    "                            maxItems, anyOf, oneOf, $ref to $defs (recursion too), minLength,\n"
+    "                            maxLength, pattern, format date / time / date-time / uuid, integer\n"
+    "                            minimum / maximum); a keyword it cannot enforce exactly is refused\n"
+    "      --json-object         any JSON object (OpenAI's json_object). Not --json: run --json is\n"
+    "                            JSON output (the text and figures), whatever the text is\n"
+    "  One of the three. chat: every answer follows it; generate: the default of every request line\n"
+    "  (a line's grammar, json_schema or response_format replaces it). A file that cannot be read, a\n"
+    "  grammar that does not compile or a schema keyword that is not supported: an error (exit 1)\n"
+    "  before the model loads. Bound what the model may write (maxLength, maxItems, enum): a small\n"
+    "  model can go on inside a string or an array until -n cuts it (finish_reason length)\n"
+    "\n"
     "run output: the text as it comes, then prompt and decode speed on stderr; Ctrl-C stops it\n"
     "  (the text so far and the speed are printed; exit status 130)\n"
     "      --json                print one JSON object instead of the text stream: prompt_tokens,\n"
@@ -159,10 +175,14 @@ const char cli_usage[] =
     "                            integer), \"stop\" (a string or an array of\n"
     "                            them), \"stop_token_ids\", \"ignore_eos\", \"repetition_penalty\",\n"
     "                            \"presence_penalty\", \"frequency_penalty\", \"logprobs\" (0-20), \"n\"\n"
-    "                            (only 1); null means the default; other sampling defaults come from\n"
-    "                            the flags above. A line that is not such an object (bad JSON, not\n"
-    "                            UTF-8, an unknown or unsupported field, a value out of range) is an\n"
-    "                            error line; the others run. Limits: a line of at most 16 MiB,\n"
+    "                            (only 1), \"grammar\" (GBNF text), \"json_schema\" (a JSON Schema),\n"
+    "                            \"response_format\" (serve's: text, json_object, json_schema; one of\n"
+    "                            these three, in place of the structured output flags); null means\n"
+    "                            the default; other sampling defaults come from the flags above. A\n"
+    "                            line that is not such an object (bad JSON, not UTF-8, an unknown or\n"
+    "                            unsupported field, a value out of range, a grammar that does not\n"
+    "                            compile, a schema keyword that is not supported) is an error line;\n"
+    "                            the others run. Limits: a line of at most 16 MiB,\n"
     "                            1,048,576 requests and 1 GiB in all (beyond them nothing runs).\n"
     "                            Prints one JSON line per request, in\n"
     "                            input order: index, prompt_tokens, tokens, text, finish_reason\n"
@@ -208,6 +228,12 @@ const char cli_usage[] =
     "      --quiet               no request log (the startup line and errors still print)\n"
     "  Requests default to OpenAI's sampling (temperature 1, no cut-offs, a random seed; sampling\n"
     "  flags given here replace those defaults) and max_tokens up to the context's end.\n"
+    "  Structured output: OpenAI's response_format {\"type\": \"json_object\"} (any JSON object) or\n"
+    "  {\"type\": \"json_schema\", \"json_schema\": {\"name\", \"schema\", \"strict\"}} (the schema is\n"
+    "  enforced, strict or not), llama-server's \"grammar\" (GBNF) and \"json_schema\" (a schema);\n"
+    "  one per request, every choice follows it, streamed or not; a schema keyword that is not\n"
+    "  supported or a grammar that does not compile: 400, naming the field (llm run --help: what\n"
+    "  a schema may hold)\n"
     "\n"
     "serving benchmark options (bench, profile), with vLLM's names:\n"
     "      --num-prompts N       requests (default 64; profile 16)\n"
@@ -295,12 +321,14 @@ const char cli_usage[] =
 // a command's help is its usage line, its lines of the "commands:" block and the blocks that
 // concern it.
 static const struct { const char *cmd, *args, *blocks[5]; } cli_help_blocks[] = {
-    {"run", "[options]", {"prompt options", "generation options", "run output", "model and engine options"}},
-    {"chat", "[options]", {"chat options", "generation options", "model and engine options"}},
+    {"run", "[options]", {"prompt options", "generation options", "structured output", "run output",
+                          "model and engine options"}},
+    {"chat", "[options]", {"chat options", "generation options", "structured output", "model and engine options"}},
     {"tokenize", "[options]", {"prompt options", "tokenize output", "model and engine options"}},
     {"detokenize", "[options]", {"prompt options", "detokenize output", "model and engine options"}},
     {"info", "[options]", {"info options", "model and engine options"}},
-    {"generate", "[options]", {"generate options", "generation options", "model and engine options"}},
+    {"generate", "[options]", {"generate options", "generation options", "structured output",
+                               "model and engine options"}},
     {"serve", "[options]", {"serve options", "generation options", "model and engine options"}},
     {"bench", "[options]", {"serving benchmark options", "model and engine options"}},
     {"profile", "[options]", {"serving benchmark options", "model and engine options"}},
@@ -383,6 +411,7 @@ static void parse_args(int argc, char **argv, struct cli *c) {
 static int done(struct cli *c, int rc) {
     free(c->model_alloc);
     free(c->draft_alloc);
+    free(c->grammar);
     return rc;
 }
 

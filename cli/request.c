@@ -5,8 +5,12 @@
 //
 // llm generate is strict: a field it does not know or cannot do makes the line an error line.
 // llm serve, as vLLM and llama-server, ignores fields it does not know (clients send fields of
-// newer API versions) and refuses those it knows and cannot do (logit_bias, a response format
-// other than text, ...) when they ask for something. Tools are tools.c's.
+// newer API versions) and refuses those it knows and cannot do (logit_bias, ...) when they ask
+// for something. Tools are tools.c's.
+//
+// Structured output, in both: OpenAI's response_format (text, json_object, json_schema) and
+// llama-server's grammar (GBNF) and json_schema fields; a schema becomes a grammar
+// (llm_json_schema_to_grammar), and the request's text follows it (llm_request_params.grammar).
 #include "cli.h"
 
 #include <limits.h>
@@ -32,6 +36,7 @@ void cli_jreq_free(struct cli_jreq *q) {
     free(q->prompts);
     free(q->chat_text);
     cli_tools_free(&q->tools);
+    free(q->grammar_alloc);
 }
 
 // Records why the request cannot run (param: the field, or NULL); returns false. The message is
@@ -113,7 +118,7 @@ static bool cli_jreq_cstr(struct cli_jreq *q, const char *key, json_t *v, const 
 // tells the user that the field was understood, and not applied.
 static const char *const cli_jreq_unsupported[] = {
     "model", "suffix", "echo", "logit_bias", "user", "stream_options", "top_logprobs", "messages",
-    "response_format", "tools", "tool_choice", "min_tokens", "use_beam_search", "length_penalty",
+    "tools", "tool_choice", "min_tokens", "use_beam_search", "length_penalty",
     "include_stop_str_in_output", "skip_special_tokens", "spaces_between_special_tokens",
     "truncate_prompt_tokens", "allowed_token_ids", "bad_words", "prompt_logprobs", "guided_json",
     "guided_regex", "guided_choice", "guided_grammar", "max_completion_tokens",
@@ -218,12 +223,6 @@ static bool cli_jreq_messages(struct cli_jreq *q, json_t *v, const char *tmpl) {
 
 // A field that asks for something the server cannot do, unless its value asks for nothing.
 static bool cli_jreq_server_unsupported(struct cli_jreq *q, const char *key, json_t *v) {
-    if (!strcmp(key, "response_format")) {
-        json_t *t = json_object_get(v, "type");
-        if (json_is_object(v) && json_is_string(t) && !strcmp(json_string_value(t), "text")) return true;
-        return cli_jreq_fail(q, key, "response_format: only {\"type\": \"text\"} is supported (no JSON mode or "
-                             "schemas)");
-    }
     if (!strcmp(key, "tools") || !strcmp(key, "functions") || !strcmp(key, "logit_bias")) {
         if ((json_is_array(v) && json_array_size(v) == 0) || (json_is_object(v) && json_object_size(v) == 0))
             return true;
@@ -244,6 +243,120 @@ static bool cli_jreq_server_unsupported(struct cli_jreq *q, const char *key, jso
         return cli_jreq_fail(q, key, "%s: not supported by llm serve", key);
     }
     return true;   // a field it does not know: ignored, as vLLM and llama-server do
+}
+
+// --- structured output: a grammar, or a JSON Schema made one ---
+
+char *cli_schema_grammar(const char *schema, char *err, size_t size) {
+    size_t cap = 4096;
+    char *buf = malloc(cap);
+    if (!buf) cli_die("out of memory");
+    int n = llm_json_schema_to_grammar(schema, buf, cap, err, size);
+    if (n >= 0 && (size_t)n >= cap) {   // it did not fit: again, with room for it
+        char *big = realloc(buf, (size_t)n + 1);
+        if (!big) cli_die("out of memory");
+        buf = big;
+        n = llm_json_schema_to_grammar(schema, buf, (size_t)n + 1, err, size);
+    }
+    if (n < 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+// A field that asks for a grammar (grammar, json_schema, response_format other than text): one
+// per request.
+static bool cli_jreq_constraint(struct cli_jreq *q, const char *key) {
+    if (q->grammar_param)
+        return cli_jreq_fail(q, key, "%s: give one of grammar, json_schema and response_format (%s is given too)", key,
+                             q->grammar_param);
+    q->grammar_param = key;
+    return true;
+}
+
+// llama-server's grammar: GBNF text.
+static bool cli_jreq_read_grammar(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_cstr(q, key, v, &q->grammar_text) && cli_jreq_constraint(q, key);
+}
+
+// A JSON Schema at path (an object, or true / false).
+static bool cli_jreq_schema(struct cli_jreq *q, const char *key, const char *path, json_t *v) {
+    if (!json_is_object(v) && !json_is_boolean(v))
+        return cli_jreq_fail(q, key, "%s: expected an object (a JSON Schema)", path);
+    q->schema = v;
+    q->schema_path = path;
+    return cli_jreq_constraint(q, key);
+}
+
+// llama-server's json_schema: the schema itself.
+static bool cli_jreq_read_json_schema(struct cli_jreq *q, const char *key, json_t *v) {
+    return cli_jreq_schema(q, key, key, v);
+}
+
+// OpenAI's response_format: {"type": "text"}; {"type": "json_object"} (any object; llama-server's
+// "schema" beside it: that schema); {"type": "json_schema", "json_schema": {"name", "schema",
+// "strict", "description"}}. The schema is enforced whatever "strict" says.
+static bool cli_jreq_read_response_format(struct cli_jreq *q, const char *key, json_t *v) {
+    json_t *t = json_object_get(v, "type");
+    if (!json_is_object(v) || !json_is_string(t))
+        return cli_jreq_fail(q, key, "response_format: expected {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                             "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}");
+    const char *type = json_string_value(t);
+    if (!strcmp(type, "text")) {
+        q->format_text = true;
+        return true;
+    }
+    if (!strcmp(type, "json_object")) {
+        json_t *schema = json_object_get(v, "schema");
+        if (schema && !json_is_null(schema)) return cli_jreq_schema(q, key, "response_format.schema", schema);
+        return cli_jreq_constraint(q, key);   // q->schema NULL: any object
+    }
+    if (!strcmp(type, "json_schema")) {
+        json_t *js = json_object_get(v, "json_schema"), *name = json_object_get(js, "name"),
+               *strict = json_object_get(js, "strict"), *schema = json_object_get(js, "schema");
+        if (!json_is_object(js))
+            return cli_jreq_fail(q, key, "response_format.json_schema: expected an object {\"name\": ..., \"schema\": "
+                                 "{...}, \"strict\": ...}");
+        if (name && !json_is_null(name) && !json_is_string(name))
+            return cli_jreq_fail(q, key, "response_format.json_schema.name: expected a string");
+        if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+            return cli_jreq_fail(q, key, "response_format.json_schema.strict: expected true or false");
+        if (!schema || json_is_null(schema))
+            return cli_jreq_fail(q, key, "response_format.json_schema.schema: missing (the JSON Schema the output "
+                                 "follows)");
+        return cli_jreq_schema(q, key, "response_format.json_schema.schema", schema);
+    }
+    int len = (int)cli_utf8_prefix(type, strlen(type), 40);
+    return cli_jreq_fail(q, key, "response_format.type: '%.*s%s' is not supported (text, json_object, json_schema)",
+                         len, type, type[len] ? "..." : "");
+}
+
+// After the fields: the request's grammar from the one that asks for it, over the caller's
+// default (which response_format text takes away). A grammar that does not compile, or a schema
+// the converter refuses, refuses the request, naming the field.
+static bool cli_jreq_structured(struct cli_jreq *q) {
+    if (!q->grammar_param) {
+        if (q->format_text) q->p.grammar = NULL;
+        return true;
+    }
+    char err[1024];
+    if (q->grammar_text) {
+        if (llm_grammar_check(q->grammar_text, err, sizeof(err)) != LLM_OK)
+            return cli_jreq_fail(q, q->grammar_param, "%.*s", (int)cli_utf8_check(err, strlen(err)), err);
+        q->p.grammar = q->grammar_text;
+        return true;
+    }
+    char *text = q->schema ? json_dumps(q->schema, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    if (q->schema && !text) cli_die("out of memory");
+    q->grammar_alloc = cli_schema_grammar(text ? text : "{\"type\":\"object\"}", err, sizeof(err));
+    free(text);
+    if (!q->grammar_alloc) {
+        const char *m = !strncmp(err, "json schema: ", 13) ? err + 13 : err;
+        return cli_jreq_fail(q, q->grammar_param, "%s: %.*s", q->schema_path, (int)cli_utf8_check(m, strlen(m)), m);
+    }
+    q->p.grammar = q->grammar_alloc;
+    return true;
 }
 
 // --- the fields: a table of those a request reads, with their readers ---
@@ -475,6 +588,9 @@ static const struct cli_jreq_field_def {
     {"tools", CLI_JREQ_K_CHAT, cli_tools_field},
     {"tool_choice", CLI_JREQ_K_CHAT, cli_tools_field},
     {"parallel_tool_calls", CLI_JREQ_K_CHAT, cli_tools_field},
+    {"grammar", CLI_JREQ_K_ALL, cli_jreq_read_grammar},
+    {"json_schema", CLI_JREQ_K_ALL, cli_jreq_read_json_schema},
+    {"response_format", CLI_JREQ_K_ALL, cli_jreq_read_response_format},
 };
 
 // The entry of the field key in a request of this kind, or NULL.
@@ -532,6 +648,7 @@ bool cli_jreq_parse(const char *body, size_t len, struct cli_jreq *q, const char
     const char *key;
     json_t *v;
     json_object_foreach(q->root, key, v) if (!cli_jreq_field(q, key, v)) return false;
+    if (!cli_jreq_structured(q)) return false;
     q->p.stop = q->stop;
     q->p.n_stop = q->n_stop;
     q->p.stop_token_ids = q->stop_ids;

@@ -68,6 +68,7 @@ static struct llm_request_params cli_request_params(const struct cli *c) {
     rp.n_stop = c->n_stops;
     rp.stop_token_ids = c->stop_ids;
     rp.n_stop_token_ids = c->n_stop_ids;
+    rp.grammar = c->grammar;   // --grammar, --json-schema, --json-object
     return rp;
 }
 

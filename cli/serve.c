@@ -89,6 +89,7 @@ int cli_cmd_generate(struct cli *c) {
         // -n -1: to the context's end
         q[n].p.max_tokens = !c->n_predict_set ? 16 : c->n_predict < 0 ? INT_MAX : c->n_predict;
         q[n].p.ignore_eos = c->ignore_eos;
+        q[n].p.grammar = c->grammar;   // the flags' grammar, unless the line has its own
         cli_jreq_parse(line, l, &q[n], NULL);
         n++;
     }

@@ -146,34 +146,6 @@ struct srv_sock {
 enum srv_route { SRV_R_NONE, SRV_R_HEALTH, SRV_R_METRICS, SRV_R_OPTIONS, SRV_R_MODELS, SRV_R_MODEL,
                  SRV_R_CHAT, SRV_R_COMPLETIONS, SRV_R_TOKENIZE, SRV_R_DETOKENIZE };
 
-// A JSON body scanned as it arrives, never built: the token ids in each prompt of the top-level
-// "prompt" (/v1/completions), so that a prompt certain to exceed the context is refused before
-// the body is kept and parsed whole (Jansson takes some 40 bytes per id). Exact for valid JSON;
-// what it counts in invalid JSON does not matter: such a body is refused either way.
-struct srv_scan {
-    int depth;                 // arrays and objects open
-    bool str, esc, atom;       // in a string; after its backslash; in a number or literal
-    int hex;                   // \uXXXX digits still to come
-    unsigned cp;               // their value so far
-    bool want_key, in_key;     // depth 1: the next string is a key; reading one
-    char key[8];               // the key's first characters, decoded (0x80: not ASCII)
-    int key_len;
-    bool key_prompt;           // the last key of depth 1 was "prompt"
-    bool prompt;               // in the value of "prompt"
-    long long ids, max_ids;    // ids in the prompt being read, the most in one
-    long long values;          // JSON values begun (keys included)
-    long long parse_bytes;     // what parsing them will hold (SRV_JSON_*: an estimate from above)
-};
-
-// What Jansson holds for a JSON value it parses (the json_t with its payload, its slot in an
-// array or object, malloc's overhead; measured with glibc, rounded up): a body's parse is charged
-// to the bodies' budget, so that 16 MiB of "1," (8 million numbers, some 400 MB parsed) or of
-// "{}," cannot be parsed by many at once.
-#define SRV_JSON_ATOM_BYTES 48     // a number, true, false, null
-#define SRV_JSON_STRING_BYTES 96   // a string (a key too), plus its bytes
-#define SRV_JSON_ARRAY_BYTES 160
-#define SRV_JSON_OBJECT_BYTES 256
-
 struct srv_conn {              // one HTTP request, as it arrives
     struct srv_sock *sock;     // its connection (NULL: libmicrohttpd gave none)
     enum srv_route route;      // decided from the request line and headers
@@ -184,7 +156,7 @@ struct srv_conn {              // one HTTP request, as it arrives
     int refuse;                // a status found while the body came (its message: refuse_msg)
     const char *refuse_param;
     char *refuse_msg;
-    struct srv_scan scan;
+    struct cli_scan scan;
     bool has_body;             // a Content-Length above 0, or chunked
     bool answered_early;       // answered from its headers (a body it has is then not read)
     int status;                // the answer's, for the log (0: none)
@@ -1424,84 +1396,6 @@ static void srv_refuse(struct srv *S, struct srv_conn *k, int status, const char
     srv_body_drop(S, k);
 }
 
-static int srv_hexval(unsigned char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : 0;
-}
-
-static void srv_scan_key(struct srv_scan *z, unsigned c) {
-    if (z->key_len < (int)sizeof(z->key)) z->key[z->key_len] = c < 0x80 ? (char)c : (char)0x80;
-    if (z->key_len < INT_MAX) z->key_len++;
-}
-
-// n more bytes of a body through the scanner; returns the most token ids seen in one prompt.
-static long long srv_scan(struct srv_scan *z, const char *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (z->str) {
-            if (z->hex) {
-                z->cp = z->cp * 16 + (unsigned)srv_hexval(c);
-                if (--z->hex == 0 && z->in_key) srv_scan_key(z, z->cp);
-            } else if (z->esc) {
-                z->esc = false;
-                if (c == 'u') z->hex = 4, z->cp = 0;
-                else if (z->in_key)
-                    srv_scan_key(z, c == '"' || c == '\\' || c == '/' ? c : 1);   // \n, \t...: not letters
-            } else if (c == '\\') {
-                z->esc = true;
-            } else if (c == '"') {
-                z->str = false;
-                if (z->in_key) {
-                    z->in_key = false;
-                    z->key_prompt = z->key_len == 6 && !memcmp(z->key, "prompt", 6);
-                }
-            } else if (z->in_key) {
-                srv_scan_key(z, c);
-            }
-            z->parse_bytes++;
-            continue;
-        }
-        if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || (c >= 'a' && c <= 'z') ||
-            (c >= 'A' && c <= 'Z')) {
-            // a number or literal begins: in the prompt's array, or in an array of it, an id
-            if (!z->atom && z->prompt && (z->depth == 2 || z->depth == 3) && ++z->ids > z->max_ids) z->max_ids = z->ids;
-            if (!z->atom) z->values++, z->parse_bytes += SRV_JSON_ATOM_BYTES;
-            z->atom = true;
-            continue;
-        }
-        z->atom = false;
-        z->values += c == '"' || c == '{' || c == '[';
-        z->parse_bytes += c == '"' ? SRV_JSON_STRING_BYTES : c == '[' ? SRV_JSON_ARRAY_BYTES
-                          : c == '{' ? SRV_JSON_OBJECT_BYTES : 0;
-        switch (c) {
-        case '"':
-            z->str = true;
-            if (z->depth == 1 && z->want_key) z->in_key = true, z->want_key = false, z->key_len = 0;
-            break;
-        case '{':
-            if (++z->depth == 1) z->want_key = true;
-            break;
-        case '[':
-            if (++z->depth <= 3) z->ids = 0;   // a prompt of ids, or a list of them, begins
-            break;
-        case ']':
-        case '}':
-            if (z->depth > 0 && --z->depth == 0) z->prompt = false;
-            break;
-        case ',':
-            if (z->depth == 1) z->want_key = true, z->prompt = false;
-            break;
-        case ':':
-            if (z->depth == 1) z->prompt = z->key_prompt;
-            break;
-        default:
-            break;
-        }
-    }
-    return z->max_ids;
-}
-
 // --- routes ---
 
 // A request's route from its line and headers, and what they decide answered at once, before a
@@ -1608,7 +1502,7 @@ static void srv_upload(struct srv *S, struct srv_conn *k, const char *upload, si
                    "again later", held, S->max_body_memory);
         return;
     }
-    long long most_ids = srv_scan(&k->scan, upload, n);
+    long long most_ids = cli_scan(&k->scan, upload, n);
     if (k->route == SRV_R_COMPLETIONS && most_ids > S->max_prompt_ids) {
         k->refuse_param = "prompt";
         if (S->max_prompt_ids == S->max_model_len)

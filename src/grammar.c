@@ -1414,3 +1414,16 @@ int32_t llm__grammar_sample(llm_sampler *s, struct llm__gmatch *m, const struct 
     llm_sampler_accept(s, tok);
     return tok;
 }
+
+// --- checking a grammar alone ---
+
+enum llm_status llm_grammar_check(const char *grammar, char *err, size_t err_size) {
+    struct llm__err e = {0};
+    struct llm__grammar *g = NULL;
+    if (!grammar) llm__fail(&e, LLM_ERR_INVALID_ARG, "grammar: none given");
+    else g = llm__grammar_parse(grammar, NULL, &e);
+    llm__grammar_free(g);
+    if (g) return LLM_OK;
+    if (err && err_size) snprintf(err, err_size, "%s", e.msg);
+    return e.status;
+}

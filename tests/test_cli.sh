@@ -173,6 +173,55 @@ done
 "$llm" serve --help | grep -q -- "--log-format F" && "$llm" serve --help | grep -q -- "--quiet" && ok ||
     bad "serve --help does not list --log-format and --quiet"
 "$llm" help perplexity | grep -q -- "--kl-divergence" && ok || bad "llm help perplexity"
+# structured output: its flags in run, chat and generate's help and not in serve's, whose help
+# names the request fields; what cannot be read, compiled or converted stops before the model loads
+for cmd in run chat generate; do
+    out=$("$llm" $cmd --help)
+    for f in "--grammar FILE" "--json-schema FILE" "--json-object"; do
+        printf '%s\n' "$out" | grep -q -- "$f" && ok || bad "$cmd --help does not list $f"
+    done
+done
+out=$("$llm" serve --help)
+! printf '%s\n' "$out" | grep -q -- "--json-object" && printf '%s\n' "$out" | grep -q 'response_format' &&
+    printf '%s\n' "$out" | grep -q '"json_schema"' && ok || bad "serve --help: structured output"
+"$llm" generate --help | grep -q '"grammar" (GBNF text), "json_schema"' && ok || bad "generate --help: the fields"
+printf 'root ::= "yes" | "no"\n' > "$tmp/yn.gbnf"
+printf 'root ::= "yes" (\n' > "$tmp/bad.gbnf"
+printf 'root ::= "a\000"\n' > "$tmp/nul.gbnf"
+printf '{"type": "object", "properties": {"a": {"type": "string", "format": "email"}}}\n' > "$tmp/email.json"
+printf '{"type": "object", "not": {}}\n' > "$tmp/not.json"
+printf '{"type": ' > "$tmp/cut.json"
+printf '{"type": "integer"}\n' > "$tmp/int.json"
+# -m names a file that is no model: only the flags are read before the error
+for cmd in run chat generate; do
+    expect_fail "$cmd --grammar: a missing file" "cannot open '$tmp/none.gbnf'" "$llm" $cmd -m "$tmp/no-model" -p hi \
+        --requests x --grammar "$tmp/none.gbnf"
+    expect_fail "$cmd --grammar: a bad grammar" "--grammar $tmp/bad.gbnf: grammar: line 2 column 1: ')' expected" \
+        "$llm" $cmd -m "$tmp/no-model" -p hi --grammar "$tmp/bad.gbnf"
+    expect_fail "$cmd --json-schema: format email" 'json schema: format "email" is not supported' \
+        "$llm" $cmd -m "$tmp/no-model" -p hi --json-schema "$tmp/email.json"
+done
+expect_fail "--grammar: a NUL byte" "holds a NUL byte" "$llm" run -m "$tmp/no-model" -p hi --grammar "$tmp/nul.gbnf"
+expect_fail "--grammar: a folder" "cannot read '$tmp'" "$llm" run -m "$tmp/no-model" -p hi --grammar "$tmp"
+expect_fail "--json-schema: not" 'the keyword "not" is not supported' "$llm" run -m "$m" -p hi --json-schema "$tmp/not.json"
+expect_fail "--json-schema: cut JSON" "--json-schema $tmp/cut.json: json schema" "$llm" run -m "$m" -p hi \
+    --json-schema "$tmp/cut.json"
+expect_fail "--json-schema: missing" "cannot open" "$llm" run -m "$m" -p hi --json-schema "$tmp/none.json"
+expect_fail "two of them" "give one of --grammar, --json-schema and --json-object" "$llm" run -m "$m" -p hi \
+    --grammar "$tmp/yn.gbnf" --json-object
+expect_fail "serve --grammar" "unknown option '--grammar'" "$llm" serve -m "$m" --grammar "$tmp/yn.gbnf"
+# on the tiny model the grammar holds too (its vocabulary has the letters and digits): the text is
+# yes or no, or an integer, ended by the grammar (stop)
+for i in 1 2 3; do
+    out=$("$llm" run -m "$m" --tokens 1,300 -n 20 --temp 1 --seed $i --grammar "$tmp/yn.gbnf" --json -t 2 2>/dev/null)
+    case "$out" in *'"text":"yes","finish_reason":"stop"'* | *'"text":"no","finish_reason":"stop"'*) ok ;;
+        *) bad "run --grammar on the tiny model: $out" ;; esac
+done
+for i in 1 2 3; do   # at most 17 characters: the grammar ends it
+    out=$("$llm" run -m "$m" --tokens 1,300 -n 30 --temp 1 --seed $i --json-schema "$tmp/int.json" --json -t 2 2>/dev/null)
+    t=$(printf '%s\n' "$out" | sed -n 's/.*"text":"\(-\{0,1\}[0-9]*\)","finish_reason":"stop".*/\1/p')
+    case "$t" in 0 | -0 | [1-9]* | -[1-9]*) ok ;; *) bad "run --json-schema integer on the tiny model: $out" ;; esac
+done
 out=$("$llm" 2>&1 >/dev/null); rc=$?
 [ "$rc" = 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" -lt 40 ] && printf '%s\n' "$out" | grep -q 'llm COMMAND --help' &&
     printf '%s\n' "$out" | grep -q '^  serve ' && ok || bad "bare llm: exit $rc, not a short overview: $out"

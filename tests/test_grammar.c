@@ -73,6 +73,14 @@ static void check_errors(void) {
     g = parse("root ::= \"a\"\nx ::= \"b\" @", msg, sizeof msg);
     EXPECT(!g && strstr(msg, "line 2 column 11"), "position: %s", msg);
     llm__grammar_free(g);
+    // llm_grammar_check: the same verdict and message, without an engine
+    EXPECT(llm_grammar_check("root ::= [a-z]+ \"!\"", msg, sizeof msg) == LLM_OK, "a good grammar: %s", msg);
+    EXPECT(llm_grammar_check("root ::= \"a\"\nx ::= \"b\" @", msg, sizeof msg) == LLM_ERR_INVALID_ARG &&
+           strstr(msg, "grammar: line 2 column 11"), "llm_grammar_check: %s", msg);
+    EXPECT(llm_grammar_check("x ::= \"a\"", msg, sizeof msg) == LLM_ERR_INVALID_ARG && strstr(msg, "no rule 'root'"),
+           "no root: %s", msg);
+    EXPECT(llm_grammar_check(NULL, msg, sizeof msg) == LLM_ERR_INVALID_ARG, "NULL");
+    EXPECT(llm_grammar_check("root ::= (", NULL, 0) == LLM_ERR_INVALID_ARG, "no buffer for the message");
 }
 
 // Each grammar against an equivalent extended regular expression, on every string over "abc" of
@@ -565,6 +573,19 @@ static void check_schemas(void) {
         {"{\"type\":\"object\",\"properties\":{\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"x\",\"y\"]},\"maxItems\":2},\"id\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":9}},\"required\":[\"id\"],\"title\":\"t\",\"description\":\"d\"}",
          {"{\"tags\":[\"x\"],\"id\":3}", "{\"id\":9}"}, {"{\"tags\":[\"z\"],\"id\":3}", "{\"id\":10}", "{\"tags\":[\"x\",\"y\",\"x\"],\"id\":1}"}},
         {"true", {"1", "{\"a\":[null]}"}, {"{"}},
+        // maxProperties: additional properties up to the bound (every listed one required)
+        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"maxProperties\":2}",
+         {"{}", "{\"a\":1}", "{\"a\":1,\"b\":2}"}, {"{\"a\":1,\"b\":2,\"c\":3}", "{\"a\":\"x\"}"}},
+        {"{\"type\":\"object\",\"maxProperties\":1}", {"{}", "{\"a\":[1,2]}"}, {"{\"a\":1,\"b\":2}"}},
+        {"{\"type\":\"object\",\"maxProperties\":0}", {"{}", "{ }"}, {"{\"a\":1}"}},
+        {"{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\"}},\"required\":[\"s\"],"
+         "\"additionalProperties\":{\"type\":\"integer\"},\"maxProperties\":3}",
+         {"{\"s\":\"x\"}", "{\"s\":\"x\",\"a\":1}", "{\"s\":\"x\",\"a\":1,\"b\":2}"},
+         {"{\"s\":\"x\",\"a\":1,\"b\":2,\"c\":3}", "{\"a\":1}", "{\"s\":\"x\",\"s\":\"y\"}"}},
+        {"{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\"}},\"required\":[\"s\"],"
+         "\"additionalProperties\":true,\"maxProperties\":1}", {"{\"s\":\"x\"}"}, {"{\"s\":\"x\",\"a\":1}"}},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"maxProperties\":1}", {"{}", "{\"a\":1}"},
+         {"{\"b\":1}"}},
     };
     char msg[512];
     for (size_t c = 0; c < LLM__ARRAY_LEN(cases); c++) {
@@ -591,6 +612,12 @@ static void check_schemas(void) {
         {"{\"type\":\"integer\",\"multipleOf\":3}", "\"multipleOf\" is not supported"},
         {"{\"not\":{\"type\":\"string\"}}", "\"not\" is not supported"},
         {"{\"type\":\"object\",\"patternProperties\":{\"^x\":{}}}", "patternProperties is not supported"},
+        {"{\"type\":\"object\",\"minProperties\":1}", "minProperties is not supported"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":true,\"maxProperties\":2}",
+         "maxProperties is supported when every listed property is required"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{}},\"required\":[\"a\",\"b\"],\"maxProperties\":1}",
+         "maxProperties is below the required properties"},
+        {"{\"type\":\"object\",\"maxProperties\":-1}", "maxProperties must be an integer from 0 to 1000"},
         {"{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems is not supported"},
         {"{\"type\":\"string\",\"format\":\"email\"}", "format \"email\" is not supported"},
         {"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "back-references"},
