@@ -278,8 +278,10 @@ for path, extra, param, words in [
     ("/v1/chat/completions", {"response_format": "json"}, "response_format", ["response_format: expected"]),
     ("/v1/chat/completions", {"json_schema": "{\"type\": \"integer\"}"}, "json_schema",
      ["json_schema: expected an object"]),
-    ("/v1/chat/completions", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools",
-     ["tools"]),
+    # tools run (tests/test_tools.py); a call held by a grammar and a schema's grammar at once: refused
+    ("/v1/chat/completions", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+                              "tool_choice": "required", "json_schema": {"type": "integer"}}, "tool_choice",
+     ["cannot be combined with response_format's schema"]),
 ]:
     body = dict(chat) if path.endswith("chat/completions") else {"prompt": "x", "max_tokens": 5}
     body.update(extra)
