@@ -32,6 +32,8 @@
 //   src/blocks.c           KV cache blocks: the paged block manager, prefix caching
 //   src/sampler.c          Sampler: penalties, top-k/top-p/min-p, temperature, logprobs
 //   src/stops.c            Stop strings: one automaton over all of a request's stop strings
+//   src/grammar.c          grammar.c — grammars in llama.cpp's GBNF syntax, compiled to a pushdown automaton over code
+//   src/json_schema.c      json_schema.c — a JSON Schema as a grammar (GBNF) whose texts are the JSON values the schema
 //   src/step.c             Steps: a plan turned into the step arrays of the model and run; requests' token buffers
 //   src/speculative.c      Speculative decoding: n-gram drafts and draft models
 //   src/scheduler.c        Serving: requests, the scheduler, steps
@@ -1535,6 +1537,9 @@ LLM__INTERNAL int llm__sampler_dist(llm_sampler *s, const float *logits_in, doub
 
 LLM__INTERNAL int32_t llm__sampler_draw(llm_sampler *s, int m, double sum, int32_t skip, double w_skip);
 
+LLM__INTERNAL int32_t llm__sampler_sample_checked(llm_sampler *s, const float *logits_in, bool (*ok)(void *, int32_t),
+                                                  void *ctx);
+
 LLM__INTERNAL int32_t llm__sampler_verify(llm_sampler *s, const float *logits, int32_t draft, const float *q,
                                           bool *accepted);
 
@@ -1614,6 +1619,108 @@ LLM__INTERNAL void llm__stream_push(const struct llm__vocab *v, struct llm_text_
 
 LLM__INTERNAL int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n, bool add_assistant,
                                   struct llm__outbuf *o);
+
+// === src/grammar.c: GBNF grammars, a request's matcher, token masks ===
+
+#define LLM__CP_MAX 0x10FFFFu             // the largest code point
+#define LLM__GRAMMAR_MAX_RULES 65536     // rules, with those made for groups and repetitions
+#define LLM__GRAMMAR_MAX_ELEMS (1 << 20) // elements of all rules
+#define LLM__GRAMMAR_MAX_REPEAT 10000    // x{m,n}: m and n at most
+#define LLM__GRAMMAR_MAX_DEPTH 100       // groups in groups
+#define LLM__GRAMMAR_MAX_NODES (1u << 21)  // a matcher's stack nodes
+#define LLM__GRAMMAR_MAX_TOKEN 1024      // bytes of a token, at most
+#define LLM__GRAMMAR_CACHE 64            // a matcher's cached masks
+
+// A compiled grammar (read-only: requests share it). Element: kind in the low 2 bits (END, CHARS,
+// REF), its argument above (CHARS: a code point set, REF: a rule).
+struct llm__grammar {
+    uint32_t *elem;            // [n_elem] every rule's alternatives, each ending in END
+    uint32_t *alt;             // each alternative's first element
+    uint32_t *rule_alt;        // [n_rule + 1] rule r's alternatives: alt[rule_alt[r] .. rule_alt[r + 1])
+    int n_elem, n_rule, root;
+    uint32_t *cs_off;          // [n_cs + 1] set s: ranges rng[2k], rng[2k + 1] for k in [cs_off[s], cs_off[s + 1])
+    uint32_t *rng;
+    uint64_t (*cs_ascii)[2];   // [n_cs] the set's code points below 128, as bits
+    int n_cs;
+    char *text;                // its source
+    int refs;                  // requests using it
+};
+
+// A vocabulary's tokens by their bytes: trie nodes in depth-first order.
+struct llm__gtrie {
+    uint8_t *byte;             // [n] the node's byte
+    uint16_t *depth;           // [n] 1 for the first byte of a token
+    uint32_t *skip;            // [n] the node after its subtree
+    uint32_t *tok_off;         // [n + 1] the tokens whose bytes end at node i: tok[tok_off[i] .. tok_off[i + 1])
+    int32_t *tok;
+    uint32_t n;
+    int max_depth;
+    uint32_t *tb_off;          // [n_vocab + 1] token id's bytes: tb[tb_off[id] .. tb_off[id + 1]) (none:
+    uint8_t *tb;               // a special or end-of-generation token)
+    int32_t *eog;              // [n_eog] the end-of-generation tokens
+    int n_eog, n_vocab;
+};
+
+// A state being computed: stacks pool[off .. off + n), and a code point in progress (need bytes
+// still to come, its bits so far in cp).
+struct llm__gstate { size_t off; int n; uint32_t cp, need; };
+
+struct llm__gcache { uint32_t *key; uint64_t hash; int n; uint32_t cp, need; };
+
+// A state as a DFA state: its stacks (dset_ids[off .. off + n), sorted) and code point in progress,
+// and where each byte leads (next[b]: a state, -1 none, -2 not known yet; NULL: none known).
+// A set of stacks between code points as a DFA state: its stacks (dset_ids[off .. off + n),
+// sorted) and where each byte leads (next[b]: ASCII: a state, -1 none, -2 not known yet; a lead
+// byte: 0 a code point it starts can come, -1 none can; NULL: nothing known).
+struct llm__gdset { size_t off; int n; uint64_t hash; int32_t *next; };
+#define LLM__GRAMMAR_DSETS 16384          // DFA states a matcher keeps (then it starts again)
+#define LLM__GRAMMAR_CPS (1 << 16)        // its table of multi-byte transitions (slots)
+
+// A request's matcher: its stacks (interned nodes), its state, scratch space and cached masks.
+struct llm__gmatch {
+    const struct llm__grammar *g;
+    uint32_t *npos, *npar;     // node n: the element where it goes on, the node it returns to
+    uint32_t *mark;            // per node: the expansion that saw it last
+    uint32_t *ht;              // (pos, parent) -> node + 1, 0 = empty
+    uint32_t n_nodes, cap_nodes, ht_mask, gen;
+    uint32_t *cur;             // the current state: its stacks, sorted (0: the text may end here)
+    int n_cur, cur_cap;
+    uint32_t cp, need;         // and the code point in progress
+    uint32_t *pool, *work;     // scratch: states, nodes to expand
+    size_t pool_n, pool_cap, work_n, work_cap;
+    struct llm__gcache cache[LLM__GRAMMAR_CACHE];
+    uint64_t *cache_mask;      // [LLM__GRAMMAR_CACHE][words of n_vocab bits]
+    int cache_next;
+    long cache_hits, cache_misses;
+    struct llm__gdset *dsets;  // the states met, as a DFA built as it is walked
+    int n_dsets, cap_dsets, cur_dset;   // cur_dset: the current state's, -1 when not known
+    uint32_t *dset_ids, *dset_ht, dset_ht_mask;
+    size_t dset_ids_n, dset_ids_cap;
+    uint64_t *cp_key;          // (state, bits so far) + 1 -> cp_val: a state (a code point completed),
+    int32_t *cp_val;           // 0 (more bytes can come), -1 (none can)
+    uint32_t cp_mask;
+    int n_cp;
+    bool oom, full;            // out of memory; more than LLM__GRAMMAR_MAX_NODES nodes
+    struct llm__err err;
+};
+
+LLM__INTERNAL struct llm__grammar *llm__grammar_parse(const char *text, const char *root, struct llm__err *e);
+LLM__INTERNAL void llm__grammar_free(struct llm__grammar *g);
+LLM__INTERNAL bool llm__gmatch_init(struct llm__gmatch *m, const struct llm__grammar *g);
+LLM__INTERNAL void llm__gmatch_free(struct llm__gmatch *m);
+LLM__INTERNAL bool llm__gmatch_ok(struct llm__gmatch *m, const void *s, size_t n);
+LLM__INTERNAL bool llm__gmatch_accept(struct llm__gmatch *m, const void *s, size_t n);
+LLM__INTERNAL bool llm__gmatch_can_end(const struct llm__gmatch *m);
+LLM__INTERNAL bool llm__gmatch_must_end(const struct llm__gmatch *m);
+LLM__INTERNAL bool llm__gtrie_build(struct llm__gtrie *t, const struct llm__vocab *v);
+LLM__INTERNAL void llm__gtrie_free(struct llm__gtrie *t);
+LLM__INTERNAL bool llm__gmatch_mask(struct llm__gmatch *m, const struct llm__gtrie *t, uint64_t *mask);
+LLM__INTERNAL bool llm__gmatch_token_ok(struct llm__gmatch *m, const struct llm__gtrie *t, int32_t id);
+LLM__INTERNAL bool llm__gmatch_token(struct llm__gmatch *m, const struct llm__gtrie *t, int32_t id);
+LLM__INTERNAL int32_t llm__grammar_sample(llm_sampler *s, struct llm__gmatch *m, const struct llm__gtrie *t,
+                                          const float *logits, uint64_t *mask, float *row);
+LLM__INTERNAL bool llm__grammar_row(struct llm__gmatch *m, const struct llm__gtrie *t, const float *logits, int n,
+                                    uint64_t *mask, float *row);
 
 // === src/quantize.c: quantizing model files ===
 
@@ -1712,6 +1819,12 @@ struct llm_engine {
     char unsupported[512];    // LLM_LOAD_METADATA: why a full load would fail
     struct llm__sched sched;   // serving: the requests, their queues, a step's plan and outputs
     struct llm__spec spec;     // speculative decoding
+    struct llm__gtrie gtrie;   // grammars: the vocabulary's token trie (made by the first request with one)
+    bool gtrie_built;
+    long long g_tokens, g_masks, g_hits;   // grammars: tokens chosen under one, masks computed, cache hits
+    double g_seconds;          // and the time spent on them
+    float *g_row;              // [n_vocab] a logit row with the tokens a grammar refuses at -inf
+    uint64_t *g_mask;          // [n_vocab bits] the tokens it allows
 };
 
 LLM__INTERNAL bool llm__ids_ok(llm_engine *E, const int32_t *ids, int n, const char *what);
@@ -1801,6 +1914,8 @@ struct llm__req {
     bool reported_done;
     int wait_pos;               // its index in the waiting heap E->q_wait, -1 when not waiting
     uint64_t ngram_steps;       // tokens compared by its n-gram lookups (the tests check the bound)
+    struct llm__grammar *grammar;   // p.grammar compiled (maybe shared), or NULL
+    struct llm__gmatch *gm;     // its matcher: where the text is in it
 };
 
 LLM__INTERNAL void llm__req_free(llm_engine *E, struct llm__req *r);
@@ -15656,6 +15771,81 @@ int32_t llm_sampler_sample(llm_sampler *s, const float *logits_in) {
     return tok;
 }
 
+// The chain's candidates among the tokens ok() allows, found by checking tokens best first (at most
+// LLM__CHECKED_MAX of them) instead of every token of the vocabulary: greedy takes the first
+// allowed one; top-k the first k allowed; top-p the allowed ones until the cut is settled whatever
+// the unchecked tokens hold (the allowed mass lies between what was found and that plus the mass
+// not yet checked: the cut is known when both bounds give it); min-p those above the first allowed
+// one's threshold, until a token below it. The same candidates, so the same law, as the chain on
+// the logits with the refused tokens at -inf. Returns the token drawn (accepted into the history);
+// -1: not settled within the checks (nothing drawn or accepted: compute the whole mask); -2: every
+// token was checked and none is allowed.
+#define LLM__CHECKED_MAX 512
+int32_t llm__sampler_sample_checked(llm_sampler *s, const float *logits_in, bool (*ok)(void *, int32_t), void *ctx) {
+    const int n = s->n_vocab;
+    const struct llm_sampling_params *p = &s->p;
+    const float *lg = llm__apply_penalties(s, logits_in);
+    const bool greedy = !(p->temperature > 0.0f), use_p = p->top_p < 1.0f, use_min = p->min_p > 0.0f;
+    const int k_top = p->top_k > 0 && p->top_k < n ? p->top_k : 0;
+    if (greedy) {
+        int32_t best = llm__argmax(lg, n);
+        if (ok(ctx, best)) {
+            llm_sampler_accept(s, best);
+            return best;
+        }
+    } else if (!k_top && !use_p && !use_min) return -1;   // temperature alone needs every allowed token
+    for (int i = 0; i < n; i++) s->idx[i] = i;
+    const int m = llm__top_k(s->idx, n, LLM__MIN(LLM__CHECKED_MAX, n), lg);
+    const float l0 = lg[s->idx[0]];
+    double total = 0.0, checked = 0.0, cum = 0.0;
+    if (!greedy && !k_top && use_p)
+        for (int i = 0; i < n; i++) total += exp((double)lg[i] - l0);
+    int na = 0, cut = -1;   // allowed tokens found (moved to idx[0..na)), and how many the chain keeps
+    float thr = -INFINITY;  // min-p's threshold, once the first allowed token is known
+    for (int j = 0; j < m && cut < 0; j++) {
+        int32_t t = s->idx[j];
+        double w = exp((double)lg[t] - l0);
+        checked += w;
+        if (!greedy && use_min && na > 0 && lg[t] < thr && !k_top && !use_p) { cut = na; break; }
+        if (!ok(ctx, t)) continue;
+        s->idx[na] = t;
+        s->probs[na] = (float)(cum += w);   // cumulative mass of the allowed ones
+        if (na++ == 0) thr = lg[t] + logf(p->min_p);
+        if (greedy) cut = 1;
+        else if (k_top && na == k_top) cut = na;
+        else if (!k_top && use_p) {   // the cut under both bounds of the allowed mass
+            double hi = cum + LLM__MAX(total - checked, 0.0);
+            int c_lo = 0, c_hi = 0;
+            while (c_lo < na && s->probs[c_lo] < p->top_p * cum) c_lo++;
+            while (c_hi < na && s->probs[c_hi] < p->top_p * hi) c_hi++;
+            if (c_hi < na && c_lo == c_hi) cut = c_lo + 1;
+        }
+    }
+    if (cut < 0 && m == n) cut = na;   // every token checked: what was found is all there is
+    if (cut < 0) return -1;
+    if (cut == 0) return -2;
+    // the rest of the chain on the candidates idx[0..cut): top-p (top-k's ones: of their own mass),
+    // min-p, temperature
+    if (k_top && use_p) {
+        int keep = cut;
+        for (int i = 0; i < cut; i++)
+            if (s->probs[i] >= p->top_p * s->probs[cut - 1]) { keep = i + 1; break; }
+        cut = keep;
+    }
+    if (use_min)
+        for (int i = 1; i < cut; i++)
+            if (lg[s->idx[i]] < thr) { cut = i; break; }
+    int32_t tok = s->idx[0];
+    if (!greedy) {
+        double sum = 0.0;
+        float mx = lg[s->idx[0]];
+        for (int i = 0; i < cut; i++) sum += (s->probs[i] = expf((lg[s->idx[i]] - mx) / p->temperature));
+        tok = llm__sampler_draw(s, cut, sum, -1, 0.0);
+    }
+    llm_sampler_accept(s, tok);
+    return tok;
+}
+
 // Speculative decoding's verification of a draft token (Leviathan et al., Chen et al.): q is
 // the draft's distribution (a draft model's, dense over the vocabulary, normalised), or NULL for
 // a draft proposed with certainty (an n-gram's: q is a point mass). The draft is kept with
@@ -15845,6 +16035,2525 @@ long llm__stops_scan(struct llm__stops *a, struct llm__stop_pos *pos, const char
     pos->scanned = n;
     *hold = (size_t)a->node[v].depth;
     return best;
+}
+
+#line 1 "src/grammar.c"
+// grammar.c — grammars in llama.cpp's GBNF syntax, compiled to a pushdown automaton over code
+// points, and a request's matcher over it: which tokens can continue a valid text (a mask for the
+// sampler), and the state after a token.
+//
+// A compiled grammar (struct llm__grammar) is read-only: rules of alternatives, each a run of
+// elements ending in END; an element is a set of code points (CHARS: sorted disjoint ranges) or a
+// reference to a rule (REF). Repetitions and groups become rules of their own: x* is R ::= x R | "",
+// x+ is x R, x? is R ::= x | "", x{m,n} is m copies of x and n-m nested optionals.
+//
+// A matcher's state is a set of stacks. A stack is a node (pos, parent): pos the element where the
+// innermost rule goes on, parent the stack to return to when it ends (node 0: the empty stack,
+// the text may end here). Nodes are interned, so a stack is one number and stacks share their
+// tails. The stacks of a state are expanded: each top element is a CHARS (or the stack is 0).
+// Left recursion is refused when compiling, so an expansion ends.
+//
+// The mask of a state walks the vocabulary's token trie depth first, advancing the stacks byte by
+// byte (UTF-8 decoded: a code point in progress is kept, and must be the start of one some stack
+// accepts); a subtree whose state is empty is skipped. Masks are cached per state.
+
+
+
+enum { LLM__G_END = 0, LLM__G_CHARS = 1, LLM__G_REF = 2 };
+#define LLM__G_KIND(x) ((x) & 3u)
+#define LLM__G_ARG(x) ((x) >> 2)
+#define LLM__G_MK(kind, arg) ((uint32_t)(arg) << 2 | (uint32_t)(kind))
+
+
+// --- building: rules and code point sets while parsing ---
+
+struct llm__gvec { uint32_t *v; int n, cap; };
+
+struct llm__gbuild {
+    const char *src, *p;
+    struct llm__err *e;
+    char **names;               // [n_rules]: a name, or NULL for a rule made by a group or repetition
+    struct llm__gvec *body;     // [n_rules]: alternatives, each ending in END
+    bool *defined;
+    int n_rules, cap_rules;
+    struct llm__gvec rng;       // code point ranges: lo, hi pairs
+    struct llm__gvec cs_off;    // set i: ranges [cs_off[i], cs_off[i + 1]) (pairs)
+    long n_elems;
+    int depth;
+};
+
+static bool llm__gvec_push(struct llm__gvec *v, uint32_t x) {
+    if (v->n == v->cap) {
+        int cap = v->cap ? v->cap * 2 : 16;
+        uint32_t *p = realloc(v->v, (size_t)cap * sizeof(*p));
+        if (!p) return false;
+        v->v = p;
+        v->cap = cap;
+    }
+    v->v[v->n++] = x;
+    return true;
+}
+
+static bool llm__gb_fail(struct llm__gbuild *b, const char *fmt, const char *arg) {
+    if (b->e->status != LLM_OK) return false;   // the first error stands
+    int line = 1, col = 1;
+    for (const char *q = b->src; q < b->p && *q; q++) {
+        if (*q == '\n') { line++; col = 1; } else col++;
+    }
+    char what[256];
+    snprintf(what, sizeof(what), fmt, arg ? arg : "");
+    llm__fail(b->e, LLM_ERR_INVALID_ARG, "grammar: line %d column %d: %s", line, col, what);
+    return false;
+}
+
+static bool llm__gb_oom(struct llm__gbuild *b) {
+    if (b->e->status == LLM_OK) llm__fail(b->e, LLM_ERR_NOMEM, "grammar: out of memory");
+    return false;
+}
+
+// A new rule (name NULL: made by a group or repetition); -1: out of memory or too many.
+static int llm__gb_rule(struct llm__gbuild *b, const char *name, size_t len) {
+    if (b->n_rules >= LLM__GRAMMAR_MAX_RULES) {
+        llm__gb_fail(b, "more than %s rules (with those made for groups and repetitions)", "65536");
+        return -1;
+    }
+    if (b->n_rules == b->cap_rules) {
+        int cap = b->cap_rules ? b->cap_rules * 2 : 32;
+        char **names = realloc(b->names, (size_t)cap * sizeof(*names));
+        if (names) b->names = names;
+        struct llm__gvec *body = realloc(b->body, (size_t)cap * sizeof(*body));
+        if (body) b->body = body;
+        bool *defined = realloc(b->defined, (size_t)cap * sizeof(*defined));
+        if (defined) b->defined = defined;
+        if (!names || !body || !defined) { llm__gb_oom(b); return -1; }
+        b->cap_rules = cap;
+    }
+    int r = b->n_rules;
+    b->names[r] = NULL;
+    if (name && !(b->names[r] = llm__strndup(name, len))) { llm__gb_oom(b); return -1; }
+    memset(&b->body[r], 0, sizeof(b->body[r]));
+    b->defined[r] = name == NULL;
+    b->n_rules++;
+    return r;
+}
+
+// The rule named name[0..len), made (undefined yet) when it is new; -1: out of memory.
+static int llm__gb_named(struct llm__gbuild *b, const char *name, size_t len) {
+    for (int r = 0; r < b->n_rules; r++)
+        if (b->names[r] && strlen(b->names[r]) == len && !memcmp(b->names[r], name, len)) return r;
+    return llm__gb_rule(b, name, len);
+}
+
+static bool llm__gb_put(struct llm__gbuild *b, int r, uint32_t x) {
+    if (++b->n_elems > LLM__GRAMMAR_MAX_ELEMS)
+        return llm__gb_fail(b, "more than %s elements (repetition counts multiply them)", "1048576");
+    return llm__gvec_push(&b->body[r], x) || llm__gb_oom(b);
+}
+
+static int llm__gr_cmp(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+// Closes the code point set whose ranges start at pair `from`: sorted, merged, complemented when
+// negated; returns its element, 0 when out of memory.
+static uint32_t llm__gb_set(struct llm__gbuild *b, int from, bool negate) {
+    int n = b->rng.n / 2 - from;
+    uint32_t *r = n ? b->rng.v + 2 * from : NULL;   // ([] is the empty set)
+    if (n) qsort(r, (size_t)n, 2 * sizeof(uint32_t), llm__gr_cmp);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m && r[2 * i] <= r[2 * (m - 1) + 1] + 1) {
+            if (r[2 * i + 1] > r[2 * (m - 1) + 1]) r[2 * (m - 1) + 1] = r[2 * i + 1];
+        } else {
+            r[2 * m] = r[2 * i];
+            r[2 * m + 1] = r[2 * i + 1];
+            m++;
+        }
+    }
+    b->rng.n = 2 * (from + m);
+    if (negate) {
+        uint32_t *old = malloc((size_t)(2 * m + 1) * sizeof(*old));
+        if (!old) return llm__gb_oom(b), 0;
+        if (m) memcpy(old, r, (size_t)(2 * m) * sizeof(*old));
+        b->rng.n = 2 * from;
+        uint32_t lo = 0;
+        bool ok = true;
+        for (int i = 0; i < m && ok; i++) {
+            if (old[2 * i] > lo) ok = llm__gvec_push(&b->rng, lo) && llm__gvec_push(&b->rng, old[2 * i] - 1);
+            lo = old[2 * i + 1] + 1;
+        }
+        if (ok && lo <= LLM__CP_MAX) ok = llm__gvec_push(&b->rng, lo) && llm__gvec_push(&b->rng, LLM__CP_MAX);
+        free(old);
+        if (!ok) return llm__gb_oom(b), 0;
+    }
+    if (!b->cs_off.n && !llm__gvec_push(&b->cs_off, 0)) return llm__gb_oom(b), 0;
+    if (!llm__gvec_push(&b->cs_off, (uint32_t)(b->rng.n / 2))) return llm__gb_oom(b), 0;
+    return LLM__G_MK(LLM__G_CHARS, b->cs_off.n - 2);
+}
+
+static bool llm__gb_range(struct llm__gbuild *b, uint32_t lo, uint32_t hi) {
+    return (llm__gvec_push(&b->rng, lo) && llm__gvec_push(&b->rng, hi)) || llm__gb_oom(b);
+}
+
+// --- parsing GBNF ---
+
+static bool llm__gb_word_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+// Skips spaces and comments; newlines too when nl.
+static void llm__gb_space(struct llm__gbuild *b, bool nl) {
+    for (;;) {
+        char c = *b->p;
+        if (c == ' ' || c == '\t' || (nl && (c == '\n' || c == '\r'))) b->p++;
+        else if (c == '#') while (*b->p && *b->p != '\n' && *b->p != '\r') b->p++;
+        else return;
+    }
+}
+
+static int llm__gb_hex(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// One character of a literal or class (an escape or a UTF-8 sequence); false: the error is set.
+static bool llm__gb_char(struct llm__gbuild *b, uint32_t *cp) {
+    const char *p = b->p;
+    if (*p == '\\') {
+        int ndig = 0;
+        switch (p[1]) {
+        case 'x': ndig = 2; break;
+        case 'u': ndig = 4; break;
+        case 'U': ndig = 8; break;
+        case 'n': *cp = '\n'; b->p += 2; return true;
+        case 'r': *cp = '\r'; b->p += 2; return true;
+        case 't': *cp = '\t'; b->p += 2; return true;
+        case '\\': case '"': case '[': case ']': case '-': case '^': case '\'':
+            *cp = (uint8_t)p[1]; b->p += 2; return true;
+        default: return llm__gb_fail(b, "unknown escape '\\%s'", p[1] ? (char[]){p[1], 0} : "");
+        }
+        uint32_t v = 0;
+        for (int i = 0; i < ndig; i++) {
+            int h = llm__gb_hex(p[2 + i]);
+            if (h < 0) return llm__gb_fail(b, "an escape needs %s hexadecimal digits", ndig == 2 ? "2" :
+                                           ndig == 4 ? "4" : "8");
+            v = v << 4 | (uint32_t)h;
+        }
+        if (v > LLM__CP_MAX) return llm__gb_fail(b, "escape beyond U+10FFFF%s", "");
+        *cp = v;
+        b->p += 2 + ndig;
+        return true;
+    }
+    size_t len = strnlen(p, 4);
+    if (llm__utf8_char((const uint8_t *)p, len) <= 0) return llm__gb_fail(b, "invalid UTF-8%s", "");
+    size_t off = 0;
+    *cp = llm__utf8_next((const uint8_t *)p, len, &off);
+    b->p += off;
+    return true;
+}
+
+static bool llm__gb_alternates(struct llm__gbuild *b, int r, bool nested);
+
+// A repetition {m}, {m,}, {m,n} after an item: m and n (-1: unbounded).
+static bool llm__gb_braces(struct llm__gbuild *b, long *m, long *n) {
+    b->p++;
+    llm__gb_space(b, true);
+    char *end;
+    *m = strtol(b->p, &end, 10);
+    if (end == b->p || *m < 0 || *m > LLM__GRAMMAR_MAX_REPEAT)
+        return llm__gb_fail(b, "a repetition count from 0 to %s is expected", "10000");
+    b->p = end;
+    llm__gb_space(b, true);
+    *n = *m;
+    if (*b->p == ',') {
+        b->p++;
+        llm__gb_space(b, true);
+        *n = -1;
+        if (*b->p != '}') {
+            *n = strtol(b->p, &end, 10);
+            if (end == b->p || *n < *m || *n > LLM__GRAMMAR_MAX_REPEAT)
+                return llm__gb_fail(b, "a repetition's maximum from its minimum to %s is expected", "10000");
+            b->p = end;
+            llm__gb_space(b, true);
+        }
+    }
+    if (*b->p != '}') return llm__gb_fail(b, "'}' expected%s", "");
+    b->p++;
+    return true;
+}
+
+// Applies a postfix operator to the elements body[r][start..) (one item).
+static bool llm__gb_postfix(struct llm__gbuild *b, int r, int start) {
+    char op = *b->p;
+    long m = 0, n = -1;
+    if (op == '{') {
+        if (!llm__gb_braces(b, &m, &n)) return false;
+    } else {
+        b->p++;
+        if (op == '+') m = 1;
+        if (op == '?') n = 1;
+    }
+    // the item as one element: itself, or a rule holding it
+    uint32_t item;
+    if (b->body[r].n - start == 1) item = b->body[r].v[start];
+    else {
+        int s = llm__gb_rule(b, NULL, 0);
+        if (s < 0) return false;
+        for (int i = start; i < b->body[r].n; i++)
+            if (!llm__gvec_push(&b->body[s], b->body[r].v[i])) return llm__gb_oom(b);
+        if (!llm__gvec_push(&b->body[s], LLM__G_END)) return llm__gb_oom(b);
+        item = LLM__G_MK(LLM__G_REF, s);
+    }
+    b->body[r].n = start;
+    for (long i = 0; i < m; i++) if (!llm__gb_put(b, r, item)) return false;
+    if (n == m) return true;
+    int tail = -1;   // the rule of what may follow the m copies
+    if (n < 0) {     // R ::= item R | ""
+        if ((tail = llm__gb_rule(b, NULL, 0)) < 0) return false;
+        if (!llm__gb_put(b, tail, item) || !llm__gb_put(b, tail, LLM__G_MK(LLM__G_REF, tail)) ||
+            !llm__gb_put(b, tail, LLM__G_END) || !llm__gb_put(b, tail, LLM__G_END)) return false;
+    } else {         // O_k ::= item O_k-1 | "", n - m times
+        for (long k = 0; k < n - m; k++) {
+            int o = llm__gb_rule(b, NULL, 0);
+            if (o < 0 || !llm__gb_put(b, o, item)) return false;
+            if (tail >= 0 && !llm__gb_put(b, o, LLM__G_MK(LLM__G_REF, tail))) return false;
+            if (!llm__gb_put(b, o, LLM__G_END) || !llm__gb_put(b, o, LLM__G_END)) return false;
+            tail = o;
+        }
+    }
+    return llm__gb_put(b, r, LLM__G_MK(LLM__G_REF, tail));
+}
+
+// A string literal "..." into rule r (one CHARS per code point).
+static bool llm__gb_literal(struct llm__gbuild *b, int r) {
+    b->p++;
+    while (*b->p != '"') {
+        if (!*b->p || *b->p == '\n' || *b->p == '\r') return llm__gb_fail(b, "unterminated string%s", "");
+        uint32_t cp;
+        if (!llm__gb_char(b, &cp)) return false;
+        int from = b->rng.n / 2;
+        if (!llm__gb_range(b, cp, cp)) return false;
+        uint32_t x = llm__gb_set(b, from, false);
+        if (!x || !llm__gb_put(b, r, x)) return false;
+    }
+    b->p++;
+    return true;
+}
+
+// A class [...] or [^...] into rule r.
+static bool llm__gb_class(struct llm__gbuild *b, int r) {
+    b->p++;
+    bool negate = *b->p == '^';
+    if (negate) b->p++;
+    int from = b->rng.n / 2;
+    while (*b->p != ']') {
+        if (!*b->p || *b->p == '\n' || *b->p == '\r') return llm__gb_fail(b, "unterminated character class%s", "");
+        uint32_t lo, hi;
+        if (!llm__gb_char(b, &lo)) return false;
+        hi = lo;
+        if (b->p[0] == '-' && b->p[1] && b->p[1] != ']') {
+            b->p++;
+            if (!llm__gb_char(b, &hi)) return false;
+            if (hi < lo) return llm__gb_fail(b, "a range's end is below its start%s", "");
+        }
+        if (!llm__gb_range(b, lo, hi)) return false;
+    }
+    b->p++;
+    uint32_t x = llm__gb_set(b, from, negate);
+    return x && llm__gb_put(b, r, x);
+}
+
+// One item (without its postfix) into rule r.
+static bool llm__gb_primary(struct llm__gbuild *b, int r, bool nested) {
+    char c = *b->p;
+    if (c == '"') return llm__gb_literal(b, r);
+    if (c == '[') return llm__gb_class(b, r);
+    if (c == '.') {
+        b->p++;
+        int from = b->rng.n / 2;
+        if (!llm__gb_range(b, 0, LLM__CP_MAX)) return false;
+        uint32_t x = llm__gb_set(b, from, false);
+        return x && llm__gb_put(b, r, x);
+    }
+    if (c == '(') {
+        if (++b->depth > LLM__GRAMMAR_MAX_DEPTH) return llm__gb_fail(b, "groups nested deeper than %s", "100");
+        b->p++;
+        llm__gb_space(b, true);
+        int g = llm__gb_rule(b, NULL, 0);
+        if (g < 0 || !llm__gb_alternates(b, g, true)) return false;
+        if (*b->p != ')') return llm__gb_fail(b, "')' expected%s", "");
+        b->p++;
+        b->depth--;
+        return llm__gb_put(b, r, LLM__G_MK(LLM__G_REF, g));
+    }
+    if (llm__gb_word_char(c)) {
+        const char *s = b->p;
+        while (llm__gb_word_char(*b->p)) b->p++;
+        int ref = llm__gb_named(b, s, (size_t)(b->p - s));
+        return ref >= 0 && llm__gb_put(b, r, LLM__G_MK(LLM__G_REF, ref));
+    }
+    (void)nested;
+    if (c == '<') return llm__gb_fail(b, "token references (<...>) are not supported%s", "");
+    return llm__gb_fail(b, "unexpected '%s'", (char[]){c, 0});
+}
+
+// A sequence of items into rule r, then END.
+static bool llm__gb_sequence(struct llm__gbuild *b, int r, bool nested) {
+    for (;;) {
+        char c = *b->p;
+        if (!c || c == '|' || c == ')' || c == '\n' || c == '\r') break;
+        int start = b->body[r].n;
+        if (!llm__gb_primary(b, r, nested)) return false;
+        llm__gb_space(b, nested);
+        c = *b->p;
+        if (c == '*' || c == '+' || c == '?' || c == '{') {
+            if (b->body[r].n == start) return llm__gb_fail(b, "a repetition of nothing%s", "");
+            if (!llm__gb_postfix(b, r, start)) return false;
+            llm__gb_space(b, nested);
+        }
+        if (!nested && llm__gb_word_char(*b->p)) {   // the next rule's "name ::=" ends this one
+            const char *q = b->p;
+            while (llm__gb_word_char(*q)) q++;
+            while (*q == ' ' || *q == '\t') q++;
+            if (q[0] == ':' && q[1] == ':' && q[2] == '=') return llm__gb_fail(b, "a new rule on the same line%s", "");
+        }
+    }
+    return llm__gb_put(b, r, LLM__G_END);
+}
+
+static bool llm__gb_alternates(struct llm__gbuild *b, int r, bool nested) {
+    for (;;) {
+        if (!llm__gb_sequence(b, r, nested)) return false;
+        const char *at = b->p;
+        llm__gb_space(b, true);
+        if (*b->p != '|') {
+            if (!nested) b->p = at;
+            return true;
+        }
+        b->p++;
+        llm__gb_space(b, true);
+    }
+}
+
+static bool llm__gb_parse(struct llm__gbuild *b) {
+    for (;;) {
+        llm__gb_space(b, true);
+        if (!*b->p) return true;
+        const char *s = b->p;
+        while (llm__gb_word_char(*b->p)) b->p++;
+        if (b->p == s) return llm__gb_fail(b, "a rule name is expected%s", "");
+        size_t len = (size_t)(b->p - s);
+        llm__gb_space(b, false);
+        if (strncmp(b->p, "::=", 3)) return llm__gb_fail(b, "'::=' expected%s", "");
+        b->p += 3;
+        int r = llm__gb_named(b, s, len);
+        if (r < 0) return false;
+        if (b->defined[r]) {
+            b->p = s;
+            return llm__gb_fail(b, "rule '%s' is defined twice", b->names[r]);
+        }
+        b->defined[r] = true;
+        llm__gb_space(b, true);
+        if (!llm__gb_alternates(b, r, false)) return false;
+        if (*b->p && *b->p != '\n' && *b->p != '\r') return llm__gb_fail(b, "unexpected '%s'", (char[]){*b->p, 0});
+    }
+}
+
+// --- checks: every rule defined, no left recursion ---
+
+// nullable[r]: rule r can match the empty text.
+static void llm__gb_nullable(const struct llm__gbuild *b, bool *nullable) {
+    memset(nullable, 0, (size_t)b->n_rules * sizeof(*nullable));
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int r = 0; r < b->n_rules; r++) {
+            if (nullable[r]) continue;
+            bool alt_ok = true;
+            for (int i = 0; i < b->body[r].n; i++) {
+                uint32_t x = b->body[r].v[i];
+                if (LLM__G_KIND(x) == LLM__G_END) {
+                    if (alt_ok) { nullable[r] = changed = true; break; }
+                    alt_ok = true;
+                } else if (LLM__G_KIND(x) == LLM__G_CHARS || !nullable[LLM__G_ARG(x)]) alt_ok = false;
+            }
+        }
+    }
+}
+
+// A rule that can reach itself without consuming a character: its name (or "a group or repetition
+// in rule N"), else NULL. state: 0 unseen, 1 on the path, 2 done.
+static int llm__gb_left_cycle(const struct llm__gbuild *b, const bool *nullable, uint8_t *state, int *work, int r) {
+    // an explicit depth-first search: work holds (rule, element index) pairs
+    int top = 0;
+    work[top++] = r;
+    work[top++] = 0;
+    state[r] = 1;
+    while (top) {
+        int rr = work[top - 2], i = work[top - 1];
+        const struct llm__gvec *v = &b->body[rr];
+        bool pushed = false;
+        while (i < v->n && !pushed) {
+            uint32_t x = v->v[i];
+            // is element i at a left position? (every element before it in its alternative nullable)
+            bool left = true;
+            for (int j = i - 1; j >= 0 && LLM__G_KIND(v->v[j]) != LLM__G_END; j--)
+                if (LLM__G_KIND(v->v[j]) == LLM__G_CHARS || !nullable[LLM__G_ARG(v->v[j])]) { left = false; break; }
+            i++;
+            if (!left || LLM__G_KIND(x) != LLM__G_REF) continue;
+            int s = (int)LLM__G_ARG(x);
+            if (state[s] == 1) return s;
+            if (state[s] == 0) {
+                work[top - 1] = i;
+                state[s] = 1;
+                work[top++] = s;
+                work[top++] = 0;
+                pushed = true;
+            }
+        }
+        if (!pushed) {
+            state[rr] = 2;
+            top -= 2;
+        }
+    }
+    return -1;
+}
+
+static bool llm__gb_check(struct llm__gbuild *b) {
+    for (int r = 0; r < b->n_rules; r++) {
+        if (!b->defined[r]) {
+            b->p = b->src + strlen(b->src);
+            return llm__gb_fail(b, "rule '%s' is used but not defined", b->names[r]);
+        }
+    }
+    bool *nullable = malloc((size_t)b->n_rules * sizeof(*nullable));
+    uint8_t *state = calloc((size_t)b->n_rules, 1);
+    int *work = malloc((size_t)b->n_rules * 2 * sizeof(*work));
+    if (!nullable || !state || !work) {
+        free(nullable); free(state); free(work);
+        return llm__gb_oom(b);
+    }
+    llm__gb_nullable(b, nullable);
+    int bad = -1;
+    for (int r = 0; r < b->n_rules && bad < 0; r++)
+        if (!state[r]) bad = llm__gb_left_cycle(b, nullable, state, work, r);
+    free(nullable); free(state); free(work);
+    if (bad < 0) return true;
+    b->p = b->src + strlen(b->src);
+    if (b->names[bad]) return llm__gb_fail(b, "rule '%s' is left-recursive (it can reach itself before a "
+                                           "character)", b->names[bad]);
+    return llm__gb_fail(b, "a repetition of something that can be empty, or a left-recursive group%s", "");
+}
+
+// --- the compiled grammar ---
+
+void llm__grammar_free(struct llm__grammar *g) {
+    if (!g) return;
+    free(g->elem);
+    free(g->alt);
+    free(g->rule_alt);
+    free(g->cs_off);
+    free(g->rng);
+    free(g->cs_ascii);
+    free(g->text);
+    free(g);
+}
+
+// Flattens the builder's rules into g.
+static bool llm__gb_flatten(struct llm__gbuild *b, struct llm__grammar *g, int root) {
+    long n_alt = 0;
+    for (int r = 0; r < b->n_rules; r++)
+        for (int i = 0; i < b->body[r].n; i++) n_alt += LLM__G_KIND(b->body[r].v[i]) == LLM__G_END;
+    int n_cs = b->cs_off.n ? b->cs_off.n - 1 : 0;
+    g->elem = malloc((size_t)(b->n_elems + b->n_rules + 1) * sizeof(*g->elem));
+    g->alt = malloc((size_t)(n_alt + 1) * sizeof(*g->alt));
+    g->rule_alt = malloc((size_t)(b->n_rules + 1) * sizeof(*g->rule_alt));
+    g->cs_off = malloc((size_t)(n_cs + 1) * sizeof(*g->cs_off));
+    g->rng = malloc((size_t)(b->rng.n + 1) * sizeof(*g->rng));
+    g->cs_ascii = calloc((size_t)n_cs + 1, sizeof(*g->cs_ascii));
+    if (!g->elem || !g->alt || !g->rule_alt || !g->cs_off || !g->rng || !g->cs_ascii) return llm__gb_oom(b);
+    int ne = 0, na = 0;
+    for (int r = 0; r < b->n_rules; r++) {
+        g->rule_alt[r] = (uint32_t)na;
+        bool start = true;
+        for (int i = 0; i < b->body[r].n; i++) {
+            if (start) g->alt[na++] = (uint32_t)ne;
+            uint32_t x = b->body[r].v[i];
+            g->elem[ne++] = x;
+            start = LLM__G_KIND(x) == LLM__G_END;
+        }
+    }
+    g->rule_alt[b->n_rules] = (uint32_t)na;
+    g->n_elem = ne;
+    g->n_rule = b->n_rules;
+    g->root = root;
+    if (n_cs) memcpy(g->cs_off, b->cs_off.v, (size_t)(n_cs + 1) * sizeof(*g->cs_off));
+    else g->cs_off[0] = 0;
+    if (b->rng.n) memcpy(g->rng, b->rng.v, (size_t)b->rng.n * sizeof(*g->rng));
+    g->n_cs = n_cs;
+    for (int s = 0; s < n_cs; s++)
+        for (uint32_t k = g->cs_off[s]; k < g->cs_off[s + 1]; k++)
+            for (uint32_t c = g->rng[2 * k]; c <= g->rng[2 * k + 1] && c < 128; c++)
+                g->cs_ascii[s][c >> 6] |= 1ull << (c & 63);
+    return true;
+}
+
+static void llm__gb_free(struct llm__gbuild *b) {
+    for (int r = 0; r < b->n_rules; r++) {
+        free(b->names[r]);
+        free(b->body[r].v);
+    }
+    free(b->names);
+    free(b->body);
+    free(b->defined);
+    free(b->rng.v);
+    free(b->cs_off.v);
+}
+
+struct llm__grammar *llm__grammar_parse(const char *text, const char *root, struct llm__err *err) {
+    struct llm__err own = {0}, *e = &own;   // (err may hold an earlier failure: the first error here stands)
+    struct llm__gbuild b = {.src = text, .p = text, .e = e};
+    struct llm__grammar *g = NULL;
+    if (!root) root = "root";
+    bool ok = llm__gb_parse(&b) && llm__gb_check(&b);
+    int r = -1;
+    if (ok) {
+        for (int i = 0; i < b.n_rules && r < 0; i++) if (b.names[i] && !strcmp(b.names[i], root)) r = i;
+        if (r < 0) ok = llm__fail(e, LLM_ERR_INVALID_ARG, "grammar: no rule '%s' (the start)", root) == LLM_OK;
+    }
+    if (ok && (!(g = calloc(1, sizeof(*g))) || !(g->text = llm__strndup(text, strlen(text))))) ok = llm__gb_oom(&b);
+    if (ok) g->refs = 1;
+    if (ok && !llm__gb_flatten(&b, g, r)) ok = false;
+    llm__gb_free(&b);
+    if (!ok) {
+        llm__grammar_free(g);
+        *err = own;
+        return NULL;
+    }
+    return g;
+}
+
+static bool llm__gcs_has(const struct llm__grammar *g, uint32_t s, uint32_t c) {
+    if (c < 128) return g->cs_ascii[s][c >> 6] >> (c & 63) & 1;
+    uint32_t lo = g->cs_off[s], hi = g->cs_off[s + 1];
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (c < g->rng[2 * mid]) hi = mid;
+        else if (c > g->rng[2 * mid + 1]) lo = mid + 1;
+        else return true;
+    }
+    return false;
+}
+
+// Whether set s holds a code point in [lo, hi].
+static bool llm__gcs_meets(const struct llm__grammar *g, uint32_t s, uint32_t lo, uint32_t hi) {
+    for (uint32_t k = g->cs_off[s]; k < g->cs_off[s + 1]; k++)
+        if (g->rng[2 * k] <= hi && g->rng[2 * k + 1] >= lo) return true;
+    return false;
+}
+
+// --- a request's matcher ---
+
+#define LLM__GNONE UINT32_MAX
+
+static uint32_t llm__gnode_hash(uint32_t pos, uint32_t parent) {
+    uint64_t x = (uint64_t)pos << 32 | parent;
+    x = (x ^ x >> 33) * 0xff51afd7ed558ccdull;
+    x = (x ^ x >> 33) * 0xc4ceb9fe1a85ec53ull;
+    return (uint32_t)(x ^ x >> 33);
+}
+
+static bool llm__gmatch_grow(struct llm__gmatch *m) {
+    if (m->n_nodes >= LLM__GRAMMAR_MAX_NODES) { m->full = true; return false; }
+    uint32_t cap = m->cap_nodes ? m->cap_nodes * 2 : 1024;
+    uint32_t *pos = realloc(m->npos, cap * sizeof(*pos));
+    if (pos) m->npos = pos;
+    uint32_t *par = realloc(m->npar, cap * sizeof(*par));
+    if (par) m->npar = par;
+    uint32_t *mark = realloc(m->mark, cap * sizeof(*mark));
+    if (mark) m->mark = mark;
+    uint32_t *ht = calloc((size_t)cap * 2, sizeof(*ht));
+    if (!pos || !par || !mark || !ht) { free(ht); m->oom = true; return false; }
+    memset(m->mark + m->cap_nodes, 0, (cap - m->cap_nodes) * sizeof(*m->mark));
+    free(m->ht);
+    m->ht = ht;
+    m->ht_mask = cap * 2 - 1;
+    for (uint32_t n = 1; n < m->n_nodes; n++) {
+        uint32_t h = llm__gnode_hash(m->npos[n], m->npar[n]) & m->ht_mask;
+        while (m->ht[h]) h = (h + 1) & m->ht_mask;
+        m->ht[h] = n + 1;
+    }
+    m->cap_nodes = cap;
+    return true;
+}
+
+// The node (pos, parent), made when new; LLM__GNONE: out of memory or beyond the limit.
+static uint32_t llm__gnode(struct llm__gmatch *m, uint32_t pos, uint32_t parent) {
+    uint32_t h = llm__gnode_hash(pos, parent) & m->ht_mask;
+    for (; m->ht[h]; h = (h + 1) & m->ht_mask) {
+        uint32_t n = m->ht[h] - 1;
+        if (m->npos[n] == pos && m->npar[n] == parent) return n;
+    }
+    if (m->n_nodes == m->cap_nodes) {
+        if (!llm__gmatch_grow(m)) return LLM__GNONE;
+        return llm__gnode(m, pos, parent);
+    }
+    uint32_t n = m->n_nodes++;
+    m->npos[n] = pos;
+    m->npar[n] = parent;
+    m->ht[h] = n + 1;
+    return n;
+}
+
+static bool llm__gpool_push(struct llm__gmatch *m, uint32_t x) {
+    if (m->pool_n == m->pool_cap) {
+        size_t cap = m->pool_cap ? m->pool_cap * 2 : 4096;
+        uint32_t *p = realloc(m->pool, cap * sizeof(*p));
+        if (!p) { m->oom = true; return false; }
+        m->pool = p;
+        m->pool_cap = cap;
+    }
+    m->pool[m->pool_n++] = x;
+    return true;
+}
+
+static bool llm__gwork_push(struct llm__gmatch *m, uint32_t x) {
+    if (m->work_n == m->work_cap) {
+        size_t cap = m->work_cap ? m->work_cap * 2 : 256;
+        uint32_t *p = realloc(m->work, cap * sizeof(*p));
+        if (!p) { m->oom = true; return false; }
+        m->work = p;
+        m->work_cap = cap;
+    }
+    m->work[m->work_n++] = x;
+    return true;
+}
+
+// Appends to the pool the expanded stacks of the nodes on the work list (each top a CHARS, or 0),
+// none twice (marked with m->gen).
+static bool llm__gexpand(struct llm__gmatch *m) {
+    const struct llm__grammar *g = m->g;
+    while (m->work_n) {
+        uint32_t n = m->work[--m->work_n];
+        if (m->mark[n] == m->gen) continue;
+        m->mark[n] = m->gen;
+        if (n == 0) {
+            if (!llm__gpool_push(m, 0)) return false;
+            continue;
+        }
+        uint32_t pos = m->npos[n], x = g->elem[pos];
+        if (LLM__G_KIND(x) == LLM__G_CHARS) {
+            if (!llm__gpool_push(m, n)) return false;
+        } else if (LLM__G_KIND(x) == LLM__G_END) {
+            if (!llm__gwork_push(m, m->npar[n])) return false;
+        } else {
+            // where to go on after the rule: nowhere new when the reference ends its alternative
+            uint32_t cont = LLM__G_KIND(g->elem[pos + 1]) == LLM__G_END ? m->npar[n]
+                                                                      : llm__gnode(m, pos + 1, m->npar[n]);
+            if (cont == LLM__GNONE) return false;
+            uint32_t r = LLM__G_ARG(x);
+            for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {
+                uint32_t s = llm__gnode(m, g->alt[a], cont);
+                if (s == LLM__GNONE || !llm__gwork_push(m, s)) return false;
+            }
+        }
+    }
+    return true;
+}
+
+static void llm__gnext_gen(struct llm__gmatch *m) {
+    if (++m->gen == 0) {   // wrapped: forget every mark
+        memset(m->mark, 0, m->cap_nodes * sizeof(*m->mark));
+        m->gen = 1;
+    }
+}
+
+// Appends to the pool the stacks after code point c from the stacks pool[off .. off + n).
+static bool llm__gadvance_cp(struct llm__gmatch *m, size_t off, int n, uint32_t c) {
+    const struct llm__grammar *g = m->g;
+    llm__gnext_gen(m);
+    for (int i = 0; i < n; i++) {
+        uint32_t s = m->pool[off + (size_t)i];
+        if (s == 0 || !llm__gcs_has(g, LLM__G_ARG(g->elem[m->npos[s]]), c)) continue;
+        uint32_t next = llm__gnode(m, m->npos[s] + 1, m->npar[s]);
+        if (next == LLM__GNONE || !llm__gwork_push(m, next)) return false;
+        if (!llm__gexpand(m)) return false;
+    }
+    return true;
+}
+
+// Whether a stack of ids[0..n) accepts a code point in [lo, hi].
+static bool llm__gviable_ids(const struct llm__gmatch *m, const uint32_t *ids, int n, uint32_t lo, uint32_t hi) {
+    const struct llm__grammar *g = m->g;
+    for (int i = 0; i < n; i++)
+        if (ids[i] && llm__gcs_meets(g, LLM__G_ARG(g->elem[m->npos[ids[i]]]), lo, hi)) return true;
+    return false;
+}
+
+// Whether a stack of pool[off .. off + n) accepts a code point in [lo, hi].
+static bool llm__gviable(const struct llm__gmatch *m, size_t off, int n, uint32_t lo, uint32_t hi) {
+    const struct llm__grammar *g = m->g;
+    for (int i = 0; i < n; i++) {
+        uint32_t s = m->pool[off + (size_t)i];
+        if (s && llm__gcs_meets(g, LLM__G_ARG(g->elem[m->npos[s]]), lo, hi)) return true;
+    }
+    return false;
+}
+
+// The code point of a complete UTF-8 sequence kept as raw bits (its lead byte, then 6 bits per
+// continuation byte): the lead's length marker dropped.
+static uint32_t llm__gcp_value(uint32_t raw) {
+    return raw & (raw < 1u << 14 ? 0x7FFu : raw < 1u << 20 ? 0xFFFFu : 0x1FFFFFu);
+}
+
+// One byte from state *in into *out (its stacks appended to the pool, or *in's own when the byte
+// only goes on with a code point); false: no stack accepts it (or out of memory: m->oom, m->full).
+// A code point in progress is kept raw (cp: its lead byte and continuation bits; need: the bytes
+// still to come); overlong forms, surrogates and values beyond U+10FFFF are refused by the lead's
+// limits on the next byte, as UTF-8 requires, so the code points it can still become are a range.
+static bool llm__gadvance_byte(struct llm__gmatch *m, const struct llm__gstate *in, uint8_t b,
+                               struct llm__gstate *out) {
+    uint32_t cp = in->cp, need = in->need;
+    if (need == 0) {
+        if (b < 0x80) {
+            out->off = m->pool_n;
+            if (!llm__gadvance_cp(m, in->off, in->n, b)) return false;
+            out->n = (int)(m->pool_n - out->off);
+            out->cp = out->need = 0;
+            return out->n > 0;
+        }
+        if (b >= 0xC2 && b <= 0xDF) need = 1;
+        else if (b >= 0xE0 && b <= 0xEF) need = 2;
+        else if (b >= 0xF0 && b <= 0xF4) need = 3;
+        else return false;
+        cp = b;
+    } else {
+        if ((b & 0xC0) != 0x80) return false;
+        if (cp < 0x100 && ((cp == 0xE0 && b < 0xA0) || (cp == 0xED && b >= 0xA0) || (cp == 0xF0 && b < 0x90) ||
+                           (cp == 0xF4 && b >= 0x90)))
+            return false;   // overlong, a surrogate, or beyond U+10FFFF
+        cp = cp << 6 | (b & 0x3Fu);
+        need--;
+        if (need == 0) {
+            out->off = m->pool_n;
+            if (!llm__gadvance_cp(m, in->off, in->n, llm__gcp_value(cp))) return false;
+            out->n = (int)(m->pool_n - out->off);
+            out->cp = out->need = 0;
+            return out->n > 0;
+        }
+    }
+    // the code points it can become: at least the smallest of its length (the lead's limits keep out
+    // the rest of the overlong forms), at most U+10FFFF
+    uint32_t full = cp << (6 * need), lo = llm__gcp_value(full), hi = lo | ((1u << (6 * need)) - 1);
+    uint32_t least = full < 1u << 14 ? 0x80u : full < 1u << 20 ? 0x800u : 0x10000u;
+    if (lo < least) lo = least;
+    if (hi > LLM__CP_MAX) hi = LLM__CP_MAX;
+    if (!llm__gviable(m, in->off, in->n, lo, hi)) return false;
+    *out = *in;
+    out->cp = cp;
+    out->need = need;
+    return true;
+}
+
+static int llm__gu32_cmp(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+// The current state from pool[off .. off + n) and the code point in progress (sorted: the same
+// stacks are the same state).
+static bool llm__gset_cur(struct llm__gmatch *m, size_t off, int n, uint32_t cp, uint32_t need) {
+    if (n > m->cur_cap) {
+        uint32_t *c = realloc(m->cur, (size_t)n * sizeof(*c));
+        if (!c) { m->oom = true; return false; }
+        m->cur = c;
+        m->cur_cap = n;
+    }
+    memmove(m->cur, m->pool + off, (size_t)n * sizeof(*m->cur));
+    qsort(m->cur, (size_t)n, sizeof(*m->cur), llm__gu32_cmp);
+    m->n_cur = n;
+    m->cp = cp;
+    m->need = need;
+    m->cur_dset = -1;
+    return true;
+}
+
+// --- states as a DFA: interned sets of stacks and their transitions, built as walked ---
+//
+// Masks and token checks run the same few transitions again and again (inside a string, every
+// letter leads to the same state), so each transition is computed once, by the pushdown
+// automaton, and then looked up. A DFA state is a set of stacks between code points; a position
+// of a walk is a DFA state and the code point in progress. An ASCII byte's transition, and whether
+// a lead byte can start a code point some stack takes, are in the state's next[256]; a code point
+// completed from several bytes, and the continuation bytes before it, go through a hash table
+// keyed by (state, bits so far). At most LLM__GRAMMAR_DSETS states are kept; beyond, they are
+// forgotten between walks and met again.
+
+struct llm__gpos { int32_t d; uint32_t cp, need; };
+
+static uint64_t llm__gds_hash(const uint32_t *ids, int n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < n; i++) h = (h ^ ids[i]) * 0x100000001b3ull;
+    return h ^ h >> 29;
+}
+
+static void llm__gds_reset(struct llm__gmatch *m) {
+    for (int i = 0; i < m->n_dsets; i++) free(m->dsets[i].next);
+    m->n_dsets = 0;
+    m->dset_ids_n = 0;
+    if (m->dset_ht) memset(m->dset_ht, 0, ((size_t)m->dset_ht_mask + 1) * sizeof(*m->dset_ht));
+    if (m->cp_key) memset(m->cp_key, 0, ((size_t)m->cp_mask + 1) * sizeof(*m->cp_key));
+    m->n_cp = 0;
+    m->cur_dset = -1;
+}
+
+// The DFA state of stacks ids[0..n) (sorted), made when new; -1: beyond LLM__GRAMMAR_DSETS, or out
+// of memory (m->oom).
+static int32_t llm__gds_intern(struct llm__gmatch *m, const uint32_t *ids, int n) {
+    if (!m->dset_ht) {
+        if (!(m->dset_ht = calloc(2 * LLM__GRAMMAR_DSETS, sizeof(*m->dset_ht)))) { m->oom = true; return -1; }
+        m->dset_ht_mask = 2 * LLM__GRAMMAR_DSETS - 1;
+    }
+    uint64_t h = llm__gds_hash(ids, n);
+    uint32_t slot = (uint32_t)h & m->dset_ht_mask;
+    for (; m->dset_ht[slot]; slot = (slot + 1) & m->dset_ht_mask) {
+        const struct llm__gdset *d = &m->dsets[m->dset_ht[slot] - 1];
+        if (d->hash == h && d->n == n && !memcmp(m->dset_ids + d->off, ids, (size_t)n * sizeof(*ids)))
+            return (int32_t)m->dset_ht[slot] - 1;
+    }
+    if (m->n_dsets >= LLM__GRAMMAR_DSETS) return -1;
+    if (m->n_dsets == m->cap_dsets) {
+        int cap = m->cap_dsets ? 2 * m->cap_dsets : 64;
+        struct llm__gdset *d = realloc(m->dsets, (size_t)cap * sizeof(*d));
+        if (!d) { m->oom = true; return -1; }
+        m->dsets = d;
+        m->cap_dsets = cap;
+    }
+    if (m->dset_ids_n + (size_t)n > m->dset_ids_cap) {
+        size_t cap = LLM__MAX(2 * m->dset_ids_cap, m->dset_ids_n + (size_t)n + 1024);
+        uint32_t *p = realloc(m->dset_ids, cap * sizeof(*p));
+        if (!p) { m->oom = true; return -1; }
+        m->dset_ids = p;
+        m->dset_ids_cap = cap;
+    }
+    memcpy(m->dset_ids + m->dset_ids_n, ids, (size_t)n * sizeof(*ids));
+    m->dsets[m->n_dsets] = (struct llm__gdset){.off = m->dset_ids_n, .n = n, .hash = h};
+    m->dset_ids_n += (size_t)n;
+    m->dset_ht[slot] = (uint32_t)++m->n_dsets;
+    return m->n_dsets - 1;
+}
+
+// The hash table slot of key (state d, bits so far with need below them); found or empty.
+static uint32_t llm__gcp_slot(const struct llm__gmatch *m, uint64_t key) {
+    uint64_t x = key * 0x9e3779b97f4a7c15ull;
+    uint32_t slot = (uint32_t)(x >> 40) & m->cp_mask;
+    while (m->cp_key[slot] && m->cp_key[slot] != key) slot = (slot + 1) & m->cp_mask;
+    return slot;
+}
+
+// The state after code point c from DFA state d: a state, -1 none takes c, -3 not known.
+static int32_t llm__gds_apply(struct llm__gmatch *m, int32_t d, uint32_t c) {
+    const struct llm__gdset *s = &m->dsets[d];
+    m->pool_n = 0;
+    for (int i = 0; i < s->n; i++) if (!llm__gpool_push(m, m->dset_ids[s->off + (size_t)i])) return -3;
+    size_t off = m->pool_n;
+    if (!llm__gadvance_cp(m, 0, s->n, c)) return -3;
+    int n = (int)(m->pool_n - off);
+    if (n == 0) return -1;
+    qsort(m->pool + off, (size_t)n, sizeof(*m->pool), llm__gu32_cmp);
+    int32_t to = llm__gds_intern(m, m->pool + off, n);
+    return to < 0 ? -3 : to;
+}
+
+// Byte b from position *p (changed); 1: it can come, 0: it cannot, -3: not known (the pushdown
+// automaton decides).
+static int llm__gds_step(struct llm__gmatch *m, struct llm__gpos *p, uint8_t b) {
+    struct llm__gdset *s = &m->dsets[p->d];
+    if (p->need == 0) {
+        if (!s->next) {
+            if (!(s->next = malloc(256 * sizeof(*s->next)))) { m->oom = true; return -3; }
+            for (int i = 0; i < 256; i++) s->next[i] = -2;
+        }
+        int32_t to = s->next[b];
+        if (to == -2) {
+            if (b < 0x80) to = llm__gds_apply(m, p->d, b);
+            else {   // a lead byte: whether a stack takes a code point it can start
+                int need = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2 : b >= 0xF0 && b <= 0xF4 ? 3 : 0;
+                uint32_t lo = need ? llm__gcp_value((uint32_t)b << (6 * need)) : 0, hi = lo | ((1u << (6 * need)) - 1);
+                static const uint32_t least[4] = {0, 0x80, 0x800, 0x10000};
+                s = &m->dsets[p->d];
+                to = need && llm__gviable_ids(m, m->dset_ids + s->off, s->n, LLM__MAX(lo, least[need]),
+                                               LLM__MIN(hi, LLM__CP_MAX)) ? 0 : -1;
+            }
+            if (to == -3) return -3;
+            m->dsets[p->d].next[b] = to;
+        }
+        if (to < 0) return 0;
+        if (b < 0x80) p->d = to;
+        else {
+            p->cp = b;
+            p->need = b <= 0xDF ? 1 : b <= 0xEF ? 2 : 3;
+        }
+        return 1;
+    }
+    if ((b & 0xC0) != 0x80) return 0;
+    uint32_t cp = p->cp;
+    if (cp < 0x100 && ((cp == 0xE0 && b < 0xA0) || (cp == 0xED && b >= 0xA0) || (cp == 0xF0 && b < 0x90) ||
+                       (cp == 0xF4 && b >= 0x90)))
+        return 0;
+    cp = cp << 6 | (b & 0x3Fu);
+    uint32_t need = p->need - 1;
+    if (!m->cp_key) {
+        if (!(m->cp_key = calloc(LLM__GRAMMAR_CPS, sizeof(*m->cp_key))) ||
+            !(m->cp_val = malloc(LLM__GRAMMAR_CPS * sizeof(*m->cp_val)))) { m->oom = true; return -3; }
+        m->cp_mask = LLM__GRAMMAR_CPS - 1;
+    }
+    uint64_t key = ((uint64_t)(uint32_t)p->d << 32 | (uint64_t)cp << 2 | need) + 1;
+    uint32_t slot = llm__gcp_slot(m, key);
+    int32_t to;
+    if (m->cp_key[slot]) to = m->cp_val[slot];
+    else {
+        if (need == 0) to = llm__gds_apply(m, p->d, llm__gcp_value(cp));
+        else {   // the code points it can still become: at least the smallest of its length
+            uint32_t full = cp << (6 * need), lo = llm__gcp_value(full), hi = lo | ((1u << (6 * need)) - 1);
+            uint32_t least = full < 1u << 14 ? 0x80u : full < 1u << 20 ? 0x800u : 0x10000u;
+            const struct llm__gdset *s2 = &m->dsets[p->d];
+            lo = LLM__MAX(lo, least);
+            hi = LLM__MIN(hi, LLM__CP_MAX);
+            to = llm__gviable_ids(m, m->dset_ids + s2->off, s2->n, lo, hi) ? 0 : -1;
+        }
+        if (to == -3) return -3;
+        if (m->n_cp < LLM__GRAMMAR_CPS / 2) {   // (kept at most half full: a full one is forgotten with the states)
+            slot = llm__gcp_slot(m, key);
+            m->cp_key[slot] = key;
+            m->cp_val[slot] = to;
+            m->n_cp++;
+        }
+    }
+    if (to < 0) return 0;
+    if (need == 0) {
+        p->d = to;
+        p->cp = p->need = 0;
+    } else {
+        p->cp = cp;
+        p->need = need;
+    }
+    return 1;
+}
+
+// The current position; false: no DFA state for it (beyond the limit or out of memory).
+static bool llm__gds_cur(struct llm__gmatch *m, struct llm__gpos *p) {
+    if (m->cur_dset < 0) m->cur_dset = llm__gds_intern(m, m->cur, m->n_cur);
+    *p = (struct llm__gpos){m->cur_dset, m->cp, m->need};
+    return m->cur_dset >= 0;
+}
+
+// Runs bytes s[0..n) through the DFA from the current position into *p: 1 they can come, 0 they
+// cannot, -3 the DFA could not say (then the pushdown automaton decides).
+static int llm__gds_run(struct llm__gmatch *m, const uint8_t *s, size_t n, struct llm__gpos *p) {
+    if (!llm__gds_cur(m, p)) return -3;
+    for (size_t i = 0; i < n; i++) {
+        int r = llm__gds_step(m, p, s[i]);
+        if (r != 1) return r;
+    }
+    return 1;
+}
+
+void llm__gmatch_free(struct llm__gmatch *m) {
+    free(m->npos);
+    free(m->npar);
+    free(m->mark);
+    free(m->ht);
+    free(m->pool);
+    free(m->work);
+    free(m->cur);
+    for (int i = 0; i < LLM__GRAMMAR_CACHE; i++) free(m->cache[i].key);
+    free(m->cache_mask);
+    for (int i = 0; i < m->n_dsets; i++) free(m->dsets[i].next);
+    free(m->dsets);
+    free(m->dset_ids);
+    free(m->dset_ht);
+    free(m->cp_key);
+    free(m->cp_val);
+    memset(m, 0, sizeof(*m));
+}
+
+// A matcher at the start of g's root rule; false: out of memory (m is freed).
+bool llm__gmatch_init(struct llm__gmatch *m, const struct llm__grammar *g) {
+    memset(m, 0, sizeof(*m));
+    m->g = g;
+    m->cur_dset = -1;
+    bool ok = llm__gmatch_grow(m);
+    if (ok) {
+        m->npos[0] = m->npar[0] = 0;   // node 0: the empty stack (not in the hash table)
+        m->n_nodes = 1;
+        m->pool_n = 0;
+        llm__gnext_gen(m);
+        for (uint32_t a = g->rule_alt[g->root]; a < g->rule_alt[g->root + 1] && ok; a++) {
+            uint32_t s = llm__gnode(m, g->alt[a], 0);
+            ok = s != LLM__GNONE && llm__gwork_push(m, s);
+        }
+        ok = ok && llm__gexpand(m) && llm__gset_cur(m, 0, (int)m->pool_n, 0, 0);
+    }
+    if (!ok) llm__gmatch_free(m);
+    return ok;
+}
+
+// Runs bytes s[0..n) from the current state; the final state in *st (its stacks in the pool).
+static bool llm__gmatch_run(struct llm__gmatch *m, const uint8_t *s, size_t n, struct llm__gstate *st) {
+    m->pool_n = 0;
+    for (int i = 0; i < m->n_cur; i++) if (!llm__gpool_push(m, m->cur[i])) return false;
+    *st = (struct llm__gstate){.off = 0, .n = m->n_cur, .cp = m->cp, .need = m->need};
+    for (size_t i = 0; i < n; i++) {
+        struct llm__gstate next;
+        if (!llm__gadvance_byte(m, st, s[i], &next)) return false;
+        *st = next;
+    }
+    return true;
+}
+
+// Whether bytes s[0..n) can continue the text (the state does not change).
+bool llm__gmatch_ok(struct llm__gmatch *m, const void *s, size_t n) {
+    struct llm__gpos p;
+    int r = llm__gds_run(m, s, n, &p);
+    if (r != -3) return r == 1;
+    struct llm__gstate st;
+    return llm__gmatch_run(m, s, n, &st);
+}
+
+// Goes on with bytes s[0..n); false (the state unchanged): they cannot continue the text.
+bool llm__gmatch_accept(struct llm__gmatch *m, const void *s, size_t n) {
+    struct llm__gpos p;
+    int r = llm__gds_run(m, s, n, &p);
+    if (r == 0) return false;
+    if (r == 1) {
+        const struct llm__gdset *ds = &m->dsets[p.d];
+        m->pool_n = 0;
+        for (int i = 0; i < ds->n; i++) if (!llm__gpool_push(m, m->dset_ids[ds->off + (size_t)i])) return false;
+        if (!llm__gset_cur(m, 0, ds->n, p.cp, p.need)) return false;
+        m->cur_dset = p.d;
+        return true;
+    }
+    struct llm__gstate st;
+    return llm__gmatch_run(m, s, n, &st) && llm__gset_cur(m, st.off, st.n, st.cp, st.need);
+}
+
+// Whether the text may end here; and whether it must (nothing can follow).
+bool llm__gmatch_can_end(const struct llm__gmatch *m) { return m->need == 0 && m->n_cur && m->cur[0] == 0; }
+bool llm__gmatch_must_end(const struct llm__gmatch *m) { return m->need == 0 && m->n_cur == 1 && m->cur[0] == 0; }
+
+// --- the token trie and masks ---
+
+void llm__gtrie_free(struct llm__gtrie *t) {
+    free(t->byte);
+    free(t->depth);
+    free(t->skip);
+    free(t->tok_off);
+    free(t->tok);
+    free(t->tb_off);
+    free(t->tb);
+    free(t->eog);
+    memset(t, 0, sizeof(*t));
+}
+
+struct llm__gtok { const uint8_t *p; uint32_t len; int32_t id; };
+
+static int llm__gtok_cmp(const void *a, const void *b) {
+    const struct llm__gtok *x = a, *y = b;
+    uint32_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->p, y->p, n);
+    if (c) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+// Each token's bytes (its text without special tokens' text); t->eog: the end-of-generation ids.
+static bool llm__gtrie_bytes(struct llm__gtrie *t, const struct llm__vocab *v) {
+    size_t total = 0;
+    for (int id = 0; id < v->n; id++) {
+        int k = llm__token_piece(v, id, false, NULL, 0);
+        total += k > 0 && !v->eog[id] ? (size_t)k : 0;
+        t->n_eog += v->eog[id] != 0;
+    }
+    t->tb_off = malloc(((size_t)v->n + 1) * sizeof(*t->tb_off));
+    t->tb = malloc(total + 1);
+    t->eog = malloc(((size_t)t->n_eog + 1) * sizeof(*t->eog));
+    if (!t->tb_off || !t->tb || !t->eog || total > UINT32_MAX) return false;
+    uint32_t at = 0;
+    t->n_eog = 0;
+    for (int id = 0; id < v->n; id++) {
+        t->tb_off[id] = at;
+        if (v->eog[id]) { t->eog[t->n_eog++] = id; continue; }
+        int k = llm__token_piece(v, id, false, (char *)t->tb + at, total - at);
+        if (k > 0) at += (uint32_t)k;
+    }
+    t->tb_off[v->n] = at;
+    t->n_vocab = v->n;
+    return true;
+}
+
+// The trie of v's tokens by their bytes; false: out of memory.
+bool llm__gtrie_build(struct llm__gtrie *t, const struct llm__vocab *v) {
+    memset(t, 0, sizeof(*t));
+    struct llm__gtok *toks = NULL;
+    uint32_t *stk = NULL;
+    bool ok = llm__gtrie_bytes(t, v);
+    int nt = 0;
+    size_t max_nodes = (size_t)t->tb_off[v->n] + 1, max_len = 1;
+    if (ok) ok = (toks = malloc(((size_t)v->n + 1) * sizeof(*toks))) != NULL;
+    for (int id = 0; ok && id < v->n; id++) {
+        uint32_t len = t->tb_off[id + 1] - t->tb_off[id];
+        if (!len) continue;
+        toks[nt++] = (struct llm__gtok){t->tb + t->tb_off[id], len, id};
+        if (len > max_len) max_len = len;
+    }
+    if (ok) {
+        qsort(toks, (size_t)nt, sizeof(*toks), llm__gtok_cmp);
+        t->byte = malloc(max_nodes);
+        t->depth = malloc(max_nodes * sizeof(*t->depth));
+        t->skip = malloc(max_nodes * sizeof(*t->skip));
+        t->tok_off = malloc((max_nodes + 1) * sizeof(*t->tok_off));
+        t->tok = malloc(((size_t)nt + 1) * sizeof(*t->tok));
+        stk = malloc((max_len + 1) * sizeof(*stk));
+        ok = t->byte && t->depth && t->skip && t->tok_off && t->tok && stk && max_len <= 65535;
+    }
+    uint32_t n = 0, len = 0, ntok = 0;   // nodes, the current path's length, tokens placed
+    for (int k = 0; ok && k < nt; k++) {
+        const struct llm__gtok *s = &toks[k];
+        uint32_t common = 0;
+        while (common < len && common < s->len && t->byte[stk[common + 1]] == s->p[common]) common++;
+        for (; len > common; len--) t->skip[stk[len]] = n;
+        for (; len < s->len; len++) {
+            t->byte[n] = s->p[len];
+            t->depth[n] = (uint16_t)(len + 1);
+            t->tok_off[n] = ntok;
+            stk[len + 1] = n++;
+        }
+        t->tok[ntok++] = s->id;
+    }
+    for (; ok && len > 0; len--) t->skip[stk[len]] = n;
+    if (ok) {
+        t->tok_off[n] = ntok;
+        t->n = n;
+        t->max_depth = (int)max_len;
+    }
+    free(toks);
+    free(stk);
+    if (!ok) llm__gtrie_free(t);
+    return ok;
+}
+
+static uint64_t llm__gstate_hash(const struct llm__gmatch *m) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)m->cp << 8 ^ m->need;
+    for (int i = 0; i < m->n_cur; i++) h = (h ^ m->cur[i]) * 0x100000001b3ull;
+    return h ^ h >> 29;
+}
+
+// The cache slot that holds the current state's mask, or -1.
+static int llm__gcache_find(const struct llm__gmatch *m, uint64_t h) {
+    for (int i = 0; i < LLM__GRAMMAR_CACHE; i++) {
+        const struct llm__gcache *c = &m->cache[i];
+        if (c->key && c->hash == h && c->n == m->n_cur && c->cp == m->cp && c->need == m->need &&
+            !memcmp(c->key, m->cur, (size_t)m->n_cur * sizeof(*m->cur)))
+            return i;
+    }
+    return -1;
+}
+
+// Sets m->err from why the matcher failed (unless set); false.
+static bool llm__gmatch_error(struct llm__gmatch *m) {
+    if (m->err.status != LLM_OK) return false;
+    if (m->full) llm__fail(&m->err, LLM_ERR_INVALID_ARG, "grammar: the matcher's state grew beyond %u stack nodes",
+                           LLM__GRAMMAR_MAX_NODES);
+    else llm__fail(&m->err, LLM_ERR_NOMEM, "grammar: out of memory");
+    return false;
+}
+
+// The walk of the trie from the current state through the DFA; false: it could not say (the walk
+// below decides).
+static bool llm__gmask_walk_dfa(struct llm__gmatch *m, const struct llm__gtrie *t, uint64_t *mask) {
+    struct llm__gpos lvl[LLM__GRAMMAR_MAX_TOKEN + 1];
+    if (t->max_depth > LLM__GRAMMAR_MAX_TOKEN) return false;
+    if (m->n_dsets > LLM__GRAMMAR_DSETS / 2 || m->n_cp >= LLM__GRAMMAR_CPS / 4) llm__gds_reset(m);
+    if (!llm__gds_cur(m, &lvl[0])) return false;
+    for (uint32_t i = 0; i < t->n;) {
+        int d = t->depth[i];
+        lvl[d] = lvl[d - 1];
+        int r = llm__gds_step(m, &lvl[d], t->byte[i]);
+        if (r == -3) return false;
+        if (r == 0) {
+            i = t->skip[i];
+            continue;
+        }
+        for (uint32_t k = t->tok_off[i]; k < t->tok_off[i + 1]; k++) mask[t->tok[k] >> 6] |= 1ull << (t->tok[k] & 63);
+        i++;
+    }
+    return true;
+}
+
+// The walk of the trie from the current state: the bits of the tokens that can continue the text.
+static bool llm__gmask_walk(struct llm__gmatch *m, const struct llm__gtrie *t, uint64_t *mask) {
+    struct llm__gstate lvl[LLM__GRAMMAR_MAX_TOKEN + 1];
+    size_t top[LLM__GRAMMAR_MAX_TOKEN + 1];
+    if (t->max_depth > LLM__GRAMMAR_MAX_TOKEN) {
+        llm__fail(&m->err, LLM_ERR_INVALID_ARG, "grammar: a token of more than %d bytes", LLM__GRAMMAR_MAX_TOKEN);
+        return false;
+    }
+    m->pool_n = 0;
+    for (int i = 0; i < m->n_cur; i++) if (!llm__gpool_push(m, m->cur[i])) return false;
+    lvl[0] = (struct llm__gstate){.off = 0, .n = m->n_cur, .cp = m->cp, .need = m->need};
+    top[0] = m->pool_n;
+    for (uint32_t i = 0; i < t->n;) {
+        int d = t->depth[i];
+        m->pool_n = top[d - 1];
+        if (!llm__gadvance_byte(m, &lvl[d - 1], t->byte[i], &lvl[d])) {
+            if (m->oom || m->full) return false;
+            i = t->skip[i];
+            continue;
+        }
+        top[d] = m->pool_n;
+        for (uint32_t k = t->tok_off[i]; k < t->tok_off[i + 1]; k++) mask[t->tok[k] >> 6] |= 1ull << (t->tok[k] & 63);
+        i++;
+    }
+    return true;
+}
+
+// mask (n_vocab bits) = the tokens that can continue the text: those whose bytes some stack
+// accepts, and the end-of-generation ones when the text may end. false: out of memory or the
+// matcher's state beyond its limits (the message in m->err).
+bool llm__gmatch_mask(struct llm__gmatch *m, const struct llm__gtrie *t, uint64_t *mask) {
+    size_t words = ((size_t)t->n_vocab + 63) / 64;
+    if (!m->cache_mask) {
+        if (!(m->cache_mask = malloc(LLM__GRAMMAR_CACHE * words * sizeof(*m->cache_mask)))) m->oom = true;
+    }
+    uint64_t h = llm__gstate_hash(m);
+    int slot = m->cache_mask ? llm__gcache_find(m, h) : -1;
+    if (slot >= 0) {
+        memcpy(mask, m->cache_mask + (size_t)slot * words, words * sizeof(*mask));
+        m->cache_hits++;
+        return true;
+    }
+    memset(mask, 0, words * sizeof(*mask));
+    if (!m->oom && !llm__gmask_walk_dfa(m, t, mask)) {
+        if (m->oom || m->full) return llm__gmatch_error(m);
+        memset(mask, 0, words * sizeof(*mask));
+        if (!llm__gmask_walk(m, t, mask)) return llm__gmatch_error(m);
+    }
+    if (m->oom) return llm__gmatch_error(m);
+    if (llm__gmatch_can_end(m))
+        for (int k = 0; k < t->n_eog; k++) mask[t->eog[k] >> 6] |= 1ull << (t->eog[k] & 63);
+    m->cache_misses++;
+    // into the cache, round robin
+    struct llm__gcache *c = &m->cache[m->cache_next];
+    uint32_t *key = realloc(c->key, ((size_t)m->n_cur + 1) * sizeof(*key));
+    if (key) {
+        memcpy(key, m->cur, (size_t)m->n_cur * sizeof(*key));
+        *c = (struct llm__gcache){.key = key, .hash = h, .n = m->n_cur, .cp = m->cp, .need = m->need};
+        memcpy(m->cache_mask + (size_t)m->cache_next * words, mask, words * sizeof(*mask));
+        m->cache_next = (m->cache_next + 1) % LLM__GRAMMAR_CACHE;
+    }
+    return true;
+}
+
+// Whether token id can continue the text (the state does not change).
+bool llm__gmatch_token_ok(struct llm__gmatch *m, const struct llm__gtrie *t, int32_t id) {
+    if (id < 0 || id >= t->n_vocab) return false;
+    uint32_t len = t->tb_off[id + 1] - t->tb_off[id];
+    if (!len) {
+        for (int k = 0; k < t->n_eog; k++) if (t->eog[k] == id) return llm__gmatch_can_end(m);
+        return false;
+    }
+    return llm__gmatch_ok(m, t->tb + t->tb_off[id], len);
+}
+
+// Goes on with token id (an end-of-generation token: when the text may end); false: it cannot
+// continue the text (the state unchanged).
+bool llm__gmatch_token(struct llm__gmatch *m, const struct llm__gtrie *t, int32_t id) {
+    if (id < 0 || id >= t->n_vocab) return false;
+    uint32_t len = t->tb_off[id + 1] - t->tb_off[id];
+    if (!len) return llm__gmatch_token_ok(m, t, id);
+    return llm__gmatch_accept(m, t->tb + t->tb_off[id], len);
+}
+
+// --- sampling under a grammar ---
+
+#define LLM__GRAMMAR_TRIES 8   // unconstrained draws tried before the whole mask
+
+// row = logits with the tokens m refuses at -inf (mask: the allowed ones); false: none is allowed,
+// or the mask failed (m->err says why).
+bool llm__grammar_row(struct llm__gmatch *m, const struct llm__gtrie *t, const float *logits, int n,
+                      uint64_t *mask, float *row) {
+    if (!llm__gmatch_mask(m, t, mask)) return false;
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        bool ok = i < t->n_vocab && (mask[i >> 6] >> (i & 63) & 1);
+        row[i] = ok ? logits[i] : -INFINITY;
+        any |= ok;
+    }
+    if (!any) llm__fail(&m->err, LLM_ERR_INVALID_ARG, "grammar: no token of the vocabulary can continue the text");
+    return any;
+}
+
+struct llm__gok { struct llm__gmatch *m; const struct llm__gtrie *t; };
+
+static bool llm__gok(void *ctx, int32_t id) {
+    struct llm__gok *c = ctx;
+    return llm__gmatch_token_ok(c->m, c->t, id);
+}
+
+// A token drawn from logits as if those the grammar refuses had -inf logits before every sampler
+// stage: greedy takes the best allowed token, sampling follows the chain's distribution over the
+// allowed ones. Without computing the whole mask where that gives the same law: greedy, top-k,
+// top-p and min-p check tokens best first (llm__sampler_sample_checked); temperature alone draws
+// and removes refused draws (rejection sampling), at most LLM__GRAMMAR_TRIES times. Otherwise the
+// whole mask (row: [n_vocab] scratch, mask: n_vocab bits). The token is accepted into the
+// sampler's history, not into the matcher. -1: no token can continue the text (m->err says why).
+int32_t llm__grammar_sample(llm_sampler *s, struct llm__gmatch *m, const struct llm__gtrie *t,
+                            const float *logits, uint64_t *mask, float *row) {
+    const int n = s->n_vocab;
+    const bool plain = s->p.temperature > 0.0f && (s->p.top_k <= 0 || s->p.top_k >= n) && s->p.top_p >= 1.0f &&
+                       s->p.min_p <= 0.0f;
+    double sum;
+    if (plain) {
+        int k = llm__sampler_dist(s, logits, &sum);
+        for (int tries = 0; tries < LLM__GRAMMAR_TRIES && sum > 0.0; tries++) {
+            int32_t tok = llm__sampler_draw(s, k, sum, -1, 0.0);
+            if (llm__gmatch_token_ok(m, t, tok)) {
+                llm_sampler_accept(s, tok);
+                return tok;
+            }
+            if (m->oom || m->full) break;
+            for (int i = 0; i < k; i++)
+                if (s->idx[i] == tok) {
+                    sum -= s->probs[i];
+                    s->probs[i] = 0.0f;
+                    break;
+                }
+        }
+    } else {
+        struct llm__gok ctx = {m, t};
+        int32_t tok = llm__sampler_sample_checked(s, logits, llm__gok, &ctx);
+        if (tok >= 0) return tok;
+        if (tok == -2) {
+            llm__fail(&m->err, LLM_ERR_INVALID_ARG, "grammar: no token of the vocabulary can continue the text");
+            return -1;
+        }
+    }
+    const bool greedy = !(s->p.temperature > 0.0f);
+    if (!llm__grammar_row(m, t, logits, n, mask, row)) return -1;
+    int k = llm__sampler_dist(s, row, &sum);
+    int32_t tok = greedy ? s->idx[0] : llm__sampler_draw(s, k, sum, -1, 0.0);
+    if (!(tok >= 0 && tok < t->n_vocab && (mask[tok >> 6] >> (tok & 63) & 1))) {
+        // rounding carried the draw past the last allowed candidate: the most likely allowed one
+        float best = -INFINITY;
+        for (int i = 0; i < k; i++)
+            if (row[s->idx[i]] > best) { best = row[s->idx[i]]; tok = s->idx[i]; }
+    }
+    llm_sampler_accept(s, tok);
+    return tok;
+}
+
+// --- checking a grammar alone ---
+
+enum llm_status llm_grammar_check(const char *grammar, char *err, size_t err_size) {
+    struct llm__err e = {0};
+    struct llm__grammar *g = NULL;
+    if (!grammar) llm__fail(&e, LLM_ERR_INVALID_ARG, "grammar: none given");
+    else g = llm__grammar_parse(grammar, NULL, &e);
+    llm__grammar_free(g);
+    if (g) return LLM_OK;
+    if (err && err_size) snprintf(err, err_size, "%s", e.msg);
+    return e.status;
+}
+
+#line 1 "src/json_schema.c"
+// json_schema.c — a JSON Schema as a grammar (GBNF) whose texts are the JSON values the schema
+// accepts: llm_json_schema_to_grammar, for response_format / --json-schema.
+//
+// Each schema (and sub-schema) becomes a rule; $ref to #/$defs/NAME or #/definitions/NAME becomes
+// a reference to that definition's rule (so recursive schemas work). What the grammar cannot
+// hold exactly is refused with the keyword's name, never turned into a weaker constraint; the
+// exceptions are documented (docs/structured-output.md): oneOf is taken as anyOf, a regular
+// expression's `.` takes any character of a JSON string, a name written with escapes (\u0061 for
+// a) counts as other than the listed properties' names. Objects list their properties in the
+// schema's order; when the schema lists properties and says nothing of additionalProperties, no
+// others are produced (as llama.cpp, xgrammar and OpenAI's strict mode do). maxProperties bounds
+// the additional properties when every listed one is required (the count is exact then).
+
+
+
+#define LLM__JS_MAX_DEPTH 64       // nested schemas, at most
+#define LLM__JS_MAX_RULES 20000    // rules made, at most
+#define LLM__JS_MAX_ITEMS 1000     // minItems / maxItems / minLength / maxLength bounds, at most
+
+// The shared rules, emitted when used.
+enum {
+    LLM__JS_WS = 1, LLM__JS_STRING = 2, LLM__JS_CHAR = 4, LLM__JS_NUMBER = 8, LLM__JS_INTEGER = 16,
+    LLM__JS_VALUE = 32, LLM__JS_DATE = 64, LLM__JS_TIME = 128, LLM__JS_UUID = 256
+};
+
+static const char *const llm__js_prims[] = {
+    "ws ::= \"\" | \" \" | \"\\n\" [ \\t]{0,20}\n",
+    "string ::= \"\\\"\" char* \"\\\"\"\n",
+    "char ::= [^\"\\\\\\x7f\\x00-\\x1f] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n",
+    "number ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?\n",
+    "integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n",
+    ("value ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
+     "object ::= \"{\" ws (string \":\" ws value (\",\" ws string \":\" ws value)*)? \"}\"\n"
+     "array ::= \"[\" ws (value (\",\" ws value)*)? \"]\"\n"),
+    "date ::= [0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])\n",
+    ("time ::= ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,9})? "
+     "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])\n"),
+    "uuid ::= [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}\n",
+};
+
+struct llm__js {
+    const struct llm__json *j;
+    struct llm__outbuf out;    // the rules made so far
+    struct llm__err *e;
+    int n_rules, depth;
+    unsigned prims;            // LLM__JS_* used
+    int32_t *defs;             // $ref targets given a rule: their nodes, and the rule numbers
+    int *def_rule;
+    int n_defs, cap_defs;
+};
+
+static void llm__js_puts(struct llm__outbuf *o, const char *s) { llm__outbuf_put(o, s, strlen(s)); }
+
+static void llm__js_printf(struct llm__outbuf *o, const char *fmt, ...) {
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    llm__outbuf_put(o, buf, n < 0 ? 0 : (size_t)LLM__MIN(n, (int)sizeof(buf) - 1));
+}
+
+// Bytes s[0..n) as a GBNF string literal.
+static void llm__js_lit(struct llm__outbuf *o, const char *s, size_t n) {
+    llm__js_puts(o, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') llm__js_printf(o, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f) llm__js_printf(o, "\\x%02x", c);
+        else llm__outbuf_put(o, &s[i], 1);
+    }
+    llm__js_puts(o, "\"");
+}
+
+static bool llm__js_fail(struct llm__js *s, const char *fmt, const char *arg) {
+    if (s->e->status == LLM_OK) llm__fail(s->e, LLM_ERR_INVALID_ARG, fmt, arg);
+    return false;
+}
+
+// The JSON text of node i, compact (keys and strings as the schema wrote them).
+static void llm__js_compact(const struct llm__json *j, int32_t i, struct llm__outbuf *o) {
+    const struct llm__jnode *nd = &j->nodes[i];
+    if (nd->type == LLM__JSON_STR) {
+        llm__outbuf_put(o, j->text + nd->start - 1, (size_t)nd->len + 2);
+    } else if (nd->type == LLM__JSON_ARR || nd->type == LLM__JSON_OBJ) {
+        bool obj = nd->type == LLM__JSON_OBJ;
+        llm__js_puts(o, obj ? "{" : "[");
+        for (int32_t m = 0, k = i + 1; m < nd->n; m++) {
+            if (m) llm__js_puts(o, ",");
+            if (obj) {
+                llm__js_compact(j, k, o);
+                llm__js_puts(o, ":");
+                k++;
+            }
+            llm__js_compact(j, k, o);
+            k = j->nodes[k].next;
+        }
+        llm__js_puts(o, obj ? "}" : "]");
+    } else {
+        llm__outbuf_put(o, j->text + nd->start, nd->len);
+    }
+}
+
+// A new rule number.
+static int llm__js_new(struct llm__js *s) {
+    if (s->n_rules >= LLM__JS_MAX_RULES) return llm__js_fail(s, "json schema: more than %s rules", "20000"), -1;
+    return s->n_rules++;
+}
+
+// Adds "rN ::= body".
+static void llm__js_emit(struct llm__js *s, int r, const struct llm__outbuf *body) {
+    llm__js_printf(&s->out, "r%d ::= ", r);
+    llm__outbuf_put(&s->out, body->p, body->n);
+    llm__js_puts(&s->out, "\n");
+}
+
+static bool llm__js_schema(struct llm__js *s, int32_t node, struct llm__outbuf *o);
+
+// A reference to the rule of schema node `node` into o (the rule made now).
+static bool llm__js_sub(struct llm__js *s, int32_t node, struct llm__outbuf *o) {
+    int r = llm__js_new(s);
+    if (r < 0) return false;
+    struct llm__outbuf body = {0};
+    bool ok = llm__js_schema(s, node, &body) && !body.fail;
+    if (ok) llm__js_emit(s, r, &body);
+    free(body.p);
+    if (ok) llm__js_printf(o, "r%d", r);
+    return ok || llm__js_fail(s, "json schema: out of memory%s", "");
+}
+
+// --- numbers: integer ranges digit by digit ---
+
+// Decimal strings a <= b of the same length: the numbers between them.
+static void llm__js_digits(struct llm__outbuf *o, const char *a, const char *b, int n) {
+    if (n == 0) return;
+    if (n == 1) { llm__js_printf(o, "[%c-%c]", a[0], b[0]); return; }
+    if (a[0] == b[0]) {
+        llm__js_printf(o, "\"%c\" ", a[0]);
+        llm__js_digits(o, a + 1, b + 1, n - 1);
+        return;
+    }
+    char nines[24], zeros[24];
+    memset(nines, '9', sizeof(nines));
+    memset(zeros, '0', sizeof(zeros));
+    llm__js_printf(o, "(\"%c\" (", a[0]);
+    llm__js_digits(o, a + 1, nines, n - 1);
+    llm__js_puts(o, ")");
+    if (b[0] - a[0] > 1) llm__js_printf(o, " | [%c-%c] [0-9]{%d}", a[0] + 1, b[0] - 1, n - 1);
+    llm__js_printf(o, " | \"%c\" (", b[0]);
+    llm__js_digits(o, zeros, b + 1, n - 1);
+    llm__js_puts(o, "))");
+}
+
+// The non-negative integers in [lo, hi] (hi < 0: no upper bound), without leading zeros.
+static void llm__js_uint_range(struct llm__outbuf *o, long long lo, long long hi) {
+    char a[24], b[24];
+    int la = snprintf(a, sizeof(a), "%lld", lo);
+    bool first = true;
+    llm__js_puts(o, "(");
+    for (int len = la; len <= 19; len++) {
+        long long top = len == 19 ? LLONG_MAX : 1;
+        for (int k = 0; k < len && len < 19; k++) top *= 10;
+        if (len < 19) top -= 1;   // the largest number of len digits
+        long long from = len == la ? lo : top / 10 + 1, to = hi >= 0 && hi < top ? hi : top;
+        if (from > to) break;
+        if (!first) llm__js_puts(o, " | ");
+        first = false;
+        if (hi < 0 && len > la && len < 19) {   // every longer number
+            llm__js_printf(o, "[1-9] [0-9]{%d,18}", len - 1);
+            break;
+        }
+        snprintf(a, sizeof(a), "%lld", from);
+        snprintf(b, sizeof(b), "%lld", to);
+        llm__js_puts(o, "(");
+        llm__js_digits(o, a, b, (int)strlen(a));
+        llm__js_puts(o, ")");
+        if (to == hi) break;
+    }
+    llm__js_puts(o, ")");
+}
+
+// Integers in [lo, hi] (has_lo / has_hi: whether bounded).
+static void llm__js_int_range(struct llm__outbuf *o, bool has_lo, long long lo, bool has_hi, long long hi) {
+    bool neg = !has_lo || lo < 0, pos = !has_hi || hi >= 0;
+    llm__js_puts(o, "(");
+    if (neg) {   // -x for x in [max(1, -hi), -lo]
+        long long nlo = has_hi && hi < 0 ? -hi : 1, nhi = has_lo ? -lo : -1;
+        llm__js_puts(o, "\"-\" ");
+        llm__js_uint_range(o, nlo, nhi);
+    }
+    if (neg && pos) llm__js_puts(o, " | ");
+    if (pos) llm__js_uint_range(o, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1);
+    llm__js_puts(o, ")");
+}
+
+static bool llm__js_bound(struct llm__js *s, int32_t node, const char *key, double *v) {
+    int32_t i = llm__json_get(s->j, node, key);
+    if (i < 0) return false;
+    if (!llm__json_num(s->j, i, v)) return llm__js_fail(s, "json schema: %s must be a number", key);
+    return true;
+}
+
+static bool llm__js_integer(struct llm__js *s, int32_t node, struct llm__outbuf *o) {
+    double v;
+    bool has_lo = false, has_hi = false;
+    long long lo = 0, hi = 0;
+    const double lim = 9e17;
+    if (llm__js_bound(s, node, "minimum", &v)) { has_lo = true; lo = (long long)ceil(v); }
+    if (llm__js_bound(s, node, "exclusiveMinimum", &v)) {
+        long long x = (long long)floor(v) + 1;
+        if (!has_lo || x > lo) lo = x;
+        has_lo = true;
+    }
+    if (llm__js_bound(s, node, "maximum", &v)) { has_hi = true; hi = (long long)floor(v); }
+    if (llm__js_bound(s, node, "exclusiveMaximum", &v)) {
+        long long x = (long long)ceil(v) - 1;
+        if (!has_hi || x < hi) hi = x;
+        has_hi = true;
+    }
+    if (s->e->status != LLM_OK) return false;
+    if ((has_lo && fabs((double)lo) > lim) || (has_hi && fabs((double)hi) > lim))
+        return llm__js_fail(s, "json schema: integer bounds beyond %s", "9e17");
+    if (has_lo && has_hi && lo > hi)
+        return llm__js_fail(s, "json schema: no integer between minimum and maximum%s", "");
+    if (!has_lo && !has_hi) {
+        s->prims |= LLM__JS_INTEGER;
+        llm__js_puts(o, "integer");
+    } else {
+        llm__js_int_range(o, has_lo, lo, has_hi, hi);
+    }
+    return true;
+}
+
+static bool llm__js_number(struct llm__js *s, int32_t node, struct llm__outbuf *o) {
+    double v;
+    bool lo0 = false;
+    if (llm__js_bound(s, node, "minimum", &v)) {
+        if (v != 0.0) return llm__js_fail(s, "json schema: minimum on a number is supported as 0 only (got %s)",
+                                          "another value");
+        lo0 = true;
+    }
+    static const char *const unsupported[] = {"maximum", "exclusiveMinimum", "exclusiveMaximum"};
+    for (size_t i = 0; i < LLM__ARRAY_LEN(unsupported); i++)
+        if (llm__json_get(s->j, node, unsupported[i]) >= 0)
+            return llm__js_fail(s, "json schema: %s on a number is not supported (on an integer it is)",
+                                unsupported[i]);
+    if (s->e->status != LLM_OK) return false;
+    if (lo0) llm__js_puts(o, "(\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?");
+    else {
+        s->prims |= LLM__JS_NUMBER;
+        llm__js_puts(o, "number");
+    }
+    return true;
+}
+
+// --- strings ---
+
+static bool llm__js_pattern(struct llm__js *s, const char *re, struct llm__outbuf *o);
+
+static bool llm__js_count(struct llm__js *s, int32_t node, const char *key, long long *out) {
+    int32_t i = llm__json_get(s->j, node, key);
+    if (i < 0) return false;
+    int64_t v;
+    if (!llm__json_int(s->j, i, 0, LLM__JS_MAX_ITEMS, &v))
+        return llm__js_fail(s, "json schema: %s must be an integer from 0 to 1000", key);
+    *out = v;
+    return true;
+}
+
+static bool llm__js_string(struct llm__js *s, int32_t node, struct llm__outbuf *o) {
+    const struct llm__json *j = s->j;
+    int32_t fmt = llm__json_get(j, node, "format"), pat = llm__json_get(j, node, "pattern");
+    long long lo = 0, hi = -1;
+    bool has_lo = llm__js_count(s, node, "minLength", &lo), has_hi = llm__js_count(s, node, "maxLength", &hi);
+    if (s->e->status != LLM_OK) return false;
+    if ((fmt >= 0 || pat >= 0) && (has_lo || has_hi))
+        return llm__js_fail(s, "json schema: minLength/maxLength together with %s is not supported",
+                            fmt >= 0 ? "format" : "pattern");
+    if (fmt >= 0 && pat >= 0)
+        return llm__js_fail(s, "json schema: format together with pattern is not supported%s", "");
+    if (has_lo && has_hi && lo > hi) return llm__js_fail(s, "json schema: minLength is above maxLength%s", "");
+    if (fmt >= 0) {
+        static const struct { const char *name, *rule; unsigned prim; } fmts[] = {
+            {"date", "date", LLM__JS_DATE}, {"time", "time", LLM__JS_TIME},
+            {"date-time", "date \"T\" time", LLM__JS_DATE | LLM__JS_TIME}, {"uuid", "uuid", LLM__JS_UUID},
+        };
+        for (size_t i = 0; i < LLM__ARRAY_LEN(fmts); i++)
+            if (llm__json_eq(j, fmt, fmts[i].name)) {
+                s->prims |= fmts[i].prim;
+                llm__js_printf(o, "\"\\\"\" %s \"\\\"\"", fmts[i].rule);
+                return true;
+            }
+        char *f = llm__json_strdup(j, fmt, NULL);
+        llm__js_fail(s, "json schema: format \"%s\" is not supported (date, time, date-time and uuid are)",
+                     f ? f : "?");
+        free(f);
+        return false;
+    }
+    if (pat >= 0) {
+        char *re = llm__json_strdup(j, pat, NULL);
+        if (!re) return llm__js_fail(s, "json schema: pattern must be a string%s", "");
+        llm__js_puts(o, "\"\\\"\" (");
+        bool ok = llm__js_pattern(s, re, o);
+        free(re);
+        llm__js_puts(o, ") \"\\\"\"");
+        return ok;
+    }
+    s->prims |= LLM__JS_STRING | LLM__JS_CHAR;
+    if (!has_lo && !has_hi) llm__js_puts(o, "string");
+    else if (has_hi) llm__js_printf(o, "\"\\\"\" char{%lld,%lld} \"\\\"\"", lo, hi);
+    else llm__js_printf(o, "\"\\\"\" char{%lld,} \"\\\"\"", lo);
+    return true;
+}
+
+// --- arrays and objects ---
+
+static bool llm__js_array(struct llm__js *s, int32_t node, struct llm__outbuf *o) {
+    const struct llm__json *j = s->j;
+    long long lo = 0, hi = -1;
+    llm__js_count(s, node, "minItems", &lo);
+    llm__js_count(s, node, "maxItems", &hi);
+    if (s->e->status != LLM_OK) return false;
+    if (hi >= 0 && lo > hi) return llm__js_fail(s, "json schema: minItems is above maxItems%s", "");
+    int32_t items = llm__json_get(j, node, "items"), u = llm__json_get(j, node, "uniqueItems");
+    if (u >= 0 && j->nodes[u].type != LLM__JSON_FALSE)
+        return llm__js_fail(s, "json schema: %s is not supported", "uniqueItems");
+    if (llm__json_get(j, node, "prefixItems") >= 0)
+        return llm__js_fail(s, "json schema: %s is not supported", "prefixItems");
+    if (llm__json_get(j, node, "contains") >= 0) return llm__js_fail(s, "json schema: %s is not supported", "contains");
+    struct llm__outbuf item = {0};
+    bool ok = true;
+    if (items >= 0 && j->nodes[items].type != LLM__JSON_TRUE) ok = llm__js_sub(s, items, &item);
+    else {
+        s->prims |= LLM__JS_VALUE | LLM__JS_STRING | LLM__JS_CHAR | LLM__JS_NUMBER | LLM__JS_WS;
+        llm__js_puts(&item, "value");
+    }
+    if (ok && !item.fail) {
+        s->prims |= LLM__JS_WS;
+        llm__js_puts(o, "\"[\" ws ");
+        if (hi == 0) {
+        } else if (lo == 0) {
+            llm__js_printf(o, "(%.*s ws (\",\" ws %.*s ws)", (int)item.n, item.p, (int)item.n, item.p);
+            if (hi < 0) llm__js_puts(o, "*)? ");
+            else llm__js_printf(o, "{0,%lld})? ", hi - 1);
+        } else {
+            llm__js_printf(o, "%.*s ws (\",\" ws %.*s ws)", (int)item.n, item.p, (int)item.n, item.p);
+            if (hi < 0) llm__js_printf(o, "{%lld,} ", lo - 1);
+            else llm__js_printf(o, "{%lld,%lld} ", lo - 1, hi - 1);
+        }
+        llm__js_puts(o, "\"]\"");
+    }
+    free(item.p);
+    return ok;
+}
+
+// The rest of a JSON string (after its opening quote) that is none of the keys[0..n) (code
+// points; they share their first `depth`): a rule made now, its name into o. A character written
+// as an escape counts as other than the keys' (keys are compared as they are written).
+static bool llm__js_not_keys(struct llm__js *s, uint32_t **keys, const int *lens, int n, int depth,
+                             struct llm__outbuf *o) {
+    int r = llm__js_new(s);
+    if (r < 0) return false;
+    struct llm__outbuf body = {0};
+    bool ends = false;
+    for (int i = 0; i < n; i++) ends |= lens[i] == depth;
+    if (!ends) llm__js_puts(&body, "\"\\\"\" | ");
+    llm__js_puts(&body, "([^\"\\\\\\x7f\\x00-\\x1f");
+    for (int i = 0; i < n; i++)
+        if (lens[i] > depth && (i == 0 || lens[i - 1] <= depth || keys[i - 1][depth] != keys[i][depth]))
+            llm__js_printf(&body, "\\U%08x", keys[i][depth]);
+    llm__js_puts(&body, "] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})) char* \"\\\"\"");
+    s->prims |= LLM__JS_CHAR;
+    bool ok = true;
+    for (int i = 0; ok && i < n;) {
+        if (lens[i] <= depth) { i++; continue; }
+        int k = i;
+        while (k < n && lens[k] > depth && keys[k][depth] == keys[i][depth]) k++;
+        llm__js_printf(&body, " | [\\U%08x] ", keys[i][depth]);
+        ok = llm__js_not_keys(s, keys + i, lens + i, k - i, depth + 1, &body);
+        i = k;
+    }
+    if (ok && !body.fail) llm__js_emit(s, r, &body);
+    free(body.p);
+    if (ok) llm__js_printf(o, "r%d", r);
+    return ok;
+}
+
+struct llm__js_key { uint32_t *cp; int len; };
+
+static int llm__js_key_cmp(const void *a, const void *b) {
+    const struct llm__js_key *x = a, *y = b;
+    for (int i = 0; i < x->len && i < y->len; i++)
+        if (x->cp[i] != y->cp[i]) return x->cp[i] < y->cp[i] ? -1 : 1;
+    return (x->len > y->len) - (x->len < y->len);
+}
+
+// A JSON string that is not one of the property names of object `props`, into o.
+static bool llm__js_other_key(struct llm__js *s, int32_t props, struct llm__outbuf *o) {
+    const struct llm__json *j = s->j;
+    int n = j->nodes[props].n;
+    struct llm__js_key *keys = calloc((size_t)n + 1, sizeof(*keys));
+    uint32_t **cps = calloc((size_t)n + 1, sizeof(*cps));
+    int *lens = calloc((size_t)n + 1, sizeof(*lens));
+    bool ok = keys && cps && lens;
+    for (int32_t m = 0, k = props + 1; ok && m < n; m++) {
+        size_t len;
+        char *key = llm__json_strdup(j, k, &len);
+        ok = key && (keys[m].cp = malloc((len + 1) * sizeof(uint32_t)));
+        for (size_t off = 0; ok && off < len;)
+            keys[m].cp[keys[m].len++] = llm__utf8_next((const uint8_t *)key, len, &off);
+        free(key);
+        k = j->nodes[k + 1].next;
+    }
+    if (ok) {
+        qsort(keys, (size_t)n, sizeof(*keys), llm__js_key_cmp);
+        for (int m = 0; m < n; m++) {
+            cps[m] = keys[m].cp;
+            lens[m] = keys[m].len;
+        }
+        llm__js_puts(o, "\"\\\"\" ");
+        ok = llm__js_not_keys(s, cps, lens, n, 0, o);
+    } else llm__js_fail(s, "json schema: out of memory%s", "");
+    for (int m = 0; keys && m < n; m++) free(keys[m].cp);
+    free(keys);
+    free(cps);
+    free(lens);
+    return ok;
+}
+
+// maxProperties of an object with n listed properties, n_req of them required: how many additional
+// ones it leaves (-1: no bound; -2: refused, the message set). Exact when every listed property is
+// required (an object has those n and the additional ones; a name written twice counts twice in
+// the grammar and once in the object, which only lowers the count); otherwise refused, unless it
+// bounds nothing. (minProperties is not: a repeated name would make an object short of it.)
+static long long llm__js_max_extra(struct llm__js *s, int32_t node, int n, int n_req, bool more) {
+    long long max;
+    if (!llm__js_count(s, node, "maxProperties", &max)) return s->e->status == LLM_OK ? -1 : -2;
+    if (max < n_req) return llm__js_fail(s, "json schema: maxProperties is below the required properties%s", ""), -2;
+    if (!more && max >= n) return -1;
+    if (n_req < n)
+        return llm__js_fail(s, "json schema: maxProperties is supported when every listed property is required%s",
+                            ""), -2;
+    return more ? max - n : -1;
+}
+
+static bool llm__js_object(struct llm__js *s, int32_t node, struct llm__outbuf *o) {
+    const struct llm__json *j = s->j;
+    static const char *const unsupported[] = {"patternProperties", "propertyNames", "minProperties",
+                                              "dependentRequired", "dependentSchemas", "unevaluatedProperties"};
+    for (size_t i = 0; i < LLM__ARRAY_LEN(unsupported); i++)
+        if (llm__json_get(j, node, unsupported[i]) >= 0)
+            return llm__js_fail(s, "json schema: %s is not supported", unsupported[i]);
+    int32_t props = llm__json_get(j, node, "properties"), req = llm__json_get(j, node, "required"),
+            add = llm__json_get(j, node, "additionalProperties");
+    if (props >= 0 && j->nodes[props].type != LLM__JSON_OBJ)
+        return llm__js_fail(s, "json schema: %s must be an object", "properties");
+    if (req >= 0 && j->nodes[req].type != LLM__JSON_ARR)
+        return llm__js_fail(s, "json schema: %s must be an array", "required");
+    int n = props >= 0 ? j->nodes[props].n : 0;
+    s->prims |= LLM__JS_WS;
+    // additional properties: none when properties are listed and additionalProperties is absent
+    bool more = add >= 0 ? j->nodes[add].type != LLM__JSON_FALSE : n == 0;
+    struct llm__outbuf extra = {0};
+    if (more) {
+        s->prims |= LLM__JS_STRING | LLM__JS_CHAR;
+        if (n > 0 && !llm__js_other_key(s, props, &extra)) { free(extra.p); return false; }
+        llm__js_puts(&extra, n > 0 ? " ws \":\" ws " : "string \":\" ws ");
+        if (add >= 0 && j->nodes[add].type == LLM__JSON_OBJ) {
+            if (!llm__js_sub(s, add, &extra)) { free(extra.p); return false; }
+        } else {
+            s->prims |= LLM__JS_VALUE | LLM__JS_NUMBER;
+            llm__js_puts(&extra, "value");
+        }
+        llm__js_puts(&extra, " ws");
+    }
+    // each property: "key" ws ":" ws value ws, required or not
+    struct llm__outbuf *kv = calloc((size_t)n + 1, sizeof(*kv));
+    bool *required = calloc((size_t)n + 1, sizeof(*required));
+    bool ok = kv && required;
+    int n_req = 0;
+    for (int32_t m = 0, k = props + 1; ok && m < n; m++) {
+        llm__js_lit(&kv[m], j->text + j->nodes[k].start - 1, (size_t)j->nodes[k].len + 2);
+        llm__js_puts(&kv[m], " ws \":\" ws ");
+        ok = llm__js_sub(s, k + 1, &kv[m]);
+        llm__js_puts(&kv[m], " ws");
+        for (int32_t x = 0; ok && req >= 0 && x < j->nodes[req].n; x++) {
+            int32_t r = llm__json_at(j, req, x);
+            if (j->nodes[r].type == LLM__JSON_STR && j->nodes[r].len == j->nodes[k].len &&
+                !memcmp(j->text + j->nodes[r].start, j->text + j->nodes[k].start, j->nodes[k].len))
+                required[m] = true;
+        }
+        n_req += required[m];
+        k = j->nodes[k + 1].next;
+    }
+    if (ok && req >= 0 && j->nodes[req].n > n_req)
+        ok = llm__js_fail(s, "json schema: a required property is not in properties%s", "");
+    long long max_extra = ok ? llm__js_max_extra(s, node, n, n_req, more) : -1;
+    char reps[48] = "*";   // how many additional properties: any, or maxProperties' bound
+    if (max_extra == -2) ok = false;
+    else if (max_extra == 0) more = false;
+    else if (max_extra > 0) snprintf(reps, sizeof(reps), "{0,%lld}", n == 0 ? max_extra - 1 : max_extra);
+    // O_i: the properties from i on, i the first present: kv_i T_(i+1) | O_(i+1) (i optional);
+    // T_i: ("," ws kv_i) for each later one, optional ones in ( )?; then the additional ones
+    if (ok) {
+        struct llm__outbuf body = {0};
+        int first_req = 0;
+        while (first_req < n && !required[first_req]) first_req++;
+        llm__js_puts(o, "\"{\" ws ");
+        if (n == 0 && more)
+            llm__js_printf(o, "(%.*s (\",\" ws %.*s)%s)? ", (int)extra.n, extra.p, (int)extra.n, extra.p, reps);
+        else if (n > 0) {
+            llm__js_puts(o, first_req < n ? "(" : "((");
+            for (int i = 0; i <= first_req && i < n; i++) {
+                if (i) llm__js_puts(o, " | ");
+                llm__outbuf_put(o, kv[i].p, kv[i].n);
+                for (int k = i + 1; k < n; k++) {
+                    llm__js_puts(o, required[k] ? " \",\" ws " : " (\",\" ws ");
+                    llm__outbuf_put(o, kv[k].p, kv[k].n);
+                    if (!required[k]) llm__js_puts(o, ")?");
+                }
+                if (more) llm__js_printf(o, " (\",\" ws %.*s)%s", (int)extra.n, extra.p, reps);
+            }
+            llm__js_puts(o, first_req < n ? ") " : ")");
+            if (first_req == n && more)   // nothing listed present: the additional ones alone
+                llm__js_printf(o, " | %.*s (\",\" ws %.*s)*", (int)extra.n, extra.p, (int)extra.n, extra.p);
+            if (first_req == n) llm__js_puts(o, ")? ");
+        }
+        llm__js_puts(o, "\"}\"");
+        free(body.p);
+    }
+    for (int m = 0; kv && m < n; m++) free(kv[m].p);
+    free(kv);
+    free(required);
+    free(extra.p);
+    return ok || llm__js_fail(s, "json schema: out of memory%s", "");
+}
+
+// --- the schema ---
+
+// The rule of a $ref's target (made the first time; a recursive schema refers to it before its
+// body is done).
+static bool llm__js_ref(struct llm__js *s, int32_t node, struct llm__outbuf *o) {
+    const struct llm__json *j = s->j;
+    int32_t ref = llm__json_get(j, node, "$ref");
+    char *path = llm__json_strdup(j, ref, NULL);
+    if (!path) return llm__js_fail(s, "json schema: $ref must be a string%s", "");
+    int32_t target = -1;
+    const char *name = NULL;
+    if (!strcmp(path, "#")) target = 0;
+    else if (!strncmp(path, "#/$defs/", 8))
+        name = path + 8, target = llm__json_get(j, llm__json_get(j, 0, "$defs"), name);
+    else if (!strncmp(path, "#/definitions/", 14))
+        name = path + 14, target = llm__json_get(j, llm__json_get(j, 0, "definitions"), name);
+    if (target < 0) {
+        llm__js_fail(s, "json schema: $ref \"%s\" is not #, #/$defs/NAME or #/definitions/NAME of this schema", path);
+        free(path);
+        return false;
+    }
+    free(path);
+    for (int i = 0; i < s->n_defs; i++)
+        if (s->defs[i] == target) {
+            llm__js_printf(o, "r%d", s->def_rule[i]);
+            return true;
+        }
+    if (s->n_defs == s->cap_defs) {
+        int cap = s->cap_defs ? 2 * s->cap_defs : 16;
+        int32_t *d = realloc(s->defs, (size_t)cap * sizeof(*d));
+        if (d) s->defs = d;
+        int *r = realloc(s->def_rule, (size_t)cap * sizeof(*r));
+        if (r) s->def_rule = r;
+        if (!d || !r) return llm__js_fail(s, "json schema: out of memory%s", "");
+        s->cap_defs = cap;
+    }
+    int r = llm__js_new(s);
+    if (r < 0) return false;
+    s->defs[s->n_defs] = target;
+    s->def_rule[s->n_defs++] = r;
+    struct llm__outbuf body = {0};
+    bool ok = llm__js_schema(s, target, &body) && !body.fail;
+    if (ok) llm__js_emit(s, r, &body);
+    free(body.p);
+    if (ok) llm__js_printf(o, "r%d", r);
+    return ok;
+}
+
+// Alternatives: each element of array `arr` a schema.
+static bool llm__js_any_of(struct llm__js *s, int32_t arr, const char *key, struct llm__outbuf *o) {
+    const struct llm__json *j = s->j;
+    if (j->nodes[arr].type != LLM__JSON_ARR || j->nodes[arr].n == 0)
+        return llm__js_fail(s, "json schema: %s must be a non-empty array", key);
+    llm__js_puts(o, "(");
+    for (int32_t x = 0; x < j->nodes[arr].n; x++) {
+        if (x) llm__js_puts(o, " | ");
+        if (!llm__js_sub(s, llm__json_at(j, arr, x), o)) return false;
+    }
+    llm__js_puts(o, ")");
+    return true;
+}
+
+// One type of a schema ("string", "object", ...).
+static bool llm__js_type(struct llm__js *s, int32_t node, int32_t t, struct llm__outbuf *o) {
+    const struct llm__json *j = s->j;
+    if (llm__json_eq(j, t, "string")) return llm__js_string(s, node, o);
+    if (llm__json_eq(j, t, "integer")) return llm__js_integer(s, node, o);
+    if (llm__json_eq(j, t, "number")) return llm__js_number(s, node, o);
+    if (llm__json_eq(j, t, "object")) return llm__js_object(s, node, o);
+    if (llm__json_eq(j, t, "array")) return llm__js_array(s, node, o);
+    if (llm__json_eq(j, t, "boolean")) return llm__js_puts(o, "(\"true\" | \"false\")"), true;
+    if (llm__json_eq(j, t, "null")) return llm__js_puts(o, "\"null\""), true;
+    return llm__js_fail(s, "json schema: unknown type%s (string, integer, number, object, array, boolean, null)", "");
+}
+
+// The keywords a schema may have; the others are refused by name.
+static const char *const llm__js_known[] = {
+    "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "enum", "const",
+    "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "minLength", "maxLength", "pattern", "format",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "uniqueItems", "nullable", "patternProperties",
+    "propertyNames", "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "prefixItems",
+    "contains", "unevaluatedProperties",
+    // annotations, no constraint
+    "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated", "readOnly",
+    "writeOnly", "strict", "name",
+};
+
+static bool llm__js_keywords(struct llm__js *s, int32_t node) {
+    const struct llm__json *j = s->j;
+    for (int32_t m = 0, k = node + 1; m < j->nodes[node].n; m++) {
+        bool known = false;
+        for (size_t i = 0; i < LLM__ARRAY_LEN(llm__js_known) && !known; i++)
+            known = llm__json_eq(j, k, llm__js_known[i]);
+        if (!known) {
+            char *key = llm__json_strdup(j, k, NULL);
+            llm__js_fail(s, "json schema: the keyword \"%s\" is not supported", key ? key : "?");
+            free(key);
+            return false;
+        }
+        k = j->nodes[k + 1].next;
+    }
+    return true;
+}
+
+static bool llm__js_schema_body(struct llm__js *s, int32_t node, struct llm__outbuf *o) {
+    const struct llm__json *j = s->j;
+    if (j->nodes[node].type == LLM__JSON_TRUE) {
+        s->prims |= LLM__JS_VALUE | LLM__JS_STRING | LLM__JS_CHAR | LLM__JS_NUMBER | LLM__JS_WS;
+        llm__js_puts(o, "value");
+        return true;
+    }
+    if (j->nodes[node].type == LLM__JSON_FALSE) return llm__js_fail(s, "json schema: false accepts no value%s", "");
+    if (j->nodes[node].type != LLM__JSON_OBJ) return llm__js_fail(s, "json schema: a schema must be an object%s", "");
+    if (!llm__js_keywords(s, node)) return false;
+    int32_t x;
+    if ((x = llm__json_get(j, node, "$ref")) >= 0) return llm__js_ref(s, node, o);
+    if ((x = llm__json_get(j, node, "const")) >= 0) {
+        struct llm__outbuf v = {0};
+        llm__js_compact(j, x, &v);
+        llm__js_lit(o, v.p ? v.p : "", v.n);
+        free(v.p);
+        return true;
+    }
+    if ((x = llm__json_get(j, node, "enum")) >= 0) {
+        if (j->nodes[x].type != LLM__JSON_ARR || j->nodes[x].n == 0)
+            return llm__js_fail(s, "json schema: %s must be a non-empty array", "enum");
+        llm__js_puts(o, "(");
+        for (int32_t i = 0; i < j->nodes[x].n; i++) {
+            struct llm__outbuf v = {0};
+            llm__js_compact(j, llm__json_at(j, x, i), &v);
+            if (i) llm__js_puts(o, " | ");
+            llm__js_lit(o, v.p ? v.p : "", v.n);
+            free(v.p);
+        }
+        llm__js_puts(o, ")");
+        return true;
+    }
+    if ((x = llm__json_get(j, node, "anyOf")) >= 0) return llm__js_any_of(s, x, "anyOf", o);
+    if ((x = llm__json_get(j, node, "oneOf")) >= 0) return llm__js_any_of(s, x, "oneOf", o);
+    if ((x = llm__json_get(j, node, "allOf")) >= 0) {
+        if (j->nodes[x].type != LLM__JSON_ARR || j->nodes[x].n != 1)
+            return llm__js_fail(s, "json schema: %s is supported with one schema only", "allOf");
+        return llm__js_sub(s, llm__json_at(j, x, 0), o);
+    }
+    int32_t t = llm__json_get(j, node, "type"), nullable = llm__json_get(j, node, "nullable");
+    bool or_null = nullable >= 0 && j->nodes[nullable].type == LLM__JSON_TRUE;
+    if (t < 0) {   // no type: what the keywords say, else any value
+        if (llm__json_get(j, node, "properties") >= 0) t = -2;
+        else if (llm__json_get(j, node, "items") >= 0) t = -3;
+        else {
+            s->prims |= LLM__JS_VALUE | LLM__JS_STRING | LLM__JS_CHAR | LLM__JS_NUMBER | LLM__JS_WS;
+            llm__js_puts(o, "value");
+            return true;
+        }
+    }
+    llm__js_puts(o, "(");
+    bool ok;
+    if (t == -2) ok = llm__js_object(s, node, o);
+    else if (t == -3) ok = llm__js_array(s, node, o);
+    else if (j->nodes[t].type == LLM__JSON_ARR) {
+        ok = j->nodes[t].n > 0 || llm__js_fail(s, "json schema: an empty list of types%s", "");
+        for (int32_t i = 0; ok && i < j->nodes[t].n; i++) {
+            if (i) llm__js_puts(o, " | ");
+            ok = llm__js_type(s, node, llm__json_at(j, t, i), o);
+        }
+    } else ok = llm__js_type(s, node, t, o);
+    if (or_null) llm__js_puts(o, " | \"null\"");
+    llm__js_puts(o, ")");
+    return ok;
+}
+
+static bool llm__js_schema(struct llm__js *s, int32_t node, struct llm__outbuf *o) {
+    if (++s->depth > LLM__JS_MAX_DEPTH) return llm__js_fail(s, "json schema: nested deeper than %s", "64");
+    bool ok = llm__js_schema_body(s, node, o);
+    s->depth--;
+    return ok;
+}
+
+// --- pattern: a regular expression (ECMA-262's common subset) over a JSON string's characters ---
+//
+// The expression matches the string's value; the grammar writes its JSON text: '"', '\' and
+// control characters escaped. Supported: literals, ., classes ([a-z], [^...], \d \w \s and their
+// negations, \n \t \r \f \v \0 \xHH \uHHHH, escaped punctuation), groups ((...), (?:...),
+// (?<name>...)), alternation, * + ? {n} {n,} {n,m} (lazy forms taken as greedy: the set of
+// strings is the same), ^ and $ at the ends (without them the match may be anywhere, as JSON
+// Schema says). Back-references, lookaround and \b are refused.
+
+struct llm__re {
+    struct llm__js *s;
+    const char *p;
+    uint32_t rng[512];         // a class's ranges: lo, hi pairs
+    int n;
+};
+
+static bool llm__re_fail(struct llm__re *r, const char *what) {
+    return llm__js_fail(r->s, "json schema: pattern: %s", what);
+}
+
+static bool llm__re_add(struct llm__re *r, uint32_t lo, uint32_t hi) {
+    if (r->n >= 256) return llm__re_fail(r, "a class of more than 256 ranges");
+    r->rng[2 * r->n] = lo;
+    r->rng[2 * r->n + 1] = hi;
+    r->n++;
+    return true;
+}
+
+static int llm__re_rng_cmp(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+// Sorts and merges r's ranges; complements them when negate.
+static void llm__re_norm(struct llm__re *r, bool negate) {
+    qsort(r->rng, (size_t)r->n, 2 * sizeof(uint32_t), llm__re_rng_cmp);
+    int m = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (m && r->rng[2 * i] <= r->rng[2 * m - 1] + 1) {
+            if (r->rng[2 * i + 1] > r->rng[2 * m - 1]) r->rng[2 * m - 1] = r->rng[2 * i + 1];
+        } else {
+            r->rng[2 * m] = r->rng[2 * i];
+            r->rng[2 * m + 1] = r->rng[2 * i + 1];
+            m++;
+        }
+    }
+    r->n = m;
+    if (!negate) return;
+    uint32_t old[512], lo = 0;
+    memcpy(old, r->rng, (size_t)(2 * m) * sizeof(*old));
+    r->n = 0;
+    for (int i = 0; i < m; i++) {
+        if (old[2 * i] > lo) llm__re_add(r, lo, old[2 * i] - 1);
+        lo = old[2 * i + 1] + 1;
+    }
+    if (lo <= LLM__CP_MAX) llm__re_add(r, lo, LLM__CP_MAX);
+}
+
+// The set r->rng as JSON string text: the characters written as they are, and the escapes of
+// '"', '\' and control characters for those in the set.
+static void llm__re_emit_set(struct llm__re *r, struct llm__outbuf *o) {
+    bool first = true, any_plain = false;
+    llm__js_puts(o, "(");
+    struct llm__outbuf cls = {0};
+    for (int i = 0; i < r->n; i++) {
+        uint32_t lo = r->rng[2 * i], hi = r->rng[2 * i + 1];
+        for (uint32_t c = lo; c <= hi && c < 0x20; c++) {   // control characters: escaped
+            static const char short_esc[] = {'b', 't', 'n', 0, 'f', 'r'};
+            if (!first) llm__js_puts(o, " | ");
+            first = false;
+            if (c >= 8 && c <= 13 && short_esc[c - 8]) llm__js_printf(o, "\"\\\\%c\"", short_esc[c - 8]);
+            else llm__js_printf(o, "\"\\\\u00%02x\"", c);
+        }
+        if (lo < 0x20) lo = 0x20;
+        for (uint32_t c = '"'; c <= '\\'; c += '\\' - '"') {   // '"' and '\': escaped, cut out of the range
+            if (c < lo || c > hi) continue;
+            if (!first) llm__js_puts(o, " | ");
+            first = false;
+            llm__js_puts(o, c == '"' ? "\"\\\\\\\"\"" : "\"\\\\\\\\\"");
+        }
+        uint32_t pieces[3][2] = {{lo, hi}, {1, 0}, {1, 0}};
+        int np = 1;
+        for (uint32_t c = '"'; c <= '\\'; c += '\\' - '"') {
+            int k = np - 1;
+            if (pieces[k][0] <= c && c <= pieces[k][1]) {
+                pieces[np][0] = c + 1;
+                pieces[np][1] = pieces[k][1];
+                pieces[k][1] = c - 1;
+                np++;
+            }
+        }
+        for (int k = 0; k < np; k++) {
+            if (pieces[k][0] > pieces[k][1] || pieces[k][1] < 0x20 || pieces[k][1] == UINT32_MAX) continue;
+            llm__js_printf(&cls, "\\U%08x-\\U%08x", pieces[k][0], pieces[k][1]);
+            any_plain = true;
+        }
+    }
+    if (any_plain) {
+        if (!first) llm__js_puts(o, " | ");
+        first = false;
+        llm__js_puts(o, "[");
+        llm__outbuf_put(o, cls.p, cls.n);
+        llm__js_puts(o, "]");
+    }
+    free(cls.p);
+    if (first) llm__js_puts(o, "[^\\x00-\\U0010ffff]");   // the empty set
+    llm__js_puts(o, ")");
+}
+
+static int llm__re_hex(const char *p, int n, uint32_t *v) {
+    *v = 0;
+    for (int i = 0; i < n; i++) {
+        int h = p[i] >= '0' && p[i] <= '9' ? p[i] - '0' : p[i] >= 'a' && p[i] <= 'f' ? p[i] - 'a' + 10
+              : p[i] >= 'A' && p[i] <= 'F' ? p[i] - 'A' + 10 : -1;
+        if (h < 0) return 0;
+        *v = *v << 4 | (uint32_t)h;
+    }
+    return n;
+}
+
+// An escape after '\' into ranges (a class escape adds its ranges; a character one, its code point).
+static bool llm__re_escape(struct llm__re *r, bool in_class) {
+    char c = *r->p++;
+    uint32_t v;
+    switch (c) {
+    case 'd': return llm__re_add(r, '0', '9');
+    case 'w': return llm__re_add(r, '0', '9') && llm__re_add(r, 'A', 'Z') && llm__re_add(r, '_', '_') &&
+                     llm__re_add(r, 'a', 'z');
+    case 's': return llm__re_add(r, '\t', '\r') && llm__re_add(r, ' ', ' ');
+    case 'D': case 'W': case 'S': {
+        if (in_class) return llm__re_fail(r, "\\D, \\W or \\S inside a class is not supported");
+        char lower[2] = {(char)(c - 'A' + 'a'), 0};
+        struct llm__re t = {.s = r->s, .p = lower};
+        llm__re_escape(&t, false);
+        llm__re_norm(&t, true);
+        for (int i = 0; i < t.n; i++) if (!llm__re_add(r, t.rng[2 * i], t.rng[2 * i + 1])) return false;
+        return true;
+    }
+    case 'n': return llm__re_add(r, '\n', '\n');
+    case 't': return llm__re_add(r, '\t', '\t');
+    case 'r': return llm__re_add(r, '\r', '\r');
+    case 'f': return llm__re_add(r, '\f', '\f');
+    case 'v': return llm__re_add(r, '\v', '\v');
+    case '0': return llm__re_add(r, 0, 0);
+    case 'x':
+        if (!llm__re_hex(r->p, 2, &v)) return llm__re_fail(r, "\\x needs 2 hexadecimal digits");
+        r->p += 2;
+        return llm__re_add(r, v, v);
+    case 'u':
+        if (!llm__re_hex(r->p, 4, &v)) return llm__re_fail(r, "\\u needs 4 hexadecimal digits");
+        r->p += 4;
+        return llm__re_add(r, v, v);
+    case 'b': case 'B': return llm__re_fail(r, in_class ? "\\b inside a class is not supported"
+                                                         : "word boundaries (\\b, \\B) are not supported");
+    case 0: return llm__re_fail(r, "a '\\' at the end");
+    default:
+        if (c >= '1' && c <= '9') return llm__re_fail(r, "back-references are not supported");
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return llm__re_fail(r, "an unknown escape");
+        return llm__re_add(r, (uint8_t)c, (uint8_t)c);
+    }
+}
+
+// One character of the expression (UTF-8) as a code point.
+static bool llm__re_char(struct llm__re *r, uint32_t *cp) {
+    size_t len = strnlen(r->p, 4);
+    if (llm__utf8_char((const uint8_t *)r->p, len) <= 0) return llm__re_fail(r, "invalid UTF-8");
+    size_t off = 0;
+    *cp = llm__utf8_next((const uint8_t *)r->p, len, &off);
+    r->p += off;
+    return true;
+}
+
+static bool llm__re_class(struct llm__re *r, struct llm__outbuf *o) {
+    r->p++;
+    bool negate = *r->p == '^';
+    if (negate) r->p++;
+    r->n = 0;
+    bool first = true;
+    while (*r->p != ']' || first) {
+        first = false;
+        if (!*r->p) return llm__re_fail(r, "an unterminated class");
+        uint32_t lo, hi;
+        if (*r->p == '\\') {
+            r->p++;
+            int before = r->n;
+            if (!llm__re_escape(r, true)) return false;
+            if (r->n != before + 1 || r->rng[2 * before] != r->rng[2 * before + 1]) continue;   // a class escape
+            lo = r->rng[2 * before];
+            r->n = before;
+        } else if (!llm__re_char(r, &lo)) return false;
+        hi = lo;
+        if (r->p[0] == '-' && r->p[1] && r->p[1] != ']') {
+            r->p++;
+            if (*r->p == '\\') {
+                r->p++;
+                int before = r->n;
+                if (!llm__re_escape(r, true)) return false;
+                if (r->n != before + 1 || r->rng[2 * before] != r->rng[2 * before + 1])
+                    return llm__re_fail(r, "a class escape ends a range");
+                hi = r->rng[2 * before];
+                r->n = before;
+            } else if (!llm__re_char(r, &hi)) return false;
+            if (hi < lo) return llm__re_fail(r, "a range's end is below its start");
+        }
+        if (!llm__re_add(r, lo, hi)) return false;
+    }
+    r->p++;
+    llm__re_norm(r, negate);
+    llm__re_emit_set(r, o);
+    return true;
+}
+
+static bool llm__re_alt(struct llm__re *r, struct llm__outbuf *o, int depth);
+
+// One atom into o.
+static bool llm__re_atom(struct llm__re *r, struct llm__outbuf *o, int depth) {
+    char c = *r->p;
+    if (c == '(') {
+        r->p++;
+        if (r->p[0] == '?') {
+            if (r->p[1] == ':') r->p += 2;
+            else if (r->p[1] == '<' && r->p[2] != '=' && r->p[2] != '!') {   // (?<name>
+                const char *end = strchr(r->p, '>');
+                if (!end) return llm__re_fail(r, "an unterminated group name");
+                r->p = end + 1;
+            } else if (r->p[1] == 'P' && r->p[2] == '<') {
+                const char *end = strchr(r->p, '>');
+                if (!end) return llm__re_fail(r, "an unterminated group name");
+                r->p = end + 1;
+            } else return llm__re_fail(r, "lookaround ((?=, (?!, (?<=, (?<!) and other (? groups are not supported");
+        }
+        if (depth >= 50) return llm__re_fail(r, "groups nested deeper than 50");
+        llm__js_puts(o, "(");
+        if (!llm__re_alt(r, o, depth + 1)) return false;
+        if (*r->p != ')') return llm__re_fail(r, "an unterminated group");
+        r->p++;
+        llm__js_puts(o, ")");
+        return true;
+    }
+    if (c == '[') return llm__re_class(r, o);
+    if (c == '.') {
+        r->p++;
+        r->s->prims |= LLM__JS_CHAR;
+        llm__js_puts(o, "char");
+        return true;
+    }
+    if (c == '*' || c == '+' || c == '?' || c == '{') return llm__re_fail(r, "a quantifier with nothing to repeat");
+    if (c == '^' || c == '$') return llm__re_fail(r, "^ and $ are supported at the ends of the pattern only");
+    r->n = 0;
+    if (c == '\\') {
+        r->p++;
+        if (!llm__re_escape(r, false)) return false;
+    } else {
+        uint32_t cp;
+        if (!llm__re_char(r, &cp) || !llm__re_add(r, cp, cp)) return false;
+    }
+    llm__re_norm(r, false);
+    llm__re_emit_set(r, o);
+    return true;
+}
+
+static bool llm__re_seq(struct llm__re *r, struct llm__outbuf *o, int depth) {
+    bool empty = true;
+    for (;;) {
+        char c = *r->p;
+        if (!c || c == '|' || c == ')') break;
+        if (c == '$' && !r->p[1]) break;   // the end anchor
+        if (!empty) llm__js_puts(o, " ");
+        empty = false;
+        size_t at = o->n;
+        if (!llm__re_atom(r, o, depth)) return false;
+        c = *r->p;
+        if (c == '*' || c == '+' || c == '?' || c == '{') {
+            // the atom as a group, then its quantifier
+            struct llm__outbuf atom = {0};
+            llm__outbuf_put(&atom, o->p + at, o->n - at);
+            o->n = at;
+            llm__js_puts(o, "(");
+            llm__outbuf_put(o, atom.p, atom.n);
+            llm__js_puts(o, ")");
+            free(atom.p);
+            if (c == '{') {
+                char *end;
+                long lo = strtol(r->p + 1, &end, 10), hi = lo;
+                if (end == r->p + 1 || lo < 0 || lo > LLM__JS_MAX_ITEMS) return llm__re_fail(r, "a bad {n,m}");
+                if (*end == ',') {
+                    const char *q = end + 1;
+                    hi = *q == '}' ? -1 : strtol(q, &end, 10);
+                    if (*q == '}') end = (char *)q;
+                    else if (end == q || hi < lo || hi > LLM__JS_MAX_ITEMS) return llm__re_fail(r, "a bad {n,m}");
+                }
+                if (*end != '}') return llm__re_fail(r, "a bad {n,m}");
+                if (hi < 0) llm__js_printf(o, "{%ld,}", lo);
+                else llm__js_printf(o, "{%ld,%ld}", lo, hi);
+                r->p = end + 1;
+            } else {
+                llm__outbuf_put(o, &c, 1);
+                r->p++;
+            }
+            if (*r->p == '?') r->p++;   // lazy: the same set of strings
+            else if (*r->p == '+') return llm__re_fail(r, "possessive quantifiers are not supported");
+            c = *r->p;
+            if (c == '*' || c == '+' || c == '{') return llm__re_fail(r, "a quantifier after a quantifier");
+        }
+    }
+    if (empty) llm__js_puts(o, "\"\"");
+    return true;
+}
+
+static bool llm__re_alt(struct llm__re *r, struct llm__outbuf *o, int depth) {
+    if (!llm__re_seq(r, o, depth)) return false;
+    while (*r->p == '|') {
+        r->p++;
+        llm__js_puts(o, " | ");
+        if (!llm__re_seq(r, o, depth)) return false;
+    }
+    return true;
+}
+
+static bool llm__js_pattern(struct llm__js *s, const char *re, struct llm__outbuf *o) {
+    struct llm__re r = {.s = s, .p = re};
+    bool start = *r.p == '^';
+    if (start) r.p++;
+    s->prims |= LLM__JS_CHAR;
+    if (!start) llm__js_puts(o, "char* ");
+    llm__js_puts(o, "(");
+    if (!llm__re_alt(&r, o, 0)) return false;
+    llm__js_puts(o, ")");
+    bool end = *r.p == '$';
+    if (end) r.p++;
+    if (*r.p == ')') return llm__re_fail(&r, "an unmatched ')'");
+    if (*r.p) return llm__re_fail(&r, "$ is supported at the end only");
+    if (!end) llm__js_puts(o, " char*");
+    return true;
+}
+
+// --- the whole ---
+
+int llm_json_schema_to_grammar(const char *schema, char *buf, size_t size, char *err, size_t err_size) {
+    struct llm__err e = {0};
+    struct llm__json j;
+    struct llm__js s = {.j = &j, .e = &e};
+    int n = -1;
+    if (!schema) llm__fail(&e, LLM_ERR_INVALID_ARG, "json schema: none given");
+    else if (llm__json_parse(&j, schema, strlen(schema), "json schema", &e) == LLM_OK) {
+        int r = llm__js_new(&s);
+        struct llm__outbuf body = {0};
+        if (r >= 0 && llm__js_schema(&s, 0, &body) && !body.fail) {
+            llm__js_printf(&s.out, "root ::= r%d\n", r);
+            llm__js_emit(&s, r, &body);
+            for (size_t i = 0; i < LLM__ARRAY_LEN(llm__js_prims); i++)
+                if (s.prims & (1u << i)) llm__js_puts(&s.out, llm__js_prims[i]);
+            if (s.out.fail) llm__fail(&e, LLM_ERR_NOMEM, "json schema: out of memory");
+            else if (s.out.n > INT32_MAX - 1)
+                llm__fail(&e, LLM_ERR_INVALID_ARG, "json schema: its grammar is over 2 GB");
+            else n = (int)s.out.n;
+        } else if (e.status == LLM_OK) llm__fail(&e, LLM_ERR_NOMEM, "json schema: out of memory");
+        free(body.p);
+        llm__json_free(&j);
+    }
+    if (n >= 0 && size) {
+        size_t k = LLM__MIN((size_t)n, size - 1);
+        memcpy(buf, s.out.p, k);
+        buf[k] = 0;
+    }
+    if (n < 0 && err && err_size) snprintf(err, err_size, "%s", e.msg);
+    free(s.out.p);
+    free(s.defs);
+    free(s.def_rule);
+    return n;
 }
 
 #line 1 "src/step.c"
@@ -16460,6 +19169,34 @@ static bool llm__req_copy_stops(llm_engine *E, struct llm__req *r, const struct 
     return true;
 }
 
+// r's grammar compiled (the last request's when it has the same text: the choices of one request
+// share it), its matcher, and the engine's token trie and scratch rows the first time.
+static enum llm_status llm__req_grammar(llm_engine *E, struct llm__req *r, const char *text) {
+    struct llm__err *e = &E->err;
+    struct llm__req *last = E->sched.n_reqs ? E->sched.reqs[E->sched.n_reqs - 1] : NULL;
+    if (last && last->grammar && !strcmp(last->grammar->text, text)) {
+        r->grammar = last->grammar;
+        r->grammar->refs++;
+    } else if (!(r->grammar = llm__grammar_parse(text, NULL, e))) {
+        return e->status;
+    }
+    if (!E->gtrie_built) {
+        size_t n = (size_t)E->model.n_vocab;
+        if (!E->g_row && !(E->g_row = malloc(n * sizeof(*E->g_row))))
+            return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        if (!E->g_mask && !(E->g_mask = malloc((n + 63) / 64 * sizeof(*E->g_mask))))
+            return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        if (!llm__gtrie_build(&E->gtrie, &E->vocab)) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+        E->gtrie_built = true;
+    }
+    if (!(r->gm = malloc(sizeof(*r->gm))) || !llm__gmatch_init(r->gm, r->grammar)) {
+        free(r->gm);
+        r->gm = NULL;
+        return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    }
+    return LLM_OK;
+}
+
 // Room for one more request in the engine's list, queues and plan; false: out of memory.
 static bool llm__reqs_reserve(llm_engine *E) {
     if (E->sched.n_reqs < E->sched.cap_reqs) return true;
@@ -16485,7 +19222,9 @@ int llm_add_request(llm_engine *E, const struct llm_prompt *prompt, const struct
     r->p.stop = NULL;
     r->p.stop_token_ids = NULL;
     r->p.n_stop = r->p.n_stop_token_ids = 0;   // until the copies exist
+    r->p.grammar = NULL;
     enum llm_status st = llm__req_set_prompt(E, r, prompt);
+    if (st == LLM_OK && p.grammar) st = llm__req_grammar(E, r, p.grammar);
     struct llm_sampling_params dp = p.sampling;   // the draft's draws: the same chain, its own random numbers
     dp.seed ^= 0x9E3779B97F4A7C15ull;
     if (st == LLM_OK &&
@@ -16579,11 +19318,12 @@ static void llm__req_check_end(llm_engine *E, struct llm__req *r, int32_t tok) {
     stop_tok |= r->p.n_stop_token_ids &&
                 bsearch(&tok, r->stop_ids, (size_t)r->p.n_stop_token_ids, sizeof(int32_t), llm__cmp_i32) != NULL;
     bool at_max = r->n_tokens - r->n_prompt >= r->p.max_tokens, at_len = at_max || r->n_tokens >= E->max_model_len;
+    bool g_end = r->gm && llm__gmatch_must_end(r->gm);   // the grammar's text is complete
     size_t hold = 0;
-    llm__req_text(r, &E->vocab, tok, !stop_tok, stop_tok || at_len);
+    llm__req_text(r, &E->vocab, tok, !stop_tok, stop_tok || at_len || g_end);
     bool stop_str = r->p.n_stop && llm__req_stop_string(r, &hold);
-    r->text_hold = stop_str || stop_tok || at_len ? 0 : hold;
-    if (stop_tok || stop_str) llm__req_finish(E, r, LLM_FINISH_STOP);
+    r->text_hold = stop_str || stop_tok || at_len || g_end ? 0 : hold;
+    if (stop_tok || stop_str || g_end) llm__req_finish(E, r, LLM_FINISH_STOP);
     else if (at_len) llm__req_finish(E, r, at_max ? LLM_FINISH_LENGTH : LLM_FINISH_CONTEXT);
 }
 
@@ -16591,10 +19331,7 @@ static void llm__req_check_end(llm_engine *E, struct llm__req *r, int32_t tok) {
 // activations overflow, e.g. a damaged file). Computing on would give garbage tokens: r ends with
 // LLM_FINISH_ERROR and a message (also the engine's error, llm_last_error), once. Its blocks are
 // freed without entering the prefix cache.
-static void llm__req_fail_nonfinite(llm_engine *E, struct llm__req *r) {
-    llm__fail(&E->err, LLM_ERR_BACKEND, "request %d: the model computed logits that are not finite (NaN or "
-              "infinity) after %d tokens: its weights or activations overflow (a damaged or badly converted "
-              "model file?)", r->id, r->n_tokens);
+static void llm__req_fail(llm_engine *E, struct llm__req *r) {
     free(r->error);
     r->error = llm__strndup(E->err.msg, strlen(E->err.msg));
     llm__stream_feed(&r->ts, "", 0, &r->text, true);   // what was held back is final
@@ -16604,6 +19341,35 @@ static void llm__req_fail_nonfinite(llm_engine *E, struct llm__req *r) {
     r->t_last = llm__now();
     llm__blocks_release(&E->blocks, &r->seq);
     if (E->spec.draft) llm__blocks_release(&E->spec.draft->blocks, &r->dseq);
+}
+
+static void llm__req_fail_nonfinite(llm_engine *E, struct llm__req *r) {
+    llm__fail(&E->err, LLM_ERR_BACKEND, "request %d: the model computed logits that are not finite (NaN or "
+              "infinity) after %d tokens: its weights or activations overflow (a damaged or badly converted "
+              "model file?)", r->id, r->n_tokens);
+    llm__req_fail(E, r);
+}
+
+// r's grammar lets no token continue its text, or its matcher failed (out of memory, beyond its
+// limits): r ends with LLM_FINISH_ERROR and the matcher's message.
+static void llm__req_fail_grammar(llm_engine *E, struct llm__req *r) {
+    llm__fail(&E->err, r->gm->err.status != LLM_OK ? r->gm->err.status : LLM_ERR_INVALID_ARG, "request %d: %s", r->id,
+              r->gm->err.status != LLM_OK ? r->gm->err.msg : "grammar: the token does not continue the text");
+    llm__req_fail(E, r);
+}
+
+// The next token of r from its logit row: its sampler's, under its grammar when it has one; -1:
+// the grammar lets no token continue (r has ended with LLM_FINISH_ERROR).
+static int32_t llm__req_sample(llm_engine *E, struct llm__req *r, const float *lg) {
+    if (!r->gm) return llm_sampler_sample(r->smp, lg);
+    double t0 = llm__now();
+    long misses = r->gm->cache_misses, hits = r->gm->cache_hits;
+    int32_t tok = llm__grammar_sample(r->smp, r->gm, &E->gtrie, lg, E->g_mask, E->g_row);
+    E->g_masks += r->gm->cache_misses - misses;
+    E->g_hits += r->gm->cache_hits - hits;
+    E->g_seconds += llm__now() - t0;
+    if (tok < 0) llm__req_fail_grammar(E, r);
+    return tok;
 }
 
 // After a token was sampled from a logit row: append it (and the row's top log-probabilities when
@@ -16618,6 +19384,16 @@ static void llm__req_append(llm_engine *E, struct llm__req *r, int32_t tok, cons
         size_t at = (size_t)(r->n_tokens - r->n_prompt);
         double lse = llm__top_logprobs(row, E->model.n_vocab, k, r->logprobs + at * (size_t)k);
         r->token_logprobs[at] = (float)((double)row[tok] - lse);
+    }
+    if (r->gm) {
+        double t0 = llm__now();
+        bool ok = llm__gmatch_token(r->gm, &E->gtrie, tok);
+        E->g_seconds += llm__now() - t0;
+        E->g_tokens++;
+        if (!ok) {
+            llm__req_fail_grammar(E, r);
+            return;
+        }
     }
     r->tokens[r->n_tokens++] = tok;
     llm__req_time(r, now);
@@ -16691,7 +19467,17 @@ static void llm__spec_verify(llm_engine *E, const struct llm__plan_entry *pe, co
         const float *q =
             r->spec_q >= 0 ? E->spec.q + ((size_t)r->spec_q * (size_t)E->params.num_speculative_tokens + (size_t)j) * nv
                            : NULL;
-        int32_t tok = j == k ? llm_sampler_sample(r->smp, lg) : llm__sampler_verify(r->smp, lg, draft[j], q, &accepted);
+        int32_t tok;
+        if (j == k) tok = llm__req_sample(E, r, lg);
+        else if (!r->gm) tok = llm__sampler_verify(r->smp, lg, draft[j], q, &accepted);
+        else if (!(r->p.sampling.temperature > 0.0f)) accepted = (tok = llm__req_sample(E, r, lg)) == draft[j];
+        else if (llm__grammar_row(r->gm, &E->gtrie, lg, (int)nv, E->g_mask, E->g_row))   // verified on the masked row
+            tok = llm__sampler_verify(r->smp, E->g_row, draft[j], q, &accepted);
+        else {
+            tok = -1;
+            llm__req_fail_grammar(E, r);
+        }
+        if (tok < 0) break;
         if (j < k) E->spec.proposed[j]++;
         if (accepted) { E->spec.accepted[j]++; kept++; r->seq.len = ++r->n_computed; }   // its KV is the token's
         llm__req_append(E, r, tok, lg, now);
@@ -16728,8 +19514,9 @@ static void llm__postprocess(llm_engine *E, const struct llm__plan *plan, const 
         } else if (pe->n_logits > 0) {   // one row: the last token's
             const float *lg = logits + (row + (size_t)pe->n_logits - 1) * nv;
             row += (size_t)pe->n_logits;
-            if (llm__all_finite(lg, nv)) llm__req_append(E, r, llm_sampler_sample(r->smp, lg), lg, llm__now());
-            else llm__req_fail_nonfinite(E, r);
+            int32_t tok = llm__all_finite(lg, nv) ? llm__req_sample(E, r, lg) : -2;
+            if (tok >= 0) llm__req_append(E, r, tok, lg, llm__now());
+            else if (tok == -2) llm__req_fail_nonfinite(E, r);
         }
         if (r->state == LLM__REQ_RUNNING) llm__blocks_commit(&E->blocks, &r->seq, r->tokens);
     }
@@ -17012,6 +19799,10 @@ void llm_get_stats(const llm_engine *E, struct llm_engine_stats *s) {
     s->n_steps = E->sched.n_steps;
     memcpy(s->spec_proposed, E->spec.proposed, sizeof(s->spec_proposed));
     memcpy(s->spec_accepted, E->spec.accepted, sizeof(s->spec_accepted));
+    s->grammar_tokens = E->g_tokens;
+    s->grammar_masks = E->g_masks;
+    s->grammar_mask_hits = E->g_hits;
+    s->grammar_seconds = E->g_seconds;
     s->spec_verifications = E->spec.verifications;
     s->spec_emitted = E->spec.emitted;
     s->spec_draft_seconds = E->spec.draft_seconds;
@@ -17138,6 +19929,9 @@ void llm__serving_free(llm_engine *E) {
     free(E->sched.out_off);
     free(E->sched.arena.p);
     free(E->step_logits);
+    llm__gtrie_free(&E->gtrie);
+    free(E->g_row);
+    free(E->g_mask);
     free(E->st_tokens);
     free(E->st_pos);
     free(E->st_seq);
@@ -17168,6 +19962,11 @@ void llm__req_free(llm_engine *E, struct llm__req *r) {
         llm__stops_free(r->stops);
         free(r->stops);
     }
+    if (r->gm) {
+        llm__gmatch_free(r->gm);
+        free(r->gm);
+    }
+    if (r->grammar && --r->grammar->refs == 0) llm__grammar_free(r->grammar);
     free(r->stop_ids);
     free(r->tokens);
     free(r->logprobs);
