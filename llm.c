@@ -15780,7 +15780,7 @@ int32_t llm_sampler_sample(llm_sampler *s, const float *logits_in) {
 // the logits with the refused tokens at -inf. Returns the token drawn (accepted into the history);
 // -1: not settled within the checks (nothing drawn or accepted: compute the whole mask); -2: every
 // token was checked and none is allowed.
-#define LLM__CHECKED_MAX 512
+#define LLM__CHECKED_MAX 64
 int32_t llm__sampler_sample_checked(llm_sampler *s, const float *logits_in, bool (*ok)(void *, int32_t), void *ctx) {
     const int n = s->n_vocab;
     const struct llm_sampling_params *p = &s->p;
