@@ -16707,28 +16707,25 @@ static uint32_t llm__gnode(struct llm__gmatch *m, uint32_t pos, uint32_t parent)
     return n;
 }
 
-static bool llm__gpool_push(struct llm__gmatch *m, uint32_t x) {
-    if (m->pool_n == m->pool_cap) {
-        size_t cap = m->pool_cap ? m->pool_cap * 2 : 4096;
-        uint32_t *p = realloc(m->pool, cap * sizeof(*p));
+// Appends x to a growing array (*v, *n of *cap); false: out of memory (m->oom).
+static bool llm__gu32_push(struct llm__gmatch *m, uint32_t **v, size_t *n, size_t *cap, uint32_t x) {
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        uint32_t *p = realloc(*v, c * sizeof(*p));
         if (!p) { m->oom = true; return false; }
-        m->pool = p;
-        m->pool_cap = cap;
+        *v = p;
+        *cap = c;
     }
-    m->pool[m->pool_n++] = x;
+    (*v)[(*n)++] = x;
     return true;
 }
 
+static bool llm__gpool_push(struct llm__gmatch *m, uint32_t x) {
+    return llm__gu32_push(m, &m->pool, &m->pool_n, &m->pool_cap, x);
+}
+
 static bool llm__gwork_push(struct llm__gmatch *m, uint32_t x) {
-    if (m->work_n == m->work_cap) {
-        size_t cap = m->work_cap ? m->work_cap * 2 : 256;
-        uint32_t *p = realloc(m->work, cap * sizeof(*p));
-        if (!p) { m->oom = true; return false; }
-        m->work = p;
-        m->work_cap = cap;
-    }
-    m->work[m->work_n++] = x;
-    return true;
+    return llm__gu32_push(m, &m->work, &m->work_n, &m->work_cap, x);
 }
 
 // Appends to the pool the expanded stacks of the nodes on the work list (each top a CHARS, or 0),
