@@ -16,7 +16,8 @@
 //            message; a call {"name": N, "parameters": {...}} (several joined by "; "); results
 //            in turns of the ipython role
 //   mistral  Mistral v3: [AVAILABLE_TOOLS] [...][/AVAILABLE_TOOLS] before the last user turn;
-//            calls [TOOL_CALLS] [{"name": N, "arguments": {...}, "id": ID}]; results
+//            calls [TOOL_CALLS] [{"name": N, "arguments": {...}, "id": ID}] (read too: the
+//            later models' compact form [TOOL_CALLS]N[ARGS]{...}, one marker per call); results
 //            [TOOL_RESULTS] {"content": ..., "call_id": ID}[/TOOL_RESULTS]
 //
 // Parsing: a call is the family's marker (Llama 3 and Mistral calls may also open the answer
@@ -558,7 +559,8 @@ bool cli_tools_render(struct cli_jreq *q, json_t *v, const struct llm_chat_messa
 // --- parsing the model's calls ---
 
 // A call in the text: the name's bytes, the arguments' (args_end: as far as they have come).
-struct cli_tcall { size_t name_at, name_len, args_at, args_end; };
+// compact: Mistral's later form, NAME[ARGS]{...} (each call after its own [TOOL_CALLS]).
+struct cli_tcall { size_t name_at, name_len, args_at, args_end; bool compact; };
 struct cli_tparse {
     size_t content_end;        // the content: text[0..content_end)
     size_t safe;               // streamed: the content that later text cannot take back
@@ -677,6 +679,23 @@ static int cli_tp_head(const struct cli_tools *t, const char *s, size_t n, size_
     if (i == n) return CLI_TP_MAYBE;
     if (s[i] != '{') return CLI_TP_NO;
     c->args_at = i;
+    c->compact = false;
+    return CLI_TP_YES;
+}
+
+// Mistral's compact call at s[i..n) (its templates from Mistral Small 3.1 on): NAME[ARGS]{, NAME
+// a tool's.
+static int cli_tp_compact(const struct cli_tools *t, const char *s, size_t n, size_t i, struct cli_tcall *c) {
+    size_t j = i, e;
+    int r;
+    while (j < n && s[j] != '[' && j - i < 256) j++;
+    if (!cli_tp_name(t, s + i, j - i, j < n)) return CLI_TP_NO;
+    if (j == n) return CLI_TP_MAYBE;
+    if ((r = cli_tp_lit(s, n, j, "[ARGS]", &e)) != CLI_TP_YES) return r;
+    e = cli_tp_ws(s, n, e);
+    if (e == n) return CLI_TP_MAYBE;
+    if (s[e] != '{') return CLI_TP_NO;
+    *c = (struct cli_tcall){.name_at = i, .name_len = j - i, .args_at = e, .compact = true};
     return CLI_TP_YES;
 }
 
@@ -711,7 +730,11 @@ static int cli_tp_first(const struct cli_tools *t, const char *s, size_t n, size
     } else if (t->format == CLI_TOOLS_MISTRAL) {
         if ((r = cli_tp_lit(s, n, p, "[TOOL_CALLS]", &e)) == CLI_TP_YES) p = e;
         else if (p != p0 || (r == CLI_TP_MAYBE && p + 1 < n)) return r;
-        if ((r = cli_tp_lit(s, n, cli_tp_ws(s, n, p), "[", &e)) != CLI_TP_YES) return r;
+        p = cli_tp_ws(s, n, p);
+        if ((r = cli_tp_lit(s, n, p, "[", &e)) != CLI_TP_YES) {   // the list, or the compact form
+            int rc = cli_tp_compact(t, s, n, p, c);
+            return rc == CLI_TP_NO ? r : rc;
+        }
         p = e;
     }
     return cli_tp_head(t, s, n, p, c);
@@ -726,6 +749,10 @@ static int cli_tp_next(const struct cli_tools *t, const char *s, size_t n, size_
     if (t->format == CLI_TOOLS_HERMES) {
         if ((r = cli_tp_lit(s, n, i, "</tool_call>", &e)) != CLI_TP_YES) return r;
         return cli_tp_first(t, s, n, cli_tp_ws(s, n, e), 0, c);
+    }
+    if (c->compact) {   // Mistral's compact form: [TOOL_CALLS]NAME[ARGS]{...} again
+        if ((r = cli_tp_lit(s, n, i, "[TOOL_CALLS]", &e)) != CLI_TP_YES) return r;
+        return cli_tp_compact(t, s, n, cli_tp_ws(s, n, e), c);
     }
     if ((r = cli_tp_lit(s, n, i, t->format == CLI_TOOLS_LLAMA3 ? ";" : ",", &e)) != CLI_TP_YES) return r;
     return cli_tp_head(t, s, n, e, c);
@@ -751,7 +778,8 @@ static void cli_tp_calls(const struct cli_tools *t, const char *s, size_t n, boo
         int st = cli_tp_value(s, n, c.args_at, &e);
         c.args_end = e;
         r->c[r->n++] = c;
-        if (st == CLI_TP_YES) st = cli_tp_close(s, n, e, &end);
+        end = e;
+        if (st == CLI_TP_YES && !c.compact) st = cli_tp_close(s, n, e, &end);
         if (st == CLI_TP_YES && strict) {   // the arguments: JSON, an object
             json_error_t je;
             json_t *a = json_loadb(s + c.args_at, c.args_end - c.args_at, 0, &je);

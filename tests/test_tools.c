@@ -269,6 +269,18 @@ static void test_parse(void) {
     expect_parse("mistral", "", "[1, 2, 3]", "[1, 2, 3]", "", true);
     expect_parse("mistral", "", "[TOOL_CALLS] [{\"name\": \"get_time\", \"arguments\": {\"x\": tru}}]",
                  "[TOOL_CALLS] [{\"name\": \"get_time\", \"arguments\": {\"x\": tru}}]", "", false);
+    // Mistral's compact form (Mistral Small 3.1 on): [TOOL_CALLS]NAME[ARGS]{...}, a marker per call
+    expect_parse("mistral", "", "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}", NULL,
+                 "get_weather {\"city\": \"Paris\"}", true);
+    expect_parse("mistral", "", "Sure. [TOOL_CALLS]get_time[ARGS]{}[TOOL_CALLS]get_weather[ARGS] {\"city\": \"Oslo\"}",
+                 "Sure.", "get_time {}|get_weather {\"city\": \"Oslo\"}", true);
+    expect_parse("mistral", "", "get_time[ARGS]{}", NULL, "get_time {}", true);
+    expect_parse("mistral", "", "[TOOL_CALLS]get_news[ARGS]{}", "[TOOL_CALLS]get_news[ARGS]{}", "", true);
+    expect_parse("mistral", "", "get_time is [ARGS]{}", "get_time is [ARGS]{}", "", true);
+    expect_parse("mistral", "", "[TOOL_CALLS]get_weather[ARGS]{\"city\": Paris}",
+                 "[TOOL_CALLS]get_weather[ARGS]{\"city\": Paris}", "", false);
+    expect_parse("mistral", ", \"parallel_tool_calls\": false", "[TOOL_CALLS]get_time[ARGS]{}[TOOL_CALLS]get_weather[ARGS]"
+                 "{\"city\": \"Oslo\"}", NULL, "get_time {}", true);
 }
 
 // --- grammars ---
