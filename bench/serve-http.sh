@@ -10,14 +10,21 @@
 # prefix caching is off (the prompts are random: nothing to share). They run one after the
 # other, ROUNDS times alternating; the table gives medians of the rounds and the ratios.
 #
+# REQUESTS: requests in all (default CLIENTS). SCHEMA=FILE: every request carries that JSON Schema
+# (llama-server's json_schema field, which llm serve takes too) and is not told to ignore the end of
+# text: its text ends with the schema's (bench/structured.sh runs it so).
+#
 # llama-server comes from ../shared/peer/setup.sh --native ($LLAMA_SERVER overrides).
-# Usage: sh bench/serve-http.sh   (after make; ROUNDS, CLIENTS, INPUT, OUTPUT, THREADS, MODELS)
+# Usage: sh bench/serve-http.sh   (after make; ROUNDS, CLIENTS, REQUESTS, INPUT, OUTPUT, THREADS,
+# MODELS, SCHEMA)
 set -eu
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
 CLIENTS=${CLIENTS:-32}
 INPUT=${INPUT:-128}
 OUTPUT=${OUTPUT:-128}
+REQUESTS=${REQUESTS:-$CLIENTS}
+SCHEMA=${SCHEMA:-}
 FIXTURES=${LLM_FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/llm.c-tests}
 PEER=${LLM_PEER_DIR:-$HOME/.cache/llm-peer}
 LLAMA_SERVER=${LLAMA_SERVER:-$PEER/llama.cpp/build/bin/llama-server}
@@ -59,8 +66,9 @@ run() {
     fi
     pid=$!
     wait_up "http://127.0.0.1:$port"
-    build/llm bench -m "$2" --base-url "http://127.0.0.1:$port" --num-prompts "$CLIENTS" --max-concurrency "$CLIENTS" \
-        --input-len "$INPUT" --output-len "$OUTPUT" --json > "$tmp/out.json" || { echo "serve-http: $1 failed" >&2; exit 1; }
+    build/llm bench -m "$2" --base-url "http://127.0.0.1:$port" --num-prompts "$REQUESTS" --max-concurrency "$CLIENTS" \
+        --input-len "$INPUT" --output-len "$OUTPUT" ${SCHEMA:+--json-schema "$SCHEMA"} --json > "$tmp/out.json" ||
+        { echo "serve-http: $1 failed" >&2; exit 1; }
     kill -INT $pid 2>/dev/null
     wait $pid 2>/dev/null || true
     pid=""
@@ -80,7 +88,8 @@ for m in $MODELS; do
 done
 
 echo
-echo "$CLIENTS clients at once, $INPUT prompt + $OUTPUT generated tokens each, $THREADS threads; medians of $ROUNDS rounds"
+echo "$REQUESTS requests, $CLIENTS at once, $INPUT prompt + $OUTPUT generated tokens each${SCHEMA:+ at most, under $SCHEMA}," \
+    "$THREADS threads; medians of $ROUNDS rounds"
 echo
 echo "| model | output tok/s llm serve | llama-server | ratio | TTFT p50 llm serve | llama-server | ITL p50 llm serve | llama-server |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"

@@ -484,6 +484,7 @@ struct cli_flag {
 #define CLI_DOUBLE(f, l, h) .kind = CLI_FLAG_DOUBLE, .off = CLI_FIELD(f, double), .flo = (l), .fhi = (h)
 #define CLI_FN(f) .kind = CLI_FLAG_FN, .fn = (f)
 #define CLI_ALSO(f) .also = CLI_FIELD(f, bool)
+#define CLI_STRUCTURED_CMDS "run chat generate bench profile"
 
 // Every flag of the commands that take struct cli (pull and quantize parse their own): its
 // spellings, its value and the field it sets. Messages name the spelling that was given.
@@ -560,9 +561,10 @@ static const struct cli_flag cli_flags[] = {
     {{"--context-len"}, CLI_INT(context_len, 1, 1 << 20), CLI_ALSO(serve)},
     {{"--questions"}, CLI_INT(questions, 1, 1 << 20), CLI_ALSO(serve)},
     {{"--logprobs"}, CLI_INT(logprobs, 0, 20)},
-    {{"--grammar", "--grammar-file"}, CLI_STR(grammar_file), .only = "run chat generate"},
-    {{"--json-schema"}, CLI_STR(json_schema_file), .only = "run chat generate"},
-    {{"--json-object"}, CLI_TRUE(json_object), .only = "run chat generate"},
+    // bench, profile: the serving benchmark's requests follow the grammar
+    {{"--grammar", "--grammar-file"}, CLI_STR(grammar_file), CLI_ALSO(serve), .only = CLI_STRUCTURED_CMDS},
+    {{"--json-schema"}, CLI_STR(json_schema_file), CLI_ALSO(serve), .only = CLI_STRUCTURED_CMDS},
+    {{"--json-object"}, CLI_TRUE(json_object), CLI_ALSO(serve), .only = CLI_STRUCTURED_CMDS},
     {{"-v", "--verbose"}, CLI_TRUE(verbose)},
     {{"--chunks"}, CLI_INT(chunks, 1, INT_MAX)},
     {{"-b", "--batch-size"}, CLI_INT(batch, 1, 1 << 24), .only = "perplexity"},   // elsewhere: cli_foreign_flags
@@ -582,6 +584,7 @@ static const struct cli_flag cli_flags[] = {
 #undef CLI_FLOAT
 #undef CLI_DOUBLE
 #undef CLI_FN
+#undef CLI_STRUCTURED_CMDS
 #undef CLI_ALSO
 
 // Whether the space-separated words of list hold word.
@@ -669,7 +672,7 @@ static void cli_structured(struct cli *c) {
         c->grammar = cli_schema_grammar(schema ? schema : "{\"type\":\"object\"}", err, sizeof(err));
         if (!c->grammar) cli_die("%s%s: %s", schema ? "--json-schema " : "--json-object",
                                  schema ? c->json_schema_file : "", err);
-        free(schema);
+        c->json_schema = schema;   // bench --base-url sends it
     }
 }
 

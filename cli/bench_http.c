@@ -1,11 +1,12 @@
 // bench_http.c — llm bench --base-url URL: the serving benchmark's workload sent to an
 // OpenAI-compatible server (llm serve, llama.cpp's llama-server, vLLM) over HTTP with libcurl:
 // POST URL/v1/completions with the prompt as token ids, greedy, max_tokens = --output-len,
-// ignore_eos, streamed; --max-concurrency clients at most, requests arriving as in the
-// in-process benchmark. The model file (-m) gives the vocabulary the random prompts are drawn
-// from (only its vocabulary is loaded). TTFT: from sending a request to its first chunk with
-// text; ITL: between its chunks with text; output tokens: the usage the server reports, or the
-// chunks when it reports none.
+// ignore_eos (under --json-schema/--json-object: llama-server's json_schema field, --grammar: its
+// grammar field, and no ignore_eos: the text ends with the grammar's), streamed; --max-concurrency
+// clients at most, requests arriving as in the in-process benchmark. The model file (-m) gives
+// the vocabulary the random prompts are drawn from (only its vocabulary is loaded). TTFT: from
+// sending a request to its first chunk with text; ITL: between its chunks with text; output
+// tokens: the usage the server reports, or the chunks when it reports none.
 #include "cli.h"
 
 #include <curl/curl.h>
@@ -30,6 +31,7 @@ struct cli_hbench {
     const struct cli_bench_workload *w;
     struct cli_hreq *r;
     char url[1024];
+    json_t *schema;            // --json-schema, --json-object: the schema every request sends
     atomic_int next;
     double t0;
 };
@@ -125,7 +127,9 @@ static void *cli_hbench_worker(void *arg) {
         cli_jset(body, "prompt", ids);
         cli_jset(body, "max_tokens", cli_json_int(c->output_len));
         cli_jset(body, "temperature", cli_jcheck(json_real(0.0)));
-        cli_jset(body, "ignore_eos", cli_jcheck(json_true()));
+        if (B->schema) cli_jset(body, "json_schema", json_incref(B->schema));
+        else if (c->grammar) cli_jset(body, "grammar", cli_json_cstr(c->grammar));
+        else cli_jset(body, "ignore_eos", cli_jcheck(json_true()));
         cli_jset(body, "stream", cli_jcheck(json_true()));
         cli_jset(so, "include_usage", cli_jcheck(json_true()));
         cli_jset(body, "stream_options", so);
@@ -181,6 +185,11 @@ int cli_cmd_bench_http(struct cli *c) {
     if (ul >= 3 && !memcmp(c->base_url + ul - 3, "/v1", 3)) ul -= 3;   // the OpenAI client's form
     snprintf(B.url, sizeof(B.url), "%.*s/v1/completions", (int)ul, c->base_url);
     if (!(B.r = calloc((size_t)w.n, sizeof(*B.r)))) cli_die("out of memory");
+    if (c->json_schema || c->json_object) {
+        json_error_t je;
+        B.schema = c->json_schema ? json_loads(c->json_schema, 0, &je) : json_pack("{s:s}", "type", "object");
+        if (!B.schema) cli_die("--json-schema %s: %s", c->json_schema_file, je.text);
+    }
     int nt = c->max_concurrency > 0 ? CLI_MIN(c->max_concurrency, w.n) : w.n;
     pthread_t *th = malloc((size_t)nt * sizeof(pthread_t));
     if (!th) cli_die("out of memory");
@@ -230,6 +239,7 @@ int cli_cmd_bench_http(struct cli *c) {
         free(B.r[i].buf.p);
     }
     free(B.r);
+    json_decref(B.schema);
     free(th);
     free(ttft);
     free(itl);

@@ -64,10 +64,11 @@ struct cli {
     const char *kld_base;              // --kl-divergence-base FILE
     bool kl_divergence;                // --kl-divergence
     int chunks, batch;                 // --chunks K, -b N (0: all, the default)
-    // run, chat, generate: structured output
+    // run, chat, generate, bench, profile: structured output
     const char *grammar_file, *json_schema_file;   // --grammar FILE, --json-schema FILE
     bool json_object;                  // --json-object: any JSON object
     char *grammar;                     // the grammar of the three (malloc'd), or NULL
+    char *json_schema;                 // --json-schema's text (malloc'd), or NULL
     char *model_alloc;   // -m hf://... or NAME: the cached file's path (malloc'd), or NULL
     char *draft_alloc;   // the same for --speculative-model
     // serve

@@ -126,8 +126,9 @@ const char cli_usage[] =
     "                            generation tokens)\n"
     "      --ignore-eos          keep generating after an end-of-generation token\n"
     "\n"
-    "structured output (run, chat, generate): the text follows a grammar; tokens it refuses are\n"
-    "  never sampled, and the answer ends (finish_reason stop) as soon as the grammar's text is whole\n"
+    "structured output (run, chat, generate, bench, profile): the text follows a grammar; tokens\n"
+    "  it refuses are never sampled, and the answer ends (finish_reason stop) as soon as the\n"
+    "  grammar's text is whole\n"
     "      --grammar FILE        a grammar in llama.cpp's GBNF (start rule root; --grammar-file too)\n"
     "      --json-schema FILE    a JSON Schema: the text is a JSON value it accepts (type, properties,\n"
     "                            required, additionalProperties, enum, const, items, minItems,\n"
@@ -251,9 +252,15 @@ const char cli_usage[] =
     "      --rag                 one shared context and several questions, to show prefix caching:\n"
     "      --context-len C       shared context tokens (default 2000)\n"
     "      --questions Q         questions, each the context + 32 tokens (default 8)\n"
+    "      --json-schema FILE, --grammar FILE, --json-object  every request follows it (structured\n"
+    "                            output below), end-of-text not ignored: a text ends with the\n"
+    "                            grammar's or at --output-len; prints the grammar's time per token\n"
+    "                            and its share of the run; --base-url: sent as llama-server's\n"
+    "                            json_schema or grammar field\n"
     "      --json                bench: one JSON object: requests, elapsed_s, output_tps,\n"
     "                            total_tps, ttft_ms and itl_ms {p50, p90, p99}, kv_utilization,\n"
-    "                            prefix_hit_rate, ...; bench -p/-n: model, device, pp_tps,\n"
+    "                            prefix_hit_rate, ..., grammar {tokens, ms_per_token, share, masks,\n"
+    "                            mask_hits} under a grammar; bench -p/-n: model, device, pp_tps,\n"
     "                            tg_tps, ...; profile: modules [{module, ms, share}], totals,\n"
     "                            steps, threads\n"
     "\n"
@@ -330,8 +337,8 @@ static const struct { const char *cmd, *args, *blocks[5]; } cli_help_blocks[] = 
     {"generate", "[options]", {"generate options", "generation options", "structured output",
                                "model and engine options"}},
     {"serve", "[options]", {"serve options", "generation options", "model and engine options"}},
-    {"bench", "[options]", {"serving benchmark options", "model and engine options"}},
-    {"profile", "[options]", {"serving benchmark options", "model and engine options"}},
+    {"bench", "[options]", {"serving benchmark options", "structured output", "model and engine options"}},
+    {"profile", "[options]", {"serving benchmark options", "structured output", "model and engine options"}},
     {"perplexity", "[options]", {"perplexity options", "model and engine options"}},
     {"pull", "REPO[:QUANT] | REPO FILE | hf://REPO[:QUANT] | hf://REPO/FILE", {"models"}},
     {"list", "[--json]", {"models"}},
@@ -412,6 +419,7 @@ static int done(struct cli *c, int rc) {
     free(c->model_alloc);
     free(c->draft_alloc);
     free(c->grammar);
+    free(c->json_schema);
     return rc;
 }
 

@@ -202,7 +202,10 @@ static void cli_serve_run(llm_engine *E, const struct cli *c, struct cli_serve_r
     struct llm_request_params rp = llm_request_params_default();
     rp.sampling.temperature = 0;
     rp.max_tokens = c->output_len;
-    rp.ignore_eos = 1;
+    // under a grammar the text ends where the grammar's does (llama-server ends it there too,
+    // with the end-of-text token its grammar then allows: ignore_eos would forbid it)
+    rp.grammar = c->grammar;
+    rp.ignore_eos = !c->grammar;
     int cap_itl = 1024, n_itl = 0, added = 0, done = 0, util_n = 0;
     float *itl = malloc((size_t)cap_itl * sizeof(float));
     double util = 0.0;
@@ -286,6 +289,25 @@ int cli_cmd_bench_serve(struct cli *c) {
     return 0;
 }
 
+// What the grammar cost (bench --grammar, --json-schema, --json-object): tokens chosen under it,
+// the milliseconds per token spent on it (masks, checks, following the text), its share of the
+// run's time, the masks computed and those taken from the cache.
+static double cli_grammar_ms(const struct llm_engine_stats *s) {
+    return s->grammar_tokens ? 1e3 * s->grammar_seconds / (double)s->grammar_tokens : 0.0;
+}
+
+static json_t *cli_grammar_json(const struct cli_serve_result *R) {
+    const struct llm_engine_stats *s = &R->stats;
+    json_t *g = cli_jcheck(json_object());
+    cli_jset(g, "tokens", cli_json_int(s->grammar_tokens));
+    cli_jset(g, "ms_per_token", cli_json_num(cli_grammar_ms(s), 5));
+    cli_jset(g, "seconds", cli_json_num(s->grammar_seconds, 4));
+    cli_jset(g, "share", cli_json_num(R->elapsed > 0 ? s->grammar_seconds / R->elapsed : 0.0, 4));
+    cli_jset(g, "masks", cli_json_int(s->grammar_masks));
+    cli_jset(g, "mask_hits", cli_json_int(s->grammar_mask_hits));
+    return g;
+}
+
 // What the serving benchmark measured: JSON (--json) or lines for people. HTTP runs (R->http) have
 // no engine figures (KV, prefix cache, preemptions, outputs hash) and count failed requests.
 void cli_bench_print(const struct cli *c, const struct cli_serve_result *Rp, const char *what) {
@@ -319,6 +341,7 @@ void cli_bench_print(const struct cli *c, const struct cli_serve_result *Rp, con
             snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)R.outputs_hash);
             cli_jset(o, "outputs_hash", cli_json_cstr(hash));
             if (cli_spec_used(&R.stats)) cli_jset(o, "speculation", cli_spec_json(&R.stats));
+            if (c->grammar) cli_jset(o, "grammar", cli_grammar_json(&R));
         }
         cli_json_print(stdout, o);
         return;
@@ -338,6 +361,13 @@ void cli_bench_print(const struct cli *c, const struct cli_serve_result *Rp, con
     printf("  prefix hit rate   %10.1f%% of prompt tokens\n", 100 * R.prefix_hit_rate);
     printf("  preemptions       %10lld\n", R.n_preemptions);
     if (cli_spec_used(&R.stats)) cli_spec_print(stdout, "  ", &R.stats);
+    if (c->grammar) {
+        const struct llm_engine_stats *s = &R.stats;
+        long long n = s->grammar_masks + s->grammar_mask_hits;
+        printf("  grammar           %.4f ms/token (%lld tokens), %.1f%% of the run; masks %lld, %.1f%% from the "
+               "cache\n", cli_grammar_ms(s), s->grammar_tokens, 100 * s->grammar_seconds / R.elapsed, n,
+               n ? 100.0 * (double)s->grammar_mask_hits / (double)n : 0.0);
+    }
 }
 
 int cli_cmd_profile(struct cli *c) {

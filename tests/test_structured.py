@@ -336,6 +336,49 @@ for cls, prompt, seeds in [(Recipe, "Give me a recipe for a salad with two ingre
                 r.choices[0].message.content), "parse(%s), seed %d: %r" % (cls.__name__, seed, p))
         except Exception as e:  # noqa: BLE001 (what the client raised: the output did not parse, or was cut)
             check(False, "parse(%s), seed %d: %r" % (cls.__name__, seed, e))
+
+# --- llm bench: the serving benchmark under a schema or grammar, in the process and over HTTP ---
+section("llm bench --json-schema, --grammar: in the process (masking time) and --base-url (this server)")
+TMP = os.environ.get("TMPDIR", "/tmp")
+yes_no = os.path.join(TMP, "test_structured.%d.yes_no.json" % os.getpid())
+with open(yes_no, "w") as f:
+    json.dump({"enum": ["yes", "no"]}, f)
+yes_gbnf = os.path.join(TMP, "test_structured.%d.yes.gbnf" % os.getpid())
+with open(yes_gbnf, "w") as f:
+    f.write('root ::= "yes" | "no"\n')
+
+
+def bench(*args):
+    p = subprocess.run([LLM, "bench", "-m", MODEL, "-t", "2", "--num-prompts", "4", "--input-len", "16", "--json",
+                        *args], capture_output=True, text=True, timeout=600)
+    return p.returncode, (loads(p.stdout) if p.returncode == 0 else None) or {}, p.stderr[-500:]
+
+
+order = os.path.join(HERE, "schemas", "order.json")
+rc, d, err = bench("--json-schema", order, "--output-len", "40")
+g = d.get("grammar", {})
+check(rc == 0 and d.get("output_tokens", 0) > 0 and g.get("tokens") == d["output_tokens"] and
+      g.get("ms_per_token", 0) > 0 and 0 < g.get("share", 0) < 1 and g.get("masks", -1) + g.get("mask_hits", -1) > 0,
+      "bench --json-schema: every token under the grammar, its time per token and share: %d %r %s" % (rc, d, err))
+rc, d, err = bench("--grammar", yes_gbnf, "--output-len", "40")
+check(rc == 0 and 4 <= d.get("output_tokens", 0) <= 12 and d.get("grammar", {}).get("tokens") == d["output_tokens"],
+      "bench --grammar (yes or no): each text ends with the grammar's: %d %r %s" % (rc, d, err))
+rc, d, err = bench("--output-len", "12")
+check(rc == 0 and d.get("output_tokens") == 48 and "grammar" not in d, "bench without a grammar: %d %r %s" % (rc, d,
+                                                                                                           err))
+# over HTTP: without a grammar end-of-text is ignored (4 x 12 tokens); with one, llama-server's
+# json_schema and grammar fields are sent, and the texts end with the grammar's ("yes" or "no": 3
+# tokens at most, 5 with the quotes of JSON)
+for args, lo, hi in [([], 48, 48), (["--json-schema", yes_no], 4, 20), (["--grammar", yes_gbnf], 4, 12),
+                     (["--json-object"], 4, 48)]:
+    rc, d, err = bench("--base-url", S.base + "/v1", "--output-len", "12", *args)
+    check(rc == 0 and d.get("failed") == 0 and lo <= d.get("output_tokens", 0) <= hi,
+          "bench --base-url %s: %d output tokens, %d..%d expected: %d %r %s" % (" ".join(args), d.get(
+              "output_tokens", -1), lo, hi, rc, d, err))
+rc, d, err = bench("--base-url", S.base, "--json-schema", os.path.join(HERE, "schemas", "no_such.json"))
+check(rc != 0 and "no_such.json" in err, "bench --json-schema, a missing file: %d %s" % (rc, err))
+os.unlink(yes_no)
+os.unlink(yes_gbnf)
 S.stop()
 
 # --- the command line: llm run, llm chat -p, llm generate ---
