@@ -104,7 +104,7 @@ HAVE_CXX := $(shell command -v $(firstword $(CXX)) >/dev/null 2>&1 && echo 1)
 # llm.c (tools/amalgamate.sh; committed, and rewritten here whenever a source file changed). The
 # program and the library link the modules compiled one by one (incremental, make -j); AMALG=1
 # builds them from llm.c instead (outputs in build/amalg). The unit tests include llm.c.
-ENGINE_SRC := $(wildcard src/*.c) backends/cpu.c backends/cpu_tiles.c
+ENGINE_SRC := $(wildcard src/*.c) backends/cpu.c backends/cpu_tiles.c backends/cpu_moe.c
 ENGINE_HDR := llm.h src/internal.h backends/backend.h
 ifeq ($(VULKAN),1)
 ENGINE_SRC += backends/vulkan.c

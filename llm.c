@@ -24,6 +24,7 @@
 //   src/hf_open.c          Hugging Face directories opened as models: tokenizer.json, the GGUF view of a directory
 //   src/threads.c          Thread pool, and the number of threads chosen by measuring steps
 //   backends/cpu_tiles.c   CPU backend: repacked weights and the register-tiled prompt kernels
+//   backends/cpu_moe.c     cpu_moe.c — the CPU backend's mixture-of-experts ops (struct llm_backend_i's weight_load_experts,
 //   backends/cpu.c         CPU backend: the ops, paged attention, matrix products
 //   backends/cuda.c        CUDA backend: the vtable, memory, graphs (the kernels are backends/cuda.cu)
 //   backends/vulkan.c      Vulkan backend: the vtable, memory, pipelines (the kernels are shaders/*.comp)
@@ -1074,6 +1075,17 @@ struct llm__shape {
     int max_blocks;      // block table columns: the blocks of the longest sequence
     int64_t max_cols;    // longest matmul input row
     int n_head, n_head_kv, head_dim, block_size;
+    int n_expert, n_expert_used;   // a mixture of experts' experts and those a token uses (0: dense)
+};
+
+// The routing of a mixture-of-experts layer (moe_route): each token goes to the k experts of the
+// largest probabilities (a softmax of the router's logits over the n_expert experts; ties to the
+// lower index), weighted by their probabilities, divided by their sum when norm (the sum clamped
+// to at least 2^-14, as llama.cpp), times scale when scale is not 0.
+struct llm__moe {
+    int n_expert, k;
+    bool norm;
+    float scale;
 };
 
 struct llm__attn {
@@ -1146,6 +1158,24 @@ struct llm_backend_i {
     // dst[i][k] = x[i][perm[k]], perm int32: GPTQ act-order weights' inputs (optional: NULL, and
     // such a checkpoint is refused at load with a message naming the backend)
     void (*gather_cols)(void *ctx, struct llm__tensor dst, struct llm__tensor x, struct llm__tensor perm);
+
+    // --- mixtures of experts (optional, the four together: NULL, and an MoE model is refused at
+    // load with a message naming the backend) ---
+    // Takes a layer's experts stacked in one weight (ne1 = n_expert x the rows of one; expert e's
+    // rows from e x rows), in the layout matmul_id reads: like weight_load, zero-copy where it can.
+    enum llm_status (*weight_load_experts)(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
+                                           const void *data, struct llm__err *e);
+    // ids (int32) and wts (f32), k columns per token: the experts of each row of logits (n_expert
+    // columns, the router's output) and their weights (struct llm__moe), best first
+    void (*moe_route)(void *ctx, struct llm__tensor ids, struct llm__tensor wts, struct llm__tensor logits,
+                      const struct llm__moe *p);
+    // dst[j] row i*k + s = (x row i*k + s when x_per_slot, else row i) @ (expert ids[i][s] of
+    // w[j])^T for j < n (1 or 2 stacked-expert weights sharing the input; dst[j].ne0 = the rows of
+    // one expert): an expert's rows are read once for all the tokens routed to it
+    void (*matmul_id)(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
+                      struct llm__tensor x, struct llm__tensor ids, bool x_per_slot);
+    // dst[i] = sum over s < k, in order, of wts[i][s] * src row i*k + s
+    void (*moe_sum)(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts);
 
     // --- device (optional) ---
     // The device's name, for llm_get_engine_info. NULL: "".
@@ -1296,6 +1326,19 @@ LLM__INTERNAL enum llm_status llm__cpu_weight_load(void *ctx, struct llm__weight
 
 LLM__INTERNAL void llm__cpu_weight_free(void *ctx, struct llm__weight *w);
 
+// backends/cpu_moe.c: the mixture-of-experts ops of the CPU backend (struct llm_backend_i's)
+LLM__INTERNAL enum llm_status llm__cpu_weight_load_experts(void *ctx, struct llm__weight *w, int type, int64_t ne0,
+                                                           int64_t ne1, const void *data, struct llm__err *e);
+
+LLM__INTERNAL void llm__cpu_moe_route(void *ctx, struct llm__tensor ids, struct llm__tensor wts,
+                                      struct llm__tensor logits, const struct llm__moe *p);
+
+LLM__INTERNAL void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst,
+                                      const struct llm__weight *const *w, struct llm__tensor x, struct llm__tensor ids,
+                                      bool x_per_slot);
+
+LLM__INTERNAL void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts);
+
 LLM__INTERNAL void llm__cpu_upload(void *ctx, struct llm__buf *buf, size_t offs, const void *src, size_t n);
 
 LLM__INTERNAL void llm__cpu_download(void *ctx, const struct llm__buf *buf, size_t offs, void *dst, size_t n);
@@ -1334,7 +1377,8 @@ enum llm__arch {
     LLM__ARCH_QWEN3,
     LLM__ARCH_PHI3,
     LLM__ARCH_GEMMA2,
-    LLM__ARCH_GEMMA3
+    LLM__ARCH_GEMMA3,
+    LLM__ARCH_QWEN3MOE
 };
 
 struct llm__layer {
@@ -1351,6 +1395,9 @@ struct llm__layer {
     struct llm__weight w_up;         // (n_ff, n_embd)
     struct llm__weight w_down;       // (n_embd, n_ff)
     struct llm__tensor ffn_post_norm;    // gemma2/3: (n_embd), on the MLP's output
+    // a mixture of experts (n_expert > 0) in place of w_gate/w_up/w_down: the router (n_expert,
+    // n_embd) and the experts stacked, n_expert x (n_ff_exp, n_embd) / (n_embd, n_ff_exp)
+    struct llm__weight gate_inp, exp_gate, exp_up, exp_down;
     bool swa;                        // a local layer: sliding-window attention, rope_swa
 };
 
@@ -1369,6 +1416,10 @@ struct llm__model {
     float embd_scale;                // embeddings are multiplied by this; 0: not scaled
     bool gelu;                       // the MLP's gate is GELU (tanh approximation), else SiLU
     bool qk_norm, post_norms;        // per-head q/k RMSNorm; RMSNorm after attention and MLP
+    // a mixture of experts in every layer's MLP (n_expert 0: none): experts, those a token uses,
+    // an expert's feed-forward length, the routing (struct llm__moe)
+    int n_expert, n_expert_used, n_ff_exp;
+    struct llm__moe moe;
     struct llm__weight tok_embd;     // (n_vocab, n_embd)
     struct llm__weight output;       // (n_vocab, n_embd); the same as tok_embd when tied
     bool tied_output;
@@ -1398,7 +1449,8 @@ LLM__INTERNAL enum llm_status llm__model_hparams(struct llm__model *m, struct ll
 struct llm__model_plan {
     struct { struct llm__tensor *dst; const struct llm__gguf_tensor *src; } *vecs;
     // a matrix is rows [row0, row0 + rows) of its file tensor (a part of a fused one, phi3's)
-    struct { struct llm__weight *dst; const struct llm__gguf_tensor *src; int64_t row0, rows; } *mats;
+    // (experts: a mixture of experts' stacked experts, loaded by weight_load_experts)
+    struct { struct llm__weight *dst; const struct llm__gguf_tensor *src; int64_t row0, rows; bool experts; } *mats;
     size_t n_vecs, n_mats;
 };
 
@@ -1426,6 +1478,10 @@ struct llm__acts {
     int max_tokens, max_out;
     size_t off_x, off_xb, off_q, off_k, off_v, off_att, off_xb2, off_gate, off_up, off_xo, off_logits;
     size_t off_gather;   // act-order weights' gathered inputs (max_tokens x m->max_perm)
+    // a mixture of experts: the router's logits (max_tokens x n_expert), the experts of each token
+    // and their weights (x n_expert_used), the experts' gate/up and down outputs (max_tokens x
+    // n_expert_used rows of n_ff_exp, of n_embd)
+    size_t off_rlogits, off_ids, off_wts, off_egate, off_eup, off_edown;
 };
 
 LLM__INTERNAL enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, struct llm_backend *be,
@@ -10765,6 +10821,193 @@ enum llm_status llm__cpu_end_step(void *ctx, struct llm__err *e) {
 #if defined(LLM__X86_SIMD)
 #endif
 
+#line 1 "backends/cpu_moe.c"
+// cpu_moe.c — the CPU backend's mixture-of-experts ops (struct llm_backend_i's weight_load_experts,
+// moe_route, matmul_id, moe_sum; backends/backend.h says what each computes).
+//
+// A layer's experts stay where the mapped file has them (stacked: expert e's rows from e x rows).
+// matmul_id groups the step's tokens by expert and walks each routed expert's rows once, each row
+// dotted with every token routed to it: a decode step of B tokens reads the union of their experts
+// once, whatever B is.
+
+
+enum llm_status llm__cpu_weight_load_experts(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
+                                             const void *data, struct llm__err *e) {
+    (void)ctx;
+    (void)e;
+    memset(w, 0, sizeof(*w));
+    w->type = type;
+    w->ne0 = ne0;
+    w->ne1 = ne1;
+    w->buf.size = llm__row_bytes(type, ne0) * (size_t)ne1;
+    w->buf.data = (void *)data;   // zero-copy, plain rows (LLM__LAYOUT_PLAIN)
+    w->buf.borrowed = true;
+    return LLM_OK;
+}
+
+// Each token's k best experts: the largest logits (the softmax keeps their order; ties to the
+// lower index), their probabilities, normalised and scaled as p says.
+void llm__cpu_moe_route(void *ctx, struct llm__tensor ids, struct llm__tensor wts, struct llm__tensor logits,
+                        const struct llm__moe *p) {
+    (void)ctx;
+    const int k = p->k, n = p->n_expert;
+    for (int64_t i = 0; i < logits.ne1; i++) {
+        const float *lg = (const float *)llm__tensor_row(logits, i);
+        int32_t *id = (int32_t *)(void *)llm__tensor_row(ids, i);
+        float *w = (float *)llm__tensor_row(wts, i);
+        float mx = -INFINITY;
+        for (int x = 0; x < n; x++) mx = lg[x] > mx ? lg[x] : mx;
+        double sum = 0.0;
+        for (int x = 0; x < n; x++) sum += expf(lg[x] - mx);
+        double chosen = 0.0;
+        for (int s = 0; s < k; s++) {
+            int best = -1;
+            for (int x = 0; x < n; x++) {
+                bool taken = false;
+                for (int q = 0; q < s && !taken; q++) taken = id[q] == x;
+                if (!taken && (best < 0 || lg[x] > lg[best])) best = x;
+            }
+            id[s] = best;
+            w[s] = (float)(expf(lg[best] - mx) / sum);
+            chosen += w[s];
+        }
+        const float div = p->norm ? (float)LLM__MAX(chosen, 6.103515625e-5) : 1.0f;
+        for (int s = 0; s < k; s++) {
+            w[s] /= div;
+            if (p->scale != 0.0f) w[s] *= p->scale;
+        }
+    }
+}
+
+struct llm__moe_job {
+    struct llm__cpu *c;
+    int n;                                      // weights (gate and up: 2)
+    const struct llm__tensor *dst;
+    const struct llm__weight *const *w;
+    struct llm__tensor x;
+    int k;                                      // slots per token
+    bool x_per_slot;
+    int64_t rows;                               // rows of one expert
+    int vt[2];                                  // the activation type of weight j (F32: x read in place)
+    const char *xq[2];
+    size_t xq_stride[2];
+    const int32_t *off, *slots, *active;        // per expert its slots slots[off[e]..off[e+1]); experts used
+    int n_active;
+    int64_t rows_per_chunk, chunks_per_expert;
+};
+
+static void llm__moe_quantize_worker(void *arg, int ith, int nth) {
+    struct llm__moe_job *job = arg;
+    int64_t lo, hi;
+    llm__split(job->x.ne1, ith, nth, &lo, &hi);
+    for (int j = 0; j < job->n; j++) {
+        if (job->vt[j] == LLM__TYPE_F32 || (j == 1 && job->vt[1] == job->vt[0])) continue;
+        for (int64_t t = lo; t < hi; t++)
+            llm__quantize_row(job->vt[j], (const float *)llm__tensor_row(job->x, t),
+                              (char *)job->xq[j] + (size_t)t * job->xq_stride[j], job->x.ne0);
+    }
+}
+
+static void llm__moe_mm_worker(void *arg, int ith, int nth) {
+    struct llm__moe_job *job = arg;
+    const int64_t K = job->x.ne0, per_w = (int64_t)job->n_active * job->chunks_per_expert;
+    for (int64_t ch; (ch = llm__cursors_next(job->c, ith, nth)) >= 0;) {
+        const int j = (int)(ch / per_w);
+        const int64_t rem = ch % per_w, ci = rem % job->chunks_per_expert;
+        const int e = job->active[rem / job->chunks_per_expert];
+        const struct llm__weight *w = job->w[j];
+        const llm__vec_dot_fn dot = job->c->vec_dot[w->type];
+        const size_t wrow = llm__row_bytes(w->type, K);
+        const int64_t r0 = ci * job->rows_per_chunk, r1 = LLM__MIN(r0 + job->rows_per_chunk, job->rows);
+        for (int64_t r = r0; r < r1; r++) {
+            const char *wr = (const char *)w->buf.data + ((size_t)e * (size_t)job->rows + (size_t)r) * wrow;
+            for (int32_t q = job->off[e]; q < job->off[e + 1]; q++) {
+                const int32_t s = job->slots[q], src = job->x_per_slot ? s : s / job->k;
+                float v;
+                dot(K, &v, wr, job->xq[j] + (size_t)src * job->xq_stride[j]);
+                ((float *)llm__tensor_row(job->dst[j], s))[r] = v;
+            }
+        }
+    }
+}
+
+void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
+                        struct llm__tensor x, struct llm__tensor ids, bool x_per_slot) {
+    struct llm__cpu *c = ctx;
+    assert(n >= 1 && n <= 2);
+    const int k = (int)ids.ne0;
+    const int64_t slots = ids.ne1 * k, rows = dst[0].ne0, n_expert = w[0]->ne1 / rows;
+    struct llm__moe_job job = {.c = c, .n = n, .dst = dst, .w = w, .x = x, .k = k, .x_per_slot = x_per_slot,
+                               .rows = rows};
+    // the scratch: the activations in each weight's dot type, then the slots grouped by expert
+    char *scratch = c->scratch;
+    for (int j = 0; j < n; j++) {
+        job.vt[j] = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
+        if (job.vt[j] == LLM__TYPE_F32) {
+            job.xq[j] = llm__tensor_row(x, 0);
+            job.xq_stride[j] = x.nb1;
+        } else if (j == 1 && job.vt[1] == job.vt[0]) {
+            job.xq[1] = job.xq[0];
+            job.xq_stride[1] = job.xq_stride[0];
+        } else {
+            job.xq[j] = scratch;
+            job.xq_stride[j] = llm__row_bytes(job.vt[j], x.ne0);
+            scratch += (job.xq_stride[j] * (size_t)x.ne1 + 63) & ~(size_t)63;
+        }
+    }
+    int32_t *off = (int32_t *)(void *)scratch, *fill = off + n_expert + 1, *slot = fill + n_expert,
+            *active = slot + slots;
+    assert((size_t)((char *)(active + n_expert) - (char *)c->scratch) <= c->scratch_size);
+    memset(off, 0, sizeof(int32_t) * (size_t)(n_expert + 1));
+    for (int64_t s = 0; s < slots; s++) {
+        const int32_t e = ((const int32_t *)(void *)llm__tensor_row(ids, s / k))[s % k];
+        assert(e >= 0 && e < n_expert);
+        off[e + 1]++;
+    }
+    job.n_active = 0;
+    for (int64_t e = 0; e < n_expert; e++) {
+        if (off[e + 1]) active[job.n_active++] = (int32_t)e;
+        off[e + 1] += off[e];
+        fill[e] = off[e];
+    }
+    for (int64_t s = 0; s < slots; s++)
+        slot[fill[((const int32_t *)(void *)llm__tensor_row(ids, s / k))[s % k]]++] = (int32_t)s;
+    job.off = off;
+    job.slots = slot;
+    job.active = active;
+    if (x.ne1 < 4) llm__moe_quantize_worker(&job, 0, 1);
+    else llm__pool_run(c->pool, llm__moe_quantize_worker, &job);
+    // chunks of about 32 KB of weights, the same number for every expert
+    const size_t wrow = llm__row_bytes(w[0]->type, x.ne0);
+    job.rows_per_chunk = LLM__MAX(16, LLM__MIN(256, (int64_t)((32u << 10) / wrow)));
+    job.chunks_per_expert = (rows + job.rows_per_chunk - 1) / job.rows_per_chunk;
+    llm__cursors_init(c, (int64_t)n * job.n_active * job.chunks_per_expert);
+    llm__pool_run(c->pool, llm__moe_mm_worker, &job);
+}
+
+struct llm__moe_sum_job { struct llm__tensor dst, src, wts; };
+
+static void llm__moe_sum_worker(void *arg, int ith, int nth) {
+    const struct llm__moe_sum_job *job = arg;
+    const int64_t k = job->wts.ne0, E = job->dst.ne0;
+    int64_t lo, hi;
+    llm__split(job->dst.ne1, ith, nth, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        float *d = (float *)llm__tensor_row(job->dst, i);
+        const float *w = (const float *)llm__tensor_row(job->wts, i);
+        for (int64_t s = 0; s < k; s++) {
+            const float *x = (const float *)llm__tensor_row(job->src, i * k + s);
+            for (int64_t c = 0; c < E; c++) d[c] = s ? d[c] + w[s] * x[c] : w[s] * x[c];
+        }
+    }
+}
+
+void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts) {
+    struct llm__cpu *c = ctx;
+    struct llm__moe_sum_job job = {dst, src, wts};
+    llm__pool_run(c->pool, llm__moe_sum_worker, &job);
+}
+
 #line 1 "backends/cpu.c"
 // CPU backend: the ops, paged attention, matrix products
 
@@ -12072,7 +12315,12 @@ static enum llm_status llm__cpu_reserve_shape(void *ctx, const struct llm__shape
     size_t mm = (size_t)LLM__MAX_MATMUL_WEIGHTS * (((size_t)sh->max_tokens * (size_t)sh->max_cols * 4 + 64 * 4) + 64);
     size_t attn = llm__attn_scratch(sh->n_head / sh->n_head_kv, sh->head_dim, sh->block_size) * sizeof(float) *
                   (size_t)c->pool->n_threads;
-    return llm__cpu_reserve(c, LLM__MAX(mm, attn), e);
+    // matmul_id (backends/cpu_moe.c): two copies of max_tokens x n_expert_used input rows, the
+    // slots grouped by expert
+    const size_t slots = (size_t)sh->max_tokens * (size_t)sh->n_expert_used;
+    size_t moe = 2 * ((slots * (size_t)sh->max_cols * 4) + 64) +
+                 sizeof(int32_t) * (3 * (size_t)sh->n_expert + 1 + slots);
+    return llm__cpu_reserve(c, LLM__MAX(LLM__MAX(mm, attn), moe), e);
 }
 
 static const char *llm__cpu_device_name(void *ctx) {
@@ -12112,6 +12360,10 @@ LLM__INTERNAL const struct llm_backend_i llm__cpu_iface = {
     .gelu_mul = llm__cpu_gelu_mul,
     .attention_window = llm__cpu_attention,
     .gather_cols = llm__cpu_gather_cols,
+    .weight_load_experts = llm__cpu_weight_load_experts,
+    .moe_route = llm__cpu_moe_route,
+    .matmul_id = llm__cpu_matmul_id,
+    .moe_sum = llm__cpu_moe_sum,
     .device_name = llm__cpu_device_name,
     .bandwidth = NULL,   // no probe: a STREAM-like tool measures host memory better
 };
@@ -14532,19 +14784,22 @@ static const char *llm__shape_str(char buf[96], int n_dims, const int64_t *ne) {
     return buf;
 }
 
-// Finds a tensor and checks its shape (ne0, ne1; ne1 = 0 for a vector) and that its type is usable.
-static enum llm_status llm__model_tensor(const struct llm__model *m, const char *name, int64_t ne0, int64_t ne1,
-                                         bool optional, const struct llm__gguf_tensor **out, struct llm__err *e) {
+// Finds a tensor and checks its shape (ne0, ne1, ne2; ne1 = 0 for a vector, ne2 = 1 for a matrix)
+// and that its type is usable.
+static enum llm_status llm__model_tensor3(const struct llm__model *m, const char *name, int64_t ne0, int64_t ne1,
+                                          int64_t ne2, bool optional, const struct llm__gguf_tensor **out,
+                                          struct llm__err *e) {
     const struct llm__gguf_tensor *t = llm__gguf_find_tensor(&m->gguf, name);
     *out = t;
     if (!t) return optional ? LLM_OK : llm__fail(e, LLM_ERR_FORMAT, "model: missing tensor '%s'", name);
     // (unused dimensions are 1: a [n, 1] file tensor is a vector, a [n, m, 1] one a matrix)
-    int64_t want[2] = {ne0, ne1 ? ne1 : 1};
-    bool same = t->ne[0] == want[0] && t->ne[1] == want[1] && t->ne[2] == 1 && t->ne[3] == 1;
+    int64_t want[3] = {ne0, ne1 ? ne1 : 1, ne2};
+    bool same = t->ne[0] == want[0] && t->ne[1] == want[1] && t->ne[2] == want[2] && t->ne[3] == 1;
     if (!same) {
         char got_s[96], want_s[96];
         return llm__fail(e, LLM_ERR_FORMAT, "model: tensor '%s' has shape %s, expected %s", name,
-                         llm__shape_str(got_s, t->n_dims, t->ne), llm__shape_str(want_s, ne1 ? 2 : 1, want));
+                         llm__shape_str(got_s, t->n_dims, t->ne), llm__shape_str(want_s, ne2 > 1 ? 3 : ne1 ? 2 : 1,
+                                                                                want));
     }
     const struct llm__type_info *ti = llm__type_info(t->type);
     if (!ti || !ti->supported)
@@ -14554,6 +14809,11 @@ static enum llm_status llm__model_tensor(const struct llm__model *m, const char 
             "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)",
             name, ti ? ti->name : "unknown");
     return LLM_OK;
+}
+
+static enum llm_status llm__model_tensor(const struct llm__model *m, const char *name, int64_t ne0, int64_t ne1,
+                                         bool optional, const struct llm__gguf_tensor **out, struct llm__err *e) {
+    return llm__model_tensor3(m, name, ne0, ne1, 1, optional, out, e);
 }
 
 // Reads hyper-parameters and checks them; no tensors yet.
@@ -14594,7 +14854,7 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
     const bool gemma = m->arch == LLM__ARCH_GEMMA2 || m->arch == LLM__ARCH_GEMMA3;
     m->attn_scale = 1.0f / sqrtf((float)m->head_dim);
     m->rope_swa = m->rope;
-    m->qk_norm = m->arch == LLM__ARCH_QWEN3 || m->arch == LLM__ARCH_GEMMA3;
+    m->qk_norm = m->arch == LLM__ARCH_QWEN3 || m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_GEMMA3;
     if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
         return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     if (!gemma) return LLM_OK;
@@ -14629,6 +14889,28 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
     return LLM_OK;
 }
 
+// A mixture of experts (llama.cpp's keys): expert_count experts in every layer's MLP, of which a
+// token uses expert_used_count, each of expert_feed_forward_length (default: Mixtral, which is
+// llama with experts, the model's feed_forward_length; qwen3moe as llama.cpp, feed_forward_length /
+// expert_used_count). Routing: a softmax, the weights of the k chosen normalised (llama.cpp's choice
+// for both).
+static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__err *e) {
+    enum llm_status st;
+    if ((st = llm__hparam_u32(m, "expert_count", &m->n_expert, 0, 0, 4096, e))) return st;
+    if (!m->n_expert) {
+        if (m->arch == LLM__ARCH_QWEN3MOE)
+            return llm__fail(e, LLM_ERR_FORMAT, "model: qwen3moe without %s.expert_count", m->arch_name);
+        return LLM_OK;
+    }
+    if (m->arch != LLM__ARCH_LLAMA && m->arch != LLM__ARCH_QWEN3MOE)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: experts (expert_count) in architecture '%s' are not "
+                         "supported (llama, qwen3moe)", m->arch_name);
+    if ((st = llm__hparam_u32(m, "expert_used_count", &m->n_expert_used, -1, 1, (uint32_t)m->n_expert, e))) return st;
+    if ((st = llm__hparam_u32(m, "expert_feed_forward_length", &m->n_ff_exp, 0, 1, 1 << 20, e))) return st;
+    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, true, 0.0f};
+    return LLM_OK;
+}
+
 enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     struct llm__gguf_str s;
     enum llm_status st;
@@ -14636,16 +14918,26 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     static const struct { const char *name; enum llm__arch arch; } archs[] = {
         {"llama", LLM__ARCH_LLAMA}, {"qwen2", LLM__ARCH_QWEN2}, {"qwen3", LLM__ARCH_QWEN3},
         {"phi3", LLM__ARCH_PHI3}, {"gemma2", LLM__ARCH_GEMMA2}, {"gemma3", LLM__ARCH_GEMMA3},
+        {"qwen3moe", LLM__ARCH_QWEN3MOE},
     };
     size_t ai = 0;
     while (ai < LLM__ARRAY_LEN(archs) && strcmp(m->arch_name, archs[ai].name) != 0) ai++;
     if (ai == LLM__ARRAY_LEN(archs))
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: architecture '%s' is not supported "
-                         "(supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)", m->arch_name);
+                         "(supported: llama (Mixtral too), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3)",
+                         m->arch_name);
     m->arch = archs[ai].arch;
     if ((st = llm__hparam_u32(m, "embedding_length", &m->n_embd, -1, 1, 65536, e))) return st;
     if ((st = llm__hparam_u32(m, "block_count", &m->n_layer, -1, 1, 1024, e))) return st;
-    if ((st = llm__hparam_u32(m, "feed_forward_length", &m->n_ff, -1, 1, 1 << 20, e))) return st;
+    if ((st = llm__model_moe_hparams(m, e))) return st;
+    // (optional in a mixture of experts, as llama.cpp reads it)
+    if ((st = llm__hparam_u32(m, "feed_forward_length", &m->n_ff, m->n_expert ? 0 : -1, m->n_expert ? 0 : 1, 1 << 20,
+                              e)))
+        return st;
+    if (m->n_expert && !m->n_ff_exp)
+        m->n_ff_exp = m->arch == LLM__ARCH_LLAMA ? m->n_ff : m->n_ff / m->n_expert_used;
+    if (m->n_expert && !m->n_ff_exp)
+        return llm__fail(e, LLM_ERR_FORMAT, "model: the experts have no feed-forward length");
     if ((st = llm__hparam_u32(m, "attention.head_count", &m->n_head, -1, 1, 1024, e))) return st;
     if ((st = llm__hparam_u32(m, "attention.head_count_kv", &m->n_head_kv, m->n_head, 1, 1024, e))) return st;
     if ((st = llm__hparam_u32(m, "context_length", &m->n_ctx_train, 2048, 1, 1u << 24, e))) return st;
@@ -14705,7 +14997,7 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
     enum llm_status st;
     char name[96];
     pl->vecs = calloc((size_t)m->n_layer * 9 + 2, sizeof(*pl->vecs));
-    pl->mats = calloc((size_t)m->n_layer * 7 + 2, sizeof(*pl->mats));
+    pl->mats = calloc((size_t)m->n_layer * 8 + 2, sizeof(*pl->mats));
     if (!pl->vecs || !pl->mats) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     const struct llm__gguf_tensor *t;
 #define LLM__VEC(field, nm, n, opt)                                                     \
@@ -14715,7 +15007,8 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
     } while (0)
 #define LLM__PART(field, r0, nr)                                                        \
     (pl->mats[pl->n_mats].dst = field, pl->mats[pl->n_mats].src = t, pl->mats[pl->n_mats].row0 = r0, \
-     pl->mats[pl->n_mats++].rows = nr)
+     pl->mats[pl->n_mats].experts = false, pl->mats[pl->n_mats++].rows = nr)
+#define LLM__EXPERTS(field, nr) (LLM__PART(field, 0, nr), pl->mats[pl->n_mats - 1].experts = true)
 #define LLM__MAT(field, nm, cols, rows, opt)                                            \
     do {                                                                                \
         if ((st = llm__model_tensor(m, nm, cols, rows, opt, &t, e))) return st;         \
@@ -14748,7 +15041,16 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
         }
         LLM__MAT(&L->wo, LLM__NAME("attn_output.weight"), Q, E, false);
         LLM__VEC(&L->ffn_norm, LLM__NAME("ffn_norm.weight"), E, false);
-        if (m->arch == LLM__ARCH_PHI3) {   // gate and up fused in ffn_up: n_ff rows of gate, then up
+        if (m->n_expert) {   // the router, then each expert weight of all experts stacked
+            const int64_t X = m->n_expert, F = m->n_ff_exp;
+            LLM__MAT(&L->gate_inp, LLM__NAME("ffn_gate_inp.weight"), E, X, false);
+            if ((st = llm__model_tensor3(m, LLM__NAME("ffn_gate_exps.weight"), E, F, X, false, &t, e))) return st;
+            LLM__EXPERTS(&L->exp_gate, F * X);
+            if ((st = llm__model_tensor3(m, LLM__NAME("ffn_up_exps.weight"), E, F, X, false, &t, e))) return st;
+            LLM__EXPERTS(&L->exp_up, F * X);
+            if ((st = llm__model_tensor3(m, LLM__NAME("ffn_down_exps.weight"), F, E, X, false, &t, e))) return st;
+            LLM__EXPERTS(&L->exp_down, E * X);
+        } else if (m->arch == LLM__ARCH_PHI3) {   // gate and up fused in ffn_up: n_ff rows of gate, then up
             if ((st = llm__model_tensor(m, LLM__NAME("ffn_up.weight"), E, 2 * (int64_t)m->n_ff, false, &t, e)))
                 return st;
             LLM__PART(&L->w_gate, 0, m->n_ff);
@@ -14757,7 +15059,7 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
             LLM__MAT(&L->w_gate, LLM__NAME("ffn_gate.weight"), E, m->n_ff, false);
             LLM__MAT(&L->w_up, LLM__NAME("ffn_up.weight"), E, m->n_ff, false);
         }
-        LLM__MAT(&L->w_down, LLM__NAME("ffn_down.weight"), m->n_ff, E, false);
+        if (!m->n_expert) LLM__MAT(&L->w_down, LLM__NAME("ffn_down.weight"), m->n_ff, E, false);
         if (bias) {
             LLM__VEC(&L->bq, LLM__NAME("attn_q.bias"), Q, false);
             LLM__VEC(&L->bk, LLM__NAME("attn_k.bias"), KV, false);
@@ -14776,6 +15078,7 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
 #undef LLM__VEC
 #undef LLM__MAT
 #undef LLM__PART
+#undef LLM__EXPERTS
     return LLM_OK;
 }
 
@@ -14959,8 +15262,8 @@ static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm
         const size_t row_bytes = llm__row_bytes((int)src->type, src->ne[0]);
         const char *data = (const char *)src->data + (size_t)pl->mats[i].row0 * row_bytes;
         const size_t size = (size_t)pl->mats[i].rows * row_bytes;
-        enum llm_status st = be->iface->weight_load(be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0],
-                                                    pl->mats[i].rows, data, e);
+        enum llm_status st = (pl->mats[i].experts ? be->iface->weight_load_experts : be->iface->weight_load)(
+            be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0], pl->mats[i].rows, data, e);
         if (st) return st;
         if (!pl->mats[i].dst->buf.borrowed && (m->gguf.owns_map || m->gguf.owns_buf)) llm__map_release(data, size);
         done_bytes += size;
@@ -14984,8 +15287,10 @@ enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend
     const struct llm_backend_i *B = be->iface;
     bool windowed = m->attn_softcap > 0.0f;
     for (int l = 0; l < m->n_layer; l++) windowed |= m->layers[l].swa;
+    const bool moe_ops = B->weight_load_experts && B->moe_route && B->matmul_id && B->moe_sum;
     const char *missing = m->embd_scale > 0.0f && !B->scale ? "scale" : m->gelu && !B->gelu_mul ? "gelu_mul"
-                          : windowed && !B->attention_window ? "sliding-window or soft-capped attention" : NULL;
+                          : windowed && !B->attention_window ? "sliding-window or soft-capped attention"
+                          : m->n_expert && !moe_ops ? "mixture-of-experts ops" : NULL;
     if (missing)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: the %s backend cannot run architecture '%s' yet (no %s); "
                          "the CPU backend can", B->name, m->arch_name, missing);
@@ -14999,8 +15304,9 @@ enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend
     return st;
 }
 
-// Bytes of weights one decode step reads: every matrix once, the embedding table only as the
-// output projection of a tied model (a lookup reads one row). The roofline of decode speed is
+// Bytes of weights one decode step reads: every matrix once (of a mixture of experts, the experts
+// one token uses), the embedding table only as the output projection of a tied model (a lookup
+// reads one row). The roofline of decode speed is
 // memory bandwidth divided by this.
 size_t llm__model_bytes_per_token(const struct llm__model *m) {
     size_t n = 0;
@@ -15008,7 +15314,9 @@ size_t llm__model_bytes_per_token(const struct llm__model *m) {
         const struct llm__gguf_tensor *t = &m->gguf.tensors[i];
         if (t->n_dims < 2) continue;
         if (strcmp(t->name, "token_embd.weight") == 0 && !m->tied_output) continue;
-        n += t->size;
+        // a mixture of experts: a token reads its n_expert_used experts of the n_expert
+        n += strstr(t->name, "_exps.") && m->n_expert ? t->size / (size_t)m->n_expert * (size_t)m->n_expert_used
+                                                      : t->size;
     }
     return n;
 }
@@ -15018,7 +15326,8 @@ void llm__model_free(struct llm__model *m, struct llm_backend *be) {
         if (m->layers) {
             for (int l = 0; l < m->n_layer; l++) {
                 struct llm__layer *L = &m->layers[l];
-                struct llm__weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+                struct llm__weight *ws[] = {&L->wq,     &L->wk,       &L->wv,     &L->wo,     &L->w_gate,  &L->w_up,
+                                            &L->w_down, &L->gate_inp, &L->exp_gate, &L->exp_up, &L->exp_down};
                 for (size_t i = 0; i < LLM__ARRAY_LEN(ws); i++)
                     if (ws[i]->buf.data || ws[i]->buf.handle) be->iface->weight_free(be->ctx, ws[i]);
             }
@@ -15053,6 +15362,13 @@ enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, 
     LLM__ALLOC(off_xo, (size_t)max_out * E);
     LLM__ALLOC(off_logits, (size_t)max_out * (size_t)m->n_vocab);
     LLM__ALLOC(off_gather, T * (size_t)m->max_perm);
+    const size_t TK = T * (size_t)m->n_expert_used;   // (0 without experts: empty regions)
+    LLM__ALLOC(off_rlogits, T * (size_t)m->n_expert);
+    LLM__ALLOC(off_ids, TK);
+    LLM__ALLOC(off_wts, TK);
+    LLM__ALLOC(off_egate, TK * (size_t)m->n_ff_exp);
+    LLM__ALLOC(off_eup, TK * (size_t)m->n_ff_exp);
+    LLM__ALLOC(off_edown, TK * E);
 #undef LLM__ALLOC
     a->max_tokens = max_tokens;
     a->max_out = max_out;
@@ -15088,6 +15404,47 @@ static void llm__forward_matmul(const struct llm_backend_i *B, void *ctx, int n,
         }                                                                           \
     } while (0)
 
+// Layer L's MLP, from xb (its normed input) into xb2: the gated MLP, or a mixture of experts (the
+// router's logits, each token's experts and weights, the experts' gated MLPs on the tokens routed
+// to them, their weighted sum). Ops timed into prof as llm__forward's.
+static enum llm_status llm__forward_mlp(const struct llm__model *m, const struct llm__layer *L, struct llm__acts *a,
+                                        const struct llm_backend_i *B, void *ctx, int l, int T, struct llm__tensor xb,
+                                        struct llm__tensor xb2, struct llm__tensor gx, struct llm__prof *prof,
+                                        struct llm__err *e) {
+    enum llm_status st = LLM_OK;
+    if (!m->n_expert) {
+        struct llm__tensor gate = llm__vec_view(&a->buf, a->off_gate, m->n_ff, T);
+        struct llm__tensor up = llm__vec_view(&a->buf, a->off_up, m->n_ff, T);
+        const struct llm__tensor gu[2] = {gate, up};
+        const struct llm__weight *wgu[2] = {&L->w_gate, &L->w_up};
+        if (m->capture) m->capture(m->capture_ctx, l, LLM__CAL_FFN_IN, xb);
+        LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 2, gu, wgu, NULL, xb, gx));
+        if (m->gelu) LLM__OP(LLM_PROF_SILU, B->gelu_mul(ctx, gate, gate, up));
+        else LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, gate, gate, up));
+        const struct llm__weight *wd[1] = {&L->w_down};
+        if (m->capture) m->capture(m->capture_ctx, l, LLM__CAL_FFN_ACT, gate);
+        LLM__OP(LLM_PROF_MLP_DOWN, llm__forward_matmul(B, ctx, 1, &xb2, wd, NULL, gate, gx));
+        return st;
+    }
+    const int K = m->n_expert_used;
+    const int64_t TK = (int64_t)T * K;
+    const struct llm__tensor rl = llm__vec_view(&a->buf, a->off_rlogits, m->n_expert, T);
+    const struct llm__tensor ids = {&a->buf, a->off_ids, LLM__TYPE_I32, K, T, (size_t)K * sizeof(int32_t)};
+    const struct llm__tensor wts = llm__vec_view(&a->buf, a->off_wts, K, T);
+    const struct llm__tensor eg = llm__vec_view(&a->buf, a->off_egate, m->n_ff_exp, TK);
+    const struct llm__tensor eu = llm__vec_view(&a->buf, a->off_eup, m->n_ff_exp, TK);
+    const struct llm__tensor ed = llm__vec_view(&a->buf, a->off_edown, m->n_embd, TK);
+    const struct llm__tensor egu[2] = {eg, eu};
+    const struct llm__weight *wr[1] = {&L->gate_inp}, *wgu[2] = {&L->exp_gate, &L->exp_up}, *wd[1] = {&L->exp_down};
+    LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 1, &rl, wr, NULL, xb, gx);
+                             B->moe_route(ctx, ids, wts, rl, &m->moe);
+                             B->matmul_id(ctx, 2, egu, wgu, xb, ids, false));
+    LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, eg, eg, eu));
+    LLM__OP(LLM_PROF_MLP_DOWN, B->matmul_id(ctx, 1, &ed, wd, eg, ids, true); B->moe_sum(ctx, xb2, ed, wts));
+finish:
+    return st;
+}
+
 // Runs the model over one step; logits (n_out rows of n_vocab) are copied to host memory. With
 // prof, each op is timed (a backend whose ops run asynchronously is synchronized after each; a
 // failure there ends the step early and is returned).
@@ -15108,8 +15465,6 @@ enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be,
     struct llm__tensor v = llm__vec_view(&a->buf, a->off_v, KV, T);
     struct llm__tensor att = llm__vec_view(&a->buf, a->off_att, Q, T);
     struct llm__tensor xb2 = llm__vec_view(&a->buf, a->off_xb2, E, T);
-    struct llm__tensor gate = llm__vec_view(&a->buf, a->off_gate, m->n_ff, T);
-    struct llm__tensor up = llm__vec_view(&a->buf, a->off_up, m->n_ff, T);
     struct llm__tensor xo = llm__vec_view(&a->buf, a->off_xo, E, s->n_out);
     struct llm__tensor lg = llm__vec_view(&a->buf, a->off_logits, m->n_vocab, s->n_out);
     const struct llm__tensor gx = llm__vec_view(&a->buf, a->off_gather, m->max_perm, T);
@@ -15147,15 +15502,7 @@ enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be,
         if (m->post_norms) LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb2, xb2, L->attn_post_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
         LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb, x, L->ffn_norm, m->norm_eps));
-        const struct llm__tensor gu[2] = {gate, up};
-        const struct llm__weight *wgu[2] = {&L->w_gate, &L->w_up};
-        if (m->capture) m->capture(m->capture_ctx, l, LLM__CAL_FFN_IN, xb);
-        LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 2, gu, wgu, NULL, xb, gx));
-        if (m->gelu) LLM__OP(LLM_PROF_SILU, B->gelu_mul(ctx, gate, gate, up));
-        else LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, gate, gate, up));
-        const struct llm__weight *wd[1] = {&L->w_down};
-        if (m->capture) m->capture(m->capture_ctx, l, LLM__CAL_FFN_ACT, gate);
-        LLM__OP(LLM_PROF_MLP_DOWN, llm__forward_matmul(B, ctx, 1, &xb2, wd, NULL, gate, gx));
+        if ((st = llm__forward_mlp(m, L, a, B, ctx, l, T, xb, xb2, gx, prof, e)) != LLM_OK) goto finish;
         if (m->post_norms) LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb2, xb2, L->ffn_post_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
     }
@@ -20489,8 +20836,9 @@ static enum llm_status llm__engine_step_buffers(llm_engine *E, struct llm__err *
     struct llm__shape shape = {
         .max_tokens = max_tokens, .max_out = max_out, .max_seqs = p->max_num_seqs,
         .max_blocks = LLM__MIN((E->max_model_len + p->block_size - 1) / p->block_size, E->kv.n_blocks),
-        .max_cols = LLM__MAX(m->n_embd, LLM__MAX(m->n_ff, m->n_head * m->head_dim)),
+        .max_cols = LLM__MAX(LLM__MAX(m->n_embd, m->n_ff_exp), LLM__MAX(m->n_ff, m->n_head * m->head_dim)),
         .n_head = m->n_head, .n_head_kv = m->n_head_kv, .head_dim = m->head_dim, .block_size = p->block_size,
+        .n_expert = m->n_expert, .n_expert_used = m->n_expert_used,
     };
     if ((st = E->be.iface->reserve(E->be.ctx, &shape, e))) return st;
     return llm__serving_init(E, e);   // the block manager and the host arrays of a step

@@ -107,6 +107,17 @@ struct llm__shape {
     int max_blocks;      // block table columns: the blocks of the longest sequence
     int64_t max_cols;    // longest matmul input row
     int n_head, n_head_kv, head_dim, block_size;
+    int n_expert, n_expert_used;   // a mixture of experts' experts and those a token uses (0: dense)
+};
+
+// The routing of a mixture-of-experts layer (moe_route): each token goes to the k experts of the
+// largest probabilities (a softmax of the router's logits over the n_expert experts; ties to the
+// lower index), weighted by their probabilities, divided by their sum when norm (the sum clamped
+// to at least 2^-14, as llama.cpp), times scale when scale is not 0.
+struct llm__moe {
+    int n_expert, k;
+    bool norm;
+    float scale;
 };
 
 struct llm__attn {
@@ -179,6 +190,24 @@ struct llm_backend_i {
     // dst[i][k] = x[i][perm[k]], perm int32: GPTQ act-order weights' inputs (optional: NULL, and
     // such a checkpoint is refused at load with a message naming the backend)
     void (*gather_cols)(void *ctx, struct llm__tensor dst, struct llm__tensor x, struct llm__tensor perm);
+
+    // --- mixtures of experts (optional, the four together: NULL, and an MoE model is refused at
+    // load with a message naming the backend) ---
+    // Takes a layer's experts stacked in one weight (ne1 = n_expert x the rows of one; expert e's
+    // rows from e x rows), in the layout matmul_id reads: like weight_load, zero-copy where it can.
+    enum llm_status (*weight_load_experts)(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
+                                           const void *data, struct llm__err *e);
+    // ids (int32) and wts (f32), k columns per token: the experts of each row of logits (n_expert
+    // columns, the router's output) and their weights (struct llm__moe), best first
+    void (*moe_route)(void *ctx, struct llm__tensor ids, struct llm__tensor wts, struct llm__tensor logits,
+                      const struct llm__moe *p);
+    // dst[j] row i*k + s = (x row i*k + s when x_per_slot, else row i) @ (expert ids[i][s] of
+    // w[j])^T for j < n (1 or 2 stacked-expert weights sharing the input; dst[j].ne0 = the rows of
+    // one expert): an expert's rows are read once for all the tokens routed to it
+    void (*matmul_id)(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
+                      struct llm__tensor x, struct llm__tensor ids, bool x_per_slot);
+    // dst[i] = sum over s < k, in order, of wts[i][s] * src row i*k + s
+    void (*moe_sum)(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts);
 
     // --- device (optional) ---
     // The device's name, for llm_get_engine_info. NULL: "".

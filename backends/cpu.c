@@ -1304,7 +1304,12 @@ static enum llm_status llm__cpu_reserve_shape(void *ctx, const struct llm__shape
     size_t mm = (size_t)LLM__MAX_MATMUL_WEIGHTS * (((size_t)sh->max_tokens * (size_t)sh->max_cols * 4 + 64 * 4) + 64);
     size_t attn = llm__attn_scratch(sh->n_head / sh->n_head_kv, sh->head_dim, sh->block_size) * sizeof(float) *
                   (size_t)c->pool->n_threads;
-    return llm__cpu_reserve(c, LLM__MAX(mm, attn), e);
+    // matmul_id (backends/cpu_moe.c): two copies of max_tokens x n_expert_used input rows, the
+    // slots grouped by expert
+    const size_t slots = (size_t)sh->max_tokens * (size_t)sh->n_expert_used;
+    size_t moe = 2 * ((slots * (size_t)sh->max_cols * 4) + 64) +
+                 sizeof(int32_t) * (3 * (size_t)sh->n_expert + 1 + slots);
+    return llm__cpu_reserve(c, LLM__MAX(LLM__MAX(mm, attn), moe), e);
 }
 
 static const char *llm__cpu_device_name(void *ctx) {
@@ -1344,6 +1349,10 @@ LLM__INTERNAL const struct llm_backend_i llm__cpu_iface = {
     .gelu_mul = llm__cpu_gelu_mul,
     .attention_window = llm__cpu_attention,
     .gather_cols = llm__cpu_gather_cols,
+    .weight_load_experts = llm__cpu_weight_load_experts,
+    .moe_route = llm__cpu_moe_route,
+    .matmul_id = llm__cpu_matmul_id,
+    .moe_sum = llm__cpu_moe_sum,
     .device_name = llm__cpu_device_name,
     .bandwidth = NULL,   // no probe: a STREAM-like tool measures host memory better
 };

@@ -1013,6 +1013,19 @@ LLM__INTERNAL enum llm_status llm__cpu_weight_load(void *ctx, struct llm__weight
 
 LLM__INTERNAL void llm__cpu_weight_free(void *ctx, struct llm__weight *w);
 
+// backends/cpu_moe.c: the mixture-of-experts ops of the CPU backend (struct llm_backend_i's)
+LLM__INTERNAL enum llm_status llm__cpu_weight_load_experts(void *ctx, struct llm__weight *w, int type, int64_t ne0,
+                                                           int64_t ne1, const void *data, struct llm__err *e);
+
+LLM__INTERNAL void llm__cpu_moe_route(void *ctx, struct llm__tensor ids, struct llm__tensor wts,
+                                      struct llm__tensor logits, const struct llm__moe *p);
+
+LLM__INTERNAL void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst,
+                                      const struct llm__weight *const *w, struct llm__tensor x, struct llm__tensor ids,
+                                      bool x_per_slot);
+
+LLM__INTERNAL void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts);
+
 LLM__INTERNAL void llm__cpu_upload(void *ctx, struct llm__buf *buf, size_t offs, const void *src, size_t n);
 
 LLM__INTERNAL void llm__cpu_download(void *ctx, const struct llm__buf *buf, size_t offs, void *dst, size_t n);
@@ -1051,7 +1064,8 @@ enum llm__arch {
     LLM__ARCH_QWEN3,
     LLM__ARCH_PHI3,
     LLM__ARCH_GEMMA2,
-    LLM__ARCH_GEMMA3
+    LLM__ARCH_GEMMA3,
+    LLM__ARCH_QWEN3MOE
 };
 
 struct llm__layer {
@@ -1068,6 +1082,9 @@ struct llm__layer {
     struct llm__weight w_up;         // (n_ff, n_embd)
     struct llm__weight w_down;       // (n_embd, n_ff)
     struct llm__tensor ffn_post_norm;    // gemma2/3: (n_embd), on the MLP's output
+    // a mixture of experts (n_expert > 0) in place of w_gate/w_up/w_down: the router (n_expert,
+    // n_embd) and the experts stacked, n_expert x (n_ff_exp, n_embd) / (n_embd, n_ff_exp)
+    struct llm__weight gate_inp, exp_gate, exp_up, exp_down;
     bool swa;                        // a local layer: sliding-window attention, rope_swa
 };
 
@@ -1086,6 +1103,10 @@ struct llm__model {
     float embd_scale;                // embeddings are multiplied by this; 0: not scaled
     bool gelu;                       // the MLP's gate is GELU (tanh approximation), else SiLU
     bool qk_norm, post_norms;        // per-head q/k RMSNorm; RMSNorm after attention and MLP
+    // a mixture of experts in every layer's MLP (n_expert 0: none): experts, those a token uses,
+    // an expert's feed-forward length, the routing (struct llm__moe)
+    int n_expert, n_expert_used, n_ff_exp;
+    struct llm__moe moe;
     struct llm__weight tok_embd;     // (n_vocab, n_embd)
     struct llm__weight output;       // (n_vocab, n_embd); the same as tok_embd when tied
     bool tied_output;
@@ -1115,7 +1136,8 @@ LLM__INTERNAL enum llm_status llm__model_hparams(struct llm__model *m, struct ll
 struct llm__model_plan {
     struct { struct llm__tensor *dst; const struct llm__gguf_tensor *src; } *vecs;
     // a matrix is rows [row0, row0 + rows) of its file tensor (a part of a fused one, phi3's)
-    struct { struct llm__weight *dst; const struct llm__gguf_tensor *src; int64_t row0, rows; } *mats;
+    // (experts: a mixture of experts' stacked experts, loaded by weight_load_experts)
+    struct { struct llm__weight *dst; const struct llm__gguf_tensor *src; int64_t row0, rows; bool experts; } *mats;
     size_t n_vecs, n_mats;
 };
 
@@ -1143,6 +1165,10 @@ struct llm__acts {
     int max_tokens, max_out;
     size_t off_x, off_xb, off_q, off_k, off_v, off_att, off_xb2, off_gate, off_up, off_xo, off_logits;
     size_t off_gather;   // act-order weights' gathered inputs (max_tokens x m->max_perm)
+    // a mixture of experts: the router's logits (max_tokens x n_expert), the experts of each token
+    // and their weights (x n_expert_used), the experts' gate/up and down outputs (max_tokens x
+    // n_expert_used rows of n_ff_exp, of n_embd)
+    size_t off_rlogits, off_ids, off_wts, off_egate, off_eup, off_edown;
 };
 
 LLM__INTERNAL enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, struct llm_backend *be,

@@ -66,19 +66,22 @@ static const char *llm__shape_str(char buf[96], int n_dims, const int64_t *ne) {
     return buf;
 }
 
-// Finds a tensor and checks its shape (ne0, ne1; ne1 = 0 for a vector) and that its type is usable.
-static enum llm_status llm__model_tensor(const struct llm__model *m, const char *name, int64_t ne0, int64_t ne1,
-                                         bool optional, const struct llm__gguf_tensor **out, struct llm__err *e) {
+// Finds a tensor and checks its shape (ne0, ne1, ne2; ne1 = 0 for a vector, ne2 = 1 for a matrix)
+// and that its type is usable.
+static enum llm_status llm__model_tensor3(const struct llm__model *m, const char *name, int64_t ne0, int64_t ne1,
+                                          int64_t ne2, bool optional, const struct llm__gguf_tensor **out,
+                                          struct llm__err *e) {
     const struct llm__gguf_tensor *t = llm__gguf_find_tensor(&m->gguf, name);
     *out = t;
     if (!t) return optional ? LLM_OK : llm__fail(e, LLM_ERR_FORMAT, "model: missing tensor '%s'", name);
     // (unused dimensions are 1: a [n, 1] file tensor is a vector, a [n, m, 1] one a matrix)
-    int64_t want[2] = {ne0, ne1 ? ne1 : 1};
-    bool same = t->ne[0] == want[0] && t->ne[1] == want[1] && t->ne[2] == 1 && t->ne[3] == 1;
+    int64_t want[3] = {ne0, ne1 ? ne1 : 1, ne2};
+    bool same = t->ne[0] == want[0] && t->ne[1] == want[1] && t->ne[2] == want[2] && t->ne[3] == 1;
     if (!same) {
         char got_s[96], want_s[96];
         return llm__fail(e, LLM_ERR_FORMAT, "model: tensor '%s' has shape %s, expected %s", name,
-                         llm__shape_str(got_s, t->n_dims, t->ne), llm__shape_str(want_s, ne1 ? 2 : 1, want));
+                         llm__shape_str(got_s, t->n_dims, t->ne), llm__shape_str(want_s, ne2 > 1 ? 3 : ne1 ? 2 : 1,
+                                                                                want));
     }
     const struct llm__type_info *ti = llm__type_info(t->type);
     if (!ti || !ti->supported)
@@ -88,6 +91,11 @@ static enum llm_status llm__model_tensor(const struct llm__model *m, const char 
             "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)",
             name, ti ? ti->name : "unknown");
     return LLM_OK;
+}
+
+static enum llm_status llm__model_tensor(const struct llm__model *m, const char *name, int64_t ne0, int64_t ne1,
+                                         bool optional, const struct llm__gguf_tensor **out, struct llm__err *e) {
+    return llm__model_tensor3(m, name, ne0, ne1, 1, optional, out, e);
 }
 
 // Reads hyper-parameters and checks them; no tensors yet.
@@ -128,7 +136,7 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
     const bool gemma = m->arch == LLM__ARCH_GEMMA2 || m->arch == LLM__ARCH_GEMMA3;
     m->attn_scale = 1.0f / sqrtf((float)m->head_dim);
     m->rope_swa = m->rope;
-    m->qk_norm = m->arch == LLM__ARCH_QWEN3 || m->arch == LLM__ARCH_GEMMA3;
+    m->qk_norm = m->arch == LLM__ARCH_QWEN3 || m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_GEMMA3;
     if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
         return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     if (!gemma) return LLM_OK;
@@ -163,6 +171,28 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
     return LLM_OK;
 }
 
+// A mixture of experts (llama.cpp's keys): expert_count experts in every layer's MLP, of which a
+// token uses expert_used_count, each of expert_feed_forward_length (default: Mixtral, which is
+// llama with experts, the model's feed_forward_length; qwen3moe as llama.cpp, feed_forward_length /
+// expert_used_count). Routing: a softmax, the weights of the k chosen normalised (llama.cpp's choice
+// for both).
+static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__err *e) {
+    enum llm_status st;
+    if ((st = llm__hparam_u32(m, "expert_count", &m->n_expert, 0, 0, 4096, e))) return st;
+    if (!m->n_expert) {
+        if (m->arch == LLM__ARCH_QWEN3MOE)
+            return llm__fail(e, LLM_ERR_FORMAT, "model: qwen3moe without %s.expert_count", m->arch_name);
+        return LLM_OK;
+    }
+    if (m->arch != LLM__ARCH_LLAMA && m->arch != LLM__ARCH_QWEN3MOE)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: experts (expert_count) in architecture '%s' are not "
+                         "supported (llama, qwen3moe)", m->arch_name);
+    if ((st = llm__hparam_u32(m, "expert_used_count", &m->n_expert_used, -1, 1, (uint32_t)m->n_expert, e))) return st;
+    if ((st = llm__hparam_u32(m, "expert_feed_forward_length", &m->n_ff_exp, 0, 1, 1 << 20, e))) return st;
+    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, true, 0.0f};
+    return LLM_OK;
+}
+
 enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     struct llm__gguf_str s;
     enum llm_status st;
@@ -170,16 +200,26 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     static const struct { const char *name; enum llm__arch arch; } archs[] = {
         {"llama", LLM__ARCH_LLAMA}, {"qwen2", LLM__ARCH_QWEN2}, {"qwen3", LLM__ARCH_QWEN3},
         {"phi3", LLM__ARCH_PHI3}, {"gemma2", LLM__ARCH_GEMMA2}, {"gemma3", LLM__ARCH_GEMMA3},
+        {"qwen3moe", LLM__ARCH_QWEN3MOE},
     };
     size_t ai = 0;
     while (ai < LLM__ARRAY_LEN(archs) && strcmp(m->arch_name, archs[ai].name) != 0) ai++;
     if (ai == LLM__ARRAY_LEN(archs))
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: architecture '%s' is not supported "
-                         "(supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)", m->arch_name);
+                         "(supported: llama (Mixtral too), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3)",
+                         m->arch_name);
     m->arch = archs[ai].arch;
     if ((st = llm__hparam_u32(m, "embedding_length", &m->n_embd, -1, 1, 65536, e))) return st;
     if ((st = llm__hparam_u32(m, "block_count", &m->n_layer, -1, 1, 1024, e))) return st;
-    if ((st = llm__hparam_u32(m, "feed_forward_length", &m->n_ff, -1, 1, 1 << 20, e))) return st;
+    if ((st = llm__model_moe_hparams(m, e))) return st;
+    // (optional in a mixture of experts, as llama.cpp reads it)
+    if ((st = llm__hparam_u32(m, "feed_forward_length", &m->n_ff, m->n_expert ? 0 : -1, m->n_expert ? 0 : 1, 1 << 20,
+                              e)))
+        return st;
+    if (m->n_expert && !m->n_ff_exp)
+        m->n_ff_exp = m->arch == LLM__ARCH_LLAMA ? m->n_ff : m->n_ff / m->n_expert_used;
+    if (m->n_expert && !m->n_ff_exp)
+        return llm__fail(e, LLM_ERR_FORMAT, "model: the experts have no feed-forward length");
     if ((st = llm__hparam_u32(m, "attention.head_count", &m->n_head, -1, 1, 1024, e))) return st;
     if ((st = llm__hparam_u32(m, "attention.head_count_kv", &m->n_head_kv, m->n_head, 1, 1024, e))) return st;
     if ((st = llm__hparam_u32(m, "context_length", &m->n_ctx_train, 2048, 1, 1u << 24, e))) return st;
@@ -239,7 +279,7 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
     enum llm_status st;
     char name[96];
     pl->vecs = calloc((size_t)m->n_layer * 9 + 2, sizeof(*pl->vecs));
-    pl->mats = calloc((size_t)m->n_layer * 7 + 2, sizeof(*pl->mats));
+    pl->mats = calloc((size_t)m->n_layer * 8 + 2, sizeof(*pl->mats));
     if (!pl->vecs || !pl->mats) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     const struct llm__gguf_tensor *t;
 #define LLM__VEC(field, nm, n, opt)                                                     \
@@ -249,7 +289,8 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
     } while (0)
 #define LLM__PART(field, r0, nr)                                                        \
     (pl->mats[pl->n_mats].dst = field, pl->mats[pl->n_mats].src = t, pl->mats[pl->n_mats].row0 = r0, \
-     pl->mats[pl->n_mats++].rows = nr)
+     pl->mats[pl->n_mats].experts = false, pl->mats[pl->n_mats++].rows = nr)
+#define LLM__EXPERTS(field, nr) (LLM__PART(field, 0, nr), pl->mats[pl->n_mats - 1].experts = true)
 #define LLM__MAT(field, nm, cols, rows, opt)                                            \
     do {                                                                                \
         if ((st = llm__model_tensor(m, nm, cols, rows, opt, &t, e))) return st;         \
@@ -282,7 +323,16 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
         }
         LLM__MAT(&L->wo, LLM__NAME("attn_output.weight"), Q, E, false);
         LLM__VEC(&L->ffn_norm, LLM__NAME("ffn_norm.weight"), E, false);
-        if (m->arch == LLM__ARCH_PHI3) {   // gate and up fused in ffn_up: n_ff rows of gate, then up
+        if (m->n_expert) {   // the router, then each expert weight of all experts stacked
+            const int64_t X = m->n_expert, F = m->n_ff_exp;
+            LLM__MAT(&L->gate_inp, LLM__NAME("ffn_gate_inp.weight"), E, X, false);
+            if ((st = llm__model_tensor3(m, LLM__NAME("ffn_gate_exps.weight"), E, F, X, false, &t, e))) return st;
+            LLM__EXPERTS(&L->exp_gate, F * X);
+            if ((st = llm__model_tensor3(m, LLM__NAME("ffn_up_exps.weight"), E, F, X, false, &t, e))) return st;
+            LLM__EXPERTS(&L->exp_up, F * X);
+            if ((st = llm__model_tensor3(m, LLM__NAME("ffn_down_exps.weight"), F, E, X, false, &t, e))) return st;
+            LLM__EXPERTS(&L->exp_down, E * X);
+        } else if (m->arch == LLM__ARCH_PHI3) {   // gate and up fused in ffn_up: n_ff rows of gate, then up
             if ((st = llm__model_tensor(m, LLM__NAME("ffn_up.weight"), E, 2 * (int64_t)m->n_ff, false, &t, e)))
                 return st;
             LLM__PART(&L->w_gate, 0, m->n_ff);
@@ -291,7 +341,7 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
             LLM__MAT(&L->w_gate, LLM__NAME("ffn_gate.weight"), E, m->n_ff, false);
             LLM__MAT(&L->w_up, LLM__NAME("ffn_up.weight"), E, m->n_ff, false);
         }
-        LLM__MAT(&L->w_down, LLM__NAME("ffn_down.weight"), m->n_ff, E, false);
+        if (!m->n_expert) LLM__MAT(&L->w_down, LLM__NAME("ffn_down.weight"), m->n_ff, E, false);
         if (bias) {
             LLM__VEC(&L->bq, LLM__NAME("attn_q.bias"), Q, false);
             LLM__VEC(&L->bk, LLM__NAME("attn_k.bias"), KV, false);
@@ -310,6 +360,7 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
 #undef LLM__VEC
 #undef LLM__MAT
 #undef LLM__PART
+#undef LLM__EXPERTS
     return LLM_OK;
 }
 
@@ -493,8 +544,8 @@ static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm
         const size_t row_bytes = llm__row_bytes((int)src->type, src->ne[0]);
         const char *data = (const char *)src->data + (size_t)pl->mats[i].row0 * row_bytes;
         const size_t size = (size_t)pl->mats[i].rows * row_bytes;
-        enum llm_status st = be->iface->weight_load(be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0],
-                                                    pl->mats[i].rows, data, e);
+        enum llm_status st = (pl->mats[i].experts ? be->iface->weight_load_experts : be->iface->weight_load)(
+            be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0], pl->mats[i].rows, data, e);
         if (st) return st;
         if (!pl->mats[i].dst->buf.borrowed && (m->gguf.owns_map || m->gguf.owns_buf)) llm__map_release(data, size);
         done_bytes += size;
@@ -518,8 +569,10 @@ enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend
     const struct llm_backend_i *B = be->iface;
     bool windowed = m->attn_softcap > 0.0f;
     for (int l = 0; l < m->n_layer; l++) windowed |= m->layers[l].swa;
+    const bool moe_ops = B->weight_load_experts && B->moe_route && B->matmul_id && B->moe_sum;
     const char *missing = m->embd_scale > 0.0f && !B->scale ? "scale" : m->gelu && !B->gelu_mul ? "gelu_mul"
-                          : windowed && !B->attention_window ? "sliding-window or soft-capped attention" : NULL;
+                          : windowed && !B->attention_window ? "sliding-window or soft-capped attention"
+                          : m->n_expert && !moe_ops ? "mixture-of-experts ops" : NULL;
     if (missing)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: the %s backend cannot run architecture '%s' yet (no %s); "
                          "the CPU backend can", B->name, m->arch_name, missing);
@@ -533,8 +586,9 @@ enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend
     return st;
 }
 
-// Bytes of weights one decode step reads: every matrix once, the embedding table only as the
-// output projection of a tied model (a lookup reads one row). The roofline of decode speed is
+// Bytes of weights one decode step reads: every matrix once (of a mixture of experts, the experts
+// one token uses), the embedding table only as the output projection of a tied model (a lookup
+// reads one row). The roofline of decode speed is
 // memory bandwidth divided by this.
 size_t llm__model_bytes_per_token(const struct llm__model *m) {
     size_t n = 0;
@@ -542,7 +596,9 @@ size_t llm__model_bytes_per_token(const struct llm__model *m) {
         const struct llm__gguf_tensor *t = &m->gguf.tensors[i];
         if (t->n_dims < 2) continue;
         if (strcmp(t->name, "token_embd.weight") == 0 && !m->tied_output) continue;
-        n += t->size;
+        // a mixture of experts: a token reads its n_expert_used experts of the n_expert
+        n += strstr(t->name, "_exps.") && m->n_expert ? t->size / (size_t)m->n_expert * (size_t)m->n_expert_used
+                                                      : t->size;
     }
     return n;
 }
@@ -552,7 +608,8 @@ void llm__model_free(struct llm__model *m, struct llm_backend *be) {
         if (m->layers) {
             for (int l = 0; l < m->n_layer; l++) {
                 struct llm__layer *L = &m->layers[l];
-                struct llm__weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+                struct llm__weight *ws[] = {&L->wq,     &L->wk,       &L->wv,     &L->wo,     &L->w_gate,  &L->w_up,
+                                            &L->w_down, &L->gate_inp, &L->exp_gate, &L->exp_up, &L->exp_down};
                 for (size_t i = 0; i < LLM__ARRAY_LEN(ws); i++)
                     if (ws[i]->buf.data || ws[i]->buf.handle) be->iface->weight_free(be->ctx, ws[i]);
             }
@@ -587,6 +644,13 @@ enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, 
     LLM__ALLOC(off_xo, (size_t)max_out * E);
     LLM__ALLOC(off_logits, (size_t)max_out * (size_t)m->n_vocab);
     LLM__ALLOC(off_gather, T * (size_t)m->max_perm);
+    const size_t TK = T * (size_t)m->n_expert_used;   // (0 without experts: empty regions)
+    LLM__ALLOC(off_rlogits, T * (size_t)m->n_expert);
+    LLM__ALLOC(off_ids, TK);
+    LLM__ALLOC(off_wts, TK);
+    LLM__ALLOC(off_egate, TK * (size_t)m->n_ff_exp);
+    LLM__ALLOC(off_eup, TK * (size_t)m->n_ff_exp);
+    LLM__ALLOC(off_edown, TK * E);
 #undef LLM__ALLOC
     a->max_tokens = max_tokens;
     a->max_out = max_out;
@@ -622,6 +686,47 @@ static void llm__forward_matmul(const struct llm_backend_i *B, void *ctx, int n,
         }                                                                           \
     } while (0)
 
+// Layer L's MLP, from xb (its normed input) into xb2: the gated MLP, or a mixture of experts (the
+// router's logits, each token's experts and weights, the experts' gated MLPs on the tokens routed
+// to them, their weighted sum). Ops timed into prof as llm__forward's.
+static enum llm_status llm__forward_mlp(const struct llm__model *m, const struct llm__layer *L, struct llm__acts *a,
+                                        const struct llm_backend_i *B, void *ctx, int l, int T, struct llm__tensor xb,
+                                        struct llm__tensor xb2, struct llm__tensor gx, struct llm__prof *prof,
+                                        struct llm__err *e) {
+    enum llm_status st = LLM_OK;
+    if (!m->n_expert) {
+        struct llm__tensor gate = llm__vec_view(&a->buf, a->off_gate, m->n_ff, T);
+        struct llm__tensor up = llm__vec_view(&a->buf, a->off_up, m->n_ff, T);
+        const struct llm__tensor gu[2] = {gate, up};
+        const struct llm__weight *wgu[2] = {&L->w_gate, &L->w_up};
+        if (m->capture) m->capture(m->capture_ctx, l, LLM__CAL_FFN_IN, xb);
+        LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 2, gu, wgu, NULL, xb, gx));
+        if (m->gelu) LLM__OP(LLM_PROF_SILU, B->gelu_mul(ctx, gate, gate, up));
+        else LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, gate, gate, up));
+        const struct llm__weight *wd[1] = {&L->w_down};
+        if (m->capture) m->capture(m->capture_ctx, l, LLM__CAL_FFN_ACT, gate);
+        LLM__OP(LLM_PROF_MLP_DOWN, llm__forward_matmul(B, ctx, 1, &xb2, wd, NULL, gate, gx));
+        return st;
+    }
+    const int K = m->n_expert_used;
+    const int64_t TK = (int64_t)T * K;
+    const struct llm__tensor rl = llm__vec_view(&a->buf, a->off_rlogits, m->n_expert, T);
+    const struct llm__tensor ids = {&a->buf, a->off_ids, LLM__TYPE_I32, K, T, (size_t)K * sizeof(int32_t)};
+    const struct llm__tensor wts = llm__vec_view(&a->buf, a->off_wts, K, T);
+    const struct llm__tensor eg = llm__vec_view(&a->buf, a->off_egate, m->n_ff_exp, TK);
+    const struct llm__tensor eu = llm__vec_view(&a->buf, a->off_eup, m->n_ff_exp, TK);
+    const struct llm__tensor ed = llm__vec_view(&a->buf, a->off_edown, m->n_embd, TK);
+    const struct llm__tensor egu[2] = {eg, eu};
+    const struct llm__weight *wr[1] = {&L->gate_inp}, *wgu[2] = {&L->exp_gate, &L->exp_up}, *wd[1] = {&L->exp_down};
+    LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 1, &rl, wr, NULL, xb, gx);
+                             B->moe_route(ctx, ids, wts, rl, &m->moe);
+                             B->matmul_id(ctx, 2, egu, wgu, xb, ids, false));
+    LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, eg, eg, eu));
+    LLM__OP(LLM_PROF_MLP_DOWN, B->matmul_id(ctx, 1, &ed, wd, eg, ids, true); B->moe_sum(ctx, xb2, ed, wts));
+finish:
+    return st;
+}
+
 // Runs the model over one step; logits (n_out rows of n_vocab) are copied to host memory. With
 // prof, each op is timed (a backend whose ops run asynchronously is synchronized after each; a
 // failure there ends the step early and is returned).
@@ -642,8 +747,6 @@ enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be,
     struct llm__tensor v = llm__vec_view(&a->buf, a->off_v, KV, T);
     struct llm__tensor att = llm__vec_view(&a->buf, a->off_att, Q, T);
     struct llm__tensor xb2 = llm__vec_view(&a->buf, a->off_xb2, E, T);
-    struct llm__tensor gate = llm__vec_view(&a->buf, a->off_gate, m->n_ff, T);
-    struct llm__tensor up = llm__vec_view(&a->buf, a->off_up, m->n_ff, T);
     struct llm__tensor xo = llm__vec_view(&a->buf, a->off_xo, E, s->n_out);
     struct llm__tensor lg = llm__vec_view(&a->buf, a->off_logits, m->n_vocab, s->n_out);
     const struct llm__tensor gx = llm__vec_view(&a->buf, a->off_gather, m->max_perm, T);
@@ -681,15 +784,7 @@ enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be,
         if (m->post_norms) LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb2, xb2, L->attn_post_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
         LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb, x, L->ffn_norm, m->norm_eps));
-        const struct llm__tensor gu[2] = {gate, up};
-        const struct llm__weight *wgu[2] = {&L->w_gate, &L->w_up};
-        if (m->capture) m->capture(m->capture_ctx, l, LLM__CAL_FFN_IN, xb);
-        LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 2, gu, wgu, NULL, xb, gx));
-        if (m->gelu) LLM__OP(LLM_PROF_SILU, B->gelu_mul(ctx, gate, gate, up));
-        else LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, gate, gate, up));
-        const struct llm__weight *wd[1] = {&L->w_down};
-        if (m->capture) m->capture(m->capture_ctx, l, LLM__CAL_FFN_ACT, gate);
-        LLM__OP(LLM_PROF_MLP_DOWN, llm__forward_matmul(B, ctx, 1, &xb2, wd, NULL, gate, gx));
+        if ((st = llm__forward_mlp(m, L, a, B, ctx, l, T, xb, xb2, gx, prof, e)) != LLM_OK) goto finish;
         if (m->post_norms) LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb2, xb2, L->ffn_post_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
     }

@@ -31,6 +31,9 @@ struct gm_shape {
     bool fused;        // blk.N.attn_qkv.weight and a gate+up ffn_up.weight (phi3)
     int window;        // attention.sliding_window; 0: not written
     float attn_softcap, final_softcap;   // attn_logit_softcapping, final_logit_softcapping; 0: not written
+    // a mixture of experts in every layer (0: a dense MLP): expert_count, expert_used_count,
+    // expert_feed_forward_length (0: not written; Mixtral, llama with experts, uses n_ff)
+    int n_expert, n_expert_used, n_ff_exp;
 };
 
 // Tiny shapes of the newer architectures keep a window of 8 tokens, so that the test prompts
@@ -38,34 +41,44 @@ struct gm_shape {
 // local/global period (layers 0-4 local, 5 global), tiny-gemma2 the 2 of its period (0 local,
 // 1 global), and caps low enough (attention 5, logits 8) that soft-capping changes the result.
 static const struct gm_shape gm_shapes[] = {
-    {"tiny", "llama", 256, 2, 8, 2, 768, 512, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
-    {"tiny-qwen2", "qwen2", 256, 2, 8, 2, 768, 512, 1e6f, 1e-6f, false, true, false, 0, false, false, false, 0, 0.0f, 0.0f},
-    {"tiny-llama3", "llama", 256, 2, 4, 1, 768, 512, 5e5f, 1e-5f, true, false, true, 0, false, false, false, 0, 0.0f, 0.0f},
-    {"tiny-qwen3", "qwen3", 256, 2, 4, 2, 768, 512, 1e6f, 1e-6f, true, false, false, 96, true, false, false, 0, 0.0f, 0.0f},
-    {"tiny-gemma3", "gemma3", 256, 6, 4, 1, 768, 512, 1e6f, 1e-6f, true, false, false, 128, true, true, false, 8, 0.0f, 0.0f},
-    {"tiny-gemma2", "gemma2", 256, 2, 4, 2, 768, 512, 10000.0f, 1e-6f, true, false, false, 64, false, true, false, 8, 5.0f, 8.0f},
-    {"tiny-phi3", "phi3", 256, 2, 8, 4, 768, 512, 10000.0f, 1e-5f, false, false, false, 0, false, false, true, 0, 0.0f, 0.0f},
+    {"tiny", "llama", 256, 2, 8, 2, 768, 512, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
+    {"tiny-qwen2", "qwen2", 256, 2, 8, 2, 768, 512, 1e6f, 1e-6f, false, true, false, 0, false, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
+    {"tiny-llama3", "llama", 256, 2, 4, 1, 768, 512, 5e5f, 1e-5f, true, false, true, 0, false, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
+    {"tiny-qwen3", "qwen3", 256, 2, 4, 2, 768, 512, 1e6f, 1e-6f, true, false, false, 96, true, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
+    {"tiny-gemma3", "gemma3", 256, 6, 4, 1, 768, 512, 1e6f, 1e-6f, true, false, false, 128, true, true, false, 8, 0.0f, 0.0f, 0, 0, 0},
+    {"tiny-gemma2", "gemma2", 256, 2, 4, 2, 768, 512, 10000.0f, 1e-6f, true, false, false, 64, false, true, false, 8, 5.0f, 8.0f, 0, 0, 0},
+    {"tiny-phi3", "phi3", 256, 2, 8, 4, 768, 512, 10000.0f, 1e-5f, false, false, false, 0, false, false, true, 0, 0.0f, 0.0f, 0, 0, 0},
     // SmolLM2-135M's layer shape (rows of 576: not a multiple of 256, so k-quant files fall back
     // to block-32 types as llama.cpp's do) with two layers
-    {"tiny-576", "llama", 576, 2, 9, 3, 1536, 512, 100000.0f, 1e-5f, true, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
+    {"tiny-576", "llama", 576, 2, 9, 3, 1536, 512, 100000.0f, 1e-5f, true, false, false, 0, false, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
     // a few KB of weights: the seed models of the fuzzers (tests/fuzz/), fast to run under ASan
-    {"micro", "llama", 32, 1, 2, 1, 64, 256, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
-    {"micro-qwen2", "qwen2", 32, 1, 2, 1, 64, 256, 1e6f, 1e-6f, true, true, false, 0, false, false, false, 0, 0.0f, 0.0f},
+    {"micro", "llama", 32, 1, 2, 1, 64, 256, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
+    {"micro-qwen2", "qwen2", 32, 1, 2, 1, 64, 256, 1e6f, 1e-6f, true, true, false, 0, false, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
     // the smallest shape whose rows are whole 256-element super-blocks: llama-quantize's outputs of
     // it are committed (tests/models/), so they must be small
-    {"nano-k", "llama", 256, 1, 4, 1, 256, 256, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
+    {"nano-k", "llama", 256, 1, 4, 1, 256, 256, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
     // eight layers of whole super-blocks with 4 query heads a KV head: every rule of llama-quantize's
     // mixes (layers 0, 3, 6, 7 of 8 get more bits in the _M types) shows (tests/golden/quantize_mix.txt)
-    {"nano-k8", "llama", 256, 8, 4, 1, 256, 256, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
-    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
-    {"llama-2-7b", "llama", 4096, 32, 32, 32, 11008, 4096, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f},
-    {"qwen2-0.5b", "qwen2", 896, 24, 14, 2, 4864, 32768, 1e6f, 1e-6f, true, true, false, 0, false, false, false, 0, 0.0f, 0.0f},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 131072, 5e5f, 1e-5f, true, false, true, 0, false, false, false, 0, 0.0f, 0.0f},
+    {"nano-k8", "llama", 256, 8, 4, 1, 256, 256, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 2048, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
+    {"llama-2-7b", "llama", 4096, 32, 32, 32, 11008, 4096, 10000.0f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
+    {"qwen2-0.5b", "qwen2", 896, 24, 14, 2, 4864, 32768, 1e6f, 1e-6f, true, true, false, 0, false, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 131072, 5e5f, 1e-5f, true, false, true, 0, false, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
     // real shapes of the newer architectures (for benchmarks), as their config.json files say
-    {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 40960, 1e6f, 1e-6f, true, false, false, 128, true, false, false, 0, 0.0f, 0.0f},
-    {"gemma3-270m", "gemma3", 640, 18, 4, 1, 2048, 32768, 1e6f, 1e-6f, true, false, false, 256, true, true, false, 512, 0.0f, 0.0f},
-    {"gemma2-2b", "gemma2", 2304, 26, 8, 4, 9216, 8192, 10000.0f, 1e-6f, true, false, false, 256, false, true, false, 4096, 50.0f, 30.0f},
-    {"phi3-mini", "phi3", 3072, 32, 32, 32, 8192, 4096, 10000.0f, 1e-5f, false, false, false, 0, false, false, true, 0, 0.0f, 0.0f},
+    {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 40960, 1e6f, 1e-6f, true, false, false, 128, true, false, false, 0, 0.0f, 0.0f, 0, 0, 0},
+    {"gemma3-270m", "gemma3", 640, 18, 4, 1, 2048, 32768, 1e6f, 1e-6f, true, false, false, 256, true, true, false, 512, 0.0f, 0.0f, 0, 0, 0},
+    {"gemma2-2b", "gemma2", 2304, 26, 8, 4, 9216, 8192, 10000.0f, 1e-6f, true, false, false, 256, false, true, false, 4096, 50.0f, 30.0f, 0, 0, 0},
+    {"phi3-mini", "phi3", 3072, 32, 32, 32, 8192, 4096, 10000.0f, 1e-5f, false, false, false, 0, false, false, true, 0, 0.0f, 0.0f, 0, 0, 0},
+    // mixtures of experts: tiny ones for the tests (qwen3moe: 8 experts of which 2 a token; Mixtral's,
+    // llama with experts of n_ff: 4 of which 2), rows of 256 for the k-quants, and for the benchmarks Qwen3-30B-A3B's layer (2048 wide, 32
+    // heads of 128, 4 KV heads, experts of 768) with 32 experts, 8 a token, in 24 layers (~4.1 B
+    // parameters, ~1.2 B of them a token's: fits 8 GB at Q8_0)
+    {"tiny-qwen3moe", "qwen3moe", 256, 2, 4, 2, 768, 512, 1e6f, 1e-6f, true, false, false, 96, true, false, false, 0, 0.0f,
+     0.0f, 8, 2, 256},
+    {"tiny-mixtral", "llama", 256, 2, 8, 2, 256, 512, 1e6f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f,
+     0.0f, 4, 2, 0},
+    {"qwen3moe-4b-a1b", "qwen3moe", 2048, 24, 32, 4, 6144, 40960, 1e6f, 1e-6f, false, false, false, 128, true, false, false,
+     0, 0.0f, 0.0f, 32, 8, 768},
 };
 
 // --- weight types: llama.cpp's file types ---
@@ -209,8 +222,8 @@ static int gm_pick_type(const struct gm_model *m, const char *name, const char *
     return type;
 }
 
-static void gm_add(struct gm_model *m, const char *role, int layer, const char *suffix,
-                   int n_dims, int64_t ne0, int64_t ne1, enum gm_fill fill, float mean, float std) {
+static struct gm_tensor *gm_add(struct gm_model *m, const char *role, int layer, const char *suffix,
+                                int n_dims, int64_t ne0, int64_t ne1, enum gm_fill fill, float mean, float std) {
     struct gm_tensor *t = &m->t[m->n_t++];
     if (layer >= 0) snprintf(t->name, sizeof(t->name), "blk.%d.%s.%s", layer, role, suffix);
     else snprintf(t->name, sizeof(t->name), "%s.%s", role, suffix);
@@ -218,10 +231,19 @@ static void gm_add(struct gm_model *m, const char *role, int layer, const char *
     t->ne[0] = ne0;
     t->ne[1] = n_dims > 1 ? ne1 : 1;
     t->ne[2] = t->ne[3] = 1;
-    t->type = n_dims == 1 ? LLM__TYPE_F32 : gm_pick_type(m, t->name, role, layer, ne0);
+    // (the router of a mixture of experts stays F32, as llama-quantize leaves it)
+    t->type = n_dims == 1 || !strcmp(role, "ffn_gate_inp") ? LLM__TYPE_F32 : gm_pick_type(m, t->name, role, layer, ne0);
     t->fill = fill;
     t->mean = mean;
     t->std = std;
+    return t;
+}
+
+// A layer's experts, stacked: n_expert matrices of rows x cols ([cols, rows, n_expert]).
+static void gm_add_experts(struct gm_model *m, const char *role, int layer, int64_t cols, int64_t rows) {
+    struct gm_tensor *t = gm_add(m, role, layer, "weight", 2, cols, rows, GM_NORMAL, 0, 1.0f / sqrtf((float)cols));
+    t->n_dims = 3;
+    t->ne[2] = m->s->n_expert;
 }
 
 // Scales. Inputs to every matmul are RMS-normalized (unit RMS), so a weight with std
@@ -265,13 +287,19 @@ static void gm_plan(struct gm_model *m) {
         gm_add(m, "attn_output", l, "weight", 2, q, d, GM_NORMAL, 0, 1.0f / sqrtf((float)q));
         if (s->post_norms) gm_add(m, "post_attention_norm", l, "weight", 1, d, 1, GM_NORMAL, 1.0f, 0.1f);
         gm_add(m, "ffn_norm", l, "weight", 1, d, 1, GM_NORMAL, 1.0f, 0.1f);
-        if (s->fused) {   // phi3: gate rows, then up rows
+        if (s->n_expert) {   // the router (logits of std ~1), the experts
+            const int64_t f = s->n_ff_exp ? s->n_ff_exp : s->n_ff;
+            gm_add(m, "ffn_gate_inp", l, "weight", 2, d, s->n_expert, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
+            gm_add_experts(m, "ffn_gate_exps", l, d, f);
+            gm_add_experts(m, "ffn_up_exps", l, d, f);
+            gm_add_experts(m, "ffn_down_exps", l, f, d);
+        } else if (s->fused) {   // phi3: gate rows, then up rows
             gm_add(m, "ffn_up", l, "weight", 2, d, 2 * (int64_t)s->n_ff, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
         } else {
             gm_add(m, "ffn_gate", l, "weight", 2, d, s->n_ff, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
             gm_add(m, "ffn_up", l, "weight", 2, d, s->n_ff, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
         }
-        gm_add(m, "ffn_down", l, "weight", 2, s->n_ff, d, GM_NORMAL, 0, 1.0f / sqrtf((float)s->n_ff));
+        if (!s->n_expert) gm_add(m, "ffn_down", l, "weight", 2, s->n_ff, d, GM_NORMAL, 0, 1.0f / sqrtf((float)s->n_ff));
         if (s->post_norms) gm_add(m, "post_ffw_norm", l, "weight", 1, d, 1, GM_NORMAL, 1.0f, 0.1f);
     }
     gm_add(m, "output_norm", -1, "weight", 1, d, 1, GM_NORMAL, out_gain, 0.1f * out_gain);
@@ -383,9 +411,12 @@ static enum llm_status gm_declare(struct llm__gguf_writer *w, const struct gm_mo
         {"attention.sliding_window", false, m->s->window},
         {"attn_logit_softcapping", true, m->s->attn_softcap},
         {"final_logit_softcapping", true, m->s->final_softcap},
+        {"expert_count", false, m->s->n_expert},
+        {"expert_used_count", false, m->s->n_expert_used},
+        {"expert_feed_forward_length", false, m->s->n_ff_exp},
     };
     const bool extra_on[] = {m->s->head_dim > 0, m->s->head_dim > 0, m->s->window > 0, m->s->attn_softcap > 0,
-                             m->s->final_softcap > 0};
+                             m->s->final_softcap > 0, m->s->n_expert > 0, m->s->n_expert > 0, m->s->n_ff_exp > 0};
     enum llm_status st = llm__gguf_writer_set_str(w, "general.architecture", arch, e);
     if (st == LLM_OK) st = llm__gguf_writer_set_str(w, "general.name", name, e);
     if (st == LLM_OK) st = llm__gguf_writer_set_u32(w, "general.file_type", (uint32_t)m->ft->llama_ftype, e);

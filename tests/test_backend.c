@@ -500,6 +500,122 @@ static void check_gelu_mul(void) {
 // Every entry of a table made NULL in turn: the required ones are refused by name when the table
 // is checked, the optional ones (sync, device_name, bandwidth) are not. The scan over every
 // pointer of the table also catches an entry added to the struct but not to llm__backend_check.
+// --- mixtures of experts: moe_route, matmul_id, moe_sum against a scalar reference ---
+
+// T tokens, each routed to k of n_expert experts of rows x K weights of type: the router's top-k
+// (with a tie, which goes to the lower index) and weights against a float64 softmax; the experts'
+// products of the tokens (x_per_slot off) and of a row per slot (on) against the scalar kernel with
+// the activations quantized the same way, at relative error 1e-5; the weighted sum in float64.
+static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, int T, int threads) {
+    const size_t rb = llm__row_bytes(type, K), TK = (size_t)T * k;
+    const int64_t N = rows * n_expert;
+    float *wf = malloc(sizeof(float) * (size_t)K), *x = malloc(sizeof(float) * K * TK);
+    float *lg = malloc(sizeof(float) * (size_t)T * n_expert), *y = malloc(sizeof(float) * rows * TK);
+    uint8_t *w = malloc(rb * (size_t)N);
+    for (int64_t r = 0; r < N; r++) {
+        for (int64_t i = 0; i < K; i++) wf[i] = (float)test_rng_normal(&seed) * 0.05f;
+        llm__quantize_row(type, wf, w + (size_t)r * rb, K);
+    }
+    for (size_t i = 0; i < K * TK; i++) x[i] = (float)test_rng_normal(&seed);
+    for (int i = 0; i < T * n_expert; i++) lg[i] = (float)test_rng_normal(&seed);
+    lg[n_expert - 1] = lg[1] = 9.0f;   // token 0: a tie for first place, the lower index first
+    for (size_t i = 0; i < rows * TK; i++) y[i] = (float)test_rng_normal(&seed);
+    struct llm_backend be = make_backend(threads, -1, true);
+    struct llm__shape sh = {.max_tokens = T, .max_out = T, .max_seqs = 4, .max_blocks = 4, .max_cols = LLM__MAX(K, rows),
+                            .n_head = 1, .n_head_kv = 1, .head_dim = 64, .block_size = 16, .n_expert = n_expert,
+                            .n_expert_used = k};
+    struct llm__err e;
+    EXPECT(be.iface->reserve(be.ctx, &sh, &e) == LLM_OK, "reserve: %s", e.msg);
+    struct llm__weight wt;
+    EXPECT(be.iface->weight_load_experts(be.ctx, &wt, type, K, N, w, &e) == LLM_OK, "weight_load_experts: %s", e.msg);
+    struct llm__buf b;
+    const size_t fl = sizeof(float), o_lg = 0, o_ids = o_lg + fl * T * n_expert, o_w = o_ids + 4 * TK, o_x = o_w + fl * TK,
+                 o_d1 = o_x + fl * K * TK, o_d2 = o_d1 + fl * rows * TK, o_y = o_d2 + fl * rows * TK,
+                 o_s = o_y + fl * rows * TK, end = o_s + fl * rows * T;
+    be.iface->buf_alloc(be.ctx, &b, end, &e);
+    be.iface->upload(be.ctx, &b, o_lg, lg, fl * T * n_expert);
+    be.iface->upload(be.ctx, &b, o_x, x, fl * K * TK);
+    be.iface->upload(be.ctx, &b, o_y, y, fl * rows * TK);
+    const struct llm__tensor tl = llm__vec_view(&b, o_lg, n_expert, T), tw = llm__vec_view(&b, o_w, k, T);
+    const struct llm__tensor ti = {&b, o_ids, LLM__TYPE_I32, k, T, (size_t)k * 4};
+    const struct llm__tensor tx = llm__vec_view(&b, o_x, K, T), tx2 = llm__vec_view(&b, o_x, K, (int64_t)TK);
+    const struct llm__tensor d1 = llm__vec_view(&b, o_d1, rows, (int64_t)TK), d2 = llm__vec_view(&b, o_d2, rows, (int64_t)TK);
+    const struct llm__tensor ty = llm__vec_view(&b, o_y, rows, (int64_t)TK), ts = llm__vec_view(&b, o_s, rows, T);
+    const struct llm__moe mp = {n_expert, k, true, 0.0f};
+    be.iface->begin_step(be.ctx, &(struct llm__step){.n_tokens = T});
+    be.iface->moe_route(be.ctx, ti, tw, tl, &mp);
+    const struct llm__weight *ws[2] = {&wt, &wt};
+    const struct llm__tensor dd[2] = {d1, d2};
+    be.iface->matmul_id(be.ctx, 2, dd, ws, tx, ti, false);
+    const int32_t *ids = (const int32_t *)(void *)((char *)b.data + o_ids);
+    const float *wts = (const float *)(void *)((char *)b.data + o_w), *g1 = (const float *)(void *)((char *)b.data + o_d1);
+    const float *g2 = (const float *)(void *)((char *)b.data + o_d2);
+    // the reference: routing in float64
+    int bad_ids = 0;
+    double worst_w = 0, worst = 0, scale = 0;
+    for (int t = 0; t < T; t++) {
+        const float *l = lg + (size_t)t * n_expert;
+        double mx = -INFINITY, sum = 0, chosen = 0;
+        for (int i = 0; i < n_expert; i++) mx = fmax(mx, l[i]);
+        for (int i = 0; i < n_expert; i++) sum += exp((double)l[i] - mx);
+        int want[16];
+        for (int s = 0; s < k; s++) {
+            int best = -1;
+            for (int i = 0; i < n_expert; i++) {
+                bool used = false;
+                for (int q = 0; q < s; q++) used |= want[q] == i;
+                if (!used && (best < 0 || l[i] > l[best])) best = i;
+            }
+            want[s] = best;
+            chosen += exp((double)l[best] - mx) / sum;
+        }
+        for (int s = 0; s < k; s++) {
+            bad_ids += ids[t * k + s] != want[s];
+            worst_w = fmax(worst_w, fabs(wts[t * k + s] - exp((double)l[want[s]] - mx) / sum / chosen));
+        }
+    }
+    EXPECT(bad_ids == 0 && ids[0] == 1 && worst_w < 1e-6, "moe_route: %d experts differ, weight error %.3g", bad_ids,
+           worst_w);
+    // the products, against the scalar kernel on the same quantized activations
+    const int vt = llm__type_info((uint32_t)type)->vec_dot_type;
+    llm__vec_dot_fn dot = llm__vec_dot_kernel(type, LLM__SIMD_SCALAR);
+    const size_t ab = llm__row_bytes(vt, K);
+    uint8_t *xq = malloc(ab * TK);
+    for (size_t t = 0; t < TK; t++) llm__quantize_row(vt, x + t * K, xq + t * ab, K);
+    double *want = malloc(sizeof(double) * rows * TK);
+    for (int pass = 0; pass < 2; pass++) {   // 0: the tokens' rows (gate/up), 1: a row per slot (down)
+        if (pass == 1) be.iface->matmul_id(be.ctx, 1, &d1, ws, tx2, ti, true);
+        for (size_t q = 0; q < TK; q++)
+            for (int64_t r = 0; r < rows; r++) {
+                float v;
+                dot(K, &v, w + ((size_t)ids[q] * rows + r) * rb, xq + (pass ? q : q / k) * ab);
+                want[q * rows + r] = v;
+                scale = fmax(scale, fabs(v));
+            }
+        for (size_t i = 0; i < rows * TK; i++) {
+            worst = fmax(worst, fabs(g1[i] - want[i]));
+            if (pass == 0) worst = fmax(worst, fabs(g2[i] - want[i]));
+        }
+    }
+    EXPECT(worst <= 1e-5 * scale, "matmul_id %s K=%lld rows=%lld experts %d of %d, %d tokens: error %.3g of %.3g",
+           llm__type_info((uint32_t)type)->name, (long long)K, (long long)rows, k, n_expert, T, worst, scale);
+    be.iface->moe_sum(be.ctx, ts, ty, tw);
+    const float *sm = (const float *)(void *)((char *)b.data + o_s);
+    double worst_s = 0;
+    for (int t = 0; t < T; t++)
+        for (int64_t c = 0; c < rows; c++) {
+            double ref = 0;
+            for (int s = 0; s < k; s++) ref += (double)wts[t * k + s] * y[((size_t)t * k + s) * rows + c];
+            worst_s = fmax(worst_s, fabs(sm[(size_t)t * rows + c] - ref));
+        }
+    EXPECT(worst_s < 1e-5, "moe_sum: error %.3g", worst_s);
+    be.iface->end_step(be.ctx, &e);
+    be.iface->weight_free(be.ctx, &wt);
+    be.iface->buf_free(be.ctx, &b);
+    be.iface->free(be.ctx);
+    free(wf); free(x); free(lg); free(y); free(w); free(xq); free(want);
+}
+
 static void check_contract_entries(const struct llm_backend_i *base) {
     struct llm__err e = {{0}, LLM_OK};
     EXPECT(llm__backend_check(base, &e) == LLM_OK, "%s: the full table: %s", base->name, e.msg);
@@ -537,7 +653,10 @@ static void check_contract_entries(const struct llm_backend_i *base) {
     const size_t optional[] = {offsetof(struct llm_backend_i, sync), offsetof(struct llm_backend_i, device_name),
                                offsetof(struct llm_backend_i, bandwidth), offsetof(struct llm_backend_i, scale),
                                offsetof(struct llm_backend_i, gelu_mul), offsetof(struct llm_backend_i, attention_window),
-                               offsetof(struct llm_backend_i, gather_cols)};
+                               offsetof(struct llm_backend_i, gather_cols),
+                               offsetof(struct llm_backend_i, weight_load_experts),
+                               offsetof(struct llm_backend_i, moe_route), offsetof(struct llm_backend_i, matmul_id),
+                               offsetof(struct llm_backend_i, moe_sum)};
     int refused = 0, accepted = 0;
     for (size_t off = 0; off < sizeof(struct llm_backend_i); off += sizeof(void *)) {
         struct llm_backend_i b = *base;
@@ -551,7 +670,7 @@ static void check_contract_entries(const struct llm_backend_i *base) {
         refused += st != LLM_OK;
         accepted += st == LLM_OK;
     }
-    EXPECT(refused == 21 && accepted == 7, "%s: %d entries required, %d optional", base->name, refused, accepted);
+    EXPECT(refused == 21 && accepted == 11, "%s: %d entries required, %d optional", base->name, refused, accepted);
 }
 
 static const char *models_dir(void) {
@@ -1023,6 +1142,11 @@ int main(void) {
     check_rope(false, true);
     check_rmsnorm();
     check_gelu_mul();
+    check_moe(LLM__TYPE_F32, 64, 48, 6, 2, 5, 2);
+    check_moe(LLM__TYPE_Q8_0, 96, 40, 8, 3, 9, 2);
+    check_moe(LLM__TYPE_Q4_0, 64, 33, 5, 2, 1, 1);
+    check_moe(LLM__TYPE_Q4_K, 256, 64, 16, 4, 17, 2);
+    check_moe(LLM__TYPE_F16, 64, 16, 4, 4, 3, 2);
     check_contract_entries(&llm__cpu_iface);
 #ifdef LLM_VULKAN
     check_contract_entries(&llm__vk_iface);

@@ -302,10 +302,13 @@ static void test_blocks_stress(bool caching) {
 
 // --- the engine ---
 
+// The model of engine() and engine_threads(): tiny-q8_0, or the one test_moe names while it runs.
+static const char *model_file = "tiny-q8_0";
+
 static const char *model_path(void) {
     static char path[512];
     const char *dir = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
-    snprintf(path, sizeof(path), "%s/tiny-q8_0.gguf", dir);
+    snprintf(path, sizeof(path), "%s/%s.gguf", dir, model_file);
     return path;
 }
 
@@ -1505,6 +1508,45 @@ static void test_sched_priority_cost(void) {
     EXPECT(prio < 3 * fcfs, "a step with 20,000 waiting requests: %.5f s by priority, %.5f s FCFS", prio, fcfs);
 }
 
+// A mixture of experts keeps the scheduler's invariants: each request's greedy tokens are the same
+// alone, batched (the tokens of a step routed to different experts), with prefix caching, with
+// chunked prefill (16 tokens and 3 sequences a step) and after preemption.
+static void test_moe(const char *name) {
+    model_file = name;
+    llm_engine *E = engine(64, 512, 0, 0, "fcfs");
+    if (!E) { model_file = "tiny-q8_0"; return; }
+    struct llm_model_info mi;
+    llm_get_model_info(E, &mi);
+    int all[NP];
+    for (int i = 0; i < NP; i++) all[i] = i;
+    static int32_t alone[NP][40], other[NP][40];
+    for (int i = 0; i < NP; i++) run_all(E, 1, &all[i], 24, alone);
+    run_all(E, NP, all, 24, other);
+    for (int i = 0; i < NP; i++)
+        EXPECT(memcmp(alone[i], other[i], sizeof(int32_t) * 24) == 0, "%s: request %d: batched output differs", name, i);
+    llm_engine_free(E);
+    size_t per_token = 2 * (size_t)mi.n_layer * (size_t)mi.n_head_kv * (size_t)mi.head_dim * 2;
+    struct { const char *what; int seqs, tokens, caching; size_t kv; } cfg[] = {
+        {"prefix caching", 64, 512, 1, 0}, {"chunked prefill", 3, 16, 0, 0}, {"preemption", 64, 512, 0, per_token * 16 * 24},
+    };
+    for (size_t c = 0; c < LLM__ARRAY_LEN(cfg); c++) {
+        E = engine(cfg[c].seqs, cfg[c].tokens, cfg[c].kv, cfg[c].caching, "fcfs");
+        if (!E) break;
+        memset(other, 0, sizeof(other));
+        run_all(E, NP, all, 24, other);
+        if (cfg[c].caching) run_all(E, NP, all, 24, other);   // the second time from the cache
+        struct llm_engine_stats st;
+        llm_get_stats(E, &st);
+        EXPECT(!cfg[c].kv || st.n_preemptions > 0, "%s: no preemption with %d blocks", name, st.kv_blocks_total);
+        EXPECT(!cfg[c].caching || st.prefix_hit_tokens > 0, "%s: no prefix hits", name);
+        for (int i = 0; i < NP; i++)
+            EXPECT(memcmp(alone[i], other[i], sizeof(int32_t) * 24) == 0, "%s: request %d: output with %s differs", name, i,
+                   cfg[c].what);
+        llm_engine_free(E);
+    }
+    model_file = "tiny-q8_0";
+}
+
 int main(void) {
     test_blocks_alloc();
     test_blocks_prefix();
@@ -1613,6 +1655,8 @@ int main(void) {
            order[3], order[4]);
     llm_engine_free(E);
 
+    test_moe("tiny-qwen3moe-q8_0");
+    test_moe("tiny-mixtral-q4_k");
     test_sched_order("priority", per_token, mi.n_vocab);
     test_sched_order("fcfs", per_token, mi.n_vocab);
     test_sched_priority_cost();

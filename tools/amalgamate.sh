@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 # here: a file left out is an error, not a silently smaller engine.
 FILES="src/util.c src/types.c src/unicode.c src/dot_x86.c src/dot_neon.c src/dot.c
 src/gguf.c src/json.c src/safetensors.c src/hf.c src/chat.c src/tokenizer.c src/hf_open.c
-src/threads.c backends/cpu_tiles.c backends/cpu.c backends/cuda.c backends/vulkan.c src/backend.c
+src/threads.c backends/cpu_tiles.c backends/cpu_moe.c backends/cpu.c backends/cuda.c backends/vulkan.c src/backend.c
 src/model.c src/blocks.c src/sampler.c src/stops.c src/grammar.c src/json_schema.c src/step.c src/speculative.c src/scheduler.c
 src/quantize.c src/api.c src/calib.c src/calib_write.c"
 
