@@ -17,6 +17,10 @@
 //           attention scores and final logits soft-capped (cap * tanh(x / cap)); NeoX RoPE
 //   gemma3  gemma2's layout with per-head q/k RMSNorm, no attention soft-capping, five local
 //           (sliding-window) layers to one global, local layers with their own RoPE base
+//   qwen3moe  qwen3's attention; the MLP a mixture of experts (below)
+// A mixture of experts (qwen3moe; llama with expert_count: Mixtral) replaces the gated MLP: a
+// router's logits per token, its k best experts weighted by their softmax probabilities
+// normalised to sum 1, each expert a gated MLP, their outputs summed with those weights.
 // Gemma's RMSNorm multiplies by (1 + w): llama.cpp's converter stores w + 1 in the file, so every
 // architecture here multiplies by the stored weight.
 
