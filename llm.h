@@ -186,6 +186,11 @@ struct llm_model_info {
                                // the hyper-parameters, the tokenizer, every tensor the model
                                // uses (present, shape, type); non-finite values show only in a
                                // full load, which reads them
+    // a mixture of experts: experts per layer, those a token uses, an expert's feed-forward length
+    // (0 for a dense model); the parameters one token uses (all but the experts it is not routed
+    // to; n_params for a dense model)
+    int n_expert, n_expert_used, n_ff_exp;
+    int64_t n_params_active;
 };
 LLM_API void llm_get_model_info(const llm_engine *engine, struct llm_model_info *info);
 

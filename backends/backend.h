@@ -193,10 +193,10 @@ struct llm_backend_i {
 
     // --- mixtures of experts (optional, the four together: NULL, and an MoE model is refused at
     // load with a message naming the backend) ---
-    // Takes a layer's experts stacked in one weight (ne1 = n_expert x the rows of one; expert e's
-    // rows from e x rows), in the layout matmul_id reads: like weight_load, zero-copy where it can.
+    // Takes a layer's n_expert experts stacked in one weight (ne1 = n_expert x the rows of one;
+    // expert e's rows from e x rows), in the layout matmul_id reads: like weight_load.
     enum llm_status (*weight_load_experts)(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
-                                           const void *data, struct llm__err *e);
+                                           int n_expert, const void *data, struct llm__err *e);
     // ids (int32) and wts (f32), k columns per token: the experts of each row of logits (n_expert
     // columns, the router's output) and their weights (struct llm__moe), best first
     void (*moe_route)(void *ctx, struct llm__tensor ids, struct llm__tensor wts, struct llm__tensor logits,

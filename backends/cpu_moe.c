@@ -7,10 +7,14 @@
 // once, whatever B is.
 #include "../src/internal.h"
 
+// Where the dense weights of the type are repacked into the x16 layout (AVX-512; not Q3_K, whose
+// x16 tiles read another activation format) and an expert is whole groups of 16 rows, the experts
+// are too (backends/cpu_tiles.c; the file's pages are given back); elsewhere they stay where the
+// mapped file has them.
 enum llm_status llm__cpu_weight_load_experts(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
-                                             const void *data, struct llm__err *e) {
-    (void)ctx;
-    (void)e;
+                                             int n_expert, const void *data, struct llm__err *e) {
+    if (type != LLM__TYPE_Q3_K && n_expert > 0 && ne1 % n_expert == 0 && (ne1 / n_expert) % 16 == 0)
+        return llm__cpu_weight_load(ctx, w, type, ne0, ne1, data, e);   // x16 where it would be
     memset(w, 0, sizeof(*w));
     w->type = type;
     w->ne0 = ne0;
@@ -70,19 +74,57 @@ struct llm__moe_job {
     const int32_t *off, *slots, *active;        // per expert its slots slots[off[e]..off[e+1]); experts used
     int n_active;
     int64_t rows_per_chunk, chunks_per_expert;
+    // x16 weights: the activations of the slots in the order of slots[] (so an expert's are
+    // consecutive), in the x16 activation format of weight j's type
+    bool x16[2];
+    int64_t n_slots;
 };
 
 static void llm__moe_quantize_worker(void *arg, int ith, int nth) {
     struct llm__moe_job *job = arg;
     int64_t lo, hi;
-    llm__split(job->x.ne1, ith, nth, &lo, &hi);
     for (int j = 0; j < job->n; j++) {
-        if (job->vt[j] == LLM__TYPE_F32 || (j == 1 && job->vt[1] == job->vt[0])) continue;
+        if ((job->vt[j] == LLM__TYPE_F32 && !job->x16[j]) || (j == 1 && job->xq[1] == job->xq[0])) continue;
+        if (job->x16[j]) {   // a row per slot, in the order of slots[]
+            llm__split(job->n_slots, ith, nth, &lo, &hi);
+            for (int64_t q = lo; q < hi; q++) {
+                const int32_t s = job->slots[q];
+                const float *x = (const float *)llm__tensor_row(job->x, job->x_per_slot ? s : s / job->k);
+                uint8_t *out = (uint8_t *)job->xq[j] + (size_t)q * job->xq_stride[j];
+                if (job->w[j]->type == LLM__TYPE_Q4_K) llm__x16k_quantize_act(x, out, job->x.ne0);
+                else llm__x16_quantize_act(job->w[j]->type, x, out, job->x.ne0);
+            }
+            continue;
+        }
+        llm__split(job->x.ne1, ith, nth, &lo, &hi);
         for (int64_t t = lo; t < hi; t++)
             llm__quantize_row(job->vt[j], (const float *)llm__tensor_row(job->x, t),
                               (char *)job->xq[j] + (size_t)t * job->xq_stride[j], job->x.ne0);
     }
 }
+
+#if defined(LLM__X86_SIMD)
+// Rows [r0, r1) of expert e of x16 weight j for the slots routed to it: tiles of 16 rows x up to
+// 8 slots (4 for Q4_K) into a small buffer, then into each slot's row of dst.
+static void llm__moe_mm_x16(const struct llm__moe_job *job, int j, int e, int64_t r0, int64_t r1) {
+    const struct llm__weight *w = job->w[j];
+    const int64_t K = job->x.ne0;
+    const size_t rec_bytes = llm__x16_group_bytes(w->type, K), stride = job->xq_stride[j];
+    const int tile = w->type == LLM__TYPE_Q4_K ? 4 : 8;
+    float out[8 * 16];
+    for (int64_t r = r0; r < r1; r += 16) {
+        const uint8_t *rec = (const uint8_t *)w->buf.data + (size_t)((e * job->rows + r) / 16) * rec_bytes;
+        for (int32_t q = job->off[e]; q < job->off[e + 1]; q += tile) {
+            const int nt = (int)LLM__MIN(tile, job->off[e + 1] - q);
+            const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)q * stride;
+            if (w->type == LLM__TYPE_Q4_K) llm__x16k_tile_avx512(nt, rec, act, stride, K, out, 16);
+            else llm__x16_tile_avx512(w->type, nt, rec, act, stride, K, out, 16);
+            for (int t = 0; t < nt; t++)
+                memcpy((float *)llm__tensor_row(job->dst[j], job->slots[q + t]) + r, out + 16 * t, 16 * sizeof(float));
+        }
+    }
+}
+#endif
 
 static void llm__moe_mm_worker(void *arg, int ith, int nth) {
     struct llm__moe_job *job = arg;
@@ -95,6 +137,12 @@ static void llm__moe_mm_worker(void *arg, int ith, int nth) {
         const llm__vec_dot_fn dot = job->c->vec_dot[w->type];
         const size_t wrow = llm__row_bytes(w->type, K);
         const int64_t r0 = ci * job->rows_per_chunk, r1 = LLM__MIN(r0 + job->rows_per_chunk, job->rows);
+#if defined(LLM__X86_SIMD)
+        if (job->x16[j]) {
+            llm__moe_mm_x16(job, j, e, r0, r1);
+            continue;
+        }
+#endif
         for (int64_t r = r0; r < r1; r++) {
             const char *wr = (const char *)w->buf.data + ((size_t)e * (size_t)job->rows + (size_t)r) * wrow;
             for (int32_t q = job->off[e]; q < job->off[e + 1]; q++) {
@@ -114,21 +162,25 @@ void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const s
     const int k = (int)ids.ne0;
     const int64_t slots = ids.ne1 * k, rows = dst[0].ne0, n_expert = w[0]->ne1 / rows;
     struct llm__moe_job job = {.c = c, .n = n, .dst = dst, .w = w, .x = x, .k = k, .x_per_slot = x_per_slot,
-                               .rows = rows};
-    // the scratch: the activations in each weight's dot type, then the slots grouped by expert
+                               .rows = rows, .n_slots = slots};
+    // the scratch: the activations in each weight's dot type (x16: a row per slot), then the
+    // slots grouped by expert
     char *scratch = c->scratch;
     for (int j = 0; j < n; j++) {
         job.vt[j] = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
-        if (job.vt[j] == LLM__TYPE_F32) {
+        job.x16[j] = w[j]->layout == LLM__LAYOUT_X16;
+        if (job.vt[j] == LLM__TYPE_F32 && !job.x16[j]) {
             job.xq[j] = llm__tensor_row(x, 0);
             job.xq_stride[j] = x.nb1;
-        } else if (j == 1 && job.vt[1] == job.vt[0]) {
+        } else if (j == 1 && job.vt[1] == job.vt[0] && job.x16[1] == job.x16[0] && w[1]->type == w[0]->type) {
             job.xq[1] = job.xq[0];
             job.xq_stride[1] = job.xq_stride[0];
         } else {
             job.xq[j] = scratch;
-            job.xq_stride[j] = llm__row_bytes(job.vt[j], x.ne0);
-            scratch += (job.xq_stride[j] * (size_t)x.ne1 + 63) & ~(size_t)63;
+            job.xq_stride[j] = !job.x16[j] ? llm__row_bytes(job.vt[j], x.ne0)
+                               : w[j]->type == LLM__TYPE_Q4_K ? LLM__X16K_ACT_STRIDE(x.ne0)
+                                                               : LLM__X16_ACT_STRIDE(x.ne0);
+            scratch += (job.xq_stride[j] * (size_t)(job.x16[j] ? slots : x.ne1) + 63) & ~(size_t)63;
         }
     }
     int32_t *off = (int32_t *)(void *)scratch, *fill = off + n_expert + 1, *slot = fill + n_expert,
@@ -151,11 +203,12 @@ void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const s
     job.off = off;
     job.slots = slot;
     job.active = active;
-    if (x.ne1 < 4) llm__moe_quantize_worker(&job, 0, 1);
+    if (slots < 4) llm__moe_quantize_worker(&job, 0, 1);
     else llm__pool_run(c->pool, llm__moe_quantize_worker, &job);
-    // chunks of about 32 KB of weights, the same number for every expert
+    // chunks of about 32 KB of weights (x16: whole groups of 16 rows), the same number for every expert
     const size_t wrow = llm__row_bytes(w[0]->type, x.ne0);
     job.rows_per_chunk = LLM__MAX(16, LLM__MIN(256, (int64_t)((32u << 10) / wrow)));
+    if (job.x16[0] || (n > 1 && job.x16[1])) job.rows_per_chunk &= ~(int64_t)15;
     job.chunks_per_expert = (rows + job.rows_per_chunk - 1) / job.rows_per_chunk;
     llm__cursors_init(c, (int64_t)n * job.n_active * job.chunks_per_expert);
     llm__pool_run(c->pool, llm__moe_mm_worker, &job);

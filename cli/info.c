@@ -153,11 +153,17 @@ static void cli_info_json_shape(json_t *o, const struct cli_info *in) {
         cli_jset(x, "head_dim", cli_json_int(mi->head_dim));
         cli_jset(x, "n_ff", cli_json_int(mi->n_ff));
         cli_jset(x, "n_vocab", cli_json_int(mi->n_vocab));
+        if (mi->n_expert) {
+            cli_jset(x, "n_expert", cli_json_int(mi->n_expert));
+            cli_jset(x, "n_expert_used", cli_json_int(mi->n_expert_used));
+            cli_jset(x, "n_ff_exp", cli_json_int(mi->n_ff_exp));
+        }
     } else {
         x = cli_jcheck(json_null());
     }
     cli_jset(o, "shape", x);
     cli_jset(o, "parameters", cli_json_int(mi->n_params));
+    cli_jset(o, "active_parameters", cli_json_int(mi->n_params_active));
     cli_jset(o, "weight_bytes", cli_json_int((long long)mi->weight_bytes));
     x = cli_jcheck(json_object());
     cli_jset(x, "trained", in->shape ? cli_json_int(mi->n_ctx_train) : cli_jcheck(json_null()));
@@ -236,11 +242,15 @@ static void cli_info_print_summary(const struct cli *c, const struct cli_info *i
     printf("architecture:  ");
     cli_print_str(mi->arch[0] ? mi->arch : "(none)");
     if (mi->name[0]) { printf(", "); cli_print_str(mi->name); }
-    printf("\nparameters:    %.3f B, %.2f GiB of weights\n", (double)mi->n_params / 1e9,
+    printf("\nparameters:    %.3f B, %.2f GiB of weights", (double)mi->n_params / 1e9,
            (double)mi->weight_bytes / (1 << 30));
+    if (mi->n_expert) printf("; %.3f B active (a token's experts)", (double)mi->n_params_active / 1e9);
+    printf("\n");
     if (in->shape)
         printf("shape:         %d layers, embedding %d, %d heads (%d KV) of %d, FFN %d, vocabulary %d\n",
                mi->n_layer, mi->n_embd, mi->n_head, mi->n_head_kv, mi->head_dim, mi->n_ff, mi->n_vocab);
+    if (in->shape && mi->n_expert)
+        printf("experts:       %d a layer, %d a token, FFN %d each\n", mi->n_expert, mi->n_expert_used, mi->n_ff_exp);
     if (in->R)
         printf("context:       %d trained, %d in use; KV cache holds %d tokens\n", mi->n_ctx_train,
                in->ei.max_model_len, in->ei.kv_tokens);

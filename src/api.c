@@ -287,8 +287,13 @@ void llm_get_model_info(const llm_engine *E, struct llm_model_info *info) {
         int64_t n = 1;
         for (int d = 0; d < m->gguf.tensors[i].n_dims; d++) n *= m->gguf.tensors[i].ne[d];
         info->n_params += n;
+        info->n_params_active += m->n_expert && strstr(m->gguf.tensors[i].name, "_exps.")
+                                     ? n / m->n_expert * m->n_expert_used : n;
         info->weight_bytes += m->gguf.tensors[i].size;
     }
+    info->n_expert = m->n_expert;
+    info->n_expert_used = m->n_expert_used;
+    info->n_ff_exp = m->n_ff_exp;
     info->bytes_per_token = E->params.load == LLM_LOAD_ALL ? llm__model_bytes_per_token(m) : 0;
     info->bos_id = E->params.load == LLM_LOAD_METADATA ? -1 : E->vocab.bos;
     info->eos_id = E->params.load == LLM_LOAD_METADATA ? -1 : E->vocab.eos;

@@ -1015,7 +1015,8 @@ LLM__INTERNAL void llm__cpu_weight_free(void *ctx, struct llm__weight *w);
 
 // backends/cpu_moe.c: the mixture-of-experts ops of the CPU backend (struct llm_backend_i's)
 LLM__INTERNAL enum llm_status llm__cpu_weight_load_experts(void *ctx, struct llm__weight *w, int type, int64_t ne0,
-                                                           int64_t ne1, const void *data, struct llm__err *e);
+                                                           int64_t ne1, int n_expert, const void *data,
+                                                           struct llm__err *e);
 
 LLM__INTERNAL void llm__cpu_moe_route(void *ctx, struct llm__tensor ids, struct llm__tensor wts,
                                       struct llm__tensor logits, const struct llm__moe *p);

@@ -548,8 +548,12 @@ static enum llm_status llm__model_load_matrices(struct llm__model *m, struct llm
         const size_t row_bytes = llm__row_bytes((int)src->type, src->ne[0]);
         const char *data = (const char *)src->data + (size_t)pl->mats[i].row0 * row_bytes;
         const size_t size = (size_t)pl->mats[i].rows * row_bytes;
-        enum llm_status st = (pl->mats[i].experts ? be->iface->weight_load_experts : be->iface->weight_load)(
-            be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0], pl->mats[i].rows, data, e);
+        enum llm_status st =
+            pl->mats[i].experts
+                ? be->iface->weight_load_experts(be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0],
+                                                 pl->mats[i].rows, m->n_expert, data, e)
+                : be->iface->weight_load(be->ctx, pl->mats[i].dst, (int)src->type, src->ne[0], pl->mats[i].rows,
+                                         data, e);
         if (st) return st;
         if (!pl->mats[i].dst->buf.borrowed && (m->gguf.owns_map || m->gguf.owns_buf)) llm__map_release(data, size);
         done_bytes += size;

@@ -762,8 +762,8 @@ int main(int argc, char **argv) {
         int64_t n_params = 0;
         size_t bytes = 0;
         for (int i = 0; i < m.n_t; i++) {
-            n_params += m.t[i].ne[0] * m.t[i].ne[1];
-            bytes += llm__row_bytes(m.t[i].type, m.t[i].ne[0]) * (size_t)m.t[i].ne[1];
+            n_params += m.t[i].ne[0] * m.t[i].ne[1] * m.t[i].ne[2];
+            bytes += llm__row_bytes(m.t[i].type, m.t[i].ne[0]) * (size_t)(m.t[i].ne[1] * m.t[i].ne[2]);
         }
         fprintf(stderr, "gen_model: wrote %s: %s %s, %d layers, vocab %d, %.1f M params, %d tensors, "
                 "%.1f MB of weights, in %.2f s\n", out_path, m.s->name, m.ft->name, m.n_layer,

@@ -527,7 +527,7 @@ static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, in
     struct llm__err e;
     EXPECT(be.iface->reserve(be.ctx, &sh, &e) == LLM_OK, "reserve: %s", e.msg);
     struct llm__weight wt;
-    EXPECT(be.iface->weight_load_experts(be.ctx, &wt, type, K, N, w, &e) == LLM_OK, "weight_load_experts: %s", e.msg);
+    EXPECT(be.iface->weight_load_experts(be.ctx, &wt, type, K, N, n_expert, w, &e) == LLM_OK, "weight_load_experts: %s", e.msg);
     struct llm__buf b;
     const size_t fl = sizeof(float), o_lg = 0, o_ids = o_lg + fl * T * n_expert, o_w = o_ids + 4 * TK, o_x = o_w + fl * TK,
                  o_d1 = o_x + fl * K * TK, o_d2 = o_d1 + fl * rows * TK, o_y = o_d2 + fl * rows * TK,
@@ -597,8 +597,13 @@ static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, in
             if (pass == 0) worst = fmax(worst, fabs(g2[i] - want[i]));
         }
     }
-    EXPECT(worst <= 1e-5 * scale, "matmul_id %s K=%lld rows=%lld experts %d of %d, %d tokens: error %.3g of %.3g",
-           llm__type_info((uint32_t)type)->name, (long long)K, (long long)rows, k, n_expert, T, worst, scale);
+    EXPECT(worst <= 1e-5 * scale, "matmul_id %s K=%lld rows=%lld experts %d of %d, %d tokens, %s: error %.3g of %.3g",
+           llm__type_info((uint32_t)type)->name, (long long)K, (long long)rows, k, n_expert, T,
+           wt.layout == LLM__LAYOUT_X16 ? "x16" : "plain", worst, scale);
+    const bool x16 = ((struct llm__cpu *)be.ctx)->simd == LLM__SIMD_AVX512 && rows % 16 == 0 &&
+                     (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_Q4_0 || type == LLM__TYPE_Q5_1 || type == LLM__TYPE_Q4_K);
+    EXPECT((wt.layout == LLM__LAYOUT_X16) == x16, "%s experts of %lld rows: layout %d", llm__type_info((uint32_t)type)->name,
+           (long long)rows, wt.layout);
     be.iface->moe_sum(be.ctx, ts, ty, tw);
     const float *sm = (const float *)(void *)((char *)b.data + o_s);
     double worst_s = 0;
@@ -1147,6 +1152,9 @@ int main(void) {
     check_moe(LLM__TYPE_Q4_0, 64, 33, 5, 2, 1, 1);
     check_moe(LLM__TYPE_Q4_K, 256, 64, 16, 4, 17, 2);
     check_moe(LLM__TYPE_F16, 64, 16, 4, 4, 3, 2);
+    check_moe(LLM__TYPE_Q8_0, 128, 48, 8, 2, 12, 2);    // experts of whole groups of 16 rows: x16 on AVX-512
+    check_moe(LLM__TYPE_Q4_0, 64, 32, 6, 3, 1, 2);
+    check_moe(LLM__TYPE_Q5_1, 96, 16, 8, 2, 20, 2);
     check_contract_entries(&llm__cpu_iface);
 #ifdef LLM_VULKAN
     check_contract_entries(&llm__vk_iface);
