@@ -331,6 +331,13 @@ d = json.loads(sys.stdin.buffer.read().decode("utf-8"))
 r = eval(sys.argv[1])
 print(r if isinstance(r, str) else json.dumps(r, separators=(",", ":")))' "$1" 2>/dev/null
 }
+# a mixture of experts: its experts and active parameters (2 of 8 experts a token)
+moe=$models/tiny-qwen3moe-q8_0.gguf
+"$llm" info -m "$moe" | grep -q "^experts:       8 a layer, 2 a token, FFN 256 each" && ok || bad "info: no experts line"
+r=$("$llm" info -m "$moe" --json | jpy '[d["shape"]["n_expert"], d["shape"]["n_expert_used"], d["parameters"] - d["active_parameters"]]')
+[ "$r" = "[8,2,$((2 * 3 * 256 * 256 * 6))]" ] && ok || bad "info --json of a mixture of experts: $r"
+r=$("$llm" info -m "$m" --json | jpy '[d["parameters"] == d["active_parameters"], "n_expert" in d["shape"]]')
+[ "$r" = "[true,false]" ] && ok || bad "info --json of a dense model: $r"
 # copies of the q4_0 model with bytes edited: an architecture this build does not know (mamba),
 # a tensor of a type it cannot compute (q4_0_4x4, ggml's former repacked Q4_0: the same block size
 # and bytes as q4_0), a name
