@@ -732,15 +732,17 @@ static void check_sync_errors(void) {
 // attention_window) gets the model refused at load, naming the op and the architecture.
 static void check_missing_arch_ops(void) {
     char path[512];
-    snprintf(path, sizeof(path), "%s/tiny-gemma3-f32.gguf", models_dir());
-    static const char *what[] = {"scale", "gelu_mul", "sliding-window"};
-    for (int k = 0; k < 3; k++) {
+    static const char *what[] = {"scale", "gelu_mul", "sliding-window", "mixture-of-experts"};
+    for (int k = 0; k < 4; k++) {
+        // gemma3 needs the first three; a mixture of experts (qwen3moe) the MoE ops (here matmul_id)
+        snprintf(path, sizeof(path), "%s/%s.gguf", models_dir(), k < 3 ? "tiny-gemma3-f32" : "tiny-qwen3moe-f32");
         struct llm_backend be = make_backend(1, -1, false);
         const struct llm_backend_i *cpu_iface = be.iface;
         struct llm_backend_i lacking = *cpu_iface;
         if (k == 0) lacking.scale = NULL;
         else if (k == 1) lacking.gelu_mul = NULL;
-        else lacking.attention_window = NULL;
+        else if (k == 2) lacking.attention_window = NULL;
+        else lacking.matmul_id = NULL;
         be.iface = &lacking;
         struct llm__model m = {0};
         struct llm__err e = {{0}, LLM_OK};
@@ -750,7 +752,7 @@ static void check_missing_arch_ops(void) {
             llm__model_names(&m);
             st = llm__model_hparams(&m, &e);
             if (st == LLM_OK) st = llm__model_load_tensors(&m, &be, false, &e);
-            EXPECT(st == LLM_ERR_UNSUPPORTED && strstr(e.msg, what[k]) && strstr(e.msg, "gemma3"),
+            EXPECT(st == LLM_ERR_UNSUPPORTED && strstr(e.msg, what[k]) && strstr(e.msg, k < 3 ? "gemma3" : "qwen3moe"),
                    "a backend without %s: %s: %s", what[k], llm_status_str(st), e.msg);
         }
         llm__model_free(&m, &be);
