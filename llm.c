@@ -10983,7 +10983,7 @@ static void llm__moe_mm_worker(void *arg, int ith, int nth) {
 void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
                         struct llm__tensor x, struct llm__tensor ids, bool x_per_slot) {
     struct llm__cpu *c = ctx;
-    assert(n >= 1 && n <= 2);
+    assert(n >= 1 && n <= 2 && !w[0]->perm.buf && !w[n - 1]->perm.buf);   // (no act-order experts)
     const int k = (int)ids.ne0;
     const int64_t slots = ids.ne1 * k, rows = dst[0].ne0, n_expert = w[0]->ne1 / rows;
     struct llm__moe_job job = {.c = c, .n = n, .dst = dst, .w = w, .x = x, .k = k, .x_per_slot = x_per_slot,
@@ -14963,8 +14963,12 @@ static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__
     if (m->arch != LLM__ARCH_LLAMA && m->arch != LLM__ARCH_QWEN3MOE)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: experts (expert_count) in architecture '%s' are not "
                          "supported (llama, qwen3moe)", m->arch_name);
-    if ((st = llm__hparam_u32(m, "expert_used_count", &m->n_expert_used, -1, 1, (uint32_t)m->n_expert, e))) return st;
-    if ((st = llm__hparam_u32(m, "expert_feed_forward_length", &m->n_ff_exp, 0, 1, 1 << 20, e))) return st;
+    if ((st = llm__hparam_u32(m, "expert_used_count", &m->n_expert_used, -1, 1, (uint32_t)m->n_expert, e)) ||
+        (m->arch != LLM__ARCH_LLAMA &&   // (llama.cpp's llama: the experts are n_ff long, whatever the key says)
+         (st = llm__hparam_u32(m, "expert_feed_forward_length", &m->n_ff_exp, 0, 1, 1 << 20, e)))) {
+        m->n_expert = m->n_expert_used = 0;
+        return st;
+    }
     m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, true, 0.0f};
     return LLM_OK;
 }
@@ -15273,12 +15277,14 @@ enum llm_status llm__model_quantize(struct llm__model *m, const char *name, int 
     for (int pass = 0; pass < 2 && !st; pass++)
         for (int64_t i = 0; i < g->n_tensors && !st; i++) {
             struct llm__gguf_tensor *t = &g->tensors[i];
-            if (t->n_dims != 2 || (t->type != LLM__TYPE_F32 && t->type != LLM__TYPE_F16 && t->type != LLM__TYPE_BF16))
+            // matrices and stacked experts, not a mixture of experts' router (as llama-quantize)
+            if (t->n_dims < 2 || t->n_dims > 3 || strstr(t->name, "ffn_gate_inp.") ||
+                (t->type != LLM__TYPE_F32 && t->type != LLM__TYPE_F16 && t->type != LLM__TYPE_BF16))
                 continue;
             int tt = t->ne[0] % llm__type_info((uint32_t)type)->blck == 0 ? type : llm__quant_fallback(type);
             if (t->ne[0] % llm__type_info((uint32_t)tt)->blck != 0 || (uint32_t)tt == t->type) continue;
             if (pass == 0) { total += t->size; continue; }
-            const size_t size = llm__row_bytes(tt, t->ne[0]) * (size_t)t->ne[1];
+            const size_t size = llm__row_bytes(tt, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
             struct llm__quant_job job = {t, tt, llm__alloc(size), false};
             if (!job.dst) {
                 st = llm__fail(e, LLM_ERR_NOMEM, "quantize: out of memory (%zu bytes for '%s')", size, t->name);

@@ -158,7 +158,7 @@ static void llm__moe_mm_worker(void *arg, int ith, int nth) {
 void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
                         struct llm__tensor x, struct llm__tensor ids, bool x_per_slot) {
     struct llm__cpu *c = ctx;
-    assert(n >= 1 && n <= 2);
+    assert(n >= 1 && n <= 2 && !w[0]->perm.buf && !w[n - 1]->perm.buf);   // (no act-order experts)
     const int k = (int)ids.ne0;
     const int64_t slots = ids.ne1 * k, rows = dst[0].ne0, n_expert = w[0]->ne1 / rows;
     struct llm__moe_job job = {.c = c, .n = n, .dst = dst, .w = w, .x = x, .k = k, .x_per_slot = x_per_slot,

@@ -336,6 +336,11 @@ moe=$models/tiny-qwen3moe-q8_0.gguf
 "$llm" info -m "$moe" | grep -q "^experts:       8 a layer, 2 a token, FFN 256 each" && ok || bad "info: no experts line"
 r=$("$llm" info -m "$moe" --json | jpy '[d["shape"]["n_expert"], d["shape"]["n_expert_used"], d["parameters"] - d["active_parameters"]]')
 [ "$r" = "[8,2,$((2 * 3 * 256 * 256 * 6))]" ] && ok || bad "info --json of a mixture of experts: $r"
+# --quantize at load quantizes the stacked experts (3-D) and leaves the router in F32, as the
+# generator's Q8_0 file has them: the same tokens
+a=$("$llm" run -m "$models/tiny-qwen3moe-f32.gguf" --quantize q8_0 -p "Once upon a time" -n 16 --temp 0 --json | jpy 'd["tokens"]')
+b=$("$llm" run -m "$moe" -p "Once upon a time" -n 16 --temp 0 --json | jpy 'd["tokens"]')
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "--quantize q8_0 of a mixture of experts: $a, the Q8_0 file: $b"
 r=$("$llm" info -m "$m" --json | jpy '[d["parameters"] == d["active_parameters"], "n_expert" in d["shape"]]')
 [ "$r" = "[true,false]" ] && ok || bad "info --json of a dense model: $r"
 # copies of the q4_0 model with bytes edited: an architecture this build does not know (mamba),
