@@ -1174,8 +1174,10 @@ struct llm_backend_i {
     // one expert): an expert's rows are read once for all the tokens routed to it
     void (*matmul_id)(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
                       struct llm__tensor x, struct llm__tensor ids, bool x_per_slot);
-    // dst[i] = sum over s < k, in order, of wts[i][s] * src row i*k + s
-    void (*moe_sum)(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts);
+    // dst[i] = sum over s < k, in order, of wts[i][s] * src row i*k + s; then, when shared has a
+    // buffer (a shared expert's output, a row per token), + sigmoid(gate[i][0]) * shared[i]
+    void (*moe_sum)(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts,
+                    struct llm__tensor shared, struct llm__tensor gate);
 
     // --- device (optional) ---
     // The device's name, for llm_get_engine_info. NULL: "".
@@ -1338,7 +1340,8 @@ LLM__INTERNAL void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor
                                       const struct llm__weight *const *w, struct llm__tensor x, struct llm__tensor ids,
                                       bool x_per_slot);
 
-LLM__INTERNAL void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts);
+LLM__INTERNAL void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts,
+                                    struct llm__tensor shared, struct llm__tensor gate);
 
 LLM__INTERNAL void llm__cpu_upload(void *ctx, struct llm__buf *buf, size_t offs, const void *src, size_t n);
 
@@ -1379,7 +1382,8 @@ enum llm__arch {
     LLM__ARCH_PHI3,
     LLM__ARCH_GEMMA2,
     LLM__ARCH_GEMMA3,
-    LLM__ARCH_QWEN3MOE
+    LLM__ARCH_QWEN3MOE,
+    LLM__ARCH_QWEN2MOE
 };
 
 struct llm__layer {
@@ -1399,6 +1403,9 @@ struct llm__layer {
     // a mixture of experts (n_expert > 0) in place of w_gate/w_up/w_down: the router (n_expert,
     // n_embd) and the experts stacked, n_expert x (n_ff_exp, n_embd) / (n_embd, n_ff_exp)
     struct llm__weight gate_inp, exp_gate, exp_up, exp_down;
+    // qwen2moe's shared expert: a gated MLP of n_ff_shexp, its output scaled by the sigmoid of
+    // gate_inp_shexp (one row) . x
+    struct llm__weight gate_inp_shexp, shexp_gate, shexp_up, shexp_down;
     bool swa;                        // a local layer: sliding-window attention, rope_swa
 };
 
@@ -1420,6 +1427,7 @@ struct llm__model {
     // a mixture of experts in every layer's MLP (n_expert 0: none): experts, those a token uses,
     // an expert's feed-forward length, the routing (struct llm__moe)
     int n_expert, n_expert_used, n_ff_exp;
+    int n_ff_shexp;                  // qwen2moe's shared expert's feed-forward length (0: none)
     struct llm__moe moe;
     struct llm__weight tok_embd;     // (n_vocab, n_embd)
     struct llm__weight output;       // (n_vocab, n_embd); the same as tok_embd when tied
@@ -1483,6 +1491,7 @@ struct llm__acts {
     // and their weights (x n_expert_used), the experts' gate/up and down outputs (max_tokens x
     // n_expert_used rows of n_ff_exp, of n_embd)
     size_t off_rlogits, off_ids, off_wts, off_egate, off_eup, off_edown;
+    size_t off_shared, off_sgate;   // a shared expert's output (max_tokens x n_embd) and gate logits
 };
 
 LLM__INTERNAL enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, struct llm_backend *be,
@@ -11039,7 +11048,7 @@ void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const s
     llm__pool_run(c->pool, llm__moe_mm_worker, &job);
 }
 
-struct llm__moe_sum_job { struct llm__tensor dst, src, wts; };
+struct llm__moe_sum_job { struct llm__tensor dst, src, wts, shared, gate; };
 
 static void llm__moe_sum_worker(void *arg, int ith, int nth) {
     const struct llm__moe_sum_job *job = arg;
@@ -11053,12 +11062,18 @@ static void llm__moe_sum_worker(void *arg, int ith, int nth) {
             const float *x = (const float *)llm__tensor_row(job->src, i * k + s);
             for (int64_t c = 0; c < E; c++) d[c] = s ? d[c] + w[s] * x[c] : w[s] * x[c];
         }
+        if (job->shared.buf) {   // + sigmoid(gate) x the shared expert's row
+            const float g = *(const float *)llm__tensor_row(job->gate, i), sg = 1.0f / (1.0f + expf(-g));
+            const float *x = (const float *)llm__tensor_row(job->shared, i);
+            for (int64_t c = 0; c < E; c++) d[c] += sg * x[c];
+        }
     }
 }
 
-void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts) {
+void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts,
+                      struct llm__tensor shared, struct llm__tensor gate) {
     struct llm__cpu *c = ctx;
-    struct llm__moe_sum_job job = {dst, src, wts};
+    struct llm__moe_sum_job job = {dst, src, wts, shared, gate};
     llm__pool_run(c->pool, llm__moe_sum_worker, &job);
 }
 
@@ -14790,6 +14805,8 @@ int llm__list_devices(struct llm_device *out, int max, struct llm__err *e) {
 //   gemma3  gemma2's layout with per-head q/k RMSNorm, no attention soft-capping, five local
 //           (sliding-window) layers to one global, local layers with their own RoPE base
 //   qwen3moe  qwen3's attention; the MLP a mixture of experts (below)
+//   qwen2moe  qwen2's attention; a mixture of experts (weights not normalised) plus a shared
+//           expert on every token, scaled by the sigmoid of its own gate's logit
 // A mixture of experts (qwen3moe; llama with expert_count: Mixtral) replaces the gated MLP: a
 // router's logits per token, its k best experts weighted by their softmax probabilities
 // normalised to sum 1, each expert a gated MLP, their outputs summed with those weights.
@@ -14955,21 +14972,29 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
 static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__err *e) {
     enum llm_status st;
     if ((st = llm__hparam_u32(m, "expert_count", &m->n_expert, 0, 0, 4096, e))) return st;
+    const bool moe_arch = m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_QWEN2MOE;
     if (!m->n_expert) {
-        if (m->arch == LLM__ARCH_QWEN3MOE)
-            return llm__fail(e, LLM_ERR_FORMAT, "model: qwen3moe without %s.expert_count", m->arch_name);
+        if (moe_arch)
+            return llm__fail(e, LLM_ERR_FORMAT, "model: %s without %s.expert_count", m->arch_name, m->arch_name);
         return LLM_OK;
     }
-    if (m->arch != LLM__ARCH_LLAMA && m->arch != LLM__ARCH_QWEN3MOE)
+    if (m->arch != LLM__ARCH_LLAMA && !moe_arch)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: experts (expert_count) in architecture '%s' are not "
-                         "supported (llama, qwen3moe)", m->arch_name);
+                         "supported (llama, qwen2moe, qwen3moe)", m->arch_name);
     if ((st = llm__hparam_u32(m, "expert_used_count", &m->n_expert_used, -1, 1, (uint32_t)m->n_expert, e)) ||
         (m->arch != LLM__ARCH_LLAMA &&   // (llama.cpp's llama: the experts are n_ff long, whatever the key says)
          (st = llm__hparam_u32(m, "expert_feed_forward_length", &m->n_ff_exp, 0, 1, 1 << 20, e)))) {
         m->n_expert = m->n_expert_used = 0;
         return st;
     }
-    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, true, 0.0f};
+    // qwen2moe: a shared expert too (expert_shared_feed_forward_length; default feed_forward_length),
+    // and the k weights are not normalised (llama.cpp)
+    if (m->arch == LLM__ARCH_QWEN2MOE &&
+        (st = llm__hparam_u32(m, "expert_shared_feed_forward_length", &m->n_ff_shexp, 0, 1, 1 << 20, e))) {
+        m->n_expert = m->n_expert_used = 0;
+        return st;
+    }
+    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, m->arch != LLM__ARCH_QWEN2MOE, 0.0f};
     return LLM_OK;
 }
 
@@ -14980,13 +15005,13 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     static const struct { const char *name; enum llm__arch arch; } archs[] = {
         {"llama", LLM__ARCH_LLAMA}, {"qwen2", LLM__ARCH_QWEN2}, {"qwen3", LLM__ARCH_QWEN3},
         {"phi3", LLM__ARCH_PHI3}, {"gemma2", LLM__ARCH_GEMMA2}, {"gemma3", LLM__ARCH_GEMMA3},
-        {"qwen3moe", LLM__ARCH_QWEN3MOE},
+        {"qwen3moe", LLM__ARCH_QWEN3MOE}, {"qwen2moe", LLM__ARCH_QWEN2MOE},
     };
     size_t ai = 0;
     while (ai < LLM__ARRAY_LEN(archs) && strcmp(m->arch_name, archs[ai].name) != 0) ai++;
     if (ai == LLM__ARRAY_LEN(archs))
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: architecture '%s' is not supported "
-                         "(supported: llama (Mixtral too), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3)",
+                         "(supported: llama (Mixtral too), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3)",
                          m->arch_name);
     m->arch = archs[ai].arch;
     if ((st = llm__hparam_u32(m, "embedding_length", &m->n_embd, -1, 1, 65536, e))) return st;
@@ -14998,6 +15023,7 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
         return st;
     if (m->n_expert && !m->n_ff_exp)
         m->n_ff_exp = m->arch == LLM__ARCH_LLAMA ? m->n_ff : m->n_ff / m->n_expert_used;
+    if (m->arch == LLM__ARCH_QWEN2MOE && !m->n_ff_shexp) m->n_ff_shexp = m->n_ff;
     if (m->n_expert && !m->n_ff_exp)
         return llm__fail(e, LLM_ERR_FORMAT, "model: the experts have no feed-forward length");
     if ((st = llm__hparam_u32(m, "attention.head_count", &m->n_head, -1, 1, 1024, e))) return st;
@@ -15055,11 +15081,11 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
 // the optional output matrix decides tied_output.
 enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl, struct llm__err *e) {
     const int E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
-    const bool bias = m->arch == LLM__ARCH_QWEN2;
+    const bool bias = m->arch == LLM__ARCH_QWEN2 || m->arch == LLM__ARCH_QWEN2MOE;
     enum llm_status st;
     char name[96];
     pl->vecs = calloc((size_t)m->n_layer * 9 + 2, sizeof(*pl->vecs));
-    pl->mats = calloc((size_t)m->n_layer * 8 + 2, sizeof(*pl->mats));
+    pl->mats = calloc((size_t)m->n_layer * 12 + 2, sizeof(*pl->mats));
     if (!pl->vecs || !pl->mats) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     const struct llm__gguf_tensor *t;
 #define LLM__VEC(field, nm, n, opt)                                                     \
@@ -15112,6 +15138,12 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
             LLM__EXPERTS(&L->exp_up, F * X);
             if ((st = llm__model_tensor3(m, LLM__NAME("ffn_down_exps.weight"), F, E, X, false, &t, e))) return st;
             LLM__EXPERTS(&L->exp_down, E * X);
+            if (m->n_ff_shexp) {   // qwen2moe's shared expert, and its gate (one row: a vector in the file)
+                LLM__MAT(&L->gate_inp_shexp, LLM__NAME("ffn_gate_inp_shexp.weight"), E, 1, false);
+                LLM__MAT(&L->shexp_gate, LLM__NAME("ffn_gate_shexp.weight"), E, m->n_ff_shexp, false);
+                LLM__MAT(&L->shexp_up, LLM__NAME("ffn_up_shexp.weight"), E, m->n_ff_shexp, false);
+                LLM__MAT(&L->shexp_down, LLM__NAME("ffn_down_shexp.weight"), m->n_ff_shexp, E, false);
+            }
         } else if (m->arch == LLM__ARCH_PHI3) {   // gate and up fused in ffn_up: n_ff rows of gate, then up
             if ((st = llm__model_tensor(m, LLM__NAME("ffn_up.weight"), E, 2 * (int64_t)m->n_ff, false, &t, e)))
                 return st;
@@ -15394,8 +15426,10 @@ void llm__model_free(struct llm__model *m, struct llm_backend *be) {
         if (m->layers) {
             for (int l = 0; l < m->n_layer; l++) {
                 struct llm__layer *L = &m->layers[l];
-                struct llm__weight *ws[] = {&L->wq,     &L->wk,       &L->wv,     &L->wo,     &L->w_gate,  &L->w_up,
-                                            &L->w_down, &L->gate_inp, &L->exp_gate, &L->exp_up, &L->exp_down};
+                struct llm__weight *ws[] = {&L->wq,         &L->wk,        &L->wv,         &L->wo,
+                                            &L->w_gate,     &L->w_up,      &L->w_down,     &L->gate_inp,
+                                            &L->exp_gate,   &L->exp_up,    &L->exp_down,   &L->gate_inp_shexp,
+                                            &L->shexp_gate, &L->shexp_up,  &L->shexp_down};
                 for (size_t i = 0; i < LLM__ARRAY_LEN(ws); i++)
                     if (ws[i]->buf.data || ws[i]->buf.handle) be->iface->weight_free(be->ctx, ws[i]);
             }
@@ -15425,8 +15459,8 @@ enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, 
     LLM__ALLOC(off_v, T * KV);
     LLM__ALLOC(off_att, T * Q);
     LLM__ALLOC(off_xb2, T * E);
-    LLM__ALLOC(off_gate, T * (size_t)m->n_ff);
-    LLM__ALLOC(off_up, T * (size_t)m->n_ff);
+    LLM__ALLOC(off_gate, T * (size_t)LLM__MAX(m->n_ff, m->n_ff_shexp));
+    LLM__ALLOC(off_up, T * (size_t)LLM__MAX(m->n_ff, m->n_ff_shexp));
     LLM__ALLOC(off_xo, (size_t)max_out * E);
     LLM__ALLOC(off_logits, (size_t)max_out * (size_t)m->n_vocab);
     LLM__ALLOC(off_gather, T * (size_t)m->max_perm);
@@ -15437,6 +15471,8 @@ enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, 
     LLM__ALLOC(off_egate, TK * (size_t)m->n_ff_exp);
     LLM__ALLOC(off_eup, TK * (size_t)m->n_ff_exp);
     LLM__ALLOC(off_edown, TK * E);
+    LLM__ALLOC(off_shared, m->n_ff_shexp ? T * E : 0);
+    LLM__ALLOC(off_sgate, m->n_ff_shexp ? T : 0);
 #undef LLM__ALLOC
     a->max_tokens = max_tokens;
     a->max_out = max_out;
@@ -15508,7 +15544,21 @@ static enum llm_status llm__forward_mlp(const struct llm__model *m, const struct
                              B->moe_route(ctx, ids, wts, rl, &m->moe);
                              B->matmul_id(ctx, 2, egu, wgu, xb, ids, false));
     LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, eg, eg, eu));
-    LLM__OP(LLM_PROF_MLP_DOWN, B->matmul_id(ctx, 1, &ed, wd, eg, ids, true); B->moe_sum(ctx, xb2, ed, wts));
+    LLM__OP(LLM_PROF_MLP_DOWN, B->matmul_id(ctx, 1, &ed, wd, eg, ids, true));
+    struct llm__tensor sh = {0}, sg = {0};
+    if (m->n_ff_shexp) {   // the shared expert, on every token, and its gate's logit
+        const struct llm__tensor g = llm__vec_view(&a->buf, a->off_gate, m->n_ff_shexp, T);
+        const struct llm__tensor u = llm__vec_view(&a->buf, a->off_up, m->n_ff_shexp, T), su[2] = {g, u};
+        const struct llm__weight *ws[2] = {&L->shexp_gate, &L->shexp_up}, *wsd[1] = {&L->shexp_down},
+                                 *wsg[1] = {&L->gate_inp_shexp};
+        sh = llm__vec_view(&a->buf, a->off_shared, m->n_embd, T);
+        sg = llm__vec_view(&a->buf, a->off_sgate, 1, T);
+        LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 2, su, ws, NULL, xb, gx));
+        LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, g, g, u));
+        LLM__OP(LLM_PROF_MLP_DOWN, llm__forward_matmul(B, ctx, 1, &sh, wsd, NULL, g, gx);
+                                   llm__forward_matmul(B, ctx, 1, &sg, wsg, NULL, xb, gx));
+    }
+    LLM__OP(LLM_PROF_MLP_DOWN, B->moe_sum(ctx, xb2, ed, wts, sh, sg));
 finish:
     return st;
 }
@@ -20904,7 +20954,8 @@ static enum llm_status llm__engine_step_buffers(llm_engine *E, struct llm__err *
     struct llm__shape shape = {
         .max_tokens = max_tokens, .max_out = max_out, .max_seqs = p->max_num_seqs,
         .max_blocks = LLM__MIN((E->max_model_len + p->block_size - 1) / p->block_size, E->kv.n_blocks),
-        .max_cols = LLM__MAX(LLM__MAX(m->n_embd, m->n_ff_exp), LLM__MAX(m->n_ff, m->n_head * m->head_dim)),
+        .max_cols = LLM__MAX(LLM__MAX(LLM__MAX(m->n_embd, m->n_ff_exp), m->n_ff_shexp),
+                             LLM__MAX(m->n_ff, m->n_head * m->head_dim)),
         .n_head = m->n_head, .n_head_kv = m->n_head_kv, .head_dim = m->head_dim, .block_size = p->block_size,
         .n_expert = m->n_expert, .n_expert_used = m->n_expert_used,
     };

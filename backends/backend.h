@@ -206,8 +206,10 @@ struct llm_backend_i {
     // one expert): an expert's rows are read once for all the tokens routed to it
     void (*matmul_id)(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
                       struct llm__tensor x, struct llm__tensor ids, bool x_per_slot);
-    // dst[i] = sum over s < k, in order, of wts[i][s] * src row i*k + s
-    void (*moe_sum)(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts);
+    // dst[i] = sum over s < k, in order, of wts[i][s] * src row i*k + s; then, when shared has a
+    // buffer (a shared expert's output, a row per token), + sigmoid(gate[i][0]) * shared[i]
+    void (*moe_sum)(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts,
+                    struct llm__tensor shared, struct llm__tensor gate);
 
     // --- device (optional) ---
     // The device's name, for llm_get_engine_info. NULL: "".

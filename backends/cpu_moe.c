@@ -214,7 +214,7 @@ void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const s
     llm__pool_run(c->pool, llm__moe_mm_worker, &job);
 }
 
-struct llm__moe_sum_job { struct llm__tensor dst, src, wts; };
+struct llm__moe_sum_job { struct llm__tensor dst, src, wts, shared, gate; };
 
 static void llm__moe_sum_worker(void *arg, int ith, int nth) {
     const struct llm__moe_sum_job *job = arg;
@@ -228,11 +228,17 @@ static void llm__moe_sum_worker(void *arg, int ith, int nth) {
             const float *x = (const float *)llm__tensor_row(job->src, i * k + s);
             for (int64_t c = 0; c < E; c++) d[c] = s ? d[c] + w[s] * x[c] : w[s] * x[c];
         }
+        if (job->shared.buf) {   // + sigmoid(gate) x the shared expert's row
+            const float g = *(const float *)llm__tensor_row(job->gate, i), sg = 1.0f / (1.0f + expf(-g));
+            const float *x = (const float *)llm__tensor_row(job->shared, i);
+            for (int64_t c = 0; c < E; c++) d[c] += sg * x[c];
+        }
     }
 }
 
-void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts) {
+void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts,
+                      struct llm__tensor shared, struct llm__tensor gate) {
     struct llm__cpu *c = ctx;
-    struct llm__moe_sum_job job = {dst, src, wts};
+    struct llm__moe_sum_job job = {dst, src, wts, shared, gate};
     llm__pool_run(c->pool, llm__moe_sum_worker, &job);
 }

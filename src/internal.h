@@ -1025,7 +1025,8 @@ LLM__INTERNAL void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor
                                       const struct llm__weight *const *w, struct llm__tensor x, struct llm__tensor ids,
                                       bool x_per_slot);
 
-LLM__INTERNAL void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts);
+LLM__INTERNAL void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts,
+                                    struct llm__tensor shared, struct llm__tensor gate);
 
 LLM__INTERNAL void llm__cpu_upload(void *ctx, struct llm__buf *buf, size_t offs, const void *src, size_t n);
 
@@ -1066,7 +1067,8 @@ enum llm__arch {
     LLM__ARCH_PHI3,
     LLM__ARCH_GEMMA2,
     LLM__ARCH_GEMMA3,
-    LLM__ARCH_QWEN3MOE
+    LLM__ARCH_QWEN3MOE,
+    LLM__ARCH_QWEN2MOE
 };
 
 struct llm__layer {
@@ -1086,6 +1088,9 @@ struct llm__layer {
     // a mixture of experts (n_expert > 0) in place of w_gate/w_up/w_down: the router (n_expert,
     // n_embd) and the experts stacked, n_expert x (n_ff_exp, n_embd) / (n_embd, n_ff_exp)
     struct llm__weight gate_inp, exp_gate, exp_up, exp_down;
+    // qwen2moe's shared expert: a gated MLP of n_ff_shexp, its output scaled by the sigmoid of
+    // gate_inp_shexp (one row) . x
+    struct llm__weight gate_inp_shexp, shexp_gate, shexp_up, shexp_down;
     bool swa;                        // a local layer: sliding-window attention, rope_swa
 };
 
@@ -1107,6 +1112,7 @@ struct llm__model {
     // a mixture of experts in every layer's MLP (n_expert 0: none): experts, those a token uses,
     // an expert's feed-forward length, the routing (struct llm__moe)
     int n_expert, n_expert_used, n_ff_exp;
+    int n_ff_shexp;                  // qwen2moe's shared expert's feed-forward length (0: none)
     struct llm__moe moe;
     struct llm__weight tok_embd;     // (n_vocab, n_embd)
     struct llm__weight output;       // (n_vocab, n_embd); the same as tok_embd when tied
@@ -1170,6 +1176,7 @@ struct llm__acts {
     // and their weights (x n_expert_used), the experts' gate/up and down outputs (max_tokens x
     // n_expert_used rows of n_ff_exp, of n_embd)
     size_t off_rlogits, off_ids, off_wts, off_egate, off_eup, off_edown;
+    size_t off_shared, off_sgate;   // a shared expert's output (max_tokens x n_embd) and gate logits
 };
 
 LLM__INTERNAL enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, struct llm_backend *be,

@@ -18,6 +18,8 @@
 //   gemma3  gemma2's layout with per-head q/k RMSNorm, no attention soft-capping, five local
 //           (sliding-window) layers to one global, local layers with their own RoPE base
 //   qwen3moe  qwen3's attention; the MLP a mixture of experts (below)
+//   qwen2moe  qwen2's attention; a mixture of experts (weights not normalised) plus a shared
+//           expert on every token, scaled by the sigmoid of its own gate's logit
 // A mixture of experts (qwen3moe; llama with expert_count: Mixtral) replaces the gated MLP: a
 // router's logits per token, its k best experts weighted by their softmax probabilities
 // normalised to sum 1, each expert a gated MLP, their outputs summed with those weights.
@@ -183,21 +185,29 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
 static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__err *e) {
     enum llm_status st;
     if ((st = llm__hparam_u32(m, "expert_count", &m->n_expert, 0, 0, 4096, e))) return st;
+    const bool moe_arch = m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_QWEN2MOE;
     if (!m->n_expert) {
-        if (m->arch == LLM__ARCH_QWEN3MOE)
-            return llm__fail(e, LLM_ERR_FORMAT, "model: qwen3moe without %s.expert_count", m->arch_name);
+        if (moe_arch)
+            return llm__fail(e, LLM_ERR_FORMAT, "model: %s without %s.expert_count", m->arch_name, m->arch_name);
         return LLM_OK;
     }
-    if (m->arch != LLM__ARCH_LLAMA && m->arch != LLM__ARCH_QWEN3MOE)
+    if (m->arch != LLM__ARCH_LLAMA && !moe_arch)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: experts (expert_count) in architecture '%s' are not "
-                         "supported (llama, qwen3moe)", m->arch_name);
+                         "supported (llama, qwen2moe, qwen3moe)", m->arch_name);
     if ((st = llm__hparam_u32(m, "expert_used_count", &m->n_expert_used, -1, 1, (uint32_t)m->n_expert, e)) ||
         (m->arch != LLM__ARCH_LLAMA &&   // (llama.cpp's llama: the experts are n_ff long, whatever the key says)
          (st = llm__hparam_u32(m, "expert_feed_forward_length", &m->n_ff_exp, 0, 1, 1 << 20, e)))) {
         m->n_expert = m->n_expert_used = 0;
         return st;
     }
-    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, true, 0.0f};
+    // qwen2moe: a shared expert too (expert_shared_feed_forward_length; default feed_forward_length),
+    // and the k weights are not normalised (llama.cpp)
+    if (m->arch == LLM__ARCH_QWEN2MOE &&
+        (st = llm__hparam_u32(m, "expert_shared_feed_forward_length", &m->n_ff_shexp, 0, 1, 1 << 20, e))) {
+        m->n_expert = m->n_expert_used = 0;
+        return st;
+    }
+    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, m->arch != LLM__ARCH_QWEN2MOE, 0.0f};
     return LLM_OK;
 }
 
@@ -208,13 +218,13 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     static const struct { const char *name; enum llm__arch arch; } archs[] = {
         {"llama", LLM__ARCH_LLAMA}, {"qwen2", LLM__ARCH_QWEN2}, {"qwen3", LLM__ARCH_QWEN3},
         {"phi3", LLM__ARCH_PHI3}, {"gemma2", LLM__ARCH_GEMMA2}, {"gemma3", LLM__ARCH_GEMMA3},
-        {"qwen3moe", LLM__ARCH_QWEN3MOE},
+        {"qwen3moe", LLM__ARCH_QWEN3MOE}, {"qwen2moe", LLM__ARCH_QWEN2MOE},
     };
     size_t ai = 0;
     while (ai < LLM__ARRAY_LEN(archs) && strcmp(m->arch_name, archs[ai].name) != 0) ai++;
     if (ai == LLM__ARRAY_LEN(archs))
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: architecture '%s' is not supported "
-                         "(supported: llama (Mixtral too), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3)",
+                         "(supported: llama (Mixtral too), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3)",
                          m->arch_name);
     m->arch = archs[ai].arch;
     if ((st = llm__hparam_u32(m, "embedding_length", &m->n_embd, -1, 1, 65536, e))) return st;
@@ -226,6 +236,7 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
         return st;
     if (m->n_expert && !m->n_ff_exp)
         m->n_ff_exp = m->arch == LLM__ARCH_LLAMA ? m->n_ff : m->n_ff / m->n_expert_used;
+    if (m->arch == LLM__ARCH_QWEN2MOE && !m->n_ff_shexp) m->n_ff_shexp = m->n_ff;
     if (m->n_expert && !m->n_ff_exp)
         return llm__fail(e, LLM_ERR_FORMAT, "model: the experts have no feed-forward length");
     if ((st = llm__hparam_u32(m, "attention.head_count", &m->n_head, -1, 1, 1024, e))) return st;
@@ -283,11 +294,11 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
 // the optional output matrix decides tied_output.
 enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl, struct llm__err *e) {
     const int E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
-    const bool bias = m->arch == LLM__ARCH_QWEN2;
+    const bool bias = m->arch == LLM__ARCH_QWEN2 || m->arch == LLM__ARCH_QWEN2MOE;
     enum llm_status st;
     char name[96];
     pl->vecs = calloc((size_t)m->n_layer * 9 + 2, sizeof(*pl->vecs));
-    pl->mats = calloc((size_t)m->n_layer * 8 + 2, sizeof(*pl->mats));
+    pl->mats = calloc((size_t)m->n_layer * 12 + 2, sizeof(*pl->mats));
     if (!pl->vecs || !pl->mats) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     const struct llm__gguf_tensor *t;
 #define LLM__VEC(field, nm, n, opt)                                                     \
@@ -340,6 +351,12 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
             LLM__EXPERTS(&L->exp_up, F * X);
             if ((st = llm__model_tensor3(m, LLM__NAME("ffn_down_exps.weight"), F, E, X, false, &t, e))) return st;
             LLM__EXPERTS(&L->exp_down, E * X);
+            if (m->n_ff_shexp) {   // qwen2moe's shared expert, and its gate (one row: a vector in the file)
+                LLM__MAT(&L->gate_inp_shexp, LLM__NAME("ffn_gate_inp_shexp.weight"), E, 1, false);
+                LLM__MAT(&L->shexp_gate, LLM__NAME("ffn_gate_shexp.weight"), E, m->n_ff_shexp, false);
+                LLM__MAT(&L->shexp_up, LLM__NAME("ffn_up_shexp.weight"), E, m->n_ff_shexp, false);
+                LLM__MAT(&L->shexp_down, LLM__NAME("ffn_down_shexp.weight"), m->n_ff_shexp, E, false);
+            }
         } else if (m->arch == LLM__ARCH_PHI3) {   // gate and up fused in ffn_up: n_ff rows of gate, then up
             if ((st = llm__model_tensor(m, LLM__NAME("ffn_up.weight"), E, 2 * (int64_t)m->n_ff, false, &t, e)))
                 return st;
@@ -622,8 +639,10 @@ void llm__model_free(struct llm__model *m, struct llm_backend *be) {
         if (m->layers) {
             for (int l = 0; l < m->n_layer; l++) {
                 struct llm__layer *L = &m->layers[l];
-                struct llm__weight *ws[] = {&L->wq,     &L->wk,       &L->wv,     &L->wo,     &L->w_gate,  &L->w_up,
-                                            &L->w_down, &L->gate_inp, &L->exp_gate, &L->exp_up, &L->exp_down};
+                struct llm__weight *ws[] = {&L->wq,         &L->wk,        &L->wv,         &L->wo,
+                                            &L->w_gate,     &L->w_up,      &L->w_down,     &L->gate_inp,
+                                            &L->exp_gate,   &L->exp_up,    &L->exp_down,   &L->gate_inp_shexp,
+                                            &L->shexp_gate, &L->shexp_up,  &L->shexp_down};
                 for (size_t i = 0; i < LLM__ARRAY_LEN(ws); i++)
                     if (ws[i]->buf.data || ws[i]->buf.handle) be->iface->weight_free(be->ctx, ws[i]);
             }
@@ -653,8 +672,8 @@ enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, 
     LLM__ALLOC(off_v, T * KV);
     LLM__ALLOC(off_att, T * Q);
     LLM__ALLOC(off_xb2, T * E);
-    LLM__ALLOC(off_gate, T * (size_t)m->n_ff);
-    LLM__ALLOC(off_up, T * (size_t)m->n_ff);
+    LLM__ALLOC(off_gate, T * (size_t)LLM__MAX(m->n_ff, m->n_ff_shexp));
+    LLM__ALLOC(off_up, T * (size_t)LLM__MAX(m->n_ff, m->n_ff_shexp));
     LLM__ALLOC(off_xo, (size_t)max_out * E);
     LLM__ALLOC(off_logits, (size_t)max_out * (size_t)m->n_vocab);
     LLM__ALLOC(off_gather, T * (size_t)m->max_perm);
@@ -665,6 +684,8 @@ enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, 
     LLM__ALLOC(off_egate, TK * (size_t)m->n_ff_exp);
     LLM__ALLOC(off_eup, TK * (size_t)m->n_ff_exp);
     LLM__ALLOC(off_edown, TK * E);
+    LLM__ALLOC(off_shared, m->n_ff_shexp ? T * E : 0);
+    LLM__ALLOC(off_sgate, m->n_ff_shexp ? T : 0);
 #undef LLM__ALLOC
     a->max_tokens = max_tokens;
     a->max_out = max_out;
@@ -736,7 +757,21 @@ static enum llm_status llm__forward_mlp(const struct llm__model *m, const struct
                              B->moe_route(ctx, ids, wts, rl, &m->moe);
                              B->matmul_id(ctx, 2, egu, wgu, xb, ids, false));
     LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, eg, eg, eu));
-    LLM__OP(LLM_PROF_MLP_DOWN, B->matmul_id(ctx, 1, &ed, wd, eg, ids, true); B->moe_sum(ctx, xb2, ed, wts));
+    LLM__OP(LLM_PROF_MLP_DOWN, B->matmul_id(ctx, 1, &ed, wd, eg, ids, true));
+    struct llm__tensor sh = {0}, sg = {0};
+    if (m->n_ff_shexp) {   // the shared expert, on every token, and its gate's logit
+        const struct llm__tensor g = llm__vec_view(&a->buf, a->off_gate, m->n_ff_shexp, T);
+        const struct llm__tensor u = llm__vec_view(&a->buf, a->off_up, m->n_ff_shexp, T), su[2] = {g, u};
+        const struct llm__weight *ws[2] = {&L->shexp_gate, &L->shexp_up}, *wsd[1] = {&L->shexp_down},
+                                 *wsg[1] = {&L->gate_inp_shexp};
+        sh = llm__vec_view(&a->buf, a->off_shared, m->n_embd, T);
+        sg = llm__vec_view(&a->buf, a->off_sgate, 1, T);
+        LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 2, su, ws, NULL, xb, gx));
+        LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, g, g, u));
+        LLM__OP(LLM_PROF_MLP_DOWN, llm__forward_matmul(B, ctx, 1, &sh, wsd, NULL, g, gx);
+                                   llm__forward_matmul(B, ctx, 1, &sg, wsg, NULL, xb, gx));
+    }
+    LLM__OP(LLM_PROF_MLP_DOWN, B->moe_sum(ctx, xb2, ed, wts, sh, sg));
 finish:
     return st;
 }

@@ -77,6 +77,9 @@ static const struct gm_shape gm_shapes[] = {
      0.0f, 8, 2, 256},
     {"tiny-mixtral", "llama", 256, 2, 8, 2, 256, 512, 1e6f, 1e-5f, false, false, false, 0, false, false, false, 0, 0.0f,
      0.0f, 4, 2, 0},
+    // qwen2moe: qwen2's attention (biases), 8 experts of 256, 2 a token, and a shared expert of n_ff
+    {"tiny-qwen2moe", "qwen2moe", 256, 2, 8, 2, 512, 512, 1e6f, 1e-6f, false, true, false, 0, false, false, false, 0, 0.0f,
+     0.0f, 8, 2, 256},
     {"qwen3moe-4b-a1b", "qwen3moe", 2048, 24, 32, 4, 6144, 40960, 1e6f, 1e-6f, false, false, false, 128, true, false, false,
      0, 0.0f, 0.0f, 32, 8, 768},
 };
@@ -264,7 +267,7 @@ static void gm_plan(struct gm_model *m) {
     // 1/n_embd keep the scaled ones at RMS 1/sqrt(n_embd) as above, and output_norm.weight
     // ~2 sqrt(n_embd) gives the tied projection logits of std ~2 again.
     if (s->post_norms) emb_std = 1.0f / (float)d, out_gain = 2.0f * sqrtf((float)d);
-    m->t = calloc((size_t)(m->n_layer * 16 + 4), sizeof(*m->t));
+    m->t = calloc((size_t)(m->n_layer * 24 + 4), sizeof(*m->t));
     if (!m->t) abort();
     gm_add(m, "token_embd", -1, "weight", 2, d, m->n_vocab, GM_NORMAL, 0, emb_std);
     if (s->rope_freqs) gm_add(m, "rope_freqs", -1, "weight", 1, m->head_dim / 2, 1, GM_ROPE_FREQS, 0, 0);
@@ -293,6 +296,12 @@ static void gm_plan(struct gm_model *m) {
             gm_add_experts(m, "ffn_gate_exps", l, d, f);
             gm_add_experts(m, "ffn_up_exps", l, d, f);
             gm_add_experts(m, "ffn_down_exps", l, f, d);
+            if (!strcmp(s->arch, "qwen2moe")) {   // the shared expert (n_ff long) and its gate (a vector)
+                gm_add(m, "ffn_gate_inp_shexp", l, "weight", 1, d, 1, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
+                gm_add(m, "ffn_gate_shexp", l, "weight", 2, d, s->n_ff, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
+                gm_add(m, "ffn_up_shexp", l, "weight", 2, d, s->n_ff, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
+                gm_add(m, "ffn_down_shexp", l, "weight", 2, s->n_ff, d, GM_NORMAL, 0, 1.0f / sqrtf((float)s->n_ff));
+            }
         } else if (s->fused) {   // phi3: gate rows, then up rows
             gm_add(m, "ffn_up", l, "weight", 2, d, 2 * (int64_t)s->n_ff, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
         } else {

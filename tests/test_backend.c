@@ -604,16 +604,23 @@ static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, in
                      (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_Q4_0 || type == LLM__TYPE_Q5_1 || type == LLM__TYPE_Q4_K);
     EXPECT((wt.layout == LLM__LAYOUT_X16) == x16, "%s experts of %lld rows: layout %d", llm__type_info((uint32_t)type)->name,
            (long long)rows, wt.layout);
-    be.iface->moe_sum(be.ctx, ts, ty, tw);
+    // the weighted sum, then with a shared expert (y's first T rows) scaled by sigmoid(its gate):
+    // the gate logits are the first T logits (a column of T rows 4 bytes apart)
     const float *sm = (const float *)(void *)((char *)b.data + o_s);
-    double worst_s = 0;
-    for (int t = 0; t < T; t++)
-        for (int64_t c = 0; c < rows; c++) {
-            double ref = 0;
-            for (int s = 0; s < k; s++) ref += (double)wts[t * k + s] * y[((size_t)t * k + s) * rows + c];
-            worst_s = fmax(worst_s, fabs(sm[(size_t)t * rows + c] - ref));
-        }
-    EXPECT(worst_s < 1e-5, "moe_sum: error %.3g", worst_s);
+    const struct llm__tensor tg = {&b, o_lg, LLM__TYPE_F32, 1, T, sizeof(float)};
+    for (int shared = 0; shared < 2; shared++) {
+        const struct llm__tensor none = {0};
+        be.iface->moe_sum(be.ctx, ts, ty, tw, shared ? llm__vec_view(&b, o_y, rows, T) : none, shared ? tg : none);
+        double worst_s = 0;
+        for (int t = 0; t < T; t++)
+            for (int64_t c = 0; c < rows; c++) {
+                double ref = 0;
+                for (int s = 0; s < k; s++) ref += (double)wts[t * k + s] * y[((size_t)t * k + s) * rows + c];
+                if (shared) ref += 1.0 / (1.0 + exp(-(double)lg[t])) * y[(size_t)t * rows + c];
+                worst_s = fmax(worst_s, fabs(sm[(size_t)t * rows + c] - ref));
+            }
+        EXPECT(worst_s < 1e-5, "moe_sum%s: error %.3g", shared ? " with a shared expert" : "", worst_s);
+    }
     be.iface->end_step(be.ctx, &e);
     be.iface->weight_free(be.ctx, &wt);
     be.iface->buf_free(be.ctx, &b);
