@@ -218,7 +218,7 @@ int cli_cmd_bench_http(struct cli *c) {
             continue;
         }
         ttft[n_ok++] = (float)((q->t_first - q->t_send) * 1e3);
-        memcpy(itl + n_itl, q->itl, (size_t)q->n_itl * sizeof(float));
+        if (q->n_itl) memcpy(itl + n_itl, q->itl, (size_t)q->n_itl * sizeof(float));   // (one chunk: none, NULL)
         n_itl += q->n_itl;
         R.n_output += q->n_tokens >= 0 ? q->n_tokens : q->n_chunks;
         R.n_prompt += q->n_prompt >= 0 ? q->n_prompt : w.in_len;
