@@ -245,6 +245,24 @@ struct llm__block_iq4_nl {
 
 LLM__EXTERN const int8_t llm__iq4nl_values[16];
 
+// MXFP4 (OCP microscaling FP4, gpt-oss's experts): Q4_0's nibble order; a nibble is an E2M1 value
+// (sign, 2 exponent bits, 1 mantissa bit) held doubled as an integer in llm__mxfp4_values, and the
+// block's scale an E8M0 exponent e, so x = 2^(e - 128) * llm__mxfp4_values[q] (ggml's convention).
+struct llm__block_mxfp4 {
+    uint8_t e;
+    uint8_t qs[16];
+};
+
+LLM__EXTERN const int8_t llm__mxfp4_values[16];
+
+// 2^(e - 128), exactly (e < 2: the subnormals 2^-128 and 2^-127), as ggml_e8m0_to_fp32_half.
+static inline float llm__e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
 // Q4_K: 8 sub-blocks of 32. Sub-block s has a 6-bit scale sc[s] and 6-bit min m[s]:
 // x = d*sc[s]*q - dmin*m[s], q a 4-bit quant. Sub-blocks 2c and 2c+1 (c = 0..3) share the 32
 // bytes qs[32c..32c+32): low nibbles hold 2c, high nibbles 2c+1. `scales` packs sc and m:
@@ -402,6 +420,8 @@ LLM__INTERNAL void llm__dequantize_q5_1(const struct llm__block_q5_1 *x, float *
 
 LLM__INTERNAL void llm__dequantize_iq4_nl(const struct llm__block_iq4_nl *x, float *y, int64_t nb);
 
+LLM__INTERNAL void llm__dequantize_mxfp4(const struct llm__block_mxfp4 *x, float *y, int64_t nb);
+
 LLM__INTERNAL void llm__dequantize_q8_1(const struct llm__block_q8_1 *x, float *y, int64_t nb);
 
 // The 256 quants of a Q4_K (qh = NULL: 0..15) or Q5_K (0..31) super-block, in element order.
@@ -502,6 +522,8 @@ LLM__INTERNAL void llm__quantize_q5_1(const float *x, struct llm__block_q5_1 *y,
 LLM__INTERNAL void llm__quantize_q5_0(const float *x, struct llm__block_q5_0 *y, int64_t nb);
 
 LLM__INTERNAL void llm__quantize_iq4_nl(const float *x, struct llm__block_iq4_nl *y, int64_t nb);
+
+LLM__INTERNAL void llm__quantize_mxfp4(const float *x, struct llm__block_mxfp4 *y, int64_t nb);
 
 LLM__INTERNAL void llm__quantize_q8_K(const float *x, struct llm__block_q8_K *y, int64_t nb);
 
@@ -1046,6 +1068,12 @@ struct llm__rope {
     float freq_base;
     float freq_scale;          // linear scaling: positions are multiplied by this
     struct llm__tensor freq_factors;   // n_rot/2 divisors of the frequencies (Llama 3.1); no buffer: none
+    // YaRN (ext_factor != 0; a backend without rope_yarn refuses such a model): pair i (of dimension
+    // 2i) rotates by t_i = f * (1 - r) + e * r, e its angle unscaled, f = e * freq_scale, r =
+    // ext_factor * (1 - clamp((i - corr_dims[0]) / max(0.001, corr_dims[1] - corr_dims[0]), 0, 1)),
+    // and its cos and sin are multiplied by mscale (ggml's rope_yarn). ext_factor 0: neither.
+    float ext_factor, mscale;
+    float corr_dims[2];
 };
 
 // What one engine step computes: n_tokens tokens of up to n_seqs sequences. Token i belongs to
@@ -1086,6 +1114,9 @@ struct llm__moe {
     int n_expert, k;
     bool norm;
     float scale;
+    // gpt-oss (llama.cpp's SOFTMAX_WEIGHT gating): the k largest logits chosen, their weights a
+    // softmax over those k alone (then norm and scale as above)
+    bool softmax_weight;
 };
 
 struct llm__attn {
@@ -1093,6 +1124,9 @@ struct llm__attn {
     float scale;       // scores are q.k * scale
     int window;        // sliding window: a token at position p sees keys at p - window + 1 .. p; 0: all
     float softcap;     // scores become softcap * tanh(score / softcap) before the softmax; 0: none
+    // (n_head) f32: head h's sink, a logit that joins its softmax's denominator and carries no value
+    // (gpt-oss; attention_window only, of a backend with attention_sinks); no buffer: none
+    struct llm__tensor sinks;
 };
 
 struct llm_backend_i {
@@ -1152,6 +1186,12 @@ struct llm_backend_i {
     void (*scale)(void *ctx, struct llm__tensor dst, struct llm__tensor x, float s);
     // dst = gelu(gate) * up, GELU's tanh approximation (Gemma's GeGLU feed-forward)
     void (*gelu_mul)(void *ctx, struct llm__tensor dst, struct llm__tensor gate, struct llm__tensor up);
+    // dst = g * sigmoid(alpha * g) * (u + 1), g = min(gate, limit), u = clamp(up, -limit, limit)
+    // (gpt-oss's SwiGLU, llama.cpp's swiglu_oai)
+    void (*swiglu_oai)(void *ctx, struct llm__tensor dst, struct llm__tensor gate, struct llm__tensor up, float alpha,
+                       float limit);
+    // rope honours llm__rope's YaRN fields; attention_window honours llm__attn.sinks
+    bool rope_yarn, attention_sinks;
     // attention as above, also honouring llm__attn.window and .softcap (which attention ignores)
     void (*attention_window)(void *ctx, struct llm__tensor out, struct llm__tensor q, struct llm__tensor k_cache,
                              struct llm__tensor v_cache, const struct llm__attn *p);
@@ -1171,9 +1211,10 @@ struct llm_backend_i {
                       const struct llm__moe *p);
     // dst[j] row i*k + s = (x row i*k + s when x_per_slot, else row i) @ (expert ids[i][s] of
     // w[j])^T for j < n (1 or 2 stacked-expert weights sharing the input; dst[j].ne0 = the rows of
-    // one expert): an expert's rows are read once for all the tokens routed to it
+    // one expert): an expert's rows are read once for all the tokens routed to it; + row ids[i][s]
+    // of bias[j] (n_expert rows of dst[j].ne0, f32) when bias and bias[j].buf
     void (*matmul_id)(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
-                      struct llm__tensor x, struct llm__tensor ids, bool x_per_slot);
+                      const struct llm__tensor *bias, struct llm__tensor x, struct llm__tensor ids, bool x_per_slot);
     // dst[i] = sum over s < k, in order, of wts[i][s] * src row i*k + s; then, when shared has a
     // buffer (a shared expert's output, a row per token), + sigmoid(gate[i][0]) * shared[i]
     void (*moe_sum)(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts,
@@ -1230,7 +1271,7 @@ LLM__INTERNAL void llm__backend_close(struct llm_backend *be);
 LLM__INTERNAL enum llm_status llm__backend_available(enum llm_backend_kind kind, struct llm__err *e);
 // The GPU devices of the backends built in (llm_list_devices), or -1 with e set.
 LLM__INTERNAL int llm__list_devices(struct llm_device *out, int max, struct llm__err *e);
-#line 919 "src/internal.h"
+#line 941 "src/internal.h"
 
 // A thread's share of the chunks of a job: it takes them front to back from its own cursor,
 // then helps the others from theirs. Contiguous shares keep each core on one stream through
@@ -1337,8 +1378,8 @@ LLM__INTERNAL void llm__cpu_moe_route(void *ctx, struct llm__tensor ids, struct 
                                       struct llm__tensor logits, const struct llm__moe *p);
 
 LLM__INTERNAL void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst,
-                                      const struct llm__weight *const *w, struct llm__tensor x, struct llm__tensor ids,
-                                      bool x_per_slot);
+                                      const struct llm__weight *const *w, const struct llm__tensor *bias,
+                                      struct llm__tensor x, struct llm__tensor ids, bool x_per_slot);
 
 LLM__INTERNAL void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts,
                                     struct llm__tensor shared, struct llm__tensor gate);
@@ -1383,7 +1424,8 @@ enum llm__arch {
     LLM__ARCH_GEMMA2,
     LLM__ARCH_GEMMA3,
     LLM__ARCH_QWEN3MOE,
-    LLM__ARCH_QWEN2MOE
+    LLM__ARCH_QWEN2MOE,
+    LLM__ARCH_GPTOSS
 };
 
 struct llm__layer {
@@ -1391,7 +1433,9 @@ struct llm__layer {
     struct llm__weight wq;           // (n_head*head_dim, n_embd): ne1 rows of ne0 inputs
     struct llm__weight wk;           // (n_head_kv*head_dim, n_embd)
     struct llm__weight wv;           // (n_head_kv*head_dim, n_embd)
-    struct llm__tensor bq, bk, bv;   // qwen2 only: (n_head*head_dim), (n_head_kv*head_dim) x 2
+    struct llm__tensor bq, bk, bv;   // qwen2, gpt-oss: (n_head*head_dim), (n_head_kv*head_dim) x 2
+    struct llm__tensor bo;           // gpt-oss: (n_embd), the attention output's bias
+    struct llm__tensor sinks;        // gpt-oss: (n_head), attention sinks (struct llm__attn)
     struct llm__tensor q_norm, k_norm;   // qwen3, gemma3: (head_dim), applied to every head
     struct llm__weight wo;           // (n_embd, n_head*head_dim)
     struct llm__tensor attn_post_norm;   // gemma2/3: (n_embd), on the attention's output
@@ -1403,6 +1447,8 @@ struct llm__layer {
     // a mixture of experts (n_expert > 0) in place of w_gate/w_up/w_down: the router (n_expert,
     // n_embd) and the experts stacked, n_expert x (n_ff_exp, n_embd) / (n_embd, n_ff_exp)
     struct llm__weight gate_inp, exp_gate, exp_up, exp_down;
+    // gpt-oss: the router's bias (n_expert) and the experts' (n_expert rows of n_ff_exp / n_embd)
+    struct llm__tensor gate_inp_b, exp_gate_b, exp_up_b, exp_down_b;
     // qwen2moe's shared expert: a gated MLP of n_ff_shexp, its output scaled by the sigmoid of
     // gate_inp_shexp (one row) . x
     struct llm__weight gate_inp_shexp, shexp_gate, shexp_up, shexp_down;
@@ -1424,10 +1470,13 @@ struct llm__model {
     float embd_scale;                // embeddings are multiplied by this; 0: not scaled
     bool gelu;                       // the MLP's gate is GELU (tanh approximation), else SiLU
     bool qk_norm, post_norms;        // per-head q/k RMSNorm; RMSNorm after attention and MLP
+    bool swiglu_oai;                 // gpt-oss: the experts' clamped SwiGLU (swiglu_oai), else SiLU
     // a mixture of experts in every layer's MLP (n_expert 0: none): experts, those a token uses,
     // an expert's feed-forward length, the routing (struct llm__moe)
     int n_expert, n_expert_used, n_ff_exp;
     int n_ff_shexp;                  // qwen2moe's shared expert's feed-forward length (0: none)
+    int yarn_n_ctx_orig;             // YaRN (rope.ext_factor != 0): its original context (0: n_ctx_train)
+    float yarn_beta_fast, yarn_beta_slow;
     struct llm__moe moe;
     struct llm__weight tok_embd;     // (n_vocab, n_embd)
     struct llm__weight output;       // (n_vocab, n_embd); the same as tok_embd when tied
@@ -1800,6 +1849,7 @@ struct llm__qmix {
     bool pure, tied;          // tied: no output.weight (the embedding is the output projection)
     bool is_70b;              // llama.cpp's LLM_TYPE_70B: 80 layers of llama (with GQA) or qwen2
     int n_layer, n_gqa, n_attn_v, i_attn_v, i_ffn_down, n_fallback;
+    int n_expert;             // expert_count (0: none); llama.cpp's rules for exactly 8 experts
 };
 
 LLM__INTERNAL enum llm_status llm__qmix_init(const struct llm__gguf *g, struct llm__qmix *q, struct llm__err *e);
@@ -2314,7 +2364,7 @@ LLM__INTERNAL const struct llm__type_info llm__type_table[LLM__TYPE_COUNT] = {
     [LLM__TYPE_IQ4_NL_4X4] = {"iq4_nl_4x4", 32,  18, false, LLM__TYPE_Q8_0, false},
     [LLM__TYPE_IQ4_NL_4X8] = {"iq4_nl_4x8", 32,  18, false, LLM__TYPE_Q8_0, false},
     [LLM__TYPE_IQ4_NL_8X8] = {"iq4_nl_8x8", 32,  18, false, LLM__TYPE_Q8_0, false},
-    [LLM__TYPE_MXFP4]      = {"mxfp4",      32,  17, false, LLM__TYPE_Q8_0, false},
+    [LLM__TYPE_MXFP4]      = {"mxfp4",      32,  17, true,  LLM__TYPE_Q8_0, false},
     [LLM__TYPE_G4_32]      = {"int4_g32",   32,  20, true,  LLM__TYPE_Q8_0, true},
     [LLM__TYPE_G4_64]      = {"int4_g64",   64,  36, true,  LLM__TYPE_Q8_0, true},
     [LLM__TYPE_G4_128]     = {"int4_g128", 128,  68, true,  LLM__TYPE_Q8_0, true},
@@ -2344,6 +2394,7 @@ size_t llm__row_bytes(int type, int64_t n) {
 // aligned (4-byte for Q8_K), which GGUF's 32-byte tensor alignment and llm__alloc guarantee.
 LLM__INTERNAL const int8_t llm__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                     1,    13,   25,  38,  53,  69,  89,  113};
+LLM__INTERNAL const int8_t llm__mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 bool llm__is_gq(int type) { return type >= LLM__TYPE_G4_32 && type <= LLM__TYPE_G8_128; }
 int llm__gq_bits(int type) { return type <= LLM__TYPE_G4_128 ? 4 : 8; }
 int llm__gq_group(int type) { return 32 << ((type - LLM__TYPE_G4_32) % 3); }
@@ -2355,6 +2406,7 @@ _Static_assert(sizeof(struct llm__block_q4_1) == 20, "block_q4_1 layout");
 _Static_assert(sizeof(struct llm__block_q5_0) == 22, "block_q5_0 layout");
 _Static_assert(sizeof(struct llm__block_q5_1) == 24, "block_q5_1 layout");
 _Static_assert(sizeof(struct llm__block_iq4_nl) == 18, "block_iq4_nl layout");
+_Static_assert(sizeof(struct llm__block_mxfp4) == 17, "block_mxfp4 layout");
 _Static_assert(sizeof(struct llm__block_q4_K) == 144, "block_q4_K layout");
 _Static_assert(sizeof(struct llm__block_q5_K) == 176, "block_q5_K layout");
 _Static_assert(sizeof(struct llm__block_q6_K) == 210, "block_q6_K layout");
@@ -2562,6 +2614,15 @@ void llm__dequantize_iq4_nl(const struct llm__block_iq4_nl *x, float *y, int64_t
         uint8_t q[32];
         llm__b32_quants(x[i].qs, NULL, q);
         for (int j = 0; j < 32; j++) y[j] = d * (float)llm__iq4nl_values[q[j]];
+    }
+}
+
+void llm__dequantize_mxfp4(const struct llm__block_mxfp4 *x, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK) {
+        const float d = llm__e8m0_half(x[i].e);
+        uint8_t q[32];
+        llm__b32_quants(x[i].qs, NULL, q);
+        for (int j = 0; j < 32; j++) y[j] = d * (float)llm__mxfp4_values[q[j]];
     }
 }
 
@@ -2870,6 +2931,32 @@ void llm__quantize_iq4_nl(const float *x, struct llm__block_iq4_nl *y, int64_t n
         const float d = llm__fp16_to_fp32(y[i].d), id = d != 0.0f ? 1.0f / d : 0.0f;
         uint8_t q[32];
         for (int j = 0; j < 32; j++) q[j] = (uint8_t)llm__iq4nl_index(x[j] * id);
+        llm__b32_pack(q, y[i].qs, NULL);
+    }
+}
+
+// MXFP4 as quantize_row_mxfp4_ref: the exponent puts the block's largest magnitude in the grid's
+// top octave, e = floor(log2(amax)) - 2 + 127 (kept in 1..254 here, where ggml's cast would wrap;
+// 0 for an all-zero block), each element the grid value nearest to it (the first of a tie).
+void llm__quantize_mxfp4(const float *x, struct llm__block_mxfp4 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+        int e = 0;
+        if (amax > 0.0f && isfinite(amax)) e = LLM__MAX(1, LLM__MIN(254, (int)floorf(log2f(amax)) - 2 + 127));
+        else if (amax > 0.0f) e = 254;
+        y[i].e = (uint8_t)e;
+        const float d = llm__e8m0_half(y[i].e);
+        uint8_t q[32];
+        for (int j = 0; j < 32; j++) {
+            int best = 0;
+            float best_err = fabsf((float)llm__mxfp4_values[0] * d - x[j]);
+            for (int k = 1; k < 16; k++) {
+                const float err = fabsf((float)llm__mxfp4_values[k] * d - x[j]);
+                if (err < best_err) best = k, best_err = err;
+            }
+            q[j] = (uint8_t)best;
+        }
         llm__b32_pack(q, y[i].qs, NULL);
     }
 }
@@ -3570,10 +3657,12 @@ LLM__AVX2 static inline __attribute__((always_inline)) __m256i llm__dot_b32_avx2
     if (type == LLM__TYPE_Q4_1)
         return _mm256_madd_epi16(
             _mm256_maddubs_epi16(llm__nibbles_avx2(((const struct llm__block_q4_1 *)blk)->qs), a), ones);
-    if (type == LLM__TYPE_IQ4_NL) {
-        const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values));
-        const __m256i v = _mm256_shuffle_epi8(grid, llm__nibbles_avx2(((const struct llm__block_iq4_nl *)blk)->qs));
-        return llm__dot_i8_avx2(v, a);
+    if (type == LLM__TYPE_IQ4_NL || type == LLM__TYPE_MXFP4) {
+        const int8_t *values = type == LLM__TYPE_IQ4_NL ? llm__iq4nl_values : llm__mxfp4_values;
+        const uint8_t *qs = type == LLM__TYPE_IQ4_NL ? ((const struct llm__block_iq4_nl *)blk)->qs
+                                                     : ((const struct llm__block_mxfp4 *)blk)->qs;
+        const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values));
+        return llm__dot_i8_avx2(_mm256_shuffle_epi8(grid, llm__nibbles_avx2(qs)), a);
     }
     const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qs
                                                : ((const struct llm__block_q5_1 *)blk)->qs;
@@ -3599,15 +3688,16 @@ ATTR static inline __attribute__((always_inline)) __m256 llm__b32_step_##SFX(int
                  ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);                           \
     const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);             \
     const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;                \
-    uint16_t wd, ad;                                                                                                   \
-    memcpy(&wd, w, 2), memcpy(&ad, a, 2);   /* d leads every block */                                                  \
+    uint16_t wd, ad;   /* d leads every block (MXFP4: its exponent) */                                                 \
+    memcpy(&wd, w, 2), memcpy(&ad, a, 2);                                                                              \
+    const float wf = type == LLM__TYPE_MXFP4 ? llm__e8m0_half(w[0]) : _cvtsh_ss(wd);                                   \
     const __m256i p = llm__dot_b32_##SFX(type, w, (const int8_t *)(a + qoff));                                         \
     if (q81) {   /* m (after d) times s (after d) */                                                                   \
         uint16_t wm, as;                                                                                               \
         memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);                                                                  \
         *summ += _cvtsh_ss(wm) * _cvtsh_ss(as);                                                                        \
     }                                                                                                                  \
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc);                 \
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(wf * _cvtsh_ss(ad)), acc);                            \
 }                                                                                                                      \
 ATTR static inline __attribute__((always_inline)) float llm__vec_dot_b32_##SFX(int type, int64_t n, const void *vw,    \
                                                                             const void *va) {                          \
@@ -3633,6 +3723,9 @@ ATTR static void llm__vec_dot_q5_1_##SFX(int64_t n, float *s, const void *vw, co
 }                                                                                                                      \
 ATTR static void llm__vec_dot_iq4_nl_##SFX(int64_t n, float *s, const void *vw, const void *va) {                      \
     *s = llm__vec_dot_b32_##SFX(LLM__TYPE_IQ4_NL, n, vw, va);                                                          \
+}                                                                                                                      \
+ATTR static void llm__vec_dot_mxfp4_##SFX(int64_t n, float *s, const void *vw, const void *va) {                       \
+    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_MXFP4, n, vw, va);                                                           \
 }
 LLM__B32_DOTS(LLM__AVX2, avx2)
 
@@ -4051,11 +4144,13 @@ LLM__AVX512 static inline __attribute__((always_inline)) __m256i llm__dot_b32_av
     const __m256i a = _mm256_loadu_si256((const __m256i *)q8), z = _mm256_setzero_si256();
     if (type == LLM__TYPE_Q4_1)
         return _mm256_dpbusd_epi32(z, llm__nibbles_avx2(((const struct llm__block_q4_1 *)blk)->qs), a);
-    if (type == LLM__TYPE_IQ4_NL) {
-        const __m256i grid =
-            _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)),
-                             _mm256_set1_epi8((char)0x80));
-        const __m256i u = _mm256_shuffle_epi8(grid, llm__nibbles_avx2(((const struct llm__block_iq4_nl *)blk)->qs));
+    if (type == LLM__TYPE_IQ4_NL || type == LLM__TYPE_MXFP4) {
+        const int8_t *values = type == LLM__TYPE_IQ4_NL ? llm__iq4nl_values : llm__mxfp4_values;
+        const uint8_t *qs = type == LLM__TYPE_IQ4_NL ? ((const struct llm__block_iq4_nl *)blk)->qs
+                                                     : ((const struct llm__block_mxfp4 *)blk)->qs;
+        const __m256i grid = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values)),
+                                              _mm256_set1_epi8((char)0x80));
+        const __m256i u = _mm256_shuffle_epi8(grid, llm__nibbles_avx2(qs));
         return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, a), _mm256_dpbusd_epi32(z, _mm256_set1_epi8((char)0x80), a));
     }
     const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qs
@@ -4321,6 +4416,7 @@ llm__vec_dot_fn llm__vec_dot_kernel_avx2(int type) {
     case LLM__TYPE_Q5_0: return llm__vec_dot_q5_0_avx2;
     case LLM__TYPE_Q5_1: return llm__vec_dot_q5_1_avx2;
     case LLM__TYPE_IQ4_NL: return llm__vec_dot_iq4_nl_avx2;
+    case LLM__TYPE_MXFP4: return llm__vec_dot_mxfp4_avx2;
     case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_avx2;
     case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_avx2;
     case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_avx2;
@@ -4344,6 +4440,7 @@ llm__vec_dot_fn llm__vec_dot_kernel_avx512(int type) {
     case LLM__TYPE_Q5_0: return llm__vec_dot_q5_0_avx512;
     case LLM__TYPE_Q5_1: return llm__vec_dot_q5_1_avx512;
     case LLM__TYPE_IQ4_NL: return llm__vec_dot_iq4_nl_avx512;
+    case LLM__TYPE_MXFP4: return llm__vec_dot_mxfp4_avx512;
     case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_avx512;
     case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_avx512;
     case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_avx512;
@@ -4463,8 +4560,8 @@ static void llm__vec_dot_q4_0_neon(int64_t n, float *s, const void *vw, const vo
     *s = vaddvq_f32(acc);
 }
 
-// Q4_1, Q5_0, Q5_1, IQ4_NL: quants as signed bytes (Q5_0 less 16, IQ4_NL through the grid
-// with vqtbl1q), two 16-byte dots per block; the min term as in the scalar twin.
+// Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4: quants as signed bytes (Q5_0 less 16, IQ4_NL and MXFP4 through
+// their grids with vqtbl1q), two 16-byte dots per block; the min term as in the scalar twin.
 static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int type, int64_t n, const void *vw,
                                                                          const void *va) {
     static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
@@ -4472,10 +4569,11 @@ static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int typ
     const size_t wb = llm__type_table[type].block_bytes,
                  ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
     const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
-    const size_t qsoff = type == LLM__TYPE_Q4_1 ? 4 : type == LLM__TYPE_Q5_0 ? 6 : type == LLM__TYPE_Q5_1 ? 8 : 2;
+    const size_t qsoff = type == LLM__TYPE_Q4_1 ? 4 : type == LLM__TYPE_Q5_0 ? 6 : type == LLM__TYPE_Q5_1 ? 8
+                         : type == LLM__TYPE_MXFP4 ? 1 : 2;
     const size_t qhoff = type == LLM__TYPE_Q5_0 ? 2 : 4;
     const uint8x16_t m4 = vdupq_n_u8(15), b16 = vdupq_n_u8(16), bit = vld1q_u8(bits);
-    const int8x16_t grid = vld1q_s8(llm__iq4nl_values);
+    const int8x16_t grid = vld1q_s8(type == LLM__TYPE_MXFP4 ? llm__mxfp4_values : llm__iq4nl_values);
     float32x4_t acc = vdupq_n_f32(0);
     float summ = 0.0f;
     for (int64_t i = 0; i < n / LLM__QK; i++) {
@@ -4483,7 +4581,7 @@ static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int typ
         const uint8x16_t q = vld1q_u8(w + qsoff);
         uint8x16_t lo = vandq_u8(q, m4), hi = vshrq_n_u8(q, 4);
         int8x16_t slo, shi;
-        if (type == LLM__TYPE_IQ4_NL) {
+        if (type == LLM__TYPE_IQ4_NL || type == LLM__TYPE_MXFP4) {
             slo = vqtbl1q_s8(grid, lo), shi = vqtbl1q_s8(grid, hi);
         } else {
             if (type != LLM__TYPE_Q4_1) {   // bit j of qh: 16 more for quant j
@@ -4503,7 +4601,8 @@ static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int typ
                                              vld1q_s8(q8 + 16));
         uint16_t wd, ad;
         memcpy(&wd, w, 2), memcpy(&ad, a, 2);
-        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), llm__fp16_to_fp32_neon(wd) * llm__fp16_to_fp32_neon(ad));
+        const float wf = type == LLM__TYPE_MXFP4 ? llm__e8m0_half(w[0]) : llm__fp16_to_fp32_neon(wd);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), wf * llm__fp16_to_fp32_neon(ad));
         if (q81) {
             uint16_t wm, as;
             memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);
@@ -4524,6 +4623,9 @@ static void llm__vec_dot_q5_1_neon(int64_t n, float *s, const void *vw, const vo
 }
 static void llm__vec_dot_iq4_nl_neon(int64_t n, float *s, const void *vw, const void *va) {
     *s = llm__vec_dot_b32_neon(LLM__TYPE_IQ4_NL, n, vw, va);
+}
+static void llm__vec_dot_mxfp4_neon(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_neon(LLM__TYPE_MXFP4, n, vw, va);
 }
 
 // G4 / G8: per sub-block, G4's quants less z as signed bytes (-16..15); G8's dot less z * sum(a).
@@ -4734,6 +4836,7 @@ llm__vec_dot_fn llm__vec_dot_kernel_neon(int type) {
     case LLM__TYPE_Q5_0: return llm__vec_dot_q5_0_neon;
     case LLM__TYPE_Q5_1: return llm__vec_dot_q5_1_neon;
     case LLM__TYPE_IQ4_NL: return llm__vec_dot_iq4_nl_neon;
+    case LLM__TYPE_MXFP4: return llm__vec_dot_mxfp4_neon;
     case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_neon;
     case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_neon;
     case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_neon;
@@ -4878,6 +4981,20 @@ static void llm__vec_dot_iq4_nl_scalar(int64_t n, float *s, const void *vw, cons
     *s = sum;
 }
 
+static void llm__vec_dot_mxfp4_scalar(int64_t n, float *s, const void *vw, const void *va) {
+    const struct llm__block_mxfp4 *w = vw;
+    const struct llm__block_q8_0 *a = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LLM__QK; i++) {
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi += llm__mxfp4_values[w[i].qs[j] & 15] * a[i].qs[j] +
+                    llm__mxfp4_values[w[i].qs[j] >> 4] * a[i].qs[j + 16];
+        sum += (float)sumi * (llm__e8m0_half(w[i].e) * llm__fp16_to_fp32(a[i].d));
+    }
+    *s = sum;
+}
+
 // Q4_K and Q5_K: per super-block, sum_s sc[s] * dot(q, a) over the sub-blocks is one integer; the
 // mins contribute dmin * sum_s m[s] * (sum of the activations of s), taken from bsums.
 static inline float llm__vec_dot_k45_scalar(uint16_t d, uint16_t dmin, const uint8_t *scales,
@@ -5007,6 +5124,7 @@ static llm__vec_dot_fn llm__vec_dot_kernel_scalar(int type) {
     case LLM__TYPE_Q5_0: return llm__vec_dot_q5_0_scalar;
     case LLM__TYPE_Q5_1: return llm__vec_dot_q5_1_scalar;
     case LLM__TYPE_IQ4_NL: return llm__vec_dot_iq4_nl_scalar;
+    case LLM__TYPE_MXFP4: return llm__vec_dot_mxfp4_scalar;
     case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_scalar;
     case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_scalar;
     case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_scalar;
@@ -5048,6 +5166,7 @@ void llm__dequantize_row(int type, const void *src, float *dst, int64_t n) {
     case LLM__TYPE_Q5_0: llm__dequantize_q5_0(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q5_1: llm__dequantize_q5_1(src, dst, n / LLM__QK); return;
     case LLM__TYPE_IQ4_NL: llm__dequantize_iq4_nl(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_MXFP4: llm__dequantize_mxfp4(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q8_1: llm__dequantize_q8_1(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q4_K: llm__dequantize_q4_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q5_K: llm__dequantize_q5_K(src, dst, n / LLM__QK_K); return;
@@ -5064,7 +5183,7 @@ void llm__dequantize_row(int type, const void *src, float *dst, int64_t n) {
 
 // n floats to `type` (any supported type, or Q8_K / Q8_1); n a multiple of the block size. Q8_0,
 // Q8_1 and Q8_K (the activation types) are bit-identical to ggml's reference quantizers, as are
-// Q4_0, Q4_1, Q5_0 and Q5_1 (IQ4_NL is not: ggml searches for its scale).
+// Q4_0, Q4_1, Q5_0, Q5_1 and MXFP4 (IQ4_NL is not: ggml searches for its scale).
 void llm__quantize_row(int type, const float *src, void *dst, int64_t n) {
     switch (type) {
     case LLM__TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return;
@@ -5078,6 +5197,7 @@ void llm__quantize_row(int type, const float *src, void *dst, int64_t n) {
     case LLM__TYPE_Q5_0: llm__quantize_q5_0(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q5_1: llm__quantize_q5_1(src, dst, n / LLM__QK); return;
     case LLM__TYPE_IQ4_NL: llm__quantize_iq4_nl(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_MXFP4: llm__quantize_mxfp4(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q8_1: llm__quantize_q8_1(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q4_K: llm__quantize_q4_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q5_K: llm__quantize_q5_K(src, dst, n / LLM__QK_K); return;
@@ -10860,7 +10980,8 @@ enum llm_status llm__cpu_weight_load_experts(void *ctx, struct llm__weight *w, i
 }
 
 // Each token's k best experts: the largest logits (the softmax keeps their order; ties to the
-// lower index), their probabilities, normalised and scaled as p says.
+// lower index), their probabilities (softmax_weight: a softmax over the k chosen logits alone),
+// normalised and scaled as p says.
 void llm__cpu_moe_route(void *ctx, struct llm__tensor ids, struct llm__tensor wts, struct llm__tensor logits,
                         const struct llm__moe *p) {
     (void)ctx;
@@ -10885,6 +11006,12 @@ void llm__cpu_moe_route(void *ctx, struct llm__tensor ids, struct llm__tensor wt
             w[s] = (float)(expf(lg[best] - mx) / sum);
             chosen += w[s];
         }
+        if (p->softmax_weight) {   // (the first chosen is the largest of the k)
+            double sk = 0.0;
+            for (int s = 0; s < k; s++) sk += expf(lg[id[s]] - lg[id[0]]);
+            chosen = 0.0;
+            for (int s = 0; s < k; s++) chosen += w[s] = (float)(expf(lg[id[s]] - lg[id[0]]) / sk);
+        }
         const float div = p->norm ? (float)LLM__MAX(chosen, 6.103515625e-5) : 1.0f;
         for (int s = 0; s < k; s++) {
             w[s] /= div;
@@ -10898,6 +11025,7 @@ struct llm__moe_job {
     int n;                                      // weights (gate and up: 2)
     const struct llm__tensor *dst;
     const struct llm__weight *const *w;
+    const struct llm__tensor *bias;             // per weight: n_expert rows added by expert (NULL / no buffer: none)
     struct llm__tensor x;
     int k;                                      // slots per token
     bool x_per_slot;
@@ -10953,8 +11081,14 @@ static void llm__moe_mm_x16(const struct llm__moe_job *job, int j, int e, int64_
             const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)q * stride;
             if (w->type == LLM__TYPE_Q4_K) llm__x16k_tile_avx512(nt, rec, act, stride, K, out, 16);
             else llm__x16_tile_avx512(w->type, nt, rec, act, stride, K, out, 16);
-            for (int t = 0; t < nt; t++)
-                memcpy((float *)llm__tensor_row(job->dst[j], job->slots[q + t]) + r, out + 16 * t, 16 * sizeof(float));
+            const float *b = job->bias && job->bias[j].buf ? (const float *)llm__tensor_row(job->bias[j], e) + r : NULL;
+            for (int t = 0; t < nt; t++) {
+                float *d = (float *)llm__tensor_row(job->dst[j], job->slots[q + t]) + r;
+                if (b)
+                    for (int i = 0; i < 16; i++) d[i] = out[16 * t + i] + b[i];
+                else
+                    memcpy(d, out + 16 * t, 16 * sizeof(float));
+            }
         }
     }
 }
@@ -10977,26 +11111,27 @@ static void llm__moe_mm_worker(void *arg, int ith, int nth) {
             continue;
         }
 #endif
+        const float *b = job->bias && job->bias[j].buf ? (const float *)llm__tensor_row(job->bias[j], e) : NULL;
         for (int64_t r = r0; r < r1; r++) {
             const char *wr = (const char *)w->buf.data + ((size_t)e * (size_t)job->rows + (size_t)r) * wrow;
             for (int32_t q = job->off[e]; q < job->off[e + 1]; q++) {
                 const int32_t s = job->slots[q], src = job->x_per_slot ? s : s / job->k;
                 float v;
                 dot(K, &v, wr, job->xq[j] + (size_t)src * job->xq_stride[j]);
-                ((float *)llm__tensor_row(job->dst[j], s))[r] = v;
+                ((float *)llm__tensor_row(job->dst[j], s))[r] = b ? v + b[r] : v;
             }
         }
     }
 }
 
 void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
-                        struct llm__tensor x, struct llm__tensor ids, bool x_per_slot) {
+                        const struct llm__tensor *bias, struct llm__tensor x, struct llm__tensor ids, bool x_per_slot) {
     struct llm__cpu *c = ctx;
     assert(n >= 1 && n <= 2 && !w[0]->perm.buf && !w[n - 1]->perm.buf);   // (no act-order experts)
     const int k = (int)ids.ne0;
     const int64_t slots = ids.ne1 * k, rows = dst[0].ne0, n_expert = w[0]->ne1 / rows;
-    struct llm__moe_job job = {.c = c, .n = n, .dst = dst, .w = w, .x = x, .k = k, .x_per_slot = x_per_slot,
-                               .rows = rows, .n_slots = slots};
+    struct llm__moe_job job = {.c = c, .n = n, .dst = dst, .w = w, .bias = bias, .x = x, .k = k,
+                               .x_per_slot = x_per_slot, .rows = rows, .n_slots = slots};
     // the scratch: the activations in each weight's dot type (x16: a row per slot), then the
     // slots grouped by expert
     char *scratch = c->scratch;
@@ -11094,7 +11229,7 @@ void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src,
 struct llm__cpu_rows_job {
     struct llm__cpu *c;
     struct llm__tensor dst, a, b;
-    float eps;
+    float eps, limit;
     const struct llm__weight *table;
     int64_t n_rows;
     void (*row)(const struct llm__cpu_rows_job *job, int64_t i);
@@ -11198,6 +11333,25 @@ static void llm__cpu_silu_mul_row(const struct llm__cpu_rows_job *job, int64_t i
 static void llm__cpu_silu_mul(void *ctx, struct llm__tensor dst, struct llm__tensor gate, struct llm__tensor up) {
     struct llm__cpu_rows_job job = {.c = ctx, .dst = dst, .a = gate, .b = up,
                                     .n_rows = gate.ne1, .row = llm__cpu_silu_mul_row};
+    llm__cpu_run_rows(&job);
+}
+
+// gpt-oss's SwiGLU (ggml's swiglu_oai): alpha in eps
+static void llm__cpu_swiglu_oai_row(const struct llm__cpu_rows_job *job, int64_t i) {
+    const float *g = (const float *)llm__tensor_row(job->a, i);
+    const float *u = (const float *)llm__tensor_row(job->b, i);
+    float *y = (float *)llm__tensor_row(job->dst, i);
+    const float alpha = job->eps, limit = job->limit;
+    for (int64_t j = 0; j < job->dst.ne0; j++) {
+        const float x = fminf(g[j], limit), v = fmaxf(fminf(u[j], limit), -limit);
+        y[j] = x / (1.0f + expf(alpha * -x)) * (v + 1.0f);
+    }
+}
+
+static void llm__cpu_swiglu_oai(void *ctx, struct llm__tensor dst, struct llm__tensor gate, struct llm__tensor up,
+                                float alpha, float limit) {
+    struct llm__cpu_rows_job job = {.c = ctx, .dst = dst, .a = gate, .b = up, .eps = alpha, .limit = limit,
+                                    .n_rows = gate.ne1, .row = llm__cpu_swiglu_oai_row};
     llm__cpu_run_rows(&job);
 }
 
@@ -11306,15 +11460,22 @@ struct llm__cpu_rope_job {
 };
 
 // cos/sin of every rotated pair at position pos, computed as llama.cpp does (theta multiplied by
-// theta_scale pair after pair, in float) so that results agree closely.
+// theta_scale pair after pair, in float; YaRN as ggml's rope_yarn) so that results agree closely.
 static void llm__rope_cache(const struct llm__rope *r, int32_t pos, float *cs) {
     float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_rot);
     const float *ff = r->freq_factors.buf ? (const float *)llm__tensor_row(r->freq_factors, 0) : NULL;
+    const bool yarn = r->ext_factor != 0.0f;
+    const float mscale = yarn ? r->mscale : 1.0f, span = fmaxf(0.001f, r->corr_dims[1] - r->corr_dims[0]);
     float theta = (float)pos;
     for (int i = 0; i < r->n_rot / 2; i++) {
-        float t = r->freq_scale * (ff ? theta / ff[i] : theta);
-        cs[2 * i + 0] = cosf(t);
-        cs[2 * i + 1] = sinf(t);
+        const float extrap = ff ? theta / ff[i] : theta;
+        float t = r->freq_scale * extrap;
+        if (yarn) {
+            const float ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, ((float)i - r->corr_dims[0]) / span))) * r->ext_factor;
+            t = t * (1.0f - ramp) + extrap * ramp;
+        }
+        cs[2 * i + 0] = cosf(t) * mscale;
+        cs[2 * i + 1] = sinf(t) * mscale;
         theta *= theta_scale;
     }
 }
@@ -11702,8 +11863,13 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
             llm__attn_block_scalar(G, hd, bs, nk, skip, p->scale, p->softcap, q, kt, vb, sc, m, l, acc);
         }
         float *orow = (float *)llm__tensor_row(job->out, t) + (size_t)g * G * hd;
+        const float *sinks = p->sinks.buf ? (const float *)llm__tensor_row(p->sinks, 0) + (size_t)g * G : NULL;
         for (int h = 0; h < G; h++) {
             float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+            if (sinks) {   // the sink's term joins the denominator (as if its logit were one more key's)
+                const float mx = fmaxf(m[h], sinks[h]), a = expf(m[h] - mx), den = l[h] * a + expf(sinks[h] - mx);
+                inv = a / den;
+            }
             for (int i = 0; i < hd; i++) orow[h * hd + i] = acc[h * hd + i] * inv;
         }
     }
@@ -12427,6 +12593,9 @@ LLM__INTERNAL const struct llm_backend_i llm__cpu_iface = {
     .get_rows = llm__cpu_get_rows,
     .scale = llm__cpu_scale,
     .gelu_mul = llm__cpu_gelu_mul,
+    .swiglu_oai = llm__cpu_swiglu_oai,
+    .rope_yarn = true,
+    .attention_sinks = true,
     .attention_window = llm__cpu_attention,
     .gather_cols = llm__cpu_gather_cols,
     .weight_load_experts = llm__cpu_weight_load_experts,
@@ -14807,6 +14976,10 @@ int llm__list_devices(struct llm_device *out, int max, struct llm__err *e) {
 //   qwen3moe  qwen3's attention; the MLP a mixture of experts (below)
 //   qwen2moe  qwen2's attention; a mixture of experts (weights not normalised) plus a shared
 //           expert on every token, scaled by the sigmoid of its own gate's logit
+//   gpt-oss biases on q/k/v/o, the router and the experts; a sink per head (a logit in each
+//           softmax's denominator); sliding-window attention on even layers; YaRN RoPE (NeoX);
+//           the experts' weights a softmax over the k chosen logits, their SwiGLU clamped
+//           (swiglu_oai); the MLP's norm is named post_attention_norm
 // A mixture of experts (qwen3moe; llama with expert_count: Mixtral) replaces the gated MLP: a
 // router's logits per token, its k best experts weighted by their softmax probabilities
 // normalised to sum 1, each expert a gated MLP, their outputs summed with those weights.
@@ -14881,7 +15054,8 @@ static enum llm_status llm__model_tensor3(const struct llm__model *m, const char
         return llm__fail(
             e, LLM_ERR_UNSUPPORTED,
             "model: tensor '%s' has type %s, which llm.c does not support "
-            "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)",
+            "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_K, q3_K, q4_K, q5_K, q6_K, "
+            "iq4_xs)",
             name, ti ? ti->name : "unknown");
     return LLM_OK;
 }
@@ -14932,6 +15106,18 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
     m->qk_norm = m->arch == LLM__ARCH_QWEN3 || m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_GEMMA3;
     if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
         return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    if (m->arch == LLM__ARCH_GPTOSS) {   // a window on even layers, each layer the same RoPE unless a local base
+        m->swiglu_oai = true;
+        if ((st = llm__hparam_u32(m, "attention.sliding_window", &m->n_swa, -1, 0, 1u << 24, e)) ||
+            (st = llm__model_swa_pattern(m, 2, e)) ||
+            (st = llm__hparam_f32(m, "rope.freq_base_swa", &m->rope_swa.freq_base, m->rope.freq_base, e)))
+            return st;
+        if (!(m->rope_swa.freq_base > 1.0f))
+            return llm__fail(e, LLM_ERR_FORMAT, "model: rope.freq_base_swa must be > 1");
+        if (m->n_swa == 0)
+            for (int l = 0; l < m->n_layer; l++) m->layers[l].swa = false;
+        return LLM_OK;
+    }
     if (!gemma) return LLM_OK;
     m->embd_scale = sqrtf((float)m->n_embd);
     m->gelu = m->post_norms = true;
@@ -14972,7 +15158,7 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
 static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__err *e) {
     enum llm_status st;
     if ((st = llm__hparam_u32(m, "expert_count", &m->n_expert, 0, 0, 4096, e))) return st;
-    const bool moe_arch = m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_QWEN2MOE;
+    const bool moe_arch = m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_QWEN2MOE || m->arch == LLM__ARCH_GPTOSS;
     if (!m->n_expert) {
         if (moe_arch)
             return llm__fail(e, LLM_ERR_FORMAT, "model: %s without %s.expert_count", m->arch_name, m->arch_name);
@@ -14980,7 +15166,7 @@ static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__
     }
     if (m->arch != LLM__ARCH_LLAMA && !moe_arch)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: experts (expert_count) in architecture '%s' are not "
-                         "supported (llama, qwen2moe, qwen3moe)", m->arch_name);
+                         "supported (llama, qwen2moe, qwen3moe, gpt-oss)", m->arch_name);
     if ((st = llm__hparam_u32(m, "expert_used_count", &m->n_expert_used, -1, 1, (uint32_t)m->n_expert, e)) ||
         (m->arch != LLM__ARCH_LLAMA &&   // (llama.cpp's llama: the experts are n_ff long, whatever the key says)
          (st = llm__hparam_u32(m, "expert_feed_forward_length", &m->n_ff_exp, 0, 1, 1 << 20, e)))) {
@@ -14994,7 +15180,72 @@ static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__
         m->n_expert = m->n_expert_used = 0;
         return st;
     }
-    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, m->arch != LLM__ARCH_QWEN2MOE, 0.0f};
+    // gpt-oss: a softmax over the k chosen logits, not normalised again (llama.cpp's SOFTMAX_WEIGHT)
+    const bool oss = m->arch == LLM__ARCH_GPTOSS;
+    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, m->arch != LLM__ARCH_QWEN2MOE && !oss, 0.0f, oss};
+    return LLM_OK;
+}
+
+// YaRN's settings as llama.cpp takes them (rope.scaling.*: original_context_length, attn_factor,
+// yarn_log_multiplier, yarn_beta_fast/slow, yarn_ext_factor; its defaults): the factor scales
+// cos and sin by (1 + 0.1 ln f) (over 1 + 0.1 * log_mul * ln f when log_mul is set) times
+// attn_factor. The correction dimensions wait for the final frequency bases (llm__rope_yarn_dims).
+static enum llm_status llm__model_yarn(struct llm__model *m, float factor, struct llm__err *e) {
+    enum llm_status st;
+    float attn = 1.0f, log_mul = 0.0f, ext = 1.0f;
+    if ((st = llm__hparam_u32(m, "rope.scaling.original_context_length", &m->yarn_n_ctx_orig, 0, 1, 1u << 24, e)) ||
+        (st = llm__hparam_f32(m, "rope.scaling.attn_factor", &attn, 1.0f, e)) ||
+        (st = llm__hparam_f32(m, "rope.scaling.yarn_log_multiplier", &log_mul, 0.0f, e)) ||
+        (st = llm__hparam_f32(m, "rope.scaling.yarn_ext_factor", &ext, 1.0f, e)) ||
+        (st = llm__hparam_f32(m, "rope.scaling.yarn_beta_fast", &m->yarn_beta_fast, 32.0f, e)) ||
+        (st = llm__hparam_f32(m, "rope.scaling.yarn_beta_slow", &m->yarn_beta_slow, 1.0f, e)))
+        return st;
+    if (!(attn > 0.0f) || !(ext >= 0.0f) || !(m->yarn_beta_fast > 0.0f) || !(m->yarn_beta_slow > 0.0f))
+        return llm__fail(e, LLM_ERR_FORMAT, "model: a YaRN setting is out of range");
+    const float ms = factor > 1.0f ? 1.0f + 0.1f * logf(factor) : 1.0f;
+    const float ms_all = factor > 1.0f && log_mul != 0.0f ? 1.0f + 0.1f * log_mul * logf(factor) : 1.0f;
+    m->rope.ext_factor = ext;
+    m->rope.mscale = ext != 0.0f ? ms / ms_all * attn : 1.0f;
+    return LLM_OK;
+}
+
+// ggml_rope_yarn_corr_dims: the pairs below corr_dims[0] rotate as trained (extrapolated), those
+// above corr_dims[1] interpolated, for n_ctx_orig positions and the rotations beta_fast/slow.
+static void llm__rope_yarn_dims(struct llm__rope *r, int n_ctx_orig, float beta_fast, float beta_slow) {
+    const float n = (float)r->n_rot, lb = 2.0f * logf(r->freq_base);
+    const float lo = floorf(n * logf((float)n_ctx_orig / (beta_fast * 2.0f * 3.14159265358979323846f)) / lb);
+    const float hi = ceilf(n * logf((float)n_ctx_orig / (beta_slow * 2.0f * 3.14159265358979323846f)) / lb);
+    r->corr_dims[0] = fmaxf(0.0f, lo);
+    r->corr_dims[1] = fminf(n - 1.0f, hi);
+}
+
+// RoPE's settings: the rotated dimensions, the base, the scaling (none, linear, YaRN).
+static enum llm_status llm__model_rope(struct llm__model *m, struct llm__err *e) {
+    enum llm_status st;
+    struct llm__gguf_str s;
+    char key[128];
+    m->rope.neox = m->arch != LLM__ARCH_LLAMA;   // llama.cpp: LLAMA_ROPE_TYPE_NEOX for all the others
+    if ((st = llm__hparam_u32(m, "rope.dimension_count", &m->rope.n_rot, m->head_dim, 2, (uint32_t)m->head_dim, e)))
+        return st;
+    if (m->rope.n_rot % 2) return llm__fail(e, LLM_ERR_FORMAT, "model: odd rope dimension count %d", m->rope.n_rot);
+    if ((st = llm__hparam_f32(m, "rope.freq_base", &m->rope.freq_base, 10000.0f, e))) return st;
+    if (!(m->rope.freq_base > 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope.freq_base must be > 1");
+    m->rope.freq_scale = 1.0f;
+    llm__arch_key(m, "rope.scaling.type", key, sizeof(key));
+    if (llm__gguf_find_key(&m->gguf, key) >= 0) {
+        if (!llm__gguf_get_str(&m->gguf, key, &s, e)) return LLM_ERR_FORMAT;
+        float factor = 1.0f;
+        if ((st = llm__hparam_f32(m, "rope.scaling.factor", &factor, 1.0f, e))) return st;
+        const bool yarn = s.len == 4 && memcmp(s.ptr, "yarn", 4) == 0;
+        if ((s.len == 6 && memcmp(s.ptr, "linear", 6) == 0) || yarn) {
+            if (!(factor >= 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope scaling factor %g", (double)factor);
+            m->rope.freq_scale = 1.0f / factor;
+            if (yarn && (st = llm__model_yarn(m, factor, e))) return st;
+        } else if (!(s.len == 4 && memcmp(s.ptr, "none", 4) == 0)) {
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported (none, linear, yarn)",
+                             (int)LLM__MIN(s.len, 32), s.ptr);
+        }
+    }
     return LLM_OK;
 }
 
@@ -15005,13 +15256,14 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     static const struct { const char *name; enum llm__arch arch; } archs[] = {
         {"llama", LLM__ARCH_LLAMA}, {"qwen2", LLM__ARCH_QWEN2}, {"qwen3", LLM__ARCH_QWEN3},
         {"phi3", LLM__ARCH_PHI3}, {"gemma2", LLM__ARCH_GEMMA2}, {"gemma3", LLM__ARCH_GEMMA3},
-        {"qwen3moe", LLM__ARCH_QWEN3MOE}, {"qwen2moe", LLM__ARCH_QWEN2MOE},
+        {"qwen3moe", LLM__ARCH_QWEN3MOE}, {"qwen2moe", LLM__ARCH_QWEN2MOE}, {"gpt-oss", LLM__ARCH_GPTOSS},
     };
     size_t ai = 0;
     while (ai < LLM__ARRAY_LEN(archs) && strcmp(m->arch_name, archs[ai].name) != 0) ai++;
     if (ai == LLM__ARRAY_LEN(archs))
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: architecture '%s' is not supported "
-                         "(supported: llama (Mixtral too), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3)",
+                         "(supported: llama (Mixtral too), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, "
+                         "gpt-oss)",
                          m->arch_name);
     m->arch = archs[ai].arch;
     if ((st = llm__hparam_u32(m, "embedding_length", &m->n_embd, -1, 1, 65536, e))) return st;
@@ -15046,26 +15298,7 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     if ((st = llm__hparam_f32(m, "attention.layer_norm_rms_epsilon", &m->norm_eps, 1e-5f, e))) return st;
     if (!(m->norm_eps > 0.0f && m->norm_eps < 1.0f))
         return llm__fail(e, LLM_ERR_FORMAT, "model: RMS norm epsilon %g is out of range", (double)m->norm_eps);
-    m->rope.neox = m->arch != LLM__ARCH_LLAMA;   // llama.cpp: LLAMA_ROPE_TYPE_NEOX for all the others
-    if ((st = llm__hparam_u32(m, "rope.dimension_count", &m->rope.n_rot, m->head_dim, 2, (uint32_t)m->head_dim, e)))
-        return st;
-    if (m->rope.n_rot % 2) return llm__fail(e, LLM_ERR_FORMAT, "model: odd rope dimension count %d", m->rope.n_rot);
-    if ((st = llm__hparam_f32(m, "rope.freq_base", &m->rope.freq_base, 10000.0f, e))) return st;
-    if (!(m->rope.freq_base > 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope.freq_base must be > 1");
-    m->rope.freq_scale = 1.0f;
-    llm__arch_key(m, "rope.scaling.type", key, sizeof(key));
-    if (llm__gguf_find_key(&m->gguf, key) >= 0) {
-        if (!llm__gguf_get_str(&m->gguf, key, &s, e)) return LLM_ERR_FORMAT;
-        float factor = 1.0f;
-        if ((st = llm__hparam_f32(m, "rope.scaling.factor", &factor, 1.0f, e))) return st;
-        if (s.len == 6 && memcmp(s.ptr, "linear", 6) == 0) {
-            if (!(factor >= 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope scaling factor %g", (double)factor);
-            m->rope.freq_scale = 1.0f / factor;
-        } else if (!(s.len == 4 && memcmp(s.ptr, "none", 4) == 0)) {
-            return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported (none, linear)",
-                             (int)LLM__MIN(s.len, 32), s.ptr);
-        }
-    }
+    if ((st = llm__model_rope(m, e))) return st;
     const struct llm__gguf_tensor *te = llm__gguf_find_tensor(&m->gguf, "token_embd.weight");
     if (!te) return llm__fail(e, LLM_ERR_FORMAT, "model: missing tensor 'token_embd.weight'");
     if (te->n_dims != 2 || te->ne[1] < 1 || te->ne[1] > (1 << 24)) {
@@ -15074,24 +15307,25 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
                          "with n_vocab in [1, %d]", llm__shape_str(got_s, te->n_dims, te->ne), m->n_embd, 1 << 24);
     }
     m->n_vocab = (int)te->ne[1];
-    return llm__model_arch_hparams(m, e);
+    if ((st = llm__model_arch_hparams(m, e))) return st;
+    if (m->rope.ext_factor != 0.0f) {   // (the local layers' RoPE is YaRN too, with its own base)
+        const int orig = m->yarn_n_ctx_orig ? m->yarn_n_ctx_orig : m->n_ctx_train;
+        llm__rope_yarn_dims(&m->rope, orig, m->yarn_beta_fast, m->yarn_beta_slow);
+        llm__rope_yarn_dims(&m->rope_swa, orig, m->yarn_beta_fast, m->yarn_beta_slow);
+    }
+    return LLM_OK;
 }
 
-// Finds every tensor the architecture uses and checks its shape and type (llm__model_tensor);
-// the optional output matrix decides tied_output.
-enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl, struct llm__err *e) {
-    const int E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
-    const bool bias = m->arch == LLM__ARCH_QWEN2 || m->arch == LLM__ARCH_QWEN2MOE;
-    enum llm_status st;
-    char name[96];
-    pl->vecs = calloc((size_t)m->n_layer * 9 + 2, sizeof(*pl->vecs));
-    pl->mats = calloc((size_t)m->n_layer * 12 + 2, sizeof(*pl->mats));
-    if (!pl->vecs || !pl->mats) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-    const struct llm__gguf_tensor *t;
+// The plan's entries: a vector (or a table of biases), a matrix or part of one, stacked experts.
 #define LLM__VEC(field, nm, n, opt)                                                     \
     do {                                                                                \
         if ((st = llm__model_tensor(m, nm, n, 0, opt, &t, e))) return st;               \
         if (t) pl->vecs[pl->n_vecs].dst = field, pl->vecs[pl->n_vecs++].src = t;        \
+    } while (0)
+#define LLM__VEC2(field, nm, n0, n1)   /* a 2-D table of biases, a row per expert */      \
+    do {                                                                                \
+        if ((st = llm__model_tensor(m, nm, n0, n1, false, &t, e))) return st;           \
+        pl->vecs[pl->n_vecs].dst = field, pl->vecs[pl->n_vecs++].src = t;               \
     } while (0)
 #define LLM__PART(field, r0, nr)                                                        \
     (pl->mats[pl->n_mats].dst = field, pl->mats[pl->n_mats].src = t, pl->mats[pl->n_mats].row0 = r0, \
@@ -15102,6 +15336,52 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
         if ((st = llm__model_tensor(m, nm, cols, rows, opt, &t, e))) return st;         \
         if (t) LLM__PART(field, 0, rows);                                               \
     } while (0)
+#define LLM__NAME(s) (snprintf(name, sizeof(name), "blk.%d." s, l), name)
+
+// Layer l's mixture of experts: the router, then each expert weight of all experts stacked (and
+// gpt-oss's biases, qwen2moe's shared expert).
+static enum llm_status llm__model_plan_experts(struct llm__model *m, struct llm__model_plan *pl,
+                                               struct llm__layer *L, int l, struct llm__err *e) {
+    const int E = m->n_embd;
+    const bool oss = m->arch == LLM__ARCH_GPTOSS;
+    enum llm_status st;
+    char name[96];
+    const struct llm__gguf_tensor *t;
+    const int64_t X = m->n_expert, F = m->n_ff_exp;
+    LLM__MAT(&L->gate_inp, LLM__NAME("ffn_gate_inp.weight"), E, X, false);
+    if ((st = llm__model_tensor3(m, LLM__NAME("ffn_gate_exps.weight"), E, F, X, false, &t, e))) return st;
+    LLM__EXPERTS(&L->exp_gate, F * X);
+    if ((st = llm__model_tensor3(m, LLM__NAME("ffn_up_exps.weight"), E, F, X, false, &t, e))) return st;
+    LLM__EXPERTS(&L->exp_up, F * X);
+    if ((st = llm__model_tensor3(m, LLM__NAME("ffn_down_exps.weight"), F, E, X, false, &t, e))) return st;
+    LLM__EXPERTS(&L->exp_down, E * X);
+    if (oss) {
+        LLM__VEC(&L->gate_inp_b, LLM__NAME("ffn_gate_inp.bias"), X, false);
+        LLM__VEC2(&L->exp_gate_b, LLM__NAME("ffn_gate_exps.bias"), F, X);
+        LLM__VEC2(&L->exp_up_b, LLM__NAME("ffn_up_exps.bias"), F, X);
+        LLM__VEC2(&L->exp_down_b, LLM__NAME("ffn_down_exps.bias"), E, X);
+    }
+    if (m->n_ff_shexp) {   // qwen2moe's shared expert, and its gate (one row: a vector in the file)
+        LLM__MAT(&L->gate_inp_shexp, LLM__NAME("ffn_gate_inp_shexp.weight"), E, 1, false);
+        LLM__MAT(&L->shexp_gate, LLM__NAME("ffn_gate_shexp.weight"), E, m->n_ff_shexp, false);
+        LLM__MAT(&L->shexp_up, LLM__NAME("ffn_up_shexp.weight"), E, m->n_ff_shexp, false);
+        LLM__MAT(&L->shexp_down, LLM__NAME("ffn_down_shexp.weight"), m->n_ff_shexp, E, false);
+    }
+    return LLM_OK;
+}
+
+// Finds every tensor the architecture uses and checks its shape and type (llm__model_tensor);
+// the optional output matrix decides tied_output.
+enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl, struct llm__err *e) {
+    const int E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
+    const bool bias = m->arch == LLM__ARCH_QWEN2 || m->arch == LLM__ARCH_QWEN2MOE || m->arch == LLM__ARCH_GPTOSS;
+    const bool oss = m->arch == LLM__ARCH_GPTOSS;
+    enum llm_status st;
+    char name[96];
+    pl->vecs = calloc((size_t)m->n_layer * 16 + 2, sizeof(*pl->vecs));
+    pl->mats = calloc((size_t)m->n_layer * 12 + 2, sizeof(*pl->mats));
+    if (!pl->vecs || !pl->mats) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    const struct llm__gguf_tensor *t;
     LLM__MAT(&m->tok_embd, "token_embd.weight", E, m->n_vocab, false);
     LLM__VEC(&m->output_norm, "output_norm.weight", E, false);
     if (m->arch != LLM__ARCH_GEMMA2) LLM__MAT(&m->output, "output.weight", E, m->n_vocab, true);
@@ -15114,7 +15394,6 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
                          "LongRoPE) is not supported");
     for (int l = 0; l < m->n_layer; l++) {
         struct llm__layer *L = &m->layers[l];
-#define LLM__NAME(s) (snprintf(name, sizeof(name), "blk.%d." s, l), name)
         LLM__VEC(&L->attn_norm, LLM__NAME("attn_norm.weight"), E, false);
         // phi3 may fuse q/k/v into attn_qkv (rows: Q of q, KV of k, KV of v)
         if (m->arch == LLM__ARCH_PHI3 && llm__gguf_find_tensor(&m->gguf, LLM__NAME("attn_qkv.weight"))) {
@@ -15128,22 +15407,13 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
             LLM__MAT(&L->wv, LLM__NAME("attn_v.weight"), E, KV, false);
         }
         LLM__MAT(&L->wo, LLM__NAME("attn_output.weight"), Q, E, false);
-        LLM__VEC(&L->ffn_norm, LLM__NAME("ffn_norm.weight"), E, false);
-        if (m->n_expert) {   // the router, then each expert weight of all experts stacked
-            const int64_t X = m->n_expert, F = m->n_ff_exp;
-            LLM__MAT(&L->gate_inp, LLM__NAME("ffn_gate_inp.weight"), E, X, false);
-            if ((st = llm__model_tensor3(m, LLM__NAME("ffn_gate_exps.weight"), E, F, X, false, &t, e))) return st;
-            LLM__EXPERTS(&L->exp_gate, F * X);
-            if ((st = llm__model_tensor3(m, LLM__NAME("ffn_up_exps.weight"), E, F, X, false, &t, e))) return st;
-            LLM__EXPERTS(&L->exp_up, F * X);
-            if ((st = llm__model_tensor3(m, LLM__NAME("ffn_down_exps.weight"), F, E, X, false, &t, e))) return st;
-            LLM__EXPERTS(&L->exp_down, E * X);
-            if (m->n_ff_shexp) {   // qwen2moe's shared expert, and its gate (one row: a vector in the file)
-                LLM__MAT(&L->gate_inp_shexp, LLM__NAME("ffn_gate_inp_shexp.weight"), E, 1, false);
-                LLM__MAT(&L->shexp_gate, LLM__NAME("ffn_gate_shexp.weight"), E, m->n_ff_shexp, false);
-                LLM__MAT(&L->shexp_up, LLM__NAME("ffn_up_shexp.weight"), E, m->n_ff_shexp, false);
-                LLM__MAT(&L->shexp_down, LLM__NAME("ffn_down_shexp.weight"), m->n_ff_shexp, E, false);
-            }
+        LLM__VEC(&L->ffn_norm, oss ? LLM__NAME("post_attention_norm.weight") : LLM__NAME("ffn_norm.weight"), E, false);
+        if (oss) {
+            LLM__VEC(&L->bo, LLM__NAME("attn_output.bias"), E, false);
+            LLM__VEC(&L->sinks, LLM__NAME("attn_sinks.weight"), m->n_head, false);
+        }
+        if (m->n_expert) {
+            if ((st = llm__model_plan_experts(m, pl, L, l, e))) return st;
         } else if (m->arch == LLM__ARCH_PHI3) {   // gate and up fused in ffn_up: n_ff rows of gate, then up
             if ((st = llm__model_tensor(m, LLM__NAME("ffn_up.weight"), E, 2 * (int64_t)m->n_ff, false, &t, e)))
                 return st;
@@ -15167,12 +15437,13 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
             LLM__VEC(&L->attn_post_norm, LLM__NAME("post_attention_norm.weight"), E, false);
             LLM__VEC(&L->ffn_post_norm, LLM__NAME("post_ffw_norm.weight"), E, false);
         }
-#undef LLM__NAME
     }
 #undef LLM__VEC
+#undef LLM__VEC2
 #undef LLM__MAT
 #undef LLM__PART
 #undef LLM__EXPERTS
+#undef LLM__NAME
     return LLM_OK;
 }
 
@@ -15180,10 +15451,11 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
 // buffer (m->small), each 64-byte aligned; the model's fields become views of it.
 static enum llm_status llm__model_load_vectors(struct llm__model *m, struct llm_backend *be,
                                                const struct llm__model_plan *pl, struct llm__err *e) {
-    size_t total = 0, longest = 1;
+    size_t total = 0, longest = 1;   // (a vector, or a 2-D table of ne[1] rows: the experts' biases)
     for (size_t i = 0; i < pl->n_vecs; i++) {
-        total += ((size_t)pl->vecs[i].src->ne[0] * sizeof(float) + 63) & ~(size_t)63;
-        longest = LLM__MAX(longest, (size_t)pl->vecs[i].src->ne[0]);
+        const size_t n = (size_t)(pl->vecs[i].src->ne[0] * pl->vecs[i].src->ne[1]);
+        total += (n * sizeof(float) + 63) & ~(size_t)63;
+        longest = LLM__MAX(longest, n);
     }
     enum llm_status st = be->iface->buf_alloc(be->ctx, &m->small, total, e);
     if (st) return st;
@@ -15192,7 +15464,7 @@ static enum llm_status llm__model_load_vectors(struct llm__model *m, struct llm_
     size_t offs = 0;
     for (size_t i = 0; i < pl->n_vecs && !st; i++) {
         const struct llm__gguf_tensor *src = pl->vecs[i].src;
-        int64_t n = src->ne[0];
+        int64_t n = src->ne[0] * src->ne[1];
         llm__dequantize_row((int)src->type, src->data, tmp, n);
         for (int64_t j = 0; j < n && !st; j++) {
             if (pl->vecs[i].dst == &m->rope_freqs && !(tmp[j] > 0.0f))
@@ -15202,7 +15474,7 @@ static enum llm_status llm__model_load_vectors(struct llm__model *m, struct llm_
         }
         if (st) break;
         be->iface->upload(be->ctx, &m->small, offs, tmp, (size_t)n * sizeof(float));
-        *pl->vecs[i].dst = llm__vec_view(&m->small, offs, n, 1);
+        *pl->vecs[i].dst = llm__vec_view(&m->small, offs, src->ne[0], src->ne[1]);
         offs += ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
     }
     free(tmp);
@@ -15388,9 +15660,14 @@ enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend
     bool windowed = m->attn_softcap > 0.0f;
     for (int l = 0; l < m->n_layer; l++) windowed |= m->layers[l].swa;
     const bool moe_ops = B->weight_load_experts && B->moe_route && B->matmul_id && B->moe_sum;
+    const bool sinks = m->arch == LLM__ARCH_GPTOSS;
     const char *missing = m->embd_scale > 0.0f && !B->scale ? "scale" : m->gelu && !B->gelu_mul ? "gelu_mul"
-                          : windowed && !B->attention_window ? "sliding-window or soft-capped attention"
-                          : m->n_expert && !moe_ops ? "mixture-of-experts ops" : NULL;
+                          : (windowed || sinks) && !B->attention_window ? "sliding-window or soft-capped attention"
+                          : m->n_expert && !moe_ops ? "mixture-of-experts ops"
+                          : m->swiglu_oai && !B->swiglu_oai ? "swiglu_oai"
+                          : sinks && !B->attention_sinks ? "attention sinks"
+                          : m->rope.ext_factor != 0.0f && !B->rope_yarn ? "YaRN RoPE"
+                          : NULL;
     if (missing)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: the %s backend cannot run architecture '%s' yet (no %s); "
                          "the CPU backend can", B->name, m->arch_name, missing);
@@ -15540,11 +15817,14 @@ static enum llm_status llm__forward_mlp(const struct llm__model *m, const struct
     const struct llm__tensor ed = llm__vec_view(&a->buf, a->off_edown, m->n_embd, TK);
     const struct llm__tensor egu[2] = {eg, eu};
     const struct llm__weight *wr[1] = {&L->gate_inp}, *wgu[2] = {&L->exp_gate, &L->exp_up}, *wd[1] = {&L->exp_down};
-    LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 1, &rl, wr, NULL, xb, gx);
+    // (biases: gpt-oss's; without them no buffer, none added)
+    const struct llm__tensor bgu[2] = {L->exp_gate_b, L->exp_up_b};
+    LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 1, &rl, wr, &L->gate_inp_b, xb, gx);
                              B->moe_route(ctx, ids, wts, rl, &m->moe);
-                             B->matmul_id(ctx, 2, egu, wgu, xb, ids, false));
-    LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, eg, eg, eu));
-    LLM__OP(LLM_PROF_MLP_DOWN, B->matmul_id(ctx, 1, &ed, wd, eg, ids, true));
+                             B->matmul_id(ctx, 2, egu, wgu, bgu, xb, ids, false));
+    if (m->swiglu_oai) LLM__OP(LLM_PROF_SILU, B->swiglu_oai(ctx, eg, eg, eu, 1.702f, 7.0f));   // (llama.cpp's)
+    else LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, eg, eg, eu));
+    LLM__OP(LLM_PROF_MLP_DOWN, B->matmul_id(ctx, 1, &ed, wd, &L->exp_down_b, eg, ids, true));
     struct llm__tensor sh = {0}, sg = {0};
     if (m->n_ff_shexp) {   // the shared expert, on every token, and its gate's logit
         const struct llm__tensor g = llm__vec_view(&a->buf, a->off_gate, m->n_ff_shexp, T);
@@ -15586,7 +15866,7 @@ enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be,
     struct llm__tensor xo = llm__vec_view(&a->buf, a->off_xo, E, s->n_out);
     struct llm__tensor lg = llm__vec_view(&a->buf, a->off_logits, m->n_vocab, s->n_out);
     const struct llm__tensor gx = llm__vec_view(&a->buf, a->off_gather, m->max_perm, T);
-    const struct llm__attn ap = {m->n_head, m->n_head_kv, m->head_dim, m->attn_scale, 0, m->attn_softcap};
+    struct llm__attn ap = {m->n_head, m->n_head_kv, m->head_dim, m->attn_scale, 0, m->attn_softcap, {0}};
     struct llm__attn ap_swa = ap;
     ap_swa.window = m->n_swa;
     // q and k as one row per head, (head_dim, T * heads), for the per-head norms
@@ -15610,13 +15890,14 @@ enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be,
         LLM__OP(LLM_PROF_ROPE, B->rope(ctx, q, m->n_head, m->head_dim, rope);
                                 B->rope(ctx, k, m->n_head_kv, m->head_dim, rope));
         LLM__OP(LLM_PROF_KV_STORE, B->kv_store(ctx, k_cache[l], v_cache[l], k, v));
-        if (L->swa || m->attn_softcap > 0.0f)
+        ap.sinks = ap_swa.sinks = L->sinks;   // (gpt-oss's; no buffer: none)
+        if (L->swa || m->attn_softcap > 0.0f || L->sinks.buf)
             LLM__OP(LLM_PROF_ATTN, B->attention_window(ctx, att, q, k_cache[l], v_cache[l], L->swa ? &ap_swa : &ap));
         else
             LLM__OP(LLM_PROF_ATTN, B->attention(ctx, att, q, k_cache[l], v_cache[l], &ap));
         const struct llm__weight *wo[1] = {&L->wo};
         if (m->capture) m->capture(m->capture_ctx, l, LLM__CAL_ATTN_OUT, att);
-        LLM__OP(LLM_PROF_O_PROJ, llm__forward_matmul(B, ctx, 1, &xb2, wo, NULL, att, gx));
+        LLM__OP(LLM_PROF_O_PROJ, llm__forward_matmul(B, ctx, 1, &xb2, wo, &L->bo, att, gx));
         if (m->post_norms) LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb2, xb2, L->attn_post_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
         LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb, x, L->ffn_norm, m->norm_eps));
@@ -20463,6 +20744,7 @@ enum {   // llama.cpp's llama_ftype values (general.file_type)
     LLM__FT_Q5_0 = 8, LLM__FT_Q5_1 = 9, LLM__FT_Q2_K = 10, LLM__FT_Q3_K_S = 11, LLM__FT_Q3_K_M = 12,
     LLM__FT_Q3_K_L = 13, LLM__FT_Q4_K_S = 14, LLM__FT_Q4_K_M = 15, LLM__FT_Q5_K_S = 16,
     LLM__FT_Q5_K_M = 17, LLM__FT_Q6_K = 18, LLM__FT_IQ4_NL = 25, LLM__FT_IQ4_XS = 30, LLM__FT_BF16 = 32,
+    LLM__FT_MXFP4_MOE = 38,
 };
 
 static const struct llm__ftype llm__ftypes[] = {
@@ -20477,6 +20759,7 @@ static const struct llm__ftype llm__ftypes[] = {
     {"q5_K_M", LLM__FT_Q5_K_M, LLM__TYPE_Q5_K},   {"q5_K", LLM__FT_Q5_K_M, LLM__TYPE_Q5_K},
     {"q6_K", LLM__FT_Q6_K, LLM__TYPE_Q6_K},       {"f16", LLM__FT_F16, LLM__TYPE_F16},
     {"bf16", LLM__FT_BF16, LLM__TYPE_BF16},       {"f32", LLM__FT_F32, LLM__TYPE_F32},
+    {"mxfp4_moe", LLM__FT_MXFP4_MOE, LLM__TYPE_MXFP4},
 };
 
 const struct llm__ftype *llm__ftype_by_name(const char *name) {
@@ -20513,15 +20796,17 @@ enum llm_status llm__qmix_init(const struct llm__gguf *g, struct llm__qmix *q, s
     const int64_t ak = llm__gguf_find_key(g, "general.architecture");
     if (ak >= 0 && g->kv[ak].type == LLM__GGUF_STR && g->kv[ak].v.str.len < sizeof(arch))
         memcpy(arch, g->kv[ak].v.str.ptr, (size_t)g->kv[ak].v.str.len), arch[g->kv[ak].v.str.len] = 0;
-    uint32_t v[3] = {0, 0, 0};
-    static const char *const keys[3] = {"block_count", "attention.head_count", "attention.head_count_kv"};
-    for (int i = 0; i < 3; i++) {
+    uint32_t v[4] = {0, 0, 0, 0};
+    static const char *const keys[4] = {"block_count", "attention.head_count", "attention.head_count_kv",
+                                        "expert_count"};
+    for (int i = 0; i < 4; i++) {
         snprintf(key, sizeof(key), "%s.%s", arch, keys[i]);
         if (llm__gguf_find_key(g, key) >= 0 && !llm__gguf_get_u32(g, key, &v[i], e)) return LLM_ERR_FORMAT;
     }
     const uint32_t n_layer = v[0], n_head = v[1], n_head_kv = v[2] ? v[2] : v[1];
     q->n_layer = (int)n_layer;
     q->n_gqa = n_head_kv ? (int)(n_head / n_head_kv) : 1;
+    q->n_expert = (int)LLM__MIN(v[3], 1u << 20);
     q->is_70b = n_layer == 80 && ((!strcmp(arch, "llama") && n_head != n_head_kv) || !strcmp(arch, "qwen2"));
     for (int64_t i = 0; i < g->n_tensors; i++) {
         const char *name = g->tensors[i].name;
@@ -20543,7 +20828,9 @@ int llm__qmix_type(struct llm__qmix *q, const struct llm__gguf_tensor *t) {
     const char *name = t->name;
     const bool out = !strcmp(name, "output.weight");
     const bool embd = !strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight");
-    if (q->pure) {
+    if (ft == LLM__FT_MXFP4_MOE) {   // a mixture of experts' stacked experts MXFP4, every other matrix Q8_0
+        nt = t->ne[2] > 1 && !out && !(q->tied && embd) ? LLM__TYPE_MXFP4 : LLM__TYPE_Q8_0;
+    } else if (q->pure) {
     } else if (out || (q->tied && embd)) {
         if (t->ne[0] % llm__type_info((uint32_t)nt)->blck != 0) nt = LLM__TYPE_Q8_0;
         else if (nt != LLM__TYPE_Q8_0) nt = LLM__TYPE_Q6_K;
@@ -20558,17 +20845,26 @@ int llm__qmix_type(struct llm__qmix *q, const struct llm__gguf_tensor *t) {
             nt = LLM__TYPE_Q6_K;
         else if (ft == LLM__FT_Q4_K_S && q->i_attn_v < 4) nt = LLM__TYPE_Q5_K;
         if (q->is_70b && (nt == LLM__TYPE_Q3_K || nt == LLM__TYPE_Q4_K)) nt = LLM__TYPE_Q5_K;
+        if (q->n_expert == 8) nt = LLM__TYPE_Q8_0;   // (Mixtral-like: llama.cpp's "trades just ~128MB")
         q->i_attn_v++;
-    } else if (strstr(name, "attn_k.weight") || strstr(name, "attn_q.weight")) {
+    } else if (strstr(name, "attn_k.weight")) {
+        if (q->n_expert == 8) nt = LLM__TYPE_Q8_0;
+    } else if (strstr(name, "attn_q.weight")) {
         // changed only for file types not offered here
     } else if (strstr(name, "attn_output.weight")) {
-        if (ft == LLM__FT_Q2_K) nt = LLM__TYPE_Q3_K;
+        if (q->n_expert == 8) {
+            if (ft == LLM__FT_Q2_K || ft == LLM__FT_Q3_K_S || ft == LLM__FT_Q3_K_M || ft == LLM__FT_IQ4_NL ||
+                ft == LLM__FT_Q4_K_S || ft == LLM__FT_Q4_K_M || ft == LLM__FT_IQ4_XS)
+                nt = LLM__TYPE_Q5_K;
+        } else if (ft == LLM__FT_Q2_K) nt = LLM__TYPE_Q3_K;
         else if (ft == LLM__FT_Q3_K_M) nt = LLM__TYPE_Q4_K;
         else if (ft == LLM__FT_Q3_K_L) nt = LLM__TYPE_Q5_K;
     } else if (strstr(name, "ffn_up") || strstr(name, "ffn_gate")) {
         // changed only for file types not offered here
     } else if (strstr(name, "ffn_down")) {
-        const int i = q->i_ffn_down++, n = q->n_layer;
+        // (with experts the layer comes from the name: a layer may have several, qwen2moe's shared one)
+        const int i = q->n_expert > 1 ? llm__tensor_layer(name) : q->i_ffn_down, n = q->n_layer;
+        q->i_ffn_down++;
         if (ft == LLM__FT_Q2_K) nt = LLM__TYPE_Q3_K;
         else if (ft == LLM__FT_Q3_K_M) nt = i < n / 16 ? LLM__TYPE_Q5_K : LLM__TYPE_Q4_K;
         else if (ft == LLM__FT_Q3_K_L) nt = LLM__TYPE_Q5_K;
@@ -22866,8 +23162,8 @@ enum llm_status llm_quantize(const struct llm_quantize_params *params, struct ll
         st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: an input model and an output file are needed");
     else if (rtn && !ft)
         st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a file type (q4_0, q4_1, q5_0, q5_1, q8_0, "
-                       "iq4_nl, iq4_xs, q2_K, q3_K_S, q3_K_M, q3_K_L, q4_K_S, q4_K_M, q5_K_S, q5_K_M, q6_K, f16, bf16, "
-                       "f32)",
+                       "iq4_nl, iq4_xs, q2_K, q3_K_S, q3_K_M, q3_K_L, q4_K_S, q4_K_M, q5_K_S, q5_K_M, q6_K, mxfp4_moe, "
+                       "f16, bf16, f32)",
                        params->type ? params->type : "(none)");
     else if ((st = llm__quantize_output_ok(params->output, params->input, "input", &e)) == LLM_OK &&
              (st = llm__quantize_output_ok(params->output, params->calib_path, "calibration text", &e)) == LLM_OK) {

@@ -78,6 +78,12 @@ struct llm__rope {
     float freq_base;
     float freq_scale;          // linear scaling: positions are multiplied by this
     struct llm__tensor freq_factors;   // n_rot/2 divisors of the frequencies (Llama 3.1); no buffer: none
+    // YaRN (ext_factor != 0; a backend without rope_yarn refuses such a model): pair i (of dimension
+    // 2i) rotates by t_i = f * (1 - r) + e * r, e its angle unscaled, f = e * freq_scale, r =
+    // ext_factor * (1 - clamp((i - corr_dims[0]) / max(0.001, corr_dims[1] - corr_dims[0]), 0, 1)),
+    // and its cos and sin are multiplied by mscale (ggml's rope_yarn). ext_factor 0: neither.
+    float ext_factor, mscale;
+    float corr_dims[2];
 };
 
 // What one engine step computes: n_tokens tokens of up to n_seqs sequences. Token i belongs to
@@ -118,6 +124,9 @@ struct llm__moe {
     int n_expert, k;
     bool norm;
     float scale;
+    // gpt-oss (llama.cpp's SOFTMAX_WEIGHT gating): the k largest logits chosen, their weights a
+    // softmax over those k alone (then norm and scale as above)
+    bool softmax_weight;
 };
 
 struct llm__attn {
@@ -125,6 +134,9 @@ struct llm__attn {
     float scale;       // scores are q.k * scale
     int window;        // sliding window: a token at position p sees keys at p - window + 1 .. p; 0: all
     float softcap;     // scores become softcap * tanh(score / softcap) before the softmax; 0: none
+    // (n_head) f32: head h's sink, a logit that joins its softmax's denominator and carries no value
+    // (gpt-oss; attention_window only, of a backend with attention_sinks); no buffer: none
+    struct llm__tensor sinks;
 };
 
 struct llm_backend_i {
@@ -184,6 +196,12 @@ struct llm_backend_i {
     void (*scale)(void *ctx, struct llm__tensor dst, struct llm__tensor x, float s);
     // dst = gelu(gate) * up, GELU's tanh approximation (Gemma's GeGLU feed-forward)
     void (*gelu_mul)(void *ctx, struct llm__tensor dst, struct llm__tensor gate, struct llm__tensor up);
+    // dst = g * sigmoid(alpha * g) * (u + 1), g = min(gate, limit), u = clamp(up, -limit, limit)
+    // (gpt-oss's SwiGLU, llama.cpp's swiglu_oai)
+    void (*swiglu_oai)(void *ctx, struct llm__tensor dst, struct llm__tensor gate, struct llm__tensor up, float alpha,
+                       float limit);
+    // rope honours llm__rope's YaRN fields; attention_window honours llm__attn.sinks
+    bool rope_yarn, attention_sinks;
     // attention as above, also honouring llm__attn.window and .softcap (which attention ignores)
     void (*attention_window)(void *ctx, struct llm__tensor out, struct llm__tensor q, struct llm__tensor k_cache,
                              struct llm__tensor v_cache, const struct llm__attn *p);
@@ -203,9 +221,10 @@ struct llm_backend_i {
                       const struct llm__moe *p);
     // dst[j] row i*k + s = (x row i*k + s when x_per_slot, else row i) @ (expert ids[i][s] of
     // w[j])^T for j < n (1 or 2 stacked-expert weights sharing the input; dst[j].ne0 = the rows of
-    // one expert): an expert's rows are read once for all the tokens routed to it
+    // one expert): an expert's rows are read once for all the tokens routed to it; + row ids[i][s]
+    // of bias[j] (n_expert rows of dst[j].ne0, f32) when bias and bias[j].buf
     void (*matmul_id)(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
-                      struct llm__tensor x, struct llm__tensor ids, bool x_per_slot);
+                      const struct llm__tensor *bias, struct llm__tensor x, struct llm__tensor ids, bool x_per_slot);
     // dst[i] = sum over s < k, in order, of wts[i][s] * src row i*k + s; then, when shared has a
     // buffer (a shared expert's output, a row per token), + sigmoid(gate[i][0]) * shared[i]
     void (*moe_sum)(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts,

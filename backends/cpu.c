@@ -14,7 +14,7 @@
 struct llm__cpu_rows_job {
     struct llm__cpu *c;
     struct llm__tensor dst, a, b;
-    float eps;
+    float eps, limit;
     const struct llm__weight *table;
     int64_t n_rows;
     void (*row)(const struct llm__cpu_rows_job *job, int64_t i);
@@ -118,6 +118,25 @@ static void llm__cpu_silu_mul_row(const struct llm__cpu_rows_job *job, int64_t i
 static void llm__cpu_silu_mul(void *ctx, struct llm__tensor dst, struct llm__tensor gate, struct llm__tensor up) {
     struct llm__cpu_rows_job job = {.c = ctx, .dst = dst, .a = gate, .b = up,
                                     .n_rows = gate.ne1, .row = llm__cpu_silu_mul_row};
+    llm__cpu_run_rows(&job);
+}
+
+// gpt-oss's SwiGLU (ggml's swiglu_oai): alpha in eps
+static void llm__cpu_swiglu_oai_row(const struct llm__cpu_rows_job *job, int64_t i) {
+    const float *g = (const float *)llm__tensor_row(job->a, i);
+    const float *u = (const float *)llm__tensor_row(job->b, i);
+    float *y = (float *)llm__tensor_row(job->dst, i);
+    const float alpha = job->eps, limit = job->limit;
+    for (int64_t j = 0; j < job->dst.ne0; j++) {
+        const float x = fminf(g[j], limit), v = fmaxf(fminf(u[j], limit), -limit);
+        y[j] = x / (1.0f + expf(alpha * -x)) * (v + 1.0f);
+    }
+}
+
+static void llm__cpu_swiglu_oai(void *ctx, struct llm__tensor dst, struct llm__tensor gate, struct llm__tensor up,
+                                float alpha, float limit) {
+    struct llm__cpu_rows_job job = {.c = ctx, .dst = dst, .a = gate, .b = up, .eps = alpha, .limit = limit,
+                                    .n_rows = gate.ne1, .row = llm__cpu_swiglu_oai_row};
     llm__cpu_run_rows(&job);
 }
 
@@ -226,15 +245,22 @@ struct llm__cpu_rope_job {
 };
 
 // cos/sin of every rotated pair at position pos, computed as llama.cpp does (theta multiplied by
-// theta_scale pair after pair, in float) so that results agree closely.
+// theta_scale pair after pair, in float; YaRN as ggml's rope_yarn) so that results agree closely.
 static void llm__rope_cache(const struct llm__rope *r, int32_t pos, float *cs) {
     float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_rot);
     const float *ff = r->freq_factors.buf ? (const float *)llm__tensor_row(r->freq_factors, 0) : NULL;
+    const bool yarn = r->ext_factor != 0.0f;
+    const float mscale = yarn ? r->mscale : 1.0f, span = fmaxf(0.001f, r->corr_dims[1] - r->corr_dims[0]);
     float theta = (float)pos;
     for (int i = 0; i < r->n_rot / 2; i++) {
-        float t = r->freq_scale * (ff ? theta / ff[i] : theta);
-        cs[2 * i + 0] = cosf(t);
-        cs[2 * i + 1] = sinf(t);
+        const float extrap = ff ? theta / ff[i] : theta;
+        float t = r->freq_scale * extrap;
+        if (yarn) {
+            const float ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, ((float)i - r->corr_dims[0]) / span))) * r->ext_factor;
+            t = t * (1.0f - ramp) + extrap * ramp;
+        }
+        cs[2 * i + 0] = cosf(t) * mscale;
+        cs[2 * i + 1] = sinf(t) * mscale;
         theta *= theta_scale;
     }
 }
@@ -622,8 +648,13 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
             llm__attn_block_scalar(G, hd, bs, nk, skip, p->scale, p->softcap, q, kt, vb, sc, m, l, acc);
         }
         float *orow = (float *)llm__tensor_row(job->out, t) + (size_t)g * G * hd;
+        const float *sinks = p->sinks.buf ? (const float *)llm__tensor_row(p->sinks, 0) + (size_t)g * G : NULL;
         for (int h = 0; h < G; h++) {
             float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+            if (sinks) {   // the sink's term joins the denominator (as if its logit were one more key's)
+                const float mx = fmaxf(m[h], sinks[h]), a = expf(m[h] - mx), den = l[h] * a + expf(sinks[h] - mx);
+                inv = a / den;
+            }
             for (int i = 0; i < hd; i++) orow[h * hd + i] = acc[h * hd + i] * inv;
         }
     }
@@ -1347,6 +1378,9 @@ LLM__INTERNAL const struct llm_backend_i llm__cpu_iface = {
     .get_rows = llm__cpu_get_rows,
     .scale = llm__cpu_scale,
     .gelu_mul = llm__cpu_gelu_mul,
+    .swiglu_oai = llm__cpu_swiglu_oai,
+    .rope_yarn = true,
+    .attention_sinks = true,
     .attention_window = llm__cpu_attention,
     .gather_cols = llm__cpu_gather_cols,
     .weight_load_experts = llm__cpu_weight_load_experts,

@@ -26,7 +26,8 @@ enum llm_status llm__cpu_weight_load_experts(void *ctx, struct llm__weight *w, i
 }
 
 // Each token's k best experts: the largest logits (the softmax keeps their order; ties to the
-// lower index), their probabilities, normalised and scaled as p says.
+// lower index), their probabilities (softmax_weight: a softmax over the k chosen logits alone),
+// normalised and scaled as p says.
 void llm__cpu_moe_route(void *ctx, struct llm__tensor ids, struct llm__tensor wts, struct llm__tensor logits,
                         const struct llm__moe *p) {
     (void)ctx;
@@ -51,6 +52,12 @@ void llm__cpu_moe_route(void *ctx, struct llm__tensor ids, struct llm__tensor wt
             w[s] = (float)(expf(lg[best] - mx) / sum);
             chosen += w[s];
         }
+        if (p->softmax_weight) {   // (the first chosen is the largest of the k)
+            double sk = 0.0;
+            for (int s = 0; s < k; s++) sk += expf(lg[id[s]] - lg[id[0]]);
+            chosen = 0.0;
+            for (int s = 0; s < k; s++) chosen += w[s] = (float)(expf(lg[id[s]] - lg[id[0]]) / sk);
+        }
         const float div = p->norm ? (float)LLM__MAX(chosen, 6.103515625e-5) : 1.0f;
         for (int s = 0; s < k; s++) {
             w[s] /= div;
@@ -64,6 +71,7 @@ struct llm__moe_job {
     int n;                                      // weights (gate and up: 2)
     const struct llm__tensor *dst;
     const struct llm__weight *const *w;
+    const struct llm__tensor *bias;             // per weight: n_expert rows added by expert (NULL / no buffer: none)
     struct llm__tensor x;
     int k;                                      // slots per token
     bool x_per_slot;
@@ -119,8 +127,14 @@ static void llm__moe_mm_x16(const struct llm__moe_job *job, int j, int e, int64_
             const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)q * stride;
             if (w->type == LLM__TYPE_Q4_K) llm__x16k_tile_avx512(nt, rec, act, stride, K, out, 16);
             else llm__x16_tile_avx512(w->type, nt, rec, act, stride, K, out, 16);
-            for (int t = 0; t < nt; t++)
-                memcpy((float *)llm__tensor_row(job->dst[j], job->slots[q + t]) + r, out + 16 * t, 16 * sizeof(float));
+            const float *b = job->bias && job->bias[j].buf ? (const float *)llm__tensor_row(job->bias[j], e) + r : NULL;
+            for (int t = 0; t < nt; t++) {
+                float *d = (float *)llm__tensor_row(job->dst[j], job->slots[q + t]) + r;
+                if (b)
+                    for (int i = 0; i < 16; i++) d[i] = out[16 * t + i] + b[i];
+                else
+                    memcpy(d, out + 16 * t, 16 * sizeof(float));
+            }
         }
     }
 }
@@ -143,26 +157,27 @@ static void llm__moe_mm_worker(void *arg, int ith, int nth) {
             continue;
         }
 #endif
+        const float *b = job->bias && job->bias[j].buf ? (const float *)llm__tensor_row(job->bias[j], e) : NULL;
         for (int64_t r = r0; r < r1; r++) {
             const char *wr = (const char *)w->buf.data + ((size_t)e * (size_t)job->rows + (size_t)r) * wrow;
             for (int32_t q = job->off[e]; q < job->off[e + 1]; q++) {
                 const int32_t s = job->slots[q], src = job->x_per_slot ? s : s / job->k;
                 float v;
                 dot(K, &v, wr, job->xq[j] + (size_t)src * job->xq_stride[j]);
-                ((float *)llm__tensor_row(job->dst[j], s))[r] = v;
+                ((float *)llm__tensor_row(job->dst[j], s))[r] = b ? v + b[r] : v;
             }
         }
     }
 }
 
 void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
-                        struct llm__tensor x, struct llm__tensor ids, bool x_per_slot) {
+                        const struct llm__tensor *bias, struct llm__tensor x, struct llm__tensor ids, bool x_per_slot) {
     struct llm__cpu *c = ctx;
     assert(n >= 1 && n <= 2 && !w[0]->perm.buf && !w[n - 1]->perm.buf);   // (no act-order experts)
     const int k = (int)ids.ne0;
     const int64_t slots = ids.ne1 * k, rows = dst[0].ne0, n_expert = w[0]->ne1 / rows;
-    struct llm__moe_job job = {.c = c, .n = n, .dst = dst, .w = w, .x = x, .k = k, .x_per_slot = x_per_slot,
-                               .rows = rows, .n_slots = slots};
+    struct llm__moe_job job = {.c = c, .n = n, .dst = dst, .w = w, .bias = bias, .x = x, .k = k,
+                               .x_per_slot = x_per_slot, .rows = rows, .n_slots = slots};
     // the scratch: the activations in each weight's dot type (x16: a row per slot), then the
     // slots grouped by expert
     char *scratch = c->scratch;

@@ -812,8 +812,8 @@ enum llm_status llm_quantize(const struct llm_quantize_params *params, struct ll
         st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: an input model and an output file are needed");
     else if (rtn && !ft)
         st = llm__fail(&e, LLM_ERR_INVALID_ARG, "quantize: '%s' is not a file type (q4_0, q4_1, q5_0, q5_1, q8_0, "
-                       "iq4_nl, iq4_xs, q2_K, q3_K_S, q3_K_M, q3_K_L, q4_K_S, q4_K_M, q5_K_S, q5_K_M, q6_K, f16, bf16, "
-                       "f32)",
+                       "iq4_nl, iq4_xs, q2_K, q3_K_S, q3_K_M, q3_K_L, q4_K_S, q4_K_M, q5_K_S, q5_K_M, q6_K, mxfp4_moe, "
+                       "f16, bf16, f32)",
                        params->type ? params->type : "(none)");
     else if ((st = llm__quantize_output_ok(params->output, params->input, "input", &e)) == LLM_OK &&
              (st = llm__quantize_output_ok(params->output, params->calib_path, "calibration text", &e)) == LLM_OK) {

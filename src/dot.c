@@ -128,6 +128,20 @@ static void llm__vec_dot_iq4_nl_scalar(int64_t n, float *s, const void *vw, cons
     *s = sum;
 }
 
+static void llm__vec_dot_mxfp4_scalar(int64_t n, float *s, const void *vw, const void *va) {
+    const struct llm__block_mxfp4 *w = vw;
+    const struct llm__block_q8_0 *a = va;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LLM__QK; i++) {
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi += llm__mxfp4_values[w[i].qs[j] & 15] * a[i].qs[j] +
+                    llm__mxfp4_values[w[i].qs[j] >> 4] * a[i].qs[j + 16];
+        sum += (float)sumi * (llm__e8m0_half(w[i].e) * llm__fp16_to_fp32(a[i].d));
+    }
+    *s = sum;
+}
+
 // Q4_K and Q5_K: per super-block, sum_s sc[s] * dot(q, a) over the sub-blocks is one integer; the
 // mins contribute dmin * sum_s m[s] * (sum of the activations of s), taken from bsums.
 static inline float llm__vec_dot_k45_scalar(uint16_t d, uint16_t dmin, const uint8_t *scales,
@@ -257,6 +271,7 @@ static llm__vec_dot_fn llm__vec_dot_kernel_scalar(int type) {
     case LLM__TYPE_Q5_0: return llm__vec_dot_q5_0_scalar;
     case LLM__TYPE_Q5_1: return llm__vec_dot_q5_1_scalar;
     case LLM__TYPE_IQ4_NL: return llm__vec_dot_iq4_nl_scalar;
+    case LLM__TYPE_MXFP4: return llm__vec_dot_mxfp4_scalar;
     case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_scalar;
     case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_scalar;
     case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_scalar;
@@ -298,6 +313,7 @@ void llm__dequantize_row(int type, const void *src, float *dst, int64_t n) {
     case LLM__TYPE_Q5_0: llm__dequantize_q5_0(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q5_1: llm__dequantize_q5_1(src, dst, n / LLM__QK); return;
     case LLM__TYPE_IQ4_NL: llm__dequantize_iq4_nl(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_MXFP4: llm__dequantize_mxfp4(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q8_1: llm__dequantize_q8_1(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q4_K: llm__dequantize_q4_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q5_K: llm__dequantize_q5_K(src, dst, n / LLM__QK_K); return;
@@ -314,7 +330,7 @@ void llm__dequantize_row(int type, const void *src, float *dst, int64_t n) {
 
 // n floats to `type` (any supported type, or Q8_K / Q8_1); n a multiple of the block size. Q8_0,
 // Q8_1 and Q8_K (the activation types) are bit-identical to ggml's reference quantizers, as are
-// Q4_0, Q4_1, Q5_0 and Q5_1 (IQ4_NL is not: ggml searches for its scale).
+// Q4_0, Q4_1, Q5_0, Q5_1 and MXFP4 (IQ4_NL is not: ggml searches for its scale).
 void llm__quantize_row(int type, const float *src, void *dst, int64_t n) {
     switch (type) {
     case LLM__TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return;
@@ -328,6 +344,7 @@ void llm__quantize_row(int type, const float *src, void *dst, int64_t n) {
     case LLM__TYPE_Q5_0: llm__quantize_q5_0(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q5_1: llm__quantize_q5_1(src, dst, n / LLM__QK); return;
     case LLM__TYPE_IQ4_NL: llm__quantize_iq4_nl(src, dst, n / LLM__QK); return;
+    case LLM__TYPE_MXFP4: llm__quantize_mxfp4(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q8_1: llm__quantize_q8_1(src, dst, n / LLM__QK); return;
     case LLM__TYPE_Q4_K: llm__quantize_q4_K(src, dst, n / LLM__QK_K); return;
     case LLM__TYPE_Q5_K: llm__quantize_q5_K(src, dst, n / LLM__QK_K); return;

@@ -103,8 +103,8 @@ static void llm__vec_dot_q4_0_neon(int64_t n, float *s, const void *vw, const vo
     *s = vaddvq_f32(acc);
 }
 
-// Q4_1, Q5_0, Q5_1, IQ4_NL: quants as signed bytes (Q5_0 less 16, IQ4_NL through the grid
-// with vqtbl1q), two 16-byte dots per block; the min term as in the scalar twin.
+// Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4: quants as signed bytes (Q5_0 less 16, IQ4_NL and MXFP4 through
+// their grids with vqtbl1q), two 16-byte dots per block; the min term as in the scalar twin.
 static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int type, int64_t n, const void *vw,
                                                                          const void *va) {
     static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
@@ -112,10 +112,11 @@ static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int typ
     const size_t wb = llm__type_table[type].block_bytes,
                  ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);
     const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);
-    const size_t qsoff = type == LLM__TYPE_Q4_1 ? 4 : type == LLM__TYPE_Q5_0 ? 6 : type == LLM__TYPE_Q5_1 ? 8 : 2;
+    const size_t qsoff = type == LLM__TYPE_Q4_1 ? 4 : type == LLM__TYPE_Q5_0 ? 6 : type == LLM__TYPE_Q5_1 ? 8
+                         : type == LLM__TYPE_MXFP4 ? 1 : 2;
     const size_t qhoff = type == LLM__TYPE_Q5_0 ? 2 : 4;
     const uint8x16_t m4 = vdupq_n_u8(15), b16 = vdupq_n_u8(16), bit = vld1q_u8(bits);
-    const int8x16_t grid = vld1q_s8(llm__iq4nl_values);
+    const int8x16_t grid = vld1q_s8(type == LLM__TYPE_MXFP4 ? llm__mxfp4_values : llm__iq4nl_values);
     float32x4_t acc = vdupq_n_f32(0);
     float summ = 0.0f;
     for (int64_t i = 0; i < n / LLM__QK; i++) {
@@ -123,7 +124,7 @@ static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int typ
         const uint8x16_t q = vld1q_u8(w + qsoff);
         uint8x16_t lo = vandq_u8(q, m4), hi = vshrq_n_u8(q, 4);
         int8x16_t slo, shi;
-        if (type == LLM__TYPE_IQ4_NL) {
+        if (type == LLM__TYPE_IQ4_NL || type == LLM__TYPE_MXFP4) {
             slo = vqtbl1q_s8(grid, lo), shi = vqtbl1q_s8(grid, hi);
         } else {
             if (type != LLM__TYPE_Q4_1) {   // bit j of qh: 16 more for quant j
@@ -143,7 +144,8 @@ static inline __attribute__((always_inline)) float llm__vec_dot_b32_neon(int typ
                                              vld1q_s8(q8 + 16));
         uint16_t wd, ad;
         memcpy(&wd, w, 2), memcpy(&ad, a, 2);
-        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), llm__fp16_to_fp32_neon(wd) * llm__fp16_to_fp32_neon(ad));
+        const float wf = type == LLM__TYPE_MXFP4 ? llm__e8m0_half(w[0]) : llm__fp16_to_fp32_neon(wd);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), wf * llm__fp16_to_fp32_neon(ad));
         if (q81) {
             uint16_t wm, as;
             memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);
@@ -164,6 +166,9 @@ static void llm__vec_dot_q5_1_neon(int64_t n, float *s, const void *vw, const vo
 }
 static void llm__vec_dot_iq4_nl_neon(int64_t n, float *s, const void *vw, const void *va) {
     *s = llm__vec_dot_b32_neon(LLM__TYPE_IQ4_NL, n, vw, va);
+}
+static void llm__vec_dot_mxfp4_neon(int64_t n, float *s, const void *vw, const void *va) {
+    *s = llm__vec_dot_b32_neon(LLM__TYPE_MXFP4, n, vw, va);
 }
 
 // G4 / G8: per sub-block, G4's quants less z as signed bytes (-16..15); G8's dot less z * sum(a).
@@ -374,6 +379,7 @@ llm__vec_dot_fn llm__vec_dot_kernel_neon(int type) {
     case LLM__TYPE_Q5_0: return llm__vec_dot_q5_0_neon;
     case LLM__TYPE_Q5_1: return llm__vec_dot_q5_1_neon;
     case LLM__TYPE_IQ4_NL: return llm__vec_dot_iq4_nl_neon;
+    case LLM__TYPE_MXFP4: return llm__vec_dot_mxfp4_neon;
     case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_neon;
     case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_neon;
     case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_neon;

@@ -136,10 +136,12 @@ LLM__AVX2 static inline __attribute__((always_inline)) __m256i llm__dot_b32_avx2
     if (type == LLM__TYPE_Q4_1)
         return _mm256_madd_epi16(
             _mm256_maddubs_epi16(llm__nibbles_avx2(((const struct llm__block_q4_1 *)blk)->qs), a), ones);
-    if (type == LLM__TYPE_IQ4_NL) {
-        const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values));
-        const __m256i v = _mm256_shuffle_epi8(grid, llm__nibbles_avx2(((const struct llm__block_iq4_nl *)blk)->qs));
-        return llm__dot_i8_avx2(v, a);
+    if (type == LLM__TYPE_IQ4_NL || type == LLM__TYPE_MXFP4) {
+        const int8_t *values = type == LLM__TYPE_IQ4_NL ? llm__iq4nl_values : llm__mxfp4_values;
+        const uint8_t *qs = type == LLM__TYPE_IQ4_NL ? ((const struct llm__block_iq4_nl *)blk)->qs
+                                                     : ((const struct llm__block_mxfp4 *)blk)->qs;
+        const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values));
+        return llm__dot_i8_avx2(_mm256_shuffle_epi8(grid, llm__nibbles_avx2(qs)), a);
     }
     const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qs
                                                : ((const struct llm__block_q5_1 *)blk)->qs;
@@ -165,15 +167,16 @@ ATTR static inline __attribute__((always_inline)) __m256 llm__b32_step_##SFX(int
                  ab = q81 ? sizeof(struct llm__block_q8_1) : sizeof(struct llm__block_q8_0);                           \
     const size_t qoff = q81 ? offsetof(struct llm__block_q8_1, qs) : offsetof(struct llm__block_q8_0, qs);             \
     const uint8_t *w = (const uint8_t *)vw + (size_t)i * wb, *a = (const uint8_t *)va + (size_t)i * ab;                \
-    uint16_t wd, ad;                                                                                                   \
-    memcpy(&wd, w, 2), memcpy(&ad, a, 2);   /* d leads every block */                                                  \
+    uint16_t wd, ad;   /* d leads every block (MXFP4: its exponent) */                                                 \
+    memcpy(&wd, w, 2), memcpy(&ad, a, 2);                                                                              \
+    const float wf = type == LLM__TYPE_MXFP4 ? llm__e8m0_half(w[0]) : _cvtsh_ss(wd);                                   \
     const __m256i p = llm__dot_b32_##SFX(type, w, (const int8_t *)(a + qoff));                                         \
     if (q81) {   /* m (after d) times s (after d) */                                                                   \
         uint16_t wm, as;                                                                                               \
         memcpy(&wm, w + 2, 2), memcpy(&as, a + 2, 2);                                                                  \
         *summ += _cvtsh_ss(wm) * _cvtsh_ss(as);                                                                        \
     }                                                                                                                  \
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(_cvtsh_ss(wd) * _cvtsh_ss(ad)), acc);                 \
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(wf * _cvtsh_ss(ad)), acc);                            \
 }                                                                                                                      \
 ATTR static inline __attribute__((always_inline)) float llm__vec_dot_b32_##SFX(int type, int64_t n, const void *vw,    \
                                                                             const void *va) {                          \
@@ -199,6 +202,9 @@ ATTR static void llm__vec_dot_q5_1_##SFX(int64_t n, float *s, const void *vw, co
 }                                                                                                                      \
 ATTR static void llm__vec_dot_iq4_nl_##SFX(int64_t n, float *s, const void *vw, const void *va) {                      \
     *s = llm__vec_dot_b32_##SFX(LLM__TYPE_IQ4_NL, n, vw, va);                                                          \
+}                                                                                                                      \
+ATTR static void llm__vec_dot_mxfp4_##SFX(int64_t n, float *s, const void *vw, const void *va) {                       \
+    *s = llm__vec_dot_b32_##SFX(LLM__TYPE_MXFP4, n, vw, va);                                                           \
 }
 LLM__B32_DOTS(LLM__AVX2, avx2)
 
@@ -617,11 +623,13 @@ LLM__AVX512 static inline __attribute__((always_inline)) __m256i llm__dot_b32_av
     const __m256i a = _mm256_loadu_si256((const __m256i *)q8), z = _mm256_setzero_si256();
     if (type == LLM__TYPE_Q4_1)
         return _mm256_dpbusd_epi32(z, llm__nibbles_avx2(((const struct llm__block_q4_1 *)blk)->qs), a);
-    if (type == LLM__TYPE_IQ4_NL) {
-        const __m256i grid =
-            _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)),
-                             _mm256_set1_epi8((char)0x80));
-        const __m256i u = _mm256_shuffle_epi8(grid, llm__nibbles_avx2(((const struct llm__block_iq4_nl *)blk)->qs));
+    if (type == LLM__TYPE_IQ4_NL || type == LLM__TYPE_MXFP4) {
+        const int8_t *values = type == LLM__TYPE_IQ4_NL ? llm__iq4nl_values : llm__mxfp4_values;
+        const uint8_t *qs = type == LLM__TYPE_IQ4_NL ? ((const struct llm__block_iq4_nl *)blk)->qs
+                                                     : ((const struct llm__block_mxfp4 *)blk)->qs;
+        const __m256i grid = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values)),
+                                              _mm256_set1_epi8((char)0x80));
+        const __m256i u = _mm256_shuffle_epi8(grid, llm__nibbles_avx2(qs));
         return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, a), _mm256_dpbusd_epi32(z, _mm256_set1_epi8((char)0x80), a));
     }
     const uint8_t *qs = type == LLM__TYPE_Q5_0 ? ((const struct llm__block_q5_0 *)blk)->qs
@@ -887,6 +895,7 @@ llm__vec_dot_fn llm__vec_dot_kernel_avx2(int type) {
     case LLM__TYPE_Q5_0: return llm__vec_dot_q5_0_avx2;
     case LLM__TYPE_Q5_1: return llm__vec_dot_q5_1_avx2;
     case LLM__TYPE_IQ4_NL: return llm__vec_dot_iq4_nl_avx2;
+    case LLM__TYPE_MXFP4: return llm__vec_dot_mxfp4_avx2;
     case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_avx2;
     case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_avx2;
     case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_avx2;
@@ -910,6 +919,7 @@ llm__vec_dot_fn llm__vec_dot_kernel_avx512(int type) {
     case LLM__TYPE_Q5_0: return llm__vec_dot_q5_0_avx512;
     case LLM__TYPE_Q5_1: return llm__vec_dot_q5_1_avx512;
     case LLM__TYPE_IQ4_NL: return llm__vec_dot_iq4_nl_avx512;
+    case LLM__TYPE_MXFP4: return llm__vec_dot_mxfp4_avx512;
     case LLM__TYPE_Q4_K: return llm__vec_dot_q4_K_avx512;
     case LLM__TYPE_Q5_K: return llm__vec_dot_q5_K_avx512;
     case LLM__TYPE_Q6_K: return llm__vec_dot_q6_K_avx512;

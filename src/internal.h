@@ -195,6 +195,24 @@ struct llm__block_iq4_nl {
 
 LLM__EXTERN const int8_t llm__iq4nl_values[16];
 
+// MXFP4 (OCP microscaling FP4, gpt-oss's experts): Q4_0's nibble order; a nibble is an E2M1 value
+// (sign, 2 exponent bits, 1 mantissa bit) held doubled as an integer in llm__mxfp4_values, and the
+// block's scale an E8M0 exponent e, so x = 2^(e - 128) * llm__mxfp4_values[q] (ggml's convention).
+struct llm__block_mxfp4 {
+    uint8_t e;
+    uint8_t qs[16];
+};
+
+LLM__EXTERN const int8_t llm__mxfp4_values[16];
+
+// 2^(e - 128), exactly (e < 2: the subnormals 2^-128 and 2^-127), as ggml_e8m0_to_fp32_half.
+static inline float llm__e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
 // Q4_K: 8 sub-blocks of 32. Sub-block s has a 6-bit scale sc[s] and 6-bit min m[s]:
 // x = d*sc[s]*q - dmin*m[s], q a 4-bit quant. Sub-blocks 2c and 2c+1 (c = 0..3) share the 32
 // bytes qs[32c..32c+32): low nibbles hold 2c, high nibbles 2c+1. `scales` packs sc and m:
@@ -352,6 +370,8 @@ LLM__INTERNAL void llm__dequantize_q5_1(const struct llm__block_q5_1 *x, float *
 
 LLM__INTERNAL void llm__dequantize_iq4_nl(const struct llm__block_iq4_nl *x, float *y, int64_t nb);
 
+LLM__INTERNAL void llm__dequantize_mxfp4(const struct llm__block_mxfp4 *x, float *y, int64_t nb);
+
 LLM__INTERNAL void llm__dequantize_q8_1(const struct llm__block_q8_1 *x, float *y, int64_t nb);
 
 // The 256 quants of a Q4_K (qh = NULL: 0..15) or Q5_K (0..31) super-block, in element order.
@@ -452,6 +472,8 @@ LLM__INTERNAL void llm__quantize_q5_1(const float *x, struct llm__block_q5_1 *y,
 LLM__INTERNAL void llm__quantize_q5_0(const float *x, struct llm__block_q5_0 *y, int64_t nb);
 
 LLM__INTERNAL void llm__quantize_iq4_nl(const float *x, struct llm__block_iq4_nl *y, int64_t nb);
+
+LLM__INTERNAL void llm__quantize_mxfp4(const float *x, struct llm__block_mxfp4 *y, int64_t nb);
 
 LLM__INTERNAL void llm__quantize_q8_K(const float *x, struct llm__block_q8_K *y, int64_t nb);
 
@@ -1022,8 +1044,8 @@ LLM__INTERNAL void llm__cpu_moe_route(void *ctx, struct llm__tensor ids, struct 
                                       struct llm__tensor logits, const struct llm__moe *p);
 
 LLM__INTERNAL void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst,
-                                      const struct llm__weight *const *w, struct llm__tensor x, struct llm__tensor ids,
-                                      bool x_per_slot);
+                                      const struct llm__weight *const *w, const struct llm__tensor *bias,
+                                      struct llm__tensor x, struct llm__tensor ids, bool x_per_slot);
 
 LLM__INTERNAL void llm__cpu_moe_sum(void *ctx, struct llm__tensor dst, struct llm__tensor src, struct llm__tensor wts,
                                     struct llm__tensor shared, struct llm__tensor gate);
@@ -1068,7 +1090,8 @@ enum llm__arch {
     LLM__ARCH_GEMMA2,
     LLM__ARCH_GEMMA3,
     LLM__ARCH_QWEN3MOE,
-    LLM__ARCH_QWEN2MOE
+    LLM__ARCH_QWEN2MOE,
+    LLM__ARCH_GPTOSS
 };
 
 struct llm__layer {
@@ -1076,7 +1099,9 @@ struct llm__layer {
     struct llm__weight wq;           // (n_head*head_dim, n_embd): ne1 rows of ne0 inputs
     struct llm__weight wk;           // (n_head_kv*head_dim, n_embd)
     struct llm__weight wv;           // (n_head_kv*head_dim, n_embd)
-    struct llm__tensor bq, bk, bv;   // qwen2 only: (n_head*head_dim), (n_head_kv*head_dim) x 2
+    struct llm__tensor bq, bk, bv;   // qwen2, gpt-oss: (n_head*head_dim), (n_head_kv*head_dim) x 2
+    struct llm__tensor bo;           // gpt-oss: (n_embd), the attention output's bias
+    struct llm__tensor sinks;        // gpt-oss: (n_head), attention sinks (struct llm__attn)
     struct llm__tensor q_norm, k_norm;   // qwen3, gemma3: (head_dim), applied to every head
     struct llm__weight wo;           // (n_embd, n_head*head_dim)
     struct llm__tensor attn_post_norm;   // gemma2/3: (n_embd), on the attention's output
@@ -1088,6 +1113,8 @@ struct llm__layer {
     // a mixture of experts (n_expert > 0) in place of w_gate/w_up/w_down: the router (n_expert,
     // n_embd) and the experts stacked, n_expert x (n_ff_exp, n_embd) / (n_embd, n_ff_exp)
     struct llm__weight gate_inp, exp_gate, exp_up, exp_down;
+    // gpt-oss: the router's bias (n_expert) and the experts' (n_expert rows of n_ff_exp / n_embd)
+    struct llm__tensor gate_inp_b, exp_gate_b, exp_up_b, exp_down_b;
     // qwen2moe's shared expert: a gated MLP of n_ff_shexp, its output scaled by the sigmoid of
     // gate_inp_shexp (one row) . x
     struct llm__weight gate_inp_shexp, shexp_gate, shexp_up, shexp_down;
@@ -1109,10 +1136,13 @@ struct llm__model {
     float embd_scale;                // embeddings are multiplied by this; 0: not scaled
     bool gelu;                       // the MLP's gate is GELU (tanh approximation), else SiLU
     bool qk_norm, post_norms;        // per-head q/k RMSNorm; RMSNorm after attention and MLP
+    bool swiglu_oai;                 // gpt-oss: the experts' clamped SwiGLU (swiglu_oai), else SiLU
     // a mixture of experts in every layer's MLP (n_expert 0: none): experts, those a token uses,
     // an expert's feed-forward length, the routing (struct llm__moe)
     int n_expert, n_expert_used, n_ff_exp;
     int n_ff_shexp;                  // qwen2moe's shared expert's feed-forward length (0: none)
+    int yarn_n_ctx_orig;             // YaRN (rope.ext_factor != 0): its original context (0: n_ctx_train)
+    float yarn_beta_fast, yarn_beta_slow;
     struct llm__moe moe;
     struct llm__weight tok_embd;     // (n_vocab, n_embd)
     struct llm__weight output;       // (n_vocab, n_embd); the same as tok_embd when tied
@@ -1485,6 +1515,7 @@ struct llm__qmix {
     bool pure, tied;          // tied: no output.weight (the embedding is the output projection)
     bool is_70b;              // llama.cpp's LLM_TYPE_70B: 80 layers of llama (with GQA) or qwen2
     int n_layer, n_gqa, n_attn_v, i_attn_v, i_ffn_down, n_fallback;
+    int n_expert;             // expert_count (0: none); llama.cpp's rules for exactly 8 experts
 };
 
 LLM__INTERNAL enum llm_status llm__qmix_init(const struct llm__gguf *g, struct llm__qmix *q, struct llm__err *e);

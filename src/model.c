@@ -20,6 +20,10 @@
 //   qwen3moe  qwen3's attention; the MLP a mixture of experts (below)
 //   qwen2moe  qwen2's attention; a mixture of experts (weights not normalised) plus a shared
 //           expert on every token, scaled by the sigmoid of its own gate's logit
+//   gpt-oss biases on q/k/v/o, the router and the experts; a sink per head (a logit in each
+//           softmax's denominator); sliding-window attention on even layers; YaRN RoPE (NeoX);
+//           the experts' weights a softmax over the k chosen logits, their SwiGLU clamped
+//           (swiglu_oai); the MLP's norm is named post_attention_norm
 // A mixture of experts (qwen3moe; llama with expert_count: Mixtral) replaces the gated MLP: a
 // router's logits per token, its k best experts weighted by their softmax probabilities
 // normalised to sum 1, each expert a gated MLP, their outputs summed with those weights.
@@ -94,7 +98,8 @@ static enum llm_status llm__model_tensor3(const struct llm__model *m, const char
         return llm__fail(
             e, LLM_ERR_UNSUPPORTED,
             "model: tensor '%s' has type %s, which llm.c does not support "
-            "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)",
+            "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_K, q3_K, q4_K, q5_K, q6_K, "
+            "iq4_xs)",
             name, ti ? ti->name : "unknown");
     return LLM_OK;
 }
@@ -145,6 +150,18 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
     m->qk_norm = m->arch == LLM__ARCH_QWEN3 || m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_GEMMA3;
     if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
         return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    if (m->arch == LLM__ARCH_GPTOSS) {   // a window on even layers, each layer the same RoPE unless a local base
+        m->swiglu_oai = true;
+        if ((st = llm__hparam_u32(m, "attention.sliding_window", &m->n_swa, -1, 0, 1u << 24, e)) ||
+            (st = llm__model_swa_pattern(m, 2, e)) ||
+            (st = llm__hparam_f32(m, "rope.freq_base_swa", &m->rope_swa.freq_base, m->rope.freq_base, e)))
+            return st;
+        if (!(m->rope_swa.freq_base > 1.0f))
+            return llm__fail(e, LLM_ERR_FORMAT, "model: rope.freq_base_swa must be > 1");
+        if (m->n_swa == 0)
+            for (int l = 0; l < m->n_layer; l++) m->layers[l].swa = false;
+        return LLM_OK;
+    }
     if (!gemma) return LLM_OK;
     m->embd_scale = sqrtf((float)m->n_embd);
     m->gelu = m->post_norms = true;
@@ -185,7 +202,7 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
 static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__err *e) {
     enum llm_status st;
     if ((st = llm__hparam_u32(m, "expert_count", &m->n_expert, 0, 0, 4096, e))) return st;
-    const bool moe_arch = m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_QWEN2MOE;
+    const bool moe_arch = m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_QWEN2MOE || m->arch == LLM__ARCH_GPTOSS;
     if (!m->n_expert) {
         if (moe_arch)
             return llm__fail(e, LLM_ERR_FORMAT, "model: %s without %s.expert_count", m->arch_name, m->arch_name);
@@ -193,7 +210,7 @@ static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__
     }
     if (m->arch != LLM__ARCH_LLAMA && !moe_arch)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: experts (expert_count) in architecture '%s' are not "
-                         "supported (llama, qwen2moe, qwen3moe)", m->arch_name);
+                         "supported (llama, qwen2moe, qwen3moe, gpt-oss)", m->arch_name);
     if ((st = llm__hparam_u32(m, "expert_used_count", &m->n_expert_used, -1, 1, (uint32_t)m->n_expert, e)) ||
         (m->arch != LLM__ARCH_LLAMA &&   // (llama.cpp's llama: the experts are n_ff long, whatever the key says)
          (st = llm__hparam_u32(m, "expert_feed_forward_length", &m->n_ff_exp, 0, 1, 1 << 20, e)))) {
@@ -207,7 +224,72 @@ static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__
         m->n_expert = m->n_expert_used = 0;
         return st;
     }
-    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, m->arch != LLM__ARCH_QWEN2MOE, 0.0f};
+    // gpt-oss: a softmax over the k chosen logits, not normalised again (llama.cpp's SOFTMAX_WEIGHT)
+    const bool oss = m->arch == LLM__ARCH_GPTOSS;
+    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, m->arch != LLM__ARCH_QWEN2MOE && !oss, 0.0f, oss};
+    return LLM_OK;
+}
+
+// YaRN's settings as llama.cpp takes them (rope.scaling.*: original_context_length, attn_factor,
+// yarn_log_multiplier, yarn_beta_fast/slow, yarn_ext_factor; its defaults): the factor scales
+// cos and sin by (1 + 0.1 ln f) (over 1 + 0.1 * log_mul * ln f when log_mul is set) times
+// attn_factor. The correction dimensions wait for the final frequency bases (llm__rope_yarn_dims).
+static enum llm_status llm__model_yarn(struct llm__model *m, float factor, struct llm__err *e) {
+    enum llm_status st;
+    float attn = 1.0f, log_mul = 0.0f, ext = 1.0f;
+    if ((st = llm__hparam_u32(m, "rope.scaling.original_context_length", &m->yarn_n_ctx_orig, 0, 1, 1u << 24, e)) ||
+        (st = llm__hparam_f32(m, "rope.scaling.attn_factor", &attn, 1.0f, e)) ||
+        (st = llm__hparam_f32(m, "rope.scaling.yarn_log_multiplier", &log_mul, 0.0f, e)) ||
+        (st = llm__hparam_f32(m, "rope.scaling.yarn_ext_factor", &ext, 1.0f, e)) ||
+        (st = llm__hparam_f32(m, "rope.scaling.yarn_beta_fast", &m->yarn_beta_fast, 32.0f, e)) ||
+        (st = llm__hparam_f32(m, "rope.scaling.yarn_beta_slow", &m->yarn_beta_slow, 1.0f, e)))
+        return st;
+    if (!(attn > 0.0f) || !(ext >= 0.0f) || !(m->yarn_beta_fast > 0.0f) || !(m->yarn_beta_slow > 0.0f))
+        return llm__fail(e, LLM_ERR_FORMAT, "model: a YaRN setting is out of range");
+    const float ms = factor > 1.0f ? 1.0f + 0.1f * logf(factor) : 1.0f;
+    const float ms_all = factor > 1.0f && log_mul != 0.0f ? 1.0f + 0.1f * log_mul * logf(factor) : 1.0f;
+    m->rope.ext_factor = ext;
+    m->rope.mscale = ext != 0.0f ? ms / ms_all * attn : 1.0f;
+    return LLM_OK;
+}
+
+// ggml_rope_yarn_corr_dims: the pairs below corr_dims[0] rotate as trained (extrapolated), those
+// above corr_dims[1] interpolated, for n_ctx_orig positions and the rotations beta_fast/slow.
+static void llm__rope_yarn_dims(struct llm__rope *r, int n_ctx_orig, float beta_fast, float beta_slow) {
+    const float n = (float)r->n_rot, lb = 2.0f * logf(r->freq_base);
+    const float lo = floorf(n * logf((float)n_ctx_orig / (beta_fast * 2.0f * 3.14159265358979323846f)) / lb);
+    const float hi = ceilf(n * logf((float)n_ctx_orig / (beta_slow * 2.0f * 3.14159265358979323846f)) / lb);
+    r->corr_dims[0] = fmaxf(0.0f, lo);
+    r->corr_dims[1] = fminf(n - 1.0f, hi);
+}
+
+// RoPE's settings: the rotated dimensions, the base, the scaling (none, linear, YaRN).
+static enum llm_status llm__model_rope(struct llm__model *m, struct llm__err *e) {
+    enum llm_status st;
+    struct llm__gguf_str s;
+    char key[128];
+    m->rope.neox = m->arch != LLM__ARCH_LLAMA;   // llama.cpp: LLAMA_ROPE_TYPE_NEOX for all the others
+    if ((st = llm__hparam_u32(m, "rope.dimension_count", &m->rope.n_rot, m->head_dim, 2, (uint32_t)m->head_dim, e)))
+        return st;
+    if (m->rope.n_rot % 2) return llm__fail(e, LLM_ERR_FORMAT, "model: odd rope dimension count %d", m->rope.n_rot);
+    if ((st = llm__hparam_f32(m, "rope.freq_base", &m->rope.freq_base, 10000.0f, e))) return st;
+    if (!(m->rope.freq_base > 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope.freq_base must be > 1");
+    m->rope.freq_scale = 1.0f;
+    llm__arch_key(m, "rope.scaling.type", key, sizeof(key));
+    if (llm__gguf_find_key(&m->gguf, key) >= 0) {
+        if (!llm__gguf_get_str(&m->gguf, key, &s, e)) return LLM_ERR_FORMAT;
+        float factor = 1.0f;
+        if ((st = llm__hparam_f32(m, "rope.scaling.factor", &factor, 1.0f, e))) return st;
+        const bool yarn = s.len == 4 && memcmp(s.ptr, "yarn", 4) == 0;
+        if ((s.len == 6 && memcmp(s.ptr, "linear", 6) == 0) || yarn) {
+            if (!(factor >= 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope scaling factor %g", (double)factor);
+            m->rope.freq_scale = 1.0f / factor;
+            if (yarn && (st = llm__model_yarn(m, factor, e))) return st;
+        } else if (!(s.len == 4 && memcmp(s.ptr, "none", 4) == 0)) {
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported (none, linear, yarn)",
+                             (int)LLM__MIN(s.len, 32), s.ptr);
+        }
+    }
     return LLM_OK;
 }
 
@@ -218,13 +300,14 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     static const struct { const char *name; enum llm__arch arch; } archs[] = {
         {"llama", LLM__ARCH_LLAMA}, {"qwen2", LLM__ARCH_QWEN2}, {"qwen3", LLM__ARCH_QWEN3},
         {"phi3", LLM__ARCH_PHI3}, {"gemma2", LLM__ARCH_GEMMA2}, {"gemma3", LLM__ARCH_GEMMA3},
-        {"qwen3moe", LLM__ARCH_QWEN3MOE}, {"qwen2moe", LLM__ARCH_QWEN2MOE},
+        {"qwen3moe", LLM__ARCH_QWEN3MOE}, {"qwen2moe", LLM__ARCH_QWEN2MOE}, {"gpt-oss", LLM__ARCH_GPTOSS},
     };
     size_t ai = 0;
     while (ai < LLM__ARRAY_LEN(archs) && strcmp(m->arch_name, archs[ai].name) != 0) ai++;
     if (ai == LLM__ARRAY_LEN(archs))
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: architecture '%s' is not supported "
-                         "(supported: llama (Mixtral too), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3)",
+                         "(supported: llama (Mixtral too), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, "
+                         "gpt-oss)",
                          m->arch_name);
     m->arch = archs[ai].arch;
     if ((st = llm__hparam_u32(m, "embedding_length", &m->n_embd, -1, 1, 65536, e))) return st;
@@ -259,26 +342,7 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     if ((st = llm__hparam_f32(m, "attention.layer_norm_rms_epsilon", &m->norm_eps, 1e-5f, e))) return st;
     if (!(m->norm_eps > 0.0f && m->norm_eps < 1.0f))
         return llm__fail(e, LLM_ERR_FORMAT, "model: RMS norm epsilon %g is out of range", (double)m->norm_eps);
-    m->rope.neox = m->arch != LLM__ARCH_LLAMA;   // llama.cpp: LLAMA_ROPE_TYPE_NEOX for all the others
-    if ((st = llm__hparam_u32(m, "rope.dimension_count", &m->rope.n_rot, m->head_dim, 2, (uint32_t)m->head_dim, e)))
-        return st;
-    if (m->rope.n_rot % 2) return llm__fail(e, LLM_ERR_FORMAT, "model: odd rope dimension count %d", m->rope.n_rot);
-    if ((st = llm__hparam_f32(m, "rope.freq_base", &m->rope.freq_base, 10000.0f, e))) return st;
-    if (!(m->rope.freq_base > 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope.freq_base must be > 1");
-    m->rope.freq_scale = 1.0f;
-    llm__arch_key(m, "rope.scaling.type", key, sizeof(key));
-    if (llm__gguf_find_key(&m->gguf, key) >= 0) {
-        if (!llm__gguf_get_str(&m->gguf, key, &s, e)) return LLM_ERR_FORMAT;
-        float factor = 1.0f;
-        if ((st = llm__hparam_f32(m, "rope.scaling.factor", &factor, 1.0f, e))) return st;
-        if (s.len == 6 && memcmp(s.ptr, "linear", 6) == 0) {
-            if (!(factor >= 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope scaling factor %g", (double)factor);
-            m->rope.freq_scale = 1.0f / factor;
-        } else if (!(s.len == 4 && memcmp(s.ptr, "none", 4) == 0)) {
-            return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported (none, linear)",
-                             (int)LLM__MIN(s.len, 32), s.ptr);
-        }
-    }
+    if ((st = llm__model_rope(m, e))) return st;
     const struct llm__gguf_tensor *te = llm__gguf_find_tensor(&m->gguf, "token_embd.weight");
     if (!te) return llm__fail(e, LLM_ERR_FORMAT, "model: missing tensor 'token_embd.weight'");
     if (te->n_dims != 2 || te->ne[1] < 1 || te->ne[1] > (1 << 24)) {
@@ -287,24 +351,25 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
                          "with n_vocab in [1, %d]", llm__shape_str(got_s, te->n_dims, te->ne), m->n_embd, 1 << 24);
     }
     m->n_vocab = (int)te->ne[1];
-    return llm__model_arch_hparams(m, e);
+    if ((st = llm__model_arch_hparams(m, e))) return st;
+    if (m->rope.ext_factor != 0.0f) {   // (the local layers' RoPE is YaRN too, with its own base)
+        const int orig = m->yarn_n_ctx_orig ? m->yarn_n_ctx_orig : m->n_ctx_train;
+        llm__rope_yarn_dims(&m->rope, orig, m->yarn_beta_fast, m->yarn_beta_slow);
+        llm__rope_yarn_dims(&m->rope_swa, orig, m->yarn_beta_fast, m->yarn_beta_slow);
+    }
+    return LLM_OK;
 }
 
-// Finds every tensor the architecture uses and checks its shape and type (llm__model_tensor);
-// the optional output matrix decides tied_output.
-enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl, struct llm__err *e) {
-    const int E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
-    const bool bias = m->arch == LLM__ARCH_QWEN2 || m->arch == LLM__ARCH_QWEN2MOE;
-    enum llm_status st;
-    char name[96];
-    pl->vecs = calloc((size_t)m->n_layer * 9 + 2, sizeof(*pl->vecs));
-    pl->mats = calloc((size_t)m->n_layer * 12 + 2, sizeof(*pl->mats));
-    if (!pl->vecs || !pl->mats) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
-    const struct llm__gguf_tensor *t;
+// The plan's entries: a vector (or a table of biases), a matrix or part of one, stacked experts.
 #define LLM__VEC(field, nm, n, opt)                                                     \
     do {                                                                                \
         if ((st = llm__model_tensor(m, nm, n, 0, opt, &t, e))) return st;               \
         if (t) pl->vecs[pl->n_vecs].dst = field, pl->vecs[pl->n_vecs++].src = t;        \
+    } while (0)
+#define LLM__VEC2(field, nm, n0, n1)   /* a 2-D table of biases, a row per expert */      \
+    do {                                                                                \
+        if ((st = llm__model_tensor(m, nm, n0, n1, false, &t, e))) return st;           \
+        pl->vecs[pl->n_vecs].dst = field, pl->vecs[pl->n_vecs++].src = t;               \
     } while (0)
 #define LLM__PART(field, r0, nr)                                                        \
     (pl->mats[pl->n_mats].dst = field, pl->mats[pl->n_mats].src = t, pl->mats[pl->n_mats].row0 = r0, \
@@ -315,6 +380,52 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
         if ((st = llm__model_tensor(m, nm, cols, rows, opt, &t, e))) return st;         \
         if (t) LLM__PART(field, 0, rows);                                               \
     } while (0)
+#define LLM__NAME(s) (snprintf(name, sizeof(name), "blk.%d." s, l), name)
+
+// Layer l's mixture of experts: the router, then each expert weight of all experts stacked (and
+// gpt-oss's biases, qwen2moe's shared expert).
+static enum llm_status llm__model_plan_experts(struct llm__model *m, struct llm__model_plan *pl,
+                                               struct llm__layer *L, int l, struct llm__err *e) {
+    const int E = m->n_embd;
+    const bool oss = m->arch == LLM__ARCH_GPTOSS;
+    enum llm_status st;
+    char name[96];
+    const struct llm__gguf_tensor *t;
+    const int64_t X = m->n_expert, F = m->n_ff_exp;
+    LLM__MAT(&L->gate_inp, LLM__NAME("ffn_gate_inp.weight"), E, X, false);
+    if ((st = llm__model_tensor3(m, LLM__NAME("ffn_gate_exps.weight"), E, F, X, false, &t, e))) return st;
+    LLM__EXPERTS(&L->exp_gate, F * X);
+    if ((st = llm__model_tensor3(m, LLM__NAME("ffn_up_exps.weight"), E, F, X, false, &t, e))) return st;
+    LLM__EXPERTS(&L->exp_up, F * X);
+    if ((st = llm__model_tensor3(m, LLM__NAME("ffn_down_exps.weight"), F, E, X, false, &t, e))) return st;
+    LLM__EXPERTS(&L->exp_down, E * X);
+    if (oss) {
+        LLM__VEC(&L->gate_inp_b, LLM__NAME("ffn_gate_inp.bias"), X, false);
+        LLM__VEC2(&L->exp_gate_b, LLM__NAME("ffn_gate_exps.bias"), F, X);
+        LLM__VEC2(&L->exp_up_b, LLM__NAME("ffn_up_exps.bias"), F, X);
+        LLM__VEC2(&L->exp_down_b, LLM__NAME("ffn_down_exps.bias"), E, X);
+    }
+    if (m->n_ff_shexp) {   // qwen2moe's shared expert, and its gate (one row: a vector in the file)
+        LLM__MAT(&L->gate_inp_shexp, LLM__NAME("ffn_gate_inp_shexp.weight"), E, 1, false);
+        LLM__MAT(&L->shexp_gate, LLM__NAME("ffn_gate_shexp.weight"), E, m->n_ff_shexp, false);
+        LLM__MAT(&L->shexp_up, LLM__NAME("ffn_up_shexp.weight"), E, m->n_ff_shexp, false);
+        LLM__MAT(&L->shexp_down, LLM__NAME("ffn_down_shexp.weight"), m->n_ff_shexp, E, false);
+    }
+    return LLM_OK;
+}
+
+// Finds every tensor the architecture uses and checks its shape and type (llm__model_tensor);
+// the optional output matrix decides tied_output.
+enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl, struct llm__err *e) {
+    const int E = m->n_embd, Q = m->n_head * m->head_dim, KV = m->n_head_kv * m->head_dim;
+    const bool bias = m->arch == LLM__ARCH_QWEN2 || m->arch == LLM__ARCH_QWEN2MOE || m->arch == LLM__ARCH_GPTOSS;
+    const bool oss = m->arch == LLM__ARCH_GPTOSS;
+    enum llm_status st;
+    char name[96];
+    pl->vecs = calloc((size_t)m->n_layer * 16 + 2, sizeof(*pl->vecs));
+    pl->mats = calloc((size_t)m->n_layer * 12 + 2, sizeof(*pl->mats));
+    if (!pl->vecs || !pl->mats) return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
+    const struct llm__gguf_tensor *t;
     LLM__MAT(&m->tok_embd, "token_embd.weight", E, m->n_vocab, false);
     LLM__VEC(&m->output_norm, "output_norm.weight", E, false);
     if (m->arch != LLM__ARCH_GEMMA2) LLM__MAT(&m->output, "output.weight", E, m->n_vocab, true);
@@ -327,7 +438,6 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
                          "LongRoPE) is not supported");
     for (int l = 0; l < m->n_layer; l++) {
         struct llm__layer *L = &m->layers[l];
-#define LLM__NAME(s) (snprintf(name, sizeof(name), "blk.%d." s, l), name)
         LLM__VEC(&L->attn_norm, LLM__NAME("attn_norm.weight"), E, false);
         // phi3 may fuse q/k/v into attn_qkv (rows: Q of q, KV of k, KV of v)
         if (m->arch == LLM__ARCH_PHI3 && llm__gguf_find_tensor(&m->gguf, LLM__NAME("attn_qkv.weight"))) {
@@ -341,22 +451,13 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
             LLM__MAT(&L->wv, LLM__NAME("attn_v.weight"), E, KV, false);
         }
         LLM__MAT(&L->wo, LLM__NAME("attn_output.weight"), Q, E, false);
-        LLM__VEC(&L->ffn_norm, LLM__NAME("ffn_norm.weight"), E, false);
-        if (m->n_expert) {   // the router, then each expert weight of all experts stacked
-            const int64_t X = m->n_expert, F = m->n_ff_exp;
-            LLM__MAT(&L->gate_inp, LLM__NAME("ffn_gate_inp.weight"), E, X, false);
-            if ((st = llm__model_tensor3(m, LLM__NAME("ffn_gate_exps.weight"), E, F, X, false, &t, e))) return st;
-            LLM__EXPERTS(&L->exp_gate, F * X);
-            if ((st = llm__model_tensor3(m, LLM__NAME("ffn_up_exps.weight"), E, F, X, false, &t, e))) return st;
-            LLM__EXPERTS(&L->exp_up, F * X);
-            if ((st = llm__model_tensor3(m, LLM__NAME("ffn_down_exps.weight"), F, E, X, false, &t, e))) return st;
-            LLM__EXPERTS(&L->exp_down, E * X);
-            if (m->n_ff_shexp) {   // qwen2moe's shared expert, and its gate (one row: a vector in the file)
-                LLM__MAT(&L->gate_inp_shexp, LLM__NAME("ffn_gate_inp_shexp.weight"), E, 1, false);
-                LLM__MAT(&L->shexp_gate, LLM__NAME("ffn_gate_shexp.weight"), E, m->n_ff_shexp, false);
-                LLM__MAT(&L->shexp_up, LLM__NAME("ffn_up_shexp.weight"), E, m->n_ff_shexp, false);
-                LLM__MAT(&L->shexp_down, LLM__NAME("ffn_down_shexp.weight"), m->n_ff_shexp, E, false);
-            }
+        LLM__VEC(&L->ffn_norm, oss ? LLM__NAME("post_attention_norm.weight") : LLM__NAME("ffn_norm.weight"), E, false);
+        if (oss) {
+            LLM__VEC(&L->bo, LLM__NAME("attn_output.bias"), E, false);
+            LLM__VEC(&L->sinks, LLM__NAME("attn_sinks.weight"), m->n_head, false);
+        }
+        if (m->n_expert) {
+            if ((st = llm__model_plan_experts(m, pl, L, l, e))) return st;
         } else if (m->arch == LLM__ARCH_PHI3) {   // gate and up fused in ffn_up: n_ff rows of gate, then up
             if ((st = llm__model_tensor(m, LLM__NAME("ffn_up.weight"), E, 2 * (int64_t)m->n_ff, false, &t, e)))
                 return st;
@@ -380,12 +481,13 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
             LLM__VEC(&L->attn_post_norm, LLM__NAME("post_attention_norm.weight"), E, false);
             LLM__VEC(&L->ffn_post_norm, LLM__NAME("post_ffw_norm.weight"), E, false);
         }
-#undef LLM__NAME
     }
 #undef LLM__VEC
+#undef LLM__VEC2
 #undef LLM__MAT
 #undef LLM__PART
 #undef LLM__EXPERTS
+#undef LLM__NAME
     return LLM_OK;
 }
 
@@ -393,10 +495,11 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
 // buffer (m->small), each 64-byte aligned; the model's fields become views of it.
 static enum llm_status llm__model_load_vectors(struct llm__model *m, struct llm_backend *be,
                                                const struct llm__model_plan *pl, struct llm__err *e) {
-    size_t total = 0, longest = 1;
+    size_t total = 0, longest = 1;   // (a vector, or a 2-D table of ne[1] rows: the experts' biases)
     for (size_t i = 0; i < pl->n_vecs; i++) {
-        total += ((size_t)pl->vecs[i].src->ne[0] * sizeof(float) + 63) & ~(size_t)63;
-        longest = LLM__MAX(longest, (size_t)pl->vecs[i].src->ne[0]);
+        const size_t n = (size_t)(pl->vecs[i].src->ne[0] * pl->vecs[i].src->ne[1]);
+        total += (n * sizeof(float) + 63) & ~(size_t)63;
+        longest = LLM__MAX(longest, n);
     }
     enum llm_status st = be->iface->buf_alloc(be->ctx, &m->small, total, e);
     if (st) return st;
@@ -405,7 +508,7 @@ static enum llm_status llm__model_load_vectors(struct llm__model *m, struct llm_
     size_t offs = 0;
     for (size_t i = 0; i < pl->n_vecs && !st; i++) {
         const struct llm__gguf_tensor *src = pl->vecs[i].src;
-        int64_t n = src->ne[0];
+        int64_t n = src->ne[0] * src->ne[1];
         llm__dequantize_row((int)src->type, src->data, tmp, n);
         for (int64_t j = 0; j < n && !st; j++) {
             if (pl->vecs[i].dst == &m->rope_freqs && !(tmp[j] > 0.0f))
@@ -415,7 +518,7 @@ static enum llm_status llm__model_load_vectors(struct llm__model *m, struct llm_
         }
         if (st) break;
         be->iface->upload(be->ctx, &m->small, offs, tmp, (size_t)n * sizeof(float));
-        *pl->vecs[i].dst = llm__vec_view(&m->small, offs, n, 1);
+        *pl->vecs[i].dst = llm__vec_view(&m->small, offs, src->ne[0], src->ne[1]);
         offs += ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
     }
     free(tmp);
@@ -601,9 +704,14 @@ enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend
     bool windowed = m->attn_softcap > 0.0f;
     for (int l = 0; l < m->n_layer; l++) windowed |= m->layers[l].swa;
     const bool moe_ops = B->weight_load_experts && B->moe_route && B->matmul_id && B->moe_sum;
+    const bool sinks = m->arch == LLM__ARCH_GPTOSS;
     const char *missing = m->embd_scale > 0.0f && !B->scale ? "scale" : m->gelu && !B->gelu_mul ? "gelu_mul"
-                          : windowed && !B->attention_window ? "sliding-window or soft-capped attention"
-                          : m->n_expert && !moe_ops ? "mixture-of-experts ops" : NULL;
+                          : (windowed || sinks) && !B->attention_window ? "sliding-window or soft-capped attention"
+                          : m->n_expert && !moe_ops ? "mixture-of-experts ops"
+                          : m->swiglu_oai && !B->swiglu_oai ? "swiglu_oai"
+                          : sinks && !B->attention_sinks ? "attention sinks"
+                          : m->rope.ext_factor != 0.0f && !B->rope_yarn ? "YaRN RoPE"
+                          : NULL;
     if (missing)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: the %s backend cannot run architecture '%s' yet (no %s); "
                          "the CPU backend can", B->name, m->arch_name, missing);
@@ -753,11 +861,14 @@ static enum llm_status llm__forward_mlp(const struct llm__model *m, const struct
     const struct llm__tensor ed = llm__vec_view(&a->buf, a->off_edown, m->n_embd, TK);
     const struct llm__tensor egu[2] = {eg, eu};
     const struct llm__weight *wr[1] = {&L->gate_inp}, *wgu[2] = {&L->exp_gate, &L->exp_up}, *wd[1] = {&L->exp_down};
-    LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 1, &rl, wr, NULL, xb, gx);
+    // (biases: gpt-oss's; without them no buffer, none added)
+    const struct llm__tensor bgu[2] = {L->exp_gate_b, L->exp_up_b};
+    LLM__OP(LLM_PROF_MLP_UP, llm__forward_matmul(B, ctx, 1, &rl, wr, &L->gate_inp_b, xb, gx);
                              B->moe_route(ctx, ids, wts, rl, &m->moe);
-                             B->matmul_id(ctx, 2, egu, wgu, xb, ids, false));
-    LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, eg, eg, eu));
-    LLM__OP(LLM_PROF_MLP_DOWN, B->matmul_id(ctx, 1, &ed, wd, eg, ids, true));
+                             B->matmul_id(ctx, 2, egu, wgu, bgu, xb, ids, false));
+    if (m->swiglu_oai) LLM__OP(LLM_PROF_SILU, B->swiglu_oai(ctx, eg, eg, eu, 1.702f, 7.0f));   // (llama.cpp's)
+    else LLM__OP(LLM_PROF_SILU, B->silu_mul(ctx, eg, eg, eu));
+    LLM__OP(LLM_PROF_MLP_DOWN, B->matmul_id(ctx, 1, &ed, wd, &L->exp_down_b, eg, ids, true));
     struct llm__tensor sh = {0}, sg = {0};
     if (m->n_ff_shexp) {   // the shared expert, on every token, and its gate's logit
         const struct llm__tensor g = llm__vec_view(&a->buf, a->off_gate, m->n_ff_shexp, T);
@@ -799,7 +910,7 @@ enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be,
     struct llm__tensor xo = llm__vec_view(&a->buf, a->off_xo, E, s->n_out);
     struct llm__tensor lg = llm__vec_view(&a->buf, a->off_logits, m->n_vocab, s->n_out);
     const struct llm__tensor gx = llm__vec_view(&a->buf, a->off_gather, m->max_perm, T);
-    const struct llm__attn ap = {m->n_head, m->n_head_kv, m->head_dim, m->attn_scale, 0, m->attn_softcap};
+    struct llm__attn ap = {m->n_head, m->n_head_kv, m->head_dim, m->attn_scale, 0, m->attn_softcap, {0}};
     struct llm__attn ap_swa = ap;
     ap_swa.window = m->n_swa;
     // q and k as one row per head, (head_dim, T * heads), for the per-head norms
@@ -823,13 +934,14 @@ enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be,
         LLM__OP(LLM_PROF_ROPE, B->rope(ctx, q, m->n_head, m->head_dim, rope);
                                 B->rope(ctx, k, m->n_head_kv, m->head_dim, rope));
         LLM__OP(LLM_PROF_KV_STORE, B->kv_store(ctx, k_cache[l], v_cache[l], k, v));
-        if (L->swa || m->attn_softcap > 0.0f)
+        ap.sinks = ap_swa.sinks = L->sinks;   // (gpt-oss's; no buffer: none)
+        if (L->swa || m->attn_softcap > 0.0f || L->sinks.buf)
             LLM__OP(LLM_PROF_ATTN, B->attention_window(ctx, att, q, k_cache[l], v_cache[l], L->swa ? &ap_swa : &ap));
         else
             LLM__OP(LLM_PROF_ATTN, B->attention(ctx, att, q, k_cache[l], v_cache[l], &ap));
         const struct llm__weight *wo[1] = {&L->wo};
         if (m->capture) m->capture(m->capture_ctx, l, LLM__CAL_ATTN_OUT, att);
-        LLM__OP(LLM_PROF_O_PROJ, llm__forward_matmul(B, ctx, 1, &xb2, wo, NULL, att, gx));
+        LLM__OP(LLM_PROF_O_PROJ, llm__forward_matmul(B, ctx, 1, &xb2, wo, &L->bo, att, gx));
         if (m->post_norms) LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb2, xb2, L->attn_post_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ADD, B->add(ctx, x, x, xb2));
         LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, xb, x, L->ffn_norm, m->norm_eps));

@@ -21,6 +21,7 @@ enum {   // llama.cpp's llama_ftype values (general.file_type)
     LLM__FT_Q5_0 = 8, LLM__FT_Q5_1 = 9, LLM__FT_Q2_K = 10, LLM__FT_Q3_K_S = 11, LLM__FT_Q3_K_M = 12,
     LLM__FT_Q3_K_L = 13, LLM__FT_Q4_K_S = 14, LLM__FT_Q4_K_M = 15, LLM__FT_Q5_K_S = 16,
     LLM__FT_Q5_K_M = 17, LLM__FT_Q6_K = 18, LLM__FT_IQ4_NL = 25, LLM__FT_IQ4_XS = 30, LLM__FT_BF16 = 32,
+    LLM__FT_MXFP4_MOE = 38,
 };
 
 static const struct llm__ftype llm__ftypes[] = {
@@ -35,6 +36,7 @@ static const struct llm__ftype llm__ftypes[] = {
     {"q5_K_M", LLM__FT_Q5_K_M, LLM__TYPE_Q5_K},   {"q5_K", LLM__FT_Q5_K_M, LLM__TYPE_Q5_K},
     {"q6_K", LLM__FT_Q6_K, LLM__TYPE_Q6_K},       {"f16", LLM__FT_F16, LLM__TYPE_F16},
     {"bf16", LLM__FT_BF16, LLM__TYPE_BF16},       {"f32", LLM__FT_F32, LLM__TYPE_F32},
+    {"mxfp4_moe", LLM__FT_MXFP4_MOE, LLM__TYPE_MXFP4},
 };
 
 const struct llm__ftype *llm__ftype_by_name(const char *name) {
@@ -71,15 +73,17 @@ enum llm_status llm__qmix_init(const struct llm__gguf *g, struct llm__qmix *q, s
     const int64_t ak = llm__gguf_find_key(g, "general.architecture");
     if (ak >= 0 && g->kv[ak].type == LLM__GGUF_STR && g->kv[ak].v.str.len < sizeof(arch))
         memcpy(arch, g->kv[ak].v.str.ptr, (size_t)g->kv[ak].v.str.len), arch[g->kv[ak].v.str.len] = 0;
-    uint32_t v[3] = {0, 0, 0};
-    static const char *const keys[3] = {"block_count", "attention.head_count", "attention.head_count_kv"};
-    for (int i = 0; i < 3; i++) {
+    uint32_t v[4] = {0, 0, 0, 0};
+    static const char *const keys[4] = {"block_count", "attention.head_count", "attention.head_count_kv",
+                                        "expert_count"};
+    for (int i = 0; i < 4; i++) {
         snprintf(key, sizeof(key), "%s.%s", arch, keys[i]);
         if (llm__gguf_find_key(g, key) >= 0 && !llm__gguf_get_u32(g, key, &v[i], e)) return LLM_ERR_FORMAT;
     }
     const uint32_t n_layer = v[0], n_head = v[1], n_head_kv = v[2] ? v[2] : v[1];
     q->n_layer = (int)n_layer;
     q->n_gqa = n_head_kv ? (int)(n_head / n_head_kv) : 1;
+    q->n_expert = (int)LLM__MIN(v[3], 1u << 20);
     q->is_70b = n_layer == 80 && ((!strcmp(arch, "llama") && n_head != n_head_kv) || !strcmp(arch, "qwen2"));
     for (int64_t i = 0; i < g->n_tensors; i++) {
         const char *name = g->tensors[i].name;
@@ -101,7 +105,9 @@ int llm__qmix_type(struct llm__qmix *q, const struct llm__gguf_tensor *t) {
     const char *name = t->name;
     const bool out = !strcmp(name, "output.weight");
     const bool embd = !strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight");
-    if (q->pure) {
+    if (ft == LLM__FT_MXFP4_MOE) {   // a mixture of experts' stacked experts MXFP4, every other matrix Q8_0
+        nt = t->ne[2] > 1 && !out && !(q->tied && embd) ? LLM__TYPE_MXFP4 : LLM__TYPE_Q8_0;
+    } else if (q->pure) {
     } else if (out || (q->tied && embd)) {
         if (t->ne[0] % llm__type_info((uint32_t)nt)->blck != 0) nt = LLM__TYPE_Q8_0;
         else if (nt != LLM__TYPE_Q8_0) nt = LLM__TYPE_Q6_K;
@@ -116,17 +122,26 @@ int llm__qmix_type(struct llm__qmix *q, const struct llm__gguf_tensor *t) {
             nt = LLM__TYPE_Q6_K;
         else if (ft == LLM__FT_Q4_K_S && q->i_attn_v < 4) nt = LLM__TYPE_Q5_K;
         if (q->is_70b && (nt == LLM__TYPE_Q3_K || nt == LLM__TYPE_Q4_K)) nt = LLM__TYPE_Q5_K;
+        if (q->n_expert == 8) nt = LLM__TYPE_Q8_0;   // (Mixtral-like: llama.cpp's "trades just ~128MB")
         q->i_attn_v++;
-    } else if (strstr(name, "attn_k.weight") || strstr(name, "attn_q.weight")) {
+    } else if (strstr(name, "attn_k.weight")) {
+        if (q->n_expert == 8) nt = LLM__TYPE_Q8_0;
+    } else if (strstr(name, "attn_q.weight")) {
         // changed only for file types not offered here
     } else if (strstr(name, "attn_output.weight")) {
-        if (ft == LLM__FT_Q2_K) nt = LLM__TYPE_Q3_K;
+        if (q->n_expert == 8) {
+            if (ft == LLM__FT_Q2_K || ft == LLM__FT_Q3_K_S || ft == LLM__FT_Q3_K_M || ft == LLM__FT_IQ4_NL ||
+                ft == LLM__FT_Q4_K_S || ft == LLM__FT_Q4_K_M || ft == LLM__FT_IQ4_XS)
+                nt = LLM__TYPE_Q5_K;
+        } else if (ft == LLM__FT_Q2_K) nt = LLM__TYPE_Q3_K;
         else if (ft == LLM__FT_Q3_K_M) nt = LLM__TYPE_Q4_K;
         else if (ft == LLM__FT_Q3_K_L) nt = LLM__TYPE_Q5_K;
     } else if (strstr(name, "ffn_up") || strstr(name, "ffn_gate")) {
         // changed only for file types not offered here
     } else if (strstr(name, "ffn_down")) {
-        const int i = q->i_ffn_down++, n = q->n_layer;
+        // (with experts the layer comes from the name: a layer may have several, qwen2moe's shared one)
+        const int i = q->n_expert > 1 ? llm__tensor_layer(name) : q->i_ffn_down, n = q->n_layer;
+        q->i_ffn_down++;
         if (ft == LLM__FT_Q2_K) nt = LLM__TYPE_Q3_K;
         else if (ft == LLM__FT_Q3_K_M) nt = i < n / 16 ? LLM__TYPE_Q5_K : LLM__TYPE_Q4_K;
         else if (ft == LLM__FT_Q3_K_L) nt = LLM__TYPE_Q5_K;

@@ -62,7 +62,7 @@ LLM__INTERNAL const struct llm__type_info llm__type_table[LLM__TYPE_COUNT] = {
     [LLM__TYPE_IQ4_NL_4X4] = {"iq4_nl_4x4", 32,  18, false, LLM__TYPE_Q8_0, false},
     [LLM__TYPE_IQ4_NL_4X8] = {"iq4_nl_4x8", 32,  18, false, LLM__TYPE_Q8_0, false},
     [LLM__TYPE_IQ4_NL_8X8] = {"iq4_nl_8x8", 32,  18, false, LLM__TYPE_Q8_0, false},
-    [LLM__TYPE_MXFP4]      = {"mxfp4",      32,  17, false, LLM__TYPE_Q8_0, false},
+    [LLM__TYPE_MXFP4]      = {"mxfp4",      32,  17, true,  LLM__TYPE_Q8_0, false},
     [LLM__TYPE_G4_32]      = {"int4_g32",   32,  20, true,  LLM__TYPE_Q8_0, true},
     [LLM__TYPE_G4_64]      = {"int4_g64",   64,  36, true,  LLM__TYPE_Q8_0, true},
     [LLM__TYPE_G4_128]     = {"int4_g128", 128,  68, true,  LLM__TYPE_Q8_0, true},
@@ -92,6 +92,7 @@ size_t llm__row_bytes(int type, int64_t n) {
 // aligned (4-byte for Q8_K), which GGUF's 32-byte tensor alignment and llm__alloc guarantee.
 LLM__INTERNAL const int8_t llm__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                     1,    13,   25,  38,  53,  69,  89,  113};
+LLM__INTERNAL const int8_t llm__mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 bool llm__is_gq(int type) { return type >= LLM__TYPE_G4_32 && type <= LLM__TYPE_G8_128; }
 int llm__gq_bits(int type) { return type <= LLM__TYPE_G4_128 ? 4 : 8; }
 int llm__gq_group(int type) { return 32 << ((type - LLM__TYPE_G4_32) % 3); }
@@ -103,6 +104,7 @@ _Static_assert(sizeof(struct llm__block_q4_1) == 20, "block_q4_1 layout");
 _Static_assert(sizeof(struct llm__block_q5_0) == 22, "block_q5_0 layout");
 _Static_assert(sizeof(struct llm__block_q5_1) == 24, "block_q5_1 layout");
 _Static_assert(sizeof(struct llm__block_iq4_nl) == 18, "block_iq4_nl layout");
+_Static_assert(sizeof(struct llm__block_mxfp4) == 17, "block_mxfp4 layout");
 _Static_assert(sizeof(struct llm__block_q4_K) == 144, "block_q4_K layout");
 _Static_assert(sizeof(struct llm__block_q5_K) == 176, "block_q5_K layout");
 _Static_assert(sizeof(struct llm__block_q6_K) == 210, "block_q6_K layout");
@@ -310,6 +312,15 @@ void llm__dequantize_iq4_nl(const struct llm__block_iq4_nl *x, float *y, int64_t
         uint8_t q[32];
         llm__b32_quants(x[i].qs, NULL, q);
         for (int j = 0; j < 32; j++) y[j] = d * (float)llm__iq4nl_values[q[j]];
+    }
+}
+
+void llm__dequantize_mxfp4(const struct llm__block_mxfp4 *x, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK) {
+        const float d = llm__e8m0_half(x[i].e);
+        uint8_t q[32];
+        llm__b32_quants(x[i].qs, NULL, q);
+        for (int j = 0; j < 32; j++) y[j] = d * (float)llm__mxfp4_values[q[j]];
     }
 }
 
@@ -618,6 +629,32 @@ void llm__quantize_iq4_nl(const float *x, struct llm__block_iq4_nl *y, int64_t n
         const float d = llm__fp16_to_fp32(y[i].d), id = d != 0.0f ? 1.0f / d : 0.0f;
         uint8_t q[32];
         for (int j = 0; j < 32; j++) q[j] = (uint8_t)llm__iq4nl_index(x[j] * id);
+        llm__b32_pack(q, y[i].qs, NULL);
+    }
+}
+
+// MXFP4 as quantize_row_mxfp4_ref: the exponent puts the block's largest magnitude in the grid's
+// top octave, e = floor(log2(amax)) - 2 + 127 (kept in 1..254 here, where ggml's cast would wrap;
+// 0 for an all-zero block), each element the grid value nearest to it (the first of a tie).
+void llm__quantize_mxfp4(const float *x, struct llm__block_mxfp4 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+        int e = 0;
+        if (amax > 0.0f && isfinite(amax)) e = LLM__MAX(1, LLM__MIN(254, (int)floorf(log2f(amax)) - 2 + 127));
+        else if (amax > 0.0f) e = 254;
+        y[i].e = (uint8_t)e;
+        const float d = llm__e8m0_half(y[i].e);
+        uint8_t q[32];
+        for (int j = 0; j < 32; j++) {
+            int best = 0;
+            float best_err = fabsf((float)llm__mxfp4_values[0] * d - x[j]);
+            for (int k = 1; k < 16; k++) {
+                const float err = fabsf((float)llm__mxfp4_values[k] * d - x[j]);
+                if (err < best_err) best = k, best_err = err;
+            }
+            q[j] = (uint8_t)best;
+        }
         llm__b32_pack(q, y[i].qs, NULL);
     }
 }

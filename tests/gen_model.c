@@ -82,6 +82,15 @@ static const struct gm_shape gm_shapes[] = {
      0.0f, 8, 2, 256},
     {"qwen3moe-4b-a1b", "qwen3moe", 2048, 24, 32, 4, 6144, 40960, 1e6f, 1e-6f, false, false, false, 128, true, false, false,
      0, 0.0f, 0.0f, 32, 8, 768},
+    // gpt-oss (the architecture sets the rest: biases on o, the router and the experts, sinks,
+    // YaRN of factor 32 over 4096 positions, the MLP's norm named post_attention_norm): heads of
+    // 64, a window of 8 on even layers, 8 experts of 256, 2 a token; and for the benchmarks
+    // gpt-oss-20b's layer (2880 wide, 64 heads, 8 KV heads, 32 experts of 2880, 4 a token, window
+    // 128) in 24 layers, 32 experts as the real model: its 21 B parameters, 3.6 B a token's
+    {"tiny-gpt-oss", "gpt-oss", 256, 2, 4, 2, 256, 512, 150000.0f, 1e-5f, false, true, false, 64, false, false, false, 8,
+     0.0f, 0.0f, 8, 2, 256},
+    {"gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 2880, 131072, 150000.0f, 1e-5f, false, true, false, 64, false, false,
+     false, 128, 0.0f, 0.0f, 32, 4, 2880},
 };
 
 // --- weight types: llama.cpp's file types ---
@@ -113,6 +122,8 @@ static const struct gm_ftype gm_ftypes[] = {
     {"iq4_xs", LLM__TYPE_IQ4_XS, 30, false},
     {"q3_k_m", LLM__TYPE_Q3_K, 12, true},
     {"q2_k_m", LLM__TYPE_Q2_K, 10, true},   // llama.cpp's Q2_K file type
+    // llama.cpp's MXFP4_MOE: the experts MXFP4, every other matrix Q8_0 (llama_tensor_get_type)
+    {"mxfp4", LLM__TYPE_MXFP4, 38, false},
 };
 
 // llama.cpp's choice of layers that get more bits in the _M mixes: the first and last eighth
@@ -203,6 +214,7 @@ static int gm_fallback_type(int type) {
 static int gm_pick_type(const struct gm_model *m, const char *name, const char *role, int layer,
                         int64_t ne0) {
     int type = m->ft->type;
+    if (type == LLM__TYPE_MXFP4 && !strstr(role, "_exps")) type = LLM__TYPE_Q8_0;
     if (m->ft->k_mix && (type == LLM__TYPE_Q3_K || type == LLM__TYPE_Q2_K)) {
         type = gm_low_k_mix_type(m, role, layer, ne0);
     } else if (m->ft->k_mix) {
@@ -235,7 +247,9 @@ static struct gm_tensor *gm_add(struct gm_model *m, const char *role, int layer,
     t->ne[1] = n_dims > 1 ? ne1 : 1;
     t->ne[2] = t->ne[3] = 1;
     // (the router of a mixture of experts stays F32, as llama-quantize leaves it)
-    t->type = n_dims == 1 || !strcmp(role, "ffn_gate_inp") ? LLM__TYPE_F32 : gm_pick_type(m, t->name, role, layer, ne0);
+    // (and the experts' biases, 2-D, are F32 too)
+    t->type = n_dims == 1 || !strcmp(role, "ffn_gate_inp") || !strcmp(suffix, "bias") ? LLM__TYPE_F32
+                                                                                      : gm_pick_type(m, t->name, role, layer, ne0);
     t->fill = fill;
     t->mean = mean;
     t->std = std;
@@ -267,6 +281,7 @@ static void gm_plan(struct gm_model *m) {
     // 1/n_embd keep the scaled ones at RMS 1/sqrt(n_embd) as above, and output_norm.weight
     // ~2 sqrt(n_embd) gives the tied projection logits of std ~2 again.
     if (s->post_norms) emb_std = 1.0f / (float)d, out_gain = 2.0f * sqrtf((float)d);
+    const bool oss = !strcmp(s->arch, "gpt-oss");
     m->t = calloc((size_t)(m->n_layer * 24 + 4), sizeof(*m->t));
     if (!m->t) abort();
     gm_add(m, "token_embd", -1, "weight", 2, d, m->n_vocab, GM_NORMAL, 0, emb_std);
@@ -288,14 +303,24 @@ static void gm_plan(struct gm_model *m) {
             gm_add(m, "attn_k_norm", l, "weight", 1, m->head_dim, 1, GM_NORMAL, 1.5f, 0.15f);
         }
         gm_add(m, "attn_output", l, "weight", 2, q, d, GM_NORMAL, 0, 1.0f / sqrtf((float)q));
+        if (oss) {   // the output's bias, a sink logit per head
+            gm_add(m, "attn_output", l, "bias", 1, d, 1, GM_NORMAL, 0, 0.2f);
+            gm_add(m, "attn_sinks", l, "weight", 1, s->n_head, 1, GM_NORMAL, 0, 1.0f);
+        }
         if (s->post_norms) gm_add(m, "post_attention_norm", l, "weight", 1, d, 1, GM_NORMAL, 1.0f, 0.1f);
-        gm_add(m, "ffn_norm", l, "weight", 1, d, 1, GM_NORMAL, 1.0f, 0.1f);
+        gm_add(m, oss ? "post_attention_norm" : "ffn_norm", l, "weight", 1, d, 1, GM_NORMAL, 1.0f, 0.1f);
         if (s->n_expert) {   // the router (logits of std ~1), the experts
             const int64_t f = s->n_ff_exp ? s->n_ff_exp : s->n_ff;
             gm_add(m, "ffn_gate_inp", l, "weight", 2, d, s->n_expert, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
+            if (oss) gm_add(m, "ffn_gate_inp", l, "bias", 1, s->n_expert, 1, GM_NORMAL, 0, 0.5f);
             gm_add_experts(m, "ffn_gate_exps", l, d, f);
             gm_add_experts(m, "ffn_up_exps", l, d, f);
             gm_add_experts(m, "ffn_down_exps", l, f, d);
+            if (oss) {   // each expert's biases, a row per expert
+                gm_add(m, "ffn_gate_exps", l, "bias", 2, f, s->n_expert, GM_NORMAL, 0, 0.2f);
+                gm_add(m, "ffn_up_exps", l, "bias", 2, f, s->n_expert, GM_NORMAL, 0, 0.2f);
+                gm_add(m, "ffn_down_exps", l, "bias", 2, d, s->n_expert, GM_NORMAL, 0, 0.2f);
+            }
             if (!strcmp(s->arch, "qwen2moe")) {   // the shared expert (n_ff long) and its gate (a vector)
                 gm_add(m, "ffn_gate_inp_shexp", l, "weight", 1, d, 1, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
                 gm_add(m, "ffn_gate_shexp", l, "weight", 2, d, s->n_ff, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
@@ -440,6 +465,14 @@ static enum llm_status gm_declare(struct llm__gguf_writer *w, const struct gm_mo
         snprintf(key, sizeof(key), "%s.%s", arch, extra[i].key);
         st = extra[i].is_f32 ? llm__gguf_writer_set_f32(w, key, (float)extra[i].value, e)
                              : llm__gguf_writer_set_u32(w, key, (uint32_t)extra[i].value, e);
+    }
+    if (st == LLM_OK && !strcmp(arch, "gpt-oss")) {   // gpt-oss's RoPE: YaRN, factor 32 over 4096 positions
+        snprintf(key, sizeof(key), "%s.rope.scaling.type", arch);
+        st = llm__gguf_writer_set_str(w, key, "yarn", e);
+        snprintf(key, sizeof(key), "%s.rope.scaling.factor", arch);
+        if (st == LLM_OK) st = llm__gguf_writer_set_f32(w, key, 32.0f, e);
+        snprintf(key, sizeof(key), "%s.rope.scaling.original_context_length", arch);
+        if (st == LLM_OK) st = llm__gguf_writer_set_u32(w, key, 4096, e);
     }
     for (int64_t i = 0; st == LLM_OK && i < vocab->n_kv; i++)
         if (strncmp(vocab->kv[i].key, "tokenizer.", 10) == 0 && !(m->pre && !strcmp(vocab->kv[i].key, "tokenizer.ggml.pre")))

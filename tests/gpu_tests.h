@@ -401,7 +401,8 @@ static void test_rope(struct llm_backend *vk, struct llm_backend *cpu) {
         buf2_alloc(be, xb, xh, sizeof(float) * words);
         buf2_alloc(be, fb, ffh, sizeof(float) * (of + (size_t)cases[c].n_rot / 2 + 2));
         for (int k = 0; k < 2; k++) {
-            struct llm__rope r = {cases[c].n_rot, cases[c].neox, cases[c].base, cases[c].scale, {0}};
+            struct llm__rope r = {cases[c].n_rot, cases[c].neox, cases[c].base, cases[c].scale, {0},
+                                  0.0f, 1.0f, {0, 0}};
             if (cases[c].ff) r.freq_factors = ten(&fb[k], of * 4, cases[c].n_rot / 2, 1, sizeof(float) * (size_t)(cases[c].n_rot / 2));
             be[k]->iface->begin_step(be[k]->ctx, &step);
             be[k]->iface->rope(be[k]->ctx, ten(&xb[k], ox * 4, cols, T, sx * 4), cases[c].n_head, cases[c].head_dim, &r);
@@ -498,7 +499,7 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
     buf2_alloc(be, kb, ch, 2 * layer);
     buf2_alloc(be, vb, ch, 2 * layer);
     buf2_alloc(be, obuf, oh, sizeof(float) * ow);
-    const struct llm__attn ap = {n_head, n_head_kv, hd, 1.0f / sqrtf((float)hd), ac->window, ac->softcap};
+    const struct llm__attn ap = {n_head, n_head_kv, hd, 1.0f / sqrtf((float)hd), ac->window, ac->softcap, {0}};
     struct llm__err e = {{0}, LLM_OK};
     for (int k = 0; k < 2; k++) {
         const int64_t slots = (int64_t)pool * bs;

@@ -22,7 +22,7 @@ import numpy as np
 from gguf import GGUFReader
 from gguf.quants import dequantize
 
-EXACT = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}
+EXACT = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "MXFP4"}
 SLACK = 1.02
 
 

@@ -223,7 +223,7 @@ static void check_kt_unpack(void) {
 // window > 0: sliding-window attention (a token at p sees p - window + 1 .. p); softcap > 0:
 // scores soft-capped (softcap * tanh(score / softcap)).
 static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int nkv, int threads, int window,
-                            float softcap) {
+                            float softcap, bool sinks) {
     enum { S = 3 };
     int lens[S], news[S], T = 0;
     for (int i = 0; i < S; i++) {
@@ -291,10 +291,16 @@ static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int n
     for (int i = 0; i < T * Q; i++) q[i] = (float)test_rng_normal(&seed);
     struct llm__step st = {.n_tokens = T, .tokens = tok, .positions = pos, .seq_idx = sq, .n_seqs = S,
                            .max_blocks = max_blocks, .block_tables = bt, .block_size = bs};
-    struct llm__attn ap = {nh, nkv, hd, 1.0f / sqrtf((float)hd), window, softcap};
+    struct llm__buf skb;   // sinks: a logit per head (gpt-oss), about as large as the scores
+    be.iface->buf_alloc(be.ctx, &skb, sizeof(float) * (size_t)nh, &e);
+    float *sk = skb.data;
+    for (int h = 0; h < nh; h++) sk[h] = (float)test_rng_normal(&seed) * 2.0f + (h == 0 ? 6.0f : 0.0f);
+    struct llm__attn ap = {nh, nkv, hd, 1.0f / sqrtf((float)hd), window, softcap, {0}};
+    if (sinks) ap.sinks = llm__vec_view(&skb, 0, nh, 1);
     be.iface->begin_step(be.ctx, &st);
     void (*attn)(void *, struct llm__tensor, struct llm__tensor, struct llm__tensor, struct llm__tensor,
-                 const struct llm__attn *) = window || softcap > 0 ? be.iface->attention_window : be.iface->attention;
+                 const struct llm__attn *) = window || softcap > 0 || sinks ? be.iface->attention_window
+                                                                            : be.iface->attention;
     attn(be.ctx, llm__vec_view(&ob, 0, Q, T), llm__vec_view(&qb, 0, Q, T), kc, vc, &ap);
     be.iface->end_step(be.ctx, &e);
     // float64 reference (queries rounded as the backend rounds them for a half cache)
@@ -317,7 +323,9 @@ static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int n
                 if (softcap > 0) sc[p] = softcap * tanh(sc[p] / softcap);
                 mx = fmax(mx, sc[p]);
             }
+            if (sinks) mx = fmax(mx, sk[h]);
             for (int p = p0; p <= pos[t]; p++) { sc[p] = exp(sc[p] - mx); sum += sc[p]; }
+            if (sinks) sum += exp(sk[h] - mx);
             for (int c = 0; c < hd; c++) {
                 double a = 0;
                 for (int p = p0; p <= pos[t]; p++) a += sc[p] * vv[((size_t)i * 70 + p) * KV + g * hd + c];
@@ -325,9 +333,10 @@ static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int n
                 worst = fmax(worst, fabs(a - o[(size_t)t * Q + h * hd + c]));
             }
         }
-    EXPECT(worst < 1e-5, "attention simd=%d kv=%s bs=%d hd=%d heads=%d/%d threads=%d window=%d softcap=%g: "
+    EXPECT(worst < 1e-5, "attention simd=%d kv=%s bs=%d hd=%d heads=%d/%d threads=%d window=%d softcap=%g sinks=%d: "
            "max error %.3g", simd, kv_type == LLM__TYPE_F16 ? "f16" : "f32", bs, hd, nh, nkv, threads, window,
-           (double)softcap, worst);
+           (double)softcap, sinks, worst);
+    be.iface->buf_free(be.ctx, &skb);
     be.iface->buf_free(be.ctx, &kb); be.iface->buf_free(be.ctx, &vb); be.iface->buf_free(be.ctx, &qb);
     be.iface->buf_free(be.ctx, &ob); be.iface->buf_free(be.ctx, &nb);
     be.iface->free(be.ctx);
@@ -388,7 +397,8 @@ static void check_act_quantizers(void) {
 
 // --- rope and rmsnorm ---
 
-static void check_rope(bool neox, bool factors) {
+// yarn: YaRN's blend of interpolated and extrapolated angles over pairs 5..15, cos/sin scaled by 1.2
+static void check_rope(bool neox, bool factors, bool yarn) {
     enum { hd = 64, nh = 3, T = 5, n_rot = 48 };
     struct llm_backend be = make_backend(2, -1, true);
     struct llm__err e;
@@ -396,7 +406,7 @@ static void check_rope(bool neox, bool factors) {
     be.iface->buf_alloc(be.ctx, &fb, sizeof(float) * n_rot / 2, &e);
     float *ff = fb.data;
     for (int i = 0; i < n_rot / 2; i++) ff[i] = 1.0f + (float)i / 4.0f;
-    struct llm__rope r = {n_rot, neox, 10000.0f, 0.5f, {0}};
+    struct llm__rope r = {n_rot, neox, 10000.0f, 0.5f, {0}, yarn ? 1.0f : 0.0f, 1.2f, {5.0f, 15.0f}};
     if (factors) r.freq_factors = llm__vec_view(&fb, 0, n_rot / 2, 1);
     be.iface->buf_alloc(be.ctx, &xb, sizeof(float) * T * nh * hd, &e);
     float *x = xb.data, x0[T * nh * hd];
@@ -416,15 +426,20 @@ static void check_rope(bool neox, bool factors) {
                 if (neox && i < n_rot) { pair = i % (n_rot / 2); first = i < n_rot / 2; }
                 if (!neox && i < n_rot) { pair = i / 2; first = i % 2 == 0; }
                 if (pair >= 0) {
-                    double th = 0.5 * pos[t] * pow(10000.0, -2.0 * pair / n_rot) / (factors ? ff[pair] : 1.0);
+                    const double ex = pos[t] * pow(10000.0, -2.0 * pair / n_rot) / (factors ? ff[pair] : 1.0);
+                    double th = 0.5 * ex, ms = 1.0;
+                    if (yarn) {
+                        const double ramp = 1.0 - fmin(1.0, fmax(0.0, (pair - 5.0) / 10.0));
+                        th = th * (1.0 - ramp) + ex * ramp, ms = 1.2;
+                    }
                     int j0 = neox ? pair : 2 * pair, j1 = neox ? pair + n_rot / 2 : 2 * pair + 1;
-                    want = first ? a[j0] * cos(th) - a[j1] * sin(th) : a[j0] * sin(th) + a[j1] * cos(th);
+                    want = ms * (first ? a[j0] * cos(th) - a[j1] * sin(th) : a[j0] * sin(th) + a[j1] * cos(th));
                 }
                 worst = fmax(worst, fabs(want - b[i]));
             }
         }
     // positions up to 2047 in float: the angle is exact to ~1e-4 rad
-    EXPECT(worst < 1e-3, "rope neox=%d factors=%d: max error %.3g", neox, factors, worst);
+    EXPECT(worst < 1e-3, "rope neox=%d factors=%d yarn=%d: max error %.3g", neox, factors, yarn, worst);
     be.iface->buf_free(be.ctx, &xb);
     be.iface->buf_free(be.ctx, &fb);
     be.iface->free(be.ctx);
@@ -506,10 +521,14 @@ static void check_gelu_mul(void) {
 // (with a tie, which goes to the lower index) and weights against a float64 softmax; the experts'
 // products of the tokens (x_per_slot off) and of a row per slot (on) against the scalar kernel with
 // the activations quantized the same way, at relative error 1e-5; the weighted sum in float64.
-static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, int T, int threads) {
+// oss: gpt-oss's routing (a softmax over the k chosen logits, not normalised again) and biases
+// added by expert (a table of n_expert rows) in every product.
+static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, int T, int threads, bool oss) {
     const size_t rb = llm__row_bytes(type, K), TK = (size_t)T * k;
     const int64_t N = rows * n_expert;
     float *wf = malloc(sizeof(float) * (size_t)K), *x = malloc(sizeof(float) * K * TK);
+    float *bias = malloc(sizeof(float) * (size_t)N);
+    for (int64_t i = 0; i < N; i++) bias[i] = oss ? (float)test_rng_normal(&seed) : 0.0f;
     float *lg = malloc(sizeof(float) * (size_t)T * n_expert), *y = malloc(sizeof(float) * rows * TK);
     uint8_t *w = malloc(rb * (size_t)N);
     for (int64_t r = 0; r < N; r++) {
@@ -531,22 +550,24 @@ static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, in
     struct llm__buf b;
     const size_t fl = sizeof(float), o_lg = 0, o_ids = o_lg + fl * T * n_expert, o_w = o_ids + 4 * TK, o_x = o_w + fl * TK,
                  o_d1 = o_x + fl * K * TK, o_d2 = o_d1 + fl * rows * TK, o_y = o_d2 + fl * rows * TK,
-                 o_s = o_y + fl * rows * TK, end = o_s + fl * rows * T;
+                 o_s = o_y + fl * rows * TK, o_b = o_s + fl * rows * T, end = o_b + fl * (size_t)N;
     be.iface->buf_alloc(be.ctx, &b, end, &e);
     be.iface->upload(be.ctx, &b, o_lg, lg, fl * T * n_expert);
     be.iface->upload(be.ctx, &b, o_x, x, fl * K * TK);
     be.iface->upload(be.ctx, &b, o_y, y, fl * rows * TK);
+    be.iface->upload(be.ctx, &b, o_b, bias, fl * (size_t)N);
+    const struct llm__tensor tb[2] = {llm__vec_view(&b, o_b, rows, n_expert), llm__vec_view(&b, o_b, rows, n_expert)};
     const struct llm__tensor tl = llm__vec_view(&b, o_lg, n_expert, T), tw = llm__vec_view(&b, o_w, k, T);
     const struct llm__tensor ti = {&b, o_ids, LLM__TYPE_I32, k, T, (size_t)k * 4};
     const struct llm__tensor tx = llm__vec_view(&b, o_x, K, T), tx2 = llm__vec_view(&b, o_x, K, (int64_t)TK);
     const struct llm__tensor d1 = llm__vec_view(&b, o_d1, rows, (int64_t)TK), d2 = llm__vec_view(&b, o_d2, rows, (int64_t)TK);
     const struct llm__tensor ty = llm__vec_view(&b, o_y, rows, (int64_t)TK), ts = llm__vec_view(&b, o_s, rows, T);
-    const struct llm__moe mp = {n_expert, k, true, 0.0f};
+    const struct llm__moe mp = {n_expert, k, !oss, 0.0f, oss};
     be.iface->begin_step(be.ctx, &(struct llm__step){.n_tokens = T});
     be.iface->moe_route(be.ctx, ti, tw, tl, &mp);
     const struct llm__weight *ws[2] = {&wt, &wt};
     const struct llm__tensor dd[2] = {d1, d2};
-    be.iface->matmul_id(be.ctx, 2, dd, ws, tx, ti, false);
+    be.iface->matmul_id(be.ctx, 2, dd, ws, oss ? tb : NULL, tx, ti, false);
     const int32_t *ids = (const int32_t *)(void *)((char *)b.data + o_ids);
     const float *wts = (const float *)(void *)((char *)b.data + o_w), *g1 = (const float *)(void *)((char *)b.data + o_d1);
     const float *g2 = (const float *)(void *)((char *)b.data + o_d2);
@@ -555,7 +576,7 @@ static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, in
     double worst_w = 0, worst = 0, scale = 0;
     for (int t = 0; t < T; t++) {
         const float *l = lg + (size_t)t * n_expert;
-        double mx = -INFINITY, sum = 0, chosen = 0;
+        double mx = -INFINITY, sum = 0, chosen = 0, sum_k = 0;
         for (int i = 0; i < n_expert; i++) mx = fmax(mx, l[i]);
         for (int i = 0; i < n_expert; i++) sum += exp((double)l[i] - mx);
         int want[16];
@@ -568,10 +589,12 @@ static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, in
             }
             want[s] = best;
             chosen += exp((double)l[best] - mx) / sum;
+            sum_k += exp((double)l[best] - mx);
         }
-        for (int s = 0; s < k; s++) {
+        for (int s = 0; s < k; s++) {   // (oss: the softmax over the k; else normalised to sum 1 anyway)
             bad_ids += ids[t * k + s] != want[s];
-            worst_w = fmax(worst_w, fabs(wts[t * k + s] - exp((double)l[want[s]] - mx) / sum / chosen));
+            const double ref = oss ? exp((double)l[want[s]] - mx) / sum_k : exp((double)l[want[s]] - mx) / sum / chosen;
+            worst_w = fmax(worst_w, fabs(wts[t * k + s] - ref));
         }
     }
     EXPECT(bad_ids == 0 && ids[0] == 1 && worst_w < 1e-6, "moe_route: %d experts differ, weight error %.3g", bad_ids,
@@ -584,12 +607,12 @@ static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, in
     for (size_t t = 0; t < TK; t++) llm__quantize_row(vt, x + t * K, xq + t * ab, K);
     double *want = malloc(sizeof(double) * rows * TK);
     for (int pass = 0; pass < 2; pass++) {   // 0: the tokens' rows (gate/up), 1: a row per slot (down)
-        if (pass == 1) be.iface->matmul_id(be.ctx, 1, &d1, ws, tx2, ti, true);
+        if (pass == 1) be.iface->matmul_id(be.ctx, 1, &d1, ws, oss ? tb : NULL, tx2, ti, true);
         for (size_t q = 0; q < TK; q++)
             for (int64_t r = 0; r < rows; r++) {
                 float v;
                 dot(K, &v, w + ((size_t)ids[q] * rows + r) * rb, xq + (pass ? q : q / k) * ab);
-                want[q * rows + r] = v;
+                want[q * rows + r] = (double)v + bias[(size_t)ids[q] * rows + r];
                 scale = fmax(scale, fabs(v));
             }
         for (size_t i = 0; i < rows * TK; i++) {
@@ -597,9 +620,9 @@ static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, in
             if (pass == 0) worst = fmax(worst, fabs(g2[i] - want[i]));
         }
     }
-    EXPECT(worst <= 1e-5 * scale, "matmul_id %s K=%lld rows=%lld experts %d of %d, %d tokens, %s: error %.3g of %.3g",
+    EXPECT(worst <= 1e-5 * scale, "matmul_id %s K=%lld rows=%lld experts %d of %d, %d tokens, %s%s: error %.3g of %.3g",
            llm__type_info((uint32_t)type)->name, (long long)K, (long long)rows, k, n_expert, T,
-           wt.layout == LLM__LAYOUT_X16 ? "x16" : "plain", worst, scale);
+           wt.layout == LLM__LAYOUT_X16 ? "x16" : "plain", oss ? " with biases" : "", worst, scale);
     const bool x16 = ((struct llm__cpu *)be.ctx)->simd == LLM__SIMD_AVX512 && rows % 16 == 0 &&
                      (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_Q4_0 || type == LLM__TYPE_Q5_1 || type == LLM__TYPE_Q4_K);
     EXPECT((wt.layout == LLM__LAYOUT_X16) == x16, "%s experts of %lld rows: layout %d", llm__type_info((uint32_t)type)->name,
@@ -625,7 +648,33 @@ static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, in
     be.iface->weight_free(be.ctx, &wt);
     be.iface->buf_free(be.ctx, &b);
     be.iface->free(be.ctx);
-    free(wf); free(x); free(lg); free(y); free(w); free(xq); free(want);
+    free(wf); free(x); free(lg); free(y); free(w); free(xq); free(want); free(bias);
+}
+
+// swiglu_oai (gpt-oss's experts) against float64, on values well past the clamp (+-7) on both sides.
+static void check_swiglu_oai(void) {
+    const int n = 1000, T = 3;
+    struct llm_backend be = make_backend(2, -1, true);
+    struct llm__err e;
+    struct llm__buf b;
+    be.iface->buf_alloc(be.ctx, &b, sizeof(float) * (size_t)(3 * T) * n, &e);
+    float *g = b.data, *u = g + T * n, *y = u + T * n;
+    for (int i = 0; i < T * n; i++) g[i] = (float)test_rng_normal(&seed) * 6, u[i] = (float)test_rng_normal(&seed) * 6;
+    be.iface->begin_step(be.ctx, &(struct llm__step){.n_tokens = T, .block_size = 16});
+    be.iface->swiglu_oai(be.ctx, llm__vec_view(&b, sizeof(float) * (size_t)(2 * T) * n, n, T), llm__vec_view(&b, 0, n, T),
+                         llm__vec_view(&b, sizeof(float) * (size_t)T * n, n, T), 1.702f, 7.0f);
+    be.iface->end_step(be.ctx, &e);
+    double worst = 0;
+    int clamped = 0;
+    for (int i = 0; i < T * n; i++) {
+        const double x = fmin(g[i], 7.0), v = fmax(fmin(u[i], 7.0), -7.0);
+        const double ref = x / (1 + exp(-1.702 * x)) * (v + 1);
+        clamped += g[i] > 7 || fabs(u[i]) > 7;
+        worst = fmax(worst, fabs(ref - y[i]) / (fabs(ref) + 1e-3));
+    }
+    EXPECT(worst < 1e-5 && clamped > 100, "swiglu_oai: relative error %.3g (%d inputs clamped)", worst, clamped);
+    be.iface->buf_free(be.ctx, &b);
+    be.iface->free(be.ctx);
 }
 
 static void check_contract_entries(const struct llm_backend_i *base) {
@@ -661,14 +710,18 @@ static void check_contract_entries(const struct llm_backend_i *base) {
     REQUIRED(add);
     REQUIRED(get_rows);
 #undef REQUIRED
-    _Static_assert(sizeof(struct llm_backend_i) % sizeof(void *) == 0, "the table holds pointers only");
+    // (the table holds pointers, and one word of capability flags: rope_yarn, attention_sinks)
+    _Static_assert(sizeof(struct llm_backend_i) % sizeof(void *) == 0, "the table holds words only");
+    _Static_assert(offsetof(struct llm_backend_i, attention_sinks) / sizeof(void *) ==
+                   offsetof(struct llm_backend_i, rope_yarn) / sizeof(void *), "the flags share a word");
     const size_t optional[] = {offsetof(struct llm_backend_i, sync), offsetof(struct llm_backend_i, device_name),
                                offsetof(struct llm_backend_i, bandwidth), offsetof(struct llm_backend_i, scale),
                                offsetof(struct llm_backend_i, gelu_mul), offsetof(struct llm_backend_i, attention_window),
                                offsetof(struct llm_backend_i, gather_cols),
                                offsetof(struct llm_backend_i, weight_load_experts),
                                offsetof(struct llm_backend_i, moe_route), offsetof(struct llm_backend_i, matmul_id),
-                               offsetof(struct llm_backend_i, moe_sum)};
+                               offsetof(struct llm_backend_i, moe_sum), offsetof(struct llm_backend_i, swiglu_oai),
+                               offsetof(struct llm_backend_i, rope_yarn) / sizeof(void *) * sizeof(void *)};
     int refused = 0, accepted = 0;
     for (size_t off = 0; off < sizeof(struct llm_backend_i); off += sizeof(void *)) {
         struct llm_backend_i b = *base;
@@ -682,7 +735,7 @@ static void check_contract_entries(const struct llm_backend_i *base) {
         refused += st != LLM_OK;
         accepted += st == LLM_OK;
     }
-    EXPECT(refused == 21 && accepted == 11, "%s: %d entries required, %d optional", base->name, refused, accepted);
+    EXPECT(refused == 21 && accepted == 13, "%s: %d entries required, %d optional", base->name, refused, accepted);
 }
 
 static const char *models_dir(void) {
@@ -739,17 +792,24 @@ static void check_sync_errors(void) {
 // attention_window) gets the model refused at load, naming the op and the architecture.
 static void check_missing_arch_ops(void) {
     char path[512];
-    static const char *what[] = {"scale", "gelu_mul", "sliding-window", "mixture-of-experts"};
-    for (int k = 0; k < 4; k++) {
-        // gemma3 needs the first three; a mixture of experts (qwen3moe) the MoE ops (here matmul_id)
-        snprintf(path, sizeof(path), "%s/%s.gguf", models_dir(), k < 3 ? "tiny-gemma3-f32" : "tiny-qwen3moe-f32");
+    static const char *what[] = {"scale", "gelu_mul", "sliding-window", "mixture-of-experts", "swiglu_oai",
+                                 "attention sinks", "YaRN RoPE"};
+    for (int k = 0; k < 7; k++) {
+        // gemma3 needs the first three; a mixture of experts (qwen3moe) the MoE ops (here matmul_id);
+        // gpt-oss its SwiGLU, sinks and YaRN
+        const char *arch = k < 3 ? "gemma3" : k == 3 ? "qwen3moe" : "gpt-oss";
+        snprintf(path, sizeof(path), "%s/%s.gguf", models_dir(),
+                 k < 3 ? "tiny-gemma3-f32" : k == 3 ? "tiny-qwen3moe-f32" : "tiny-gpt-oss-f32");
         struct llm_backend be = make_backend(1, -1, false);
         const struct llm_backend_i *cpu_iface = be.iface;
         struct llm_backend_i lacking = *cpu_iface;
         if (k == 0) lacking.scale = NULL;
         else if (k == 1) lacking.gelu_mul = NULL;
         else if (k == 2) lacking.attention_window = NULL;
-        else lacking.matmul_id = NULL;
+        else if (k == 3) lacking.matmul_id = NULL;
+        else if (k == 4) lacking.swiglu_oai = NULL;
+        else if (k == 5) lacking.attention_sinks = false;
+        else lacking.rope_yarn = false;
         be.iface = &lacking;
         struct llm__model m = {0};
         struct llm__err e = {{0}, LLM_OK};
@@ -759,7 +819,7 @@ static void check_missing_arch_ops(void) {
             llm__model_names(&m);
             st = llm__model_hparams(&m, &e);
             if (st == LLM_OK) st = llm__model_load_tensors(&m, &be, false, &e);
-            EXPECT(st == LLM_ERR_UNSUPPORTED && strstr(e.msg, what[k]) && strstr(e.msg, k < 3 ? "gemma3" : "qwen3moe"),
+            EXPECT(st == LLM_ERR_UNSUPPORTED && strstr(e.msg, what[k]) && strstr(e.msg, arch),
                    "a backend without %s: %s: %s", what[k], llm_status_str(st), e.msg);
         }
         llm__model_free(&m, &be);
@@ -1089,7 +1149,7 @@ int main(void) {
     if (llm__simd_best() == LLM__SIMD_AVX512) check_kt_unpack();
 #endif
     const int types[] = {LLM__TYPE_F32, LLM__TYPE_F16, LLM__TYPE_BF16, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0,
-                         LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1, LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q3_K, LLM__TYPE_Q2_K,
+                         LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1, LLM__TYPE_IQ4_NL, LLM__TYPE_MXFP4, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q3_K, LLM__TYPE_Q2_K,
                          LLM__TYPE_IQ4_XS, LLM__TYPE_G4_32, LLM__TYPE_G4_64, LLM__TYPE_G4_128, LLM__TYPE_G8_32,
                          LLM__TYPE_G8_64, LLM__TYPE_G8_128};
     const int toks[] = {1, 2, 3, 4, 5, 7, 13, 33};
@@ -1136,34 +1196,44 @@ int main(void) {
     for (int s = 0; s < n_levels; s++)
         for (int kv = 0; kv < 2; kv++) {
             int kvt = kv ? LLM__TYPE_F16 : LLM__TYPE_F32;
-            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 0, 0.0f);
-            check_attention(simd_levels[s], kvt, 32, 32, 4, 4, 1, 0, 0.0f);
-            check_attention(simd_levels[s], kvt, 8, 64, 4, 1, 2, 0, 0.0f);
-            check_attention(simd_levels[s], kvt, 16, 128, 2, 2, 2, 0, 0.0f);
-            check_attention(simd_levels[s], kvt, 16, 80, 2, 1, 2, 0, 0.0f);
-            check_attention(simd_levels[s], kvt, 16, 64, 9, 3, 2, 0, 0.0f);   // (SmolLM2's heads: 3 per KV head)
+            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 0, 0.0f, false);
+            check_attention(simd_levels[s], kvt, 32, 32, 4, 4, 1, 0, 0.0f, false);
+            check_attention(simd_levels[s], kvt, 8, 64, 4, 1, 2, 0, 0.0f, false);
+            check_attention(simd_levels[s], kvt, 16, 128, 2, 2, 2, 0, 0.0f, false);
+            check_attention(simd_levels[s], kvt, 16, 80, 2, 1, 2, 0, 0.0f, false);
+            check_attention(simd_levels[s], kvt, 16, 64, 9, 3, 2, 0, 0.0f, false);   // (SmolLM2's heads: 3 per KV head)
             // sliding windows: inside one block, across blocks, and of one token; soft-capping
-            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 5, 0.0f);
-            check_attention(simd_levels[s], kvt, 32, 32, 4, 4, 1, 40, 0.0f);
-            check_attention(simd_levels[s], kvt, 8, 64, 4, 1, 2, 19, 0.0f);
-            check_attention(simd_levels[s], kvt, 16, 64, 4, 2, 2, 1, 0.0f);
-            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 0, 2.0f);
-            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 13, 1.5f);
+            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 5, 0.0f, false);
+            check_attention(simd_levels[s], kvt, 32, 32, 4, 4, 1, 40, 0.0f, false);
+            check_attention(simd_levels[s], kvt, 8, 64, 4, 1, 2, 19, 0.0f, false);
+            check_attention(simd_levels[s], kvt, 16, 64, 4, 2, 2, 1, 0.0f, false);
+            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 0, 2.0f, false);
+            check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 13, 1.5f, false);
+            // gpt-oss's sinks: alone and with a window (heads of 64, 8 query heads a KV head)
+            check_attention(simd_levels[s], kvt, 16, 64, 8, 1, 2, 0, 0.0f, true);
+            check_attention(simd_levels[s], kvt, 16, 64, 4, 2, 2, 7, 0.0f, true);
         }
     check_act_quantizers();
-    check_rope(false, false);
-    check_rope(true, false);
-    check_rope(false, true);
+    check_rope(false, false, false);
+    check_rope(true, false, false);
+    check_rope(false, true, false);
+    check_rope(true, false, true);
+    check_rope(false, true, true);
     check_rmsnorm();
     check_gelu_mul();
-    check_moe(LLM__TYPE_F32, 64, 48, 6, 2, 5, 2);
-    check_moe(LLM__TYPE_Q8_0, 96, 40, 8, 3, 9, 2);
-    check_moe(LLM__TYPE_Q4_0, 64, 33, 5, 2, 1, 1);
-    check_moe(LLM__TYPE_Q4_K, 256, 64, 16, 4, 17, 2);
-    check_moe(LLM__TYPE_F16, 64, 16, 4, 4, 3, 2);
-    check_moe(LLM__TYPE_Q8_0, 128, 48, 8, 2, 12, 2);    // experts of whole groups of 16 rows: x16 on AVX-512
-    check_moe(LLM__TYPE_Q4_0, 64, 32, 6, 3, 1, 2);
-    check_moe(LLM__TYPE_Q5_1, 96, 16, 8, 2, 20, 2);
+    check_moe(LLM__TYPE_F32, 64, 48, 6, 2, 5, 2, false);
+    check_moe(LLM__TYPE_Q8_0, 96, 40, 8, 3, 9, 2, false);
+    check_moe(LLM__TYPE_Q4_0, 64, 33, 5, 2, 1, 1, false);
+    check_moe(LLM__TYPE_Q4_K, 256, 64, 16, 4, 17, 2, false);
+    check_moe(LLM__TYPE_F16, 64, 16, 4, 4, 3, 2, false);
+    check_moe(LLM__TYPE_Q8_0, 128, 48, 8, 2, 12, 2, false);    // experts of whole groups of 16 rows: x16 on AVX-512
+    check_moe(LLM__TYPE_Q4_0, 64, 32, 6, 3, 1, 2, false);
+    check_moe(LLM__TYPE_Q5_1, 96, 16, 8, 2, 20, 2, false);
+    // gpt-oss: its routing and the experts' biases, MXFP4 experts (plain), Q8_0 ones in x16 on AVX-512
+    check_moe(LLM__TYPE_MXFP4, 128, 32, 8, 4, 9, 2, true);
+    check_moe(LLM__TYPE_Q8_0, 64, 32, 6, 2, 11, 2, true);
+    check_moe(LLM__TYPE_F32, 64, 24, 4, 2, 3, 1, true);
+    check_swiglu_oai();
     check_contract_entries(&llm__cpu_iface);
 #ifdef LLM_VULKAN
     check_contract_entries(&llm__vk_iface);

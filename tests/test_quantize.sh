@@ -9,7 +9,8 @@
 KEYS="nano-k8/q4_0 nano-k8/q4_1 nano-k8/q5_0 nano-k8/q5_1 nano-k8/q8_0 nano-k8/iq4_nl nano-k8/iq4_xs
 nano-k8/q2_K nano-k8/q3_K_S nano-k8/q3_K_M nano-k8/q3_K_L nano-k8/q4_K_S nano-k8/q4_K_M nano-k8/q5_K_S
 nano-k8/q5_K_M nano-k8/q6_K nano-k8/f16 nano-k8/bf16 nano-k8/f32 nano-k8/pure-q4_K nano-k8/pure-q6_K
-tiny-576/q4_0 tiny-576/q8_0 tiny-576/q4_K_M tiny-576/q3_K_M tiny-576/iq4_xs"
+tiny-576/q4_0 tiny-576/q8_0 tiny-576/q4_K_M tiny-576/q3_K_M tiny-576/iq4_xs tiny-gpt-oss/mxfp4_moe
+tiny-qwen3moe/q4_K_M"
 [ "$1" = --keys ] && { echo "$KEYS"; exit 0; }
 # Under sanitizers (make test SAN=1 sets LLM_TEST_SAN=1) a subset: 6 of the file types (4 of them
 # whole files the same as llama-quantize's, one K-quant mix) and 3 of the 5 calibrated checkpoints,
@@ -20,7 +21,7 @@ if [ "${LLM_TEST_SAN:-}" = 1 ]; then
     KEYS="nano-k8/q8_0 nano-k8/f16 nano-k8/bf16 nano-k8/f32 nano-k8/q4_K_M tiny-576/q8_0"
     METHODS="gptq --group-size 64|awq --group-size 64|rtn --format hf --group-size 64"
     GGUF_METHODS="gptq"
-    echo "SKIP test_quantize: under sanitizers 6 of 26 file types and 4 of 7 calibrated quantizations (make test runs all)"
+    echo "SKIP test_quantize: under sanitizers 6 of 28 file types and 4 of 7 calibrated quantizations (make test runs all)"
 fi
 llm=${1:-build/llm}
 py=${LLM_PYTHON:-python3}

@@ -9,7 +9,7 @@
 static const int supported_types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,
                                       LLM__TYPE_Q4_0, LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1,
                                       LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
-                                      LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS,
+                                      LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS, LLM__TYPE_MXFP4,
                                       LLM__TYPE_G4_32, LLM__TYPE_G4_64, LLM__TYPE_G4_128,
                                       LLM__TYPE_G8_32, LLM__TYPE_G8_64, LLM__TYPE_G8_128};
 #define N_SUPPORTED ((int)(sizeof(supported_types) / sizeof(supported_types[0])))
@@ -57,6 +57,25 @@ static double round_half_away(double v) { return v >= 0 ? floor(v + 0.5) : -floo
 
 // quantize_row_q8_0_ref, transcribed: float values computed in double and rounded to float where
 // ggml rounds (every float op on floats is exact in double, so this rounds once, as float does).
+// quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127; each element the E2M1 value nearest to
+// it (in float64; the first of a tie) at scale 2^(e - 127).
+static void ref_quantize_mxfp4(const float *x, uint8_t out[17]) {
+    static const double e2m1[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, 0, -0.5, -1, -1.5, -2, -3, -4, -6};
+    double amax = 0;
+    for (int j = 0; j < 32; j++)
+        if (fabs((double)x[j]) > amax) amax = fabs((double)x[j]);
+    const int e = amax > 0 ? (int)floor(log2(amax)) - 2 + 127 : 0;
+    out[0] = (uint8_t)e;
+    uint8_t q[32];
+    for (int j = 0; j < 32; j++) {
+        int best = 0;
+        for (int k = 1; k < 16; k++)
+            if (fabs(ldexp(e2m1[k], e - 127) - x[j]) < fabs(ldexp(e2m1[best], e - 127) - x[j])) best = k;
+        q[j] = (uint8_t)best;
+    }
+    for (int j = 0; j < 16; j++) out[1 + j] = (uint8_t)(q[j] | q[j + 16] << 4);
+}
+
 static void ref_quantize_q8_0(const float *x, uint8_t out[34]) {
     double amax = 0;
     for (int j = 0; j < 32; j++)   // (not fmax: gcc 12 for aarch64 crashes vectorizing that reduction)
@@ -216,6 +235,12 @@ static double ref_element(int type, const uint8_t *row, int64_t e) {
         if (type == LLM__TYPE_Q5_0) return ref_half_value(h) * (q - 16);
         return ref_half_value(h) * q + ref_half_value(hm);
     }
+    case LLM__TYPE_MXFP4: {   // e (E8M0), 16 nibble bytes: x = 2^(e - 127) * e2m1(q)
+        const uint8_t *b = row + 17 * (e / 32);
+        const int j = (int)(e % 32), q = j < 16 ? b[1 + j] & 15 : b[1 + j - 16] >> 4;
+        const double mag = (q & 7) == 0 ? 0.0 : (q & 7) == 1 ? 0.5 : ldexp(1.0 + 0.5 * ((q & 7) & 1), ((q & 7) >> 1) - 1);
+        return ldexp(q & 8 ? -mag : mag, b[0] - 127);
+    }
     case LLM__TYPE_Q4_K:
     case LLM__TYPE_Q5_K: {
         const bool five = type == LLM__TYPE_Q5_K;
@@ -323,6 +348,7 @@ static void fill_random_row(int type, uint8_t *row, int64_t n, unsigned long lon
             memcpy(blk + 80, &h, 2), memcpy(blk + 82, &h2, 2);
             break;
         case LLM__TYPE_IQ4_XS: h = rand_scale_half(rng, -14, -6); memcpy(blk, &h, 2); break;
+        case LLM__TYPE_MXFP4: blk[0] = (uint8_t)(118 + test_rng_next(rng) % 8); break;   // 2^-10 .. 2^-3
         case LLM__TYPE_Q8_K: { float d = (float)exp2(-10 + 6 * test_rng_uniform(rng)); memcpy(blk, &d, 4); break; }
         case LLM__TYPE_G4_32: case LLM__TYPE_G4_64: case LLM__TYPE_G4_128:   // z in 0..16
         case LLM__TYPE_G8_32: case LLM__TYPE_G8_64: case LLM__TYPE_G8_128: {  // z in -128..128
@@ -349,7 +375,7 @@ static void test_type_info(void) {
         {LLM__TYPE_Q8_1, "q8_1", 32, 36, false, LLM__TYPE_Q8_1},  {LLM__TYPE_Q2_K, "q2_K", 256, 84, true, LLM__TYPE_Q8_K},
         {LLM__TYPE_Q3_K, "q3_K", 256, 110, true, LLM__TYPE_Q8_K}, {LLM__TYPE_IQ4_XS, "iq4_xs", 256, 136, true, LLM__TYPE_Q8_K},
         {LLM__TYPE_IQ4_NL, "iq4_nl", 32, 18, true, LLM__TYPE_Q8_0}, {LLM__TYPE_TQ2_0, "tq2_0", 256, 66, false, LLM__TYPE_Q8_K},
-        {LLM__TYPE_MXFP4, "mxfp4", 32, 17, false, LLM__TYPE_Q8_0},
+        {LLM__TYPE_MXFP4, "mxfp4", 32, 17, true, LLM__TYPE_Q8_0},
         {LLM__TYPE_G4_32, "int4_g32", 32, 20, true, LLM__TYPE_Q8_0},   {LLM__TYPE_G4_64, "int4_g64", 64, 36, true, LLM__TYPE_Q8_0},
         {LLM__TYPE_G4_128, "int4_g128", 128, 68, true, LLM__TYPE_Q8_0}, {LLM__TYPE_G8_32, "int8_g32", 32, 36, true, LLM__TYPE_Q8_0},
         {LLM__TYPE_G8_64, "int8_g64", 64, 68, true, LLM__TYPE_Q8_0},    {LLM__TYPE_G8_128, "int8_g128", 128, 132, true, LLM__TYPE_Q8_0},
@@ -477,7 +503,7 @@ static void test_dequantize(void) {
     static const int types[] = {LLM__TYPE_F32,  LLM__TYPE_F16,  LLM__TYPE_BF16, LLM__TYPE_Q8_0,   LLM__TYPE_Q4_0,
                                 LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1, LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K,
                                 LLM__TYPE_Q5_K, LLM__TYPE_Q6_K, LLM__TYPE_Q8_K, LLM__TYPE_Q8_1,
-                                LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS, LLM__TYPE_G4_32, LLM__TYPE_G4_64,
+                                LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS, LLM__TYPE_MXFP4, LLM__TYPE_G4_32, LLM__TYPE_G4_64,
                                 LLM__TYPE_G4_128, LLM__TYPE_G8_32, LLM__TYPE_G8_64, LLM__TYPE_G8_128};
     unsigned long long rng = 2;
     const int64_t n = 256 * 40;
@@ -512,7 +538,7 @@ static void test_round_trip(void) {
         {LLM__TYPE_Q4_K, 0.085}, {LLM__TYPE_Q5_K, 0.042}, {LLM__TYPE_Q6_K, 0.019}, {LLM__TYPE_Q8_K, 0.008},
         {LLM__TYPE_Q3_K, 0.16}, {LLM__TYPE_Q2_K, 0.29}, {LLM__TYPE_IQ4_XS, 0.085},
         {LLM__TYPE_Q4_1, 0.115}, {LLM__TYPE_Q5_0, 0.06},  {LLM__TYPE_Q5_1, 0.06},  {LLM__TYPE_IQ4_NL, 0.115},
-        {LLM__TYPE_Q8_1, 0.008}, {LLM__TYPE_G4_32, 0.1}, {LLM__TYPE_G4_64, 0.11}, {LLM__TYPE_G4_128, 0.12},
+        {LLM__TYPE_Q8_1, 0.008}, {LLM__TYPE_MXFP4, 0.13}, {LLM__TYPE_G4_32, 0.1}, {LLM__TYPE_G4_64, 0.11}, {LLM__TYPE_G4_128, 0.12},
         {LLM__TYPE_G8_32, 0.006}, {LLM__TYPE_G8_64, 0.007}, {LLM__TYPE_G8_128, 0.008},
     };
     const int64_t n = 256 * 64;
@@ -598,6 +624,13 @@ static void test_reference_quantizers(void) {
         EXPECT(bad == 0, "%s: %d of %d blocks differ from quantize_row_%s_ref (first %d)", llm__type_info((uint32_t)b32[t].type)->name,
                bad, NB * 8, llm__type_info((uint32_t)b32[t].type)->name, first);
     }
+    bad = 0, first = -1;
+    llm__quantize_row(LLM__TYPE_MXFP4, x, got, NB * 256);
+    for (int b = 0; b < NB * 8; b++) {
+        ref_quantize_mxfp4(x + 32 * b, want);
+        if (memcmp(got + 17 * b, want, 17) != 0) bad++, first = first < 0 ? b : first;
+    }
+    EXPECT(bad == 0, "mxfp4: %d of %d blocks differ from quantize_row_mxfp4_ref (first %d)", bad, NB * 8, first);
     bad = 0, first = -1;
     llm__quantize_row(LLM__TYPE_Q8_K, x, got, NB * 256);
     for (int b = 0; b < NB; b++) {
