@@ -870,13 +870,13 @@ LLM__INTERNAL enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct ll
 enum llm__vocab_type { LLM__VOCAB_SPM = 1, LLM__VOCAB_BPE = 2 };
 
 enum llm__pre_type { LLM__PRE_DEFAULT = 1, LLM__PRE_GPT2, LLM__PRE_LLAMA3, LLM__PRE_QWEN2, LLM__PRE_SMOLLM,
-                     LLM__PRE_TEKKEN };
+                     LLM__PRE_TEKKEN, LLM__PRE_GPT4O };
 
 enum llm__tok_attr { LLM__TOK_NORMAL = 1, LLM__TOK_UNKNOWN = 2, LLM__TOK_CONTROL = 3, LLM__TOK_USER = 4,
                      LLM__TOK_UNUSED = 5, LLM__TOK_BYTE = 6 };
 
 struct llm__pre_name { const char *name; enum llm__pre_type pre; bool ignore_merges, add_bos; };
-#define LLM__N_PRE_NAMES 15
+#define LLM__N_PRE_NAMES 17
 LLM__EXTERN const struct llm__pre_name llm__pre_names[LLM__N_PRE_NAMES];
 
 LLM__INTERNAL int32_t llm__strtab_find(const uint32_t *ht, uint32_t mask, const struct llm__gguf_str *strs,
@@ -1425,7 +1425,8 @@ enum llm__arch {
     LLM__ARCH_GEMMA3,
     LLM__ARCH_QWEN3MOE,
     LLM__ARCH_QWEN2MOE,
-    LLM__ARCH_GPTOSS
+    LLM__ARCH_GPTOSS,
+    LLM__ARCH_OLMOE
 };
 
 struct llm__layer {
@@ -1436,7 +1437,7 @@ struct llm__layer {
     struct llm__tensor bq, bk, bv;   // qwen2, gpt-oss: (n_head*head_dim), (n_head_kv*head_dim) x 2
     struct llm__tensor bo;           // gpt-oss: (n_embd), the attention output's bias
     struct llm__tensor sinks;        // gpt-oss: (n_head), attention sinks (struct llm__attn)
-    struct llm__tensor q_norm, k_norm;   // qwen3, gemma3: (head_dim), applied to every head
+    struct llm__tensor q_norm, k_norm;   // qwen3, gemma3: (head_dim), applied to every head; olmoe: (Q), (KV)
     struct llm__weight wo;           // (n_embd, n_head*head_dim)
     struct llm__tensor attn_post_norm;   // gemma2/3: (n_embd), on the attention's output
     struct llm__tensor ffn_norm;     // (n_embd)
@@ -1470,6 +1471,7 @@ struct llm__model {
     float embd_scale;                // embeddings are multiplied by this; 0: not scaled
     bool gelu;                       // the MLP's gate is GELU (tanh approximation), else SiLU
     bool qk_norm, post_norms;        // per-head q/k RMSNorm; RMSNorm after attention and MLP
+    bool qk_norm_full;               // olmoe: q/k RMSNorm over each token's whole q / k (all heads)
     bool swiglu_oai;                 // gpt-oss: the experts' clamped SwiGLU (swiglu_oai), else SiLU
     // a mixture of experts in every layer's MLP (n_expert 0: none): experts, those a token uses,
     // an expert's feed-forward length, the routing (struct llm__moe)
@@ -7245,16 +7247,23 @@ enum llm_status llm__hf_read(const char *dir, const char *name, size_t max, bool
 //   qwen3    ChatML, and an answer before the last user message loses its reasoning
 //            (<think>...</think>); one after it keeps it as <think>\nREASONING\n</think>\n\n
 //            (Qwen3's template); "tool" messages become <tool_response> blocks of a user turn
+//   harmony  gpt-oss: <|start|>system<|message|>(identity, knowledge cutoff, today's date, reasoning
+//            effort medium, the valid channels)<|end|>, a first system message as the developer's
+//            "# Instructions", <|start|>ROLE<|message|>CONTENT<|end|>, an answer in the final channel
+//            (<|start|>assistant<|channel|>final<|message|>ANSWER<|end|>; <|return|> when it ends the
+//            conversation); then <|start|>assistant. Tool messages are not rendered (the template
+//            needs the assistant's tool call, which llm_chat_message does not carry).
 // BOS is left to the tokenizer (LLM_TOKENIZE_ADD_SPECIAL).
 
 static const char *const llm__chat_names[] = { "chatml", "llama3", "llama2", "mistral",
-                                               "zephyr", "gemma",  "phi3",   "qwen3" };
+                                               "zephyr", "gemma",  "phi3",   "qwen3", "harmony" };
 enum { LLM__CHAT_CHATML, LLM__CHAT_LLAMA3, LLM__CHAT_LLAMA2, LLM__CHAT_MISTRAL, LLM__CHAT_ZEPHYR, LLM__CHAT_GEMMA,
-       LLM__CHAT_PHI3, LLM__CHAT_QWEN3 };
+       LLM__CHAT_PHI3, LLM__CHAT_QWEN3, LLM__CHAT_HARMONY };
 
 // The format a Jinja chat template stands for, by the markers it writes; NULL when unknown.
 static const char *llm__chat_template_name(const struct llm__gguf_str *t) {
     // Qwen3's template splits answers at </think> (Qwen2's has no reasoning)
+    if (llm__str_has(t, "<|start|>") && llm__str_has(t, "<|channel|>")) return "harmony";
     if (llm__str_has(t, "<|im_start|>")) return llm__str_has(t, "</think>") ? "qwen3" : "chatml";
     if (llm__str_has(t, "<start_of_turn>")) return "gemma";
     if (llm__str_has(t, "<|assistant|>") && llm__str_has(t, "<|end|>")) return "phi3";
@@ -7343,6 +7352,43 @@ static void llm__chat_qwen3(struct llm__outbuf *o, const struct llm_chat_message
     }
 }
 
+// gpt-oss's harmony format, as its official template renders a conversation of text messages.
+static void llm__chat_harmony(struct llm__outbuf *o, const struct llm_chat_message *msg, int n, bool add_assistant) {
+    char date[32] = "";
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (localtime_r(&now, &tm)) strftime(date, sizeof(date), "%Y-%m-%d", &tm);   // (strftime_now, local time)
+    llm__outbuf_str(o, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+                       "Knowledge cutoff: 2024-06\nCurrent date: ");
+    llm__outbuf_str(o, date);
+    llm__outbuf_str(o, "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be "
+                       "included for every message.<|end|>");
+    int i = 0;
+    const char *role0 = n > 0 && msg[0].role ? msg[0].role : "user";
+    if (n > 0 && (!strcmp(role0, "system") || !strcmp(role0, "developer"))) {
+        const char *c = msg[0].content ? msg[0].content : "";
+        if (*c) {
+            llm__outbuf_str(o, "<|start|>developer<|message|># Instructions\n\n");
+            llm__outbuf_str(o, c);
+            llm__outbuf_str(o, "\n\n<|end|>");
+        }
+        i = 1;
+    }
+    for (; i < n; i++) {
+        const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
+        if (!strcmp(role, "assistant")) {
+            llm__outbuf_str(o, "<|start|>assistant<|channel|>final<|message|>");
+            llm__outbuf_str(o, c);
+            llm__outbuf_str(o, i == n - 1 && !add_assistant ? "<|return|>" : "<|end|>");
+        } else if (!strcmp(role, "user")) {
+            llm__outbuf_str(o, "<|start|>user<|message|>");
+            llm__outbuf_str(o, c);
+            llm__outbuf_str(o, "<|end|>");
+        }
+    }
+    if (add_assistant) llm__outbuf_str(o, "<|start|>assistant");
+}
+
 static bool llm__has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 static bool llm__has_suffix(const char *s, const char *x) {
     size_t n = strlen(s), k = strlen(x);
@@ -7392,6 +7438,10 @@ int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n,
     for (int i = 0; i < (int)LLM__ARRAY_LEN(llm__chat_names); i++)
         if (name && strcmp(name, llm__chat_names[i]) == 0) t = i;
     if (t < 0) return -1;
+    if (t == LLM__CHAT_HARMONY) {
+        llm__chat_harmony(o, msg, n, add_assistant);
+        return o->fail ? -2 : 0;
+    }
     bool in_turn = false;   // llama2/mistral: inside an open [INST] ... [/INST]
     const int last_query = t == LLM__CHAT_QWEN3 ? llm__chat_last_query(msg, n) : n - 1;
     struct llm__outbuf sys_prefix = {0};   // gemma: system prompts waiting for the next user turn
@@ -7519,7 +7569,8 @@ static bool llm__str_is(const struct llm__gguf_str *s, const char *z) {
 // Token texts llama.cpp treats as control tokens whatever the file says: ends of turns and
 // text, fill-in-the-middle markers. The first group also ends a generation.
 static const char *const llm__eog_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
     "<|end_of_text|>", "<end_of_utterance>", "</s>", "<|fim_pad|>", "<|fim_repo|>", "<|file_sep|>",
 };
 static const char *const llm__control_texts[] = {
@@ -7600,7 +7651,7 @@ static enum llm_status llm__vocab_load_bpe(struct llm__vocab *v, const struct ll
         if (i == LLM__ARRAY_LEN(llm__pre_names))
             return llm__fail(e, LLM_ERR_UNSUPPORTED,
                              "tokenizer: pre-tokenizer '%.*s' is not supported (llama-bpe, qwen2, gpt-2, smollm, "
-                             "tekken, default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
+                             "tekken, gpt-4o, default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
         v->pre = llm__pre_names[i].pre;
         v->ignore_merges = llm__pre_names[i].ignore_merges;
         v->add_bos = llm__pre_names[i].add_bos;
@@ -7660,6 +7711,24 @@ static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot
     for (size_t i = 0; i < LLM__ARRAY_LEN(llm__eog_texts); i++) {
         int32_t id = llm__vocab_find(v, llm__eog_texts[i], strlen(llm__eog_texts[i]));
         if (id >= 0 && (!exact || v->attr[id] == LLM__TOK_CONTROL)) { v->eog[id] = 1; v->attr[id] = LLM__TOK_CONTROL; }
+    }
+    // gpt-oss's harmony format (and Solar Open's): a message's <|end|> goes on to the next one;
+    // <|return|> / <|call|> end the answer. <|end|> is then not an end and is rendered (llama.cpp).
+    int32_t end = llm__vocab_find(v, "<|end|>", 7), ret = llm__vocab_find(v, "<|return|>", 10),
+            call = llm__vocab_find(v, "<|call|>", 8), calls = llm__vocab_find(v, "<|calls|>", 9),
+            flush = llm__vocab_find(v, "<|flush|>", 9);
+#define LLM__EOG(id) ((id) >= 0 && v->eog[id])
+    if (LLM__EOG(end) && ((LLM__EOG(ret) && (LLM__EOG(call) || LLM__EOG(calls))) ||
+                          ((LLM__EOG(call) || LLM__EOG(calls)) && LLM__EOG(flush)))) {
+        v->eog[end] = 0;
+        v->attr[end] = LLM__TOK_USER;
+    }
+#undef LLM__EOG
+    // (and harmony's markers are rendered in the text, for the reader of its channels: llama.cpp)
+    static const char *const harmony[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
+    for (size_t i = 0; i < LLM__ARRAY_LEN(harmony); i++) {
+        const int32_t id = llm__vocab_find(v, harmony[i], strlen(harmony[i]));
+        if (id >= 0) v->attr[id] = LLM__TOK_USER;
     }
     for (size_t i = 0; i < LLM__ARRAY_LEN(llm__control_texts) && !exact; i++) {
         int32_t id = llm__vocab_find(v, llm__control_texts[i], strlen(llm__control_texts[i]));
@@ -7980,6 +8049,16 @@ static bool llm__tekken_upper(const struct llm__scan *s, size_t p) {
 static bool llm__tekken_lower(const struct llm__scan *s, size_t p) {
     return (llm__scan_f(s, p) & LLM__CP_LETTER) && !(s->cp[p] >= 'A' && s->cp[p] <= 'Z');
 }
+// GPT-4o's (o200k: gpt-oss, Llama 4) expression is Tekken's with an optional English contraction
+// after each word, (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?, and \p{N}{1,3} for
+// numbers: the end of the contraction at p, or p when none follows.
+static size_t llm__gpt4o_contraction(const struct llm__scan *s, size_t p) {
+    if (p >= s->b || s->cp[p] != '\'') return p;
+    const uint32_t c1 = p + 1 < s->b ? s->cp[p + 1] | 0x20 : 0, c2 = p + 2 < s->b ? s->cp[p + 2] | 0x20 : 0;
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return p + 2;
+    if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return p + 3;
+    return p;
+}
 // The end of a match of upper* lower+ (lower_needed) or upper+ lower* at q; 0 when none. The
 // greedy upper* gives letters back, last first, until a lower one follows.
 static size_t llm__tekken_word(const struct llm__scan *s, size_t q, bool lower_needed) {
@@ -7998,7 +8077,7 @@ static size_t llm__tekken_word(const struct llm__scan *s, size_t q, bool lower_n
         if (k == q) return 0;
     }
 }
-static void llm__scan_tekken(struct llm__scan *s) {
+static void llm__scan_tekken(struct llm__scan *s, bool gpt4o) {
     for (size_t pos = s->a; pos < s->b;) {
         uint32_t c = s->cp[pos];
         int f = llm__scan_f(s, pos);
@@ -8009,8 +8088,17 @@ static void llm__scan_tekken(struct llm__scan *s) {
             if (lead) end = llm__tekken_word(s, pos + 1, alt == 0);
             if (!end) end = llm__tekken_word(s, pos, alt == 0);
         }
-        if (end) { pos = end; llm__scan_piece(s, pos); continue; }
-        if (f & LLM__CP_NUMBER) { llm__scan_piece(s, ++pos); continue; }
+        if (end) {
+            pos = gpt4o ? llm__gpt4o_contraction(s, end) : end;
+            llm__scan_piece(s, pos);
+            continue;
+        }
+        if (f & LLM__CP_NUMBER) {   // one number (GPT-4o: up to three)
+            size_t k = pos + 1;
+            while (gpt4o && k < s->b && k < pos + 3 && (llm__scan_f(s, k) & LLM__CP_NUMBER)) k++;
+            llm__scan_piece(s, pos = k);
+            continue;
+        }
         pos = llm__scan_punct_space(s, pos, true);
     }
 }
@@ -8042,7 +8130,7 @@ static void llm__scan_runs(struct llm__scan *s, int cls, size_t run) {
 }
 
 enum { LLM__STAGE_GPT2, LLM__STAGE_LLAMA3, LLM__STAGE_QWEN2, LLM__STAGE_PUNCT_RUNS, LLM__STAGE_NUMBER_RUNS,
-       LLM__STAGE_NUMBER_EACH, LLM__STAGE_DIGIT3, LLM__STAGE_TEKKEN };
+       LLM__STAGE_NUMBER_EACH, LLM__STAGE_DIGIT3, LLM__STAGE_TEKKEN, LLM__STAGE_GPT4O };
 
 // Applies one stage to every word of in.
 static bool llm__split_stage(const uint32_t *cp, const struct llm__split *in, int stage, struct llm__split *out) {
@@ -8057,7 +8145,8 @@ static bool llm__split_stage(const uint32_t *cp, const struct llm__split *in, in
         case LLM__STAGE_PUNCT_RUNS: llm__scan_runs(&s, LLM__RUN_PUNCT, 0); break;
         case LLM__STAGE_NUMBER_RUNS: llm__scan_runs(&s, LLM__RUN_NUMBER, 0); break;
         case LLM__STAGE_NUMBER_EACH: llm__scan_runs(&s, LLM__RUN_NUMBER, 1); break;
-        case LLM__STAGE_TEKKEN: llm__scan_tekken(&s); break;
+        case LLM__STAGE_TEKKEN: llm__scan_tekken(&s, false); break;
+        case LLM__STAGE_GPT4O: llm__scan_tekken(&s, true); break;
         default: llm__scan_runs(&s, LLM__RUN_ASCII_DIGIT, 3); break;
         }
         start += in->len[w];
@@ -8199,6 +8288,7 @@ static bool llm__bpe_encode(const struct llm__vocab *v, const char *text, size_t
         [LLM__PRE_QWEN2] = {LLM__STAGE_QWEN2, -1, -1, -1},
         [LLM__PRE_SMOLLM] = {LLM__STAGE_NUMBER_EACH, LLM__STAGE_GPT2, -1, -1},
         [LLM__PRE_TEKKEN] = {LLM__STAGE_TEKKEN, -1, -1, -1},
+        [LLM__PRE_GPT4O] = {LLM__STAGE_GPT4O, -1, -1, -1},
     };
     if (ok) llm__split_push(&a, n);
     ok = ok && !a.oom;
@@ -8520,7 +8610,8 @@ LLM__INTERNAL const struct llm__pre_name llm__pre_names[LLM__N_PRE_NAMES] = {
     {"qwen2", LLM__PRE_QWEN2, false, false},     {"stablelm2", LLM__PRE_QWEN2, false, false},
     {"deepseek-r1-qwen", LLM__PRE_QWEN2, false, false},
     {"smollm", LLM__PRE_SMOLLM, false, false},   {"starcoder", LLM__PRE_SMOLLM, false, false},
-    {"tekken", LLM__PRE_TEKKEN, true, true},
+    {"tekken", LLM__PRE_TEKKEN, true, true},     {"gpt-4o", LLM__PRE_GPT4O, false, false},
+    {"llama4", LLM__PRE_GPT4O, false, false},
 };
 
 #line 1 "src/hf_open.c"
@@ -14976,6 +15067,8 @@ int llm__list_devices(struct llm_device *out, int max, struct llm__err *e) {
 //   qwen3moe  qwen3's attention; the MLP a mixture of experts (below)
 //   qwen2moe  qwen2's attention; a mixture of experts (weights not normalised) plus a shared
 //           expert on every token, scaled by the sigmoid of its own gate's logit
+//   olmoe   RMSNorm of each token's whole q and k (weights of n_head*head_dim, n_head_kv*head_dim)
+//           before RoPE (NeoX); a mixture of experts of n_ff each, weights not normalised
 //   gpt-oss biases on q/k/v/o, the router and the experts; a sink per head (a logit in each
 //           softmax's denominator); sliding-window attention on even layers; YaRN RoPE (NeoX);
 //           the experts' weights a softmax over the k chosen logits, their SwiGLU clamped
@@ -15104,6 +15197,7 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
     m->attn_scale = 1.0f / sqrtf((float)m->head_dim);
     m->rope_swa = m->rope;
     m->qk_norm = m->arch == LLM__ARCH_QWEN3 || m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_GEMMA3;
+    m->qk_norm_full = m->arch == LLM__ARCH_OLMOE;
     if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
         return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     if (m->arch == LLM__ARCH_GPTOSS) {   // a window on even layers, each layer the same RoPE unless a local base
@@ -15158,7 +15252,10 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
 static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__err *e) {
     enum llm_status st;
     if ((st = llm__hparam_u32(m, "expert_count", &m->n_expert, 0, 0, 4096, e))) return st;
-    const bool moe_arch = m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_QWEN2MOE || m->arch == LLM__ARCH_GPTOSS;
+    const bool moe_arch = m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_QWEN2MOE || m->arch == LLM__ARCH_GPTOSS ||
+                          m->arch == LLM__ARCH_OLMOE;
+    // (llama.cpp's llama and olmoe: the experts are n_ff long, whatever expert_feed_forward_length says)
+    const bool n_ff_long = m->arch == LLM__ARCH_LLAMA || m->arch == LLM__ARCH_OLMOE;
     if (!m->n_expert) {
         if (moe_arch)
             return llm__fail(e, LLM_ERR_FORMAT, "model: %s without %s.expert_count", m->arch_name, m->arch_name);
@@ -15166,10 +15263,9 @@ static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__
     }
     if (m->arch != LLM__ARCH_LLAMA && !moe_arch)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: experts (expert_count) in architecture '%s' are not "
-                         "supported (llama, qwen2moe, qwen3moe, gpt-oss)", m->arch_name);
+                         "supported (llama, qwen2moe, qwen3moe, olmoe, gpt-oss)", m->arch_name);
     if ((st = llm__hparam_u32(m, "expert_used_count", &m->n_expert_used, -1, 1, (uint32_t)m->n_expert, e)) ||
-        (m->arch != LLM__ARCH_LLAMA &&   // (llama.cpp's llama: the experts are n_ff long, whatever the key says)
-         (st = llm__hparam_u32(m, "expert_feed_forward_length", &m->n_ff_exp, 0, 1, 1 << 20, e)))) {
+        (!n_ff_long && (st = llm__hparam_u32(m, "expert_feed_forward_length", &m->n_ff_exp, 0, 1, 1 << 20, e)))) {
         m->n_expert = m->n_expert_used = 0;
         return st;
     }
@@ -15182,7 +15278,8 @@ static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__
     }
     // gpt-oss: a softmax over the k chosen logits, not normalised again (llama.cpp's SOFTMAX_WEIGHT)
     const bool oss = m->arch == LLM__ARCH_GPTOSS;
-    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, m->arch != LLM__ARCH_QWEN2MOE && !oss, 0.0f, oss};
+    const bool norm = m->arch != LLM__ARCH_QWEN2MOE && m->arch != LLM__ARCH_OLMOE && !oss;
+    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, norm, 0.0f, oss};
     return LLM_OK;
 }
 
@@ -15257,13 +15354,14 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
         {"llama", LLM__ARCH_LLAMA}, {"qwen2", LLM__ARCH_QWEN2}, {"qwen3", LLM__ARCH_QWEN3},
         {"phi3", LLM__ARCH_PHI3}, {"gemma2", LLM__ARCH_GEMMA2}, {"gemma3", LLM__ARCH_GEMMA3},
         {"qwen3moe", LLM__ARCH_QWEN3MOE}, {"qwen2moe", LLM__ARCH_QWEN2MOE}, {"gpt-oss", LLM__ARCH_GPTOSS},
+        {"olmoe", LLM__ARCH_OLMOE},
     };
     size_t ai = 0;
     while (ai < LLM__ARRAY_LEN(archs) && strcmp(m->arch_name, archs[ai].name) != 0) ai++;
     if (ai == LLM__ARRAY_LEN(archs))
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: architecture '%s' is not supported "
                          "(supported: llama (Mixtral too), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, "
-                         "gpt-oss)",
+                         "olmoe, gpt-oss)",
                          m->arch_name);
     m->arch = archs[ai].arch;
     if ((st = llm__hparam_u32(m, "embedding_length", &m->n_embd, -1, 1, 65536, e))) return st;
@@ -15274,7 +15372,7 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
                               e)))
         return st;
     if (m->n_expert && !m->n_ff_exp)
-        m->n_ff_exp = m->arch == LLM__ARCH_LLAMA ? m->n_ff : m->n_ff / m->n_expert_used;
+        m->n_ff_exp = m->arch == LLM__ARCH_LLAMA || m->arch == LLM__ARCH_OLMOE ? m->n_ff : m->n_ff / m->n_expert_used;
     if (m->arch == LLM__ARCH_QWEN2MOE && !m->n_ff_shexp) m->n_ff_shexp = m->n_ff;
     if (m->n_expert && !m->n_ff_exp)
         return llm__fail(e, LLM_ERR_FORMAT, "model: the experts have no feed-forward length");
@@ -15429,9 +15527,9 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
             LLM__VEC(&L->bk, LLM__NAME("attn_k.bias"), KV, false);
             LLM__VEC(&L->bv, LLM__NAME("attn_v.bias"), KV, false);
         }
-        if (m->qk_norm) {
-            LLM__VEC(&L->q_norm, LLM__NAME("attn_q_norm.weight"), m->head_dim, false);
-            LLM__VEC(&L->k_norm, LLM__NAME("attn_k_norm.weight"), m->head_dim, false);
+        if (m->qk_norm || m->qk_norm_full) {
+            LLM__VEC(&L->q_norm, LLM__NAME("attn_q_norm.weight"), m->qk_norm ? m->head_dim : Q, false);
+            LLM__VEC(&L->k_norm, LLM__NAME("attn_k_norm.weight"), m->qk_norm ? m->head_dim : KV, false);
         }
         if (m->post_norms) {
             LLM__VEC(&L->attn_post_norm, LLM__NAME("post_attention_norm.weight"), E, false);
@@ -15887,6 +15985,9 @@ enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be,
         if (m->qk_norm)
             LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, qh, qh, L->q_norm, m->norm_eps);
                                     B->rmsnorm(ctx, kh, kh, L->k_norm, m->norm_eps));
+        if (m->qk_norm_full)
+            LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, q, q, L->q_norm, m->norm_eps);
+                                    B->rmsnorm(ctx, k, k, L->k_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ROPE, B->rope(ctx, q, m->n_head, m->head_dim, rope);
                                 B->rope(ctx, k, m->n_head_kv, m->head_dim, rope));
         LLM__OP(LLM_PROF_KV_STORE, B->kv_store(ctx, k_cache[l], v_cache[l], k, v));

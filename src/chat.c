@@ -18,16 +18,23 @@
 //   qwen3    ChatML, and an answer before the last user message loses its reasoning
 //            (<think>...</think>); one after it keeps it as <think>\nREASONING\n</think>\n\n
 //            (Qwen3's template); "tool" messages become <tool_response> blocks of a user turn
+//   harmony  gpt-oss: <|start|>system<|message|>(identity, knowledge cutoff, today's date, reasoning
+//            effort medium, the valid channels)<|end|>, a first system message as the developer's
+//            "# Instructions", <|start|>ROLE<|message|>CONTENT<|end|>, an answer in the final channel
+//            (<|start|>assistant<|channel|>final<|message|>ANSWER<|end|>; <|return|> when it ends the
+//            conversation); then <|start|>assistant. Tool messages are not rendered (the template
+//            needs the assistant's tool call, which llm_chat_message does not carry).
 // BOS is left to the tokenizer (LLM_TOKENIZE_ADD_SPECIAL).
 
 static const char *const llm__chat_names[] = { "chatml", "llama3", "llama2", "mistral",
-                                               "zephyr", "gemma",  "phi3",   "qwen3" };
+                                               "zephyr", "gemma",  "phi3",   "qwen3", "harmony" };
 enum { LLM__CHAT_CHATML, LLM__CHAT_LLAMA3, LLM__CHAT_LLAMA2, LLM__CHAT_MISTRAL, LLM__CHAT_ZEPHYR, LLM__CHAT_GEMMA,
-       LLM__CHAT_PHI3, LLM__CHAT_QWEN3 };
+       LLM__CHAT_PHI3, LLM__CHAT_QWEN3, LLM__CHAT_HARMONY };
 
 // The format a Jinja chat template stands for, by the markers it writes; NULL when unknown.
 static const char *llm__chat_template_name(const struct llm__gguf_str *t) {
     // Qwen3's template splits answers at </think> (Qwen2's has no reasoning)
+    if (llm__str_has(t, "<|start|>") && llm__str_has(t, "<|channel|>")) return "harmony";
     if (llm__str_has(t, "<|im_start|>")) return llm__str_has(t, "</think>") ? "qwen3" : "chatml";
     if (llm__str_has(t, "<start_of_turn>")) return "gemma";
     if (llm__str_has(t, "<|assistant|>") && llm__str_has(t, "<|end|>")) return "phi3";
@@ -116,6 +123,43 @@ static void llm__chat_qwen3(struct llm__outbuf *o, const struct llm_chat_message
     }
 }
 
+// gpt-oss's harmony format, as its official template renders a conversation of text messages.
+static void llm__chat_harmony(struct llm__outbuf *o, const struct llm_chat_message *msg, int n, bool add_assistant) {
+    char date[32] = "";
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (localtime_r(&now, &tm)) strftime(date, sizeof(date), "%Y-%m-%d", &tm);   // (strftime_now, local time)
+    llm__outbuf_str(o, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+                       "Knowledge cutoff: 2024-06\nCurrent date: ");
+    llm__outbuf_str(o, date);
+    llm__outbuf_str(o, "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be "
+                       "included for every message.<|end|>");
+    int i = 0;
+    const char *role0 = n > 0 && msg[0].role ? msg[0].role : "user";
+    if (n > 0 && (!strcmp(role0, "system") || !strcmp(role0, "developer"))) {
+        const char *c = msg[0].content ? msg[0].content : "";
+        if (*c) {
+            llm__outbuf_str(o, "<|start|>developer<|message|># Instructions\n\n");
+            llm__outbuf_str(o, c);
+            llm__outbuf_str(o, "\n\n<|end|>");
+        }
+        i = 1;
+    }
+    for (; i < n; i++) {
+        const char *role = msg[i].role ? msg[i].role : "user", *c = msg[i].content ? msg[i].content : "";
+        if (!strcmp(role, "assistant")) {
+            llm__outbuf_str(o, "<|start|>assistant<|channel|>final<|message|>");
+            llm__outbuf_str(o, c);
+            llm__outbuf_str(o, i == n - 1 && !add_assistant ? "<|return|>" : "<|end|>");
+        } else if (!strcmp(role, "user")) {
+            llm__outbuf_str(o, "<|start|>user<|message|>");
+            llm__outbuf_str(o, c);
+            llm__outbuf_str(o, "<|end|>");
+        }
+    }
+    if (add_assistant) llm__outbuf_str(o, "<|start|>assistant");
+}
+
 static bool llm__has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 static bool llm__has_suffix(const char *s, const char *x) {
     size_t n = strlen(s), k = strlen(x);
@@ -165,6 +209,10 @@ int llm__chat_apply(const char *name, const struct llm_chat_message *msg, int n,
     for (int i = 0; i < (int)LLM__ARRAY_LEN(llm__chat_names); i++)
         if (name && strcmp(name, llm__chat_names[i]) == 0) t = i;
     if (t < 0) return -1;
+    if (t == LLM__CHAT_HARMONY) {
+        llm__chat_harmony(o, msg, n, add_assistant);
+        return o->fail ? -2 : 0;
+    }
     bool in_turn = false;   // llama2/mistral: inside an open [INST] ... [/INST]
     const int last_query = t == LLM__CHAT_QWEN3 ? llm__chat_last_query(msg, n) : n - 1;
     struct llm__outbuf sys_prefix = {0};   // gemma: system prompts waiting for the next user turn

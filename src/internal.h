@@ -820,13 +820,13 @@ LLM__INTERNAL enum llm_status llm__hf_add_tensors(struct llm__gguf *g, struct ll
 enum llm__vocab_type { LLM__VOCAB_SPM = 1, LLM__VOCAB_BPE = 2 };
 
 enum llm__pre_type { LLM__PRE_DEFAULT = 1, LLM__PRE_GPT2, LLM__PRE_LLAMA3, LLM__PRE_QWEN2, LLM__PRE_SMOLLM,
-                     LLM__PRE_TEKKEN };
+                     LLM__PRE_TEKKEN, LLM__PRE_GPT4O };
 
 enum llm__tok_attr { LLM__TOK_NORMAL = 1, LLM__TOK_UNKNOWN = 2, LLM__TOK_CONTROL = 3, LLM__TOK_USER = 4,
                      LLM__TOK_UNUSED = 5, LLM__TOK_BYTE = 6 };
 
 struct llm__pre_name { const char *name; enum llm__pre_type pre; bool ignore_merges, add_bos; };
-#define LLM__N_PRE_NAMES 15
+#define LLM__N_PRE_NAMES 17
 LLM__EXTERN const struct llm__pre_name llm__pre_names[LLM__N_PRE_NAMES];
 
 LLM__INTERNAL int32_t llm__strtab_find(const uint32_t *ht, uint32_t mask, const struct llm__gguf_str *strs,
@@ -1091,7 +1091,8 @@ enum llm__arch {
     LLM__ARCH_GEMMA3,
     LLM__ARCH_QWEN3MOE,
     LLM__ARCH_QWEN2MOE,
-    LLM__ARCH_GPTOSS
+    LLM__ARCH_GPTOSS,
+    LLM__ARCH_OLMOE
 };
 
 struct llm__layer {
@@ -1102,7 +1103,7 @@ struct llm__layer {
     struct llm__tensor bq, bk, bv;   // qwen2, gpt-oss: (n_head*head_dim), (n_head_kv*head_dim) x 2
     struct llm__tensor bo;           // gpt-oss: (n_embd), the attention output's bias
     struct llm__tensor sinks;        // gpt-oss: (n_head), attention sinks (struct llm__attn)
-    struct llm__tensor q_norm, k_norm;   // qwen3, gemma3: (head_dim), applied to every head
+    struct llm__tensor q_norm, k_norm;   // qwen3, gemma3: (head_dim), applied to every head; olmoe: (Q), (KV)
     struct llm__weight wo;           // (n_embd, n_head*head_dim)
     struct llm__tensor attn_post_norm;   // gemma2/3: (n_embd), on the attention's output
     struct llm__tensor ffn_norm;     // (n_embd)
@@ -1136,6 +1137,7 @@ struct llm__model {
     float embd_scale;                // embeddings are multiplied by this; 0: not scaled
     bool gelu;                       // the MLP's gate is GELU (tanh approximation), else SiLU
     bool qk_norm, post_norms;        // per-head q/k RMSNorm; RMSNorm after attention and MLP
+    bool qk_norm_full;               // olmoe: q/k RMSNorm over each token's whole q / k (all heads)
     bool swiglu_oai;                 // gpt-oss: the experts' clamped SwiGLU (swiglu_oai), else SiLU
     // a mixture of experts in every layer's MLP (n_expert 0: none): experts, those a token uses,
     // an expert's feed-forward length, the routing (struct llm__moe)

@@ -20,6 +20,8 @@
 //   qwen3moe  qwen3's attention; the MLP a mixture of experts (below)
 //   qwen2moe  qwen2's attention; a mixture of experts (weights not normalised) plus a shared
 //           expert on every token, scaled by the sigmoid of its own gate's logit
+//   olmoe   RMSNorm of each token's whole q and k (weights of n_head*head_dim, n_head_kv*head_dim)
+//           before RoPE (NeoX); a mixture of experts of n_ff each, weights not normalised
 //   gpt-oss biases on q/k/v/o, the router and the experts; a sink per head (a logit in each
 //           softmax's denominator); sliding-window attention on even layers; YaRN RoPE (NeoX);
 //           the experts' weights a softmax over the k chosen logits, their SwiGLU clamped
@@ -148,6 +150,7 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
     m->attn_scale = 1.0f / sqrtf((float)m->head_dim);
     m->rope_swa = m->rope;
     m->qk_norm = m->arch == LLM__ARCH_QWEN3 || m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_GEMMA3;
+    m->qk_norm_full = m->arch == LLM__ARCH_OLMOE;
     if (!m->layers && !(m->layers = calloc((size_t)m->n_layer, sizeof(*m->layers))))
         return llm__fail(e, LLM_ERR_NOMEM, "out of memory");
     if (m->arch == LLM__ARCH_GPTOSS) {   // a window on even layers, each layer the same RoPE unless a local base
@@ -202,7 +205,10 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
 static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__err *e) {
     enum llm_status st;
     if ((st = llm__hparam_u32(m, "expert_count", &m->n_expert, 0, 0, 4096, e))) return st;
-    const bool moe_arch = m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_QWEN2MOE || m->arch == LLM__ARCH_GPTOSS;
+    const bool moe_arch = m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_QWEN2MOE || m->arch == LLM__ARCH_GPTOSS ||
+                          m->arch == LLM__ARCH_OLMOE;
+    // (llama.cpp's llama and olmoe: the experts are n_ff long, whatever expert_feed_forward_length says)
+    const bool n_ff_long = m->arch == LLM__ARCH_LLAMA || m->arch == LLM__ARCH_OLMOE;
     if (!m->n_expert) {
         if (moe_arch)
             return llm__fail(e, LLM_ERR_FORMAT, "model: %s without %s.expert_count", m->arch_name, m->arch_name);
@@ -210,10 +216,9 @@ static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__
     }
     if (m->arch != LLM__ARCH_LLAMA && !moe_arch)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: experts (expert_count) in architecture '%s' are not "
-                         "supported (llama, qwen2moe, qwen3moe, gpt-oss)", m->arch_name);
+                         "supported (llama, qwen2moe, qwen3moe, olmoe, gpt-oss)", m->arch_name);
     if ((st = llm__hparam_u32(m, "expert_used_count", &m->n_expert_used, -1, 1, (uint32_t)m->n_expert, e)) ||
-        (m->arch != LLM__ARCH_LLAMA &&   // (llama.cpp's llama: the experts are n_ff long, whatever the key says)
-         (st = llm__hparam_u32(m, "expert_feed_forward_length", &m->n_ff_exp, 0, 1, 1 << 20, e)))) {
+        (!n_ff_long && (st = llm__hparam_u32(m, "expert_feed_forward_length", &m->n_ff_exp, 0, 1, 1 << 20, e)))) {
         m->n_expert = m->n_expert_used = 0;
         return st;
     }
@@ -226,7 +231,8 @@ static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__
     }
     // gpt-oss: a softmax over the k chosen logits, not normalised again (llama.cpp's SOFTMAX_WEIGHT)
     const bool oss = m->arch == LLM__ARCH_GPTOSS;
-    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, m->arch != LLM__ARCH_QWEN2MOE && !oss, 0.0f, oss};
+    const bool norm = m->arch != LLM__ARCH_QWEN2MOE && m->arch != LLM__ARCH_OLMOE && !oss;
+    m->moe = (struct llm__moe){m->n_expert, m->n_expert_used, norm, 0.0f, oss};
     return LLM_OK;
 }
 
@@ -301,13 +307,14 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
         {"llama", LLM__ARCH_LLAMA}, {"qwen2", LLM__ARCH_QWEN2}, {"qwen3", LLM__ARCH_QWEN3},
         {"phi3", LLM__ARCH_PHI3}, {"gemma2", LLM__ARCH_GEMMA2}, {"gemma3", LLM__ARCH_GEMMA3},
         {"qwen3moe", LLM__ARCH_QWEN3MOE}, {"qwen2moe", LLM__ARCH_QWEN2MOE}, {"gpt-oss", LLM__ARCH_GPTOSS},
+        {"olmoe", LLM__ARCH_OLMOE},
     };
     size_t ai = 0;
     while (ai < LLM__ARRAY_LEN(archs) && strcmp(m->arch_name, archs[ai].name) != 0) ai++;
     if (ai == LLM__ARRAY_LEN(archs))
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: architecture '%s' is not supported "
                          "(supported: llama (Mixtral too), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma2, gemma3, "
-                         "gpt-oss)",
+                         "olmoe, gpt-oss)",
                          m->arch_name);
     m->arch = archs[ai].arch;
     if ((st = llm__hparam_u32(m, "embedding_length", &m->n_embd, -1, 1, 65536, e))) return st;
@@ -318,7 +325,7 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
                               e)))
         return st;
     if (m->n_expert && !m->n_ff_exp)
-        m->n_ff_exp = m->arch == LLM__ARCH_LLAMA ? m->n_ff : m->n_ff / m->n_expert_used;
+        m->n_ff_exp = m->arch == LLM__ARCH_LLAMA || m->arch == LLM__ARCH_OLMOE ? m->n_ff : m->n_ff / m->n_expert_used;
     if (m->arch == LLM__ARCH_QWEN2MOE && !m->n_ff_shexp) m->n_ff_shexp = m->n_ff;
     if (m->n_expert && !m->n_ff_exp)
         return llm__fail(e, LLM_ERR_FORMAT, "model: the experts have no feed-forward length");
@@ -473,9 +480,9 @@ enum llm_status llm__model_plan(struct llm__model *m, struct llm__model_plan *pl
             LLM__VEC(&L->bk, LLM__NAME("attn_k.bias"), KV, false);
             LLM__VEC(&L->bv, LLM__NAME("attn_v.bias"), KV, false);
         }
-        if (m->qk_norm) {
-            LLM__VEC(&L->q_norm, LLM__NAME("attn_q_norm.weight"), m->head_dim, false);
-            LLM__VEC(&L->k_norm, LLM__NAME("attn_k_norm.weight"), m->head_dim, false);
+        if (m->qk_norm || m->qk_norm_full) {
+            LLM__VEC(&L->q_norm, LLM__NAME("attn_q_norm.weight"), m->qk_norm ? m->head_dim : Q, false);
+            LLM__VEC(&L->k_norm, LLM__NAME("attn_k_norm.weight"), m->qk_norm ? m->head_dim : KV, false);
         }
         if (m->post_norms) {
             LLM__VEC(&L->attn_post_norm, LLM__NAME("post_attention_norm.weight"), E, false);
@@ -931,6 +938,9 @@ enum llm_status llm__forward(const struct llm__model *m, struct llm_backend *be,
         if (m->qk_norm)
             LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, qh, qh, L->q_norm, m->norm_eps);
                                     B->rmsnorm(ctx, kh, kh, L->k_norm, m->norm_eps));
+        if (m->qk_norm_full)
+            LLM__OP(LLM_PROF_NORM, B->rmsnorm(ctx, q, q, L->q_norm, m->norm_eps);
+                                    B->rmsnorm(ctx, k, k, L->k_norm, m->norm_eps));
         LLM__OP(LLM_PROF_ROPE, B->rope(ctx, q, m->n_head, m->head_dim, rope);
                                 B->rope(ctx, k, m->n_head_kv, m->head_dim, rope));
         LLM__OP(LLM_PROF_KV_STORE, B->kv_store(ctx, k_cache[l], v_cache[l], k, v));

@@ -50,7 +50,8 @@ static bool llm__str_is(const struct llm__gguf_str *s, const char *z) {
 // Token texts llama.cpp treats as control tokens whatever the file says: ends of turns and
 // text, fill-in-the-middle markers. The first group also ends a generation.
 static const char *const llm__eog_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
     "<|end_of_text|>", "<end_of_utterance>", "</s>", "<|fim_pad|>", "<|fim_repo|>", "<|file_sep|>",
 };
 static const char *const llm__control_texts[] = {
@@ -131,7 +132,7 @@ static enum llm_status llm__vocab_load_bpe(struct llm__vocab *v, const struct ll
         if (i == LLM__ARRAY_LEN(llm__pre_names))
             return llm__fail(e, LLM_ERR_UNSUPPORTED,
                              "tokenizer: pre-tokenizer '%.*s' is not supported (llama-bpe, qwen2, gpt-2, smollm, "
-                             "tekken, default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
+                             "tekken, gpt-4o, default and their aliases)", (int)LLM__MIN(s.len, 64), s.ptr);
         v->pre = llm__pre_names[i].pre;
         v->ignore_merges = llm__pre_names[i].ignore_merges;
         v->add_bos = llm__pre_names[i].add_bos;
@@ -191,6 +192,24 @@ static enum llm_status llm__vocab_mark_special(struct llm__vocab *v, int32_t eot
     for (size_t i = 0; i < LLM__ARRAY_LEN(llm__eog_texts); i++) {
         int32_t id = llm__vocab_find(v, llm__eog_texts[i], strlen(llm__eog_texts[i]));
         if (id >= 0 && (!exact || v->attr[id] == LLM__TOK_CONTROL)) { v->eog[id] = 1; v->attr[id] = LLM__TOK_CONTROL; }
+    }
+    // gpt-oss's harmony format (and Solar Open's): a message's <|end|> goes on to the next one;
+    // <|return|> / <|call|> end the answer. <|end|> is then not an end and is rendered (llama.cpp).
+    int32_t end = llm__vocab_find(v, "<|end|>", 7), ret = llm__vocab_find(v, "<|return|>", 10),
+            call = llm__vocab_find(v, "<|call|>", 8), calls = llm__vocab_find(v, "<|calls|>", 9),
+            flush = llm__vocab_find(v, "<|flush|>", 9);
+#define LLM__EOG(id) ((id) >= 0 && v->eog[id])
+    if (LLM__EOG(end) && ((LLM__EOG(ret) && (LLM__EOG(call) || LLM__EOG(calls))) ||
+                          ((LLM__EOG(call) || LLM__EOG(calls)) && LLM__EOG(flush)))) {
+        v->eog[end] = 0;
+        v->attr[end] = LLM__TOK_USER;
+    }
+#undef LLM__EOG
+    // (and harmony's markers are rendered in the text, for the reader of its channels: llama.cpp)
+    static const char *const harmony[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
+    for (size_t i = 0; i < LLM__ARRAY_LEN(harmony); i++) {
+        const int32_t id = llm__vocab_find(v, harmony[i], strlen(harmony[i]));
+        if (id >= 0) v->attr[id] = LLM__TOK_USER;
     }
     for (size_t i = 0; i < LLM__ARRAY_LEN(llm__control_texts) && !exact; i++) {
         int32_t id = llm__vocab_find(v, llm__control_texts[i], strlen(llm__control_texts[i]));
@@ -511,6 +530,16 @@ static bool llm__tekken_upper(const struct llm__scan *s, size_t p) {
 static bool llm__tekken_lower(const struct llm__scan *s, size_t p) {
     return (llm__scan_f(s, p) & LLM__CP_LETTER) && !(s->cp[p] >= 'A' && s->cp[p] <= 'Z');
 }
+// GPT-4o's (o200k: gpt-oss, Llama 4) expression is Tekken's with an optional English contraction
+// after each word, (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?, and \p{N}{1,3} for
+// numbers: the end of the contraction at p, or p when none follows.
+static size_t llm__gpt4o_contraction(const struct llm__scan *s, size_t p) {
+    if (p >= s->b || s->cp[p] != '\'') return p;
+    const uint32_t c1 = p + 1 < s->b ? s->cp[p + 1] | 0x20 : 0, c2 = p + 2 < s->b ? s->cp[p + 2] | 0x20 : 0;
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return p + 2;
+    if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return p + 3;
+    return p;
+}
 // The end of a match of upper* lower+ (lower_needed) or upper+ lower* at q; 0 when none. The
 // greedy upper* gives letters back, last first, until a lower one follows.
 static size_t llm__tekken_word(const struct llm__scan *s, size_t q, bool lower_needed) {
@@ -529,7 +558,7 @@ static size_t llm__tekken_word(const struct llm__scan *s, size_t q, bool lower_n
         if (k == q) return 0;
     }
 }
-static void llm__scan_tekken(struct llm__scan *s) {
+static void llm__scan_tekken(struct llm__scan *s, bool gpt4o) {
     for (size_t pos = s->a; pos < s->b;) {
         uint32_t c = s->cp[pos];
         int f = llm__scan_f(s, pos);
@@ -540,8 +569,17 @@ static void llm__scan_tekken(struct llm__scan *s) {
             if (lead) end = llm__tekken_word(s, pos + 1, alt == 0);
             if (!end) end = llm__tekken_word(s, pos, alt == 0);
         }
-        if (end) { pos = end; llm__scan_piece(s, pos); continue; }
-        if (f & LLM__CP_NUMBER) { llm__scan_piece(s, ++pos); continue; }
+        if (end) {
+            pos = gpt4o ? llm__gpt4o_contraction(s, end) : end;
+            llm__scan_piece(s, pos);
+            continue;
+        }
+        if (f & LLM__CP_NUMBER) {   // one number (GPT-4o: up to three)
+            size_t k = pos + 1;
+            while (gpt4o && k < s->b && k < pos + 3 && (llm__scan_f(s, k) & LLM__CP_NUMBER)) k++;
+            llm__scan_piece(s, pos = k);
+            continue;
+        }
         pos = llm__scan_punct_space(s, pos, true);
     }
 }
@@ -573,7 +611,7 @@ static void llm__scan_runs(struct llm__scan *s, int cls, size_t run) {
 }
 
 enum { LLM__STAGE_GPT2, LLM__STAGE_LLAMA3, LLM__STAGE_QWEN2, LLM__STAGE_PUNCT_RUNS, LLM__STAGE_NUMBER_RUNS,
-       LLM__STAGE_NUMBER_EACH, LLM__STAGE_DIGIT3, LLM__STAGE_TEKKEN };
+       LLM__STAGE_NUMBER_EACH, LLM__STAGE_DIGIT3, LLM__STAGE_TEKKEN, LLM__STAGE_GPT4O };
 
 // Applies one stage to every word of in.
 static bool llm__split_stage(const uint32_t *cp, const struct llm__split *in, int stage, struct llm__split *out) {
@@ -588,7 +626,8 @@ static bool llm__split_stage(const uint32_t *cp, const struct llm__split *in, in
         case LLM__STAGE_PUNCT_RUNS: llm__scan_runs(&s, LLM__RUN_PUNCT, 0); break;
         case LLM__STAGE_NUMBER_RUNS: llm__scan_runs(&s, LLM__RUN_NUMBER, 0); break;
         case LLM__STAGE_NUMBER_EACH: llm__scan_runs(&s, LLM__RUN_NUMBER, 1); break;
-        case LLM__STAGE_TEKKEN: llm__scan_tekken(&s); break;
+        case LLM__STAGE_TEKKEN: llm__scan_tekken(&s, false); break;
+        case LLM__STAGE_GPT4O: llm__scan_tekken(&s, true); break;
         default: llm__scan_runs(&s, LLM__RUN_ASCII_DIGIT, 3); break;
         }
         start += in->len[w];
@@ -730,6 +769,7 @@ static bool llm__bpe_encode(const struct llm__vocab *v, const char *text, size_t
         [LLM__PRE_QWEN2] = {LLM__STAGE_QWEN2, -1, -1, -1},
         [LLM__PRE_SMOLLM] = {LLM__STAGE_NUMBER_EACH, LLM__STAGE_GPT2, -1, -1},
         [LLM__PRE_TEKKEN] = {LLM__STAGE_TEKKEN, -1, -1, -1},
+        [LLM__PRE_GPT4O] = {LLM__STAGE_GPT4O, -1, -1, -1},
     };
     if (ok) llm__split_push(&a, n);
     ok = ok && !a.oom;
@@ -1051,5 +1091,6 @@ LLM__INTERNAL const struct llm__pre_name llm__pre_names[LLM__N_PRE_NAMES] = {
     {"qwen2", LLM__PRE_QWEN2, false, false},     {"stablelm2", LLM__PRE_QWEN2, false, false},
     {"deepseek-r1-qwen", LLM__PRE_QWEN2, false, false},
     {"smollm", LLM__PRE_SMOLLM, false, false},   {"starcoder", LLM__PRE_SMOLLM, false, false},
-    {"tekken", LLM__PRE_TEKKEN, true, true},
+    {"tekken", LLM__PRE_TEKKEN, true, true},     {"gpt-4o", LLM__PRE_GPT4O, false, false},
+    {"llama4", LLM__PRE_GPT4O, false, false},
 };

@@ -11,7 +11,8 @@ Each template is given by llama.cpp's name for it ("gemma", "phi3", "chatml") an
 with the markers llama.cpp recognises in a model file's tokenizer.chat_template; both must render
 the same. Then the official Jinja templates of Qwen3 and Phi-3.5 are run with jinja2 (as
 Hugging Face's tokenizers run them) on the same conversation and on conversations with
-reasoning (<think>) in Qwen3's answers, which llama.cpp's "chatml" does not treat apart.
+reasoning (<think>) in Qwen3's answers, which llama.cpp's "chatml" does not treat apart, and
+gpt-oss's (harmony; its date written DATE).
 """
 import ctypes
 import os
@@ -66,7 +67,8 @@ with tarfile.open(archive) as tar:
         text = tar.extractfile(members + name).read().decode()
         env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
         return env.from_string(text)
-    official = {"qwen3": jinja("Qwen-Qwen3-0.6B.jinja"), "phi3": jinja("microsoft-Phi-3.5-mini-instruct.jinja")}
+    official = {"qwen3": jinja("Qwen-Qwen3-0.6B.jinja"), "phi3": jinja("microsoft-Phi-3.5-mini-instruct.jinja"),
+                "harmony": jinja("openai-gpt-oss-120b.jinja")}
 
 THINK = [("system", "You are terse."), ("user", "Hi there"),
          ("assistant", "<think>\nA greeting.\n</think>\n\nHello!"), ("user", "2+2?")]
@@ -78,7 +80,9 @@ for name, tmpl in official.items():
     if name == "qwen3":
         convs += [(THINK, True, "think, 4, 1"), (THINK_LAST, False, "think_last, 5, 0"),
                   (NO_THINK_LAST, False, "no_think_last, 5, 0"), (TOOLS, True, "tools, 4, 1")]
+    if name == "harmony":   # (gpt-oss: today's date in the system message; the test writes in its own)
+        convs += [(CONV + [("assistant", "4")], False, "answered, 5, 0"), (CONV[1:], True, "no_system, 3, 1")]
     for conv, add, label in convs:
         out = tmpl.render(messages=[{"role": r, "content": c} for r, c in conv], add_generation_prompt=add,
-                          bos_token="", eos_token="<|endoftext|>")
+                          bos_token="", eos_token="<|endoftext|>", strftime_now=lambda fmt: "DATE")
         print("%s official (%s): %s" % (name, label, c_literal(out)))

@@ -89,6 +89,9 @@ static const struct gm_shape gm_shapes[] = {
     // 128) in 24 layers, 32 experts as the real model: its 21 B parameters, 3.6 B a token's
     {"tiny-gpt-oss", "gpt-oss", 256, 2, 4, 2, 256, 512, 150000.0f, 1e-5f, false, true, false, 64, false, false, false, 8,
      0.0f, 0.0f, 8, 2, 256},
+    // olmoe: q/k norms over all heads, 8 experts of n_ff (256), 2 a token
+    {"tiny-olmoe", "olmoe", 256, 2, 4, 4, 256, 512, 10000.0f, 1e-5f, false, false, false, 0, true, false, false, 0, 0.0f,
+     0.0f, 8, 2, 0},
     {"gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 2880, 131072, 150000.0f, 1e-5f, false, true, false, 64, false, false,
      false, 128, 0.0f, 0.0f, 32, 4, 2880},
 };
@@ -298,9 +301,10 @@ static void gm_plan(struct gm_model *m) {
             gm_add(m, "attn_v", l, "weight", 2, d, kv, GM_NORMAL, 0, 1.0f / sqrtf((float)d));
             if (s->qkv_bias) gm_add(m, "attn_v", l, "bias", 1, kv, 1, GM_NORMAL, 0, 0.2f);
         }
-        if (s->qk_norm) {   // q and k come out of these at unit RMS per head; gain 1.5 as above
-            gm_add(m, "attn_q_norm", l, "weight", 1, m->head_dim, 1, GM_NORMAL, 1.5f, 0.15f);
-            gm_add(m, "attn_k_norm", l, "weight", 1, m->head_dim, 1, GM_NORMAL, 1.5f, 0.15f);
+        if (s->qk_norm) {   // q and k come out of these at unit RMS per head (olmoe: per token); gain 1.5 as above
+            const bool full = !strcmp(s->arch, "olmoe");
+            gm_add(m, "attn_q_norm", l, "weight", 1, full ? q : m->head_dim, 1, GM_NORMAL, 1.5f, 0.15f);
+            gm_add(m, "attn_k_norm", l, "weight", 1, full ? kv : m->head_dim, 1, GM_NORMAL, 1.5f, 0.15f);
         }
         gm_add(m, "attn_output", l, "weight", 2, q, d, GM_NORMAL, 0, 1.0f / sqrtf((float)q));
         if (oss) {   // the output's bias, a sink logit per head

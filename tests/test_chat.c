@@ -1,7 +1,7 @@
 // Chat templates: known conversations render to the strings each model family's own template
 // produces (written out by hand from the official Jinja templates; gemma, phi3 and qwen3: made by
-// tests/chat_goldens.py with llama.cpp's llama_chat_apply_template and, for Qwen3's reasoning and
-// Phi-3.5, with the official Jinja templates run by jinja2), templates are recognised from
+// tests/chat_goldens.py with llama.cpp's llama_chat_apply_template and, for Qwen3's reasoning,
+// Phi-3.5 and gpt-oss (harmony), with the official Jinja templates run by jinja2), templates are recognised from
 // excerpts of real tokenizer.chat_template values, and bad names are refused.
 #include "../llm.c"
 #include "test.h"
@@ -93,6 +93,29 @@ int main(void) {
                   "<|im_start|>user\n<tool_response>\nsunny\n</tool_response>\n<tool_response>\n20C\n</tool_response><|im_end|>\n"
                   "<|im_start|>assistant\n");
 
+    // gpt-oss's official template (harmony; tests/chat_goldens.py, jinja2, its date written DATE):
+    // the system prompt becomes the developer's instructions, answers the final channel's
+    {
+        char date[32] = "", head[512], want_h[1024];
+        const time_t now = time(NULL);
+        struct tm tm;
+        if (localtime_r(&now, &tm)) strftime(date, sizeof(date), "%Y-%m-%d", &tm);
+        snprintf(head, sizeof head, "<|start|>system<|message|>You are ChatGPT, a large language model trained by "
+                 "OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: %s\n\nReasoning: medium\n\n# Valid channels: "
+                 "analysis, commentary, final. Channel must be included for every message.<|end|>", date);
+        const char *turns = "<|start|>user<|message|>Hi there<|end|><|start|>assistant<|channel|>final<|message|>"
+                            "Hello!<|end|><|start|>user<|message|>2+2?<|end|>";
+        const char *dev = "<|start|>developer<|message|># Instructions\n\nYou are terse.\n\n<|end|>";
+        snprintf(want_h, sizeof want_h, "%s%s%s<|start|>assistant", head, dev, turns);
+        expect_render("harmony", conv, 4, 1, want_h);
+        const struct llm_chat_message answered[] = {conv[0], conv[1], conv[2], conv[3], {"assistant", "4"}};
+        snprintf(want_h, sizeof want_h, "%s%s%s<|start|>assistant<|channel|>final<|message|>4<|return|>", head, dev,
+                 turns);
+        expect_render("harmony", answered, 5, 0, want_h);
+        snprintf(want_h, sizeof want_h, "%s%s<|start|>assistant", head, turns);
+        expect_render("harmony", conv + 1, 3, 1, want_h);
+    }
+
     EXPECT(llm_chat_apply("vicuna", conv, 1, 1, NULL, 0) == -1, "unknown template accepted");
     EXPECT(llm_chat_apply(NULL, conv, 1, 1, NULL, 0) == -1, "NULL template accepted");
     EXPECT(llm_chat_apply("chatml", conv, 0, 1, NULL, 0) == (int)strlen("<|im_start|>assistant\n"), "empty conversation");
@@ -114,6 +137,7 @@ int main(void) {
     expect_name("{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}", "gemma");
     expect_name("{{- '<|im_start|>' + message.role + '\\n' + content }}{%- set content = "
                 "message.content.split('</think>')[-1].lstrip('\\n') %}", "qwen3");
+    expect_name("{{- \"<|start|>assistant<|channel|>final<|message|>\" + message.content + \"<|end|>\" }}", "harmony");
     expect_name("{{ message['content'] }}", NULL);
     return test_summary("test_chat");
 }

@@ -1658,6 +1658,8 @@ int main(void) {
     test_moe("tiny-qwen3moe-q8_0");
     test_moe("tiny-mixtral-q4_k");
     test_moe("tiny-qwen2moe-q8_0");
+    test_moe("tiny-gpt-oss-mxfp4");   // (sinks, windows, YaRN, biases; MXFP4 experts)
+    test_moe("tiny-olmoe-q8_0");
     test_sched_order("priority", per_token, mi.n_vocab);
     test_sched_order("fcfs", per_token, mi.n_vocab);
     test_sched_priority_cost();

@@ -702,10 +702,10 @@ int main(void) {
         snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir, vocab_names[v]);
         check_vocab(vocab_names[v], path, &all, n_valid, 1);
     }
-    // The pre-tokenizers no vocabulary file here uses ("default", "smollm", "tekken"): test models
-    // with GPT-2's vocabulary and that tokenizer.ggml.pre (tests/models.txt).
+    // The pre-tokenizers no vocabulary file here uses ("default", "smollm", "tekken", "gpt-4o"): test
+    // models with GPT-2's vocabulary and that tokenizer.ggml.pre (tests/models.txt).
     const char *models = getenv("LLM_TEST_MODELS") ? getenv("LLM_TEST_MODELS") : "build/models";
-    static const char *const pre_names[] = {"pre-default", "pre-smollm", "pre-tekken"};
+    static const char *const pre_names[] = {"pre-default", "pre-smollm", "pre-tekken", "pre-gpt-4o"};
     for (size_t v = 0; v < LLM__ARRAY_LEN(pre_names); v++) {
         char path[1100];
         snprintf(path, sizeof path, "%s/tiny-%s.gguf", models, pre_names[v]);
@@ -730,6 +730,30 @@ int main(void) {
     llm_engine_free(te);
     cases_free(&tekken);
     golden_free(&g);
+
+    // gpt-oss's harmony markers (tiny-harmony-vocab: every piece of them a token, as llama.cpp
+    // reads it: <|return|> and <|call|> end a generation, <|end|> does not and, as <|channel|>,
+    // <|message|> and <|start|>, is rendered in the text)
+    {
+        snprintf(path, sizeof path, "%s/tiny-harmony-vocab.gguf", models);
+        params.model_path = path;
+        llm_engine *he = llm_engine_create(&params, err, sizeof err);
+        EXPECT(he != NULL, "%s: %s", path, err);
+        static const struct { const char *text; int eog; } marks[] = {
+            {"<|end|>", 0}, {"<|return|>", 1}, {"<|call|>", 1}, {"<|channel|>", 0}, {"<|message|>", 0}, {"<|start|>", 0},
+        };
+        for (size_t i = 0; he && i < LLM__ARRAY_LEN(marks); i++) {
+            int32_t id[4];
+            const int n = llm_tokenize(he, marks[i].text, (int)strlen(marks[i].text), LLM_TOKENIZE_PARSE_SPECIAL, id, 4);
+            char piece[64] = "";
+            const int k = n == 1 ? llm_detokenize(he, id, 1, 0, piece, sizeof piece) : -1;
+            EXPECT(n == 1 && llm_token_is_eog(he, id[0]) == marks[i].eog && k >= 0 &&
+                       (marks[i].eog || strcmp(piece, marks[i].text) == 0),
+                   "%s: %d tokens, end of generation %d (want %d), rendered '%s'", marks[i].text, n,
+                   n == 1 ? llm_token_is_eog(he, id[0]) : -1, marks[i].eog, piece);
+        }
+        llm_engine_free(he);
+    }
 
     // Gemma 3's vocabulary, from the real model (the goldens: tests/tokenizer/make_goldens.sh)
     const char *real = getenv("LLM_REAL_MODELS");

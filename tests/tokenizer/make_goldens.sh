@@ -97,9 +97,9 @@ for name in ${VOCABS-llama-spm llama-bpe qwen2 gpt-2 phi-3}; do
 done
 
 # The pre-tokenizers no vocabulary file here uses: test models with GPT-2's vocabulary and
-# tokenizer.ggml.pre "default" / "smollm" / "tekken" (tests/models.txt; `make models` writes them).
+# tokenizer.ggml.pre "default" / "smollm" / "tekken" / "gpt-4o" (tests/models.txt; `make models` writes them).
 models=${LLM_TEST_MODELS:-build/models}
-for name in ${PRES-pre-default pre-smollm pre-tekken}; do
+for name in ${PRES-pre-default pre-smollm pre-tekken pre-gpt-4o}; do
     v=$models/tiny-$name.gguf
     [ -f "$v" ] || { echo "missing $v (run make models)" >&2; exit 1; }
     goldens "$name" "$v"
