@@ -205,8 +205,8 @@ static enum llm_status llm__model_arch_hparams(struct llm__model *m, struct llm_
 static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__err *e) {
     enum llm_status st;
     if ((st = llm__hparam_u32(m, "expert_count", &m->n_expert, 0, 0, 4096, e))) return st;
-    const bool moe_arch = m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_QWEN2MOE || m->arch == LLM__ARCH_GPTOSS ||
-                          m->arch == LLM__ARCH_OLMOE;
+    const bool moe_arch = m->arch == LLM__ARCH_QWEN3MOE || m->arch == LLM__ARCH_QWEN2MOE ||
+                          m->arch == LLM__ARCH_GPTOSS || m->arch == LLM__ARCH_OLMOE;
     // (llama.cpp's llama and olmoe: the experts are n_ff long, whatever expert_feed_forward_length says)
     const bool n_ff_long = m->arch == LLM__ARCH_LLAMA || m->arch == LLM__ARCH_OLMOE;
     if (!m->n_expert) {
