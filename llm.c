@@ -9885,11 +9885,22 @@ struct llm__pool *llm__pool_new(int n_threads, struct llm__err *e) {
 static bool llm__x16_five(int type) { return type == LLM__TYPE_Q5_0 || type == LLM__TYPE_Q5_1; }
 static bool llm__x16_min(int type) { return type == LLM__TYPE_Q4_1 || type == LLM__TYPE_Q5_1; }
 
+// MXFP4 in x16 (Q4_0's chunks of nibbles; each block's scale 2^(e - 128) as fp16, which holds it
+// exactly for e in 104..143: a matrix with a scale outside that stays plain): the tile looks each
+// nibble up as its value + 12 (0..24, unsigned for vpdpbusd), and c = 12 for the activations.
+static bool llm__x16_mxfp4_fits(const void *data, int64_t ne0, int64_t ne1) {
+    const struct llm__block_mxfp4 *b = data;
+    for (int64_t i = 0; i < ne0 / 32 * ne1; i++)
+        if (b[i].e < 104 || b[i].e > 143) return false;
+    return true;
+}
+
 static bool llm__x16_supported(int type, int64_t ne0, int64_t ne1) {
     if (ne1 % 16 != 0) return false;
     switch (type) {
     case LLM__TYPE_G4_32: case LLM__TYPE_G4_64: case LLM__TYPE_G4_128: return true;
     case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: case LLM__TYPE_Q4_1: case LLM__TYPE_Q5_0: case LLM__TYPE_Q5_1:
+    case LLM__TYPE_MXFP4:
         return ne0 % 32 == 0;
     case LLM__TYPE_Q4_K: case LLM__TYPE_Q3_K: return ne0 % 256 == 0;
     default: return false;
@@ -9960,7 +9971,7 @@ static void llm__x16_repack(int type, const void *src, void *dst, int64_t ne0, i
     const bool five = llm__x16_five(type), min = llm__x16_min(type);
     // where a block keeps its nibbles (or Q8_0's quants) and its fifth bits
     const size_t qs_at = type == LLM__TYPE_Q8_0 || type == LLM__TYPE_Q4_0 ? 2 : type == LLM__TYPE_Q4_1 ? 4
-                         : type == LLM__TYPE_Q5_0 ? 6 : 8;
+                         : type == LLM__TYPE_Q5_0 ? 6 : type == LLM__TYPE_MXFP4 ? 1 : 8;
     const size_t qh_at = min ? 4 : 2;
     memset((uint8_t *)dst + rec_bytes * (size_t)g0, 0, rec_bytes * (size_t)(g1 - g0));
     for (int64_t g = g0; g < g1; g++) {
@@ -9970,7 +9981,12 @@ static void llm__x16_repack(int type, const void *src, void *dst, int64_t ne0, i
             uint8_t *sc = rec + llm__x16_soffs(type, b, nb);
             for (int r = 0; r < 16; r++) {
                 const uint8_t *x = (const uint8_t *)src + ((size_t)(16 * g + r) * (size_t)nb + (size_t)b) * blk;
-                memcpy(sc + 2 * r, x, 2);                   // d comes first in every block
+                if (type == LLM__TYPE_MXFP4) {   // (exact: llm__x16_mxfp4_fits)
+                    const uint16_t h = llm__fp32_to_fp16(llm__e8m0_half(x[0]));
+                    memcpy(sc + 2 * r, &h, 2);
+                } else {
+                    memcpy(sc + 2 * r, x, 2);   // d comes first in every block
+                }
                 if (min) memcpy(sc + 64 + 2 * r, x + 2, 2);   // then m
                 if (type == LLM__TYPE_Q8_0)
                     for (int j = 0; j < 32; j++) q[(j / 4) * 64 + r * 4 + j % 4] = (uint8_t)(x[qs_at + j] ^ 0x80);
@@ -10028,6 +10044,7 @@ static void llm__x16_dequantize_row(int type, const void *w, int64_t r, float *y
             const int u = (hi ? byte >> 4 : byte & 15) | (int)(h >> (8 * (jj % 4) + 4 * hi + jj / 4) & 1) << 4;
             switch (type) {
             case LLM__TYPE_Q4_0: y[b * 32 + j] = d * (float)(u - 8); break;
+            case LLM__TYPE_MXFP4: y[b * 32 + j] = d * (float)llm__mxfp4_values[u]; break;
             case LLM__TYPE_Q5_0: y[b * 32 + j] = (float)(u - 16) * d; break;
             default: y[b * 32 + j] = (float)u * d + m; break;   // Q4_1, Q5_1
             }
@@ -10133,7 +10150,7 @@ LLM__AVX512 static void llm__quantize_q8_K_block_avx512(const float *x, struct l
 
 // One token's activations (n floats) in the x16 format for weights of the given type.
 void llm__x16_quantize_act(int type, const float *x, uint8_t *out, int64_t n) {
-    const int c = type == LLM__TYPE_Q8_0 ? 128 : type == LLM__TYPE_Q4_0 ? 8 : 16;
+    const int c = type == LLM__TYPE_Q8_0 ? 128 : type == LLM__TYPE_Q4_0 ? 8 : type == LLM__TYPE_MXFP4 ? 12 : 16;
     const bool gq = llm__is_gq(type), min = llm__x16_min(type) || gq;
     float *d = (float *)(out + n);
     uint8_t *nc = out + n + n / 8;
@@ -10171,9 +10188,19 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_block(
     const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
     const bool five = llm__x16_five(type), min = llm__x16_min(type);
     const __m512i h = five ? _mm512_loadu_si512((const void *)(q + 256)) : _mm512_setzero_si512();
+    const __m512i fp4 = _mm512_broadcast_i32x4(   // MXFP4: each nibble's value + 12
+        _mm_add_epi8(_mm_loadu_si128((const __m128i *)llm__mxfp4_values), _mm_set1_epi8(12)));
     __m512i wv[8];
+    if (type == LLM__TYPE_MXFP4) {   // each nibble looked up as its value + 12
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(q + 64 * c));
+            wv[c] = _mm512_shuffle_epi8(fp4, _mm512_and_si512(v, m4));
+            wv[c + 4] = _mm512_shuffle_epi8(fp4, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        }
+    }
 #pragma GCC unroll 8
-    for (int c = 0; c < 8; c++) {
+    for (int c = 0; c < 8 && type != LLM__TYPE_MXFP4; c++) {
         // Q4_0/Q4_1 high nibbles stay in place (16 x their value): one instruction instead of
         // two, and the sum is shifted back once per block. Q5: each chunk's fifth bits are moved
         // to bit 4 of their bytes (see the layout).
@@ -10321,6 +10348,7 @@ LLM__AVX512 void llm__x16_tile_avx512(int type, int nt, const uint8_t *rec, cons
     case LLM__TYPE_Q4_1: LLM__X16_CASE(LLM__TYPE_Q4_1) break;
     case LLM__TYPE_Q5_0: LLM__X16_CASE(LLM__TYPE_Q5_0) break;
     case LLM__TYPE_Q5_1: LLM__X16_CASE(LLM__TYPE_Q5_1) break;
+    case LLM__TYPE_MXFP4: LLM__X16_CASE(LLM__TYPE_MXFP4) break;
     default: LLM__X16_CASE(LLM__TYPE_Q4_0) break;
     }
 #undef LLM__X16_CASE
@@ -10996,7 +11024,8 @@ enum llm_status llm__cpu_weight_load(void *ctx, struct llm__weight *w, int type,
     w->ne0 = ne0;
     w->ne1 = ne1;
     w->buf.size = llm__row_bytes(type, ne0) * (size_t)ne1;
-    if (c->simd == LLM__SIMD_AVX512 && c->repack && llm__x16_supported(type, ne0, ne1)) {
+    if (c->simd == LLM__SIMD_AVX512 && c->repack && llm__x16_supported(type, ne0, ne1) &&
+        (type != LLM__TYPE_MXFP4 || llm__x16_mxfp4_fits(data, ne0, ne1))) {
         w->buf.size = llm__x16_group_bytes(type, ne0) * (size_t)(ne1 / 16);
         if (!(w->buf.data = llm__alloc(w->buf.size)))
             return llm__fail(e, LLM_ERR_NOMEM, "out of memory (%zu bytes for a weight)", w->buf.size);

@@ -6,14 +6,19 @@
 # then llm bench's serving run (random prompts of 32 tokens, 32 generated) at 8 and 64 requests.
 # The table: medians of the rounds, decode's share of the read roofline (weights a token reads,
 # its experts only, times tokens/s, over the bandwidth measured beside it) and the ratios.
-# Usage: sh bench/moe.sh   (after make; ROUNDS, TYPES, PP, TG, THREADS; llama-bench from
-# ../shared/peer/setup.sh --native, or $LLAMA_BENCH)
+# SHAPE=gpt-oss-20b LAYERS=12 TYPES=mxfp4: gpt-oss-20b's layer (2880 wide, 64 heads of 64, 32
+# experts of 2880, 4 a token, biases, sinks, a window on even layers) in 12 of its 24 layers, experts
+# MXFP4 and the rest Q8_0 as llama-quantize's MXFP4_MOE (9.9 B parameters, 5.6 GB).
+# Usage: sh bench/moe.sh   (after make; ROUNDS, TYPES, PP, TG, THREADS, SHAPE, LAYERS; llama-bench
+# from ../shared/peer/setup.sh --native, or $LLAMA_BENCH)
 set -eu
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
 TYPES=${TYPES:-q4_0}
 PP=${PP:-128}
 TG=${TG:-64}
+SHAPE=${SHAPE:-qwen3moe-4b-a1b}
+LAYERS=${LAYERS:-}
 PEER=${LLM_PEER_DIR:-$HOME/.cache/llm-peer}
 LLAMA_BENCH=${LLAMA_BENCH:-$PEER/llama.cpp/build/bin/llama-bench}
 [ -x "$LLAMA_BENCH" ] || { echo "moe: llama-bench not found at $LLAMA_BENCH (run ../shared/peer/setup.sh --native)" >&2; exit 1; }
@@ -22,8 +27,9 @@ LLAMA_BENCH=${LLAMA_BENCH:-$PEER/llama.cpp/build/bin/llama-bench}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for t in $TYPES; do
-    m=build/models/bench-qwen3moe-4b-a1b-$t.gguf
-    [ -f "$m" ] || build/gen_model --shape qwen3moe-4b-a1b --type "$t" --vocab synthetic:32000 --seed 1 -o "$m"
+    m=build/models/bench-$SHAPE${LAYERS:+-$LAYERS}-$t.gguf
+    [ -f "$m" ] || build/gen_model --shape "$SHAPE" ${LAYERS:+--layers "$LAYERS"} --type "$t" --vocab synthetic:32000 \
+        --seed 1 -o "$m"
     bpt=$(build/llm bench -m "$m" -t "$THREADS" -p 0 -n 1 -r 1 --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["bytes_per_token"])')
     for r in $(seq 1 "$ROUNDS"); do
         bw=$(build/membw "$THREADS" 1024 3 2>/dev/null)   # GB/s
@@ -50,7 +56,7 @@ PY
     done
 done
 echo
-echo "qwen3moe, 32 experts / 8 a token, 24 layers, $THREADS threads; pp$PP and tg$TG, medians of $ROUNDS rounds"
+echo "$SHAPE${LAYERS:+ ($LAYERS layers)}, $THREADS threads; pp$PP and tg$TG, medians of $ROUNDS rounds"
 echo
 echo "| type | weights a token reads | bandwidth | llm tg | roofline share | llama.cpp tg | ratio | llm pp | llama.cpp pp | ratio |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"

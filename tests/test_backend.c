@@ -119,6 +119,30 @@ static void check_matmul_at(int simd, int type, int64_t K, int64_t N, int ntok, 
     free(wf); free(w); free(x); free(bias); free(xq); free(want);
 }
 
+// MXFP4 weights are repacked (AVX-512) only when every block's scale fits fp16 exactly: one
+// block of 2^22 keeps the matrix plain, and it still multiplies right (check_matmul: x16 ones).
+static void check_mxfp4_layout(void) {
+#if defined(LLM__X86_SIMD)
+    if (llm__simd_best() != LLM__SIMD_AVX512) { SKIP("no AVX-512: MXFP4 x16 layout not checked"); return; }
+    enum { K = 64, N = 16 };
+    struct llm__block_mxfp4 w[N * K / 32];
+    for (int i = 0; i < N * K / 32; i++) {
+        w[i].e = (uint8_t)(120 + i % 8);
+        for (int j = 0; j < 16; j++) w[i].qs[j] = (uint8_t)test_rng_next(&seed);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) w[5].e = 150;
+        struct llm_backend be = make_backend(1, LLM__SIMD_AVX512, true);
+        struct llm__err e;
+        struct llm__weight wt;
+        EXPECT(be.iface->weight_load(be.ctx, &wt, LLM__TYPE_MXFP4, K, N, w, &e) == LLM_OK, "weight_load: %s", e.msg);
+        EXPECT((wt.layout == LLM__LAYOUT_X16) == (pass == 0), "MXFP4 pass %d: layout %d", pass, wt.layout);
+        be.iface->weight_free(be.ctx, &wt);
+        be.iface->free(be.ctx);
+    }
+#endif
+}
+
 // At the best SIMD level, and at AVX2 too where the best is AVX-512 (its kernels are what
 // machines without AVX-512 run).
 static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, bool with_bias) {
@@ -624,7 +648,8 @@ static void check_moe(int type, int64_t K, int64_t rows, int n_expert, int k, in
            llm__type_info((uint32_t)type)->name, (long long)K, (long long)rows, k, n_expert, T,
            wt.layout == LLM__LAYOUT_X16 ? "x16" : "plain", oss ? " with biases" : "", worst, scale);
     const bool x16 = ((struct llm__cpu *)be.ctx)->simd == LLM__SIMD_AVX512 && rows % 16 == 0 &&
-                     (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_Q4_0 || type == LLM__TYPE_Q5_1 || type == LLM__TYPE_Q4_K);
+                     (type == LLM__TYPE_Q8_0 || type == LLM__TYPE_Q4_0 || type == LLM__TYPE_Q5_1 || type == LLM__TYPE_Q4_K ||
+                      type == LLM__TYPE_MXFP4);
     EXPECT((wt.layout == LLM__LAYOUT_X16) == x16, "%s experts of %lld rows: layout %d", llm__type_info((uint32_t)type)->name,
            (long long)rows, wt.layout);
     // the weighted sum, then with a shared expert (y's first T rows) scaled by sigmoid(its gate):
@@ -1172,6 +1197,9 @@ int main(void) {
     check_matmul(LLM__TYPE_Q5_0, 608, 80, 9, 2, false);
     check_matmul(LLM__TYPE_Q5_1, 864, 48, 11, 2, false);
     check_matmul(LLM__TYPE_Q5_0, 2048, 256, 1, 2, false);
+    check_matmul(LLM__TYPE_MXFP4, 2880, 64, 1, 2, true);   // (gpt-oss's rows: an odd number of blocks)
+    check_matmul(LLM__TYPE_MXFP4, 608, 80, 9, 2, false);
+    check_mxfp4_layout();
     // prompt steps of Q2_K/Q3_K/Q5_K/Q6_K/IQ4_XS weights: tiles unpacked per step (from 32 tokens)
     check_matmul(LLM__TYPE_Q3_K, 768, 48, 40, 2, true);
     check_matmul(LLM__TYPE_Q6_K, 768, 48, 45, 2, true);
@@ -1229,8 +1257,9 @@ int main(void) {
     check_moe(LLM__TYPE_Q8_0, 128, 48, 8, 2, 12, 2, false);    // experts of whole groups of 16 rows: x16 on AVX-512
     check_moe(LLM__TYPE_Q4_0, 64, 32, 6, 3, 1, 2, false);
     check_moe(LLM__TYPE_Q5_1, 96, 16, 8, 2, 20, 2, false);
-    // gpt-oss: its routing and the experts' biases, MXFP4 experts (plain), Q8_0 ones in x16 on AVX-512
+    // gpt-oss: its routing and the experts' biases, MXFP4 experts (x16 on AVX-512; 24 rows: plain)
     check_moe(LLM__TYPE_MXFP4, 128, 32, 8, 4, 9, 2, true);
+    check_moe(LLM__TYPE_MXFP4, 96, 24, 4, 2, 7, 2, true);
     check_moe(LLM__TYPE_Q8_0, 64, 32, 6, 2, 11, 2, true);
     check_moe(LLM__TYPE_F32, 64, 24, 4, 2, 3, 1, true);
     check_swiglu_oai();
