@@ -683,7 +683,7 @@ static void cli_args_check(const struct cli *c) {
         struct llm_chat_message m = {"user", "x"};
         if (llm_chat_apply(c->chat_template, &m, 1, 1, NULL, 0) < 0)
             cli_die("--chat-template: unknown template '%s' (chatml, llama3, llama2, mistral, zephyr, gemma, phi3, "
-                    "qwen3)", c->chat_template);
+                    "qwen3, harmony)", c->chat_template);
     }
 }
 

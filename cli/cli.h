@@ -288,6 +288,13 @@ void cli_tools_message(const struct cli_tools *t, const char *id, int choice, co
 // nothing is new (logprobs to send); final: the text is whole.
 json_t *cli_chat_deltas(const struct cli_tools *t, struct cli_tool_stream *st, const char *id, int choice,
                         const struct cli_strbuf *text, bool force, bool final);
+// gpt-oss's harmony output read as it grows: the final (and commentary) channels' text into
+// content, the analysis channel's into reasoning; text outside any message is content. Markers
+// come whole (each is one token); a message header not yet complete waits for more text, unless
+// final (s[0..n) is the whole answer). Feed it the same text, longer each time.
+struct cli_harmony { size_t pos; int chan; struct cli_strbuf content, reasoning; };
+void cli_harmony_feed(struct cli_harmony *h, const char *s, size_t n, bool final);
+void cli_harmony_free(struct cli_harmony *h);
 // The finish reason: "tool_calls" for a "stop" whose choice (its message) or stream made calls.
 const char *cli_tools_finish(const json_t *choice, int calls_streamed, const char *finish);
 // The grammar (GBNF, malloc'd) of the JSON texts a JSON Schema (its text) accepts, or NULL with

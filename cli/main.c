@@ -155,7 +155,7 @@ const char cli_usage[] =
     "                            not UTF-8 on its own: U+FFFD in \"token\" and its \"bytes\":[...])\n"
     "\n"
     "chat options:\n"
-    "      --chat-template NAME  chatml, llama3, llama2, mistral, zephyr, gemma, phi3 or qwen3\n"
+    "      --chat-template NAME  chatml, llama3, llama2, mistral, zephyr, gemma, phi3, qwen3 or harmony\n"
     "                            (default: recognised from the model file, else chatml)\n"
     "  -sys, --system TEXT       system prompt\n"
     "  in the chat: /reset forgets the conversation, /system TEXT sets the system prompt and\n"

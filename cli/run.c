@@ -120,8 +120,10 @@ static void cli_answer_add(struct cli_answer *a, const struct llm_output *o) {
 // LLM_FINISH_ABORT and what had been shown of it; nothing it generated after the signal was seen
 // is written or kept. Returns 0, or -1 when the request was not accepted, a step failed or the
 // request ended with an error (the model's logits were not finite): the message in llm_last_error.
+// hm (gpt-oss's harmony format; else NULL): the text read into its channels as it comes, the
+// final answer written to out and the reasoning, on a terminal, dimmed before it.
 static int cli_answer_run(llm_engine *E, const struct llm_prompt *prompt, const struct llm_request_params *rp,
-                          FILE *out, struct cli_answer *a) {
+                          FILE *out, struct cli_answer *a, struct cli_harmony *hm) {
     a->k = rp->logprobs;
     int id = llm_add_request(E, prompt, rp);
     if (id < 0) return -1;
@@ -158,7 +160,21 @@ static int cli_answer_run(llm_engine *E, const struct llm_prompt *prompt, const 
                 return 0;
             }
             cli_answer_add(a, o);
-            if (out && o->n_new_text) {
+            if (out && hm) {
+                const size_t c0 = hm->content.n, r0 = hm->reasoning.n;
+                cli_harmony_feed(hm, a->text.p ? a->text.p : "", a->text.n, o->finished);
+                const bool dim = isatty(fileno(out));
+                if (hm->reasoning.n > r0 && dim) {
+                    fputs("\x1b[2m", out);
+                    fwrite(hm->reasoning.p + r0, 1, hm->reasoning.n - r0, out);
+                    fputs("\x1b[0m", out);
+                }
+                if (hm->content.n > c0) {
+                    if (c0 == 0 && hm->reasoning.n && dim) fputs("\n\n", out);
+                    fwrite(hm->content.p + c0, 1, hm->content.n - c0, out);
+                }
+                fflush(out);
+            } else if (out && o->n_new_text) {
                 fwrite(o->new_text, 1, (size_t)o->n_new_text, out);
                 fflush(out);
             }
@@ -211,7 +227,7 @@ int cli_cmd_run(struct cli *c) {
     struct cli_answer a = {0};
     a.finish = LLM_FINISH_LENGTH;
     a.n_prompt = n_prompt;
-    if (cli_answer_run(E, &pr, &rp, c->json ? NULL : stdout, &a) < 0) {
+    if (cli_answer_run(E, &pr, &rp, c->json ? NULL : stdout, &a, NULL) < 0) {
         if (!c->json) { putchar('\n'); fflush(stdout); }
         cli_die("%s", llm_last_error(E));
     }
@@ -523,7 +539,10 @@ static bool cli_chat_turn(struct cli_chat *ch, const char *text, struct cli_ids 
     rp.sampling.seed = c->sp.seed + (uint64_t)ch->n_turns;
     struct llm_prompt pr = {NULL, ids->p, ids->n};
     cli_answer_free(&ch->last);
-    if (cli_answer_run(ch->E, &pr, &rp, stdout, &ch->last) < 0) {
+    struct cli_harmony hm = {0};   // (gpt-oss: only the final channel's text is the answer kept)
+    const bool harmony = !strcmp(ch->tmpl, "harmony");
+    if (cli_answer_run(ch->E, &pr, &rp, stdout, &ch->last, harmony ? &hm : NULL) < 0) {
+        cli_harmony_free(&hm);
         printf("\n(%s: /reset to start a new conversation)\n", llm_last_error(ch->E));
         cli_chat_remove(ch, ch->n_msg - 1, 1);
         cli_answer_free(&ch->last);
@@ -534,7 +553,9 @@ static bool cli_chat_turn(struct cli_chat *ch, const char *text, struct cli_ids 
     printf("\n");
     if (ch->last.finish == LLM_FINISH_CONTEXT && ch->last.n_prompt + ch->last.n_toks >= ch->max_model_len)
         printf("(the answer reached the end of the context: the next message drops the oldest turns)\n");
-    cli_chat_add(ch, "assistant", ch->last.text.p ? ch->last.text.p : "");
+    const char *answer = harmony ? hm.content.p : ch->last.text.p;
+    cli_chat_add(ch, "assistant", answer ? answer : "");
+    cli_harmony_free(&hm);
     return true;
 }
 

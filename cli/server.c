@@ -92,6 +92,8 @@ struct srv_seq {
     // what the connection has sent (its thread only)
     size_t text_sent, lp_sent;
     struct cli_tool_stream ts; // chat: the content and tool calls sent (cli_chat_deltas)
+    struct cli_harmony hm;     // chat in gpt-oss's harmony format: the text read into its channels
+    size_t reasoning_sent;
     bool started, ended;
 };
 
@@ -234,6 +236,7 @@ static void srv_list_remove(struct srv_seq **list, int *n, struct srv_seq *s) {
 static void srv_call_free(struct srv_call *c) {
     for (int i = 0; i < c->n_seq; i++) {
         free(c->seq[i].text.p);
+        cli_harmony_free(&c->seq[i].hm);
         json_decref(c->seq[i].lp);
         free(c->seq[i].error);
     }
@@ -703,6 +706,8 @@ static json_t *srv_head(const struct srv_call *c, const char *object) {
     return o;
 }
 
+static bool srv_harmony(const struct srv_call *c) { return c->chat && !strcmp(c->S->tmpl, "harmony"); }
+
 // The whole answer of a finished call.
 static json_t *srv_answer(struct srv_call *c) {
     json_t *o = srv_head(c, c->chat ? "chat.completion" : "text_completion"), *choices = cli_jcheck(json_array());
@@ -714,7 +719,15 @@ static json_t *srv_answer(struct srv_call *c) {
         if (c->chat) {
             json_t *m = cli_jcheck(json_object());
             cli_jset(m, "role", cli_json_cstr("assistant"));
-            cli_tools_message(&c->q.tools, c->id, s->index, text, s->text.n, m);   // content, tool_calls
+            if (srv_harmony(c)) {   // gpt-oss: the final channel's text, its reasoning apart (as llama-server)
+                cli_harmony_feed(&s->hm, text, s->text.n, true);
+                const struct cli_strbuf *ct = &s->hm.content;
+                cli_tools_message(&c->q.tools, c->id, s->index, ct->p ? ct->p : "", ct->n, m);
+                if (s->hm.reasoning.n)
+                    cli_jset(m, "reasoning_content", cli_json_bytes(s->hm.reasoning.p, s->hm.reasoning.n));
+            } else {
+                cli_tools_message(&c->q.tools, c->id, s->index, text, s->text.n, m);   // content, tool_calls
+            }
             cli_jset(ch, "message", m);
             json_t *lp = NULL;
             if (s->lp) {
@@ -782,7 +795,19 @@ static bool srv_stream_collect(struct srv_call *c) {
             }
         }
         size_t n_lp = s->lp ? json_array_size(s->lp) : 0;
-        json_t *ds = c->chat ? cli_chat_deltas(&c->q.tools, &s->ts, c->id, s->index, &s->text, n_lp > s->lp_sent,
+        const struct cli_strbuf *content = &s->text;
+        if (srv_harmony(c)) {   // gpt-oss: the final channel's text is the content, the analysis the reasoning
+            cli_harmony_feed(&s->hm, s->text.p ? s->text.p : "", s->text.n, s->finished);
+            content = &s->hm.content;
+            if (s->hm.reasoning.n > s->reasoning_sent) {
+                json_t *d = cli_jcheck(json_object());
+                cli_jset(d, "reasoning_content", cli_json_bytes(s->hm.reasoning.p + s->reasoning_sent,
+                                                                s->hm.reasoning.n - s->reasoning_sent));
+                srv_event(c, srv_chunk(c, s, d, NULL, NULL));
+                s->reasoning_sent = s->hm.reasoning.n;
+            }
+        }
+        json_t *ds = c->chat ? cli_chat_deltas(&c->q.tools, &s->ts, c->id, s->index, content, n_lp > s->lp_sent,
                                                s->finished) : NULL;   // content (with tools: calls too)
         if (c->chat ? json_array_size(ds) > 0 : s->text.n > s->text_sent || n_lp > s->lp_sent) {
             json_t *lp = NULL;

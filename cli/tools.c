@@ -921,3 +921,65 @@ const char *cli_tools_finish(const json_t *choice, int calls_streamed, const cha
     bool calls = calls_streamed > 0 || json_object_get(json_object_get(choice, "message"), "tool_calls");
     return calls && !strcmp(finish, "stop") ? "tool_calls" : finish;
 }
+
+// --- gpt-oss's harmony format: <|channel|>NAME[ to=...][<|constrain|>...]<|message|>BODY<|end|>,
+// <|start|>assistant before each message after the first, <|return|> / <|call|> at the end ---
+
+static bool cli_hm_at(const char *s, size_t n, size_t i, const char *m) {
+    const size_t k = strlen(m);
+    return n - i >= k && memcmp(s + i, m, k) == 0;
+}
+
+// The end of marker m found from i (its position in *at), or 0 when it has not come yet.
+static size_t cli_hm_find(const char *s, size_t n, size_t i, const char *m, size_t *at) {
+    const size_t k = strlen(m);
+    for (size_t j = i; j + k <= n; j++)
+        if (memcmp(s + j, m, k) == 0) { *at = j; return j + k; }
+    return 0;
+}
+
+static const char *const cli_hm_marks[] = {"<|channel|>", "<|start|>", "<|message|>", "<|end|>", "<|return|>",
+                                            "<|call|>"};
+
+// Whether s[i..n) is the first bytes of a marker (its rest still to come).
+static bool cli_hm_partial(const char *s, size_t n, size_t i) {
+    for (size_t m = 0; m < sizeof(cli_hm_marks) / sizeof(cli_hm_marks[0]); m++)
+        if (n - i < strlen(cli_hm_marks[m]) && strncmp(cli_hm_marks[m], s + i, n - i) == 0) return true;
+    return false;
+}
+
+void cli_harmony_feed(struct cli_harmony *h, const char *s, size_t n, bool final) {
+    while (h->pos < n) {
+        const size_t i = h->pos;
+        size_t at, end, ch_at;
+        if (cli_hm_at(s, n, i, "<|channel|>") || cli_hm_at(s, n, i, "<|start|>")) {
+            // a header (role, channel, recipient) up to <|message|>, where the channel is known
+            if (!(end = cli_hm_find(s, n, i, "<|message|>", &at))) {
+                if (!final) return;
+                end = at = n;   // (a whole text that ends in a header: nothing more)
+            }
+            h->chan = cli_hm_find(s, at, i, "<|channel|>", &ch_at) && cli_hm_at(s, at, ch_at + 11, "analysis");
+            h->pos = end;
+            continue;
+        }
+        bool mark = false;
+        for (size_t m = 3; m < sizeof(cli_hm_marks) / sizeof(cli_hm_marks[0]) && !mark; m++)
+            if (cli_hm_at(s, n, i, cli_hm_marks[m])) {   // a message ends
+                h->pos = i + strlen(cli_hm_marks[m]);
+                h->chan = 0;
+                mark = true;
+            }
+        if (mark) continue;
+        if (s[i] == '<' && !final && cli_hm_partial(s, n, i)) return;
+        size_t j = i + 1;   // body text, up to the next '<'
+        while (j < n && s[j] != '<') j++;
+        cli_sb_put(h->chan == 1 ? &h->reasoning : &h->content, s + i, j - i);
+        h->pos = j;
+    }
+}
+
+void cli_harmony_free(struct cli_harmony *h) {
+    free(h->content.p);
+    free(h->reasoning.p);
+    memset(h, 0, sizeof(*h));
+}

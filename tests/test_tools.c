@@ -391,10 +391,49 @@ static void test_errors(void) {
     cli_jreq_free(&q);
 }
 
+// gpt-oss's harmony output: the analysis channel is the reasoning, the final (and commentary)
+// channel the content, whole and fed a byte more at a time (each feed's text a prefix of the
+// next, as a stream; markers may be cut anywhere, and a header waits for its <|message|>).
+static void expect_harmony(const char *text, const char *content, const char *reasoning) {
+    struct cli_harmony whole = {0}, inc = {0};
+    const size_t n = strlen(text);
+    cli_harmony_feed(&whole, text, n, true);
+    size_t grew_back = 0, last_c = 0, last_r = 0;
+    for (size_t k = 0; k <= n; k++) {
+        cli_harmony_feed(&inc, text, k, k == n);
+        grew_back += inc.content.n < last_c || inc.reasoning.n < last_r;
+        last_c = inc.content.n, last_r = inc.reasoning.n;
+    }
+    const char *wc = whole.content.p ? whole.content.p : "", *wr = whole.reasoning.p ? whole.reasoning.p : "";
+    EXPECT(whole.content.n == strlen(content) && !memcmp(wc, content, whole.content.n) &&
+               whole.reasoning.n == strlen(reasoning) && !memcmp(wr, reasoning, whole.reasoning.n),
+           "harmony [%s]: content [%.*s] reasoning [%.*s]", text, (int)whole.content.n, wc, (int)whole.reasoning.n, wr);
+    EXPECT(grew_back == 0 && inc.content.n == whole.content.n && inc.reasoning.n == whole.reasoning.n &&
+               (!inc.content.n || !memcmp(inc.content.p, wc, inc.content.n)) &&
+               (!inc.reasoning.n || !memcmp(inc.reasoning.p, wr, inc.reasoning.n)),
+           "harmony [%s]: fed a byte at a time, content [%.*s] reasoning [%.*s]", text, (int)inc.content.n,
+           inc.content.p ? inc.content.p : "", (int)inc.reasoning.n, inc.reasoning.p ? inc.reasoning.p : "");
+    cli_harmony_free(&whole);
+    cli_harmony_free(&inc);
+}
+
+static void test_harmony(void) {
+    expect_harmony("<|channel|>analysis<|message|>User asks 2+2. Answer 4.<|end|><|start|>assistant<|channel|>final"
+                   "<|message|>4<|return|>", "4", "User asks 2+2. Answer 4.");
+    expect_harmony("<|channel|>final<|message|>a < b and <|x|> stay<|return|>", "a < b and <|x|> stay", "");
+    expect_harmony("plain text, no channels", "plain text, no channels", "");
+    expect_harmony("<|channel|>analysis<|message|>thinking, cut short", "", "thinking, cut short");
+    expect_harmony("<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}"
+                   "<|call|>", "{\"city\":\"Paris\"}", "");
+    expect_harmony("<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>analysis<|message|>b<|end|>"
+                   "<|start|>assistant<|channel|>final<|message|>c<", "c<", "ab");
+}
+
 int main(void) {
     test_render();
     test_parse();
     test_grammar();
     test_errors();
+    test_harmony();
     return test_summary("test_tools");
 }
