@@ -147,8 +147,9 @@ static enum llm_status llm__engine_step_buffers(llm_engine *E, struct llm__err *
     struct llm__shape shape = {
         .max_tokens = max_tokens, .max_out = max_out, .max_seqs = p->max_num_seqs,
         .max_blocks = LLM__MIN((E->max_model_len + p->block_size - 1) / p->block_size, E->kv.n_blocks),
+        // (a mixture of experts has no MLP of n_ff: its experts' and shared expert's lengths count)
         .max_cols = LLM__MAX(LLM__MAX(LLM__MAX(m->n_embd, m->n_ff_exp), m->n_ff_shexp),
-                             LLM__MAX(m->n_ff, m->n_head * m->head_dim)),
+                             LLM__MAX(m->n_expert ? 0 : m->n_ff, m->n_head * m->head_dim)),
         .n_head = m->n_head, .n_head_kv = m->n_head_kv, .head_dim = m->head_dim, .block_size = p->block_size,
         .n_expert = m->n_expert, .n_expert_used = m->n_expert_used,
     };

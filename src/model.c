@@ -787,8 +787,9 @@ enum llm_status llm__acts_init(struct llm__acts *a, const struct llm__model *m, 
     LLM__ALLOC(off_v, T * KV);
     LLM__ALLOC(off_att, T * Q);
     LLM__ALLOC(off_xb2, T * E);
-    LLM__ALLOC(off_gate, T * (size_t)LLM__MAX(m->n_ff, m->n_ff_shexp));
-    LLM__ALLOC(off_up, T * (size_t)LLM__MAX(m->n_ff, m->n_ff_shexp));
+    const size_t F = (size_t)(m->n_expert ? m->n_ff_shexp : m->n_ff);   // (experts: the shared one's, if any)
+    LLM__ALLOC(off_gate, T * F);
+    LLM__ALLOC(off_up, T * F);
     LLM__ALLOC(off_xo, (size_t)max_out * E);
     LLM__ALLOC(off_logits, (size_t)max_out * (size_t)m->n_vocab);
     LLM__ALLOC(off_gather, T * (size_t)m->max_perm);
