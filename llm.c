@@ -1306,6 +1306,8 @@ LLM__INTERNAL size_t llm__x16_group_bytes(int type, int64_t ne0);
 LLM__INTERNAL LLM__AVX2 int32_t llm__quantize_q8_0_block_avx2(const float *x, int8_t *q, uint16_t *dh, float *df);
 
 #endif
+LLM__INTERNAL size_t llm__x16_act_stride(int type, int64_t K);
+
 LLM__INTERNAL void llm__x16_quantize_act(int type, const float *x, uint8_t *out, int64_t n);
 
 #if defined(LLM__X86_SIMD)
@@ -10148,8 +10150,18 @@ LLM__AVX512 static void llm__quantize_q8_K_block_avx512(const float *x, struct l
 }
 #endif
 
-// One token's activations (n floats) in the x16 format for weights of the given type.
+// Bytes per token of the x16 activations of weights of the given type (K columns).
+size_t llm__x16_act_stride(int type, int64_t K) {
+    return type == LLM__TYPE_Q4_K ? LLM__X16K_ACT_STRIDE(K) : LLM__X16_ACT_STRIDE(K);
+}
+
+// One token's activations (n floats) in the x16 format for weights of the given type (Q4_K's:
+// llm__x16k_quantize_act's).
 void llm__x16_quantize_act(int type, const float *x, uint8_t *out, int64_t n) {
+    if (type == LLM__TYPE_Q4_K) {
+        llm__x16k_quantize_act(x, out, n);
+        return;
+    }
     const int c = type == LLM__TYPE_Q8_0 ? 128 : type == LLM__TYPE_Q4_0 ? 8 : type == LLM__TYPE_MXFP4 ? 12 : 16;
     const bool gq = llm__is_gq(type), min = llm__x16_min(type) || gq;
     float *d = (float *)(out + n);
@@ -11173,8 +11185,7 @@ static void llm__moe_quantize_worker(void *arg, int ith, int nth) {
                 const int32_t s = job->slots[q];
                 const float *x = (const float *)llm__tensor_row(job->x, job->x_per_slot ? s : s / job->k);
                 uint8_t *out = (uint8_t *)job->xq[j] + (size_t)q * job->xq_stride[j];
-                if (job->w[j]->type == LLM__TYPE_Q4_K) llm__x16k_quantize_act(x, out, job->x.ne0);
-                else llm__x16_quantize_act(job->w[j]->type, x, out, job->x.ne0);
+                llm__x16_quantize_act(job->w[j]->type, x, out, job->x.ne0);
             }
             continue;
         }
@@ -11266,9 +11277,7 @@ void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const s
             job.xq_stride[1] = job.xq_stride[0];
         } else {
             job.xq[j] = scratch;
-            job.xq_stride[j] = !job.x16[j] ? llm__row_bytes(job.vt[j], x.ne0)
-                               : w[j]->type == LLM__TYPE_Q4_K ? LLM__X16K_ACT_STRIDE(x.ne0)
-                                                               : LLM__X16_ACT_STRIDE(x.ne0);
+            job.xq_stride[j] = job.x16[j] ? llm__x16_act_stride(w[j]->type, x.ne0) : llm__row_bytes(job.vt[j], x.ne0);
             scratch += (job.xq_stride[j] * (size_t)(job.x16[j] ? slots : x.ne1) + 63) & ~(size_t)63;
         }
     }
@@ -12050,11 +12059,10 @@ static void llm__round_half_row(int type, const float *x, float *y, int64_t n) {
 
 static size_t llm__act_row_bytes(int fmt, int64_t K) {
     if (fmt >= LLM__HALF_ACT) return (size_t)K * sizeof(float);
-    if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) return LLM__X16K_ACT_STRIDE(K);
     if (fmt >= LLM__SC_ACT && fmt < LLM__X16_ACT)
         return LLM__SC_OFF(llm__row_bytes(fmt - LLM__SC_ACT, K)) +
                (size_t)(K / LLM__QK) * (fmt - LLM__SC_ACT == LLM__TYPE_Q8_1 ? 8 : 4);
-    return fmt >= LLM__X16_ACT ? LLM__X16_ACT_STRIDE(K) : llm__row_bytes(fmt, K);
+    return fmt >= LLM__X16_ACT ? llm__x16_act_stride(fmt - LLM__X16_ACT, K) : llm__row_bytes(fmt, K);
 }
 
 static void llm__cpu_mm_quantize(struct llm__cpu_mm_job *job, int64_t lo, int64_t hi) {
@@ -12066,7 +12074,6 @@ static void llm__cpu_mm_quantize(struct llm__cpu_mm_job *job, int64_t lo, int64_
             const float *x = (const float *)llm__tensor_row(job->x, t);
             uint8_t *out = (uint8_t *)job->xq_base[i] + (size_t)t * stride;
             if (fmt >= LLM__HALF_ACT) llm__round_half_row(fmt - LLM__HALF_ACT, x, (float *)(void *)out, K);
-            else if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) llm__x16k_quantize_act(x, out, K);
             else if (fmt >= LLM__X16_ACT) llm__x16_quantize_act(fmt - LLM__X16_ACT, x, out, K);
             else if (fmt >= LLM__SC_ACT) {
                 const int vt = fmt - LLM__SC_ACT;

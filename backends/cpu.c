@@ -715,11 +715,10 @@ static void llm__round_half_row(int type, const float *x, float *y, int64_t n) {
 
 static size_t llm__act_row_bytes(int fmt, int64_t K) {
     if (fmt >= LLM__HALF_ACT) return (size_t)K * sizeof(float);
-    if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) return LLM__X16K_ACT_STRIDE(K);
     if (fmt >= LLM__SC_ACT && fmt < LLM__X16_ACT)
         return LLM__SC_OFF(llm__row_bytes(fmt - LLM__SC_ACT, K)) +
                (size_t)(K / LLM__QK) * (fmt - LLM__SC_ACT == LLM__TYPE_Q8_1 ? 8 : 4);
-    return fmt >= LLM__X16_ACT ? LLM__X16_ACT_STRIDE(K) : llm__row_bytes(fmt, K);
+    return fmt >= LLM__X16_ACT ? llm__x16_act_stride(fmt - LLM__X16_ACT, K) : llm__row_bytes(fmt, K);
 }
 
 static void llm__cpu_mm_quantize(struct llm__cpu_mm_job *job, int64_t lo, int64_t hi) {
@@ -731,7 +730,6 @@ static void llm__cpu_mm_quantize(struct llm__cpu_mm_job *job, int64_t lo, int64_
             const float *x = (const float *)llm__tensor_row(job->x, t);
             uint8_t *out = (uint8_t *)job->xq_base[i] + (size_t)t * stride;
             if (fmt >= LLM__HALF_ACT) llm__round_half_row(fmt - LLM__HALF_ACT, x, (float *)(void *)out, K);
-            else if (fmt == LLM__X16_ACT + LLM__TYPE_Q4_K) llm__x16k_quantize_act(x, out, K);
             else if (fmt >= LLM__X16_ACT) llm__x16_quantize_act(fmt - LLM__X16_ACT, x, out, K);
             else if (fmt >= LLM__SC_ACT) {
                 const int vt = fmt - LLM__SC_ACT;

@@ -99,8 +99,7 @@ static void llm__moe_quantize_worker(void *arg, int ith, int nth) {
                 const int32_t s = job->slots[q];
                 const float *x = (const float *)llm__tensor_row(job->x, job->x_per_slot ? s : s / job->k);
                 uint8_t *out = (uint8_t *)job->xq[j] + (size_t)q * job->xq_stride[j];
-                if (job->w[j]->type == LLM__TYPE_Q4_K) llm__x16k_quantize_act(x, out, job->x.ne0);
-                else llm__x16_quantize_act(job->w[j]->type, x, out, job->x.ne0);
+                llm__x16_quantize_act(job->w[j]->type, x, out, job->x.ne0);
             }
             continue;
         }
@@ -192,9 +191,7 @@ void llm__cpu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const s
             job.xq_stride[1] = job.xq_stride[0];
         } else {
             job.xq[j] = scratch;
-            job.xq_stride[j] = !job.x16[j] ? llm__row_bytes(job.vt[j], x.ne0)
-                               : w[j]->type == LLM__TYPE_Q4_K ? LLM__X16K_ACT_STRIDE(x.ne0)
-                                                               : LLM__X16_ACT_STRIDE(x.ne0);
+            job.xq_stride[j] = job.x16[j] ? llm__x16_act_stride(w[j]->type, x.ne0) : llm__row_bytes(job.vt[j], x.ne0);
             scratch += (job.xq_stride[j] * (size_t)(job.x16[j] ? slots : x.ne1) + 63) & ~(size_t)63;
         }
     }

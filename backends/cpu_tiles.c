@@ -300,8 +300,18 @@ LLM__AVX512 static void llm__quantize_q8_K_block_avx512(const float *x, struct l
 }
 #endif
 
-// One token's activations (n floats) in the x16 format for weights of the given type.
+// Bytes per token of the x16 activations of weights of the given type (K columns).
+size_t llm__x16_act_stride(int type, int64_t K) {
+    return type == LLM__TYPE_Q4_K ? LLM__X16K_ACT_STRIDE(K) : LLM__X16_ACT_STRIDE(K);
+}
+
+// One token's activations (n floats) in the x16 format for weights of the given type (Q4_K's:
+// llm__x16k_quantize_act's).
 void llm__x16_quantize_act(int type, const float *x, uint8_t *out, int64_t n) {
+    if (type == LLM__TYPE_Q4_K) {
+        llm__x16k_quantize_act(x, out, n);
+        return;
+    }
     const int c = type == LLM__TYPE_Q8_0 ? 128 : type == LLM__TYPE_Q4_0 ? 8 : type == LLM__TYPE_MXFP4 ? 12 : 16;
     const bool gq = llm__is_gq(type), min = llm__x16_min(type) || gq;
     float *d = (float *)(out + n);

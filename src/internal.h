@@ -972,6 +972,8 @@ LLM__INTERNAL size_t llm__x16_group_bytes(int type, int64_t ne0);
 LLM__INTERNAL LLM__AVX2 int32_t llm__quantize_q8_0_block_avx2(const float *x, int8_t *q, uint16_t *dh, float *df);
 
 #endif
+LLM__INTERNAL size_t llm__x16_act_stride(int type, int64_t K);
+
 LLM__INTERNAL void llm__x16_quantize_act(int type, const float *x, uint8_t *out, int64_t n);
 
 #if defined(LLM__X86_SIMD)
