@@ -1480,7 +1480,7 @@ struct llm__model {
     int n_expert, n_expert_used, n_ff_exp;
     int n_ff_shexp;                  // qwen2moe's shared expert's feed-forward length (0: none)
     int yarn_n_ctx_orig;             // YaRN (rope.ext_factor != 0): its original context (0: n_ctx_train)
-    float yarn_beta_fast, yarn_beta_slow;
+    float yarn_attn;                 // and llama.cpp's yarn_attn_factor (llm__model_yarn)
     struct llm__moe moe;
     struct llm__weight tok_embd;     // (n_vocab, n_embd)
     struct llm__weight output;       // (n_vocab, n_embd); the same as tok_embd when tied
@@ -2940,14 +2940,15 @@ void llm__quantize_iq4_nl(const float *x, struct llm__block_iq4_nl *y, int64_t n
 }
 
 // MXFP4 as quantize_row_mxfp4_ref: the exponent puts the block's largest magnitude in the grid's
-// top octave, e = floor(log2(amax)) - 2 + 127 (kept in 1..254 here, where ggml's cast would wrap;
-// 0 for an all-zero block), each element the grid value nearest to it (the first of a tie).
+// top octave, e = floor(log2(amax)) - 2 + 127 (kept in 0..254 here, where ggml's cast would wrap:
+// below 2^-125 and for infinities; 0 for an all-zero block), each element the grid value nearest to
+// it (the first of a tie).
 void llm__quantize_mxfp4(const float *x, struct llm__block_mxfp4 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
         float amax = 0.0f;
         for (int j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
         int e = 0;
-        if (amax > 0.0f && isfinite(amax)) e = LLM__MAX(1, LLM__MIN(254, (int)floorf(log2f(amax)) - 2 + 127));
+        if (amax > 0.0f && isfinite(amax)) e = LLM__MAX(0, LLM__MIN(254, (int)floorf(log2f(amax)) - 2 + 127));
         else if (amax > 0.0f) e = 254;
         y[i].e = (uint8_t)e;
         const float d = llm__e8m0_half(y[i].e);
@@ -11472,7 +11473,9 @@ static void llm__cpu_swiglu_oai_row(const struct llm__cpu_rows_job *job, int64_t
     float *y = (float *)llm__tensor_row(job->dst, i);
     const float alpha = job->eps, limit = job->limit;
     for (int64_t j = 0; j < job->dst.ne0; j++) {
-        const float x = fminf(g[j], limit), v = fmaxf(fminf(u[j], limit), -limit);
+        // (comparisons, not fminf/fmaxf: a NaN goes on as ggml's std::min/std::clamp let it)
+        const float x = limit < g[j] ? limit : g[j];
+        const float v = u[j] > limit ? limit : u[j] < -limit ? -limit : u[j];
         y[j] = x / (1.0f + expf(alpha * -x)) * (v + 1.0f);
     }
 }
@@ -15319,33 +15322,27 @@ static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__
     return LLM_OK;
 }
 
-// YaRN's settings as llama.cpp takes them (rope.scaling.*: original_context_length, attn_factor,
-// yarn_log_multiplier, yarn_beta_fast/slow, yarn_ext_factor; its defaults): the factor scales
-// cos and sin by (1 + 0.1 ln f) (over 1 + 0.1 * log_mul * ln f when log_mul is set) times
-// attn_factor. The correction dimensions wait for the final frequency bases (llm__rope_yarn_dims).
+// YaRN as llama.cpp sets it up (llama-context.cpp): the original context
+// (rope.scaling.original_context_length, default the trained one), ext_factor 1, beta_fast 32,
+// beta_slow 1, and the attention factor (1 + 0.1 ln f) / (1 + 0.1 ln f) x attn_factor, which each
+// layer's RoPE then multiplies by 1 + 0.1 ln(1 / its freq_scale) (ggml's rope_yarn): 1 + 0.1 ln f
+// on layers scaled by f, 1 on unscaled ones (Gemma 3's local layers). The correction dimensions
+// and scales wait for the final frequency bases and scales (llm__rope_yarn_finish).
 static enum llm_status llm__model_yarn(struct llm__model *m, float factor, struct llm__err *e) {
-    enum llm_status st;
-    float attn = 1.0f, log_mul = 0.0f, ext = 1.0f;
-    if ((st = llm__hparam_u32(m, "rope.scaling.original_context_length", &m->yarn_n_ctx_orig, 0, 1, 1u << 24, e)) ||
-        (st = llm__hparam_f32(m, "rope.scaling.attn_factor", &attn, 1.0f, e)) ||
-        (st = llm__hparam_f32(m, "rope.scaling.yarn_log_multiplier", &log_mul, 0.0f, e)) ||
-        (st = llm__hparam_f32(m, "rope.scaling.yarn_ext_factor", &ext, 1.0f, e)) ||
-        (st = llm__hparam_f32(m, "rope.scaling.yarn_beta_fast", &m->yarn_beta_fast, 32.0f, e)) ||
-        (st = llm__hparam_f32(m, "rope.scaling.yarn_beta_slow", &m->yarn_beta_slow, 1.0f, e)))
-        return st;
-    if (!(attn > 0.0f) || !(ext >= 0.0f) || !(m->yarn_beta_fast > 0.0f) || !(m->yarn_beta_slow > 0.0f))
-        return llm__fail(e, LLM_ERR_FORMAT, "model: a YaRN setting is out of range");
-    const float ms = factor > 1.0f ? 1.0f + 0.1f * logf(factor) : 1.0f;
-    const float ms_all = factor > 1.0f && log_mul != 0.0f ? 1.0f + 0.1f * log_mul * logf(factor) : 1.0f;
-    m->rope.ext_factor = ext;
-    m->rope.mscale = ext != 0.0f ? ms / ms_all * attn : 1.0f;
-    return LLM_OK;
+    enum llm_status st = llm__hparam_u32(m, "rope.scaling.original_context_length", &m->yarn_n_ctx_orig, 0, 1,
+                                         1u << 24, e);
+    m->yarn_attn = factor > 1.0f ? 0.1f * logf(factor) + 1.0f : 1.0f;   // (llama.cpp's order of operations)
+    m->yarn_attn *= 1.0f / (1.0f + 0.1f * logf(factor));
+    m->rope.ext_factor = 1.0f;
+    return st;
 }
 
 // ggml_rope_yarn_corr_dims: the pairs below corr_dims[0] rotate as trained (extrapolated), those
-// above corr_dims[1] interpolated, for n_ctx_orig positions and the rotations beta_fast/slow.
-static void llm__rope_yarn_dims(struct llm__rope *r, int n_ctx_orig, float beta_fast, float beta_slow) {
-    const float n = (float)r->n_rot, lb = 2.0f * logf(r->freq_base);
+// above corr_dims[1] interpolated, for n_ctx_orig positions and the rotations beta_fast/slow; and
+// the RoPE's scale of cos and sin (llm__model_yarn).
+static void llm__rope_yarn_finish(struct llm__rope *r, int n_ctx_orig, float attn) {
+    const float beta_fast = 32.0f, beta_slow = 1.0f, n = (float)r->n_rot, lb = 2.0f * logf(r->freq_base);
+    r->mscale = attn * (1.0f + 0.1f * logf(1.0f / r->freq_scale));
     const float lo = floorf(n * logf((float)n_ctx_orig / (beta_fast * 2.0f * 3.14159265358979323846f)) / lb);
     const float hi = ceilf(n * logf((float)n_ctx_orig / (beta_slow * 2.0f * 3.14159265358979323846f)) / lb);
     r->corr_dims[0] = fmaxf(0.0f, lo);
@@ -15367,13 +15364,23 @@ static enum llm_status llm__model_rope(struct llm__model *m, struct llm__err *e)
     llm__arch_key(m, "rope.scaling.type", key, sizeof(key));
     if (llm__gguf_find_key(&m->gguf, key) >= 0) {
         if (!llm__gguf_get_str(&m->gguf, key, &s, e)) return LLM_ERR_FORMAT;
-        float factor = 1.0f;
-        if ((st = llm__hparam_f32(m, "rope.scaling.factor", &factor, 1.0f, e))) return st;
+        float factor = 1.0f, attn = 1.0f;
+        if ((st = llm__hparam_f32(m, "rope.scaling.factor", &factor, 1.0f, e)) ||
+            (st = llm__hparam_f32(m, "rope.scaling.attn_factor", &attn, 1.0f, e)))
+            return st;
         const bool yarn = s.len == 4 && memcmp(s.ptr, "yarn", 4) == 0;
+        // (llama.cpp multiplies any RoPE's cos and sin by attn_factor; the backends do it with YaRN only)
+        if (!yarn && attn != 1.0f)
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: rope.scaling.attn_factor %g without YaRN is not supported",
+                             (double)attn);
+        if (!(attn > 0.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope.scaling.attn_factor %g", (double)attn);
         if ((s.len == 6 && memcmp(s.ptr, "linear", 6) == 0) || yarn) {
             if (!(factor >= 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope scaling factor %g", (double)factor);
             m->rope.freq_scale = 1.0f / factor;
-            if (yarn && (st = llm__model_yarn(m, factor, e))) return st;
+            if (yarn) {
+                if ((st = llm__model_yarn(m, factor, e))) return st;
+                m->yarn_attn *= attn;
+            }
         } else if (!(s.len == 4 && memcmp(s.ptr, "none", 4) == 0)) {
             return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported (none, linear, yarn)",
                              (int)LLM__MIN(s.len, 32), s.ptr);
@@ -15444,8 +15451,8 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     if ((st = llm__model_arch_hparams(m, e))) return st;
     if (m->rope.ext_factor != 0.0f) {   // (the local layers' RoPE is YaRN too, with its own base)
         const int orig = m->yarn_n_ctx_orig ? m->yarn_n_ctx_orig : m->n_ctx_train;
-        llm__rope_yarn_dims(&m->rope, orig, m->yarn_beta_fast, m->yarn_beta_slow);
-        llm__rope_yarn_dims(&m->rope_swa, orig, m->yarn_beta_fast, m->yarn_beta_slow);
+        llm__rope_yarn_finish(&m->rope, orig, m->yarn_attn);
+        llm__rope_yarn_finish(&m->rope_swa, orig, m->yarn_attn);
     }
     return LLM_OK;
 }
@@ -20966,9 +20973,9 @@ int llm__qmix_type(struct llm__qmix *q, const struct llm__gguf_tensor *t) {
     const char *name = t->name;
     const bool out = !strcmp(name, "output.weight");
     const bool embd = !strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight");
-    if (ft == LLM__FT_MXFP4_MOE) {   // a mixture of experts' stacked experts MXFP4, every other matrix Q8_0
+    if (q->pure) {
+    } else if (ft == LLM__FT_MXFP4_MOE) {   // a mixture of experts' stacked experts MXFP4, every other matrix Q8_0
         nt = t->ne[2] > 1 && !out && !(q->tied && embd) ? LLM__TYPE_MXFP4 : LLM__TYPE_Q8_0;
-    } else if (q->pure) {
     } else if (out || (q->tied && embd)) {
         if (t->ne[0] % llm__type_info((uint32_t)nt)->blck != 0) nt = LLM__TYPE_Q8_0;
         else if (nt != LLM__TYPE_Q8_0) nt = LLM__TYPE_Q6_K;

@@ -128,7 +128,9 @@ static void llm__cpu_swiglu_oai_row(const struct llm__cpu_rows_job *job, int64_t
     float *y = (float *)llm__tensor_row(job->dst, i);
     const float alpha = job->eps, limit = job->limit;
     for (int64_t j = 0; j < job->dst.ne0; j++) {
-        const float x = fminf(g[j], limit), v = fmaxf(fminf(u[j], limit), -limit);
+        // (comparisons, not fminf/fmaxf: a NaN goes on as ggml's std::min/std::clamp let it)
+        const float x = limit < g[j] ? limit : g[j];
+        const float v = u[j] > limit ? limit : u[j] < -limit ? -limit : u[j];
         y[j] = x / (1.0f + expf(alpha * -x)) * (v + 1.0f);
     }
 }

@@ -292,7 +292,7 @@ json_t *cli_chat_deltas(const struct cli_tools *t, struct cli_tool_stream *st, c
 // content, the analysis channel's into reasoning; text outside any message is content. Markers
 // come whole (each is one token); a message header not yet complete waits for more text, unless
 // final (s[0..n) is the whole answer). Feed it the same text, longer each time.
-struct cli_harmony { size_t pos; int chan; struct cli_strbuf content, reasoning; };
+struct cli_harmony { size_t pos, scan; int chan; struct cli_strbuf content, reasoning; };
 void cli_harmony_feed(struct cli_harmony *h, const char *s, size_t n, bool final);
 void cli_harmony_free(struct cli_harmony *h);
 // The finish reason: "tool_calls" for a "stop" whose choice (its message) or stream made calls.

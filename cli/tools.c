@@ -954,10 +954,13 @@ void cli_harmony_feed(struct cli_harmony *h, const char *s, size_t n, bool final
         size_t at, end, ch_at;
         if (cli_hm_at(s, n, i, "<|channel|>") || cli_hm_at(s, n, i, "<|start|>")) {
             // a header (role, channel, recipient) up to <|message|>, where the channel is known
-            if (!(end = cli_hm_find(s, n, i, "<|message|>", &at))) {
+            if (!(end = cli_hm_find(s, n, CLI_MAX(i, h->scan), "<|message|>", &at))) {
+                // (where to look again: a header that never ends is not read twice)
+                h->scan = n > i + 10 ? n - 10 : i;
                 if (!final) return;
                 end = at = n;   // (a whole text that ends in a header: nothing more)
             }
+            h->scan = 0;
             h->chan = cli_hm_find(s, at, i, "<|channel|>", &ch_at) && cli_hm_at(s, at, ch_at + 11, "analysis");
             h->pos = end;
             continue;

@@ -1146,7 +1146,7 @@ struct llm__model {
     int n_expert, n_expert_used, n_ff_exp;
     int n_ff_shexp;                  // qwen2moe's shared expert's feed-forward length (0: none)
     int yarn_n_ctx_orig;             // YaRN (rope.ext_factor != 0): its original context (0: n_ctx_train)
-    float yarn_beta_fast, yarn_beta_slow;
+    float yarn_attn;                 // and llama.cpp's yarn_attn_factor (llm__model_yarn)
     struct llm__moe moe;
     struct llm__weight tok_embd;     // (n_vocab, n_embd)
     struct llm__weight output;       // (n_vocab, n_embd); the same as tok_embd when tied

@@ -236,33 +236,27 @@ static enum llm_status llm__model_moe_hparams(struct llm__model *m, struct llm__
     return LLM_OK;
 }
 
-// YaRN's settings as llama.cpp takes them (rope.scaling.*: original_context_length, attn_factor,
-// yarn_log_multiplier, yarn_beta_fast/slow, yarn_ext_factor; its defaults): the factor scales
-// cos and sin by (1 + 0.1 ln f) (over 1 + 0.1 * log_mul * ln f when log_mul is set) times
-// attn_factor. The correction dimensions wait for the final frequency bases (llm__rope_yarn_dims).
+// YaRN as llama.cpp sets it up (llama-context.cpp): the original context
+// (rope.scaling.original_context_length, default the trained one), ext_factor 1, beta_fast 32,
+// beta_slow 1, and the attention factor (1 + 0.1 ln f) / (1 + 0.1 ln f) x attn_factor, which each
+// layer's RoPE then multiplies by 1 + 0.1 ln(1 / its freq_scale) (ggml's rope_yarn): 1 + 0.1 ln f
+// on layers scaled by f, 1 on unscaled ones (Gemma 3's local layers). The correction dimensions
+// and scales wait for the final frequency bases and scales (llm__rope_yarn_finish).
 static enum llm_status llm__model_yarn(struct llm__model *m, float factor, struct llm__err *e) {
-    enum llm_status st;
-    float attn = 1.0f, log_mul = 0.0f, ext = 1.0f;
-    if ((st = llm__hparam_u32(m, "rope.scaling.original_context_length", &m->yarn_n_ctx_orig, 0, 1, 1u << 24, e)) ||
-        (st = llm__hparam_f32(m, "rope.scaling.attn_factor", &attn, 1.0f, e)) ||
-        (st = llm__hparam_f32(m, "rope.scaling.yarn_log_multiplier", &log_mul, 0.0f, e)) ||
-        (st = llm__hparam_f32(m, "rope.scaling.yarn_ext_factor", &ext, 1.0f, e)) ||
-        (st = llm__hparam_f32(m, "rope.scaling.yarn_beta_fast", &m->yarn_beta_fast, 32.0f, e)) ||
-        (st = llm__hparam_f32(m, "rope.scaling.yarn_beta_slow", &m->yarn_beta_slow, 1.0f, e)))
-        return st;
-    if (!(attn > 0.0f) || !(ext >= 0.0f) || !(m->yarn_beta_fast > 0.0f) || !(m->yarn_beta_slow > 0.0f))
-        return llm__fail(e, LLM_ERR_FORMAT, "model: a YaRN setting is out of range");
-    const float ms = factor > 1.0f ? 1.0f + 0.1f * logf(factor) : 1.0f;
-    const float ms_all = factor > 1.0f && log_mul != 0.0f ? 1.0f + 0.1f * log_mul * logf(factor) : 1.0f;
-    m->rope.ext_factor = ext;
-    m->rope.mscale = ext != 0.0f ? ms / ms_all * attn : 1.0f;
-    return LLM_OK;
+    enum llm_status st = llm__hparam_u32(m, "rope.scaling.original_context_length", &m->yarn_n_ctx_orig, 0, 1,
+                                         1u << 24, e);
+    m->yarn_attn = factor > 1.0f ? 0.1f * logf(factor) + 1.0f : 1.0f;   // (llama.cpp's order of operations)
+    m->yarn_attn *= 1.0f / (1.0f + 0.1f * logf(factor));
+    m->rope.ext_factor = 1.0f;
+    return st;
 }
 
 // ggml_rope_yarn_corr_dims: the pairs below corr_dims[0] rotate as trained (extrapolated), those
-// above corr_dims[1] interpolated, for n_ctx_orig positions and the rotations beta_fast/slow.
-static void llm__rope_yarn_dims(struct llm__rope *r, int n_ctx_orig, float beta_fast, float beta_slow) {
-    const float n = (float)r->n_rot, lb = 2.0f * logf(r->freq_base);
+// above corr_dims[1] interpolated, for n_ctx_orig positions and the rotations beta_fast/slow; and
+// the RoPE's scale of cos and sin (llm__model_yarn).
+static void llm__rope_yarn_finish(struct llm__rope *r, int n_ctx_orig, float attn) {
+    const float beta_fast = 32.0f, beta_slow = 1.0f, n = (float)r->n_rot, lb = 2.0f * logf(r->freq_base);
+    r->mscale = attn * (1.0f + 0.1f * logf(1.0f / r->freq_scale));
     const float lo = floorf(n * logf((float)n_ctx_orig / (beta_fast * 2.0f * 3.14159265358979323846f)) / lb);
     const float hi = ceilf(n * logf((float)n_ctx_orig / (beta_slow * 2.0f * 3.14159265358979323846f)) / lb);
     r->corr_dims[0] = fmaxf(0.0f, lo);
@@ -284,13 +278,23 @@ static enum llm_status llm__model_rope(struct llm__model *m, struct llm__err *e)
     llm__arch_key(m, "rope.scaling.type", key, sizeof(key));
     if (llm__gguf_find_key(&m->gguf, key) >= 0) {
         if (!llm__gguf_get_str(&m->gguf, key, &s, e)) return LLM_ERR_FORMAT;
-        float factor = 1.0f;
-        if ((st = llm__hparam_f32(m, "rope.scaling.factor", &factor, 1.0f, e))) return st;
+        float factor = 1.0f, attn = 1.0f;
+        if ((st = llm__hparam_f32(m, "rope.scaling.factor", &factor, 1.0f, e)) ||
+            (st = llm__hparam_f32(m, "rope.scaling.attn_factor", &attn, 1.0f, e)))
+            return st;
         const bool yarn = s.len == 4 && memcmp(s.ptr, "yarn", 4) == 0;
+        // (llama.cpp multiplies any RoPE's cos and sin by attn_factor; the backends do it with YaRN only)
+        if (!yarn && attn != 1.0f)
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: rope.scaling.attn_factor %g without YaRN is not supported",
+                             (double)attn);
+        if (!(attn > 0.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope.scaling.attn_factor %g", (double)attn);
         if ((s.len == 6 && memcmp(s.ptr, "linear", 6) == 0) || yarn) {
             if (!(factor >= 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope scaling factor %g", (double)factor);
             m->rope.freq_scale = 1.0f / factor;
-            if (yarn && (st = llm__model_yarn(m, factor, e))) return st;
+            if (yarn) {
+                if ((st = llm__model_yarn(m, factor, e))) return st;
+                m->yarn_attn *= attn;
+            }
         } else if (!(s.len == 4 && memcmp(s.ptr, "none", 4) == 0)) {
             return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported (none, linear, yarn)",
                              (int)LLM__MIN(s.len, 32), s.ptr);
@@ -361,8 +365,8 @@ enum llm_status llm__model_hparams(struct llm__model *m, struct llm__err *e) {
     if ((st = llm__model_arch_hparams(m, e))) return st;
     if (m->rope.ext_factor != 0.0f) {   // (the local layers' RoPE is YaRN too, with its own base)
         const int orig = m->yarn_n_ctx_orig ? m->yarn_n_ctx_orig : m->n_ctx_train;
-        llm__rope_yarn_dims(&m->rope, orig, m->yarn_beta_fast, m->yarn_beta_slow);
-        llm__rope_yarn_dims(&m->rope_swa, orig, m->yarn_beta_fast, m->yarn_beta_slow);
+        llm__rope_yarn_finish(&m->rope, orig, m->yarn_attn);
+        llm__rope_yarn_finish(&m->rope_swa, orig, m->yarn_attn);
     }
     return LLM_OK;
 }

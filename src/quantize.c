@@ -105,9 +105,9 @@ int llm__qmix_type(struct llm__qmix *q, const struct llm__gguf_tensor *t) {
     const char *name = t->name;
     const bool out = !strcmp(name, "output.weight");
     const bool embd = !strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight");
-    if (ft == LLM__FT_MXFP4_MOE) {   // a mixture of experts' stacked experts MXFP4, every other matrix Q8_0
+    if (q->pure) {
+    } else if (ft == LLM__FT_MXFP4_MOE) {   // a mixture of experts' stacked experts MXFP4, every other matrix Q8_0
         nt = t->ne[2] > 1 && !out && !(q->tied && embd) ? LLM__TYPE_MXFP4 : LLM__TYPE_Q8_0;
-    } else if (q->pure) {
     } else if (out || (q->tied && embd)) {
         if (t->ne[0] % llm__type_info((uint32_t)nt)->blck != 0) nt = LLM__TYPE_Q8_0;
         else if (nt != LLM__TYPE_Q8_0) nt = LLM__TYPE_Q6_K;

@@ -634,14 +634,15 @@ void llm__quantize_iq4_nl(const float *x, struct llm__block_iq4_nl *y, int64_t n
 }
 
 // MXFP4 as quantize_row_mxfp4_ref: the exponent puts the block's largest magnitude in the grid's
-// top octave, e = floor(log2(amax)) - 2 + 127 (kept in 1..254 here, where ggml's cast would wrap;
-// 0 for an all-zero block), each element the grid value nearest to it (the first of a tie).
+// top octave, e = floor(log2(amax)) - 2 + 127 (kept in 0..254 here, where ggml's cast would wrap:
+// below 2^-125 and for infinities; 0 for an all-zero block), each element the grid value nearest to
+// it (the first of a tie).
 void llm__quantize_mxfp4(const float *x, struct llm__block_mxfp4 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += LLM__QK) {
         float amax = 0.0f;
         for (int j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
         int e = 0;
-        if (amax > 0.0f && isfinite(amax)) e = LLM__MAX(1, LLM__MIN(254, (int)floorf(log2f(amax)) - 2 + 127));
+        if (amax > 0.0f && isfinite(amax)) e = LLM__MAX(0, LLM__MIN(254, (int)floorf(log2f(amax)) - 2 + 127));
         else if (amax > 0.0f) e = 254;
         y[i].e = (uint8_t)e;
         const float d = llm__e8m0_half(y[i].e);
