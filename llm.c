@@ -15361,30 +15361,31 @@ static enum llm_status llm__model_rope(struct llm__model *m, struct llm__err *e)
     if ((st = llm__hparam_f32(m, "rope.freq_base", &m->rope.freq_base, 10000.0f, e))) return st;
     if (!(m->rope.freq_base > 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope.freq_base must be > 1");
     m->rope.freq_scale = 1.0f;
+    // the scaling: rope.scaling.type (default linear, as llama.cpp), .factor (0 or none: 1) and
+    // .attn_factor (llama.cpp multiplies any RoPE's cos and sin by it; the backends do it with YaRN)
+    float factor = 1.0f, attn = 1.0f;
+    if ((st = llm__hparam_f32(m, "rope.scaling.factor", &factor, 1.0f, e)) ||
+        (st = llm__hparam_f32(m, "rope.scaling.attn_factor", &attn, 1.0f, e)))
+        return st;
+    if (factor == 0.0f) factor = 1.0f;
+    s = (struct llm__gguf_str){"linear", 6};
     llm__arch_key(m, "rope.scaling.type", key, sizeof(key));
-    if (llm__gguf_find_key(&m->gguf, key) >= 0) {
-        if (!llm__gguf_get_str(&m->gguf, key, &s, e)) return LLM_ERR_FORMAT;
-        float factor = 1.0f, attn = 1.0f;
-        if ((st = llm__hparam_f32(m, "rope.scaling.factor", &factor, 1.0f, e)) ||
-            (st = llm__hparam_f32(m, "rope.scaling.attn_factor", &attn, 1.0f, e)))
-            return st;
-        const bool yarn = s.len == 4 && memcmp(s.ptr, "yarn", 4) == 0;
-        // (llama.cpp multiplies any RoPE's cos and sin by attn_factor; the backends do it with YaRN only)
-        if (!yarn && attn != 1.0f)
-            return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: rope.scaling.attn_factor %g without YaRN is not supported",
-                             (double)attn);
-        if (!(attn > 0.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope.scaling.attn_factor %g", (double)attn);
-        if ((s.len == 6 && memcmp(s.ptr, "linear", 6) == 0) || yarn) {
-            if (!(factor >= 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope scaling factor %g", (double)factor);
-            m->rope.freq_scale = 1.0f / factor;
-            if (yarn) {
-                if ((st = llm__model_yarn(m, factor, e))) return st;
-                m->yarn_attn *= attn;
-            }
-        } else if (!(s.len == 4 && memcmp(s.ptr, "none", 4) == 0)) {
-            return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported (none, linear, yarn)",
-                             (int)LLM__MIN(s.len, 32), s.ptr);
+    if (llm__gguf_find_key(&m->gguf, key) >= 0 && !llm__gguf_get_str(&m->gguf, key, &s, e)) return LLM_ERR_FORMAT;
+    const bool yarn = s.len == 4 && memcmp(s.ptr, "yarn", 4) == 0;
+    if (!yarn && attn != 1.0f)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: rope.scaling.attn_factor %g without YaRN is not supported",
+                         (double)attn);
+    if (!(attn > 0.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope.scaling.attn_factor %g", (double)attn);
+    if ((s.len == 6 && memcmp(s.ptr, "linear", 6) == 0) || yarn) {
+        if (!(factor >= 1.0f)) return llm__fail(e, LLM_ERR_FORMAT, "model: rope scaling factor %g", (double)factor);
+        m->rope.freq_scale = 1.0f / factor;
+        if (yarn) {
+            if ((st = llm__model_yarn(m, factor, e))) return st;
+            m->yarn_attn *= attn;
         }
+    } else if (!(s.len == 4 && memcmp(s.ptr, "none", 4) == 0)) {
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported (none, linear, yarn)",
+                         (int)LLM__MIN(s.len, 32), s.ptr);
     }
     return LLM_OK;
 }
