@@ -965,6 +965,10 @@ void cli_harmony_feed(struct cli_harmony *h, const char *s, size_t n, bool final
             h->pos = end;
             continue;
         }
+        if (cli_hm_at(s, n, i, "<|message|>")) {   // (one without a header: the body goes on where it was)
+            h->pos = i + 11;
+            continue;
+        }
         bool mark = false;
         for (size_t m = 3; m < sizeof(cli_hm_marks) / sizeof(cli_hm_marks[0]) && !mark; m++)
             if (cli_hm_at(s, n, i, cli_hm_marks[m])) {   // a message ends

@@ -422,6 +422,7 @@ static void test_harmony(void) {
                    "<|message|>4<|return|>", "4", "User asks 2+2. Answer 4.");
     expect_harmony("<|channel|>final<|message|>a < b and <|x|> stay<|return|>", "a < b and <|x|> stay", "");
     expect_harmony("plain text, no channels", "plain text, no channels", "");
+    expect_harmony("a<|message|>b<|end|>c", "abc", "");   // (markers out of place go, their text stays)
     expect_harmony("<|channel|>analysis<|message|>thinking, cut short", "", "thinking, cut short");
     expect_harmony("<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}"
                    "<|call|>", "{\"city\":\"Paris\"}", "");

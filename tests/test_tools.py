@@ -11,7 +11,9 @@ assistant's calls and the tool's result sent back) ends in an answer with finish
 a streamed answer at temperature 0, its deltas put together, equals the whole one (a call's first
 delta has its id, type, name and empty arguments, the others argument pieces; no call markup in
 the content); n choices each with their own ids; tool_choice "none"; requests that are refused
-with 400 and the field named.
+with 400 and the field named. With a third argument (tests/test_tools.sh: tiny-harmony-vocab),
+gpt-oss's harmony format: answers split into content and reasoning_content with no marker left,
+streamed deltas equal to the whole answers.
 """
 import atexit
 import json
@@ -25,6 +27,7 @@ import time
 import openai
 
 LLM, MODEL = sys.argv[1], sys.argv[2]
+HARMONY = sys.argv[3] if len(sys.argv) > 3 else None   # a model for --chat-template harmony
 passed = failed = 0
 T0 = time.time()
 
@@ -243,6 +246,31 @@ for what, kw, param, words in [
           e.body.get("type") == "invalid_request_error", "%s: %r" % (what, e and e.body))
 
 S.stop()
+
+if HARMONY:
+    # gpt-oss's harmony format (--chat-template harmony) on a vocabulary whose tokens are the pieces
+    # of harmony's markers (a random model writes them in any order): the answer's content and
+    # reasoning_content carry no marker, and a streamed answer's deltas put together equal them
+    section("harmony: content and reasoning_content, whole and streamed")
+    H = Server("-m", HARMONY, "--chat-template", "harmony")
+    hc = openai.OpenAI(base_url=H.base + "/v1", api_key="none", max_retries=0, timeout=120)
+    hm = hc.models.list().data[0].id
+    for q in ["Hi there", "Once upon a time", "What is the weather?"]:
+        kw = dict(model=hm, messages=[{"role": "user", "content": q}], temperature=0, max_tokens=64)
+        msg = hc.chat.completions.create(**kw).choices[0].message.model_dump()
+        content, reasoning = msg.get("content") or "", msg.get("reasoning_content") or ""
+        marks = [x for x in ("<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|return|>")
+                 if x in content or x in reasoning]
+        check(not marks, "harmony %r: markers in the answer: %s (%r / %r)" % (q, marks, content, reasoning))
+        sc, sr = "", ""
+        for k in hc.chat.completions.create(stream=True, **kw):
+            if k.choices:
+                d = k.choices[0].delta.model_dump()
+                sc += d.get("content") or ""
+                sr += d.get("reasoning_content") or ""
+        check(sc == content and sr == reasoning, "harmony %r: streamed %r / %r, whole %r / %r" %
+              (q, sc, sr, content, reasoning))
+    H.stop()
 print("[%.1f s] done" % (time.time() - T0))
 print("test_tools_server: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
