@@ -2612,22 +2612,21 @@ void llm__dequantize_q5_1(const struct llm__block_q5_1 *x, float *y, int64_t nb)
     }
 }
 
+// 32 elements of 16 nibble bytes on a grid of 16 values (IQ4_NL, MXFP4), times d.
+static void llm__dequantize_grid(float d, const int8_t *values, const uint8_t *qs, float *y) {
+    uint8_t q[32];
+    llm__b32_quants(qs, NULL, q);
+    for (int j = 0; j < 32; j++) y[j] = d * (float)values[q[j]];
+}
+
 void llm__dequantize_iq4_nl(const struct llm__block_iq4_nl *x, float *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++, y += LLM__QK) {
-        const float d = llm__fp16_to_fp32(x[i].d);
-        uint8_t q[32];
-        llm__b32_quants(x[i].qs, NULL, q);
-        for (int j = 0; j < 32; j++) y[j] = d * (float)llm__iq4nl_values[q[j]];
-    }
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK)
+        llm__dequantize_grid(llm__fp16_to_fp32(x[i].d), llm__iq4nl_values, x[i].qs, y);
 }
 
 void llm__dequantize_mxfp4(const struct llm__block_mxfp4 *x, float *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++, y += LLM__QK) {
-        const float d = llm__e8m0_half(x[i].e);
-        uint8_t q[32];
-        llm__b32_quants(x[i].qs, NULL, q);
-        for (int j = 0; j < 32; j++) y[j] = d * (float)llm__mxfp4_values[q[j]];
-    }
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK)
+        llm__dequantize_grid(llm__e8m0_half(x[i].e), llm__mxfp4_values, x[i].qs, y);
 }
 
 void llm__dequantize_q8_1(const struct llm__block_q8_1 *x, float *y, int64_t nb) {
@@ -4972,17 +4971,20 @@ static void llm__vec_dot_q5_0_scalar(int64_t n, float *s, const void *vw, const 
     *s = sum;
 }
 
+// A block of 16 nibble bytes on a grid of 16 values (IQ4_NL, MXFP4) times 32 Q8_0 quants.
+static int32_t llm__dot_grid_q8(const int8_t *values, const uint8_t *qs, const int8_t *a) {
+    int32_t sumi = 0;
+    for (int j = 0; j < 16; j++) sumi += values[qs[j] & 15] * a[j] + values[qs[j] >> 4] * a[j + 16];
+    return sumi;
+}
+
 static void llm__vec_dot_iq4_nl_scalar(int64_t n, float *s, const void *vw, const void *va) {
     const struct llm__block_iq4_nl *w = vw;
     const struct llm__block_q8_0 *a = va;
     float sum = 0.0f;
-    for (int64_t i = 0; i < n / LLM__QK; i++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi += llm__iq4nl_values[w[i].qs[j] & 15] * a[i].qs[j] +
-                    llm__iq4nl_values[w[i].qs[j] >> 4] * a[i].qs[j + 16];
-        sum += (float)sumi * (llm__fp16_to_fp32(w[i].d) * llm__fp16_to_fp32(a[i].d));
-    }
+    for (int64_t i = 0; i < n / LLM__QK; i++)
+        sum += (float)llm__dot_grid_q8(llm__iq4nl_values, w[i].qs, a[i].qs) *
+               (llm__fp16_to_fp32(w[i].d) * llm__fp16_to_fp32(a[i].d));
     *s = sum;
 }
 
@@ -4990,13 +4992,9 @@ static void llm__vec_dot_mxfp4_scalar(int64_t n, float *s, const void *vw, const
     const struct llm__block_mxfp4 *w = vw;
     const struct llm__block_q8_0 *a = va;
     float sum = 0.0f;
-    for (int64_t i = 0; i < n / LLM__QK; i++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi += llm__mxfp4_values[w[i].qs[j] & 15] * a[i].qs[j] +
-                    llm__mxfp4_values[w[i].qs[j] >> 4] * a[i].qs[j + 16];
-        sum += (float)sumi * (llm__e8m0_half(w[i].e) * llm__fp16_to_fp32(a[i].d));
-    }
+    for (int64_t i = 0; i < n / LLM__QK; i++)
+        sum += (float)llm__dot_grid_q8(llm__mxfp4_values, w[i].qs, a[i].qs) *
+               (llm__e8m0_half(w[i].e) * llm__fp16_to_fp32(a[i].d));
     *s = sum;
 }
 

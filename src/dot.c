@@ -114,17 +114,20 @@ static void llm__vec_dot_q5_0_scalar(int64_t n, float *s, const void *vw, const 
     *s = sum;
 }
 
+// A block of 16 nibble bytes on a grid of 16 values (IQ4_NL, MXFP4) times 32 Q8_0 quants.
+static int32_t llm__dot_grid_q8(const int8_t *values, const uint8_t *qs, const int8_t *a) {
+    int32_t sumi = 0;
+    for (int j = 0; j < 16; j++) sumi += values[qs[j] & 15] * a[j] + values[qs[j] >> 4] * a[j + 16];
+    return sumi;
+}
+
 static void llm__vec_dot_iq4_nl_scalar(int64_t n, float *s, const void *vw, const void *va) {
     const struct llm__block_iq4_nl *w = vw;
     const struct llm__block_q8_0 *a = va;
     float sum = 0.0f;
-    for (int64_t i = 0; i < n / LLM__QK; i++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi += llm__iq4nl_values[w[i].qs[j] & 15] * a[i].qs[j] +
-                    llm__iq4nl_values[w[i].qs[j] >> 4] * a[i].qs[j + 16];
-        sum += (float)sumi * (llm__fp16_to_fp32(w[i].d) * llm__fp16_to_fp32(a[i].d));
-    }
+    for (int64_t i = 0; i < n / LLM__QK; i++)
+        sum += (float)llm__dot_grid_q8(llm__iq4nl_values, w[i].qs, a[i].qs) *
+               (llm__fp16_to_fp32(w[i].d) * llm__fp16_to_fp32(a[i].d));
     *s = sum;
 }
 
@@ -132,13 +135,9 @@ static void llm__vec_dot_mxfp4_scalar(int64_t n, float *s, const void *vw, const
     const struct llm__block_mxfp4 *w = vw;
     const struct llm__block_q8_0 *a = va;
     float sum = 0.0f;
-    for (int64_t i = 0; i < n / LLM__QK; i++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi += llm__mxfp4_values[w[i].qs[j] & 15] * a[i].qs[j] +
-                    llm__mxfp4_values[w[i].qs[j] >> 4] * a[i].qs[j + 16];
-        sum += (float)sumi * (llm__e8m0_half(w[i].e) * llm__fp16_to_fp32(a[i].d));
-    }
+    for (int64_t i = 0; i < n / LLM__QK; i++)
+        sum += (float)llm__dot_grid_q8(llm__mxfp4_values, w[i].qs, a[i].qs) *
+               (llm__e8m0_half(w[i].e) * llm__fp16_to_fp32(a[i].d));
     *s = sum;
 }
 

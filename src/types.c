@@ -306,22 +306,21 @@ void llm__dequantize_q5_1(const struct llm__block_q5_1 *x, float *y, int64_t nb)
     }
 }
 
+// 32 elements of 16 nibble bytes on a grid of 16 values (IQ4_NL, MXFP4), times d.
+static void llm__dequantize_grid(float d, const int8_t *values, const uint8_t *qs, float *y) {
+    uint8_t q[32];
+    llm__b32_quants(qs, NULL, q);
+    for (int j = 0; j < 32; j++) y[j] = d * (float)values[q[j]];
+}
+
 void llm__dequantize_iq4_nl(const struct llm__block_iq4_nl *x, float *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++, y += LLM__QK) {
-        const float d = llm__fp16_to_fp32(x[i].d);
-        uint8_t q[32];
-        llm__b32_quants(x[i].qs, NULL, q);
-        for (int j = 0; j < 32; j++) y[j] = d * (float)llm__iq4nl_values[q[j]];
-    }
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK)
+        llm__dequantize_grid(llm__fp16_to_fp32(x[i].d), llm__iq4nl_values, x[i].qs, y);
 }
 
 void llm__dequantize_mxfp4(const struct llm__block_mxfp4 *x, float *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++, y += LLM__QK) {
-        const float d = llm__e8m0_half(x[i].e);
-        uint8_t q[32];
-        llm__b32_quants(x[i].qs, NULL, q);
-        for (int j = 0; j < 32; j++) y[j] = d * (float)llm__mxfp4_values[q[j]];
-    }
+    for (int64_t i = 0; i < nb; i++, y += LLM__QK)
+        llm__dequantize_grid(llm__e8m0_half(x[i].e), llm__mxfp4_values, x[i].qs, y);
 }
 
 void llm__dequantize_q8_1(const struct llm__block_q8_1 *x, float *y, int64_t nb) {
