@@ -12803,8 +12803,10 @@ LLM__INTERNAL const struct llm__backend_desc llm__backend_cpu = {
 _Static_assert(sizeof(struct llm__cu_w) == 40 && sizeof(struct llm__cu_stepv) == 80 &&
                sizeof(struct llm__cu_rmsnorm) == 64 && sizeof(struct llm__cu_rows) == 104 &&
                sizeof(struct llm__cu_kv_store) == 80 && sizeof(struct llm__cu_quant_act) == 56 &&
-               sizeof(struct llm__cu_attn) == 176 && sizeof(struct llm__cu_eltwise) == 72 &&
-               sizeof(struct llm__cu_rope) == 64 && sizeof(struct llm__cu_matmul) == 120,
+               sizeof(struct llm__cu_attn) == 184 && sizeof(struct llm__cu_eltwise) == 80 &&
+               sizeof(struct llm__cu_rope) == 80 && sizeof(struct llm__cu_matmul) == 120 &&
+               sizeof(struct llm__cu_moe_route) == 80 && sizeof(struct llm__cu_moe_group) == 40 &&
+               sizeof(struct llm__cu_matmul_id) == 128 && sizeof(struct llm__cu_moe_sum) == 104,
                "padding in a kernel's parameters");
 
 #define LLM__CU_GRAPHS 16            // graphs kept (least recently used replaced)
@@ -12848,6 +12850,7 @@ struct llm__cu {
     // scratch: rounded activations (q: max_tokens x max_cols int8, then dq), flash-decoding's
     // partial results, the step's arrays
     struct llm__buf act, part, stepbuf;
+    struct llm__buf moe;         // a mixture of experts' slots grouped by expert (k_moe_group's lists)
     int64_t act_cols, act_rows;
     int32_t *host;               // pinned: the step's arrays gathered before their upload
     size_t host_words;
@@ -13011,7 +13014,7 @@ static void llm__cu_free(void *ctx) {
         cudaStreamSynchronize(cu->stream);
         llm__cu_graphs_clear(cu);
         if (cu->blas) cu->blas_destroy(cu->blas);
-        struct llm__buf *scratch[] = {&cu->act, &cu->part, &cu->stepbuf, &cu->blas_ws, &cu->deq};
+        struct llm__buf *scratch[] = {&cu->act, &cu->part, &cu->stepbuf, &cu->blas_ws, &cu->deq, &cu->moe};
         for (size_t i = 0; i < LLM__ARRAY_LEN(scratch); i++)
             if (scratch[i]->handle) llm__cu_buf_free(cu, scratch[i]);
         if (cu->host) cudaFreeHost(cu->host);
@@ -13097,7 +13100,8 @@ static enum llm_status llm__cu_weight_load(void *ctx, struct llm__weight *w, int
     if (!ti || !llm__cu_layout(type, &off, &len, &hdr))
         return llm__fail(e, LLM_ERR_UNSUPPORTED,
                          "cuda: weights of type %s are not supported (f32, f16, bf16, q8_0, q4_0, "
-                         "q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
+                         "q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 "
+                         "and int8)",
                          ti ? ti->name : "unknown");
     size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;
     enum llm_status st = llm__cu_buf_alloc(cu, &w->buf, n, e);
@@ -13292,7 +13296,8 @@ static int llm__cu_product_recs(const struct llm__cu *cu, const struct llm__cu_m
     }
     if (m->bias) {
         r[n].kernel = LLM__CU_ELTWISE;
-        r[n++].p.eltwise = (struct llm__cu_eltwise){m->d, m->d, m->bias, m->ntok, m->w.N, m->sd, m->sd, 0, 0, 0.0f};
+        r[n++].p.eltwise =
+            (struct llm__cu_eltwise){m->d, m->d, m->bias, m->ntok, m->w.N, m->sd, m->sd, 0, 0, 0.0f, 0.0f, 0};
     }
     return n;
 }
@@ -13424,8 +13429,10 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
     size_t words = llm__cu_step_words((size_t)shape->max_tokens, (size_t)shape->max_out, (size_t)shape->max_seqs,
                                       (size_t)cu->bt_stride);
     int64_t cols = (shape->max_cols + 31) / 32 * 32;
-    // rounded activations: q (max_tokens x cols int8), then dq (a float a 32)
-    cu->act_rows = LLM__MAX(shape->max_tokens, LLM__CU_MATVEC_MAX);
+    // rounded activations: q (max_tokens x cols int8; a mixture of experts' down projection: a row
+    // per slot, k a token), then dq (a float a 32)
+    const int64_t slots = (int64_t)shape->max_tokens * LLM__MAX(shape->n_expert_used, 1);
+    cu->act_rows = LLM__MAX(slots, LLM__CU_MATVEC_MAX);
     // (cuBLAS for float weights: the activations converted to f16 / bf16 there, 2 bytes each)
     size_t deq = 0;   // (the largest quantized weight as f16, up to LLM__CU_DEQ_BYTES)
     bool any = false;
@@ -13449,6 +13456,8 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
     enum llm_status st = llm__cu_scratch(cu, &cu->act, blas ? act * 2 : act * 9 / 8, e);
     if (!st) st = llm__cu_scratch(cu, &cu->part, LLM__CU_PART_BYTES, e);
     if (!st) st = llm__cu_scratch(cu, &cu->stepbuf, words * 4, e);
+    if (!st && shape->n_expert)
+        st = llm__cu_scratch(cu, &cu->moe, ((size_t)shape->n_expert + 1 + (size_t)slots) * 4, e);
     if (st) return st;
     cu->act_cols = cols;
     if (words > cu->host_words) {
@@ -13660,7 +13669,7 @@ static void llm__cu_eltwise_op(struct llm__cu *cu, int op, struct llm__tensor d,
     memset(&p, 0, sizeof(p));
     p.eltwise = (struct llm__cu_eltwise){LLM__CU_F(d), LLM__CU_F(a), b.buf ? LLM__CU_F(b) : NULL, d.ne1, d.ne0,
                                          (int64_t)(d.nb1 / 4), (int64_t)(a.nb1 / 4), b.buf ? (int64_t)(b.nb1 / 4) : 0,
-                                         op, s};
+                                         op, s, 0.0f, 0};
     llm__cu_rec(cu, LLM__CU_ELTWISE, &p);
 }
 
@@ -13672,6 +13681,15 @@ static void llm__cu_silu_mul(void *ctx, struct llm__tensor d, struct llm__tensor
 }
 static void llm__cu_gelu_mul(void *ctx, struct llm__tensor d, struct llm__tensor g, struct llm__tensor u) {
     llm__cu_eltwise_op(ctx, 2, d, g, u, 0.0f);
+}
+static void llm__cu_swiglu_oai(void *ctx, struct llm__tensor d, struct llm__tensor g, struct llm__tensor u, float alpha,
+                               float limit) {
+    if (d.ne1 <= 0 || d.ne0 <= 0) return;
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    p.eltwise = (struct llm__cu_eltwise){LLM__CU_F(d), LLM__CU_F(g), LLM__CU_F(u), d.ne1, d.ne0, (int64_t)(d.nb1 / 4),
+                                         (int64_t)(g.nb1 / 4), (int64_t)(u.nb1 / 4), 4, alpha, limit, 0};
+    llm__cu_rec(ctx, LLM__CU_ELTWISE, &p);
 }
 static void llm__cu_scale(void *ctx, struct llm__tensor d, struct llm__tensor x, float s) {
     struct llm__tensor none = {0};
@@ -13730,7 +13748,7 @@ static void llm__cu_rope(void *ctx, struct llm__tensor x, int n_head, int head_d
     p.rope = (struct llm__cu_rope){LLM__CU_F(x), cu->sv.positions,
                                    r->freq_factors.buf ? LLM__CU_F(r->freq_factors) : NULL, x.ne1, (int64_t)(x.nb1 / 4),
                                    n_head, head_dim, r->n_rot, r->neox, powf(r->freq_base, -2.0f / (float)r->n_rot),
-                                   r->freq_scale};
+                                   r->freq_scale, r->ext_factor, r->mscale, r->corr_dims[0], r->corr_dims[1]};
     llm__cu_rec(cu, LLM__CU_ROPE, &p);
 }
 
@@ -13759,6 +13777,7 @@ static void llm__cu_attention(void *ctx, struct llm__tensor out, struct llm__ten
     t->kc = llm__cu_ptr(kc.buf, kc.offs);
     t->vc = llm__cu_ptr(vc.buf, vc.offs);
     t->part = (float *)cu->part.handle;
+    t->sinks = a->sinks.buf ? LLM__CU_F(a->sinks) : NULL;
     t->st = cu->sv;
     t->sq = (int64_t)(q.nb1 / 4);
     t->so = (int64_t)(out.nb1 / 4);
@@ -13817,6 +13836,94 @@ static void llm__cu_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
         const int nr = llm__cu_product_recs(cu, &m, blas, &rounded, r);
         for (int i = 0; i < nr; i++) llm__cu_rec(cu, r[i].kernel, &r[i].p);
     }
+}
+
+// --- mixtures of experts ---
+
+// A layer's experts stacked as in the file, repacked as one weight (weight_load's planes: expert
+// e's rows from e x rows). Not counted among the weights cuBLAS is tuned for (matmul_id never
+// goes there).
+static enum llm_status llm__cu_weight_load_experts(void *ctx, struct llm__weight *w, int type, int64_t ne0,
+                                                   int64_t ne1, int n_expert, const void *data, struct llm__err *e) {
+    struct llm__cu *cu = ctx;
+    if (n_expert < 1 || n_expert > LLM__CU_MAX_EXPERTS || ne1 % n_expert)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: %d experts in a layer (at most %d)", n_expert,
+                         LLM__CU_MAX_EXPERTS);
+    const bool counted = type >= 0 && type < LLM__CU_NTYPES;
+    const int64_t k0 = counted ? cu->wK[type] : 0, n0 = counted ? cu->wN[type] : 0;
+    enum llm_status st = llm__cu_weight_load(ctx, w, type, ne0, ne1, data, e);
+    if (counted) cu->wK[type] = k0, cu->wN[type] = n0;
+    return st;
+}
+
+static void llm__cu_moe_route(void *ctx, struct llm__tensor ids, struct llm__tensor wts, struct llm__tensor logits,
+                              const struct llm__moe *m) {
+    if (logits.ne1 <= 0) return;
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    p.moe_route = (struct llm__cu_moe_route){(int32_t *)(void *)llm__cu_ptr(ids.buf, ids.offs), LLM__CU_F(wts),
+                                             LLM__CU_F(logits), logits.ne1, (int64_t)(ids.nb1 / 4),
+                                             (int64_t)(wts.nb1 / 4), (int64_t)(logits.nb1 / 4), m->n_expert, m->k,
+                                             m->norm, m->softmax_weight, m->scale, 0};
+    llm__cu_rec(ctx, LLM__CU_MOE_ROUTE, &p);
+}
+
+// The slots grouped by expert (k_moe_group, into the moe scratch), then per weight the activations
+// rounded for its type (quantized types) and k_matmul_id: a warp per row of an expert.
+static void llm__cu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
+                              const struct llm__tensor *bias, struct llm__tensor x, struct llm__tensor ids,
+                              bool x_per_slot) {
+    struct llm__cu *cu = ctx;
+    assert(n >= 1 && n <= 2);
+    const int64_t k = ids.ne0, slots = ids.ne1 * ids.ne0, N = dst[0].ne0, n_expert = w[0]->ne1 / N;
+    if (slots <= 0) return;
+    if ((size_t)(n_expert + 1 + slots) * 4 > cu->moe.size || x.ne1 > cu->act_rows || x.ne0 > cu->act_cols) {
+        llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: %lld experts' slots (%lld) are more than the shape reserved",
+                      (long long)n_expert, (long long)slots);
+        return;
+    }
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    int32_t *groups = (int32_t *)cu->moe.handle;
+    p.moe_group = (struct llm__cu_moe_group){groups, (const int32_t *)(void *)llm__cu_ptr(ids.buf, ids.offs), slots,
+                                             (int64_t)(ids.nb1 / 4), (int32_t)n_expert, (int32_t)k};
+    llm__cu_rec(cu, LLM__CU_MOE_GROUP, &p);
+    int8_t *q = (int8_t *)cu->act.handle;
+    float *dq = (float *)(q + (size_t)cu->act_rows * (size_t)cu->act_cols);
+    int rounded = -1;
+    for (int j = 0; j < n; j++) {
+        const int type = w[j]->type, fl = llm__cu_float_index(type) >= 0;
+        const int mode = fl ? -1 : llm__type_info((uint32_t)type)->vec_dot_type == LLM__TYPE_Q8_K ? 1 : 0;
+        if (!fl && rounded != mode) {
+            memset(&p, 0, sizeof(p));
+            p.quant_act = (struct llm__cu_quant_act){q, dq, LLM__CU_F(x), x.ne1, x.ne0, (int64_t)(x.nb1 / 4), mode, 0};
+            llm__cu_rec(cu, LLM__CU_QUANT_ACT, &p);
+            rounded = mode;
+        }
+        memset(&p, 0, sizeof(p));
+        const bool hb = bias && bias[j].buf;
+        struct llm__cu_w wv = llm__cu_wview(w[j]);   // (the planes of all the experts; N: one expert's rows)
+        wv.N = N;
+        p.matmul_id = (struct llm__cu_matmul_id){wv, LLM__CU_F(dst[j]), LLM__CU_F(x), hb ? LLM__CU_F(bias[j]) : NULL,
+                                                 fl ? NULL : q, fl ? NULL : dq, groups, (int64_t)(dst[j].nb1 / 4),
+                                                 (int64_t)(x.nb1 / 4), hb ? (int64_t)(bias[j].nb1 / 4) : 0,
+                                                 (int32_t)n_expert, (int32_t)k, x_per_slot, 0};
+        llm__cu_rec(cu, LLM__CU_MATMUL_ID, &p);
+    }
+}
+
+static void llm__cu_moe_sum(void *ctx, struct llm__tensor d, struct llm__tensor src, struct llm__tensor wts,
+                            struct llm__tensor shared, struct llm__tensor gate) {
+    if (d.ne1 <= 0) return;
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    const bool sh = shared.buf != NULL;
+    p.moe_sum = (struct llm__cu_moe_sum){LLM__CU_F(d), LLM__CU_F(src), LLM__CU_F(wts), sh ? LLM__CU_F(shared) : NULL,
+                                         sh ? LLM__CU_F(gate) : NULL, d.ne1, d.ne0, (int64_t)(d.nb1 / 4),
+                                         (int64_t)(src.nb1 / 4), (int64_t)(wts.nb1 / 4),
+                                         sh ? (int64_t)(shared.nb1 / 4) : 0, sh ? (int64_t)(gate.nb1 / 4) : 0,
+                                         (int32_t)wts.ne0, 0};
+    llm__cu_rec(ctx, LLM__CU_MOE_SUM, &p);
 }
 
 // Device memory bandwidth as a copy kernel measures it: (bytes read + bytes written) / seconds over
@@ -13889,6 +13996,13 @@ static const struct llm_backend_i llm__cu_iface = {
     .scale = llm__cu_scale,
     .gelu_mul = llm__cu_gelu_mul,
     .attention_window = llm__cu_attention,
+    .swiglu_oai = llm__cu_swiglu_oai,
+    .rope_yarn = true,
+    .attention_sinks = true,
+    .weight_load_experts = llm__cu_weight_load_experts,
+    .moe_route = llm__cu_moe_route,
+    .matmul_id = llm__cu_matmul_id,
+    .moe_sum = llm__cu_moe_sum,
     .device_name = llm__cu_device_name,
     .bandwidth = llm__cu_bandwidth,
 };
@@ -13966,7 +14080,10 @@ LLM__INTERNAL const struct llm__backend_desc llm__backend_cuda = {
 // with an online softmax over the block table: prefill steps by tiles of a sequence's queries
 // that share K/V chunks in shared memory (attn_prefill.comp); decode steps per (head, token),
 // long contexts split across workgroups and the parts combined (flash-decoding,
-// attn_reduce.comp). Allocations stay within the device-local heap.
+// attn_reduce.comp). Mixtures of experts: moe_route.comp routes each token, moe_group.comp lists
+// the step's slots by expert, matmul_id.comp multiplies each expert's rows with its slots, 64 at a
+// time (the tiles of matmul.comp), moe_sum.comp weighs the results together. Allocations stay
+// within the device-local heap.
 // Shaders that can use subgroup arithmetic or 16-bit storage come in variants; the plain one is
 // used where the device lacks the feature (or the caller asks for the plain ones: the tests).
 
@@ -13976,7 +14093,8 @@ LLM__INTERNAL const struct llm__backend_desc llm__backend_cuda = {
 
 enum { LLM__VK_ADD, LLM__VK_SILU_MUL, LLM__VK_RMSNORM, LLM__VK_GET_ROWS, LLM__VK_EMBED, LLM__VK_ROPE, LLM__VK_KV_STORE,
        LLM__VK_ATTENTION, LLM__VK_ATTN_REDUCE, LLM__VK_ATTN_PREFILL, LLM__VK_ROUND_ACT, LLM__VK_MATVEC, LLM__VK_MATMUL,
-       LLM__VK_SCALE, LLM__VK_GELU_MUL, LLM__VK_GATHER_COLS, LLM__VK_N };
+       LLM__VK_SCALE, LLM__VK_GELU_MUL, LLM__VK_GATHER_COLS, LLM__VK_SWIGLU_OAI, LLM__VK_MOE_ROUTE, LLM__VK_MOE_GROUP,
+       LLM__VK_MATMUL_ID, LLM__VK_MOE_SUM, LLM__VK_N };
 
 // Device features a shader variant may use (flags of llm__vk_backend_new: the ones to leave
 // unused), and LLM__VK_NOMAP: no mapping of device memory even where it is host-visible (every
@@ -13996,11 +14114,11 @@ static const struct {
     [LLM__VK_GET_ROWS] = {{LLM__VK_CODE(llm_spv_get_rows)}, 3, 24, false},
     [LLM__VK_GATHER_COLS] = {{LLM__VK_CODE(llm_spv_gather_cols)}, 3, 24, false},
     [LLM__VK_EMBED] = {{LLM__VK_CODE(llm_spv_embed)}, 3, 20, true},
-    [LLM__VK_ROPE] = {{LLM__VK_CODE(llm_spv_rope)}, 3, 44, false},
+    [LLM__VK_ROPE] = {{LLM__VK_CODE(llm_spv_rope)}, 3, 60, false},
     [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 40, false},
-    [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 6, 84, false},
-    [LLM__VK_ATTN_REDUCE] = {{LLM__VK_CODE(llm_spv_attn_reduce)}, 2, 24, false},
-    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 5, 84,
+    [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 7, 92, false},
+    [LLM__VK_ATTN_REDUCE] = {{LLM__VK_CODE(llm_spv_attn_reduce)}, 3, 32, false},
+    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 6, 92,
                               false},
     [LLM__VK_SCALE] = {{LLM__VK_CODE(llm_spv_scale)}, 2, 16, false},
     [LLM__VK_GELU_MUL] = {{LLM__VK_CODE(llm_spv_gelu_mul)}, 3, 16, false},
@@ -14008,9 +14126,14 @@ static const struct {
     [LLM__VK_MATVEC] = {{LLM__VK_CODE(llm_spv_matvec), LLM__VK_CODE(llm_spv_matvec_sg),
                          LLM__VK_CODE(llm_spv_matvec_f16), LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 44, true},
     [LLM__VK_MATMUL] = {{LLM__VK_CODE(llm_spv_matmul), {0}, LLM__VK_CODE(llm_spv_matmul_f16)}, 4, 40, true},
+    [LLM__VK_SWIGLU_OAI] = {{LLM__VK_CODE(llm_spv_swiglu_oai)}, 3, 24, false},
+    [LLM__VK_MOE_ROUTE] = {{LLM__VK_CODE(llm_spv_moe_route)}, 3, 48, false},
+    [LLM__VK_MOE_GROUP] = {{LLM__VK_CODE(llm_spv_moe_group)}, 2, 24, false},
+    [LLM__VK_MATMUL_ID] = {{LLM__VK_CODE(llm_spv_matmul_id), {0}, LLM__VK_CODE(llm_spv_matmul_id_f16)}, 5, 56, true},
+    [LLM__VK_MOE_SUM] = {{LLM__VK_CODE(llm_spv_moe_sum)}, 5, 52, false},
 };
 
-#define LLM__VK_NTYPES 21          // weight types with shaders (llm__vk_type_slot)
+#define LLM__VK_NTYPES 22          // weight types with shaders (llm__vk_type_slot)
 #define LLM__VK_MATVEC_MAX 8        // tokens up to which products take the GEMV shader
 #define LLM__VK_SPLIT_KEYS 256      // flash-decoding: keys per split at least
 #define LLM__VK_SPLIT_MAX 32        // and at most this many splits
@@ -14018,6 +14141,7 @@ static const struct {
 #define LLM__VK_TILE_Q 8            // attn_prefill.comp: queries per tile (TQ)
 #define LLM__VK_TILE_SHARED 26000   // ... and the shared memory it needs (bytes)
 #define LLM__VK_STAGING_BYTES ((size_t)32 << 20)   // copies without a mapping go in pieces of this
+#define LLM__VK_MAX_EXPERTS 1024    // moe_group.comp's shared arrays
 
 struct llm__vk_mem {
     VkBuffer buf;
@@ -14052,8 +14176,9 @@ struct llm__vk {
     uint32_t n_tiles, o_tiles;   // the step's tiles for attn_prefill.comp: (first token, count) pairs
     bool tiled_attn;             // the device has the shared memory attn_prefill.comp needs
     uint32_t xmax;               // matvec.comp: activations it keeps in shared memory (16 KB less)
-    // scratch: activations rounded for a weight type (act), flash-decoding's partial results (part)
-    struct llm__buf act, part, staging;
+    // scratch: activations rounded for a weight type (act), flash-decoding's partial results (part),
+    // a mixture of experts' slots grouped by expert (moe: moe_group.comp's lists)
+    struct llm__buf act, part, staging, moe;
     struct llm__err err;         // the first failure of an op of this step (reported by end_step)
     uint64_t allocated;          // bytes of device memory allocated
     uint64_t heap;               // size of the device-local heap
@@ -14173,7 +14298,7 @@ static void llm__vk_free(void *ctx) {
     if (!vk) return;
     if (vk->dev) {
         vkDeviceWaitIdle(vk->dev);
-        struct llm__buf *scratch[] = {&vk->stepbuf, &vk->act, &vk->part, &vk->staging};
+        struct llm__buf *scratch[] = {&vk->stepbuf, &vk->act, &vk->part, &vk->staging, &vk->moe};
         for (size_t i = 0; i < LLM__ARRAY_LEN(scratch); i++)
             if (scratch[i]->handle) llm__vk_buf_free(vk, scratch[i]);
         for (int i = 0; i < LLM__VK_N; i++) {
@@ -14322,7 +14447,7 @@ static int llm__vk_type_slot(int type) {
                                               LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
                                               LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS, LLM__TYPE_G4_32,
                                               LLM__TYPE_G4_64, LLM__TYPE_G4_128, LLM__TYPE_G8_32, LLM__TYPE_G8_64,
-                                              LLM__TYPE_G8_128};
+                                              LLM__TYPE_G8_128, LLM__TYPE_MXFP4};
     for (int i = 0; i < LLM__VK_NTYPES; i++)
         if (types[i] == type) return i;
     return -1;
@@ -14339,7 +14464,7 @@ static int llm__vk_round_mode(int type) {
     case LLM__TYPE_BF16: return 2;
     case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: case LLM__TYPE_Q4_1: case LLM__TYPE_Q5_0: case LLM__TYPE_Q5_1:
     case LLM__TYPE_IQ4_NL: case LLM__TYPE_G4_32: case LLM__TYPE_G4_64: case LLM__TYPE_G4_128: case LLM__TYPE_G8_32:
-    case LLM__TYPE_G8_64: case LLM__TYPE_G8_128: return 3;
+    case LLM__TYPE_G8_64: case LLM__TYPE_G8_128: case LLM__TYPE_MXFP4: return 3;
     case LLM__TYPE_Q4_K: case LLM__TYPE_Q5_K: case LLM__TYPE_Q6_K: return 4;
     case LLM__TYPE_Q3_K: case LLM__TYPE_Q2_K: case LLM__TYPE_IQ4_XS: return 4;
     default: return 0;
@@ -14355,7 +14480,7 @@ static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int
     if (llm__vk_type_slot(type) < 0)
         return llm__fail(e, LLM_ERR_UNSUPPORTED,
                          "vulkan: weights of type %s are not supported (f32, f16, bf16, q8_0, q4_0, q4_1, "
-                         "q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
+                         "q5_0, q5_1, iq4_nl, mxfp4, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
                          llm__type_info((uint32_t)type)->name);
     if (ne0 % 4)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weight rows of %lld columns (a multiple of 4 is needed)",
@@ -14394,8 +14519,11 @@ static enum llm_status llm__vk_reserve(void *ctx, const struct llm__shape *shape
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: heads of %d dimensions (at most 256)", shape->head_dim);
     size_t words = llm__vk_step_words((size_t)shape->max_tokens, (size_t)shape->max_out,
                                       (size_t)shape->max_seqs * (size_t)shape->max_blocks);
-    enum llm_status st = llm__vk_scratch(vk, &vk->act, (size_t)shape->max_tokens * (size_t)shape->max_cols * 4, e);
+    // (a mixture of experts' down projection takes a row per slot: k a token)
+    const size_t slots = (size_t)shape->max_tokens * (size_t)LLM__MAX(shape->n_expert_used, 1);
+    enum llm_status st = llm__vk_scratch(vk, &vk->act, slots * (size_t)shape->max_cols * 4, e);
     if (!st) st = llm__vk_scratch(vk, &vk->part, LLM__VK_PART_BYTES, e);
+    if (!st && shape->n_expert) st = llm__vk_scratch(vk, &vk->moe, ((size_t)shape->n_expert + 1 + slots) * 4, e);
     if (!st) st = llm__vk_scratch(vk, &vk->stepbuf, words * 4, e);
     if (!st && words > vk->host_cap) {
         free(vk->host);
@@ -14669,10 +14797,11 @@ static void llm__vk_embed(void *ctx, struct llm__tensor d, const struct llm__wei
 static void llm__vk_rope(void *ctx, struct llm__tensor x, int n_head, int head_dim, const struct llm__rope *r) {
     struct llm__vk *vk = ctx;
     bool ff = r->freq_factors.buf != NULL;
-    struct { uint32_t n_head, head_dim, n_rot, neox, ox, sx, opos, has_ff, off; float base, scale; } push = {
+    struct { uint32_t n_head, head_dim, n_rot, neox, ox, sx, opos, has_ff, off;
+             float base, scale, ext_factor, mscale, corr0, corr1; } push = {
         (uint32_t)n_head, (uint32_t)head_dim, (uint32_t)r->n_rot, r->neox, (uint32_t)(x.offs / 4),
         (uint32_t)(x.nb1 / 4), vk->o_pos, ff, ff ? (uint32_t)(r->freq_factors.offs / 4) : 0, r->freq_base,
-        r->freq_scale};
+        r->freq_scale, r->ext_factor, r->mscale, r->corr_dims[0], r->corr_dims[1]};
     const struct llm__buf *bufs[3] = {x.buf, &vk->stepbuf, ff ? r->freq_factors.buf : x.buf};
     llm__vk_dispatch_3d(vk, LLM__VK_ROPE, bufs, &push, (uint32_t)((r->n_rot / 2 + 63) / 64), (uint32_t)n_head,
                         (uint32_t)x.ne1);
@@ -14708,26 +14837,54 @@ static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__ten
         nsplit = (uint32_t)LLM__MIN((size_t)nsplit, vk->part.size / per_split);
         nsplit = LLM__MAX(nsplit, 1u);
     }
+    const bool sink = a->sinks.buf != NULL;
     struct { uint32_t hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt;
-             float scale; uint32_t nsplit, opart, window; float softcap; } push = {
+             float scale; uint32_t nsplit, opart, window; float softcap; uint32_t has_sink, osink; } push = {
         (uint32_t)a->head_dim, (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)(q.offs / 4),
         (uint32_t)(q.nb1 / 4), (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4), (uint32_t)(kc.offs / 4),
         (uint32_t)(vc.offs / 4), (uint32_t)(f16 ? n_kv / 2 : n_kv), f16, (uint32_t)vk->step->block_size,
         (uint32_t)vk->step->max_blocks, vk->o_pos, vk->o_seq, vk->o_bt, a->scale, nsplit, 0, (uint32_t)a->window,
-        a->softcap};
-    const struct llm__buf *bufs[6] = {out.buf, q.buf, kc.buf, vc.buf, &vk->stepbuf, nsplit > 1 ? &vk->part : out.buf};
+        a->softcap, sink, sink ? (uint32_t)(a->sinks.offs / 4) : 0};
+    const struct llm__buf *sb = sink ? a->sinks.buf : out.buf;
+    const struct llm__buf *bufs[7] = {out.buf,      q.buf, kc.buf, vc.buf, &vk->stepbuf,
+                                      nsplit > 1 ? &vk->part : out.buf, sb};
     if (vk->tiled_attn && vk->n_tiles * 2 <= ntok) {
-        push.nsplit = vk->o_tiles;   // (the prefill shader's last push constant: where the tiles are)
-        llm__vk_dispatch(vk, LLM__VK_ATTN_PREFILL, bufs, &push, (uint32_t)a->n_head, vk->n_tiles);
+        push.nsplit = vk->o_tiles;   // (the prefill shader's push constant there: where the tiles are)
+        const struct llm__buf *pb[6] = {out.buf, q.buf, kc.buf, vc.buf, &vk->stepbuf, sb};
+        llm__vk_dispatch(vk, LLM__VK_ATTN_PREFILL, pb, &push, (uint32_t)a->n_head, vk->n_tiles);
         return;
     }
     llm__vk_dispatch_3d(vk, LLM__VK_ATTENTION, bufs, &push, (uint32_t)a->n_head, ntok, nsplit);
     if (nsplit > 1) {
-        uint32_t rp[6] = {(uint32_t)a->head_dim, (uint32_t)a->n_head, nsplit, 0, (uint32_t)(out.offs / 4),
-                          (uint32_t)(out.nb1 / 4)};
-        const struct llm__buf *rb[2] = {out.buf, &vk->part};
+        uint32_t rp[8] = {(uint32_t)a->head_dim, (uint32_t)a->n_head, nsplit, 0, (uint32_t)(out.offs / 4),
+                          (uint32_t)(out.nb1 / 4), sink, push.osink};
+        const struct llm__buf *rb[3] = {out.buf, &vk->part, sb};
         llm__vk_dispatch(vk, LLM__VK_ATTN_REDUCE, rb, rp, (uint32_t)a->n_head, ntok);
     }
+}
+
+// x (ntok rows of K) as the product shaders read it for a weight of type `type`: rounded as the
+// CPU backend rounds it (round_act.comp, into the act scratch; once per call and mode: *rounded
+// holds the mode the scratch has), or in place (F32 whose rows are 16-byte aligned). False: the
+// step has failed.
+static bool llm__vk_act(struct llm__vk *vk, struct llm__tensor x, uint32_t K, int type, uint32_t *rounded,
+                        const struct llm__buf **xb, uint32_t *ox, uint32_t *sx) {
+    uint32_t ntok = (uint32_t)x.ne1, mode = (uint32_t)llm__vk_round_mode(type);
+    *xb = x.buf, *ox = (uint32_t)(x.offs / 4), *sx = (uint32_t)(x.nb1 / 4);
+    if (mode == 5 && *ox % 4 == 0 && *sx % 4 == 0) return true;   // (the shaders read x 16 bytes at a time)
+    if (*rounded != mode) {
+        if ((size_t)ntok * K * 4 > vk->act.size) {
+            llm__vk_error(vk, LLM_ERR_BACKEND, "vulkan: a product of %u tokens x %u columns is larger than the shape "
+                          "reserved", ntok, K);
+            return false;
+        }
+        uint32_t push[5] = {K, mode, *ox, *sx, 0};
+        const struct llm__buf *bufs[2] = {&vk->act, x.buf};
+        llm__vk_dispatch(vk, LLM__VK_ROUND_ACT, bufs, push, (K + 255) / 256, ntok);
+        *rounded = mode;
+    }
+    *xb = &vk->act, *ox = 0, *sx = K;
+    return true;
 }
 
 // Products: per weight, the activations rounded for its type (once per type and call; F32 weights
@@ -14738,23 +14895,9 @@ static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
     assert(n >= 1 && n <= LLM__MAX_MATMUL_WEIGHTS);
     uint32_t ntok = (uint32_t)x.ne1, rounded = 0;
     for (int j = 0; j < n; j++) {
-        uint32_t K = (uint32_t)w[j]->ne0, N = (uint32_t)w[j]->ne1, mode = (uint32_t)llm__vk_round_mode(w[j]->type);
-        const struct llm__buf *xb = x.buf;
-        uint32_t ox = (uint32_t)(x.offs / 4), sx = (uint32_t)(x.nb1 / 4);
-        if (mode != 5 || ox % 4 || sx % 4) {   // (the shaders read x 16 bytes at a time)
-            if (rounded != mode) {
-                if ((size_t)ntok * K * 4 > vk->act.size) {
-                    llm__vk_error(vk, LLM_ERR_BACKEND, "vulkan: a product of %u tokens x %u columns is larger than "
-                                  "the shape reserved", ntok, K);
-                    return;
-                }
-                uint32_t push[5] = {K, mode, ox, sx, 0};
-                const struct llm__buf *bufs[2] = {&vk->act, x.buf};
-                llm__vk_dispatch(vk, LLM__VK_ROUND_ACT, bufs, push, (K + 255) / 256, ntok);
-                rounded = mode;
-            }
-            xb = &vk->act, ox = 0, sx = K;
-        }
+        uint32_t K = (uint32_t)w[j]->ne0, N = (uint32_t)w[j]->ne1, ox, sx;
+        const struct llm__buf *xb;
+        if (!llm__vk_act(vk, x, K, w[j]->type, &rounded, &xb, &ox, &sx)) return;
         bool hb = bias && bias[j].buf;
         uint32_t rows = vk->features & LLM__VK_SUBGROUP ? LLM__MAX(64 / vk->subgroup_size, 1u) : 4;   // per workgroup
         uint32_t push[11] = {K, N, (uint32_t)llm__row_bytes(w[j]->type, K), ox, sx,
@@ -14767,6 +14910,84 @@ static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
                                (groups + 65534) / 65535, 1);
         else llm__vk_dispatch_t(vk, LLM__VK_MATMUL, w[j]->type, bufs, push, (N + 63) / 64, (ntok + 63) / 64, 1);
     }
+}
+
+static void llm__vk_swiglu_oai(void *ctx, struct llm__tensor d, struct llm__tensor g, struct llm__tensor u, float alpha,
+                               float limit) {
+    uint64_t n = (uint64_t)d.ne0 * (uint64_t)d.ne1;
+    struct { uint32_t n, od, og, ou; float alpha, limit; } push = {(uint32_t)n, (uint32_t)(d.offs / 4),
+                                                                  (uint32_t)(g.offs / 4), (uint32_t)(u.offs / 4),
+                                                                  alpha, limit};
+    const struct llm__buf *bufs[3] = {d.buf, g.buf, u.buf};
+    uint32_t gx, gy;
+    llm__vk_groups(n, &gx, &gy);
+    llm__vk_dispatch(ctx, LLM__VK_SWIGLU_OAI, bufs, &push, gx, gy);
+}
+
+// A layer's experts, stacked as in the file (expert e's rows from e x rows), in one buffer
+// matmul_id.comp reads: weight_load's copy. At most LLM__VK_MAX_EXPERTS experts (moe_group.comp).
+static enum llm_status llm__vk_weight_load_experts(void *ctx, struct llm__weight *w, int type, int64_t ne0,
+                                                   int64_t ne1, int n_expert, const void *data, struct llm__err *e) {
+    if (n_expert < 1 || n_expert > LLM__VK_MAX_EXPERTS || ne1 % n_expert)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: %d experts in a layer (at most %d)", n_expert,
+                         LLM__VK_MAX_EXPERTS);
+    if ((uint64_t)llm__row_bytes(type, ne0) * (uint64_t)ne1 > UINT32_MAX)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: a layer's experts of more than 4 GiB");
+    return llm__vk_weight_load(ctx, w, type, ne0, ne1, data, e);
+}
+
+static void llm__vk_moe_route(void *ctx, struct llm__tensor ids, struct llm__tensor wts, struct llm__tensor logits,
+                              const struct llm__moe *m) {
+    struct llm__vk *vk = ctx;
+    struct { uint32_t n_expert, k, norm, softmax_weight, ol, sl, oi, si, ow, sw, ntok; float scale; } push = {
+        (uint32_t)m->n_expert, (uint32_t)m->k, m->norm, m->softmax_weight, (uint32_t)(logits.offs / 4),
+        (uint32_t)(logits.nb1 / 4), (uint32_t)(ids.offs / 4), (uint32_t)(ids.nb1 / 4), (uint32_t)(wts.offs / 4),
+        (uint32_t)(wts.nb1 / 4), (uint32_t)logits.ne1, m->scale};
+    const struct llm__buf *bufs[3] = {logits.buf, ids.buf, wts.buf};
+    llm__vk_dispatch(vk, LLM__VK_MOE_ROUTE, bufs, &push, (uint32_t)((logits.ne1 + 63) / 64), 1);
+}
+
+// The slots grouped by expert (moe_group.comp, into the moe scratch), then per weight the
+// activations rounded for its type and matmul_id.comp: a workgroup per (64 rows, expert).
+static void llm__vk_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
+                              const struct llm__tensor *bias, struct llm__tensor x, struct llm__tensor ids,
+                              bool x_per_slot) {
+    struct llm__vk *vk = ctx;
+    assert(n >= 1 && n <= 2);
+    const uint32_t k = (uint32_t)ids.ne0, slots = (uint32_t)(ids.ne1 * ids.ne0), N = (uint32_t)dst[0].ne0;
+    const uint32_t n_expert = (uint32_t)(w[0]->ne1 / N);
+    if (((size_t)n_expert + 1 + slots) * 4 > vk->moe.size) {
+        llm__vk_error(vk, LLM_ERR_BACKEND, "vulkan: %u experts' slots (%u) are more than the shape reserved", n_expert,
+                      slots);
+        return;
+    }
+    uint32_t gp[6] = {n_expert, slots, k, (uint32_t)(ids.offs / 4), (uint32_t)(ids.nb1 / 4), 0};
+    const struct llm__buf *gb[2] = {ids.buf, &vk->moe};
+    llm__vk_dispatch(vk, LLM__VK_MOE_GROUP, gb, gp, 1, 1);
+    uint32_t rounded = 0;
+    for (int j = 0; j < n; j++) {
+        uint32_t K = (uint32_t)w[j]->ne0, ox, sx;
+        const struct llm__buf *xb;
+        if (!llm__vk_act(vk, x, K, w[j]->type, &rounded, &xb, &ox, &sx)) return;
+        bool hb = bias && bias[j].buf;
+        uint32_t push[14] = {K, N, (uint32_t)llm__row_bytes(w[j]->type, K), ox, sx, (uint32_t)(dst[j].offs / 4),
+                             (uint32_t)(dst[j].nb1 / 4), hb, hb ? (uint32_t)(bias[j].offs / 4) : 0,
+                             hb ? (uint32_t)(bias[j].nb1 / 4) : 0, k, x_per_slot, 0, n_expert};
+        const struct llm__buf *bufs[5] = {dst[j].buf, &w[j]->buf, xb, hb ? bias[j].buf : xb, &vk->moe};
+        llm__vk_dispatch_t(vk, LLM__VK_MATMUL_ID, w[j]->type, bufs, push, (N + 63) / 64, n_expert, 1);
+    }
+}
+
+static void llm__vk_moe_sum(void *ctx, struct llm__tensor d, struct llm__tensor src, struct llm__tensor wts,
+                            struct llm__tensor shared, struct llm__tensor gate) {
+    const bool sh = shared.buf != NULL;
+    uint32_t push[13] = {(uint32_t)d.ne0, (uint32_t)wts.ne0, (uint32_t)(d.offs / 4), (uint32_t)(d.nb1 / 4),
+                         (uint32_t)(src.offs / 4), (uint32_t)(src.nb1 / 4), (uint32_t)(wts.offs / 4),
+                         (uint32_t)(wts.nb1 / 4), sh, sh ? (uint32_t)(shared.offs / 4) : 0,
+                         sh ? (uint32_t)(shared.nb1 / 4) : 0, sh ? (uint32_t)(gate.offs / 4) : 0,
+                         sh ? (uint32_t)(gate.nb1 / 4) : 0};
+    const struct llm__buf *bufs[5] = {d.buf, src.buf, wts.buf, sh ? shared.buf : src.buf, sh ? gate.buf : src.buf};
+    llm__vk_dispatch(ctx, LLM__VK_MOE_SUM, bufs, push, (uint32_t)((d.ne0 + 255) / 256), (uint32_t)d.ne1);
 }
 
 // Device memory bandwidth as a copy between two device buffers measures it: (bytes read + bytes
@@ -14837,6 +15058,13 @@ static const struct llm_backend_i llm__vk_iface = {
     .scale = llm__vk_scale,
     .gelu_mul = llm__vk_gelu_mul,
     .attention_window = llm__vk_attention,
+    .swiglu_oai = llm__vk_swiglu_oai,
+    .rope_yarn = true,
+    .attention_sinks = true,
+    .weight_load_experts = llm__vk_weight_load_experts,
+    .moe_route = llm__vk_moe_route,
+    .matmul_id = llm__vk_matmul_id,
+    .moe_sum = llm__vk_moe_sum,
     .device_name = llm__vk_device_name,
     .bandwidth = llm__vk_bandwidth,
 };

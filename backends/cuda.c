@@ -34,8 +34,10 @@
 _Static_assert(sizeof(struct llm__cu_w) == 40 && sizeof(struct llm__cu_stepv) == 80 &&
                sizeof(struct llm__cu_rmsnorm) == 64 && sizeof(struct llm__cu_rows) == 104 &&
                sizeof(struct llm__cu_kv_store) == 80 && sizeof(struct llm__cu_quant_act) == 56 &&
-               sizeof(struct llm__cu_attn) == 176 && sizeof(struct llm__cu_eltwise) == 72 &&
-               sizeof(struct llm__cu_rope) == 64 && sizeof(struct llm__cu_matmul) == 120,
+               sizeof(struct llm__cu_attn) == 184 && sizeof(struct llm__cu_eltwise) == 80 &&
+               sizeof(struct llm__cu_rope) == 80 && sizeof(struct llm__cu_matmul) == 120 &&
+               sizeof(struct llm__cu_moe_route) == 80 && sizeof(struct llm__cu_moe_group) == 40 &&
+               sizeof(struct llm__cu_matmul_id) == 128 && sizeof(struct llm__cu_moe_sum) == 104,
                "padding in a kernel's parameters");
 
 #define LLM__CU_GRAPHS 16            // graphs kept (least recently used replaced)
@@ -79,6 +81,7 @@ struct llm__cu {
     // scratch: rounded activations (q: max_tokens x max_cols int8, then dq), flash-decoding's
     // partial results, the step's arrays
     struct llm__buf act, part, stepbuf;
+    struct llm__buf moe;         // a mixture of experts' slots grouped by expert (k_moe_group's lists)
     int64_t act_cols, act_rows;
     int32_t *host;               // pinned: the step's arrays gathered before their upload
     size_t host_words;
@@ -242,7 +245,7 @@ static void llm__cu_free(void *ctx) {
         cudaStreamSynchronize(cu->stream);
         llm__cu_graphs_clear(cu);
         if (cu->blas) cu->blas_destroy(cu->blas);
-        struct llm__buf *scratch[] = {&cu->act, &cu->part, &cu->stepbuf, &cu->blas_ws, &cu->deq};
+        struct llm__buf *scratch[] = {&cu->act, &cu->part, &cu->stepbuf, &cu->blas_ws, &cu->deq, &cu->moe};
         for (size_t i = 0; i < LLM__ARRAY_LEN(scratch); i++)
             if (scratch[i]->handle) llm__cu_buf_free(cu, scratch[i]);
         if (cu->host) cudaFreeHost(cu->host);
@@ -328,7 +331,8 @@ static enum llm_status llm__cu_weight_load(void *ctx, struct llm__weight *w, int
     if (!ti || !llm__cu_layout(type, &off, &len, &hdr))
         return llm__fail(e, LLM_ERR_UNSUPPORTED,
                          "cuda: weights of type %s are not supported (f32, f16, bf16, q8_0, q4_0, "
-                         "q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
+                         "q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 "
+                         "and int8)",
                          ti ? ti->name : "unknown");
     size_t n = llm__row_bytes(type, ne0) * (size_t)ne1;
     enum llm_status st = llm__cu_buf_alloc(cu, &w->buf, n, e);
@@ -523,7 +527,8 @@ static int llm__cu_product_recs(const struct llm__cu *cu, const struct llm__cu_m
     }
     if (m->bias) {
         r[n].kernel = LLM__CU_ELTWISE;
-        r[n++].p.eltwise = (struct llm__cu_eltwise){m->d, m->d, m->bias, m->ntok, m->w.N, m->sd, m->sd, 0, 0, 0.0f};
+        r[n++].p.eltwise =
+            (struct llm__cu_eltwise){m->d, m->d, m->bias, m->ntok, m->w.N, m->sd, m->sd, 0, 0, 0.0f, 0.0f, 0};
     }
     return n;
 }
@@ -655,8 +660,10 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
     size_t words = llm__cu_step_words((size_t)shape->max_tokens, (size_t)shape->max_out, (size_t)shape->max_seqs,
                                       (size_t)cu->bt_stride);
     int64_t cols = (shape->max_cols + 31) / 32 * 32;
-    // rounded activations: q (max_tokens x cols int8), then dq (a float a 32)
-    cu->act_rows = LLM__MAX(shape->max_tokens, LLM__CU_MATVEC_MAX);
+    // rounded activations: q (max_tokens x cols int8; a mixture of experts' down projection: a row
+    // per slot, k a token), then dq (a float a 32)
+    const int64_t slots = (int64_t)shape->max_tokens * LLM__MAX(shape->n_expert_used, 1);
+    cu->act_rows = LLM__MAX(slots, LLM__CU_MATVEC_MAX);
     // (cuBLAS for float weights: the activations converted to f16 / bf16 there, 2 bytes each)
     size_t deq = 0;   // (the largest quantized weight as f16, up to LLM__CU_DEQ_BYTES)
     bool any = false;
@@ -680,6 +687,8 @@ static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape
     enum llm_status st = llm__cu_scratch(cu, &cu->act, blas ? act * 2 : act * 9 / 8, e);
     if (!st) st = llm__cu_scratch(cu, &cu->part, LLM__CU_PART_BYTES, e);
     if (!st) st = llm__cu_scratch(cu, &cu->stepbuf, words * 4, e);
+    if (!st && shape->n_expert)
+        st = llm__cu_scratch(cu, &cu->moe, ((size_t)shape->n_expert + 1 + (size_t)slots) * 4, e);
     if (st) return st;
     cu->act_cols = cols;
     if (words > cu->host_words) {
@@ -891,7 +900,7 @@ static void llm__cu_eltwise_op(struct llm__cu *cu, int op, struct llm__tensor d,
     memset(&p, 0, sizeof(p));
     p.eltwise = (struct llm__cu_eltwise){LLM__CU_F(d), LLM__CU_F(a), b.buf ? LLM__CU_F(b) : NULL, d.ne1, d.ne0,
                                          (int64_t)(d.nb1 / 4), (int64_t)(a.nb1 / 4), b.buf ? (int64_t)(b.nb1 / 4) : 0,
-                                         op, s};
+                                         op, s, 0.0f, 0};
     llm__cu_rec(cu, LLM__CU_ELTWISE, &p);
 }
 
@@ -903,6 +912,15 @@ static void llm__cu_silu_mul(void *ctx, struct llm__tensor d, struct llm__tensor
 }
 static void llm__cu_gelu_mul(void *ctx, struct llm__tensor d, struct llm__tensor g, struct llm__tensor u) {
     llm__cu_eltwise_op(ctx, 2, d, g, u, 0.0f);
+}
+static void llm__cu_swiglu_oai(void *ctx, struct llm__tensor d, struct llm__tensor g, struct llm__tensor u, float alpha,
+                               float limit) {
+    if (d.ne1 <= 0 || d.ne0 <= 0) return;
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    p.eltwise = (struct llm__cu_eltwise){LLM__CU_F(d), LLM__CU_F(g), LLM__CU_F(u), d.ne1, d.ne0, (int64_t)(d.nb1 / 4),
+                                         (int64_t)(g.nb1 / 4), (int64_t)(u.nb1 / 4), 4, alpha, limit, 0};
+    llm__cu_rec(ctx, LLM__CU_ELTWISE, &p);
 }
 static void llm__cu_scale(void *ctx, struct llm__tensor d, struct llm__tensor x, float s) {
     struct llm__tensor none = {0};
@@ -961,7 +979,7 @@ static void llm__cu_rope(void *ctx, struct llm__tensor x, int n_head, int head_d
     p.rope = (struct llm__cu_rope){LLM__CU_F(x), cu->sv.positions,
                                    r->freq_factors.buf ? LLM__CU_F(r->freq_factors) : NULL, x.ne1, (int64_t)(x.nb1 / 4),
                                    n_head, head_dim, r->n_rot, r->neox, powf(r->freq_base, -2.0f / (float)r->n_rot),
-                                   r->freq_scale};
+                                   r->freq_scale, r->ext_factor, r->mscale, r->corr_dims[0], r->corr_dims[1]};
     llm__cu_rec(cu, LLM__CU_ROPE, &p);
 }
 
@@ -990,6 +1008,7 @@ static void llm__cu_attention(void *ctx, struct llm__tensor out, struct llm__ten
     t->kc = llm__cu_ptr(kc.buf, kc.offs);
     t->vc = llm__cu_ptr(vc.buf, vc.offs);
     t->part = (float *)cu->part.handle;
+    t->sinks = a->sinks.buf ? LLM__CU_F(a->sinks) : NULL;
     t->st = cu->sv;
     t->sq = (int64_t)(q.nb1 / 4);
     t->so = (int64_t)(out.nb1 / 4);
@@ -1048,6 +1067,94 @@ static void llm__cu_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
         const int nr = llm__cu_product_recs(cu, &m, blas, &rounded, r);
         for (int i = 0; i < nr; i++) llm__cu_rec(cu, r[i].kernel, &r[i].p);
     }
+}
+
+// --- mixtures of experts ---
+
+// A layer's experts stacked as in the file, repacked as one weight (weight_load's planes: expert
+// e's rows from e x rows). Not counted among the weights cuBLAS is tuned for (matmul_id never
+// goes there).
+static enum llm_status llm__cu_weight_load_experts(void *ctx, struct llm__weight *w, int type, int64_t ne0,
+                                                   int64_t ne1, int n_expert, const void *data, struct llm__err *e) {
+    struct llm__cu *cu = ctx;
+    if (n_expert < 1 || n_expert > LLM__CU_MAX_EXPERTS || ne1 % n_expert)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: %d experts in a layer (at most %d)", n_expert,
+                         LLM__CU_MAX_EXPERTS);
+    const bool counted = type >= 0 && type < LLM__CU_NTYPES;
+    const int64_t k0 = counted ? cu->wK[type] : 0, n0 = counted ? cu->wN[type] : 0;
+    enum llm_status st = llm__cu_weight_load(ctx, w, type, ne0, ne1, data, e);
+    if (counted) cu->wK[type] = k0, cu->wN[type] = n0;
+    return st;
+}
+
+static void llm__cu_moe_route(void *ctx, struct llm__tensor ids, struct llm__tensor wts, struct llm__tensor logits,
+                              const struct llm__moe *m) {
+    if (logits.ne1 <= 0) return;
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    p.moe_route = (struct llm__cu_moe_route){(int32_t *)(void *)llm__cu_ptr(ids.buf, ids.offs), LLM__CU_F(wts),
+                                             LLM__CU_F(logits), logits.ne1, (int64_t)(ids.nb1 / 4),
+                                             (int64_t)(wts.nb1 / 4), (int64_t)(logits.nb1 / 4), m->n_expert, m->k,
+                                             m->norm, m->softmax_weight, m->scale, 0};
+    llm__cu_rec(ctx, LLM__CU_MOE_ROUTE, &p);
+}
+
+// The slots grouped by expert (k_moe_group, into the moe scratch), then per weight the activations
+// rounded for its type (quantized types) and k_matmul_id: a warp per row of an expert.
+static void llm__cu_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
+                              const struct llm__tensor *bias, struct llm__tensor x, struct llm__tensor ids,
+                              bool x_per_slot) {
+    struct llm__cu *cu = ctx;
+    assert(n >= 1 && n <= 2);
+    const int64_t k = ids.ne0, slots = ids.ne1 * ids.ne0, N = dst[0].ne0, n_expert = w[0]->ne1 / N;
+    if (slots <= 0) return;
+    if ((size_t)(n_expert + 1 + slots) * 4 > cu->moe.size || x.ne1 > cu->act_rows || x.ne0 > cu->act_cols) {
+        llm__cu_error(cu, LLM_ERR_BACKEND, "cuda: %lld experts' slots (%lld) are more than the shape reserved",
+                      (long long)n_expert, (long long)slots);
+        return;
+    }
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    int32_t *groups = (int32_t *)cu->moe.handle;
+    p.moe_group = (struct llm__cu_moe_group){groups, (const int32_t *)(void *)llm__cu_ptr(ids.buf, ids.offs), slots,
+                                             (int64_t)(ids.nb1 / 4), (int32_t)n_expert, (int32_t)k};
+    llm__cu_rec(cu, LLM__CU_MOE_GROUP, &p);
+    int8_t *q = (int8_t *)cu->act.handle;
+    float *dq = (float *)(q + (size_t)cu->act_rows * (size_t)cu->act_cols);
+    int rounded = -1;
+    for (int j = 0; j < n; j++) {
+        const int type = w[j]->type, fl = llm__cu_float_index(type) >= 0;
+        const int mode = fl ? -1 : llm__type_info((uint32_t)type)->vec_dot_type == LLM__TYPE_Q8_K ? 1 : 0;
+        if (!fl && rounded != mode) {
+            memset(&p, 0, sizeof(p));
+            p.quant_act = (struct llm__cu_quant_act){q, dq, LLM__CU_F(x), x.ne1, x.ne0, (int64_t)(x.nb1 / 4), mode, 0};
+            llm__cu_rec(cu, LLM__CU_QUANT_ACT, &p);
+            rounded = mode;
+        }
+        memset(&p, 0, sizeof(p));
+        const bool hb = bias && bias[j].buf;
+        struct llm__cu_w wv = llm__cu_wview(w[j]);   // (the planes of all the experts; N: one expert's rows)
+        wv.N = N;
+        p.matmul_id = (struct llm__cu_matmul_id){wv, LLM__CU_F(dst[j]), LLM__CU_F(x), hb ? LLM__CU_F(bias[j]) : NULL,
+                                                 fl ? NULL : q, fl ? NULL : dq, groups, (int64_t)(dst[j].nb1 / 4),
+                                                 (int64_t)(x.nb1 / 4), hb ? (int64_t)(bias[j].nb1 / 4) : 0,
+                                                 (int32_t)n_expert, (int32_t)k, x_per_slot, 0};
+        llm__cu_rec(cu, LLM__CU_MATMUL_ID, &p);
+    }
+}
+
+static void llm__cu_moe_sum(void *ctx, struct llm__tensor d, struct llm__tensor src, struct llm__tensor wts,
+                            struct llm__tensor shared, struct llm__tensor gate) {
+    if (d.ne1 <= 0) return;
+    union llm__cu_params p;
+    memset(&p, 0, sizeof(p));
+    const bool sh = shared.buf != NULL;
+    p.moe_sum = (struct llm__cu_moe_sum){LLM__CU_F(d), LLM__CU_F(src), LLM__CU_F(wts), sh ? LLM__CU_F(shared) : NULL,
+                                         sh ? LLM__CU_F(gate) : NULL, d.ne1, d.ne0, (int64_t)(d.nb1 / 4),
+                                         (int64_t)(src.nb1 / 4), (int64_t)(wts.nb1 / 4),
+                                         sh ? (int64_t)(shared.nb1 / 4) : 0, sh ? (int64_t)(gate.nb1 / 4) : 0,
+                                         (int32_t)wts.ne0, 0};
+    llm__cu_rec(ctx, LLM__CU_MOE_SUM, &p);
 }
 
 // Device memory bandwidth as a copy kernel measures it: (bytes read + bytes written) / seconds over
@@ -1120,6 +1227,13 @@ static const struct llm_backend_i llm__cu_iface = {
     .scale = llm__cu_scale,
     .gelu_mul = llm__cu_gelu_mul,
     .attention_window = llm__cu_attention,
+    .swiglu_oai = llm__cu_swiglu_oai,
+    .rope_yarn = true,
+    .attention_sinks = true,
+    .weight_load_experts = llm__cu_weight_load_experts,
+    .moe_route = llm__cu_moe_route,
+    .matmul_id = llm__cu_matmul_id,
+    .moe_sum = llm__cu_moe_sum,
     .device_name = llm__cu_device_name,
     .bandwidth = llm__cu_bandwidth,
 };

@@ -21,7 +21,9 @@
 // per (head, tile of up to 16 consecutive tokens of one sequence), key tiles of 32 in shared
 // memory, scores of a query row per warp, online softmax, no score matrix in global memory,
 // causal (and sliding-window) masking by position; key tiles past the tile's last query are
-// never read.
+// never read. Mixtures of experts: k_moe_route routes each token, k_moe_group lists the step's
+// slots by expert, k_matmul_id takes a warp per row of an expert over its slots 8 at a time (as the
+// GEMV), k_moe_sum weighs the results together.
 
 #ifndef LLM_CUDA_EMULATED
 #include <cuda_runtime.h>
@@ -52,7 +54,7 @@ using namespace nvcuda;
 // ggml's type numbers (llm.c, "tensor types")
 enum {
     T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8, T_Q2_K = 10, T_Q3_K = 11,
-    T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30,
+    T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30, T_MXFP4 = 39,
     T_G4_32 = 64, T_G4_64 = 65, T_G4_128 = 66, T_G8_32 = 67, T_G8_64 = 68, T_G8_128 = 69
 };
 
@@ -63,7 +65,7 @@ static const layout layouts[] = {
     {T_Q8_0, 32, 34, 2, 32},     {T_IQ4_NL, 32, 18, 2, 16},   {T_Q2_K, 256, 84, 16, 64},  {T_Q3_K, 256, 110, 0, 96},
     {T_Q4_K, 256, 144, 16, 128}, {T_Q5_K, 256, 176, 16, 160}, {T_Q6_K, 256, 210, 0, 192}, {T_IQ4_XS, 256, 136, 8, 128},
     {T_G4_32, 32, 20, 4, 16},    {T_G4_64, 64, 36, 4, 32},    {T_G4_128, 128, 68, 4, 64}, {T_G8_32, 32, 36, 4, 32},
-    {T_G8_64, 64, 68, 4, 64},    {T_G8_128, 128, 132, 4, 128},
+    {T_G8_64, 64, 68, 4, 64},    {T_G8_128, 128, 132, 4, 128}, {T_MXFP4, 32, 17, 1, 16},
 };
 
 extern "C" int llm__cu_layout(int type, int *body_off, int *body_len, int *hdr_len) {
@@ -127,6 +129,19 @@ static __device__ __forceinline__ int iq4_word(uint32_t nib) {
     return (int)((lo & ~m) | (hi & m));
 }
 
+// MXFP4's 16 levels (0, 1, 2, 3, 4, 6, 8, 12 and their negatives; llm.c: llm__mxfp4_values) as
+// iq4_word makes IQ4_NL's
+static __device__ __forceinline__ int mxfp4_word(uint32_t nib) {
+    const uint32_t sel = (nib & 7u) | (nib >> 8 & 7u) << 4 | (nib >> 16 & 7u) << 8 | (nib >> 24 & 7u) << 12;
+    const uint32_t lo = __byte_perm(0x03020100u, 0x0C080604u, sel), hi = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);
+    const uint32_t m = (nib >> 3 & 0x01010101u) * 0xFFu;
+    return (int)((lo & ~m) | (hi & m));
+}
+// MXFP4's E8M0 scale, halved (2^(e - 128); llm.c: llm__e8m0_half)
+static __device__ __forceinline__ float e8m0_half(uint8_t e) {
+    return __int_as_float((int)(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23));
+}
+
 // 32 consecutive weights of a row: w[i] = d[i / 16] * q[i] + m[i / 16], q[i] the int8 in byte i % 4
 // of word i / 4
 struct chunk { int q[8]; float d0, d1, m0, m1; };
@@ -150,6 +165,7 @@ template <> struct tinfo<T_G4_128> { enum { blck = 128, body = 64, hdr = 4 }; };
 template <> struct tinfo<T_G8_32> { enum { blck = 32, body = 32, hdr = 4 }; };
 template <> struct tinfo<T_G8_64> { enum { blck = 64, body = 64, hdr = 4 }; };
 template <> struct tinfo<T_G8_128> { enum { blck = 128, body = 128, hdr = 4 }; };
+template <> struct tinfo<T_MXFP4> { enum { blck = 32, body = 16, hdr = 1 }; };
 
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block j (ggml's get_scale_min_k4)
 static __device__ __forceinline__ void scale_min_k4(int j, const uint8_t *s, int &sc, int &mn) {
@@ -182,7 +198,12 @@ static __device__ __forceinline__ void decode(const uint8_t *__restrict__ body, 
                                               int c, chunk &o) {
     const uint8_t *b = body + blk * tinfo<T>::body;
     const uint8_t *h = hdr + blk * tinfo<T>::hdr;
-    if (T == T_Q4_0 || T == T_IQ4_NL || T == T_Q4_1) {
+    if (T == T_MXFP4) {
+        nibbles16(ld128(b), o);
+        for (int i = 0; i < 8; i++) o.q[i] = mxfp4_word((uint32_t)o.q[i]);
+        o.d0 = o.d1 = e8m0_half(h[0]);
+        o.m0 = o.m1 = 0.0f;
+    } else if (T == T_Q4_0 || T == T_IQ4_NL || T == T_Q4_1) {
         nibbles16(ld128(b), o);
         const float d = h2f(ld16(h));
         if (T == T_IQ4_NL)
@@ -304,6 +325,12 @@ __global__ void k_eltwise(llm__cu_eltwise p) {
     case 0: y = a + p.b[r * p.sb + c]; break;
     case 1: y = a / (1.0f + expf(-a)) * p.b[r * p.sb + c]; break;
     case 2: y = gelu_ggml(a) * p.b[r * p.sb + c]; break;
+    case 4: {   // (comparisons as the CPU backend's: a NaN goes on)
+        const float g = p.limit < a ? p.limit : a, u0 = p.b[r * p.sb + c];
+        const float u = u0 > p.limit ? p.limit : u0 < -p.limit ? -p.limit : u0;
+        y = g / (1.0f + expf(p.s * -g)) * (u + 1.0f);
+        break;
+    }
     default: y = a * p.s; break;
     }
     p.d[r * p.sd + c] = y;
@@ -357,8 +384,15 @@ __global__ void k_rope(llm__cu_rope p) {
     if (h >= p.n_head || t >= p.rows) return;
     float theta = (float)p.positions[t];
     for (int j = 0; j < i; j++) theta *= p.freq_base;   // (freq_base carries theta_scale)
-    const float a = p.freq_scale * (p.freq_factors ? theta / p.freq_factors[i] : theta);
-    const float c = cosf(a), s = sinf(a);
+    const float extrap = p.freq_factors ? theta / p.freq_factors[i] : theta;
+    float a = p.freq_scale * extrap, ms = 1.0f;
+    if (p.ext_factor != 0.0f) {   // YaRN: the scaled and unscaled angles blended, cos and sin scaled
+        const float span = fmaxf(0.001f, p.corr1 - p.corr0);
+        const float ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, ((float)i - p.corr0) / span))) * p.ext_factor;
+        a = a * (1.0f - ramp) + extrap * ramp;
+        ms = p.mscale;
+    }
+    const float c = cosf(a) * ms, s = sinf(a) * ms;
     float *x = p.x + t * p.sx + (int64_t)h * p.head_dim;
     const int i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half : 2 * i + 1;
     const float x0 = x[i0], x1 = x[i1];
@@ -566,6 +600,136 @@ __global__ void k_matvec_reduce(llm__cu_matmul p) {
     float s = 0.0f;
     for (int j = 0; j < p.nsplit; j++) s += p.part[((int64_t)j * p.ntok + t) * p.w.N + n];
     p.d[t * p.sd + n] = s + (p.bias ? p.bias[n] : 0.0f);
+}
+
+// --- mixtures of experts ---
+
+// a thread per token: its k experts of the largest logits (ties to the lower index), best first, and
+// their weights, as the CPU backend's moe_route (backends/cpu_moe.c)
+__global__ void k_moe_route(llm__cu_moe_route p) {
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p.ntok) return;
+    const float *lg = p.logits + t * p.sl;
+    int32_t *id = p.ids + t * p.si;
+    float *w = p.wts + t * p.sw;
+    float mx = -INFINITY;
+    for (int x = 0; x < p.n_expert; x++) mx = fmaxf(mx, lg[x]);
+    float sum = 0.0f;
+    for (int x = 0; x < p.n_expert; x++) sum += expf(lg[x] - mx);
+    float chosen = 0.0f;
+    for (int s = 0; s < p.k; s++) {
+        int best = -1;
+        for (int x = 0; x < p.n_expert; x++) {
+            bool taken = false;
+            for (int q = 0; q < s && !taken; q++) taken = id[q] == x;
+            if (!taken && (best < 0 || lg[x] > lg[best])) best = x;
+        }
+        id[s] = best;
+        w[s] = expf(lg[best] - mx) / sum;
+        chosen += w[s];
+    }
+    if (p.softmax_weight) {   // a softmax over the k chosen logits alone (the first is the largest)
+        float sk = 0.0f;
+        for (int s = 0; s < p.k; s++) sk += expf(lg[id[s]] - lg[id[0]]);
+        chosen = 0.0f;
+        for (int s = 0; s < p.k; s++) chosen += w[s] = expf(lg[id[s]] - lg[id[0]]) / sk;
+    }
+    const float div = p.norm ? fmaxf(chosen, 6.103515625e-5f) : 1.0f;
+    for (int s = 0; s < p.k; s++) {
+        w[s] /= div;
+        if (p.scale != 0.0f) w[s] *= p.scale;
+    }
+}
+
+// one block of 256: per expert its count of slots, their offsets, then the slots in the list
+__global__ void __launch_bounds__(256) k_moe_group(llm__cu_moe_group p) {
+    __shared__ int cnt[LLM__CU_MAX_EXPERTS], fill[LLM__CU_MAX_EXPERTS];
+    const int tid = threadIdx.x, E = p.n_expert;
+    for (int e = tid; e < E; e += 256) cnt[e] = 0;
+    __syncthreads();
+    for (int64_t s = tid; s < p.nslots; s += 256) atomicAdd(&cnt[min(p.ids[(s / p.k) * p.si + s % p.k], E - 1)], 1);
+    __syncthreads();
+    if (tid == 0) {
+        int at = 0;
+        for (int e = 0; e < E; e++) {
+            p.out[e] = at;
+            fill[e] = at;
+            at += cnt[e];
+        }
+        p.out[E] = at;
+    }
+    __syncthreads();
+    for (int64_t s = tid; s < p.nslots; s += 256)
+        p.out[E + 1 + atomicAdd(&fill[min(p.ids[(s / p.k) * p.si + s % p.k], E - 1)], 1)] = (int32_t)s;
+}
+
+// grid (N / 4 rows, n_expert), 4 warps: a warp per row of the block's expert, over its slots 8 at a
+// time, as the GEMV: float weights with the activations rounded as the CPU's (round_act), quantized
+// ones by integer dot products with the rounded activations.
+template <int T> __global__ void __launch_bounds__(128) k_matmul_id(llm__cu_matmul_id p) {
+    const int lane = threadIdx.x % 32, e = blockIdx.y;
+    const int64_t r = (int64_t)blockIdx.x * 4 + threadIdx.x / 32, K = p.w.K;
+    if (r >= p.w.N) return;   // whole warps
+    const int32_t s0 = p.groups[e], s1 = p.groups[e + 1], *list = p.groups + p.n_expert + 1;
+    const int64_t n = (int64_t)e * p.w.N + r;   // the row in the stacked weight
+    const bool fl = T == T_F32 || T == T_F16 || T == T_BF16;
+    for (int32_t c0 = s0; c0 < s1; c0 += LLM__CU_MATVEC_MAX) {
+        const int ns = min(LLM__CU_MATVEC_MAX, s1 - c0);
+        int64_t xs[LLM__CU_MATVEC_MAX];
+        for (int t = 0; t < LLM__CU_MATVEC_MAX; t++) xs[t] = t < ns ? (p.x_per_slot ? list[c0 + t] : list[c0 + t] / p.k) : 0;
+        float acc[LLM__CU_MATVEC_MAX] = {0};
+        if (fl) {
+            const size_t esz = T == T_F32 ? 4 : 2;
+            const uint8_t *row = p.w.body + (size_t)n * (size_t)K * esz;
+            for (int64_t k = lane; k < K; k += 32) {
+                const float wv = T == T_F32 ? ((const float *)row)[k] : T == T_F16 ? h2f(((const uint16_t *)row)[k])
+                                                                                   : bf2f(((const uint16_t *)row)[k]);
+                for (int t = 0; t < LLM__CU_MATVEC_MAX; t++)
+                    if (t < ns) acc[t] += wv * round_act<T>(p.x[xs[t] * p.sx + k]);
+            }
+        } else {
+            const int64_t nc = K / 32, bpr = K / tinfo<T>::blck;
+            const int cpb = tinfo<T>::blck / 32;
+            for (int64_t ci = lane; ci < nc; ci += 32) {
+                chunk w;
+                decode<T>(p.w.body, p.w.hdr, n * bpr + ci / cpb, (int)(ci % cpb), w);
+                for (int t = 0; t < LLM__CU_MATVEC_MAX; t++)
+                    if (t < ns) {
+                        const int8_t *a = p.q + xs[t] * K + ci * 32;
+                        const uint4 a0 = *(const uint4 *)a, a1 = *(const uint4 *)(a + 16);
+                        const int av[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w, (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
+                        int d0 = 0, d1 = 0, z0 = 0, z1 = 0;
+                        for (int i = 0; i < 4; i++) {
+                            d0 = __dp4a(w.q[i], av[i], d0);
+                            d1 = __dp4a(w.q[4 + i], av[4 + i], d1);
+                            z0 = __dp4a(0x01010101, av[i], z0);
+                            z1 = __dp4a(0x01010101, av[4 + i], z1);
+                        }
+                        acc[t] += p.dq[xs[t] * nc + ci] *
+                                  (w.d0 * (float)d0 + w.m0 * (float)z0 + w.d1 * (float)d1 + w.m1 * (float)z1);
+                    }
+            }
+        }
+        for (int t = 0; t < LLM__CU_MATVEC_MAX; t++)
+            if (t < ns) {
+                const float v = warp_sum(acc[t]);
+                if (lane == 0) p.d[(int64_t)list[c0 + t] * p.sd + r] = v + (p.bias ? p.bias[(int64_t)e * p.sb + r] : 0.0f);
+            }
+    }
+}
+
+// a thread per output: the slots' rows weighted, in order, (+ the shared expert's, gated)
+__global__ void k_moe_sum(llm__cu_moe_sum p) {
+    const int64_t i = blockIdx.y + (int64_t)blockIdx.z * gridDim.y;
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.rows || c >= p.cols) return;
+    float a = 0.0f;
+    for (int j = 0; j < p.k; j++) {
+        const float v = p.wts[i * p.sw + j] * p.src[(i * p.k + j) * p.ss + c];
+        a = j ? a + v : v;
+    }
+    if (p.shared) a += 1.0f / (1.0f + expf(-p.gate[i * p.sg])) * p.shared[i * p.ssh + c];
+    p.d[i * p.sd + c] = a;
 }
 
 // The GEMM: a block of 4 warps computes 64 weight rows x 64 tokens, a 32-column slice of K at a
@@ -780,6 +944,14 @@ static __device__ __forceinline__ float softcap(float s, float cap) { return cap
 
 #define AD_MAXD (LLM__CU_MAX_HEAD_DIM / 32)   // dimensions a lane holds
 
+// What a head's unnormalised sum is multiplied by: 1 / l, or with a sink (gpt-oss) its share of
+// the softmax once the sink's logit joins the denominator (m: the running max of the scores)
+static __device__ __forceinline__ float sink_scale(const llm__cu_attn &p, int h, float m, float l) {
+    if (!p.sinks) return l > 0.0f ? 1.0f / l : 0.0f;
+    const float sk = p.sinks[h], mx = fmaxf(m, sk), a = expf(m - mx);
+    return a / (l * a + expf(sk - mx));
+}
+
 // grid (n_tok, n_head, nsplit), 4 warps: warp w takes keys w, w + 4, ... of the split's range
 __global__ void __launch_bounds__(128) k_attn_decode(llm__cu_attn p) {
     __shared__ float sm_acc[4][LLM__CU_MAX_HEAD_DIM];
@@ -832,7 +1004,7 @@ __global__ void __launch_bounds__(128) k_attn_decode(llm__cu_attn p) {
         float v = 0.0f;
         for (int w = 0; w < 4; w++) v += f[w] > 0.0f ? sm_acc[w][d] * f[w] : 0.0f;
         if (p.nsplit == 1) {
-            p.out[i * p.so + (int64_t)h * hd + d] = L > 0.0f ? v / L : 0.0f;
+            p.out[i * p.so + (int64_t)h * hd + d] = v * sink_scale(p, h, M, L);
         } else {
             float *pt = p.part + ((i * p.n_head + h) * p.nsplit + s) * (int64_t)(hd + 2);
             pt[d] = v;
@@ -860,7 +1032,7 @@ __global__ void __launch_bounds__(128) k_attn_reduce(llm__cu_attn p) {
             const float l = pt[s * (hd + 2) + hd + 1];
             if (l > 0.0f) v += pt[s * (hd + 2) + d] * expf(pt[s * (hd + 2) + hd] - M);
         }
-        p.out[i * p.so + (int64_t)h * hd + d] = L > 0.0f ? v / L : 0.0f;
+        p.out[i * p.so + (int64_t)h * hd + d] = v * sink_scale(p, h, M, L);
     }
 }
 
@@ -942,7 +1114,7 @@ __global__ void __launch_bounds__(128) k_attn_prefill(llm__cu_attn p) {
         if (r >= cnt) continue;
         for (int d = 0; d < AD_MAXD; d++) {
             const int dd = lane + 32 * d;
-            if (dd < hd) p.out[(i0 + r) * p.so + (int64_t)h * hd + dd] = l[k] > 0.0f ? acc[k][d] / l[k] : 0.0f;
+            if (dd < hd) p.out[(i0 + r) * p.so + (int64_t)h * hd + dd] = acc[k][d] * sink_scale(p, h, m[k], l[k]);
         }
     }
 }
@@ -986,7 +1158,8 @@ static dim3 rows_grid(unsigned gx, int64_t rows) {
 
 #define LLM_CU_TYPES(X)                                                                                            \
     X(T_F32) X(T_F16) X(T_BF16) X(T_Q4_0) X(T_Q4_1) X(T_Q5_0) X(T_Q5_1) X(T_Q8_0) X(T_IQ4_NL) X(T_Q2_K) X(T_Q3_K) \
-    X(T_Q4_K) X(T_Q5_K) X(T_Q6_K) X(T_IQ4_XS) X(T_G4_32) X(T_G4_64) X(T_G4_128) X(T_G8_32) X(T_G8_64) X(T_G8_128)
+    X(T_Q4_K) X(T_Q5_K) X(T_Q6_K) X(T_IQ4_XS) X(T_G4_32) X(T_G4_64) X(T_G4_128) X(T_G8_32) X(T_G8_64) X(T_G8_128) \
+    X(T_MXFP4)
 
 template <int T> static cudaError_t launch_typed(int kernel, const llm__cu_params *u, cudaStream_t st) {
     const bool fl = T == T_F32 || T == T_F16 || T == T_BF16;
@@ -1008,6 +1181,11 @@ template <int T> static cudaError_t launch_typed(int kernel, const llm__cu_param
         void (*k)(llm__cu_matmul) = T == T_F32 ? k_matmul<T_F32, false> : fl ? k_matmul<(fl ? T : T_F16), true>
                                                                                : k_matmul_q<(fl ? T_Q8_0 : T)>;
         return LLM_CU_LAUNCH(k, g, dim3(128), 0, st, p);
+    }
+    case LLM__CU_MATMUL_ID: {
+        const llm__cu_matmul_id &p = u->matmul_id;
+        void (*k)(llm__cu_matmul_id) = k_matmul_id<T>;
+        return LLM_CU_LAUNCH(k, dim3((unsigned)((p.w.N + 3) / 4), (unsigned)p.n_expert), dim3(128), 0, st, p);
     }
     case LLM__CU_DEQUANT: {
         if (fl) return cudaErrorInvalidValue;
@@ -1065,8 +1243,23 @@ extern "C" int llm__cu_launch(int kernel, const union llm__cu_params *u, void *s
         const llm__cu_copy &p = u->copy;
         return (int)LLM_CU_LAUNCH_FLAT(k_copy, dim3(1024), dim3(256), 0, st, p);
     }
-    case LLM__CU_ROWS: case LLM__CU_MATVEC: case LLM__CU_MATMUL: case LLM__CU_DEQUANT: {
-        const int type = kernel == LLM__CU_ROWS ? u->rows.w.type : kernel == LLM__CU_DEQUANT ? u->dequant.w.type : u->matmul.w.type;
+    case LLM__CU_MOE_ROUTE: {
+        const llm__cu_moe_route &p = u->moe_route;
+        return (int)LLM_CU_LAUNCH_FLAT(k_moe_route, dim3((unsigned)((p.ntok + 63) / 64)), dim3(64), 0, st, p);
+    }
+    case LLM__CU_MOE_GROUP: {
+        const llm__cu_moe_group &p = u->moe_group;
+        return (int)LLM_CU_LAUNCH(k_moe_group, dim3(1), dim3(256), 0, st, p);
+    }
+    case LLM__CU_MOE_SUM: {
+        const llm__cu_moe_sum &p = u->moe_sum;
+        return (int)LLM_CU_LAUNCH_FLAT(k_moe_sum, rows_grid((unsigned)((p.cols + 255) / 256), p.rows), dim3(256), 0, st, p);
+    }
+    case LLM__CU_ROWS: case LLM__CU_MATVEC: case LLM__CU_MATMUL: case LLM__CU_DEQUANT: case LLM__CU_MATMUL_ID: {
+        const int type = kernel == LLM__CU_ROWS      ? u->rows.w.type
+                         : kernel == LLM__CU_DEQUANT ? u->dequant.w.type
+                         : kernel == LLM__CU_MATMUL_ID ? u->matmul_id.w.type
+                                                       : u->matmul.w.type;
         if (kernel == LLM__CU_ROWS && u->rows.mode != 2) return (int)launch_typed<T_F32>(kernel, u, st);
         switch (type) {
 #define LLM_CU_CASE(T) \

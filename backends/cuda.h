@@ -28,12 +28,17 @@ enum llm__cu_kernel {
     LLM__CU_ATTN_PREFILL, // struct llm__cu_attn
     LLM__CU_COPY,         // struct llm__cu_copy (the bandwidth probe)
     LLM__CU_DEQUANT,      // struct llm__cu_dequant
+    LLM__CU_MOE_ROUTE,    // struct llm__cu_moe_route
+    LLM__CU_MOE_GROUP,    // struct llm__cu_moe_group
+    LLM__CU_MATMUL_ID,    // struct llm__cu_matmul_id
+    LLM__CU_MOE_SUM,      // struct llm__cu_moe_sum
     LLM__CU_N
 };
 
 #define LLM__CU_MATVEC_MAX 8   // tokens up to which products take the GEMV kernel
 #define LLM__CU_TILE_Q 16      // attention prefill: queries per tile
 #define LLM__CU_MAX_HEAD_DIM 256
+#define LLM__CU_MAX_EXPERTS 1024   // a mixture of experts' experts a layer, at most (k_moe_group)
 
 // A weight as the device holds it. Quantized types are repacked at load into two planes so that
 // quants are read with aligned 128-bit loads: `body` holds each block's quants (llm__cu_layout:
@@ -52,13 +57,15 @@ struct llm__cu_stepv {
     int32_t n_tokens, n_out, bt_stride, block_size, n_tiles, pad_;
 };
 
-// d = op(a, b) row by row: 0 add, 1 silu(a) * b, 2 gelu(a) * b, 3 a * s
+// d = op(a, b) row by row: 0 add, 1 silu(a) * b, 2 gelu(a) * b, 3 a * s, 4 gpt-oss's SwiGLU
+// (llama.cpp's swiglu_oai: alpha s, limit)
 struct llm__cu_eltwise {
     float *d;
     const float *a, *b;
     int64_t rows, cols, sd, sa, sb;   // strides in floats
     int op;
-    float s;
+    float s, limit;
+    int32_t pad_;
 };
 
 struct llm__cu_rmsnorm {
@@ -87,6 +94,7 @@ struct llm__cu_rope {
     int64_t rows, sx;
     int n_head, head_dim, n_rot, neox;
     float freq_base, freq_scale;   // (freq_base: theta_scale = base^(-2 / n_rot), the host's)
+    float ext_factor, mscale, corr0, corr1;   // YaRN (backends/backend.h's struct llm__rope); ext_factor 0: none
 };
 
 struct llm__cu_kv_store {
@@ -133,6 +141,7 @@ struct llm__cu_attn {
     const float *q;
     const void *kc, *vc;
     float *part;
+    const float *sinks;   // n_head: a sink per head joining each softmax's denominator (gpt-oss); NULL: none
     struct llm__cu_stepv st;
     int64_t sq, so, n_tok;
     int32_t n_head, n_head_kv, head_dim, f16, nsplit, window;
@@ -145,6 +154,49 @@ struct llm__cu_dequant {
     struct llm__cu_w w;
     void *out;
     int64_t row0, rows;
+};
+
+// A mixture of experts' routing (backends/backend.h: moe_route), a thread per token: ids and wts
+// rows of k (strides in elements) from logits rows of n_expert.
+struct llm__cu_moe_route {
+    int32_t *ids;
+    float *wts;
+    const float *logits;
+    int64_t ntok, si, sw, sl;
+    int32_t n_expert, k, norm, softmax_weight;
+    float scale;
+    int32_t pad_;
+};
+
+// The slots (token * k + j) grouped by expert: off[0..n_expert] then the slot list, into out (one
+// block; an expert's slots in whatever order the atomics give).
+struct llm__cu_moe_group {
+    int32_t *out;
+    const int32_t *ids;
+    int64_t nslots, si;
+    int32_t n_expert, k;
+};
+
+// d[s][r] = x[xs] . (row e N + r of the stacked experts w) (+ bias[e][r]) for each slot s of
+// expert e (groups: k_moe_group's lists), xs = s (x_per_slot) or s / k; quantized types take the
+// rounded activations (q, dq) as the GEMV does, float types x.
+struct llm__cu_matmul_id {
+    struct llm__cu_w w;   // N = the rows of one expert
+    float *d;
+    const float *x, *bias;
+    const int8_t *q;
+    const float *dq;
+    const int32_t *groups;
+    int64_t sd, sx, sb;
+    int32_t n_expert, k, x_per_slot, pad_;
+};
+
+// d[i] = sum over j < k of wts[i][j] src[i k + j] (+ sigmoid(gate[i]) shared[i] when shared)
+struct llm__cu_moe_sum {
+    float *d;
+    const float *src, *wts, *shared, *gate;
+    int64_t rows, cols, sd, ss, sw, ssh, sg;
+    int32_t k, pad_;
 };
 
 struct llm__cu_copy {
@@ -164,6 +216,10 @@ union llm__cu_params {
     struct llm__cu_attn attn;
     struct llm__cu_copy copy;
     struct llm__cu_dequant dequant;
+    struct llm__cu_moe_route moe_route;
+    struct llm__cu_moe_group moe_group;
+    struct llm__cu_matmul_id matmul_id;
+    struct llm__cu_moe_sum moe_sum;
 };
 
 // Where a quantized type's quants lie in its block (the body plane), and the header's length; 0

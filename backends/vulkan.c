@@ -23,7 +23,10 @@
 // with an online softmax over the block table: prefill steps by tiles of a sequence's queries
 // that share K/V chunks in shared memory (attn_prefill.comp); decode steps per (head, token),
 // long contexts split across workgroups and the parts combined (flash-decoding,
-// attn_reduce.comp). Allocations stay within the device-local heap.
+// attn_reduce.comp). Mixtures of experts: moe_route.comp routes each token, moe_group.comp lists
+// the step's slots by expert, matmul_id.comp multiplies each expert's rows with its slots, 64 at a
+// time (the tiles of matmul.comp), moe_sum.comp weighs the results together. Allocations stay
+// within the device-local heap.
 // Shaders that can use subgroup arithmetic or 16-bit storage come in variants; the plain one is
 // used where the device lacks the feature (or the caller asks for the plain ones: the tests).
 
@@ -33,7 +36,8 @@
 
 enum { LLM__VK_ADD, LLM__VK_SILU_MUL, LLM__VK_RMSNORM, LLM__VK_GET_ROWS, LLM__VK_EMBED, LLM__VK_ROPE, LLM__VK_KV_STORE,
        LLM__VK_ATTENTION, LLM__VK_ATTN_REDUCE, LLM__VK_ATTN_PREFILL, LLM__VK_ROUND_ACT, LLM__VK_MATVEC, LLM__VK_MATMUL,
-       LLM__VK_SCALE, LLM__VK_GELU_MUL, LLM__VK_GATHER_COLS, LLM__VK_N };
+       LLM__VK_SCALE, LLM__VK_GELU_MUL, LLM__VK_GATHER_COLS, LLM__VK_SWIGLU_OAI, LLM__VK_MOE_ROUTE, LLM__VK_MOE_GROUP,
+       LLM__VK_MATMUL_ID, LLM__VK_MOE_SUM, LLM__VK_N };
 
 // Device features a shader variant may use (flags of llm__vk_backend_new: the ones to leave
 // unused), and LLM__VK_NOMAP: no mapping of device memory even where it is host-visible (every
@@ -53,11 +57,11 @@ static const struct {
     [LLM__VK_GET_ROWS] = {{LLM__VK_CODE(llm_spv_get_rows)}, 3, 24, false},
     [LLM__VK_GATHER_COLS] = {{LLM__VK_CODE(llm_spv_gather_cols)}, 3, 24, false},
     [LLM__VK_EMBED] = {{LLM__VK_CODE(llm_spv_embed)}, 3, 20, true},
-    [LLM__VK_ROPE] = {{LLM__VK_CODE(llm_spv_rope)}, 3, 44, false},
+    [LLM__VK_ROPE] = {{LLM__VK_CODE(llm_spv_rope)}, 3, 60, false},
     [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 40, false},
-    [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 6, 84, false},
-    [LLM__VK_ATTN_REDUCE] = {{LLM__VK_CODE(llm_spv_attn_reduce)}, 2, 24, false},
-    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 5, 84,
+    [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 7, 92, false},
+    [LLM__VK_ATTN_REDUCE] = {{LLM__VK_CODE(llm_spv_attn_reduce)}, 3, 32, false},
+    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 6, 92,
                               false},
     [LLM__VK_SCALE] = {{LLM__VK_CODE(llm_spv_scale)}, 2, 16, false},
     [LLM__VK_GELU_MUL] = {{LLM__VK_CODE(llm_spv_gelu_mul)}, 3, 16, false},
@@ -65,9 +69,14 @@ static const struct {
     [LLM__VK_MATVEC] = {{LLM__VK_CODE(llm_spv_matvec), LLM__VK_CODE(llm_spv_matvec_sg),
                          LLM__VK_CODE(llm_spv_matvec_f16), LLM__VK_CODE(llm_spv_matvec_sg_f16)}, 4, 44, true},
     [LLM__VK_MATMUL] = {{LLM__VK_CODE(llm_spv_matmul), {0}, LLM__VK_CODE(llm_spv_matmul_f16)}, 4, 40, true},
+    [LLM__VK_SWIGLU_OAI] = {{LLM__VK_CODE(llm_spv_swiglu_oai)}, 3, 24, false},
+    [LLM__VK_MOE_ROUTE] = {{LLM__VK_CODE(llm_spv_moe_route)}, 3, 48, false},
+    [LLM__VK_MOE_GROUP] = {{LLM__VK_CODE(llm_spv_moe_group)}, 2, 24, false},
+    [LLM__VK_MATMUL_ID] = {{LLM__VK_CODE(llm_spv_matmul_id), {0}, LLM__VK_CODE(llm_spv_matmul_id_f16)}, 5, 56, true},
+    [LLM__VK_MOE_SUM] = {{LLM__VK_CODE(llm_spv_moe_sum)}, 5, 52, false},
 };
 
-#define LLM__VK_NTYPES 21          // weight types with shaders (llm__vk_type_slot)
+#define LLM__VK_NTYPES 22          // weight types with shaders (llm__vk_type_slot)
 #define LLM__VK_MATVEC_MAX 8        // tokens up to which products take the GEMV shader
 #define LLM__VK_SPLIT_KEYS 256      // flash-decoding: keys per split at least
 #define LLM__VK_SPLIT_MAX 32        // and at most this many splits
@@ -75,6 +84,7 @@ static const struct {
 #define LLM__VK_TILE_Q 8            // attn_prefill.comp: queries per tile (TQ)
 #define LLM__VK_TILE_SHARED 26000   // ... and the shared memory it needs (bytes)
 #define LLM__VK_STAGING_BYTES ((size_t)32 << 20)   // copies without a mapping go in pieces of this
+#define LLM__VK_MAX_EXPERTS 1024    // moe_group.comp's shared arrays
 
 struct llm__vk_mem {
     VkBuffer buf;
@@ -109,8 +119,9 @@ struct llm__vk {
     uint32_t n_tiles, o_tiles;   // the step's tiles for attn_prefill.comp: (first token, count) pairs
     bool tiled_attn;             // the device has the shared memory attn_prefill.comp needs
     uint32_t xmax;               // matvec.comp: activations it keeps in shared memory (16 KB less)
-    // scratch: activations rounded for a weight type (act), flash-decoding's partial results (part)
-    struct llm__buf act, part, staging;
+    // scratch: activations rounded for a weight type (act), flash-decoding's partial results (part),
+    // a mixture of experts' slots grouped by expert (moe: moe_group.comp's lists)
+    struct llm__buf act, part, staging, moe;
     struct llm__err err;         // the first failure of an op of this step (reported by end_step)
     uint64_t allocated;          // bytes of device memory allocated
     uint64_t heap;               // size of the device-local heap
@@ -230,7 +241,7 @@ static void llm__vk_free(void *ctx) {
     if (!vk) return;
     if (vk->dev) {
         vkDeviceWaitIdle(vk->dev);
-        struct llm__buf *scratch[] = {&vk->stepbuf, &vk->act, &vk->part, &vk->staging};
+        struct llm__buf *scratch[] = {&vk->stepbuf, &vk->act, &vk->part, &vk->staging, &vk->moe};
         for (size_t i = 0; i < LLM__ARRAY_LEN(scratch); i++)
             if (scratch[i]->handle) llm__vk_buf_free(vk, scratch[i]);
         for (int i = 0; i < LLM__VK_N; i++) {
@@ -379,7 +390,7 @@ static int llm__vk_type_slot(int type) {
                                               LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
                                               LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS, LLM__TYPE_G4_32,
                                               LLM__TYPE_G4_64, LLM__TYPE_G4_128, LLM__TYPE_G8_32, LLM__TYPE_G8_64,
-                                              LLM__TYPE_G8_128};
+                                              LLM__TYPE_G8_128, LLM__TYPE_MXFP4};
     for (int i = 0; i < LLM__VK_NTYPES; i++)
         if (types[i] == type) return i;
     return -1;
@@ -396,7 +407,7 @@ static int llm__vk_round_mode(int type) {
     case LLM__TYPE_BF16: return 2;
     case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: case LLM__TYPE_Q4_1: case LLM__TYPE_Q5_0: case LLM__TYPE_Q5_1:
     case LLM__TYPE_IQ4_NL: case LLM__TYPE_G4_32: case LLM__TYPE_G4_64: case LLM__TYPE_G4_128: case LLM__TYPE_G8_32:
-    case LLM__TYPE_G8_64: case LLM__TYPE_G8_128: return 3;
+    case LLM__TYPE_G8_64: case LLM__TYPE_G8_128: case LLM__TYPE_MXFP4: return 3;
     case LLM__TYPE_Q4_K: case LLM__TYPE_Q5_K: case LLM__TYPE_Q6_K: return 4;
     case LLM__TYPE_Q3_K: case LLM__TYPE_Q2_K: case LLM__TYPE_IQ4_XS: return 4;
     default: return 0;
@@ -412,7 +423,7 @@ static enum llm_status llm__vk_weight_load(void *ctx, struct llm__weight *w, int
     if (llm__vk_type_slot(type) < 0)
         return llm__fail(e, LLM_ERR_UNSUPPORTED,
                          "vulkan: weights of type %s are not supported (f32, f16, bf16, q8_0, q4_0, q4_1, "
-                         "q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
+                         "q5_0, q5_1, iq4_nl, mxfp4, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs, AWQ/GPTQ int4 and int8)",
                          llm__type_info((uint32_t)type)->name);
     if (ne0 % 4)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: weight rows of %lld columns (a multiple of 4 is needed)",
@@ -451,8 +462,11 @@ static enum llm_status llm__vk_reserve(void *ctx, const struct llm__shape *shape
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: heads of %d dimensions (at most 256)", shape->head_dim);
     size_t words = llm__vk_step_words((size_t)shape->max_tokens, (size_t)shape->max_out,
                                       (size_t)shape->max_seqs * (size_t)shape->max_blocks);
-    enum llm_status st = llm__vk_scratch(vk, &vk->act, (size_t)shape->max_tokens * (size_t)shape->max_cols * 4, e);
+    // (a mixture of experts' down projection takes a row per slot: k a token)
+    const size_t slots = (size_t)shape->max_tokens * (size_t)LLM__MAX(shape->n_expert_used, 1);
+    enum llm_status st = llm__vk_scratch(vk, &vk->act, slots * (size_t)shape->max_cols * 4, e);
     if (!st) st = llm__vk_scratch(vk, &vk->part, LLM__VK_PART_BYTES, e);
+    if (!st && shape->n_expert) st = llm__vk_scratch(vk, &vk->moe, ((size_t)shape->n_expert + 1 + slots) * 4, e);
     if (!st) st = llm__vk_scratch(vk, &vk->stepbuf, words * 4, e);
     if (!st && words > vk->host_cap) {
         free(vk->host);
@@ -726,10 +740,11 @@ static void llm__vk_embed(void *ctx, struct llm__tensor d, const struct llm__wei
 static void llm__vk_rope(void *ctx, struct llm__tensor x, int n_head, int head_dim, const struct llm__rope *r) {
     struct llm__vk *vk = ctx;
     bool ff = r->freq_factors.buf != NULL;
-    struct { uint32_t n_head, head_dim, n_rot, neox, ox, sx, opos, has_ff, off; float base, scale; } push = {
+    struct { uint32_t n_head, head_dim, n_rot, neox, ox, sx, opos, has_ff, off;
+             float base, scale, ext_factor, mscale, corr0, corr1; } push = {
         (uint32_t)n_head, (uint32_t)head_dim, (uint32_t)r->n_rot, r->neox, (uint32_t)(x.offs / 4),
         (uint32_t)(x.nb1 / 4), vk->o_pos, ff, ff ? (uint32_t)(r->freq_factors.offs / 4) : 0, r->freq_base,
-        r->freq_scale};
+        r->freq_scale, r->ext_factor, r->mscale, r->corr_dims[0], r->corr_dims[1]};
     const struct llm__buf *bufs[3] = {x.buf, &vk->stepbuf, ff ? r->freq_factors.buf : x.buf};
     llm__vk_dispatch_3d(vk, LLM__VK_ROPE, bufs, &push, (uint32_t)((r->n_rot / 2 + 63) / 64), (uint32_t)n_head,
                         (uint32_t)x.ne1);
@@ -765,26 +780,54 @@ static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__ten
         nsplit = (uint32_t)LLM__MIN((size_t)nsplit, vk->part.size / per_split);
         nsplit = LLM__MAX(nsplit, 1u);
     }
+    const bool sink = a->sinks.buf != NULL;
     struct { uint32_t hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt;
-             float scale; uint32_t nsplit, opart, window; float softcap; } push = {
+             float scale; uint32_t nsplit, opart, window; float softcap; uint32_t has_sink, osink; } push = {
         (uint32_t)a->head_dim, (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)(q.offs / 4),
         (uint32_t)(q.nb1 / 4), (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4), (uint32_t)(kc.offs / 4),
         (uint32_t)(vc.offs / 4), (uint32_t)(f16 ? n_kv / 2 : n_kv), f16, (uint32_t)vk->step->block_size,
         (uint32_t)vk->step->max_blocks, vk->o_pos, vk->o_seq, vk->o_bt, a->scale, nsplit, 0, (uint32_t)a->window,
-        a->softcap};
-    const struct llm__buf *bufs[6] = {out.buf, q.buf, kc.buf, vc.buf, &vk->stepbuf, nsplit > 1 ? &vk->part : out.buf};
+        a->softcap, sink, sink ? (uint32_t)(a->sinks.offs / 4) : 0};
+    const struct llm__buf *sb = sink ? a->sinks.buf : out.buf;
+    const struct llm__buf *bufs[7] = {out.buf,      q.buf, kc.buf, vc.buf, &vk->stepbuf,
+                                      nsplit > 1 ? &vk->part : out.buf, sb};
     if (vk->tiled_attn && vk->n_tiles * 2 <= ntok) {
-        push.nsplit = vk->o_tiles;   // (the prefill shader's last push constant: where the tiles are)
-        llm__vk_dispatch(vk, LLM__VK_ATTN_PREFILL, bufs, &push, (uint32_t)a->n_head, vk->n_tiles);
+        push.nsplit = vk->o_tiles;   // (the prefill shader's push constant there: where the tiles are)
+        const struct llm__buf *pb[6] = {out.buf, q.buf, kc.buf, vc.buf, &vk->stepbuf, sb};
+        llm__vk_dispatch(vk, LLM__VK_ATTN_PREFILL, pb, &push, (uint32_t)a->n_head, vk->n_tiles);
         return;
     }
     llm__vk_dispatch_3d(vk, LLM__VK_ATTENTION, bufs, &push, (uint32_t)a->n_head, ntok, nsplit);
     if (nsplit > 1) {
-        uint32_t rp[6] = {(uint32_t)a->head_dim, (uint32_t)a->n_head, nsplit, 0, (uint32_t)(out.offs / 4),
-                          (uint32_t)(out.nb1 / 4)};
-        const struct llm__buf *rb[2] = {out.buf, &vk->part};
+        uint32_t rp[8] = {(uint32_t)a->head_dim, (uint32_t)a->n_head, nsplit, 0, (uint32_t)(out.offs / 4),
+                          (uint32_t)(out.nb1 / 4), sink, push.osink};
+        const struct llm__buf *rb[3] = {out.buf, &vk->part, sb};
         llm__vk_dispatch(vk, LLM__VK_ATTN_REDUCE, rb, rp, (uint32_t)a->n_head, ntok);
     }
+}
+
+// x (ntok rows of K) as the product shaders read it for a weight of type `type`: rounded as the
+// CPU backend rounds it (round_act.comp, into the act scratch; once per call and mode: *rounded
+// holds the mode the scratch has), or in place (F32 whose rows are 16-byte aligned). False: the
+// step has failed.
+static bool llm__vk_act(struct llm__vk *vk, struct llm__tensor x, uint32_t K, int type, uint32_t *rounded,
+                        const struct llm__buf **xb, uint32_t *ox, uint32_t *sx) {
+    uint32_t ntok = (uint32_t)x.ne1, mode = (uint32_t)llm__vk_round_mode(type);
+    *xb = x.buf, *ox = (uint32_t)(x.offs / 4), *sx = (uint32_t)(x.nb1 / 4);
+    if (mode == 5 && *ox % 4 == 0 && *sx % 4 == 0) return true;   // (the shaders read x 16 bytes at a time)
+    if (*rounded != mode) {
+        if ((size_t)ntok * K * 4 > vk->act.size) {
+            llm__vk_error(vk, LLM_ERR_BACKEND, "vulkan: a product of %u tokens x %u columns is larger than the shape "
+                          "reserved", ntok, K);
+            return false;
+        }
+        uint32_t push[5] = {K, mode, *ox, *sx, 0};
+        const struct llm__buf *bufs[2] = {&vk->act, x.buf};
+        llm__vk_dispatch(vk, LLM__VK_ROUND_ACT, bufs, push, (K + 255) / 256, ntok);
+        *rounded = mode;
+    }
+    *xb = &vk->act, *ox = 0, *sx = K;
+    return true;
 }
 
 // Products: per weight, the activations rounded for its type (once per type and call; F32 weights
@@ -795,23 +838,9 @@ static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
     assert(n >= 1 && n <= LLM__MAX_MATMUL_WEIGHTS);
     uint32_t ntok = (uint32_t)x.ne1, rounded = 0;
     for (int j = 0; j < n; j++) {
-        uint32_t K = (uint32_t)w[j]->ne0, N = (uint32_t)w[j]->ne1, mode = (uint32_t)llm__vk_round_mode(w[j]->type);
-        const struct llm__buf *xb = x.buf;
-        uint32_t ox = (uint32_t)(x.offs / 4), sx = (uint32_t)(x.nb1 / 4);
-        if (mode != 5 || ox % 4 || sx % 4) {   // (the shaders read x 16 bytes at a time)
-            if (rounded != mode) {
-                if ((size_t)ntok * K * 4 > vk->act.size) {
-                    llm__vk_error(vk, LLM_ERR_BACKEND, "vulkan: a product of %u tokens x %u columns is larger than "
-                                  "the shape reserved", ntok, K);
-                    return;
-                }
-                uint32_t push[5] = {K, mode, ox, sx, 0};
-                const struct llm__buf *bufs[2] = {&vk->act, x.buf};
-                llm__vk_dispatch(vk, LLM__VK_ROUND_ACT, bufs, push, (K + 255) / 256, ntok);
-                rounded = mode;
-            }
-            xb = &vk->act, ox = 0, sx = K;
-        }
+        uint32_t K = (uint32_t)w[j]->ne0, N = (uint32_t)w[j]->ne1, ox, sx;
+        const struct llm__buf *xb;
+        if (!llm__vk_act(vk, x, K, w[j]->type, &rounded, &xb, &ox, &sx)) return;
         bool hb = bias && bias[j].buf;
         uint32_t rows = vk->features & LLM__VK_SUBGROUP ? LLM__MAX(64 / vk->subgroup_size, 1u) : 4;   // per workgroup
         uint32_t push[11] = {K, N, (uint32_t)llm__row_bytes(w[j]->type, K), ox, sx,
@@ -824,6 +853,84 @@ static void llm__vk_matmul(void *ctx, int n, const struct llm__tensor *dst, cons
                                (groups + 65534) / 65535, 1);
         else llm__vk_dispatch_t(vk, LLM__VK_MATMUL, w[j]->type, bufs, push, (N + 63) / 64, (ntok + 63) / 64, 1);
     }
+}
+
+static void llm__vk_swiglu_oai(void *ctx, struct llm__tensor d, struct llm__tensor g, struct llm__tensor u, float alpha,
+                               float limit) {
+    uint64_t n = (uint64_t)d.ne0 * (uint64_t)d.ne1;
+    struct { uint32_t n, od, og, ou; float alpha, limit; } push = {(uint32_t)n, (uint32_t)(d.offs / 4),
+                                                                  (uint32_t)(g.offs / 4), (uint32_t)(u.offs / 4),
+                                                                  alpha, limit};
+    const struct llm__buf *bufs[3] = {d.buf, g.buf, u.buf};
+    uint32_t gx, gy;
+    llm__vk_groups(n, &gx, &gy);
+    llm__vk_dispatch(ctx, LLM__VK_SWIGLU_OAI, bufs, &push, gx, gy);
+}
+
+// A layer's experts, stacked as in the file (expert e's rows from e x rows), in one buffer
+// matmul_id.comp reads: weight_load's copy. At most LLM__VK_MAX_EXPERTS experts (moe_group.comp).
+static enum llm_status llm__vk_weight_load_experts(void *ctx, struct llm__weight *w, int type, int64_t ne0,
+                                                   int64_t ne1, int n_expert, const void *data, struct llm__err *e) {
+    if (n_expert < 1 || n_expert > LLM__VK_MAX_EXPERTS || ne1 % n_expert)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: %d experts in a layer (at most %d)", n_expert,
+                         LLM__VK_MAX_EXPERTS);
+    if ((uint64_t)llm__row_bytes(type, ne0) * (uint64_t)ne1 > UINT32_MAX)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: a layer's experts of more than 4 GiB");
+    return llm__vk_weight_load(ctx, w, type, ne0, ne1, data, e);
+}
+
+static void llm__vk_moe_route(void *ctx, struct llm__tensor ids, struct llm__tensor wts, struct llm__tensor logits,
+                              const struct llm__moe *m) {
+    struct llm__vk *vk = ctx;
+    struct { uint32_t n_expert, k, norm, softmax_weight, ol, sl, oi, si, ow, sw, ntok; float scale; } push = {
+        (uint32_t)m->n_expert, (uint32_t)m->k, m->norm, m->softmax_weight, (uint32_t)(logits.offs / 4),
+        (uint32_t)(logits.nb1 / 4), (uint32_t)(ids.offs / 4), (uint32_t)(ids.nb1 / 4), (uint32_t)(wts.offs / 4),
+        (uint32_t)(wts.nb1 / 4), (uint32_t)logits.ne1, m->scale};
+    const struct llm__buf *bufs[3] = {logits.buf, ids.buf, wts.buf};
+    llm__vk_dispatch(vk, LLM__VK_MOE_ROUTE, bufs, &push, (uint32_t)((logits.ne1 + 63) / 64), 1);
+}
+
+// The slots grouped by expert (moe_group.comp, into the moe scratch), then per weight the
+// activations rounded for its type and matmul_id.comp: a workgroup per (64 rows, expert).
+static void llm__vk_matmul_id(void *ctx, int n, const struct llm__tensor *dst, const struct llm__weight *const *w,
+                              const struct llm__tensor *bias, struct llm__tensor x, struct llm__tensor ids,
+                              bool x_per_slot) {
+    struct llm__vk *vk = ctx;
+    assert(n >= 1 && n <= 2);
+    const uint32_t k = (uint32_t)ids.ne0, slots = (uint32_t)(ids.ne1 * ids.ne0), N = (uint32_t)dst[0].ne0;
+    const uint32_t n_expert = (uint32_t)(w[0]->ne1 / N);
+    if (((size_t)n_expert + 1 + slots) * 4 > vk->moe.size) {
+        llm__vk_error(vk, LLM_ERR_BACKEND, "vulkan: %u experts' slots (%u) are more than the shape reserved", n_expert,
+                      slots);
+        return;
+    }
+    uint32_t gp[6] = {n_expert, slots, k, (uint32_t)(ids.offs / 4), (uint32_t)(ids.nb1 / 4), 0};
+    const struct llm__buf *gb[2] = {ids.buf, &vk->moe};
+    llm__vk_dispatch(vk, LLM__VK_MOE_GROUP, gb, gp, 1, 1);
+    uint32_t rounded = 0;
+    for (int j = 0; j < n; j++) {
+        uint32_t K = (uint32_t)w[j]->ne0, ox, sx;
+        const struct llm__buf *xb;
+        if (!llm__vk_act(vk, x, K, w[j]->type, &rounded, &xb, &ox, &sx)) return;
+        bool hb = bias && bias[j].buf;
+        uint32_t push[14] = {K, N, (uint32_t)llm__row_bytes(w[j]->type, K), ox, sx, (uint32_t)(dst[j].offs / 4),
+                             (uint32_t)(dst[j].nb1 / 4), hb, hb ? (uint32_t)(bias[j].offs / 4) : 0,
+                             hb ? (uint32_t)(bias[j].nb1 / 4) : 0, k, x_per_slot, 0, n_expert};
+        const struct llm__buf *bufs[5] = {dst[j].buf, &w[j]->buf, xb, hb ? bias[j].buf : xb, &vk->moe};
+        llm__vk_dispatch_t(vk, LLM__VK_MATMUL_ID, w[j]->type, bufs, push, (N + 63) / 64, n_expert, 1);
+    }
+}
+
+static void llm__vk_moe_sum(void *ctx, struct llm__tensor d, struct llm__tensor src, struct llm__tensor wts,
+                            struct llm__tensor shared, struct llm__tensor gate) {
+    const bool sh = shared.buf != NULL;
+    uint32_t push[13] = {(uint32_t)d.ne0, (uint32_t)wts.ne0, (uint32_t)(d.offs / 4), (uint32_t)(d.nb1 / 4),
+                         (uint32_t)(src.offs / 4), (uint32_t)(src.nb1 / 4), (uint32_t)(wts.offs / 4),
+                         (uint32_t)(wts.nb1 / 4), sh, sh ? (uint32_t)(shared.offs / 4) : 0,
+                         sh ? (uint32_t)(shared.nb1 / 4) : 0, sh ? (uint32_t)(gate.offs / 4) : 0,
+                         sh ? (uint32_t)(gate.nb1 / 4) : 0};
+    const struct llm__buf *bufs[5] = {d.buf, src.buf, wts.buf, sh ? shared.buf : src.buf, sh ? gate.buf : src.buf};
+    llm__vk_dispatch(ctx, LLM__VK_MOE_SUM, bufs, push, (uint32_t)((d.ne0 + 255) / 256), (uint32_t)d.ne1);
 }
 
 // Device memory bandwidth as a copy between two device buffers measures it: (bytes read + bytes
@@ -894,6 +1001,13 @@ static const struct llm_backend_i llm__vk_iface = {
     .scale = llm__vk_scale,
     .gelu_mul = llm__vk_gelu_mul,
     .attention_window = llm__vk_attention,
+    .swiglu_oai = llm__vk_swiglu_oai,
+    .rope_yarn = true,
+    .attention_sinks = true,
+    .weight_load_experts = llm__vk_weight_load_experts,
+    .moe_route = llm__vk_moe_route,
+    .matmul_id = llm__vk_matmul_id,
+    .moe_sum = llm__vk_moe_sum,
     .device_name = llm__vk_device_name,
     .bandwidth = llm__vk_bandwidth,
 };

@@ -6,7 +6,8 @@
 // With nsplit > 1 (flash-decoding) split s takes its share of the keys and writes its running
 // max, sum and unnormalised output to part[] for attn_reduce.comp; with 1 it writes the output.
 // window > 0: a sliding window, only keys pos - window + 1 .. pos are read; softcap > 0: scores
-// become softcap * tanh(score / softcap).
+// become softcap * tanh(score / softcap); has_sink: head h's sink sink[osink + h] joins the softmax's
+// denominator as one more key's logit with no value (gpt-oss; split: in attn_reduce.comp).
 #ifdef USE_16BIT
 #extension GL_EXT_shader_16bit_storage : require
 #endif
@@ -21,9 +22,10 @@ layout(std430, binding = 3) readonly buffer VC16 { float16_t vc16[]; };
 #endif
 layout(std430, binding = 4) readonly buffer S { int st[]; };
 layout(std430, binding = 5) buffer PART { float part[]; };
+layout(std430, binding = 6) readonly buffer SINK { float sink[]; };
 layout(push_constant) uniform P {
     uint hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt; float scale;
-    uint nsplit, opart, window; float softcap;
+    uint nsplit, opart, window; float softcap; uint has_sink, osink;
 } p;
 shared float qs[256];
 shared float sc[64];
@@ -91,9 +93,14 @@ void main() {
         barrier();
     }
     if (p.nsplit == 1u) {
+        float inv = l > 0.0 ? 1.0 / l : 0.0;
+        if (p.has_sink != 0u) {
+            float sk = sink[p.osink + h], mx = max(m, sk), a = exp(m - mx);
+            inv = a / (l * a + exp(sk - mx));
+        }
         for (uint i = 0u; i < 4u; i++) {
             uint d = tid + 64u * i;
-            if (d < p.hd) o[p.oo + t * p.so + h * p.hd + d] = l > 0.0 ? acc[i] / l : 0.0;
+            if (d < p.hd) o[p.oo + t * p.so + h * p.hd + d] = acc[i] * inv;
         }
         return;
     }

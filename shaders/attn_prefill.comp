@@ -5,7 +5,8 @@
 // softmax; a key after a query's position is masked), no score matrix beyond the 8 x 16 chunk.
 // Cache rows as in attention.comp; queries rounded to f16 for f16 caches, as the CPU does.
 // window > 0: a key more than window - 1 positions before a query is masked too (sliding
-// window), and the keys before every query's window are not read; softcap as in attention.comp.
+// window), and the keys before every query's window are not read; softcap and sinks as in
+// attention.comp.
 #ifdef USE_16BIT
 #extension GL_EXT_shader_16bit_storage : require
 #endif
@@ -19,9 +20,10 @@ layout(std430, binding = 2) readonly buffer KC16 { float16_t kc16[]; };
 layout(std430, binding = 3) readonly buffer VC16 { float16_t vc16[]; };
 #endif
 layout(std430, binding = 4) readonly buffer S { int st[]; };
+layout(std430, binding = 5) readonly buffer SINK { float sink[]; };
 layout(push_constant) uniform P {
     uint hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt; float scale;
-    uint otiles, unused, window; float softcap;
+    uint otiles, unused, window; float softcap; uint has_sink, osink;
 } p;
 #define TQ 8u
 #define TK 16u
@@ -109,9 +111,15 @@ void main() {
         }
         barrier();
     }
-    if (qi < cnt)
+    if (qi < cnt) {
+        float l = l_s[qi], inv = l > 0.0 ? 1.0 / l : 0.0;
+        if (p.has_sink != 0u) {
+            float sk = sink[p.osink + h], mx = max(m_s[qi], sk), a = exp(m_s[qi] - mx);
+            inv = a / (l * a + exp(sk - mx));
+        }
         for (uint k = 0u; k < nd; k++) {
             uint d = dl + 8u * k;
-            if (d < p.hd) o[p.oo + (t0 + qi) * p.so + h * p.hd + d] = l_s[qi] > 0.0 ? acc[k] / l_s[qi] : 0.0;
+            if (d < p.hd) o[p.oo + (t0 + qi) * p.so + h * p.hd + d] = acc[k] * inv;
         }
+    }
 }

@@ -1,5 +1,5 @@
-// Weight rows in ggml's layouts (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K,
-// Q4_K, Q5_K, Q6_K, IQ4_XS) and the engine's G4 / G8 (AWQ, GPTQ), read from the
+// Weight rows in ggml's layouts (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) and the engine's G4 / G8 (AWQ, GPTQ), read from the
 // 32-bit words w[] (and, with USE_16BIT, the same buffer as float16_t w16[]) at byte offsets.
 // The including shader declares w (and w16). Type numbers are ggml's.
 #define T_F32 0u
@@ -17,6 +17,7 @@
 #define T_Q6_K 14u
 #define T_IQ4_XS 23u
 #define T_BF16 30u
+#define T_MXFP4 39u
 #define T_G4_32 64u   // the engine's AWQ / GPTQ layouts: G4_32, G4_64, G4_128, G8_32, G8_64, G8_128
 #define T_G8_128 69u
 
@@ -39,6 +40,9 @@ vec4 sbytes(uint q) {
 
 // IQ4_NL's grid: a nibble q stands for IQ4NL[q]
 const float IQ4NL[16] = float[](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+
+// MXFP4's grid (E2M1 values times 2): a nibble q stands for MXFP4[q]
+const float MXFP4[16] = float[](0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
 
 // The 4-bit quants of elements j..j+3 (j % 4 == 0) of a block of 32 whose 16 nibble bytes start at
 // byte o (element j in the low nibble of byte j, j+16 in the high), one a byte.
@@ -103,6 +107,11 @@ vec4 dequant4(uint type, uint row, uint k) {
     if (type == T_IQ4_NL) {   // Q4_0's layout, the nibble an index into the grid
         uint blk = row + (k >> 5) * 18u, q = nibbles4(blk + 2u, k & 31u);
         return half_at(blk) * vec4(IQ4NL[q & 15u], IQ4NL[(q >> 8) & 15u], IQ4NL[(q >> 16) & 15u], IQ4NL[q >> 24]);
+    }
+    if (type == T_MXFP4) {   // an E8M0 exponent e, Q4_0's nibbles as indices into the FP4 grid: x = 2^(e - 128) grid[q]
+        uint blk = row + (k >> 5) * 17u, q = nibbles4(blk + 1u, k & 31u), e = byte_at(blk);
+        float d = uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23);
+        return d * vec4(MXFP4[q & 15u], MXFP4[(q >> 8) & 15u], MXFP4[(q >> 16) & 15u], MXFP4[q >> 24]);
     }
     if (type == T_Q4_K || type == T_Q5_K) {   // d, dmin, 12 bytes of scales, [qh 32], qs 128
         bool five = type == T_Q5_K;

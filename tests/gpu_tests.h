@@ -360,7 +360,8 @@ static void test_matmul(struct llm_backend *vk, struct llm_backend *cpu) {
                                 LLM__TYPE_Q4_0, LLM__TYPE_Q4_1, LLM__TYPE_Q5_0, LLM__TYPE_Q5_1,
                                 LLM__TYPE_IQ4_NL, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K, LLM__TYPE_Q6_K,
                                 LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_IQ4_XS, LLM__TYPE_G4_32,
-                                LLM__TYPE_G4_64, LLM__TYPE_G4_128, LLM__TYPE_G8_32, LLM__TYPE_G8_64, LLM__TYPE_G8_128};
+                                LLM__TYPE_G4_64, LLM__TYPE_G4_128, LLM__TYPE_G8_32, LLM__TYPE_G8_64, LLM__TYPE_G8_128,
+                                LLM__TYPE_MXFP4};
     static const int shapes[][3] = {{256, 64, 1}, {512, 96, 3}, {256, 130, 17}, {768, 67, 70}, {1024, 256, 8}, {16640, 16, 1}, {4096, 14, 5}};
     static const int mixed[][2] = {{LLM__TYPE_Q4_K, LLM__TYPE_Q6_K}, {LLM__TYPE_Q8_0, LLM__TYPE_F16},
                                    {LLM__TYPE_Q4_0, LLM__TYPE_F32}, {LLM__TYPE_Q5_0, LLM__TYPE_Q4_1}};
@@ -375,13 +376,295 @@ static void test_matmul(struct llm_backend *vk, struct llm_backend *cpu) {
     for (size_t m = 0; m < LLM__ARRAY_LEN(mixed); m++) matmul_case(vk, cpu, mixed[m][0], mixed[m][1], 512, 80, 5, seed++);
 }
 
+// Copies of rows x cols random normal values (times scale) in both backends' buffers; the host copy
+// (marked words around them) is returned in *h, the tensors' offset is word off, rows stride apart.
+static void moe_data(struct llm_backend *const *be, struct llm__buf *b, float **h, size_t off, int64_t rows,
+                     int64_t cols, size_t stride, double scale, unsigned long long *seed) {
+    const size_t words = off + (size_t)rows * stride + 3;
+    *h = marked(words);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) (*h)[off + (size_t)r * stride + (size_t)c] = (float)(scale * test_rng_normal(seed));
+    buf2_alloc(be, b, *h, sizeof(float) * words);
+}
+
+// Runs one op on both backends (op(k): backend k's call) and compares out (rows x cols at word
+// off, stride apart, in buffers of `words`) within bound, and that nothing else moved.
+#define MOE_RUN(what, bound, outb, outh, words, off, rows, cols, stride, call)                                       \
+    do {                                                                                                           \
+        float *got_[2];                                                                                            \
+        for (int k = 0; k < 2; k++) {                                                                              \
+            be[k]->iface->begin_step(be[k]->ctx, &step);                                                           \
+            call;                                                                                                  \
+            EXPECT(be[k]->iface->end_step(be[k]->ctx, &e) == LLM_OK, "%s: end_step: %s", what, e.msg);            \
+            got_[k] = malloc(sizeof(float) * (words));                                                             \
+            be[k]->iface->download(be[k]->ctx, &(outb)[k], 0, got_[k], sizeof(float) * (words));                   \
+        }                                                                                                          \
+        double worst_;                                                                                             \
+        int moved_;                                                                                                \
+        const double err_ = cmp_one(got_[0], got_[1], outh, words, off, rows, cols, stride, &worst_, &moved_);     \
+        EXPECT(err_ < (bound) && worst_ < (bound), "%s: NMSE %.3g, worst row %.3g (bound %.0e)", what, err_, worst_, \
+               (double)(bound));                                                                                   \
+        EXPECT(moved_ == 0, "%s: %d words outside the output changed", what, moved_);                              \
+        printf("  %-44s NMSE %.2e  worst row %.2e  bound %.0e\n", what, err_, worst_, (double)(bound));            \
+        free(got_[0]);                                                                                             \
+        free(got_[1]);                                                                                             \
+    } while (0)
+
+// moe_route on T tokens of n_expert logits (token 0's all equal: ties go to the lower index;
+// token 1's two equal at the top): the same experts as the CPU and weights within 1e-6, for
+// softmax top-k plain, normalised, scaled, and gpt-oss's softmax over the k.
+static void test_moe_route(struct llm_backend *vk, struct llm_backend *cpu) {
+    struct llm_backend *be[2] = {vk, cpu};
+    unsigned long long seed = 61;
+    struct llm__err e = {{0}, LLM_OK};
+    static const struct { int n_expert, k; bool norm, softmax_weight; float scale; } cases[] = {
+        {8, 2, true, false, 0.0f}, {128, 8, true, false, 0.0f}, {60, 4, false, false, 0.0f},
+        {32, 4, false, true, 0.0f}, {64, 6, true, false, 2.5f}};
+    for (size_t c = 0; c < LLM__ARRAY_LEN(cases); c++) {
+        const int n = cases[c].n_expert, k = cases[c].k, T = 37;
+        const size_t ol = 5, sl = (size_t)n + 3, oi = 7, si = (size_t)k + 1, ow = oi + (size_t)T * si + 5, sw = (size_t)k + 2;
+        float *lh;
+        struct llm__buf lb[2], ob[2];
+        moe_data(be, lb, &lh, ol, T, n, sl, 3.0, &seed);
+        for (int x = 0; x < n; x++) lh[ol + (size_t)x] = 0.5f;
+        lh[ol + sl + 3] = lh[ol + sl + 1] = 20.0f;
+        for (int b = 0; b < 2; b++) be[b]->iface->upload(be[b]->ctx, &lb[b], 0, lh, sizeof(float) * (ol + (size_t)T * sl));
+        const size_t words = ow + (size_t)T * sw + 3;
+        float *oh = marked(words), *got[2];
+        buf2_alloc(be, ob, oh, sizeof(float) * words);
+        const struct llm__moe m = {n, k, cases[c].norm, cases[c].scale, cases[c].softmax_weight};
+        struct llm__step step = {.n_tokens = T};
+        for (int b = 0; b < 2; b++) {
+            struct llm__tensor ids = {&ob[b], oi * 4, LLM__TYPE_I32, k, T, si * 4};
+            be[b]->iface->begin_step(be[b]->ctx, &step);
+            be[b]->iface->moe_route(be[b]->ctx, ids, ten(&ob[b], ow * 4, k, T, sw * 4), ten(&lb[b], ol * 4, n, T, sl * 4), &m);
+            EXPECT(be[b]->iface->end_step(be[b]->ctx, &e) == LLM_OK, "moe_route: end_step: %s", e.msg);
+            got[b] = malloc(sizeof(float) * words);
+            be[b]->iface->download(be[b]->ctx, &ob[b], 0, got[b], sizeof(float) * words);
+        }
+        int same_ids = 0, moved = 0;
+        double worst = 0;
+        for (int t = 0; t < T; t++)
+            for (int s = 0; s < k; s++) {
+                int32_t a, b;
+                memcpy(&a, &got[0][oi + (size_t)t * si + (size_t)s], 4);
+                memcpy(&b, &got[1][oi + (size_t)t * si + (size_t)s], 4);
+                same_ids += a == b;
+                const double wa = got[0][ow + (size_t)t * sw + (size_t)s], wb = got[1][ow + (size_t)t * sw + (size_t)s];
+                worst = fmax(worst, fabs(wa - wb) / fmax(fabs(wb), 1e-30));
+            }
+        int32_t t0[2];
+        memcpy(t0, &got[1][oi], 8);
+        EXPECT(t0[0] == 0 && t0[1] == 1, "moe_route: the CPU breaks ties to the lower index (%d, %d)", t0[0], t0[1]);
+        for (size_t i = 0; i < words; i++) {   // nothing outside ids and wts
+            const size_t a = i >= oi && i < oi + (size_t)T * si ? (i - oi) % si : SIZE_MAX;
+            const size_t w = i >= ow && i < ow + (size_t)T * sw ? (i - ow) % sw : SIZE_MAX;
+            if (!(a < (size_t)k || w < (size_t)k)) moved += memcmp(&got[0][i], &oh[i], 4) != 0;
+        }
+        EXPECT(same_ids == T * k, "moe_route %d experts top %d: %d of %d experts the same", n, k, same_ids, T * k);
+        EXPECT(worst < 1e-5, "moe_route %d experts top %d: weights differ by %.3g (relative)", n, k, worst);
+        EXPECT(moved == 0, "moe_route: %d words outside ids and wts changed", moved);
+        printf("  moe_route %3d experts top %d%s%s%s  experts %d/%d, weights within %.1e\n", n, k,
+               cases[c].norm ? " norm" : "", cases[c].softmax_weight ? " softmax-k" : "",
+               cases[c].scale != 0.0f ? " scaled" : "", same_ids, T * k, worst);
+        for (int b = 0; b < 2; b++) free(got[b]);
+        buf2_free(be, lb);
+        buf2_free(be, ob);
+        free(lh);
+        free(oh);
+    }
+}
+
+// matmul_id of E experts (N rows of K each, stacked), k a token on T tokens routed at random
+// (skew: every token's first expert is expert 3, so an expert takes more than 64 slots): gate
+// and up sharing x with a bias on up, then a weight on a row per slot (as the down projection).
+static void moe_matmul_case(struct llm_backend *vk, struct llm_backend *cpu, int type, int E, int64_t N, int64_t K,
+                            int T, int k, bool skew, unsigned long long seed) {
+    struct llm_backend *be[2] = {vk, cpu};
+    struct llm__err e = {{0}, LLM_OK};
+    struct llm__weight w[2][3];
+    char *q[3];
+    const size_t rb = llm__row_bytes(type, K);
+    bool ok = true;
+    for (int j = 0; j < 3; j++) {
+        q[j] = malloc(rb * (size_t)(E * N));
+        float *f = malloc(sizeof(float) * (size_t)K);
+        for (int64_t r = 0; r < E * N; r++) {
+            for (int64_t c = 0; c < K; c++) f[c] = (float)test_rng_normal(&seed);
+            llm__quantize_row(type, f, q[j] + (size_t)r * rb, K);
+        }
+        free(f);
+        for (int b = 0; b < 2; b++) {
+            memset(&w[b][j], 0, sizeof(w[b][j]));
+            const enum llm_status st = be[b]->iface->weight_load_experts(be[b]->ctx, &w[b][j], type, K, E * N, E, q[j], &e);
+            EXPECT(st == LLM_OK, "%s weight_load_experts %s: %s", be[b]->iface->name, llm__type_info((uint32_t)type)->name,
+                   e.msg);
+            ok &= st == LLM_OK;
+        }
+    }
+    if (ok) {
+        // ids (int32): k distinct experts a token, at word 3, k + 2 apart
+        const size_t oid = 3, sid = (size_t)k + 2, idw = oid + (size_t)T * sid + 2;
+        int32_t *ih = calloc(idw, sizeof(int32_t));
+        for (int t = 0; t < T; t++)
+            for (int s = 0; s < k; s++) {
+                int32_t x;
+                bool dup;
+                do {
+                    x = skew && s == 0 ? 3 : (int32_t)(test_rng_next(&seed) % (unsigned long long)E);
+                    dup = false;
+                    for (int z = 0; z < s; z++) dup |= ih[oid + (size_t)t * sid + (size_t)z] == x;
+                } while (dup);
+                ih[oid + (size_t)t * sid + (size_t)s] = x;
+            }
+        struct llm__buf ib[2], xb[2], xsb[2], bb[2], db[2];
+        buf2_alloc(be, ib, ih, sizeof(int32_t) * idw);
+        float *xh, *xsh, *bh;
+        const size_t ox = 7, sx = (size_t)K + 5, ob = 5, sb = (size_t)N + 3;
+        moe_data(be, xb, &xh, ox, T, K, sx, 1.0, &seed);
+        moe_data(be, xsb, &xsh, ox, (int64_t)T * k, K, sx, 1.0, &seed);
+        moe_data(be, bb, &bh, ob, E, N, sb, 1.0, &seed);
+        // outputs: gate at word 3, up after it (odd offset), N + 5 apart; the per-slot product in another buffer
+        const size_t sd = (size_t)N + 5, od0 = 3, od1 = (od0 + (size_t)T * k * sd + 2) | 1, dw = od1 + (size_t)T * k * sd + 4;
+        float *dh = marked(dw);
+        buf2_alloc(be, db, dh, sizeof(float) * dw);
+        int32_t *toks = calloc((size_t)T, sizeof(int32_t));
+        struct llm__step step = {.n_tokens = T, .tokens = toks};
+        char what[96];
+        const double bound = type == LLM__TYPE_F32 ? 1e-9 : 5e-4;
+        const int64_t TK = (int64_t)T * k;
+        float *got[2];
+        for (int b = 0; b < 2; b++) {
+            const struct llm__tensor d[2] = {ten(&db[b], od0 * 4, N, TK, sd * 4), ten(&db[b], od1 * 4, N, TK, sd * 4)};
+            const struct llm__tensor bias[2] = {{0}, ten(&bb[b], ob * 4, N, E, sb * 4)};
+            const struct llm__weight *wp[2] = {&w[b][0], &w[b][1]};
+            const struct llm__tensor ids = {&ib[b], oid * 4, LLM__TYPE_I32, k, T, sid * 4};
+            be[b]->iface->begin_step(be[b]->ctx, &step);
+            be[b]->iface->matmul_id(be[b]->ctx, 2, d, wp, bias, ten(&xb[b], ox * 4, K, T, sx * 4), ids, false);
+            EXPECT(be[b]->iface->end_step(be[b]->ctx, &e) == LLM_OK, "matmul_id: end_step: %s", e.msg);
+            got[b] = malloc(sizeof(float) * dw);
+            be[b]->iface->download(be[b]->ctx, &db[b], 0, got[b], sizeof(float) * dw);
+        }
+        struct outcmp cmp;
+        cmp_begin(&cmp, dw);
+        cmp_tensor(&cmp, got[0], got[1], od0, TK, N, sd);
+        cmp_tensor(&cmp, got[0], got[1], od1, TK, N, sd);
+        double worst;
+        int moved;
+        double err = cmp_end(&cmp, got[0], dh, &worst, &moved);
+        snprintf(what, sizeof(what), "matmul_id %s %d experts x %d, K %d, %d tokens x %d%s (gate, up + bias)",
+                 llm__type_info((uint32_t)type)->name, E, (int)N, (int)K, T, k, skew ? " skewed" : "");
+        EXPECT(err < bound && worst < bound, "%s: NMSE %.3g, worst row %.3g (bound %.0e)", what, err, worst, bound);
+        EXPECT(moved == 0, "%s: %d words outside dst changed", what, moved);
+        printf("  %-70s NMSE %.2e  worst row %.2e\n", what, err, worst);
+        for (int b = 0; b < 2; b++) free(got[b]);
+        // a row per slot (the down projection's input), no bias
+        buf2_free(be, db);
+        buf2_alloc(be, db, dh, sizeof(float) * dw);
+        for (int b = 0; b < 2; b++) {
+            const struct llm__tensor d = ten(&db[b], od1 * 4, N, TK, sd * 4);
+            const struct llm__weight *wp[1] = {&w[b][2]};
+            const struct llm__tensor ids = {&ib[b], oid * 4, LLM__TYPE_I32, k, T, sid * 4};
+            be[b]->iface->begin_step(be[b]->ctx, &step);
+            be[b]->iface->matmul_id(be[b]->ctx, 1, &d, wp, NULL, ten(&xsb[b], ox * 4, K, TK, sx * 4), ids, true);
+            EXPECT(be[b]->iface->end_step(be[b]->ctx, &e) == LLM_OK, "matmul_id: end_step: %s", e.msg);
+            got[b] = malloc(sizeof(float) * dw);
+            be[b]->iface->download(be[b]->ctx, &db[b], 0, got[b], sizeof(float) * dw);
+        }
+        err = cmp_one(got[0], got[1], dh, dw, od1, TK, N, sd, &worst, &moved);
+        snprintf(what, sizeof(what), "matmul_id %s %d experts x %d, K %d, %d tokens x %d%s (a row a slot)",
+                 llm__type_info((uint32_t)type)->name, E, (int)N, (int)K, T, k, skew ? " skewed" : "");
+        EXPECT(err < bound && worst < bound, "%s: NMSE %.3g, worst row %.3g (bound %.0e)", what, err, worst, bound);
+        EXPECT(moved == 0, "%s: %d words outside dst changed", what, moved);
+        printf("  %-70s NMSE %.2e  worst row %.2e\n", what, err, worst);
+        for (int b = 0; b < 2; b++) free(got[b]);
+        buf2_free(be, ib);
+        buf2_free(be, xb);
+        buf2_free(be, xsb);
+        buf2_free(be, bb);
+        buf2_free(be, db);
+        free(ih);
+        free(xh);
+        free(xsh);
+        free(bh);
+        free(dh);
+        free(toks);
+    }
+    for (int j = 0; j < 3; j++) {
+        for (int b = 0; b < 2; b++)
+            if (w[b][j].buf.size || w[b][j].buf.handle) be[b]->iface->weight_free(be[b]->ctx, &w[b][j]);
+        free(q[j]);
+    }
+}
+
+// moe_sum with and without a shared expert (and its gate), and swiglu_oai on values past its
+// clamp (|x| up to ~25 against the limit 7).
+static void test_moe_sum(struct llm_backend *vk, struct llm_backend *cpu) {
+    struct llm_backend *be[2] = {vk, cpu};
+    struct llm__err e = {{0}, LLM_OK};
+    unsigned long long seed = 67;
+    const int T = 19, ks = 4;
+    const int64_t E = 300;
+    const size_t os = 5, ss = (size_t)E + 3, ow = 3, sw = (size_t)ks + 1, osh = 9, ssh = (size_t)E + 7, og = 4, sg = 3;
+    float *sh_src, *sh_w, *sh_sh, *sh_g;
+    struct llm__buf sb[2], wb[2], hb[2], gb[2], db[2];
+    moe_data(be, sb, &sh_src, os, (int64_t)T * ks, E, ss, 1.0, &seed);
+    moe_data(be, wb, &sh_w, ow, T, ks, sw, 1.0, &seed);
+    moe_data(be, hb, &sh_sh, osh, T, E, ssh, 1.0, &seed);
+    moe_data(be, gb, &sh_g, og, T, 1, sg, 2.0, &seed);
+    const size_t od = 7, sd = (size_t)E + 1, dw = od + (size_t)T * sd + 3;
+    float *dh = marked(dw);
+    buf2_alloc(be, db, dh, sizeof(float) * dw);
+    struct llm__step step = {.n_tokens = T};
+    for (int shared = 0; shared < 2; shared++) {
+        const char *what = shared ? "moe_sum 19 tokens x 4, 300 columns, shared expert" : "moe_sum 19 tokens x 4, 300 columns";
+        MOE_RUN(what, 1e-12, db, dh, dw, od, T, E, sd,
+                be[k]->iface->moe_sum(be[k]->ctx, ten(&db[k], od * 4, E, T, sd * 4),
+                                      ten(&sb[k], os * 4, E, (int64_t)T * 4, ss * 4), ten(&wb[k], ow * 4, 4, T, sw * 4),
+                                      shared ? ten(&hb[k], osh * 4, E, T, ssh * 4) : (struct llm__tensor){0},
+                                      shared ? ten(&gb[k], og * 4, 1, T, sg * 4) : (struct llm__tensor){0}));
+    }
+    // swiglu_oai: contiguous rows (an element-wise op), gate and up 8x normal
+    float *gh, *uh;
+    struct llm__buf g2[2], u2[2], d2[2];
+    moe_data(be, g2, &gh, 5, T, E, (size_t)E, 8.0, &seed);
+    moe_data(be, u2, &uh, 3, T, E, (size_t)E, 8.0, &seed);
+    const size_t w2 = 9 + (size_t)T * (size_t)E + 3;
+    float *h2 = marked(w2);
+    buf2_alloc(be, d2, h2, sizeof(float) * w2);
+    MOE_RUN("swiglu_oai 19 x 300 (|x| up to ~25, limit 7)", 1e-10, d2, h2, w2, 9, T, E, (size_t)E,
+            be[k]->iface->swiglu_oai(be[k]->ctx, ten(&d2[k], 9 * 4, E, T, (size_t)E * 4), ten(&g2[k], 5 * 4, E, T, (size_t)E * 4),
+                                     ten(&u2[k], 3 * 4, E, T, (size_t)E * 4), 1.702f, 7.0f));
+    struct llm__buf *all[] = {sb, wb, hb, gb, db, g2, u2, d2};
+    for (size_t i = 0; i < LLM__ARRAY_LEN(all); i++) buf2_free(be, all[i]);
+    free(sh_src); free(sh_w); free(sh_sh); free(sh_g); free(dh); free(gh); free(uh); free(h2);
+}
+
+// The mixture-of-experts ops: routing, the products per expert for the types experts come in,
+// the weighted sum, gpt-oss's SwiGLU.
+static void test_moe(struct llm_backend *vk, struct llm_backend *cpu) {
+    test_moe_route(vk, cpu);
+    static const int types[] = {LLM__TYPE_F32, LLM__TYPE_Q8_0, LLM__TYPE_Q4_0, LLM__TYPE_Q4_K, LLM__TYPE_Q5_K,
+                                LLM__TYPE_Q6_K, LLM__TYPE_MXFP4};
+    unsigned long long seed = 71;
+    for (size_t t = 0; t < LLM__ARRAY_LEN(types); t++) {
+        const int64_t K = llm__type_info((uint32_t)types[t])->blck == 256 ? 512 : 256;
+        moe_matmul_case(vk, cpu, types[t], 8, 64, K, 1, 2, false, seed++);      // decode
+        moe_matmul_case(vk, cpu, types[t], 8, 80, K, 5, 2, false, seed++);      // a few tokens; rows not 64s
+        moe_matmul_case(vk, cpu, types[t], 16, 32, K, 100, 4, true, seed++);    // prefill, one expert past 64 slots
+    }
+    test_moe_sum(vk, cpu);
+}
+
 // RoPE of 37 token rows at random positions 0..5000, normal and NeoX, with and without
 // frequency factors, partial rotation (n_rot < head_dim).
 static void test_rope(struct llm_backend *vk, struct llm_backend *cpu) {
-    static const struct { int n_head, head_dim, n_rot; bool neox, ff; float base, scale; } cases[] = {
-        {8, 64, 64, false, false, 10000.0f, 1.0f},  {4, 64, 64, true, false, 1000000.0f, 1.0f},
-        {4, 128, 128, false, true, 500000.0f, 1.0f}, {4, 128, 128, true, true, 500000.0f, 0.25f},
-        {2, 128, 64, true, false, 10000.0f, 1.0f},  {2, 64, 32, false, true, 10000.0f, 1.0f},
+    static const struct { int n_head, head_dim, n_rot; bool neox, ff; float base, scale; bool yarn; } cases[] = {
+        {8, 64, 64, false, false, 10000.0f, 1.0f, false},  {4, 64, 64, true, false, 1000000.0f, 1.0f, false},
+        {4, 128, 128, false, true, 500000.0f, 1.0f, false}, {4, 128, 128, true, true, 500000.0f, 0.25f, false},
+        {2, 128, 64, true, false, 10000.0f, 1.0f, false},  {2, 64, 32, false, true, 10000.0f, 1.0f, false},
+        // YaRN (gpt-oss's): the blend between the corrections' dimensions, cos and sin scaled
+        {4, 64, 64, true, false, 150000.0f, 0.03125f, true}, {2, 128, 128, false, true, 10000.0f, 0.25f, true},
     };
     struct llm_backend *be[2] = {vk, cpu};
     const int64_t T = 37;
@@ -403,6 +686,7 @@ static void test_rope(struct llm_backend *vk, struct llm_backend *cpu) {
         for (int k = 0; k < 2; k++) {
             struct llm__rope r = {cases[c].n_rot, cases[c].neox, cases[c].base, cases[c].scale, {0},
                                   0.0f, 1.0f, {0, 0}};
+            if (cases[c].yarn) r.ext_factor = 1.0f, r.mscale = 1.35f, r.corr_dims[0] = 4.5f, r.corr_dims[1] = 19.25f;
             if (cases[c].ff) r.freq_factors = ten(&fb[k], of * 4, cases[c].n_rot / 2, 1, sizeof(float) * (size_t)(cases[c].n_rot / 2));
             be[k]->iface->begin_step(be[k]->ctx, &step);
             be[k]->iface->rope(be[k]->ctx, ten(&xb[k], ox * 4, cols, T, sx * 4), cases[c].n_head, cases[c].head_dim, &r);
@@ -418,8 +702,9 @@ static void test_rope(struct llm_backend *vk, struct llm_backend *cpu) {
         // by ~1e-4 rad. Worst row seen on lavapipe: 1.1e-8; bound 10x that.
         const double bound = 1e-7;
         char what[64];
-        snprintf(what, sizeof(what), "%s hd %d rot %d%s%s", cases[c].neox ? "neox" : "norm", cases[c].head_dim,
-                 cases[c].n_rot, cases[c].ff ? " ff" : "", cases[c].scale != 1.0f ? " x0.25" : "");
+        snprintf(what, sizeof(what), "%s hd %d rot %d%s%s%s", cases[c].neox ? "neox" : "norm", cases[c].head_dim,
+                 cases[c].n_rot, cases[c].ff ? " ff" : "", cases[c].scale != 1.0f ? " scaled" : "",
+                 cases[c].yarn ? " yarn" : "");
         EXPECT(err < bound && worst < bound, "rope %s: NMSE %.3g, worst row %.3g (bound %.0e)", what, err, worst, bound);
         EXPECT(moved == 0, "rope %s: %d words outside x changed", what, moved);
         printf("  rope      %-28s %d heads, %d rows  NMSE %.2e  worst row %.2e  bound %.0e\n", what, cases[c].n_head,
@@ -437,8 +722,9 @@ static void test_rope(struct llm_backend *vk, struct llm_backend *cpu) {
 // by kv_store in steps before it (at most 512 tokens each). Blocks of 16 slots are handed out
 // as a random permutation of a pool with spare blocks; unused block-table entries point to a
 // spare block. Unwritten cache slots hold a large value, so reading one shows.
-// window > 0: sliding-window attention; softcap > 0: soft-capped scores (attention_window).
-struct attn_case { const char *name; int n_seqs, ctx[4], n_new[4], window; float softcap; };
+// window > 0: sliding-window attention; softcap > 0: soft-capped scores; sinks: a sink per head
+// (attention_window).
+struct attn_case { const char *name; int n_seqs, ctx[4], n_new[4], window; float softcap; bool sinks; };
 
 static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const struct attn_case *ac, int n_head,
                       int n_head_kv, int hd, int type, unsigned long long seed) {
@@ -476,8 +762,9 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
         }
     // k, v rows of every token and q rows of the new ones, at odd offsets with padded strides
     const size_t sk = (size_t)n_kv + 5, sq = (size_t)n_q + 7, ok = 3, ov = (ok + (size_t)n_all * sk + 2) | 1,
-                 oq = (ov + (size_t)n_all * sk + 2) | 1, aw = oq + (size_t)n_new * sq + 3;
+                 oq = (ov + (size_t)n_all * sk + 2) | 1, osk = oq + (size_t)n_new * sq + 3, aw = osk + (size_t)n_head + 2;
     float *ah = marked(aw);
+    for (int h = 0; h < n_head; h++) ah[osk + (size_t)h] = (float)(2.0 * test_rng_normal(&seed));   // (some dominate)
     for (int i = 0; i < n_all; i++)
         for (int c = 0; c < n_kv; c++) {
             ah[ok + (size_t)i * sk + (size_t)c] = (float)test_rng_normal(&seed);
@@ -499,9 +786,10 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
     buf2_alloc(be, kb, ch, 2 * layer);
     buf2_alloc(be, vb, ch, 2 * layer);
     buf2_alloc(be, obuf, oh, sizeof(float) * ow);
-    const struct llm__attn ap = {n_head, n_head_kv, hd, 1.0f / sqrtf((float)hd), ac->window, ac->softcap, {0}};
     struct llm__err e = {{0}, LLM_OK};
     for (int k = 0; k < 2; k++) {
+        struct llm__attn ap = {n_head, n_head_kv, hd, 1.0f / sqrtf((float)hd), ac->window, ac->softcap, {0}};
+        if (ac->sinks) ap.sinks = ten(&ab[k], osk * 4, n_head, 1, sizeof(float) * (size_t)n_head);
         const int64_t slots = (int64_t)pool * bs;
         struct llm__tensor kc = {&kb[k], layer, type, n_kv, slots, row_bytes}, vc = {&vb[k], layer, type, n_kv, slots, row_bytes};
         // steps [a, a + n): at most 512 earlier tokens each, then the new ones with attention
@@ -514,7 +802,7 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
             be[k]->iface->kv_store(be[k]->ctx, kc, vc, ten(&ab[k], (ok + (size_t)a * sk) * 4, n_kv, n, sk * 4),
                                    ten(&ab[k], (ov + (size_t)a * sk) * 4, n_kv, n, sk * 4));
             if (a >= n_old)
-                (ac->window || ac->softcap > 0 ? be[k]->iface->attention_window : be[k]->iface->attention)(
+                (ac->window || ac->softcap > 0 || ac->sinks ? be[k]->iface->attention_window : be[k]->iface->attention)(
                     be[k]->ctx, ten(&obuf[k], oo * 4, n_q, n, so * 4), ten(&ab[k], oq * 4, n_q, n, sq * 4), kc, vc, &ap);
             EXPECT(be[k]->iface->end_step(be[k]->ctx, &e) == LLM_OK, "end_step: %s", e.msg);
             a += n;
@@ -557,17 +845,22 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
 // (flash-decoding splits), each for f16 and f32 caches, with GQA and without.
 static void test_attention(struct llm_backend *vk, struct llm_backend *cpu) {
     static const struct attn_case cases[] = {
-        {"prefill", 4, {1, 17, 64, 300}, {1, 17, 64, 300}, 0, 0.0f},
-        {"decode", 4, {2, 18, 65, 301}, {1, 1, 1, 1}, 0, 0.0f},
-        {"mixed", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 0, 0.0f},
-        {"long", 2, {2001, 777}, {1, 1}, 0, 0.0f},
+        {"prefill", 4, {1, 17, 64, 300}, {1, 17, 64, 300}, 0, 0.0f, false},
+        {"decode", 4, {2, 18, 65, 301}, {1, 1, 1, 1}, 0, 0.0f, false},
+        {"mixed", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 0, 0.0f, false},
+        {"long", 2, {2001, 777}, {1, 1}, 0, 0.0f, false},
         // sliding windows (a tile's queries with different first keys; flash-decoding splits of
         // the window only), soft-capping, both
-        {"swa-pre", 4, {1, 17, 64, 300}, {1, 17, 64, 300}, 20, 0.0f},
-        {"swa-mix", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 8, 0.0f},
-        {"swa-long", 2, {2001, 777}, {1, 1}, 700, 0.0f},
-        {"softcap", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 0, 2.0f},
-        {"swa-cap", 4, {1, 17, 64, 300}, {1, 17, 64, 300}, 13, 1.5f},
+        {"swa-pre", 4, {1, 17, 64, 300}, {1, 17, 64, 300}, 20, 0.0f, false},
+        {"swa-mix", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 8, 0.0f, false},
+        {"swa-long", 2, {2001, 777}, {1, 1}, 700, 0.0f, false},
+        {"softcap", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 0, 2.0f, false},
+        {"swa-cap", 4, {1, 17, 64, 300}, {1, 17, 64, 300}, 13, 1.5f, false},
+        // gpt-oss's sinks: prefill tiles, decode, flash-decoding's reduction, with a window
+        {"sink-pre", 4, {1, 17, 64, 300}, {1, 17, 64, 300}, 0, 0.0f, true},
+        {"sink-mix", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 0, 0.0f, true},
+        {"sink-lng", 2, {2001, 777}, {1, 1}, 0, 0.0f, true},
+        {"sink-swa", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 8, 0.0f, true},
     };
     static const int heads[][3] = {{8, 2, 64}, {4, 4, 128}}, types[] = {LLM__TYPE_F16, LLM__TYPE_F32};
     unsigned long long seed = 41;
@@ -673,6 +966,55 @@ static void test_model(const char *name, double tol) {
     llm_results_free(rg, 4);
     llm_engine_free(C);
     llm_engine_free(G);
+}
+
+// Against llama.cpp's golden (tests/golden/NAME.p1.json: made with an f32 KV cache, flash
+// attention off): the prompt, then its greedy continuation teacher-forced, on this backend with an
+// f32 cache; llama.cpp's top-5 log-probabilities at every one of its 32 steps within tol.
+static void test_golden_f32(const char *name, double tol) {
+    char path[512], golden[600];
+    if (!model_path(name, path, sizeof(path))) return;
+    snprintf(golden, sizeof(golden), "tests/golden/%s.p1.json", name);
+    struct json j;
+    if (json_load(golden, &j) != 0) { EXPECT(0, "cannot parse %s", golden); return; }
+    int32_t prompt[128], greedy[32], seq[32];
+    const int np = json_ints(json_get(&j, "prompt.tokens"), prompt, 128), ng = json_ints(json_get(&j, "greedy.tokens"), greedy, 32);
+    const struct json *top = json_get(&j, "trace.top");
+    struct llm_engine_params p = llm_engine_params_default();
+    char err[512];
+    p.model_path = path;
+    p.backend = GPU_KIND;
+    p.n_threads = 2;
+    p.max_model_len = 128;
+    p.kv_cache_dtype = LLM_KV_F32;
+    llm_engine *G = np > 1 && np + ng <= 128 && top && top->n == ng ? llm_engine_create(&p, err, sizeof(err)) : NULL;
+    EXPECT(G != NULL, "%s: %s", golden, G ? "" : err);
+    if (!G) { json_free(&j); return; }
+    const int nv = G->model.n_vocab;
+    float *lg = malloc(sizeof(float) * (size_t)nv * (size_t)ng);
+    seq[0] = prompt[np - 1];
+    for (int i = 0; i + 1 < ng; i++) seq[i + 1] = greedy[i];
+    const int sg = llm_seq_new(G);
+    EXPECT(llm_seq_eval(G, sg, prompt, np - 1, NULL, 0) == LLM_OK && llm_seq_eval(G, sg, seq, ng, lg, 1) == LLM_OK,
+           "%s: " GPU_NAME " eval: %s", name, llm_last_error(G));
+    double worst = 0;
+    for (int s = 0; s < ng; s++) {
+        const float *g = lg + (size_t)s * nv;
+        double mx = -INFINITY, z = 0;
+        for (int v = 0; v < nv; v++) mx = fmax(mx, g[v]);
+        for (int v = 0; v < nv; v++) z += exp(g[v] - mx);
+        const struct json *row = json_at(top, s);
+        for (int k = 0; row && k < row->n && k < 5; k++) {
+            const int id = (int)json_get(json_at(row, k), "id")->num;
+            worst = fmax(worst, fabs(json_get(json_at(row, k), "logprob")->num - (g[id] - mx - log(z))));
+        }
+    }
+    EXPECT(worst < tol, "%s: top-5 log-probabilities differ from llama.cpp's by %.3g (bound %.3g)", name, worst, tol);
+    printf("  %-18s against llama.cpp (f32 cache), 32 steps: top-5 logprob max diff %.2e (bound %.0e)\n", name, worst,
+           tol);
+    free(lg);
+    llm_engine_free(G);
+    json_free(&j);
 }
 
 // The scheduler's features on Vulkan (f32 model: tokens comparable exactly): 6 requests with a

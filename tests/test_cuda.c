@@ -236,13 +236,15 @@ int main(void) {
     if (gpu.iface && cpu.iface && !e.msg[0]) {
         // covers every test: 512 tokens a step, rows of up to 16640, 4 query heads per KV head of 128
         struct llm__shape shape = {.max_tokens = 512, .max_out = 512, .max_seqs = 4, .max_blocks = 128, .max_cols = 16640,
-                                   .n_head = 8, .n_head_kv = 2, .head_dim = 128, .block_size = 16};
+                                   .n_head = 8, .n_head_kv = 2, .head_dim = 128, .block_size = 16, .n_expert = 128,
+                                   .n_expert_used = 8};
         EXPECT(gpu.iface->reserve(gpu.ctx, &shape, &e) == LLM_OK, "cuda reserve: %s", e.msg);
         EXPECT(cpu.iface->reserve(cpu.ctx, &shape, &e) == LLM_OK, "cpu reserve: %s", e.msg);
         test_ops(&gpu, &cpu);
         test_gather_cols(&gpu, &cpu);
         test_rows(&gpu, &cpu);
         test_matmul(&gpu, &cpu);
+        test_moe(&gpu, &cpu);
         test_rope(&gpu, &cpu);
         test_attention(&gpu, &cpu);
         test_step_limits(&gpu);
@@ -277,6 +279,10 @@ int main(void) {
         {"tiny-phi3-q4_0", 0.15, true},   {"tiny-gemma3-f32", 1e-2, true}, {"tiny-gemma2-f32", 1e-2, false},
         {"tiny-gemma2-q8_0", 0.15, true}, {"hf/tiny-qwen3-awq", 0.15, false}, {"hf/tiny-phi3-gptq", 0.15, true},
         {"hf/tiny-gemma2-gptq8", 0.15, false},
+        // mixtures of experts (test_vulkan says why olmoe's and gpt-oss's f32 bounds are 5e-3)
+        {"tiny-qwen3moe-f32", 1e-3, false}, {"tiny-qwen3moe-q4_k", 0.15, true}, {"tiny-qwen3moe-mxfp4", 0.15, false},
+        {"tiny-mixtral-q8_0", 0.15, false}, {"tiny-qwen2moe-f32", 1e-3, true}, {"tiny-olmoe-f32", 5e-3, false},
+        {"tiny-gpt-oss-f32", 5e-3, false},  {"tiny-gpt-oss-mxfp4", 0.15, true},
     };
     int left = 0;
     for (size_t i = 0; i < LLM__ARRAY_LEN(models); i++) {
@@ -292,7 +298,14 @@ int main(void) {
         unsetenv("LLM_CUDA_CUBLAS");
         if (!strcmp(models[i].name, "tiny-llama3-f32")) test_serving("tiny-llama3-f32");
     }
-    if (left) printf("  (%d of the %zu tiny models left out on the emulator: they run on a GPU)\n", left, LLM__ARRAY_LEN(models));
+    // each MoE architecture against llama.cpp's goldens with an f32 cache (as test_vulkan)
+    static const struct { const char *name; bool emu; } moe_goldens[] = {
+        {"tiny-qwen3moe-f32", false}, {"tiny-mixtral-f32", false}, {"tiny-qwen2moe-f32", true},
+        {"tiny-olmoe-f32", false}, {"tiny-gpt-oss-f32", true}};
+    for (size_t i = 0; i < LLM__ARRAY_LEN(moe_goldens); i++)
+        if (!emulated || moe_goldens[i].emu) test_golden_f32(moe_goldens[i].name, 1e-4);
+        else left++;
+    if (left) printf("  (%d of the tiny models' checks left out on the emulator: they run on a GPU)\n", left);
     // The real models: all 18 goldens on a GPU; none on the emulator (minutes a golden there)
     static const char *const prompts[] = {"prose", "chat", "code_py", "chinese", "code_c", "french", "list", "math", "recipe"};
     if (emulated) {
