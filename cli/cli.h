@@ -212,6 +212,8 @@ struct cli_tools {
     int named;                 // CLI_TOOL_NAMED: the tool's index
     bool single;               // parallel_tool_calls false: one call at most
     bool active;               // tools rendered in the prompt, calls parsed from the answer
+    bool harmony;              // gpt-oss's harmony format: rendered as its template; its calls (read by
+                               // cli_harmony_feed into the Hermes format) parsed as Hermes calls
     char *grammar;             // "required" or a named function: the calls' grammar (p.grammar)
 };
 // What a streamed choice has sent: content bytes, calls announced, the last call's argument bytes.
@@ -289,10 +291,12 @@ void cli_tools_message(const struct cli_tools *t, const char *id, int choice, co
 json_t *cli_chat_deltas(const struct cli_tools *t, struct cli_tool_stream *st, const char *id, int choice,
                         const struct cli_strbuf *text, bool force, bool final);
 // gpt-oss's harmony output read as it grows: the final (and commentary) channels' text into
-// content, the analysis channel's into reasoning; text outside any message is content. Markers
+// content, the analysis channel's into reasoning; text outside any message is content. With calls
+// (the request's tools active), a message to=functions.NAME goes into content as a Hermes call,
+// <tool_call>\n{"name": "NAME", "arguments": BODY}\n</tool_call>, for the tools' parser. Markers
 // come whole (each is one token); a message header not yet complete waits for more text, unless
 // final (s[0..n) is the whole answer). Feed it the same text, longer each time.
-struct cli_harmony { size_t pos, scan; int chan; struct cli_strbuf content, reasoning; };
+struct cli_harmony { size_t pos, scan; int chan; bool calls; struct cli_strbuf content, reasoning; };
 void cli_harmony_feed(struct cli_harmony *h, const char *s, size_t n, bool final);
 void cli_harmony_free(struct cli_harmony *h);
 // The finish reason: "tool_calls" for a "stop" whose choice (its message) or stream made calls.

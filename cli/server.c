@@ -720,6 +720,7 @@ static json_t *srv_answer(struct srv_call *c) {
             json_t *m = cli_jcheck(json_object());
             cli_jset(m, "role", cli_json_cstr("assistant"));
             if (srv_harmony(c)) {   // gpt-oss: the final channel's text, its reasoning apart (as llama-server)
+                s->hm.calls = c->q.tools.active;
                 cli_harmony_feed(&s->hm, text, s->text.n, true);
                 const struct cli_strbuf *ct = &s->hm.content;
                 cli_tools_message(&c->q.tools, c->id, s->index, ct->p ? ct->p : "", ct->n, m);
@@ -797,6 +798,7 @@ static bool srv_stream_collect(struct srv_call *c) {
         size_t n_lp = s->lp ? json_array_size(s->lp) : 0;
         const struct cli_strbuf *content = &s->text;
         if (srv_harmony(c)) {   // gpt-oss: the final channel's text is the content, the analysis the reasoning
+            s->hm.calls = c->q.tools.active;
             cli_harmony_feed(&s->hm, s->text.p ? s->text.p : "", s->text.n, s->finished);
             content = &s->hm.content;
             if (s->hm.reasoning.n > s->reasoning_sent) {

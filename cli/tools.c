@@ -236,6 +236,7 @@ bool cli_tools_prepare(struct cli_jreq *q, const char *tmpl) {
     struct cli_tools *t = &q->tools;
     t->format = tmpl && !strcmp(tmpl, "llama3") ? CLI_TOOLS_LLAMA3
                 : tmpl && !strcmp(tmpl, "mistral") ? CLI_TOOLS_MISTRAL : CLI_TOOLS_HERMES;
+    t->harmony = tmpl && !strcmp(tmpl, "harmony");
     if (t->list && json_array_size(t->list) > CLI_TOOLS_MAX)
         return cli_jreq_fail_at(q, "tools", "tools: %zu tools, at most %d", json_array_size(t->list), CLI_TOOLS_MAX);
     t->n = (int)json_array_size(t->list);
@@ -244,6 +245,9 @@ bool cli_tools_prepare(struct cli_jreq *q, const char *tmpl) {
     if (!cli_tools_choice(q)) return false;
     t->active = t->list && t->choice != CLI_TOOL_NONE;
     if (t->choice != CLI_TOOL_REQUIRED && t->choice != CLI_TOOL_NAMED) return true;
+    if (t->harmony)   // (a grammar would have to hold the channel markers, control tokens, too)
+        return cli_jreq_fail_at(q, "tool_choice", "tool_choice: \"required\" or a named function is not supported "
+                                "with the harmony format (gpt-oss) yet; use \"auto\"");
     if (q->p.grammar)
         return cli_jreq_fail_at(q, "tool_choice", "tool_choice: \"required\" or a named function (which hold the "
                                 "answer to calls) cannot be combined with response_format's schema");
@@ -520,8 +524,11 @@ bool cli_tools_involved(const struct cli_jreq *q, json_t *messages) {
     return false;
 }
 
+static bool cli_tools_harmony_render(struct cli_jreq *q, json_t *v, const struct llm_chat_message *m, int n);
+
 bool cli_tools_render(struct cli_jreq *q, json_t *v, const struct llm_chat_message *m, int n, const char *tmpl) {
     const struct cli_tools *t = &q->tools;
+    if (t->harmony) return cli_tools_harmony_render(q, v, m, n);
     struct cli_tconv c = {0};
     struct cli_strbuf sys = {0}, b = {0};
     int first, lead = -1, last = -1;
@@ -553,6 +560,230 @@ bool cli_tools_render(struct cli_jreq *q, json_t *v, const struct llm_chat_messa
     for (int i = 0; i < c.n; i++) free(c.m[i].content);
     free(c.m);
     free(sys.p);
+    return ok;
+}
+
+// A string literal into b.
+#define CLI_HM_PUT(b, lit) cli_sb_put(b, lit, sizeof(lit) - 1)
+
+// --- harmony (gpt-oss): the tools as its official template writes them, a TypeScript-like
+// namespace in the developer message; a call as a commentary message to=functions.NAME with JSON
+// arguments; a result as a message from functions.NAME ---
+
+// Jinja's truth of a value: not null, false, 0, "", [] or {}.
+static bool cli_hm_truthy(const json_t *v) {
+    if (!v || json_is_null(v) || json_is_false(v)) return false;
+    if (json_is_string(v)) return json_string_length(v) > 0;
+    if (json_is_array(v)) return json_array_size(v) > 0;
+    if (json_is_object(v)) return json_object_size(v) > 0;
+    if (json_is_number(v)) return json_number_value(v) != 0;
+    return true;
+}
+
+// v as Jinja's string of it: a string's text, else its JSON.
+static void cli_hm_str(struct cli_strbuf *b, const json_t *v) {
+    if (json_is_string(v)) cli_sb_put(b, json_string_value(v), json_string_length(v));
+    else cli_tools_dump(b, v, 0);
+}
+
+static bool cli_hm_required(const json_t *required, const char *name) {
+    for (size_t i = 0; i < json_array_size(required); i++) {
+        const char *r = json_string_value(json_array_get(required, i));
+        if (r && !strcmp(r, name)) return true;
+    }
+    return false;
+}
+
+// A schema's type as the template's render_typescript_type writes it (its white space too).
+static void cli_hm_type(struct cli_strbuf *b, const json_t *spec, int depth) {
+    const json_t *type = json_object_get(spec, "type"), *one = json_object_get(spec, "oneOf");
+    const char *ts = json_string_value(type);
+    const bool nullable = cli_hm_truthy(json_object_get(spec, "nullable"));
+    if (depth > 32) {
+        CLI_HM_PUT(b, "any");
+    } else if (ts && !strcmp(ts, "array")) {
+        const json_t *items = json_object_get(spec, "items");
+        const char *it = json_string_value(json_object_get(items, "type"));
+        if (!cli_hm_truthy(items)) {
+            CLI_HM_PUT(b, "any[]");
+        } else if (it && (!strcmp(it, "string") || !strcmp(it, "number") || !strcmp(it, "integer") ||
+                          !strcmp(it, "boolean"))) {
+            cli_sb_printf(b, "%s[]", strcmp(it, "integer") ? it : "number");
+        } else {
+            struct cli_strbuf in = {0};
+            cli_hm_type(&in, items, depth + 1);
+            if (in.n > 50 || (in.n == 15 && !memcmp(in.p, "object | object", 15))) CLI_HM_PUT(b, "any[]");
+            else cli_sb_printf(b, "%.*s[]", (int)in.n, in.p ? in.p : "");
+            free(in.p);
+        }
+        if (nullable) CLI_HM_PUT(b, " | null");
+    } else if (json_is_array(type) && json_array_size(type) > 0) {   // ["string", "null"]
+        for (size_t i = 0; i < json_array_size(type); i++) {
+            if (i) CLI_HM_PUT(b, " | ");
+            cli_hm_str(b, json_array_get(type, i));
+        }
+    } else if (cli_hm_truthy(one) && json_is_array(one)) {   // (the template's test for object variants never holds)
+        for (size_t i = 0; i < json_array_size(one); i++) {
+            const json_t *var = json_array_get(one, i), *def = json_object_get(var, "default");
+            cli_hm_type(b, var, depth + 1);
+            if (cli_hm_truthy(json_object_get(var, "description"))) {
+                CLI_HM_PUT(b, "// ");
+                cli_hm_str(b, json_object_get(var, "description"));
+            }
+            if (def) {
+                CLI_HM_PUT(b, "                    // default: ");
+                cli_tools_dump(b, def, 0);
+            }
+            if (i + 1 < json_array_size(one)) CLI_HM_PUT(b, " | \n");
+        }
+    } else if (ts && !strcmp(ts, "string")) {
+        const json_t *e = json_object_get(spec, "enum");
+        if (cli_hm_truthy(e) && json_is_array(e)) {
+            for (size_t i = 0; i < json_array_size(e); i++) {
+                if (i) CLI_HM_PUT(b, "\" | \"");
+                else CLI_HM_PUT(b, "\"");
+                cli_hm_str(b, json_array_get(e, i));
+            }
+            CLI_HM_PUT(b, "\"");
+        } else {
+            if (nullable) CLI_HM_PUT(b, "string | null");
+            else CLI_HM_PUT(b, "string");
+        }
+    } else if (ts && (!strcmp(ts, "number") || !strcmp(ts, "integer") || !strcmp(ts, "boolean"))) {
+        cli_sb_printf(b, "%s", strcmp(ts, "boolean") ? "number" : "boolean");
+    } else if (ts && !strcmp(ts, "object")) {
+        const json_t *props = json_object_get(spec, "properties"), *req = json_object_get(spec, "required");
+        if (!cli_hm_truthy(props) || !json_is_object(props)) {
+            CLI_HM_PUT(b, "object");
+            return;
+        }
+        CLI_HM_PUT(b, "{\n");
+        const char *name;
+        json_t *ps;
+        size_t k = 0;
+        json_object_foreach((json_t *)props, name, ps) {
+            const char *opt = cli_hm_required(req, name) ? "" : "?";
+            cli_sb_printf(b, "%s%s%s: \n                ", k++ ? ", " : "", name, opt);
+            cli_hm_type(b, ps, depth + 1);
+        }
+        CLI_HM_PUT(b, "}");
+    } else {
+        CLI_HM_PUT(b, "any");
+    }
+}
+
+// The developer message's "# Tools" part: the functions namespace (render_tool_namespace).
+static void cli_hm_tools(const struct cli_tools *t, struct cli_strbuf *b) {
+    CLI_HM_PUT(b, "# Tools\n\n## functions\n\nnamespace functions {\n\n");
+    for (int i = 0; i < t->n; i++) {
+        const json_t *fn = cli_tools_fn(t, i), *desc = json_object_get(fn, "description");
+        const json_t *par = json_object_get(fn, "parameters"), *props = json_object_get(par, "properties");
+        const json_t *req = json_object_get(par, "required");
+        if (desc) {   // (without one the template fails; the line is left out)
+            CLI_HM_PUT(b, "// ");
+            cli_hm_str(b, desc);
+            CLI_HM_PUT(b, "\n");
+        }
+        cli_sb_printf(b, "type %s = ", cli_tools_name(t, i));
+        if (!cli_hm_truthy(props) || !json_is_object(props)) {
+            CLI_HM_PUT(b, "() => any;\n\n");
+            continue;
+        }
+        CLI_HM_PUT(b, "(_: {\n");
+        const char *name;
+        json_t *ps;
+        json_object_foreach((json_t *)props, name, ps) {
+            const json_t *pd = json_object_get(ps, "description"), *def = json_object_get(ps, "default");
+            if (cli_hm_truthy(pd)) {
+                CLI_HM_PUT(b, "// ");
+                cli_hm_str(b, pd);
+                CLI_HM_PUT(b, "\n");
+            }
+            cli_sb_printf(b, "%s%s: ", name, cli_hm_required(req, name) ? "" : "?");
+            cli_hm_type(b, ps, 0);
+            if (def) {   // (an enum's and a oneOf's default as text, others as JSON)
+                const bool en = cli_hm_truthy(json_object_get(ps, "enum"));
+                const bool one = cli_hm_truthy(json_object_get(ps, "oneOf"));
+                if (one && !en) CLI_HM_PUT(b, "// default: ");
+                else CLI_HM_PUT(b, ", // default: ");
+                if (en || one) cli_hm_str(b, def);
+                else cli_tools_dump(b, def, 0);
+            }
+            CLI_HM_PUT(b, ",\n");
+        }
+        CLI_HM_PUT(b, "}) => any;\n\n");
+    }
+    CLI_HM_PUT(b, "} // namespace functions");
+}
+
+// The conversation in the harmony format as gpt-oss's template renders it with tools: the system
+// message (llm_chat_apply's, and with tools the line on where calls go), the developer message
+// (a first system or developer message as its instructions, then the tools), the turns; calls and
+// results as the template writes them (one call a message: its first), the assistant's turn opened.
+static bool cli_tools_harmony_render(struct cli_jreq *q, json_t *v, const struct llm_chat_message *m, int n) {
+    const struct cli_tools *t = &q->tools;
+    struct cli_strbuf out = {0};
+    int len = llm_chat_apply("harmony", NULL, 0, false, NULL, 0);
+    char *sys = len > 7 ? malloc((size_t)len + 1) : NULL;
+    if (!sys) cli_die("out of memory");
+    llm_chat_apply("harmony", NULL, 0, false, sys, (size_t)len + 1);
+    cli_sb_put(&out, sys, (size_t)len - 7);   // (less its <|end|>)
+    free(sys);
+    if (t->active) CLI_HM_PUT(&out, "\nCalls to these tools must go to the commentary channel: 'functions'.");
+    CLI_HM_PUT(&out, "<|end|>");
+    const int first = n > 0 && (cli_tools_role(m, 0, "system") || cli_tools_role(m, 0, "developer"));
+    if ((first && *m[0].content) || t->active) {
+        CLI_HM_PUT(&out, "<|start|>developer<|message|>");
+        if (first && *m[0].content) cli_sb_printf(&out, "# Instructions\n\n%s\n\n", m[0].content);
+        if (t->active) cli_hm_tools(t, &out);
+        CLI_HM_PUT(&out, "<|end|>");
+    }
+    bool ok = true;
+    json_t *last_call = NULL;   // the name of the last call (a tool message's sender)
+    for (int i = first; i < n && ok; i++) {
+        json_t *x = json_array_get(v, (size_t)i), *calls = cli_tools_msg_calls(q, (size_t)i, x, &ok);
+        if (!ok) break;
+        if (calls && cli_tools_role(m, i, "assistant")) {
+            bool final_later = false;   // an answer after it: its analysis (the content) is dropped
+            for (int j = i + 1; j < n && !final_later; j++)
+                final_later = cli_tools_role(m, j, "assistant") &&
+                              json_array_size(json_object_get(json_array_get(v, (size_t)j), "tool_calls")) == 0;
+            if (*m[i].content && !final_later)
+                cli_sb_printf(&out, "<|start|>assistant<|channel|>analysis<|message|>%s<|end|>", m[i].content);
+            json_t *c = json_array_get(calls, 0);
+            json_decref(last_call);
+            last_call = json_incref(json_object_get(c, "name"));
+            cli_sb_printf(&out, "<|start|>assistant to=functions.%s<|channel|>commentary json<|message|>",
+                          json_string_value(last_call));
+            cli_tools_dump(&out, json_object_get(c, "arguments"), 0);
+            CLI_HM_PUT(&out, "<|call|>");
+        } else if (calls) {
+            ok = cli_jreq_fail_at(q, "messages", "messages[%d].tool_calls: only an assistant message makes calls", i);
+        } else if (cli_tools_role(m, i, "tool")) {
+            if (!last_call) {
+                ok = cli_jreq_fail_at(q, "messages", "messages[%d]: a tool result with no call of the assistant "
+                                      "before it", i);
+                break;
+            }
+            cli_sb_printf(&out, "<|start|>functions.%s to=assistant<|channel|>commentary<|message|>",
+                          json_string_value(last_call));
+            json_t *s = cli_json_cstr(m[i].content);
+            cli_tools_dump(&out, s, 0);
+            json_decref(s);
+            CLI_HM_PUT(&out, "<|end|>");
+        } else if (cli_tools_role(m, i, "assistant")) {
+            cli_sb_printf(&out, "<|start|>assistant<|channel|>final<|message|>%s<|end|>", m[i].content);
+            json_decref(last_call);
+            last_call = NULL;
+        } else if (cli_tools_role(m, i, "user")) {
+            cli_sb_printf(&out, "<|start|>user<|message|>%s<|end|>", m[i].content);
+        }
+        json_decref(calls);
+    }
+    json_decref(last_call);
+    CLI_HM_PUT(&out, "<|start|>assistant");
+    if (ok) q->chat_text = out.p;
+    else free(out.p);
     return ok;
 }
 
@@ -952,7 +1183,9 @@ void cli_harmony_feed(struct cli_harmony *h, const char *s, size_t n, bool final
     while (h->pos < n) {
         const size_t i = h->pos;
         size_t at, end, ch_at;
-        if (cli_hm_at(s, n, i, "<|channel|>") || cli_hm_at(s, n, i, "<|start|>")) {
+        // (a recipient where the answer begins: its role's header, after the prompt's <|start|>assistant)
+        if (cli_hm_at(s, n, i, "<|channel|>") || cli_hm_at(s, n, i, "<|start|>") ||
+            (i == 0 && cli_hm_at(s, n, 0, " to="))) {
             // a header (role, channel, recipient) up to <|message|>, where the channel is known
             if (!(end = cli_hm_find(s, n, CLI_MAX(i, h->scan), "<|message|>", &at))) {
                 // (where to look again: a header that never ends is not read twice)
@@ -962,6 +1195,13 @@ void cli_harmony_feed(struct cli_harmony *h, const char *s, size_t n, bool final
             }
             h->scan = 0;
             h->chan = cli_hm_find(s, at, i, "<|channel|>", &ch_at) && cli_hm_at(s, at, ch_at + 11, "analysis");
+            size_t to;
+            if (h->calls && !h->chan && (to = cli_hm_find(s, at, i, "to=functions.", &ch_at))) {   // a call
+                size_t e = to;
+                while (e < at && s[e] != ' ' && s[e] != '\t' && s[e] != '\n' && s[e] != '<') e++;
+                cli_sb_printf(&h->content, "<tool_call>\n{\"name\": \"%.*s\", \"arguments\": ", (int)(e - to), s + to);
+                h->chan = 2;
+            }
             h->pos = end;
             continue;
         }
@@ -973,15 +1213,21 @@ void cli_harmony_feed(struct cli_harmony *h, const char *s, size_t n, bool final
         for (size_t m = 3; m < sizeof(cli_hm_marks) / sizeof(cli_hm_marks[0]) && !mark; m++)
             if (cli_hm_at(s, n, i, cli_hm_marks[m])) {   // a message ends
                 h->pos = i + strlen(cli_hm_marks[m]);
+                if (h->chan == 2) CLI_HM_PUT(&h->content, "}\n</tool_call>");
                 h->chan = 0;
                 mark = true;
             }
         if (mark) continue;
         if (s[i] == '<' && !final && cli_hm_partial(s, n, i)) return;
+        if (i == 0 && !final && n < 4 && !strncmp(" to=", s, n)) return;
         size_t j = i + 1;   // body text, up to the next '<'
         while (j < n && s[j] != '<') j++;
         cli_sb_put(h->chan == 1 ? &h->reasoning : &h->content, s + i, j - i);
         h->pos = j;
+    }
+    if (final && h->chan == 2 && h->pos >= n) {   // (a call at the end of the answer, its <|call|> not shown)
+        CLI_HM_PUT(&h->content, "}\n</tool_call>");
+        h->chan = 0;
     }
 }
 

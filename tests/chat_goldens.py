@@ -3,6 +3,7 @@
 tests/test_chat.c, as C string literals for that file (its goldens come from this script).
 
 Usage: python3 tests/chat_goldens.py
+       python3 tests/chat_goldens.py --tools   (tests/test_tools.c's goldens of gpt-oss with tools)
   needs llama-cpp-python (pip install llama-cpp-python) and jinja2, and the llama-cpp-python
   source package that tests/fixtures.sh keeps in its cache ($LLM_FIXTURES, default
   ~/.cache/llm.c-tests): its vendor/llama.cpp/models/templates/ hold official Jinja templates.
@@ -15,6 +16,7 @@ reasoning (<think>) in Qwen3's answers, which llama.cpp's "chatml" does not trea
 gpt-oss's (harmony; its date written DATE).
 """
 import ctypes
+import json
 import os
 import sys
 import tarfile
@@ -51,7 +53,7 @@ def c_literal(s):
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-for name, jinja in TEMPLATES.items():
+for name, jinja in TEMPLATES.items() if "--tools" not in sys.argv else []:
     for conv, add, label in ((CONV, True, "conv, 4, 1"), ([("user", "  hi \n")], False, "padded, 1, 0")):
         a, b = render(name, conv, add), render(jinja, conv, add)
         if a != b:
@@ -67,8 +69,60 @@ with tarfile.open(archive) as tar:
         text = tar.extractfile(members + name).read().decode()
         env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
         return env.from_string(text)
+    harmony_env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    harmony_env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False)   # (Hugging Face's tojson)
+    harmony_tools = harmony_env.from_string(
+        tar.extractfile(members + "openai-gpt-oss-120b.jinja").read().decode())
     official = {"qwen3": jinja("Qwen-Qwen3-0.6B.jinja"), "phi3": jinja("microsoft-Phi-3.5-mini-instruct.jinja"),
                 "harmony": jinja("openai-gpt-oss-120b.jinja")}
+
+
+
+def c_macro(name, s, width=100):
+    """A #define of string s as C literals of at most width characters a line."""
+    body = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    parts = []
+    while body:
+        cut = min(width, len(body))
+        while cut < len(body) and body[cut - 1] == "\\":
+            cut += 1
+        parts.append('"' + body[:cut] + '"')
+        body = body[cut:]
+    return "#define %s \\\n    %s" % (name, " \\\n    ".join(parts))
+
+
+if "--tools" in sys.argv:   # gpt-oss with tools: the tools as its namespace, a call and its result
+    WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather now", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": [
+            "celsius", "fahrenheit"]}}, "required": ["city"]}}}
+    TIME = {"type": "function", "function": {"name": "get_time", "description": "The time"}}
+    SEARCH = {"type": "function", "function": {"name": "search", "description": "Search the web", "parameters": {
+        "type": "object", "properties": {
+            "query": {"type": "string", "description": "What to look for"},
+            "max_results": {"type": "integer", "default": 5},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "filters": {"type": "object", "properties": {"lang": {"type": "string"}, "year": {"type": "integer"}},
+                        "required": ["lang"]},
+            "pages": {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "number"}}}},
+            "safe": {"type": "boolean", "default": True},
+            "mode": {"type": "string", "enum": ["fast", "deep"], "default": "fast"},
+            "when": {"type": ["string", "null"]},
+            "note": {"type": "string", "nullable": True},
+            "id": {"oneOf": [{"type": "string", "description": "a name"}, {"type": "integer"}]},
+            "extra": {}}, "required": ["query"]}}}
+    ROUND = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Weather in Paris?"},
+             {"role": "assistant", "content": "", "tool_calls": [{"id": "abcDEF123", "type": "function", "function": {
+                 "name": "get_weather", "arguments": {"city": "Paris"}}}]},
+             {"role": "tool", "tool_call_id": "abcDEF123", "content": "{\"temp\": 22}"}]
+    ANSWERED = ROUND + [{"role": "assistant", "content": "22 degrees."}, {"role": "user", "content": "And Rome?"}]
+    print(c_macro("HM_SEARCH", json.dumps(SEARCH)))
+    for name, msgs, tools in (("HM_ROUND_WANT", ROUND, [WEATHER, TIME]),
+                              ("HM_SEARCH_WANT", [{"role": "user", "content": "Find it"}], [SEARCH]),
+                              ("HM_ANSWERED_WANT", ANSWERED, [WEATHER])):
+        out = harmony_tools.render(messages=msgs, tools=tools, add_generation_prompt=True,
+                                   strftime_now=lambda fmt: "DATE")
+        print(c_macro(name, out))
+    sys.exit(0)
 
 THINK = [("system", "You are terse."), ("user", "Hi there"),
          ("assistant", "<think>\nA greeting.\n</think>\n\nHello!"), ("user", "2+2?")]

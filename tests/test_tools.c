@@ -22,10 +22,15 @@ void cli_print_command_help(const char *cmd) { (void)cmd; }
 #define TIME "{\"type\": \"function\", \"function\": {\"name\": \"get_time\"}}"
 #define TOOLS "[" WEATHER ", " TIME "]"
 // a round: the user asks, the assistant calls, the tool answers
-#define ROUND "[{\"role\": \"system\", \"content\": \"You are terse.\"}, {\"role\": \"user\", \"content\": \"Weather " \
-    "in Paris?\"}, {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"abcDEF123\", \"type\": " \
-    "\"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\":\\\"Paris\\\"}\"}}]}, " \
-    "{\"role\": \"tool\", \"tool_call_id\": \"abcDEF123\", \"content\": \"{\\\"temp\\\": 22}\"}]"
+#define ROUND_TURNS "[{\"role\": \"system\", \"content\": \"You are terse.\"}, {\"role\": \"user\", \"content\": " \
+    "\"Weather in Paris?\"}, {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"abcDEF123\", " \
+    "\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": " \
+    "\"{\\\"city\\\":\\\"Paris\\\"}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"abcDEF123\", \"content\": " \
+    "\"{\\\"temp\\\": 22}\"}"
+#define ROUND ROUND_TURNS "]"
+// ... answered, and asked again
+#define ROUND_ANSWERED ROUND_TURNS ", {\"role\": \"assistant\", \"content\": \"22 degrees.\"}, {\"role\": \"user\", " \
+    "\"content\": \"And Rome?\"}]"
 
 static bool parse_req(struct cli_jreq *q, const char *tmpl, const char *body) {
     cli_jreq_init(q, CLI_JREQ_CHAT);
@@ -111,6 +116,85 @@ static void test_render(void) {
                   "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
 }
 
+// gpt-oss's harmony format with tools: the official template (openai-gpt-oss-120b.jinja) rendered
+// by jinja2 as Hugging Face renders it (trim_blocks, lstrip_blocks, its tojson Python's
+// json.dumps), printed by `python3 tests/chat_goldens.py --tools`; DATE stands for today's date.
+#define HM_SEARCH \
+    "{\"type\": \"function\", \"function\": {\"name\": \"search\", \"description\": \"Search the web\", \"" \
+    "parameters\": {\"type\": \"object\", \"properties\": {\"query\": {\"type\": \"string\", \"descriptio" \
+    "n\": \"What to look for\"}, \"max_results\": {\"type\": \"integer\", \"default\": 5}, \"tags\": {\"t" \
+    "ype\": \"array\", \"items\": {\"type\": \"string\"}}, \"filters\": {\"type\": \"object\", \"properti" \
+    "es\": {\"lang\": {\"type\": \"string\"}, \"year\": {\"type\": \"integer\"}}, \"required\": [\"lang\"" \
+    "]}, \"pages\": {\"type\": \"array\", \"items\": {\"type\": \"object\", \"properties\": {\"n\": {\"ty" \
+    "pe\": \"number\"}}}}, \"safe\": {\"type\": \"boolean\", \"default\": true}, \"mode\": {\"type\": \"s" \
+    "tring\", \"enum\": [\"fast\", \"deep\"], \"default\": \"fast\"}, \"when\": {\"type\": [\"string\", \"" \
+    "null\"]}, \"note\": {\"type\": \"string\", \"nullable\": true}, \"id\": {\"oneOf\": [{\"type\": \"st" \
+    "ring\", \"description\": \"a name\"}, {\"type\": \"integer\"}]}, \"extra\": {}}, \"required\": [\"qu" \
+    "ery\"]}}}"
+#define HM_ROUND_WANT \
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cuto" \
+    "ff: 2024-06\nCurrent date: DATE\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, fina" \
+    "l. Channel must be included for every message.\nCalls to these tools must go to the commentary chann" \
+    "el: 'functions'.<|end|><|start|>developer<|message|># Instructions\n\nYou are terse.\n\n# Tools\n\n#" \
+    "# functions\n\nnamespace functions {\n\n// Weather now\ntype get_weather = (_: {\ncity: string,\nuni" \
+    "t?: \"celsius\" | \"fahrenheit\",\n}) => any;\n\n// The time\ntype get_time = () => any;\n\n} // nam" \
+    "espace functions<|end|><|start|>user<|message|>Weather in Paris?<|end|><|start|>assistant to=functio" \
+    "ns.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}<|call|><|start|>functions.g" \
+    "et_weather to=assistant<|channel|>commentary<|message|>\"{\\\"temp\\\": 22}\"<|end|><|start|>assista" \
+    "nt"
+#define HM_SEARCH_WANT \
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cuto" \
+    "ff: 2024-06\nCurrent date: DATE\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, fina" \
+    "l. Channel must be included for every message.\nCalls to these tools must go to the commentary chann" \
+    "el: 'functions'.<|end|><|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {" \
+    "\n\n// Search the web\ntype search = (_: {\n// What to look for\nquery: string,\nmax_results?: numbe" \
+    "r, // default: 5,\ntags?: string[],\nfilters?: {\nlang: \n                string, year?: \n         " \
+    "       number},\npages?: {\nn?: \n                number}[],\nsafe?: boolean, // default: true,\nmod" \
+    "e?: \"fast\" | \"deep\", // default: fast,\nwhen?: string | null,\nnote?: string | null,\nid?: strin" \
+    "g// a name | \nnumber,\nextra?: any,\n}) => any;\n\n} // namespace functions<|end|><|start|>user<|me" \
+    "ssage|>Find it<|end|><|start|>assistant"
+#define HM_ANSWERED_WANT \
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cuto" \
+    "ff: 2024-06\nCurrent date: DATE\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, fina" \
+    "l. Channel must be included for every message.\nCalls to these tools must go to the commentary chann" \
+    "el: 'functions'.<|end|><|start|>developer<|message|># Instructions\n\nYou are terse.\n\n# Tools\n\n#" \
+    "# functions\n\nnamespace functions {\n\n// Weather now\ntype get_weather = (_: {\ncity: string,\nuni" \
+    "t?: \"celsius\" | \"fahrenheit\",\n}) => any;\n\n} // namespace functions<|end|><|start|>user<|messa" \
+    "ge|>Weather in Paris?<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|m" \
+    "essage|>{\"city\": \"Paris\"}<|call|><|start|>functions.get_weather to=assistant<|channel|>commentar" \
+    "y<|message|>\"{\\\"temp\\\": 22}\"<|end|><|start|>assistant<|channel|>final<|message|>22 degrees.<|e" \
+    "nd|><|start|>user<|message|>And Rome?<|end|><|start|>assistant"
+
+static void expect_harmony_prompt(const char *body, const char *want) {
+    char date[32] = "", full[8192];
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (localtime_r(&now, &tm)) strftime(date, sizeof(date), "%Y-%m-%d", &tm);
+    const char *d = strstr(want, "DATE");
+    snprintf(full, sizeof(full), "%.*s%s%s", (int)(d - want), want, date, d + 4);
+    expect_prompt("harmony", body, full);
+}
+
+static void test_render_harmony(void) {
+    const char *time_d = "{\"type\": \"function\", \"function\": {\"name\": \"get_time\", \"description\": \"The time\"}}";
+    char body[4096];
+    snprintf(body, sizeof(body), "{\"messages\": " ROUND ", \"tools\": [" WEATHER ", %s]}", time_d);
+    expect_harmony_prompt(body, HM_ROUND_WANT);
+    expect_harmony_prompt("{\"messages\": [{\"role\": \"user\", \"content\": \"Find it\"}], \"tools\": [" HM_SEARCH "]}",
+                          HM_SEARCH_WANT);
+    expect_harmony_prompt("{\"messages\": " ROUND_ANSWERED ", \"tools\": [" WEATHER "]}", HM_ANSWERED_WANT);
+    // a result with no call before it, and tool_choice "required": refused
+    struct cli_jreq q;
+    bool ok = parse_req(&q, "harmony", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"tool\", "
+                        "\"tool_call_id\": \"a\", \"content\": \"1\"}], \"tools\": " TOOLS "}");
+    EXPECT(!ok && strstr(q.err, "no call"), "harmony: a tool result with no call: %s", ok ? "accepted" : q.err);
+    cli_jreq_free(&q);
+    ok = parse_req(&q, "harmony", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": " TOOLS
+                   ", \"tool_choice\": \"required\"}");
+    EXPECT(!ok && strstr(q.err, "harmony"), "harmony: tool_choice required: %s", ok ? "accepted" : q.err);
+    cli_jreq_free(&q);
+}
+
 // --- parsing ---
 
 struct got { char *content; bool has_content; int n; char name[4][32], args[4][256], id[4][40]; };
@@ -138,43 +222,54 @@ static void got_whole(const struct cli_tools *t, const char *text, struct got *g
 
 // The streamed answer (the text a byte at a time), its deltas put together; *leak: markup of a
 // call in a content delta.
-static void got_stream(const struct cli_tools *t, const char *text, struct got *g, bool *leak) {
+// A stream's deltas ds into g (content into *content); *leak: markup of a call in a content delta.
+static void got_deltas(json_t *ds, struct got *g, struct cli_strbuf *content, bool *leak) {
+    for (size_t j = 0; j < json_array_size(ds); j++) {
+        json_t *d = json_array_get(ds, j), *c = json_object_get(d, "content"), *tc = json_object_get(d, "tool_calls");
+        if (c) {
+            cli_sb_put(content, json_string_value(c), json_string_length(c));
+            g->has_content = true;
+            *leak |= strstr(json_string_value(c), "<tool_call") || strstr(json_string_value(c), "[TOOL_CALLS");
+            *leak |= g->n > 0;   // content after a call
+        }
+        json_t *x = json_array_get(tc, 0), *f = json_object_get(x, "function");
+        int k = (int)json_integer_value(json_object_get(x, "index"));
+        if (!x || k < 0 || k > 3) continue;
+        if (json_object_get(x, "id")) {
+            EXPECT(k == g->n && !strcmp(json_string_value(json_object_get(f, "arguments")), ""),
+                   "a call's first delta: index %d of %d", k, g->n);
+            g->n = k + 1;
+            snprintf(g->name[k], 32, "%s", json_string_value(json_object_get(f, "name")));
+            snprintf(g->id[k], 40, "%s", json_string_value(json_object_get(x, "id")));
+        } else {
+            size_t l = strlen(g->args[k]);
+            snprintf(g->args[k] + l, 256 - l, "%s", json_string_value(json_object_get(f, "arguments")));
+        }
+    }
+}
+
+// The streamed answer (the text a byte at a time), its deltas put together; *leak: markup of a
+// call in a content delta. hm: the text goes through gpt-oss's harmony reader first (as the
+// server streams it), its content to the deltas.
+static void got_stream(const struct cli_tools *t, const char *text, struct got *g, bool *leak, bool hm) {
     memset(g, 0, sizeof(*g));
     struct cli_tool_stream st = {0};
     struct cli_strbuf b = {0}, content = {0};
+    struct cli_harmony h = {.calls = t->active};
     size_t n = strlen(text);
     *leak = false;
     for (size_t i = 0; i <= n; i++) {
         cli_sb_put(&b, text, i);
-        json_t *ds = cli_chat_deltas(t, &st, "chatcmpl-0123456789abcdef", 0, &b, false, i == n);
+        if (hm) cli_harmony_feed(&h, text, i, i == n);
+        json_t *ds = cli_chat_deltas(t, &st, "chatcmpl-0123456789abcdef", 0, hm ? &h.content : &b, false, i == n);
         b.n = 0;
-        for (size_t j = 0; j < json_array_size(ds); j++) {
-            json_t *d = json_array_get(ds, j), *c = json_object_get(d, "content"), *tc = json_object_get(d, "tool_calls");
-            if (c) {
-                cli_sb_put(&content, json_string_value(c), json_string_length(c));
-                g->has_content = true;
-                *leak |= strstr(json_string_value(c), "<tool_call") || strstr(json_string_value(c), "[TOOL_CALLS");
-                *leak |= g->n > 0;   // content after a call
-            }
-            json_t *x = json_array_get(tc, 0), *f = json_object_get(x, "function");
-            int k = (int)json_integer_value(json_object_get(x, "index"));
-            if (!x || k < 0 || k > 3) continue;
-            if (json_object_get(x, "id")) {
-                EXPECT(k == g->n && !strcmp(json_string_value(json_object_get(f, "arguments")), ""),
-                       "a call's first delta: index %d of %d", k, g->n);
-                g->n = k + 1;
-                snprintf(g->name[k], 32, "%s", json_string_value(json_object_get(f, "name")));
-                snprintf(g->id[k], 40, "%s", json_string_value(json_object_get(x, "id")));
-            } else {
-                size_t l = strlen(g->args[k]);
-                snprintf(g->args[k] + l, 256 - l, "%s", json_string_value(json_object_get(f, "arguments")));
-            }
-        }
+        got_deltas(ds, g, &content, leak);
         json_decref(ds);
     }
     g->content = content.p;
     if (g->has_content && !content.n) g->has_content = false;   // "" and none alike
     free(b.p);
+    cli_harmony_free(&h);
 }
 
 static bool got_eq(const struct got *a, const struct got *b) {
@@ -189,6 +284,7 @@ static bool got_eq(const struct got *a, const struct got *b) {
 // args"; the stream gives the same (same_stream), with no call markup in its content.
 static void expect_parse(const char *tmpl, const char *extra, const char *text, const char *content, const char *calls,
                          bool same_stream) {
+    const bool hm = !strcmp(tmpl, "harmony");   // (the text is harmony's: read by cli_harmony_feed first)
     struct cli_jreq q;
     char body[2048];
     snprintf(body, sizeof(body), "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": " TOOLS "%s}",
@@ -200,8 +296,11 @@ static void expect_parse(const char *tmpl, const char *extra, const char *text, 
     }
     struct got w, s;
     bool leak;
-    got_whole(&q.tools, text, &w);
-    got_stream(&q.tools, text, &s, &leak);
+    struct cli_harmony h = {.calls = q.tools.active};
+    if (hm) cli_harmony_feed(&h, text, strlen(text), true);
+    got_whole(&q.tools, hm ? (h.content.p ? h.content.p : "") : text, &w);
+    cli_harmony_free(&h);
+    got_stream(&q.tools, text, &s, &leak, hm);
     char list[1024] = "";
     for (int k = 0; k < w.n; k++)
         snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s %s", k ? "|" : "", w.name[k], w.args[k]);
@@ -249,6 +348,23 @@ static void test_parse(void) {
     // two calls, the second cut short (max_tokens): the first
     expect_parse("chatml", "", "<tool_call>" CALL_T "</tool_call>\n<tool_call>{\"name\": \"get_weather\", \"arguments\": "
                  "{\"ci", NULL, "get_time {}", false);
+    // gpt-oss (harmony): a commentary message to=functions.NAME is a call (the recipient in the
+    // channel's header or in the role's, also where the answer begins); the analysis before it is
+    // reasoning, a commentary message without a recipient content; a call at the answer's end
+    // whose <|call|> is not in the text is whole
+#define HM_W "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}"
+    expect_parse("harmony", "", "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant" HM_W "<|call|>",
+                 NULL, "get_weather {\"city\":\"Paris\"}", true);
+    expect_parse("harmony", "", "<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant" HM_W "<|call|>",
+                 "Checking.", "get_weather {\"city\":\"Paris\"}", true);
+    expect_parse("harmony", "", HM_W, NULL, "get_weather {\"city\":\"Paris\"}", true);
+    expect_parse("harmony", "", " to=functions.get_time<|channel|>commentary json<|message|>{}<|call|>", NULL,
+                 "get_time {}", true);
+    expect_parse("harmony", "", "<|start|>assistant to=functions.get_time<|channel|>commentary json<|message|>{}<|call|>",
+                 NULL, "get_time {}", true);
+    expect_parse("harmony", "", "<|channel|>final<|message|>It is sunny.<|return|>", "It is sunny.", "", true);
+    expect_parse("harmony", ", \"tool_choice\": \"none\"", HM_W "<|call|>", "{\"city\":\"Paris\"}", "", true);
+#undef HM_W
     // tool_choice "none": nothing parsed
     expect_parse("chatml", ", \"tool_choice\": \"none\"", "<tool_call>" CALL_T "</tool_call>",
                  "<tool_call>" CALL_T "</tool_call>", "", true);
@@ -432,6 +548,7 @@ static void test_harmony(void) {
 
 int main(void) {
     test_render();
+    test_render_harmony();
     test_parse();
     test_grammar();
     test_errors();
