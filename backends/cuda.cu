@@ -647,7 +647,7 @@ __global__ void __launch_bounds__(256) k_moe_group(llm__cu_moe_group p) {
     const int tid = threadIdx.x, E = p.n_expert;
     for (int e = tid; e < E; e += 256) cnt[e] = 0;
     __syncthreads();
-    for (int64_t s = tid; s < p.nslots; s += 256) atomicAdd(&cnt[min(p.ids[(s / p.k) * p.si + s % p.k], E - 1)], 1);
+    for (int64_t s = tid; s < p.nslots; s += 256) atomicAdd(&cnt[min(max(p.ids[(s / p.k) * p.si + s % p.k], 0), E - 1)], 1);
     __syncthreads();
     if (tid == 0) {
         int at = 0;
@@ -660,7 +660,7 @@ __global__ void __launch_bounds__(256) k_moe_group(llm__cu_moe_group p) {
     }
     __syncthreads();
     for (int64_t s = tid; s < p.nslots; s += 256)
-        p.out[E + 1 + atomicAdd(&fill[min(p.ids[(s / p.k) * p.si + s % p.k], E - 1)], 1)] = (int32_t)s;
+        p.out[E + 1 + atomicAdd(&fill[min(max(p.ids[(s / p.k) * p.si + s % p.k], 0), E - 1)], 1)] = (int32_t)s;
 }
 
 // grid (N / 4 rows, n_expert), 4 warps: a warp per row of the block's expert, over its slots 8 at a

@@ -283,9 +283,11 @@ static void cli_tconv_text(struct cli_tconv *c, const char *role, const char *s,
     cli_tconv_add(c, role, &b, raw);
 }
 
-// v as JSON text (Jansson's flags: 0 writes Python's json.dumps separators, ", " and ": ").
+// v as JSON text (Jansson's flags: 0 writes Python's json.dumps separators, ", " and ": "; reals
+// with 15 significant digits, which give Python's shortest form for the numbers people write,
+// where Jansson's default 17 turn 48.85 into 48.850000000000001).
 static void cli_tools_dump(struct cli_strbuf *b, const json_t *v, size_t flags) {
-    char *s = json_dumps(v, flags | JSON_ENCODE_ANY);
+    char *s = json_dumps(v, flags | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
     if (!s) cli_die("out of memory");
     cli_sb_put(b, s, strlen(s));
     free(s);
@@ -679,7 +681,7 @@ static void cli_hm_tools(const struct cli_tools *t, struct cli_strbuf *b) {
         const json_t *fn = cli_tools_fn(t, i), *desc = json_object_get(fn, "description");
         const json_t *par = json_object_get(fn, "parameters"), *props = json_object_get(par, "properties");
         const json_t *req = json_object_get(par, "required");
-        if (desc) {   // (without one the template fails; the line is left out)
+        if (json_is_string(desc)) {   // (without one the template fails; the line is left out)
             CLI_HM_PUT(b, "// ");
             cli_hm_str(b, desc);
             CLI_HM_PUT(b, "\n");
@@ -694,7 +696,7 @@ static void cli_hm_tools(const struct cli_tools *t, struct cli_strbuf *b) {
         json_t *ps;
         json_object_foreach((json_t *)props, name, ps) {
             const json_t *pd = json_object_get(ps, "description"), *def = json_object_get(ps, "default");
-            if (cli_hm_truthy(pd)) {
+            if (cli_hm_truthy(pd) && json_is_string(pd)) {
                 CLI_HM_PUT(b, "// ");
                 cli_hm_str(b, pd);
                 CLI_HM_PUT(b, "\n");
@@ -748,8 +750,12 @@ static bool cli_tools_harmony_render(struct cli_jreq *q, json_t *v, const struct
             for (int j = i + 1; j < n && !final_later; j++)
                 final_later = cli_tools_role(m, j, "assistant") &&
                               json_array_size(json_object_get(json_array_get(v, (size_t)j), "tool_calls")) == 0;
-            if (*m[i].content && !final_later)
-                cli_sb_printf(&out, "<|start|>assistant<|channel|>analysis<|message|>%s<|end|>", m[i].content);
+            // its reasoning (content, else reasoning_content or thinking as clients send it back) as an
+            // analysis message, unless an answer comes later
+            const char *why = *m[i].content ? m[i].content : json_string_value(json_object_get(x, "reasoning_content"));
+            if (!why || !*why) why = json_string_value(json_object_get(x, "thinking"));
+            if (why && *why && !final_later)
+                cli_sb_printf(&out, "<|start|>assistant<|channel|>analysis<|message|>%s<|end|>", why);
             json_t *c = json_array_get(calls, 0);
             json_decref(last_call);
             last_call = json_incref(json_object_get(c, "name"));
@@ -1187,18 +1193,23 @@ void cli_harmony_feed(struct cli_harmony *h, const char *s, size_t n, bool final
         if (cli_hm_at(s, n, i, "<|channel|>") || cli_hm_at(s, n, i, "<|start|>") ||
             (i == 0 && cli_hm_at(s, n, 0, " to="))) {
             // a header (role, channel, recipient) up to <|message|>, where the channel is known
+            bool whole = true;
             if (!(end = cli_hm_find(s, n, CLI_MAX(i, h->scan), "<|message|>", &at))) {
                 // (where to look again: a header that never ends is not read twice)
                 h->scan = n > i + 10 ? n - 10 : i;
                 if (!final) return;
                 end = at = n;   // (a whole text that ends in a header: nothing more)
+                whole = false;
             }
             h->scan = 0;
+            if (h->chan == 2) CLI_HM_PUT(&h->content, "}\n</tool_call>");   // (a call whose end marker did not come)
             h->chan = cli_hm_find(s, at, i, "<|channel|>", &ch_at) && cli_hm_at(s, at, ch_at + 11, "analysis");
             size_t to;
-            if (h->calls && !h->chan && (to = cli_hm_find(s, at, i, "to=functions.", &ch_at))) {   // a call
+            // a call: to=functions.NAME (NAME as a tool's name may be), in the commentary channel or, as
+            // gpt-oss also writes them, the analysis one
+            if (h->calls && whole && (to = cli_hm_find(s, at, i, "to=functions.", &ch_at))) {
                 size_t e = to;
-                while (e < at && s[e] != ' ' && s[e] != '\t' && s[e] != '\n' && s[e] != '<') e++;
+                while (e < at && (isalnum((unsigned char)s[e]) || s[e] == '_' || s[e] == '-')) e++;
                 cli_sb_printf(&h->content, "<tool_call>\n{\"name\": \"%.*s\", \"arguments\": ", (int)(e - to), s + to);
                 h->chan = 2;
             }

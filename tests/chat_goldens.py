@@ -115,10 +115,11 @@ if "--tools" in sys.argv:   # gpt-oss with tools: the tools as its namespace, a 
                  "name": "get_weather", "arguments": {"city": "Paris"}}}]},
              {"role": "tool", "tool_call_id": "abcDEF123", "content": "{\"temp\": 22}"}]
     ANSWERED = ROUND + [{"role": "assistant", "content": "22 degrees."}, {"role": "user", "content": "And Rome?"}]
+    THINK = ROUND[:2] + [dict(ROUND[2], thinking="Need the weather.")] + ROUND[3:]   # (reasoning sent back)
     print(c_macro("HM_SEARCH", json.dumps(SEARCH)))
     for name, msgs, tools in (("HM_ROUND_WANT", ROUND, [WEATHER, TIME]),
                               ("HM_SEARCH_WANT", [{"role": "user", "content": "Find it"}], [SEARCH]),
-                              ("HM_ANSWERED_WANT", ANSWERED, [WEATHER])):
+                              ("HM_ANSWERED_WANT", ANSWERED, [WEATHER]), ("HM_THINK_WANT", THINK, [WEATHER])):
         out = harmony_tools.render(messages=msgs, tools=tools, add_generation_prompt=True,
                                    strftime_now=lambda fmt: "DATE")
         print(c_macro(name, out))

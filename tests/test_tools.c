@@ -164,6 +164,17 @@ static void test_render(void) {
     "essage|>{\"city\": \"Paris\"}<|call|><|start|>functions.get_weather to=assistant<|channel|>commentar" \
     "y<|message|>\"{\\\"temp\\\": 22}\"<|end|><|start|>assistant<|channel|>final<|message|>22 degrees.<|e" \
     "nd|><|start|>user<|message|>And Rome?<|end|><|start|>assistant"
+#define HM_THINK_WANT \
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cuto" \
+    "ff: 2024-06\nCurrent date: DATE\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, fina" \
+    "l. Channel must be included for every message.\nCalls to these tools must go to the commentary chann" \
+    "el: 'functions'.<|end|><|start|>developer<|message|># Instructions\n\nYou are terse.\n\n# Tools\n\n#" \
+    "# functions\n\nnamespace functions {\n\n// Weather now\ntype get_weather = (_: {\ncity: string,\nuni" \
+    "t?: \"celsius\" | \"fahrenheit\",\n}) => any;\n\n} // namespace functions<|end|><|start|>user<|messa" \
+    "ge|>Weather in Paris?<|end|><|start|>assistant<|channel|>analysis<|message|>Need the weather.<|end|>" \
+    "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"" \
+    "}<|call|><|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>\"{\\\"temp\\\":" \
+    " 22}\"<|end|><|start|>assistant"
 
 static void expect_harmony_prompt(const char *body, const char *want) {
     char date[32] = "", full[8192];
@@ -183,9 +194,24 @@ static void test_render_harmony(void) {
     expect_harmony_prompt("{\"messages\": [{\"role\": \"user\", \"content\": \"Find it\"}], \"tools\": [" HM_SEARCH "]}",
                           HM_SEARCH_WANT);
     expect_harmony_prompt("{\"messages\": " ROUND_ANSWERED ", \"tools\": [" WEATHER "]}", HM_ANSWERED_WANT);
-    // a result with no call before it, and tool_choice "required": refused
+    // the reasoning before a call, sent back as reasoning_content: its analysis message
+    expect_harmony_prompt("{\"messages\": [{\"role\": \"system\", \"content\": \"You are terse.\"}, {\"role\": \"user\", "
+                          "\"content\": \"Weather in Paris?\"}, {\"role\": \"assistant\", \"content\": null, "
+                          "\"reasoning_content\": \"Need the weather.\", \"tool_calls\": [{\"id\": \"abcDEF123\", \"type\": "
+                          "\"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\":\\\"Paris\\\"}\"}}]}, "
+                          "{\"role\": \"tool\", \"tool_call_id\": \"abcDEF123\", \"content\": \"{\\\"temp\\\": 22}\"}], "
+                          "\"tools\": [" WEATHER "]}", HM_THINK_WANT);
+    // numbers written back as the template's tojson (Python) writes them, not with 17 digits (an
+    // exponent is written without its leading zero, 1e-7 where Python writes 1e-07)
     struct cli_jreq q;
-    bool ok = parse_req(&q, "harmony", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"tool\", "
+    bool ok = parse_req(&q, "harmony", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": "
+                        "\"assistant\", \"tool_calls\": [{\"id\": \"a\", \"type\": \"function\", \"function\": {\"name\": "
+                        "\"get_weather\", \"arguments\": \"{\\\"lat\\\": 48.85, \\\"n\\\": 3}\"}}]}]}");
+    EXPECT(ok && strstr(q.chat_text, "<|message|>{\"lat\": 48.85, \"n\": 3}<|call|>"),
+           "harmony: numbers in a call's arguments: %s", ok ? q.chat_text : q.err);
+    cli_jreq_free(&q);
+    // a result with no call before it, and tool_choice "required": refused
+    ok = parse_req(&q, "harmony", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"tool\", "
                         "\"tool_call_id\": \"a\", \"content\": \"1\"}], \"tools\": " TOOLS "}");
     EXPECT(!ok && strstr(q.err, "no call"), "harmony: a tool result with no call: %s", ok ? "accepted" : q.err);
     cli_jreq_free(&q);
@@ -358,6 +384,8 @@ static void test_parse(void) {
     expect_parse("harmony", "", "<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant" HM_W "<|call|>",
                  "Checking.", "get_weather {\"city\":\"Paris\"}", true);
     expect_parse("harmony", "", HM_W, NULL, "get_weather {\"city\":\"Paris\"}", true);
+    expect_parse("harmony", "", "<|channel|>analysis to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
+                 "\"Nice\", \"lat\": 43.7}<|call|>", NULL, "get_weather {\"city\": \"Nice\", \"lat\": 43.7}", true);
     expect_parse("harmony", "", " to=functions.get_time<|channel|>commentary json<|message|>{}<|call|>", NULL,
                  "get_time {}", true);
     expect_parse("harmony", "", "<|start|>assistant to=functions.get_time<|channel|>commentary json<|message|>{}<|call|>",
@@ -510,8 +538,8 @@ static void test_errors(void) {
 // gpt-oss's harmony output: the analysis channel is the reasoning, the final (and commentary)
 // channel the content, whole and fed a byte more at a time (each feed's text a prefix of the
 // next, as a stream; markers may be cut anywhere, and a header waits for its <|message|>).
-static void expect_harmony(const char *text, const char *content, const char *reasoning) {
-    struct cli_harmony whole = {0}, inc = {0};
+static void expect_harmony_c(const char *text, const char *content, const char *reasoning, bool calls) {
+    struct cli_harmony whole = {.calls = calls}, inc = {.calls = calls};
     const size_t n = strlen(text);
     cli_harmony_feed(&whole, text, n, true);
     size_t grew_back = 0, last_c = 0, last_r = 0;
@@ -533,6 +561,10 @@ static void expect_harmony(const char *text, const char *content, const char *re
     cli_harmony_free(&inc);
 }
 
+static void expect_harmony(const char *text, const char *content, const char *reasoning) {
+    expect_harmony_c(text, content, reasoning, false);
+}
+
 static void test_harmony(void) {
     expect_harmony("<|channel|>analysis<|message|>User asks 2+2. Answer 4.<|end|><|start|>assistant<|channel|>final"
                    "<|message|>4<|return|>", "4", "User asks 2+2. Answer 4.");
@@ -544,6 +576,20 @@ static void test_harmony(void) {
                    "<|call|>", "{\"city\":\"Paris\"}", "");
     expect_harmony("<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>analysis<|message|>b<|end|>"
                    "<|start|>assistant<|channel|>final<|message|>c<", "c<", "ab");
+    // with the tools active: a call as a Hermes block (in the commentary or the analysis channel);
+    // the reasoning before it stays reasoning; a call whose end marker never comes is closed by the
+    // next header or the answer's end; a header cut short opens no call
+#define HM_CALL "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"
+    expect_harmony_c("<|channel|>analysis<|message|>Need it.<|end|><|start|>assistant<|channel|>commentary "
+                     "to=functions.get_time <|constrain|>json<|message|>{}<|call|>", HM_CALL, "Need it.", true);
+    expect_harmony_c("<|channel|>analysis to=functions.get_time <|constrain|>json<|message|>{}<|call|>", HM_CALL, "", true);
+    expect_harmony_c("<|channel|>commentary to=functions.get_time<|message|>{}<|start|>assistant<|channel|>final"
+                     "<|message|>x", HM_CALL "x", "", true);
+    expect_harmony_c("<|channel|>commentary to=functions.get_time<|message|>{}", HM_CALL, "", true);
+    expect_harmony_c("<|channel|>commentary to=functions.get_wea", "", "", true);
+    expect_harmony_c("<|channel|>commentary to=functions.get\"time<|message|>{}<|call|>",
+                     "<tool_call>\n{\"name\": \"get\", \"arguments\": {}}\n</tool_call>", "", true);
+#undef HM_CALL
 }
 
 int main(void) {
