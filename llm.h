@@ -191,6 +191,10 @@ struct llm_model_info {
     // to; n_params for a dense model)
     int n_expert, n_expert_used, n_ff_exp;
     int64_t n_params_active;
+    // the multiply-adds of one token's matrix products: every matrix it multiplies (of a mixture
+    // of experts, its experts), the output projection included, the embedding lookup and the
+    // attention over the context not (0 unless the weights are loaded)
+    int64_t macs_per_token;
 };
 LLM_API void llm_get_model_info(const llm_engine *engine, struct llm_model_info *info);
 
@@ -255,6 +259,13 @@ LLM_API int llm_has_backend(enum llm_backend_kind backend);
 // of decode: llm_model_info.bytes_per_token x tokens/s against it). LLM_ERR_UNSUPPORTED on
 // backends without a probe (the CPU: use a STREAM-like tool).
 LLM_API enum llm_status llm_measure_bandwidth(llm_engine *engine, double *gb_per_s);
+
+// The int8 multiply-accumulates a second the engine's device reaches, in billions (G MAC/s): its
+// int8 dot-product instruction in independent chains on every thread the engine uses (the CPU:
+// AVX-512 VNNI, AVX2 or NEON, about 0.2 s), the compute roofline of prefill:
+// llm_model_info.macs_per_token x tokens/s against it. LLM_ERR_UNSUPPORTED where there is no
+// probe (the GPU backends, a CPU build without SIMD).
+LLM_API enum llm_status llm_measure_compute(llm_engine *engine, double *gmacs);
 
 // --- Tokens and text ---
 

@@ -236,6 +236,10 @@ struct llm_backend_i {
     // The device's memory bandwidth in GB/s, measured by copying (may allocate and free a
     // buffer; outside steps). NULL: llm_measure_bandwidth says LLM_ERR_UNSUPPORTED.
     enum llm_status (*bandwidth)(void *ctx, double *gbps, struct llm__err *e);
+    // The int8 multiply-accumulates a second the device reaches, in G MAC/s: its int8 dot
+    // instruction in independent chains on every core it uses (a fraction of a second; outside
+    // steps). NULL, or LLM_ERR_UNSUPPORTED where the device has none: llm_measure_compute says so.
+    enum llm_status (*compute_peak)(void *ctx, double *gmacs, struct llm__err *e);
 };
 
 struct llm_backend {

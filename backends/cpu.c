@@ -1353,6 +1353,115 @@ static size_t llm__cpu_mem_free(void *ctx) {
     return llm__mem_available();
 }
 
+// --- the int8 compute peak (llm_measure_compute) ---
+// Ten independent accumulator chains of the int8 dot instruction the CPU level's kernels use:
+// AVX-512 VNNI's vpdpbusd (64 multiply-adds), AVX2's vpmaddubsw + vpmaddwd + vpaddd (32), NEON's
+// sdot (16; without dot products smull + sadalp, 8). Each returns the multiply-adds done; *sink
+// keeps the sums alive.
+
+#define LLM__PEAK_CHAINS(T, init, step, sum)                                                       \
+    T c0 = init(0), c1 = init(1), c2 = init(2), c3 = init(3), c4 = init(4), c5 = init(5), c6 = init(6),     \
+      c7 = init(7), c8 = init(8), c9 = init(9);                                                       \
+    for (int64_t i = 0; i < iters; i++) {                                                             \
+        c0 = step(c0); c1 = step(c1); c2 = step(c2); c3 = step(c3); c4 = step(c4);                    \
+        c5 = step(c5); c6 = step(c6); c7 = step(c7); c8 = step(c8); c9 = step(c9);                    \
+    }                                                                                                 \
+    T t = sum(sum(sum(sum(c0, c1), sum(c2, c3)), sum(sum(c4, c5), sum(c6, c7))), sum(c8, c9))
+
+#if defined(LLM__X86_SIMD)
+LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__dpbusd_inplace(__m512i c, __m512i a, __m512i b) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(c) : "v"(a), "v"(b));
+    return c;
+}
+
+LLM__AVX512 static int64_t llm__peak_avx512(int64_t iters, int32_t seed, int32_t *sink) {
+    const __m512i a = _mm512_set1_epi8((char)(seed | 1)), b = _mm512_set1_epi8((char)(seed + 3));
+    // (each step an in-place vpdpbusd: through the intrinsic GCC copies every accumulator each time)
+#define LLM__STEP(x) llm__dpbusd_inplace(x, a, b)
+    LLM__PEAK_CHAINS(__m512i, _mm512_set1_epi32, LLM__STEP, _mm512_add_epi32);
+#undef LLM__STEP
+    *sink = _mm512_reduce_add_epi32(t);
+    return iters * 10 * 64;
+}
+
+LLM__AVX2 static int64_t llm__peak_avx2(int64_t iters, int32_t seed, int32_t *sink) {
+    const __m256i a = _mm256_set1_epi8((char)(seed | 1)), b = _mm256_set1_epi8((char)(seed + 3)),
+                  ones = _mm256_set1_epi16(1);
+#define LLM__STEP(x) _mm256_add_epi32(x, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones))
+    LLM__PEAK_CHAINS(__m256i, _mm256_set1_epi32, LLM__STEP, _mm256_add_epi32);
+#undef LLM__STEP
+    int32_t v[8];
+    _mm256_storeu_si256((__m256i *)(void *)v, t);
+    *sink = v[0] + v[7];
+    return iters * 10 * 32;
+}
+#endif
+
+#if defined(LLM__NEON) && defined(__aarch64__)
+static int64_t llm__peak_neon(int64_t iters, int32_t seed, int32_t *sink) {
+    const int8x16_t a = vdupq_n_s8((int8_t)(seed | 1)), b = vdupq_n_s8((int8_t)(seed + 3));
+#if defined(__ARM_FEATURE_DOTPROD)
+#define LLM__STEP(x) vdotq_s32(x, a, b)
+    const int64_t per = 16;
+#else
+#define LLM__STEP(x) vpadalq_s16(x, vmull_s8(vget_low_s8(a), vget_low_s8(b)))
+    const int64_t per = 8;
+#endif
+    LLM__PEAK_CHAINS(int32x4_t, vdupq_n_s32, LLM__STEP, vaddq_s32);
+#undef LLM__STEP
+    *sink = vaddvq_s32(t);
+    return iters * 10 * per;
+}
+#endif
+#undef LLM__PEAK_CHAINS
+
+struct llm__peak_job {
+    struct llm__cpu *c;
+    int64_t iters;
+    int64_t macs[64];
+    int32_t sink[64];
+};
+
+static void llm__peak_worker(void *arg, int ith, int nth) {
+    struct llm__peak_job *job = arg;
+    (void)nth;
+    int64_t m = 0;
+    int32_t sink = 0;
+#if defined(LLM__X86_SIMD)
+    if (job->c->simd == LLM__SIMD_AVX512) m = llm__peak_avx512(job->iters, ith, &sink);
+    else if (job->c->simd == LLM__SIMD_AVX2) m = llm__peak_avx2(job->iters, ith, &sink);
+#endif
+#if defined(LLM__NEON) && defined(__aarch64__)
+    if (job->c->simd == LLM__SIMD_NEON) m = llm__peak_neon(job->iters, ith, &sink);
+#endif
+    if (ith < 64) job->macs[ith] = m, job->sink[ith] = sink;
+}
+
+// The best of 3 runs of about 50 ms each on every thread of the pool (after a warm-up run and
+// one that sizes them).
+static enum llm_status llm__cpu_compute_peak(void *ctx, double *gmacs, struct llm__err *e) {
+    struct llm__cpu *c = ctx;
+    struct llm__peak_job job = {.c = c, .iters = 1 << 14};
+    const int nth = LLM__MIN(llm__pool_nth(c->pool), 64);
+    double best = 0;
+    *gmacs = 0;
+    for (int run = 0; run < 5; run++) {
+        memset(job.macs, 0, sizeof(job.macs));
+        const double t0 = llm__now();
+        llm__pool_run(c->pool, llm__peak_worker, &job);
+        const double t = llm__now() - t0;
+        int64_t macs = 0;
+        for (int i = 0; i < nth; i++) macs += job.macs[i];
+        if (!macs)
+            return llm__fail(e, LLM_ERR_UNSUPPORTED, "cpu: no int8 dot-product instructions to measure (a build or "
+                             "CPU without AVX2, AVX-512 or NEON)");
+        if (run >= 2) best = LLM__MAX(best, (double)macs / t / 1e9);
+        if (run == 1) job.iters = LLM__MAX((int64_t)1, (int64_t)((double)job.iters * 0.05 / LLM__MAX(t, 1e-6)));
+    }
+    *gmacs = best;
+    return LLM_OK;
+}
+
 LLM__INTERNAL const struct llm_backend_i llm__cpu_iface = {
     .name = "cpu",
     .free = llm__cpu_free,
@@ -1389,6 +1498,7 @@ LLM__INTERNAL const struct llm_backend_i llm__cpu_iface = {
     .moe_sum = llm__cpu_moe_sum,
     .device_name = llm__cpu_device_name,
     .bandwidth = NULL,   // no probe: a STREAM-like tool measures host memory better
+    .compute_peak = llm__cpu_compute_peak,
 };
 
 // simd: the level to use, or -1 for the best this CPU runs.

@@ -503,6 +503,7 @@ static const struct cli_flag cli_flags[] = {
     {{"-n", "--n-predict", "--n-gen"}, CLI_INT(n_predict, -1, 1 << 24), CLI_ALSO(n_predict_set)},
     {{"--n-prompt"}, CLI_STR(prompt)},
     {{"-r", "--repetitions"}, CLI_INT(reps, 1, 1000)},
+    {{"--peak"}, CLI_TRUE(peak), .only = "bench"},
     {{"--ignore-eos"}, CLI_TRUE(ignore_eos)},
     {{"--temp"}, CLI_FLOAT(sp.temperature, 0.0, 100.0)},
     {{"--top-k"}, CLI_INT(sp.top_k, 0, INT_MAX)},

@@ -455,10 +455,32 @@ static double cli_median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// llm bench --peak: the int8 multiply-adds a second the engine's device reaches (llm_measure_compute).
+static int cli_bench_peak(struct cli *c) {
+    llm_engine *E = cli_engine(c);
+    struct llm_engine_info ei;
+    llm_get_engine_info(E, &ei);
+    double g = 0;
+    if (llm_measure_compute(E, &g) != LLM_OK) cli_die("%s", llm_last_error(E));
+    if (c->json) {
+        json_t *o = cli_jcheck(json_object());
+        cli_jset(o, "backend", cli_json_cstr(ei.backend_name));
+        cli_jset(o, "threads", cli_json_int(ei.n_threads));
+        cli_jset(o, "peak_gmacs", cli_json_num(g, 1));
+        cli_json_print(stdout, o);
+    } else {
+        printf("int8 peak: %.1f G multiply-adds/s (%s backend, %d thread%s: independent chains of its int8 dot "
+               "instruction)\n", g, ei.backend_name, ei.n_threads, ei.n_threads == 1 ? "" : "s");
+    }
+    llm_engine_free(E);
+    return 0;
+}
+
 // llm bench: prefill and decode speed of one sequence, as llama.cpp's llama-bench measures them
 // (pp: a prompt of -p random tokens in one go; tg: -n tokens decoded one at a time after a
 // BOS), medians over -r repetitions after a warm-up.
 int cli_cmd_bench(struct cli *c) {
+    if (c->peak) return cli_bench_peak(c);
     int n_prompt = c->prompt ? (int)cli_parse_int("-p", c->prompt, 0, 1 << 20) : 512;
     int n_gen = c->n_predict_set ? c->n_predict : 128, reps = c->reps ? c->reps : 5;
     if (c->ep.max_model_len < n_prompt + n_gen + 1) c->ep.max_model_len = n_prompt + n_gen + 1;
@@ -500,6 +522,9 @@ int cli_cmd_bench(struct cli *c) {
     const char *bname = ei.backend_name;
     double gbps = 0;   // a GPU's copy bandwidth, for the roofline share of decode
     if (llm_measure_bandwidth(E, &gbps) != LLM_OK) gbps = 0;
+    double peak = 0;   // the int8 compute peak, for prefill's share of it
+    if (!n_prompt || llm_measure_compute(E, &peak) != LLM_OK) peak = 0;
+    const double pp_gmacs = pp_med * (double)mi.macs_per_token / 1e9;
     if (c->json) {
         json_t *o = cli_jcheck(json_object());
         cli_jset(o, "model", cli_json_cstr(c->ep.model_path));
@@ -513,11 +538,17 @@ int cli_cmd_bench(struct cli *c) {
         cli_jset(o, "tg_tps", cli_json_num(tg_med, 3));
         cli_jset(o, "bytes_per_token", cli_json_int((long long)bpt));
         cli_jset(o, "copy_gbps", cli_json_num(gbps, 1));
+        cli_jset(o, "macs_per_token", cli_json_int((long long)mi.macs_per_token));
+        cli_jset(o, "pp_gmacs", cli_json_num(pp_gmacs, 1));
+        cli_jset(o, "peak_gmacs", cli_json_num(peak, 1));
         cli_json_print(stdout, o);
     } else {
         printf("%s: %s backend, %d threads, weights read per token %.1f MB\n", c->ep.model_path, bname,
                ei.n_threads, bpt / 1e6);
         if (n_prompt) printf("  pp%-5d %10.2f tokens/s (median of %d)\n", n_prompt, pp_med, reps);
+        if (n_prompt && peak > 0)
+            printf("  prefill multiplies %.1f G multiply-adds/s: %.0f%% of the int8 peak measured now (%.1f G/s)\n",
+                   pp_gmacs, 100.0 * pp_gmacs / peak, peak);
         if (n_gen) printf("  tg%-5d %10.2f tokens/s (median of %d)\n", n_gen, tg_med, reps);
         if (n_gen && gbps > 0)
             printf("  device copy bandwidth %.1f GB/s: decode reads weights at %.0f%% of it\n", gbps,

@@ -297,6 +297,7 @@ void llm_get_model_info(const llm_engine *E, struct llm_model_info *info) {
     info->n_expert_used = m->n_expert_used;
     info->n_ff_exp = m->n_ff_exp;
     info->bytes_per_token = E->params.load == LLM_LOAD_ALL ? llm__model_bytes_per_token(m) : 0;
+    info->macs_per_token = E->params.load == LLM_LOAD_ALL ? llm__model_macs_per_token(m) : 0;
     info->bos_id = E->params.load == LLM_LOAD_METADATA ? -1 : E->vocab.bos;
     info->eos_id = E->params.load == LLM_LOAD_METADATA ? -1 : E->vocab.eos;
     info->add_bos = E->vocab.add_bos;
@@ -389,6 +390,14 @@ enum llm_status llm_measure_bandwidth(llm_engine *E, double *gb_per_s) {
         return llm__fail(&E->err, LLM_ERR_UNSUPPORTED, "the %s backend has no bandwidth probe",
                          E->be.iface ? E->be.iface->name : "(no)");
     return E->be.iface->bandwidth(E->be.ctx, gb_per_s, &E->err);
+}
+
+enum llm_status llm_measure_compute(llm_engine *E, double *gmacs) {
+    *gmacs = 0.0;
+    if (!E->be.iface || !E->be.iface->compute_peak)
+        return llm__fail(&E->err, LLM_ERR_UNSUPPORTED, "the %s backend has no compute probe",
+                         E->be.iface ? E->be.iface->name : "(no)");
+    return E->be.iface->compute_peak(E->be.ctx, gmacs, &E->err);
 }
 
 void llm_set_profiling(llm_engine *E, int on) {

@@ -1198,6 +1198,9 @@ LLM__INTERNAL enum llm_status llm__model_load_tensors(struct llm__model *m, stru
 
 LLM__INTERNAL size_t llm__model_bytes_per_token(const struct llm__model *m);
 
+// The multiply-adds of one token's matrix products (llm_model_info.macs_per_token).
+LLM__INTERNAL int64_t llm__model_macs_per_token(const struct llm__model *m);
+
 LLM__INTERNAL void llm__model_free(struct llm__model *m, struct llm_backend *be);
 
 // Activations of one step, views into one backend buffer sized for max_tokens rows.

@@ -741,18 +741,24 @@ enum llm_status llm__model_load_tensors(struct llm__model *m, struct llm_backend
 // one token uses), the embedding table only as the output projection of a tied model (a lookup
 // reads one row). The roofline of decode speed is
 // memory bandwidth divided by this.
-size_t llm__model_bytes_per_token(const struct llm__model *m) {
-    size_t n = 0;
+// (macs: the multiply-adds of those matrices, their elements, instead of their bytes)
+static int64_t llm__model_per_token(const struct llm__model *m, bool macs) {
+    int64_t n = 0;
     for (int64_t i = 0; i < m->gguf.n_tensors; i++) {
         const struct llm__gguf_tensor *t = &m->gguf.tensors[i];
         if (t->n_dims < 2) continue;
         if (strcmp(t->name, "token_embd.weight") == 0 && !m->tied_output) continue;
+        int64_t x = macs ? 1 : (int64_t)t->size;
+        for (int d = 0; macs && d < t->n_dims; d++) x *= t->ne[d];
         // a mixture of experts: a token reads its n_expert_used experts of the n_expert
-        n += strstr(t->name, "_exps.") && m->n_expert ? t->size / (size_t)m->n_expert * (size_t)m->n_expert_used
-                                                      : t->size;
+        n += strstr(t->name, "_exps.") && m->n_expert ? x / m->n_expert * m->n_expert_used : x;
     }
     return n;
 }
+
+size_t llm__model_bytes_per_token(const struct llm__model *m) { return (size_t)llm__model_per_token(m, false); }
+
+int64_t llm__model_macs_per_token(const struct llm__model *m) { return llm__model_per_token(m, true); }
 
 void llm__model_free(struct llm__model *m, struct llm_backend *be) {
     if (be->iface) {

@@ -743,7 +743,8 @@ static void check_contract_entries(const struct llm_backend_i *base) {
     _Static_assert(offsetof(struct llm_backend_i, attention_sinks) / sizeof(void *) ==
                    offsetof(struct llm_backend_i, rope_yarn) / sizeof(void *), "the flags share a word");
     const size_t optional[] = {offsetof(struct llm_backend_i, sync), offsetof(struct llm_backend_i, device_name),
-                               offsetof(struct llm_backend_i, bandwidth), offsetof(struct llm_backend_i, scale),
+                               offsetof(struct llm_backend_i, bandwidth), offsetof(struct llm_backend_i, compute_peak),
+                               offsetof(struct llm_backend_i, scale),
                                offsetof(struct llm_backend_i, gelu_mul), offsetof(struct llm_backend_i, attention_window),
                                offsetof(struct llm_backend_i, gather_cols),
                                offsetof(struct llm_backend_i, weight_load_experts),
@@ -763,7 +764,7 @@ static void check_contract_entries(const struct llm_backend_i *base) {
         refused += st != LLM_OK;
         accepted += st == LLM_OK;
     }
-    EXPECT(refused == 21 && accepted == 13, "%s: %d entries required, %d optional", base->name, refused, accepted);
+    EXPECT(refused == 21 && accepted == 14, "%s: %d entries required, %d optional", base->name, refused, accepted);
 }
 
 static const char *models_dir(void) {
@@ -878,6 +879,23 @@ static void check_devices_and_bandwidth(void) {
     EXPECT(llm_measure_bandwidth(E, &gbps) == LLM_ERR_UNSUPPORTED && gbps == 0.0 &&
            llm_last_status(E) == LLM_ERR_UNSUPPORTED && strstr(llm_last_error(E), "cpu"),
            "bandwidth on the CPU: %g GB/s, %s", gbps, llm_last_error(E));
+    // the int8 compute peak: where the CPU has dot-product instructions, a rate no slower than one
+    // instruction every 10 ns of AVX2's width (0.1 ns of AVX-512's is 64 per ns: at most 10,000
+    // G/s a core)
+    double g = -1;
+    const enum llm_status st = llm_measure_compute(E, &g);
+    if (llm__simd_best() == LLM__SIMD_SCALAR)
+        EXPECT(st == LLM_ERR_UNSUPPORTED && g == 0.0, "compute peak without SIMD: %d, %g", st, g);
+    else
+        EXPECT(st == LLM_OK && g > 3.2 && g < 10000.0, "int8 compute peak on 1 thread: %d, %g G MAC/s (%s)", st, g,
+               llm_last_error(E));
+    // the multiply-adds of a token: tiny-f32's matrices (q, k, v, o, gate, up, down a layer; the output)
+    struct llm_model_info mi;
+    llm_get_model_info(E, &mi);
+    const int64_t kv = (int64_t)mi.n_head_kv * mi.head_dim, q = (int64_t)mi.n_head * mi.head_dim;
+    const int64_t want = (int64_t)mi.n_layer * ((int64_t)mi.n_embd * (2 * q + 2 * kv) + 3 * (int64_t)mi.n_embd * mi.n_ff) +
+                         (int64_t)mi.n_vocab * mi.n_embd;
+    EXPECT(mi.macs_per_token == want, "macs_per_token %lld, want %lld", (long long)mi.macs_per_token, (long long)want);
     llm_engine_free(E);
 }
 

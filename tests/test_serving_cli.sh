@@ -241,6 +241,15 @@ done
 j=$("$llm" bench -m "$m" -t 2 -p 16 -n 4 -r 1 --json 2>/dev/null)
 r=$(echo "$j" | jpy '[d["n_prompt"], d["n_gen"], d["reps"], d["threads"], d["pp_tps"] > 0, d["tg_tps"] > 0, d["backend"]]')
 [ "$r" = '[16,4,1,2,true,true,"cpu"]' ] && ok || bad "bench -p -n --json: $j"
+# prefill's multiply-adds a second: the tokens/s times the model's multiply-adds a token, against
+# the int8 peak measured beside it (--peak alone too)
+r=$(echo "$j" | jpy '[d["macs_per_token"] > 0, abs(d["pp_gmacs"] - d["pp_tps"] * d["macs_per_token"] / 1e9) < 0.1, d["peak_gmacs"] > 0]')
+[ "$r" = '[true,true,true]' ] && ok || bad "bench --json: MAC/s: $r: $j"
+j=$("$llm" bench -m "$m" -t 2 --peak --json 2>/dev/null)
+r=$(echo "$j" | jpy '[d["threads"], d["peak_gmacs"] > 0]')
+[ "$r" = '[2,true]' ] && ok || bad "bench --peak --json: $j"
+"$llm" bench -m "$m" -t 1 --peak | grep -q "^int8 peak: [0-9.]* G multiply-adds/s (cpu backend, 1 thread:" && ok ||
+    bad "bench --peak: $("$llm" bench -m "$m" -t 1 --peak 2>&1)"
 j=$("$llm" bench -m "$m" -t 2 --num-prompts 3 --input-len 10 --output-len 3 --json 2>/dev/null)
 r=$(echo "$j" | jpy '[d["requests"], d["output_tokens"], sorted(d["ttft_ms"]), d["threads"]]')
 [ "$r" = '[3,9,["p50","p90","p99"],2]' ] && ok || bad "bench --json: $j"
