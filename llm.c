@@ -12730,7 +12730,9 @@ LLM__AVX512 static int64_t llm__peak_avx512(int64_t iters, int32_t seed, int32_t
 #define LLM__STEP(x) llm__dpbusd_inplace(x, a, b)
     LLM__PEAK_CHAINS(__m512i, _mm512_set1_epi32, LLM__STEP, _mm512_add_epi32);
 #undef LLM__STEP
-    *sink = _mm512_reduce_add_epi32(t);
+    uint32_t v[16];   // (summed as unsigned: the chains wrap around, as the instruction does)
+    _mm512_storeu_si512((void *)v, t);
+    *sink = (int32_t)(v[0] + v[15]);
     return iters * 10 * 64;
 }
 
@@ -12740,9 +12742,9 @@ LLM__AVX2 static int64_t llm__peak_avx2(int64_t iters, int32_t seed, int32_t *si
 #define LLM__STEP(x) _mm256_add_epi32(x, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones))
     LLM__PEAK_CHAINS(__m256i, _mm256_set1_epi32, LLM__STEP, _mm256_add_epi32);
 #undef LLM__STEP
-    int32_t v[8];
+    uint32_t v[8];
     _mm256_storeu_si256((__m256i *)(void *)v, t);
-    *sink = v[0] + v[7];
+    *sink = (int32_t)(v[0] + v[7]);
     return iters * 10 * 32;
 }
 #endif
@@ -12759,7 +12761,7 @@ static int64_t llm__peak_neon(int64_t iters, int32_t seed, int32_t *sink) {
 #endif
     LLM__PEAK_CHAINS(int32x4_t, vdupq_n_s32, LLM__STEP, vaddq_s32);
 #undef LLM__STEP
-    *sink = vaddvq_s32(t);
+    *sink = vgetq_lane_s32(t, 0);
     return iters * 10 * per;
 }
 #endif
