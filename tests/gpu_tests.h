@@ -653,6 +653,8 @@ static void test_moe(struct llm_backend *vk, struct llm_backend *cpu) {
         moe_matmul_case(vk, cpu, types[t], 8, 80, K, 5, 2, false, seed++);      // a few tokens; rows not 64s
         moe_matmul_case(vk, cpu, types[t], 16, 32, K, 100, 4, true, seed++);    // prefill, one expert past 64 slots
     }
+    moe_matmul_case(vk, cpu, LLM__TYPE_Q8_0, 300, 16, 256, 40, 8, false, seed++);   // more experts than a group's threads
+    moe_matmul_case(vk, cpu, LLM__TYPE_MXFP4, 8, 32, 96, 5, 2, false, seed++);      // rows of 51 bytes: unaligned
     test_moe_sum(vk, cpu);
 }
 
