@@ -84,7 +84,9 @@ enum llm_backend_kind {
     LLM_BACKEND_AUTO,      // a GPU backend when one is built in and can take the model, else the CPU
     LLM_BACKEND_CUDA,      // builds made with make CUDA=1 (NVIDIA GPUs of compute capability 8.0 or newer)
 };
-enum llm_kv_dtype { LLM_KV_F16 = 0, LLM_KV_F32 };
+// The KV cache's type. LLM_KV_Q8_0: llama.cpp's Q8_0 (blocks of 32 values of a head, an f16 scale
+// each: 8.5 bits a value, about half of f16's memory), on the CPU backend; head_dim a multiple of 32.
+enum llm_kv_dtype { LLM_KV_F16 = 0, LLM_KV_F32, LLM_KV_Q8_0 };
 enum llm_sched_policy {
     LLM_SCHED_FCFS = 0,    // first come, first served
     LLM_SCHED_PRIORITY,    // lower llm_request_params.priority first, then arrival

@@ -356,10 +356,10 @@ static const struct { const char *flag, *hint; } cli_foreign_flags[] = {
     {"--ubatch-size", "llama.cpp's micro-batch size is --max-num-batched-tokens here"},
     {"-np", "llama.cpp's parallel sequences are --max-num-seqs here"},
     {"--parallel", "llama.cpp's parallel sequences are --max-num-seqs here"},
-    {"-ctk", "the KV cache type is --kv-cache-dtype f16|f32 here (K and V together)"},
-    {"--cache-type-k", "the KV cache type is --kv-cache-dtype f16|f32 here (K and V together)"},
-    {"-ctv", "the KV cache type is --kv-cache-dtype f16|f32 here (K and V together)"},
-    {"--cache-type-v", "the KV cache type is --kv-cache-dtype f16|f32 here (K and V together)"},
+    {"-ctk", "the KV cache type is --kv-cache-dtype f16|f32|q8_0 here (K and V together)"},
+    {"--cache-type-k", "the KV cache type is --kv-cache-dtype f16|f32|q8_0 here (K and V together)"},
+    {"-ctv", "the KV cache type is --kv-cache-dtype f16|f32|q8_0 here (K and V together)"},
+    {"--cache-type-v", "the KV cache type is --kv-cache-dtype f16|f32|q8_0 here (K and V together)"},
     {"-i", "a conversation is the llm chat command here"},
     {"--interactive", "a conversation is the llm chat command here"},
     {"-cnv", "a conversation is the llm chat command here"},
@@ -407,7 +407,8 @@ static void cli_args_defaults(struct cli *c, const char *cmd) {
 static void cli_flag_kv_dtype(struct cli *c, const char *flag, const char *v) {
     if (!strcmp(v, "f16")) c->ep.kv_cache_dtype = LLM_KV_F16;
     else if (!strcmp(v, "f32")) c->ep.kv_cache_dtype = LLM_KV_F32;
-    else cli_die("%s: f16 or f32, not '%s'", flag, v);
+    else if (!strcmp(v, "q8_0")) c->ep.kv_cache_dtype = LLM_KV_Q8_0;
+    else cli_die("%s: f16, f32 or q8_0, not '%s'", flag, v);
 }
 
 static void cli_flag_backend(struct cli *c, const char *flag, const char *v) {
@@ -504,6 +505,7 @@ static const struct cli_flag cli_flags[] = {
     {{"--n-prompt"}, CLI_STR(prompt)},
     {{"-r", "--repetitions"}, CLI_INT(reps, 1, 1000)},
     {{"--peak"}, CLI_TRUE(peak), .only = "bench"},
+    {{"-d", "--n-depth"}, CLI_INT(depth, 0, 1 << 24), .only = "bench"},
     {{"--ignore-eos"}, CLI_TRUE(ignore_eos)},
     {{"--temp"}, CLI_FLOAT(sp.temperature, 0.0, 100.0)},
     {{"--top-k"}, CLI_INT(sp.top_k, 0, INT_MAX)},

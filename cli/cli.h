@@ -51,6 +51,7 @@ struct cli {
     int n_predict, logprobs, reps;
     bool json, ignore_eos, no_bos, n_predict_set, special;
     bool peak;                  // bench --peak: the int8 compute peak alone
+    int depth;                  // bench -d: tokens in the sequence before the timed prefill or decode
     bool ids, tensors;   // tokenize: ids only; info: every tensor
     bool seed_set, ctx_set, verbose;   // --seed, -c given; -v
     int n_gpu_layers;                  // -ngl (accepted for llama.cpp's users; -1: not given)

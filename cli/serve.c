@@ -483,31 +483,37 @@ int cli_cmd_bench(struct cli *c) {
     if (c->peak) return cli_bench_peak(c);
     int n_prompt = c->prompt ? (int)cli_parse_int("-p", c->prompt, 0, 1 << 20) : 512;
     int n_gen = c->n_predict_set ? c->n_predict : 128, reps = c->reps ? c->reps : 5;
-    if (c->ep.max_model_len < n_prompt + n_gen + 1) c->ep.max_model_len = n_prompt + n_gen + 1;
+    const int depth = c->depth;   // -d: a context of that many tokens first (not timed)
+    if (c->ep.max_model_len < depth + n_prompt + n_gen + 1) c->ep.max_model_len = depth + n_prompt + n_gen + 1;
     llm_engine *E = cli_engine(c);
     struct llm_model_info mi;
     struct llm_engine_info ei;
     llm_get_model_info(E, &mi);
     llm_get_engine_info(E, &ei);
-    int32_t *toks = malloc(sizeof(int32_t) * (size_t)CLI_MAX(n_prompt, 1));
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)CLI_MAX(n_prompt + depth, 1));
     float *logits = malloc(sizeof(float) * (size_t)mi.n_vocab);
     double *pp = calloc((size_t)reps, sizeof(double)), *tg = calloc((size_t)reps, sizeof(double));
     if (!toks || !logits || !pp || !tg) cli_die("out of memory");
     uint64_t rng = 12345;
-    for (int i = 0; i < n_prompt; i++) toks[i] = (int32_t)(cli_splitmix64(&rng) % (uint64_t)mi.n_vocab);
-    if (n_prompt > 0 && mi.bos_id >= 0) toks[0] = mi.bos_id;
+    for (int i = 0; i < n_prompt + depth; i++) toks[i] = (int32_t)(cli_splitmix64(&rng) % (uint64_t)mi.n_vocab);
+    if (n_prompt + depth > 0 && mi.bos_id >= 0) toks[0] = mi.bos_id;
     int32_t first = mi.bos_id >= 0 ? mi.bos_id : 0;
     for (int r = -1; r < reps; r++) {   // r = -1: warm-up, not counted
         if (n_prompt > 0) {
             int seq = llm_seq_new(E);
+            if (depth && llm_seq_eval(E, seq, toks, depth, logits, 0)) cli_die("%s", llm_last_error(E));
             double t0 = cli_now();
-            if (llm_seq_eval(E, seq, toks, n_prompt, logits, 0)) cli_die("%s", llm_last_error(E));
+            if (llm_seq_eval(E, seq, toks + depth, n_prompt, logits, 0)) cli_die("%s", llm_last_error(E));
             if (r >= 0) pp[r] = n_prompt / (cli_now() - t0);
             llm_seq_free(E, seq);
         }
         if (n_gen > 0) {
             int seq = llm_seq_new(E);
             int32_t tok = first;
+            if (depth) {
+                if (llm_seq_eval(E, seq, toks, depth, logits, 0)) cli_die("%s", llm_last_error(E));
+                tok = cli_argmax(logits, mi.n_vocab);
+            }
             double t0 = cli_now();
             for (int i = 0; i < n_gen; i++) {
                 if (llm_seq_eval(E, seq, &tok, 1, logits, 0)) cli_die("%s", llm_last_error(E));
@@ -533,6 +539,7 @@ int cli_cmd_bench(struct cli *c) {
         cli_jset(o, "threads", cli_json_int(ei.n_threads));
         cli_jset(o, "n_prompt", cli_json_int(n_prompt));
         cli_jset(o, "n_gen", cli_json_int(n_gen));
+        cli_jset(o, "depth", cli_json_int(depth));
         cli_jset(o, "reps", cli_json_int(reps));
         cli_jset(o, "pp_tps", cli_json_num(pp_med, 3));
         cli_jset(o, "tg_tps", cli_json_num(tg_med, 3));
@@ -545,11 +552,13 @@ int cli_cmd_bench(struct cli *c) {
     } else {
         printf("%s: %s backend, %d threads, weights read per token %.1f MB\n", c->ep.model_path, bname,
                ei.n_threads, bpt / 1e6);
-        if (n_prompt) printf("  pp%-5d %10.2f tokens/s (median of %d)\n", n_prompt, pp_med, reps);
+        char at[32] = "";   // (llama-bench's label for a depth)
+        if (depth) snprintf(at, sizeof(at), " @ d%d", depth);
+        if (n_prompt) printf("  pp%-5d%s %10.2f tokens/s (median of %d)\n", n_prompt, at, pp_med, reps);
         if (n_prompt && peak > 0)
             printf("  prefill multiplies %.1f G multiply-adds/s: %.0f%% of the int8 peak measured now (%.1f G/s)\n",
                    pp_gmacs, 100.0 * pp_gmacs / peak, peak);
-        if (n_gen) printf("  tg%-5d %10.2f tokens/s (median of %d)\n", n_gen, tg_med, reps);
+        if (n_gen) printf("  tg%-5d%s %10.2f tokens/s (median of %d)\n", n_gen, at, tg_med, reps);
         if (n_gen && gbps > 0)
             printf("  device copy bandwidth %.1f GB/s: decode reads weights at %.0f%% of it\n", gbps,
                    100.0 * (double)bpt * tg_med / 1e9 / gbps);

@@ -62,8 +62,8 @@ static enum llm_status llm__params_check(struct llm_engine_params *p, struct llm
         return llm__fail(e, LLM_ERR_INVALID_ARG, "gpu_memory_utilization must be in (0, 1] (0: the default)");
     if (p->block_size != 8 && p->block_size != 16 && p->block_size != 32)
         return llm__fail(e, LLM_ERR_INVALID_ARG, "block size must be 8, 16 or 32 (got %d)", p->block_size);
-    if (p->kv_cache_dtype != LLM_KV_F16 && p->kv_cache_dtype != LLM_KV_F32)
-        return llm__fail(e, LLM_ERR_INVALID_ARG, "KV cache type must be LLM_KV_F16 or LLM_KV_F32 (got %d)",
+    if (p->kv_cache_dtype != LLM_KV_F16 && p->kv_cache_dtype != LLM_KV_F32 && p->kv_cache_dtype != LLM_KV_Q8_0)
+        return llm__fail(e, LLM_ERR_INVALID_ARG, "KV cache type must be LLM_KV_F16, LLM_KV_F32 or LLM_KV_Q8_0 (got %d)",
                          (int)p->kv_cache_dtype);
     if (p->n_threads > 512) return llm__fail(e, LLM_ERR_INVALID_ARG, "too many threads (%d)", p->n_threads);
     // (at most 2^24 tokens: block counts and slot numbers stay far from int's limit)
@@ -115,7 +115,15 @@ static enum llm_status llm__engine_kv_init(llm_engine *E, struct llm__err *e) {
     const struct llm_engine_params *p = &E->params;
     const struct llm__model *m = &E->model;
     size_t kv_bytes = p->kv_cache_bytes;
-    int kv_type = p->kv_cache_dtype == LLM_KV_F32 ? LLM__TYPE_F32 : LLM__TYPE_F16;
+    int kv_type = p->kv_cache_dtype == LLM_KV_F32    ? LLM__TYPE_F32
+                  : p->kv_cache_dtype == LLM_KV_Q8_0 ? LLM__TYPE_Q8_0
+                                                     : LLM__TYPE_F16;
+    if (kv_type == LLM__TYPE_Q8_0 && strcmp(E->be.iface->name, "cpu") != 0)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "the q8_0 KV cache runs on the CPU backend only so far (this is %s; "
+                         "use f16 there)", E->be.iface->name);
+    if (kv_type == LLM__TYPE_Q8_0 && m->head_dim % 32 != 0)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "a q8_0 KV cache needs a head size that is a multiple of 32 (the "
+                         "model's is %d); use f16", m->head_dim);
     size_t per_token = 2 * (size_t)m->n_layer * llm__row_bytes(kv_type, (int64_t)m->n_head_kv * m->head_dim);
     size_t one_seq = per_token * (size_t)((E->max_model_len + p->block_size - 1) / p->block_size * p->block_size);
     if (!kv_bytes && p->gpu_memory_utilization > 0) {

@@ -958,6 +958,7 @@ struct llm__cpu {
     void *scratch;              // quantized activations
     size_t scratch_size;
     float *gelu;                // [65536]: llm__gelu_ggml of each half-precision input (made on first use)
+    int head_dim;               // the model's (reserve): a Q8_0 cache's rotations (backends/cpu.c)
 };
 
 enum { LLM__LAYOUT_PLAIN = 0, LLM__LAYOUT_X16 = 1 };

@@ -5,6 +5,7 @@
 # dequantized weights (tests/numerics.py), on the same text, chunks and KV cache type:
 #   llm perplexity -m M -f TEXT -c 128 --chunks 4 -t 2 --kv-cache-dtype KV --kl-divergence-base L
 #   llama-perplexity -m M -f TEXT -c 128 --chunks 4 -t 2 -ctk KV -ctv KV -fa off --kl-divergence-base P
+#   (-fa on for q8_0: llama.cpp quantizes V only with flash attention)
 #   python3 tests/numerics.py M L P
 # Run from the repository root after make and make models, with the fixtures' environment:
 #   LLM_REAL_MODELS=~/.cache/llm.c-tests/models LLM_PYTHON=~/.cache/llm.c-tests/venv/bin/python \
@@ -29,8 +30,9 @@ EOT
         m=$(numerics_model "$src" ./llm build/models "$tmp")
         ./llm perplexity -m "$m" -f "$NUMERICS_TEXT" -c "$NUMERICS_CTX" --chunks "$NUMERICS_CHUNKS" -t 2 \
             --kv-cache-dtype "$kv" --kl-divergence-base "$tmp/l.kld" > /dev/null 2>&1
+        fa=off; [ "$kv" = q8_0 ] && fa=on   # (llama.cpp quantizes V only with flash attention)
         "$bin/llama-perplexity" -m "$m" -f "$NUMERICS_TEXT" -c "$NUMERICS_CTX" --chunks "$NUMERICS_CHUNKS" -t 2 \
-            -ctk "$kv" -ctv "$kv" -fa off --kl-divergence-base "$tmp/p.kld" > /dev/null 2>&1
+            -ctk "$kv" -ctv "$kv" -fa $fa --kl-divergence-base "$tmp/p.kld" > /dev/null 2>&1
         r=$("$py" tests/numerics.py "$m" "$tmp/l.kld" "$tmp/p.kld")
         l=$(echo "$r" | head -n 1) p=$(echo "$r" | tail -n 1)
         echo "num $name $(field "$l" kl) $(field "$l" top1) $(field "$l" dtop1) $(field "$p" kl) $(field "$p" top1) $(field "$p" dtop1)"

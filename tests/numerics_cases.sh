@@ -11,6 +11,8 @@ smollm2-bf16        smollm2:bf16    f32
 smollm2-q8_0        smollm2:q8_0    f32
 smollm2-q4_1        real:SmolLM2-135M-Instruct.Q4_1 f32
 smollm2-q4_1-kvf16  real:SmolLM2-135M-Instruct.Q4_1 f16
+smollm2-q4_1-kvq8   real:SmolLM2-135M-Instruct.Q4_1 q8_0
+smollm2-f16-kvq8    smollm2:f16     q8_0
 smollm2-q4_0        smollm2:q4_0    f32
 smollm2-q5_0        smollm2:q5_0    f32
 smollm2-q4_k_m      smollm2:q4_k_m  f32

@@ -1,7 +1,8 @@
 // The CPU backend's ops against simple references: matrix products (plain and repacked x16
 // layouts, every weight type, 1..33 tokens) against the scalar dot product of the same quantized
-// activations; paged attention (random block tables, ragged lengths, f16 and f32 caches, AVX-512
-// and scalar paths) against a float64 softmax; RoPE (both pair styles, frequency factors) and
+// activations; paged attention (random block tables, ragged lengths, f16, f32 and q8_0 caches (its
+// Walsh-Hadamard rotation against the matrix of its definition), AVX-512, AVX2 and scalar paths)
+// against a float64 softmax; RoPE (both pair styles, frequency factors) and
 // RMSNorm against float64. The backend contract: the check of required table entries, sync's
 // failures reaching the caller, the device list and bandwidth probe of a CPU-only build. The
 // thread pool: each part of a job runs exactly once, with more threads than cores; the tuner of
@@ -242,6 +243,53 @@ static void check_kt_unpack(void) {
 
 // --- attention ---
 
+// y = H x, H the orthonormal Hadamard matrix of order n (Sylvester's: H[i][j] = (-1)^popcount(i & j)
+// / sqrt(n)), in float64 from its definition
+static void hadamard64(const double *x, double *y, int n) {
+    for (int i = 0; i < n; i++) {
+        double a = 0;
+        for (int j = 0; j < n; j++) a += (__builtin_popcount((unsigned)(i & j)) % 2 ? -x[j] : x[j]);
+        y[i] = a / sqrt((double)n);
+    }
+}
+
+// A Q8_0 cache's head of hd values x as the attention sees it, into y (float64): rotated as the
+// engine rotates it before quantizing (llm__kv_rotate: the same float bytes, so that the same
+// roundings happen), quantized, and rotated back with the matrix of the definition (H = H^-1);
+// without a rotation (hd % 64 != 0), just quantized.
+static void q8_cache_head(const float *x, double *y, int hd, bool values) {
+    float r[256];
+    struct llm__block_q8_0 blk[8];
+    const int n = llm__kv_rot(LLM__TYPE_Q8_0, hd, values);
+    memcpy(r, x, sizeof(float) * (size_t)hd);
+    llm__kv_rotate(r, hd, n);
+    llm__quantize_row(LLM__TYPE_Q8_0, r, blk, hd);
+    llm__dequantize_row(LLM__TYPE_Q8_0, blk, r, hd);
+    double d[256];
+    for (int i = 0; i < hd; i++) d[i] = r[i];
+    if (n == 0) memcpy(y, d, sizeof(double) * (size_t)hd);
+    for (int i = 0; n && i < hd; i += n) hadamard64(d + i, y + i, n);
+}
+
+// The rotation itself: the transform of the definition, and its own inverse.
+static void check_kv_rotation(void) {
+    EXPECT(llm__kv_rot(LLM__TYPE_Q8_0, 64, false) == 64 && llm__kv_rot(LLM__TYPE_Q8_0, 128, false) == 128 &&
+           llm__kv_rot(LLM__TYPE_Q8_0, 192, false) == 64 && llm__kv_rot(LLM__TYPE_Q8_0, 256, true) == 64 &&
+           llm__kv_rot(LLM__TYPE_Q8_0, 96, false) == 0 && llm__kv_rot(LLM__TYPE_F16, 128, false) == 0,
+           "rotation sizes");
+    for (int n = 64; n <= 256; n *= 2) {
+        float x[256], r[256];
+        double xd[256], want[256], worst = 0, back = 0;
+        for (int i = 0; i < n; i++) { x[i] = r[i] = (float)test_rng_normal(&seed); xd[i] = x[i]; }
+        llm__kv_rotate(r, n, n);
+        hadamard64(xd, want, n);
+        for (int i = 0; i < n; i++) worst = fmax(worst, fabs(r[i] - want[i]));
+        llm__kv_rotate(r, n, n);
+        for (int i = 0; i < n; i++) back = fmax(back, fabs(r[i] - x[i]));
+        EXPECT(worst < 1e-5 && back < 1e-5, "Walsh-Hadamard transform of %d: error %.3g, twice %.3g", n, worst, back);
+    }
+}
+
 // n_seqs sequences with random lengths; the batch holds the last `new` tokens of each (so some
 // tokens attend to a long cached past, as in decode, and some to each other, as in prefill).
 // window > 0: sliding-window attention (a token at p sees p - window + 1 .. p); softcap > 0:
@@ -276,9 +324,17 @@ static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int n
             kf[i] = llm__fp16_to_fp32(llm__fp32_to_fp16(kf[i]));
             vf[i] = llm__fp16_to_fp32(llm__fp32_to_fp16(vf[i]));
         }
+    }
+    for (int i = 0; i < S * 70 * KV; i++) {
         kk[i] = kf[i];
         vv[i] = vf[i];
     }
+    if (kv_type == LLM__TYPE_Q8_0)   // what the cache holds of each head: see q8_cache_head
+        for (int r = 0; r < S * 70; r++)
+            for (int g = 0; g < nkv; g++) {
+                q8_cache_head(kf + (size_t)r * KV + g * hd, kk + (size_t)r * KV + g * hd, hd, false);
+                q8_cache_head(vf + (size_t)r * KV + g * hd, vv + (size_t)r * KV + g * hd, hd, true);
+            }
     struct llm_backend be = make_backend(threads, simd, true);
     reserve(&be, LLM__MAX(T, 1), 64, nh, nkv, hd, bs);
     struct llm__err e;
@@ -358,7 +414,7 @@ static void check_attention(int simd, int kv_type, int bs, int hd, int nh, int n
             }
         }
     EXPECT(worst < 1e-5, "attention simd=%d kv=%s bs=%d hd=%d heads=%d/%d threads=%d window=%d softcap=%g sinks=%d: "
-           "max error %.3g", simd, kv_type == LLM__TYPE_F16 ? "f16" : "f32", bs, hd, nh, nkv, threads, window,
+           "max error %.3g", simd, llm__type_info((uint32_t)kv_type)->name, bs, hd, nh, nkv, threads, window,
            (double)softcap, sinks, worst);
     be.iface->buf_free(be.ctx, &skb);
     be.iface->buf_free(be.ctx, &kb); be.iface->buf_free(be.ctx, &vb); be.iface->buf_free(be.ctx, &qb);
@@ -1243,14 +1299,16 @@ int main(void) {
     if (llm__simd_best() == LLM__SIMD_AVX512) simd_levels[n_levels++] = LLM__SIMD_AVX2;
 #endif
     for (int s = 0; s < n_levels; s++)
-        for (int kv = 0; kv < 2; kv++) {
-            int kvt = kv ? LLM__TYPE_F16 : LLM__TYPE_F32;
+        for (int kv = 0; kv < 3; kv++) {
+            // (Q8_0: llm_engine_create refuses a head size that 32 does not divide)
+            int kvt = kv == 2 ? LLM__TYPE_Q8_0 : kv ? LLM__TYPE_F16 : LLM__TYPE_F32;
             check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 0, 0.0f, false);
             check_attention(simd_levels[s], kvt, 32, 32, 4, 4, 1, 0, 0.0f, false);
             check_attention(simd_levels[s], kvt, 8, 64, 4, 1, 2, 0, 0.0f, false);
             check_attention(simd_levels[s], kvt, 16, 128, 2, 2, 2, 0, 0.0f, false);
-            check_attention(simd_levels[s], kvt, 16, 80, 2, 1, 2, 0, 0.0f, false);
+            if (kvt != LLM__TYPE_Q8_0) check_attention(simd_levels[s], kvt, 16, 80, 2, 1, 2, 0, 0.0f, false);
             check_attention(simd_levels[s], kvt, 16, 64, 9, 3, 2, 0, 0.0f, false);   // (SmolLM2's heads: 3 per KV head)
+            check_attention(simd_levels[s], kvt, 8, 64, 9, 3, 2, 0, 0.0f, false);
             // sliding windows: inside one block, across blocks, and of one token; soft-capping
             check_attention(simd_levels[s], kvt, 16, 64, 8, 2, 2, 5, 0.0f, false);
             check_attention(simd_levels[s], kvt, 32, 32, 4, 4, 1, 40, 0.0f, false);
@@ -1262,6 +1320,7 @@ int main(void) {
             check_attention(simd_levels[s], kvt, 16, 64, 8, 1, 2, 0, 0.0f, true);
             check_attention(simd_levels[s], kvt, 16, 64, 4, 2, 2, 7, 0.0f, true);
         }
+    check_kv_rotation();
     check_act_quantizers();
     check_rope(false, false, false);
     check_rope(true, false, false);

@@ -130,6 +130,17 @@ out=$("$llm" run --model="$m" --prompt=hello --max-model-len=64 --top-k=5 --top-
     --block-size=16 --kv-cache-dtype=f32 --kv-cache-memory=1000000 --backend=cpu --logprobs=2 -n 2 --json 2>&1) && ok ||
     bad "--flag=value: $out"
 expect_fail "--ctx-size=8" "context" "$llm" run -m "$m" --ctx-size=8 --tokens 1,2,3,4,5,6,7,8,9,10
+# the q8_0 KV cache: about half of f16's memory for as many tokens; a head size 32 does not divide
+# (micro's 16) and other values refused by name (test_backend checks its attention, test_numerics
+# its distance from exact arithmetic)
+kv16=$("$llm" run -m "$m" -p hello -n 4 --kv-cache-memory 1000000 --json 2>/dev/null)
+kv8=$("$llm" run -m "$m" -p hello -n 4 --kv-cache-memory 1000000 --kv-cache-dtype q8_0 --json 2>/dev/null)
+case "$kv8" in *'"text"'*) ok ;; *) bad "--kv-cache-dtype q8_0: '$kv8'" ;; esac
+t16=$("$llm" info -m "$m" --kv-cache-memory 1000000 2>/dev/null | sed -n 's/.*KV cache.* \([0-9][0-9]*\) tokens.*/\1/p' | head -n 1)
+t8=$("$llm" info -m "$m" --kv-cache-memory 1000000 --kv-cache-dtype q8_0 2>/dev/null | sed -n 's/.*KV cache.* \([0-9][0-9]*\) tokens.*/\1/p' | head -n 1)
+awk -v a="$t16" -v b="$t8" 'BEGIN { exit !(a > 0 && b >= 1.8 * a) }' && ok || bad "KV tokens in 1 MB: f16 $t16, q8_0 $t8 (want >= 1.8x)"
+expect_fail "q8_0 cache, head size 16" "multiple of 32" "$llm" run -m "$models/micro-q8_0.gguf" -p hi -n 1 --kv-cache-dtype q8_0
+expect_fail "--kv-cache-dtype q4" "q8_0" "$llm" run -m "$m" -p hi -n 1 --kv-cache-dtype q4
 expect_fail "--json=1" "takes no value" "$llm" run -m "$m" -p hi --json=1
 "$llm" run -m "$m" -p hi -n 1 -ngl 99 2>&1 >/dev/null | grep -q 'note: -ngl.*--backend cuda or vulkan' && ok || bad "-ngl 99: no note"
 "$llm" run -m "$m" -p hi -n 1 --n-gpu-layers=99 2>&1 >/dev/null | grep -q 'note: -ngl' && ok || bad "--n-gpu-layers=99: no note"

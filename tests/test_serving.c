@@ -302,8 +302,9 @@ static void test_blocks_stress(bool caching) {
 
 // --- the engine ---
 
-// The model of engine() and engine_threads(): tiny-q8_0, or the one test_moe names while it runs.
+// The model of engine() and engine_threads(): tiny-q8_0, or the one test_invariants names while it runs.
 static const char *model_file = "tiny-q8_0";
+static enum llm_kv_dtype kv_dtype = LLM_KV_F16;   // the engines' KV cache (test_invariants)
 
 static const char *model_path(void) {
     static char path[512];
@@ -324,6 +325,7 @@ static llm_engine *engine_threads(int n_threads, int max_seqs, int max_tokens, s
     p.enable_prefix_caching = caching;
     p.scheduling_policy = strcmp(policy, "priority") == 0 ? LLM_SCHED_PRIORITY : LLM_SCHED_FCFS;
     p.max_model_len = 256;
+    p.kv_cache_dtype = kv_dtype;
     llm_engine *E = llm_engine_create(&p, err, sizeof(err));
     EXPECT(E != NULL, "engine: %s", err);
     return E;
@@ -1508,13 +1510,15 @@ static void test_sched_priority_cost(void) {
     EXPECT(prio < 3 * fcfs, "a step with 20,000 waiting requests: %.5f s by priority, %.5f s FCFS", prio, fcfs);
 }
 
-// A mixture of experts keeps the scheduler's invariants: each request's greedy tokens are the same
-// alone, batched (the tokens of a step routed to different experts), with prefix caching, with
-// chunked prefill (16 tokens and 3 sequences a step) and after preemption.
-static void test_moe(const char *name) {
+// The scheduler's invariants on a model and KV cache type: each request's greedy tokens are the
+// same alone, batched (a mixture of experts: the tokens of a step routed to different experts),
+// with prefix caching, with chunked prefill (16 tokens and 3 sequences a step) and after
+// preemption (a q8_0 cache: blocks of quants and scales shared, freed and written again as f16's).
+static void test_invariants(const char *name, enum llm_kv_dtype kv) {
     model_file = name;
+    kv_dtype = kv;
     llm_engine *E = engine(64, 512, 0, 0, "fcfs");
-    if (!E) { model_file = "tiny-q8_0"; return; }
+    if (!E) { model_file = "tiny-q8_0"; kv_dtype = LLM_KV_F16; return; }
     struct llm_model_info mi;
     llm_get_model_info(E, &mi);
     int all[NP];
@@ -1525,7 +1529,8 @@ static void test_moe(const char *name) {
     for (int i = 0; i < NP; i++)
         EXPECT(memcmp(alone[i], other[i], sizeof(int32_t) * 24) == 0, "%s: request %d: batched output differs", name, i);
     llm_engine_free(E);
-    size_t per_token = 2 * (size_t)mi.n_layer * (size_t)mi.n_head_kv * (size_t)mi.head_dim * 2;
+    size_t per_token = 2 * (size_t)mi.n_layer *
+                       llm__row_bytes(kv == LLM_KV_Q8_0 ? LLM__TYPE_Q8_0 : LLM__TYPE_F16, (int64_t)mi.n_head_kv * mi.head_dim);
     struct { const char *what; int seqs, tokens, caching; size_t kv; } cfg[] = {
         {"prefix caching", 64, 512, 1, 0}, {"chunked prefill", 3, 16, 0, 0}, {"preemption", 64, 512, 0, per_token * 16 * 24},
     };
@@ -1545,6 +1550,7 @@ static void test_moe(const char *name) {
         llm_engine_free(E);
     }
     model_file = "tiny-q8_0";
+    kv_dtype = LLM_KV_F16;
 }
 
 int main(void) {
@@ -1655,11 +1661,12 @@ int main(void) {
            order[3], order[4]);
     llm_engine_free(E);
 
-    test_moe("tiny-qwen3moe-q8_0");
-    test_moe("tiny-mixtral-q4_k");
-    test_moe("tiny-qwen2moe-q8_0");
-    test_moe("tiny-gpt-oss-mxfp4");   // (sinks, windows, YaRN, biases; MXFP4 experts)
-    test_moe("tiny-olmoe-q8_0");
+    test_invariants("tiny-q8_0", LLM_KV_Q8_0);
+    test_invariants("tiny-qwen3moe-q8_0", LLM_KV_F16);
+    test_invariants("tiny-mixtral-q4_k", LLM_KV_F16);
+    test_invariants("tiny-qwen2moe-q8_0", LLM_KV_F16);
+    test_invariants("tiny-gpt-oss-mxfp4", LLM_KV_F16);   // (sinks, windows, YaRN, biases; MXFP4 experts)
+    test_invariants("tiny-olmoe-q8_0", LLM_KV_F16);
     test_sched_order("priority", per_token, mi.n_vocab);
     test_sched_order("fcfs", per_token, mi.n_vocab);
     test_sched_priority_cost();
