@@ -361,6 +361,7 @@ static void llm__cpu_kv_store_worker(void *arg, int ith, int nth) {
         const float *kr = (const float *)llm__tensor_row(j->k, t);
         if (j->k_cache.type == LLM__TYPE_Q8_0) {   // head by head: rotated, quantized, K scattered (see above)
             const int hd = j->c->head_dim, rk = llm__kv_rot(LLM__TYPE_Q8_0, hd, false);
+            assert(hd > 0 && hd % 32 == 0 && j->k.ne0 % hd == 0);   // (reserve sets it; llm_engine_create checks)
             const int rv = llm__kv_rot(LLM__TYPE_Q8_0, hd, true);
             struct llm__block_q8_0 qb[32];   // (head_dim <= 1024, checked at load)
             float x[1024];

@@ -108,6 +108,23 @@ static void llm__engine_check_loadable(llm_engine *E) {
     if (why.msg[0]) snprintf(E->unsupported, sizeof(E->unsupported), "%s", why.msg);
 }
 
+static int llm__kv_type(enum llm_kv_dtype t) {
+    return t == LLM_KV_F32 ? LLM__TYPE_F32 : t == LLM_KV_Q8_0 ? LLM__TYPE_Q8_0 : LLM__TYPE_F16;
+}
+
+// Whether the backend can keep this model's KV cache in the type asked for (before the weights
+// are loaded: auto then tries the next backend at once).
+static enum llm_status llm__kv_type_check(const llm_engine *E, struct llm__err *e) {
+    if (llm__kv_type(E->params.kv_cache_dtype) != LLM__TYPE_Q8_0) return LLM_OK;
+    if (strcmp(E->be.iface->name, "cpu") != 0)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "the q8_0 KV cache runs on the CPU backend only so far (this is %s; "
+                         "use f16 there)", E->be.iface->name);
+    if (E->model.head_dim % 32 != 0)
+        return llm__fail(e, LLM_ERR_UNSUPPORTED, "a q8_0 KV cache needs a head size that is a multiple of 32 (the "
+                         "model's is %d); use f16", E->model.head_dim);
+    return LLM_OK;
+}
+
 // Sizes and allocates the KV cache: kv_cache_bytes; else gpu_memory_utilization of the backend's
 // free memory; else a quarter of it, at most what max_num_seqs sequences of max_model_len use and
 // at least one such sequence (pages are only touched as blocks are used).
@@ -115,15 +132,7 @@ static enum llm_status llm__engine_kv_init(llm_engine *E, struct llm__err *e) {
     const struct llm_engine_params *p = &E->params;
     const struct llm__model *m = &E->model;
     size_t kv_bytes = p->kv_cache_bytes;
-    int kv_type = p->kv_cache_dtype == LLM_KV_F32    ? LLM__TYPE_F32
-                  : p->kv_cache_dtype == LLM_KV_Q8_0 ? LLM__TYPE_Q8_0
-                                                     : LLM__TYPE_F16;
-    if (kv_type == LLM__TYPE_Q8_0 && strcmp(E->be.iface->name, "cpu") != 0)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "the q8_0 KV cache runs on the CPU backend only so far (this is %s; "
-                         "use f16 there)", E->be.iface->name);
-    if (kv_type == LLM__TYPE_Q8_0 && m->head_dim % 32 != 0)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "a q8_0 KV cache needs a head size that is a multiple of 32 (the "
-                         "model's is %d); use f16", m->head_dim);
+    const int kv_type = llm__kv_type(p->kv_cache_dtype);
     size_t per_token = 2 * (size_t)m->n_layer * llm__row_bytes(kv_type, (int64_t)m->n_head_kv * m->head_dim);
     size_t one_seq = per_token * (size_t)((E->max_model_len + p->block_size - 1) / p->block_size * p->block_size);
     if (!kv_bytes && p->gpu_memory_utilization > 0) {
@@ -189,6 +198,7 @@ static enum llm_status llm__engine_load(llm_engine *E, struct llm__err *e) {
     if (p->quantize && (st = llm__model_quantize(&E->model, p->quantize, p->n_threads, p->verbose > 0 && isatty(2), e)))
         return st;
     if ((st = llm__backend_open(&E->be, p, e))) return st;
+    if ((st = llm__kv_type_check(E, e))) return st;
     if ((st = llm__model_load_tensors(&E->model, &E->be, p->verbose > 0 && isatty(2), e))) return st;
     E->max_model_len = p->max_model_len ? p->max_model_len : LLM__MIN(E->model.n_ctx_train, 4096);
     if ((st = llm__engine_kv_init(E, e))) return st;

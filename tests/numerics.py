@@ -63,7 +63,7 @@ class Model:
         if isinstance(pattern, list):
             self.local = [bool(v) for v in pattern]
         else:
-            self.local = [pattern > 0 and l % pattern < pattern - 1 for l in range(self.L)]
+            self.local = [pattern == 0 or l % pattern < pattern - 1 for l in range(self.L)]   # (0: all, as llama.cpp)
         self.freq_scale = 1.0
         if field(r, f"{a}.rope.scaling.type", "none") == "linear":
             self.freq_scale = 1.0 / field(r, f"{a}.rope.scaling.factor", 1.0)

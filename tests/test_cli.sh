@@ -133,7 +133,6 @@ expect_fail "--ctx-size=8" "context" "$llm" run -m "$m" --ctx-size=8 --tokens 1,
 # the q8_0 KV cache: about half of f16's memory for as many tokens; a head size 32 does not divide
 # (micro's 16) and other values refused by name (test_backend checks its attention, test_numerics
 # its distance from exact arithmetic)
-kv16=$("$llm" run -m "$m" -p hello -n 4 --kv-cache-memory 1000000 --json 2>/dev/null)
 kv8=$("$llm" run -m "$m" -p hello -n 4 --kv-cache-memory 1000000 --kv-cache-dtype q8_0 --json 2>/dev/null)
 case "$kv8" in *'"text"'*) ok ;; *) bad "--kv-cache-dtype q8_0: '$kv8'" ;; esac
 t16=$("$llm" info -m "$m" --kv-cache-memory 1000000 2>/dev/null | sed -n 's/.*KV cache.* \([0-9][0-9]*\) tokens.*/\1/p' | head -n 1)
