@@ -11826,10 +11826,19 @@ LLM__AVX2 static inline __m256 llm__kv_load8(const char *p, bool f16) {
 // llm__attn_block_avx512 on AVX2 (head_dim % 8 == 0): the 32 keys as 4 groups of 8 (the first
 // two in kt0's 16 slots, the others in kt1's), scores of 2 heads at a time, values 8 columns at
 // a time for up to 8 heads.
+// 8 quants of a Q8_0 cache times their scales d
+LLM__AVX2 static inline __m256 llm__kq8_load8(const char *p, __m256 d) {
+    int64_t w;
+    memcpy(&w, p, 8);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(w))), d);
+}
+
 LLM__AVX2 static void llm__attn_block_avx2(int G, int hd, int kstride, int nk, int skip, float scale, const float *q,
-                                           const char *kt0, const char *kt1, const char *v0, const char *v1,
-                                           size_t vstride, bool f16, float *sc, float *m, float *l, float *acc) {
-    const size_t esz = f16 ? 2 : 4;
+                                           const char *kt0, const char *kt1, const char *ks0, const char *ks1,
+                                           const char *v0, const char *v1, size_t vstride, int kvt, float *sc,
+                                           float *m, float *l, float *acc) {
+    const bool f16 = kvt == LLM__TYPE_F16, q8 = kvt == LLM__TYPE_Q8_0;
+    const size_t esz = q8 ? 1 : f16 ? 2 : 4;
     const int ngrp = (nk + 7) / 8;
     __m256 valid[4];   // keys at or past nk, or before skip: -inf scores, zero weights
     for (int g = 0; g < 4; g++) {
@@ -11842,13 +11851,18 @@ LLM__AVX2 static void llm__attn_block_avx2(int G, int hd, int kstride, int nk, i
         __m256 s[2][4];
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) s[0][g] = s[1][g] = _mm256_setzero_ps();
+        __m256 d[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int i = 0; i < hd; i++) {
             __m256 kv[4];
+            if (q8 && i % 32 == 0)   // (Q8_0: the scales of the next 32 dims)
+                for (int g = 0; g < ngrp; g++)
+                    d[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((g < 2 ? ks0 : ks1) +
+                                                          ((size_t)(i / 32) * kstride + (size_t)(g & 1) * 8) * 2)));
 #pragma GCC unroll 4
-            for (int g = 0; g < 4; g++)
-                kv[g] = g < ngrp
-                    ? llm__kv_load8((g < 2 ? kt0 : kt1) + ((size_t)i * kstride + (size_t)(g & 1) * 8) * esz, f16)
-                    : _mm256_setzero_ps();
+            for (int g = 0; g < 4; g++) {
+                const char *kp = (g < 2 ? kt0 : kt1) + ((size_t)i * kstride + (size_t)(g & 1) * 8) * esz;
+                kv[g] = g >= ngrp ? _mm256_setzero_ps() : q8 ? llm__kq8_load8(kp, d[g]) : llm__kv_load8(kp, f16);
+            }
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 if (h >= ng) break;
@@ -11891,7 +11905,15 @@ LLM__AVX2 static void llm__attn_block_avx2(int G, int hd, int kstride, int nk, i
                 a[h] = h < ng ? _mm256_loadu_ps(acc + (size_t)(h0 + h) * hd + c) : _mm256_setzero_ps();
             for (int j = 0; j < nk; j++) {
                 const char *vr = j < 16 ? v0 + (size_t)j * vstride : v1 + (size_t)(j - 16) * vstride;
-                const __m256 v = llm__kv_load8(vr + (size_t)c * esz, f16);
+                __m256 v;
+                if (q8) {   // columns c.. of Q8_0 block c / 32
+                    const char *b = vr + (size_t)(c / 32) * sizeof(struct llm__block_q8_0);
+                    uint16_t dh;
+                    memcpy(&dh, b, 2);
+                    v = llm__kq8_load8(b + 2 + c % 32, _mm256_set1_ps(llm__fp16_to_fp32(dh)));
+                } else {
+                    v = llm__kv_load8(vr + (size_t)c * esz, f16);
+                }
 #pragma GCC unroll 8
                 for (int h = 0; h < 8; h++) {
                     if (h >= ng) break;
@@ -12064,8 +12086,7 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
     bool simd = false;
 #if defined(LLM__X86_SIMD)
     simd = (job->c->simd == LLM__SIMD_AVX512 && hd % 16 == 0 && bs % 16 == 0 && p->softcap == 0.0f) ||
-           (job->c->simd == LLM__SIMD_AVX2 && kvt != LLM__TYPE_Q8_0 && hd % 8 == 0 && bs % 16 == 0 &&
-            p->softcap == 0.0f);
+           (job->c->simd == LLM__SIMD_AVX2 && hd % 8 == 0 && bs % 16 == 0 && p->softcap == 0.0f);
 #endif
     int n_items = s->n_tokens * p->n_head_kv;
     for (int item; (item = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) < n_items;) {
@@ -12103,12 +12124,9 @@ static void llm__cpu_attn_worker(void *arg, int ith, int nth) {
                     ks1 = kt1 - (size_t)g * hd * bs + ks_off;
                     v1 = llm__tensor_row(job->v_cache, slot1) + voff;
                 }
-                if (job->c->simd == LLM__SIMD_AVX512)
-                    llm__attn_block_avx512(G, hd, bs, nk, skip, p->scale, q, kblk, kt1, ks0, ks1, v0, v1,
-                                           job->v_cache.nb1, kvt, sc, m, l, acc);
-                else
-                    llm__attn_block_avx2(G, hd, bs, nk, skip, p->scale, q, kblk, kt1, v0, v1, job->v_cache.nb1,
-                                         kvt == LLM__TYPE_F16, sc, m, l, acc);
+                (job->c->simd == LLM__SIMD_AVX512 ? llm__attn_block_avx512 : llm__attn_block_avx2)(
+                    G, hd, bs, nk, skip, p->scale, q, kblk, kt1, ks0, ks1, v0, v1, job->v_cache.nb1, kvt, sc, m, l,
+                    acc);
                 continue;
             }
 #endif
