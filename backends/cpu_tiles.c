@@ -598,8 +598,11 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16k_tile(
     for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *o = rec + (size_t)sb * LLM__X16K_SB;
+        // Decode: the super-block's 37 lines asked for at once, before its loads (not 4 KB ahead
+        // as the other x16 tiles: TinyLlama-shape Q4_K_M decode on 2 Zen 4 cores, medians of 5
+        // alternating runs, 50.5 tokens/s against 43.7 at 4 KB ahead and 48.8 with none)
         if (NT == 1)
-            for (int pf = 0; pf < LLM__X16K_SB; pf += 64) _mm_prefetch((const char *)o + 4096 + pf, _MM_HINT_T0);
+            for (int pf = 0; pf < LLM__X16K_SB; pf += 64) _mm_prefetch((const char *)o + pf, _MM_HINT_T0);
         __m512i isum[8];
 #pragma GCC unroll 8
         for (int t = 0; t < 8; t++) isum[t] = _mm512_setzero_si512();

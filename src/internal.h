@@ -320,8 +320,14 @@ enum llm__simd { LLM__SIMD_SCALAR = 0, LLM__SIMD_AVX2 = 1, LLM__SIMD_AVX512 = 2,
 
 #define LLM__AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
+// The AVX-512 level with AVX512-BF16 (vdpbf16ps: Cooper Lake, Sapphire Rapids, Zen 4 and later).
+#define LLM__AVX512BF16 \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")))
+
 #endif
 LLM__INTERNAL enum llm__simd llm__simd_best(void);
+
+LLM__INTERNAL bool llm__cpu_has_avx512bf16(void);
 
 LLM__INTERNAL void llm__fp16_to_fp32_row(const uint16_t *x, float *y, int64_t n);
 
@@ -953,6 +959,7 @@ struct llm__cpu {
     struct llm__cursor *cursors;   // [n_threads]
     enum llm__simd simd;
     bool repack;                // rewrite weights into the x16 layouts (AVX-512; backends/cpu_tiles.c)
+    bool dpbf16;                // BF16 weights multiplied by vdpbf16ps (AVX-512 with AVX512-BF16)
     llm__vec_dot_fn vec_dot[LLM__TYPE_COUNT];
     const struct llm__step *step;
     void *scratch;              // quantized activations

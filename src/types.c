@@ -204,6 +204,16 @@ enum llm__simd llm__simd_best(void) {
 #endif
 }
 
+// Whether the CPU has AVX512-BF16 (vdpbf16ps) beside the AVX-512 level.
+bool llm__cpu_has_avx512bf16(void) {
+#if defined(LLM__X86_SIMD)
+    __builtin_cpu_init();
+    return llm__simd_best() == LLM__SIMD_AVX512 && __builtin_cpu_supports("avx512bf16");
+#else
+    return false;
+#endif
+}
+
 // --- fp16 rows: the same results as the scalar conversions, faster ---
 
 #if defined(LLM__X86_SIMD)

@@ -58,8 +58,16 @@ static void check_matmul_at(int simd, int type, int64_t K, int64_t N, int ntok, 
             dot(K, &s, w + (size_t)r * rb, xq + (size_t)t * ab);
             want[(size_t)t * N + r] = (double)s + (with_bias ? bias[r] : 0.0);
         }
-    for (int repack = 0; repack < 2; repack++) {
+    // passes: plain layout, repacked, and (BF16 where the CPU has vdpbf16ps) repacked without it
+    for (int pass = 0; pass < 3; pass++) {
+        const bool repack = pass > 0;
         struct llm_backend be = make_backend(threads, simd, repack);
+        struct llm__cpu *cpu = be.ctx;
+        if (pass == 2 && !(type == LLM__TYPE_BF16 && cpu->dpbf16)) {
+            be.iface->free(be.ctx);
+            break;
+        }
+        if (pass == 2) cpu->dpbf16 = false;
         reserve(&be, ntok, K, 1, 1, 64, 16);
         struct llm__err e;
         struct llm__weight wt;
@@ -78,9 +86,10 @@ static void check_matmul_at(int simd, int type, int64_t K, int64_t N, int ntok, 
         double worst = 0, scale = 0;
         for (size_t i = 0; i < (size_t)N * ntok; i++) scale = fmax(scale, fabs(want[i]));
         for (size_t i = 0; i < (size_t)N * ntok; i++) worst = fmax(worst, fabs((double)y[i] - want[i]) / scale);
-        EXPECT(worst < 1e-5, "matmul simd=%d %s K=%lld N=%lld tokens=%d threads=%d layout=%s: relative error %.3g",
+        EXPECT(worst < 1e-5, "matmul simd=%d %s K=%lld N=%lld tokens=%d threads=%d layout=%s%s: relative error %.3g",
                simd, llm__type_info((uint32_t)type)->name, (long long)K, (long long)N, ntok, threads,
-               wt.layout == LLM__LAYOUT_X16 ? "x16" : "plain", worst);
+               wt.layout == LLM__LAYOUT_X16 ? "x16" : "plain", cpu->dpbf16 && type == LLM__TYPE_BF16 ? " vdpbf16ps" : "",
+               worst);
         // batch invariance: each token's row equals, bit for bit, that token multiplied alone
         // (greedy decoding gives the same text whatever shares a step, speculative drafts included)
         if (ntok > 1) {
@@ -1267,6 +1276,8 @@ int main(void) {
     check_matmul(LLM__TYPE_F16, 204, 22, 9, 2, false);   // (AVX2: 4 columns after the last 8)
     check_matmul(LLM__TYPE_BF16, 197, 11, 5, 2, true);
     check_matmul(LLM__TYPE_F16, 99, 9, 1, 1, false);
+    check_matmul(LLM__TYPE_F16, 200, 22, 16, 2, false);   // (AVX-512: tiles of 4 rows x 6 tokens)
+    check_matmul(LLM__TYPE_BF16, 72, 22, 24, 1, true);
     check_matmul(LLM__TYPE_Q4_0, 608, 80, 9, 2, false);
     check_matmul(LLM__TYPE_Q4_0, 2048, 256, 1, 2, false);
     check_matmul(LLM__TYPE_Q8_0, 2048, 256, 40, 2, false);
