@@ -12207,7 +12207,7 @@ struct llm__cpu_mm_job {
     size_t xq_stride[LLM__MAX_MATMUL_WEIGHTS];
     int fmt[LLM__MAX_MATMUL_WEIGHTS];          // the activation format of weight j (as types[])
     int n_types;                               // distinct activation formats to quantize into
-    int types[LLM__MAX_MATMUL_WEIGHTS];        // a dot type, LLM__X16_ACT + weight type or LLM__HALF_ACT + weight type
+    int types[LLM__MAX_MATMUL_WEIGHTS];        // a dot type, LLM__X16_ACT/LLM__HALF_ACT + weight type, LLM__DPBF16_ACT
     char *xq_base[LLM__MAX_MATMUL_WEIGHTS];
     int64_t rows_per_chunk;
     int64_t chunk_start[LLM__MAX_MATMUL_WEIGHTS + 1];   // prefix sums of chunks per weight
@@ -12218,7 +12218,7 @@ struct llm__cpu_mm_job {
 #define LLM__SC_OFF(n) (((size_t)(n) + 3) & ~(size_t)3)   // where the scales start: 4-byte aligned
 #define LLM__X16_ACT 1000    // activation format ids from this up to 2000: x16 formats of type id - 1000
 #define LLM__HALF_ACT 2000   // activation format ids from this up to 3000: floats rounded to half type id - 2000
-#define LLM__DPBF16_ACT 3000 // BF16 values (for vdpbf16ps), rows padded to 64 bytes
+#define LLM__DPBF16_ACT 3000 // BF16 values (for vdpbf16ps), rows padded to 4 bytes
 
 // y = x rounded to F16 or BF16 (type) and widened back.
 static void llm__round_half_row(int type, const float *x, float *y, int64_t n) {
@@ -12235,7 +12235,7 @@ static void llm__round_half_row(int type, const float *x, float *y, int64_t n) {
 }
 
 static size_t llm__act_row_bytes(int fmt, int64_t K) {
-    if (fmt == LLM__DPBF16_ACT) return ((size_t)K * sizeof(uint16_t) + 63) & ~(size_t)63;
+    if (fmt == LLM__DPBF16_ACT) return ((size_t)K * sizeof(uint16_t) + 3) & ~(size_t)3;   // (<= 4 bytes an element)
     if (fmt >= LLM__HALF_ACT) return (size_t)K * sizeof(float);
     if (fmt >= LLM__SC_ACT && fmt < LLM__X16_ACT)
         return LLM__SC_OFF(llm__row_bytes(fmt - LLM__SC_ACT, K)) +
@@ -12772,7 +12772,7 @@ static void llm__cpu_mm_b32(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
 }
 
 // Rows [r0, r1) of F16 or BF16 weight j for every token: token blocks whose activations stay in
-// L2, then tiles of 4 rows x 4 tokens.
+// L2, then tiles of up to 4 rows x 6 tokens (AVX2: 4).
 static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
     const struct llm__weight *w = job->w[j];
     const int64_t K = job->x.ne0;
