@@ -569,6 +569,13 @@ static void llm__x16k_dequantize_row(const void *w, int64_t r, float *y, int64_t
     }
 }
 
+#if defined(LLM__X86_SIMD)
+// Q8_K rows (nb super-blocks) with the AVX-512 quantizer: the same bytes as llm__quantize_q8_K.
+LLM__AVX512 void llm__quantize_q8_K_avx512(const float *x, struct llm__block_q8_K *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) llm__quantize_q8_K_block_avx512(x + 256 * i, y + i);
+}
+#endif
+
 void llm__x16k_quantize_act(const float *x, uint8_t *out, int64_t n) {
     float *d = (float *)(out + n);
     uint8_t *bsp = out + n + n / 256 * 4;

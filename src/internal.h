@@ -987,6 +987,7 @@ LLM__INTERNAL void llm__x16_quantize_act(int type, const float *x, uint8_t *out,
 #if defined(LLM__X86_SIMD)
 LLM__INTERNAL LLM__AVX512 void llm__x16_tile_avx512(int type, int nt, const uint8_t *rec, const uint8_t *act,
                                                     size_t stride, int64_t K, float *out, size_t ostride);
+LLM__INTERNAL LLM__AVX512 void llm__quantize_q8_K_avx512(const float *x, struct llm__block_q8_K *y, int64_t nb);
 
 #endif
 #define LLM__X16K_ACT_STRIDE(K) ((size_t)(K) + (size_t)(K) / 256 * 20)
