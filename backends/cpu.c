@@ -990,11 +990,12 @@ static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64
                 // prefetcher (without this the unpacking waited on memory for a tenth of a Q6_K prompt's
                 // time; into L1, 2% slower than into L2).
                 const int64_t nr = sb + 1 < nsb ? r : r + 16, nsb1 = sb + 1 < nsb ? sb + 1 : 0;
+                const size_t bb = rb / (size_t)nsb;   // bytes of a super-block
                 if (nr < r1)
                     for (int k = 0; k < 16; k++) {
-                        const char *p = (const char *)w->buf.data + (size_t)(nr + k) * rb + (size_t)nsb1 * (rb / (size_t)nsb);
-                        for (size_t o = 0; o < rb / (size_t)nsb; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
-                        _mm_prefetch(p + rb / (size_t)nsb - 1, _MM_HINT_T1);
+                        const char *p = (const char *)w->buf.data + (size_t)(nr + k) * rb + (size_t)nsb1 * bb;
+                        for (size_t o = 0; o < bb; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+                        _mm_prefetch(p + bb - 1, _MM_HINT_T1);
                     }
             }
             for (int64_t t = 0; t < job->ntok; t += 8) {
