@@ -626,6 +626,13 @@ LLM__AVX2 static inline __m256i llm__nibbles_avx2(const uint8_t *qs) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
 }
 
+// s + vpdpbusd(w, the 4 bytes at a broadcast to 16 lanes), the broadcast done by the instruction's
+// memory operand (the intrinsic with _mm512_set1_epi32 costs a separate broadcast load)
+LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__dpbusd_bcast(__m512i s, __m512i w, const void *a) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(w), "m"(*(const int32_t *)a));
+    return s;
+}
+
 LLM__AVX512 static inline __m512 llm__bf16x16_to_ps(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
@@ -1281,7 +1288,7 @@ LLM__INTERNAL void llm__backend_close(struct llm_backend *be);
 LLM__INTERNAL enum llm_status llm__backend_available(enum llm_backend_kind kind, struct llm__err *e);
 // The GPU devices of the backends built in (llm_list_devices), or -1 with e set.
 LLM__INTERNAL int llm__list_devices(struct llm_device *out, int max, struct llm__err *e);
-#line 947 "src/internal.h"
+#line 954 "src/internal.h"
 
 // A thread's share of the chunks of a job: it takes them front to back from its own cursor,
 // then helps the others from theirs. Contiguous shares keep each core on one stream through
@@ -1351,6 +1358,7 @@ struct llm__kt_tile {
     _Alignas(64) uint8_t q[64][64];   // chunk c: columns 4c..4c+3 of rows 0..15
     int32_t ls[16][16];               // the scale of each group of columns, per row (not Q3_K, Q2_K)
     int16_t m[8][16][2];              // Q2_K, Q5_K: the mins of bsums 2p and 2p + 1, per row
+    int16_t ol[8][16][2];             // Q6_K, IQ4_XS: the bytes' offset x the scales of bsums 2p, 2p + 1
     float d[16], dmin[16];
 };
 
@@ -10335,7 +10343,7 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
     default: CALL(TYPE, 8); break;                                                              \
     }
 #endif
-// The same over 1..4 (4 and more: 4) for the K-quant x16 kernels (4 tokens per call).
+// The same over 1..4 (4 and more: 4) for the x16 Q3_K kernel (4 tokens per call).
 #if defined(LLM_GENERIC_TILES)
 #define LLM__NT4_SWITCH(CALL) CALL(LLM__MIN(nt, 4));
 #else
@@ -10489,31 +10497,30 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16k_tile(
 #pragma GCC unroll 8
         for (int t = 0; t < 8; t++) isum[t] = _mm512_setzero_si512();
         for (int j = 0; j < 8; j++) {
-            const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(o + 2048 + 16 * j)));
+            // High nibbles stay in place (16 x their value), so the sums of the sub-blocks of low
+            // nibbles are scaled by 16 x their scale instead, and the super-block's sum by d / 16
+            // (exact: a power of two; |isum| < 8 x 32 x 15 x 16 x 127 x 63 < 2^31).
+            __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(o + 2048 + 16 * j)));
+            if (j % 2 == 0) sc = _mm512_slli_epi32(sc, 4);
             __m512i wv[8];
 #pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
-                // high nibbles stay in place (16 x their value); the sum is shifted back once
                 const __m512i raw = _mm512_loadu_si512((const void *)(o + 64 * (8 * (j / 2) + c)));
                 wv[c] = j % 2 ? _mm512_andnot_si512(m4, raw) : _mm512_and_si512(raw, m4);
             }
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++) {
+                // one chain a token (the tokens' chains are independent), the activations'
+                // 4 bytes broadcast from memory by the instruction itself
                 const int8_t *aq = (const int8_t *)(act + (size_t)t * stride) + 256 * sb + 32 * j;
-                __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+                __m512i dot = _mm512_setzero_si512();
 #pragma GCC unroll 8
-                for (int c = 0; c < 8; c++) {
-                    int32_t a4;
-                    memcpy(&a4, aq + 4 * c, 4);
-                    if (c % 2 == 0) s0 = _mm512_dpbusd_epi32(s0, wv[c], _mm512_set1_epi32(a4));
-                    else s1 = _mm512_dpbusd_epi32(s1, wv[c], _mm512_set1_epi32(a4));
-                }
-                __m512i dot = _mm512_add_epi32(s0, s1);
-                if (j % 2) dot = _mm512_srai_epi32(dot, 4);
+                for (int c = 0; c < 8; c++) dot = llm__dpbusd_bcast(dot, wv[c], aq + 4 * c);
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(dot, sc));
             }
         }
-        const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 2304)));
+        const __m512 d16 = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 2304))),
+                                         _mm512_set1_ps(1.0f / 16));
         const __m512 m16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(o + 2336)));
         __m512i mp[4];
 #pragma GCC unroll 4
@@ -10542,8 +10549,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16k_tile(
 
 LLM__AVX512 void llm__x16k_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
                                               float *out, size_t ostride) {
-#define LLM__X16K_CALL(N) llm__x16k_tile(N, rec, act, stride, K, out, ostride)
-    LLM__NT4_SWITCH(LLM__X16K_CALL)
+#define LLM__X16K_CALL(TYPE, N) llm__x16k_tile(N, rec, act, stride, K, out, ostride)
+    LLM__NT_SWITCH(LLM__X16K_CALL, 0)
 #undef LLM__X16K_CALL
 }
 #endif
@@ -10807,6 +10814,7 @@ LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, in
             const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values));
             for (int b = 0; b < 8; b++) {
                 t->ls[b][r] = ls[b];
+                t->ol[b][r][0] = t->ol[b][r][1] = (int16_t)(127 * ls[b]);
                 const __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 16 * b));
                 const __m256i n = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
                 _mm256_store_si256((__m256i *)(u + 32 * b),
@@ -10815,7 +10823,7 @@ LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, in
             t->d[r] = llm__fp16_to_fp32(x->d);
         } else if (type == LLM__TYPE_Q6_K) {
             const struct llm__block_q6_K *x = (const struct llm__block_q6_K *)row + sb;
-            for (int g = 0; g < 16; g++) t->ls[g][r] = x->scales[g];
+            for (int g = 0; g < 16; g++) t->ls[g][r] = x->scales[g], t->ol[g / 2][r][g % 2] = (int16_t)(32 * x->scales[g]);
             for (int h = 0; h < 2; h++) {   // (16-bit shifts leak bits across bytes only outside the masks)
                 const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
                 const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
@@ -10928,25 +10936,29 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__kt_tokens(
         for (int g = 0; g < 16; g++) bs += a[t]->bsums[g];
         s[t] = _mm512_set1_epi32(G == 64 ? -off * bs : 0);
     }
+    if (G < 64 && off) {   // the offset's share, - off x sum over groups of scale x bsum, up front
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            __m512i o = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; p++) {
+                int32_t pair;
+                memcpy(&pair, a[t]->bsums + 2 * p, 4);
+                o = _mm512_dpwssd_epi32(o, _mm512_loadu_si512((const void *)tl->ol[p]), _mm512_set1_epi32(pair));
+            }
+            s[t] = _mm512_sub_epi32(s[t], o);
+        }
+    }
     for (int g0 = 0; g0 < 64; g0 += G) {   // one group of columns with one scale per row
         const int gi = g0 / G;
         __m512i sg[8];
 #pragma GCC unroll 8
-        for (int t = 0; t < 8; t++) sg[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; t++) {
-            const int bs = G == 4 ? a[t]->bsums[gi] : a[t]->bsums[2 * gi] + a[t]->bsums[2 * gi + 1];
-            sg[t] = G == 64 ? s[t] : _mm512_set1_epi32(-off * bs);
-        }
+        for (int t = 0; t < 8; t++) sg[t] = G == 64 ? s[t] : _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int c = g0; c < g0 + G; c++) {
             const __m512i wv = _mm512_load_si512((const void *)tl->q[c]);
 #pragma GCC unroll 8
-            for (int t = 0; t < NT; t++) {
-                int32_t a4;
-                memcpy(&a4, a[t]->qs + 4 * c, 4);
-                sg[t] = _mm512_dpbusd_epi32(sg[t], wv, _mm512_set1_epi32(a4));
-            }
+            for (int t = 0; t < NT; t++) sg[t] = llm__dpbusd_bcast(sg[t], wv, a[t]->qs + 4 * c);
         }
         if (G == 64) {
 #pragma GCC unroll 8
@@ -11233,12 +11245,12 @@ static void llm__moe_quantize_worker(void *arg, int ith, int nth) {
 
 #if defined(LLM__X86_SIMD)
 // Rows [r0, r1) of expert e of x16 weight j for the slots routed to it: tiles of 16 rows x up to
-// 8 slots (4 for Q4_K) into a small buffer, then into each slot's row of dst.
+// 8 slots into a small buffer, then into each slot's row of dst.
 static void llm__moe_mm_x16(const struct llm__moe_job *job, int j, int e, int64_t r0, int64_t r1) {
     const struct llm__weight *w = job->w[j];
     const int64_t K = job->x.ne0;
     const size_t rec_bytes = llm__x16_group_bytes(w->type, K), stride = job->xq_stride[j];
-    const int tile = w->type == LLM__TYPE_Q4_K ? 4 : 8;
+    const int tile = 8;
     float out[8 * 16];
     for (int64_t r = r0; r < r1; r += 16) {
         const uint8_t *rec = (const uint8_t *)w->buf.data + (size_t)((e * job->rows + r) / 16) * rec_bytes;
@@ -12317,7 +12329,7 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
     const int64_t K = job->x.ne0;
     const size_t stride = job->xq_stride[j], rec_bytes = llm__x16_group_bytes(w->type, K);
     const int64_t tb = LLM__MAX(8, LLM__MIN(job->ntok, (int64_t)((512u << 10) / stride) & ~(int64_t)7));
-    const int tile = w->type == LLM__TYPE_Q4_K || w->type == LLM__TYPE_Q3_K ? 4 : 8;   // tokens per kernel call
+    const int tile = w->type == LLM__TYPE_Q3_K ? 4 : 8;   // tokens per kernel call
     const struct llm__tensor d = job->dst[j];
     if (w->type == LLM__TYPE_Q3_K && job->ntok >= LLM__KT_MIN_TOKENS) {
         llm__cpu_mm_kt(job, j, r0, r1, bias);

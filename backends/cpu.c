@@ -938,7 +938,7 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
     const int64_t K = job->x.ne0;
     const size_t stride = job->xq_stride[j], rec_bytes = llm__x16_group_bytes(w->type, K);
     const int64_t tb = LLM__MAX(8, LLM__MIN(job->ntok, (int64_t)((512u << 10) / stride) & ~(int64_t)7));
-    const int tile = w->type == LLM__TYPE_Q4_K || w->type == LLM__TYPE_Q3_K ? 4 : 8;   // tokens per kernel call
+    const int tile = w->type == LLM__TYPE_Q3_K ? 4 : 8;   // tokens per kernel call
     const struct llm__tensor d = job->dst[j];
     if (w->type == LLM__TYPE_Q3_K && job->ntok >= LLM__KT_MIN_TOKENS) {
         llm__cpu_mm_kt(job, j, r0, r1, bias);

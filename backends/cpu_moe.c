@@ -112,12 +112,12 @@ static void llm__moe_quantize_worker(void *arg, int ith, int nth) {
 
 #if defined(LLM__X86_SIMD)
 // Rows [r0, r1) of expert e of x16 weight j for the slots routed to it: tiles of 16 rows x up to
-// 8 slots (4 for Q4_K) into a small buffer, then into each slot's row of dst.
+// 8 slots into a small buffer, then into each slot's row of dst.
 static void llm__moe_mm_x16(const struct llm__moe_job *job, int j, int e, int64_t r0, int64_t r1) {
     const struct llm__weight *w = job->w[j];
     const int64_t K = job->x.ne0;
     const size_t rec_bytes = llm__x16_group_bytes(w->type, K), stride = job->xq_stride[j];
-    const int tile = w->type == LLM__TYPE_Q4_K ? 4 : 8;
+    const int tile = 8;
     float out[8 * 16];
     for (int64_t r = r0; r < r1; r += 16) {
         const uint8_t *rec = (const uint8_t *)w->buf.data + (size_t)((e * job->rows + r) / 16) * rec_bytes;

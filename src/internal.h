@@ -576,6 +576,13 @@ LLM__AVX2 static inline __m256i llm__nibbles_avx2(const uint8_t *qs) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
 }
 
+// s + vpdpbusd(w, the 4 bytes at a broadcast to 16 lanes), the broadcast done by the instruction's
+// memory operand (the intrinsic with _mm512_set1_epi32 costs a separate broadcast load)
+LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__dpbusd_bcast(__m512i s, __m512i w, const void *a) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(w), "m"(*(const int32_t *)a));
+    return s;
+}
+
 LLM__AVX512 static inline __m512 llm__bf16x16_to_ps(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
@@ -1013,6 +1020,7 @@ struct llm__kt_tile {
     _Alignas(64) uint8_t q[64][64];   // chunk c: columns 4c..4c+3 of rows 0..15
     int32_t ls[16][16];               // the scale of each group of columns, per row (not Q3_K, Q2_K)
     int16_t m[8][16][2];              // Q2_K, Q5_K: the mins of bsums 2p and 2p + 1, per row
+    int16_t ol[8][16][2];             // Q6_K, IQ4_XS: the bytes' offset x the scales of bsums 2p, 2p + 1
     float d[16], dmin[16];
 };
 

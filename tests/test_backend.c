@@ -190,7 +190,7 @@ static void kt_unpack_ref(int type, const uint8_t *w, size_t rb, int64_t sb, str
             int8_t q[LLM__QK_K];
             llm__q6_K_quants(x, q);
             for (int e = 0; e < LLM__QK_K; e++) v[e] = q[e];
-            for (int g = 0; g < 16; g++) t->ls[g][r] = x->scales[g];
+            for (int g = 0; g < 16; g++) t->ls[g][r] = x->scales[g], t->ol[g / 2][r][g % 2] = (int16_t)(off * x->scales[g]);
             t->d[r] = llm__fp16_to_fp32(x->d);
         } else if (type == LLM__TYPE_Q5_K) {   // q, scales and mins per 32 (a min for each of its 2 bsums)
             const struct llm__block_q5_K *x = (const struct llm__block_q5_K *)row + sb;
@@ -207,6 +207,7 @@ static void kt_unpack_ref(int type, const uint8_t *w, size_t rb, int64_t sb, str
             llm__iq4_xs_scales(x, ls);
             for (int b = 0; b < 8; b++) {
                 t->ls[b][r] = ls[b];
+                t->ol[b][r][0] = t->ol[b][r][1] = (int16_t)(off * ls[b]);
                 for (int l = 0; l < 16; l++) {
                     v[32 * b + l] = llm__iq4nl_values[x->qs[16 * b + l] & 15];
                     v[32 * b + 16 + l] = llm__iq4nl_values[x->qs[16 * b + l] >> 4];
