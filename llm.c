@@ -628,7 +628,8 @@ LLM__AVX2 static inline __m256i llm__nibbles_avx2(const uint8_t *qs) {
 
 // s + vpdpbusd(w, the 4 bytes at a broadcast to 16 lanes), the broadcast done by the instruction's
 // memory operand (the intrinsic with _mm512_set1_epi32 costs a separate broadcast load)
-LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__dpbusd_bcast(__m512i s, __m512i w, const void *a) {
+LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__dpbusd_bcast(__m512i s, __m512i w,
+                                                                                  const void *a) {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(w), "m"(*(const int32_t *)a));
     return s;
 }
@@ -1288,7 +1289,7 @@ LLM__INTERNAL void llm__backend_close(struct llm_backend *be);
 LLM__INTERNAL enum llm_status llm__backend_available(enum llm_backend_kind kind, struct llm__err *e);
 // The GPU devices of the backends built in (llm_list_devices), or -1 with e set.
 LLM__INTERNAL int llm__list_devices(struct llm_device *out, int max, struct llm__err *e);
-#line 954 "src/internal.h"
+#line 955 "src/internal.h"
 
 // A thread's share of the chunks of a job: it takes them front to back from its own cursor,
 // then helps the others from theirs. Contiguous shares keep each core on one stream through
@@ -10823,7 +10824,10 @@ LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, in
             t->d[r] = llm__fp16_to_fp32(x->d);
         } else if (type == LLM__TYPE_Q6_K) {
             const struct llm__block_q6_K *x = (const struct llm__block_q6_K *)row + sb;
-            for (int g = 0; g < 16; g++) t->ls[g][r] = x->scales[g], t->ol[g / 2][r][g % 2] = (int16_t)(32 * x->scales[g]);
+            for (int g = 0; g < 16; g++) {
+                t->ls[g][r] = x->scales[g];
+                t->ol[g / 2][r][g % 2] = (int16_t)(32 * x->scales[g]);
+            }
             for (int h = 0; h < 2; h++) {   // (16-bit shifts leak bits across bytes only outside the masks)
                 const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
                 const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));

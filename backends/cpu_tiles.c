@@ -940,7 +940,10 @@ LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, in
             t->d[r] = llm__fp16_to_fp32(x->d);
         } else if (type == LLM__TYPE_Q6_K) {
             const struct llm__block_q6_K *x = (const struct llm__block_q6_K *)row + sb;
-            for (int g = 0; g < 16; g++) t->ls[g][r] = x->scales[g], t->ol[g / 2][r][g % 2] = (int16_t)(32 * x->scales[g]);
+            for (int g = 0; g < 16; g++) {
+                t->ls[g][r] = x->scales[g];
+                t->ol[g / 2][r][g % 2] = (int16_t)(32 * x->scales[g]);
+            }
             for (int h = 0; h < 2; h++) {   // (16-bit shifts leak bits across bytes only outside the masks)
                 const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
                 const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));

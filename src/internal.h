@@ -578,7 +578,8 @@ LLM__AVX2 static inline __m256i llm__nibbles_avx2(const uint8_t *qs) {
 
 // s + vpdpbusd(w, the 4 bytes at a broadcast to 16 lanes), the broadcast done by the instruction's
 // memory operand (the intrinsic with _mm512_set1_epi32 costs a separate broadcast load)
-LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__dpbusd_bcast(__m512i s, __m512i w, const void *a) {
+LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__dpbusd_bcast(__m512i s, __m512i w,
+                                                                                  const void *a) {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(w), "m"(*(const int32_t *)a));
     return s;
 }
