@@ -392,11 +392,9 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_block(
         for (int c = 0; c < 8; c++) {
             // Q8_0 chunk c: columns 4c..; the others: low nibbles of chunk c (< 4), then high ones
             const int col = type == LLM__TYPE_Q8_0 ? 4 * c : (c < 4 ? 4 * c : 16 + 4 * (c - 4));
-            int32_t a4;
-            memcpy(&a4, aq + col, 4);
             const bool first = type == LLM__TYPE_Q8_0 ? c % 2 == 0 : c < 4;
-            if (first) s0 = _mm512_dpbusd_epi32(s0, wv[c], _mm512_set1_epi32(a4));
-            else s1 = _mm512_dpbusd_epi32(s1, wv[c], _mm512_set1_epi32(a4));
+            if (first) s0 = llm__dpbusd_bcast(s0, wv[c], aq + col);
+            else s1 = llm__dpbusd_bcast(s1, wv[c], aq + col);
         }
         if (type == LLM__TYPE_Q4_0 || type == LLM__TYPE_Q4_1) s1 = _mm512_srai_epi32(s1, 4);
         const __m512 p = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
