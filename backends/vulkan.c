@@ -58,10 +58,10 @@ static const struct {
     [LLM__VK_GATHER_COLS] = {{LLM__VK_CODE(llm_spv_gather_cols)}, 3, 24, false},
     [LLM__VK_EMBED] = {{LLM__VK_CODE(llm_spv_embed)}, 3, 20, true},
     [LLM__VK_ROPE] = {{LLM__VK_CODE(llm_spv_rope)}, 3, 60, false},
-    [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 40, false},
-    [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 7, 92, false},
+    [LLM__VK_KV_STORE] = {{LLM__VK_CODE(llm_spv_kv_store)}, 5, 56, false},
+    [LLM__VK_ATTENTION] = {{LLM__VK_CODE(llm_spv_attention), {0}, LLM__VK_CODE(llm_spv_attention_f16)}, 7, 104, false},
     [LLM__VK_ATTN_REDUCE] = {{LLM__VK_CODE(llm_spv_attn_reduce)}, 3, 32, false},
-    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 6, 92,
+    [LLM__VK_ATTN_PREFILL] = {{LLM__VK_CODE(llm_spv_attn_prefill), {0}, LLM__VK_CODE(llm_spv_attn_prefill_f16)}, 6, 104,
                               false},
     [LLM__VK_SCALE] = {{LLM__VK_CODE(llm_spv_scale)}, 2, 16, false},
     [LLM__VK_GELU_MUL] = {{LLM__VK_CODE(llm_spv_gelu_mul)}, 3, 16, false},
@@ -118,6 +118,7 @@ struct llm__vk {
     int max_pos;                 // the step's largest position
     uint32_t n_tiles, o_tiles;   // the step's tiles for attn_prefill.comp: (first token, count) pairs
     bool tiled_attn;             // the device has the shared memory attn_prefill.comp needs
+    int head_dim;                // (reserve's: kv_store of a q8_0 cache quantizes head by head)
     uint32_t xmax;               // matvec.comp: activations it keeps in shared memory (16 KB less)
     // scratch: activations rounded for a weight type (act), flash-decoding's partial results (part),
     // a mixture of experts' slots grouped by expert (moe: moe_group.comp's lists)
@@ -460,6 +461,7 @@ static enum llm_status llm__vk_reserve(void *ctx, const struct llm__shape *shape
     struct llm__vk *vk = ctx;
     if (shape->head_dim > 256)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "vulkan: heads of %d dimensions (at most 256)", shape->head_dim);
+    vk->head_dim = shape->head_dim;
     size_t words = llm__vk_step_words((size_t)shape->max_tokens, (size_t)shape->max_out,
                                       (size_t)shape->max_seqs * (size_t)shape->max_blocks);
     // (a mixture of experts' down projection takes a row per slot: k a token)
@@ -750,18 +752,38 @@ static void llm__vk_rope(void *ctx, struct llm__tensor x, int n_head, int head_d
                         (uint32_t)x.ne1);
 }
 
-// K/V cache rows are [slot][n_kv] of f16 or f32 (this backend's layout; only its kv_store and
-// attention read them).
+// K/V cache rows are [slot][n_kv] of f16 or f32, or for q8_0 the row's n_kv int8 quants, then
+// its groups' fp16 scales, each head rotated as the CPU backend rotates a q8_0 cache's heads
+// (kv_store.comp; this backend's layout: only its kv_store and attention read them). Mode: 0
+// f32, 1 f16, 2 q8_0; row_words: 32-bit words of a row.
+static uint32_t llm__vk_kv_mode(int type) { return type == LLM__TYPE_F16 ? 1 : type == LLM__TYPE_Q8_0 ? 2 : 0; }
+static uint32_t llm__vk_kv_row_words(int type, int64_t n_kv) {
+    return (uint32_t)(type == LLM__TYPE_F16 ? n_kv / 2 : type == LLM__TYPE_Q8_0 ? n_kv / 64 * 17 : n_kv);
+}
+
+// The q8_0 cache's rotation (head_dim % 64 == 0): keys and queries in pieces of the largest power
+// of two (>= 64) dividing head_dim, values in pieces of 64; the scales 1/sqrt(piece) as the CPU
+// computes them.
+static uint32_t llm__vk_kv_rot(int hd) {
+    uint32_t n = 64;
+    while (hd % (int)(2 * n) == 0) n *= 2;
+    return n;
+}
+
 static void llm__vk_kv_store(void *ctx, struct llm__tensor kc, struct llm__tensor vc, struct llm__tensor k,
                              struct llm__tensor v) {
     struct llm__vk *vk = ctx;
-    bool f16 = kc.type == LLM__TYPE_F16;
-    uint32_t row_words = (uint32_t)(f16 ? k.ne0 / 2 : k.ne0);
-    uint32_t push[10] = {(uint32_t)k.ne0, (uint32_t)(k.offs / 4), (uint32_t)(v.offs / 4), (uint32_t)(k.nb1 / 4),
-                         (uint32_t)(v.nb1 / 4), (uint32_t)(kc.offs / 4), (uint32_t)(vc.offs / 4), row_words, f16,
-                         vk->o_slot};
+    const uint32_t mode = llm__vk_kv_mode(kc.type), row_words = llm__vk_kv_row_words(kc.type, k.ne0);
+    const uint32_t rk = mode == 2 ? llm__vk_kv_rot(vk->head_dim) : 0;
+    struct { uint32_t ncols, ok, ov, sk, sv, ock, ocv, row_words, mode, oslot, hd, rk; float skey, sval; } push = {
+        (uint32_t)k.ne0, (uint32_t)(k.offs / 4), (uint32_t)(v.offs / 4), (uint32_t)(k.nb1 / 4), (uint32_t)(v.nb1 / 4),
+        (uint32_t)(kc.offs / 4), (uint32_t)(vc.offs / 4), row_words, mode, vk->o_slot, (uint32_t)vk->head_dim, rk,
+        rk ? 1.0f / sqrtf((float)rk) : 0.0f, 1.0f / sqrtf(64.0f)};
     const struct llm__buf *bufs[5] = {kc.buf, vc.buf, k.buf, v.buf, &vk->stepbuf};
-    llm__vk_dispatch(vk, LLM__VK_KV_STORE, bufs, push, (row_words + 255) / 256, (uint32_t)k.ne1);
+    if (mode == 2) {   // a workgroup per (KV head, token)
+        assert(vk->head_dim % 64 == 0 && k.ne0 % vk->head_dim == 0);   // (llm__kv_type_check)
+        llm__vk_dispatch(vk, LLM__VK_KV_STORE, bufs, &push, (uint32_t)(k.ne0 / vk->head_dim), (uint32_t)k.ne1);
+    } else llm__vk_dispatch(vk, LLM__VK_KV_STORE, bufs, &push, (row_words + 255) / 256, (uint32_t)k.ne1);
 }
 
 // Attention. Steps that are mostly prefill (two tokens or more per tile on average) take
@@ -771,7 +793,7 @@ static void llm__vk_kv_store(void *ctx, struct llm__tensor kc, struct llm__tenso
 static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__tensor q, struct llm__tensor kc,
                               struct llm__tensor vc, const struct llm__attn *a) {
     struct llm__vk *vk = ctx;
-    bool f16 = kc.type == LLM__TYPE_F16;
+    const uint32_t mode = llm__vk_kv_mode(kc.type), rk = mode == 2 ? llm__vk_kv_rot(a->head_dim) : 0;
     int64_t n_kv = (int64_t)a->n_head_kv * a->head_dim;
     uint32_t ntok = (uint32_t)q.ne1, nsplit = 1;
     size_t per_split = (size_t)(a->head_dim + 2) * 4 * (size_t)a->n_head * ntok;
@@ -782,12 +804,14 @@ static void llm__vk_attention(void *ctx, struct llm__tensor out, struct llm__ten
     }
     const bool sink = a->sinks.buf != NULL;
     struct { uint32_t hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt;
-             float scale; uint32_t nsplit, opart, window; float softcap; uint32_t has_sink, osink; } push = {
+             float scale; uint32_t nsplit, opart, window; float softcap; uint32_t has_sink, osink, rk;
+             float skey, sval; } push = {
         (uint32_t)a->head_dim, (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)(q.offs / 4),
         (uint32_t)(q.nb1 / 4), (uint32_t)(out.offs / 4), (uint32_t)(out.nb1 / 4), (uint32_t)(kc.offs / 4),
-        (uint32_t)(vc.offs / 4), (uint32_t)(f16 ? n_kv / 2 : n_kv), f16, (uint32_t)vk->step->block_size,
+        (uint32_t)(vc.offs / 4), llm__vk_kv_row_words(kc.type, n_kv), mode, (uint32_t)vk->step->block_size,
         (uint32_t)vk->step->max_blocks, vk->o_pos, vk->o_seq, vk->o_bt, a->scale, nsplit, 0, (uint32_t)a->window,
-        a->softcap, sink, sink ? (uint32_t)(a->sinks.offs / 4) : 0};
+        a->softcap, sink, sink ? (uint32_t)(a->sinks.offs / 4) : 0, rk, rk ? 1.0f / sqrtf((float)rk) : 0.0f,
+        1.0f / sqrtf(64.0f)};
     const struct llm__buf *sb = sink ? a->sinks.buf : out.buf;
     const struct llm__buf *bufs[7] = {out.buf,      q.buf, kc.buf, vc.buf, &vk->stepbuf,
                                       nsplit > 1 ? &vk->part : out.buf, sb};

@@ -3,7 +3,8 @@
 // tokens of one sequence). Keys and values are read through the block table 16 at a time into
 // shared memory once for the whole tile; each query keeps its own running max and sum (online
 // softmax; a key after a query's position is masked), no score matrix beyond the 8 x 16 chunk.
-// Cache rows as in attention.comp; queries rounded to f16 for f16 caches, as the CPU does.
+// Cache rows as in attention.comp; queries rounded to f16 for f16 caches, as the CPU does; q8_0:
+// queries rotated as the keys, the output rotated back as the values (attention.comp).
 // window > 0: a key more than window - 1 positions before a query is masked too (sliding
 // window), and the keys before every query's window are not read; softcap and sinks as in
 // attention.comp.
@@ -23,7 +24,7 @@ layout(std430, binding = 4) readonly buffer S { int st[]; };
 layout(std430, binding = 5) readonly buffer SINK { float sink[]; };
 layout(push_constant) uniform P {
     uint hd, n_head, n_head_kv, oq, sq, oo, so, ock, ocv, row_words, f16, bs, max_blocks, opos, oseq, obt; float scale;
-    uint otiles, unused, window; float softcap; uint has_sink, osink;
+    uint otiles, unused, window; float softcap; uint has_sink, osink, rk; float skey, sval;
 } p;
 #define TQ 8u
 #define TK 16u
@@ -34,7 +35,13 @@ shared float m_s[TQ], l_s[TQ], corr_s[TQ];
 shared int pos_s[TQ];
 float kv_at(bool isk, uint slot, uint d) {
     uint w = (isk ? p.ock : p.ocv) + slot * p.row_words;
-    if (p.f16 != 0u) {
+    if (p.f16 == 2u) {   // q8_0: the quant times its group's scale
+        uint qw = isk ? kc[w + (d >> 2)] : vc[w + (d >> 2)];
+        uint sw = isk ? kc[w + p.n_head_kv * p.hd / 4u + (d >> 6)] : vc[w + p.n_head_kv * p.hd / 4u + (d >> 6)];
+        vec2 sc = unpackHalf2x16(sw);
+        return float(bitfieldExtract(int(qw), int(8u * (d & 3u)), 8)) * ((d & 32u) != 0u ? sc.y : sc.x);
+    }
+    if (p.f16 == 1u) {
 #ifdef USE_16BIT
         return float(isk ? kc16[2u * w + d] : vc16[2u * w + d]);
 #else
@@ -44,6 +51,21 @@ float kv_at(bool isk, uint slot, uint d) {
     }
     return uintBitsToFloat(isk ? kc[w + d] : vc[w + d]);
 }
+// qs[i][0..hd) of every query i rotated in pieces of n (the CPU's butterflies), then scaled by s
+void rotate(uint n, float s) {
+    uint tid = gl_LocalInvocationID.x, half_ = p.hd / 2u;
+    for (uint h = 1u; h < n; h <<= 1) {
+        for (uint e = tid; e < TQ * half_; e += 64u) {
+            uint r = e / half_, b = e % half_, i = (b / h) * 2u * h + b % h;
+            float a = qs[r][i], c = qs[r][i + h];
+            qs[r][i] = a + c;
+            qs[r][i + h] = a - c;
+        }
+        barrier();
+    }
+    for (uint e = tid; e < TQ * p.hd; e += 64u) qs[e / p.hd][e % p.hd] *= s;
+    barrier();
+}
 void main() {
     uint h = gl_WorkGroupID.x, tile = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
     uint t0 = uint(st[p.otiles + 2u * tile]), cnt = uint(st[p.otiles + 2u * tile + 1u]);
@@ -51,8 +73,10 @@ void main() {
     for (uint e = tid; e < TQ * p.hd; e += 64u) {
         uint i = e / p.hd, d = e % p.hd;
         float v = i < cnt ? q[p.oq + (t0 + i) * p.sq + h * p.hd + d] : 0.0;
-        qs[i][d] = p.f16 != 0u ? unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x : v;
+        qs[i][d] = p.f16 == 1u ? unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x : v;
     }
+    barrier();
+    if (p.f16 == 2u) rotate(p.rk, p.skey);
     if (tid < TQ) {
         pos_s[tid] = tid < cnt ? st[p.opos + t0 + tid] : -1;
         m_s[tid] = -1.0 / 0.0;
@@ -111,12 +135,25 @@ void main() {
         }
         barrier();
     }
-    if (qi < cnt) {
-        float l = l_s[qi], inv = l > 0.0 ? 1.0 / l : 0.0;
-        if (p.has_sink != 0u) {
-            float sk = sink[p.osink + h], mx = max(m_s[qi], sk), a = exp(m_s[qi] - mx);
-            inv = a / (l * a + exp(sk - mx));
+    float l = l_s[qi], inv = l > 0.0 ? 1.0 / l : 0.0;
+    if (p.has_sink != 0u) {
+        float sk = sink[p.osink + h], mx = max(m_s[qi], sk), a = exp(m_s[qi] - mx);
+        inv = a / (l * a + exp(sk - mx));
+    }
+    if (p.f16 == 2u) {   // the output rotated back
+        for (uint k = 0u; k < nd; k++) {
+            uint d = dl + 8u * k;
+            if (d < p.hd) qs[qi][d] = acc[k] * inv;
         }
+        barrier();
+        rotate(64u, p.sval);
+        for (uint k = 0u; k < nd; k++) {
+            uint d = dl + 8u * k;
+            if (d < p.hd) acc[k] = qs[qi][d];
+        }
+        inv = 1.0;
+    }
+    if (qi < cnt) {
         for (uint k = 0u; k < nd; k++) {
             uint d = dl + 8u * k;
             if (d < p.hd) o[p.oo + (t0 + qi) * p.so + h * p.hd + d] = acc[k] * inv;

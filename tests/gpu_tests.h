@@ -728,6 +728,15 @@ static void test_rope(struct llm_backend *vk, struct llm_backend *cpu) {
 // (attention_window).
 struct attn_case { const char *name; int n_seqs, ctx[4], n_new[4], window; float softcap; bool sinks; };
 
+// The shape test_vulkan and test_cuda reserve (every test fits it: 512 tokens a step, rows of up to
+// 16640), with the given heads (the default: 8 query heads, 2 KV heads of 128). A q8_0 cache's
+// case reserves its own heads: kv_store quantizes head by head, with reserve's head size.
+static struct llm__shape gpu_test_shape(int n_head, int n_head_kv, int head_dim) {
+    return (struct llm__shape){.max_tokens = 512, .max_out = 512, .max_seqs = 4, .max_blocks = 128, .max_cols = 16640,
+                               .n_head = n_head, .n_head_kv = n_head_kv, .head_dim = head_dim, .block_size = 16,
+                               .n_expert = 128, .n_expert_used = 8};
+}
+
 static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const struct attn_case *ac, int n_head,
                       int n_head_kv, int hd, int type, unsigned long long seed) {
     struct llm_backend *be[2] = {vk, cpu};
@@ -789,6 +798,11 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
     buf2_alloc(be, vb, ch, 2 * layer);
     buf2_alloc(be, obuf, oh, sizeof(float) * ow);
     struct llm__err e = {{0}, LLM_OK};
+    if (type == LLM__TYPE_Q8_0) {
+        const struct llm__shape sh = gpu_test_shape(n_head, n_head_kv, hd);
+        for (int k = 0; k < 2; k++)
+            EXPECT(be[k]->iface->reserve(be[k]->ctx, &sh, &e) == LLM_OK, "reserve: %s", e.msg);
+    }
     for (int k = 0; k < 2; k++) {
         struct llm__attn ap = {n_head, n_head_kv, hd, 1.0f / sqrtf((float)hd), ac->window, ac->softcap, {0}};
         if (ac->sinks) ap.sinks = ten(&ab[k], osk * 4, n_head, 1, sizeof(float) * (size_t)n_head);
@@ -817,7 +831,9 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
     const double err = cmp_one(out[0], out[1], oh, ow, oo, n_new, n_q, so, &worst, &moved);
     // The same rounded inputs (queries to f16 for an f16 cache, as the CPU does); the f32 sums and
     // exponentials differ in order and implementation only. Worst row seen on lavapipe: 3e-13 in
-    // one pass, 1e-12 with a flash-decoding split of 2000 keys; bound 10x that.
+    // one pass, 1e-12 with a flash-decoding split of 2000 keys; bound 10x that. A q8_0 cache: the
+    // same rotation and quantization, so the same bytes where the device's division is exact, as
+    // lavapipe's is (worst row seen: 9e-13, as f16's and f32's).
     const double bound = 1e-11;
     char what[80], ctx[40] = "";
     for (int s = 0; s < ac->n_seqs; s++)
@@ -827,6 +843,11 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
     EXPECT(err < bound && worst < bound, "attention %s: NMSE %.3g, worst row %.3g (bound %.0e)", what, err, worst, bound);
     EXPECT(moved == 0, "attention %s: %d words outside out changed", what, moved);
     printf("  attention %-46s NMSE %.2e  worst row %.2e  bound %.0e\n", what, err, worst, bound);
+    if (type == LLM__TYPE_Q8_0) {   // back to the shape of the other tests
+        const struct llm__shape sh = gpu_test_shape(8, 2, 128);
+        for (int k = 0; k < 2; k++)
+            EXPECT(be[k]->iface->reserve(be[k]->ctx, &sh, &e) == LLM_OK, "reserve: %s", e.msg);
+    }
     for (int k = 0; k < 2; k++) free(out[k]);
     buf2_free(be, ab);
     buf2_free(be, kb);
@@ -864,7 +885,12 @@ static void test_attention(struct llm_backend *vk, struct llm_backend *cpu) {
         {"sink-lng", 2, {2001, 777}, {1, 1}, 0, 0.0f, true},
         {"sink-swa", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 8, 0.0f, true},
     };
-    static const int heads[][3] = {{8, 2, 64}, {4, 4, 128}}, types[] = {LLM__TYPE_F16, LLM__TYPE_F32};
+    static const int heads[][3] = {{8, 2, 64}, {4, 4, 128}};
+#if defined(GPU_KV_Q8)   // (the backends with a q8_0 cache; the engine refuses it on the others)
+    static const int types[] = {LLM__TYPE_F16, LLM__TYPE_F32, LLM__TYPE_Q8_0};
+#else
+    static const int types[] = {LLM__TYPE_F16, LLM__TYPE_F32};
+#endif
     unsigned long long seed = 41;
     for (size_t c = 0; c < LLM__ARRAY_LEN(cases); c++)
         for (size_t h = 0; h < LLM__ARRAY_LEN(heads); h++)

@@ -234,10 +234,7 @@ int main(void) {
     unsetenv("LLM_CUDA_CUBLAS");
     EXPECT(llm__cpu_backend_new(&cpu, 2, -1, &e) == LLM_OK, "cpu backend: %s", e.msg);
     if (gpu.iface && cpu.iface && !e.msg[0]) {
-        // covers every test: 512 tokens a step, rows of up to 16640, 4 query heads per KV head of 128
-        struct llm__shape shape = {.max_tokens = 512, .max_out = 512, .max_seqs = 4, .max_blocks = 128, .max_cols = 16640,
-                                   .n_head = 8, .n_head_kv = 2, .head_dim = 128, .block_size = 16, .n_expert = 128,
-                                   .n_expert_used = 8};
+        struct llm__shape shape = gpu_test_shape(8, 2, 128);
         EXPECT(gpu.iface->reserve(gpu.ctx, &shape, &e) == LLM_OK, "cuda reserve: %s", e.msg);
         EXPECT(cpu.iface->reserve(cpu.ctx, &shape, &e) == LLM_OK, "cpu reserve: %s", e.msg);
         test_ops(&gpu, &cpu);

@@ -10,6 +10,7 @@
 #define GPU_NAME "vulkan"
 #define GPU_LABEL "Vulkan"
 #define GPU_KIND LLM_BACKEND_VULKAN
+#define GPU_KV_Q8 1   // (attention with a q8_0 cache too)
 #include "gpu_tests.h"
 
 static void test_device_list(void) {
@@ -93,10 +94,7 @@ int main(void) {
     EXPECT(llm__vk_backend_new(&vk, -1, 0, &e) == LLM_OK, "vulkan backend: %s", e.msg);
     EXPECT(llm__cpu_backend_new(&cpu, 2, -1, &e) == LLM_OK, "cpu backend: %s", e.msg);
     if (vk.iface && cpu.iface && !e.msg[0]) {
-        // covers every test: 512 tokens a step, rows of up to 16640, 4 query heads per KV head of 128
-        struct llm__shape shape = {.max_tokens = 512, .max_out = 512, .max_seqs = 4, .max_blocks = 128, .max_cols = 16640,
-                                   .n_head = 8, .n_head_kv = 2, .head_dim = 128, .block_size = 16, .n_expert = 128,
-                                   .n_expert_used = 8};
+        struct llm__shape shape = gpu_test_shape(8, 2, 128);
         EXPECT(vk.iface->reserve(vk.ctx, &shape, &e) == LLM_OK, "vulkan reserve: %s", e.msg);
         EXPECT(cpu.iface->reserve(cpu.ctx, &shape, &e) == LLM_OK, "cpu reserve: %s", e.msg);
         test_ops(&vk, &cpu);
