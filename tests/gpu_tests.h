@@ -910,10 +910,11 @@ static bool model_path(const char *name, char *path, size_t size) {
     return true;
 }
 
-static llm_engine *open_engine(const char *path, const char *backend) {
+static llm_engine *open_engine_kv(const char *path, const char *backend, enum llm_kv_dtype kv) {
     struct llm_engine_params p = llm_engine_params_default();
     char err[512];
     p.model_path = path;
+    p.kv_cache_dtype = kv;
     p.backend = strcmp(backend, "cpu") == 0 ? LLM_BACKEND_CPU : GPU_KIND;
     p.n_threads = 2;
     p.max_model_len = 128;
@@ -922,15 +923,18 @@ static llm_engine *open_engine(const char *path, const char *backend) {
     return E;
 }
 
+static llm_engine *open_engine(const char *path, const char *backend) { return open_engine_kv(path, backend, LLM_KV_F16); }
+
 // End to end, as the llama.cpp comparison does: the CPU's greedy sequence is fed to both
 // backends (teacher forcing: the prompt and 24 tokens in one step, then 8 one at a time); at
 // each of the 32 positions the top-5 log-probabilities agree within tol and the argmax is the
 // same wherever the CPU's top-1 leads its top-2 by more than tol. Then 4 requests batched
 // through the scheduler (random block tables, ragged lengths): f32 models give the same tokens.
-static void test_model(const char *name, double tol) {
+// kv: both backends' KV cache type (test_model: f16).
+static void test_model_kv(const char *name, double tol, enum llm_kv_dtype kv) {
     char path[512];
     if (!model_path(name, path, sizeof(path))) return;
-    llm_engine *C = open_engine(path, "cpu"), *G = open_engine(path, GPU_NAME);
+    llm_engine *C = open_engine_kv(path, "cpu", kv), *G = open_engine_kv(path, GPU_NAME, kv);
     if (!C || !G) { llm_engine_free(C); llm_engine_free(G); return; }
     const int nv = C->model.n_vocab, np = 8, ng = 32;
     int32_t toks[40];
@@ -995,6 +999,8 @@ static void test_model(const char *name, double tol) {
     llm_engine_free(C);
     llm_engine_free(G);
 }
+
+static void test_model(const char *name, double tol) { test_model_kv(name, tol, LLM_KV_F16); }
 
 // Against llama.cpp's golden (tests/golden/NAME.p1.json: made with an f32 KV cache, flash
 // attention off): the prompt, then its greedy continuation teacher-forced, on this backend with an
