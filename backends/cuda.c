@@ -90,6 +90,7 @@ struct llm__cu {
     const struct llm__step *step;
     struct llm__cu_stepv sv;     // the step's arrays on the device
     int max_pos;
+    int head_dim;   // reserve's
     // the step's records
     struct llm__cu_rec *recs;
     int n_recs;
@@ -650,6 +651,7 @@ static enum llm_status llm__cu_blas_choose(struct llm__cu *cu, const struct llm_
 static enum llm_status llm__cu_reserve(void *ctx, const struct llm__shape *shape, struct llm__err *e) {
     struct llm__cu *cu = ctx;
     llm__cu_here(cu);
+    cu->head_dim = shape->head_dim;   // (kv_store of a q8_0 cache quantizes head by head)
     if (shape->head_dim > LLM__CU_MAX_HEAD_DIM)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "cuda: heads of %d dimensions (at most %d)", shape->head_dim,
                          LLM__CU_MAX_HEAD_DIM);
@@ -983,7 +985,9 @@ static void llm__cu_rope(void *ctx, struct llm__tensor x, int n_head, int head_d
     llm__cu_rec(cu, LLM__CU_ROPE, &p);
 }
 
-// K/V cache rows are [slot][n_kv] of f16 or f32 (this backend's layout).
+// K/V cache rows are [slot][n_kv] of f16, f32 or q8_0 (this backend's layout: struct llm__cu_kv_store).
+static int llm__cu_kv_mode(int type) { return type == LLM__TYPE_F16 ? 1 : type == LLM__TYPE_Q8_0 ? 2 : 0; }
+
 static void llm__cu_kv_store(void *ctx, struct llm__tensor kc, struct llm__tensor vc, struct llm__tensor k,
                              struct llm__tensor v) {
     struct llm__cu *cu = ctx;
@@ -992,7 +996,7 @@ static void llm__cu_kv_store(void *ctx, struct llm__tensor kc, struct llm__tenso
     memset(&p, 0, sizeof(p));
     p.kv_store = (struct llm__cu_kv_store){llm__cu_ptr(kc.buf, kc.offs), llm__cu_ptr(vc.buf, vc.offs), LLM__CU_F(k),
                                            LLM__CU_F(v), cu->sv.slot_mapping, k.ne1, k.ne0, (int64_t)(k.nb1 / 4),
-                                           (int64_t)(v.nb1 / 4), kc.type == LLM__TYPE_F16, 0};
+                                           (int64_t)(v.nb1 / 4), llm__cu_kv_mode(kc.type), cu->head_dim};
     llm__cu_rec(cu, LLM__CU_KV_STORE, &p);
 }
 
@@ -1016,7 +1020,7 @@ static void llm__cu_attention(void *ctx, struct llm__tensor out, struct llm__ten
     t->n_head = a->n_head;
     t->n_head_kv = a->n_head_kv;
     t->head_dim = a->head_dim;
-    t->f16 = kc.type == LLM__TYPE_F16;
+    t->mode = llm__cu_kv_mode(kc.type);
     t->window = a->window;
     t->scale = a->scale;
     t->softcap = a->softcap;

@@ -400,14 +400,73 @@ __global__ void k_rope(llm__cu_rope p) {
     x[i1] = x0 * s + x1 * c;
 }
 
+// x[r * hd + 0..hd) for rows r < rows rotated in pieces of n (the CPU backend's orthonormal
+// Walsh-Hadamard butterflies, in its order), then scaled by s = 1 / sqrt(n); all the block's threads
+static __device__ void fwht_rows(float *x, int rows, int hd, int n) {
+    const int half = hd / 2;
+    for (int h = 1; h < n; h <<= 1) {
+        for (int e = threadIdx.x; e < rows * half; e += blockDim.x) {
+            const int r = e / half, b = e % half, i = r * hd + (b / h) * 2 * h + b % h;
+            const float a = x[i], c = x[i + h];
+            x[i] = a + c;
+            x[i + h] = a - c;
+        }
+        __syncthreads();
+    }
+    const float s = 1.0f / sqrtf((float)n);
+    for (int e = threadIdx.x; e < rows * hd; e += blockDim.x) x[e] *= s;
+    __syncthreads();
+}
+
+// The piece size of a q8_0 cache's rotation of keys (values: 64), 0: none (head_dim % 64 != 0)
+static __device__ __forceinline__ int kv_rot_keys(int hd) {
+    if (hd % 64 != 0) return 0;
+    int n = 64;
+    while (hd % (2 * n) == 0) n *= 2;
+    return n;
+}
+
+// q8_0 (mode 2): a block per (KV head, token row): the head's keys and values rotated, then each
+// group of 32 quantized as the CPU's Q8_0 (d = amax / 127, q = round(x / d) half away from 0)
+static __device__ void kv_store_q8(const llm__cu_kv_store &p, int64_t t) {
+    __shared__ float xs[2 * LLM__CU_MAX_HEAD_DIM];
+    const int hd = p.head_dim, head = blockIdx.x, rk = kv_rot_keys(hd);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        xs[d] = p.k[t * p.sk + (int64_t)head * hd + d];
+        xs[hd + d] = p.v[t * p.sv + (int64_t)head * hd + d];
+    }
+    __syncthreads();
+    if (rk) {
+        fwht_rows(xs, 1, hd, rk);
+        fwht_rows(xs + hd, 1, hd, 64);
+    }
+    const int groups = hd / 32, g = threadIdx.x;
+    if (g >= 2 * groups) return;
+    const int which = g < groups ? 0 : 1, c0 = 32 * (g % groups);
+    const float *x = xs + which * hd + c0;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t *row = (uint8_t *)(which ? p.vc : p.kc) + p.slots[t] * (p.n_kv + p.n_kv / 16);
+    for (int i = 0; i < 32; i++) {
+        const float v = x[i] * id;
+        row[(int64_t)head * hd + c0 + i] = (uint8_t)(int8_t)roundf(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v == v ? v : 0.0f);
+    }
+    ((__half *)(row + p.n_kv))[((int64_t)head * hd + c0) / 32] = __float2half(d);
+}
+
 __global__ void k_kv_store(llm__cu_kv_store p) {
     const int64_t t = blockIdx.y + (int64_t)blockIdx.z * gridDim.y;
     if (t >= p.rows) return;
+    if (p.mode == 2) {
+        kv_store_q8(p, t);
+        return;
+    }
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= p.n_kv) return;
     const int64_t at = (int64_t)p.slots[t] * p.n_kv + c;
     const float k = p.k[t * p.sk + c], v = p.v[t * p.sv + c];
-    if (p.f16) {
+    if (p.mode == 1) {
         ((__half *)p.kc)[at] = __float2half(k);
         ((__half *)p.vc)[at] = __float2half(v);
     } else {
@@ -937,8 +996,13 @@ template <int T> __global__ void __launch_bounds__(128) k_matmul_q(llm__cu_matmu
 static __device__ __forceinline__ int64_t kv_slot(const int32_t *bt, int bs, int j) {
     return (int64_t)bt[j / bs] * bs + j % bs;
 }
-static __device__ __forceinline__ float kv_value(const void *c, int f16, int64_t at) {
-    return f16 ? __half2float(((const __half *)c)[at]) : ((const float *)c)[at];
+// column col of cache row slot (rows of n_kv values; mode as struct llm__cu_kv_store's)
+static __device__ __forceinline__ float kv_value(const void *c, int mode, int64_t slot, int64_t n_kv, int64_t col) {
+    if (mode == 2) {
+        const uint8_t *row = (const uint8_t *)c + slot * (n_kv + n_kv / 16);
+        return (float)(int8_t)row[col] * __half2float(((const __half *)(row + n_kv))[col / 32]);
+    }
+    return mode ? __half2float(((const __half *)c)[slot * n_kv + col]) : ((const float *)c)[slot * n_kv + col];
 }
 static __device__ __forceinline__ float softcap(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
 
@@ -956,6 +1020,7 @@ static __device__ __forceinline__ float sink_scale(const llm__cu_attn &p, int h,
 __global__ void __launch_bounds__(128) k_attn_decode(llm__cu_attn p) {
     __shared__ float sm_acc[4][LLM__CU_MAX_HEAD_DIM];
     __shared__ float sm_ml[4][2];
+    __shared__ float sm_rot[LLM__CU_MAX_HEAD_DIM];   // q8_0: the query, then the output, rotated
     const int h = blockIdx.y, s = blockIdx.z, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int64_t i = blockIdx.x;
     const int hd = p.head_dim, kvh = h / (p.n_head / p.n_head_kv);
@@ -966,26 +1031,32 @@ __global__ void __launch_bounds__(128) k_attn_decode(llm__cu_attn p) {
     const int32_t *bt = p.st.block_tables + (int64_t)seq * p.st.bt_stride;
     const int64_t row = (int64_t)p.n_head_kv * hd;
     float q[AD_MAXD], acc[AD_MAXD];
+    const int rk = p.mode == 2 ? kv_rot_keys(hd) : 0;
+    if (rk) {   // (q8_0: the query rotated as the keys were)
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) sm_rot[d] = p.q[i * p.sq + (int64_t)h * hd + d];
+        __syncthreads();
+        fwht_rows(sm_rot, 1, hd, rk);
+    }
     for (int d = 0; d < AD_MAXD; d++) {
         const int dd = lane + 32 * d;
-        q[d] = dd < hd ? p.q[i * p.sq + (int64_t)h * hd + dd] : 0.0f;
-        if (p.f16) q[d] = __half2float(__float2half(q[d]));   // (as the CPU backend: f16 queries for f16 keys)
+        q[d] = dd < hd ? (rk ? sm_rot[dd] : p.q[i * p.sq + (int64_t)h * hd + dd]) : 0.0f;
+        if (p.mode == 1) q[d] = __half2float(__float2half(q[d]));   // (as the CPU backend: f16 queries for f16 keys)
         acc[d] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
     for (int j = j0 + warp; j < j1; j += 4) {
-        const int64_t at = kv_slot(bt, p.st.block_size, j) * row + (int64_t)kvh * hd;
+        const int64_t slot = kv_slot(bt, p.st.block_size, j), col = (int64_t)kvh * hd;
         float part = 0.0f;
         for (int d = 0; d < AD_MAXD; d++) {
             const int dd = lane + 32 * d;
-            if (dd < hd) part += q[d] * kv_value(p.kc, p.f16, at + dd);
+            if (dd < hd) part += q[d] * kv_value(p.kc, p.mode, slot, row, col + dd);
         }
         const float sc = softcap(warp_sum(part) * p.scale, p.softcap);
         const float mn = fmaxf(m, sc), corr = expf(m - mn), e = expf(sc - mn);
         l = l * corr + e;
         for (int d = 0; d < AD_MAXD; d++) {
             const int dd = lane + 32 * d;
-            acc[d] = acc[d] * corr + (dd < hd ? e * kv_value(p.vc, p.f16, at + dd) : 0.0f);
+            acc[d] = acc[d] * corr + (dd < hd ? e * kv_value(p.vc, p.mode, slot, row, col + dd) : 0.0f);
         }
         m = mn;
     }
@@ -1000,11 +1071,26 @@ __global__ void __launch_bounds__(128) k_attn_decode(llm__cu_attn p) {
         f[w] = sm_ml[w][1] > 0.0f ? expf(sm_ml[w][0] - M) : 0.0f;
         L += sm_ml[w][1] * f[w];
     }
+    // q8_0: the output rotated back as the values were (a split's part before the reduction: it
+    // is linear), after the normalisation as on the CPU
+    const bool rot = p.mode == 2 && rk;
+    if (rot) {
+        __syncthreads();   // (every warp is done with sm_rot's query)
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            float v = 0.0f;
+            for (int w = 0; w < 4; w++) v += f[w] > 0.0f ? sm_acc[w][d] * f[w] : 0.0f;
+            sm_rot[d] = p.nsplit == 1 ? v * sink_scale(p, h, M, L) : v;
+        }
+        __syncthreads();
+        fwht_rows(sm_rot, 1, hd, 64);
+    }
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float v = 0.0f;
-        for (int w = 0; w < 4; w++) v += f[w] > 0.0f ? sm_acc[w][d] * f[w] : 0.0f;
+        if (rot) v = sm_rot[d];
+        else
+            for (int w = 0; w < 4; w++) v += f[w] > 0.0f ? sm_acc[w][d] * f[w] : 0.0f;
         if (p.nsplit == 1) {
-            p.out[i * p.so + (int64_t)h * hd + d] = v * sink_scale(p, h, M, L);
+            p.out[i * p.so + (int64_t)h * hd + d] = rot ? v : v * sink_scale(p, h, M, L);
         } else {
             float *pt = p.part + ((i * p.n_head + h) * p.nsplit + s) * (int64_t)(hd + 2);
             pt[d] = v;
@@ -1057,7 +1143,12 @@ __global__ void __launch_bounds__(128) k_attn_prefill(llm__cu_attn p) {
     for (int e = threadIdx.x; e < LLM__CU_TILE_Q * hd; e += blockDim.x) {
         const int r = e / hd, d = e % hd;
         const float qv = r < cnt ? p.q[(i0 + r) * p.sq + (int64_t)h * hd + d] : 0.0f;
-        Q[e] = p.f16 ? __half2float(__float2half(qv)) : qv;
+        Q[e] = p.mode == 1 ? __half2float(__float2half(qv)) : qv;
+    }
+    const int rk = p.mode == 2 ? kv_rot_keys(hd) : 0;
+    if (rk) {   // (q8_0: the queries rotated as the keys were)
+        __syncthreads();
+        fwht_rows(Q, LLM__CU_TILE_Q, hd, rk);
     }
     // each warp: rows warp, warp + 4, warp + 8, warp + 12
     float m[4], l[4], acc[4][AD_MAXD];
@@ -1075,9 +1166,9 @@ __global__ void __launch_bounds__(128) k_attn_prefill(llm__cu_attn p) {
             const int jj = e / hd, d = e % hd, j = jt + jj;
             float kv = 0.0f, vv = 0.0f;
             if (j <= pmax) {
-                const int64_t at = kv_slot(bt, p.st.block_size, j) * row + (int64_t)kvh * hd + d;
-                kv = kv_value(p.kc, p.f16, at);
-                vv = kv_value(p.vc, p.f16, at);
+                const int64_t slot = kv_slot(bt, p.st.block_size, j), col = (int64_t)kvh * hd + d;
+                kv = kv_value(p.kc, p.mode, slot, row, col);
+                vv = kv_value(p.vc, p.mode, slot, row, col);
             }
             Ks[jj * ld + d] = kv;
             Vs[jj * ld + d] = vv;
@@ -1109,12 +1200,25 @@ __global__ void __launch_bounds__(128) k_attn_prefill(llm__cu_attn p) {
             m[k] = mn;
         }
     }
+    if (rk) {   // q8_0: the normalised outputs rotated back as the values were (in Q's place)
+        __syncthreads();
+        for (int k = 0; k < 4; k++) {
+            const int r = warp + 4 * k;
+            for (int d = 0; d < AD_MAXD; d++) {
+                const int dd = lane + 32 * d;
+                if (dd < hd) Q[r * hd + dd] = r < cnt ? acc[k][d] * sink_scale(p, h, m[k], l[k]) : 0.0f;
+            }
+        }
+        __syncthreads();
+        fwht_rows(Q, LLM__CU_TILE_Q, hd, 64);
+    }
     for (int k = 0; k < 4; k++) {
         const int r = warp + 4 * k;
         if (r >= cnt) continue;
         for (int d = 0; d < AD_MAXD; d++) {
             const int dd = lane + 32 * d;
-            if (dd < hd) p.out[(i0 + r) * p.so + (int64_t)h * hd + dd] = acc[k][d] * sink_scale(p, h, m[k], l[k]);
+            if (dd < hd)
+                p.out[(i0 + r) * p.so + (int64_t)h * hd + dd] = rk ? Q[r * hd + dd] : acc[k][d] * sink_scale(p, h, m[k], l[k]);
         }
     }
 }
@@ -1215,6 +1319,8 @@ extern "C" int llm__cu_launch(int kernel, const union llm__cu_params *u, void *s
     }
     case LLM__CU_KV_STORE: {
         const llm__cu_kv_store &p = u->kv_store;
+        if (p.mode == 2)   // (a block per KV head and token, with barriers)
+            return (int)LLM_CU_LAUNCH(k_kv_store, rows_grid((unsigned)(p.n_kv / p.head_dim), p.rows), dim3(256), 0, st, p);
         return (int)LLM_CU_LAUNCH_FLAT(k_kv_store, rows_grid((unsigned)((p.n_kv + 255) / 256), p.rows), dim3(256), 0, st, p);
     }
     case LLM__CU_QUANT_ACT: {

@@ -97,12 +97,16 @@ struct llm__cu_rope {
     float ext_factor, mscale, corr0, corr1;   // YaRN (backends/backend.h's struct llm__rope); ext_factor 0: none
 };
 
+// Cache rows, slot after slot, of n_kv values: f32 (mode 0), f16 (1), or q8_0 (2: the row's n_kv
+// int8 quants, then the fp16 scales of its groups of 32, as many bytes as n_kv / 32 Q8_0 blocks;
+// each head rotated first as the CPU backend rotates a q8_0 cache's heads when 64 divides
+// head_dim: keys in pieces of the largest power of two dividing it, values in pieces of 64).
 struct llm__cu_kv_store {
-    void *kc, *vc;               // rows of n_kv values (f16 or f32), slot after slot
+    void *kc, *vc;
     const float *k, *v;
     const int32_t *slots;
     int64_t rows, n_kv, sk, sv;
-    int32_t f16, pad_;
+    int32_t mode, head_dim;
 };
 
 // Activations rounded to 8 bits for the integer products: per row of K, K int8 quants (q) and
@@ -144,7 +148,7 @@ struct llm__cu_attn {
     const float *sinks;   // n_head: a sink per head joining each softmax's denominator (gpt-oss); NULL: none
     struct llm__cu_stepv st;
     int64_t sq, so, n_tok;
-    int32_t n_head, n_head_kv, head_dim, f16, nsplit, window;
+    int32_t n_head, n_head_kv, head_dim, mode, nsplit, window;   // mode: the cache's (struct llm__cu_kv_store)
     float scale, softcap;
 };
 

@@ -117,9 +117,6 @@ static int llm__kv_type(enum llm_kv_dtype t) {
 static enum llm_status llm__kv_type_check(const llm_engine *E, struct llm__err *e) {
     if (llm__kv_type(E->params.kv_cache_dtype) != LLM__TYPE_Q8_0) return LLM_OK;
     const bool vulkan = strcmp(E->be.iface->name, "vulkan") == 0;
-    if (strcmp(E->be.iface->name, "cpu") != 0 && !vulkan)
-        return llm__fail(e, LLM_ERR_UNSUPPORTED, "the q8_0 KV cache runs on the CPU and Vulkan backends only so far "
-                         "(this is %s; use f16 there)", E->be.iface->name);
     if (vulkan && E->model.head_dim % 64 != 0)
         return llm__fail(e, LLM_ERR_UNSUPPORTED, "a q8_0 KV cache on vulkan needs a head size that is a multiple of 64 "
                          "(the model's is %d); use f16, or the CPU backend", E->model.head_dim);

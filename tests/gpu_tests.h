@@ -865,7 +865,7 @@ static void attn_case(struct llm_backend *vk, struct llm_backend *cpu, const str
 }
 
 // Prefill of ragged sequences; decode of one token each, or 5 for one of them; a long context
-// (flash-decoding splits), each for f16 and f32 caches, with GQA and without.
+// (flash-decoding splits), each for f16, f32 and q8_0 caches, with GQA and without.
 static void test_attention(struct llm_backend *vk, struct llm_backend *cpu) {
     static const struct attn_case cases[] = {
         {"prefill", 4, {1, 17, 64, 300}, {1, 17, 64, 300}, 0, 0.0f, false},
@@ -886,11 +886,7 @@ static void test_attention(struct llm_backend *vk, struct llm_backend *cpu) {
         {"sink-swa", 4, {2, 22, 65, 301}, {1, 5, 1, 1}, 8, 0.0f, true},
     };
     static const int heads[][3] = {{8, 2, 64}, {4, 4, 128}};
-#if defined(GPU_KV_Q8)   // (the backends with a q8_0 cache; the engine refuses it on the others)
     static const int types[] = {LLM__TYPE_F16, LLM__TYPE_F32, LLM__TYPE_Q8_0};
-#else
-    static const int types[] = {LLM__TYPE_F16, LLM__TYPE_F32};
-#endif
     unsigned long long seed = 41;
     for (size_t c = 0; c < LLM__ARRAY_LEN(cases); c++)
         for (size_t h = 0; h < LLM__ARRAY_LEN(heads); h++)

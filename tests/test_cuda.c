@@ -295,6 +295,11 @@ int main(void) {
         unsetenv("LLM_CUDA_CUBLAS");
         if (!strcmp(models[i].name, "tiny-llama3-f32")) test_serving("tiny-llama3-f32");
     }
+    // a q8_0 KV cache on both backends (bounds: test_vulkan's): heads of 64 (rotated), of 128 with
+    // Gemma 3's sliding windows, of 32 (not rotated, as on the CPU)
+    test_model_kv("tiny-llama3-f32", 0.15, LLM_KV_Q8_0);
+    test_model_kv("tiny-gemma3-f32", 0.15, LLM_KV_Q8_0);
+    test_model_kv("tiny-f32", 0.15, LLM_KV_Q8_0);
     // each MoE architecture against llama.cpp's goldens with an f32 cache (as test_vulkan)
     static const struct { const char *name; bool emu; } moe_goldens[] = {
         {"tiny-qwen3moe-f32", false}, {"tiny-mixtral-f32", false}, {"tiny-qwen2moe-f32", true},

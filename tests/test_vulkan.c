@@ -10,7 +10,6 @@
 #define GPU_NAME "vulkan"
 #define GPU_LABEL "Vulkan"
 #define GPU_KIND LLM_BACKEND_VULKAN
-#define GPU_KV_Q8 1   // (attention with a q8_0 cache too)
 #include "gpu_tests.h"
 
 static void test_device_list(void) {
