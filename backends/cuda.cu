@@ -449,8 +449,8 @@ static __device__ void kv_store_q8(const llm__cu_kv_store &p, int64_t t) {
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     uint8_t *row = (uint8_t *)(which ? p.vc : p.kc) + p.slots[t] * (p.n_kv + p.n_kv / 16);
     for (int i = 0; i < 32; i++) {
-        const float v = x[i] * id;
-        row[(int64_t)head * hd + c0 + i] = (uint8_t)(int8_t)roundf(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v == v ? v : 0.0f);
+        const float v = x[i] * id, c = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v == v ? v : 0.0f;
+        row[(int64_t)head * hd + c0 + i] = (uint8_t)(int8_t)roundf(c);
     }
     ((__half *)(row + p.n_kv))[((int64_t)head * hd + c0) / 32] = __float2half(d);
 }
