@@ -198,14 +198,14 @@ static void llm__pool_set_active(struct llm__pool *pool, int active) {
 // size (n_tokens; the last LLM__TUNE_SIZES sizes seen) the tuner runs at one rung of the ladder
 // 1, 2, 4, ..., min(n, cores) and now and then runs a few steps at a neighbouring rung (a
 // probe, alternately below and above). It compares the mean time of the probe's steps with that
-// of as many steps just before it, each without its slowest step (one preemption of the caller):
-// at least LLM__TUNE_PROBE steps and LLM__TUNE_SPAN of time, at most LLM__TUNE_RING steps. A probe step 4 times as slow
-// as those and 0.5 ms slower ends the probe at once. Adjacent windows of equal length, because another program's load
-// comes and goes; means, because on a shared machine step times are bimodal (fast while the other program waits for a
-// core, slow while a worker waits for one) and the mean is the throughput. Steps in which threads change are not
-// counted: the first after a change, and those begun within LLM__TUNE_WARM of it (parked workers take that long to run
-// again where they should; a tiny model's steps take 20 us); nor are the first steps of a new step size (caches, page
-// faults).
+// of as many steps just before it, each without its slowest step (one preemption of the caller): at least
+// LLM__TUNE_PROBE steps and LLM__TUNE_SPAN of time, at most LLM__TUNE_RING steps. A probe step 4 times as slow as those
+// and 0.5 ms slower ends the probe at once, and so does one at fewer threads 25% and 0.5 ms slower. Adjacent windows of
+// equal length, because another program's load comes and goes; means, because on a shared machine step times are
+// bimodal (fast while the other program waits for a core, slow while a worker waits for one) and the mean is the
+// throughput. Steps in which threads change are not counted: the first after a change, and those begun within
+// LLM__TUNE_WARM of it (parked workers take that long to run again where they should; a tiny model's steps take 20 us),
+// unless the change parks threads; nor are the first steps of a new step size (caches, page faults).
 //
 // A probe faster by 3% moves the tuner there (and the next probe, 4 steps later, looks further
 // that way); a probe 15% slower after two steps ends there; one that loses makes the steps until
@@ -282,8 +282,9 @@ void llm__pool_step_begin(struct llm__pool *pool, int n_tokens) {
         t->probe = t->cur + t->dir;
         t->probe_sum = t->probe_max = 0.0;
         t->probe_n = 0;
-        t->skip = true;
-        t->warm_until = pool->step_clock + LLM__TUNE_WARM;
+        // fewer threads: none to wake, so the probe's first step counts
+        t->skip = t->probe > t->cur;
+        t->warm_until = pool->step_clock + (t->probe > t->cur ? LLM__TUNE_WARM : 0.0);
     }
     pool->step_tune = t;
     pool->step_rung = t->probe >= 0 ? t->probe : t->cur;
@@ -316,8 +317,10 @@ static void llm__pool_step_record(struct llm__pool *pool, double dt) {
     }
     const double cur = llm__tune_mean(sum, max, k);
     // A probe step 4 times as slow and 0.5 ms slower (workers preempted in their parts) ends the
-    // probe, warm-up or not: no wake-up costs that much.
-    const bool hopeless = dt > 4.0 * cur && dt - cur > 0.5e-3;
+    // probe, warm-up or not: no wake-up costs that much. So does a step at fewer threads 25% and
+    // 0.5 ms slower: the threads parked were doing their share on cores of their own (2 -> 1 on
+    // an idle machine: decode steps 1.4-2 times as long; such a probe cost 3 steps, now 1).
+    const bool hopeless = dt - cur > 0.5e-3 && (dt > 4.0 * cur || (t->probe < t->cur && dt > 1.25 * cur));
     if (!counts && !hopeless) return;
     t->probe_n++;
     t->probe_sum += dt;

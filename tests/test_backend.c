@@ -1253,6 +1253,27 @@ static void check_tuner(void) {
     tuner_cliff = 1 << 30;
     EXPECT(longest == 1, "a hopeless probe ran %d steps in a row", longest);
     llm__pool_free(pool);
+
+    // An idle machine of 8 cores or more: each rung down twice as slow (the threads parked had
+    // cores of their own). A probe of fewer threads ends after its first step, which counts (no
+    // thread to wake); it settles on 8 all the same.
+    pool = tuner_pool();
+    if (!pool) return;
+    tuner_slope = 1.0;
+    run = longest = on_best = 0;
+    int n_probes = 0;
+    for (int s = 0; s < 3000; s++) {
+        tuner_step(pool, 1, 8, &rng, &rung, &probe);
+        n_probes += probe && run == 0;
+        run = probe ? run + 1 : 0;
+        longest = LLM__MAX(longest, run);
+        on_best += s >= 500 && rung == 8;
+    }
+    tuner_slope = 0.3;
+    EXPECT(n_probes >= 3 && longest == 1, "fewer threads twice as slow: %d probes, up to %d steps each", n_probes,
+           longest);
+    EXPECT(on_best == 2500, "fewer threads twice as slow: on 8 threads in %d of 2500 steps", on_best);
+    llm__pool_free(pool);
 }
 
 int main(void) {
@@ -1278,6 +1299,8 @@ int main(void) {
     check_matmul(LLM__TYPE_BF16, 197, 11, 5, 2, true);
     check_matmul(LLM__TYPE_F16, 99, 9, 1, 1, false);
     check_matmul(LLM__TYPE_F16, 200, 22, 16, 2, false);   // (AVX-512: tiles of 4 rows x 6 tokens)
+    check_matmul(LLM__TYPE_F16, 200, 22, 8, 2, true);     // (AVX-512: 7 or 8 tokens, tiles of 3 rows)
+    check_matmul(LLM__TYPE_BF16, 197, 23, 7, 1, false);
     check_matmul(LLM__TYPE_BF16, 72, 22, 24, 1, true);
     check_matmul(LLM__TYPE_Q4_0, 608, 80, 9, 2, false);
     check_matmul(LLM__TYPE_Q4_0, 2048, 256, 1, 2, false);
