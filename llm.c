@@ -9726,9 +9726,10 @@ void llm__pool_step_begin(struct llm__pool *pool, int n_tokens) {
         t->probe = t->cur + t->dir;
         t->probe_sum = t->probe_max = 0.0;
         t->probe_n = 0;
-        // fewer threads: none to wake, so the probe's first step counts
-        t->skip = t->probe > t->cur;
-        t->warm_until = pool->step_clock + (t->probe > t->cur ? LLM__TUNE_WARM : 0.0);
+        // no more threads than the last step ran: none to wake, so the probe's first step counts
+        const bool wakes = pool->rungs[t->probe] > atomic_load(&pool->active);
+        t->skip = wakes;
+        t->warm_until = pool->step_clock + (wakes ? LLM__TUNE_WARM : 0.0);
     }
     pool->step_tune = t;
     pool->step_rung = t->probe >= 0 ? t->probe : t->cur;
@@ -9764,7 +9765,7 @@ static void llm__pool_step_record(struct llm__pool *pool, double dt) {
     // probe, warm-up or not: no wake-up costs that much. So does a step at fewer threads 25% and
     // 0.5 ms slower: the threads parked were doing their share on cores of their own (2 -> 1 on
     // an idle machine: decode steps 1.4-2 times as long; such a probe cost 3 steps, now 1).
-    const bool hopeless = dt - cur > 0.5e-3 && (dt > 4.0 * cur || (t->probe < t->cur && dt > 1.25 * cur));
+    const bool hopeless = dt - cur > 0.5e-3 && (dt > 4.0 * cur || (t->probe < t->cur && counts && dt > 1.25 * cur));
     if (!counts && !hopeless) return;
     t->probe_n++;
     t->probe_sum += dt;
@@ -12571,6 +12572,7 @@ LLM__AVX512BF16 static void llm__dpbf16_tiles(bool pf, int nr, int nt, const uin
 #undef LLM__DPBF16_CALL
 #undef LLM__HALF_SWITCH
 #undef LLM__HALF_NR
+#undef LLM__HALF_NR3
 
 // The same on AVX2: 8 columns a step, one accumulator per (row, token) pair, tiles of at most
 // 8 pairs (16 registers); the columns after the last multiple of 8 come zero-padded. The rows
@@ -12849,7 +12851,7 @@ static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int
     const int64_t tmax = wide ? 6 : 4;
     for (int64_t t0 = 0; t0 < job->ntok; t0 += tb) {
         const int64_t t1 = LLM__MIN(t0 + tb, job->ntok), ntiles = (t1 - t0 + tmax - 1) / tmax;
-        const bool t8 = wide && t1 - t0 > tmax && t1 - t0 <= LLM__HALF_NT;   // 7 or 8 tokens: one tile of 3 rows
+        const bool t8 = wide && job->ntok > tmax && job->ntok <= LLM__HALF_NT;   // 7 or 8 tokens: one 3-row tile
         const int64_t tt = t8 ? t1 - t0 : (t1 - t0 + ntiles - 1) / ntiles;   // tokens a tile
         const int RS = wide ? (job->ntok == 1 ? 1 : t8 ? 3 : 4) : job->ntok == 1 ? 4 : 2;
         for (int64_t r = r0; r < r1; r += RS) {
@@ -12959,8 +12961,10 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
     size_t row_bytes = llm__row_bytes(w[0]->type, x.ne0);
     job.rows_per_chunk = LLM__MAX(16, LLM__MIN(256, (int64_t)((32u << 10) / row_bytes))) & ~(int64_t)15;
     // (F16/BF16 weights, 7 or 8 tokens: a multiple of the half tiles' 3 rows, llm__cpu_mm_half; a
-    // 16-row chunk's last row alone took a tenth of the time: 4-6% faster on SmolLM2 F16)
-    if (job.fmt[0] >= LLM__HALF_ACT && c->simd == LLM__SIMD_AVX512 && job.ntok > 6 && job.ntok <= LLM__HALF_NT)
+    // 16-row chunk's last row alone took a tenth of the time: 4-6% faster on SmolLM2 F16; where
+    // that leaves 4 chunks a thread or more)
+    if (job.fmt[0] >= LLM__HALF_ACT && c->simd == LLM__SIMD_AVX512 && job.ntok > 6 && job.ntok <= LLM__HALF_NT &&
+        w[0]->ne1 / 48 >= 4 * (int64_t)llm__pool_nth(c->pool))
         job.rows_per_chunk = (job.rows_per_chunk + 47) / 48 * 48;
     job.chunk_start[0] = 0;
     for (int j = 0; j < n; j++)

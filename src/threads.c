@@ -282,9 +282,10 @@ void llm__pool_step_begin(struct llm__pool *pool, int n_tokens) {
         t->probe = t->cur + t->dir;
         t->probe_sum = t->probe_max = 0.0;
         t->probe_n = 0;
-        // fewer threads: none to wake, so the probe's first step counts
-        t->skip = t->probe > t->cur;
-        t->warm_until = pool->step_clock + (t->probe > t->cur ? LLM__TUNE_WARM : 0.0);
+        // no more threads than the last step ran: none to wake, so the probe's first step counts
+        const bool wakes = pool->rungs[t->probe] > atomic_load(&pool->active);
+        t->skip = wakes;
+        t->warm_until = pool->step_clock + (wakes ? LLM__TUNE_WARM : 0.0);
     }
     pool->step_tune = t;
     pool->step_rung = t->probe >= 0 ? t->probe : t->cur;
@@ -320,7 +321,7 @@ static void llm__pool_step_record(struct llm__pool *pool, double dt) {
     // probe, warm-up or not: no wake-up costs that much. So does a step at fewer threads 25% and
     // 0.5 ms slower: the threads parked were doing their share on cores of their own (2 -> 1 on
     // an idle machine: decode steps 1.4-2 times as long; such a probe cost 3 steps, now 1).
-    const bool hopeless = dt - cur > 0.5e-3 && (dt > 4.0 * cur || (t->probe < t->cur && dt > 1.25 * cur));
+    const bool hopeless = dt - cur > 0.5e-3 && (dt > 4.0 * cur || (t->probe < t->cur && counts && dt > 1.25 * cur));
     if (!counts && !hopeless) return;
     t->probe_n++;
     t->probe_sum += dt;

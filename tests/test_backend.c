@@ -1300,6 +1300,7 @@ int main(void) {
     check_matmul(LLM__TYPE_F16, 99, 9, 1, 1, false);
     check_matmul(LLM__TYPE_F16, 200, 22, 16, 2, false);   // (AVX-512: tiles of 4 rows x 6 tokens)
     check_matmul(LLM__TYPE_F16, 200, 22, 8, 2, true);     // (AVX-512: 7 or 8 tokens, tiles of 3 rows)
+    check_matmul(LLM__TYPE_F16, 576, 400, 8, 2, false);   // (and chunks of 48 rows: 8 of them, 16 rows left)
     check_matmul(LLM__TYPE_BF16, 197, 23, 7, 1, false);
     check_matmul(LLM__TYPE_BF16, 72, 22, 24, 1, true);
     check_matmul(LLM__TYPE_Q4_0, 608, 80, 9, 2, false);
