@@ -12963,9 +12963,11 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
     // (F16/BF16 weights, 7 or 8 tokens: a multiple of the half tiles' 3 rows, llm__cpu_mm_half; a
     // 16-row chunk's last row alone took a tenth of the time: 4-6% faster on SmolLM2 F16; where
     // that leaves 4 chunks a thread or more)
+#if defined(LLM__X86_SIMD)
     if (job.fmt[0] >= LLM__HALF_ACT && c->simd == LLM__SIMD_AVX512 && job.ntok > 6 && job.ntok <= LLM__HALF_NT &&
         w[0]->ne1 / 48 >= 4 * (int64_t)llm__pool_nth(c->pool))
         job.rows_per_chunk = (job.rows_per_chunk + 47) / 48 * 48;
+#endif
     job.chunk_start[0] = 0;
     for (int j = 0; j < n; j++)
         job.chunk_start[j + 1] = job.chunk_start[j] + (w[j]->ne1 + job.rows_per_chunk - 1) / job.rows_per_chunk;
