@@ -1025,6 +1025,12 @@ static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64
 
 #define LLM__HALF_NT 8   // tokens a tile at most (AVX-512; 7 and 8 with at most 3 rows)
 
+// A step of 7 or 8 tokens (verifying 6 or 7 drafts): one tile of 3 rows (llm__cpu_mm_half), in
+// chunks of 48 rows where they stay many enough (llm__cpu_matmul).
+static inline bool llm__half_tile3(enum llm__simd simd, int64_t ntok) {
+    return simd == LLM__SIMD_AVX512 && ntok > 6 && ntok <= LLM__HALF_NT;
+}
+
 LLM__AVX512 static inline __attribute__((always_inline)) __m512 llm__half16_to_ps(bool bf16, __m256i h) {
     return bf16 ? llm__bf16x16_to_ps(h) : _mm512_cvtph_ps(h);
 }
@@ -1454,7 +1460,7 @@ static void llm__cpu_mm_half(struct llm__cpu_mm_job *job, int j, int64_t r0, int
     const int64_t tmax = wide ? 6 : 4;
     for (int64_t t0 = 0; t0 < job->ntok; t0 += tb) {
         const int64_t t1 = LLM__MIN(t0 + tb, job->ntok), ntiles = (t1 - t0 + tmax - 1) / tmax;
-        const bool t8 = wide && job->ntok > tmax && job->ntok <= LLM__HALF_NT;   // 7 or 8 tokens: one 3-row tile
+        const bool t8 = llm__half_tile3(job->c->simd, job->ntok);
         const int64_t tt = t8 ? t1 - t0 : (t1 - t0 + ntiles - 1) / ntiles;   // tokens a tile
         const int RS = wide ? (job->ntok == 1 ? 1 : t8 ? 3 : 4) : job->ntok == 1 ? 4 : 2;
         for (int64_t r = r0; r < r1; r += RS) {
@@ -1567,7 +1573,7 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
     // 16-row chunk's last row alone took a tenth of the time: 4-6% faster on SmolLM2 F16; where
     // that leaves 4 chunks a thread or more)
 #if defined(LLM__X86_SIMD)
-    if (job.fmt[0] >= LLM__HALF_ACT && c->simd == LLM__SIMD_AVX512 && job.ntok > 6 && job.ntok <= LLM__HALF_NT &&
+    if (job.fmt[0] >= LLM__HALF_ACT && llm__half_tile3(c->simd, job.ntok) &&
         w[0]->ne1 / 48 >= 4 * (int64_t)llm__pool_nth(c->pool))
         job.rows_per_chunk = (job.rows_per_chunk + 47) / 48 * 48;
 #endif
