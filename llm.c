@@ -1320,6 +1320,8 @@ enum { LLM__LAYOUT_PLAIN = 0, LLM__LAYOUT_X16 = 1 };
 
 LLM__INTERNAL size_t llm__x16q3_group_bytes(int64_t ne0);
 
+LLM__INTERNAL size_t llm__x16q2_group_bytes(int64_t ne0);
+
 LLM__INTERNAL size_t llm__x16_group_bytes(int type, int64_t ne0);
 
 #if defined(LLM__X86_SIMD)
@@ -1351,6 +1353,9 @@ LLM__INTERNAL void llm__x16_row(int type, const void *w, int64_t r, float *y, in
 LLM__INTERNAL LLM__AVX512 void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
                                                       int64_t K, float *out, size_t ostride);
 
+LLM__INTERNAL LLM__AVX512 void llm__x16q2_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
+                                                      int64_t K, float *out, size_t ostride);
+
 #define LLM__KT_MIN_TOKENS 32
 
 #define LLM__KT_X16Q3 (-1)   // the tile type of Q3_K weights in x16
@@ -1370,6 +1375,8 @@ LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w,
 
 LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t sb,
                                                     struct llm__kt_tile *t);
+
+LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q2(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t);
 
 LLM__INTERNAL LLM__AVX512 void llm__kt_tokens_avx512(int type, int nt, const struct llm__kt_tile *tl,
                                                      const uint8_t *act, size_t stride, float *out, size_t ostride,
@@ -9897,7 +9904,7 @@ struct llm__pool *llm__pool_new(int n_threads, struct llm__err *e) {
 // is how few instructions a multiply-add takes. The GGUF layout (34- or 18-byte blocks, one row
 // after another) serves neither: unaligned loads, and per-row dot products that end in
 // horizontal sums. At load time the CPU backend rewrites Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 matrices
-// whose row count is a multiple of 16 (and Q4_K and Q3_K ones, in layouts of their own, below)
+// whose row count is a multiple of 16 (and Q4_K, Q3_K and Q2_K ones, in layouts of their own, below)
 // into the "x16" layout: for each group of 16 rows and each block of 32 columns, the rows' quants
 // interleaved 4 bytes at a time, so one 64-byte vector holds the same 4 columns of 16 rows.
 // vpdpbusd against 4 broadcast activation bytes then adds 4 products into each row's own lane; 8
@@ -9942,7 +9949,7 @@ static bool llm__x16_supported(int type, int64_t ne0, int64_t ne1) {
     case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: case LLM__TYPE_Q4_1: case LLM__TYPE_Q5_0: case LLM__TYPE_Q5_1:
     case LLM__TYPE_MXFP4:
         return ne0 % 32 == 0;
-    case LLM__TYPE_Q4_K: case LLM__TYPE_Q3_K: return ne0 % 256 == 0;
+    case LLM__TYPE_Q4_K: case LLM__TYPE_Q3_K: case LLM__TYPE_Q2_K: return ne0 % 256 == 0;
     default: return false;
     }
 }
@@ -9969,6 +9976,7 @@ size_t llm__x16_group_bytes(int type, int64_t ne0) {
     if (llm__is_gq(type)) return (size_t)(ne0 / llm__gq_group(type)) * llm__x16g_unit(type);
     if (type == LLM__TYPE_Q4_K) return (size_t)(ne0 / 256) * 2368;   // LLM__X16K_SB
     if (type == LLM__TYPE_Q3_K) return llm__x16q3_group_bytes(ne0);
+    if (type == LLM__TYPE_Q2_K) return llm__x16q2_group_bytes(ne0);
     int64_t nb = ne0 / 32;
     return (size_t)(nb / 2) * llm__x16_unit(type) + (nb % 2 ? llm__x16_qbytes(type) + llm__x16_sbytes(type) : 0);
 }
@@ -10346,7 +10354,7 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16_tile(
     default: CALL(TYPE, 8); break;                                                              \
     }
 #endif
-// The same over 1..4 (4 and more: 4) for the x16 Q3_K kernel (4 tokens per call).
+// The same over 1..4 (4 and more: 4) for the x16 Q3_K and Q2_K kernels (4 tokens per call).
 #if defined(LLM_GENERIC_TILES)
 #define LLM__NT4_SWITCH(CALL) CALL(LLM__MIN(nt, 4));
 #else
@@ -10667,10 +10675,57 @@ static void llm__x16q3_dequantize_row(const void *w, int64_t r, float *y, int64_
     }
 }
 
+// --- Q2_K in x16 ---
+//
+// Per group of 16 rows, per super-block (1344 bytes, the plain size; 64-byte aligned):
+//   quants   16 chunks of 64 bytes, Q3_K's: chunk c = qs bytes 32 (c / 8) + 4 (c % 8) .. +3 of
+//           rows 0..15 as stored; field j (bits 2j, 2j + 1) of byte b is element
+//           128 (c / 8) + 32 j + 4 (c % 8) + b, of sub-block 8 (c / 8) + 2 j + (c % 8) / 4
+//   scales   256 bytes: the scales byte (low nibble the scale, high the min) of sub-block
+//           2p + k of row r at 32 p + 2 r + k: widened to 16 bits, a pair's two sub-block sums
+//           of each row meet their scales in one vpdpwssd, and the mins the activations' bsums
+//   d, dmin  2 x 32 bytes: the 16 rows' fp16 d, then their dmin
+// The kernel's integers are the plain kernel's (q is 0..3: no offset), and a super-block ends as
+// every Q2_K kernel ends it: acc += isum * (d * d_a), then acc += imin * (dmin * -d_a).
+#define LLM__X16Q2_SB 1344   // bytes of one super-block of 16 rows
+
+size_t llm__x16q2_group_bytes(int64_t ne0) { return (size_t)(ne0 / 256) * LLM__X16Q2_SB; }
+
+static void llm__x16q2_repack(const void *src, void *dst, int64_t ne0, int64_t g0, int64_t g1) {
+    const int64_t nsb = ne0 / 256;
+    for (int64_t g = g0; g < g1; g++)
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            uint8_t *o = (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * LLM__X16Q2_SB;
+            for (int r = 0; r < 16; r++) {
+                const struct llm__block_q2_K *x = (const struct llm__block_q2_K *)src + (16 * g + r) * nsb + sb;
+                for (int c = 0; c < 16; c++) memcpy(o + 64 * c + 4 * r, x->qs + 32 * (c / 8) + 4 * (c % 8), 4);
+                for (int s = 0; s < 16; s++) o[1024 + 32 * (s / 2) + 2 * r + s % 2] = x->scales[s];
+                memcpy(o + 1280 + 2 * r, &x->d, 2);
+                memcpy(o + 1312 + 2 * r, &x->dmin, 2);
+            }
+        }
+}
+
+// Row r as floats: its plain blocks put back together and dequantized as they are.
+static void llm__x16q2_dequantize_row(const void *w, int64_t r, float *y, int64_t ne0) {
+    const int64_t nsb = ne0 / 256;
+    const int ri = (int)(r % 16);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *o = (const uint8_t *)w + ((size_t)(r / 16) * (size_t)nsb + (size_t)sb) * LLM__X16Q2_SB;
+        struct llm__block_q2_K x;
+        for (int c = 0; c < 16; c++) memcpy(x.qs + 32 * (c / 8) + 4 * (c % 8), o + 64 * c + 4 * ri, 4);
+        for (int s = 0; s < 16; s++) x.scales[s] = o[1024 + 32 * (s / 2) + 2 * ri + s % 2];
+        memcpy(&x.d, o + 1280 + 2 * ri, 2);
+        memcpy(&x.dmin, o + 1312 + 2 * ri, 2);
+        llm__dequantize_row(LLM__TYPE_Q2_K, &x, y + sb * 256, 256);
+    }
+}
+
 // Row r of any x16 matrix as floats (the embedding lookup of a tied, repacked table).
 void llm__x16_row(int type, const void *w, int64_t r, float *y, int64_t ne0) {
     if (type == LLM__TYPE_Q4_K) llm__x16k_dequantize_row(w, r, y, ne0);
     else if (type == LLM__TYPE_Q3_K) llm__x16q3_dequantize_row(w, r, y, ne0);
+    else if (type == LLM__TYPE_Q2_K) llm__x16q2_dequantize_row(w, r, y, ne0);
     else llm__x16_dequantize_row(type, w, r, y, ne0);
 }
 
@@ -10767,17 +10822,90 @@ LLM__AVX512 void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_
 #undef LLM__X16Q3_CALL
 }
 #endif
+
+#if defined(LLM__X86_SIMD)
+// out[t][0..16) = the 16 rows of one x16 Q2_K group times NT tokens' Q8_K rows (act + t * stride).
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q2_tile(
+        int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
+    const int64_t nsb = K / 256;
+    const __m512i m3 = _mm512_set1_epi8(3), m15 = _mm512_set1_epi16(15);
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p0 = rec + (size_t)sb * LLM__X16Q2_SB;
+        if (NT == 1)   // (as the other x16 kernels: the hardware prefetcher alone leaves the core waiting)
+            for (int pf = 0; pf < LLM__X16Q2_SB; pf += 64) _mm_prefetch((const char *)p0 + 4096 + pf, _MM_HINT_T0);
+        const struct llm__block_q8_K *a[4] = {0};   // (all 4 set: LLM_GENERIC_TILES builds warn otherwise)
+        __m512i isum[4], imin[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) isum[t] = imin[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) a[t] = (const struct llm__block_q8_K *)(act + (size_t)t * stride) + sb;
+        for (int n = 0; n < 2; n++) {
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {   // sub-blocks 2p (chunks 8n..8n+3) and 2p + 1, p = 4n + j
+                const int p = 4 * n + j;
+                __m512i d0[4], d1[4];
+#pragma GCC unroll 4
+                for (int t = 0; t < 4; t++) d0[t] = d1[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int c4 = 0; c4 < 8; c4++) {
+                    const __m512i raw = _mm512_load_si512((const void *)(p0 + 64 * (8 * n + c4)));
+                    const __m512i u = _mm512_and_si512(j ? _mm512_srli_epi16(raw, 2 * j) : raw, m3);
+#pragma GCC unroll 4
+                    for (int t = 0; t < NT; t++) {
+                        int32_t a4;
+                        memcpy(&a4, a[t]->qs + 128 * n + 32 * j + 4 * c4, 4);
+                        if (c4 < 4) d0[t] = _mm512_dpbusd_epi32(d0[t], u, _mm512_set1_epi32(a4));
+                        else d1[t] = _mm512_dpbusd_epi32(d1[t], u, _mm512_set1_epi32(a4));
+                    }
+                }
+                // the pair's sums (each within +-6144) as 16-bit halves, times the scale pairs;
+                // the mins times the pair's bsums
+                const __m512i sm = _mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)(p0 + 1024 + 32 * p)));
+                const __m512i sc = _mm512_and_si512(sm, m15), mn = _mm512_srli_epi16(sm, 4);
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    const __m512i v = _mm512_mask_blend_epi16(0xAAAAAAAAu, d0[t], _mm512_slli_epi32(d1[t], 16));
+                    int32_t pair;
+                    memcpy(&pair, a[t]->bsums + 2 * p, 4);
+                    isum[t] = _mm512_dpwssd_epi32(isum[t], v, sc);
+                    imin[t] = _mm512_dpwssd_epi32(imin[t], mn, _mm512_set1_epi32(pair));
+                }
+            }
+        }
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 1280)));
+        const __m512 m16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 1312)));
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d16, _mm512_set1_ps(a[t]->d)), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[t]), _mm512_mul_ps(m16, _mm512_set1_ps(-a[t]->d)), acc[t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
+}
+
+LLM__AVX512 void llm__x16q2_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
+                                        float *out, size_t ostride) {
+#define LLM__X16Q2_CALL(N) llm__x16q2_tile(N, rec, act, stride, K, out, ostride)
+    LLM__NT4_SWITCH(LLM__X16Q2_CALL)
+#undef LLM__X16Q2_CALL
+}
+#endif
 // --- K-quant tiles: prompt products of Q2_K, Q3_K, Q5_K, Q6_K and IQ4_XS weights (AVX-512) ---
 //
 // These types have no x16 layout: unpacked to bytes they would grow 1.3-3x, and decode reads them
-// as stored (Q3_K's x16 layout keeps its size and is unpacked the same way). A step of at least
-// LLM__KT_MIN_TOKENS tokens instead unpacks 16 rows x one super-block at a time into bytes in
+// as stored (the x16 layouts of Q3_K and Q2_K keep their size and are unpacked the same way). A
+// step of at least LLM__KT_MIN_TOKENS tokens instead unpacks 16 rows x one super-block at a time into bytes in
 // x16's chunk order (64 bytes = 4 columns of 16 rows) and multiplies them with every token's Q8_K
 // activations by vpdpbusd, so the unpacking is paid once per step rather than once per token. A
 // byte is u = w + off >= 0, w the integer the plain kernels multiply by the activations:
 //   Q3_K  sc * q (-124..128, off 124) from its x16 layout: the sub-block scale folds in, one sum
 //         per super-block
 //   Q2_K  sc * q (0..45), the sub-block scale folded in; the mins' sum m[s] * bsums[s] by vpdpwssd
+//         (plain, or from its x16 layout)
 //   Q6_K  q - 32 (off 32), its scale per group of 16 columns applied by an integer multiply
 //   Q5_K  q (0..31), the scale per group of 32 by an integer multiply, the mins as Q2_K's
 //   IQ4_XS the grid value (-127..113, off 127), ls - 32 per group of 32 by an integer multiply
@@ -10924,6 +11052,35 @@ LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t s
         }
     }
     _mm512_storeu_ps(t->d, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)llm__x16q3_d(rec, nsb, sb))));
+}
+
+// Super-block sb of an x16 Q2_K group (rec) into the tile llm__kt_unpack_avx512 makes of the
+// plain blocks (type LLM__TYPE_Q2_K).
+LLM__AVX512 void llm__kt_unpack_x16q2(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t) {
+    const uint8_t *p0 = rec + (size_t)sb * LLM__X16Q2_SB;
+    const __m512i even = _mm512_set1_epi16(0x00ff), odd = _mm512_set1_epi16((short)0xff00);
+    __m512i sc8[16];   // per sub-block: each row's scale in its 4 bytes
+    for (int p = 0; p < 8; p++) {
+        // 16-bit lane 2r + k: the scales byte of sub-block 2p + k of row r
+        const __m512i sm = _mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)(p0 + 1024 + 32 * p)));
+        _mm512_storeu_si512((void *)t->m[p], _mm512_srli_epi16(sm, 4));
+        const __m512i rep = _mm512_set1_epi32(0x01010101), m15 = _mm512_set1_epi32(15);
+        sc8[2 * p] = _mm512_mullo_epi32(_mm512_and_si512(sm, m15), rep);
+        sc8[2 * p + 1] = _mm512_mullo_epi32(_mm512_and_si512(_mm512_srli_epi32(sm, 16), m15), rep);
+    }
+    for (int c = 0; c < 16; c++) {
+        const __m512i raw = _mm512_load_si512((const void *)(p0 + 64 * c));
+        for (int j = 0; j < 4; j++) {   // columns 128 (c / 8) + 32 j + 4 (c % 8) ..
+            const int nc = 32 * (c / 8) + 8 * j + c % 8, g = nc / 4;
+            const __m512i u = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * j), _mm512_set1_epi8(3));
+            // sc * q (0..45) in 16 bits: even bytes, then odd
+            const __m512i lo = _mm512_maddubs_epi16(_mm512_and_si512(u, even), sc8[g]);
+            const __m512i hi = _mm512_maddubs_epi16(_mm512_and_si512(u, odd), sc8[g]);
+            _mm512_store_si512((void *)t->q[nc], _mm512_or_si512(lo, _mm512_slli_epi16(hi, 8)));
+        }
+    }
+    _mm512_storeu_ps(t->d, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 1280))));
+    _mm512_storeu_ps(t->dmin, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 1312))));
 }
 
 // out[t][0..16) (+)= the tile's 16 rows times NT tokens' Q8_K block (act + t * stride).
@@ -11078,6 +11235,7 @@ static void llm__cpu_repack_worker(void *arg, int ith, int nth) {
     if (llm__is_gq(w->type)) llm__x16g_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
     else if (w->type == LLM__TYPE_Q4_K) llm__x16k_repack(job->src, w->buf.data, w->ne0, g0, g1);
     else if (w->type == LLM__TYPE_Q3_K) llm__x16q3_repack(job->src, w->buf.data, w->ne0, g0, g1);
+    else if (w->type == LLM__TYPE_Q2_K) llm__x16q2_repack(job->src, w->buf.data, w->ne0, g0, g1);
     else llm__x16_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
 }
 
@@ -11146,13 +11304,14 @@ enum llm_status llm__cpu_end_step(void *ctx, struct llm__err *e) {
 // once, whatever B is.
 
 
-// Where the dense weights of the type are repacked into the x16 layout (AVX-512; not Q3_K, whose
-// x16 tiles read another activation format) and an expert is whole groups of 16 rows, the experts
+// Where the dense weights of the type are repacked into the x16 layout (AVX-512; not Q3_K or Q2_K,
+// whose x16 tiles read another activation format) and an expert is whole groups of 16 rows, the experts
 // are too (backends/cpu_tiles.c; the file's pages are given back); elsewhere they stay where the
 // mapped file has them.
 enum llm_status llm__cpu_weight_load_experts(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
                                              int n_expert, const void *data, struct llm__err *e) {
-    if (type != LLM__TYPE_Q3_K && n_expert > 0 && ne1 % n_expert == 0 && (ne1 / n_expert) % 16 == 0)
+    if (type != LLM__TYPE_Q3_K && type != LLM__TYPE_Q2_K && n_expert > 0 && ne1 % n_expert == 0 &&
+        (ne1 / n_expert) % 16 == 0)
         return llm__cpu_weight_load(ctx, w, type, ne0, ne1, data, e);   // x16 where it would be
     memset(w, 0, sizeof(*w));
     w->type = type;
@@ -12335,9 +12494,10 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
     const int64_t K = job->x.ne0;
     const size_t stride = job->xq_stride[j], rec_bytes = llm__x16_group_bytes(w->type, K);
     const int64_t tb = LLM__MAX(8, LLM__MIN(job->ntok, (int64_t)((512u << 10) / stride) & ~(int64_t)7));
-    const int tile = w->type == LLM__TYPE_Q3_K ? 4 : 8;   // tokens per kernel call
+    const bool k23 = w->type == LLM__TYPE_Q3_K || w->type == LLM__TYPE_Q2_K;   // Q8_K activations
+    const int tile = k23 ? 4 : 8;                                              // tokens per kernel call
     const struct llm__tensor d = job->dst[j];
-    if (w->type == LLM__TYPE_Q3_K && job->ntok >= LLM__KT_MIN_TOKENS) {
+    if (k23 && job->ntok >= LLM__KT_MIN_TOKENS) {
         llm__cpu_mm_kt(job, j, r0, r1, bias);
         return;
     }
@@ -12353,6 +12513,8 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
                     llm__x16k_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 else if (w->type == LLM__TYPE_Q3_K)
                     llm__x16q3_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
+                else if (w->type == LLM__TYPE_Q2_K)
+                    llm__x16q2_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 else llm__x16_tile_avx512(w->type, nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 if (bias)
                     for (int i = 0; i < nt; i++)
@@ -12364,23 +12526,26 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
 #endif
 
 #if defined(LLM__X86_SIMD)
-// Rows [r0, r1) of plain K-quant (or IQ4_XS) weight j, or of x16 Q3_K, (r0, r1 multiples of 16)
+// Rows [r0, r1) of plain K-quant (or IQ4_XS) weight j, or of x16 Q3_K or Q2_K, (r0, r1 multiples of 16)
 // for every token, a tile of 16 rows x one super-block at a time (see "K-quant tiles" in
 // backends/cpu_tiles.c).
 static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
     const struct llm__weight *w = job->w[j];
     const int64_t K = job->x.ne0, nsb = K / LLM__QK_K;
     const size_t rb = llm__row_bytes(w->type, K), stride = job->xq_stride[j];
-    const bool x16 = w->layout == LLM__LAYOUT_X16;   // Q3_K
-    const int type = x16 ? LLM__KT_X16Q3 : w->type;
+    const bool x16 = w->layout == LLM__LAYOUT_X16;   // Q3_K, Q2_K
+    const int type = x16 && w->type == LLM__TYPE_Q3_K ? LLM__KT_X16Q3 : w->type;
     const struct llm__tensor d = job->dst[j];
     const size_t os = d.nb1 / sizeof(float);
     struct llm__kt_tile tile;
     for (int64_t r = r0; r < r1; r += 16) {
         for (int64_t sb = 0; sb < nsb; sb++) {
-            if (x16)
+            if (x16 && type == LLM__KT_X16Q3)
                 llm__kt_unpack_x16q3((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16q3_group_bytes(K), nsb,
                                      sb, &tile);
+            else if (x16)
+                llm__kt_unpack_x16q2((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16q2_group_bytes(K), sb,
+                                     &tile);
             else {
                 llm__kt_unpack_avx512(w->type, (const uint8_t *)w->buf.data + (size_t)r * rb, rb, sb, &tile);
                 // The next tile's 16 blocks, 16 rows apart, into L2: too many streams for the hardware
@@ -12933,7 +13098,8 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
     char *scratch = c->scratch;
     for (int j = 0; j < n; j++) {
         int vt = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
-        if (w[j]->layout == LLM__LAYOUT_X16 && w[j]->type != LLM__TYPE_Q3_K) vt = LLM__X16_ACT + w[j]->type;
+        if (w[j]->layout == LLM__LAYOUT_X16 && w[j]->type != LLM__TYPE_Q3_K && w[j]->type != LLM__TYPE_Q2_K)
+            vt = LLM__X16_ACT + w[j]->type;   // (x16 Q3_K and Q2_K read Q8_K, their dot type)
 #if defined(LLM__X86_SIMD)
         if (c->simd == LLM__SIMD_AVX2 && w[j]->layout == LLM__LAYOUT_PLAIN && llm__b32_tiled(w[j]->type))
             vt += LLM__SC_ACT;

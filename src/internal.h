@@ -982,6 +982,8 @@ enum { LLM__LAYOUT_PLAIN = 0, LLM__LAYOUT_X16 = 1 };
 
 LLM__INTERNAL size_t llm__x16q3_group_bytes(int64_t ne0);
 
+LLM__INTERNAL size_t llm__x16q2_group_bytes(int64_t ne0);
+
 LLM__INTERNAL size_t llm__x16_group_bytes(int type, int64_t ne0);
 
 #if defined(LLM__X86_SIMD)
@@ -1013,6 +1015,9 @@ LLM__INTERNAL void llm__x16_row(int type, const void *w, int64_t r, float *y, in
 LLM__INTERNAL LLM__AVX512 void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
                                                       int64_t K, float *out, size_t ostride);
 
+LLM__INTERNAL LLM__AVX512 void llm__x16q2_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
+                                                      int64_t K, float *out, size_t ostride);
+
 #define LLM__KT_MIN_TOKENS 32
 
 #define LLM__KT_X16Q3 (-1)   // the tile type of Q3_K weights in x16
@@ -1032,6 +1037,8 @@ LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w,
 
 LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t sb,
                                                     struct llm__kt_tile *t);
+
+LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q2(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t);
 
 LLM__INTERNAL LLM__AVX512 void llm__kt_tokens_avx512(int type, int nt, const struct llm__kt_tile *tl,
                                                      const uint8_t *act, size_t stride, float *out, size_t ostride,
