@@ -398,6 +398,7 @@ static void cli_args_defaults(struct cli *c, const char *cmd) {
         c->header_timeout_s = 10;
         c->body_min_rate = 4096;
         c->max_body_memory = -1;
+        c->ready_max_waiting = -1;
         c->max_connections_per_ip = -1;
     }
 }
@@ -546,6 +547,8 @@ static const struct cli_flag cli_flags[] = {
     {{"--shutdown-timeout"}, CLI_INT(shutdown_timeout_s, 0, 86400)},
     {{"--max-connections"}, CLI_INT(max_connections, 1, 65536)},
     {{"--max-connections-per-ip"}, CLI_INT(max_connections_per_ip, 0, 65536)},
+    {{"--replica-id"}, CLI_STR(replica_id), .only = "serve"},
+    {{"--ready-max-waiting"}, CLI_INT(ready_max_waiting, 1, 1 << 20), .only = "serve"},
     {{"--header-timeout"}, CLI_INT(header_timeout_s, 1, 86400)},
     {{"--body-min-rate"}, CLI_LLONG(body_min_rate, 0, 1ll << 40)},
     {{"--max-body-memory"}, CLI_LLONG(max_body_memory, 1024, 1ll << 46)},

@@ -83,6 +83,8 @@ struct cli {
     long long body_min_rate;           // --body-min-rate (bytes/s; 0: none)
     long long max_body_memory;         // --max-body-memory (-1: the default)
     int max_connections_per_ip;        // --max-connections-per-ip (-1: the default, 0: none)
+    const char *replica_id;            // --replica-id: the X-Replica-Id header of every answer
+    int ready_max_waiting;             // --ready-max-waiting (-1: the default, --max-queued-requests)
     int log_format;                    // --log-format (enum cli_log_format)
     bool quiet;                        // --quiet: no request log
 };

@@ -2,15 +2,18 @@
 //
 // HTTP is libmicrohttpd's (Debian: libmicrohttpd-dev), JSON Jansson's, the request fields
 // request.c's. Endpoints: POST /v1/chat/completions and /v1/completions (streamed as server-sent
-// events or whole), GET /v1/models, /health, /metrics (Prometheus), POST /tokenize, /detokenize.
+// events or whole), GET /v1/models, /health (alive), /ready (taking requests: what a load
+// balancer or Kubernetes routes on), /metrics (Prometheus), POST /tokenize, /detokenize. Every
+// answer names the replica (X-Replica-Id, --replica-id) when one is given.
 //
 // Threads:
 //   - libmicrohttpd's: one accepting connections, one per connection (a slow reader or a long
 //     answer holds only its own thread);
 //   - the engine thread: llm_step while requests are unfinished, each step's outputs handed to
 //     the requests' buffers;
-//   - the main thread: waits for SIGINT or SIGTERM, then shuts down (stops accepting, lets the
-//     requests in flight finish within --shutdown-timeout, aborts the rest, exits 0).
+//   - the main thread: waits for SIGINT or SIGTERM, then drains: /ready fails at once, new
+//     requests get 503 with Retry-After (a load balancer retries them elsewhere), the requests in
+//     flight finish within --shutdown-timeout, the rest is aborted, and it exits 0.
 // Locks: S->emu guards the engine (llm.h: one thread at a time): the engine thread holds it while
 // it steps, a connection takes it to add, abort, tokenize. S->mu guards the requests' buffers and
 // the metrics. Order: emu, then mu. S->cmu guards the connections' list and the bodies' budget;
@@ -24,8 +27,8 @@
 // timeout restarts with every byte). libmicrohttpd limits the connections per address. When
 // --max-connections are open, a new one makes room by closing the connection that has waited
 // longest for its request header (a slowloris, or an idle keep-alive connection), and when none
-// waits, up to SRV_RESERVE_CONNS more are taken for GET /health and /metrics alone (others get
-// 503), so that a monitor gets its answer however the connections are held.
+// waits, up to SRV_RESERVE_CONNS more are taken for GET /health, /ready and /metrics alone
+// (others get 503), so that a monitor gets its answer however the connections are held.
 #include "cli.h"
 
 #include <microhttpd.h>
@@ -145,7 +148,7 @@ struct srv_sock {
 #define SRV_LATE "the request body came slower than --body-min-rate allows"   // srv_watch's 408
 
 // The endpoints.
-enum srv_route { SRV_R_NONE, SRV_R_HEALTH, SRV_R_METRICS, SRV_R_OPTIONS, SRV_R_MODELS, SRV_R_MODEL,
+enum srv_route { SRV_R_NONE, SRV_R_HEALTH, SRV_R_READY, SRV_R_METRICS, SRV_R_OPTIONS, SRV_R_MODELS, SRV_R_MODEL,
                  SRV_R_CHAT, SRV_R_COMPLETIONS, SRV_R_TOKENIZE, SRV_R_DETOKENIZE };
 
 struct srv_conn {              // one HTTP request, as it arrives
@@ -184,7 +187,9 @@ struct srv {
     // configuration
     char *model_name;          // --served-model-name, or the model file's name
     const char *api_key, *tmpl;
+    const char *replica_id;    // --replica-id (NULL: no X-Replica-Id header)
     int max_model_len, n_vocab, max_num_seqs, max_queued;
+    int ready_max_waiting;     // /ready fails with this many sequences waiting beyond max_num_seqs
     long long max_body;
     int max_prompt_ids;        // the most ids a prompt can have (max_model_len, the KV cache)
     int max_connections;
@@ -482,10 +487,11 @@ static bool srv_has_close(const char *h) {
 static void srv_watch(struct srv *S) {
     static const char body[] = "{\"error\":{\"message\":\"" SRV_LATE "\","
                                "\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"request_timeout\"}}";
-    char answer[512];
+    char answer[768];
     int len = snprintf(answer, sizeof(answer), "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
-                       "Content-Type: application/json\r\nAccess-Control-Allow-Origin: *\r\n"
-                       "Content-Length: %zu\r\n\r\n%s", sizeof(body) - 1, body);
+                       "Content-Type: application/json\r\nAccess-Control-Allow-Origin: *\r\n%s%s%s"
+                       "Content-Length: %zu\r\n\r\n%s", S->replica_id ? "X-Replica-Id: " : "",
+                       S->replica_id ? S->replica_id : "", S->replica_id ? "\r\n" : "", sizeof(body) - 1, body);
     double now = cli_now();
     int n408 = 0;
     pthread_mutex_lock(&S->cmu);
@@ -558,12 +564,21 @@ static bool srv_body_put(struct srv *S, struct srv_conn *k, const char *p, size_
 
 // --- HTTP answers ---
 
+// The headers of every answer: CORS (any origin, as vLLM and llama-server), the replica's name.
+static void srv_common_headers(const struct srv *S, struct MHD_Response *r) {
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    if (S->replica_id) {
+        MHD_add_response_header(r, "X-Replica-Id", S->replica_id);
+        MHD_add_response_header(r, "Access-Control-Expose-Headers", "X-Replica-Id");   // (readable by a page)
+    }
+}
+
 static enum MHD_Result srv_send(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, int status,
                                 const char *type, char *body, size_t len) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) { free(body); return MHD_NO; }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    srv_common_headers(S, r);
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     // a full queue, a full budget for bodies, every connection held: a second later may do
     if (status == 429 || status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
@@ -1060,7 +1075,7 @@ static enum MHD_Result srv_call_stream(struct srv *S, struct MHD_Connection *con
     if (!r) cli_die("out of memory");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    srv_common_headers(S, r);
     enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
     k->status = 200;
@@ -1431,14 +1446,14 @@ static void srv_refuse(struct srv *S, struct srv_conn *k, int status, const char
 static enum MHD_Result srv_route(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, const char *url,
                                  const char *method, bool reserve) {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
-    if (!strcmp(url, "/health") || !strcmp(url, "/metrics")) {
+    if (!strcmp(url, "/health") || !strcmp(url, "/ready") || !strcmp(url, "/metrics")) {
         if (!get) return srv_error(S, conn, k, 405, NULL, NULL, "use GET %s", url);
-        k->route = !strcmp(url, "/health") ? SRV_R_HEALTH : SRV_R_METRICS;
+        k->route = !strcmp(url, "/health") ? SRV_R_HEALTH : !strcmp(url, "/ready") ? SRV_R_READY : SRV_R_METRICS;
         return MHD_YES;
     }
     if (reserve)
         return srv_error(S, conn, k, 503, NULL, NULL, "all %d connections (--max-connections) are in use; one beyond "
-                         "them may only ask GET /health or /metrics", S->max_connections);
+                         "them may only ask GET /health, /ready or /metrics", S->max_connections);
     if (!strcmp(method, "OPTIONS")) {   // a browser's CORS preflight, of any path
         k->route = SRV_R_OPTIONS;
         return MHD_YES;
@@ -1455,11 +1470,11 @@ static enum MHD_Result srv_route(struct srv *S, struct MHD_Connection *conn, str
     if (!srv_authorized(S, conn))
         return srv_error(S, conn, k, 401, NULL, "invalid_api_key",
                          "a valid API key is needed (Authorization: Bearer KEY)");
+    if (atomic_load(&S->draining))   // (every route but the probes, /metrics and OPTIONS: returned above)
+        return srv_error(S, conn, k, 503, NULL, NULL, "the server is shutting down");
     if (k->route == SRV_R_MODELS || k->route == SRV_R_MODEL)
         return get ? MHD_YES : srv_error(S, conn, k, 405, NULL, NULL, "use GET %.200s", url);
     if (!post) return srv_error(S, conn, k, 405, NULL, NULL, "use POST %s", url);
-    if ((k->route == SRV_R_CHAT || k->route == SRV_R_COMPLETIONS) && atomic_load(&S->draining))
-        return srv_error(S, conn, k, 503, NULL, NULL, "the server is shutting down");
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     long long n = cl ? (long long)strtoull(cl, NULL, 10) : 0, held = 0;   // (at most --max-body-size: checked)
     // the budget is taken as the bytes come (the buffer doubling up to the Content-Length), the
@@ -1571,10 +1586,10 @@ static bool srv_body_refused(struct srv *S, struct MHD_Connection *conn, struct 
 }
 
 // OPTIONS: a browser's CORS preflight, any origin allowed, as vLLM and llama-server do.
-static enum MHD_Result srv_options(struct MHD_Connection *conn, struct srv_conn *k) {
+static enum MHD_Result srv_options(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    srv_common_headers(S, r);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
     MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
@@ -1584,20 +1599,40 @@ static enum MHD_Result srv_options(struct MHD_Connection *conn, struct srv_conn 
     return ret;
 }
 
+// GET /ready: 200 while the server takes requests; 503 with Retry-After while it drains or while
+// --ready-max-waiting sequences or more wait for a place in the running batch (by default: while
+// the queue is full; a readiness probe, or a load balancer's health check, then sends the next
+// requests elsewhere).
+static enum MHD_Result srv_ready(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k) {
+    pthread_mutex_lock(&S->mu);
+    int waiting = CLI_MAX(0, S->n_active + S->n_pending - S->max_num_seqs);
+    pthread_mutex_unlock(&S->mu);
+    if (atomic_load(&S->draining)) return srv_error(S, conn, k, 503, NULL, NULL, "the server is shutting down");
+    if (waiting >= S->ready_max_waiting)
+        return srv_error(S, conn, k, 503, NULL, NULL,
+                         "%d sequences wait for the running batch (--ready-max-waiting %d)", waiting,
+                         S->ready_max_waiting);
+    json_t *o = cli_jcheck(json_object());
+    cli_jset(o, "status", cli_json_cstr("ready"));
+    cli_jset(o, "waiting", cli_jcheck(json_integer(waiting)));
+    return srv_json(S, conn, k, 200, o);
+}
+
 // The answer of a request that is read, by its route.
 static enum MHD_Result srv_dispatch(struct srv *S, struct MHD_Connection *conn, struct srv_conn *k, const char *url,
                                     const char *method) {
     switch (k->route) {
-    case SRV_R_HEALTH: {
-        if (atomic_load(&S->draining)) return srv_error(S, conn, k, 503, NULL, NULL, "the server is shutting down");
+    case SRV_R_HEALTH: {   // alive (a liveness probe): 200 while draining too
         json_t *o = cli_jcheck(json_object());
-        cli_jset(o, "status", cli_json_cstr("ok"));
+        cli_jset(o, "status", cli_json_cstr(atomic_load(&S->draining) ? "draining" : "ok"));
         return srv_json(S, conn, k, 200, o);
     }
+    case SRV_R_READY:
+        return srv_ready(S, conn, k);
     case SRV_R_METRICS:
         return srv_metrics(S, conn, k);
     case SRV_R_OPTIONS:
-        return srv_options(conn, k);
+        return srv_options(S, conn, k);
     case SRV_R_MODELS:
         return srv_models(S, conn, k, NULL);
     case SRV_R_MODEL:
@@ -1717,6 +1752,15 @@ static int srv_listen(const char *host, int port, int *bound_port) {
     return fd;
 }
 
+// --replica-id: printable ASCII without spaces (an HTTP header's value), at most 128 characters.
+static void srv_replica_id(const char *id) {
+    if (!id) return;
+    size_t n = strlen(id);
+    bool ok = n > 0 && n <= 128;
+    for (size_t i = 0; ok && i < n; i++) ok = id[i] > 32 && id[i] < 127;
+    if (!ok) cli_die("--replica-id '%.200s': 1 to 128 printable ASCII characters without spaces", id);
+}
+
 // SIGINT and SIGTERM are taken by sigtimedwait in this thread (sigs); every thread started from
 // here on blocks them. A write to a closed connection is an error, not a signal.
 static void srv_block_signals(sigset_t *sigs) {
@@ -1768,6 +1812,8 @@ static void srv_setup(struct srv *S, const struct cli *c, struct llm_engine_info
     S->max_num_seqs = ei->max_num_seqs;
     S->prefix_caching = ei->enable_prefix_caching;
     S->max_queued = c->max_queued;
+    S->ready_max_waiting = c->ready_max_waiting > 0 ? c->ready_max_waiting : CLI_MAX(1, c->max_queued);
+    S->replica_id = c->replica_id;   // (checked by srv_replica_id before the model loaded)
     S->max_body = c->max_body;
     // a prompt of more ids than this is refused by the engine: the context, or the KV cache
     // with the prompt's first output token
@@ -1829,14 +1875,15 @@ static int srv_wait_signal(struct srv *S, const sigset_t *sigs) {
     return sig;
 }
 
-// After signal sig: no new connections or requests; those in flight may finish within
-// timeout_s seconds (a second signal cuts that short).
-static void srv_drain(struct srv *S, struct MHD_Daemon *d, const sigset_t *sigs, int sig, int timeout_s) {
+// After signal sig: /ready fails and new requests get 503 with Retry-After (the socket still
+// listens: a load balancer learns of the drain from answers, not from refused connections);
+// those in flight may finish within timeout_s seconds (a second signal cuts that short).
+static void srv_drain(struct srv *S, const sigset_t *sigs, int sig, int timeout_s) {
     fprintf(stderr, "llm serve: %s: no new requests; finishing those in flight (at most %d s)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", timeout_s);
+    srv_engine_lock(S);   // (calls are admitted under emu: one admitted before is now counted busy)
     atomic_store(&S->draining, true);
-    MHD_socket q = MHD_quiesce_daemon(d);
-    if (q != MHD_INVALID_SOCKET) close(q);
+    pthread_mutex_unlock(&S->emu);
     double t_end = cli_now() + timeout_s;
     for (;;) {
         pthread_mutex_lock(&S->mu);
@@ -1898,6 +1945,7 @@ static void srv_free(struct srv *S, pthread_t engine_thread) {
 int cli_cmd_serve(struct cli *c) {
     sigset_t sigs;
     srv_block_signals(&sigs);
+    srv_replica_id(c->replica_id);
     struct srv *S = calloc(1, sizeof(*S));
     if (!S) cli_die("out of memory");
     int port = 0;
@@ -1913,9 +1961,11 @@ int cli_cmd_serve(struct cli *c) {
             ei.backend_name, S->max_model_len, S->tmpl, v6 ? "[" : "", c->host, v6 ? "]" : "", port);
     fflush(stderr);
     int sig = srv_wait_signal(S, &sigs);
-    srv_drain(S, d, &sigs, sig, c->shutdown_timeout_s);
+    srv_drain(S, &sigs, sig, c->shutdown_timeout_s);
+    MHD_socket q = MHD_quiesce_daemon(d);   // no new connections from here
     srv_abort_rest(S);
     MHD_stop_daemon(d);   // the connections end (their answers are complete) and are joined
+    if (q != MHD_INVALID_SOCKET) close(q);   // (libmicrohttpd: only after MHD_stop_daemon)
     srv_free(S, engine_thread);
     return 0;
 }

@@ -30,7 +30,7 @@ for t in "$@" $scripts; do
     s=$(awk -v n="$n" '$1 == n { print $2 }' "$times" 2>/dev/null | tail -n 1)
     if [ -z "$s" ]; then
         case "$n" in
-            test_server.sh | test_structured.sh | test_perplexity.sh | test_numerics.sh | test_vulkan | test_golden | test_serving) s=1000 ;;
+            test_server.sh | test_fleet.sh | test_structured.sh | test_perplexity.sh | test_numerics.sh | test_vulkan | test_golden | test_serving) s=1000 ;;
             *) s=0 ;;
         esac
     fi

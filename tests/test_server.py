@@ -10,7 +10,8 @@ type; SSE framing byte for byte (curl); 64 concurrent streaming clients equal to
 with /metrics adding up; a client that disconnects is aborted and its KV blocks freed; hostile
 clients (slowloris, a 100 MB body, invalid UTF-8, deep nesting, truncated requests, random bytes,
 huge headers) do not crash or wedge it; the API key; a full queue; the idle timeout; SIGTERM
-finishes what is in flight and exits 0. Before a body is read: 401/404/405 from the headers, 503
+finishes what is in flight and exits 0; /ready (503 with --ready-max-waiting sequences waiting),
+X-Replica-Id. Before a body is read: 401/404/405 from the headers, 503
 beyond the budget for bodies in flight, token ids beyond the context refused while they arrive
 (not parsed); the header deadline and the body's minimum rate; connections per address;
 /health answered while slow clients from several loopback addresses fill the connections. The
@@ -812,6 +813,36 @@ rc = S.stop(signal.SIGTERM)
 t.join(60)
 check(rc == 0 and holder.get("fin") == "length" and len(holder.get("text", "")) > 0,
       "SIGTERM: exit status %s, the request in flight %s" % (rc, holder))
+
+# --- readiness: /ready, --replica-id, --ready-max-waiting (tests/test_fleet.py: behind HAProxy) ---
+section("readiness: /ready, --replica-id, --ready-max-waiting")
+S = Server("--replica-id", "r7", "--max-num-seqs", "1", "--ready-max-waiting", "1")
+st, hdr, b = http(S.port, "GET", "/ready")
+check(st == 200 and json.loads(b) == {"status": "ready", "waiting": 0} and "X-Replica-Id: r7" in hdr,
+      "/ready: %d %s %s" % (st, hdr, b))
+st, hdr, b = http(S.port, "POST", "/ready")
+check(st == 405 and "X-Replica-Id: r7" in hdr, "POST /ready: %d" % st)
+long_body = {"prompt": PROMPTS[1], "max_tokens": 300, "temperature": 0, "ignore_eos": True, "stream": True}
+streams = [threading.Thread(target=http, args=(S.port, "POST", "/v1/completions", long_body)) for _ in range(2)]
+for x in streams:
+    x.start()
+seen = None
+for _ in range(200):   # one runs, the other waits for the batch's one place: 1 waiting
+    st, hdr, b = http(S.port, "GET", "/ready")
+    if st == 503:
+        seen = (st, hdr, b)
+        break
+    time.sleep(0.02)
+check(seen is not None and "Retry-After: 1" in seen[1] and b"--ready-max-waiting" in seen[2],
+      "/ready with a sequence waiting (--ready-max-waiting 1): %s" % (seen,))
+for x in streams:
+    x.join(120)
+st, _, b = http(S.port, "GET", "/ready")
+check(st == 200, "/ready once the queue is empty: %d %s" % (st, b))
+check(S.stop(signal.SIGTERM) == 0, "SIGTERM")
+bad = subprocess.run([LLM, "serve", "-m", MODEL, "--port", "0", "--replica-id", "a b"], capture_output=True, text=True,
+                     timeout=60)
+check(bad.returncode != 0 and "--replica-id" in bad.stderr, "--replica-id 'a b': %d %s" % (bad.returncode, bad.stderr))
 
 # --- a server full of slow clients from several addresses (127.0.0.2.. are loopback too) ---
 section("a server full of slow clients: connections per address, /health answered")
