@@ -7,14 +7,13 @@
 // once, whatever B is.
 #include "../src/internal.h"
 
-// Where the dense weights of the type are repacked into the x16 layout (AVX-512; not Q3_K or Q2_K,
-// whose x16 tiles read another activation format) and an expert is whole groups of 16 rows, the experts
+// Where the dense weights of the type are repacked into the x16 layout (AVX-512; not Q3_K, Q2_K or
+// IQ4_XS, whose x16 tiles read another activation format) and an expert is whole groups of 16 rows, the experts
 // are too (backends/cpu_tiles.c; the file's pages are given back); elsewhere they stay where the
 // mapped file has them.
 enum llm_status llm__cpu_weight_load_experts(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,
                                              int n_expert, const void *data, struct llm__err *e) {
-    if (type != LLM__TYPE_Q3_K && type != LLM__TYPE_Q2_K && n_expert > 0 && ne1 % n_expert == 0 &&
-        (ne1 / n_expert) % 16 == 0)
+    if (!llm__x16_q8k(type) && n_expert > 0 && ne1 % n_expert == 0 && (ne1 / n_expert) % 16 == 0)
         return llm__cpu_weight_load(ctx, w, type, ne0, ne1, data, e);   // x16 where it would be
     memset(w, 0, sizeof(*w));
     w->type = type;

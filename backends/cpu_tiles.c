@@ -9,7 +9,7 @@
 // is how few instructions a multiply-add takes. The GGUF layout (34- or 18-byte blocks, one row
 // after another) serves neither: unaligned loads, and per-row dot products that end in
 // horizontal sums. At load time the CPU backend rewrites Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 matrices
-// whose row count is a multiple of 16 (and Q4_K, Q3_K and Q2_K ones, in layouts of their own, below)
+// whose row count is a multiple of 16 (and Q4_K, Q3_K, Q2_K and IQ4_XS ones, in layouts of their own, below)
 // into the "x16" layout: for each group of 16 rows and each block of 32 columns, the rows' quants
 // interleaved 4 bytes at a time, so one 64-byte vector holds the same 4 columns of 16 rows.
 // vpdpbusd against 4 broadcast activation bytes then adds 4 products into each row's own lane; 8
@@ -54,7 +54,7 @@ static bool llm__x16_supported(int type, int64_t ne0, int64_t ne1) {
     case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: case LLM__TYPE_Q4_1: case LLM__TYPE_Q5_0: case LLM__TYPE_Q5_1:
     case LLM__TYPE_MXFP4:
         return ne0 % 32 == 0;
-    case LLM__TYPE_Q4_K: case LLM__TYPE_Q3_K: case LLM__TYPE_Q2_K: return ne0 % 256 == 0;
+    case LLM__TYPE_Q4_K: case LLM__TYPE_Q3_K: case LLM__TYPE_Q2_K: case LLM__TYPE_IQ4_XS: return ne0 % 256 == 0;
     default: return false;
     }
 }
@@ -82,6 +82,7 @@ size_t llm__x16_group_bytes(int type, int64_t ne0) {
     if (type == LLM__TYPE_Q4_K) return (size_t)(ne0 / 256) * 2368;   // LLM__X16K_SB
     if (type == LLM__TYPE_Q3_K) return llm__x16q3_group_bytes(ne0);
     if (type == LLM__TYPE_Q2_K) return llm__x16q2_group_bytes(ne0);
+    if (type == LLM__TYPE_IQ4_XS) return llm__x16iq4_group_bytes(ne0);
     int64_t nb = ne0 / 32;
     return (size_t)(nb / 2) * llm__x16_unit(type) + (nb % 2 ? llm__x16_qbytes(type) + llm__x16_sbytes(type) : 0);
 }
@@ -826,11 +827,57 @@ static void llm__x16q2_dequantize_row(const void *w, int64_t r, float *y, int64_
     }
 }
 
+// --- IQ4_XS in x16 ---
+//
+// Per group of 16 rows, per super-block (2176 bytes, the plain size; 64-byte aligned):
+//   quants    32 chunks of 64 bytes: chunk c = qs bytes 4c..4c+3 of rows 0..15 as stored; sub-block
+//            c / 4, the low nibble of byte j its element 4 (c % 4) + j, the high one 16 + 4 (c % 4) + j
+//   scales_l  64 bytes: each row's 4 bytes (the 8 sub-blocks' low 4 bits of ls, 4 bits apart)
+//   scales_h  32 bytes: each row's 16 bits (their high 2 bits, 2 bits apart)
+//   d         32 bytes: the 16 rows' fp16 d
+// The kernel looks each nibble up as its grid value + 128 (unsigned, for vpdpbusd), takes the 128
+// times the activations' sum back out per sub-block, and multiplies the sub-block's sum by its
+// ls - 32: the plain kernel's integers; a super-block ends as it does, acc += isum * (d * d_a).
+#define LLM__X16IQ4_SB 2176   // bytes of one super-block of 16 rows
+
+size_t llm__x16iq4_group_bytes(int64_t ne0) { return (size_t)(ne0 / 256) * LLM__X16IQ4_SB; }
+
+static void llm__x16iq4_repack(const void *src, void *dst, int64_t ne0, int64_t g0, int64_t g1) {
+    const int64_t nsb = ne0 / 256;
+    for (int64_t g = g0; g < g1; g++)
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            uint8_t *o = (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * LLM__X16IQ4_SB;
+            for (int r = 0; r < 16; r++) {
+                const struct llm__block_iq4_xs *x = (const struct llm__block_iq4_xs *)src + (16 * g + r) * nsb + sb;
+                for (int c = 0; c < 32; c++) memcpy(o + 64 * c + 4 * r, x->qs + 4 * c, 4);
+                memcpy(o + 2048 + 4 * r, x->scales_l, 4);
+                memcpy(o + 2112 + 2 * r, &x->scales_h, 2);
+                memcpy(o + 2144 + 2 * r, &x->d, 2);
+            }
+        }
+}
+
+// Row r as floats: its plain blocks put back together and dequantized as they are.
+static void llm__x16iq4_dequantize_row(const void *w, int64_t r, float *y, int64_t ne0) {
+    const int64_t nsb = ne0 / 256;
+    const int ri = (int)(r % 16);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *o = (const uint8_t *)w + ((size_t)(r / 16) * (size_t)nsb + (size_t)sb) * LLM__X16IQ4_SB;
+        struct llm__block_iq4_xs x;
+        for (int c = 0; c < 32; c++) memcpy(x.qs + 4 * c, o + 64 * c + 4 * ri, 4);
+        memcpy(x.scales_l, o + 2048 + 4 * ri, 4);
+        memcpy(&x.scales_h, o + 2112 + 2 * ri, 2);
+        memcpy(&x.d, o + 2144 + 2 * ri, 2);
+        llm__dequantize_row(LLM__TYPE_IQ4_XS, &x, y + sb * 256, 256);
+    }
+}
+
 // Row r of any x16 matrix as floats (the embedding lookup of a tied, repacked table).
 void llm__x16_row(int type, const void *w, int64_t r, float *y, int64_t ne0) {
     if (type == LLM__TYPE_Q4_K) llm__x16k_dequantize_row(w, r, y, ne0);
     else if (type == LLM__TYPE_Q3_K) llm__x16q3_dequantize_row(w, r, y, ne0);
     else if (type == LLM__TYPE_Q2_K) llm__x16q2_dequantize_row(w, r, y, ne0);
+    else if (type == LLM__TYPE_IQ4_XS) llm__x16iq4_dequantize_row(w, r, y, ne0);
     else llm__x16_dequantize_row(type, w, r, y, ne0);
 }
 
@@ -999,10 +1046,80 @@ LLM__AVX512 void llm__x16q2_tile_avx512(int nt, const uint8_t *rec, const uint8_
 #undef LLM__X16Q2_CALL
 }
 #endif
+
+#if defined(LLM__X86_SIMD)
+// ls - 32 of sub-block b of the 16 rows of an x16 IQ4_XS super-block (p0), as 32-bit lanes.
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16iq4_scales(const uint8_t *p0, __m512i ls[8]) {
+    const __m512i sl = _mm512_load_si512((const void *)(p0 + 2048));
+    const __m512i sh = _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)(p0 + 2112)));
+#pragma GCC unroll 8
+    for (int b = 0; b < 8; b++) {
+        const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, 4 * b), _mm512_set1_epi32(15));
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(sh, 2 * b), _mm512_set1_epi32(3));
+        ls[b] = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+    }
+}
+
+// out[t][0..16) = the 16 rows of one x16 IQ4_XS group times NT tokens' Q8_K rows (act + t * stride).
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16iq4_tile(
+        int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
+    const int64_t nsb = K / 256;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i table = _mm512_add_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)),
+                                          _mm512_set1_epi8(-128));   // (value + 128, unsigned)
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p0 = rec + (size_t)sb * LLM__X16IQ4_SB;
+        if (NT == 1)   // (as the other x16 kernels: the hardware prefetcher alone leaves the core waiting)
+            for (int pf = 0; pf < LLM__X16IQ4_SB; pf += 64) _mm_prefetch((const char *)p0 + 4096 + pf, _MM_HINT_T0);
+        const struct llm__block_q8_K *a[8] = {0};   // (all 8 set: LLM_GENERIC_TILES builds warn otherwise)
+        __m512i isum[8], ls[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) a[t] = (const struct llm__block_q8_K *)(act + (size_t)t * stride) + sb;
+        llm__x16iq4_scales(p0, ls);
+        for (int b = 0; b < 8; b++) {
+            __m512i dot[8];
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++)   // -128 x the sub-block's activations, taken back out
+                dot[t] = _mm512_set1_epi32(-128 * (a[t]->bsums[2 * b] + a[t]->bsums[2 * b + 1]));
+#pragma GCC unroll 4
+            for (int c4 = 0; c4 < 4; c4++) {
+                const __m512i raw = _mm512_load_si512((const void *)(p0 + 64 * (4 * b + c4)));
+                const __m512i ulo = _mm512_shuffle_epi8(table, _mm512_and_si512(raw, m4));
+                const __m512i uhi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) {
+                    dot[t] = llm__dpbusd_bcast(dot[t], ulo, a[t]->qs + 32 * b + 4 * c4);
+                    dot[t] = llm__dpbusd_bcast(dot[t], uhi, a[t]->qs + 32 * b + 16 + 4 * c4);
+                }
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(dot[t], ls[b]));
+        }
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 2144)));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d16, _mm512_set1_ps(a[t]->d)), acc[t]);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
+}
+
+LLM__AVX512 void llm__x16iq4_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
+                                         float *out, size_t ostride) {
+#define LLM__X16IQ4_CALL(TYPE, N) llm__x16iq4_tile(N, rec, act, stride, K, out, ostride)
+    LLM__NT_SWITCH(LLM__X16IQ4_CALL, 0)
+#undef LLM__X16IQ4_CALL
+}
+#endif
 // --- K-quant tiles: prompt products of Q2_K, Q3_K, Q5_K, Q6_K and IQ4_XS weights (AVX-512) ---
 //
 // These types have no x16 layout: unpacked to bytes they would grow 1.3-3x, and decode reads them
-// as stored (the x16 layouts of Q3_K and Q2_K keep their size and are unpacked the same way). A
+// as stored (the x16 layouts of Q3_K, Q2_K and IQ4_XS keep their size and are unpacked the same way). A
 // step of at least LLM__KT_MIN_TOKENS tokens instead unpacks 16 rows x one super-block at a time into bytes in
 // x16's chunk order (64 bytes = 4 columns of 16 rows) and multiplies them with every token's Q8_K
 // activations by vpdpbusd, so the unpacking is paid once per step rather than once per token. A
@@ -1014,6 +1131,7 @@ LLM__AVX512 void llm__x16q2_tile_avx512(int nt, const uint8_t *rec, const uint8_
 //   Q6_K  q - 32 (off 32), its scale per group of 16 columns applied by an integer multiply
 //   Q5_K  q (0..31), the scale per group of 32 by an integer multiply, the mins as Q2_K's
 //   IQ4_XS the grid value (-127..113, off 127), ls - 32 per group of 32 by an integer multiply
+//         (plain, or from its x16 layout)
 // The offset comes back out through the activations' group sums. The integer sums are the plain
 // kernels', so results differ from theirs only in float rounding.
 #if defined(LLM__X86_SIMD)
@@ -1188,6 +1306,31 @@ LLM__AVX512 void llm__kt_unpack_x16q2(const uint8_t *rec, int64_t sb, struct llm
     _mm512_storeu_ps(t->dmin, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 1312))));
 }
 
+// Super-block sb of an x16 IQ4_XS group (rec) into the tile llm__kt_unpack_avx512 makes of the
+// plain blocks (type LLM__TYPE_IQ4_XS).
+LLM__AVX512 void llm__kt_unpack_x16iq4(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t) {
+    const uint8_t *p0 = rec + (size_t)sb * LLM__X16IQ4_SB;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i table = _mm512_add_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)),
+                                          _mm512_set1_epi8(127));   // (value + 127: the tile's offset)
+    __m512i ls[8];
+    llm__x16iq4_scales(p0, ls);
+    for (int b = 0; b < 8; b++) {
+        _mm512_storeu_si512((void *)t->ls[b], ls[b]);
+        const __m512i o =
+                _mm512_and_si512(_mm512_mullo_epi32(ls[b], _mm512_set1_epi32(127)), _mm512_set1_epi32(0xffff));
+        _mm512_storeu_si512((void *)t->ol[b], _mm512_or_si512(o, _mm512_slli_epi32(o, 16)));   // (both halves)
+    }
+    for (int c = 0; c < 32; c++) {   // sub-block c / 4: columns 32 (c / 4) + 4 (c % 4) .., and 16 on
+        const __m512i raw = _mm512_load_si512((const void *)(p0 + 64 * c));
+        const int nc = 8 * (c / 4) + c % 4;
+        _mm512_store_si512((void *)t->q[nc], _mm512_shuffle_epi8(table, _mm512_and_si512(raw, m4)));
+        _mm512_store_si512((void *)t->q[nc + 4],
+                           _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)));
+    }
+    _mm512_storeu_ps(t->d, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 2144))));
+}
+
 // out[t][0..16) (+)= the tile's 16 rows times NT tokens' Q8_K block (act + t * stride).
 LLM__AVX512 static inline __attribute__((always_inline)) void llm__kt_tokens(
         int type, int NT, const struct llm__kt_tile *tl, const uint8_t *act, size_t stride, float *out, size_t ostride,
@@ -1341,6 +1484,7 @@ static void llm__cpu_repack_worker(void *arg, int ith, int nth) {
     else if (w->type == LLM__TYPE_Q4_K) llm__x16k_repack(job->src, w->buf.data, w->ne0, g0, g1);
     else if (w->type == LLM__TYPE_Q3_K) llm__x16q3_repack(job->src, w->buf.data, w->ne0, g0, g1);
     else if (w->type == LLM__TYPE_Q2_K) llm__x16q2_repack(job->src, w->buf.data, w->ne0, g0, g1);
+    else if (w->type == LLM__TYPE_IQ4_XS) llm__x16iq4_repack(job->src, w->buf.data, w->ne0, g0, g1);
     else llm__x16_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
 }
 

@@ -1881,8 +1881,8 @@ static int srv_wait_signal(struct srv *S, const sigset_t *sigs) {
 static void srv_drain(struct srv *S, const sigset_t *sigs, int sig, int timeout_s) {
     fprintf(stderr, "llm serve: %s: no new requests; finishing those in flight (at most %d s)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", timeout_s);
-    srv_engine_lock(S);   // (calls are admitted under emu: one admitted before is now counted busy)
-    atomic_store(&S->draining, true);
+    atomic_store(&S->draining, true);   // (/ready and new requests see it at once)
+    srv_engine_lock(S);   // calls are admitted under emu: one admitted before the store is now counted busy
     pthread_mutex_unlock(&S->emu);
     double t_end = cli_now() + timeout_s;
     for (;;) {

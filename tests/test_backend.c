@@ -220,11 +220,11 @@ static void kt_unpack_ref(int type, const uint8_t *w, size_t rb, int64_t sb, str
 }
 
 // Random bytes as blocks (every bit pattern is a block; the scales may be NaN, copied alike).
-// Q3_K is unpacked from its x16 layout, Q2_K from both (their d made finite: NaN payloads may
-// convert differently).
+// Q3_K is unpacked from its x16 layout, Q2_K and IQ4_XS from both (their d made finite: NaN
+// payloads may convert differently).
 static void check_kt_unpack(void) {
     const int types[] = {LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_Q2_K, LLM__TYPE_Q6_K, LLM__TYPE_Q5_K,
-                         LLM__TYPE_IQ4_XS};
+                         LLM__TYPE_IQ4_XS, LLM__TYPE_IQ4_XS};
     int bad = 0, n = 0;
     for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++) {
         const size_t rb = llm__row_bytes(types[i], 512);
@@ -242,6 +242,10 @@ static void check_kt_unpack(void) {
             }
             rec = aligned_alloc(64, llm__x16q2_group_bytes(512));
             llm__x16q2_repack(w, rec, 512, 0, 1);
+        } else if (types[i] == LLM__TYPE_IQ4_XS && i == 6) {
+            for (int k = 0; k < 32; k++) ((struct llm__block_iq4_xs *)w)[k].d &= 0xbbff;
+            rec = aligned_alloc(64, llm__x16iq4_group_bytes(512));
+            llm__x16iq4_repack(w, rec, 512, 0, 1);
         }
         for (int sb = 0; sb < 2; sb++) {
             struct llm__kt_tile want, got;
@@ -249,7 +253,8 @@ static void check_kt_unpack(void) {
             memset(&got, 0, sizeof(got));
             kt_unpack_ref(types[i], w, rb, sb, &want);
             if (rec && types[i] == LLM__TYPE_Q3_K) llm__kt_unpack_x16q3(rec, 2, sb, &got);
-            else if (rec) llm__kt_unpack_x16q2(rec, sb, &got);
+            else if (rec && types[i] == LLM__TYPE_Q2_K) llm__kt_unpack_x16q2(rec, sb, &got);
+            else if (rec) llm__kt_unpack_x16iq4(rec, sb, &got);
             else llm__kt_unpack_avx512(types[i], w, rb, sb, &got);
             bad += memcmp(&want, &got, sizeof(want)) != 0;
             n++;
@@ -1333,6 +1338,8 @@ int main(void) {
     check_matmul(LLM__TYPE_Q3_K, 768, 48, 5, 2, false);    // x16 Q3_K with an odd number of super-blocks
     check_matmul(LLM__TYPE_Q2_K, 768, 48, 5, 2, true);     // x16 Q2_K likewise
     check_matmul(LLM__TYPE_Q2_K, 768, 48, 40, 2, true);    // (and its prompt tiles unpacked from x16)
+    check_matmul(LLM__TYPE_IQ4_XS, 768, 48, 9, 2, true);   // x16 IQ4_XS likewise
+    check_matmul(LLM__TYPE_IQ4_XS, 768, 48, 33, 1, false);
     // N not a multiple of 16: the plain layout
     check_matmul(LLM__TYPE_Q4_0, 256, 10, 3, 2, false);
     // AWQ / GPTQ: x16 G4 records of several groups (576 inputs: 9 groups of 64), 8+ tokens a tile

@@ -336,9 +336,12 @@ def chaos():
         time.sleep(0.01)
     events["term"] = time.time()
     r2.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.1)
+    for _ in range(100):   # (the signal is taken within moments; a sanitizer build's are long)
+        events["r2_ready"] = get("http://%s/ready" % r2.addr)
+        if events["r2_ready"][0] != 200:
+            break
+        time.sleep(0.05)
     events["r2_health"] = get("http://%s/health" % r2.addr)[0]
-    events["r2_ready"] = get("http://%s/ready" % r2.addr)
     req = urllib.request.Request("http://%s/v1/completions" % r2.addr, data=b'{"prompt": "x", "max_tokens": 2}',
                                  headers={"Content-Type": "application/json"})
     try:
