@@ -1320,9 +1320,7 @@ enum { LLM__LAYOUT_PLAIN = 0, LLM__LAYOUT_X16 = 1 };
 
 LLM__INTERNAL size_t llm__x16q3_group_bytes(int64_t ne0);
 
-LLM__INTERNAL size_t llm__x16q2_group_bytes(int64_t ne0);
-
-LLM__INTERNAL size_t llm__x16iq4_group_bytes(int64_t ne0);
+LLM__INTERNAL size_t llm__x16f_group_bytes(int type, int64_t ne0);
 
 // The x16 layouts whose tiles read Q8_K activations (the types' own dot type), not an x16 format.
 static inline bool llm__x16_q8k(int type) {
@@ -9988,8 +9986,7 @@ size_t llm__x16_group_bytes(int type, int64_t ne0) {
     if (llm__is_gq(type)) return (size_t)(ne0 / llm__gq_group(type)) * llm__x16g_unit(type);
     if (type == LLM__TYPE_Q4_K) return (size_t)(ne0 / 256) * 2368;   // LLM__X16K_SB
     if (type == LLM__TYPE_Q3_K) return llm__x16q3_group_bytes(ne0);
-    if (type == LLM__TYPE_Q2_K) return llm__x16q2_group_bytes(ne0);
-    if (type == LLM__TYPE_IQ4_XS) return llm__x16iq4_group_bytes(ne0);
+    if (type == LLM__TYPE_Q2_K || type == LLM__TYPE_IQ4_XS) return llm__x16f_group_bytes(type, ne0);
     int64_t nb = ne0 / 32;
     return (size_t)(nb / 2) * llm__x16_unit(type) + (nb % 2 ? llm__x16_qbytes(type) + llm__x16_sbytes(type) : 0);
 }
@@ -10702,38 +10699,6 @@ static void llm__x16q3_dequantize_row(const void *w, int64_t r, float *y, int64_
 // every Q2_K kernel ends it: acc += isum * (d * d_a), then acc += imin * (dmin * -d_a).
 #define LLM__X16Q2_SB 1344   // bytes of one super-block of 16 rows
 
-size_t llm__x16q2_group_bytes(int64_t ne0) { return (size_t)(ne0 / 256) * LLM__X16Q2_SB; }
-
-static void llm__x16q2_repack(const void *src, void *dst, int64_t ne0, int64_t g0, int64_t g1) {
-    const int64_t nsb = ne0 / 256;
-    for (int64_t g = g0; g < g1; g++)
-        for (int64_t sb = 0; sb < nsb; sb++) {
-            uint8_t *o = (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * LLM__X16Q2_SB;
-            for (int r = 0; r < 16; r++) {
-                const struct llm__block_q2_K *x = (const struct llm__block_q2_K *)src + (16 * g + r) * nsb + sb;
-                for (int c = 0; c < 16; c++) memcpy(o + 64 * c + 4 * r, x->qs + 32 * (c / 8) + 4 * (c % 8), 4);
-                for (int s = 0; s < 16; s++) o[1024 + 32 * (s / 2) + 2 * r + s % 2] = x->scales[s];
-                memcpy(o + 1280 + 2 * r, &x->d, 2);
-                memcpy(o + 1312 + 2 * r, &x->dmin, 2);
-            }
-        }
-}
-
-// Row r as floats: its plain blocks put back together and dequantized as they are.
-static void llm__x16q2_dequantize_row(const void *w, int64_t r, float *y, int64_t ne0) {
-    const int64_t nsb = ne0 / 256;
-    const int ri = (int)(r % 16);
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *o = (const uint8_t *)w + ((size_t)(r / 16) * (size_t)nsb + (size_t)sb) * LLM__X16Q2_SB;
-        struct llm__block_q2_K x;
-        for (int c = 0; c < 16; c++) memcpy(x.qs + 32 * (c / 8) + 4 * (c % 8), o + 64 * c + 4 * ri, 4);
-        for (int s = 0; s < 16; s++) x.scales[s] = o[1024 + 32 * (s / 2) + 2 * ri + s % 2];
-        memcpy(&x.d, o + 1280 + 2 * ri, 2);
-        memcpy(&x.dmin, o + 1312 + 2 * ri, 2);
-        llm__dequantize_row(LLM__TYPE_Q2_K, &x, y + sb * 256, 256);
-    }
-}
-
 // --- IQ4_XS in x16 ---
 //
 // Per group of 16 rows, per super-block (2176 bytes, the plain size; 64-byte aligned):
@@ -10747,35 +10712,64 @@ static void llm__x16q2_dequantize_row(const void *w, int64_t r, float *y, int64_
 // ls - 32: the plain kernel's integers; a super-block ends as it does, acc += isum * (d * d_a).
 #define LLM__X16IQ4_SB 2176   // bytes of one super-block of 16 rows
 
-size_t llm__x16iq4_group_bytes(int64_t ne0) { return (size_t)(ne0 / 256) * LLM__X16IQ4_SB; }
+// Where the fields of a Q2_K or IQ4_XS block go in its x16 super-block (above): len bytes at src
+// in row r's block to dst + r * rstride in the 16 rows' record of 16 x the block's size.
+struct llm__x16f_field { uint16_t src, dst, len, rstride; };
 
-static void llm__x16iq4_repack(const void *src, void *dst, int64_t ne0, int64_t g0, int64_t g1) {
+static int llm__x16f_fields(int type, struct llm__x16f_field *f) {
+    int n = 0;
+    if (type == LLM__TYPE_Q2_K) {
+        const uint16_t qs = offsetof(struct llm__block_q2_K, qs), sc = offsetof(struct llm__block_q2_K, scales);
+        for (int c = 0; c < 16; c++) f[n++] = (struct llm__x16f_field){(uint16_t)(qs + 32 * (c / 8) + 4 * (c % 8)),
+                                                                       (uint16_t)(64 * c), 4, 4};
+        for (int k = 0; k < 16; k++)
+            f[n++] = (struct llm__x16f_field){(uint16_t)(sc + k), (uint16_t)(1024 + 32 * (k / 2) + k % 2), 1, 2};
+        f[n++] = (struct llm__x16f_field){offsetof(struct llm__block_q2_K, d), 1280, 2, 2};
+        f[n++] = (struct llm__x16f_field){offsetof(struct llm__block_q2_K, dmin), 1312, 2, 2};
+    } else {   // IQ4_XS
+        const uint16_t qs = offsetof(struct llm__block_iq4_xs, qs);
+        for (int c = 0; c < 32; c++)
+            f[n++] = (struct llm__x16f_field){(uint16_t)(qs + 4 * c), (uint16_t)(64 * c), 4, 4};
+        f[n++] = (struct llm__x16f_field){offsetof(struct llm__block_iq4_xs, scales_l), 2048, 4, 4};
+        f[n++] = (struct llm__x16f_field){offsetof(struct llm__block_iq4_xs, scales_h), 2112, 2, 2};
+        f[n++] = (struct llm__x16f_field){offsetof(struct llm__block_iq4_xs, d), 2144, 2, 2};
+    }
+    return n;
+}
+
+// Bytes of a group of 16 rows of a Q2_K or IQ4_XS matrix in x16 (the plain size).
+size_t llm__x16f_group_bytes(int type, int64_t ne0) {
+    return (size_t)(ne0 / 256) * 16 * llm__type_table[type].block_bytes;
+}
+
+// Rewrites row groups [g0, g1) of a plain Q2_K or IQ4_XS matrix into x16 records.
+static void llm__x16f_repack(int type, const void *src, void *dst, int64_t ne0, int64_t g0, int64_t g1) {
+    struct llm__x16f_field f[40];
+    const int nf = llm__x16f_fields(type, f);
     const int64_t nsb = ne0 / 256;
+    const size_t bb = llm__type_table[type].block_bytes;
     for (int64_t g = g0; g < g1; g++)
         for (int64_t sb = 0; sb < nsb; sb++) {
-            uint8_t *o = (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * LLM__X16IQ4_SB;
+            uint8_t *o = (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * 16 * bb;
             for (int r = 0; r < 16; r++) {
-                const struct llm__block_iq4_xs *x = (const struct llm__block_iq4_xs *)src + (16 * g + r) * nsb + sb;
-                for (int c = 0; c < 32; c++) memcpy(o + 64 * c + 4 * r, x->qs + 4 * c, 4);
-                memcpy(o + 2048 + 4 * r, x->scales_l, 4);
-                memcpy(o + 2112 + 2 * r, &x->scales_h, 2);
-                memcpy(o + 2144 + 2 * r, &x->d, 2);
+                const uint8_t *x = (const uint8_t *)src + ((size_t)(16 * g + r) * (size_t)nsb + (size_t)sb) * bb;
+                for (int i = 0; i < nf; i++) memcpy(o + f[i].dst + r * f[i].rstride, x + f[i].src, f[i].len);
             }
         }
 }
 
 // Row r as floats: its plain blocks put back together and dequantized as they are.
-static void llm__x16iq4_dequantize_row(const void *w, int64_t r, float *y, int64_t ne0) {
+static void llm__x16f_dequantize_row(int type, const void *w, int64_t r, float *y, int64_t ne0) {
+    struct llm__x16f_field f[40];
+    const int nf = llm__x16f_fields(type, f);
     const int64_t nsb = ne0 / 256;
+    const size_t bb = llm__type_table[type].block_bytes;
     const int ri = (int)(r % 16);
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *o = (const uint8_t *)w + ((size_t)(r / 16) * (size_t)nsb + (size_t)sb) * LLM__X16IQ4_SB;
-        struct llm__block_iq4_xs x;
-        for (int c = 0; c < 32; c++) memcpy(x.qs + 4 * c, o + 64 * c + 4 * ri, 4);
-        memcpy(x.scales_l, o + 2048 + 4 * ri, 4);
-        memcpy(&x.scales_h, o + 2112 + 2 * ri, 2);
-        memcpy(&x.d, o + 2144 + 2 * ri, 2);
-        llm__dequantize_row(LLM__TYPE_IQ4_XS, &x, y + sb * 256, 256);
+        const uint8_t *o = (const uint8_t *)w + ((size_t)(r / 16) * (size_t)nsb + (size_t)sb) * 16 * bb;
+        _Alignas(8) uint8_t x[sizeof(struct llm__block_iq4_xs)];   // (the larger of the two)
+        for (int i = 0; i < nf; i++) memcpy(x + f[i].src, o + f[i].dst + ri * f[i].rstride, f[i].len);
+        llm__dequantize_row(type, x, y + sb * 256, 256);
     }
 }
 
@@ -10783,8 +10777,7 @@ static void llm__x16iq4_dequantize_row(const void *w, int64_t r, float *y, int64
 void llm__x16_row(int type, const void *w, int64_t r, float *y, int64_t ne0) {
     if (type == LLM__TYPE_Q4_K) llm__x16k_dequantize_row(w, r, y, ne0);
     else if (type == LLM__TYPE_Q3_K) llm__x16q3_dequantize_row(w, r, y, ne0);
-    else if (type == LLM__TYPE_Q2_K) llm__x16q2_dequantize_row(w, r, y, ne0);
-    else if (type == LLM__TYPE_IQ4_XS) llm__x16iq4_dequantize_row(w, r, y, ne0);
+    else if (type == LLM__TYPE_Q2_K || type == LLM__TYPE_IQ4_XS) llm__x16f_dequantize_row(type, w, r, y, ne0);
     else llm__x16_dequantize_row(type, w, r, y, ne0);
 }
 
@@ -11390,8 +11383,8 @@ static void llm__cpu_repack_worker(void *arg, int ith, int nth) {
     if (llm__is_gq(w->type)) llm__x16g_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
     else if (w->type == LLM__TYPE_Q4_K) llm__x16k_repack(job->src, w->buf.data, w->ne0, g0, g1);
     else if (w->type == LLM__TYPE_Q3_K) llm__x16q3_repack(job->src, w->buf.data, w->ne0, g0, g1);
-    else if (w->type == LLM__TYPE_Q2_K) llm__x16q2_repack(job->src, w->buf.data, w->ne0, g0, g1);
-    else if (w->type == LLM__TYPE_IQ4_XS) llm__x16iq4_repack(job->src, w->buf.data, w->ne0, g0, g1);
+    else if (w->type == LLM__TYPE_Q2_K || w->type == LLM__TYPE_IQ4_XS)
+        llm__x16f_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
     else llm__x16_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
 }
 
@@ -12697,15 +12690,11 @@ static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64
     struct llm__kt_tile tile;
     for (int64_t r = r0; r < r1; r += 16) {
         for (int64_t sb = 0; sb < nsb; sb++) {
-            if (x16 && type == LLM__KT_X16Q3)
-                llm__kt_unpack_x16q3((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16q3_group_bytes(K), nsb,
-                                     sb, &tile);
-            else if (x16 && type == LLM__TYPE_Q2_K)
-                llm__kt_unpack_x16q2((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16q2_group_bytes(K), sb,
-                                     &tile);
-            else if (x16)
-                llm__kt_unpack_x16iq4((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16iq4_group_bytes(K),
-                                      sb, &tile);
+            const uint8_t *rec =
+                    x16 ? (const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16_group_bytes(w->type, K) : NULL;
+            if (x16 && type == LLM__KT_X16Q3) llm__kt_unpack_x16q3(rec, nsb, sb, &tile);
+            else if (x16 && type == LLM__TYPE_Q2_K) llm__kt_unpack_x16q2(rec, sb, &tile);
+            else if (x16) llm__kt_unpack_x16iq4(rec, sb, &tile);
             else {
                 llm__kt_unpack_avx512(w->type, (const uint8_t *)w->buf.data + (size_t)r * rb, rb, sb, &tile);
                 // The next tile's 16 blocks, 16 rows apart, into L2: too many streams for the hardware

@@ -986,15 +986,11 @@ static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64
     struct llm__kt_tile tile;
     for (int64_t r = r0; r < r1; r += 16) {
         for (int64_t sb = 0; sb < nsb; sb++) {
-            if (x16 && type == LLM__KT_X16Q3)
-                llm__kt_unpack_x16q3((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16q3_group_bytes(K), nsb,
-                                     sb, &tile);
-            else if (x16 && type == LLM__TYPE_Q2_K)
-                llm__kt_unpack_x16q2((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16q2_group_bytes(K), sb,
-                                     &tile);
-            else if (x16)
-                llm__kt_unpack_x16iq4((const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16iq4_group_bytes(K),
-                                      sb, &tile);
+            const uint8_t *rec =
+                    x16 ? (const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16_group_bytes(w->type, K) : NULL;
+            if (x16 && type == LLM__KT_X16Q3) llm__kt_unpack_x16q3(rec, nsb, sb, &tile);
+            else if (x16 && type == LLM__TYPE_Q2_K) llm__kt_unpack_x16q2(rec, sb, &tile);
+            else if (x16) llm__kt_unpack_x16iq4(rec, sb, &tile);
             else {
                 llm__kt_unpack_avx512(w->type, (const uint8_t *)w->buf.data + (size_t)r * rb, rb, sb, &tile);
                 // The next tile's 16 blocks, 16 rows apart, into L2: too many streams for the hardware

@@ -982,9 +982,7 @@ enum { LLM__LAYOUT_PLAIN = 0, LLM__LAYOUT_X16 = 1 };
 
 LLM__INTERNAL size_t llm__x16q3_group_bytes(int64_t ne0);
 
-LLM__INTERNAL size_t llm__x16q2_group_bytes(int64_t ne0);
-
-LLM__INTERNAL size_t llm__x16iq4_group_bytes(int64_t ne0);
+LLM__INTERNAL size_t llm__x16f_group_bytes(int type, int64_t ne0);
 
 // The x16 layouts whose tiles read Q8_K activations (the types' own dot type), not an x16 format.
 static inline bool llm__x16_q8k(int type) {

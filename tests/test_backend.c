@@ -240,12 +240,12 @@ static void check_kt_unpack(void) {
                 ((struct llm__block_q2_K *)w)[k].d &= 0xbbff;
                 ((struct llm__block_q2_K *)w)[k].dmin &= 0xbbff;
             }
-            rec = aligned_alloc(64, llm__x16q2_group_bytes(512));
-            llm__x16q2_repack(w, rec, 512, 0, 1);
+            rec = aligned_alloc(64, llm__x16f_group_bytes(LLM__TYPE_Q2_K, 512));
+            llm__x16f_repack(LLM__TYPE_Q2_K, w, rec, 512, 0, 1);
         } else if (types[i] == LLM__TYPE_IQ4_XS && i == 6) {
             for (int k = 0; k < 32; k++) ((struct llm__block_iq4_xs *)w)[k].d &= 0xbbff;
-            rec = aligned_alloc(64, llm__x16iq4_group_bytes(512));
-            llm__x16iq4_repack(w, rec, 512, 0, 1);
+            rec = aligned_alloc(64, llm__x16f_group_bytes(LLM__TYPE_IQ4_XS, 512));
+            llm__x16f_repack(LLM__TYPE_IQ4_XS, w, rec, 512, 0, 1);
         }
         for (int sb = 0; sb < 2; sb++) {
             struct llm__kt_tile want, got;
