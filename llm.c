@@ -10967,9 +10967,9 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16iq4_tile(
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m512i table = _mm512_add_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)llm__iq4nl_values)),
                                           _mm512_set1_epi8(-128));   // (value + 128, unsigned)
-    __m512 acc[8];
+    __m512 acc[8];   // (all 8 set, as dot below: LLM_GENERIC_TILES builds warn otherwise)
 #pragma GCC unroll 8
-    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p0 = rec + (size_t)sb * LLM__X16IQ4_SB;
         if (NT == 1)   // (as the other x16 kernels: the hardware prefetcher alone leaves the core waiting)
@@ -10983,6 +10983,8 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16iq4_tile(
         llm__x16iq4_scales(p0, ls);
         for (int b = 0; b < 8; b++) {
             __m512i dot[8];
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++) dot[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++)   // -128 x the sub-block's activations, taken back out
                 dot[t] = _mm512_set1_epi32(-128 * (a[t]->bsums[2 * b] + a[t]->bsums[2 * b + 1]));
