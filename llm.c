@@ -1324,7 +1324,7 @@ LLM__INTERNAL size_t llm__x16f_group_bytes(int type, int64_t ne0);
 
 // The x16 layouts whose tiles read Q8_K activations (the types' own dot type), not an x16 format.
 static inline bool llm__x16_q8k(int type) {
-    return type == LLM__TYPE_Q3_K || type == LLM__TYPE_Q2_K || type == LLM__TYPE_IQ4_XS;
+    return type == LLM__TYPE_Q3_K || type == LLM__TYPE_Q2_K || type == LLM__TYPE_IQ4_XS || type == LLM__TYPE_Q6_K;
 }
 
 LLM__INTERNAL size_t llm__x16_group_bytes(int type, int64_t ne0);
@@ -1364,6 +1364,9 @@ LLM__INTERNAL LLM__AVX512 void llm__x16q2_tile_avx512(int nt, const uint8_t *rec
 LLM__INTERNAL LLM__AVX512 void llm__x16iq4_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
                                                        int64_t K, float *out, size_t ostride);
 
+LLM__INTERNAL LLM__AVX512 void llm__x16q6_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
+                                                      int64_t K, float *out, size_t ostride);
+
 #define LLM__KT_MIN_TOKENS 32
 
 #define LLM__KT_X16Q3 (-1)   // the tile type of Q3_K weights in x16
@@ -1387,6 +1390,8 @@ LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t 
 LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q2(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t);
 
 LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16iq4(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t);
+
+LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q6(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t);
 
 LLM__INTERNAL LLM__AVX512 void llm__kt_tokens_avx512(int type, int nt, const struct llm__kt_tile *tl,
                                                      const uint8_t *act, size_t stride, float *out, size_t ostride,
@@ -9914,7 +9919,8 @@ struct llm__pool *llm__pool_new(int n_threads, struct llm__err *e) {
 // is how few instructions a multiply-add takes. The GGUF layout (34- or 18-byte blocks, one row
 // after another) serves neither: unaligned loads, and per-row dot products that end in
 // horizontal sums. At load time the CPU backend rewrites Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 matrices
-// whose row count is a multiple of 16 (and Q4_K, Q3_K, Q2_K and IQ4_XS ones, in layouts of their own, below)
+// whose row count is a multiple of 16 (and Q4_K, Q3_K, Q2_K, IQ4_XS and Q6_K ones, in layouts of their own,
+// below)
 // into the "x16" layout: for each group of 16 rows and each block of 32 columns, the rows' quants
 // interleaved 4 bytes at a time, so one 64-byte vector holds the same 4 columns of 16 rows.
 // vpdpbusd against 4 broadcast activation bytes then adds 4 products into each row's own lane; 8
@@ -9959,7 +9965,8 @@ static bool llm__x16_supported(int type, int64_t ne0, int64_t ne1) {
     case LLM__TYPE_Q8_0: case LLM__TYPE_Q4_0: case LLM__TYPE_Q4_1: case LLM__TYPE_Q5_0: case LLM__TYPE_Q5_1:
     case LLM__TYPE_MXFP4:
         return ne0 % 32 == 0;
-    case LLM__TYPE_Q4_K: case LLM__TYPE_Q3_K: case LLM__TYPE_Q2_K: case LLM__TYPE_IQ4_XS: return ne0 % 256 == 0;
+    case LLM__TYPE_Q4_K: case LLM__TYPE_Q3_K: case LLM__TYPE_Q2_K: case LLM__TYPE_IQ4_XS: case LLM__TYPE_Q6_K:
+        return ne0 % 256 == 0;
     default: return false;
     }
 }
@@ -9986,7 +9993,7 @@ size_t llm__x16_group_bytes(int type, int64_t ne0) {
     if (llm__is_gq(type)) return (size_t)(ne0 / llm__gq_group(type)) * llm__x16g_unit(type);
     if (type == LLM__TYPE_Q4_K) return (size_t)(ne0 / 256) * 2368;   // LLM__X16K_SB
     if (type == LLM__TYPE_Q3_K) return llm__x16q3_group_bytes(ne0);
-    if (type == LLM__TYPE_Q2_K || type == LLM__TYPE_IQ4_XS) return llm__x16f_group_bytes(type, ne0);
+    if (llm__x16_q8k(type)) return llm__x16f_group_bytes(type, ne0);   // Q2_K, IQ4_XS, Q6_K
     int64_t nb = ne0 / 32;
     return (size_t)(nb / 2) * llm__x16_unit(type) + (nb % 2 ? llm__x16_qbytes(type) + llm__x16_sbytes(type) : 0);
 }
@@ -10712,9 +10719,31 @@ static void llm__x16q3_dequantize_row(const void *w, int64_t r, float *y, int64_
 // ls - 32: the plain kernel's integers; a super-block ends as it does, acc += isum * (d * d_a).
 #define LLM__X16IQ4_SB 2176   // bytes of one super-block of 16 rows
 
-// Where the fields of a Q2_K or IQ4_XS block go in its x16 super-block (above): len bytes at src
+// --- Q6_K in x16 ---
+//
+// Per group of 16 rows, per super-block (3392 bytes: the plain 3360 and 32 of padding, so that
+// every super-block starts a cache line):
+//   quants  4 units of 768 bytes, one per half h and k / 4 (below): the qh chunks of k = 4 (k / 4)
+//           .. + 3, then the ql chunks of those k with g % 2 = 0, then with g % 2 = 1; a chunk is
+//           64 bytes, bytes 4c..4c+3 of ql (c = 16 h + 8 (g % 2) + k) or of qh (c = 8 h + k) of rows
+//           0..15 as stored
+//   scales  256 bytes: sub-block s's int8 scale of row r at 3072 + 16 s + r
+//   d       32 bytes at 3328: the 16 rows' fp16 d
+// Element 128 h + 32 g + 4 k + b (h < 2, g < 4, k < 8, b < 4) is the low (g < 2) or high nibble of
+// byte b of its ql chunk with bits 2g, 2g + 1 of byte b of its qh chunk as bits 4-5: q, 0..63, in
+// sub-block 8 h + 2 g + k / 4. The kernel reads the units in address order, starts each
+// sub-block's sum at -32 x its bsum, takes sum(q * a) by vpdpbusd, multiplies it by the scale (an
+// integer multiply) and ends the super-block as the plain kernel does, acc += isum * (d * d_a):
+// the same bits.
+#define LLM__X16Q6_SB 3392   // bytes of one super-block of 16 rows
+// where the chunks of half h, k (and g % 2) are
+static inline int llm__x16q6_qh(int h, int k) { return 768 * (2 * h + k / 4) + 64 * (k % 4); }
+static inline int llm__x16q6_ql(int h, int g2, int k) { return llm__x16q6_qh(h, k) + 256 + 256 * g2; }
+
+// Where the fields of a Q2_K, IQ4_XS or Q6_K block go in its x16 super-block (above): len bytes at src
 // in row r's block to dst + r * rstride in the 16 rows' record of 16 x the block's size.
 struct llm__x16f_field { uint16_t src, dst, len, rstride; };
+#define LLM__X16F_MAX_FIELDS 65   // (Q6_K's)
 
 static int llm__x16f_fields(int type, struct llm__x16f_field *f) {
     int n = 0;
@@ -10726,6 +10755,17 @@ static int llm__x16f_fields(int type, struct llm__x16f_field *f) {
             f[n++] = (struct llm__x16f_field){(uint16_t)(sc + k), (uint16_t)(1024 + 32 * (k / 2) + k % 2), 1, 2};
         f[n++] = (struct llm__x16f_field){offsetof(struct llm__block_q2_K, d), 1280, 2, 2};
         f[n++] = (struct llm__x16f_field){offsetof(struct llm__block_q2_K, dmin), 1312, 2, 2};
+    } else if (type == LLM__TYPE_Q6_K) {
+        for (int c = 0; c < 32; c++)   // ql chunk c: h = c / 16, g % 2 = c % 16 / 8, k = c % 8
+            f[n++] = (struct llm__x16f_field){(uint16_t)(offsetof(struct llm__block_q6_K, ql) + 4 * c),
+                                              (uint16_t)llm__x16q6_ql(c / 16, c % 16 / 8, c % 8), 4, 4};
+        for (int c = 0; c < 16; c++)   // qh chunk c: h = c / 8, k = c % 8
+            f[n++] = (struct llm__x16f_field){(uint16_t)(offsetof(struct llm__block_q6_K, qh) + 4 * c),
+                                              (uint16_t)llm__x16q6_qh(c / 8, c % 8), 4, 4};
+        for (int s = 0; s < 16; s++)
+            f[n++] = (struct llm__x16f_field){(uint16_t)(offsetof(struct llm__block_q6_K, scales) + s),
+                                              (uint16_t)(3072 + 16 * s), 1, 1};
+        f[n++] = (struct llm__x16f_field){offsetof(struct llm__block_q6_K, d), 3328, 2, 2};
     } else {   // IQ4_XS
         const uint16_t qs = offsetof(struct llm__block_iq4_xs, qs);
         for (int c = 0; c < 32; c++)
@@ -10737,20 +10777,24 @@ static int llm__x16f_fields(int type, struct llm__x16f_field *f) {
     return n;
 }
 
-// Bytes of a group of 16 rows of a Q2_K or IQ4_XS matrix in x16 (the plain size).
+// Bytes of one super-block of 16 rows: 16 blocks, rounded up to whole cache lines (Q6_K: 3392).
+static size_t llm__x16f_sb_bytes(int type) { return (16 * llm__type_table[type].block_bytes + 63) / 64 * 64; }
+
+// Bytes of a group of 16 rows of a Q2_K, IQ4_XS or Q6_K matrix in x16 (the plain size; Q6_K 1% more).
 size_t llm__x16f_group_bytes(int type, int64_t ne0) {
-    return (size_t)(ne0 / 256) * 16 * llm__type_table[type].block_bytes;
+    return (size_t)(ne0 / 256) * llm__x16f_sb_bytes(type);
 }
 
-// Rewrites row groups [g0, g1) of a plain Q2_K or IQ4_XS matrix into x16 records.
+// Rewrites row groups [g0, g1) of a plain Q2_K, IQ4_XS or Q6_K matrix into x16 records.
 static void llm__x16f_repack(int type, const void *src, void *dst, int64_t ne0, int64_t g0, int64_t g1) {
-    struct llm__x16f_field f[40];
+    struct llm__x16f_field f[LLM__X16F_MAX_FIELDS];
     const int nf = llm__x16f_fields(type, f);
     const int64_t nsb = ne0 / 256;
-    const size_t bb = llm__type_table[type].block_bytes;
+    const size_t bb = llm__type_table[type].block_bytes, sbb = llm__x16f_sb_bytes(type);
     for (int64_t g = g0; g < g1; g++)
         for (int64_t sb = 0; sb < nsb; sb++) {
-            uint8_t *o = (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * 16 * bb;
+            uint8_t *o = (uint8_t *)dst + ((size_t)g * (size_t)nsb + (size_t)sb) * sbb;
+            memset(o + 16 * bb, 0, sbb - 16 * bb);   // (the padding)
             for (int r = 0; r < 16; r++) {
                 const uint8_t *x = (const uint8_t *)src + ((size_t)(16 * g + r) * (size_t)nsb + (size_t)sb) * bb;
                 for (int i = 0; i < nf; i++) memcpy(o + f[i].dst + r * f[i].rstride, x + f[i].src, f[i].len);
@@ -10760,14 +10804,14 @@ static void llm__x16f_repack(int type, const void *src, void *dst, int64_t ne0, 
 
 // Row r as floats: its plain blocks put back together and dequantized as they are.
 static void llm__x16f_dequantize_row(int type, const void *w, int64_t r, float *y, int64_t ne0) {
-    struct llm__x16f_field f[40];
+    struct llm__x16f_field f[LLM__X16F_MAX_FIELDS];
     const int nf = llm__x16f_fields(type, f);
     const int64_t nsb = ne0 / 256;
-    const size_t bb = llm__type_table[type].block_bytes;
     const int ri = (int)(r % 16);
+    const size_t sbb = llm__x16f_sb_bytes(type);
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *o = (const uint8_t *)w + ((size_t)(r / 16) * (size_t)nsb + (size_t)sb) * 16 * bb;
-        _Alignas(8) uint8_t x[sizeof(struct llm__block_iq4_xs)];   // (the larger of the two)
+        const uint8_t *o = (const uint8_t *)w + ((size_t)(r / 16) * (size_t)nsb + (size_t)sb) * sbb;
+        _Alignas(8) uint8_t x[sizeof(struct llm__block_q6_K)];   // (the largest of the three)
         for (int i = 0; i < nf; i++) memcpy(x + f[i].src, o + f[i].dst + ri * f[i].rstride, f[i].len);
         llm__dequantize_row(type, x, y + sb * 256, 256);
     }
@@ -10777,7 +10821,7 @@ static void llm__x16f_dequantize_row(int type, const void *w, int64_t r, float *
 void llm__x16_row(int type, const void *w, int64_t r, float *y, int64_t ne0) {
     if (type == LLM__TYPE_Q4_K) llm__x16k_dequantize_row(w, r, y, ne0);
     else if (type == LLM__TYPE_Q3_K) llm__x16q3_dequantize_row(w, r, y, ne0);
-    else if (type == LLM__TYPE_Q2_K || type == LLM__TYPE_IQ4_XS) llm__x16f_dequantize_row(type, w, r, y, ne0);
+    else if (llm__x16_q8k(type)) llm__x16f_dequantize_row(type, w, r, y, ne0);   // Q2_K, IQ4_XS, Q6_K
     else llm__x16_dequantize_row(type, w, r, y, ne0);
 }
 
@@ -11018,6 +11062,74 @@ LLM__AVX512 void llm__x16iq4_tile_avx512(int nt, const uint8_t *rec, const uint8
 #undef LLM__X16IQ4_CALL
 }
 #endif
+#if defined(LLM__X86_SIMD)
+// q (0..63) of columns 128 h + 32 g + 4 k .. + 3 of the 16 rows of an x16 Q6_K super-block (p0).
+LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__x16q6_chunk(const uint8_t *p0, int h, int g,
+                                                                                int k) {
+    const __m512i ql = _mm512_loadu_si512((const void *)(p0 + llm__x16q6_ql(h, g % 2, k)));
+    const __m512i qh = _mm512_loadu_si512((const void *)(p0 + llm__x16q6_qh(h, k)));
+    // (16-bit shifts leak bits across bytes only outside the masks)
+    const __m512i lo = g < 2 ? ql : _mm512_srli_epi16(ql, 4);
+    const __m512i hi = g == 0 ? _mm512_slli_epi16(qh, 4) : g == 1 ? _mm512_slli_epi16(qh, 2)
+                       : g == 2 ? qh : _mm512_srli_epi16(qh, 2);
+    return _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi8(15)), _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
+}
+
+// out[t][0..16) = the 16 rows of one x16 Q6_K group times NT tokens' Q8_K rows (act + t * stride).
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q6_tile(
+        int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
+    const int64_t nsb = K / 256;
+    __m512 acc[8];   // (all 8 set: LLM_GENERIC_TILES builds warn otherwise)
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p0 = rec + (size_t)sb * LLM__X16Q6_SB;
+        // (no software prefetch: read in address order, the hardware prefetcher alone keeps up, and 4 KB
+        // ahead as the other x16 kernels took decode from 29-30 to 25.5 tokens/s on the TinyLlama shape)
+        const struct llm__block_q8_K *a[8] = {0};   // (all 8 set: LLM_GENERIC_TILES builds warn otherwise)
+        __m512i isum[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) a[t] = (const struct llm__block_q8_K *)(act + (size_t)t * stride) + sb;
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+            for (int kh = 0; kh < 2; kh++)   // one unit of chunks
+#pragma GCC unroll 4
+                for (int g = 0; g < 4; g++) {   // sub-block s: chunks k = 4 kh .. 4 kh + 3
+                    const int s = 8 * h + 2 * g + kh;
+                    __m512i dot[8];
+#pragma GCC unroll 8
+                    for (int t = 0; t < 8; t++) dot[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                    for (int t = 0; t < NT; t++) dot[t] = _mm512_set1_epi32(-32 * a[t]->bsums[s]);
+#pragma GCC unroll 4
+                    for (int k = 4 * kh; k < 4 * kh + 4; k++) {
+                        const __m512i u = llm__x16q6_chunk(p0, h, g, k);
+#pragma GCC unroll 8
+                        for (int t = 0; t < NT; t++)
+                            dot[t] = llm__dpbusd_bcast(dot[t], u, a[t]->qs + 128 * h + 32 * g + 4 * k);
+                    }
+                    const __m512i sc = _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(p0 + 3072 + 16 * s)));
+#pragma GCC unroll 8
+                    for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(dot[t], sc));
+                }
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 3328)));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d16, _mm512_set1_ps(a[t]->d)), acc[t]);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
+}
+
+LLM__AVX512 void llm__x16q6_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
+                                        float *out, size_t ostride) {
+#define LLM__X16Q6_CALL(TYPE, N) llm__x16q6_tile(N, rec, act, stride, K, out, ostride)
+    LLM__NT_SWITCH(LLM__X16Q6_CALL, 0)
+#undef LLM__X16Q6_CALL
+}
+#endif
 // --- K-quant tiles: prompt products of Q2_K, Q3_K, Q5_K, Q6_K and IQ4_XS weights (AVX-512) ---
 //
 // These types have no x16 layout: unpacked to bytes they would grow 1.3-3x, and decode reads them
@@ -11233,6 +11345,24 @@ LLM__AVX512 void llm__kt_unpack_x16iq4(const uint8_t *rec, int64_t sb, struct ll
     _mm512_storeu_ps(t->d, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 2144))));
 }
 
+// Super-block sb of an x16 Q6_K group (rec) into the tile llm__kt_unpack_avx512 makes of the
+// plain blocks (type LLM__TYPE_Q6_K).
+LLM__AVX512 void llm__kt_unpack_x16q6(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t) {
+    const uint8_t *p0 = rec + (size_t)sb * LLM__X16Q6_SB;
+    for (int s = 0; s < 16; s++)
+        _mm512_storeu_si512((void *)t->ls[s],
+                            _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(p0 + 3072 + 16 * s))));
+    for (int p = 0; p < 8; p++) {   // 32 x the scales of sub-blocks 2p, 2p + 1, row by row
+        const __m128i s0 = _mm_load_si128((const __m128i *)(p0 + 3072 + 32 * p));
+        const __m128i s1 = _mm_load_si128((const __m128i *)(p0 + 3072 + 32 * p + 16));
+        const __m256i pairs = _mm256_set_m128i(_mm_unpackhi_epi8(s0, s1), _mm_unpacklo_epi8(s0, s1));
+        _mm512_storeu_si512((void *)t->ol[p], _mm512_slli_epi16(_mm512_cvtepi8_epi16(pairs), 5));
+    }
+    for (int c = 0; c < 64; c++)   // columns 4c..4c+3: 128 h + 32 g + 4 k
+        _mm512_store_si512((void *)t->q[c], llm__x16q6_chunk(p0, c / 32, c % 32 / 8, c % 8));
+    _mm512_storeu_ps(t->d, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 3328))));
+}
+
 // out[t][0..16) (+)= the tile's 16 rows times NT tokens' Q8_K block (act + t * stride).
 LLM__AVX512 static inline __attribute__((always_inline)) void llm__kt_tokens(
         int type, int NT, const struct llm__kt_tile *tl, const uint8_t *act, size_t stride, float *out, size_t ostride,
@@ -11385,8 +11515,7 @@ static void llm__cpu_repack_worker(void *arg, int ith, int nth) {
     if (llm__is_gq(w->type)) llm__x16g_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
     else if (w->type == LLM__TYPE_Q4_K) llm__x16k_repack(job->src, w->buf.data, w->ne0, g0, g1);
     else if (w->type == LLM__TYPE_Q3_K) llm__x16q3_repack(job->src, w->buf.data, w->ne0, g0, g1);
-    else if (w->type == LLM__TYPE_Q2_K || w->type == LLM__TYPE_IQ4_XS)
-        llm__x16f_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
+    else if (llm__x16_q8k(w->type)) llm__x16f_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
     else llm__x16_repack(w->type, job->src, w->buf.data, w->ne0, g0, g1);
 }
 
@@ -12667,6 +12796,8 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
                     llm__x16q2_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 else if (w->type == LLM__TYPE_IQ4_XS)
                     llm__x16iq4_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
+                else if (w->type == LLM__TYPE_Q6_K)
+                    llm__x16q6_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 else llm__x16_tile_avx512(w->type, nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 if (bias)
                     for (int i = 0; i < nt; i++)
@@ -12678,14 +12809,15 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
 #endif
 
 #if defined(LLM__X86_SIMD)
-// Rows [r0, r1) of plain K-quant (or IQ4_XS) weight j, or of x16 Q3_K, Q2_K or IQ4_XS (r0, r1 multiples of 16)
+// Rows [r0, r1) of plain K-quant (or IQ4_XS) weight j, or of x16 Q3_K, Q2_K, IQ4_XS or Q6_K (r0, r1 multiples
+// of 16)
 // for every token, a tile of 16 rows x one super-block at a time (see "K-quant tiles" in
 // backends/cpu_tiles.c).
 static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
     const struct llm__weight *w = job->w[j];
     const int64_t K = job->x.ne0, nsb = K / LLM__QK_K;
     const size_t rb = llm__row_bytes(w->type, K), stride = job->xq_stride[j];
-    const bool x16 = w->layout == LLM__LAYOUT_X16;   // Q3_K, Q2_K, IQ4_XS
+    const bool x16 = w->layout == LLM__LAYOUT_X16;   // Q3_K, Q2_K, IQ4_XS, Q6_K
     const int type = x16 && w->type == LLM__TYPE_Q3_K ? LLM__KT_X16Q3 : w->type;
     const struct llm__tensor d = job->dst[j];
     const size_t os = d.nb1 / sizeof(float);
@@ -12696,7 +12828,8 @@ static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64
                     x16 ? (const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16_group_bytes(w->type, K) : NULL;
             if (x16 && type == LLM__KT_X16Q3) llm__kt_unpack_x16q3(rec, nsb, sb, &tile);
             else if (x16 && type == LLM__TYPE_Q2_K) llm__kt_unpack_x16q2(rec, sb, &tile);
-            else if (x16) llm__kt_unpack_x16iq4(rec, sb, &tile);
+            else if (x16 && type == LLM__TYPE_IQ4_XS) llm__kt_unpack_x16iq4(rec, sb, &tile);
+            else if (x16) llm__kt_unpack_x16q6(rec, sb, &tile);
             else {
                 llm__kt_unpack_avx512(w->type, (const uint8_t *)w->buf.data + (size_t)r * rb, rb, sb, &tile);
                 // The next tile's 16 blocks, 16 rows apart, into L2: too many streams for the hardware
@@ -13250,7 +13383,7 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
     for (int j = 0; j < n; j++) {
         int vt = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
         if (w[j]->layout == LLM__LAYOUT_X16 && !llm__x16_q8k(w[j]->type))
-            vt = LLM__X16_ACT + w[j]->type;   // (x16 Q3_K, Q2_K and IQ4_XS read Q8_K, their dot type)
+            vt = LLM__X16_ACT + w[j]->type;   // (x16 Q3_K, Q2_K, IQ4_XS and Q6_K read Q8_K, their dot type)
 #if defined(LLM__X86_SIMD)
         if (c->simd == LLM__SIMD_AVX2 && w[j]->layout == LLM__LAYOUT_PLAIN && llm__b32_tiled(w[j]->type))
             vt += LLM__SC_ACT;

@@ -220,11 +220,11 @@ static void kt_unpack_ref(int type, const uint8_t *w, size_t rb, int64_t sb, str
 }
 
 // Random bytes as blocks (every bit pattern is a block; the scales may be NaN, copied alike).
-// Q3_K is unpacked from its x16 layout, Q2_K and IQ4_XS from both (their d made finite: NaN
+// Q3_K is unpacked from its x16 layout, Q2_K, IQ4_XS and Q6_K from both (their d made finite: NaN
 // payloads may convert differently).
 static void check_kt_unpack(void) {
     const int types[] = {LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_Q2_K, LLM__TYPE_Q6_K, LLM__TYPE_Q5_K,
-                         LLM__TYPE_IQ4_XS, LLM__TYPE_IQ4_XS};
+                         LLM__TYPE_IQ4_XS, LLM__TYPE_IQ4_XS, LLM__TYPE_Q6_K};
     int bad = 0, n = 0;
     for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++) {
         const size_t rb = llm__row_bytes(types[i], 512);
@@ -246,6 +246,10 @@ static void check_kt_unpack(void) {
             for (int k = 0; k < 32; k++) ((struct llm__block_iq4_xs *)w)[k].d &= 0xbbff;
             rec = aligned_alloc(64, llm__x16f_group_bytes(LLM__TYPE_IQ4_XS, 512));
             llm__x16f_repack(LLM__TYPE_IQ4_XS, w, rec, 512, 0, 1);
+        } else if (types[i] == LLM__TYPE_Q6_K && i == 7) {
+            for (int k = 0; k < 32; k++) ((struct llm__block_q6_K *)w)[k].d &= 0xbbff;
+            rec = aligned_alloc(64, llm__x16f_group_bytes(LLM__TYPE_Q6_K, 512));
+            llm__x16f_repack(LLM__TYPE_Q6_K, w, rec, 512, 0, 1);
         }
         for (int sb = 0; sb < 2; sb++) {
             struct llm__kt_tile want, got;
@@ -254,7 +258,8 @@ static void check_kt_unpack(void) {
             kt_unpack_ref(types[i], w, rb, sb, &want);
             if (rec && types[i] == LLM__TYPE_Q3_K) llm__kt_unpack_x16q3(rec, 2, sb, &got);
             else if (rec && types[i] == LLM__TYPE_Q2_K) llm__kt_unpack_x16q2(rec, sb, &got);
-            else if (rec) llm__kt_unpack_x16iq4(rec, sb, &got);
+            else if (rec && types[i] == LLM__TYPE_IQ4_XS) llm__kt_unpack_x16iq4(rec, sb, &got);
+            else if (rec) llm__kt_unpack_x16q6(rec, sb, &got);
             else llm__kt_unpack_avx512(types[i], w, rb, sb, &got);
             bad += memcmp(&want, &got, sizeof(want)) != 0;
             n++;
@@ -1340,6 +1345,8 @@ int main(void) {
     check_matmul(LLM__TYPE_Q2_K, 768, 48, 40, 2, true);    // (and its prompt tiles unpacked from x16)
     check_matmul(LLM__TYPE_IQ4_XS, 768, 48, 9, 2, true);   // x16 IQ4_XS likewise
     check_matmul(LLM__TYPE_IQ4_XS, 768, 48, 33, 1, false);
+    check_matmul(LLM__TYPE_Q6_K, 768, 48, 9, 2, true);     // x16 Q6_K likewise
+    check_matmul(LLM__TYPE_Q6_K, 768, 48, 33, 1, false);
     // N not a multiple of 16: the plain layout
     check_matmul(LLM__TYPE_Q4_0, 256, 10, 3, 2, false);
     // AWQ / GPTQ: x16 G4 records of several groups (576 inputs: 9 groups of 64), 8+ tokens a tile
