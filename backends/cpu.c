@@ -963,6 +963,8 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
                     llm__x16iq4_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 else if (w->type == LLM__TYPE_Q6_K)
                     llm__x16q6_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
+                else if (w->type == LLM__TYPE_Q5_K)
+                    llm__x16q5_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 else llm__x16_tile_avx512(w->type, nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 if (bias)
                     for (int i = 0; i < nt; i++)
@@ -974,41 +976,25 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
 #endif
 
 #if defined(LLM__X86_SIMD)
-// Rows [r0, r1) of plain K-quant (or IQ4_XS) weight j, or of x16 Q3_K, Q2_K, IQ4_XS or Q6_K (r0, r1 multiples
-// of 16)
-// for every token, a tile of 16 rows x one super-block at a time (see "K-quant tiles" in
+// Rows [r0, r1) (multiples of 16) of x16 weight j of a type llm__x16_q8k names (Q2_K, Q3_K, Q5_K, Q6_K,
+// IQ4_XS) for every token, a tile of 16 rows x one super-block at a time (see "K-quant tiles" in
 // backends/cpu_tiles.c).
 static void llm__cpu_mm_kt(struct llm__cpu_mm_job *job, int j, int64_t r0, int64_t r1, const float *bias) {
     const struct llm__weight *w = job->w[j];
     const int64_t K = job->x.ne0, nsb = K / LLM__QK_K;
-    const size_t rb = llm__row_bytes(w->type, K), stride = job->xq_stride[j];
-    const bool x16 = w->layout == LLM__LAYOUT_X16;   // Q3_K, Q2_K, IQ4_XS, Q6_K
-    const int type = x16 && w->type == LLM__TYPE_Q3_K ? LLM__KT_X16Q3 : w->type;
+    const size_t stride = job->xq_stride[j], rec_bytes = llm__x16_group_bytes(w->type, K);
+    const int type = w->type == LLM__TYPE_Q3_K ? LLM__KT_X16Q3 : w->type;
     const struct llm__tensor d = job->dst[j];
     const size_t os = d.nb1 / sizeof(float);
     struct llm__kt_tile tile;
     for (int64_t r = r0; r < r1; r += 16) {
         for (int64_t sb = 0; sb < nsb; sb++) {
-            const uint8_t *rec =
-                    x16 ? (const uint8_t *)w->buf.data + (size_t)(r / 16) * llm__x16_group_bytes(w->type, K) : NULL;
-            if (x16 && type == LLM__KT_X16Q3) llm__kt_unpack_x16q3(rec, nsb, sb, &tile);
-            else if (x16 && type == LLM__TYPE_Q2_K) llm__kt_unpack_x16q2(rec, sb, &tile);
-            else if (x16 && type == LLM__TYPE_IQ4_XS) llm__kt_unpack_x16iq4(rec, sb, &tile);
-            else if (x16) llm__kt_unpack_x16q6(rec, sb, &tile);
-            else {
-                llm__kt_unpack_avx512(w->type, (const uint8_t *)w->buf.data + (size_t)r * rb, rb, sb, &tile);
-                // The next tile's 16 blocks, 16 rows apart, into L2: too many streams for the hardware
-                // prefetcher (without this the unpacking waited on memory for a tenth of a Q6_K prompt's
-                // time; into L1, 2% slower than into L2).
-                const int64_t nr = sb + 1 < nsb ? r : r + 16, nsb1 = sb + 1 < nsb ? sb + 1 : 0;
-                const size_t bb = rb / (size_t)nsb;   // bytes of a super-block
-                if (nr < r1)
-                    for (int k = 0; k < 16; k++) {
-                        const char *p = (const char *)w->buf.data + (size_t)(nr + k) * rb + (size_t)nsb1 * bb;
-                        for (size_t o = 0; o < bb; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
-                        _mm_prefetch(p + bb - 1, _MM_HINT_T1);
-                    }
-            }
+            const uint8_t *rec = (const uint8_t *)w->buf.data + (size_t)(r / 16) * rec_bytes;
+            if (type == LLM__KT_X16Q3) llm__kt_unpack_x16q3(rec, nsb, sb, &tile);
+            else if (type == LLM__TYPE_Q2_K) llm__kt_unpack_x16q2(rec, sb, &tile);
+            else if (type == LLM__TYPE_IQ4_XS) llm__kt_unpack_x16iq4(rec, sb, &tile);
+            else if (type == LLM__TYPE_Q6_K) llm__kt_unpack_x16q6(rec, sb, &tile);
+            else llm__kt_unpack_x16q5(rec, sb, &tile);
             for (int64_t t = 0; t < job->ntok; t += 8) {
                 const uint8_t *act =
                     (const uint8_t *)job->xq[j] + (size_t)t * stride + (size_t)sb * sizeof(struct llm__block_q8_K);
@@ -1517,11 +1503,6 @@ static void llm__cpu_mm_worker(void *arg, int ith, int nth) {
             llm__cpu_mm_b32(job, j, r0, r1, bias);
             continue;
         }
-        if (job->ntok >= LLM__KT_MIN_TOKENS && job->c->simd == LLM__SIMD_AVX512 && job->c->repack &&
-            llm__kt_supported(w->type, K, w->ne1)) {
-            llm__cpu_mm_kt(job, j, r0, r1, bias);
-            continue;
-        }
 #endif
         for (int64_t t0 = 0; t0 < job->ntok; t0 += LLM__MM_TOKEN_TILE) {
             int64_t t1 = LLM__MIN(t0 + LLM__MM_TOKEN_TILE, job->ntok);
@@ -1548,7 +1529,7 @@ static void llm__cpu_matmul(void *ctx, int n, const struct llm__tensor *dst, con
     for (int j = 0; j < n; j++) {
         int vt = llm__type_info((uint32_t)w[j]->type)->vec_dot_type;
         if (w[j]->layout == LLM__LAYOUT_X16 && !llm__x16_q8k(w[j]->type))
-            vt = LLM__X16_ACT + w[j]->type;   // (x16 Q3_K, Q2_K, IQ4_XS and Q6_K read Q8_K, their dot type)
+            vt = LLM__X16_ACT + w[j]->type;   // (x16 K-quants but Q4_K, and IQ4_XS, read Q8_K: their dot type)
 #if defined(LLM__X86_SIMD)
         if (c->simd == LLM__SIMD_AVX2 && w[j]->layout == LLM__LAYOUT_PLAIN && llm__b32_tiled(w[j]->type))
             vt += LLM__SC_ACT;

@@ -7,8 +7,8 @@
 // once, whatever B is.
 #include "../src/internal.h"
 
-// Where the dense weights of the type are repacked into the x16 layout (AVX-512; not Q3_K, Q2_K or
-// IQ4_XS, whose x16 tiles read another activation format) and an expert is whole groups of 16 rows, the experts
+// Where the dense weights of the type are repacked into the x16 layout (AVX-512; not Q2_K, Q3_K, Q5_K,
+// Q6_K or IQ4_XS, whose x16 tiles read another activation format) and an expert is whole groups of 16 rows, the experts
 // are too (backends/cpu_tiles.c; the file's pages are given back); elsewhere they stay where the
 // mapped file has them.
 enum llm_status llm__cpu_weight_load_experts(void *ctx, struct llm__weight *w, int type, int64_t ne0, int64_t ne1,

@@ -9,8 +9,8 @@
 // is how few instructions a multiply-add takes. The GGUF layout (34- or 18-byte blocks, one row
 // after another) serves neither: unaligned loads, and per-row dot products that end in
 // horizontal sums. At load time the CPU backend rewrites Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 matrices
-// whose row count is a multiple of 16 (and Q4_K, Q3_K, Q2_K, IQ4_XS and Q6_K ones, in layouts of their own,
-// below)
+// whose row count is a multiple of 16 (and Q4_K, Q3_K, Q2_K, IQ4_XS, Q6_K and Q5_K ones, in layouts of their
+// own, below)
 // into the "x16" layout: for each group of 16 rows and each block of 32 columns, the rows' quants
 // interleaved 4 bytes at a time, so one 64-byte vector holds the same 4 columns of 16 rows.
 // vpdpbusd against 4 broadcast activation bytes then adds 4 products into each row's own lane; 8
@@ -56,6 +56,7 @@ static bool llm__x16_supported(int type, int64_t ne0, int64_t ne1) {
     case LLM__TYPE_MXFP4:
         return ne0 % 32 == 0;
     case LLM__TYPE_Q4_K: case LLM__TYPE_Q3_K: case LLM__TYPE_Q2_K: case LLM__TYPE_IQ4_XS: case LLM__TYPE_Q6_K:
+    case LLM__TYPE_Q5_K:
         return ne0 % 256 == 0;
     default: return false;
     }
@@ -83,7 +84,7 @@ size_t llm__x16_group_bytes(int type, int64_t ne0) {
     if (llm__is_gq(type)) return (size_t)(ne0 / llm__gq_group(type)) * llm__x16g_unit(type);
     if (type == LLM__TYPE_Q4_K) return (size_t)(ne0 / 256) * 2368;   // LLM__X16K_SB
     if (type == LLM__TYPE_Q3_K) return llm__x16q3_group_bytes(ne0);
-    if (llm__x16_q8k(type)) return llm__x16f_group_bytes(type, ne0);   // Q2_K, IQ4_XS, Q6_K
+    if (llm__x16_q8k(type)) return llm__x16f_group_bytes(type, ne0);   // Q2_K, IQ4_XS, Q6_K, Q5_K
     int64_t nb = ne0 / 32;
     return (size_t)(nb / 2) * llm__x16_unit(type) + (nb % 2 ? llm__x16_qbytes(type) + llm__x16_sbytes(type) : 0);
 }
@@ -830,7 +831,22 @@ static void llm__x16q3_dequantize_row(const void *w, int64_t r, float *y, int64_
 static inline int llm__x16q6_qh(int h, int k) { return 768 * (2 * h + k / 4) + 64 * (k % 4); }
 static inline int llm__x16q6_ql(int h, int g2, int k) { return llm__x16q6_qh(h, k) + 256 + 256 * g2; }
 
-// Where the fields of a Q2_K, IQ4_XS or Q6_K block go in its x16 super-block (above): len bytes at src
+// --- Q5_K in x16 ---
+//
+// Per group of 16 rows, per super-block (2816 bytes, the plain size; 64-byte aligned):
+//   scales  3 x 64 bytes: word w (bytes 4w..4w+3 of the 12 packed 6-bit scales and mins) of row r
+//           at 64 w + 4 r, unpacked for 16 rows at once as llm__unpack_k4_scales does for one
+//   d, dmin 2 x 32 bytes at 192: the 16 rows' fp16 d, then their dmin
+//   qh      8 chunks of 64 bytes at 256: chunk k = qh bytes 4k..4k+3 of rows 0..15
+//   qs      32 chunks of 64 bytes at 768: chunk c = qs bytes 4c..4c+3 of rows 0..15
+// Element 64 j + 4 k + b (j < 4, k < 8, b < 4) is the low nibble of byte b of qs chunk 8 j + k with
+// bit 2j of byte b of qh chunk k as its bit 4 (sub-block 2j); element 64 j + 32 + 4 k + b the high
+// nibble with bit 2j + 1 (sub-block 2j + 1): q, 0..31. The kernel's sums are the plain kernel's
+// (isum = sum of scale x sum(q * a), imin = sum of min x the sub-block's bsums) and a super-block
+// ends as it does: acc += isum * (d * d_a), then acc += imin * (dmin * -d_a).
+#define LLM__X16Q5_SB 2816   // bytes of one super-block of 16 rows
+
+// Where the fields of a Q2_K, IQ4_XS, Q6_K or Q5_K block go in its x16 super-block (above): len bytes at src
 // in row r's block to dst + r * rstride in the 16 rows' record of 16 x the block's size.
 struct llm__x16f_field { uint16_t src, dst, len, rstride; };
 #define LLM__X16F_MAX_FIELDS 65   // (Q6_K's)
@@ -856,6 +872,18 @@ static int llm__x16f_fields(int type, struct llm__x16f_field *f) {
             f[n++] = (struct llm__x16f_field){(uint16_t)(offsetof(struct llm__block_q6_K, scales) + s),
                                               (uint16_t)(3072 + 16 * s), 1, 1};
         f[n++] = (struct llm__x16f_field){offsetof(struct llm__block_q6_K, d), 3328, 2, 2};
+    } else if (type == LLM__TYPE_Q5_K) {
+        for (int w = 0; w < 3; w++)
+            f[n++] = (struct llm__x16f_field){(uint16_t)(offsetof(struct llm__block_q5_K, scales) + 4 * w),
+                                              (uint16_t)(64 * w), 4, 4};
+        f[n++] = (struct llm__x16f_field){offsetof(struct llm__block_q5_K, d), 192, 2, 2};
+        f[n++] = (struct llm__x16f_field){offsetof(struct llm__block_q5_K, dmin), 224, 2, 2};
+        for (int k = 0; k < 8; k++)
+            f[n++] = (struct llm__x16f_field){(uint16_t)(offsetof(struct llm__block_q5_K, qh) + 4 * k),
+                                              (uint16_t)(256 + 64 * k), 4, 4};
+        for (int c = 0; c < 32; c++)
+            f[n++] = (struct llm__x16f_field){(uint16_t)(offsetof(struct llm__block_q5_K, qs) + 4 * c),
+                                              (uint16_t)(768 + 64 * c), 4, 4};
     } else {   // IQ4_XS
         const uint16_t qs = offsetof(struct llm__block_iq4_xs, qs);
         for (int c = 0; c < 32; c++)
@@ -870,12 +898,12 @@ static int llm__x16f_fields(int type, struct llm__x16f_field *f) {
 // Bytes of one super-block of 16 rows: 16 blocks, rounded up to whole cache lines (Q6_K: 3392).
 static size_t llm__x16f_sb_bytes(int type) { return (16 * llm__type_table[type].block_bytes + 63) / 64 * 64; }
 
-// Bytes of a group of 16 rows of a Q2_K, IQ4_XS or Q6_K matrix in x16 (the plain size; Q6_K 1% more).
+// Bytes of a group of 16 rows of a Q2_K, IQ4_XS, Q6_K or Q5_K matrix in x16 (the plain size; Q6_K 1% more).
 size_t llm__x16f_group_bytes(int type, int64_t ne0) {
     return (size_t)(ne0 / 256) * llm__x16f_sb_bytes(type);
 }
 
-// Rewrites row groups [g0, g1) of a plain Q2_K, IQ4_XS or Q6_K matrix into x16 records.
+// Rewrites row groups [g0, g1) of a plain Q2_K, IQ4_XS, Q6_K or Q5_K matrix into x16 records.
 static void llm__x16f_repack(int type, const void *src, void *dst, int64_t ne0, int64_t g0, int64_t g1) {
     struct llm__x16f_field f[LLM__X16F_MAX_FIELDS];
     const int nf = llm__x16f_fields(type, f);
@@ -901,7 +929,7 @@ static void llm__x16f_dequantize_row(int type, const void *w, int64_t r, float *
     const size_t sbb = llm__x16f_sb_bytes(type);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *o = (const uint8_t *)w + ((size_t)(r / 16) * (size_t)nsb + (size_t)sb) * sbb;
-        _Alignas(8) uint8_t x[sizeof(struct llm__block_q6_K)];   // (the largest of the three)
+        _Alignas(8) uint8_t x[sizeof(struct llm__block_q6_K)];   // (the largest of the four)
         for (int i = 0; i < nf; i++) memcpy(x + f[i].src, o + f[i].dst + ri * f[i].rstride, f[i].len);
         llm__dequantize_row(type, x, y + sb * 256, 256);
     }
@@ -911,7 +939,7 @@ static void llm__x16f_dequantize_row(int type, const void *w, int64_t r, float *
 void llm__x16_row(int type, const void *w, int64_t r, float *y, int64_t ne0) {
     if (type == LLM__TYPE_Q4_K) llm__x16k_dequantize_row(w, r, y, ne0);
     else if (type == LLM__TYPE_Q3_K) llm__x16q3_dequantize_row(w, r, y, ne0);
-    else if (llm__x16_q8k(type)) llm__x16f_dequantize_row(type, w, r, y, ne0);   // Q2_K, IQ4_XS, Q6_K
+    else if (llm__x16_q8k(type)) llm__x16f_dequantize_row(type, w, r, y, ne0);   // Q2_K, IQ4_XS, Q6_K, Q5_K
     else llm__x16_dequantize_row(type, w, r, y, ne0);
 }
 
@@ -1220,33 +1248,125 @@ LLM__AVX512 void llm__x16q6_tile_avx512(int nt, const uint8_t *rec, const uint8_
 #undef LLM__X16Q6_CALL
 }
 #endif
+#if defined(LLM__X86_SIMD)
+// The 8 scales (sc) and the 8 mins, each in both 16-bit halves (mp), of the 16 rows of an x16 Q5_K
+// super-block (p0), as 32-bit lanes.
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q5_scales(const uint8_t *p0, __m512i sc[8],
+                                                                               __m512i mp[8]) {
+    const __m512i w0 = _mm512_load_si512((const void *)p0), w1 = _mm512_load_si512((const void *)(p0 + 64));
+    const __m512i w2 = _mm512_load_si512((const void *)(p0 + 128));
+    const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), m4 = _mm512_set1_epi32(0x0f0f0f0f);
+    const __m512i m30 = _mm512_set1_epi32(0x30303030), ff = _mm512_set1_epi32(0xff);
+    const __m512i o[4] = {   // bytes s % 4 of: scales 0-3, scales 4-7, mins 0-3, mins 4-7
+        _mm512_and_si512(w0, m6),
+        _mm512_or_si512(_mm512_and_si512(w2, m4), _mm512_and_si512(_mm512_srli_epi32(w0, 2), m30)),
+        _mm512_and_si512(w1, m6),
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), m4),
+                        _mm512_and_si512(_mm512_srli_epi32(w1, 2), m30))};
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; s++) {
+        sc[s] = _mm512_and_si512(_mm512_srli_epi32(o[s / 4], 8 * (s % 4)), ff);
+        const __m512i m = _mm512_and_si512(_mm512_srli_epi32(o[2 + s / 4], 8 * (s % 4)), ff);
+        mp[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+    }
+}
+
+// Bit b of each byte of v at bit 4 (16-bit shifts: what crosses bytes is masked off).
+LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__bit_to4(__m512i v, int b) {
+    const __m512i x = b < 4   ? _mm512_slli_epi16(v, (unsigned)(4 - b))
+                      : b > 4 ? _mm512_srli_epi16(v, (unsigned)(b - 4))
+                              : v;
+    return _mm512_and_si512(x, _mm512_set1_epi8(16));
+}
+
+// q (0..31) of columns 64 j + 32 hi + 4 k .. + 3 of the 16 rows of an x16 Q5_K super-block (p0).
+LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__x16q5_chunk(const uint8_t *p0, int j, int hi,
+                                                                                int k) {
+    const __m512i qs = _mm512_load_si512((const void *)(p0 + 768 + 64 * (8 * j + k)));
+    const __m512i qh = _mm512_load_si512((const void *)(p0 + 256 + 64 * k));
+    const __m512i n = _mm512_and_si512(hi ? _mm512_srli_epi16(qs, 4) : qs, _mm512_set1_epi8(15));
+    return _mm512_or_si512(n, llm__bit_to4(qh, 2 * j + hi));
+}
+
+// out[t][0..16) = the 16 rows of one x16 Q5_K group times NT tokens' Q8_K rows (act + t * stride).
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q5_tile(
+        int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
+    const int64_t nsb = K / 256;
+    __m512 acc[8];   // (all 8 set: LLM_GENERIC_TILES builds warn otherwise)
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p0 = rec + (size_t)sb * LLM__X16Q5_SB;
+        // (no software prefetch: read in address order, as Q6_K's)
+        const struct llm__block_q8_K *a[8] = {0};   // (all 8 set: LLM_GENERIC_TILES builds warn otherwise)
+        __m512i isum[8], imin[8], sc[8], mp[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) isum[t] = imin[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) a[t] = (const struct llm__block_q8_K *)(act + (size_t)t * stride) + sb;
+        llm__x16q5_scales(p0, sc, mp);
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++)
+#pragma GCC unroll 8
+            for (int s = 0; s < 8; s++) {
+                int32_t pair;
+                memcpy(&pair, a[t]->bsums + 2 * s, 4);
+                imin[t] = _mm512_dpwssd_epi32(imin[t], mp[s], _mm512_set1_epi32(pair));
+            }
+        for (int j = 0; j < 4; j++) {
+#pragma GCC unroll 2
+            for (int hi = 0; hi < 2; hi++) {   // sub-block 2 j + hi
+                __m512i dot[8];
+#pragma GCC unroll 8
+                for (int t = 0; t < 8; t++) dot[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++) {
+                    const __m512i u = llm__x16q5_chunk(p0, j, hi, k);
+#pragma GCC unroll 8
+                    for (int t = 0; t < NT; t++)
+                        dot[t] = llm__dpbusd_bcast(dot[t], u, a[t]->qs + 64 * j + 32 * hi + 4 * k);
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++)
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(dot[t], sc[2 * j + hi]));
+            }
+        }
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 192)));
+        const __m512 m16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 224)));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d16, _mm512_set1_ps(a[t]->d)), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[t]), _mm512_mul_ps(m16, _mm512_set1_ps(-a[t]->d)), acc[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
+}
+
+LLM__AVX512 void llm__x16q5_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
+                                        float *out, size_t ostride) {
+#define LLM__X16Q5_CALL(TYPE, N) llm__x16q5_tile(N, rec, act, stride, K, out, ostride)
+    LLM__NT_SWITCH(LLM__X16Q5_CALL, 0)
+#undef LLM__X16Q5_CALL
+}
+#endif
 // --- K-quant tiles: prompt products of Q2_K, Q3_K, Q5_K, Q6_K and IQ4_XS weights (AVX-512) ---
 //
-// These types have no x16 layout: unpacked to bytes they would grow 1.3-3x, and decode reads them
-// as stored (the x16 layouts of Q3_K, Q2_K and IQ4_XS keep their size and are unpacked the same way). A
-// step of at least LLM__KT_MIN_TOKENS tokens instead unpacks 16 rows x one super-block at a time into bytes in
-// x16's chunk order (64 bytes = 4 columns of 16 rows) and multiplies them with every token's Q8_K
-// activations by vpdpbusd, so the unpacking is paid once per step rather than once per token. A
-// byte is u = w + off >= 0, w the integer the plain kernels multiply by the activations:
-//   Q3_K  sc * q (-124..128, off 124) from its x16 layout: the sub-block scale folds in, one sum
-//         per super-block
+// The x16 layouts of these types keep the file's packing (unpacked to bytes they would grow
+// 1.3-3x, and decode reads them as stored). A step of at least LLM__KT_MIN_TOKENS tokens unpacks
+// 16 rows x one super-block at a time into bytes in x16's chunk order (64 bytes = 4 columns of 16
+// rows) and multiplies them with every token's Q8_K activations by vpdpbusd, so the unpacking is
+// paid once per step rather than once per token. A byte is u = w + off >= 0, w the integer the
+// plain kernels multiply by the activations:
+//   Q3_K  sc * q (-124..128, off 124): the sub-block scale folds in, one sum per super-block
 //   Q2_K  sc * q (0..45), the sub-block scale folded in; the mins' sum m[s] * bsums[s] by vpdpwssd
-//         (plain, or from its x16 layout)
 //   Q6_K  q - 32 (off 32), its scale per group of 16 columns applied by an integer multiply
 //   Q5_K  q (0..31), the scale per group of 32 by an integer multiply, the mins as Q2_K's
 //   IQ4_XS the grid value (-127..113, off 127), ls - 32 per group of 32 by an integer multiply
-//         (plain, or from its x16 layout)
 // The offset comes back out through the activations' group sums. The integer sums are the plain
-// kernels', so results differ from theirs only in float rounding.
+// kernels', so results differ from theirs only in float rounding (test_backend has a scalar
+// version of each unpacking to compare with).
 #if defined(LLM__X86_SIMD)
-
-bool llm__kt_supported(int type, int64_t ne0, int64_t ne1) {
-    switch (type) {
-    case LLM__TYPE_Q2_K: case LLM__TYPE_Q5_K: case LLM__TYPE_Q6_K: case LLM__TYPE_IQ4_XS:
-        return ne0 % 256 == 0 && ne1 % 16 == 0;
-    default: return false;
-    }
-}
 
 static int llm__kt_off(int type) {
     return type == LLM__KT_X16Q3 ? 124 : type == LLM__TYPE_IQ4_XS ? 127 : type == LLM__TYPE_Q6_K ? 32 : 0;
@@ -1254,97 +1374,6 @@ static int llm__kt_off(int type) {
 // Chunks (of 4 columns) per scale group: 64 where the scales fold into the bytes.
 static int llm__kt_group(int type) {
     return type == LLM__TYPE_Q6_K ? 4 : type == LLM__KT_X16Q3 || type == LLM__TYPE_Q2_K ? 64 : 8;
-}
-
-// Super-block sb of the 16 rows at w (rb bytes apart) into a tile (test_backend has a scalar
-// version of this to compare with).
-LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, int64_t sb, struct llm__kt_tile *t) {
-    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-    const __m256i m30 = _mm256_set1_epi8(0x30);
-    const __m512i off = _mm512_set1_epi16((short)llm__kt_off(type));
-    for (int r = 0; r < 16; r++) {
-        const uint8_t *row = w + (size_t)r * rb;
-        _Alignas(64) uint8_t u[LLM__QK_K];
-        if (type == LLM__TYPE_IQ4_XS) {
-            const struct llm__block_iq4_xs *x = (const struct llm__block_iq4_xs *)row + sb;
-            int8_t ls[8];
-            llm__iq4_xs_scales(x, ls);
-            const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llm__iq4nl_values));
-            for (int b = 0; b < 8; b++) {
-                t->ls[b][r] = ls[b];
-                t->ol[b][r][0] = t->ol[b][r][1] = (int16_t)(127 * ls[b]);
-                const __m128i q = _mm_loadu_si128((const __m128i *)(x->qs + 16 * b));
-                const __m256i n = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
-                _mm256_store_si256((__m256i *)(u + 32 * b),
-                                   _mm256_add_epi8(_mm256_shuffle_epi8(grid, n), _mm256_set1_epi8(127)));
-            }
-            t->d[r] = llm__fp16_to_fp32(x->d);
-        } else if (type == LLM__TYPE_Q6_K) {
-            const struct llm__block_q6_K *x = (const struct llm__block_q6_K *)row + sb;
-            for (int g = 0; g < 16; g++) {
-                t->ls[g][r] = x->scales[g];
-                t->ol[g / 2][r][g % 2] = (int16_t)(32 * x->scales[g]);
-            }
-            for (int h = 0; h < 2; h++) {   // (16-bit shifts leak bits across bytes only outside the masks)
-                const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
-                const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
-                uint8_t *o = u + 128 * h;
-                _mm256_store_si256((__m256i *)o,
-                                   _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                                                   _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
-                _mm256_store_si256((__m256i *)(o + 32),
-                                   _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                                   _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
-                _mm256_store_si256((__m256i *)(o + 64),
-                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                                   _mm256_and_si256(qh, m30)));
-                _mm256_store_si256((__m256i *)(o + 96),
-                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
-            }
-            t->d[r] = llm__fp16_to_fp32(x->d);
-        } else if (type == LLM__TYPE_Q5_K) {
-            const struct llm__block_q5_K *x = (const struct llm__block_q5_K *)row + sb;
-            uint8_t sm[16];
-            llm__unpack_k4_scales(x->scales, sm);
-            for (int s = 0; s < 8; s++) t->ls[s][r] = sm[s], t->m[s][r][0] = t->m[s][r][1] = sm[8 + s];
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)x->qh);
-            for (int j = 0; j < 4; j++) {   // elements 64j + l: low nibbles, qh bit 2j; 64j + 32 + l: high, bit 2j + 1
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
-                const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one);
-                const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one);
-                _mm256_store_si256((__m256i *)(u + 64 * j),
-                                   _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4)));
-                _mm256_store_si256((__m256i *)(u + 64 * j + 32),
-                                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                                   _mm256_slli_epi16(h1, 4)));
-            }
-            t->d[r] = llm__fp16_to_fp32(x->d);
-            t->dmin[r] = llm__fp16_to_fp32(x->dmin);
-        } else {   // Q2_K
-            const struct llm__block_q2_K *x2 = (const struct llm__block_q2_K *)row + sb;
-            int8_t sc[16];
-            for (int s = 0; s < 16; s++) {
-                sc[s] = (int8_t)(x2->scales[s] & 15);
-                t->m[s / 2][r][s % 2] = (int16_t)(x2->scales[s] >> 4);
-            }
-            for (int h = 0; h < 2; h++) {
-                const __m256i qv = _mm256_loadu_si256((const __m256i *)(x2->qs + 32 * h));
-                for (int j = 0; j < 4; j++) {
-                    const int g = 4 * h + j;   // elements 32g..32g+31
-                    const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-                    const __m512i s16 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * g])),
-                                                           _mm256_set1_epi16(sc[2 * g + 1]), 1);
-                    const __m512i v = _mm512_add_epi16(_mm512_mullo_epi16(_mm512_cvtepi8_epi16(q), s16), off);
-                    _mm256_store_si256((__m256i *)(u + 32 * g), _mm512_cvtepi16_epi8(v));
-                }
-            }
-            t->d[r] = llm__fp16_to_fp32(x2->d);
-            t->dmin[r] = llm__fp16_to_fp32(x2->dmin);
-        }
-        for (int c = 0; c < 64; c++) memcpy(&t->q[c][4 * r], u + 4 * c, 4);
-    }
 }
 
 // Super-block sb of an x16 Q3_K group (rec, nsb super-blocks) into a tile of type LLM__KT_X16Q3.
@@ -1381,8 +1410,7 @@ LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t s
     _mm512_storeu_ps(t->d, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)llm__x16q3_d(rec, nsb, sb))));
 }
 
-// Super-block sb of an x16 Q2_K group (rec) into the tile llm__kt_unpack_avx512 makes of the
-// plain blocks (type LLM__TYPE_Q2_K).
+// Super-block sb of an x16 Q2_K group (rec) into a tile of the plain blocks (type LLM__TYPE_Q2_K).
 LLM__AVX512 void llm__kt_unpack_x16q2(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t) {
     const uint8_t *p0 = rec + (size_t)sb * LLM__X16Q2_SB;
     const __m512i even = _mm512_set1_epi16(0x00ff), odd = _mm512_set1_epi16((short)0xff00);
@@ -1410,8 +1438,7 @@ LLM__AVX512 void llm__kt_unpack_x16q2(const uint8_t *rec, int64_t sb, struct llm
     _mm512_storeu_ps(t->dmin, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 1312))));
 }
 
-// Super-block sb of an x16 IQ4_XS group (rec) into the tile llm__kt_unpack_avx512 makes of the
-// plain blocks (type LLM__TYPE_IQ4_XS).
+// Super-block sb of an x16 IQ4_XS group (rec) into a tile of the plain blocks (type LLM__TYPE_IQ4_XS).
 LLM__AVX512 void llm__kt_unpack_x16iq4(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t) {
     const uint8_t *p0 = rec + (size_t)sb * LLM__X16IQ4_SB;
     const __m512i m4 = _mm512_set1_epi8(15);
@@ -1435,8 +1462,7 @@ LLM__AVX512 void llm__kt_unpack_x16iq4(const uint8_t *rec, int64_t sb, struct ll
     _mm512_storeu_ps(t->d, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 2144))));
 }
 
-// Super-block sb of an x16 Q6_K group (rec) into the tile llm__kt_unpack_avx512 makes of the
-// plain blocks (type LLM__TYPE_Q6_K).
+// Super-block sb of an x16 Q6_K group (rec) into a tile of the plain blocks (type LLM__TYPE_Q6_K).
 LLM__AVX512 void llm__kt_unpack_x16q6(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t) {
     const uint8_t *p0 = rec + (size_t)sb * LLM__X16Q6_SB;
     for (int s = 0; s < 16; s++)
@@ -1451,6 +1477,21 @@ LLM__AVX512 void llm__kt_unpack_x16q6(const uint8_t *rec, int64_t sb, struct llm
     for (int c = 0; c < 64; c++)   // columns 4c..4c+3: 128 h + 32 g + 4 k
         _mm512_store_si512((void *)t->q[c], llm__x16q6_chunk(p0, c / 32, c % 32 / 8, c % 8));
     _mm512_storeu_ps(t->d, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 3328))));
+}
+
+// Super-block sb of an x16 Q5_K group (rec) into a tile of the plain blocks (type LLM__TYPE_Q5_K).
+LLM__AVX512 void llm__kt_unpack_x16q5(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t) {
+    const uint8_t *p0 = rec + (size_t)sb * LLM__X16Q5_SB;
+    __m512i sc[8], mp[8];
+    llm__x16q5_scales(p0, sc, mp);
+    for (int s = 0; s < 8; s++) {
+        _mm512_storeu_si512((void *)t->ls[s], sc[s]);
+        _mm512_storeu_si512((void *)t->m[s], mp[s]);
+    }
+    for (int c = 0; c < 64; c++)   // columns 4c..4c+3: 64 j + 32 hi + 4 k
+        _mm512_store_si512((void *)t->q[c], llm__x16q5_chunk(p0, c / 16, c % 16 / 8, c % 8));
+    _mm512_storeu_ps(t->d, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 192))));
+    _mm512_storeu_ps(t->dmin, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 224))));
 }
 
 // out[t][0..16) (+)= the tile's 16 rows times NT tokens' Q8_K block (act + t * stride).

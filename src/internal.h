@@ -986,7 +986,8 @@ LLM__INTERNAL size_t llm__x16f_group_bytes(int type, int64_t ne0);
 
 // The x16 layouts whose tiles read Q8_K activations (the types' own dot type), not an x16 format.
 static inline bool llm__x16_q8k(int type) {
-    return type == LLM__TYPE_Q3_K || type == LLM__TYPE_Q2_K || type == LLM__TYPE_IQ4_XS || type == LLM__TYPE_Q6_K;
+    return type == LLM__TYPE_Q3_K || type == LLM__TYPE_Q2_K || type == LLM__TYPE_IQ4_XS || type == LLM__TYPE_Q6_K ||
+           type == LLM__TYPE_Q5_K;
 }
 
 LLM__INTERNAL size_t llm__x16_group_bytes(int type, int64_t ne0);
@@ -1029,6 +1030,9 @@ LLM__INTERNAL LLM__AVX512 void llm__x16iq4_tile_avx512(int nt, const uint8_t *re
 LLM__INTERNAL LLM__AVX512 void llm__x16q6_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
                                                       int64_t K, float *out, size_t ostride);
 
+LLM__INTERNAL LLM__AVX512 void llm__x16q5_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
+                                                      int64_t K, float *out, size_t ostride);
+
 #define LLM__KT_MIN_TOKENS 32
 
 #define LLM__KT_X16Q3 (-1)   // the tile type of Q3_K weights in x16
@@ -1041,11 +1045,6 @@ struct llm__kt_tile {
     float d[16], dmin[16];
 };
 
-LLM__INTERNAL bool llm__kt_supported(int type, int64_t ne0, int64_t ne1);
-
-LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_avx512(int type, const uint8_t *w, size_t rb, int64_t sb,
-                                                     struct llm__kt_tile *t);
-
 LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q3(const uint8_t *rec, int64_t nsb, int64_t sb,
                                                     struct llm__kt_tile *t);
 
@@ -1054,6 +1053,8 @@ LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q2(const uint8_t *rec, int64_t 
 LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16iq4(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t);
 
 LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q6(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t);
+
+LLM__INTERNAL LLM__AVX512 void llm__kt_unpack_x16q5(const uint8_t *rec, int64_t sb, struct llm__kt_tile *t);
 
 LLM__INTERNAL LLM__AVX512 void llm__kt_tokens_avx512(int type, int nt, const struct llm__kt_tile *tl,
                                                      const uint8_t *act, size_t stride, float *out, size_t ostride,

@@ -163,7 +163,7 @@ static void check_matmul(int type, int64_t K, int64_t N, int ntok, int threads, 
 }
 
 #if defined(LLM__X86_SIMD)
-// The reference for llm__kt_unpack_avx512: super-block sb of the 16 rows at w (rb bytes apart)
+// The reference for the llm__kt_unpack_x16* functions: super-block sb of the 16 plain rows at w (rb bytes apart)
 // from the scalar dequantizers' helpers (the bytes are w + off, w what the plain kernels multiply).
 static void kt_unpack_ref(int type, const uint8_t *w, size_t rb, int64_t sb, struct llm__kt_tile *t) {
     const int off = type == LLM__TYPE_Q3_K ? 124 : type == LLM__TYPE_IQ4_XS ? 127 : type == LLM__TYPE_Q6_K ? 32 : 0;
@@ -219,48 +219,44 @@ static void kt_unpack_ref(int type, const uint8_t *w, size_t rb, int64_t sb, str
     }
 }
 
-// Random bytes as blocks (every bit pattern is a block; the scales may be NaN, copied alike).
-// Q3_K is unpacked from its x16 layout, Q2_K, IQ4_XS and Q6_K from both (their d made finite: NaN
-// payloads may convert differently).
+// Random bytes as blocks (every bit pattern is a block; the scales may be NaN, copied alike),
+// repacked into x16 and unpacked from there (their d and dmin made finite: NaN payloads may
+// convert differently).
 static void check_kt_unpack(void) {
-    const int types[] = {LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_Q2_K, LLM__TYPE_Q6_K, LLM__TYPE_Q5_K,
-                         LLM__TYPE_IQ4_XS, LLM__TYPE_IQ4_XS, LLM__TYPE_Q6_K};
+    const int types[] = {LLM__TYPE_Q3_K, LLM__TYPE_Q2_K, LLM__TYPE_Q6_K, LLM__TYPE_Q5_K, LLM__TYPE_IQ4_XS};
     int bad = 0, n = 0;
     for (size_t i = 0; i < LLM__ARRAY_LEN(types); i++) {
-        const size_t rb = llm__row_bytes(types[i], 512);
+        const int type = types[i];
+        const size_t rb = llm__row_bytes(type, 512), bb = llm__type_table[type].block_bytes;
         uint8_t *w = malloc(rb * 16);
         for (size_t k = 0; k < rb * 16; k++) w[k] = (uint8_t)test_rng_next(&seed);
-        uint8_t *rec = NULL;
-        if (types[i] == LLM__TYPE_Q3_K) {
-            for (int k = 0; k < 32; k++) ((struct llm__block_q3_K *)w)[k].d &= 0xbbff;
-            rec = aligned_alloc(64, llm__x16q3_group_bytes(512));
-            llm__x16q3_repack(w, rec, 512, 0, 1);
-        } else if (types[i] == LLM__TYPE_Q2_K && i == 2) {
-            for (int k = 0; k < 32; k++) {
-                ((struct llm__block_q2_K *)w)[k].d &= 0xbbff;
-                ((struct llm__block_q2_K *)w)[k].dmin &= 0xbbff;
+        for (int k = 0; k < 32; k++) {
+            uint8_t *b = w + (size_t)k * bb;
+            if (type == LLM__TYPE_Q3_K) ((struct llm__block_q3_K *)(void *)b)->d &= 0xbbff;
+            if (type == LLM__TYPE_Q6_K) ((struct llm__block_q6_K *)(void *)b)->d &= 0xbbff;
+            if (type == LLM__TYPE_IQ4_XS) ((struct llm__block_iq4_xs *)(void *)b)->d &= 0xbbff;
+            if (type == LLM__TYPE_Q2_K) {
+                ((struct llm__block_q2_K *)(void *)b)->d &= 0xbbff;
+                ((struct llm__block_q2_K *)(void *)b)->dmin &= 0xbbff;
             }
-            rec = aligned_alloc(64, llm__x16f_group_bytes(LLM__TYPE_Q2_K, 512));
-            llm__x16f_repack(LLM__TYPE_Q2_K, w, rec, 512, 0, 1);
-        } else if (types[i] == LLM__TYPE_IQ4_XS && i == 6) {
-            for (int k = 0; k < 32; k++) ((struct llm__block_iq4_xs *)w)[k].d &= 0xbbff;
-            rec = aligned_alloc(64, llm__x16f_group_bytes(LLM__TYPE_IQ4_XS, 512));
-            llm__x16f_repack(LLM__TYPE_IQ4_XS, w, rec, 512, 0, 1);
-        } else if (types[i] == LLM__TYPE_Q6_K && i == 7) {
-            for (int k = 0; k < 32; k++) ((struct llm__block_q6_K *)w)[k].d &= 0xbbff;
-            rec = aligned_alloc(64, llm__x16f_group_bytes(LLM__TYPE_Q6_K, 512));
-            llm__x16f_repack(LLM__TYPE_Q6_K, w, rec, 512, 0, 1);
+            if (type == LLM__TYPE_Q5_K) {
+                ((struct llm__block_q5_K *)(void *)b)->d &= 0xbbff;
+                ((struct llm__block_q5_K *)(void *)b)->dmin &= 0xbbff;
+            }
         }
+        uint8_t *rec = aligned_alloc(64, llm__x16_group_bytes(type, 512));
+        if (type == LLM__TYPE_Q3_K) llm__x16q3_repack(w, rec, 512, 0, 1);
+        else llm__x16f_repack(type, w, rec, 512, 0, 1);
         for (int sb = 0; sb < 2; sb++) {
             struct llm__kt_tile want, got;
             memset(&want, 0, sizeof(want));
             memset(&got, 0, sizeof(got));
-            kt_unpack_ref(types[i], w, rb, sb, &want);
-            if (rec && types[i] == LLM__TYPE_Q3_K) llm__kt_unpack_x16q3(rec, 2, sb, &got);
-            else if (rec && types[i] == LLM__TYPE_Q2_K) llm__kt_unpack_x16q2(rec, sb, &got);
-            else if (rec && types[i] == LLM__TYPE_IQ4_XS) llm__kt_unpack_x16iq4(rec, sb, &got);
-            else if (rec) llm__kt_unpack_x16q6(rec, sb, &got);
-            else llm__kt_unpack_avx512(types[i], w, rb, sb, &got);
+            kt_unpack_ref(type, w, rb, sb, &want);
+            if (type == LLM__TYPE_Q3_K) llm__kt_unpack_x16q3(rec, 2, sb, &got);
+            else if (type == LLM__TYPE_Q2_K) llm__kt_unpack_x16q2(rec, sb, &got);
+            else if (type == LLM__TYPE_IQ4_XS) llm__kt_unpack_x16iq4(rec, sb, &got);
+            else if (type == LLM__TYPE_Q6_K) llm__kt_unpack_x16q6(rec, sb, &got);
+            else llm__kt_unpack_x16q5(rec, sb, &got);
             bad += memcmp(&want, &got, sizeof(want)) != 0;
             n++;
         }
@@ -1347,6 +1343,8 @@ int main(void) {
     check_matmul(LLM__TYPE_IQ4_XS, 768, 48, 33, 1, false);
     check_matmul(LLM__TYPE_Q6_K, 768, 48, 9, 2, true);     // x16 Q6_K likewise
     check_matmul(LLM__TYPE_Q6_K, 768, 48, 33, 1, false);
+    check_matmul(LLM__TYPE_Q5_K, 768, 48, 9, 2, true);     // x16 Q5_K likewise
+    check_matmul(LLM__TYPE_Q5_K, 768, 48, 33, 1, false);
     // N not a multiple of 16: the plain layout
     check_matmul(LLM__TYPE_Q4_0, 256, 10, 3, 2, false);
     // AWQ / GPTQ: x16 G4 records of several groups (576 inputs: 9 groups of 64), 8+ tokens a tile
