@@ -1356,20 +1356,8 @@ LLM__INTERNAL LLM__AVX512 void llm__x16k_tile_avx512(int nt, const uint8_t *rec,
 LLM__INTERNAL void llm__x16_row(int type, const void *w, int64_t r, float *y, int64_t ne0);
 
 #if defined(LLM__X86_SIMD)
-LLM__INTERNAL LLM__AVX512 void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
-                                                      int64_t K, float *out, size_t ostride);
-
-LLM__INTERNAL LLM__AVX512 void llm__x16q2_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
-                                                      int64_t K, float *out, size_t ostride);
-
-LLM__INTERNAL LLM__AVX512 void llm__x16iq4_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
-                                                       int64_t K, float *out, size_t ostride);
-
-LLM__INTERNAL LLM__AVX512 void llm__x16q6_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
-                                                      int64_t K, float *out, size_t ostride);
-
-LLM__INTERNAL LLM__AVX512 void llm__x16q5_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
-                                                      int64_t K, float *out, size_t ostride);
+LLM__INTERNAL LLM__AVX512 void llm__x16q8k_tile_avx512(int type, int nt, const uint8_t *rec, const uint8_t *act,
+                                                       size_t stride, int64_t K, float *out, size_t ostride);
 
 #define LLM__KT_MIN_TOKENS 32
 
@@ -10878,6 +10866,22 @@ LLM__AVX512 static inline __attribute__((always_inline)) __m512i llm__x16q3_chun
     return _mm512_mask_add_epi8(lo, _cvtu64_mask64(bits), lo, _mm512_set1_epi8(4));
 }
 
+// The end of a super-block of the x16 layouts that read Q8_K, as every plain kernel of these types
+// ends it: acc += isum * (d * d_a), then (mins: dmin not NULL) acc += imin * (dmin * -d_a); d and
+// dmin the 16 rows' fp16 values.
+LLM__AVX512 static inline __attribute__((always_inline)) void llm__q8k_sb_end(
+        int NT, __m512 *acc, const __m512i *isum, const __m512i *imin, const void *d, const void *dmin,
+        const struct llm__block_q8_K *const *a) {
+    const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)d));
+    const __m512 m16 = dmin ? _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)dmin)) : d16;
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d16, _mm512_set1_ps(a[t]->d)), acc[t]);
+        if (dmin)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[t]), _mm512_mul_ps(m16, _mm512_set1_ps(-a[t]->d)), acc[t]);
+    }
+}
+
 // out[t][0..16) = the 16 rows of one x16 Q3_K group times NT tokens' Q8_K rows (act + t * stride).
 LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q3_tile(
         int NT, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K, float *out, size_t ostride) {
@@ -10931,21 +10935,12 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q3_tile(
                 }
             }
         }
-        const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)llm__x16q3_d(rec, nsb, sb)));
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++)
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d16, _mm512_set1_ps(a[t]->d)), acc[t]);
+        llm__q8k_sb_end(NT, acc, isum, NULL, llm__x16q3_d(rec, nsb, sb), NULL, a);
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
 }
 
-LLM__AVX512 void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
-                                               float *out, size_t ostride) {
-#define LLM__X16Q3_CALL(N) llm__x16q3_tile(N, rec, act, stride, K, out, ostride)
-    LLM__NT4_SWITCH(LLM__X16Q3_CALL)
-#undef LLM__X16Q3_CALL
-}
 #endif
 
 #if defined(LLM__X86_SIMD)
@@ -11000,24 +10995,12 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q2_tile(
                 }
             }
         }
-        const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 1280)));
-        const __m512 m16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 1312)));
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d16, _mm512_set1_ps(a[t]->d)), acc[t]);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[t]), _mm512_mul_ps(m16, _mm512_set1_ps(-a[t]->d)), acc[t]);
-        }
+        llm__q8k_sb_end(NT, acc, isum, imin, p0 + 1280, p0 + 1312, a);
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
 }
 
-LLM__AVX512 void llm__x16q2_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
-                                        float *out, size_t ostride) {
-#define LLM__X16Q2_CALL(N) llm__x16q2_tile(N, rec, act, stride, K, out, ostride)
-    LLM__NT4_SWITCH(LLM__X16Q2_CALL)
-#undef LLM__X16Q2_CALL
-}
 #endif
 
 #if defined(LLM__X86_SIMD)
@@ -11075,21 +11058,12 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16iq4_tile(
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(dot[t], ls[b]));
         }
-        const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 2144)));
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; t++)
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d16, _mm512_set1_ps(a[t]->d)), acc[t]);
+        llm__q8k_sb_end(NT, acc, isum, NULL, p0 + 2144, NULL, a);
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
 }
 
-LLM__AVX512 void llm__x16iq4_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
-                                         float *out, size_t ostride) {
-#define LLM__X16IQ4_CALL(TYPE, N) llm__x16iq4_tile(N, rec, act, stride, K, out, ostride)
-    LLM__NT_SWITCH(LLM__X16IQ4_CALL, 0)
-#undef LLM__X16IQ4_CALL
-}
 #endif
 #if defined(LLM__X86_SIMD)
 // q (0..63) of columns 128 h + 32 g + 4 k .. + 3 of the 16 rows of an x16 Q6_K super-block (p0).
@@ -11143,21 +11117,12 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q6_tile(
 #pragma GCC unroll 8
                     for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(dot[t], sc));
                 }
-        const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 3328)));
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; t++)
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d16, _mm512_set1_ps(a[t]->d)), acc[t]);
+        llm__q8k_sb_end(NT, acc, isum, NULL, p0 + 3328, NULL, a);
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
 }
 
-LLM__AVX512 void llm__x16q6_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
-                                        float *out, size_t ostride) {
-#define LLM__X16Q6_CALL(TYPE, N) llm__x16q6_tile(N, rec, act, stride, K, out, ostride)
-    LLM__NT_SWITCH(LLM__X16Q6_CALL, 0)
-#undef LLM__X16Q6_CALL
-}
 #endif
 #if defined(LLM__X86_SIMD)
 // The 8 scales (sc) and the 8 mins, each in both 16-bit halves (mp), of the 16 rows of an x16 Q5_K
@@ -11242,23 +11207,38 @@ LLM__AVX512 static inline __attribute__((always_inline)) void llm__x16q5_tile(
                     isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(dot[t], sc[2 * j + hi]));
             }
         }
-        const __m512 d16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 192)));
-        const __m512 m16 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p0 + 224)));
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; t++) {
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d16, _mm512_set1_ps(a[t]->d)), acc[t]);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[t]), _mm512_mul_ps(m16, _mm512_set1_ps(-a[t]->d)), acc[t]);
-        }
+        llm__q8k_sb_end(NT, acc, isum, imin, p0 + 192, p0 + 224, a);
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + (size_t)t * ostride, acc[t]);
 }
 
-LLM__AVX512 void llm__x16q5_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride, int64_t K,
-                                        float *out, size_t ostride) {
-#define LLM__X16Q5_CALL(TYPE, N) llm__x16q5_tile(N, rec, act, stride, K, out, ostride)
-    LLM__NT_SWITCH(LLM__X16Q5_CALL, 0)
-#undef LLM__X16Q5_CALL
+
+// out[t][0..16) = the 16 rows of one x16 group of a type llm__x16_q8k names times nt tokens' Q8_K
+// rows (act + t * stride): 4 tokens a call at most for Q3_K and Q2_K, 8 for the others.
+LLM__AVX512 void llm__x16q8k_tile_avx512(int type, int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
+                                         int64_t K, float *out, size_t ostride) {
+#define LLM__Q8K_CALL4(N) LLM__Q8K_KERNEL(N, rec, act, stride, K, out, ostride)
+#define LLM__Q8K_CALL(TYPE, N) LLM__Q8K_KERNEL(N, rec, act, stride, K, out, ostride)
+    switch (type) {
+#define LLM__Q8K_KERNEL(...) llm__x16q3_tile(__VA_ARGS__)
+    case LLM__TYPE_Q3_K: LLM__NT4_SWITCH(LLM__Q8K_CALL4) break;
+#undef LLM__Q8K_KERNEL
+#define LLM__Q8K_KERNEL(...) llm__x16q2_tile(__VA_ARGS__)
+    case LLM__TYPE_Q2_K: LLM__NT4_SWITCH(LLM__Q8K_CALL4) break;
+#undef LLM__Q8K_KERNEL
+#define LLM__Q8K_KERNEL(...) llm__x16iq4_tile(__VA_ARGS__)
+    case LLM__TYPE_IQ4_XS: LLM__NT_SWITCH(LLM__Q8K_CALL, 0) break;
+#undef LLM__Q8K_KERNEL
+#define LLM__Q8K_KERNEL(...) llm__x16q6_tile(__VA_ARGS__)
+    case LLM__TYPE_Q6_K: LLM__NT_SWITCH(LLM__Q8K_CALL, 0) break;
+#undef LLM__Q8K_KERNEL
+#define LLM__Q8K_KERNEL(...) llm__x16q5_tile(__VA_ARGS__)
+    default: LLM__NT_SWITCH(LLM__Q8K_CALL, 0) break;   // Q5_K
+#undef LLM__Q8K_KERNEL
+    }
+#undef LLM__Q8K_CALL
+#undef LLM__Q8K_CALL4
 }
 #endif
 // --- K-quant tiles: prompt products of Q2_K, Q3_K, Q5_K, Q6_K and IQ4_XS weights (AVX-512) ---
@@ -12832,16 +12812,7 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
                 const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)t * stride;
                 if (w->type == LLM__TYPE_Q4_K)
                     llm__x16k_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
-                else if (w->type == LLM__TYPE_Q3_K)
-                    llm__x16q3_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
-                else if (w->type == LLM__TYPE_Q2_K)
-                    llm__x16q2_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
-                else if (w->type == LLM__TYPE_IQ4_XS)
-                    llm__x16iq4_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
-                else if (w->type == LLM__TYPE_Q6_K)
-                    llm__x16q6_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
-                else if (w->type == LLM__TYPE_Q5_K)
-                    llm__x16q5_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
+                else if (q8k) llm__x16q8k_tile_avx512(w->type, nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 else llm__x16_tile_avx512(w->type, nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 if (bias)
                     for (int i = 0; i < nt; i++)

@@ -955,16 +955,7 @@ static void llm__cpu_mm_x16(struct llm__cpu_mm_job *job, int j, int64_t r0, int6
                 const uint8_t *act = (const uint8_t *)job->xq[j] + (size_t)t * stride;
                 if (w->type == LLM__TYPE_Q4_K)
                     llm__x16k_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
-                else if (w->type == LLM__TYPE_Q3_K)
-                    llm__x16q3_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
-                else if (w->type == LLM__TYPE_Q2_K)
-                    llm__x16q2_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
-                else if (w->type == LLM__TYPE_IQ4_XS)
-                    llm__x16iq4_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
-                else if (w->type == LLM__TYPE_Q6_K)
-                    llm__x16q6_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
-                else if (w->type == LLM__TYPE_Q5_K)
-                    llm__x16q5_tile_avx512(nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
+                else if (q8k) llm__x16q8k_tile_avx512(w->type, nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 else llm__x16_tile_avx512(w->type, nt, rec, act, stride, K, out, d.nb1 / sizeof(float));
                 if (bias)
                     for (int i = 0; i < nt; i++)

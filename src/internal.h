@@ -1018,20 +1018,8 @@ LLM__INTERNAL LLM__AVX512 void llm__x16k_tile_avx512(int nt, const uint8_t *rec,
 LLM__INTERNAL void llm__x16_row(int type, const void *w, int64_t r, float *y, int64_t ne0);
 
 #if defined(LLM__X86_SIMD)
-LLM__INTERNAL LLM__AVX512 void llm__x16q3_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
-                                                      int64_t K, float *out, size_t ostride);
-
-LLM__INTERNAL LLM__AVX512 void llm__x16q2_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
-                                                      int64_t K, float *out, size_t ostride);
-
-LLM__INTERNAL LLM__AVX512 void llm__x16iq4_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
-                                                       int64_t K, float *out, size_t ostride);
-
-LLM__INTERNAL LLM__AVX512 void llm__x16q6_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
-                                                      int64_t K, float *out, size_t ostride);
-
-LLM__INTERNAL LLM__AVX512 void llm__x16q5_tile_avx512(int nt, const uint8_t *rec, const uint8_t *act, size_t stride,
-                                                      int64_t K, float *out, size_t ostride);
+LLM__INTERNAL LLM__AVX512 void llm__x16q8k_tile_avx512(int type, int nt, const uint8_t *rec, const uint8_t *act,
+                                                       size_t stride, int64_t K, float *out, size_t ostride);
 
 #define LLM__KT_MIN_TOKENS 32
 

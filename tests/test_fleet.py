@@ -217,21 +217,27 @@ def ask(client, messages, session, turn, deadline):
     return None
 
 
-def run_conversations(fleet, ids, threads, turns_out, on_progress=None):
+def run_conversations(fleet, ids, threads, turns_out, on_progress=None, arrival=0.0, think=0.0):
+    """The conversations ids on threads workers: conversation n begins arrival x n seconds after the
+    first (as users arrive, not all at once), a user thinks think seconds before each next turn."""
     # (no retries by the client library: every failed attempt that reaches the client is counted
     # and retried by ask())
     client = openai.OpenAI(base_url=fleet.base + "/v1", api_key="none", max_retries=0, timeout=60)
-    todo = list(ids)
+    todo = list(enumerate(ids))
     qlock = threading.Lock()
+    t0 = time.time()
 
     def worker():
         while True:
             with qlock:
                 if not todo:
                     return
-                i = todo.pop(0)
+                n, i = todo.pop(0)
+            time.sleep(max(0.0, t0 + arrival * n - time.time()))
             messages = [{"role": "system", "content": system_prompt(i)}]
             for k, q in enumerate(QUESTIONS):
+                if k:
+                    time.sleep(think)
                 turn = Turn(i, k, (i + k) % 4 == 0)
                 with lock:
                     turns_out.append(turn)
@@ -255,9 +261,12 @@ def run_conversations(fleet, ids, threads, turns_out, on_progress=None):
 # conversations, the same checks
 SAN = os.environ.get("LLM_TEST_SAN") == "1"
 N_HIT, N_FAIL = (8, 40) if SAN else (40, 200)
+# the 200 conversations of the failure run arrive over 150 seconds (a user pausing a second
+# between turns): the run spans minutes, the kill and the drain fall in its middle
+ARRIVAL, THINK = (0.0, 0.0) if SAN else (0.75, 1.0)
 if SAN:
-    print("SKIP test_fleet: %d and %d conversations, not 40 and 200, under sanitizers (make test runs those)" %
-          (N_HIT, N_FAIL), flush=True)
+    print("SKIP test_fleet: %d and %d conversations, not 40 and 200 arriving over 150 s, under sanitizers "
+          "(make test runs those)" % (N_HIT, N_FAIL), flush=True)
 
 with open(CFG) as f:
     CFG_TEXT = f.read()
@@ -334,6 +343,15 @@ def chaos():
     deadline = time.time() + 60
     while "first" not in long_stream and "error" not in long_stream and time.time() < deadline:
         time.sleep(0.01)
+
+    def r2_streaming():   # a conversation's streamed turn on r2 that began a moment ago
+        now = time.time()
+        with lock:
+            return any(t.stream and t.replica == "r2" and t.first_byte and now - t.first_byte < 0.3 and not t.end
+                       for t in turns)
+    deadline = time.time() + 30
+    while not r2_streaming() and time.time() < deadline:
+        time.sleep(0.01)
     events["term"] = time.time()
     r2.proc.send_signal(signal.SIGTERM)
     for _ in range(100):   # (the signal is taken within moments; a sanitizer build's are long)
@@ -360,7 +378,7 @@ def chaos():
 ct = threading.Thread(target=chaos, daemon=True)
 ct.start()
 t_start = time.time()
-done = run_conversations(fleet, range(100, 100 + N_FAIL), 8, turns, on_progress)
+done = run_conversations(fleet, range(100, 100 + N_FAIL), 32 if ARRIVAL else 8, turns, on_progress, ARRIVAL, THINK)
 ct.join(120)
 elapsed = time.time() - t_start
 ok = [t for t in turns if t.finish]
@@ -383,7 +401,7 @@ check(events.get("lb_ready") == 200, "GET /ready through HAProxy with one replic
 term = events.get("term", 0)
 in_flight = [t for t in turns if t.stream and t.replica == "r2" and t.first_byte and t.first_byte < term and
              (t.end or 0) > term]
-check(all(t.finish in ("stop", "length") and t.attempts == 1 for t in in_flight),
+check(in_flight and all(t.finish in ("stop", "length") and t.attempts == 1 for t in in_flight),
       "the drained replica's streams in flight at its SIGTERM: %s" %
       [(t.conv, t.k, t.finish, t.attempts, t.errors) for t in in_flight])
 after = [t for t in ok if t.start and t.start > term + 2]
