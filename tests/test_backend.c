@@ -58,6 +58,7 @@ static void check_matmul_at(int simd, int type, int64_t K, int64_t N, int ntok, 
             dot(K, &s, w + (size_t)r * rb, xq + (size_t)t * ab);
             want[(size_t)t * N + r] = (double)s + (with_bias ? bias[r] : 0.0);
         }
+    float *plain = malloc(sizeof(float) * (size_t)N * ntok);   // pass 0's products
     // passes: plain layout, repacked, and (BF16 where the CPU has vdpbf16ps) repacked without it
     for (int pass = 0; pass < 3; pass++) {
         const bool repack = pass > 0;
@@ -83,6 +84,13 @@ static void check_matmul_at(int simd, int type, int64_t K, int64_t N, int ntok, 
         const struct llm__weight *ws[1] = {&wt};
         be.iface->matmul(be.ctx, 1, &yt, ws, with_bias ? &bt : NULL, xt);
         const float *y = yb.data;
+        if (pass == 0) memcpy(plain, y, sizeof(float) * (size_t)N * ntok);
+        // the x16 layouts that read Q8_K (K-quants but Q4_K, IQ4_XS) end each super-block as the plain
+        // kernels do: the same bits
+        if (wt.layout == LLM__LAYOUT_X16 && llm__x16_q8k(type))
+            EXPECT(memcmp(plain, y, sizeof(float) * (size_t)N * ntok) == 0,
+                   "matmul %s K=%lld N=%lld tokens=%d: x16 products differ from the plain kernel's bits",
+                   llm__type_info((uint32_t)type)->name, (long long)K, (long long)N, ntok);
         double worst = 0, scale = 0;
         for (size_t i = 0; i < (size_t)N * ntok; i++) scale = fmax(scale, fabs(want[i]));
         for (size_t i = 0; i < (size_t)N * ntok; i++) worst = fmax(worst, fabs((double)y[i] - want[i]) / scale);
@@ -126,7 +134,7 @@ static void check_matmul_at(int simd, int type, int64_t K, int64_t N, int ntok, 
         be.iface->buf_free(be.ctx, &bb);
         be.iface->free(be.ctx);
     }
-    free(wf); free(w); free(x); free(bias); free(xq); free(want);
+    free(wf); free(w); free(x); free(bias); free(xq); free(want); free(plain);
 }
 
 // MXFP4 weights are repacked (AVX-512) only when every block's scale fits fp16 exactly: one
